@@ -1,0 +1,252 @@
+"""Algorithm: the root of an RL checkpoint tree.
+
+Components (SPEC section 5)::
+
+    env_runner/                 the local EnvRunner (connectors, RNG, env state, counters)
+      env_to_module_connector/
+      module_to_env_connector/
+    learner_group/
+      learner/                  optimizers, RNG, counters
+        rl_module/              the MultiRLModule
+          default_policy/       one RLModule
+
+The env runner's own copy of the module is not saved: the learner's module
+is the source of truth, and after every restore (full or partial, also with
+``component=``) the algorithm copies the learner's weights to the env runners
+so they act with the restored weights at once.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+from cairn import Checkpointable
+from cairn.registry import register_type
+from cairn.rl._util import Names
+from cairn.rl.env_runner import EnvRunner
+from cairn.rl.env_runner_group import EnvRunnerGroup
+from cairn.rl.learner_group import LearnerGroup
+from cairn.rl.multi_rl_module import DEFAULT_MODULE_ID
+from cairn.rl.rl_module import RLModule
+
+__all__ = ["Algorithm", "AlgorithmConfig"]
+
+
+@register_type
+@dataclass
+class AlgorithmConfig:
+    """Settings every algorithm shares: the environment, sampling, modules, scale."""
+
+    env: str = "CartPole-v1"
+    """A gymnasium environment id, or ``"multi:<id>"`` for ``num_agents`` independent
+    copies of it, one per agent (``"agent_0"`` .. ``"agent_{n-1}"``)."""
+
+    env_config: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for ``gymnasium.make``."""
+
+    num_agents: int = 2
+    """Number of agents of a ``"multi:"`` environment; ignored otherwise."""
+
+    seed: int = 0
+    """Seeds everything: environments, module initialisation, action sampling,
+    minibatch shuffling. Same seed on CPU, same results, bit for bit."""
+
+    num_env_runners: int = 0
+    """Number of env runners. 0 and 1 both mean one runner in this process; more
+    needs Ray (not supported yet)."""
+
+    num_envs_per_env_runner: int = 4
+    """Vectorized environments (for ``"multi:"`` envs: env copies) per env runner."""
+
+    rollout_length: int = 128
+    """Steps each sub-environment takes per training iteration."""
+
+    num_learners: int = 0
+    """Number of learners. 0 and 1 both mean one learner in this process; more needs
+    Ray (not supported yet)."""
+
+    model_config: dict[str, Any] = field(default_factory=dict)
+    """Overrides of ``cairn.rl.rl_module.DEFAULT_MODEL_CONFIG`` (hidden_sizes,
+    activation, log_std_init), the same for every module."""
+
+    policies: tuple[str, ...] = (DEFAULT_MODULE_ID,)
+    """The module ids, one RLModule (and one optimizer) each."""
+
+    policy_mapping: dict[str, str] | None = None
+    """Agent id -> module id. ``None`` maps every agent to the only policy."""
+
+    observation_filter: str | None = "MeanStdFilter"
+    """Observation filter of the env runners' ``env_to_module_connector``
+    (``"MeanStdFilter"`` or ``None``)."""
+
+    episode_return_window: int = 100
+    """``episode_return_mean`` is the mean over this many most recent episodes."""
+
+    num_torch_threads: int | None = 1
+    """Applied with ``torch.set_num_threads`` when the algorithm is built (results
+    are bit-for-bit reproducible for one thread count); ``None`` leaves it alone."""
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` (or ``NotImplementedError`` for Ray-only settings)
+        when a setting is out of range."""
+        for name in ("num_envs_per_env_runner", "rollout_length", "episode_return_window"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}.")
+        if self.num_env_runners < 0 or self.num_learners < 0:
+            raise ValueError("num_env_runners and num_learners must be >= 0.")
+        if self.num_env_runners > 1:
+            raise NotImplementedError(
+                f"num_env_runners={self.num_env_runners}: more than one env runner needs Ray, "
+                "which cairn.rl does not support yet (Ray support is coming); use 0 or 1."
+            )
+        if self.num_learners > 1:
+            raise NotImplementedError(
+                f"num_learners={self.num_learners}: more than one learner needs Ray, which "
+                "cairn.rl does not support yet (Ray support is coming); use 0 or 1."
+            )
+
+
+class Algorithm(Checkpointable, abc.ABC):
+    """Base of RL algorithms: an env runner group, a learner group, an iteration counter.
+
+    Subclasses implement :meth:`training_step` and :meth:`build_learner_group`.
+
+    Args:
+        config: The algorithm's config (an instance of :attr:`config_class`).
+    """
+
+    config_class: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
+
+    def __init__(self, config: AlgorithmConfig) -> None:
+        if not isinstance(config, self.config_class):
+            raise TypeError(f"{type(self).__name__} needs a {self.config_class.__name__}, got {type(config).__name__}.")
+        config.validate()
+        self.config = config
+        if config.num_torch_threads is not None:
+            torch.set_num_threads(int(config.num_torch_threads))
+        self.env_runner_group = EnvRunnerGroup(config)
+        self.learner_group = self.build_learner_group(config, self.env_runner_group.local_env_runner.module_specs)
+        self.training_iteration = 0
+        self._sync_env_runners()
+
+    @abc.abstractmethod
+    def build_learner_group(self, config: Any, module_specs: Mapping[str, Any]) -> LearnerGroup:
+        """Build the learner group for ``config`` and the modules of ``module_specs``."""
+
+    @abc.abstractmethod
+    def training_step(self) -> dict[str, Any]:
+        """One iteration of sampling and learning; returns its metrics."""
+
+    @property
+    def env_runner(self) -> EnvRunner:
+        """The local env runner."""
+        return self.env_runner_group.local_env_runner
+
+    def get_module(self, module_id: str = DEFAULT_MODULE_ID) -> RLModule:
+        """The learner's module ``module_id`` (the weights being trained)."""
+        return self.learner_group.learner.module[module_id]
+
+    def train(self) -> dict[str, Any]:
+        """Run one training iteration.
+
+        Returns:
+            Metrics: ``training_iteration``, ``num_env_steps_sampled_lifetime``,
+            ``episode_return_mean`` and more, among them ``"learner/<module id>/..."``.
+            Keys under ``"perf/"`` are wall-clock measurements (not reproducible).
+        """
+        start = time.perf_counter()
+        steps_before = self.env_runner.num_env_steps_sampled_lifetime
+        results = self.training_step()
+        self.training_iteration += 1
+        elapsed = time.perf_counter() - start
+        steps = self.env_runner.num_env_steps_sampled_lifetime - steps_before
+        results["training_iteration"] = self.training_iteration
+        results["num_env_steps_sampled"] = steps
+        results["perf/iteration_time_s"] = elapsed
+        results["perf/env_steps_per_second"] = steps / elapsed if elapsed > 0 else float("nan")
+        return dict(sorted(results.items()))
+
+    def _sync_env_runners(self) -> None:
+        """Spread the local runner's state and the learner's weights to the env runners."""
+        self.env_runner_group.sync_local_state_to_others()
+        self.env_runner_group.sync_weights(self.learner_group.get_weights())
+
+    def stop(self) -> None:
+        """Release the environments."""
+        self.env_runner_group.close()
+
+    # ------------------------------------------------------------------ Checkpointable
+
+    def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
+        """``env_runner`` (the local runner) and ``learner_group``."""
+        return [("env_runner", self.env_runner), ("learner_group", self.learner_group)]
+
+    def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
+        """``training_iteration`` plus the states of the selected components.
+
+        The env runner's module copy (``env_runner/rl_module``) is always left
+        out: the learner's module is the one saved.
+        """
+        state: dict[str, Any] = {"training_iteration": self.training_iteration}
+        if self._check_component("env_runner", components, not_components):
+            self.env_runner_group.sync_connector_states_to_local()
+            excluded = self._get_not_subcomponents("env_runner", not_components) or []
+            state["env_runner"] = self.env_runner.get_state(
+                self._get_subcomponents("env_runner", components),
+                not_components=[*excluded, "rl_module"],
+            )
+        if self._check_component("learner_group", components, not_components):
+            state["learner_group"] = self.learner_group.get_state(
+                self._get_subcomponents("learner_group", components),
+                not_components=self._get_not_subcomponents("learner_group", not_components),
+            )
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Apply ``state`` (missing parts are left as they are), then sync the env runners."""
+        if "env_runner" in state:
+            self.env_runner.set_state(state["env_runner"])
+        if "learner_group" in state:
+            self.learner_group.set_state(state["learner_group"])
+        if "training_iteration" in state:
+            self.training_iteration = int(state["training_iteration"])
+        self._sync_env_runners()
+
+    def restore_from_path(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        component: str | None = None,
+        filesystem: Any = None,
+        allow_pickle: bool = False,
+    ) -> None:
+        """Restore as :meth:`cairn.Checkpointable.restore_from_path`, then sync the env runners.
+
+        After a partial restore (``component="learner_group/learner/rl_module/p1"``)
+        the env runners act with the restored weights at once.
+        """
+        super().restore_from_path(path, component=component, filesystem=filesystem, allow_pickle=allow_pickle)
+        self._sync_env_runners()
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``((config,), {})``."""
+        return (self.config,), {}
+
+    def get_metadata(self) -> dict[str, Any]:
+        """Adds the env id and the training iteration."""
+        metadata = dict(super().get_metadata())
+        metadata.update(
+            {
+                "env": self.config.env,
+                "training_iteration": self.training_iteration,
+                "episodes_restart_on_restore": not self.env_runner.env_state_saved,
+            }
+        )
+        return metadata

@@ -1,0 +1,274 @@
+"""Connector pipelines between environments and modules.
+
+A connector transforms a batch (a numpy array) on its way from the
+environments to the module (``env_to_module_connector``: observation
+filters) or from the module to the environments (``module_to_env_connector``:
+action clipping). Every connector is a ``Checkpointable``; a pipeline is one
+too, with each connector a component named by the connector's ``name``
+(its class name by default), so a checkpoint reads
+``env_runner/env_to_module_connector/MeanStdFilter/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+
+from cairn import Checkpointable
+from cairn.errors import IncompatibleCheckpointError
+from cairn.rl._util import (
+    COMPONENT_NAME_RE,
+    Names,
+)
+
+__all__ = ["ClipActions", "Connector", "ConnectorPipeline", "MeanStdFilter"]
+
+Array = npt.NDArray[Any]
+
+
+class Connector(Checkpointable):
+    """One step of a connector pipeline.
+
+    Subclasses implement :meth:`__call__` and take keyword-only constructor
+    arguments (a pipeline records ``(class, kwargs)`` of each connector as its
+    own constructor arguments). Stateless connectors keep the empty defaults
+    of :meth:`get_state` and :meth:`set_state`.
+    """
+
+    @property
+    def name(self) -> str:
+        """The component name of this connector in its pipeline."""
+        return type(self).__name__
+
+    def __call__(self, data: Array, *, update: bool = True) -> Array:
+        """Transform a batch.
+
+        Args:
+            data: A batch, leading dimension = batch size.
+            update: Whether statistics (if any) take this batch into account.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement __call__.")
+
+    def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
+        """Stateless by default."""
+        return {}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Stateless by default."""
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """No arguments by default."""
+        return (), {}
+
+
+class MeanStdFilter(Connector):
+    """Normalises observations by their running mean and standard deviation.
+
+    Statistics are kept in float64 with Chan et al.'s parallel update (so
+    a batch update is exact and order-stable) and can be merged across
+    env runners with :meth:`merge_states`. State: ``count`` (int), ``mean``
+    and ``m2`` (float64 arrays; variance = m2 / count).
+
+    Args:
+        shape: Shape of one observation.
+        clip: Normalised values are clipped to ``[-clip, clip]``.
+        epsilon: Added to the standard deviation.
+    """
+
+    def __init__(self, *, shape: Sequence[int], clip: float = 10.0, epsilon: float = 1e-8) -> None:
+        self.shape = tuple(int(d) for d in shape)
+        self.clip = float(clip)
+        self.epsilon = float(epsilon)
+        self.count = 0
+        self.mean = np.zeros(self.shape, dtype=np.float64)
+        self.m2 = np.zeros(self.shape, dtype=np.float64)
+
+    @property
+    def var(self) -> npt.NDArray[np.float64]:
+        """The running (population) variance; ones before any data."""
+        if self.count < 2:
+            return np.ones(self.shape, dtype=np.float64)
+        out: npt.NDArray[np.float64] = self.m2 / self.count
+        return out
+
+    def update(self, batch: Array) -> None:
+        """Add a batch ``[B, *shape]`` to the statistics."""
+        batch64 = np.asarray(batch, dtype=np.float64).reshape((-1, *self.shape))
+        n = batch64.shape[0]
+        if n == 0:
+            return
+        self.count, self.mean, self.m2 = _combine(
+            (self.count, self.mean, self.m2),
+            (n, batch64.mean(axis=0), ((batch64 - batch64.mean(axis=0)) ** 2).sum(axis=0)),
+        )
+
+    def __call__(self, data: Array, *, update: bool = True) -> Array:
+        """Update the statistics with ``data`` (when ``update``), then normalise it."""
+        if update:
+            self.update(data)
+        std = np.sqrt(self.var) + self.epsilon
+        out = np.clip((np.asarray(data, dtype=np.float64) - self.mean) / std, -self.clip, self.clip)
+        return out.astype(np.float32)
+
+    @staticmethod
+    def merge_states(states: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Combine the statistics of filters that saw disjoint data.
+
+        Args:
+            states: States from :meth:`get_state` of filters with the same shape.
+
+        Returns:
+            One state whose statistics are those of all the data together.
+        """
+        if not states:
+            raise ValueError("merge_states needs at least one state.")
+        mean = np.zeros_like(np.asarray(states[0]["mean"], dtype=np.float64))
+        count, m2 = 0, np.zeros_like(mean)
+        for state in states:
+            count, mean, m2 = _combine(
+                (count, mean, m2),
+                (
+                    int(state["count"]),
+                    np.asarray(state["mean"], dtype=np.float64),
+                    np.asarray(state["m2"], dtype=np.float64),
+                ),
+            )
+        return {"count": count, "mean": mean, "m2": m2}
+
+    def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
+        """``{"count": int, "mean": float64 array, "m2": float64 array}`` (copies)."""
+        return {"count": int(self.count), "mean": self.mean.copy(), "m2": self.m2.copy()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Load statistics; keys missing from ``state`` are left as they are.
+
+        Raises:
+            IncompatibleCheckpointError: The statistics have another shape.
+        """
+        for key in ("mean", "m2"):
+            if key in state:
+                value = np.asarray(state[key], dtype=np.float64)
+                if value.shape != self.shape:
+                    raise IncompatibleCheckpointError(
+                        f"MeanStdFilter {key!r} has shape {value.shape} in the checkpoint but "
+                        f"this filter normalises observations of shape {self.shape}; the "
+                        "checkpoint was taken on another environment."
+                    )
+                setattr(self, key, value.copy())
+        if "count" in state:
+            self.count = int(state["count"])
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``((), {"shape": ..., "clip": ..., "epsilon": ...})``."""
+        return (), {"shape": list(self.shape), "clip": self.clip, "epsilon": self.epsilon}
+
+
+def _combine(
+    a: tuple[int, npt.NDArray[np.float64], npt.NDArray[np.float64]],
+    b: tuple[int, npt.NDArray[np.float64], npt.NDArray[np.float64]],
+) -> tuple[int, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Chan et al.'s parallel combination of (count, mean, M2) statistics."""
+    n_a, mean_a, m2_a = a
+    n_b, mean_b, m2_b = b
+    if n_b == 0:
+        return n_a, mean_a.copy(), m2_a.copy()
+    if n_a == 0:
+        return n_b, mean_b.copy(), m2_b.copy()
+    n = n_a + n_b
+    delta = mean_b - mean_a
+    mean = mean_a + delta * (n_b / n)
+    m2 = m2_a + m2_b + delta**2 * (n_a * n_b / n)
+    return n, mean, m2
+
+
+class ClipActions(Connector):
+    """Clips continuous actions to the bounds of a ``Box`` action space.
+
+    The module keeps the unclipped sample (its log-probability is what the
+    loss needs); only what the environment receives is clipped.
+
+    Args:
+        low: Lower bounds.
+        high: Upper bounds.
+    """
+
+    def __init__(self, *, low: Sequence[float] | Array, high: Sequence[float] | Array) -> None:
+        self.low = np.asarray(low, dtype=np.float32)
+        self.high = np.asarray(high, dtype=np.float32)
+
+    @classmethod
+    def for_space(cls, space: gym.spaces.Box) -> ClipActions:
+        """A clipper for the bounds of ``space``."""
+        return cls(low=space.low, high=space.high)
+
+    def __call__(self, data: Array, *, update: bool = True) -> Array:
+        """Clip ``data`` ``[B, act_dim]`` to the bounds."""
+        return np.clip(np.asarray(data, dtype=np.float32), self.low, self.high)
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``((), {"low": array, "high": array})``."""
+        return (), {"low": self.low.copy(), "high": self.high.copy()}
+
+
+class ConnectorPipeline(Checkpointable):
+    """An ordered list of connectors applied one after the other.
+
+    Args:
+        connectors: ``(connector class, keyword arguments)`` pairs, built in
+            order. (Specs rather than objects so that the pipeline can be
+            rebuilt by ``from_checkpoint``.)
+
+    Raises:
+        ValueError: Two connectors with the same name, or an invalid name.
+    """
+
+    def __init__(self, connectors: Sequence[tuple[type[Connector], Mapping[str, Any]]] = ()) -> None:
+        self.connectors: list[Connector] = []
+        for cls, kwargs in connectors:
+            self.append(cls(**dict(kwargs)))
+
+    def append(self, connector: Connector) -> None:
+        """Add ``connector`` at the end of the pipeline."""
+        if not COMPONENT_NAME_RE.match(connector.name):
+            raise ValueError(f"Connector name {connector.name!r} is not a valid component name.")
+        if any(c.name == connector.name for c in self.connectors):
+            raise ValueError(
+                f"The pipeline already has a connector named {connector.name!r}; names must "
+                "be unique because each is a checkpoint folder."
+            )
+        self.connectors.append(connector)
+
+    def __call__(self, data: Array, *, update: bool = True) -> Array:
+        """Run ``data`` through every connector in order."""
+        for connector in self.connectors:
+            data = connector(data, update=update)
+        return data
+
+    def __getitem__(self, name: str) -> Connector:
+        for connector in self.connectors:
+            if connector.name == name:
+                return connector
+        raise KeyError(f"No connector {name!r}; the pipeline has {[c.name for c in self.connectors]}.")
+
+    def __len__(self) -> int:
+        return len(self.connectors)
+
+    def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
+        """Each connector, named by its ``name``."""
+        return [(c.name, c) for c in self.connectors]
+
+    def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
+        """Connector name -> connector state, for the selected connectors."""
+        return self._get_components_state(components, not_components=not_components)
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Forward each connector's state; connectors missing from ``state`` are left as is."""
+        self._set_components_state(state)
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``(([(class, kwargs), ...],), {})``."""
+        return ([(type(c), c.get_ctor_args_and_kwargs()[1]) for c in self.connectors],), {}

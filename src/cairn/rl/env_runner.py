@@ -1,0 +1,371 @@
+"""EnvRunner: steps gymnasium vector environments with a copy of the module.
+
+The runner owns everything sampling depends on, and all of it is state:
+
+- the connectors (``env_to_module_connector`` with the ``MeanStdFilter``
+  observation filter, ``module_to_env_connector`` clipping Box actions),
+- the RNG that samples actions (a private ``torch.Generator``),
+- the environments themselves where that is possible (classic control:
+  physics state, each env's ``np_random``, the ``TimeLimit`` counters), the
+  current observations and the returns of the episodes in flight,
+- lifetime counters and the window of recent episode returns.
+
+Restored into a fresh runner, sampling goes on exactly as if it never
+stopped. For environments whose state cannot be saved, the state records
+``env.saved = False`` and the runner's metadata says
+``episodes_restart_on_restore``: the restored runner starts new episodes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from cairn import Checkpointable
+from cairn.rl._util import Names
+from cairn.rl.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
+from cairn.rl.env_state import get_env_state, set_env_state, supports_env_state
+from cairn.rl.multi_agent import (
+    agent_ids,
+    build_module_specs,
+    make_env,
+    parse_env,
+    resolve_policy_mapping,
+)
+from cairn.rl.multi_rl_module import MultiRLModule
+from cairn.rl.rl_module import RLModuleSpec
+
+if TYPE_CHECKING:
+    from cairn.rl.algorithm import AlgorithmConfig
+
+__all__ = ["EnvRunner", "SampleBatch"]
+
+SampleBatch = dict[str, npt.NDArray[Any]]
+"""One module's rollout: time-major arrays ``[T, N, ...]`` plus ``bootstrap_vf`` ``[N]``.
+
+Keys: ``obs`` (filtered), ``actions``, ``action_logp``, ``vf_preds``,
+``rewards``, ``terminateds``, ``truncateds``, ``final_vf`` (value of the final
+observation of a truncated episode), ``bootstrap_vf``.
+"""
+
+_OBSERVATION_FILTERS: dict[str, type[Connector]] = {"MeanStdFilter": MeanStdFilter}
+
+
+class EnvRunner(Checkpointable):
+    """Samples rollouts from ``num_envs_per_env_runner`` vectorized environments.
+
+    Args:
+        config: The algorithm's config (``env``, ``env_config``, ``num_agents``,
+            ``seed``, ``num_envs_per_env_runner``, ``rollout_length``,
+            ``policies``, ``policy_mapping``, ``model_config``,
+            ``observation_filter``, ``episode_return_window``).
+        worker_index: Index of this runner in its group; seeds differ per index.
+    """
+
+    def __init__(self, config: AlgorithmConfig, *, worker_index: int = 0) -> None:
+        self.config = config
+        self.worker_index = int(worker_index)
+        env_id, _ = parse_env(config.env)
+        agents = agent_ids(config.env, config.num_agents)
+        self.policy_mapping = resolve_policy_mapping(agents, config.policies, config.policy_mapping)
+        num_envs = int(config.num_envs_per_env_runner)
+        if num_envs < 1:
+            raise ValueError(f"num_envs_per_env_runner must be >= 1, got {num_envs}.")
+        # Sub-environment (slot) i is agent i % n of env copy i // n.
+        self.slot_agents = [agents[i % len(agents)] for i in range(num_envs * len(agents))]
+        self.slot_modules = [self.policy_mapping[agent] for agent in self.slot_agents]
+        self.num_envs = num_envs
+        self.num_slots = len(self.slot_agents)
+        self.env = gym.vector.SyncVectorEnv(
+            [functools.partial(make_env, config.env, dict(config.env_config))] * self.num_slots,
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        )
+        self.env_id = env_id
+        self.observation_space = self.env.single_observation_space
+        self.action_space = self.env.single_action_space
+        self.module_specs: dict[str, RLModuleSpec] = build_module_specs(
+            config, self.observation_space, self.action_space
+        )
+        self.module = MultiRLModule(self.module_specs)
+        self.module.eval()
+
+        filters: list[tuple[type[Connector], Mapping[str, Any]]] = []
+        if config.observation_filter is not None:
+            filter_cls = _OBSERVATION_FILTERS.get(config.observation_filter)
+            if filter_cls is None:
+                raise ValueError(
+                    f"observation_filter={config.observation_filter!r} is not one of "
+                    f"{sorted(_OBSERVATION_FILTERS)} or None."
+                )
+            filters.append((filter_cls, {"shape": list(self.observation_space.shape or ())}))
+        self.env_to_module = ConnectorPipeline(filters)
+        to_env: list[tuple[type[Connector], Mapping[str, Any]]] = []
+        if isinstance(self.action_space, gym.spaces.Box):
+            to_env.append((ClipActions, {"low": self.action_space.low, "high": self.action_space.high}))
+        self.module_to_env = ConnectorPipeline(to_env)
+
+        seeds = np.random.SeedSequence([config.seed, 104729, self.worker_index]).generate_state(2)
+        self._generator = torch.Generator().manual_seed(int(seeds[1]))
+        self.env_state_saved = supports_env_state(self.env.envs[0])
+        obs, _ = self.env.reset(seed=int(seeds[0]))
+        self._obs: npt.NDArray[Any] = obs
+        self._episode_returns = np.zeros(self.num_slots, dtype=np.float64)
+        self._episode_lengths = np.zeros(self.num_slots, dtype=np.int64)
+        window = int(config.episode_return_window)
+        self._recent_returns: deque[float] = deque(maxlen=window)
+        self._recent_lengths: deque[int] = deque(maxlen=window)
+        self._recent_module_returns: dict[str, deque[float]] = {
+            module_id: deque(maxlen=window) for module_id in config.policies
+        }
+        self.num_env_steps_sampled_lifetime = 0
+        self.num_agent_steps_sampled_lifetime = 0
+        self.num_episodes_lifetime = 0
+        self._episodes_this_iteration = 0
+        self.episodes_restarted = False
+        self._module_slots = {
+            module_id: np.array([i for i, m in enumerate(self.slot_modules) if m == module_id])
+            for module_id in config.policies
+            if module_id in self.slot_modules
+        }
+
+    # ------------------------------------------------------------------ sampling
+
+    def _act(self, obs: torch.Tensor) -> tuple[npt.NDArray[Any], npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        if isinstance(self.action_space, gym.spaces.Discrete):
+            actions: npt.NDArray[Any] = np.zeros(self.num_slots, dtype=np.int64)
+        else:
+            actions = np.zeros((self.num_slots, *(self.action_space.shape or ())), dtype=np.float32)
+        logp = np.zeros(self.num_slots, dtype=np.float32)
+        values = np.zeros(self.num_slots, dtype=np.float32)
+        for module_id, slots in self._module_slots.items():
+            out = self.module[module_id].forward_exploration({"obs": obs[slots]}, generator=self._generator)
+            actions[slots] = out["actions"].numpy()
+            logp[slots] = out["action_logp"].numpy()
+            values[slots] = out["vf_preds"].numpy()
+        return actions, logp, values
+
+    def _values(self, obs: torch.Tensor, slots: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
+        values = np.zeros(len(slots), dtype=np.float32)
+        for module_id, module_slots in self._module_slots.items():
+            pick = np.isin(slots, module_slots)
+            if pick.any():
+                values[pick] = self.module[module_id].compute_values({"obs": obs[pick]}).numpy()
+        return values
+
+    def sample(self) -> dict[str, SampleBatch]:
+        """Run ``rollout_length`` steps in every sub-environment.
+
+        Returns:
+            Module id -> that module's :data:`SampleBatch`.
+        """
+        horizon = int(self.config.rollout_length)
+        n = self.num_slots
+        obs_buf = np.zeros((horizon, n, *self._obs.shape[1:]), dtype=np.float32)
+        act_buf: npt.NDArray[Any] | None = None
+        logp_buf = np.zeros((horizon, n), dtype=np.float32)
+        vf_buf = np.zeros((horizon, n), dtype=np.float32)
+        rew_buf = np.zeros((horizon, n), dtype=np.float64)
+        term_buf = np.zeros((horizon, n), dtype=np.bool_)
+        trunc_buf = np.zeros((horizon, n), dtype=np.bool_)
+        final_vf_buf = np.zeros((horizon, n), dtype=np.float32)
+        self._episodes_this_iteration = 0
+        for t in range(horizon):
+            filtered = self.env_to_module(self._obs, update=True)
+            obs_buf[t] = filtered
+            actions, logp, values = self._act(torch.from_numpy(filtered))
+            if act_buf is None:
+                act_buf = np.zeros((horizon, *actions.shape), dtype=actions.dtype)
+            act_buf[t], logp_buf[t], vf_buf[t] = actions, logp, values
+            env_actions = self.module_to_env(actions, update=True)
+            next_obs, rewards, terminateds, truncateds, infos = self.env.step(env_actions)
+            rew_buf[t], term_buf[t], trunc_buf[t] = rewards, terminateds, truncateds
+            cut = np.flatnonzero(truncateds & ~terminateds)
+            if cut.size:
+                final_obs = np.stack([np.asarray(infos["final_obs"][i]) for i in cut])
+                filtered_final = self.env_to_module(final_obs, update=False)
+                final_vf_buf[t, cut] = self._values(torch.from_numpy(filtered_final), cut)
+            self._episode_returns += rewards
+            self._episode_lengths += 1
+            for i in np.flatnonzero(terminateds | truncateds):
+                self._end_episode(int(i))
+            self._obs = next_obs
+            self.num_env_steps_sampled_lifetime += self.num_envs
+            self.num_agent_steps_sampled_lifetime += n
+        last = torch.from_numpy(self.env_to_module(self._obs, update=False))
+        bootstrap_vf = self._values(last, np.arange(n))
+        assert act_buf is not None
+        batches: dict[str, SampleBatch] = {}
+        for module_id, slots in self._module_slots.items():
+            batches[module_id] = {
+                "obs": obs_buf[:, slots],
+                "actions": act_buf[:, slots],
+                "action_logp": logp_buf[:, slots],
+                "vf_preds": vf_buf[:, slots],
+                "rewards": rew_buf[:, slots],
+                "terminateds": term_buf[:, slots],
+                "truncateds": trunc_buf[:, slots],
+                "final_vf": final_vf_buf[:, slots],
+                "bootstrap_vf": bootstrap_vf[slots],
+            }
+        return batches
+
+    def _end_episode(self, slot: int) -> None:
+        episode_return = float(self._episode_returns[slot])
+        self._recent_returns.append(episode_return)
+        self._recent_lengths.append(int(self._episode_lengths[slot]))
+        self._recent_module_returns[self.slot_modules[slot]].append(episode_return)
+        self.num_episodes_lifetime += 1
+        self._episodes_this_iteration += 1
+        self._episode_returns[slot] = 0.0
+        self._episode_lengths[slot] = 0
+
+    def get_metrics(self) -> dict[str, float | int]:
+        """Episode and counter metrics (NaN means: no episode has ended yet)."""
+        metrics: dict[str, float | int] = {
+            "episode_return_mean": _mean(self._recent_returns),
+            "episode_len_mean": _mean(self._recent_lengths),
+            "num_episodes": self._episodes_this_iteration,
+            "num_episodes_lifetime": self.num_episodes_lifetime,
+            "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
+            "num_agent_steps_sampled_lifetime": self.num_agent_steps_sampled_lifetime,
+        }
+        if len(self.config.policies) > 1 or self.slot_agents[0] != "default_agent":
+            for module_id, returns in self._recent_module_returns.items():
+                metrics[f"env_runner/{module_id}/episode_return_mean"] = _mean(returns)
+        return metrics
+
+    def set_weights(self, weights: Mapping[str, Any]) -> None:
+        """Load module weights (module id -> RLModule state) into the inference copy."""
+        self.module.set_state(dict(weights))
+
+    # ------------------------------------------------------------------ Checkpointable
+
+    def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
+        """``env_to_module_connector``, ``module_to_env_connector`` and ``rl_module``."""
+        return [
+            ("env_to_module_connector", self.env_to_module),
+            ("module_to_env_connector", self.module_to_env),
+            ("rl_module", self.module),
+        ]
+
+    def _env_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {
+            "saved": self.env_state_saved,
+            "env": self.config.env,
+            "num_slots": self.num_slots,
+        }
+        if self.env_state_saved:
+            state["obs"] = np.array(self._obs, copy=True)
+            state["sub_envs"] = [get_env_state(env) for env in self.env.envs]
+            state["autoreset"] = np.array(self.env._autoreset_envs, copy=True)
+            state["episode_returns"] = self._episode_returns.copy()
+            state["episode_lengths"] = self._episode_lengths.copy()
+        return state
+
+    def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
+        """Counters, the action-sampling RNG, episode windows, env state, and components."""
+        state: dict[str, Any] = {
+            "counters": {
+                "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
+                "num_agent_steps_sampled_lifetime": self.num_agent_steps_sampled_lifetime,
+                "num_episodes_lifetime": self.num_episodes_lifetime,
+                "num_episodes": self._episodes_this_iteration,
+            },
+            "rng": {"torch": self._generator.get_state()},
+            "episodes": {
+                "recent_returns": list(self._recent_returns),
+                "recent_lengths": list(self._recent_lengths),
+                "recent_module_returns": {
+                    module_id: list(returns) for module_id, returns in self._recent_module_returns.items()
+                },
+            },
+            "env": self._env_state(),
+        }
+        state.update(self._get_components_state(components, not_components=not_components))
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Apply what ``state`` holds; what it does not hold is left as it is.
+
+        The environments are restored when the state saved them and they fit
+        (same env, same number of sub-environments); otherwise the runner
+        keeps its current episodes and sets :attr:`episodes_restarted`.
+        """
+        self._set_components_state(state)
+        counters = state.get("counters", {})
+        self.num_env_steps_sampled_lifetime = int(
+            counters.get("num_env_steps_sampled_lifetime", self.num_env_steps_sampled_lifetime)
+        )
+        self.num_agent_steps_sampled_lifetime = int(
+            counters.get("num_agent_steps_sampled_lifetime", self.num_agent_steps_sampled_lifetime)
+        )
+        self.num_episodes_lifetime = int(counters.get("num_episodes_lifetime", self.num_episodes_lifetime))
+        self._episodes_this_iteration = int(counters.get("num_episodes", self._episodes_this_iteration))
+        if "rng" in state and "torch" in state["rng"]:
+            self._generator.set_state(torch.as_tensor(state["rng"]["torch"], dtype=torch.uint8))
+        if "episodes" in state:
+            episodes = state["episodes"]
+            window = int(self.config.episode_return_window)
+            if "recent_returns" in episodes:
+                self._recent_returns = deque((float(x) for x in episodes["recent_returns"]), maxlen=window)
+            if "recent_lengths" in episodes:
+                self._recent_lengths = deque((int(x) for x in episodes["recent_lengths"]), maxlen=window)
+            for module_id, returns in episodes.get("recent_module_returns", {}).items():
+                if module_id in self._recent_module_returns:
+                    self._recent_module_returns[module_id] = deque((float(x) for x in returns), maxlen=window)
+        if "env" in state:
+            self._set_env_state(state["env"])
+
+    def _set_env_state(self, env_state: Mapping[str, Any]) -> None:
+        fits = (
+            bool(env_state.get("saved"))
+            and self.env_state_saved
+            and env_state.get("env") == self.config.env
+            and int(env_state.get("num_slots", -1)) == self.num_slots
+            and np.shape(env_state.get("obs", ())) == np.shape(self._obs)
+        )
+        if not fits:
+            self.episodes_restarted = True
+            return
+        try:
+            for env, sub_state in zip(self.env.envs, env_state["sub_envs"], strict=True):
+                set_env_state(env, sub_state)
+        except ValueError:
+            self.episodes_restarted = True
+            return
+        self._obs = np.array(env_state["obs"], copy=True)
+        self.env._autoreset_envs = np.array(env_state["autoreset"], dtype=np.bool_, copy=True)
+        self._episode_returns = np.array(env_state["episode_returns"], dtype=np.float64, copy=True)
+        self._episode_lengths = np.array(env_state["episode_lengths"], dtype=np.int64, copy=True)
+        self.episodes_restarted = False
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``((config,), {"worker_index": ...})``."""
+        return (self.config,), {"worker_index": self.worker_index}
+
+    def get_metadata(self) -> dict[str, Any]:
+        """Adds the env id and whether episodes restart on restore."""
+        metadata = dict(super().get_metadata())
+        metadata.update(
+            {
+                "env": self.config.env,
+                "env_state_saved": self.env_state_saved,
+                "episodes_restart_on_restore": not self.env_state_saved,
+            }
+        )
+        return metadata
+
+    def close(self) -> None:
+        """Close the environments."""
+        self.env.close()
+
+
+def _mean(values: deque[float] | deque[int]) -> float:
+    return float(np.mean(np.asarray(values, dtype=np.float64))) if values else float("nan")

@@ -1,0 +1,171 @@
+"""Saving and restoring the inner state of gymnasium environments.
+
+Exact resume needs the environments to continue where they were: the
+physics state, the environment's own RNG, the time-limit step counter. Which
+attributes make up an environment's state is known for gymnasium's
+classic-control environments; other environments can be taught with
+:func:`register_env_state_handler`. For environments without a handler,
+:func:`get_env_state` returns ``None`` and the env runner records that
+episodes restart on restore.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+__all__ = [
+    "EnvStateHandler",
+    "get_env_state",
+    "register_env_state_handler",
+    "set_env_state",
+    "supports_env_state",
+]
+
+_CLASSIC_CONTROL_ATTRS: dict[str, tuple[str, ...]] = {
+    "CartPoleEnv": ("state", "steps_beyond_terminated"),
+    "PendulumEnv": ("state", "last_u"),
+    "AcrobotEnv": ("state",),
+    "MountainCarEnv": ("state",),
+    "Continuous_MountainCarEnv": ("state",),
+}
+
+
+@dataclass(frozen=True)
+class EnvStateHandler:
+    """How to read and write the state of one environment class (the unwrapped env).
+
+    Attributes:
+        get: ``unwrapped env -> state tree`` (cairn state leaves only).
+        set: ``(unwrapped env, state tree) -> None``.
+    """
+
+    get: Callable[[Any], Any]
+    set: Callable[[Any, Any], None]
+
+
+_HANDLERS: dict[type, EnvStateHandler] = {}
+
+
+def register_env_state_handler(env_class: type, get: Callable[[Any], Any], set: Callable[[Any, Any], None]) -> None:
+    """Teach cairn how to save the state of ``env_class`` (an unwrapped env class).
+
+    The env's ``np_random`` and the ``TimeLimit`` counter are saved by cairn
+    itself; the handler covers the rest (physics, internal counters).
+
+    Args:
+        env_class: The class of ``env.unwrapped``.
+        get: Returns the state (cairn state leaves: arrays, numbers, str, lists, dicts).
+        set: Applies a state returned by ``get``.
+    """
+    _HANDLERS[env_class] = EnvStateHandler(get=get, set=set)
+
+
+def _encode_value(value: Any) -> dict[str, Any]:
+    # Keep exact types: np.float64 is also a Python float, a tuple must stay a tuple.
+    if isinstance(value, np.ndarray):
+        return {"kind": "array", "value": value.copy()}
+    if isinstance(value, np.generic):
+        return {"kind": "scalar", "value": np.asarray(value)}
+    if isinstance(value, tuple):
+        return {"kind": "tuple", "value": [_encode_value(v) for v in value]}
+    if isinstance(value, list):
+        return {"kind": "list", "value": [_encode_value(v) for v in value]}
+    if value is None or isinstance(value, bool | int | float | str):
+        return {"kind": "py", "value": value}
+    raise TypeError(f"cannot save an environment attribute of type {type(value).__name__}")
+
+
+def _decode_value(encoded: Any) -> Any:
+    kind, value = encoded["kind"], encoded["value"]
+    if kind == "array":
+        return np.array(value, copy=True)
+    if kind == "scalar":
+        return np.asarray(value)[()]
+    if kind == "tuple":
+        return tuple(_decode_value(v) for v in value)
+    if kind == "list":
+        return [_decode_value(v) for v in value]
+    return value
+
+
+def _attribute_handler(attrs: tuple[str, ...]) -> EnvStateHandler:
+    def get(env: Any) -> Any:
+        return {name: _encode_value(getattr(env, name)) for name in attrs if hasattr(env, name)}
+
+    def set_(env: Any, state: Any) -> None:
+        for name, encoded in state.items():
+            setattr(env, name, _decode_value(encoded))
+
+    return EnvStateHandler(get=get, set=set_)
+
+
+def _handler_for(env: gym.Env[Any, Any]) -> EnvStateHandler | None:
+    unwrapped = env.unwrapped
+    for klass in type(unwrapped).__mro__:
+        if klass in _HANDLERS:
+            return _HANDLERS[klass]
+    module = type(unwrapped).__module__
+    name = type(unwrapped).__name__
+    if module.startswith("gymnasium.envs.classic_control") and name in _CLASSIC_CONTROL_ATTRS:
+        return _attribute_handler(_CLASSIC_CONTROL_ATTRS[name])
+    return None
+
+
+def supports_env_state(env: gym.Env[Any, Any]) -> bool:
+    """Whether :func:`get_env_state` can save this environment."""
+    return _handler_for(env) is not None
+
+
+def _time_limits(env: gym.Env[Any, Any]) -> list[gym.wrappers.TimeLimit[Any, Any]]:
+    found = []
+    layer: Any = env
+    while isinstance(layer, gym.Wrapper):
+        if isinstance(layer, gym.wrappers.TimeLimit):
+            found.append(layer)
+        layer = layer.env
+    return found
+
+
+def get_env_state(env: gym.Env[Any, Any]) -> dict[str, Any] | None:
+    """The state of one (wrapped) environment, or ``None`` if it cannot be saved.
+
+    Returns:
+        ``{"class": ..., "np_random": bit generator state, "time_limit_steps":
+        [...], "env": handler state}``.
+    """
+    handler = _handler_for(env)
+    if handler is None:
+        return None
+    unwrapped = env.unwrapped
+    return {
+        "class": f"{type(unwrapped).__module__}:{type(unwrapped).__qualname__}",
+        "np_random": unwrapped.np_random.bit_generator.state,
+        "time_limit_steps": [tl._elapsed_steps for tl in _time_limits(env)],
+        "env": handler.get(unwrapped),
+    }
+
+
+def set_env_state(env: gym.Env[Any, Any], state: dict[str, Any]) -> None:
+    """Apply a state from :func:`get_env_state` to an environment that was reset once.
+
+    Raises:
+        ValueError: The state belongs to another environment class or wrapper stack.
+    """
+    handler = _handler_for(env)
+    unwrapped = env.unwrapped
+    klass = f"{type(unwrapped).__module__}:{type(unwrapped).__qualname__}"
+    if handler is None or state.get("class") != klass:
+        raise ValueError(f"the saved environment state is for {state.get('class')}, not {klass}")
+    limits = _time_limits(env)
+    steps = list(state["time_limit_steps"])
+    if len(steps) != len(limits):
+        raise ValueError(f"the saved environment had {len(steps)} TimeLimit wrappers, this one {len(limits)}")
+    unwrapped.np_random.bit_generator.state = state["np_random"]
+    for limit, elapsed in zip(limits, steps, strict=True):
+        limit._elapsed_steps = elapsed
+    handler.set(unwrapped, state["env"])
