@@ -1,0 +1,762 @@
+"""The engine: walks a component tree and turns it into verified files, and back.
+
+A save first plans the whole tree (gets the state, encodes every folder) so
+that an unsupported value fails before anything is written; then it writes
+each folder bottom-up (children, own files, own manifest) into the storage's
+staging place and commits. A restore reads and verifies every folder it needs
+first, then applies the states bottom-up, so that a corrupt file never leaves
+an object half restored.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import sys
+import tempfile
+import uuid
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from cairn._version import __version__
+from cairn.codec.ctor import decode_ctor, encode_ctor
+from cairn.codec.state import (
+    KIND_NUMPY,
+    EncodedState,
+    decode_state,
+    encode_state,
+    numpy_dtype_from_descr,
+)
+from cairn.codec.tensors import NUMPY_TO_ST, TensorRecord, build_header, parse_header
+from cairn.errors import (
+    CheckpointError,
+    CheckpointNotFoundError,
+    ComponentNotFoundError,
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+    UnsafeCheckpointError,
+)
+from cairn.manifest import (
+    CTOR,
+    FORMAT_VERSION,
+    MANIFEST,
+    MAX_JSON_BYTES,
+    METADATA,
+    STATE,
+    TENSORS,
+    FileEntry,
+    Manifest,
+    component_name_problem,
+    load_json,
+)
+from cairn.registry import class_path, resolve_class
+from cairn.storage.base import Chunk, Storage, resolve_storage
+
+if TYPE_CHECKING:
+    from cairn.checkpointable import Checkpointable
+
+_STANDARD_KEYS = frozenset(
+    {
+        "format_version",
+        "cairn_version",
+        "class",
+        "state_version",
+        "frameworks",
+        "created",
+        "uses_pickle",
+        "components",
+        "has_tensors",
+    }
+)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def checkpointable_components(obj: Checkpointable, *, where: str) -> dict[str, Checkpointable]:
+    """``obj.get_checkpointable_components()`` as a dict, with every name validated."""
+    from cairn.checkpointable import Checkpointable
+
+    out: dict[str, Checkpointable] = {}
+    for name, comp in obj.get_checkpointable_components():
+        problem = component_name_problem(name)
+        if problem is not None:
+            raise CheckpointError(
+                f"{type(obj).__qualname__} at {where} has a component named {name!r}, which "
+                f"cannot be a folder name: {problem}. Rename the component."
+            )
+        if name in out:
+            raise CheckpointError(f"{type(obj).__qualname__} at {where} lists the component {name!r} twice.")
+        if not isinstance(comp, Checkpointable):
+            raise CheckpointError(
+                f"Component {name!r} of {type(obj).__qualname__} at {where} is a "
+                f"{type(comp).__qualname__}, not a cairn.Checkpointable."
+            )
+        out[name] = comp
+    return out
+
+
+def find_component(obj: Checkpointable, component: str) -> Checkpointable:
+    """The subcomponent of ``obj`` at the ``/``-joined path ``component``."""
+    current = obj
+    walked: list[str] = []
+    for part in component.strip("/").split("/"):
+        comps = checkpointable_components(current, where="/".join(walked) or "<root>")
+        if part not in comps:
+            here = "/".join(walked)
+            known = [f"{here}/{n}" if here else n for n in comps]
+            raise ComponentNotFoundError(
+                f"{type(obj).__qualname__} has no component {component!r}: "
+                f"{'/'.join([*walked, part])!r} does not exist. "
+                f"Components at that level: {', '.join(known) if known else '(none)'}."
+            )
+        current = comps[part]
+        walked.append(part)
+    return current
+
+
+def component_tree(obj: Checkpointable, prefix: str = "") -> list[str]:
+    """Every component path below ``obj``, depth first."""
+    paths: list[str] = []
+    for name, comp in checkpointable_components(obj, where=prefix or "<root>").items():
+        p = f"{prefix}/{name}" if prefix else name
+        paths.append(p)
+        paths.extend(component_tree(comp, p))
+    return paths
+
+
+def _frameworks() -> dict[str, str]:
+    out = {"python": platform.python_version(), "numpy": np.__version__}
+    for mod in ("torch", "gymnasium"):
+        m = sys.modules.get(mod)
+        if m is not None:
+            out[mod] = str(getattr(m, "__version__", "unknown"))
+    return out
+
+
+# --------------------------------------------------------------------------- save
+
+
+@dataclass
+class _PlannedFolder:
+    files: dict[str, list[Chunk]]
+    children: dict[str, _PlannedFolder] = field(default_factory=dict)
+    array_bytes: int = 0
+
+
+def _tensor_chunks(encoded: EncodedState) -> list[Chunk]:
+    header = build_header(encoded.tensors, {"format": "cairn"})
+    return [header, *(memoryview(e.data.data) for e in encoded.tensors if e.data.nbytes)]
+
+
+def _json_bytes(obj: Any) -> bytes:
+    return json.dumps(obj, indent=1, sort_keys=False, allow_nan=False).encode("utf-8") + b"\n"
+
+
+def plan_save(
+    obj: Checkpointable,
+    state: Any,
+    *,
+    allow_pickle: bool,
+    where: str = "",
+    extra_metadata: dict[str, Any] | None = None,
+) -> _PlannedFolder:
+    """Encode ``obj``'s folder and its components' folders, writing nothing.
+
+    ``extra_metadata`` (the root only) is merged into ``metadata.json``; the
+    manager records steps and metrics there.
+    """
+    label = where or "<root>"
+    if not isinstance(state, dict):
+        raise CheckpointError(
+            f"{type(obj).__qualname__}.get_state() at {label} returned a {type(state).__name__}; "
+            "a state must be a dict."
+        )
+    comps = checkpointable_components(obj, where=label)
+    own = {k: v for k, v in state.items() if k not in comps}
+    try:
+        encoded = encode_state(own, allow_pickle=allow_pickle)
+    except CheckpointError as err:
+        if where:
+            raise CheckpointError(f"In component {where!r}: {err}") from err
+        raise
+    args, kwargs = obj.get_ctor_args_and_kwargs()
+    try:
+        ctor, ctor_pickle = encode_ctor(args, kwargs, allow_pickle=allow_pickle)
+    except CheckpointError as err:
+        raise CheckpointError(f"{type(obj).__qualname__} at {label}: {err}") from err
+    children = {
+        name: plan_save(comp, state[name], allow_pickle=allow_pickle, where=f"{where}/{name}" if where else name)
+        for name, comp in comps.items()
+        if name in state
+    }
+    user_meta = obj.get_metadata()
+    if not isinstance(user_meta, dict):
+        raise CheckpointError(f"{type(obj).__qualname__}.get_metadata() must return a dict.")
+    clash = _STANDARD_KEYS & set(user_meta)
+    if clash:
+        raise CheckpointError(
+            f"{type(obj).__qualname__}.get_metadata() returns the reserved keys {sorted(clash)}; rename them."
+        )
+    metadata: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "cairn_version": __version__,
+        "class": class_path(type(obj)),
+        "state_version": int(type(obj).STATE_VERSION),
+        "frameworks": _frameworks(),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "uses_pickle": bool(encoded.used_pickle or ctor_pickle),
+        "has_tensors": bool(encoded.tensors),
+        "components": sorted(children),
+        **user_meta,
+        **(extra_metadata or {}),
+    }
+    try:
+        meta_bytes = _json_bytes(metadata)
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"{type(obj).__qualname__}.get_metadata() is not JSON-able: {err}") from err
+    files: dict[str, list[Chunk]] = {STATE: [encoded.skeleton], CTOR: [_json_bytes(ctor)]}
+    if encoded.tensors:
+        files[TENSORS] = _tensor_chunks(encoded)
+    files[METADATA] = [meta_bytes]
+    return _PlannedFolder(files=files, children=children, array_bytes=encoded.num_array_bytes)
+
+
+@dataclass
+class WriteStats:
+    """What a save wrote: bytes sent to storage and bytes reused from the previous checkpoint."""
+
+    bytes_written: int = 0
+    bytes_linked: int = 0
+    files_written: int = 0
+    files_linked: int = 0
+
+
+def _previous_entry(previous: FolderReader | None, name: str) -> FileEntry | None:
+    if previous is None:
+        return None
+    try:
+        return previous.manifest.files.get(name)
+    except CheckpointError:
+        return None  # an unreadable previous checkpoint is simply not reused
+
+
+def write_planned(
+    storage: Storage,
+    folder: str,
+    plan: _PlannedFolder,
+    *,
+    previous: FolderReader | None = None,
+    stats: WriteStats | None = None,
+) -> FileEntry:
+    """Write a planned folder bottom-up; return its manifest's entry for the parent.
+
+    With ``previous`` (the same component's folder in an earlier checkpoint), a
+    file whose size and CRC-32 match is hard-linked or copied server-side
+    instead of written again.
+    """
+    stats = stats if stats is not None else WriteStats()
+    storage.makedirs(folder)
+    manifest = Manifest()
+    for name, child in plan.children.items():
+        prev_child = None
+        if previous is not None:
+            try:
+                prev_child = previous.child(name) if name in previous.manifest.components else None
+            except CheckpointError:
+                prev_child = None
+        manifest.files[f"{name}/{MANIFEST}"] = write_planned(
+            storage, storage.join(folder, name), child, previous=prev_child, stats=stats
+        )
+        manifest.components.append(name)
+    for fname, chunks in plan.files.items():
+        dst = storage.join(folder, fname)
+        prev = _previous_entry(previous, fname)
+        if prev is not None and fname != METADATA and previous is not None:
+            size, crc = _size_crc(chunks)
+            if size == prev.size and crc == prev.crc32:
+                storage.link_or_copy(previous.storage.join(previous.folder, fname), dst)
+                manifest.files[fname] = FileEntry(size, crc)
+                stats.bytes_linked += size
+                stats.files_linked += 1
+                continue
+        size, crc = storage.write_file(dst, chunks)
+        stats.bytes_written += size
+        stats.files_written += 1
+        manifest.files[fname] = FileEntry(size, crc)
+    data = manifest.to_bytes()
+    size, crc = storage.write_file(storage.join(folder, MANIFEST), [data])
+    return FileEntry(size, crc)
+
+
+def _size_crc(chunks: list[Chunk]) -> tuple[int, int]:
+    crc, size = 0, 0
+    for c in chunks:
+        mv = memoryview(c).cast("B")
+        crc = zlib.crc32(mv, crc)
+        size += len(mv)
+    return size, crc
+
+
+def save(
+    obj: Checkpointable,
+    path: str | os.PathLike[str] | None,
+    *,
+    state: dict[str, Any] | None,
+    filesystem: Any,
+    allow_pickle: bool,
+) -> str:
+    """Save ``obj`` (or the given ``state``) as a checkpoint at ``path``; return the path."""
+    if path is None:
+        path = os.path.join(tempfile.gettempdir(), f"cairn-{uuid.uuid4().hex[:16]}")
+    storage, final = resolve_storage(path, filesystem)
+    if state is None:
+        state = obj.get_state()
+    plan = plan_save(obj, state, allow_pickle=allow_pickle)
+    return commit_plan(storage, final, plan)
+
+
+def commit_plan(
+    storage: Storage,
+    final: str,
+    plan: _PlannedFolder,
+    *,
+    previous: FolderReader | None = None,
+    stats: WriteStats | None = None,
+) -> str:
+    """Write a plan at ``final`` atomically (reusing unchanged files of ``previous``)."""
+    staging = storage.begin_write(final)
+    try:
+        write_planned(storage, staging, plan, previous=previous, stats=stats)
+        storage.commit(staging, final)
+    except BaseException:
+        storage.abort(staging, final)
+        raise
+    return storage.uri(final)
+
+
+# --------------------------------------------------------------------------- read
+
+
+@dataclass
+class FolderReader:
+    """Reads one checkpoint folder, verifying every byte against its manifest."""
+
+    storage: Storage
+    folder: str
+    expected: FileEntry | None = None  # the parent's record of this folder's manifest
+    _manifest: Manifest | None = None
+    _metadata: dict[str, Any] | None = None
+
+    def where(self, name: str = "") -> str:
+        """The user-facing location of a file of this folder."""
+        return self.storage.uri(self.storage.join(self.folder, name) if name else self.folder)
+
+    @property
+    def manifest(self) -> Manifest:
+        """The folder's manifest, read and checked once."""
+        if self._manifest is None:
+            self._manifest = self._read_manifest()
+        return self._manifest
+
+    def _read_manifest(self) -> Manifest:
+        path = self.storage.join(self.folder, MANIFEST)
+        if self.storage.is_symlink(self.folder):
+            raise CorruptCheckpointError(
+                f"{self.where()} is a symbolic link; cairn never follows links inside a checkpoint."
+            )
+        try:
+            data = self.storage.read_file(path, max_bytes=MAX_JSON_BYTES)
+        except FileNotFoundError as err:
+            if not self.storage.exists(self.folder):
+                raise CheckpointNotFoundError(f"No checkpoint at {self.where()}: the path does not exist.") from err
+            if self.expected is not None:
+                raise CorruptCheckpointError(
+                    f"{self.where(MANIFEST)} is missing, though the parent folder's manifest lists it; "
+                    "the checkpoint is damaged."
+                ) from err
+            raise CheckpointNotFoundError(
+                f"No committed checkpoint at {self.where()}: it has no {MANIFEST}. The save that "
+                "wrote it was interrupted, or it is not a cairn checkpoint."
+            ) from err
+        except IsADirectoryError as err:
+            raise CorruptCheckpointError(f"{self.where(MANIFEST)} is a folder, not a file.") from err
+        if self.expected is not None:
+            self._check(data, self.expected, MANIFEST)
+        return Manifest.from_bytes(data, where=self.where(MANIFEST))
+
+    def _check(self, data: bytes | bytearray | memoryview, entry: FileEntry, name: str) -> None:
+        if len(data) != entry.size:
+            raise CorruptCheckpointError(
+                f"{self.where(name)} is {len(data)} bytes but the manifest records {entry.size}; the file "
+                "is truncated or was changed after the save. Restore it from a good copy."
+            )
+        crc = zlib.crc32(data)
+        if crc != entry.crc32:
+            raise CorruptCheckpointError(
+                f"{self.where(name)} fails its checksum (crc32 {crc:08x}, manifest says "
+                f"{entry.crc32:08x}): the file is corrupted. Restore it from a good copy."
+            )
+
+    def read(self, name: str, *, max_bytes: int | None = None) -> bytearray:
+        """Read a file listed in the manifest and verify it."""
+        entry = self.manifest.files.get(name)
+        if entry is None:
+            raise CorruptCheckpointError(
+                f"{self.where(name)} is not listed in the folder's manifest; the checkpoint is incomplete or tampered."
+            )
+        path = self.storage.join(self.folder, name)
+        if max_bytes is not None and entry.size > max_bytes:
+            raise CorruptCheckpointError(
+                f"{self.where(name)} is recorded as {entry.size} bytes, over the limit of {max_bytes}."
+            )
+        try:
+            data = self.storage.read_file(path, max_bytes=entry.size if max_bytes is None else max_bytes)
+        except FileNotFoundError as err:
+            raise CorruptCheckpointError(
+                f"{self.where(name)} is missing, though the manifest lists it; the checkpoint is damaged."
+            ) from err
+        except CorruptCheckpointError as err:
+            if "over the limit" in str(err):
+                raise CorruptCheckpointError(
+                    f"{self.where(name)} is larger than the manifest records ({entry.size} bytes); "
+                    "the file was changed after the save."
+                ) from err
+            raise
+        self._check(data, entry, name)
+        return data
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The verified ``metadata.json``."""
+        if self._metadata is None:
+            meta = load_json(self.read(METADATA, max_bytes=MAX_JSON_BYTES), where=self.where(METADATA))
+            if not isinstance(meta, dict):
+                raise CorruptCheckpointError(f"{self.where(METADATA)} is not a JSON object.")
+            version = meta.get("format_version")
+            if type(version) is not int or version < 1:
+                raise CorruptCheckpointError(f"{self.where(METADATA)} has an invalid format_version {version!r}.")
+            if version > FORMAT_VERSION:
+                raise IncompatibleCheckpointError(
+                    f"{self.where(METADATA)} is in checkpoint format {version}, newer than the format "
+                    f"{FORMAT_VERSION} this cairn reads. Upgrade cairn to load it."
+                )
+            for key, typ in (("class", str), ("state_version", int), ("uses_pickle", bool)):
+                if not isinstance(meta.get(key), typ):
+                    raise CorruptCheckpointError(f"{self.where(METADATA)} lacks a valid {key!r}.")
+            self._metadata = meta
+        return self._metadata
+
+    def child(self, name: str) -> FolderReader:
+        """The reader of component ``name``'s folder."""
+        if name not in self.manifest.components:
+            raise ComponentNotFoundError(
+                f"The checkpoint at {self.where()} has no component {name!r}; it has: "
+                f"{', '.join(self.manifest.components) or '(none)'}."
+            )
+        return FolderReader(
+            self.storage, self.storage.join(self.folder, name), expected=self.manifest.files[f"{name}/{MANIFEST}"]
+        )
+
+    def check_pickle(self, allow_pickle: bool) -> None:
+        """Refuse a folder written with pickle unless allowed."""
+        if self.metadata["uses_pickle"] and not allow_pickle:
+            raise UnsafeCheckpointError(
+                f"The checkpoint folder {self.where()} was saved with allow_pickle=True, and "
+                "unpickling can run arbitrary code. Load it with allow_pickle=True only if you "
+                "trust where it came from."
+            )
+
+    def ctor(self, allow_pickle: bool) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The recorded constructor arguments."""
+        self.check_pickle(allow_pickle)
+        obj = load_json(self.read(CTOR, max_bytes=MAX_JSON_BYTES), where=self.where(CTOR))
+        return decode_ctor(obj, allow_pickle=allow_pickle, where=self.where(CTOR))
+
+    def state(self, allow_pickle: bool) -> dict[str, Any]:
+        """The folder's own state (without its components), verified and decoded."""
+        self.check_pickle(allow_pickle)
+        skeleton = self.read(STATE)
+        tensors: _TensorFile | None = None
+        if TENSORS in self.manifest.files:
+            tensors = _TensorFile(self.read(TENSORS), self.where(TENSORS))
+        where = self.where(STATE)
+
+        def load_array(name: str, kind: int, dtype: Any, shape: list[int]) -> Any:
+            if tensors is None:
+                raise CorruptCheckpointError(f"{where} refers to the array {name!r} but the folder has no {TENSORS}.")
+            return tensors.get(name, kind, dtype, shape)
+
+        state = decode_state(skeleton, load_array=load_array, allow_pickle=allow_pickle, where=where)
+        if not isinstance(state, dict):
+            raise CorruptCheckpointError(f"{where} does not hold a dict.")
+        return state
+
+
+class _TensorFile:
+    """A verified safetensors file in memory; arrays are views of its buffer."""
+
+    def __init__(self, data: bytearray, where: str) -> None:
+        self.data = data
+        self.where = where
+        self.records, _ = parse_header(memoryview(data), where=where)
+
+    def get(self, name: str, kind: int, dtype: Any, shape: list[int]) -> Any:
+        rec = self.records.get(name)
+        if rec is None:
+            raise CorruptCheckpointError(f"{self.where} has no tensor {name!r}, which the state refers to.")
+        if not all(type(d) is int and d >= 0 for d in shape):
+            raise CorruptCheckpointError(f"{self.where}: tensor {name!r} has an invalid shape {shape!r}.")
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        nbytes = rec.end - rec.begin
+        if kind == KIND_NUMPY:
+            np_dtype = numpy_dtype_from_descr(dtype, where=self.where)
+            self._check(
+                name,
+                rec,
+                count * np_dtype.itemsize,
+                NUMPY_TO_ST.get(np_dtype.name) if np_dtype.isnative else None,
+                shape,
+            )
+            arr = np.frombuffer(self.data, dtype=np.uint8, count=nbytes, offset=rec.begin)
+            if count == 0:
+                return np.empty(shape, dtype=np_dtype)
+            out = arr.view(np_dtype).reshape(shape)
+            return out
+        import torch
+
+        from cairn.codec.state import TORCH_TO_ST
+
+        t_dtype = getattr(torch, dtype, None) if isinstance(dtype, str) else None
+        if not isinstance(t_dtype, torch.dtype):
+            raise CorruptCheckpointError(f"{self.where}: tensor {name!r} has unknown torch dtype {dtype!r}.")
+        self._check(name, rec, count * t_dtype.itemsize, TORCH_TO_ST.get(dtype), shape)
+        if count == 0:
+            return torch.empty(shape, dtype=t_dtype)
+        raw = torch.frombuffer(self.data, dtype=torch.uint8, count=nbytes, offset=rec.begin)
+        try:
+            return raw.view(t_dtype).reshape(shape)
+        except RuntimeError:
+            # An unaligned offset (files written by other tools): copy, then reinterpret.
+            return raw.clone().view(t_dtype).reshape(shape)
+
+    def _check(self, name: str, rec: TensorRecord, nbytes: int, st: str | None, shape: list[int]) -> None:
+        if rec.end - rec.begin != nbytes:
+            raise CorruptCheckpointError(
+                f"{self.where}: tensor {name!r} holds {rec.end - rec.begin} bytes but its recorded "
+                f"dtype and shape need {nbytes}."
+            )
+        if st is not None and (rec.st_dtype != st or list(rec.shape) != list(shape)):
+            raise CorruptCheckpointError(
+                f"{self.where}: tensor {name!r} is {rec.st_dtype}{list(rec.shape)} in the file but "
+                f"{st}{list(shape)} in the state."
+            )
+
+
+# --------------------------------------------------------------------------- restore
+
+
+@dataclass
+class LoadedFolder:
+    """A folder's own state (brought to the class's STATE_VERSION) and its loaded components."""
+
+    state: dict[str, Any]
+    children: dict[str, LoadedFolder]
+
+
+def _check_class(target: Checkpointable, reader: FolderReader) -> None:
+    recorded = reader.metadata["class"]
+    try:
+        rec_cls = resolve_class(recorded, where=reader.where(METADATA))
+    except IncompatibleCheckpointError:
+        return  # Restoring into an existing object needs only the state, not the class.
+    t = type(target)
+    if not (issubclass(t, rec_cls) or issubclass(rec_cls, t)):
+        raise IncompatibleCheckpointError(
+            f"The checkpoint at {reader.where()} holds a {recorded}, which cannot be restored into a "
+            f"{class_path(t)}. Restore it into a {rec_cls.__qualname__}, or use "
+            f"{rec_cls.__qualname__}.from_checkpoint()."
+        )
+
+
+def upgrade(cls: type[Checkpointable], state: dict[str, Any], from_version: int, where: str) -> dict[str, Any]:
+    """Bring a state from ``from_version`` to ``cls.STATE_VERSION``, one step at a time."""
+    target = int(cls.STATE_VERSION)
+    if from_version == target:
+        return state
+    if from_version > target:
+        raise IncompatibleCheckpointError(
+            f"The state at {where} has STATE_VERSION {from_version}, newer than {cls.__qualname__}'s "
+            f"STATE_VERSION {target}. Load it with the newer version of the code that wrote it."
+        )
+    for v in range(from_version, target):
+        try:
+            new_state = cls.upgrade_state(state, v)
+        except IncompatibleCheckpointError:
+            raise
+        except NotImplementedError as err:
+            raise IncompatibleCheckpointError(
+                f"The state at {where} has STATE_VERSION {from_version}, but {cls.__qualname__} is at "
+                f"version {target} and has no upgrade from version {v} to {v + 1}. Implement "
+                f"{cls.__qualname__}.upgrade_state for it."
+            ) from err
+        except Exception as err:
+            raise IncompatibleCheckpointError(
+                f"{cls.__qualname__}.upgrade_state failed upgrading the state at {where} from version "
+                f"{v} to {v + 1}: {type(err).__name__}: {err}"
+            ) from err
+        if not isinstance(new_state, dict):
+            raise IncompatibleCheckpointError(
+                f"{cls.__qualname__}.upgrade_state returned a {type(new_state).__name__} for version {v}; "
+                "it must return the state dict."
+            )
+        state = new_state
+    return state
+
+
+def load_folder(target: Checkpointable, reader: FolderReader, *, allow_pickle: bool, label: str) -> LoadedFolder:
+    """Read and verify ``reader``'s folder and the folders of ``target``'s components in it."""
+    _check_class(target, reader)
+    reader.check_pickle(allow_pickle)
+    state = reader.state(allow_pickle)
+    state = upgrade(
+        type(target), state, reader.metadata["state_version"], f"{reader.where()} (component {label or '<root>'})"
+    )
+    comps = checkpointable_components(target, where=label or "<root>")
+    children: dict[str, LoadedFolder] = {}
+    for name in reader.manifest.components:
+        comp = comps.get(name)
+        if comp is None:
+            continue  # the target has no such component (e.g. fewer modules): not read
+        children[name] = load_folder(
+            comp, reader.child(name), allow_pickle=allow_pickle, label=f"{label}/{name}" if label else name
+        )
+    return LoadedFolder(state, children)
+
+
+def apply_loaded(target: Checkpointable, loaded: LoadedFolder, label: str = "") -> None:
+    """Apply loaded states bottom-up: components first, then the object's own state."""
+    comps = checkpointable_components(target, where=label or "<root>")
+    for name, child in loaded.children.items():
+        apply_loaded(comps[name], child, f"{label}/{name}" if label else name)
+    target.set_state(loaded.state)
+
+
+def open_checkpoint(path: str | os.PathLike[str], filesystem: Any) -> FolderReader:
+    """A reader for the checkpoint folder at ``path``."""
+    storage, folder = resolve_storage(path, filesystem)
+    return FolderReader(storage, folder)
+
+
+def restore(
+    obj: Checkpointable, path: str | os.PathLike[str], *, component: str | None, filesystem: Any, allow_pickle: bool
+) -> None:
+    """Restore ``obj`` (or its subcomponent ``component``) from the checkpoint folder ``path``."""
+    target = obj if not component else find_component(obj, component)
+    reader = open_checkpoint(path, filesystem)
+    label = component.strip("/") if component else ""
+    loaded = load_folder(target, reader, allow_pickle=allow_pickle, label=label)
+    apply_loaded(target, loaded, label)
+
+
+def build_from_checkpoint(
+    cls: type[Checkpointable],
+    path: str | os.PathLike[str],
+    *,
+    filesystem: Any,
+    allow_pickle: bool,
+    ctor_overrides: dict[str, Any],
+) -> Checkpointable:
+    """Construct the recorded class with the recorded (or overridden) arguments."""
+    import inspect
+
+    reader = open_checkpoint(path, filesystem)
+    reader.check_pickle(allow_pickle)
+    recorded = reader.metadata["class"]
+    rec_cls = resolve_class(recorded, where=reader.where(METADATA))
+    if not issubclass(rec_cls, cls):
+        raise IncompatibleCheckpointError(
+            f"The checkpoint at {reader.where()} holds a {recorded}, which is not a "
+            f"{class_path(cls)} (nor a subclass). Load it with {rec_cls.__qualname__}.from_checkpoint() "
+            "or cairn.Checkpointable.from_checkpoint()."
+        )
+    args, kwargs = reader.ctor(allow_pickle)
+    if ctor_overrides:
+        try:
+            sig = inspect.signature(rec_cls)
+            bound = sig.bind_partial(*args, **kwargs)
+        except (TypeError, ValueError) as err:
+            raise IncompatibleCheckpointError(
+                f"The constructor arguments recorded at {reader.where(CTOR)} no longer fit "
+                f"{rec_cls.__qualname__}{inspect.signature(rec_cls)}: {err}."
+            ) from err
+        params = sig.parameters
+        takes_var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        for key, value in ctor_overrides.items():
+            if key in params and params[key].kind not in (
+                inspect.Parameter.VAR_POSITIONAL,
+                inspect.Parameter.VAR_KEYWORD,
+            ):
+                bound.arguments[key] = value
+            elif takes_var_kw:
+                bound.arguments.setdefault(
+                    next(n for n, p in params.items() if p.kind is inspect.Parameter.VAR_KEYWORD), {}
+                )[key] = value
+            else:
+                raise CheckpointError(
+                    f"{key!r} is not a constructor parameter of {rec_cls.__qualname__}; it takes: "
+                    f"{', '.join(params) or '(nothing)'}."
+                )
+        args, kwargs = bound.args, bound.kwargs
+    try:
+        obj = rec_cls(*args, **kwargs)
+    except TypeError as err:
+        raise IncompatibleCheckpointError(
+            f"Cannot construct {rec_cls.__qualname__} with the arguments recorded at "
+            f"{reader.where(CTOR)}: {err}. Pass the changed arguments as keywords to from_checkpoint()."
+        ) from err
+    obj.restore_from_path(path, filesystem=filesystem, allow_pickle=allow_pickle)
+    return obj
+
+
+def iter_folders(reader: FolderReader, label: str = "") -> Iterator[tuple[str, FolderReader]]:
+    """Every folder of a checkpoint, depth first, with its component path."""
+    yield label, reader
+    for name in reader.manifest.components:
+        yield from iter_folders(reader.child(name), f"{label}/{name}" if label else name)
+
+
+def verify(path: str | os.PathLike[str], filesystem: Any = None) -> list[str]:
+    """Check every file of a checkpoint against its manifest; return the problems found."""
+    problems: list[str] = []
+    root = open_checkpoint(path, filesystem)
+    root.manifest  # noqa: B018 - a missing or bad root manifest raises: nothing else can be checked
+
+    def walk(reader: FolderReader) -> None:
+        try:
+            manifest = reader.manifest
+        except CheckpointError as err:
+            problems.append(str(err))
+            return
+        for name in manifest.files:
+            if name.endswith("/" + MANIFEST):
+                continue
+            try:
+                data = reader.read(name)
+                if name == TENSORS:
+                    parse_header(memoryview(data), where=reader.where(name))
+                elif name in (METADATA, CTOR):
+                    load_json(data, where=reader.where(name))
+            except CheckpointError as err:
+                problems.append(str(err))
+        for comp in manifest.components:
+            walk(reader.child(comp))
+
+    walk(root)
+    return problems

@@ -1,0 +1,234 @@
+"""The ``Checkpointable`` base class: describe yourself, and the engine does the rest."""
+
+from __future__ import annotations
+
+import abc
+import os
+from collections.abc import Collection
+from typing import Any, ClassVar, Self
+
+from cairn import _engine
+
+__all__ = ["Checkpointable"]
+
+PathLike = str | os.PathLike[str]
+Names = str | Collection[str] | None
+
+
+def _as_list(names: Names) -> list[str]:
+    if names is None:
+        return []
+    if isinstance(names, str):
+        return [names]
+    return list(names)
+
+
+class Checkpointable(abc.ABC):
+    """A part of an RL system that saves itself to a folder and restores from one.
+
+    Follows RLlib's ``Checkpointable`` (``rllib/utils/checkpoints.py``). A subclass
+    implements three methods:
+
+    * :meth:`get_state` returns a dict of the object's state, with each of its
+      checkpointable components' states under the component's name;
+    * :meth:`set_state` applies such a dict, leaving alone whatever has no key;
+    * :meth:`get_ctor_args_and_kwargs` returns how to construct the object again.
+
+    and lists its sub-parts in :meth:`get_checkpointable_components`. Everything
+    else (saving, verified restore, rebuilding from a checkpoint, partial
+    restore, state migrations) is provided.
+
+    On restore the engine reads and verifies every needed folder first, then
+    calls ``set_state`` bottom-up: each component with its own keys, then the
+    parent with its own (non-component) keys. So ``set_state`` must accept a
+    state without the component keys, and, for in-memory use, one with them.
+
+    Class attributes:
+        STATE_VERSION: The version of this class's own state layout, recorded in
+            each folder. Raise it when the layout changes and implement
+            :meth:`upgrade_state`.
+    """
+
+    STATE_VERSION: ClassVar[int] = 1
+
+    # ------------------------------------------------------------------ abstract
+
+    @abc.abstractmethod
+    def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
+        """Return the state of this object as a dict.
+
+        Args:
+            components: Names (or ``/``-joined paths) of the components to include;
+                None means all.
+            not_components: Names (or paths) of components to leave out, even if
+                ``components`` names them.
+            **kwargs: Extra options a subclass understands (none by default).
+
+        Returns:
+            The state; each included component's state sits under its name.
+        """
+
+    @abc.abstractmethod
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Apply ``state``; components and keys missing from it are left as they are."""
+
+    @abc.abstractmethod
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Return ``(args, kwargs)`` that construct an equivalent fresh object."""
+
+    # ------------------------------------------------------------------ defaults
+
+    def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
+        """Return ``(name, component)`` pairs of the checkpointable sub-parts; default none.
+
+        A name is one path segment (letters, digits, ``_``, ``-``, ``.``); it becomes
+        the component's folder name.
+        """
+        return []
+
+    def get_metadata(self) -> dict[str, Any]:
+        """Return JSON-able facts to record in ``metadata.json`` (not part of the state)."""
+        return {}
+
+    @classmethod
+    def upgrade_state(cls, state: dict[str, Any], from_version: int) -> dict[str, Any]:
+        """Turn this class's own state from ``from_version`` into ``from_version + 1``.
+
+        Called once per version step, before :meth:`set_state`, when a checkpoint
+        recorded an older ``STATE_VERSION``. The default has no upgrade path.
+
+        Raises:
+            NotImplementedError: When there is no path from ``from_version``.
+        """
+        raise NotImplementedError(f"{cls.__qualname__} has no upgrade from state version {from_version}")
+
+    # ------------------------------------------------------------------ template methods
+
+    def save_to_path(
+        self,
+        path: PathLike | None = None,
+        *,
+        state: dict[str, Any] | None = None,
+        filesystem: Any = None,
+        allow_pickle: bool = False,
+    ) -> str:
+        """Save this object and its components as a checkpoint folder, atomically.
+
+        Args:
+            path: Where to write: a local path, a ``file://``, ``memory://`` or
+                ``s3://`` URI, or a path on ``filesystem``. None writes to a new
+                folder under the system's temp dir. An existing checkpoint there
+                is replaced only once the new one is complete.
+            state: Save this state instead of calling :meth:`get_state`;
+                components missing from it are not written.
+            filesystem: An fsspec filesystem ``path`` lives on.
+            allow_pickle: Let values the safe format cannot hold be pickled (the
+                checkpoint then records that, and loading it needs ``allow_pickle``).
+
+        Returns:
+            The path written, as a string.
+
+        Raises:
+            CheckpointError: For a value that cannot be saved (naming its path in the
+                state) or a storage failure; a previous checkpoint at ``path`` is intact.
+        """
+        return _engine.save(self, path, state=state, filesystem=filesystem, allow_pickle=allow_pickle)
+
+    def restore_from_path(
+        self, path: PathLike, *, component: str | None = None, filesystem: Any = None, allow_pickle: bool = False
+    ) -> None:
+        """Restore this object (or one subcomponent) from a checkpoint folder.
+
+        Every file read is verified against the manifest before anything is applied.
+
+        Args:
+            path: The checkpoint folder. With ``component``, the folder of that
+                subcomponent (e.g. ``ckpt/learner_group/learner/rl_module/p1``).
+            component: A ``/``-joined path to the subcomponent of ``self`` to
+                restore; the rest of ``self`` is untouched.
+            filesystem: An fsspec filesystem ``path`` lives on.
+            allow_pickle: Allow loading a checkpoint written with pickle.
+
+        Raises:
+            CheckpointNotFoundError: No committed checkpoint at ``path``.
+            CorruptCheckpointError: A file is damaged (named in the message).
+            UnsafeCheckpointError: The checkpoint needs pickle and it is not allowed.
+            IncompatibleCheckpointError: Wrong class, or a format or state version too new.
+            ComponentNotFoundError: ``component`` does not exist.
+        """
+        _engine.restore(self, path, component=component, filesystem=filesystem, allow_pickle=allow_pickle)
+
+    @classmethod
+    def from_checkpoint(
+        cls, path: PathLike, *, filesystem: Any = None, allow_pickle: bool = False, **ctor_overrides: Any
+    ) -> Self:
+        """Build a new object of the recorded class with the recorded arguments, then restore it.
+
+        Args:
+            path: The checkpoint folder (any component's folder works on its own).
+            filesystem: An fsspec filesystem ``path`` lives on.
+            allow_pickle: Allow loading a checkpoint written with pickle.
+            **ctor_overrides: Constructor parameters replacing the recorded values,
+                e.g. ``PPO.from_checkpoint(path, config=new_config)``.
+
+        Raises:
+            IncompatibleCheckpointError: When the recorded class is not ``cls`` or a
+                subclass of it; there is never a silent fallback to another class.
+        """
+        obj = _engine.build_from_checkpoint(
+            cls, path, filesystem=filesystem, allow_pickle=allow_pickle, ctor_overrides=ctor_overrides
+        )
+        return obj  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ helpers for subclasses
+
+    def _check_component(self, name: str, components: Names, not_components: Names) -> bool:
+        """Whether component ``name`` is selected by ``components`` / ``not_components``."""
+        if name in _as_list(not_components):
+            return False
+        comps = _as_list(components)
+        if components is None:
+            return True
+        return any(c == name or c.startswith(name + "/") for c in comps)
+
+    def _get_subcomponents(self, name: str, components: Names) -> list[str] | None:
+        """The paths under ``name`` in ``components``, with ``name/`` stripped.
+
+        None means "all of it" (``components`` is None, or names ``name`` itself).
+        """
+        if components is None:
+            return None
+        comps = _as_list(components)
+        if name in comps:
+            return None
+        subs = [c[len(name) + 1 :] for c in comps if c.startswith(name + "/")]
+        return subs or None
+
+    def _get_not_subcomponents(self, name: str, not_components: Names) -> list[str] | None:
+        """The paths under ``name`` in ``not_components``, with ``name/`` stripped."""
+        subs = [c[len(name) + 1 :] for c in _as_list(not_components) if c.startswith(name + "/")]
+        return subs or None
+
+    def _get_components_state(self, components: Names = None, *, not_components: Names = None) -> dict[str, Any]:
+        """The states of the selected components, each under its name.
+
+        A convenience for :meth:`get_state` implementations::
+
+            def get_state(self, components=None, *, not_components=None, **kw):
+                return {"step": self.step,
+                        **self._get_components_state(components, not_components=not_components)}
+        """
+        out: dict[str, Any] = {}
+        for name, comp in self.get_checkpointable_components():
+            if self._check_component(name, components, not_components):
+                out[name] = comp.get_state(
+                    self._get_subcomponents(name, components),
+                    not_components=self._get_not_subcomponents(name, not_components),
+                )
+        return out
+
+    def _set_components_state(self, state: dict[str, Any]) -> None:
+        """Forward each component's entry of ``state`` (when present) to its ``set_state``."""
+        for name, comp in self.get_checkpointable_components():
+            if name in state:
+                comp.set_state(state[name])

@@ -1,0 +1,261 @@
+"""The ``cairn`` command line.
+
+Errors print one line on stderr (a traceback only with ``--debug``) and exit
+non-zero; ``verify`` and ``diff`` exit 0 when sound/equal, 1 when broken/
+different, and 2 when they could not check, as diff(1) does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from cairn.errors import CheckpointError
+
+RL_COMMANDS = ("train", "evaluate")
+PLOT_COMMAND = "plot"
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"  # pragma: no cover
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """Print the component tree with classes, sizes, versions and tensors."""
+    from cairn.tools import inspect_checkpoint
+
+    infos = inspect_checkpoint(args.checkpoint)
+    if args.json:
+        print(json.dumps([i.to_json() for i in infos], indent=1))
+        return 0
+    total = sum(i.size for i in infos)
+    print(f"{args.checkpoint}  ({_human(total)}, {len(infos)} components)")
+    for info in infos:
+        depth = 0 if info.path == "." else info.path.count("/") + 1
+        name = "." if info.path == "." else info.path.rsplit("/", 1)[-1]
+        flags = " PICKLE" if info.uses_pickle else ""
+        print(f"{'  ' * depth}{name}  [{info.cls}]  v{info.state_version}  {_human(info.size)}{flags}")
+        if args.tensors:
+            for t in info.tensors:
+                print(f"{'  ' * (depth + 1)}- {t.name}: {t.dtype}{t.shape}  {_human(t.nbytes)}")
+        elif info.tensors:
+            n = sum(t.nbytes for t in info.tensors)
+            print(f"{'  ' * (depth + 1)}{len(info.tensors)} tensors, {_human(n)} (--tensors to list)")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Check every checksum; exit 1 when something is broken."""
+    from cairn.tools import verify_checkpoint
+
+    try:
+        problems = verify_checkpoint(args.checkpoint)
+    except CheckpointError as err:
+        print(f"cairn verify: {err}", file=sys.stderr)
+        return 2 if not isinstance(err, _corrupt()) else 1
+    if problems:
+        for p in problems:
+            print(f"BROKEN  {p}")
+        print(f"{args.checkpoint}: {len(problems)} broken file(s)", file=sys.stderr)
+        return 1
+    print(f"OK  {args.checkpoint}: every file matches its manifest")
+    return 0
+
+
+def _corrupt() -> type[Exception]:
+    from cairn.errors import CorruptCheckpointError
+
+    return CorruptCheckpointError
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """Components and tensors that differ; exit 0 equal, 1 different, 2 error."""
+    from cairn.tools import diff_checkpoints
+
+    try:
+        diffs = diff_checkpoints(args.a, args.b)
+    except CheckpointError as err:
+        print(f"cairn diff: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"equal": not diffs, "differences": [d.to_json() for d in diffs]}, indent=1))
+    elif not diffs:
+        print("The checkpoints hold equal states.")
+    else:
+        for d in diffs:
+            extra = f"  max|a-b|={d.max_abs_diff:.6g}" if d.max_abs_diff is not None else ""
+            key = f" {d.key}" if d.key else ""
+            print(f"{d.kind:<9} {d.component}:{key}  {d.detail}{extra}")
+    return 1 if diffs else 0
+
+
+def cmd_extract(args: argparse.Namespace) -> int:
+    """Write a standalone checkpoint of one component."""
+    from cairn.tools import extract_component
+
+    out = extract_component(args.checkpoint, args.component, args.out)
+    print(f"Extracted {args.component} to {out} (verified)")
+    return 0
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    """List a manager's checkpoints."""
+    from cairn.errors import CheckpointNotFoundError
+    from cairn.manager import CheckpointManager
+    from cairn.storage.base import resolve_storage
+
+    storage, root = resolve_storage(args.root)
+    if not storage.isdir(root):
+        raise CheckpointNotFoundError(f"No checkpoint folder at {args.root}.")
+    mgr = CheckpointManager(args.root, metric=args.metric, mode=args.mode)
+    infos = mgr.checkpoints()
+    latest = infos[-1].step if infos else None
+    best_path = mgr.best() if args.metric else None
+    rows: list[dict[str, Any]] = []
+    for info in infos:
+        reader_size = _folder_size(info.path)
+        rows.append(
+            {
+                "step": info.step,
+                "path": info.path,
+                "created": info.created,
+                "size": reader_size,
+                "metrics": info.metrics,
+                "latest": info.step == latest,
+                "best": info.path == best_path,
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    if not rows:
+        print(f"No committed checkpoints under {args.root}.")
+        return 0
+    keys = [args.metric] if args.metric else sorted({k for r in rows for k in r["metrics"]})[:4]
+    header = f"{'step':>10}  {'created':<25}  {'size':>9}  " + "  ".join(f"{k[-24:]:>24}" for k in keys)
+    print(header)
+    for r in rows:
+        marks = ("latest " if r["latest"] else "") + ("best" if r["best"] else "")
+        vals = "  ".join(f"{_fmt(r['metrics'].get(k)):>24}" for k in keys)
+        print(f"{r['step']:>10}  {r['created']:<25}  {_human(r['size']):>9}  {vals}  {marks}".rstrip())
+    return 0
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return "-" if v is None else str(v)
+
+
+def _folder_size(path: str) -> int:
+    from cairn.tools import inspect_checkpoint
+
+    return sum(i.size for i in inspect_checkpoint(path))
+
+
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    """Bring every component to its current STATE_VERSION."""
+    from cairn.tools import upgrade_checkpoint
+
+    if not args.dry_run and not args.out:
+        print("cairn upgrade: OUT is required unless --dry-run is given.", file=sys.stderr)
+        return 2
+    changes = upgrade_checkpoint(args.checkpoint, args.out, dry_run=args.dry_run)
+    for comp, cls, old, new in changes:
+        status = "unchanged" if old == new else f"v{old} -> v{new}"
+        print(f"{comp:<50} {cls:<50} {status}")
+    if args.dry_run:
+        n = sum(1 for c in changes if c[2] != c[3])
+        print(f"dry run: {n} component(s) would change; nothing was written.")
+    else:
+        print(f"Wrote the upgraded checkpoint to {args.out} (verified).")
+    return 0
+
+
+def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The argument parser (RL commands are registered only when used, to keep startup light)."""
+    parser = argparse.ArgumentParser(prog="cairn", description="Safe, verified checkpoints for RL.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    wanted = next((a for a in argv if not a.startswith("-")), None)
+    if wanted in RL_COMMANDS:
+        from cairn.rl._cli import register
+
+        register(sub)
+    else:
+        sub.add_parser("train", help="train PPO with checkpoints (cairn train --help)", add_help=False)
+        sub.add_parser("evaluate", help="run episodes with a checkpoint's policy", add_help=False)
+    if wanted == PLOT_COMMAND:
+        from cairn.rl._plot import register as register_plot
+
+        register_plot(sub)
+    else:
+        sub.add_parser(PLOT_COMMAND, help="plot learning curves of training runs", add_help=False)
+
+    p = sub.add_parser("inspect", help="show the component tree: classes, sizes, versions")
+    p.add_argument("checkpoint")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--tensors", action="store_true", help="list every tensor with dtype and shape")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("verify", help="check every checksum (exit 1 when broken, 2 on error)")
+    p.add_argument("checkpoint")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("diff", help="components and tensors that differ (exit 0 equal, 1 different)")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_diff)
+
+    p = sub.add_parser("extract", help="write a standalone checkpoint of one component")
+    p.add_argument("checkpoint")
+    p.add_argument("component", help="a /-joined component path, e.g. learner_group/learner/rl_module/default_policy")
+    p.add_argument("out")
+    p.set_defaults(func=cmd_extract)
+
+    p = sub.add_parser("ls", help="list a manager's checkpoints with steps and metrics")
+    p.add_argument("root")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--metric", default="episode_return_mean", help="metric that marks the best")
+    p.add_argument("--mode", choices=("max", "min"), default="max")
+    p.set_defaults(func=cmd_ls)
+
+    p = sub.add_parser("upgrade", help="bring every component to its current STATE_VERSION")
+    p.add_argument("checkpoint")
+    p.add_argument("out", nargs="?")
+    p.add_argument("--dry-run", action="store_true", help="list what would change, write nothing")
+    p.set_defaults(func=cmd_upgrade)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``cairn`` command."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
+    if func is None:
+        parser.error(f"the {args.command} command is not available in this installation")
+    try:
+        return func(args)
+    except KeyboardInterrupt:
+        print("cairn: interrupted", file=sys.stderr)
+        return 130
+    except (CheckpointError, OSError, ValueError) as err:
+        if args.debug:
+            raise
+        print(f"cairn {args.command}: error: {err}", file=sys.stderr)
+        return 2 if args.command in ("verify", "diff") else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Codecs: state trees to (msgpack skeleton, safetensors arrays); constructor args to JSON."""

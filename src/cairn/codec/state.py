@@ -1,0 +1,342 @@
+"""State trees <-> (a msgpack skeleton, a list of arrays for a safetensors file).
+
+The skeleton holds every non-array value; each array is replaced by a
+reference (an msgpack extension) to a tensor of the safetensors file. Types
+that msgpack would blur are kept apart with extensions: tuples stay tuples,
+numpy scalars keep their dtype, torch tensors come back as torch tensors.
+
+Extension codes (payloads are msgpack unless said otherwise):
+    1 ARRAY     [name, kind, dtype, shape]  kind 0 numpy, 1 torch
+    2 TUPLE     the items as an msgpack array
+    3 BIGINT    the decimal digits of an int outside 64 bits (UTF-8)
+    4 CUSTOM    [registered type name, encoded value]
+    5 PICKLE    pickle bytes (only with allow_pickle=True)
+    6 NPSCALAR  [numpy dtype descr, raw bytes]
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from cairn.codec.tensors import NUMPY_TO_ST, TensorEntry
+from cairn.errors import CheckpointError, CorruptCheckpointError, UnsafeCheckpointError
+from cairn.registry import registered_by_name, registered_for_value
+
+EXT_ARRAY, EXT_TUPLE, EXT_BIGINT, EXT_CUSTOM, EXT_PICKLE, EXT_NPSCALAR = 1, 2, 3, 4, 5, 6
+KIND_NUMPY, KIND_TORCH = 0, 1
+MAX_DEPTH = 200  # nesting bound on save and load; RL states nest a handful of levels
+
+_INT64_MIN, _UINT64_MAX = -(2**63), 2**64 - 1
+
+# torch dtype name -> safetensors dtype; others are stored as raw U8 bytes.
+TORCH_TO_ST: dict[str, str] = {
+    "bool": "BOOL", "uint8": "U8", "int8": "I8", "int16": "I16", "uint16": "U16",
+    "float16": "F16", "bfloat16": "BF16", "int32": "I32", "uint32": "U32",
+    "float32": "F32", "int64": "I64", "uint64": "U64", "float64": "F64",
+    "float8_e5m2": "F8_E5M2", "float8_e4m3fn": "F8_E4M3",
+}  # fmt: skip
+
+
+def _path_str(path: tuple[Any, ...]) -> str:
+    return "/".join(str(p) for p in path) if path else "<root>"
+
+
+def unsupported_value_error(value: Any, path: tuple[Any, ...], what: str = "state") -> CheckpointError:
+    """The error for a value the default format cannot hold, with both ways out."""
+    return CheckpointError(
+        f"Cannot save the value at {what} path {_path_str(path)!r}: values of type "
+        f"{type(value).__module__}.{type(value).__qualname__} are not supported by cairn's "
+        "pickle-free format. Either register an encoder with "
+        "cairn.register_type(cls, encode=..., decode=...) (or decorate a dataclass with "
+        "@cairn.register_type), or pass allow_pickle=True to save it with pickle "
+        "(loading it then also needs allow_pickle=True)."
+    )
+
+
+def numpy_descr(dtype: np.dtype[Any]) -> Any:
+    """A msgpack/JSON-able description of a numpy dtype (safe to rebuild, no code)."""
+    return np.lib.format.dtype_to_descr(dtype)
+
+
+def numpy_dtype_from_descr(descr: Any, *, where: str) -> np.dtype[Any]:
+    """Rebuild a numpy dtype from :func:`numpy_descr`'s output, refusing object dtypes."""
+    try:
+        if isinstance(descr, list):
+            descr = [tuple(d) for d in descr]
+        dtype = np.lib.format.descr_to_dtype(descr)
+    except (TypeError, ValueError, KeyError) as err:
+        raise CorruptCheckpointError(f"{where}: invalid numpy dtype description {descr!r}.") from err
+    if dtype.hasobject:
+        raise CorruptCheckpointError(f"{where}: object dtypes are never loaded without pickle.")
+    return dtype
+
+
+@dataclass
+class EncodedState:
+    """The result of encoding one component's own state."""
+
+    skeleton: bytes
+    tensors: list[TensorEntry]
+    used_pickle: bool = False
+    num_array_bytes: int = 0
+
+
+@dataclass
+class _Encoder:
+    allow_pickle: bool
+    tensors: list[TensorEntry] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)
+    by_id: dict[int, tuple[str, Any]] = field(default_factory=dict)
+    used_pickle: bool = False
+    # Keep encoded arrays alive so that id() based de-duplication stays valid.
+    keepalive: list[Any] = field(default_factory=list)
+
+    def _name_for(self, path: tuple[Any, ...]) -> str:
+        base = "/".join(str(p) for p in path) or "value"
+        name, i = base, 1
+        while name in self.names:
+            name = f"{base}#{i}"
+            i += 1
+        self.names.add(name)
+        return name
+
+    def encode(self, value: Any, path: tuple[Any, ...]) -> Any:
+        if len(path) > MAX_DEPTH:
+            raise CheckpointError(
+                f"The state at {_path_str(path[:8])}/... nests deeper than {MAX_DEPTH} levels; "
+                "flatten it before saving."
+            )
+        t = type(value)
+        if value is None or t is bool or t is str or t is bytes or t is float:
+            return value
+        if t is int:
+            if _INT64_MIN <= value <= _UINT64_MAX:
+                return value
+            return msgpack.ExtType(EXT_BIGINT, str(value).encode("ascii"))
+        if t is dict:
+            out: dict[Any, Any] = {}
+            for k, v in value.items():
+                if not (k is None or type(k) is str or type(k) is int):
+                    raise CheckpointError(
+                        f"Cannot save the dict key {k!r} ({type(k).__name__}) at state path "
+                        f"{_path_str(path)!r}: keys must be str, int or None."
+                    )
+                if type(k) is int and not (_INT64_MIN <= k <= _UINT64_MAX):
+                    raise CheckpointError(
+                        f"Cannot save the dict key {k} at state path {_path_str(path)!r}: "
+                        "integer keys must fit in 64 bits."
+                    )
+                out[k] = self.encode(v, (*path, k))
+            return out
+        if t is list:
+            return [self.encode(v, (*path, i)) for i, v in enumerate(value)]
+        if t is tuple:
+            items = [self.encode(v, (*path, i)) for i, v in enumerate(value)]
+            return msgpack.ExtType(EXT_TUPLE, _pack(items))
+        if isinstance(value, np.ndarray):
+            return self._array(value, path)
+        if isinstance(value, np.generic):
+            if value.dtype.hasobject:
+                raise unsupported_value_error(value, path)
+            arr = np.asarray(value)
+            return msgpack.ExtType(EXT_NPSCALAR, _pack([numpy_descr(arr.dtype), arr.tobytes()]))
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(value, torch.Tensor):
+            return self._tensor(value, path, torch)
+        reg = registered_for_value(value)
+        if reg is not None:
+            try:
+                plain = reg.encode(value)
+            except Exception as err:
+                raise CheckpointError(
+                    f"The encoder registered for {reg.name} failed on the value at state path "
+                    f"{_path_str(path)!r}: {err}"
+                ) from err
+            return msgpack.ExtType(EXT_CUSTOM, _pack([reg.name, self.encode(plain, (*path, "<" + reg.name + ">"))]))
+        if self.allow_pickle:
+            try:
+                payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as err:
+                raise CheckpointError(f"Cannot pickle the value at state path {_path_str(path)!r}: {err}") from err
+            self.used_pickle = True
+            return msgpack.ExtType(EXT_PICKLE, payload)
+        raise unsupported_value_error(value, path)
+
+    def _remember(self, obj: Any, ref: Any) -> Any:
+        self.by_id[id(obj)] = (ref, obj)
+        self.keepalive.append(obj)
+        return ref
+
+    def _array(self, arr: np.ndarray, path: tuple[Any, ...]) -> Any:
+        seen = self.by_id.get(id(arr))
+        if seen is not None and seen[1] is arr:
+            return seen[0]
+        if arr.dtype.hasobject:
+            if self.allow_pickle:
+                self.used_pickle = True
+                return msgpack.ExtType(EXT_PICKLE, pickle.dumps(arr, protocol=pickle.HIGHEST_PROTOCOL))
+            raise unsupported_value_error(arr, path)
+        name = self._name_for(path)
+        flat = np.ascontiguousarray(arr)
+        st = NUMPY_TO_ST.get(flat.dtype.name) if flat.dtype.isnative else None
+        u8 = flat.reshape(-1).view(np.uint8) if flat.size else np.empty(0, np.uint8)
+        align = min(int(flat.dtype.alignment), 8)
+        if st is None:
+            entry = TensorEntry(name, "U8", (int(u8.size),), u8, align)
+        else:
+            entry = TensorEntry(name, st, tuple(int(d) for d in flat.shape), u8, align)
+        self.tensors.append(entry)
+        ref = msgpack.ExtType(EXT_ARRAY, _pack([name, KIND_NUMPY, numpy_descr(arr.dtype), list(arr.shape)]))
+        return self._remember(arr, ref)
+
+    def _tensor(self, t: Any, path: tuple[Any, ...], torch: Any) -> Any:
+        seen = self.by_id.get(id(t))
+        if seen is not None and seen[1] is t:
+            return seen[0]
+        if t.layout != torch.strided or t.is_quantized or t.is_nested:
+            if self.allow_pickle:
+                self.used_pickle = True
+                return msgpack.ExtType(EXT_PICKLE, pickle.dumps(t.detach().cpu()))
+            raise unsupported_value_error(t, path)
+        name = self._name_for(path)
+        dtype_name = str(t.dtype).removeprefix("torch.")
+        c = t.detach()
+        if c.device.type != "cpu":
+            c = c.cpu()
+        c = c.contiguous()
+        if c.is_conj():
+            c = c.resolve_conj()
+        if c.is_neg():
+            c = c.resolve_neg()
+        nbytes = c.numel() * c.element_size()
+        u8 = c.reshape(-1).view(torch.uint8).numpy() if nbytes else np.empty(0, np.uint8)
+        st = TORCH_TO_ST.get(dtype_name)
+        align = min(int(c.element_size()), 8)
+        if st is None:
+            entry = TensorEntry(name, "U8", (int(nbytes),), u8, align)
+        else:
+            entry = TensorEntry(name, st, tuple(int(d) for d in c.shape), u8, align)
+        self.tensors.append(entry)
+        self.keepalive.append(c)
+        ref = msgpack.ExtType(EXT_ARRAY, _pack([name, KIND_TORCH, dtype_name, list(t.shape)]))
+        return self._remember(t, ref)
+
+
+def _pack(obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True, strict_types=False)  # type: ignore[no-any-return]
+
+
+def encode_state(state: Any, *, allow_pickle: bool) -> EncodedState:
+    """Split a state tree into an msgpack skeleton and the arrays for a safetensors file.
+
+    Raises:
+        CheckpointError: For a value the format cannot hold, naming its path.
+    """
+    enc = _Encoder(allow_pickle=allow_pickle)
+    try:
+        tree = enc.encode(state, ())
+    except RecursionError as err:
+        raise CheckpointError(f"The state nests deeper than {MAX_DEPTH} levels; flatten it.") from err
+    skeleton = _pack(tree)
+    # Largest elements first, so every tensor starts aligned to its element size.
+    enc.tensors.sort(key=lambda e: -e.align)
+    total = sum(int(e.data.nbytes) for e in enc.tensors)
+    return EncodedState(skeleton, enc.tensors, enc.used_pickle, total)
+
+
+ArrayLoader = Callable[[str, int, Any, list[int]], Any]
+"""Callback giving the array named in a reference: (name, kind, dtype, shape) -> value."""
+
+
+def decode_state(
+    skeleton: bytes | bytearray | memoryview, *, load_array: ArrayLoader, allow_pickle: bool, where: str
+) -> Any:
+    """Rebuild a state tree from its skeleton, asking ``load_array`` for each array.
+
+    Raises:
+        CorruptCheckpointError: For malformed data, naming ``where``.
+        UnsafeCheckpointError: When a pickled value is found and pickle is not allowed.
+    """
+    depth = [0]
+
+    def hook(code: int, data: bytes) -> Any:
+        depth[0] += 1
+        try:
+            if depth[0] > MAX_DEPTH:
+                raise CorruptCheckpointError(f"{where}: the state nests deeper than {MAX_DEPTH} levels.")
+            if code == EXT_TUPLE:
+                items = _unpack(data)
+                if not isinstance(items, list):
+                    raise CorruptCheckpointError(f"{where}: a tuple record is malformed.")
+                return tuple(items)
+            if code == EXT_ARRAY:
+                ref = _unpack(data)
+                if not (
+                    isinstance(ref, list)
+                    and len(ref) == 4
+                    and isinstance(ref[0], str)
+                    and ref[1] in (KIND_NUMPY, KIND_TORCH)
+                    and isinstance(ref[3], list)
+                ):
+                    raise CorruptCheckpointError(f"{where}: an array reference is malformed.")
+                return load_array(ref[0], ref[1], ref[2], ref[3])
+            if code == EXT_BIGINT:
+                try:
+                    return int(data.decode("ascii"))
+                except ValueError as err:
+                    raise CorruptCheckpointError(f"{where}: a big integer record is malformed.") from err
+            if code == EXT_NPSCALAR:
+                rec = _unpack(data)
+                if not (isinstance(rec, list) and len(rec) == 2 and isinstance(rec[1], bytes)):
+                    raise CorruptCheckpointError(f"{where}: a numpy scalar record is malformed.")
+                dtype = numpy_dtype_from_descr(rec[0], where=where)
+                if len(rec[1]) != dtype.itemsize:
+                    raise CorruptCheckpointError(f"{where}: a numpy scalar has the wrong byte size.")
+                return np.frombuffer(rec[1], dtype=dtype)[0]
+            if code == EXT_CUSTOM:
+                rec = _unpack(data)
+                if not (isinstance(rec, list) and len(rec) == 2 and isinstance(rec[0], str)):
+                    raise CorruptCheckpointError(f"{where}: a custom value record is malformed.")
+                reg = registered_by_name(rec[0])
+                if reg is None:
+                    raise CheckpointError(
+                        f"{where} holds a value of the registered type {rec[0]!r}, but no type is "
+                        "registered under that name in this program. Import the module that calls "
+                        "cairn.register_type for it, or register it before loading."
+                    )
+                try:
+                    return reg.decode(rec[1])
+                except Exception as err:
+                    raise CheckpointError(f"{where}: the decoder registered for {rec[0]!r} failed: {err}") from err
+            if code == EXT_PICKLE:
+                if not allow_pickle:
+                    raise UnsafeCheckpointError(
+                        f"{where} holds a pickled value, and unpickling can run arbitrary code. "
+                        "Load it with allow_pickle=True only if you trust where it came from."
+                    )
+                try:
+                    return pickle.loads(data)
+                except Exception as err:
+                    raise CorruptCheckpointError(f"{where}: a pickled value cannot be loaded: {err}") from err
+            raise CorruptCheckpointError(f"{where}: unknown msgpack extension code {code}.")
+        finally:
+            depth[0] -= 1
+
+    def _unpack(data: bytes | bytearray | memoryview) -> Any:
+        return msgpack.unpackb(data, ext_hook=hook, raw=False, strict_map_key=False, use_list=True)
+
+    try:
+        return _unpack(skeleton)
+    except CheckpointError:
+        raise
+    except RecursionError as err:
+        raise CorruptCheckpointError(f"{where}: the state nests too deeply to load.") from err
+    except Exception as err:  # msgpack raises a handful of types for malformed input
+        raise CorruptCheckpointError(f"{where}: the msgpack data is malformed ({type(err).__name__}: {err}).") from err

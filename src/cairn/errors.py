@@ -1,0 +1,60 @@
+"""The exceptions cairn raises on purpose.
+
+Every error derives from :class:`CheckpointError`; some also derive from the
+built-in exception a caller already catches::
+
+    Exception
+    └── CheckpointError
+        ├── CheckpointNotFoundError        (also FileNotFoundError)
+        ├── CorruptCheckpointError
+        ├── UnsafeCheckpointError
+        ├── IncompatibleCheckpointError
+        └── ComponentNotFoundError         (also KeyError)
+
+Messages are full sentences: what went wrong, where (path, component, file or
+key), what was expected and found, and what to do about it. Underlying causes
+are chained with ``raise ... from err``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CheckpointError",
+    "CheckpointNotFoundError",
+    "ComponentNotFoundError",
+    "CorruptCheckpointError",
+    "IncompatibleCheckpointError",
+    "UnsafeCheckpointError",
+]
+
+
+class CheckpointError(Exception):
+    """Root of every error cairn raises on purpose."""
+
+
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """There is no committed checkpoint at the given path."""
+
+    def __str__(self) -> str:
+        # FileNotFoundError formats (errno, strerror) pairs; we always pass one message.
+        return str(self.args[0]) if self.args else ""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A file of the checkpoint is truncated, corrupted, half-written or tampered with."""
+
+
+class UnsafeCheckpointError(CheckpointError):
+    """Loading the checkpoint would run pickle and ``allow_pickle`` was not set."""
+
+
+class IncompatibleCheckpointError(CheckpointError):
+    """The checkpoint does not fit: wrong class, a newer format or state version, bad shapes."""
+
+
+class ComponentNotFoundError(CheckpointError, KeyError):
+    """A component path does not exist; the message lists the ones that do."""
+
+    def __str__(self) -> str:
+        # KeyError would repr() the message and wrap it in quotes.
+        return str(self.args[0]) if self.args else ""

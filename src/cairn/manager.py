@@ -1,0 +1,336 @@
+"""``CheckpointManager``: when to save and which checkpoints to keep, never how to write.
+
+Step folders are named ``step_000000123`` under a root (local, ``memory://``,
+``s3://`` or any fsspec filesystem). A checkpoint counts only once committed
+(its root manifest is valid); half-written ones are never listed and are
+cleaned up. Old checkpoints are deleted only after a new one is committed.
+Files that did not change since the previous checkpoint are hard-linked (local
+disk) or copied server-side (object stores) instead of written again; each
+step folder stays complete on its own.
+
+With ``async_save=True``, :meth:`CheckpointManager.save` takes a snapshot (a
+copy of every array and tensor in the state) and returns; a background thread
+writes and commits it. At most one save is in flight: a second ``save`` waits
+for the first. So ``save`` blocks for the time of the copy (plus any previous
+save still running), and the extra memory is one copy of the state.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import sys
+import threading
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from cairn import _engine
+from cairn.errors import CheckpointError
+from cairn.retention import RetentionPolicy, steps_to_keep
+from cairn.storage.base import Storage, resolve_storage
+from cairn.storage.local import TMP_MARK
+
+if TYPE_CHECKING:
+    from cairn.checkpointable import Checkpointable
+
+__all__ = ["CheckpointInfo", "CheckpointManager", "snapshot_state"]
+
+STEP_RE = re.compile(r"^step_(\d{9,})$")
+MANAGER_KEY = "manager"
+
+
+def step_folder_name(step: int) -> str:
+    """``step_000000123``: zero-padded so that names sort like steps."""
+    return f"step_{step:09d}"
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """A committed checkpoint of a manager.
+
+    Attributes:
+        step: The step it was saved at.
+        path: Its path (a URI for remote storage), ready for ``restore_from_path``.
+        metrics: The metrics recorded with it.
+        created: When it was written (ISO 8601, UTC).
+    """
+
+    step: int
+    path: str
+    metrics: dict[str, Any]
+    created: str
+
+
+def snapshot_state(state: Any) -> Any:
+    """A copy of a state tree that later changes to the live objects cannot reach.
+
+    Arrays and tensors are copied; containers are rebuilt; other leaves are immutable.
+    """
+    t = type(state)
+    if t is dict:
+        return {k: snapshot_state(v) for k, v in state.items()}
+    if t is list:
+        return [snapshot_state(v) for v in state]
+    if t is tuple:
+        return tuple(snapshot_state(v) for v in state)
+    if isinstance(state, np.ndarray):
+        return state.copy()
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(state, torch.Tensor):
+        return state.detach().clone()
+    return state
+
+
+class CheckpointManager:
+    """Saves numbered checkpoints under a root, keeps the ones a policy asks for.
+
+    Example::
+
+        mgr = cairn.CheckpointManager("runs/ppo", keep_last=3, keep_best=1,
+                                      metric="episode_return_mean", mode="max")
+        for it in range(100):
+            metrics = algo.train()
+            mgr.save(algo, it, metrics=metrics)
+        mgr.wait()
+        mgr.restore_latest(algo)
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        keep_last: int | None = None,
+        keep_best: int = 0,
+        metric: str | None = None,
+        mode: Literal["max", "min"] = "max",
+        async_save: bool = False,
+        filesystem: Any = None,
+        incremental: bool = True,
+    ) -> None:
+        """Open (or create) a manager at ``root``.
+
+        Args:
+            root: The folder holding the step folders; local path or fsspec URI.
+            keep_last: Keep this many newest checkpoints (None keeps all).
+            keep_best: Also keep this many best checkpoints by ``metric``.
+            metric: The metric ranking checkpoints for ``keep_best`` and :meth:`best`.
+            mode: ``"max"`` or ``"min"``: which end of ``metric`` is best.
+            async_save: Write in a background thread after taking a snapshot.
+            filesystem: An fsspec filesystem ``root`` lives on.
+            incremental: Reuse unchanged files of the previous checkpoint.
+        """
+        try:
+            self.policy = RetentionPolicy(keep_last=keep_last, keep_best=keep_best, metric=metric, mode=mode)
+        except ValueError as err:
+            raise CheckpointError(f"CheckpointManager: {err}") from err
+        self.storage: Storage
+        self.storage, self.root = resolve_storage(root, filesystem)
+        self.filesystem = filesystem
+        self.async_save = async_save
+        self.incremental = incremental
+        self.last_stats: _engine.WriteStats | None = None
+        self._lock = threading.Lock()
+        self._pending: Future[None] | None = None
+        self._error: BaseException | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self.storage.makedirs(self.root)
+        self._cleanup_uncommitted()
+        if async_save:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cairn-save")
+            # Pending saves finish before the interpreter exits.
+            atexit.register(_shutdown, weakref.ref(self))
+
+    # ------------------------------------------------------------------ listing
+
+    def _path(self, step: int) -> str:
+        return self.storage.join(self.root, step_folder_name(step))
+
+    def _scan(self) -> list[tuple[int, str]]:
+        out = []
+        for name in self.storage.listdir(self.root):
+            m = STEP_RE.match(name)
+            if m:
+                out.append((int(m.group(1)), name))
+        return sorted(out)
+
+    def checkpoints(self) -> list[CheckpointInfo]:
+        """The committed checkpoints, oldest first, with their steps and metrics."""
+        infos = []
+        for step, name in self._scan():
+            info = self._info(step, name)
+            if info is not None:
+                infos.append(info)
+        return infos
+
+    def _info(self, step: int, name: str) -> CheckpointInfo | None:
+        path = self.storage.join(self.root, name)
+        reader = _engine.FolderReader(self.storage, path)
+        try:
+            meta = reader.metadata
+        except CheckpointError:
+            return None  # uncommitted or damaged: never offered
+        rec = meta.get(MANAGER_KEY)
+        rec = rec if isinstance(rec, dict) else {}
+        metrics = rec.get("metrics")
+        metrics = metrics if isinstance(metrics, dict) else {}
+        return CheckpointInfo(
+            step=step, path=self.storage.uri(path), metrics=dict(metrics), created=str(meta.get("created", ""))
+        )
+
+    def latest(self) -> str | None:
+        """The path of the newest committed checkpoint, or None."""
+        for step, name in reversed(self._scan()):
+            info = self._info(step, name)
+            if info is not None:
+                return info.path
+        return None
+
+    def latest_info(self) -> CheckpointInfo | None:
+        """The newest committed checkpoint with its step and metrics, or None."""
+        for step, name in reversed(self._scan()):
+            info = self._info(step, name)
+            if info is not None:
+                return info
+        return None
+
+    def best(self) -> str | None:
+        """The path of the best committed checkpoint by ``metric`` (None without one)."""
+        from cairn.retention import best_steps
+
+        if not self.policy.metric:
+            return None
+        infos = self.checkpoints()
+        best = best_steps([(i.step, i.metrics) for i in infos], self.policy.metric, self.policy.mode, 1)
+        if not best:
+            return None
+        return next(i.path for i in infos if i.step == best[0])
+
+    def restore_latest(self, obj: Checkpointable, *, allow_pickle: bool = False) -> CheckpointInfo | None:
+        """Restore ``obj`` from the newest committed checkpoint; return it (None if there is none)."""
+        self.wait()
+        info = self.latest_info()
+        if info is None:
+            return None
+        obj.restore_from_path(info.path, filesystem=self.filesystem, allow_pickle=allow_pickle)
+        return info
+
+    # ------------------------------------------------------------------ saving
+
+    def save(
+        self, obj: Checkpointable, step: int, metrics: dict[str, Any] | None = None, *, allow_pickle: bool = False
+    ) -> str:
+        """Save ``obj`` as the checkpoint of ``step``; returns its path.
+
+        With ``async_save`` the state is snapshotted and the call returns before
+        the write; the error of a failed background save is raised by
+        :meth:`wait` or by the next ``save``.
+
+        Raises:
+            CheckpointError: A bad step, an unsavable value, or an earlier async failure.
+        """
+        if type(step) is not int or step < 0:
+            raise CheckpointError(f"CheckpointManager.save: step must be an int >= 0, got {step!r}.")
+        self.wait()  # at most one save in flight; raises a previous failure
+        clean_metrics = _jsonable_metrics(metrics)
+        extra = {MANAGER_KEY: {"step": step, "metrics": clean_metrics}}
+        state = obj.get_state()
+        if self.async_save:
+            state = snapshot_state(state)
+        plan = _engine.plan_save(obj, state, allow_pickle=allow_pickle, extra_metadata=extra)
+        final = self._path(step)
+        if self._executor is None:
+            self._write(plan, step, final)
+        else:
+            with self._lock:
+                self._pending = self._executor.submit(self._write, plan, step, final)
+        return self.storage.uri(final)
+
+    def _write(self, plan: Any, step: int, final: str) -> None:
+        previous = None
+        if self.incremental:
+            prev = [s for s, _ in self._scan() if s != step]
+            for s in reversed(prev):
+                reader = _engine.FolderReader(self.storage, self._path(s))
+                try:
+                    reader.manifest  # noqa: B018 - committed only
+                except CheckpointError:
+                    continue
+                previous = reader
+                break
+        stats = _engine.WriteStats()
+        _engine.commit_plan(self.storage, final, plan, previous=previous, stats=stats)
+        self.last_stats = stats
+        self._apply_retention(just_saved=step)
+
+    def _apply_retention(self, *, just_saved: int) -> None:
+        infos = self.checkpoints()
+        keep = steps_to_keep([(i.step, i.metrics) for i in infos], self.policy)
+        keep.add(just_saved)
+        for info in infos:
+            if info.step not in keep:
+                self.storage.remove_tree(self._path(info.step))
+
+    def _cleanup_uncommitted(self) -> None:
+        """Delete staging folders and step folders without a committed manifest."""
+        for name in self.storage.listdir(self.root):
+            path = self.storage.join(self.root, name)
+            if name.startswith(".step_") and TMP_MARK in name:
+                self.storage.remove_tree(path)
+            elif STEP_RE.match(name):
+                try:
+                    _engine.FolderReader(self.storage, path).manifest  # noqa: B018
+                except CheckpointError:
+                    self.storage.remove_tree(path)
+
+    def wait(self) -> None:
+        """Block until the pending save (if any) is committed; raise its error if it failed."""
+        with self._lock:
+            pending, self._pending = self._pending, None
+        if pending is not None:
+            err = pending.exception()
+            if err is not None:
+                raise CheckpointError(f"An asynchronous checkpoint save failed: {err}") from err
+
+    def close(self) -> None:
+        """Wait for pending saves and stop the background writer."""
+        try:
+            self.wait()
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
+                self._executor = None
+
+    def __enter__(self) -> CheckpointManager:
+        """Use as a context manager; pending saves finish on exit."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Wait for pending saves."""
+        self.close()
+
+
+def _shutdown(ref: weakref.ref[CheckpointManager]) -> None:
+    mgr = ref()
+    if mgr is not None and mgr._executor is not None:
+        try:
+            mgr.close()
+        except CheckpointError as err:
+            print(f"cairn: {err}", file=sys.stderr)
+
+
+def _jsonable_metrics(metrics: dict[str, Any] | None) -> dict[str, Any]:
+    """Keep JSON-able scalars (numpy scalars become Python numbers); drop the rest."""
+    out: dict[str, Any] = {}
+    for k, v in (metrics or {}).items():
+        if isinstance(v, np.generic):
+            v = v.item()
+        if isinstance(v, bool | int | str) or v is None:
+            out[str(k)] = v
+        elif isinstance(v, float):
+            out[str(k)] = v if np.isfinite(v) else None
+    return out

@@ -1,0 +1,157 @@
+"""The per-folder manifest and metadata: what a checkpoint folder holds and how to check it.
+
+Every folder of a checkpoint holds ``metadata.json`` and ``manifest.json``.
+The manifest lists each file of the folder with its size and CRC-32, and each
+sub-folder's ``manifest.json`` with its own size and CRC-32, so the root
+manifest seals the whole tree (a Merkle tree). It carries a CRC-32 of its own
+canonical JSON, so a flipped bit anywhere is caught. It is written last, which
+makes the root manifest the commit marker on object stores.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from cairn.errors import CorruptCheckpointError, IncompatibleCheckpointError
+
+FORMAT_VERSION = 1
+"""The on-disk format version this cairn writes; it reads every version up to this one."""
+
+MANIFEST = "manifest.json"
+METADATA = "metadata.json"
+CTOR = "ctor.json"
+STATE = "state.msgpack"
+TENSORS = "tensors.safetensors"
+RESERVED_NAMES = frozenset({MANIFEST, METADATA, CTOR, STATE, TENSORS})
+
+MAX_JSON_BYTES = 64 * 1024 * 1024  # manifest, metadata and ctor files are small
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+def component_name_problem(name: Any) -> str | None:
+    """Why ``name`` cannot be a component (folder) name, or None when it can."""
+    if not isinstance(name, str):
+        return f"it is a {type(name).__name__}, not a str"
+    if name in (".", "..") or not _NAME_RE.match(name):
+        return "names may hold only letters, digits, '_', '-' and '.', and may not be '.' or '..'"
+    if name in RESERVED_NAMES:
+        return f"{name!r} is the name of one of the checkpoint's own files"
+    if len(name) > 200:
+        return "it is longer than 200 characters"
+    return None
+
+
+def canonical_json(obj: Any) -> bytes:
+    """The bytes whose CRC seals a manifest: sorted keys, no spaces."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A file listed in a manifest."""
+
+    size: int
+    crc32: int
+
+
+@dataclass
+class Manifest:
+    """The manifest of one checkpoint folder."""
+
+    files: dict[str, FileEntry] = field(default_factory=dict)
+    components: list[str] = field(default_factory=list)
+    format_version: int = FORMAT_VERSION
+
+    def to_bytes(self) -> bytes:
+        """Serialize, with the self-checksum."""
+        body: dict[str, Any] = {
+            "format": "cairn.manifest",
+            "format_version": self.format_version,
+            "algorithm": "crc32",
+            "files": {k: {"size": v.size, "crc32": f"{v.crc32:08x}"} for k, v in sorted(self.files.items())},
+            "components": list(self.components),
+        }
+        body["checksum"] = f"{zlib.crc32(canonical_json(body)):08x}"
+        return json.dumps(body, indent=1, sort_keys=True).encode("utf-8") + b"\n"
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray, *, where: str) -> Manifest:
+        """Parse and check a manifest.
+
+        Raises:
+            CorruptCheckpointError: For malformed, tampered or unsafe entries.
+            IncompatibleCheckpointError: For a format version newer than this cairn reads.
+        """
+        body = load_json(data, where=where)
+        if not isinstance(body, dict) or body.get("format") != "cairn.manifest":
+            raise CorruptCheckpointError(f"{where} is not a cairn manifest.")
+        recorded = body.pop("checksum", None)
+        if not isinstance(recorded, str) or recorded != f"{zlib.crc32(canonical_json(body)):08x}":
+            raise CorruptCheckpointError(
+                f"{where} fails its own checksum: it was corrupted or edited. Restore the checkpoint from a good copy."
+            )
+        version = body.get("format_version")
+        if type(version) is not int or version < 1:
+            raise CorruptCheckpointError(f"{where} has an invalid format_version {version!r}.")
+        if version > FORMAT_VERSION:
+            raise IncompatibleCheckpointError(
+                f"{where} is in checkpoint format {version}, newer than the format {FORMAT_VERSION} "
+                "this version of cairn reads. Upgrade cairn (pip install -U cairn-rl) to load it."
+            )
+        if body.get("algorithm") != "crc32":
+            raise CorruptCheckpointError(f"{where} names an unknown checksum algorithm {body.get('algorithm')!r}.")
+        files_raw, comps = body.get("files"), body.get("components")
+        if not isinstance(files_raw, dict) or not isinstance(comps, list):
+            raise CorruptCheckpointError(f"{where} lacks its 'files' or 'components' lists.")
+        for c in comps:
+            problem = component_name_problem(c)
+            if problem is not None:
+                raise CorruptCheckpointError(f"{where} lists the component {c!r}, an unsafe name: {problem}.")
+        files: dict[str, FileEntry] = {}
+        for name, info in files_raw.items():
+            _check_entry_name(name, comps, where)
+            if not (
+                isinstance(info, dict)
+                and type(info.get("size")) is int
+                and info["size"] >= 0
+                and isinstance(info.get("crc32"), str)
+            ):
+                raise CorruptCheckpointError(f"{where} has a malformed entry for {name!r}.")
+            try:
+                crc = int(info["crc32"], 16)
+            except ValueError as err:
+                raise CorruptCheckpointError(f"{where} has a malformed checksum for {name!r}.") from err
+            files[name] = FileEntry(info["size"], crc)
+        for c in comps:
+            if f"{c}/{MANIFEST}" not in files:
+                raise CorruptCheckpointError(f"{where} lists the component {c!r} without its manifest's checksum.")
+        return cls(files=files, components=list(comps), format_version=version)
+
+
+def _check_entry_name(name: Any, comps: list[str], where: str) -> None:
+    """Manifest entries are plain file names, or '<component>/manifest.json'; never paths out."""
+    if not isinstance(name, str):
+        raise CorruptCheckpointError(f"{where} has a non-string file entry.")
+    if "/" in name:
+        comp, _, rest = name.partition("/")
+        if rest != MANIFEST or comp not in comps:
+            raise CorruptCheckpointError(
+                f"{where} lists {name!r}, which is outside this folder; manifests may only name "
+                "their own files and their components' manifests. The checkpoint is tampered."
+            )
+        return
+    if name not in RESERVED_NAMES or name == MANIFEST:
+        raise CorruptCheckpointError(f"{where} lists the unexpected file {name!r}; the checkpoint is tampered.")
+
+
+def load_json(data: bytes | bytearray, *, where: str) -> Any:
+    """Parse JSON, turning every failure into :class:`CorruptCheckpointError`."""
+    try:
+        return json.loads(bytes(data).decode("utf-8"))
+    except (ValueError, RecursionError) as err:
+        raise CorruptCheckpointError(f"{where} is not valid JSON ({err}); it is corrupt or truncated.") from err

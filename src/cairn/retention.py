@@ -1,0 +1,65 @@
+"""Which checkpoints to keep: pure functions, tested without I/O."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """Keep the ``keep_last`` newest checkpoints and the ``keep_best`` best by ``metric``.
+
+    Attributes:
+        keep_last: How many of the newest checkpoints to keep; None keeps all.
+        keep_best: How many of the best checkpoints (by ``metric``) to keep as well.
+        metric: The metric that ranks checkpoints for ``keep_best``.
+        mode: ``"max"`` when larger is better, ``"min"`` when smaller is.
+    """
+
+    keep_last: int | None = None
+    keep_best: int = 0
+    metric: str | None = None
+    mode: Literal["max", "min"] = "max"
+
+    def __post_init__(self) -> None:
+        """Refuse settings that make no sense."""
+        if self.keep_last is not None and self.keep_last < 1:
+            raise ValueError(f"keep_last must be at least 1 (or None to keep all), got {self.keep_last}.")
+        if self.keep_best < 0:
+            raise ValueError(f"keep_best must be >= 0, got {self.keep_best}.")
+        if self.keep_best and not self.metric:
+            raise ValueError("keep_best needs metric= to rank checkpoints by.")
+        if self.mode not in ("max", "min"):
+            raise ValueError(f"mode must be 'max' or 'min', got {self.mode!r}.")
+
+
+def metric_value(metrics: Mapping[str, Any] | None, metric: str) -> float | None:
+    """The metric as a float, or None when absent or not a finite number."""
+    if not metrics or metric not in metrics:
+        return None
+    value = metrics[metric]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def best_steps(
+    entries: Sequence[tuple[int, Mapping[str, Any] | None]], metric: str, mode: str, count: int
+) -> list[int]:
+    """The ``count`` best steps by ``metric``; ties go to the newer step."""
+    scored = [(v, step) for step, m in entries if (v := metric_value(m, metric)) is not None]
+    sign = -1.0 if mode == "max" else 1.0
+    scored.sort(key=lambda vs: (sign * vs[0], -vs[1]))
+    return [step for _, step in scored[:count]]
+
+
+def steps_to_keep(entries: Sequence[tuple[int, Mapping[str, Any] | None]], policy: RetentionPolicy) -> set[int]:
+    """The steps ``policy`` keeps among ``entries`` (step, metrics) of committed checkpoints."""
+    steps = sorted(step for step, _ in entries)
+    keep = set(steps if policy.keep_last is None else steps[-policy.keep_last :])
+    if policy.keep_best and policy.metric:
+        keep.update(best_steps(entries, policy.metric, policy.mode, policy.keep_best))
+    return keep

@@ -1,0 +1,140 @@
+"""The storage interface and the choice of backend for a path."""
+
+from __future__ import annotations
+
+import abc
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from cairn.errors import CheckpointError
+
+Chunk = bytes | bytearray | memoryview
+
+
+class Storage(abc.ABC):
+    """Moves bytes to and from one filesystem. Paths are absolute on that filesystem."""
+
+    #: True when folders can be renamed atomically (local disks).
+    atomic_rename: bool = False
+
+    @abc.abstractmethod
+    def join(self, *parts: str) -> str:
+        """Join path parts with the filesystem's separator."""
+
+    @abc.abstractmethod
+    def uri(self, path: str) -> str:
+        """The string a user passes back to reach ``path`` (with protocol where remote)."""
+
+    @abc.abstractmethod
+    def write_file(self, path: str, chunks: Iterable[Chunk]) -> tuple[int, int]:
+        """Write ``chunks`` to ``path`` durably; return (size, crc32) of what was written."""
+
+    @abc.abstractmethod
+    def read_file(self, path: str, *, max_bytes: int | None = None) -> bytearray:
+        """Read the whole file. ``max_bytes`` bounds files whose size is not known in advance."""
+
+    @abc.abstractmethod
+    def read_range(self, path: str, start: int, end: int) -> bytes:
+        """Read bytes ``[start, end)`` of a file (fewer at its end)."""
+
+    @abc.abstractmethod
+    def read_into(self, path: str, buffers: list[memoryview]) -> int:
+        """Read the file's bytes, in order, into ``buffers``; return the number of bytes read."""
+
+    @abc.abstractmethod
+    def size(self, path: str) -> int:
+        """The size of a file in bytes."""
+
+    @abc.abstractmethod
+    def exists(self, path: str) -> bool:
+        """Whether a file or folder exists at ``path``."""
+
+    @abc.abstractmethod
+    def isdir(self, path: str) -> bool:
+        """Whether ``path`` is a folder."""
+
+    @abc.abstractmethod
+    def listdir(self, path: str) -> list[str]:
+        """Names (not paths) of the entries of a folder; empty when it does not exist."""
+
+    @abc.abstractmethod
+    def makedirs(self, path: str) -> None:
+        """Create a folder and its parents."""
+
+    @abc.abstractmethod
+    def remove(self, path: str) -> None:
+        """Delete one file."""
+
+    @abc.abstractmethod
+    def remove_tree(self, path: str) -> None:
+        """Delete a folder and everything in it; nothing happens if it does not exist."""
+
+    @abc.abstractmethod
+    def begin_write(self, final: str) -> str:
+        """Prepare to write a checkpoint that will end up at ``final``; return where to write."""
+
+    @abc.abstractmethod
+    def commit(self, staging: str, final: str) -> None:
+        """Make the checkpoint written at ``staging`` visible at ``final``, atomically."""
+
+    @abc.abstractmethod
+    def abort(self, staging: str, final: str) -> None:
+        """Remove what a failed write left at ``staging``."""
+
+    @abc.abstractmethod
+    def link_or_copy(self, src: str, dst: str) -> None:
+        """Make ``dst`` a file with the content of ``src`` without sending the bytes again."""
+
+    def is_symlink(self, path: str) -> bool:
+        """Whether ``path`` is a symbolic link (only local disks have them)."""
+        return False
+
+
+def _is_local_fs(fs: Any) -> bool:
+    from fsspec.implementations.local import LocalFileSystem
+
+    return isinstance(fs, LocalFileSystem)
+
+
+def resolve_storage(path: str | os.PathLike[str] | None, filesystem: Any = None) -> tuple[Storage, str]:
+    """Return the storage for ``path`` and the path as that storage names it.
+
+    Args:
+        path: A local path, a ``file://`` URI, any fsspec URI (``memory://``,
+            ``s3://``, ...), or a path on ``filesystem``.
+        filesystem: An fsspec filesystem; when given, ``path`` is a path on it.
+
+    Raises:
+        CheckpointError: For an unknown protocol, or a missing extra (named).
+    """
+    from cairn.storage.fsspec_storage import FsspecStorage
+    from cairn.storage.local import LocalStorage
+
+    if path is None:
+        raise CheckpointError("A checkpoint path is required.")
+    p = os.fspath(path)
+    if filesystem is not None:
+        if _is_local_fs(filesystem):
+            return LocalStorage(), os.path.abspath(p.removeprefix("file://"))
+        return FsspecStorage(filesystem), filesystem._strip_protocol(p)
+    if "://" not in p:
+        return LocalStorage(), os.path.abspath(p)
+    if p.startswith("file://"):
+        return LocalStorage(), os.path.abspath(p[len("file://") :])
+    import fsspec
+
+    protocol = p.split("://", 1)[0]
+    try:
+        fs, stripped = fsspec.core.url_to_fs(p)
+    except ImportError as err:
+        extra = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs"}.get(protocol)
+        hint = f"pip install 'cairn-rl[{extra}]'" if extra else f"install the fsspec backend for {protocol}://"
+        raise CheckpointError(
+            f"Cannot open {p!r}: the {protocol}:// backend is not installed ({err}). Run: {hint}."
+        ) from err
+    except ValueError as err:
+        raise CheckpointError(f"Cannot open {p!r}: unknown storage protocol {protocol!r} ({err}).") from err
+    if _is_local_fs(fs):
+        return LocalStorage(), os.path.abspath(stripped)
+    return FsspecStorage(fs), stripped

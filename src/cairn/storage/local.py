@@ -1,0 +1,224 @@
+"""Local disk storage: write to a hidden sibling folder, fsync, rename into place."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import shutil
+import uuid
+import zlib
+from collections.abc import Iterable
+
+from cairn.errors import CheckpointError, CorruptCheckpointError
+from cairn.storage.base import Chunk, Storage
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _load_renameat2() -> object | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_renameat2 = _load_renameat2()
+TMP_MARK = ".cairn-tmp-"
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LocalStorage(Storage):
+    """A local filesystem, with atomic commits by rename."""
+
+    atomic_rename = True
+
+    def join(self, *parts: str) -> str:
+        """Join with ``os.path.join``."""
+        return os.path.join(*parts)
+
+    def uri(self, path: str) -> str:
+        """Local paths are returned as plain paths."""
+        return path
+
+    def write_file(self, path: str, chunks: Iterable[Chunk]) -> tuple[int, int]:
+        """Write, checksum as the bytes go out, and fsync."""
+        crc = 0
+        size = 0
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        try:
+            with open(fd, "wb", buffering=0, closefd=False) as f:
+                for chunk in chunks:
+                    mv = memoryview(chunk).cast("B")
+                    crc = zlib.crc32(mv, crc)
+                    size += len(mv)
+                    while mv:
+                        n = f.write(mv)
+                        if n is None:
+                            raise OSError(errno.EAGAIN, "write would block")
+                        mv = mv[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return size, crc
+
+    def _open_read(self, path: str) -> int:
+        try:
+            return os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise CorruptCheckpointError(
+                    f"{path} is a symbolic link; cairn never follows links inside a checkpoint "
+                    "(one could point outside it). Replace it with the real file."
+                ) from err
+            raise
+
+    def read_file(self, path: str, *, max_bytes: int | None = None) -> bytearray:
+        """Read a whole file into one buffer (no intermediate copies)."""
+        fd = self._open_read(path)
+        try:
+            size = os.fstat(fd).st_size
+            if max_bytes is not None and size > max_bytes:
+                raise CorruptCheckpointError(
+                    f"{path} is {size} bytes, over the limit of {max_bytes} for this kind of file; "
+                    "it is corrupt or hostile."
+                )
+            buf = bytearray(size)
+            view = memoryview(buf)
+            got = 0
+            while got < size:
+                n = os.readv(fd, [view[got:]])
+                if n == 0:
+                    break
+                got += n
+            return buf if got == size else buf[:got]
+        finally:
+            os.close(fd)
+
+    def read_range(self, path: str, start: int, end: int) -> bytes:
+        """``os.pread`` of a byte range."""
+        fd = self._open_read(path)
+        try:
+            return os.pread(fd, max(0, end - start), start)
+        finally:
+            os.close(fd)
+
+    def read_into(self, path: str, buffers: list[memoryview]) -> int:
+        """Scatter-read the file into ``buffers`` (used to restore onto existing tensors)."""
+        fd = self._open_read(path)
+        total = 0
+        try:
+            for b in buffers:
+                view = b.cast("B")
+                got = 0
+                while got < len(view):
+                    n = os.readv(fd, [view[got:]])
+                    if n == 0:
+                        return total + got
+                    got += n
+                total += got
+        finally:
+            os.close(fd)
+        return total
+
+    def size(self, path: str) -> int:
+        """``os.stat`` size, links not followed."""
+        return os.lstat(path).st_size
+
+    def exists(self, path: str) -> bool:
+        """``os.path.lexists``."""
+        return os.path.lexists(path)
+
+    def isdir(self, path: str) -> bool:
+        """A real folder, not a link to one."""
+        return os.path.isdir(path) and not os.path.islink(path)
+
+    def is_symlink(self, path: str) -> bool:
+        """``os.path.islink``."""
+        return os.path.islink(path)
+
+    def listdir(self, path: str) -> list[str]:
+        """Sorted entry names; empty when the folder is missing."""
+        try:
+            return sorted(os.listdir(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def makedirs(self, path: str) -> None:
+        """``os.makedirs(exist_ok=True)``."""
+        os.makedirs(path, exist_ok=True)
+
+    def remove(self, path: str) -> None:
+        """Delete a file."""
+        os.unlink(path)
+
+    def remove_tree(self, path: str) -> None:
+        """Delete a tree; missing is fine."""
+        if os.path.islink(path) or os.path.isfile(path):
+            os.unlink(path)
+        elif os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=False)
+
+    def begin_write(self, final: str) -> str:
+        """A fresh hidden sibling of ``final`` on the same filesystem, so rename is atomic."""
+        parent, name = os.path.split(final.rstrip(os.sep))
+        if not name:
+            raise CheckpointError(f"Cannot save a checkpoint at {final!r}: it names no folder.")
+        os.makedirs(parent, exist_ok=True)
+        if os.path.exists(final) and not os.path.isdir(final):
+            raise CheckpointError(f"Cannot save a checkpoint at {final!r}: a file is in the way.")
+        staging = os.path.join(parent, f".{name}{TMP_MARK}{uuid.uuid4().hex[:12]}")
+        os.makedirs(staging)
+        return staging
+
+    def commit(self, staging: str, final: str) -> None:
+        """fsync every folder of the tree, then rename (or swap) it into place."""
+        for root, _dirs, _files in os.walk(staging, topdown=False):
+            _fsync_dir(root)
+        parent = os.path.dirname(final.rstrip(os.sep))
+        if os.path.isdir(final):
+            # Swap atomically so readers never see a moment without a checkpoint, and a
+            # crash leaves either the old or the new one in place, never neither.
+            if _renameat2 is not None:
+                rc = _renameat2(
+                    _AT_FDCWD,
+                    os.fsencode(staging),
+                    _AT_FDCWD,
+                    os.fsencode(final),  # type: ignore[operator]
+                    _RENAME_EXCHANGE,
+                )
+                if rc == 0:
+                    _fsync_dir(parent)
+                    shutil.rmtree(staging, ignore_errors=True)  # now holds the old checkpoint
+                    return
+            old = f"{staging}-old"
+            os.rename(final, old)
+            os.rename(staging, final)
+            _fsync_dir(parent)
+            shutil.rmtree(old, ignore_errors=True)
+            return
+        os.rename(staging, final)
+        _fsync_dir(parent)
+
+    def abort(self, staging: str, final: str) -> None:
+        """Remove the staging folder; ``final`` was never touched."""
+        shutil.rmtree(staging, ignore_errors=True)
+
+    def link_or_copy(self, src: str, dst: str) -> None:
+        """A hard link when possible (same filesystem), else a copy."""
+        try:
+            os.link(src, dst, follow_symlinks=False)
+        except OSError:
+            shutil.copyfile(src, dst, follow_symlinks=False)
