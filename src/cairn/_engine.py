@@ -488,10 +488,16 @@ class FolderReader:
             tensors = _TensorFile(self.read(TENSORS), self.where(TENSORS))
         where = self.where(STATE)
 
+        cache: dict[tuple[str, int], Any] = {}
+
         def load_array(name: str, kind: int, dtype: Any, shape: list[int]) -> Any:
             if tensors is None:
                 raise CorruptCheckpointError(f"{where} refers to the array {name!r} but the folder has no {TENSORS}.")
-            return tensors.get(name, kind, dtype, shape)
+            # The same array saved twice (one object under two keys) comes back as one object.
+            key = (name, kind)
+            if key not in cache:
+                cache[key] = tensors.get(name, kind, dtype, shape)
+            return cache[key]
 
         state = decode_state(skeleton, load_array=load_array, allow_pickle=allow_pickle, where=where)
         if not isinstance(state, dict):
@@ -624,6 +630,9 @@ def load_folder(target: Checkpointable, reader: FolderReader, *, allow_pickle: b
     """Read and verify ``reader``'s folder and the folders of ``target``'s components in it."""
     _check_class(target, reader)
     reader.check_pickle(allow_pickle)
+    # The constructor arguments are not needed to restore, but a damaged file anywhere in
+    # the folders being restored must be reported, not left for a later from_checkpoint.
+    reader.read(CTOR, max_bytes=MAX_JSON_BYTES)
     state = reader.state(allow_pickle)
     state = upgrade(
         type(target), state, reader.metadata["state_version"], f"{reader.where()} (component {label or '<root>'})"

@@ -184,7 +184,7 @@ class _Encoder:
                 return msgpack.ExtType(EXT_PICKLE, pickle.dumps(arr, protocol=pickle.HIGHEST_PROTOCOL))
             raise unsupported_value_error(arr, path)
         name = self._name_for(path)
-        flat = np.ascontiguousarray(arr)
+        flat = arr if arr.flags.c_contiguous else arr.copy(order="C")
         st = NUMPY_TO_ST.get(flat.dtype.name) if flat.dtype.isnative else None
         u8 = flat.reshape(-1).view(np.uint8) if flat.size else np.empty(0, np.uint8)
         align = min(int(flat.dtype.alignment), 8)
