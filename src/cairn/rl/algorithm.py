@@ -10,8 +10,8 @@ Components (SPEC section 5)::
         rl_module/              the MultiRLModule
           default_policy/       one RLModule
 
-The env runner's own copy of the module is not saved: the learner's module
-is the source of truth, and after every restore (full or partial, also with
+The env runner's own copy of the module is not saved (as in RLlib): the
+learner's module is the source of truth, and after every restore (full or partial, also with
 ``component=``) the algorithm copies the learner's weights to the env runners
 so they act with the restored weights at once.
 """
@@ -189,32 +189,16 @@ class Algorithm(Checkpointable, abc.ABC):
         return [("env_runner", self.env_runner), ("learner_group", self.learner_group)]
 
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
-        """``training_iteration`` plus the states of the selected components.
-
-        The env runner's module copy (``env_runner/rl_module``) is always left
-        out: the learner's module is the one saved.
-        """
-        state: dict[str, Any] = {"training_iteration": self.training_iteration}
-        if self._check_component("env_runner", components, not_components):
-            self.env_runner_group.sync_connector_states_to_local()
-            excluded = self._get_not_subcomponents("env_runner", not_components) or []
-            state["env_runner"] = self.env_runner.get_state(
-                self._get_subcomponents("env_runner", components),
-                not_components=[*excluded, "rl_module"],
-            )
-        if self._check_component("learner_group", components, not_components):
-            state["learner_group"] = self.learner_group.get_state(
-                self._get_subcomponents("learner_group", components),
-                not_components=self._get_not_subcomponents("learner_group", not_components),
-            )
-        return state
+        """``training_iteration`` plus the states of the selected components."""
+        self.env_runner_group.sync_connector_states_to_local()
+        return {
+            "training_iteration": self.training_iteration,
+            **self._get_components_state(components, not_components=not_components),
+        }
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Apply ``state`` (missing parts are left as they are), then sync the env runners."""
-        if "env_runner" in state:
-            self.env_runner.set_state(state["env_runner"])
-        if "learner_group" in state:
-            self.learner_group.set_state(state["learner_group"])
+        self._set_components_state(state)
         if "training_iteration" in state:
             self.training_iteration = int(state["training_iteration"])
         self._sync_env_runners()

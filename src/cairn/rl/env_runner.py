@@ -248,11 +248,15 @@ class EnvRunner(Checkpointable):
     # ------------------------------------------------------------------ Checkpointable
 
     def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
-        """``env_to_module_connector``, ``module_to_env_connector`` and ``rl_module``."""
+        """``env_to_module_connector`` and ``module_to_env_connector``.
+
+        The inference copy of the module is not a component (as in RLlib): the
+        learner's module is the one checkpointed, and the algorithm copies its
+        weights here after every restore.
+        """
         return [
             ("env_to_module_connector", self.env_to_module),
             ("module_to_env_connector", self.module_to_env),
-            ("rl_module", self.module),
         ]
 
     def _env_state(self) -> dict[str, Any]:

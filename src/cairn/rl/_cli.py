@@ -1,0 +1,369 @@
+"""``cairn train`` and ``cairn evaluate``.
+
+:func:`register` only adds argument parsers: torch and gymnasium are imported
+inside the handlers, so that ``cairn inspect`` and friends stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import posixpath
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cairn.rl.algorithm import Algorithm
+    from cairn.rl.connectors import ConnectorPipeline
+    from cairn.rl.rl_module import RLModule
+
+__all__ = ["cmd_evaluate", "cmd_train", "register"]
+
+METRICS_FILE = "metrics.jsonl"
+"""Per-iteration metrics that ``cairn train`` appends under ``--checkpoint-dir``."""
+
+MODULE_PATH = ("learner_group", "learner", "rl_module")
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Add the ``train`` and ``evaluate`` subcommands to the ``cairn`` parser."""
+    p = subparsers.add_parser(
+        "train",
+        help="train PPO, checkpointing as it goes",
+        description=(
+            "Train PPO on a gymnasium environment. --iterations is the total: with --resume, "
+            "training goes on from the latest checkpoint in --checkpoint-dir until "
+            "training_iteration reaches it. Metrics go to DIR/metrics.jsonl."
+        ),
+    )
+    p.add_argument("--env", default=None, help="gymnasium id or multi:<id> (default CartPole-v1)")
+    p.add_argument("--iterations", type=int, default=100, help="total training iterations")
+    p.add_argument("--checkpoint-dir", default=None, help="folder (or fsspec URI) for checkpoints")
+    p.add_argument("--checkpoint-every", type=int, default=10, help="save every K iterations")
+    p.add_argument("--keep-last", type=int, default=3, help="checkpoints to keep (plus the best)")
+    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    p.add_argument("--seed", type=int, default=None, help="seed (default 0)")
+    p.add_argument("--num-env-runners", type=int, default=None, help="0 or 1 for now")
+    p.add_argument("--num-learners", type=int, default=None, help="0 or 1 for now")
+    p.add_argument("--num-agents", type=int, default=None, help="agents of a multi:<id> env")
+    p.set_defaults(func=cmd_train)
+
+    p = subparsers.add_parser(
+        "evaluate",
+        help="run episodes with a checkpoint's policy",
+        description=(
+            "Load one module of a checkpoint (an algorithm checkpoint, a module folder, or a "
+            "checkpoint manager's root, whose latest checkpoint is used), run episodes with "
+            "greedy actions and print the mean return."
+        ),
+    )
+    p.add_argument("checkpoint")
+    p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--module", default="default_policy", help="module id")
+    p.add_argument("--env", default=None, help="environment (default: the checkpoint's)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_evaluate)
+
+
+# ---------------------------------------------------------------------- train
+
+
+def _read_metrics_lines(path: str, up_to_iteration: int) -> list[str]:
+    if not os.path.exists(path):
+        return []
+    kept = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a crash
+            if int(row.get("training_iteration", 0)) <= up_to_iteration:
+                kept.append(line if line.endswith("\n") else line + "\n")
+    return kept
+
+
+def _jsonable(metrics: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in metrics.items():
+        if isinstance(value, bool | int | str):
+            out[key] = value
+        elif isinstance(value, float):
+            out[key] = value if math.isfinite(value) else None
+    return out
+
+
+def _build_algorithm(args: argparse.Namespace) -> tuple[Algorithm, str]:
+    """A new PPO, or the latest checkpoint's with ``--resume``; and how it was obtained."""
+    import dataclasses
+
+    from cairn.manager import CheckpointManager
+    from cairn.rl.ppo import PPO, PPOConfig
+
+    explicit = {
+        "env": args.env,
+        "seed": args.seed,
+        "num_env_runners": args.num_env_runners,
+        "num_learners": args.num_learners,
+        "num_agents": args.num_agents,
+    }
+    explicit = {k: v for k, v in explicit.items() if v is not None}
+    if args.resume:
+        if args.checkpoint_dir is None:
+            raise ValueError("--resume needs --checkpoint-dir (where the checkpoints are).")
+        latest = CheckpointManager(args.checkpoint_dir).latest()
+        if latest is not None:
+            algo = PPO.from_checkpoint(latest)
+            config = algo.config
+            for key in ("env", "seed", "num_agents"):
+                if key in explicit and explicit[key] != getattr(config, key):
+                    raise ValueError(
+                        f"--{key.replace('_', '-')} {explicit[key]} differs from the checkpoint's "
+                        f"{key}={getattr(config, key)!r} ({latest}); drop the flag to resume, or "
+                        "start a new run in another --checkpoint-dir."
+                    )
+            scale = {k: v for k, v in explicit.items() if k in ("num_env_runners", "num_learners")}
+            if scale and any(getattr(config, k) != v for k, v in scale.items()):
+                # A checkpoint restores into another number of runners / learners.
+                algo.stop()
+                algo = PPO.from_checkpoint(latest, config=dataclasses.replace(config, **scale))
+            return algo, f"resumed from {latest} (iteration {algo.training_iteration})"
+    elif args.checkpoint_dir is not None:
+        existing = CheckpointManager(args.checkpoint_dir).latest()
+        if existing is not None:
+            raise ValueError(
+                f"{args.checkpoint_dir} already holds checkpoints (latest {existing}); pass "
+                "--resume to continue that run, or choose another --checkpoint-dir."
+            )
+    return PPO(PPOConfig(**explicit)), "started from scratch"
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Handler of ``cairn train``; returns the exit status."""
+    if args.iterations < 0 or args.checkpoint_every < 1:
+        raise ValueError("--iterations must be >= 0 and --checkpoint-every >= 1.")
+    from cairn.manager import CheckpointManager
+
+    algo, how = _build_algorithm(args)
+    print(f"cairn train: {algo.config.env}, {how}", file=sys.stderr)
+    manager = None
+    metrics_path = None
+    lines: list[str] = []
+    if args.checkpoint_dir is not None:
+        manager = CheckpointManager(
+            args.checkpoint_dir,
+            keep_last=args.keep_last,
+            keep_best=1,
+            metric="episode_return_mean",
+            mode="max",
+            async_save=True,
+        )
+        if "://" not in str(args.checkpoint_dir):
+            metrics_path = os.path.join(args.checkpoint_dir, METRICS_FILE)
+            lines = _read_metrics_lines(metrics_path, algo.training_iteration)
+            with open(metrics_path, "w", encoding="utf-8") as f:
+                f.writelines(lines)
+    use_bar = sys.stderr.isatty()
+    bar: Any = None
+    if use_bar:
+        from tqdm import tqdm
+
+        bar = tqdm(
+            total=args.iterations,
+            initial=min(algo.training_iteration, args.iterations),
+            unit="it",
+            file=sys.stderr,
+            dynamic_ncols=True,
+        )
+    results: dict[str, Any] = {}
+    start = time.perf_counter()
+    try:
+        while algo.training_iteration < args.iterations:
+            results = algo.train()
+            iteration = int(results["training_iteration"])
+            if metrics_path is not None:
+                with open(metrics_path, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(_jsonable(results)) + "\n")
+            line = (
+                f"iter {iteration}/{args.iterations}  "
+                f"steps {results['num_env_steps_sampled_lifetime']}  "
+                f"{results['perf/env_steps_per_second']:.0f} steps/s  "
+                f"return {results['episode_return_mean']:.1f}"
+            )
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix_str(line.split("  ", 2)[2])
+            else:
+                print(line, file=sys.stderr, flush=True)
+            if manager is not None and (iteration % args.checkpoint_every == 0 or iteration == args.iterations):
+                manager.save(algo, iteration, metrics=_jsonable(results))
+        if manager is not None:
+            manager.wait()
+    finally:
+        if bar is not None:
+            bar.close()
+        if manager is not None:
+            manager.close()
+        algo.stop()
+    elapsed = time.perf_counter() - start
+    summary = f"cairn train: iteration {algo.training_iteration}"
+    if results:
+        summary += f", episode_return_mean {results['episode_return_mean']:.1f}"
+    summary += f", {elapsed:.1f} s"
+    if manager is not None:
+        summary += f", latest checkpoint {manager.latest()}"
+    print(summary)
+    return 0
+
+
+# ---------------------------------------------------------------------- evaluate
+
+
+def _join(base: str, *parts: str) -> str:
+    if "://" in base:
+        return posixpath.join(base, *parts)
+    return os.path.join(base, *parts)
+
+
+def _read_metadata(fs: Any, folder: str) -> dict[str, Any] | None:
+    try:
+        with fs.open(posixpath.join(folder, "metadata.json"), "rb") as f:
+            data = json.loads(f.read().decode("utf-8"))
+    except (FileNotFoundError, OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _resolve_module_folder(checkpoint: str, module_id: str) -> tuple[str, str | None]:
+    """(module folder, algorithm root or None) for a CKPT given to ``cairn evaluate``."""
+    import fsspec
+
+    from cairn.errors import CheckpointNotFoundError
+    from cairn.manager import STEP_RE
+
+    fs, root = fsspec.core.url_to_fs(checkpoint)
+    protocol = checkpoint.split("://", 1)[0] + "://" if "://" in checkpoint else ""
+    root = root.rstrip("/")
+
+    def uri(path: str) -> str:
+        return protocol + path if protocol else path
+
+    if _read_metadata(fs, root) is None and fs.isdir(root):
+        steps = sorted(
+            (p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)),
+            reverse=True,
+        )
+        committed = [s for s in steps if STEP_RE.match(s) and _read_metadata(fs, f"{root}/{s}")]
+        if committed:
+            root = f"{root}/{committed[0]}"
+    metadata = _read_metadata(fs, root)
+    if metadata is None:
+        raise CheckpointNotFoundError(
+            f"No checkpoint at {checkpoint}: expected an algorithm checkpoint, a module folder, "
+            "or a checkpoint manager's root with step_* checkpoints."
+        )
+    cls = str(metadata.get("class", ""))
+    if cls.endswith(":RLModule"):
+        # A module folder; its algorithm (for the env and the observation filter) may be above.
+        algo_root = root.rsplit("/", 4)[0] if root.count("/") >= 4 else None
+        if algo_root is not None and root.split("/")[-4:-1] != list(MODULE_PATH):
+            algo_root = None
+        return uri(root), uri(algo_root) if algo_root else None
+    if cls.endswith(":MultiRLModule"):
+        return uri(f"{root}/{module_id}"), None
+    module_folder = "/".join([root, *MODULE_PATH, module_id])
+    if _read_metadata(fs, module_folder) is None:
+        modules = metadata.get("module_ids")
+        mm = _read_metadata(fs, "/".join([root, *MODULE_PATH]))
+        modules = mm.get("module_ids") if mm else modules
+        raise CheckpointNotFoundError(
+            f"The checkpoint {uri(root)} has no module {module_id!r}"
+            + (f"; its modules are {modules}." if modules else ".")
+        )
+    return uri(module_folder), uri(root)
+
+
+def _load_filter(algo_root: str | None) -> ConnectorPipeline | None:
+    if algo_root is None:
+        return None
+    from cairn.errors import CheckpointNotFoundError
+    from cairn.rl.connectors import ConnectorPipeline
+
+    try:
+        return ConnectorPipeline.from_checkpoint(_join(algo_root, "env_runner", "env_to_module_connector"))
+    except CheckpointNotFoundError:
+        return None
+
+
+def evaluate_module(
+    module: RLModule,
+    env_id: str,
+    *,
+    episodes: int,
+    seed: int,
+    obs_filter: ConnectorPipeline | None = None,
+) -> list[float]:
+    """Run ``episodes`` greedy episodes of ``module`` on ``env_id``; returns their returns."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    from cairn.rl.multi_agent import parse_env
+
+    env = gym.make(parse_env(env_id)[0])
+    returns: list[float] = []
+    try:
+        for episode in range(episodes):
+            obs, _ = env.reset(seed=seed + episode)
+            total, done = 0.0, False
+            while not done:
+                batch = np.asarray(obs)[None]
+                if obs_filter is not None:
+                    batch = obs_filter(batch, update=False)
+                action = module.forward_inference({"obs": torch.as_tensor(batch)})["actions"][0]
+                env_action: Any = action.numpy()
+                if isinstance(env.action_space, gym.spaces.Box):
+                    env_action = np.clip(env_action, env.action_space.low, env.action_space.high)
+                else:
+                    env_action = int(env_action)
+                obs, reward, terminated, truncated, _ = env.step(env_action)
+                total += float(reward)
+                done = bool(terminated or truncated)
+            returns.append(total)
+    finally:
+        env.close()
+    return returns
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Handler of ``cairn evaluate``; returns the exit status."""
+    if args.episodes < 1:
+        raise ValueError("--episodes must be at least 1.")
+    import fsspec
+
+    from cairn.rl.rl_module import RLModule
+
+    module_folder, algo_root = _resolve_module_folder(args.checkpoint, args.module)
+    module = RLModule.from_checkpoint(module_folder)
+    env_id = args.env
+    if env_id is None and algo_root is not None:
+        fs, root = fsspec.core.url_to_fs(algo_root)
+        env_id = (_read_metadata(fs, root) or {}).get("env")
+    if env_id is None:
+        raise ValueError(
+            f"{module_folder} is a module checkpoint without its algorithm; pass --env to say "
+            "which environment to run it in."
+        )
+    obs_filter = _load_filter(algo_root)
+    returns = evaluate_module(module, str(env_id), episodes=args.episodes, seed=args.seed, obs_filter=obs_filter)
+    mean = sum(returns) / len(returns)
+    print(
+        f"cairn evaluate: {module_folder} on {env_id}"
+        + (" (with the checkpoint's observation filter)" if obs_filter is not None else ""),
+        file=sys.stderr,
+    )
+    print(f"mean return over {len(returns)} episodes: {mean:.2f}")
+    return 0
