@@ -1,0 +1,194 @@
+"""STATE_VERSION migrations, class aliases and `cairn upgrade`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cairn
+from cairn.testing import assert_states_equal
+from cairn_test_components import Tree
+
+
+class Policy(cairn.Checkpointable):
+    """A component whose state layout changes across versions (patched per test)."""
+
+    STATE_VERSION = 1
+
+    def __init__(self) -> None:
+        self.state: dict[str, Any] = {"w": 1.0}
+
+    def get_state(self, components: Any = None, *, not_components: Any = None, **kw: Any) -> dict[str, Any]:
+        return dict(self.state)
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.state = dict(state)
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (), {}
+
+
+class Agent(cairn.Checkpointable):
+    def __init__(self) -> None:
+        self.p0, self.p1 = Policy(), Policy()
+
+    def get_checkpointable_components(self) -> list[tuple[str, cairn.Checkpointable]]:
+        return [("p0", self.p0), ("p1", self.p1)]
+
+    def get_state(self, components: Any = None, *, not_components: Any = None, **kw: Any) -> dict[str, Any]:
+        return self._get_components_state(components, not_components=not_components)
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._set_components_state(state)
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (), {}
+
+
+def upgrade_v3(cls: type, state: dict[str, Any], from_version: int) -> dict[str, Any]:
+    """1 -> 2 renames w to weight; 2 -> 3 adds a bias."""
+    calls.append(from_version)
+    if from_version == 1:
+        return {"weight": state["w"]}
+    if from_version == 2:
+        return {**state, "bias": 0.0}
+    raise NotImplementedError
+
+
+calls: list[int] = []
+
+
+@pytest.fixture
+def v3(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls.clear()
+    monkeypatch.setattr(Policy, "STATE_VERSION", 3)
+    monkeypatch.setattr(Policy, "upgrade_state", classmethod(upgrade_v3))
+
+
+def test_v1_loads_into_v3_in_two_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    old = Policy()
+    old.state = {"w": 2.5}
+    path = old.save_to_path(tmp_path / "ck")
+    calls.clear()
+    monkeypatch.setattr(Policy, "STATE_VERSION", 3)
+    monkeypatch.setattr(Policy, "upgrade_state", classmethod(upgrade_v3))
+    new = Policy.from_checkpoint(path)
+    assert new.state == {"weight": 2.5, "bias": 0.0}
+    assert calls == [1, 2]
+    assert json.loads((Path(new.save_to_path(tmp_path / "new")) / "metadata.json").read_text())["state_version"] == 3
+
+
+def test_partial_restore_upgrades_only_its_component(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = Agent()
+    a.p0.state = {"w": 1.0}
+    a.p1.state = {"w": 9.0}
+    path = a.save_to_path(tmp_path / "ck")
+    calls.clear()
+    monkeypatch.setattr(Policy, "STATE_VERSION", 3)
+    monkeypatch.setattr(Policy, "upgrade_state", classmethod(upgrade_v3))
+    target = Agent()
+    target.p0.state = {"weight": 5.0, "bias": 1.0}
+    target.restore_from_path(str(Path(path) / "p1"), component="p1")
+    assert target.p1.state == {"weight": 9.0, "bias": 0.0}
+    assert target.p0.state == {"weight": 5.0, "bias": 1.0}
+    assert calls == [1, 2]
+
+
+def test_newer_state_than_class_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Policy, "STATE_VERSION", 4)
+    path = Policy().save_to_path(tmp_path / "ck")
+    monkeypatch.setattr(Policy, "STATE_VERSION", 2)
+    with pytest.raises(cairn.IncompatibleCheckpointError, match=r"STATE_VERSION 4.*STATE_VERSION 2") as info:
+        Policy().restore_from_path(path)
+    assert "ck" in str(info.value)
+
+
+def test_no_upgrade_path_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = Agent().save_to_path(tmp_path / "ck")
+    monkeypatch.setattr(Policy, "STATE_VERSION", 2)
+    with pytest.raises(
+        cairn.IncompatibleCheckpointError, match=r"component p0.*STATE_VERSION 1.*version 2.*upgrade_state"
+    ):
+        Agent().restore_from_path(path)
+
+
+def test_failing_upgrade_chains_cause(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = Policy().save_to_path(tmp_path / "ck")
+
+    def broken(cls: type, state: dict[str, Any], v: int) -> dict[str, Any]:
+        raise KeyError("missing_key")
+
+    monkeypatch.setattr(Policy, "STATE_VERSION", 2)
+    monkeypatch.setattr(Policy, "upgrade_state", classmethod(broken))
+    with pytest.raises(cairn.IncompatibleCheckpointError, match="upgrade_state failed.*from version 1 to 2") as info:
+        Policy().restore_from_path(path)
+    assert isinstance(info.value.__cause__, KeyError)
+
+
+def test_class_alias_for_moved_class(tmp_path: Path) -> None:
+    mod = types.ModuleType("cairn_old_location")
+    sys.modules["cairn_old_location"] = mod
+
+    class OldName(Policy):
+        pass
+
+    OldName.__module__ = "cairn_old_location"
+    OldName.__qualname__ = "OldName"
+    mod.OldName = OldName  # type: ignore[attr-defined]
+    obj = OldName()
+    obj.state = {"w": 3.0}
+    path = obj.save_to_path(tmp_path / "ck")
+    del sys.modules["cairn_old_location"]
+    with pytest.raises(cairn.IncompatibleCheckpointError, match="register_class_alias"):
+        Policy.from_checkpoint(path)
+
+    class NewName(Policy):
+        pass
+
+    cairn.register_class_alias("cairn_old_location:OldName", NewName)
+    loaded = Policy.from_checkpoint(path)
+    assert type(loaded) is NewName and loaded.state == {"w": 3.0}
+
+
+def test_cli_upgrade_and_dry_run(tmp_path: Path) -> None:
+    t = Tree()
+    t.mutate()
+    path = t.save_to_path(tmp_path / "ck")
+    # A class raised its version with an identity upgrade: run the CLI in a subprocess that patches it.
+    script = (
+        "import sys, cairn_test_components as c\n"
+        "c.Leaf.STATE_VERSION = 2\n"
+        "c.Leaf.upgrade_state = classmethod(lambda cls, s, v: dict(s, counter=s['counter'] + 100))\n"
+        "from cairn.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    env = {**__import__("os").environ, "PYTHONPATH": str(Path(__file__).parent)}
+    out = tmp_path / "up"
+    dry = subprocess.run([sys.executable, "-c", script, "upgrade", path, "--dry-run"], capture_output=True,
+                         text=True, env=env)  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    assert "v1 -> v2" in dry.stdout and "3 component(s) would change" in dry.stdout and not out.exists()
+    run = subprocess.run([sys.executable, "-c", script, "upgrade", path, str(out)], capture_output=True, text=True,
+                         env=env)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    meta = json.loads((out / "leaf" / "metadata.json").read_text())
+    assert meta["state_version"] == 2
+    state = json.loads((out / "branch" / "metadata.json").read_text())
+    assert state["state_version"] == 1
+    assert cairn.verify_checkpoint(str(out)) == []
+
+
+def test_state_versions_are_recorded_per_folder(tmp_path: Path, v3: None) -> None:
+    a = Agent()
+    path = Path(a.save_to_path(tmp_path / "ck"))
+    assert json.loads((path / "p0" / "metadata.json").read_text())["state_version"] == 3
+    assert json.loads((path / "metadata.json").read_text())["state_version"] == 1
+    b = Agent()
+    b.restore_from_path(path)
+    assert_states_equal(a.get_state(), b.get_state())
