@@ -121,38 +121,38 @@ def test_format_version_from_the_future(ckpt: Path) -> None:
     meta["format_version"] = 99
     (ckpt / "leaf" / "metadata.json").write_text(json.dumps(meta))
     _reseal(ckpt / "leaf")
-    with pytest.raises(cairn.IncompatibleCheckpointError, match="format 99.*Upgrade cairn"):
+    with pytest.raises(cairn.IncompatibleCheckpointError, match=r"format 99.*Upgrade cairn"):
         Tree.from_checkpoint(ckpt)
     data = Manifest.from_bytes((ckpt / "manifest.json").read_bytes(), where="m")
     data.format_version = 7
     (ckpt / "manifest.json").write_bytes(data.to_bytes())
-    with pytest.raises(cairn.IncompatibleCheckpointError, match="format 7"):
+    with pytest.raises(cairn.IncompatibleCheckpointError, match=r"format 7"):
         Tree().restore_from_path(ckpt)
 
 
 def test_truncated_tensor_file_named(ckpt: Path) -> None:
     f = ckpt / "branch" / "left" / "tensors.safetensors"
     f.write_bytes(f.read_bytes()[:-3])
-    with pytest.raises(cairn.CorruptCheckpointError, match="left/tensors.safetensors.*truncated"):
+    with pytest.raises(cairn.CorruptCheckpointError, match=r"left/tensors.safetensors.*truncated"):
         Tree().restore_from_path(ckpt)
 
 
 def test_missing_file_named(ckpt: Path) -> None:
     (ckpt / "leaf" / "state.msgpack").unlink()
-    with pytest.raises(cairn.CorruptCheckpointError, match="leaf/state.msgpack is missing"):
+    with pytest.raises(cairn.CorruptCheckpointError, match=r"leaf/state.msgpack is missing"):
         Tree().restore_from_path(ckpt)
 
 
 def test_missing_root_manifest_means_no_checkpoint(ckpt: Path) -> None:
     (ckpt / "manifest.json").unlink()
-    with pytest.raises(cairn.CheckpointNotFoundError, match="no manifest.json"):
+    with pytest.raises(cairn.CheckpointNotFoundError, match=r"no manifest.json"):
         Tree().restore_from_path(ckpt)
 
 
 def test_tampered_state_with_resealed_manifest_still_decodes_safely(ckpt: Path) -> None:
     (ckpt / "leaf" / "state.msgpack").write_bytes(b"\xc1\xc1garbage")
     _reseal(ckpt / "leaf")
-    with pytest.raises(cairn.CorruptCheckpointError, match="msgpack data is malformed"):
+    with pytest.raises(cairn.CorruptCheckpointError, match=r"msgpack data is malformed"):
         Tree().restore_from_path(ckpt)
 
 
@@ -163,6 +163,6 @@ def test_failed_restore_leaves_object_untouched(ckpt: Path) -> None:
     f.write_bytes(bytes(data))
     t = Tree()
     before = t.get_state()
-    with pytest.raises(cairn.CorruptCheckpointError, match="checksum"):
+    with pytest.raises(cairn.CorruptCheckpointError, match=r"checksum"):
         t.restore_from_path(ckpt)
     assert_states_equal(before, t.get_state())

@@ -126,7 +126,7 @@ def test_failing_upgrade_chains_cause(tmp_path: Path, monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(Policy, "STATE_VERSION", 2)
     monkeypatch.setattr(Policy, "upgrade_state", classmethod(broken))
-    with pytest.raises(cairn.IncompatibleCheckpointError, match="upgrade_state failed.*from version 1 to 2") as info:
+    with pytest.raises(cairn.IncompatibleCheckpointError, match=r"upgrade_state failed.*from version 1 to 2") as info:
         Policy().restore_from_path(path)
     assert isinstance(info.value.__cause__, KeyError)
 
@@ -145,7 +145,7 @@ def test_class_alias_for_moved_class(tmp_path: Path) -> None:
     obj.state = {"w": 3.0}
     path = obj.save_to_path(tmp_path / "ck")
     del sys.modules["cairn_old_location"]
-    with pytest.raises(cairn.IncompatibleCheckpointError, match="register_class_alias"):
+    with pytest.raises(cairn.IncompatibleCheckpointError, match=r"register_class_alias"):
         Policy.from_checkpoint(path)
 
     class NewName(Policy):
