@@ -1,0 +1,110 @@
+"""The `cairn` command line: inspect, verify, diff, extract, ls; exit codes and error lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cairn
+from cairn_test_components import Tree
+
+TESTS = Path(__file__).parent
+
+
+def cairn_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    return subprocess.run([sys.executable, "-m", "cairn", *args], capture_output=True, text=True, env=env)
+
+
+@pytest.fixture
+def ckpt(tmp_path: Path) -> str:
+    t = Tree()
+    t.mutate()
+    return t.save_to_path(tmp_path / "ck")
+
+
+def test_inspect_text_and_json(ckpt: str) -> None:
+    out = cairn_cli("inspect", ckpt, "--tensors")
+    assert out.returncode == 0, out.stderr
+    assert "[cairn_test_components:Tree]" in out.stdout and "left" in out.stdout
+    assert "weights: F32[2]" in out.stdout
+    data = json.loads(cairn_cli("inspect", ckpt, "--json").stdout)
+    paths = [c["path"] for c in data]
+    assert paths == [".", "branch", "branch/left", "branch/right", "leaf"]
+    left = data[2]
+    assert left["class"] == "cairn_test_components:Leaf" and left["state_version"] == 1
+    assert left["tensors"] == [{"name": "weights", "dtype": "F32", "shape": [2], "nbytes": 8}]
+    assert left["uses_pickle"] is False
+
+
+def test_verify_exit_codes(ckpt: str, tmp_path: Path) -> None:
+    ok = cairn_cli("verify", ckpt)
+    assert ok.returncode == 0 and "OK" in ok.stdout
+    f = Path(ckpt) / "branch" / "right" / "tensors.safetensors"
+    data = bytearray(f.read_bytes())
+    data[-2] ^= 0x10
+    f.write_bytes(bytes(data))
+    (Path(ckpt) / "leaf" / "ctor.json").write_text("{}")
+    bad = cairn_cli("verify", ckpt)
+    assert bad.returncode == 1
+    assert "right/tensors.safetensors" in bad.stdout and "leaf/ctor.json" in bad.stdout
+    missing = cairn_cli("verify", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and "No checkpoint" in missing.stderr
+    assert "Traceback" not in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_diff(ckpt: str, tmp_path: Path) -> None:
+    same = cairn_cli("diff", ckpt, ckpt)
+    assert same.returncode == 0 and "equal" in same.stdout
+    t = Tree.from_checkpoint(ckpt)
+    t.branch.left.weights = t.branch.left.weights + 0.5
+    t.branch.step += 1
+    other = t.save_to_path(tmp_path / "other")
+    d = cairn_cli("diff", ckpt, other, "--json")
+    assert d.returncode == 1
+    diffs = json.loads(d.stdout)["differences"]
+    keys = {(x["component"], x["key"]) for x in diffs}
+    assert keys == {("branch/left", "weights"), ("branch", "step")}
+    w = next(x for x in diffs if x["key"] == "weights")
+    assert w["max_abs_diff"] == pytest.approx(0.5)
+    err = cairn_cli("diff", ckpt, str(tmp_path / "missing"))
+    assert err.returncode == 2
+
+
+def test_extract_gives_standalone_checkpoint(ckpt: str, tmp_path: Path) -> None:
+    out = tmp_path / "left_only"
+    r = cairn_cli("extract", ckpt, "branch/left", str(out))
+    assert r.returncode == 0, r.stderr
+    from cairn_test_components import Leaf
+
+    leaf = Leaf.from_checkpoint(out)
+    original = Tree.from_checkpoint(ckpt).branch.left
+    assert (leaf.weights == original.weights).all() and leaf.counter == original.counter
+    bad = cairn_cli("extract", ckpt, "branch/nope", str(tmp_path / "x"))
+    assert bad.returncode == 1 and "branch/nope" in bad.stderr and "left" in bad.stderr
+
+
+def test_ls(tmp_path: Path) -> None:
+    mgr = cairn.CheckpointManager(tmp_path / "run", keep_last=5)
+    t = Tree()
+    for step, r in [(1, 10.0), (2, 30.0), (3, 20.0)]:
+        mgr.save(t, step, metrics={"episode_return_mean": r})
+    out = cairn_cli("ls", str(tmp_path / "run"))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 4 and lines[2].rstrip().endswith("best") and lines[3].rstrip().endswith("latest")
+    rows = json.loads(cairn_cli("ls", str(tmp_path / "run"), "--json").stdout)
+    assert [r["step"] for r in rows] == [1, 2, 3] and rows[1]["best"] and rows[2]["latest"]
+    assert rows[0]["metrics"] == {"episode_return_mean": 10.0} and rows[0]["size"] > 0
+
+
+def test_errors_are_one_line_unless_debug(tmp_path: Path) -> None:
+    r = cairn_cli("inspect", str(tmp_path / "nothing"))
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    r = cairn_cli("--debug", "inspect", str(tmp_path / "nothing"))
+    assert r.returncode != 0 and "Traceback" in r.stderr
