@@ -1,0 +1,25 @@
+"""Counters the storage tests report at the end of the session (kills, corruptions, hostile inputs)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+TALLY: Counter[str] = Counter()
+"""Keys: ``<kind>/tried`` and ``<kind>/refused`` (or ``/survived``), summed over the session."""
+
+
+def tried(kind: str, refused: bool) -> None:
+    """Record one attempt of ``kind`` and whether cairn refused it as documented."""
+    TALLY[f"{kind}/tried"] += 1
+    if refused:
+        TALLY[f"{kind}/refused"] += 1
+
+
+def lines() -> list[str]:
+    """Human-readable summary lines."""
+    kinds = sorted({k.split("/", 1)[0] for k in TALLY})
+    out = []
+    for kind in kinds:
+        parts = [f"{k.split('/', 1)[1]}={v}" for k, v in sorted(TALLY.items()) if k.split("/", 1)[0] == kind]
+        out.append(f"{kind}: {', '.join(parts)}")
+    return out
