@@ -1,0 +1,738 @@
+"""The benchmark suite: cases, targets, the table and the JSON report.
+
+Run ``python -m bench --help``. Each case measures cairn and its baselines in
+the same run on the same data, interleaved round by round, and reports the
+median of the timed rounds after an untimed warm-up round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from bench import util
+from bench.util import MB, Method, interleave
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CASES = ("save", "restore", "partial", "async", "incremental", "memory", "import", "inspect", "ppo")
+
+
+@dataclass
+class Row:
+    """One line of the table."""
+
+    case: str
+    what: str
+    value: str  # the measured figure, human-readable
+    baseline: str  # what it is compared with, and that figure
+    ratio: float | None
+    target: str = ""  # e.g. ">= 0.80"
+    ok: bool | None = None  # None: no target
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        return "" if self.ok is None else ("PASS" if self.ok else "MISS")
+
+
+class Context:
+    """What the cases share: options, the temp dir, lazily built states and checkpoints."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.quick: bool = args.quick
+        self.size_gb: float = args.size_gb if args.size_gb is not None else (0.1 if args.quick else 1.2)
+        self.params = int(self.size_gb * 1e9 / 12)  # float32 params + two Adam buffers
+        self.reps: int = args.reps if args.reps is not None else (3 if not self.quick else 3)
+        base = args.tmp or ("/work/tmp" if os.path.isdir("/work/tmp") else tempfile.gettempdir())
+        os.makedirs(base, exist_ok=True)
+        self.tmp = tempfile.mkdtemp(prefix="cairn-bench-", dir=base)
+        self.rows: list[Row] = []
+        self.raw: dict[str, Any] = {}
+        self._model: Any = None
+        self._eight: Any = None
+        self._model_ckpt: str | None = None
+        self.notes: list[str] = []
+
+    def log(self, msg: str) -> None:
+        if self.args.verbose:
+            print(msg, file=sys.stderr, flush=True)
+
+    def say(self, msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    def path(self, *parts: str) -> str:
+        p = os.path.join(self.tmp, *parts)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        return p
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            from bench.workload import ModelAdamState, model_spec
+
+            t0 = time.perf_counter()
+            self._model = ModelAdamState(model_spec(self.params))
+            self.say(
+                f"  built the model+Adam state: {len(self._model.flat_tensors())} tensors, "
+                f"{self._model.nbytes / MB:.0f} MB in {time.perf_counter() - t0:.1f} s"
+            )
+        return self._model
+
+    @property
+    def eight(self) -> Any:
+        if self._eight is None:
+            from bench.workload import EightModules
+
+            t0 = time.perf_counter()
+            self._eight = EightModules(self.params // 8)
+            total = sum(self._eight.module_nbytes(n) for n in self._eight.modules)
+            self.say(f"  built eight modules: {total / MB:.0f} MB in {time.perf_counter() - t0:.1f} s")
+        return self._eight
+
+    def model_ckpt(self) -> str:
+        """A cairn checkpoint of the model state (for restore, inspect)."""
+        if self._model_ckpt is None or not os.path.isdir(self._model_ckpt):
+            p = self.path("model_ckpt")
+            self.model.save_to_path(p)
+            self._model_ckpt = p
+        return self._model_ckpt
+
+    def add(self, row: Row) -> None:
+        self.rows.append(row)
+        flag = f"  [{row.status}]" if row.status else ""
+        ratio = f"  ratio {row.ratio:.3f}" if row.ratio is not None else ""
+        self.say(f"  {row.case}: {row.what}: {row.value}{ratio}{flag}")
+
+
+def _mbps(nbytes: int, seconds: float) -> str:
+    return f"{nbytes / seconds / MB:,.0f} MB/s ({seconds:.3f} s)"
+
+
+def _rm(path: str) -> None:
+    if os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.exists(path):
+        os.unlink(path)
+
+
+# ============================================================================ case 1: save
+
+
+def case_save(ctx: Context) -> None:
+    """Save the model+Adam state: raw write, torch.save, safetensors, cairn (all fsync'd)."""
+    import safetensors.torch
+    import torch
+
+    obj = ctx.model
+    nbytes = obj.nbytes
+    buffers = [memoryview(t.numpy()).cast("B") for t in obj.flat_tensors().values()]
+
+    def keep_last(kind: str) -> Callable[[Any, Any], None]:
+        def td(ctx_path: Any, _res: Any) -> None:
+            prev = ctx.raw.setdefault("files", {}).get(kind)
+            if prev and prev != ctx_path:
+                _rm(prev)
+            ctx.raw["files"][kind] = ctx_path
+
+        return td
+
+    def setup(kind: str) -> Callable[[int], str]:
+        def s(r: int) -> str:
+            os.sync()
+            return ctx.path("save", f"{kind}_{r}")
+
+        return s
+
+    def torch_save(p: str) -> None:
+        with open(p, "wb") as f:
+            torch.save(obj.torch_state(), f)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def st_save(p: str) -> None:
+        safetensors.torch.save_file(obj.flat_tensors(), p)
+        util.fsync_path(p)
+
+    methods = [
+        Method("raw write+fsync", lambda p: util.raw_write(p, buffers), setup("raw"), keep_last("raw")),
+        Method("torch.save+fsync", torch_save, setup("torch"), keep_last("torch")),
+        Method("safetensors save_file+fsync", st_save, setup("safetensors"), keep_last("safetensors")),
+        Method("cairn save_to_path", lambda p: obj.save_to_path(p), setup("cairn"), keep_last("cairn")),
+    ]
+    interleave(methods, ctx.reps, log=ctx.log)
+    raw, tsave, st, cairn = (m.median for m in methods)
+    ctx._model_ckpt = ctx.raw["files"]["cairn"]
+    ctx.raw["save"] = {m.name: m.times for m in methods}
+    ctx.add(Row("save", "raw write+fsync", _mbps(nbytes, raw), "-", 1.0, data={"seconds": raw}))
+    ctx.add(Row("save", "torch.save+fsync", _mbps(nbytes, tsave), "raw write", raw / tsave, data={"seconds": tsave}))
+    ctx.add(Row("save", "safetensors save_file+fsync", _mbps(nbytes, st), "raw write", raw / st, data={"seconds": st}))
+    ctx.add(
+        Row("save", "cairn save bandwidth", _mbps(nbytes, cairn), "raw write", raw / cairn, ">= 0.80",
+            raw / cairn >= 0.80, data={"seconds": cairn})
+    )  # fmt: skip
+    ctx.add(
+        Row("save", "cairn save time vs torch.save", f"{cairn:.3f} s", f"torch.save {tsave:.3f} s", cairn / tsave,
+            "< 1.00", cairn < tsave)
+    )  # fmt: skip
+
+
+# ============================================================================ case 1: restore
+
+
+def _ensure_files(ctx: Context) -> dict[str, str]:
+    """The files of the save case (written once here when that case did not run)."""
+    import safetensors.torch
+    import torch
+
+    files = ctx.raw.setdefault("files", {})
+    obj = ctx.model
+    if "raw" not in files:
+        files["raw"] = ctx.path("save", "raw")
+        util.raw_write(files["raw"], [memoryview(t.numpy()).cast("B") for t in obj.flat_tensors().values()])
+    if "torch" not in files:
+        files["torch"] = ctx.path("save", "torch")
+        torch.save(obj.torch_state(), files["torch"])
+    if "safetensors" not in files:
+        files["safetensors"] = ctx.path("save", "safetensors")
+        safetensors.torch.save_file(obj.flat_tensors(), files["safetensors"])
+    files["cairn"] = ctx.model_ckpt()
+    return files
+
+
+def case_restore(ctx: Context) -> None:
+    """Restore: raw read, torch.load, safetensors load_file, cairn restore/from_checkpoint, cold cache."""
+    import numpy as np
+    import safetensors.torch
+    import torch
+
+    from bench.workload import ModelAdamState
+
+    obj = ctx.model
+    nbytes = obj.nbytes
+    files = _ensure_files(ctx)
+    expect = obj.checksum()
+    buf = np.ones(os.path.getsize(files["raw"]), np.uint8)  # touched: reading into existing memory
+    mv = memoryview(buf)
+
+    def cold(_r: int) -> None:
+        util.drop_cache(files.values())
+
+    checked: list[bool] = []
+
+    def restore(_ctx: Any) -> None:
+        obj.restore_from_path(files["cairn"])
+
+    def check_restore(_c: Any, _r: Any) -> None:
+        checked.append(obj.checksum() == expect)
+
+    def from_ckpt(_ctx: Any) -> Any:
+        return ModelAdamState.from_checkpoint(files["cairn"])
+
+    def check_from(_c: Any, res: Any) -> None:
+        checked.append(res.checksum() == expect)
+
+    methods = [
+        Method("raw read (cold cache)", lambda _c: util.raw_read(files["raw"], mv), cold),
+        Method("torch.load", lambda _c: torch.load(files["torch"], weights_only=True), cold),
+        Method("safetensors load_file", lambda _c: safetensors.torch.load_file(files["safetensors"]), cold),
+        Method("cairn restore_from_path", restore, cold, check_restore),
+        Method("cairn from_checkpoint", from_ckpt, cold, check_from),
+    ]
+    interleave(methods, ctx.reps, log=ctx.log)
+    raw, tload, st, rest, fromc = (m.median for m in methods)
+    ctx.raw["restore"] = {m.name: m.times for m in methods}
+    ctx.raw["restore_cache"] = "drop_caches" if util.CAN_DROP else "posix_fadvise(DONTNEED)"
+    if not all(checked):
+        ctx.notes.append("restore: a restored state did not match the saved one!")
+    ctx.add(Row("restore", "raw read (cold cache)", _mbps(nbytes, raw), "-", 1.0, data={"seconds": raw}))
+    ctx.add(Row("restore", "torch.load", _mbps(nbytes, tload), "raw read", raw / tload, data={"seconds": tload}))
+    ctx.add(Row("restore", "safetensors load_file", _mbps(nbytes, st), "raw read", raw / st, data={"seconds": st}))
+    ctx.add(
+        Row("restore", "cairn restore_from_path bandwidth", _mbps(nbytes, rest), "raw read", raw / rest, ">= 0.80",
+            raw / rest >= 0.80, data={"seconds": rest})
+    )  # fmt: skip
+    ctx.add(
+        Row("restore", "cairn restore time vs torch.load", f"{rest:.3f} s", f"torch.load {tload:.3f} s",
+            rest / tload, "< 1.00", rest < tload)
+    )  # fmt: skip
+    ctx.add(
+        Row("restore", "cairn from_checkpoint bandwidth", _mbps(nbytes, fromc), "raw read", raw / fromc,
+            data={"seconds": fromc})
+    )  # fmt: skip
+    ctx.add(
+        Row("restore", "cairn from_checkpoint vs torch.load", f"{fromc:.3f} s", f"torch.load {tload:.3f} s",
+            fromc / tload, "< 1.00", fromc < tload)
+    )  # fmt: skip
+
+
+# ============================================================================ case 2: partial restore
+
+
+def case_partial(ctx: Context) -> None:
+    """Restore 1 module of 8: bytes read from disk and time, against restoring all 8."""
+    eight = ctx.eight
+    ckpt = ctx.path("eight_ckpt")
+    eight.save_to_path(ckpt)
+    mod_bytes = eight.module_nbytes("m3")
+    folder_bytes = util.dir_size(os.path.join(ckpt, "m3"))
+    ios: dict[str, list[dict[str, int]]] = {"one": [], "all": []}
+
+    def cold(_r: int) -> dict[str, int]:
+        util.drop_cache([ckpt])
+        return util.proc_io()
+
+    def after(kind: str) -> Callable[[Any, Any], None]:
+        def td(io0: dict[str, int], _res: Any) -> None:
+            ios[kind].append(util.io_delta(io0))
+
+        return td
+
+    methods = [
+        Method("restore 1 of 8 modules", lambda _c: eight.restore_from_path(os.path.join(ckpt, "m3"), component="m3"),
+               cold, after("one")),
+        Method("restore all 8 modules", lambda _c: eight.restore_from_path(ckpt), cold, after("all")),
+    ]  # fmt: skip
+    interleave(methods, ctx.reps, log=ctx.log)
+    one, allt = methods[0].median, methods[1].median
+    rb_one = statistics.median(d["read_bytes"] for d in ios["one"])
+    rb_all = statistics.median(d["read_bytes"] for d in ios["all"])
+    rc_one = statistics.median(d["rchar"] for d in ios["one"])
+    ctx.raw["partial"] = {"times": {m.name: m.times for m in methods}, "io": ios, "module_bytes": mod_bytes,
+                          "module_folder_bytes": folder_bytes}  # fmt: skip
+    ctx.add(
+        Row("partial", "bytes read from disk, 1 of 8", f"{rb_one / MB:.1f} MB (rchar {rc_one / MB:.1f} MB)",
+            f"module tensors {mod_bytes / MB:.1f} MB", rb_one / mod_bytes, "<= 1.25", rb_one / mod_bytes <= 1.25)
+    )  # fmt: skip
+    ctx.add(
+        Row("partial", "bytes read, 1 of 8 vs all 8", f"{rb_one / MB:.1f} MB", f"all: {rb_all / MB:.1f} MB",
+            rb_one / rb_all if rb_all else None)
+    )  # fmt: skip
+    ctx.add(Row("partial", "time, 1 of 8 vs all 8", f"{one:.3f} s", f"all: {allt:.3f} s", one / allt))
+
+
+# ============================================================================ case 3: async save
+
+
+def _mutate(tensors: Any) -> None:
+    """Change every tensor a little, so that a save has new bytes to write."""
+    for t in tensors:
+        if t.numel():
+            t.view(-1)[0] += 1.0
+
+
+def case_async(ctx: Context) -> None:
+    """How long CheckpointManager(async_save=True).save blocks, against a synchronous save."""
+    import cairn
+
+    obj = ctx.model
+    tensors = list(obj.flat_tensors().values())
+    sync_mgr = cairn.CheckpointManager(ctx.path("async", "sync"), keep_last=1)
+    async_mgr = cairn.CheckpointManager(ctx.path("async", "async"), keep_last=1, async_save=True)
+    waits: list[float] = []
+    step = [0]
+
+    def prep(_r: int) -> int:
+        _mutate(tensors)
+        os.sync()
+        step[0] += 1
+        return step[0]
+
+    def wait(_c: Any, _r: Any) -> None:
+        t0 = time.perf_counter()
+        async_mgr.wait()
+        waits.append(time.perf_counter() - t0)
+
+    methods = [
+        Method("sync manager.save", lambda s: sync_mgr.save(obj, s), prep),
+        Method("async manager.save (blocking part)", lambda s: async_mgr.save(obj, s), prep, wait),
+    ]
+    interleave(methods, ctx.reps, log=ctx.log)
+    async_mgr.close()
+    sync_t, block_t = methods[0].median, methods[1].median
+    total = statistics.median(b + w for b, w in zip(methods[1].times, waits[-len(methods[1].times) :], strict=True))
+    ctx.raw["async"] = {"sync": methods[0].times, "block": methods[1].times, "wait": waits}
+    ctx.add(
+        Row("async", "async save blocks", f"{block_t:.3f} s", f"sync save {sync_t:.3f} s", block_t / sync_t,
+            "<= 0.15", block_t / sync_t <= 0.15)
+    )  # fmt: skip
+    ctx.add(Row("async", "async save, block + wait", f"{total:.3f} s", f"sync save {sync_t:.3f} s", total / sync_t))
+
+
+# ============================================================================ case 4: incremental
+
+
+def case_incremental(ctx: Context) -> None:
+    """Bytes written by a save with 1 of 8 modules changed, against a full save (CheckpointManager)."""
+    import cairn
+
+    eight = ctx.eight
+    mgr = cairn.CheckpointManager(ctx.path("incr"), keep_last=2)
+    all_tensors = [t for m in eight.modules.values() for t in m.inner.flat_tensors().values()]
+    one_tensors = list(eight.modules["m3"].inner.flat_tensors().values())
+    stats: dict[str, list[dict[str, int]]] = {"full": [], "incr": []}
+    step = [0]
+
+    def prep(which: str) -> Callable[[int], tuple[int, dict[str, int]]]:
+        def s(_r: int) -> tuple[int, dict[str, int]]:
+            _mutate(all_tensors if which == "full" else one_tensors)
+            os.sync()
+            step[0] += 1
+            return step[0], util.proc_io()
+
+        return s
+
+    def after(which: str) -> Callable[[Any, Any], None]:
+        def td(c: tuple[int, dict[str, int]], _res: Any) -> None:
+            io = util.io_delta(c[1])
+            st = mgr.last_stats
+            stats[which].append(
+                {"write_bytes": io["write_bytes"], "wchar": io["wchar"],
+                 "bytes_written": st.bytes_written if st else -1, "bytes_linked": st.bytes_linked if st else -1}
+            )  # fmt: skip
+
+        return td
+
+    methods = [
+        Method("full save (8 of 8 changed)", lambda c: mgr.save(eight, c[0]), prep("full"), after("full")),
+        Method("incremental save (1 of 8 changed)", lambda c: mgr.save(eight, c[0]), prep("incr"), after("incr")),
+    ]
+    interleave(methods, ctx.reps, log=ctx.log)
+    mgr.close()
+    med = {k: {f: statistics.median(d[f] for d in v) for f in v[0]} for k, v in stats.items()}
+    ctx.raw["incremental"] = {"stats": stats, "times": {m.name: m.times for m in methods}}
+    full_w, inc_w = med["full"]["bytes_written"], med["incr"]["bytes_written"]
+    ctx.add(
+        Row("incremental", "bytes written (last_stats), 1 of 8 changed",
+            f"{inc_w / MB:.1f} MB (+{med['incr']['bytes_linked'] / MB:.0f} MB linked)",
+            f"full save {full_w / MB:.1f} MB", inc_w / full_w, "<= 0.20", inc_w / full_w <= 0.20)
+    )  # fmt: skip
+    fw, iw = med["full"]["write_bytes"], med["incr"]["write_bytes"]
+    ctx.add(
+        Row("incremental", "bytes written (/proc/self/io write_bytes)", f"{iw / MB:.1f} MB", f"full save {fw / MB:.1f} MB",
+            iw / fw if fw else None)
+    )  # fmt: skip
+    ctx.add(
+        Row("incremental", "time, incremental vs full", f"{methods[1].median:.3f} s",
+            f"full save {methods[0].median:.3f} s", methods[1].median / methods[0].median)
+    )  # fmt: skip
+
+
+# ============================================================================ case 5: memory
+
+
+def _child(ctx: Context, op: str, path: str) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "bench.child", op, "--params", str(ctx.params), "--path", path]
+    if ctx.args.proto:
+        argv.append("--proto")
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run(argv, check=True, capture_output=True, text=True, env=env, cwd=REPO)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def case_memory(ctx: Context) -> None:
+    """Peak extra RSS of save and restore, each in a fresh process, against the state's size."""
+    ck = ctx.path("mem", "cairn")
+    tf = ctx.path("mem", "torch.pt")
+    sf = ctx.path("mem", "model.safetensors")
+    results: dict[str, dict[str, Any]] = {}
+    for op, p in (
+        ("cairn_save", ck),
+        ("cairn_restore", ck),
+        ("cairn_from_checkpoint", ck),
+        ("torch_save", tf),
+        ("torch_load", tf),
+        ("safetensors_save", sf),
+        ("safetensors_load", sf),
+    ):
+        if op.endswith(("load", "restore", "checkpoint")):
+            util.drop_cache([p])
+        results[op] = _child(ctx, op, p)
+        ctx.log(f"    {op}: {results[op]}")
+    ctx.raw["memory"] = results
+    state = results["cairn_save"]["state_bytes"]
+    limit = 0.10 + 64 * 1024 * 1024 / state
+    for op, label, target in (
+        ("cairn_save", "cairn save: peak extra RSS", True),
+        ("cairn_restore", "cairn restore_from_path (onto existing tensors): peak extra RSS", True),
+        ("cairn_from_checkpoint", "cairn from_checkpoint: peak RSS beyond the new state", False),
+        ("torch_save", "torch.save: peak extra RSS", False),
+        ("torch_load", "torch.load: peak RSS beyond the loaded state", False),
+        ("safetensors_save", "safetensors save_file: peak extra RSS", False),
+        ("safetensors_load", "safetensors load_file: peak RSS beyond the loaded state", False),
+    ):
+        r = results[op]
+        ratio = r["extra"] / state
+        ctx.add(
+            Row("memory", label, f"{r['extra'] / MB:.0f} MB", f"state {state / MB:.0f} MB", ratio,
+                f"<= {limit:.3f}" if target else "", (ratio <= limit) if target else None, data=r)
+        )  # fmt: skip
+
+
+# ============================================================================ case 6: import, inspect
+
+
+def _importtime_top(n: int = 8) -> list[tuple[str, int]]:
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import cairn"], capture_output=True, text=True, cwd=REPO
+    ).stderr
+    rows = []
+    for line in out.splitlines():
+        m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)", line)
+        if m:
+            rows.append((m.group(4), int(m.group(2)), len(m.group(3))))
+    # top-level packages by cumulative time (only the outermost entries of each tree)
+    top = sorted(((name, cum) for name, cum, depth in rows if depth <= 2), key=lambda x: -x[1])
+    return top[:n]
+
+
+def case_import(ctx: Context) -> None:
+    """``import cairn`` wall time against ``python -c pass`` (fresh processes, interleaved)."""
+    reps = 9 if ctx.quick else 21
+    bare: list[float] = []
+    imp: list[float] = []
+    for _ in range(reps):
+        bare += util.subprocess_times([sys.executable, "-c", "pass"], 1, cwd=REPO)
+        imp += util.subprocess_times([sys.executable, "-c", "import cairn"], 1, cwd=REPO)
+    b, i = statistics.median(bare), statistics.median(imp)
+    heavy = subprocess.run(
+        [sys.executable, "-c", "import cairn, sys; print(sorted(m for m in ('torch','gymnasium','ray','fsspec',"
+         "'msgpack','safetensors','numpy') if m in sys.modules))"],
+        capture_output=True, text=True, cwd=REPO,
+    ).stdout.strip()  # fmt: skip
+    top = _importtime_top()
+    ctx.raw["import"] = {"bare": bare, "import": imp, "modules_loaded": heavy, "importtime_top": top}
+    ctx.add(
+        Row("import", "import cairn, extra wall time", f"+{i - b:.3f} s ({i:.3f} s total)",
+            f"python -c pass {b:.3f} s", i / b, "extra <= 0.150 s", (i - b) <= 0.150,
+            data={"extra_seconds": i - b, "loaded": heavy, "importtime_top_us": top})
+    )  # fmt: skip
+
+
+def case_inspect(ctx: Context) -> None:
+    """``cairn inspect`` on the model checkpoint, as a command (wall time), warm and cold cache."""
+    ckpt = ctx.model_ckpt()
+    argv = [sys.executable, "-m", "cairn", "inspect", ckpt]
+    reps = 5 if ctx.quick else 9
+    warm = util.subprocess_times(argv, reps, cwd=REPO)
+    cold = []
+    for _ in range(3):
+        util.drop_cache([ckpt])
+        cold += util.subprocess_times(argv, 1, cwd=REPO)
+    bare = util.subprocess_times([sys.executable, "-c", "pass"], reps, cwd=REPO)
+    w, c, b = statistics.median(warm), statistics.median(cold), statistics.median(bare)
+    ctx.raw["inspect"] = {"warm": warm, "cold": cold, "bare": bare, "checkpoint_bytes": util.dir_size(ckpt)}
+    ctx.add(
+        Row("inspect", f"cairn inspect ({util.dir_size(ckpt) / MB:.0f} MB checkpoint)", f"{w:.3f} s",
+            f"python -c pass {b:.3f} s", w / 0.5, "<= 0.500 s", w <= 0.5, data={"seconds": w})
+    )  # fmt: skip
+    ctx.add(
+        Row("inspect", "cairn inspect, cold page cache", f"{c:.3f} s", f"python -c pass {b:.3f} s", c / 0.5,
+            "<= 0.500 s", c <= 0.5, data={"seconds": c})
+    )  # fmt: skip
+
+
+# ============================================================================ case 7: PPO
+
+
+_RAW_ENV = """
+import time, gymnasium as gym, numpy as np
+n = int({n})
+env = gym.make("CartPole-v1"); env.reset(seed=0)
+rng = np.random.default_rng(0)
+t0 = time.perf_counter()
+for _ in range(n):
+    _, _, term, trunc, _ = env.step(int(rng.integers(2)))
+    if term or trunc:
+        env.reset()
+print(n / (time.perf_counter() - t0))
+"""
+
+
+def _train(ctx: Context, iterations: int) -> tuple[float, int, str]:
+    d = ctx.path("ppo", f"run_{iterations}")
+    _rm(d)
+    argv = [sys.executable, "-m", "cairn", "train", "--env", "CartPole-v1", "--iterations", str(iterations),
+            "--checkpoint-dir", d, "--seed", "0"]  # fmt: skip
+    t0 = time.perf_counter()
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=1200)
+    wall = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise RuntimeError(f"cairn train failed ({out.returncode}): {out.stderr.strip()[-500:]}")
+    steps = None
+    mfile = os.path.join(d, "metrics.jsonl")
+    if os.path.exists(mfile):
+        with open(mfile) as f:
+            lines = [json.loads(x) for x in f if x.strip()]
+        if lines:
+            last = lines[-1]
+            steps = last.get("num_env_steps_sampled_lifetime") or last.get("env_runners/num_env_steps_sampled_lifetime")
+    if steps is None:
+        import cairn
+
+        info = cairn.CheckpointManager(d).latest_info()
+        if info is not None:
+            steps = info.metrics.get("num_env_steps_sampled_lifetime")
+    if steps is None:
+        raise RuntimeError("cairn train ran but reported no num_env_steps_sampled_lifetime")
+    return wall, int(steps), out.stdout[-2000:]
+
+
+def case_ppo(ctx: Context) -> None:
+    """Env steps per second of ``cairn train`` (PPO, CartPole-v1) against raw env stepping."""
+    its = 2 if ctx.quick else 5
+    try:
+        w1, s1, _ = _train(ctx, 1)
+        wn, sn, tail = _train(ctx, its)
+    except Exception as err:  # the RL stack may not have landed yet
+        ctx.say(f"  ppo: skipped: {err}")
+        ctx.notes.append(f"ppo skipped: {err}")
+        return
+    sps_total = sn / wn
+    sps_iter = (sn - s1) / (wn - w1) if wn > w1 and sn > s1 else float("nan")
+    raw_sps = float(
+        subprocess.run([sys.executable, "-c", _RAW_ENV.format(n=sn)], capture_output=True, text=True, check=True)
+        .stdout.strip()
+    )
+    ctx.raw["ppo"] = {"wall_1": w1, "steps_1": s1, f"wall_{its}": wn, f"steps_{its}": sn, "raw_env_sps": raw_sps,
+                      "stdout_tail": tail}  # fmt: skip
+    ctx.add(
+        Row("ppo", f"cairn train env steps/s ({its} iterations, start-up excluded)", f"{sps_iter:,.0f} steps/s",
+            f"raw CartPole stepping {raw_sps:,.0f} steps/s", sps_iter / raw_sps)
+    )  # fmt: skip
+    ctx.add(
+        Row("ppo", f"cairn train env steps/s (whole command, {sn} steps)", f"{sps_total:,.0f} steps/s",
+            f"raw CartPole stepping {raw_sps:,.0f} steps/s", sps_total / raw_sps, data={"wall": wn})
+    )  # fmt: skip
+
+
+CASE_FUNCS: dict[str, Callable[[Context], None]] = {
+    "save": case_save,
+    "restore": case_restore,
+    "partial": case_partial,
+    "async": case_async,
+    "incremental": case_incremental,
+    "memory": case_memory,
+    "import": case_import,
+    "inspect": case_inspect,
+    "ppo": case_ppo,
+}
+
+
+# ============================================================================ report
+
+
+def table(rows: list[Row]) -> str:
+    head = ("case", "measurement", "cairn / contender", "baseline", "ratio", "target", "")
+    body = [
+        (r.case, r.what, r.value, r.baseline, "-" if r.ratio is None else f"{r.ratio:.3f}", r.target, r.status)
+        for r in rows
+    ]
+    widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
+    line = "| " + " | ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)) + " |"
+    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    out = [line, sep]
+    for b in body:
+        out.append("| " + " | ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)) + " |")
+    return "\n".join(out)
+
+
+def _git_rev() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
+    except OSError:
+        return "?"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    ap.add_argument("--size-gb", type=float, default=None, help="size of the model+Adam state (default 1.2)")
+    ap.add_argument("--quick", action="store_true", help="a ~100 MB variant that finishes in about a minute")
+    ap.add_argument("--only", default=None, help=f"comma-separated cases among: {', '.join(CASES)}")
+    ap.add_argument("--json", default=os.path.join(REPO, "bench", "results", "latest.json"), help="where to write JSON")
+    ap.add_argument("--reps", type=int, default=None, help="timed rounds per I/O case (default 3)")
+    ap.add_argument("--tmp", default=None, help="where to put temporary checkpoints (default /work/tmp or $TMPDIR)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary checkpoints")
+    ap.add_argument("--proto", action="store_true", help="apply the prototype patches of bench/proto.py to cairn")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every timed round")
+    args = ap.parse_args(argv)
+    cases = list(CASES) if not args.only else [c.strip() for c in args.only.split(",") if c.strip()]
+    unknown = [c for c in cases if c not in CASE_FUNCS]
+    if unknown:
+        ap.error(f"unknown case(s) {unknown}; known: {', '.join(CASES)}")
+
+    import torch
+
+    torch.set_num_threads(1)  # the machine has 2 shared cores; keep the main process to one
+    if args.proto:
+        from bench import proto
+
+        proto.apply()
+    ctx = Context(args)
+    started = time.perf_counter()
+    ctx.say(
+        f"cairn bench: {ctx.size_gb:g} GB state, cases {', '.join(cases)}, {ctx.reps} timed rounds; "
+        f"page cache: {'drop_caches' if util.CAN_DROP else 'posix_fadvise'}; tmp {ctx.tmp}"
+        + ("; PROTOTYPE PATCHES APPLIED" if args.proto else "")
+    )
+    warm = util.warm_memory(int(ctx.size_gb * 3e9))
+    ctx.say(f"  warmed {ctx.size_gb * 3:.1f} GB of memory in {warm:.1f} s")
+    failed = []
+    try:
+        for c in cases:
+            t0 = time.perf_counter()
+            ctx.say(f"[{c}] {CASE_FUNCS[c].__doc__.strip().splitlines()[0]}")
+            try:
+                CASE_FUNCS[c](ctx)
+            except Exception as err:
+                failed.append(c)
+                ctx.notes.append(f"{c} failed: {type(err).__name__}: {err}")
+                ctx.say(f"  {c}: FAILED: {type(err).__name__}: {err}")
+                if args.verbose:
+                    traceback.print_exc()
+            ctx.say(f"  ({time.perf_counter() - t0:.1f} s)")
+    finally:
+        if not args.keep:
+            shutil.rmtree(ctx.tmp, ignore_errors=True)
+    print()
+    print(table(ctx.rows))
+    for n in ctx.notes:
+        print(f"note: {n}")
+    misses = [r for r in ctx.rows if r.ok is False]
+    print(
+        f"\n{sum(r.ok is True for r in ctx.rows)} targets met, {len(misses)} missed; "
+        f"{time.perf_counter() - started:.0f} s; load average {os.getloadavg()[0]:.2f}"
+    )
+    report = {
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "git": _git_rev(),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+                    "load_average": os.getloadavg()},  # fmt: skip
+        "options": {k: v for k, v in vars(args).items()},
+        "size_gb": ctx.size_gb,
+        "state_bytes": ctx._model.nbytes if ctx._model is not None else None,
+        "rows": [asdict(r) | {"status": r.status} for r in ctx.rows],
+        "raw": ctx.raw,
+        "notes": ctx.notes,
+        "failed_cases": failed,
+    }
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1, default=str)
+        print(f"JSON: {args.json}")
+    return 1 if failed else 0
