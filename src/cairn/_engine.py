@@ -385,8 +385,12 @@ class FolderReader:
                 f"No committed checkpoint at {self.where()}: it has no {MANIFEST}. The save that "
                 "wrote it was interrupted, or it is not a cairn checkpoint."
             ) from err
-        except IsADirectoryError as err:
-            raise CorruptCheckpointError(f"{self.where(MANIFEST)} is a folder, not a file.") from err
+        except (IsADirectoryError, NotADirectoryError) as err:
+            # A hostile or damaged tree: a file where a folder should be, or the reverse.
+            raise CorruptCheckpointError(
+                f"{self.where(MANIFEST)} cannot be read: {err.strerror or err}; the checkpoint's folder "
+                "structure is damaged."
+            ) from err
         if self.expected is not None:
             self._check(data, self.expected, MANIFEST)
         return Manifest.from_bytes(data, where=self.where(MANIFEST))
@@ -421,6 +425,11 @@ class FolderReader:
         except FileNotFoundError as err:
             raise CorruptCheckpointError(
                 f"{self.where(name)} is missing, though the manifest lists it; the checkpoint is damaged."
+            ) from err
+        except (IsADirectoryError, NotADirectoryError) as err:
+            raise CorruptCheckpointError(
+                f"{self.where(name)} cannot be read: {err.strerror or err}; "
+                "the checkpoint's folder structure is damaged."
             ) from err
         except CorruptCheckpointError as err:
             if "over the limit" in str(err):
