@@ -87,6 +87,4 @@ def test_pipeline_layout_and_errors(tmp_path: Path) -> None:
     assert isinstance(pipe["MeanStdFilter"], MeanStdFilter) and len(pipe) == 1
     with pytest.raises(ValueError, match="already has"):
         pipe.append(MeanStdFilter(shape=(2,)))
-    np.testing.assert_array_equal(
-        ClipActions(low=[-1.0], high=[1.0])(np.array([[3.0], [-0.5]])), [[1.0], [-0.5]]
-    )
+    np.testing.assert_array_equal(ClipActions(low=[-1.0], high=[1.0])(np.array([[3.0], [-0.5]])), [[1.0], [-0.5]])

@@ -69,15 +69,11 @@ def test_unsavable_env_records_that_episodes_restart(tmp_path: Path) -> None:
     assert restored.episodes_restarted
     # Everything else is restored: counters, filter statistics, RNG.
     assert restored.num_env_steps_sampled_lifetime == runner.num_env_steps_sampled_lifetime
-    assert_states_equal(
-        restored.env_to_module.get_state(), runner.env_to_module.get_state()
-    )
+    assert_states_equal(restored.env_to_module.get_state(), runner.env_to_module.get_state())
 
 
 def test_registered_handler_makes_an_env_savable(tmp_path: Path) -> None:
-    register_env_state_handler(
-        CounterEnv, get=lambda env: {"t": env.t}, set=lambda env, s: setattr(env, "t", s["t"])
-    )
+    register_env_state_handler(CounterEnv, get=lambda env: {"t": env.t}, set=lambda env, s: setattr(env, "t", s["t"]))
     try:
         runner = EnvRunner(small_config(env="CairnCounter-v0", rollout_length=5))
         runner.sample()

@@ -37,9 +37,7 @@ def test_matches_reference(seed: int) -> None:
     trunc = (rng.random(shape) < 0.1) & ~term
     final_v = rng.normal(size=shape)
     last_v = rng.normal(size=3)
-    adv, targets = compute_gae(
-        rewards, values, term, trunc, final_v, last_v, gamma=0.97, gae_lambda=0.9
-    )
+    adv, targets = compute_gae(rewards, values, term, trunc, final_v, last_v, gamma=0.97, gae_lambda=0.9)
     expected = reference(rewards, values, term, trunc, final_v, last_v, 0.97, 0.9)
     np.testing.assert_allclose(adv, expected, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(targets, expected + values, rtol=1e-12, atol=1e-12)
@@ -49,15 +47,19 @@ def test_lambda_one_gamma_one_is_return_to_go() -> None:
     rewards = np.ones((4, 1))
     values = np.zeros((4, 1))
     none = np.zeros((4, 1), dtype=bool)
-    adv, _ = compute_gae(
-        rewards, values, none, none, np.zeros((4, 1)), np.zeros(1), gamma=1.0, gae_lambda=1.0
-    )
+    adv, _ = compute_gae(rewards, values, none, none, np.zeros((4, 1)), np.zeros(1), gamma=1.0, gae_lambda=1.0)
     assert adv[:, 0].tolist() == [4.0, 3.0, 2.0, 1.0]
 
 
 def test_shape_mismatch_is_an_error() -> None:
     with pytest.raises(ValueError, match="same"):
         compute_gae(
-            np.zeros((3, 2)), np.zeros((3, 1)), np.zeros((3, 2), bool), np.zeros((3, 2), bool),
-            np.zeros((3, 2)), np.zeros(2), gamma=0.9, gae_lambda=0.9,
+            np.zeros((3, 2)),
+            np.zeros((3, 1)),
+            np.zeros((3, 2), bool),
+            np.zeros((3, 2), bool),
+            np.zeros((3, 2)),
+            np.zeros(2),
+            gamma=0.9,
+            gae_lambda=0.9,
         )

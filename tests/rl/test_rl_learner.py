@@ -8,12 +8,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from rl_helpers import fake_train_batch, small_config
 
 from cairn.errors import IncompatibleCheckpointError
 from cairn.rl import Learner, LearnerGroup, LinearSchedule, RLModuleSpec
 from cairn.testing import CheckpointableContract, assert_states_equal
-
-from rl_helpers import fake_train_batch, small_config
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 ACT = gym.spaces.Discrete(2)

@@ -94,9 +94,7 @@ def test_restore_into_other_shapes_is_incompatible(tmp_path: Path) -> None:
     with pytest.raises(IncompatibleCheckpointError, match="shape"):
         other.restore_from_path(path)
     with pytest.raises(IncompatibleCheckpointError, match="does not have"):
-        RLModule(OBS, DISCRETE, {"hidden_sizes": [64]}).set_state(
-            RLModule(OBS, BOX).get_state()
-        )
+        RLModule(OBS, DISCRETE, {"hidden_sizes": [64]}).set_state(RLModule(OBS, BOX).get_state())
 
 
 def test_bad_spaces_and_config() -> None:

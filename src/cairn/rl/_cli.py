@@ -147,7 +147,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise ValueError("--iterations must be >= 0 and --checkpoint-every >= 1.")
     from cairn.manager import CheckpointManager
 
-    algo, how = _build_algorithm(args)
+    try:
+        algo, how = _build_algorithm(args)
+    except NotImplementedError as err:  # Ray-only settings: one clear line, no traceback
+        raise ValueError(str(err)) from err
     print(f"cairn train: {algo.config.env}, {how}", file=sys.stderr)
     manager = None
     metrics_path = None

@@ -1,0 +1,211 @@
+"""PPO: the checkpoint tree, component checkpoints, partial restores, multi-agent."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from rl_helpers import small_config
+
+from cairn.errors import IncompatibleCheckpointError
+from cairn.rl import PPO, PPOConfig, RLModule
+from cairn.testing import CheckpointableContract, assert_states_equal, states_equal
+
+MODULE = ("learner_group", "learner", "rl_module", "default_policy")
+
+
+def multi_agent_config(**overrides: object) -> PPOConfig:
+    return small_config(
+        env="multi:CartPole-v1",
+        num_agents=2,
+        policies=("p0", "p1"),
+        policy_mapping={"agent_0": "p0", "agent_1": "p1"},
+        **overrides,
+    )
+
+
+def without_perf(results: dict) -> dict:  # type: ignore[type-arg]
+    return {k: v for k, v in results.items() if not k.startswith("perf/")}
+
+
+class TestPPOContract(CheckpointableContract):
+    def make(self) -> PPO:
+        return PPO(small_config())
+
+    def mutate(self, obj: PPO) -> None:  # type: ignore[override]
+        obj.train()
+
+
+def test_train_metrics() -> None:
+    algo = PPO(small_config())
+    results = algo.train()
+    assert results["training_iteration"] == 1
+    assert results["num_env_steps_sampled_lifetime"] == 64
+    assert "episode_return_mean" in results
+    for name in ("policy_loss", "vf_loss", "entropy", "approx_kl"):
+        assert f"learner/default_policy/{name}" in results
+    assert algo.train()["num_env_steps_sampled_lifetime"] == 128
+
+
+def test_checkpoint_tree_is_rllibs(tmp_path: Path) -> None:
+    algo = PPO(small_config())
+    algo.train()
+    root = Path(algo.save_to_path(tmp_path / "ckpt"))
+    folders = {p.parent.relative_to(root).as_posix() for p in root.rglob("metadata.json")}
+    assert folders == {
+        ".",
+        "env_runner",
+        "env_runner/env_to_module_connector",
+        "env_runner/env_to_module_connector/MeanStdFilter",
+        "env_runner/module_to_env_connector",
+        "learner_group",
+        "learner_group/learner",
+        "learner_group/learner/rl_module",
+        "learner_group/learner/rl_module/default_policy",
+    }
+    metadata = json.loads((root / "metadata.json").read_text())
+    assert metadata["class"] == "cairn.rl.ppo:PPO"
+    assert metadata["episodes_restart_on_restore"] is False
+    assert not list(root.rglob("*.pkl"))
+
+
+def test_module_from_algorithm_checkpoint_acts_identically(tmp_path: Path) -> None:
+    algo = PPO(small_config())
+    algo.train()
+    path = algo.save_to_path(tmp_path / "ckpt")
+    module = RLModule.from_checkpoint(Path(path, *MODULE))
+    obs = torch.randn(32, 4)
+    expected = algo.get_module().forward_inference({"obs": obs})["actions"]
+    assert torch.equal(module.forward_inference({"obs": obs})["actions"], expected)
+    assert_states_equal(module.get_state(), algo.get_module().get_state())
+    with pytest.raises(IncompatibleCheckpointError):
+        RLModule.from_checkpoint(path)
+
+
+def test_in_process_resume_is_exact(tmp_path: Path) -> None:
+    straight = PPO(small_config())
+    first = PPO(small_config())
+    for _ in range(2):
+        straight.train()
+        first.train()
+    path = first.save_to_path(tmp_path / "ckpt")
+    resumed = PPO.from_checkpoint(path)
+    for _ in range(2):
+        a, b = straight.train(), resumed.train()
+        assert_states_equal(without_perf(a), without_perf(b))
+    assert_states_equal(straight.get_state(), resumed.get_state())
+
+
+def test_from_checkpoint_with_other_number_of_runners_and_learners(tmp_path: Path) -> None:
+    algo = PPO(small_config())
+    algo.train()
+    path = algo.save_to_path(tmp_path / "ckpt")
+    config = dataclasses.replace(algo.config, num_env_runners=1, num_learners=1)
+    other = PPO.from_checkpoint(path, config=config)
+    assert other.config.num_env_runners == 1
+    assert_states_equal(other.get_state(), algo.get_state())
+    assert_states_equal(without_perf(other.train()), without_perf(algo.train()))
+
+
+def test_rollback_puts_the_env_runners_on_the_restored_weights(tmp_path: Path) -> None:
+    algo = PPO(small_config())
+    algo.train()
+    old = algo.save_to_path(tmp_path / "old")
+    old_weights = algo.get_module().get_state()
+    algo.train()
+    algo.restore_from_path(old)
+    assert algo.training_iteration == 1
+    assert_states_equal(algo.env_runner.module["default_policy"].get_state(), old_weights)
+
+
+def test_ray_only_settings_raise() -> None:
+    with pytest.raises(NotImplementedError, match="Ray support is coming"):
+        PPO(small_config(num_env_runners=2))
+    with pytest.raises(NotImplementedError, match="Ray support is coming"):
+        PPO(small_config(num_learners=4))
+    with pytest.raises(ValueError, match="minibatch_size"):
+        PPO(small_config(minibatch_size=0))
+
+
+def test_box_actions_train_and_restore(tmp_path: Path) -> None:
+    algo = PPO(small_config(env="Pendulum-v1"))
+    algo.train()
+    restored = PPO.from_checkpoint(algo.save_to_path(tmp_path / "ckpt"))
+    assert_states_equal(without_perf(algo.train()), without_perf(restored.train()))
+
+
+# ---------------------------------------------------------------------- multi-agent
+
+
+def test_multi_agent_trains_each_policy() -> None:
+    algo = PPO(multi_agent_config())
+    results = algo.train()
+    for module_id in ("p0", "p1"):
+        assert results[f"learner/{module_id}/num_module_steps_trained"] == 64
+        assert f"env_runner/{module_id}/episode_return_mean" in results
+    # One env step of a 2-agent env is 2 agent steps.
+    assert results["num_agent_steps_sampled_lifetime"] == 2 * results["num_env_steps_sampled_lifetime"]
+
+
+def test_multi_agent_mapping_errors() -> None:
+    with pytest.raises(ValueError, match="policy_mapping"):
+        PPO(small_config(env="multi:CartPole-v1", policies=("p0", "p1")))
+    with pytest.raises(ValueError, match="not in"):
+        PPO(small_config(env="multi:CartPole-v1", policies=("p0",), policy_mapping={"agent_0": "p0", "agent_1": "x"}))
+
+
+def test_partial_restore_of_one_policy_acts_at_once(tmp_path: Path) -> None:
+    source = PPO(multi_agent_config())
+    source.train()
+    ckpt = source.save_to_path(tmp_path / "ckpt")
+    p0_weights = source.get_module("p0").get_state()
+
+    target = PPO(multi_agent_config(seed=11))
+    target.train()
+    p0_before = target.get_module("p0").get_state()
+    filter_before = target.env_runner.env_to_module.get_state()
+    iteration_before = target.training_iteration
+
+    target.restore_from_path(
+        f"{ckpt}/learner_group/learner/rl_module/p0",
+        component="learner_group/learner/rl_module/p1",
+    )
+    # The learner's p1 now holds the checkpoint's p0 ...
+    assert_states_equal(target.get_module("p1").get_state(), p0_weights)
+    # ... and so do the env runners, before any train() call.
+    runner_module = target.env_runner.module["p1"]
+    assert_states_equal(runner_module.get_state(), p0_weights)
+    obs = torch.randn(16, 4)
+    assert torch.equal(
+        runner_module.forward_inference({"obs": obs})["actions"],
+        source.get_module("p0").forward_inference({"obs": obs})["actions"],
+    )
+    # The rest is untouched.
+    assert_states_equal(target.get_module("p0").get_state(), p0_before)
+    assert_states_equal(target.env_runner.env_to_module.get_state(), filter_before)
+    assert target.training_iteration == iteration_before
+    target.train()
+
+
+def test_restore_policies_into_an_algorithm_with_fewer_policies(tmp_path: Path) -> None:
+    source = PPO(multi_agent_config())
+    source.train()
+    ckpt = source.save_to_path(tmp_path / "ckpt")
+    single = PPO(small_config(env="multi:CartPole-v1", num_agents=2, policies=("p0",), seed=5))
+    single.restore_from_path(f"{ckpt}/learner_group/learner/rl_module", component="learner_group/learner/rl_module")
+    assert_states_equal(single.get_module("p0").get_state(), source.get_module("p0").get_state())
+    assert_states_equal(single.env_runner.module["p0"].get_state(), source.get_module("p0").get_state())
+    assert not states_equal(single.get_state(), source.get_state())
+
+
+def test_component_selection_paths() -> None:
+    algo = PPO(multi_agent_config())
+    state = algo.get_state(components="learner_group/learner/rl_module/p1")
+    modules = state["learner_group"]["learner"]["rl_module"]
+    assert list(modules) == ["p1"]
+    assert "env_runner" not in state
+    state = algo.get_state(not_components=["learner_group/learner/rl_module/p0"])
+    assert list(state["learner_group"]["learner"]["rl_module"]) == ["p1"]
