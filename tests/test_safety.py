@@ -30,6 +30,13 @@ def test_import_cairn_pulls_no_heavy_frameworks() -> None:
     assert out.stdout.strip() == ""
 
 
+def test_import_cairn_is_light() -> None:
+    """`import cairn` defers numpy (and everything heavier) until a checkpoint is touched."""
+    code = "import sys, cairn\nprint(','.join(m for m in ('numpy', 'msgpack', 'fsspec') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
 def test_errors_derive_from_documented_bases() -> None:
     assert issubclass(cairn.CheckpointNotFoundError, FileNotFoundError)
     assert issubclass(cairn.ComponentNotFoundError, KeyError)

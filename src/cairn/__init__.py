@@ -4,6 +4,8 @@
 stack lives in :mod:`cairn.rl`.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from cairn._version import __version__
 from cairn.checkpointable import Checkpointable
 from cairn.errors import (
@@ -14,10 +16,35 @@ from cairn.errors import (
     IncompatibleCheckpointError,
     UnsafeCheckpointError,
 )
-from cairn.manager import CheckpointInfo, CheckpointManager
 from cairn.manifest import FORMAT_VERSION
 from cairn.registry import register_class_alias, register_type
-from cairn.tools import verify_checkpoint
+
+if TYPE_CHECKING:
+    from cairn.manager import CheckpointInfo, CheckpointManager
+    from cairn.tools import verify_checkpoint
+
+# Names whose modules need numpy are loaded on first access, so that `import cairn`
+# costs a few milliseconds (numpy alone is ~0.1 s); the engine imports it when used.
+_LAZY = {
+    "CheckpointInfo": "cairn.manager",
+    "CheckpointManager": "cairn.manager",
+    "verify_checkpoint": "cairn.tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cairn' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
     "FORMAT_VERSION",

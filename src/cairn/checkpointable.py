@@ -7,8 +7,6 @@ import os
 from collections.abc import Collection
 from typing import Any, ClassVar, Self
 
-from cairn import _engine
-
 __all__ = ["Checkpointable"]
 
 PathLike = str | os.PathLike[str]
@@ -132,6 +130,8 @@ class Checkpointable(abc.ABC):
             CheckpointError: For a value that cannot be saved (naming its path in the
                 state) or a storage failure; a previous checkpoint at ``path`` is intact.
         """
+        from cairn import _engine  # imported on first use: keeps `import cairn` light (no numpy)
+
         return _engine.save(self, path, state=state, filesystem=filesystem, allow_pickle=allow_pickle)
 
     def restore_from_path(
@@ -156,6 +156,8 @@ class Checkpointable(abc.ABC):
             IncompatibleCheckpointError: Wrong class, or a format or state version too new.
             ComponentNotFoundError: ``component`` does not exist.
         """
+        from cairn import _engine
+
         _engine.restore(self, path, component=component, filesystem=filesystem, allow_pickle=allow_pickle)
 
     @classmethod
@@ -175,6 +177,8 @@ class Checkpointable(abc.ABC):
             IncompatibleCheckpointError: When the recorded class is not ``cls`` or a
                 subclass of it; there is never a silent fallback to another class.
         """
+        from cairn import _engine
+
         obj = _engine.build_from_checkpoint(
             cls, path, filesystem=filesystem, allow_pickle=allow_pickle, ctor_overrides=ctor_overrides
         )

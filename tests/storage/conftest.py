@@ -25,7 +25,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from storage_tally import lines  # noqa: E402
+from storage_tally import lines
 
 BUCKET = "cairn-test"
 BACKENDS = ("local", "memory", "s3")

@@ -24,6 +24,7 @@ MANIFEST = "manifest.json"
 RETRY_ATTEMPTS = 5
 RETRY_BASE_DELAY = 0.05
 RETRY_MAX_DELAY = 2.0
+RANGED_READ_LIMIT = 64 * 1024 * 1024  # bounded reads up to this are one ranged GET (JSON files included)
 
 
 def is_transient(err: BaseException) -> bool:
@@ -63,13 +64,27 @@ class FsspecStorage(Storage):
         self.attempts = attempts
         self.base_delay = base_delay
 
-    def _retry(self, what: str, path: str, fn: Callable[[], T]) -> T:
+    def _retry(self, what: str, path: str, fn: Callable[[], T], *, write: bool = False) -> T:
+        """Call ``fn``, retrying transient errors with exponential backoff and jitter.
+
+        After ``attempts`` tries the last error is raised as a ``CheckpointError``
+        naming the path. Other errors are raised at once: as they are for reads (the
+        engine turns a missing file into the documented error), and as a
+        ``CheckpointError`` naming the path for writes (``write=True``).
+        """
         delay = self.base_delay
         for attempt in range(1, self.attempts + 1):
             try:
                 return fn()
+            except CheckpointError:
+                raise
             except Exception as err:
                 if not is_transient(err):
+                    if write and isinstance(err, OSError):
+                        raise CheckpointError(
+                            f"{what} {self.uri(path)} failed: {type(err).__name__}: {err}. "
+                            "Check the path, the permissions and the storage service."
+                        ) from err
                     raise
                 if attempt == self.attempts:
                     raise CheckpointError(
@@ -80,6 +95,19 @@ class FsspecStorage(Storage):
                 time.sleep(min(delay, RETRY_MAX_DELAY) * (0.5 + random.random()))
                 delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _invalidate(self, path: str) -> None:
+        """Forget cached listings of ``path`` and its parents.
+
+        fsspec filesystems (s3fs among them) cache folder listings and answer
+        ``exists``/``info``/``size`` from them; another writer (another process,
+        another client) may have changed the folder since. A checkpoint's commit
+        state must be read fresh: a stale "no manifest here" would let a save over
+        an existing checkpoint keep the old commit marker while writing new files.
+        """
+        invalidate = getattr(self.fs, "invalidate_cache", None)
+        if invalidate is not None:
+            invalidate(path)
 
     def join(self, *parts: str) -> str:
         """Join with '/'."""
@@ -104,22 +132,36 @@ class FsspecStorage(Storage):
                 for mv in parts:
                     f.write(mv)
 
-        self._retry("Writing", path, put)
+        self._retry("Writing", path, put, write=True)
         return size, crc
 
     def read_file(self, path: str, *, max_bytes: int | None = None) -> bytearray:
-        """``fs.cat_file`` with retries and an optional size bound."""
+        """``fs.cat_file`` with retries and an optional size bound.
+
+        A bounded read of a small file is one ranged GET of ``max_bytes + 1`` bytes
+        (no separate size request); a larger bound asks for the size first, so that
+        an oversized object is refused before it is downloaded.
+        """
+        if max_bytes is not None and max_bytes <= RANGED_READ_LIMIT:
+            data = self._retry("Reading", path, lambda: self.fs.cat_file(path, start=0, end=max_bytes + 1))
+            if len(data) > max_bytes:
+                self._too_big(path, None, max_bytes)
+            return bytearray(data)
         if max_bytes is not None:
             size = self.size(path)
             if size > max_bytes:
-                from cairn.errors import CorruptCheckpointError
-
-                raise CorruptCheckpointError(
-                    f"{self.uri(path)} is {size} bytes, over the limit of {max_bytes} for this kind "
-                    "of file; it is corrupt or hostile."
-                )
+                self._too_big(path, size, max_bytes)
         data = self._retry("Reading", path, lambda: self.fs.cat_file(path))
         return bytearray(data)
+
+    def _too_big(self, path: str, size: int | None, max_bytes: int) -> None:
+        from cairn.errors import CorruptCheckpointError
+
+        what = f"{size} bytes" if size is not None else f"over {max_bytes} bytes"
+        raise CorruptCheckpointError(
+            f"{self.uri(path)} is {what}, over the limit of {max_bytes} for this kind "
+            "of file; it is corrupt or hostile."
+        )
 
     def read_range(self, path: str, start: int, end: int) -> bytes:
         """A ranged GET."""
@@ -138,14 +180,17 @@ class FsspecStorage(Storage):
 
     def size(self, path: str) -> int:
         """``fs.size`` with retries."""
+        self._invalidate(path)
         return int(self._retry("Reading the size of", path, lambda: self.fs.size(path)))
 
     def exists(self, path: str) -> bool:
         """``fs.exists`` with retries."""
+        self._invalidate(path)
         return bool(self._retry("Checking", path, lambda: self.fs.exists(path)))
 
     def isdir(self, path: str) -> bool:
         """``fs.isdir`` with retries."""
+        self._invalidate(path)
         return bool(self._retry("Checking", path, lambda: self.fs.isdir(path)))
 
     def listdir(self, path: str) -> list[str]:
@@ -164,16 +209,16 @@ class FsspecStorage(Storage):
                     names.append(e.rsplit("/", 1)[-1])
             return sorted(set(names))
 
-        self.fs.invalidate_cache(path)
+        self._invalidate(path)
         return self._retry("Listing", path, ls)
 
     def makedirs(self, path: str) -> None:
         """Object stores have no folders; memory:// and others may."""
-        self._retry("Creating", path, lambda: self.fs.makedirs(path, exist_ok=True))
+        self._retry("Creating", path, lambda: self.fs.makedirs(path, exist_ok=True), write=True)
 
     def remove(self, path: str) -> None:
         """Delete one object."""
-        self._retry("Deleting", path, lambda: self.fs.rm_file(path))
+        self._retry("Deleting", path, lambda: self.fs.rm_file(path), write=True)
 
     def remove_tree(self, path: str) -> None:
         """Delete everything under ``path``."""
@@ -182,8 +227,9 @@ class FsspecStorage(Storage):
             with contextlib.suppress(FileNotFoundError):
                 self.fs.rm(path, recursive=True)
 
-        self._retry("Deleting", path, rm)
-        self.fs.invalidate_cache(path)
+        self._invalidate(path)
+        self._retry("Deleting", path, rm, write=True)
+        self._invalidate(path)
 
     def begin_write(self, final: str) -> str:
         """Uncommit and clear an existing checkpoint at ``final``; write in place."""
@@ -199,7 +245,7 @@ class FsspecStorage(Storage):
 
     def commit(self, staging: str, final: str) -> None:
         """Nothing to do: the engine wrote the root manifest last."""
-        self.fs.invalidate_cache(final)
+        self._invalidate(final)
 
     def abort(self, staging: str, final: str) -> None:
         """Remove the partial files; the root manifest was never written."""
@@ -208,4 +254,4 @@ class FsspecStorage(Storage):
 
     def link_or_copy(self, src: str, dst: str) -> None:
         """A server-side copy."""
-        self._retry("Copying", src, lambda: self.fs.copy(src, dst))
+        self._retry("Copying", src, lambda: self.fs.copy(src, dst), write=True)

@@ -40,6 +40,14 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def _write_error(what: str, path: str, err: OSError) -> CheckpointError:
+    """A failed write (disk full, permissions, ...) as the documented error, naming the path."""
+    return CheckpointError(
+        f"{what} {path} failed: {type(err).__name__}: {err}. Check the free space and the "
+        "permissions of the folder; any previous checkpoint there is intact."
+    )
+
+
 class LocalStorage(Storage):
     """A local filesystem, with atomic commits by rename."""
 
@@ -55,6 +63,12 @@ class LocalStorage(Storage):
 
     def write_file(self, path: str, chunks: Iterable[Chunk]) -> tuple[int, int]:
         """Write, checksum as the bytes go out, and fsync."""
+        try:
+            return self._write_file(path, chunks)
+        except OSError as err:
+            raise _write_error("Writing", path, err) from err
+
+    def _write_file(self, path: str, chunks: Iterable[Chunk]) -> tuple[int, int]:
         crc = 0
         size = 0
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
@@ -158,7 +172,10 @@ class LocalStorage(Storage):
 
     def makedirs(self, path: str) -> None:
         """``os.makedirs(exist_ok=True)``."""
-        os.makedirs(path, exist_ok=True)
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as err:
+            raise _write_error("Creating the folder", path, err) from err
 
     def remove(self, path: str) -> None:
         """Delete a file."""
@@ -176,15 +193,24 @@ class LocalStorage(Storage):
         parent, name = os.path.split(final.rstrip(os.sep))
         if not name:
             raise CheckpointError(f"Cannot save a checkpoint at {final!r}: it names no folder.")
-        os.makedirs(parent, exist_ok=True)
-        if os.path.exists(final) and not os.path.isdir(final):
-            raise CheckpointError(f"Cannot save a checkpoint at {final!r}: a file is in the way.")
+        if os.path.lexists(final) and (os.path.islink(final) or not os.path.isdir(final)):
+            raise CheckpointError(f"Cannot save a checkpoint at {final!r}: a file or link is in the way.")
         staging = os.path.join(parent, f".{name}{TMP_MARK}{uuid.uuid4().hex[:12]}")
-        os.makedirs(staging)
+        try:
+            os.makedirs(parent, exist_ok=True)
+            os.makedirs(staging)
+        except OSError as err:
+            raise _write_error("Creating the folder", staging, err) from err
         return staging
 
     def commit(self, staging: str, final: str) -> None:
         """fsync every folder of the tree, then rename (or swap) it into place."""
+        try:
+            self._commit(staging, final)
+        except OSError as err:
+            raise _write_error("Committing the checkpoint", final, err) from err
+
+    def _commit(self, staging: str, final: str) -> None:
         for root, _dirs, _files in os.walk(staging, topdown=False):
             _fsync_dir(root)
         parent = os.path.dirname(final.rstrip(os.sep))
@@ -221,4 +247,7 @@ class LocalStorage(Storage):
         try:
             os.link(src, dst, follow_symlinks=False)
         except OSError:
-            shutil.copyfile(src, dst, follow_symlinks=False)
+            try:
+                shutil.copyfile(src, dst, follow_symlinks=False)
+            except OSError as err:
+                raise _write_error("Copying", f"{src} to {dst}", err) from err
