@@ -1,0 +1,210 @@
+"""Atomic commits: a reader sees a whole checkpoint or none, never a mix; failed saves commit nothing.
+
+On a local disk the previous checkpoint stays intact through a failed save
+(the new one is written into a hidden sibling folder and swapped in). On
+object stores, which cannot rename, the root manifest is the commit marker:
+the old marker is deleted before the first new file is written, so a reader
+sees the old checkpoint, then nothing, then the new one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Backend, MotoS3
+from storage_components import Agent, FailingLeaf, expected_state
+from storage_faults import Fault, FaultyFS
+
+import cairn
+from cairn.storage.local import TMP_MARK, LocalStorage
+from cairn.testing import assert_states_equal, states_equal
+
+N = 8
+
+
+def _agent(step: int) -> Agent:
+    agent = Agent(N)
+    agent.set_step(step)
+    return agent
+
+
+def view(uri: str, *, filesystem: Any = None, steps: tuple[int, ...] = (1, 2)) -> str:
+    """What a reader sees at ``uri``: 'absent', 'step<k>', or a description of what is wrong."""
+    fresh = Agent(N)
+    try:
+        fresh.restore_from_path(uri, filesystem=filesystem)
+    except cairn.CheckpointNotFoundError:
+        return "absent"
+    except Exception as err:
+        return f"ERROR {type(err).__name__}: {err}"
+    state = fresh.get_state()
+    for step in steps:
+        if states_equal(state, expected_state(step, N)):
+            return f"step{step}"
+    return "MIX"
+
+
+def _staging_leftovers(folder: Path) -> list[str]:
+    return [n for n in os.listdir(folder) if TMP_MARK in n]
+
+
+# ---------------------------------------------------------------------------- never a mix
+
+
+def test_never_a_mix_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before every file write of a save over a checkpoint, a reader sees the whole old one."""
+    target = str(tmp_path / "ckpt")
+    _agent(1).save_to_path(target)
+    seen: list[str] = []
+    real_write = LocalStorage.write_file
+
+    def probing_write(self: LocalStorage, path: str, chunks: Any) -> tuple[int, int]:
+        seen.append(view(target))
+        return real_write(self, path, chunks)
+
+    monkeypatch.setattr(LocalStorage, "write_file", probing_write)
+    _agent(2).save_to_path(target)
+    assert len(seen) > 10
+    assert set(seen) == {"step1"}, seen
+    assert view(target) == "step2"
+    assert _staging_leftovers(tmp_path) == []
+
+
+def test_never_a_mix_remote(remote_backend: Backend) -> None:
+    """On object stores a reader sees the old checkpoint, then none, then the new one."""
+    uri = remote_backend.uri("ckpt")
+    _agent(1).save_to_path(uri)
+    seen: list[str] = []
+    faulty = FaultyFS(remote_backend.fs, probe=lambda _m, _p: seen.append(view(uri)))
+    _agent(2).save_to_path(remote_backend.path("ckpt"), filesystem=faulty)
+    assert len(seen) > 10
+    assert set(seen) <= {"step1", "absent"}, seen
+    assert view(uri) == "step2"
+
+
+# ---------------------------------------------------------------------------- interrupted saves
+
+
+def test_interrupted_get_state(backend: Backend) -> None:
+    """A component's get_state raising fails the save before anything is written."""
+    uri = backend.uri("ckpt")
+    _agent(1).save_to_path(uri)
+    agent = _agent(2)
+    leaf = FailingLeaf(N, seed=3)
+    leaf.fail = True
+    agent.group.a = leaf
+    with pytest.raises(RuntimeError, match="on purpose"):
+        agent.save_to_path(uri)
+    assert view(uri) == "step1"
+    assert cairn.verify_checkpoint(uri) == []
+    if backend.name == "local":
+        assert _staging_leftovers(Path(backend.base)) == []
+
+
+def _count_writes(tmp_path: Path) -> int:
+    count = 0
+    real_write = LocalStorage.write_file
+
+    def counting(self: LocalStorage, path: str, chunks: Any) -> tuple[int, int]:
+        nonlocal count
+        count += 1
+        return real_write(self, path, chunks)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(LocalStorage, "write_file", counting)
+        _agent(2).save_to_path(str(tmp_path / "count"))
+    return count
+
+
+@pytest.mark.parametrize("where", [0.0, 0.3, 0.7, 1.0])
+def test_interrupted_write_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: float) -> None:
+    """A write failing at any point (1.0: the root manifest, the last one) leaves the old checkpoint."""
+    total = _count_writes(tmp_path)
+    fail_at = min(total - 1, int(where * total))
+    target = str(tmp_path / "ckpt")
+    _agent(1).save_to_path(target)
+    calls = 0
+    real_write = LocalStorage._write_file
+    failed_path = ""
+
+    def failing(self: LocalStorage, path: str, chunks: Any) -> tuple[int, int]:
+        nonlocal calls, failed_path
+        calls += 1
+        if calls - 1 == fail_at:
+            failed_path = path
+            raise OSError(28, "No space left on device (injected)")
+        return real_write(self, path, chunks)
+
+    monkeypatch.setattr(LocalStorage, "_write_file", failing)
+    with pytest.raises(cairn.CheckpointError) as info:
+        _agent(2).save_to_path(target)
+    assert failed_path in str(info.value)
+    monkeypatch.undo()
+    assert view(target) == "step1"
+    assert cairn.verify_checkpoint(target) == []
+    assert _staging_leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("which", ["ckpt/policy/state.msgpack", "ckpt/group/b/manifest.json", "ckpt/manifest.json"])
+def test_interrupted_write_remote(remote_backend: Backend, which: str) -> None:
+    """A write that fails for good leaves no committed checkpoint and no files on object stores."""
+    uri = remote_backend.uri("ckpt")
+    _agent(1).save_to_path(uri)
+    faulty = FaultyFS(
+        remote_backend.fs, faults=[Fault("write", which, times=None, error=lambda: PermissionError("denied"))]
+    )
+    with pytest.raises(cairn.CheckpointError) as info:
+        _agent(2).save_to_path(remote_backend.path("ckpt"), filesystem=faulty)
+    assert remote_backend.uri(which) in str(info.value)
+    assert faulty.faults[0].fired == 1  # not transient: not retried
+    assert view(uri) == "absent"
+    with pytest.raises(cairn.CheckpointNotFoundError):
+        cairn.verify_checkpoint(uri)
+    remote_backend.fs.invalidate_cache()
+    assert remote_backend.fs.find(remote_backend.path("ckpt")) == []
+
+
+# ---------------------------------------------------------------------------- stale caches
+
+
+@pytest.fixture
+def cached_s3(moto_s3: MotoS3) -> Iterator[Any]:
+    """An s3fs client with its listing cache on (s3fs's default)."""
+    yield moto_s3.filesystem(use_listings_cache=True)
+
+
+def test_stale_listing_cache_cannot_keep_old_commit_marker(moto_s3: MotoS3, cached_s3: Any) -> None:
+    """A save through a client whose cached listing predates the old checkpoint still uncommits it first.
+
+    The client lists the folder before it holds a checkpoint; another client then saves a
+    checkpoint there. A save through the first client that fails at its last
+    write must leave no committed checkpoint, rather than the old commit marker
+    over a mix of old and new files.
+    """
+    base = f"{moto_s3.bucket}/stale"
+    other = moto_s3.filesystem()
+    other.pipe_file(f"{base}/ckpt/placeholder", b"x")
+    assert cached_s3.ls(base, detail=False)  # the cache now says: ckpt holds one file ...
+    assert cached_s3.ls(f"{base}/ckpt", detail=False) == [f"{base}/ckpt/placeholder"]  # ... and no manifest
+    _agent(1).save_to_path(f"{base}/ckpt", filesystem=other)
+    faulty = FaultyFS(cached_s3, faults=[Fault("write", "ckpt/manifest.json", times=None, error=lambda: OSError("x"))])
+    with pytest.raises(cairn.CheckpointError):
+        _agent(2).save_to_path(f"{base}/ckpt", filesystem=faulty)
+    assert view(f"s3://{base}/ckpt") == "absent"
+
+
+def test_overwrite_with_default_caches(moto_s3: MotoS3, cached_s3: Any) -> None:
+    """A save over a checkpoint another client wrote, through a cached client, gives the new values."""
+    base = f"{moto_s3.bucket}/stale2"
+    other = moto_s3.filesystem()
+    cached_s3.ls(moto_s3.bucket, detail=False)
+    _agent(1).save_to_path(f"{base}/ckpt", filesystem=other)
+    got = Agent(N)
+    got.restore_from_path(f"{base}/ckpt", filesystem=cached_s3)
+    assert_states_equal(expected_state(1, N), got.get_state())
+    _agent(2).save_to_path(f"{base}/ckpt", filesystem=cached_s3)
+    assert view(f"{base}/ckpt", filesystem=other) == "step2"
