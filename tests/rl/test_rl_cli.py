@@ -106,3 +106,25 @@ def test_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         cairn_main([command, "--help"])
     assert exit_info.value.code == 0 and "usage" in capsys.readouterr().out
+
+
+def test_plot_svg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import xml.etree.ElementTree as ET
+
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [
+        {"training_iteration": i, "num_env_steps_sampled_lifetime": 512 * i, "episode_return_mean": 20.0 + i}
+        for i in range(1, 6)
+    ]
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + '\n{"cut')
+    out = tmp_path / "curves.svg"
+    code, stdout, _ = main(capsys, "plot", str(run), "-o", str(out))
+    assert code == 0 and "5 iterations" in stdout and "last 25" in stdout
+    polylines = [e for e in ET.parse(out).iter() if e.tag.endswith("polyline")]
+    assert len(polylines) == 1 and len(polylines[0].attrib["points"].split()) == 5
+
+    code, _, err = main(capsys, "plot", str(tmp_path / "nothing"), "-o", str(out))
+    assert code != 0 and "metrics.jsonl" in err
+    code, _, err = main(capsys, "plot", str(run), "-o", str(out), "--metric", "nope")
+    assert code != 0 and "nope" in err
