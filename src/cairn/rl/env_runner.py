@@ -31,7 +31,7 @@ import torch
 from cairn import Checkpointable
 from cairn.rl._util import Names
 from cairn.rl.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
-from cairn.rl.env_state import get_env_state, set_env_state, supports_env_state
+from cairn.rl.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
 from cairn.rl.multi_agent import (
     agent_ids,
     build_module_specs,
@@ -338,12 +338,14 @@ class EnvRunner(Checkpointable):
         if not fits:
             self.episodes_restarted = True
             return
-        try:
-            for env, sub_state in zip(self.env.envs, env_state["sub_envs"], strict=True):
-                set_env_state(env, sub_state)
-        except ValueError:
+        sub_states = list(env_state.get("sub_envs", ()))
+        if len(sub_states) != self.num_slots or any(
+            env_state_mismatch(env, sub) is not None for env, sub in zip(self.env.envs, sub_states, strict=True)
+        ):
             self.episodes_restarted = True
             return
+        for env, sub_state in zip(self.env.envs, sub_states, strict=True):
+            set_env_state(env, sub_state)
         self._obs = np.array(env_state["obs"], copy=True)
         self.env._autoreset_envs = np.array(env_state["autoreset"], dtype=np.bool_, copy=True)
         self._episode_returns = np.array(env_state["episode_returns"], dtype=np.float64, copy=True)

@@ -20,6 +20,7 @@ import numpy as np
 
 __all__ = [
     "EnvStateHandler",
+    "env_state_mismatch",
     "get_env_state",
     "register_env_state_handler",
     "set_env_state",
@@ -150,21 +151,33 @@ def get_env_state(env: gym.Env[Any, Any]) -> dict[str, Any] | None:
     }
 
 
+def env_state_mismatch(env: gym.Env[Any, Any], state: Any) -> str | None:
+    """Why ``state`` cannot be applied to ``env`` (``None`` when it can)."""
+    unwrapped = env.unwrapped
+    klass = f"{type(unwrapped).__module__}:{type(unwrapped).__qualname__}"
+    if not isinstance(state, dict) or _handler_for(env) is None:
+        return f"no saved state can be applied to {klass}"
+    if state.get("class") != klass:
+        return f"the saved environment state is for {state.get('class')}, not {klass}"
+    saved_limits = len(state.get("time_limit_steps", ()))
+    if saved_limits != len(_time_limits(env)):
+        return f"the saved environment had {saved_limits} TimeLimit wrappers, this one {len(_time_limits(env))}"
+    return None
+
+
 def set_env_state(env: gym.Env[Any, Any], state: dict[str, Any]) -> None:
     """Apply a state from :func:`get_env_state` to an environment that was reset once.
 
     Raises:
         ValueError: The state belongs to another environment class or wrapper stack.
     """
+    problem = env_state_mismatch(env, state)
     handler = _handler_for(env)
+    if problem is not None or handler is None:
+        raise ValueError(problem)
     unwrapped = env.unwrapped
-    klass = f"{type(unwrapped).__module__}:{type(unwrapped).__qualname__}"
-    if handler is None or state.get("class") != klass:
-        raise ValueError(f"the saved environment state is for {state.get('class')}, not {klass}")
     limits = _time_limits(env)
     steps = list(state["time_limit_steps"])
-    if len(steps) != len(limits):
-        raise ValueError(f"the saved environment had {len(steps)} TimeLimit wrappers, this one {len(limits)}")
     unwrapped.np_random.bit_generator.state = state["np_random"]
     for limit, elapsed in zip(limits, steps, strict=True):
         limit._elapsed_steps = elapsed
