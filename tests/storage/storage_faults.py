@@ -32,7 +32,10 @@ class Fault:
     path: str = ""
     times: int | None = 1
     error: Callable[[], BaseException] = lambda: OSError("503 Service Unavailable (injected)")
+    per_path: int | None = None
+    """When set, fail the first ``per_path`` matching calls on each distinct path (``times`` is ignored)."""
     fired: int = 0
+    by_path: Counter[str] = field(default_factory=Counter)
 
     def matches(self, method: str, path: str, mode: str) -> bool:
         """Whether a call of ``method`` on ``path`` (opened in ``mode``) is one this fault hits."""
@@ -42,7 +45,16 @@ class Fault:
             hit = (method == "open" and "r" in mode) or method == "cat_file"
         else:
             hit = method == self.method
-        return hit and self.path in path and (self.times is None or self.fired < self.times)
+        if not hit or self.path not in path:
+            return False
+        if self.per_path is not None:
+            return self.by_path[f"{method}:{path}"] < self.per_path
+        return self.times is None or self.fired < self.times
+
+    def record(self, method: str, path: str) -> None:
+        """Count one injected failure."""
+        self.fired += 1
+        self.by_path[f"{method}:{path}"] += 1
 
 
 @dataclass
@@ -68,7 +80,7 @@ class FaultyFS:
                 self.calls[name] += 1
                 fault = next((f for f in self.faults if f.matches(name, path, mode)), None)
                 if fault is not None:
-                    fault.fired += 1
+                    fault.record(name, path)
                     err = fault.error()
                     self.injected.append((name, path, type(err).__name__))
             if self.probe is not None and (name == "pipe_file" or (name == "open" and "w" in mode)):

@@ -9,6 +9,7 @@ ever see a mix of old and new files as a committed checkpoint.
 from __future__ import annotations
 
 import contextlib
+import errno
 import random
 import time
 import zlib
@@ -27,30 +28,138 @@ RETRY_MAX_DELAY = 2.0
 RANGED_READ_LIMIT = 64 * 1024 * 1024  # bounded reads up to this are one ranged GET (JSON files included)
 
 
-def is_transient(err: BaseException) -> bool:
-    """Whether an error from a remote store is worth retrying (timeouts, 5xx, throttling)."""
-    if isinstance(err, FileNotFoundError | PermissionError | IsADirectoryError | NotADirectoryError):
+# errno values of transient failures. s3fs turns S3's SlowDown / ServiceUnavailable (503)
+# into OSError(EBUSY, <server message>) and InternalError (500) into OSError(EREMOTEIO, ...):
+# the message alone does not say "503", so the errno and the chained botocore error count.
+_EREMOTEIO = getattr(errno, "EREMOTEIO", 121)
+TRANSIENT_ERRNOS = frozenset(
+    {
+        errno.EAGAIN,
+        errno.EBUSY,
+        errno.ETIMEDOUT,
+        errno.ECONNRESET,
+        errno.ECONNABORTED,
+        errno.ECONNREFUSED,
+        errno.EPIPE,
+        errno.ENETUNREACH,
+        errno.EHOSTUNREACH,
+        errno.ENETDOWN,
+        _EREMOTEIO,
+    }
+)
+TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+TRANSIENT_CODES = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestLimitExceeded",
+        "TooManyRequests",
+        "TooManyRequestsException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "InternalError",
+        "InternalFailure",
+        "ServiceUnavailable",
+        "OperationAborted",
+        "500",
+        "502",
+        "503",
+        "504",
+    }
+)
+# Connection-level failures of the HTTP stacks under fsspec backends (botocore, aiohttp, urllib3),
+# matched by class name so that none of them has to be imported.
+TRANSIENT_CLASS_NAMES = frozenset(
+    {
+        "ReadTimeoutError",
+        "ConnectTimeoutError",
+        "EndpointConnectionError",
+        "ConnectionClosedError",
+        "ResponseStreamingError",
+        "IncompleteReadError",
+        "ServerDisconnectedError",
+        "ServerTimeoutError",
+        "ClientConnectionError",
+        "ClientOSError",
+        "ClientPayloadError",
+        "ProtocolError",
+        "RemoteDisconnected",
+        "IncompleteRead",
+    }
+)
+_TEXT_MARKERS = (
+    "timeout",
+    "timed out",
+    "throttl",
+    "slowdown",
+    "slow down",
+    "reduce your request rate",
+    "please try again",
+    "service unavailable",
+    "serviceunavailable",
+    "internal error",
+    "internalerror",
+    "bad gateway",
+    "gateway timeout",
+    "too many requests",
+    "503",
+    "500",
+    "502",
+    "504",
+    "connection",
+    "temporar",
+    "reset by peer",
+)
+
+
+def _one_is_transient(err: BaseException) -> bool:
+    if isinstance(err, CheckpointError):
+        return False
+    if isinstance(err, FileNotFoundError | PermissionError | IsADirectoryError | NotADirectoryError | FileExistsError):
         return False
     if isinstance(err, TimeoutError | ConnectionError):
         return True
-    text = f"{type(err).__name__} {err}".lower()
-    markers = (
-        "timeout",
-        "timed out",
-        "throttl",
-        "slowdown",
-        "slow down",
-        "503",
-        "500",
-        "502",
-        "504",
-        "internalerror",
-        "serviceunavailable",
-        "connection",
-        "temporar",
-        "reset by peer",
-    )
-    return isinstance(err, OSError) and any(m in text for m in markers)
+    if isinstance(err, OSError) and err.errno in TRANSIENT_ERRNOS:
+        return True
+    if any(c.__name__ in TRANSIENT_CLASS_NAMES for c in type(err).__mro__):
+        return True
+    response = getattr(err, "response", None)  # botocore's ClientError
+    if isinstance(response, dict):
+        error = response.get("Error") or {}
+        meta = response.get("ResponseMetadata") or {}
+        if str(error.get("Code", "")) in TRANSIENT_CODES or meta.get("HTTPStatusCode") in TRANSIENT_STATUS:
+            return True
+    for attr in ("status", "status_code", "code"):  # aiohttp, requests, gcsfs HttpError
+        value = getattr(err, attr, None)
+        if type(value) is int and value in TRANSIENT_STATUS:
+            return True
+    if isinstance(err, OSError):
+        text = f"{type(err).__name__} {err}".lower()
+        return any(m in text for m in _TEXT_MARKERS)
+    return False
+
+
+def is_transient(err: BaseException) -> bool:
+    """Whether an error from a remote store is worth retrying (timeouts, resets, 5xx, throttling).
+
+    Looks at the error and at what it was raised from: backends translate the
+    HTTP layer's errors (s3fs turns a 503 SlowDown into ``OSError(EBUSY, "Please
+    reduce your request rate.")``) and chain the original. A missing file, a
+    permission error or a cairn error is never transient.
+    """
+    if isinstance(err, FileNotFoundError | PermissionError | IsADirectoryError | NotADirectoryError | CheckpointError):
+        return False
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen and len(seen) < 8:
+        seen.add(id(current))
+        if _one_is_transient(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 class FsspecStorage(Storage):
