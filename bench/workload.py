@@ -126,6 +126,10 @@ class ModelAdamState(cairn.Checkpointable):
     def get_state(self, components: Any = None, *, not_components: Any = None, **kwargs: Any) -> dict[str, Any]:
         return self.torch_state()
 
+    def get_state_buffers(self) -> dict[str, Any]:
+        """The live tensors, laid out like get_state() (the opt-in of prototype P1)."""
+        return self.torch_state()
+
     def set_state(self, state: dict[str, Any]) -> None:
         names = [n for n, _ in self.spec]
         if "model" in state:
@@ -161,6 +165,9 @@ class Module(cairn.Checkpointable):
         self.seed = seed
 
     def get_state(self, components: Any = None, *, not_components: Any = None, **kwargs: Any) -> dict[str, Any]:
+        return self.inner.torch_state()
+
+    def get_state_buffers(self) -> dict[str, Any]:
         return self.inner.torch_state()
 
     def set_state(self, state: dict[str, Any]) -> None:
