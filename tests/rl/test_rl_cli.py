@@ -128,3 +128,17 @@ def test_plot_svg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert code != 0 and "metrics.jsonl" in err
     code, _, err = main(capsys, "plot", str(run), "-o", str(out), "--metric", "nope")
     assert code != 0 and "nope" in err
+
+
+def test_registering_the_commands_does_not_import_torch(tmp_path: Path) -> None:
+    code = (
+        "import sys, argparse, cairn.rl._cli as c, cairn.rl._plot as p\n"
+        "sub = argparse.ArgumentParser().add_subparsers()\n"
+        "c.register(sub); p.register(sub)\n"
+        "heavy = [m for m in ('torch', 'gymnasium') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2] / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr

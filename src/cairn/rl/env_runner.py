@@ -33,6 +33,7 @@ from cairn.rl._util import Names
 from cairn.rl.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
 from cairn.rl.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
 from cairn.rl.multi_agent import (
+    DEFAULT_AGENT_ID,
     agent_ids,
     build_module_specs,
     make_env,
@@ -236,7 +237,7 @@ class EnvRunner(Checkpointable):
             "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
             "num_agent_steps_sampled_lifetime": self.num_agent_steps_sampled_lifetime,
         }
-        if len(self.config.policies) > 1 or self.slot_agents[0] != "default_agent":
+        if len(self.config.policies) > 1 or self.slot_agents[0] != DEFAULT_AGENT_ID:
             for module_id, returns in self._recent_module_returns.items():
                 metrics[f"env_runner/{module_id}/episode_return_mean"] = _mean(returns)
         return metrics
