@@ -52,6 +52,13 @@ def test_train_resume_evaluate(tmp_path: Path) -> None:
     assert [r["training_iteration"] for r in rows] == [1, 2, 3, 4, 5]
     assert rows[-1]["num_env_steps_sampled_lifetime"] == 5 * 512
 
+    # Stopping and resuming changed nothing: a straight 5-iteration run is bit-identical.
+    straight = tmp_path / "straight"
+    direct = cairn("train", "--iterations", "5", "--checkpoint-dir", str(straight), "--seed", "1", cwd=tmp_path)
+    assert direct.returncode == 0, direct.stderr
+    same = cairn("diff", str(run / "step_000000005"), str(straight / "step_000000005"), cwd=tmp_path)
+    assert same.returncode == 0, same.stdout + same.stderr
+
     # A manager root, an algorithm checkpoint and a module folder all evaluate.
     module = run / "step_000000005" / "learner_group" / "learner" / "rl_module" / "default_policy"
     for target in (run, run / "step_000000005", module):
