@@ -9,6 +9,7 @@ Public names (imported on first use, so that ``cairn.rl._cli`` can register the
     MultiRLModule                  module id -> RLModule
     Learner, LearnerGroup          optimizers, schedules, the PPO loss
     EnvRunner, EnvRunnerGroup      vector environments, connectors, RNGs
+    IndependentAgentsEnv           the "multi:<env id>" multi-agent env, dict API
     ConnectorPipeline, Connector, MeanStdFilter, ClipActions
     compute_gae, register_env_state_handler
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from cairn.rl.gae import compute_gae
     from cairn.rl.learner import Learner, LinearSchedule
     from cairn.rl.learner_group import LearnerGroup
-    from cairn.rl.multi_agent import DEFAULT_AGENT_ID
+    from cairn.rl.multi_agent import DEFAULT_AGENT_ID, IndependentAgentsEnv
     from cairn.rl.multi_rl_module import DEFAULT_MODULE_ID, MultiRLModule
     from cairn.rl.ppo import PPO, PPOConfig
     from cairn.rl.rl_module import RLModule, RLModuleSpec
@@ -45,6 +46,7 @@ __all__ = [
     "ConnectorPipeline",
     "EnvRunner",
     "EnvRunnerGroup",
+    "IndependentAgentsEnv",
     "Learner",
     "LearnerGroup",
     "LinearSchedule",
@@ -68,6 +70,7 @@ _HOMES: dict[str, str] = {
     "ConnectorPipeline": "cairn.rl.connectors",
     "EnvRunner": "cairn.rl.env_runner",
     "EnvRunnerGroup": "cairn.rl.env_runner_group",
+    "IndependentAgentsEnv": "cairn.rl.multi_agent",
     "Learner": "cairn.rl.learner",
     "LearnerGroup": "cairn.rl.learner_group",
     "LinearSchedule": "cairn.rl.learner",
