@@ -149,3 +149,14 @@ def test_registering_the_commands_does_not_import_torch(tmp_path: Path) -> None:
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2] / "src") + os.pathsep + env.get("PYTHONPATH", "")
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+def test_plot_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [{"num_env_steps_sampled_lifetime": 100 * i, "episode_return_mean": float(i), "x/y": -i} for i in range(4)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, _, err = main(capsys, "plot", str(run), str(run), "--metric", "episode_return_mean", "--metric", "x/y")
+    assert code == 0, err
+    assert (run / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
