@@ -20,6 +20,7 @@ from storage_components import Agent, FailingLeaf, expected_state
 from storage_faults import Fault, FaultyFS
 
 import cairn
+from cairn.storage import FsspecStorage, resolve_storage
 from cairn.storage.local import TMP_MARK, LocalStorage
 from cairn.testing import assert_states_equal, states_equal
 
@@ -208,3 +209,63 @@ def test_overwrite_with_default_caches(moto_s3: MotoS3, cached_s3: Any) -> None:
     assert_states_equal(expected_state(1, N), got.get_state())
     _agent(2).save_to_path(f"{base}/ckpt", filesystem=cached_s3)
     assert view(f"{base}/ckpt", filesystem=other) == "step2"
+
+
+# ---------------------------------------------------------------------------- interrupted deletes
+
+
+def test_interrupted_delete_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A delete killed half-way (retention, overwrite) never leaves a committed but incomplete checkpoint."""
+    target = str(tmp_path / "ckpt")
+    _agent(1).save_to_path(target)
+
+    def dying_rmtree(path: str, ignore_errors: bool = False) -> None:
+        for name in ("state.msgpack", "metadata.json"):
+            os.unlink(os.path.join(path, name))
+        raise KeyboardInterrupt("killed in the middle of the delete (simulated)")
+
+    monkeypatch.setattr("cairn.storage.local.shutil.rmtree", dying_rmtree)
+    with pytest.raises(KeyboardInterrupt):
+        LocalStorage().remove_tree(target)
+    monkeypatch.undo()
+    assert view(target) == "absent"
+    # The leftover is hidden and a manager cleans such leftovers up.
+    assert [n for n in os.listdir(tmp_path) if not n.startswith(".")] == []
+
+
+def test_interrupted_delete_remote(remote_backend: Backend) -> None:
+    """A bulk delete that dies half-way on an object store leaves an uncommitted folder, not a damaged one."""
+    uri = remote_backend.uri("ckpt")
+    _agent(1).save_to_path(uri)
+    fs = remote_backend.fs
+
+    def partial_delete() -> BaseException:
+        for rel in ("ckpt/state.msgpack", "ckpt/policy/manifest.json"):
+            fs.rm_file(remote_backend.path(rel))
+        return ConnectionAbortedError("killed in the middle of the delete (simulated)")
+
+    faulty = FaultyFS(fs, faults=[Fault("rm", "ckpt", times=None, error=partial_delete)])
+    storage, path = resolve_storage(remote_backend.path("ckpt"), faulty)
+    assert isinstance(storage, FsspecStorage)
+    storage.attempts = 1
+    with pytest.raises(cairn.CheckpointError):
+        storage.remove_tree(path)
+    assert view(uri) == "absent"
+
+
+def test_manager_retention_delete_interrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A retention delete killed half-way: the manager never lists the half-deleted step."""
+    mgr = cairn.CheckpointManager(str(tmp_path / "run"), keep_last=1)
+    mgr.save(_agent(1), 1)
+
+    def dying_rmtree(path: str, ignore_errors: bool = False) -> None:
+        os.unlink(os.path.join(path, "state.msgpack"))
+        raise KeyboardInterrupt("killed (simulated)")
+
+    monkeypatch.setattr("cairn.storage.local.shutil.rmtree", dying_rmtree)
+    with pytest.raises(KeyboardInterrupt):
+        mgr.save(_agent(2), 2)
+    monkeypatch.undo()
+    again = cairn.CheckpointManager(str(tmp_path / "run"), keep_last=1)
+    assert [i.step for i in again.checkpoints()] == [2]
+    assert sorted(os.listdir(tmp_path / "run")) == ["step_000000002"]

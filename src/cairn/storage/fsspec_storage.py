@@ -330,7 +330,20 @@ class FsspecStorage(Storage):
         self._retry("Deleting", path, lambda: self.fs.rm_file(path), write=True)
 
     def remove_tree(self, path: str) -> None:
-        """Delete everything under ``path``."""
+        """Delete everything under ``path``, the commit marker first.
+
+        Bulk deletes on object stores happen in no particular order; deleting the
+        root manifest first means that a crash half-way leaves an uncommitted
+        folder (which readers treat as absent and managers clean up), never a
+        committed checkpoint with missing files.
+        """
+        marker = self.join(path, MANIFEST)
+
+        def rm_marker() -> None:
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.rm_file(marker)
+
+        self._retry("Deleting", marker, rm_marker, write=True)
 
         def rm() -> None:
             with contextlib.suppress(FileNotFoundError):

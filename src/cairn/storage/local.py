@@ -182,11 +182,23 @@ class LocalStorage(Storage):
         os.unlink(path)
 
     def remove_tree(self, path: str) -> None:
-        """Delete a tree; missing is fine."""
+        """Delete a tree; missing is fine.
+
+        A folder is first renamed to a hidden name (atomically, and durably), then
+        deleted: a crash half-way through the deletion leaves a hidden leftover, never a
+        checkpoint that still has its manifest but lacks some of its files.
+        """
         if os.path.islink(path) or os.path.isfile(path):
             os.unlink(path)
         elif os.path.isdir(path):
-            shutil.rmtree(path, ignore_errors=False)
+            parent, name = os.path.split(path.rstrip(os.sep))
+            doomed = os.path.join(parent, f".{name}{TMP_MARK}{uuid.uuid4().hex[:12]}-deleting")
+            try:
+                os.rename(path, doomed)
+                _fsync_dir(parent)
+            except OSError:
+                doomed = path  # e.g. no write permission on the parent: delete in place
+            shutil.rmtree(doomed, ignore_errors=False)
 
     def begin_write(self, final: str) -> str:
         """A fresh hidden sibling of ``final`` on the same filesystem, so rename is atomic."""
