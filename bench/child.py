@@ -48,8 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     elif args.op == "cairn_restore":
         obj = ModelAdamState(spec, fill="fast")  # existing, touched tensors to restore onto
     state_bytes = ModelAdamState(spec, fill=False).nbytes if obj is None else obj.nbytes
-    import cairn  # noqa: F401  (imported before the measurement)
     import safetensors.torch
+
+    import cairn  # noqa: F401  (imported before the measurement)
 
     util.malloc_trim()
     if not util.reset_peak_rss():
@@ -81,15 +82,19 @@ def main(argv: list[str] | None = None) -> int:
     # Operations that build a new state necessarily hold one copy of it: count only the rest.
     owns_result = args.op in ("cairn_from_checkpoint", "torch_load", "safetensors_load")
     extra = peak - rss0 - (state_bytes if owns_result else 0)
-    print(json.dumps({
-        "op": args.op,
-        "state_bytes": state_bytes,
-        "rss_before": rss0,
-        "peak": peak,
-        "extra": extra,
-        "result_counted": owns_result,
-        "time": dt,
-    }))
+    print(
+        json.dumps(
+            {
+                "op": args.op,
+                "state_bytes": state_bytes,
+                "rss_before": rss0,
+                "peak": peak,
+                "extra": extra,
+                "result_counted": owns_result,
+                "time": dt,
+            }
+        )
+    )
     del result
     sys.stdout.flush()
     return 0

@@ -253,7 +253,10 @@ def _phase2(node: _Node, allow_pickle: bool) -> Any:
     if not isinstance(state, dict):
         raise CorruptCheckpointError(f"{where} does not hold a dict.")
     state = _engine.upgrade(
-        type(node.target), state, reader.metadata["state_version"], f"{reader.where()} (component {node.label or '<root>'})"
+        type(node.target),
+        state,
+        reader.metadata["state_version"],
+        f"{reader.where()} (component {node.label or '<root>'})",
     )
     children = {name: _phase2(c, allow_pickle) for name, c in node.children.items()}
     return _engine.LoadedFolder(state, children)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import statistics
@@ -195,13 +196,22 @@ class Method:
         return statistics.median(self.times)
 
 
-def interleave(methods: list[Method], reps: int, warmup: int = 1, log: Callable[[str], None] | None = None) -> None:
+def interleave(
+    methods: list[Method],
+    reps: int,
+    warmup: int = 1,
+    log: Callable[[str], None] | None = None,
+    end_round: Callable[[int], None] | None = None,
+) -> None:
     """Run every method once per round, ``warmup`` untimed rounds then ``reps`` timed ones.
 
-    Interleaving spreads the machine's noise (other jobs, disk state) over all contenders.
+    Interleaving spreads the machine's noise (other jobs, disk state) over all
+    contenders, and the order rotates each round so that none always runs first
+    (right after ``end_round``'s clean-up) or last.
     """
     for r in range(warmup + reps):
-        for m in methods:
+        k = r % len(methods)
+        for m in methods[k:] + methods[:k]:
             ctx = m.setup(r) if m.setup else None
             t0 = time.perf_counter()
             res = m.run(ctx)
@@ -212,10 +222,14 @@ def interleave(methods: list[Method], reps: int, warmup: int = 1, log: Callable[
             if r >= warmup:
                 m.times.append(dt)
             if log:
-                log(f"    {'warmup' if r < warmup else 'round ' + str(r - warmup + 1)}: {m.name:<28} {dt:8.3f} s")
+                log(f"    {'warmup' if r < warmup else 'round ' + str(r - warmup + 1)}: {m.name:<34} {dt:8.3f} s")
+        if end_round:
+            end_round(r)
 
 
-def subprocess_times(argv: list[str], reps: int, env: dict[str, str] | None = None, cwd: str | None = None) -> list[float]:
+def subprocess_times(
+    argv: list[str], reps: int, env: dict[str, str] | None = None, cwd: str | None = None
+) -> list[float]:
     out = []
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -238,7 +252,5 @@ def fadvise_available() -> bool:
 
 def malloc_trim() -> None:
     """Give freed heap memory back to the OS, so RSS readings are not skewed by earlier work."""
-    try:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except OSError:
-        pass

@@ -88,7 +88,9 @@ class ModelAdamState(cairn.Checkpointable):
 
     @property
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for d in (self.params, self.exp_avg, self.exp_avg_sq) for t in d.values())
+        return sum(
+            t.numel() * t.element_size() for d in (self.params, self.exp_avg, self.exp_avg_sq) for t in d.values()
+        )
 
     def torch_state(self) -> dict[str, Any]:
         """What ``model.state_dict()`` plus ``optimizer.state_dict()`` would give."""
@@ -149,7 +151,9 @@ class ModelAdamState(cairn.Checkpointable):
 
     def checksum(self) -> float:
         """A cheap fingerprint, to check that a restore brought the values back."""
-        return float(sum(float(t.view(-1)[:: max(1, t.numel() // 97)].double().sum()) for t in self.flat_tensors().values()))
+        return float(
+            sum(float(t.view(-1)[:: max(1, t.numel() // 97)].double().sum()) for t in self.flat_tensors().values())
+        )
 
 
 class Module(cairn.Checkpointable):
