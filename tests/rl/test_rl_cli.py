@@ -160,3 +160,34 @@ def test_plot_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = main(capsys, "plot", str(run), str(run), "--metric", "episode_return_mean", "--metric", "x/y")
     assert code == 0, err
     assert (run / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_set_config_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cairn.rl import PPO, PPOConfig
+    from cairn.rl._cli import parse_settings
+
+    parsed = parse_settings(
+        ["lr=1e-3", "entropy_coeff=0", 'policies=["a", "b"]', "env=multi:CartPole-v1", "lr_anneal_timesteps=null"],
+        PPOConfig,
+    )
+    assert parsed == {
+        "lr": 1e-3,
+        "entropy_coeff": 0.0,
+        "policies": ("a", "b"),
+        "env": "multi:CartPole-v1",
+        "lr_anneal_timesteps": None,
+    }
+    assert type(parsed["entropy_coeff"]) is float
+    with pytest.raises(ValueError, match="KEY one of"):
+        parse_settings(["nope=1"], PPOConfig)
+
+    run = str(tmp_path / "run")
+    args = ["train", "--iterations", "1", "--checkpoint-dir", run, "--set", "rollout_length=16"]
+    assert main(capsys, *args)[0] == 0
+    code, _, err = main(capsys, "train", "--iterations", "2", "--checkpoint-dir", run, "--resume", "--set", "lr=1e-3")
+    assert code == 0 and "with lr=0.001" in err
+    latest = sorted(Path(run).glob("step_*"))[-1]
+    config = PPO.from_checkpoint(latest).config
+    assert config.lr == 1e-3 and config.rollout_length == 16
+    code, _, err = main(capsys, "train", "--iterations", "3", "--checkpoint-dir", run, "--resume", "--set", "seed=5")
+    assert code != 0 and "differs" in err

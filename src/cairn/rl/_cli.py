@@ -49,6 +49,12 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--num-env-runners", type=int, default=None, help="0 or 1 for now")
     p.add_argument("--num-learners", type=int, default=None, help="0 or 1 for now")
     p.add_argument("--num-agents", type=int, default=None, help="agents of a multi:<id> env")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="any PPOConfig field, e.g. --set lr=1e-3 --set model_config='{\"hidden_sizes\": [32]}' (repeatable)",
+    )
     p.set_defaults(func=cmd_train)
 
     p = subparsers.add_parser(
@@ -96,6 +102,43 @@ def _jsonable(metrics: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def parse_settings(pairs: list[str], config_cls: type[Any]) -> dict[str, Any]:
+    """Turn ``--set KEY=VALUE`` pairs into config fields.
+
+    VALUE is read as JSON when it parses (``1e-3``, ``true``, ``[64, 64]``,
+    ``null``, ``{"agent_0": "p0"}``), else taken as a string; a list becomes a
+    tuple where the field holds a tuple, an int a float where it holds a float.
+
+    Raises:
+        ValueError: A pair without ``=`` or an unknown field (the message lists them).
+    """
+    import dataclasses
+
+    defaults = config_cls()
+    names = [f.name for f in dataclasses.fields(config_cls) if f.init]
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in names:
+            raise ValueError(f"--set {pair!r}: expected KEY=VALUE with KEY one of {', '.join(names)}.")
+        try:
+            value: Any = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        default = getattr(defaults, key)
+        if isinstance(default, tuple) and isinstance(value, list):
+            value = tuple(value)
+        elif isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        out[key] = value
+    return out
+
+
+# Settings that define which run a checkpoint belongs to: --resume refuses to change them.
+_RUN_IDENTITY = ("env", "seed", "num_agents", "policies", "policy_mapping")
+
+
 def _build_algorithm(args: argparse.Namespace) -> tuple[Algorithm, str]:
     """A new PPO, or the latest checkpoint's with ``--resume``; and how it was obtained."""
     import dataclasses
@@ -103,14 +146,14 @@ def _build_algorithm(args: argparse.Namespace) -> tuple[Algorithm, str]:
     from cairn.manager import CheckpointManager
     from cairn.rl.ppo import PPO, PPOConfig
 
-    explicit = {
+    flags = {
         "env": args.env,
         "seed": args.seed,
         "num_env_runners": args.num_env_runners,
         "num_learners": args.num_learners,
         "num_agents": args.num_agents,
     }
-    explicit = {k: v for k, v in explicit.items() if v is not None}
+    explicit = {**parse_settings(args.set or [], PPOConfig), **{k: v for k, v in flags.items() if v is not None}}
     if args.resume:
         if args.checkpoint_dir is None:
             raise ValueError("--resume needs --checkpoint-dir (where the checkpoints are).")
@@ -118,19 +161,21 @@ def _build_algorithm(args: argparse.Namespace) -> tuple[Algorithm, str]:
         if latest is not None:
             algo = PPO.from_checkpoint(latest)
             config = algo.config
-            for key in ("env", "seed", "num_agents"):
+            for key in _RUN_IDENTITY:
                 if key in explicit and explicit[key] != getattr(config, key):
                     raise ValueError(
-                        f"--{key.replace('_', '-')} {explicit[key]} differs from the checkpoint's "
-                        f"{key}={getattr(config, key)!r} ({latest}); drop the flag to resume, or "
-                        "start a new run in another --checkpoint-dir."
+                        f"{key}={explicit[key]!r} differs from the checkpoint's {key}="
+                        f"{getattr(config, key)!r} ({latest}); drop it to resume, or start a new run "
+                        "in another --checkpoint-dir."
                     )
-            scale = {k: v for k, v in explicit.items() if k in ("num_env_runners", "num_learners")}
-            if scale and any(getattr(config, k) != v for k, v in scale.items()):
-                # A checkpoint restores into another number of runners / learners.
+            changes = {k: v for k, v in explicit.items() if getattr(config, k) != v}
+            if changes:
+                # Other settings (learning rate, number of runners or learners, ...) may change
+                # on resume: the checkpoint restores into an algorithm built with them.
                 algo.stop()
-                algo = PPO.from_checkpoint(latest, config=dataclasses.replace(config, **scale))
-            return algo, f"resumed from {latest} (iteration {algo.training_iteration})"
+                algo = PPO.from_checkpoint(latest, config=dataclasses.replace(config, **changes))
+            changed = f", with {', '.join(f'{k}={v!r}' for k, v in changes.items())}" if changes else ""
+            return algo, f"resumed from {latest} (iteration {algo.training_iteration}){changed}"
     elif args.checkpoint_dir is not None:
         existing = CheckpointManager(args.checkpoint_dir).latest()
         if existing is not None:
