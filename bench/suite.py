@@ -28,7 +28,7 @@ from bench import util
 from bench.util import MB, Method, interleave
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CASES = ("save", "restore", "partial", "async", "incremental", "memory", "import", "inspect", "ppo")
+CASES = ("save", "restore", "partial", "async", "incremental", "small", "memory", "import", "inspect", "ppo")
 
 
 @dataclass
@@ -437,6 +437,52 @@ def case_incremental(ctx: Context) -> None:
     )  # fmt: skip
 
 
+# ============================================================================ small checkpoints
+
+
+def case_small(ctx: Context) -> None:
+    """Latency of saving an RL-sized checkpoint (5 folders, ~6.5 MB): cairn against torch.save+fsync."""
+    import torch
+
+    from bench.workload import SmallTree
+
+    tree = SmallTree()
+    nbytes = sum(tree.module_nbytes(n) for n in tree.modules)
+    written: list[str] = []
+
+    def setup(kind: str) -> Callable[[int], str]:
+        def s(r: int) -> str:
+            p = ctx.path("small", f"{kind}_{r}")
+            written.append(p)
+            return p
+
+        return s
+
+    def torch_save(p: str) -> None:
+        with open(p, "wb") as f:
+            torch.save(tree.get_state(), f)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def end_round(_r: int) -> None:
+        for p in written:
+            _rm(p)
+        written.clear()
+        os.sync()
+
+    methods = [
+        Method("torch.save+fsync", torch_save, setup("torch")),
+        Method("cairn save_to_path", lambda p: tree.save_to_path(p), setup("cairn")),
+    ]
+    interleave(methods, 15 if not ctx.quick else 7, warmup=2, log=ctx.log, end_round=end_round)
+    t, c = methods[0].median, methods[1].median
+    ctx.raw["small"] = {m.name: m.times for m in methods}
+    ctx.add(
+        Row("small", f"save a {nbytes / MB:.1f} MB, 5-folder checkpoint", f"{c * 1000:.1f} ms",
+            f"torch.save+fsync {t * 1000:.1f} ms", c / t)
+    )  # fmt: skip
+
+
 # ============================================================================ case 5: memory
 
 
@@ -482,8 +528,9 @@ def case_memory(ctx: Context) -> None:
     ):
         r = results[op]
         ratio = r["extra"] / state
+        shown = f"{r['extra'] / MB:.0f} MB" + (" (result is mmap-backed)" if r["extra"] < 0 else "")
         ctx.add(
-            Row("memory", label, f"{r['extra'] / MB:.0f} MB", f"state {state / MB:.0f} MB", ratio,
+            Row("memory", label, shown, f"state {state / MB:.0f} MB", ratio,
                 f"<= {limit:.3f}" if target else "", (ratio <= limit) if target else None, data=r)
         )  # fmt: skip
 
@@ -629,6 +676,7 @@ CASE_FUNCS: dict[str, Callable[[Context], None]] = {
     "partial": case_partial,
     "async": case_async,
     "incremental": case_incremental,
+    "small": case_small,
     "memory": case_memory,
     "import": case_import,
     "inspect": case_inspect,

@@ -205,3 +205,19 @@ class EightModules(cairn.Checkpointable):
 
     def module_nbytes(self, name: str) -> int:
         return self.modules[name].inner.nbytes
+
+
+PPO_LIKE_SPEC = [
+    ["pi.0.weight", [256, 4]], ["pi.0.bias", [256]], ["pi.1.weight", [256, 256]], ["pi.1.bias", [256]],
+    ["pi.out.weight", [2, 256]], ["pi.out.bias", [2]], ["vf.0.weight", [256, 4]], ["vf.0.bias", [256]],
+    ["vf.1.weight", [256, 256]], ["vf.1.bias", [256]], ["vf.out.weight", [1, 256]], ["vf.out.bias", [1]],
+]  # fmt: skip
+
+
+class SmallTree(EightModules):
+    """An RL-sized checkpoint: four small policy+value modules with Adam state (5 folders, ~6.5 MB)."""
+
+    def __init__(self, num_modules: int = 4, fill: bool = True) -> None:
+        self.module_params = num_modules
+        self.modules = {f"p{i}": Module(PPO_LIKE_SPEC, seed=i, fill=fill) for i in range(num_modules)}
+        self.iteration = 0
