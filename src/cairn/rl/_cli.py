@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import posixpath
 import sys
 import time
 from typing import TYPE_CHECKING, Any
+
+from cairn.rl.metrics_log import METRICS_FILE, MetricsLog, TensorBoardLog, jsonable
 
 if TYPE_CHECKING:
     from cairn.rl.algorithm import Algorithm
@@ -21,9 +22,6 @@ if TYPE_CHECKING:
     from cairn.rl.rl_module import RLModule
 
 __all__ = ["cmd_evaluate", "cmd_train", "register"]
-
-METRICS_FILE = "metrics.jsonl"
-"""Per-iteration metrics that ``cairn train`` appends under ``--checkpoint-dir``."""
 
 MODULE_PATH = ("learner_group", "learner", "rl_module")
 
@@ -36,7 +34,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         description=(
             "Train PPO on a gymnasium environment. --iterations is the total: with --resume, "
             "training goes on from the latest checkpoint in --checkpoint-dir until "
-            "training_iteration reaches it. Metrics go to DIR/metrics.jsonl."
+            "training_iteration reaches it. Each iteration's metrics are appended to "
+            "DIR/metrics.jsonl and, with the tensorboard package installed, to TensorBoard "
+            "event files in DIR; a resume drops what a killed run logged after its last checkpoint."
         ),
     )
     p.add_argument("--env", default=None, help="gymnasium id or multi:<id> (default CartPole-v1)")
@@ -75,31 +75,6 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 # ---------------------------------------------------------------------- train
-
-
-def _read_metrics_lines(path: str, up_to_iteration: int) -> list[str]:
-    if not os.path.exists(path):
-        return []
-    kept = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a crash
-            if int(row.get("training_iteration", 0)) <= up_to_iteration:
-                kept.append(line if line.endswith("\n") else line + "\n")
-    return kept
-
-
-def _jsonable(metrics: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in metrics.items():
-        if isinstance(value, bool | int | str):
-            out[key] = value
-        elif isinstance(value, float):
-            out[key] = value if math.isfinite(value) else None
-    return out
 
 
 def parse_settings(pairs: list[str], config_cls: type[Any]) -> dict[str, Any]:
@@ -198,43 +173,54 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise ValueError(str(err)) from err
     print(f"cairn train: {algo.config.env}, {how}", file=sys.stderr)
     manager = None
-    metrics_path = None
-    lines: list[str] = []
-    if args.checkpoint_dir is not None:
-        manager = CheckpointManager(
-            args.checkpoint_dir,
-            keep_last=args.keep_last,
-            keep_best=1,
-            metric="episode_return_mean",
-            mode="max",
-            async_save=True,
-        )
-        if "://" not in str(args.checkpoint_dir):
-            metrics_path = os.path.join(args.checkpoint_dir, METRICS_FILE)
-            lines = _read_metrics_lines(metrics_path, algo.training_iteration)
-            with open(metrics_path, "w", encoding="utf-8") as f:
-                f.writelines(lines)
-    use_bar = sys.stderr.isatty()
+    log: MetricsLog | None = None
+    board: TensorBoardLog | None = None
     bar: Any = None
-    if use_bar:
-        from tqdm import tqdm
-
-        bar = tqdm(
-            total=args.iterations,
-            initial=min(algo.training_iteration, args.iterations),
-            unit="it",
-            file=sys.stderr,
-            dynamic_ncols=True,
-        )
     results: dict[str, Any] = {}
     start = time.perf_counter()
     try:
+        if args.checkpoint_dir is not None:
+            manager = CheckpointManager(
+                args.checkpoint_dir,
+                keep_last=args.keep_last,
+                keep_best=1,
+                metric="episode_return_mean",
+                mode="max",
+                async_save=True,
+            )
+            if "://" in str(args.checkpoint_dir):
+                print(
+                    f"cairn train: no {METRICS_FILE} or TensorBoard events: they are written only when "
+                    "--checkpoint-dir is a local folder.",
+                    file=sys.stderr,
+                )
+            else:
+                log = MetricsLog(args.checkpoint_dir, start_iteration=algo.training_iteration)
+                board = TensorBoardLog.open(args.checkpoint_dir, start_iteration=algo.training_iteration)
+                if board is None:
+                    print(
+                        "cairn train: TensorBoard events are off (pip install 'cairn-rl[tensorboard]' to write them).",
+                        file=sys.stderr,
+                    )
+        use_bar = sys.stderr.isatty()
+        if use_bar:
+            from tqdm import tqdm
+
+            bar = tqdm(
+                total=args.iterations,
+                initial=min(algo.training_iteration, args.iterations),
+                unit="it",
+                file=sys.stderr,
+                dynamic_ncols=True,
+            )
         while algo.training_iteration < args.iterations:
+            began = time.perf_counter()
             results = algo.train()
             iteration = int(results["training_iteration"])
-            if metrics_path is not None:
-                with open(metrics_path, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(_jsonable(results)) + "\n")
+            if log is not None:
+                row = log.append(results, iteration_time_s=time.perf_counter() - began)
+                if board is not None:
+                    board.append(row)
             line = (
                 f"iter {iteration}/{args.iterations}  "
                 f"steps {results['num_env_steps_sampled_lifetime']}  "
@@ -247,7 +233,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             else:
                 print(line, file=sys.stderr, flush=True)
             if manager is not None and (iteration % args.checkpoint_every == 0 or iteration == args.iterations):
-                manager.save(algo, iteration, metrics=_jsonable(results))
+                manager.save(algo, iteration, metrics=jsonable(results))
         if manager is not None:
             manager.wait()
     finally:
@@ -255,6 +241,10 @@ def cmd_train(args: argparse.Namespace) -> int:
             bar.close()
         if manager is not None:
             manager.close()
+        if log is not None:
+            log.close()
+        if board is not None:
+            board.close()
         algo.stop()
     elapsed = time.perf_counter() - start
     summary = f"cairn train: iteration {algo.training_iteration}"

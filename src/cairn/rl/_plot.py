@@ -1,27 +1,66 @@
 """``cairn plot``: learning curves of ``cairn train`` runs.
 
 Reads ``RUN_DIR/metrics.jsonl`` (one JSON object per training iteration, as
-written by ``cairn train --checkpoint-dir RUN_DIR``) and draws the chosen
-metrics against env steps. A ``.svg`` output is written without any plotting
-library; other formats (``.png``, ``.pdf``) use matplotlib
+written by ``cairn train --checkpoint-dir RUN_DIR``; see
+:mod:`cairn.rl.metrics_log`) and draws metrics against env steps
+(``num_env_steps_sampled_lifetime``). By default the main panel is
+``episode_return_mean`` and smaller panels below show the PPO losses and the
+policy entropy (``learner/<module id>/policy_loss``, ``vf_loss``,
+``entropy``), one curve per run and module; several run folders go on one
+figure, one colour per run. ``--metric M`` (repeatable) chooses the panels
+instead: the first is the main one, and a name without an exact key matches
+every ``.../M`` key (``--metric entropy`` finds ``learner/p0/entropy`` and
+``learner/p1/entropy``).
+
+A ``.svg`` output is written without any plotting library; other formats
+(``.png``, the default, and ``.pdf``) use matplotlib
 (``pip install "cairn-rl[plot]"``). A one-line summary per run goes to stdout.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
+from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import escape
 
+from cairn.rl.metrics_log import METRICS_FILE, read_metrics
+
 __all__ = ["cmd_plot", "load_metrics", "register"]
 
-METRICS_FILE = "metrics.jsonl"
 X_KEY = "num_env_steps_sampled_lifetime"
-_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
+MAIN_METRIC = "episode_return_mean"
+SMALL_METRICS = ("policy_loss", "vf_loss", "entropy")
+_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+_STYLES = ["-", "--", ":", "-."]
+_SVG_DASHES = ["", "6,3", "2,2", "6,2,2,2"]
+
+Points = list[tuple[float, float]]
+
+
+@dataclass
+class Curve:
+    """One line of a panel: a run (by index) and, for per-module metrics, the module."""
+
+    run: int
+    module: str
+    points: Points
+
+
+@dataclass
+class Panel:
+    """One plot: a metric and its curves over all runs."""
+
+    metric: str
+    curves: list[Curve] = field(default_factory=list)
+
+    @property
+    def modules(self) -> list[str]:
+        """The distinct module labels of the curves, in first-seen order."""
+        return list(dict.fromkeys(c.module for c in self.curves))
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -29,69 +68,110 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     p = subparsers.add_parser(
         "plot",
         help="plot learning curves of training runs",
-        description="Plot metrics of cairn train runs (RUN_DIR/metrics.jsonl) against env steps.",
+        description=(
+            "Plot the learning curves of cairn train runs (RUN_DIR/metrics.jsonl) against env steps: "
+            "episode_return_mean in the main panel, the policy and value losses and the entropy "
+            "below. Several runs go on one figure, one colour each."
+        ),
     )
     p.add_argument("run_dir", nargs="+", help="a --checkpoint-dir of cairn train (or its metrics.jsonl)")
-    p.add_argument("-o", "--output", default=None, help="image file (default RUN_DIR/curves.png)")
+    p.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        help="image file: .png (default RUN_DIR/curves.png) or .pdf with matplotlib, .svg without",
+    )
     p.add_argument(
         "--metric",
         action="append",
         default=None,
-        help="metric to plot, repeatable (default episode_return_mean)",
+        help=(
+            "metric to plot instead of the defaults, repeatable; the first is the main panel; "
+            "a bare name such as entropy matches every learner/<module>/entropy"
+        ),
     )
     p.set_defaults(func=cmd_plot)
 
 
 def load_metrics(run: str) -> list[dict[str, Any]]:
-    """The rows of a run's ``metrics.jsonl`` (a folder or the file itself).
+    """The rows of a run's ``metrics.jsonl`` (a folder or the file itself), one per iteration.
+
+    See :func:`cairn.rl.metrics_log.read_metrics`.
 
     Raises:
         FileNotFoundError: No metrics file.
         ValueError: A line that is not JSON (other than a last line cut by a crash).
     """
-    path = os.path.join(run, METRICS_FILE) if os.path.isdir(run) else run
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"No {METRICS_FILE} in {run}: plot reads the metrics that "
-            "'cairn train --checkpoint-dir DIR' writes to DIR/metrics.jsonl."
-        )
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    rows = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            if number == len(lines):
-                break  # the last line of a run killed while writing it
-            raise ValueError(f"{path}, line {number}: not JSON ({err}).") from err
-    return rows
+    return read_metrics(run)
 
 
-def _series(rows: list[dict[str, Any]], metric: str) -> list[tuple[float, float]]:
+def _series(rows: list[dict[str, Any]], key: str) -> Points:
     points = []
     for i, row in enumerate(rows):
-        y = row.get(metric)
+        y = row.get(key)
         x = row.get(X_KEY, i)
         if isinstance(y, int | float) and math.isfinite(y) and isinstance(x, int | float):
             points.append((float(x), float(y)))
     return points
 
 
-def _write_svg(path: str, panels: list[tuple[str, dict[str, list[tuple[float, float]]]]]) -> None:
+def _curves(rows: list[dict[str, Any]], metric: str) -> dict[str, Points]:
+    """Module label -> points of ``metric``: the exact key (label ``""``), else every ``.../metric`` key."""
+    keys = {key for row in rows for key in row}
+    if metric in keys:
+        return {"": _series(rows, metric)}
+    suffix = "/" + metric
+    out: dict[str, Points] = {}
+    for key in sorted(k for k in keys if k.endswith(suffix)):
+        label = key[: -len(suffix)]
+        label = label.removeprefix("learner/").removeprefix("env_runner/")
+        out[label] = _series(rows, key)
+    return out
+
+
+def build_panels(runs: list[list[dict[str, Any]]], metrics: list[str], *, required: int) -> list[Panel]:
+    """The panels of ``metrics`` over ``runs`` (each a list of metrics rows).
+
+    Args:
+        runs: The rows of each run.
+        metrics: Metric names; the first is the main panel.
+        required: The first ``required`` metrics must have values in some run;
+            later ones without values are left out.
+
+    Raises:
+        ValueError: A required metric without values in any run.
+    """
+    panels = []
+    for index, metric in enumerate(metrics):
+        panel = Panel(metric)
+        for run_index, rows in enumerate(runs):
+            for module, points in _curves(rows, metric).items():
+                if points:
+                    panel.curves.append(Curve(run_index, module, points))
+        if panel.curves:
+            panels.append(panel)
+        elif index < required:
+            raise ValueError(f"No run has values of metric {metric!r}.")
+    return panels
+
+
+def _label(labels: list[str], curve: Curve, panel: Panel, *, with_run: bool) -> str:
+    parts = [labels[curve.run]] if with_run else []
+    if curve.module and len(panel.modules) > 1:
+        parts.append(curve.module)
+    return " ".join(parts)
+
+
+def _write_svg(path: str, panels: list[Panel], labels: list[str]) -> None:
     width, height, pad = 640, 300, 56
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
         f'height="{height * len(panels)}" font-family="sans-serif" font-size="11">',
         f'<rect width="{width}" height="{height * len(panels)}" fill="white"/>',
     ]
-    for index, (metric, runs) in enumerate(panels):
+    for index, panel in enumerate(panels):
         top = index * height
-        points = [p for series in runs.values() for p in series]
-        if not points:
-            continue
+        points = [p for curve in panel.curves for p in curve.points]
         x0, x1 = min(p[0] for p in points), max(p[0] for p in points)
         y0, y1 = min(p[1] for p in points), max(p[1] for p in points)
         x1, y1 = (x1 if x1 > x0 else x0 + 1), (y1 if y1 > y0 else y0 + 1)
@@ -106,74 +186,117 @@ def _write_svg(path: str, panels: list[tuple[str, dict[str, list[tuple[float, fl
             f'<rect x="{pad}" y="{top + pad}" width="{width - 2 * pad}" '
             f'height="{height - 2 * pad}" fill="none" stroke="#888"/>'
         )
-        parts.append(f'<text x="{pad}" y="{top + pad - 8}">{escape(metric)}</text>')
-        for value, anchor in ((y0, "end"), (y1, "end")):
-            parts.append(f'<text x="{pad - 4}" y="{sy(value) + 4:.1f}" text-anchor="{anchor}">{value:.4g}</text>')
+        parts.append(f'<text x="{pad}" y="{top + pad - 8}">{escape(panel.metric)}</text>')
+        for value in (y0, y1):
+            parts.append(f'<text x="{pad - 4}" y="{sy(value) + 4:.1f}" text-anchor="end">{value:.4g}</text>')
         for value in (x0, x1):
             parts.append(
                 f'<text x="{sx(value):.1f}" y="{top + height - pad + 14}" text-anchor="middle">{value:.4g}</text>'
             )
         parts.append(f'<text x="{width / 2}" y="{top + height - pad + 30}" text-anchor="middle">{X_KEY}</text>')
-        for color, (run, series) in zip(_COLORS * 10, runs.items(), strict=False):
-            if not series:
-                continue
-            coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in series)
+        modules = panel.modules
+        for curve in panel.curves:
+            color = _COLORS[curve.run % len(_COLORS)]
+            dash = _SVG_DASHES[modules.index(curve.module) % len(_SVG_DASHES)]
+            coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in curve.points)
+            dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
+            title = _label(labels, curve, panel, with_run=True)
             parts.append(
-                f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{coords}">'
-                f"<title>{escape(run)}</title></polyline>"
+                f'<polyline fill="none" stroke="{color}" stroke-width="1.5"{dash_attr} points="{coords}">'
+                f"<title>{escape(title)}</title></polyline>"
             )
     parts.append("</svg>")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(parts) + "\n")
 
 
-def _write_matplotlib(path: str, panels: list[tuple[str, dict[str, list[tuple[float, float]]]]]) -> None:
+def _write_matplotlib(path: str, panels: list[Panel], labels: list[str]) -> None:
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import EngFormatter
     except ImportError as err:
         raise ValueError(
             f"Writing {os.path.basename(path)} needs matplotlib ({err}). Run: "
             "pip install 'cairn-rl[plot]', or write an .svg (-o curves.svg), which needs nothing."
         ) from err
-    fig, axes = plt.subplots(len(panels), 1, figsize=(7, 3 * len(panels)), squeeze=False)
-    for ax, (metric, runs) in zip(axes[:, 0], panels, strict=True):
-        for run, series in runs.items():
-            if series:
-                ax.plot([p[0] for p in series], [p[1] for p in series], label=run)
-        ax.set_title(metric)
-        ax.set_xlabel(X_KEY)
+    small = panels[1:]
+    columns = max(1, min(3, len(small)))
+    small_rows = math.ceil(len(small) / columns)
+    fig = plt.figure(figsize=(9, 3.8 + 2.3 * small_rows), dpi=100)
+    grid = fig.add_gridspec(1 + small_rows, columns, height_ratios=[1.9] + [1.0] * small_rows)
+    axes = [fig.add_subplot(grid[0, :])]
+    axes += [fig.add_subplot(grid[1 + i // columns, i % columns]) for i in range(len(small))]
+    several_runs = len(labels) > 1
+    for index, (ax, panel) in enumerate(zip(axes, panels, strict=True)):
+        is_main = index == 0
+        bottom_row = is_main or (index - 1) // columns == small_rows - 1
+        modules = panel.modules
+        names = [_label(labels, curve, panel, with_run=is_main and several_runs) for curve in panel.curves]
+        for curve, name in zip(panel.curves, names, strict=True):
+            ax.plot(
+                [p[0] for p in curve.points],
+                [p[1] for p in curve.points],
+                color=_COLORS[curve.run % len(_COLORS)],
+                linestyle=_STYLES[modules.index(curve.module) % len(_STYLES)],
+                linewidth=1.6 if is_main else 1.1,
+                label=name or None,
+            )
+        ax.set_title(panel.metric, fontsize=11 if is_main else 9)
+        ax.xaxis.set_major_formatter(EngFormatter())
+        ax.tick_params(labelsize=9 if is_main else 7)
         ax.grid(alpha=0.3)
-        if len(runs) > 1:
-            ax.legend(fontsize=8)
+        if bottom_row:
+            ax.set_xlabel("env steps", fontsize=9 if is_main else 8)
+        if len(set(names)) > 1:
+            ax.legend(fontsize=8 if is_main else 6)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
 
 
+def _run_labels(runs: list[str]) -> list[str]:
+    """Short names for the runs: folder names, or the paths as given when those collide."""
+    names = []
+    for run in runs:
+        path = os.path.normpath(run)
+        if os.path.basename(path) == METRICS_FILE:
+            path = os.path.dirname(path) or "."
+        names.append(os.path.basename(os.path.abspath(path)))
+    if len(set(names)) == len(names):
+        return names
+    return [os.path.normpath(r) for r in runs]
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     """Handler of ``cairn plot``; returns the exit status."""
-    metrics: list[str] = args.metric or ["episode_return_mean"]
-    rows_by_run = {run: load_metrics(run) for run in args.run_dir}
-    panels = [(metric, {run: _series(rows, metric) for run, rows in rows_by_run.items()}) for metric in metrics]
-    for metric, runs in panels:
-        if not any(runs.values()):
-            raise ValueError(f"No run has values of metric {metric!r}.")
+    if args.metric:
+        metrics: list[str] = list(args.metric)
+        required = len(metrics)
+    else:
+        metrics, required = [MAIN_METRIC, *SMALL_METRICS], 1
+    rows_by_run = [load_metrics(run) for run in args.run_dir]
+    panels = build_panels(rows_by_run, metrics, required=required)
+    labels = _run_labels(args.run_dir)
     first = args.run_dir[0]
     output = args.output or os.path.join(first if os.path.isdir(first) else os.path.dirname(first) or ".", "curves.png")
     if output.lower().endswith(".svg"):
-        _write_svg(output, panels)
+        _write_svg(output, panels, labels)
     else:
-        _write_matplotlib(output, panels)
-    for run, rows in rows_by_run.items():
-        series = _series(rows, metrics[0])
+        _write_matplotlib(output, panels, labels)
+    main = panels[0]
+    for index, (run, rows) in enumerate(zip(args.run_dir, rows_by_run, strict=True)):
+        series = [c.points for c in main.curves if c.run == index]
         if series:
-            best = max(y for _, y in series)
+            last = series[0][-1]
+            best = max(y for s in series for _, y in s)
             print(
-                f"{run}: {len(rows)} iterations, {int(series[-1][0])} env steps, "
-                f"{metrics[0]} last {series[-1][1]:.4g}, best {best:.4g}"
+                f"{run}: {len(rows)} iterations, {int(last[0])} env steps, "
+                f"{main.metric} last {last[1]:.4g}, best {best:.4g}"
             )
+        else:
+            print(f"{run}: {len(rows)} iterations, no {main.metric}")
     print(f"wrote {output}", file=sys.stderr)
     return 0
