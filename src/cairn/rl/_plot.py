@@ -235,14 +235,17 @@ def _write_matplotlib(path: str, panels: list[Panel], labels: list[str]) -> None
         bottom_row = is_main or (index - 1) // columns == small_rows - 1
         modules = panel.modules
         names = [_label(labels, curve, panel, with_run=is_main and several_runs) for curve in panel.curves]
+        seen: set[str] = set()
         for curve, name in zip(panel.curves, names, strict=True):
+            shown = name if name and name not in seen else None  # one legend entry per name
+            seen.add(name)
             ax.plot(
                 [p[0] for p in curve.points],
                 [p[1] for p in curve.points],
                 color=_COLORS[curve.run % len(_COLORS)],
                 linestyle=_STYLES[modules.index(curve.module) % len(_STYLES)],
                 linewidth=1.6 if is_main else 1.1,
-                label=name or None,
+                label=shown,
             )
         ax.set_title(panel.metric, fontsize=11 if is_main else 9)
         ax.xaxis.set_major_formatter(EngFormatter())

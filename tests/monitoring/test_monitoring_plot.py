@@ -1,0 +1,102 @@
+"""``cairn plot``: a PNG of the learning curves (return, losses, entropy), several runs on one figure."""
+
+from __future__ import annotations
+
+import json
+import math
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cairn.cli import main as cairn_main
+
+
+def cairn(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cairn_main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _write_run(folder: Path, *, iterations: int, modules: tuple[str, ...], scale: float) -> Path:
+    """A metrics.jsonl shaped like cairn train's: a rising return, falling losses and entropy."""
+    folder.mkdir(parents=True)
+    rows = []
+    for i in range(1, iterations + 1):
+        row: dict[str, Any] = {
+            "training_iteration": i,
+            "num_env_steps_sampled_lifetime": 512 * i,
+            "episode_return_mean": scale * (500 - 480 * math.exp(-i / 15)) + 10 * math.sin(i),
+        }
+        for n, module in enumerate(modules):
+            row[f"learner/{module}/policy_loss"] = -0.01 * math.exp(-i / 20) + 0.002 * math.cos(i + n)
+            row[f"learner/{module}/vf_loss"] = 100 * math.exp(-i / 25) + n
+            row[f"learner/{module}/entropy"] = 0.69 - 0.2 * i / iterations - 0.05 * n
+        rows.append(row)
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def _read_png(path: Path) -> Any:
+    image = pytest.importorskip("matplotlib.image")
+    return image.imread(str(path))
+
+
+def test_png_of_several_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    a = _write_run(tmp_path / "seed_0", iterations=60, modules=("default_policy",), scale=1.0)
+    b = _write_run(tmp_path / "seed_1", iterations=40, modules=("default_policy",), scale=0.8)
+    out = tmp_path / "curves.png"
+    code, stdout, err = cairn(capsys, "plot", str(a), str(b), "-o", str(out))
+    assert code == 0, err
+    assert f"{a}: 60 iterations, 30720 env steps" in stdout and f"{b}: 40 iterations" in stdout
+
+    pixels = _read_png(out)
+    # 9 x 6.1 inches at 100 dpi: the return panel above a row of three small panels.
+    assert pixels.shape[:2] == (610, 900) and pixels.shape[2] in (3, 4)
+    rgb = pixels[..., :3]
+    assert float(rgb.var()) > 0.005, "the image is blank"
+    # Both run colours are drawn (tab:blue for the first run, the red for the second).
+    blue = ((abs(rgb[..., 0] - 0x1F / 255) < 0.06) & (abs(rgb[..., 2] - 0xB4 / 255) < 0.06)).sum()
+    red = ((abs(rgb[..., 0] - 0xD6 / 255) < 0.06) & (abs(rgb[..., 1] - 0x27 / 255) < 0.06)).sum()
+    assert blue > 500 and red > 500
+
+    # The default output is RUN_DIR/curves.png, of the first run.
+    code, _, err = cairn(capsys, "plot", str(a))
+    assert code == 0, err
+    assert (a / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_svg_panels_and_modules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _write_run(tmp_path / "multi", iterations=10, modules=("p0", "p1"), scale=1.0)
+    out = tmp_path / "curves.svg"
+    assert cairn(capsys, "plot", str(run), "-o", str(out))[0] == 0
+    lines = [e for e in ET.parse(out).iter() if e.tag.endswith("polyline")]
+    # One return curve, then policy_loss, vf_loss and entropy for each of the two modules.
+    assert len(lines) == 1 + 3 * 2
+    titles = [next(iter(e)).text for e in lines]
+    assert titles[1:3] == ["multi p0", "multi p1"]
+    assert all(len(e.attrib["points"].split()) == 10 for e in lines)
+
+    # --metric chooses the panels; a bare name matches every learner/<module>/<name>.
+    code, _, err = cairn(capsys, "plot", str(run), "-o", str(out), "--metric", "entropy")
+    assert code == 0, err
+    assert len([e for e in ET.parse(out).iter() if e.tag.endswith("polyline")]) == 2
+    code, _, err = cairn(capsys, "plot", str(run), "-o", str(out), "--metric", "entropy", "--metric", "nope")
+    assert code != 0 and "'nope'" in err and "Traceback" not in err
+
+
+def test_png_of_a_real_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    run = tmp_path / "run"
+    code, _, err = cairn(
+        capsys, "train", "--iterations", "3", "--checkpoint-dir", str(run), "--set", "rollout_length=64"
+    )
+    assert code == 0, err
+    out = tmp_path / "real.png"
+    code, stdout, err = cairn(capsys, "plot", str(run), "-o", str(out))
+    assert code == 0, err
+    assert "3 iterations, 768 env steps" in stdout
+    pixels = _read_png(out)
+    assert pixels.shape[:2] == (610, 900) and float(pixels[..., :3].var()) > 0.005
