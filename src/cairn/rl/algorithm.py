@@ -14,6 +14,11 @@ The env runner's own copy of the module is not saved (as in RLlib): the
 learner's module is the source of truth, and after every restore (full or partial, also with
 ``component=``) the algorithm copies the learner's weights to the env runners
 so they act with the restored weights at once.
+
+With remote env runners or learners (``num_env_runners > 0``, ``num_learners >
+1``, on Ray) the tree is the same; :meth:`Algorithm.save_to_path` and
+:meth:`Algorithm.restore_from_path` then let the actors write and read their
+own folders in parallel (:mod:`cairn.rl.distributed.checkpoint`).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
@@ -35,6 +40,9 @@ from cairn.rl.env_runner_group import EnvRunnerGroup
 from cairn.rl.learner_group import LearnerGroup
 from cairn.rl.multi_rl_module import DEFAULT_MODULE_ID
 from cairn.rl.rl_module import RLModule
+
+if TYPE_CHECKING:
+    from cairn.rl.distributed.checkpoint import RemotePart
 
 __all__ = ["Algorithm", "AlgorithmConfig"]
 
@@ -59,8 +67,9 @@ class AlgorithmConfig:
     minibatch shuffling. Same seed on CPU, same results, bit for bit."""
 
     num_env_runners: int = 0
-    """Number of env runners. 0 and 1 both mean one runner in this process; more
-    needs Ray (not supported yet)."""
+    """Number of remote env runners (Ray actors) that sample in parallel. 0: one
+    runner samples in this process. More than 0 needs Ray
+    (``pip install 'cairn-rl[ray]'``)."""
 
     num_envs_per_env_runner: int = 4
     """Vectorized environments (for ``"multi:"`` envs: env copies) per env runner."""
@@ -69,8 +78,15 @@ class AlgorithmConfig:
     """Steps each sub-environment takes per training iteration."""
 
     num_learners: int = 0
-    """Number of learners. 0 and 1 both mean one learner in this process; more needs
-    Ray (not supported yet)."""
+    """Number of learners. 0 and 1 both mean one learner in this process; more are
+    data-parallel Ray actors (``pip install 'cairn-rl[ray]'``)."""
+
+    num_cpus_per_env_runner: float = 0.0
+    """CPUs Ray reserves for each remote env runner. 0 lets any number of actors
+    share the machine; set 1 on a cluster so that Ray spreads them."""
+
+    num_cpus_per_learner: float = 0.0
+    """CPUs Ray reserves for each remote learner (see ``num_cpus_per_env_runner``)."""
 
     model_config: dict[str, Any] = field(default_factory=dict)
     """Overrides of ``cairn.rl.rl_module.DEFAULT_MODEL_CONFIG`` (hidden_sizes,
@@ -94,23 +110,27 @@ class AlgorithmConfig:
     are bit-for-bit reproducible for one thread count); ``None`` leaves it alone."""
 
     def validate(self) -> None:
-        """Raise ``ValueError`` (or ``NotImplementedError`` for Ray-only settings)
-        when a setting is out of range."""
+        """Raise ``ValueError`` when a setting is out of range, or asks for Ray and Ray is not installed."""
         for name in ("num_envs_per_env_runner", "rollout_length", "episode_return_window"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}.")
         if self.num_env_runners < 0 or self.num_learners < 0:
             raise ValueError("num_env_runners and num_learners must be >= 0.")
-        if self.num_env_runners > 1:
-            raise NotImplementedError(
-                f"num_env_runners={self.num_env_runners}: more than one env runner needs Ray, "
-                "which cairn.rl does not support yet (Ray support is coming); use 0 or 1."
-            )
-        if self.num_learners > 1:
-            raise NotImplementedError(
-                f"num_learners={self.num_learners}: more than one learner needs Ray, which "
-                "cairn.rl does not support yet (Ray support is coming); use 0 or 1."
-            )
+        if self.num_cpus_per_env_runner < 0 or self.num_cpus_per_learner < 0:
+            raise ValueError("num_cpus_per_env_runner and num_cpus_per_learner must be >= 0.")
+        if self.num_env_runners > 0 or self.num_learners > 1:
+            from cairn.rl.distributed._ray import RAY_EXTRA_HINT, ray_available
+
+            if not ray_available():
+                what = (
+                    f"num_env_runners={self.num_env_runners}"
+                    if self.num_env_runners > 0
+                    else f"num_learners={self.num_learners}"
+                )
+                raise ValueError(
+                    f"{what} runs env runners or learners as Ray actors, but Ray is not installed. "
+                    f"Install the extra: {RAY_EXTRA_HINT}, or use num_env_runners=0 and num_learners<=1."
+                )
 
 
 class Algorithm(Checkpointable, abc.ABC):
@@ -150,8 +170,8 @@ class Algorithm(Checkpointable, abc.ABC):
         return self.env_runner_group.local_env_runner
 
     def get_module(self, module_id: str = DEFAULT_MODULE_ID) -> RLModule:
-        """The learner's module ``module_id`` (the weights being trained)."""
-        return self.learner_group.learner.module[module_id]
+        """The learner's module ``module_id`` (the weights being trained; fetched when remote)."""
+        return self.learner_group.get_module(module_id)
 
     def train(self) -> dict[str, Any]:
         """Run one training iteration.
@@ -176,17 +196,47 @@ class Algorithm(Checkpointable, abc.ABC):
     def _sync_env_runners(self) -> None:
         """Spread the local runner's state and the learner's weights to the env runners."""
         self.env_runner_group.sync_local_state_to_others()
-        self.env_runner_group.sync_weights(self.learner_group.get_weights())
+        self.env_runner_group.sync_weights(self.learner_group.get_weights_ref())
 
     def stop(self) -> None:
-        """Release the environments."""
+        """Release the environments and stop the remote actors, if any."""
         self.env_runner_group.close()
+        self.learner_group.close()
 
     # ------------------------------------------------------------------ Checkpointable
 
     def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
         """``env_runner`` (the local runner) and ``learner_group``."""
         return [("env_runner", self.env_runner), ("learner_group", self.learner_group)]
+
+    def remote_checkpoint_parts(self) -> dict[str, RemotePart]:
+        """``{"env_runner": the remote runners}`` when there are some: runner 1 writes that folder."""
+        remote = self.env_runner_group.remote
+        return {"env_runner": remote} if remote is not None else {}
+
+    def _has_remote_parts(self) -> bool:
+        return self.env_runner_group.remote is not None or self.learner_group.remote is not None
+
+    def save_to_path(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        state: dict[str, Any] | None = None,
+        filesystem: Any = None,
+        allow_pickle: bool = False,
+    ) -> str:
+        """As :meth:`cairn.Checkpointable.save_to_path`.
+
+        With remote env runners or learners, each actor writes its own folder
+        straight to the storage, in parallel, and the driver commits the manifests
+        last (:func:`cairn.rl.distributed.checkpoint.save`); the tree is the same
+        as a local run's.
+        """
+        if state is None and self._has_remote_parts():
+            from cairn.rl.distributed import checkpoint
+
+            return checkpoint.save(self, path, filesystem=filesystem, allow_pickle=allow_pickle)
+        return super().save_to_path(path, state=state, filesystem=filesystem, allow_pickle=allow_pickle)
 
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
         """``training_iteration`` plus the states of the selected components."""
@@ -214,9 +264,16 @@ class Algorithm(Checkpointable, abc.ABC):
         """Restore as :meth:`cairn.Checkpointable.restore_from_path`, then sync the env runners.
 
         After a partial restore (``component="learner_group/learner/rl_module/p1"``)
-        the env runners act with the restored weights at once.
+        the env runners act with the restored weights at once. With remote env
+        runners or learners, the actors read their folders themselves, in parallel,
+        and nothing is applied anywhere until every part was read and verified.
         """
-        super().restore_from_path(path, component=component, filesystem=filesystem, allow_pickle=allow_pickle)
+        if self._has_remote_parts():
+            from cairn.rl.distributed import checkpoint
+
+            checkpoint.restore(self, path, component=component, filesystem=filesystem, allow_pickle=allow_pickle)
+        else:
+            super().restore_from_path(path, component=component, filesystem=filesystem, allow_pickle=allow_pickle)
         self._sync_env_runners()
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:

@@ -64,6 +64,25 @@ class Connector(Checkpointable):
         """No arguments by default."""
         return (), {}
 
+    # -------------------------------------------------- merging across env runners
+    #
+    # Several env runners each update their own copy of a connector's statistics. To
+    # merge them without counting the shared part twice, a connector keeps the
+    # statistics of the data it saw since it last reported (its *delta*); the group
+    # adds every runner's delta to the merged state (the *base*) and sends the result
+    # back. Stateless connectors have nothing to merge (``pop_delta`` returns None).
+
+    def pop_delta(self) -> dict[str, Any] | None:
+        """Statistics of the data seen since the last call (and forget them); None: nothing to merge."""
+        return None
+
+    def merge_delta(self, delta: Mapping[str, Any]) -> None:
+        """Add another runner's delta (from :meth:`pop_delta`) to this connector's statistics."""
+
+    def set_synced_state(self, state: dict[str, Any]) -> None:
+        """Take the group's merged ``state``, keeping the data seen since the last :meth:`pop_delta`."""
+        self.set_state(state)
+
 
 class MeanStdFilter(Connector):
     """Normalises observations by their running mean and standard deviation.
@@ -86,6 +105,8 @@ class MeanStdFilter(Connector):
         self.count = 0
         self.mean = np.zeros(self.shape, dtype=np.float64)
         self.m2 = np.zeros(self.shape, dtype=np.float64)
+        # Statistics of the data seen since the last pop_delta (not part of the state).
+        self._delta = _empty_stats(self.shape)
 
     @property
     def var(self) -> npt.NDArray[np.float64]:
@@ -101,10 +122,10 @@ class MeanStdFilter(Connector):
         n = batch64.shape[0]
         if n == 0:
             return
-        self.count, self.mean, self.m2 = _combine(
-            (self.count, self.mean, self.m2),
-            (n, batch64.mean(axis=0), ((batch64 - batch64.mean(axis=0)) ** 2).sum(axis=0)),
-        )
+        batch_mean = batch64.mean(axis=0)
+        batch_stats = (n, batch_mean, ((batch64 - batch_mean) ** 2).sum(axis=0))
+        self.count, self.mean, self.m2 = _combine((self.count, self.mean, self.m2), batch_stats)
+        self._delta = _combine(self._delta, batch_stats)
 
     def __call__(self, data: Array, *, update: bool = True) -> Array:
         """Update the statistics with ``data`` (when ``update``), then normalise it."""
@@ -139,6 +160,23 @@ class MeanStdFilter(Connector):
             )
         return {"count": count, "mean": mean, "m2": m2}
 
+    def pop_delta(self) -> dict[str, Any]:
+        """``{"count", "mean", "m2"}`` of the observations seen since the last call."""
+        count, mean, m2 = self._delta
+        self._delta = _empty_stats(self.shape)
+        return {"count": int(count), "mean": mean.copy(), "m2": m2.copy()}
+
+    def merge_delta(self, delta: Mapping[str, Any]) -> None:
+        """Combine another runner's delta into the statistics (exact, Chan et al.)."""
+        self.count, self.mean, self.m2 = _combine((self.count, self.mean, self.m2), _stats_of(delta, self.shape))
+
+    def set_synced_state(self, state: dict[str, Any]) -> None:
+        """Statistics := the group's merged ``state`` plus what this filter saw since it last reported."""
+        pending = self._delta
+        self.set_state(state)
+        self._delta = pending
+        self.count, self.mean, self.m2 = _combine((self.count, self.mean, self.m2), pending)
+
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
         """``{"count": int, "mean": float64 array, "m2": float64 array}`` (copies)."""
         return {"count": int(self.count), "mean": self.mean.copy(), "m2": self.m2.copy()}
@@ -161,10 +199,27 @@ class MeanStdFilter(Connector):
                 setattr(self, key, value.copy())
         if "count" in state:
             self.count = int(state["count"])
+        # A restored state starts a new timeline: data seen before it is not reported.
+        self._delta = _empty_stats(self.shape)
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((), {"shape": ..., "clip": ..., "epsilon": ...})``."""
         return (), {"shape": list(self.shape), "clip": self.clip, "epsilon": self.epsilon}
+
+
+_Stats = tuple[int, npt.NDArray[np.float64], npt.NDArray[np.float64]]
+
+
+def _empty_stats(shape: tuple[int, ...]) -> _Stats:
+    return 0, np.zeros(shape, dtype=np.float64), np.zeros(shape, dtype=np.float64)
+
+
+def _stats_of(state: Mapping[str, Any], shape: tuple[int, ...]) -> _Stats:
+    mean = np.asarray(state["mean"], dtype=np.float64)
+    m2 = np.asarray(state["m2"], dtype=np.float64)
+    if mean.shape != shape or m2.shape != shape:
+        raise ValueError(f"MeanStdFilter statistics of shape {mean.shape} cannot merge into a filter of shape {shape}.")
+    return int(state["count"]), mean, m2
 
 
 def _combine(
@@ -268,6 +323,37 @@ class ConnectorPipeline(Checkpointable):
     def set_state(self, state: dict[str, Any]) -> None:
         """Forward each connector's state; connectors missing from ``state`` are left as is."""
         self._set_components_state(state)
+
+    def pop_deltas(self) -> dict[str, dict[str, Any]]:
+        """Connector name -> delta (:meth:`Connector.pop_delta`) of each connector that has one.
+
+        Keyed by name, not position, so that merging never mixes up connectors,
+        whatever stateless connectors stand before a filter.
+        """
+        out: dict[str, dict[str, Any]] = {}
+        for connector in self.connectors:
+            delta = connector.pop_delta()
+            if delta is not None:
+                out[connector.name] = delta
+        return out
+
+    def merge_deltas(self, deltas: Mapping[str, Mapping[str, Any]]) -> None:
+        """Add deltas (connector name -> delta, from another pipeline's :meth:`pop_deltas`).
+
+        Raises:
+            ValueError: A delta for a connector this pipeline does not have.
+        """
+        names = [c.name for c in self.connectors]
+        for name, delta in deltas.items():
+            if name not in names:
+                raise ValueError(f"A delta for connector {name!r}, which this pipeline ({names}) does not have.")
+            self[name].merge_delta(delta)
+
+    def set_synced_states(self, state: Mapping[str, Any]) -> None:
+        """Take the group's merged states (connector name -> state, as :meth:`get_state` gives)."""
+        for connector in self.connectors:
+            if connector.name in state:
+                connector.set_synced_state(dict(state[connector.name]))
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``(([(class, kwargs), ...],), {})``."""

@@ -129,6 +129,8 @@ class EnvRunner(Checkpointable):
         self.num_agent_steps_sampled_lifetime = 0
         self.num_episodes_lifetime = 0
         self._episodes_this_iteration = 0
+        self.last_episodes: list[tuple[float, int, str]] = []
+        """(return, length, module id) of the episodes that ended in the last :meth:`sample`."""
         self.episodes_restarted = False
         self._module_slots = {
             module_id: np.array([i for i, m in enumerate(self.slot_modules) if m == module_id])
@@ -177,6 +179,7 @@ class EnvRunner(Checkpointable):
         trunc_buf = np.zeros((horizon, n), dtype=np.bool_)
         final_vf_buf = np.zeros((horizon, n), dtype=np.float32)
         self._episodes_this_iteration = 0
+        self.last_episodes = []
         for t in range(horizon):
             filtered = self.env_to_module(self._obs, update=True)
             obs_buf[t] = filtered
@@ -218,14 +221,73 @@ class EnvRunner(Checkpointable):
         return batches
 
     def _end_episode(self, slot: int) -> None:
-        episode_return = float(self._episode_returns[slot])
-        self._recent_returns.append(episode_return)
-        self._recent_lengths.append(int(self._episode_lengths[slot]))
-        self._recent_module_returns[self.slot_modules[slot]].append(episode_return)
-        self.num_episodes_lifetime += 1
-        self._episodes_this_iteration += 1
+        self._record_episode(
+            float(self._episode_returns[slot]), int(self._episode_lengths[slot]), self.slot_modules[slot]
+        )
         self._episode_returns[slot] = 0.0
         self._episode_lengths[slot] = 0
+
+    def _record_episode(self, episode_return: float, length: int, module_id: str) -> None:
+        self._recent_returns.append(episode_return)
+        self._recent_lengths.append(length)
+        if module_id in self._recent_module_returns:
+            self._recent_module_returns[module_id].append(episode_return)
+        self.num_episodes_lifetime += 1
+        self._episodes_this_iteration += 1
+        self.last_episodes.append((episode_return, length, module_id))
+
+    # ------------------------------------------------------------------ group bookkeeping
+
+    def sample_report(self) -> dict[str, Any]:
+        """What the group's driver needs from this runner after a :meth:`sample`.
+
+        The steps taken, the episodes that ended (in order) and the connectors'
+        deltas (statistics of the data seen since the last report, connector name
+        -> delta, per pipeline); small, whatever the size of the batches.
+        """
+        return {
+            "env_steps": self.num_envs * int(self.config.rollout_length),
+            "agent_steps": self.num_slots * int(self.config.rollout_length),
+            "episodes": list(self.last_episodes),
+            "connector_deltas": {
+                "env_to_module_connector": self.env_to_module.pop_deltas(),
+                "module_to_env_connector": self.module_to_env.pop_deltas(),
+            },
+        }
+
+    def begin_group_iteration(self) -> None:
+        """Start counting a new iteration's episodes (for a runner that keeps a group's totals)."""
+        self._episodes_this_iteration = 0
+        self.last_episodes = []
+
+    def absorb_sample_report(self, report: Mapping[str, Any]) -> None:
+        """Add another runner's :meth:`sample_report` to this runner's counters, windows and connectors.
+
+        The runner that keeps a group's totals (the local runner of a group of
+        remote runners) calls this for every remote runner after each round of
+        sampling, in runner order, so that the totals are deterministic.
+        """
+        self.num_env_steps_sampled_lifetime += int(report["env_steps"])
+        self.num_agent_steps_sampled_lifetime += int(report["agent_steps"])
+        for episode_return, length, module_id in report["episodes"]:
+            self._record_episode(float(episode_return), int(length), str(module_id))
+        deltas = report["connector_deltas"]
+        self.env_to_module.merge_deltas(deltas.get("env_to_module_connector", {}))
+        self.module_to_env.merge_deltas(deltas.get("module_to_env_connector", {}))
+
+    def get_connector_states(self) -> dict[str, Any]:
+        """The states of both connector pipelines, by component name."""
+        return {
+            "env_to_module_connector": self.env_to_module.get_state(),
+            "module_to_env_connector": self.module_to_env.get_state(),
+        }
+
+    def set_synced_connector_states(self, states: Mapping[str, Any]) -> None:
+        """Take the group's merged connector states (as :meth:`get_connector_states` gives)."""
+        if "env_to_module_connector" in states:
+            self.env_to_module.set_synced_states(states["env_to_module_connector"])
+        if "module_to_env_connector" in states:
+            self.module_to_env.set_synced_states(states["module_to_env_connector"])
 
     def get_metrics(self) -> dict[str, float | int]:
         """Episode and counter metrics (NaN means: no episode has ended yet)."""

@@ -1,12 +1,17 @@
-"""EnvRunnerGroup: the env runners of an algorithm; one local EnvRunner for now.
+"""EnvRunnerGroup: the env runners of an algorithm, local or on Ray.
 
-The algorithm's checkpoint component ``env_runner`` is the local runner.
-Before a save the group merges connector statistics of all runners into the
-local one (:meth:`sync_connector_states_to_local`); after a restore it
-spreads the local runner's state and the learner's weights to all runners
-(:meth:`sync_local_state_to_others`, :meth:`sync_weights`). With one local
-runner these are no-ops beyond the weight copy; a Ray version implements the
-same methods with remote actors.
+The group always has a local :class:`~cairn.rl.env_runner.EnvRunner`, the
+algorithm's ``env_runner`` checkpoint component. With ``num_env_runners=0``
+it is the one runner and samples in this process. With ``num_env_runners=N >
+0`` there are N remote runners, Ray actors
+(:class:`~cairn.rl.distributed.env_runners.RemoteEnvRunners`), which sample in
+parallel, and the local runner does not sample: it keeps the group's totals
+(lifetime counters, recent episode returns) and the merged connector states.
+
+The interface is the same either way: :meth:`sample`, :meth:`get_metrics`,
+:meth:`sync_weights` (versioned broadcasts), :meth:`sync_connector_states_to_local`
+(merge the runners' connector statistics into the local runner) and
+:meth:`sync_local_state_to_others` (spread the merged states back).
 """
 
 from __future__ import annotations
@@ -18,53 +23,73 @@ from cairn.rl.env_runner import EnvRunner, SampleBatch
 
 if TYPE_CHECKING:
     from cairn.rl.algorithm import AlgorithmConfig
+    from cairn.rl.distributed.env_runners import RemoteEnvRunners
 
 __all__ = ["EnvRunnerGroup"]
 
 
 class EnvRunnerGroup:
-    """A group of env runners (one local runner).
+    """A group of env runners: one local runner, plus ``num_env_runners`` Ray actors when > 0.
 
     Args:
-        config: The algorithm config; ``num_env_runners`` must be 0 or 1 (both
-            mean one runner in this process).
+        config: The algorithm config.
 
     Raises:
-        NotImplementedError: ``num_env_runners`` > 1 (needs Ray, not supported yet).
+        ValueError: ``num_env_runners`` > 0 and Ray is not installed (the message
+            says ``pip install 'cairn-rl[ray]'``).
     """
 
     def __init__(self, config: AlgorithmConfig) -> None:
-        if config.num_env_runners > 1:
-            raise NotImplementedError(
-                f"num_env_runners={config.num_env_runners}: more than one env runner needs Ray, "
-                "which cairn.rl does not support yet (Ray support is coming); use 0 or 1."
-            )
         self.config = config
         self.local_env_runner = EnvRunner(config, worker_index=0)
+        self.remote: RemoteEnvRunners | None = None
+        if int(config.num_env_runners) > 0:
+            from cairn.rl.distributed.env_runners import RemoteEnvRunners
+
+            self.remote = RemoteEnvRunners(config, self.local_env_runner)
 
     @property
     def num_env_runners(self) -> int:
-        """How many runners sample (always 1 local runner for now)."""
-        return 1
+        """How many runners sample (the remote ones, or the one local runner)."""
+        return len(self.remote.actors) if self.remote is not None else 1
 
     def sample(self) -> list[dict[str, SampleBatch]]:
-        """One rollout from each runner: a list of module id -> batch."""
+        """One rollout from each sampling runner (in parallel when remote): a list of module id -> batch."""
+        if self.remote is not None:
+            return self.remote.sample()
         return [self.local_env_runner.sample()]
 
     def get_metrics(self) -> dict[str, float | int]:
-        """Episode and counter metrics over all runners."""
+        """Episode and counter metrics over all runners (the local runner keeps the totals)."""
         return self.local_env_runner.get_metrics()
 
-    def sync_weights(self, weights: Mapping[str, Any]) -> None:
-        """Load module weights (module id -> RLModule state) into every runner."""
+    def sync_weights(self, weights: Mapping[str, Any] | Any) -> None:
+        """Load module weights (module id -> RLModule state) into every sampling runner.
+
+        ``weights`` may also be a Ray object reference to such a dict (what a remote
+        learner group hands out), so that the weights never pass through the driver.
+        """
+        if self.remote is not None:
+            self.remote.sync_weights(weights)
+            return
+        if not isinstance(weights, Mapping):
+            import ray
+
+            weights = ray.get(weights)
         self.local_env_runner.set_weights(weights)
 
     def sync_connector_states_to_local(self) -> None:
         """Merge the connector statistics of all runners into the local runner."""
+        if self.remote is not None:
+            self.remote.collect_connector_deltas()
 
     def sync_local_state_to_others(self) -> None:
-        """Copy the local runner's connector state and counters to all other runners."""
+        """Send the local runner's (merged) connector states to every remote runner."""
+        if self.remote is not None:
+            self.remote.sync_connector_states()
 
     def close(self) -> None:
-        """Close every runner's environments."""
+        """Close every runner's environments; stop the remote runners."""
+        if self.remote is not None:
+            self.remote.close()
         self.local_env_runner.close()

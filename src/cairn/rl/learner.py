@@ -159,7 +159,7 @@ class Learner(Checkpointable):
         for _ in range(int(config.num_epochs)):
             order = torch.randperm(size, generator=self._generator)
             for start in range(0, size, int(config.minibatch_size)):
-                idx = order[start : start + int(config.minibatch_size)]
+                idx = self._local_indices(order[start : start + int(config.minibatch_size)])
                 stats = self._minibatch_step(module, optimizer, {k: v[idx] for k, v in data.items()})
                 for name, value in stats.items():
                     sums[name] = sums.get(name, 0.0) + value
@@ -179,6 +179,22 @@ class Learner(Checkpointable):
         metrics["num_module_steps_trained_lifetime"] = float(self.num_module_steps_trained_lifetime[module_id])
         return metrics
 
+    # Hooks of data-parallel learners (cairn.rl.distributed); a single learner uses
+    # the whole minibatch, normalizes over it and keeps its own gradients.
+
+    def _local_indices(self, indices: torch.Tensor) -> torch.Tensor:
+        """The rows of a minibatch (indices into the batch) this learner computes on."""
+        return indices
+
+    def _normalize_advantages(self, advantages: torch.Tensor) -> torch.Tensor:
+        """Advantages normalized over the minibatch (unchanged when it has one row)."""
+        if advantages.numel() <= 1:
+            return advantages
+        return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+    def _reduce_gradients(self, module: RLModule, num_rows: int) -> None:
+        """Combine this learner's gradients (of ``num_rows`` rows) with the other learners'."""
+
     def _minibatch_step(
         self, module: RLModule, optimizer: torch.optim.Optimizer, mb: Mapping[str, torch.Tensor]
     ) -> dict[str, float]:
@@ -191,8 +207,8 @@ class Learner(Checkpointable):
             clip_fraction = ((ratio - 1.0).abs() > config.clip_param).float().mean()
 
         advantages = mb["advantages"].to(torch.float32)
-        if config.normalize_advantages and advantages.numel() > 1:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        if config.normalize_advantages:
+            advantages = self._normalize_advantages(advantages)
         surrogate = torch.max(
             -advantages * ratio,
             -advantages * torch.clamp(ratio, 1.0 - config.clip_param, 1.0 + config.clip_param),
@@ -204,6 +220,7 @@ class Learner(Checkpointable):
 
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]
+        self._reduce_gradients(module, int(mb["obs"].shape[0]))
         if config.max_grad_norm is not None:
             grad_norm = torch.nn.utils.clip_grad_norm_(module.parameters(), config.max_grad_norm)
         else:

@@ -1,0 +1,324 @@
+"""Env runners as Ray actors, behind :class:`~cairn.rl.env_runner_group.EnvRunnerGroup`.
+
+The group keeps one local :class:`~cairn.rl.env_runner.EnvRunner` in the
+driver that does not sample: it holds the group's totals (lifetime counters,
+the window of recent episode returns) and the merged connector states, and it
+is the algorithm's ``env_runner`` checkpoint component (so the tree is the
+same as without Ray). The remote runners (worker indices 1..N) sample in
+parallel. After each round each one reports the steps it took, the episodes
+that ended and its connectors' *deltas* (the statistics of the data it saw
+since its last report); the local runner adds them up in runner order, and
+the merged states go back to every runner with the next weights. A
+``MeanStdFilter`` thus normalizes with the statistics of all runners' data,
+counted once, whatever connectors stand before it (merging goes by name).
+
+Weights go out versioned: the driver puts them in the object store once and
+passes the same reference to every runner with a version number that grows
+with each broadcast; a runner ignores a version older than the one it holds,
+and calls from the driver to an actor run in the order they were made, so a
+stale broadcast can never land after a newer one. Every ``sample`` reports
+the weights version it acted with.
+
+Checkpoints: runner 1 writes the ``env_runner`` folder itself (its RNG and
+environments, so its episodes resume; the group's counters, episode windows
+and merged connector states, which the driver passes along). On restore every
+runner reads that folder in parallel; runner 1 takes all of it, the others
+take the connector states and keep their own environments and RNGs (two
+runners never replay the same episodes).
+
+A runner that dies is replaced on the group's next ``sample`` (same worker
+index, fresh environments, the group's connector states and the latest
+weights); the others go on as they were.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from cairn.rl.distributed._ray import actor_label, get_all, init_ray
+from cairn.rl.distributed.checkpoint import Waiter, load_component, write_component
+from cairn.rl.env_runner import EnvRunner, SampleBatch
+
+if TYPE_CHECKING:
+    from cairn import _engine
+    from cairn.manifest import FileEntry
+    from cairn.rl.algorithm import AlgorithmConfig
+    from cairn.storage.base import Storage
+
+__all__ = ["EnvRunnerActor", "RemoteEnvRunners"]
+
+CHECKPOINT_WRITER_INDEX = 1
+"""The worker index of the remote runner that writes (and fully restores) ``env_runner/``."""
+
+
+class EnvRunnerActor:
+    """The body of one remote env runner (run as a Ray actor).
+
+    Args:
+        config: The algorithm's config.
+        worker_index: This runner's index (1..N); seeds differ per index.
+    """
+
+    def __init__(self, config: AlgorithmConfig, worker_index: int) -> None:
+        import torch
+
+        if config.num_torch_threads is not None:
+            torch.set_num_threads(int(config.num_torch_threads))
+        self.runner = EnvRunner(config, worker_index=worker_index)
+        self.weights_version = -1
+        self._pending: tuple[Any, Any, str] | None = None
+        self._save_delay_s = 0.0
+
+    def ping(self) -> int:
+        """The worker index (a liveness check)."""
+        return self.runner.worker_index
+
+    def set_weights(self, version: int, weights: Mapping[str, Any]) -> int:
+        """Load ``weights`` unless this runner already holds a newer version; return the version held."""
+        if version > self.weights_version:
+            self.runner.set_weights(weights)
+            self.weights_version = version
+        return self.weights_version
+
+    def set_connector_states(self, states: Mapping[str, Any]) -> None:
+        """Take the group's merged connector states (keeping data not yet reported)."""
+        self.runner.set_synced_connector_states(states)
+
+    def sample(self) -> tuple[dict[str, SampleBatch], dict[str, Any]]:
+        """One rollout, and the report for the group (with the weights version used)."""
+        batches = self.runner.sample()
+        report = self.runner.sample_report()
+        report["weights_version"] = self.weights_version
+        return batches, report
+
+    def pop_connector_deltas(self) -> dict[str, Any]:
+        """The connectors' deltas (data seen since the last report), without sampling."""
+        return dict(self.runner.sample_report()["connector_deltas"])
+
+    def get_connector_states(self) -> dict[str, Any]:
+        """Both pipelines' states (for tests and inspection)."""
+        return self.runner.get_connector_states()
+
+    def get_module_state(self) -> tuple[int, dict[str, Any]]:
+        """``(weights version, module id -> RLModule state)`` of the inference copy."""
+        return self.weights_version, self.runner.module.get_state()
+
+    def get_state(self) -> dict[str, Any]:
+        """The runner's full state."""
+        return self.runner.get_state()
+
+    def inject_save_delay(self, seconds: float) -> None:
+        """Fault injection for tests: make the next checkpoint write wait ``seconds`` first."""
+        self._save_delay_s = float(seconds)
+
+    def save(
+        self,
+        storage: Storage,
+        folder: str,
+        *,
+        staging_root: str,
+        allow_pickle: bool,
+        overrides: Mapping[str, Any],
+    ) -> FileEntry:
+        """Write the ``env_runner`` folder (with the group's totals in ``overrides``)."""
+        if self._save_delay_s:
+            delay, self._save_delay_s = self._save_delay_s, 0.0
+            time.sleep(delay)
+        return write_component(
+            self.runner,
+            storage,
+            folder,
+            staging_root=staging_root,
+            allow_pickle=allow_pickle,
+            where="env_runner",
+            state_overrides=overrides,
+        )
+
+    def load(self, reader: _engine.FolderReader, *, component: str | None, allow_pickle: bool) -> None:
+        """Read and verify the folder; keep it until :meth:`apply_loaded` or :meth:`drop_loaded`."""
+        self._pending = load_component(
+            self.runner, reader, component=component, allow_pickle=allow_pickle, where="env_runner"
+        )
+
+    def apply_loaded(self) -> None:
+        """Apply what :meth:`load` read: all of it for the checkpoint's runner, else the connectors only."""
+        from cairn import _engine
+
+        if self._pending is None:
+            return
+        target, loaded, label = self._pending
+        self._pending = None
+        if self.runner.worker_index != CHECKPOINT_WRITER_INDEX and target is self.runner:
+            # Only the connectors: another runner's RNG and episodes would duplicate its data.
+            loaded = _engine.LoadedFolder({}, loaded.children)
+            _engine.apply_loaded(self.runner, loaded, label)
+            return
+        _engine.apply_loaded(target, loaded, label)
+
+    def drop_loaded(self) -> None:
+        """Forget what :meth:`load` read."""
+        self._pending = None
+
+
+class RemoteEnvRunners:
+    """``num_env_runners`` remote env runners; the remote half of an ``EnvRunnerGroup``.
+
+    Args:
+        config: The algorithm's config (``num_env_runners`` > 0).
+        local: The group's local runner, which keeps the totals and merged states.
+    """
+
+    def __init__(self, config: AlgorithmConfig, local: EnvRunner) -> None:
+        self._ray = init_ray(f"num_env_runners={config.num_env_runners}")
+        self.config = config
+        self.local = local
+        self._actor_cls = self._ray.remote(num_cpus=float(config.num_cpus_per_env_runner))(EnvRunnerActor)
+        self.actors: list[Any] = [self._make_actor(i) for i in range(1, int(config.num_env_runners) + 1)]
+        self.weights_version = 0
+        self._weights_ref: Any = None
+        self._pending: list[tuple[str, Any]] = []
+        self.last_weights_versions: list[int] = []
+        get_all(self._ray, [(self.label(i), a.ping.remote()) for i, a in enumerate(self.actors)], doing="starting")
+
+    def _make_actor(self, worker_index: int) -> Any:
+        return self._actor_cls.remote(self.config, worker_index)
+
+    def label(self, position: int) -> str:
+        """How messages name the runner at ``position`` (0-based; its worker index is position + 1)."""
+        return actor_label("env runner", position + 1, self.actors[position])
+
+    # ------------------------------------------------------------------ the group's work
+
+    def _flush(self, doing: str) -> None:
+        """Wait for the broadcasts in flight, so that their errors are not lost."""
+        pending, self._pending = self._pending, []
+        get_all(self._ray, pending, doing=doing)
+
+    def replace_dead(self) -> list[int]:
+        """Replace runners that died by fresh ones with the group's state; return their worker indices."""
+        replaced: list[int] = []
+        for position, actor in enumerate(self.actors):
+            try:
+                self._ray.get(actor.ping.remote())
+            except self._ray.exceptions.RayActorError:
+                self.actors[position] = self._make_actor(position + 1)
+                replaced.append(position + 1)
+        if replaced:
+            self._pending = []  # broadcasts to dead actors are moot; the new ones get the latest
+            self.sync_connector_states(only=[i - 1 for i in replaced])
+            if self._weights_ref is not None:
+                for index in replaced:
+                    self.actors[index - 1].set_weights.remote(self.weights_version, self._weights_ref)
+        return replaced
+
+    def sample(self) -> list[dict[str, SampleBatch]]:
+        """Sample on every runner in parallel; fold their reports into the local runner."""
+        try:
+            self._flush("receiving weights")
+        except Exception:
+            self.replace_dead()
+        refs = [(self.label(i), a.sample.remote()) for i, a in enumerate(self.actors)]
+        try:
+            results = get_all(self._ray, refs, doing="sampling")
+        except Exception:
+            if not self.replace_dead():
+                raise
+            results = get_all(
+                self._ray, [(self.label(i), a.sample.remote()) for i, a in enumerate(self.actors)], doing="sampling"
+            )
+        self.local.begin_group_iteration()
+        batches: list[dict[str, SampleBatch]] = []
+        self.last_weights_versions = []
+        for runner_batches, report in results:
+            self.local.absorb_sample_report(report)
+            self.last_weights_versions.append(int(report["weights_version"]))
+            batches.append(runner_batches)
+        return batches
+
+    def sync_weights(self, weights: Any) -> None:
+        """Broadcast ``weights`` (a dict, or an object reference to one) as the next version.
+
+        The weights are put in the object store once; every runner gets the same
+        reference. The calls are not waited for here (the next operation on the
+        runners does), but they run before anything the driver asks afterwards.
+        """
+        ref = weights if isinstance(weights, self._ray.ObjectRef) else self._ray.put(dict(weights))
+        self.weights_version += 1
+        self._weights_ref = ref
+        self._pending.extend(
+            (self.label(i), a.set_weights.remote(self.weights_version, ref)) for i, a in enumerate(self.actors)
+        )
+
+    def sync_connector_states(self, *, only: list[int] | None = None) -> None:
+        """Send the local runner's (merged) connector states to every runner (or those at ``only``)."""
+        ref = self._ray.put(self.local.get_connector_states())
+        positions = range(len(self.actors)) if only is None else only
+        self._pending.extend((self.label(i), self.actors[i].set_connector_states.remote(ref)) for i in positions)
+
+    def collect_connector_deltas(self) -> None:
+        """Fold every runner's connector deltas (data not yet reported) into the local runner."""
+        self._flush("receiving weights")
+        refs = [(self.label(i), a.pop_connector_deltas.remote()) for i, a in enumerate(self.actors)]
+        for deltas in get_all(self._ray, refs, doing="reporting connector statistics"):
+            self.local.env_to_module.merge_deltas(deltas.get("env_to_module_connector", {}))
+            self.local.module_to_env.merge_deltas(deltas.get("module_to_env_connector", {}))
+
+    def get_module_states(self) -> list[tuple[int, dict[str, Any]]]:
+        """``(weights version, module states)`` of every runner, in order."""
+        self._flush("receiving weights")
+        refs = [(self.label(i), a.get_module_state.remote()) for i, a in enumerate(self.actors)]
+        return get_all(self._ray, refs, doing="reporting weights")
+
+    def get_connector_states(self) -> list[dict[str, Any]]:
+        """Every runner's connector states, in order."""
+        self._flush("receiving weights")
+        refs = [(self.label(i), a.get_connector_states.remote()) for i, a in enumerate(self.actors)]
+        return get_all(self._ray, refs, doing="reporting connector states")
+
+    def close(self) -> None:
+        """Kill the actors."""
+        for actor in self.actors:
+            with contextlib.suppress(Exception):  # already gone
+                self._ray.kill(actor)
+        self.actors = []
+        self._pending = []
+
+    # ------------------------------------------------------------------ checkpoint part
+
+    @property
+    def restore_locally(self) -> bool:
+        """The local runner (group totals, merged connectors) is restored by the driver too."""
+        return True
+
+    def start_save(self, storage: Storage, folder: str, *, staging_root: str, allow_pickle: bool) -> Waiter:
+        """Runner 1 writes ``env_runner/`` with the group's totals and merged connector states."""
+        # The driver merged the deltas (Algorithm.get_state); send the merged states first.
+        self.sync_connector_states()
+        self._flush("receiving connector states")
+        local_state = self.local.get_state(components=[])
+        overrides = {"counters": local_state["counters"], "episodes": local_state["episodes"]}
+        position = CHECKPOINT_WRITER_INDEX - 1
+        actor = self.actors[position]
+        ref = actor.save.remote(
+            storage, folder, staging_root=staging_root, allow_pickle=allow_pickle, overrides=overrides
+        )
+        label = self.label(position)
+        return lambda: get_all(self._ray, [(label, ref)], doing="writing its part of a checkpoint")[0]
+
+    def start_load(self, reader: _engine.FolderReader, *, component: str | None, allow_pickle: bool) -> Waiter:
+        """Every runner reads and verifies the folder, in parallel."""
+        self._flush("receiving weights")
+        refs = [
+            (self.label(i), a.load.remote(reader, component=component, allow_pickle=allow_pickle))
+            for i, a in enumerate(self.actors)
+        ]
+        return lambda: get_all(self._ray, refs, doing="reading its part of a checkpoint")
+
+    def finish_load(self, *, apply: bool) -> None:
+        """Apply (or drop) what every runner read."""
+        method = "apply_loaded" if apply else "drop_loaded"
+        refs = [(self.label(i), getattr(a, method).remote()) for i, a in enumerate(self.actors)]
+        get_all(self._ray, refs, doing="applying a restored checkpoint")

@@ -1,0 +1,377 @@
+"""Data-parallel learners as Ray actors, behind :class:`~cairn.rl.learner_group.LearnerGroup`.
+
+Each of the ``num_learners`` actors holds a full :class:`DataParallelLearner`
+and joins one ``torch.distributed`` process group (gloo, over TCP on
+127.0.0.1 when all actors share this machine). An update goes like this:
+
+- the driver puts the batch in the object store once; every learner gets the
+  same reference (numpy arrays are read from shared memory, not copied);
+- every learner draws the same minibatch permutation (the learners' shuffling
+  generators are in the same state) and computes the loss on its share of each
+  minibatch (rows ``rank::world_size``); advantages are normalized with the
+  minibatch's global mean and standard deviation (one all-reduce);
+- the gradients, weighted by each learner's row count, are summed with one
+  all-reduce and divided by the minibatch size: every learner obtains the
+  gradient of the whole minibatch's loss, clips it and steps Adam.
+
+So the learners' weights, optimizer states, generators and counters stay
+identical (a test checks it bit for bit), and a checkpoint holds learner 0's
+state, which restores into any number of learners. The metrics returned are
+learner 0's (the losses of its share of the data).
+
+If a learner dies, the process group cannot go on; the group rebuilds all
+learners on its next update from the state of a surviving one (or raises
+when none survives: restore a checkpoint then).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import socket
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from cairn.errors import CheckpointError
+from cairn.rl.distributed._ray import actor_label, get_all, init_ray
+from cairn.rl.distributed.checkpoint import Waiter, load_component, write_component
+from cairn.rl.learner import Learner, TrainBatch
+from cairn.rl.rl_module import RLModule, RLModuleSpec
+
+if TYPE_CHECKING:
+    from cairn import _engine
+    from cairn.manifest import FileEntry
+    from cairn.rl.ppo import PPOConfig
+    from cairn.storage.base import Storage
+
+__all__ = ["DataParallelLearner", "LearnerActor", "RemoteLearners"]
+
+
+class DataParallelLearner(Learner):
+    """A :class:`~cairn.rl.learner.Learner` that computes on its share of each minibatch.
+
+    ``torch.distributed`` must be initialized in this process (gloo backend).
+
+    Args:
+        config: The PPO config.
+        module_specs: Module id -> spec.
+        rank: This learner's rank.
+        world_size: The number of learners.
+    """
+
+    def __init__(
+        self, config: PPOConfig, module_specs: Mapping[str, RLModuleSpec], *, rank: int, world_size: int
+    ) -> None:
+        super().__init__(config, module_specs)
+        self.rank = int(rank)
+        self.world_size = int(world_size)
+
+    def _local_indices(self, indices: torch.Tensor) -> torch.Tensor:
+        """Rows ``rank::world_size`` of the minibatch."""
+        return indices[self.rank :: self.world_size]
+
+    def _normalize_advantages(self, advantages: torch.Tensor) -> torch.Tensor:
+        """Normalize with the mean and (unbiased) std of the whole minibatch, over all learners."""
+        import torch.distributed as dist
+
+        a64 = advantages.to(torch.float64)
+        moments = torch.stack([torch.tensor(float(a64.numel()), dtype=torch.float64), a64.sum(), (a64 * a64).sum()])
+        dist.all_reduce(moments)
+        n, total, total_sq = (float(x) for x in moments)
+        if n <= 1:
+            return advantages
+        mean = total / n
+        var = max(0.0, (total_sq - n * mean * mean) / (n - 1))
+        return (advantages - mean) / (math.sqrt(var) + 1e-8)
+
+    def _reduce_gradients(self, module: RLModule, num_rows: int) -> None:
+        """Every learner's gradient := the gradient of the whole minibatch's mean loss."""
+        import torch.distributed as dist
+
+        params = [p for p in module.parameters() if p.requires_grad]
+        grads = [
+            p.grad.reshape(-1) * float(num_rows)
+            if p.grad is not None and num_rows > 0
+            else torch.zeros(p.numel(), dtype=p.dtype)
+            for p in params
+        ]
+        flat = torch.cat([*grads, torch.tensor([float(num_rows)], dtype=params[0].dtype)])
+        dist.all_reduce(flat)
+        total = float(flat[-1])
+        offset = 0
+        for p in params:
+            n = p.numel()
+            p.grad = (flat[offset : offset + n] / max(total, 1.0)).reshape(p.shape).clone()
+            offset += n
+
+    def _minibatch_step(
+        self, module: RLModule, optimizer: torch.optim.Optimizer, mb: Mapping[str, torch.Tensor]
+    ) -> dict[str, float]:
+        """As the base class; a learner with no rows of this minibatch still joins the all-reduces."""
+        if int(mb["obs"].shape[0]) > 0:
+            return super()._minibatch_step(module, optimizer, mb)
+        # No rows here: contribute nothing, but take part in every collective and the step.
+        if self.config.normalize_advantages:
+            self._normalize_advantages(torch.zeros(0, dtype=torch.float32))
+        optimizer.zero_grad(set_to_none=True)
+        self._reduce_gradients(module, 0)
+        if self.config.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(module.parameters(), self.config.max_grad_norm)
+        optimizer.step()
+        return {}
+
+
+class LearnerActor:
+    """The body of one remote learner (run as a Ray actor).
+
+    Args:
+        config: The PPO config.
+        module_specs: Module id -> spec.
+        rank: This learner's rank (0 writes checkpoints).
+        world_size: The number of learners.
+    """
+
+    def __init__(self, config: PPOConfig, module_specs: Mapping[str, RLModuleSpec], rank: int, world_size: int) -> None:
+        if config.num_torch_threads is not None:
+            torch.set_num_threads(int(config.num_torch_threads))
+        self.rank = int(rank)
+        self.world_size = int(world_size)
+        self.learner = DataParallelLearner(config, module_specs, rank=rank, world_size=world_size)
+        self._pending: tuple[Any, Any, str] | None = None
+        self._save_delay_s = 0.0
+
+    def ping(self) -> int:
+        """The rank (a liveness check)."""
+        return self.rank
+
+    def node_and_free_port(self) -> tuple[str, str, int]:
+        """``(node id, node IP, a free TCP port)``, for the process group's rendezvous."""
+        import ray
+
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("", 0))
+            port = int(s.getsockname()[1])
+        node_ip = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+        return ray.get_runtime_context().get_node_id(), node_ip, port
+
+    def init_process_group(self, address: str, port: int) -> None:
+        """Join the gloo process group at ``address:port``."""
+        import torch.distributed as dist
+
+        if address == "127.0.0.1":
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://{address}:{port}", rank=self.rank, world_size=self.world_size
+        )
+
+    def update(self, batches: Mapping[str, TrainBatch]) -> dict[str, float]:
+        """One data-parallel update on ``batches``; returns this learner's metrics."""
+        # Arrays from the object store are read-only views; torch wants writable memory.
+        return self.learner.update({m: {k: np.array(v) for k, v in b.items()} for m, b in batches.items()})
+
+    def get_weights(self) -> dict[str, Any]:
+        """Module id -> RLModule state."""
+        return self.learner.get_weights()
+
+    def get_state(self, components: Any = None, not_components: Any = None) -> dict[str, Any]:
+        """The learner's state (selected parts)."""
+        return self.learner.get_state(components, not_components=not_components)
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Apply a learner state."""
+        self.learner.set_state(state)
+
+    def inject_save_delay(self, seconds: float) -> None:
+        """Fault injection for tests: make the next checkpoint write wait ``seconds`` first."""
+        self._save_delay_s = float(seconds)
+
+    def save(self, storage: Storage, folder: str, *, staging_root: str, allow_pickle: bool) -> FileEntry:
+        """Write ``learner_group/learner/`` (and its module folders)."""
+        if self._save_delay_s:
+            delay, self._save_delay_s = self._save_delay_s, 0.0
+            time.sleep(delay)
+        return write_component(
+            self.learner,
+            storage,
+            folder,
+            staging_root=staging_root,
+            allow_pickle=allow_pickle,
+            where="learner_group/learner",
+        )
+
+    def load(self, reader: _engine.FolderReader, *, component: str | None, allow_pickle: bool) -> None:
+        """Read and verify the folder; keep it until :meth:`apply_loaded` or :meth:`drop_loaded`."""
+        self._pending = load_component(
+            self.learner, reader, component=component, allow_pickle=allow_pickle, where="learner_group/learner"
+        )
+
+    def apply_loaded(self) -> None:
+        """Apply what :meth:`load` read."""
+        from cairn import _engine
+
+        if self._pending is not None:
+            target, loaded, label = self._pending
+            self._pending = None
+            _engine.apply_loaded(target, loaded, label)
+
+    def drop_loaded(self) -> None:
+        """Forget what :meth:`load` read."""
+        self._pending = None
+
+    def shutdown(self) -> None:
+        """Leave the process group."""
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+class RemoteLearners:
+    """``num_learners`` data-parallel learners on Ray; the remote half of a ``LearnerGroup``.
+
+    Args:
+        config: The PPO config (``num_learners`` > 1).
+        module_specs: Module id -> spec.
+    """
+
+    def __init__(self, config: PPOConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:
+        self._ray = init_ray(f"num_learners={config.num_learners}")
+        self.config = config
+        self.module_specs = dict(module_specs)
+        self._actor_cls = self._ray.remote(num_cpus=float(config.num_cpus_per_learner))(LearnerActor)
+        self.actors: list[Any] = []
+        self._start()
+
+    def label(self, rank: int) -> str:
+        """How messages name the learner of ``rank``."""
+        return actor_label("learner", rank, self.actors[rank])
+
+    def _start(self, state: Any = None) -> None:
+        """Create the actors, join them in a process group, and give them ``state`` if any."""
+        world = int(self.config.num_learners)
+        self.actors = [self._actor_cls.remote(self.config, self.module_specs, rank, world) for rank in range(world)]
+        where = get_all(
+            self._ray,
+            [(self.label(r), a.node_and_free_port.remote()) for r, a in enumerate(self.actors)],
+            doing="starting",
+        )
+        nodes = {node for node, _, _ in where}
+        address = "127.0.0.1" if len(nodes) == 1 else where[0][1]
+        port = where[0][2]
+        get_all(
+            self._ray,
+            [(self.label(r), a.init_process_group.remote(address, port)) for r, a in enumerate(self.actors)],
+            doing="joining the process group",
+        )
+        if state is not None:
+            get_all(
+                self._ray,
+                [(self.label(r), a.set_state.remote(state)) for r, a in enumerate(self.actors)],
+                doing="taking the group's state",
+            )
+
+    def _alive(self) -> list[int]:
+        alive = []
+        for rank, actor in enumerate(self.actors):
+            try:
+                self._ray.get(actor.ping.remote(), timeout=30)
+                alive.append(rank)
+            except (self._ray.exceptions.RayActorError, self._ray.exceptions.GetTimeoutError):
+                pass
+        return alive
+
+    def replace_dead(self) -> bool:
+        """Rebuild all learners from a survivor's state if any learner died; return whether it did.
+
+        Raises:
+            CheckpointError: Every learner died (restore a checkpoint to go on).
+        """
+        alive = self._alive()
+        if len(alive) == len(self.actors):
+            return False
+        if not alive:
+            raise CheckpointError(
+                "Every learner actor died, and the learners' state is gone with them. Restore the "
+                "algorithm from its latest checkpoint (restore_from_path) to go on."
+            )
+        state_ref = self.actors[alive[0]].get_state.remote()
+        state = self._ray.get(state_ref)
+        self.close()
+        self._start(self._ray.put(state))
+        return True
+
+    def update(self, batches: Mapping[str, TrainBatch]) -> dict[str, float]:
+        """A data-parallel update on every learner; returns learner 0's metrics."""
+        self.replace_dead()
+        ref = self._ray.put({module_id: dict(batch) for module_id, batch in batches.items()})
+        results = get_all(
+            self._ray, [(self.label(r), a.update.remote(ref)) for r, a in enumerate(self.actors)], doing="updating"
+        )
+        metrics: dict[str, float] = results[0]
+        return metrics
+
+    def get_weights_ref(self) -> Any:
+        """An object reference to learner 0's weights (module id -> RLModule state)."""
+        return self.actors[0].get_weights.remote()
+
+    def get_state(self, components: Any = None, not_components: Any = None) -> dict[str, Any]:
+        """Learner 0's state (all learners hold the same)."""
+        result: dict[str, Any] = get_all(
+            self._ray,
+            [(self.label(0), self.actors[0].get_state.remote(components, not_components))],
+            doing="reporting its state",
+        )[0]
+        return result
+
+    def get_all_states(self) -> list[dict[str, Any]]:
+        """Every learner's state, by rank (to check that they are identical)."""
+        refs = [(self.label(r), a.get_state.remote()) for r, a in enumerate(self.actors)]
+        return get_all(self._ray, refs, doing="reporting its state")
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Give every learner ``state`` (put in the object store once)."""
+        ref = self._ray.put(state)
+        get_all(
+            self._ray, [(self.label(r), a.set_state.remote(ref)) for r, a in enumerate(self.actors)], doing="setting"
+        )
+
+    def close(self) -> None:
+        """Kill the actors."""
+        for actor in self.actors:
+            with contextlib.suppress(Exception):  # already gone
+                self._ray.kill(actor)
+        self.actors = []
+
+    # ------------------------------------------------------------------ checkpoint part
+
+    @property
+    def restore_locally(self) -> bool:
+        """The driver's learner is only a shape (class, components, constructor); it is not restored."""
+        return False
+
+    def start_save(self, storage: Storage, folder: str, *, staging_root: str, allow_pickle: bool) -> Waiter:
+        """Learner 0 writes ``learner_group/learner/`` (all learners hold the same state)."""
+        self.replace_dead()
+        ref = self.actors[0].save.remote(storage, folder, staging_root=staging_root, allow_pickle=allow_pickle)
+        label = self.label(0)
+        return lambda: get_all(self._ray, [(label, ref)], doing="writing its part of a checkpoint")[0]
+
+    def start_load(self, reader: _engine.FolderReader, *, component: str | None, allow_pickle: bool) -> Waiter:
+        """Every learner reads and verifies the folder itself, in parallel."""
+        self.replace_dead()
+        refs = [
+            (self.label(r), a.load.remote(reader, component=component, allow_pickle=allow_pickle))
+            for r, a in enumerate(self.actors)
+        ]
+        return lambda: get_all(self._ray, refs, doing="reading its part of a checkpoint")
+
+    def finish_load(self, *, apply: bool) -> None:
+        """Apply (or drop) what every learner read."""
+        method = "apply_loaded" if apply else "drop_loaded"
+        refs = [(self.label(r), getattr(a, method).remote()) for r, a in enumerate(self.actors)]
+        get_all(self._ray, refs, doing="applying a restored checkpoint")
