@@ -22,17 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from cairn._version import __version__
-from cairn.codec.ctor import decode_ctor, encode_ctor
-from cairn.codec.state import (
-    KIND_NUMPY,
-    EncodedState,
-    decode_state,
-    encode_state,
-    numpy_dtype_from_descr,
-)
 from cairn.codec.tensors import NUMPY_TO_ST, TensorRecord, build_header, parse_header
 from cairn.errors import (
     CheckpointError,
@@ -60,6 +50,10 @@ from cairn.storage.base import Chunk, Storage, resolve_storage
 
 if TYPE_CHECKING:
     from cairn.checkpointable import Checkpointable
+    from cairn.codec.state import EncodedState
+
+# numpy, msgpack and the codecs are imported inside the functions that encode or
+# decode, so that reading manifests and metadata (cairn inspect, ls) stays fast.
 
 _STANDARD_KEYS = frozenset(
     {
@@ -132,6 +126,8 @@ def component_tree(obj: Checkpointable, prefix: str = "") -> list[str]:
 
 
 def _frameworks() -> dict[str, str]:
+    import numpy as np
+
     out = {"python": platform.python_version(), "numpy": np.__version__}
     for mod in ("torch", "gymnasium"):
         m = sys.modules.get(mod)
@@ -172,6 +168,9 @@ def plan_save(
     ``extra_metadata`` (the root only) is merged into ``metadata.json``; the
     manager records steps and metrics there.
     """
+    from cairn.codec.ctor import encode_ctor
+    from cairn.codec.state import encode_state
+
     label = where or "<root>"
     if not isinstance(state, dict):
         raise CheckpointError(
@@ -484,12 +483,16 @@ class FolderReader:
 
     def ctor(self, allow_pickle: bool) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The recorded constructor arguments."""
+        from cairn.codec.ctor import decode_ctor
+
         self.check_pickle(allow_pickle)
         obj = load_json(self.read(CTOR, max_bytes=MAX_JSON_BYTES), where=self.where(CTOR))
         return decode_ctor(obj, allow_pickle=allow_pickle, where=self.where(CTOR))
 
     def state(self, allow_pickle: bool) -> dict[str, Any]:
         """The folder's own state (without its components), verified and decoded."""
+        from cairn.codec.state import decode_state
+
         self.check_pickle(allow_pickle)
         skeleton = self.read(STATE)
         tensors: _TensorFile | None = None
@@ -523,6 +526,10 @@ class _TensorFile:
         self.records, _ = parse_header(memoryview(data), where=where)
 
     def get(self, name: str, kind: int, dtype: Any, shape: list[int]) -> Any:
+        import numpy as np
+
+        from cairn.codec.state import KIND_NUMPY, numpy_dtype_from_descr
+
         rec = self.records.get(name)
         if rec is None:
             raise CorruptCheckpointError(f"{self.where} has no tensor {name!r}, which the state refers to.")

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from cairn import _engine
 from cairn.codec.tensors import parse_header
 from cairn.errors import CheckpointError, ComponentNotFoundError, CorruptCheckpointError
 from cairn.manifest import MANIFEST, TENSORS
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "ComponentInfo",
@@ -170,6 +171,8 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _as_numpy(v: Any) -> np.ndarray | None:
+    import numpy as np
+
     if isinstance(v, np.ndarray):
         return v
     if type(v).__module__.startswith("torch") and hasattr(v, "numpy"):
@@ -185,6 +188,8 @@ def _as_numpy(v: Any) -> np.ndarray | None:
 
 
 def _compare_values(comp: str, key: str, a: Any, b: Any) -> Difference | None:
+    import numpy as np
+
     aa, bb = _as_numpy(a), _as_numpy(b)
     if aa is not None and bb is not None:
         if aa.shape != bb.shape or aa.dtype != bb.dtype:
