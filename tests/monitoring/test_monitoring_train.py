@@ -16,9 +16,10 @@ import pytest
 from cairn.rl.metrics_log import METRICS_FILE, MetricsLog, TensorBoardLog, read_metrics
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
-ITERATIONS = 12
+ITERATIONS = 16
 EVERY = 4
-STEPS_PER_ITERATION = 512  # PPOConfig's default rollout for one env
+STEPS_PER_ITERATION = 512  # PPOConfig's default: 4 envs x 128 steps
+SENTINEL = -12345.0
 
 
 def _env() -> dict[str, str]:
@@ -91,8 +92,10 @@ def killed_run(tmp_path_factory: pytest.TempPathFactory) -> KilledRun:
     before = _lines(metrics)
     checkpoints = sorted(int(p.parent.name.split("_")[1]) for p in run.glob("step_*/metadata.json"))
     checkpoint = checkpoints[-1] if checkpoints else 0
-    # A kill in the middle of a write leaves a cut last line: make sure there is one.
+    # Make sure the file has what a kill can leave: a line of an iteration after the
+    # checkpoint (the killed run may or may not have got that far) and a cut last line.
     with metrics.open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"training_iteration": checkpoint + 1, "episode_return_mean": SENTINEL}) + "\n")
         f.write('{"training_iteration": 99, "episode_ret')
     resumed = subprocess.run(_train_args(run, "--resume"), env=_env(), capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
@@ -101,7 +104,7 @@ def killed_run(tmp_path_factory: pytest.TempPathFactory) -> KilledRun:
 
 def test_kill_then_resume_leaves_one_line_per_iteration(killed_run: KilledRun) -> None:
     k = killed_run.checkpoint_at_kill
-    assert k >= EVERY and len(killed_run.before_kill) > k, "the kill should land after a checkpoint"
+    assert k >= EVERY and len(killed_run.before_kill) >= k
     assert f"iteration {k})" in killed_run.resumed
 
     lines = _lines(killed_run.run / METRICS_FILE)
@@ -110,6 +113,7 @@ def test_kill_then_resume_leaves_one_line_per_iteration(killed_run: KilledRun) -
     assert [r["training_iteration"] for r in rows] == list(range(1, ITERATIONS + 1))
     # The lines up to the restored checkpoint are kept as they were; the later ones were redone.
     assert lines[:k] == killed_run.before_kill[:k]
+    assert SENTINEL not in [r["episode_return_mean"] for r in rows]
     for i, row in enumerate(rows, 1):
         assert row["num_env_steps_sampled_lifetime"] == i * STEPS_PER_ITERATION
         assert isinstance(row["wall_time"], float) and row["perf/time_total_s"] > 0
