@@ -188,3 +188,22 @@ def test_bad_arguments(tmp_path: Path) -> None:
     mgr = cairn.CheckpointManager(tmp_path / "r")
     with pytest.raises(cairn.CheckpointError, match="step must be an int"):
         mgr.save(Tree(), -1)
+
+
+def test_async_snapshots_reuse_buffers_without_mixing_steps(tmp_path: Path) -> None:
+    mgr = cairn.CheckpointManager(tmp_path / "run", async_save=True)
+    big = Big(n=2, size=2000)
+    expected = {}
+    for step in range(4):
+        big.mods[0].w[:] = step  # in place: the same live arrays each time
+        big.step = step
+        mgr.save(big, step)
+        expected[step] = big.get_state()
+        expected[step] = {"step": step, "m0": {"w": big.mods[0].w.copy()}, "m1": {"w": big.mods[1].w.copy()}}
+        big.mods[0].w[:] = -7.0  # changes after save returns never reach the files
+    mgr.wait()
+    for step in range(4):
+        fresh = Big(n=2, size=2000)
+        fresh.restore_from_path(tmp_path / "run" / f"step_{step:09d}")
+        assert_states_equal(fresh.get_state(), expected[step])
+    mgr.close()

@@ -11,8 +11,10 @@ step folder stays complete on its own.
 With ``async_save=True``, :meth:`CheckpointManager.save` takes a snapshot (a
 copy of every array and tensor in the state) and returns; a background thread
 writes and commits it. At most one save is in flight: a second ``save`` waits
-for the first. So ``save`` blocks for the time of the copy (plus any previous
-save still running), and the extra memory is one copy of the state.
+for the first. So ``save`` blocks for the time of one memory copy of the state
+(plus any previous save still running), and the extra memory is one copy of
+the state, kept between saves: the next snapshot reuses those buffers, which
+is several times faster than copying into fresh memory.
 """
 
 from __future__ import annotations
@@ -66,23 +68,71 @@ class CheckpointInfo:
     created: str
 
 
-def snapshot_state(state: Any) -> Any:
+class SnapshotPool:
+    """Buffers of the previous snapshot, reused by the next one.
+
+    Fresh memory is expensive (page faults and zeroing run at a fraction of
+    memcpy speed), so an async save copies the state into the buffers the
+    previous save used, once that save is committed. At most one save is in
+    flight, so the pool holds at most one state's worth of memory.
+    """
+
+    def __init__(self) -> None:
+        """An empty pool."""
+        self._free: dict[tuple[Any, ...], list[Any]] = {}
+
+    def take(self, key: tuple[Any, ...]) -> Any | None:
+        """A free buffer for ``key`` (kind, dtype, shape), or None."""
+        bufs = self._free.get(key)
+        return bufs.pop() if bufs else None
+
+    def give_back(self, taken: list[tuple[tuple[Any, ...], Any]]) -> None:
+        """Return the buffers of a committed snapshot."""
+        self._free = {}
+        for key, buf in taken:
+            self._free.setdefault(key, []).append(buf)
+
+
+def snapshot_state(
+    state: Any, pool: SnapshotPool | None = None, taken: list[tuple[tuple[Any, ...], Any]] | None = None
+) -> Any:
     """A copy of a state tree that later changes to the live objects cannot reach.
 
-    Arrays and tensors are copied; containers are rebuilt; other leaves are immutable.
+    Arrays and tensors are copied (into buffers from ``pool`` when it has ones
+    of the right kind, dtype and shape; every buffer used is appended to
+    ``taken``); containers are rebuilt; other leaves are immutable.
     """
     t = type(state)
     if t is dict:
-        return {k: snapshot_state(v) for k, v in state.items()}
+        return {k: snapshot_state(v, pool, taken) for k, v in state.items()}
     if t is list:
-        return [snapshot_state(v) for v in state]
+        return [snapshot_state(v, pool, taken) for v in state]
     if t is tuple:
-        return tuple(snapshot_state(v) for v in state)
+        return tuple(snapshot_state(v, pool, taken) for v in state)
     if isinstance(state, np.ndarray):
-        return state.copy()
+        if state.dtype.hasobject:
+            return state.copy()
+        key: tuple[Any, ...] = ("np", state.dtype.str, state.shape)
+        buf = pool.take(key) if pool is not None else None
+        if buf is None:
+            buf = np.empty(state.shape, dtype=state.dtype)
+        np.copyto(buf, state)
+        if taken is not None:
+            taken.append((key, buf))
+        return buf
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(state, torch.Tensor):
-        return state.detach().clone()
+        src = state.detach()
+        if src.device.type != "cpu" or src.layout != torch.strided or src.is_quantized:
+            return src.clone()
+        key = ("torch", str(src.dtype), tuple(src.shape))
+        buf = pool.take(key) if pool is not None else None
+        if buf is None:
+            buf = torch.empty(src.shape, dtype=src.dtype)
+        buf.copy_(src)
+        if taken is not None:
+            taken.append((key, buf))
+        return buf
     return state
 
 
@@ -138,6 +188,7 @@ class CheckpointManager:
         self._pending: Future[None] | None = None
         self._error: BaseException | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self._pool = SnapshotPool()
         self.storage.makedirs(self.root)
         self._cleanup_uncommitted()
         if async_save:
@@ -239,18 +290,28 @@ class CheckpointManager:
         clean_metrics = _jsonable_metrics(metrics)
         extra = {MANAGER_KEY: {"step": step, "metrics": clean_metrics}}
         state = obj.get_state()
+        taken: list[tuple[tuple[Any, ...], Any]] = []
         if self.async_save:
-            state = snapshot_state(state)
+            state = snapshot_state(state, self._pool, taken)
         plan = _engine.plan_save(obj, state, allow_pickle=allow_pickle, extra_metadata=extra)
         final = self._path(step)
         if self._executor is None:
-            self._write(plan, step, final)
+            self._write(plan, step, final, taken)
         else:
             with self._lock:
-                self._pending = self._executor.submit(self._write, plan, step, final)
+                self._pending = self._executor.submit(self._write, plan, step, final, taken)
         return self.storage.uri(final)
 
-    def _write(self, plan: Any, step: int, final: str) -> None:
+    def _write(self, plan: Any, step: int, final: str, taken: list[tuple[tuple[Any, ...], Any]]) -> None:
+        try:
+            self._write_plan(plan, step, final)
+        finally:
+            # The plan holds views of the snapshot; drop it before the buffers are reused.
+            del plan
+            if taken:
+                self._pool.give_back(taken)
+
+    def _write_plan(self, plan: Any, step: int, final: str) -> None:
         previous = None
         if self.incremental:
             prev = [s for s, _ in self._scan() if s != step]
