@@ -38,7 +38,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from cairn.rl.distributed._ray import actor_label, get_all, init_ray
+from cairn.rl.distributed._ray import ActorFailedError, actor_label, get_all, init_ray
 from cairn.rl.distributed.checkpoint import Waiter, load_component, write_component
 from cairn.rl.env_runner import EnvRunner, SampleBatch
 
@@ -218,17 +218,28 @@ class RemoteEnvRunners:
         """Sample on every runner in parallel; fold their reports into the local runner."""
         try:
             self._flush("receiving weights")
-        except Exception:
-            self.replace_dead()
-        refs = [(self.label(i), a.sample.remote()) for i, a in enumerate(self.actors)]
-        try:
-            results = get_all(self._ray, refs, doing="sampling")
-        except Exception:
-            if not self.replace_dead():
+        except ActorFailedError as err:
+            if not err.died:
                 raise
-            results = get_all(
-                self._ray, [(self.label(i), a.sample.remote()) for i, a in enumerate(self.actors)], doing="sampling"
-            )
+            self.replace_dead()
+        refs = [a.sample.remote() for a in self.actors]
+        results: list[Any] = []
+        for position, ref in enumerate(refs):
+            try:
+                results.append(get_all(self._ray, [(self.label(position), ref)], doing="sampling")[0])
+            except ActorFailedError as err:
+                if not err.died:
+                    raise
+                # Keep the others' rollouts (their connector deltas are in them); the dead
+                # runner is replaced below and samples once more.
+                results.append(None)
+        dead = [position for position, result in enumerate(results) if result is None]
+        if dead:
+            self.replace_dead()
+            for position in dead:
+                results[position] = get_all(
+                    self._ray, [(self.label(position), self.actors[position].sample.remote())], doing="sampling"
+                )[0]
         self.local.begin_group_iteration()
         batches: list[dict[str, SampleBatch]] = []
         self.last_weights_versions = []
