@@ -195,6 +195,10 @@ class Method:
     def median(self) -> float:
         return statistics.median(self.times)
 
+    @property
+    def best(self) -> float:
+        return min(self.times)
+
 
 def interleave(
     methods: list[Method],
