@@ -112,6 +112,9 @@ def test_add_and_remove_module() -> None:
     assert set(learner.optimizers) == {"default_policy"}
 
 
-def test_more_than_one_learner_needs_ray() -> None:
-    with pytest.raises(NotImplementedError, match="Ray"):
+def test_more_than_one_learner_needs_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
+    with pytest.raises(ValueError, match=r"pip install 'cairn-rl\[ray\]'"):
         LearnerGroup(small_config(num_learners=2), SPECS)
