@@ -154,6 +154,7 @@ class Algorithm(Checkpointable, abc.ABC):
         self.env_runner_group = EnvRunnerGroup(config)
         self.learner_group = self.build_learner_group(config, self.env_runner_group.local_env_runner.module_specs)
         self.training_iteration = 0
+        self._num_syncs = 0
         self._sync_env_runners()
 
     @abc.abstractmethod
@@ -195,6 +196,7 @@ class Algorithm(Checkpointable, abc.ABC):
 
     def _sync_env_runners(self) -> None:
         """Spread the local runner's state and the learner's weights to the env runners."""
+        self._num_syncs += 1
         self.env_runner_group.sync_local_state_to_others()
         self.env_runner_group.sync_weights(self.learner_group.get_weights_ref())
 
@@ -268,13 +270,15 @@ class Algorithm(Checkpointable, abc.ABC):
         runners or learners, the actors read their folders themselves, in parallel,
         and nothing is applied anywhere until every part was read and verified.
         """
+        syncs_before = self._num_syncs
         if self._has_remote_parts():
             from cairn.rl.distributed import checkpoint
 
             checkpoint.restore(self, path, component=component, filesystem=filesystem, allow_pickle=allow_pickle)
         else:
             super().restore_from_path(path, component=component, filesystem=filesystem, allow_pickle=allow_pickle)
-        self._sync_env_runners()
+        if self._num_syncs == syncs_before:  # set_state of the whole algorithm already synced
+            self._sync_env_runners()
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config,), {})``."""

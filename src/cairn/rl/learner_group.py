@@ -66,10 +66,7 @@ class LearnerGroup(Checkpointable):
     def get_weights(self) -> dict[str, Any]:
         """Module id -> RLModule state of the (first) learner."""
         if self.remote is not None:
-            import ray
-
-            weights: dict[str, Any] = ray.get(self.remote.get_weights_ref())
-            return weights
+            return self.remote.get_weights()
         return self.learner.get_weights()
 
     def get_weights_ref(self) -> dict[str, Any] | Any:

@@ -38,6 +38,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from cairn.rl.distributed._ray import ActorFailedError, actor_label, get_all, init_ray
 from cairn.rl.distributed.checkpoint import Waiter, load_component, write_component
 from cairn.rl.env_runner import EnvRunner, SampleBatch
@@ -79,7 +81,13 @@ class EnvRunnerActor:
     def set_weights(self, version: int, weights: Mapping[str, Any]) -> int:
         """Load ``weights`` unless this runner already holds a newer version; return the version held."""
         if version > self.weights_version:
-            self.runner.set_weights(weights)
+            # Arrays from the object store are read-only views; the module copies them in.
+            self.runner.set_weights(
+                {
+                    m: {k: np.array(v) if isinstance(v, np.ndarray) else v for k, v in s.items()}
+                    for m, s in weights.items()
+                }
+            )
             self.weights_version = version
         return self.weights_version
 

@@ -178,6 +178,13 @@ class LearnerActor:
         """Module id -> RLModule state."""
         return self.learner.get_weights()
 
+    def get_weights_for_broadcast(self) -> dict[str, Any]:
+        """Module id -> RLModule state as numpy arrays (the object store passes them without copies)."""
+        return {
+            module_id: {name: value.numpy() if isinstance(value, torch.Tensor) else value for name, value in s.items()}
+            for module_id, s in self.learner.get_weights().items()
+        }
+
     def get_state(self, components: Any = None, not_components: Any = None) -> dict[str, Any]:
         """The learner's state (selected parts)."""
         return self.learner.get_state(components, not_components=not_components)
@@ -316,8 +323,15 @@ class RemoteLearners:
         return metrics
 
     def get_weights_ref(self) -> Any:
-        """An object reference to learner 0's weights (module id -> RLModule state)."""
-        return self.actors[0].get_weights.remote()
+        """An object reference to learner 0's weights (module id -> RLModule state, numpy arrays)."""
+        return self.actors[0].get_weights_for_broadcast.remote()
+
+    def get_weights(self) -> dict[str, Any]:
+        """Learner 0's weights (module id -> RLModule state, torch tensors)."""
+        weights: dict[str, Any] = get_all(
+            self._ray, [(self.label(0), self.actors[0].get_weights.remote())], doing="reporting its weights"
+        )[0]
+        return weights
 
     def get_state(self, components: Any = None, not_components: Any = None) -> dict[str, Any]:
         """Learner 0's state (all learners hold the same)."""
