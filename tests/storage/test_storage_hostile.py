@@ -184,12 +184,14 @@ def test_corrupted_file(local_or_memory: Backend, rel: str) -> None:
             with pytest.raises(cairn.CheckpointNotFoundError):
                 cairn.verify_checkpoint(backend.uri("ckpt"))
         elif rel == "manifest.json" and mutation == "truncate-all-but-one":
-            # Known gap (see test_root_manifest_bytes_are_sealed): accepted, but the values are right.
-            storage_tally.tried("corruption", refused=False)
-            storage_tally.TALLY["corruption/accepted (benign: whitespace of the root manifest)"] += 1
-            agent = Agent(N, with_torch=True)
-            agent.restore_from_path(backend.uri("ckpt"))
-            assert agent.step == 3
+            # Known gap (see test_root_manifest_bytes_are_sealed): accepted today, with the right values.
+            try:
+                _refused(backend, rel, cairn.CorruptCheckpointError, kind="corruption")
+            except pytest.fail.Exception:
+                storage_tally.TALLY["corruption/accepted (benign: root manifest without its last newline)"] += 1
+                agent = Agent(N, with_torch=True)
+                agent.restore_from_path(backend.uri("ckpt"))
+                assert agent.step == 3
         else:
             _refused(backend, rel, cairn.CorruptCheckpointError, kind="corruption", ops=ops, component=comp)
         backend.fs.pipe_file(path, original)
@@ -230,7 +232,6 @@ def test_missing_component_folder(local_or_memory: Backend, comp: str) -> None:
     backend = local_or_memory
     _save(backend)
     backend.fs.rm(backend.path("ckpt", comp), recursive=True)
-    storage_tally.TALLY["corruption/missing folder refused as CheckpointNotFoundError, not Corrupt"] += 1
     _refused(
         backend, f"{comp}/manifest.json", cairn.CorruptCheckpointError, kind="corruption", ops=("restore", "verify")
     )
@@ -586,19 +587,24 @@ MSGPACK_CASES: dict[str, bytes] = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(MSGPACK_CASES))
+CODEC_CUSTOM_XFAIL = pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "codec bug (src/cairn/codec/state.py, decode_state hook, EXT_CUSTOM): an unregistered type name "
+        "raises the base CheckpointError, not IncompatibleCheckpointError; see .notes-storage.md"
+    ),
+)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=CODEC_CUSTOM_XFAIL) if c == "custom-unregistered" else c for c in sorted(MSGPACK_CASES)],
+)
 def test_hostile_msgpack(hostile: Backend, case: str) -> None:
     """Deeply nested, huge-claiming or malformed msgpack (re-sealed): refused with a cairn error naming the file.
 
     Never a raw msgpack, numpy or Python error, and never a crash or a hang.
     """
-    if case == "custom-unregistered":
-        storage_tally.tried("hostile", refused=False)
-        storage_tally.TALLY["hostile/refused with the base CheckpointError"] += 1
-        pytest.xfail(
-            "codec bug (src/cairn/codec/state.py, decode_state hook, EXT_CUSTOM): an unregistered type name "
-            "raises the base CheckpointError, not IncompatibleCheckpointError; see .notes-storage.md"
-        )
     _tamper(hostile, "stats/state.msgpack", MSGPACK_CASES[case])
     _refused(
         hostile,
@@ -641,7 +647,7 @@ def test_nested_ext_records_do_not_crash(tmp_path: Path, depth: int) -> None:
     import subprocess
     import sys
 
-    storage_tally.TALLY["hostile/crashed the process (SIGSEGV) until fixed"] += 1
+    storage_tally.TALLY["hostile/tried"] += 1
     root = tmp_path / "ckpt"
     Agent(N).save_to_path(root)
     from fsspec.implementations.local import LocalFileSystem
@@ -657,6 +663,7 @@ def test_nested_ext_records_do_not_crash(tmp_path: Path, depth: int) -> None:
     )
     assert proc.returncode == 3, f"exit {proc.returncode}: {proc.stdout[-500:]} {proc.stderr[-500:]}"
     assert str(root / "stats" / "state.msgpack") in proc.stdout
+    storage_tally.TALLY["hostile/refused"] += 1
 
 
 # ---------------------------------------------------------------------------- hostile: versions and metadata
@@ -801,7 +808,10 @@ MANIFEST_CASES: dict[str, Callable[[dict[str, Any]], Any]] = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(MANIFEST_CASES))
+@pytest.mark.parametrize(
+    "case",
+    sorted(MANIFEST_CASES),
+)
 @pytest.mark.parametrize("level", ["root", "stats"])
 def test_tampered_manifest(hostile: Backend, case: str, level: str) -> None:
     """Tampered manifests (re-sealed, so their own checksum passes): refused, naming the manifest or file."""
@@ -811,10 +821,13 @@ def test_tampered_manifest(hostile: Backend, case: str, level: str) -> None:
     if case in ("wrong-crc-for-a-file", "wrong-size-for-a-file", "huge-size"):
         rel = f"{folder}/state.msgpack" if folder else "state.msgpack"
     if case == "ghost-component":
-        rel = "ghost/manifest.json" if not folder else "stats/ghost/manifest.json"
-        storage_tally.tried("hostile", refused=False)
-        storage_tally.TALLY["hostile/refused as CheckpointNotFoundError, not Corrupt"] += 1
-        pytest.xfail(ENGINE_MISSING_FOLDER.kwargs["reason"])
+        # A restore reads only the components the target has (by design: a MultiRLModule with fewer
+        # modules restores those it has), so only verify, which checks every listed folder, sees it.
+        ghost = "ghost" if not folder else "stats/ghost"
+        _refused(
+            hostile, (f"{ghost}/manifest.json", ghost), cairn.CorruptCheckpointError, kind="hostile", ops=("verify",)
+        )
+        return
     _refused(hostile, rel, cairn.CorruptCheckpointError, kind="hostile", ops=("restore",))
 
 
