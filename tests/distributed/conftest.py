@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,3 +29,30 @@ def ray_cluster() -> Iterator[Any]:
         )
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def s3_filesystem() -> Iterator[Any]:
+    """An s3fs filesystem on moto's S3 server (127.0.0.1), with the bucket ``cairn-dist``.
+
+    Credentials and endpoint are arguments of the filesystem, not environment
+    variables, so that the filesystem pickled into a Ray actor reaches the same server.
+    """
+    s3fs = pytest.importorskip("s3fs")
+    moto_server = pytest.importorskip("moto.server")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    fs = s3fs.S3FileSystem(
+        key="testing",
+        secret="testing",
+        client_kwargs={"endpoint_url": f"http://{host}:{port}"},
+        skip_instance_cache=True,
+        use_listings_cache=False,
+    )
+    fs.mkdir("cairn-dist")
+    try:
+        yield fs
+    finally:
+        server.stop()

@@ -227,6 +227,21 @@ def test_memory_filesystem_is_written_by_the_driver(algo: PPO) -> None:
     assert_runners_on_learner_weights(algo)
 
 
+def test_object_store_checkpoint_is_written_and_read_by_the_actors(
+    algo: PPO, s3_filesystem: Any, tmp_path: Path
+) -> None:
+    path = algo.save_to_path("cairn-dist/ckpt", filesystem=s3_filesystem)
+    assert path == "s3://cairn-dist/ckpt"
+    expected = learner_state(algo)
+    local_path = algo.save_to_path(tmp_path / "local")
+    on_s3 = {p.split("cairn-dist/ckpt/", 1)[1] for p in s3_filesystem.find("cairn-dist/ckpt")}
+    assert on_s3 == files_of(local_path)
+    algo.train()
+    algo.restore_from_path("cairn-dist/ckpt", filesystem=s3_filesystem)
+    assert_states_equal(learner_state(algo), expected)
+    assert_runners_on_learner_weights(algo)
+
+
 def _kill_during_save(ray: Any, algo: PPO, actor: Any, path: Path) -> CheckpointError:
     """Make ``actor``'s next checkpoint write slow, kill it during a save; return the save's error."""
     ray.get(actor.inject_save_delay.remote(3.0))

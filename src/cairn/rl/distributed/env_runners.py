@@ -315,6 +315,7 @@ class RemoteEnvRunners:
     def start_save(self, storage: Storage, folder: str, *, staging_root: str, allow_pickle: bool) -> Waiter:
         """Runner 1 writes ``env_runner/`` with the group's totals and merged connector states."""
         # The driver merged the deltas (Algorithm.get_state); send the merged states first.
+        self.replace_dead()
         self.sync_connector_states()
         self._flush("receiving connector states")
         local_state = self.local.get_state(components=[])
@@ -329,6 +330,7 @@ class RemoteEnvRunners:
 
     def start_load(self, reader: _engine.FolderReader, *, component: str | None, allow_pickle: bool) -> Waiter:
         """Every runner reads and verifies the folder, in parallel."""
+        self.replace_dead()
         self._flush("receiving weights")
         refs = [
             (self.label(i), a.load.remote(reader, component=component, allow_pickle=allow_pickle))
