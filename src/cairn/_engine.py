@@ -373,13 +373,13 @@ class FolderReader:
         try:
             data = self.storage.read_file(path, max_bytes=MAX_JSON_BYTES)
         except FileNotFoundError as err:
-            if not self.storage.exists(self.folder):
-                raise CheckpointNotFoundError(f"No checkpoint at {self.where()}: the path does not exist.") from err
             if self.expected is not None:
                 raise CorruptCheckpointError(
                     f"{self.where(MANIFEST)} is missing, though the parent folder's manifest lists it; "
                     "the checkpoint is damaged."
                 ) from err
+            if not self.storage.exists(self.folder):
+                raise CheckpointNotFoundError(f"No checkpoint at {self.where()}: the path does not exist.") from err
             raise CheckpointNotFoundError(
                 f"No committed checkpoint at {self.where()}: it has no {MANIFEST}. The save that "
                 "wrote it was interrupted, or it is not a cairn checkpoint."

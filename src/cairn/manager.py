@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from cairn import _engine
-from cairn.errors import CheckpointError
+from cairn.errors import CheckpointError, CheckpointNotFoundError
 from cairn.retention import RetentionPolicy, steps_to_keep
 from cairn.storage.base import Storage, resolve_storage
 from cairn.storage.local import TMP_MARK
@@ -345,8 +345,10 @@ class CheckpointManager:
             elif STEP_RE.match(name):
                 try:
                     _engine.FolderReader(self.storage, path).manifest  # noqa: B018
+                except CheckpointNotFoundError:
+                    self.storage.remove_tree(path)  # never committed: a save was interrupted
                 except CheckpointError:
-                    self.storage.remove_tree(path)
+                    pass  # committed but unreadable here (newer format, damage, storage errors): keep it
 
     def wait(self) -> None:
         """Block until the pending save (if any) is committed; raise its error if it failed."""

@@ -130,7 +130,13 @@ class Manifest:
         for c in comps:
             if f"{c}/{MANIFEST}" not in files:
                 raise CorruptCheckpointError(f"{where} lists the component {c!r} without its manifest's checksum.")
-        return cls(files=files, components=list(comps), format_version=version)
+        manifest = cls(files=files, components=list(comps), format_version=version)
+        if bytes(data) != manifest.to_bytes():
+            raise CorruptCheckpointError(
+                f"{where} is not byte for byte the manifest cairn writes (changed whitespace, order or "
+                "extra keys): it was edited or damaged. Restore the checkpoint from a good copy."
+            )
+        return manifest
 
 
 def _check_entry_name(name: Any, comps: list[str], where: str) -> None:

@@ -273,18 +273,8 @@ def test_manager_retention_delete_interrupted(tmp_path: Path, monkeypatch: pytes
 
 # ---------------------------------------------------------------------------- the manager's cleanup
 
-MANAGER_DELETES = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "manager bug (src/cairn/manager.py, CheckpointManager._cleanup_uncommitted): every CheckpointError "
-        "while reading a step's manifest deletes the step folder, so a checkpoint in a newer format "
-        "(IncompatibleCheckpointError) or one whose read failed transiently is destroyed; only "
-        "CheckpointNotFoundError (no manifest: never committed) should be cleaned up; see .notes-storage.md"
-    ),
-)
 
 
-@MANAGER_DELETES
 def test_manager_keeps_newer_format_checkpoints(tmp_path: Path) -> None:
     """Opening a manager never deletes a committed checkpoint it cannot read (here: a newer format)."""
     from fsspec.implementations.local import LocalFileSystem
@@ -299,7 +289,6 @@ def test_manager_keeps_newer_format_checkpoints(tmp_path: Path) -> None:
     assert sorted(os.listdir(root)) == ["step_000000001", "step_000000002"]
 
 
-@MANAGER_DELETES
 def test_manager_keeps_checkpoints_on_read_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     """A manager opened while reads fail (transiently, past the retries) deletes nothing."""
     import types

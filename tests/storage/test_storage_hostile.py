@@ -198,14 +198,6 @@ def test_corrupted_file(local_or_memory: Backend, rel: str) -> None:
     assert cairn.verify_checkpoint(backend.uri("ckpt")) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "manifest gap (src/cairn/manifest.py, Manifest.from_bytes): the self-checksum covers the canonical "
-        "JSON, not the bytes, so the root manifest without its trailing newline (or re-indented) still "
-        "verifies; see .notes-storage.md"
-    ),
-)
 def test_root_manifest_bytes_are_sealed(tmp_path: Path) -> None:
     """Any change to the root manifest's bytes is detected (here: its last byte cut)."""
     path = Agent(N).save_to_path(tmp_path / "ckpt")
@@ -215,17 +207,8 @@ def test_root_manifest_bytes_are_sealed(tmp_path: Path) -> None:
         Agent(N).restore_from_path(path)
 
 
-ENGINE_MISSING_FOLDER = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "engine bug (src/cairn/_engine.py, FolderReader._read_manifest): a component folder that the parent's "
-        "manifest lists but that is missing raises CheckpointNotFoundError ('No checkpoint at ...') instead of "
-        "CorruptCheckpointError; see .notes-storage.md"
-    ),
-)
 
 
-@ENGINE_MISSING_FOLDER
 @pytest.mark.parametrize("comp", ["policy", "group", "group/b"])
 def test_missing_component_folder(local_or_memory: Backend, comp: str) -> None:
     """A whole component folder missing: its manifest is named as missing."""
@@ -587,18 +570,11 @@ MSGPACK_CASES: dict[str, bytes] = {
 }
 
 
-CODEC_CUSTOM_XFAIL = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "codec bug (src/cairn/codec/state.py, decode_state hook, EXT_CUSTOM): an unregistered type name "
-        "raises the base CheckpointError, not IncompatibleCheckpointError; see .notes-storage.md"
-    ),
-)
 
 
 @pytest.mark.parametrize(
     "case",
-    [pytest.param(c, marks=CODEC_CUSTOM_XFAIL) if c == "custom-unregistered" else c for c in sorted(MSGPACK_CASES)],
+    sorted(MSGPACK_CASES),
 )
 def test_hostile_msgpack(hostile: Backend, case: str) -> None:
     """Deeply nested, huge-claiming or malformed msgpack (re-sealed): refused with a cairn error naming the file.
@@ -630,14 +606,6 @@ print("RESTORED")
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "codec bug (src/cairn/codec/state.py, decode_state): each nested extension record is decoded by a "
-        "recursive msgpack.unpackb call that uses ~40 KB of C stack, so ~190 nested tuples overflow an 8 MB "
-        "stack (SIGSEGV) before MAX_DEPTH=200 is reached; see .notes-storage.md"
-    ),
-)
 @pytest.mark.parametrize("depth", [250, 1000])
 def test_nested_ext_records_do_not_crash(tmp_path: Path, depth: int) -> None:
     """Deeply nested tuple records (re-sealed) are refused with CorruptCheckpointError, not a crash.

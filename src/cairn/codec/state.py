@@ -26,12 +26,13 @@ import msgpack
 import numpy as np
 
 from cairn.codec.tensors import NUMPY_TO_ST, TensorEntry
-from cairn.errors import CheckpointError, CorruptCheckpointError, UnsafeCheckpointError
+from cairn.errors import CheckpointError, CorruptCheckpointError, IncompatibleCheckpointError, UnsafeCheckpointError
 from cairn.registry import registered_by_name, registered_for_value
 
 EXT_ARRAY, EXT_TUPLE, EXT_BIGINT, EXT_CUSTOM, EXT_PICKLE, EXT_NPSCALAR = 1, 2, 3, 4, 5, 6
 KIND_NUMPY, KIND_TORCH = 0, 1
 MAX_DEPTH = 200  # nesting bound on save and load; RL states nest a handful of levels
+MAX_EXT_DEPTH = 32  # nested extension records (tuples, custom values): each costs ~40 KB of C stack on load
 
 _INT64_MIN, _UINT64_MAX = -(2**63), 2**64 - 1
 
@@ -95,8 +96,19 @@ class _Encoder:
     names: set[str] = field(default_factory=set)
     by_id: dict[int, tuple[str, Any]] = field(default_factory=dict)
     used_pickle: bool = False
+    ext_depth: int = 0
     # Keep encoded arrays alive so that id() based de-duplication stays valid.
     keepalive: list[Any] = field(default_factory=list)
+
+    def _enter_ext(self, path: tuple[Any, ...]) -> None:
+        # Each nested extension costs C stack when loading; a state that saves must load.
+        self.ext_depth += 1
+        if self.ext_depth > MAX_EXT_DEPTH:
+            self.ext_depth -= 1
+            raise CheckpointError(
+                f"The state at {_path_str(path)!r} nests more than {MAX_EXT_DEPTH} tuples or registered "
+                "values inside each other; use lists for deep nesting."
+            )
 
     def _name_for(self, path: tuple[Any, ...]) -> str:
         base = "/".join(str(p) for p in path) or "value"
@@ -138,7 +150,11 @@ class _Encoder:
         if t is list:
             return [self.encode(v, (*path, i)) for i, v in enumerate(value)]
         if t is tuple:
-            items = [self.encode(v, (*path, i)) for i, v in enumerate(value)]
+            self._enter_ext(path)
+            try:
+                items = [self.encode(v, (*path, i)) for i, v in enumerate(value)]
+            finally:
+                self.ext_depth -= 1
             return msgpack.ExtType(EXT_TUPLE, _pack(items))
         if isinstance(value, np.ndarray):
             return self._array(value, path)
@@ -159,7 +175,12 @@ class _Encoder:
                     f"The encoder registered for {reg.name} failed on the value at state path "
                     f"{_path_str(path)!r}: {err}"
                 ) from err
-            return msgpack.ExtType(EXT_CUSTOM, _pack([reg.name, self.encode(plain, (*path, "<" + reg.name + ">"))]))
+            self._enter_ext(path)
+            try:
+                inner = self.encode(plain, (*path, "<" + reg.name + ">"))
+            finally:
+                self.ext_depth -= 1
+            return msgpack.ExtType(EXT_CUSTOM, _pack([reg.name, inner]))
         if self.allow_pickle:
             try:
                 payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
@@ -269,8 +290,11 @@ def decode_state(
     def hook(code: int, data: bytes) -> Any:
         depth[0] += 1
         try:
-            if depth[0] > MAX_DEPTH:
-                raise CorruptCheckpointError(f"{where}: the state nests deeper than {MAX_DEPTH} levels.")
+            if depth[0] > MAX_EXT_DEPTH:
+                raise CorruptCheckpointError(
+                    f"{where}: the state nests more than {MAX_EXT_DEPTH} tuples or custom values; "
+                    "it is corrupt or hostile."
+                )
             if code == EXT_TUPLE:
                 items = _unpack(data)
                 if not isinstance(items, list):
@@ -306,7 +330,7 @@ def decode_state(
                     raise CorruptCheckpointError(f"{where}: a custom value record is malformed.")
                 reg = registered_by_name(rec[0])
                 if reg is None:
-                    raise CheckpointError(
+                    raise IncompatibleCheckpointError(
                         f"{where} holds a value of the registered type {rec[0]!r}, but no type is "
                         "registered under that name in this program. Import the module that calls "
                         "cairn.register_type for it, or register it before loading."
