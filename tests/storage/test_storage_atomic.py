@@ -274,7 +274,6 @@ def test_manager_retention_delete_interrupted(tmp_path: Path, monkeypatch: pytes
 # ---------------------------------------------------------------------------- the manager's cleanup
 
 
-
 def test_manager_keeps_newer_format_checkpoints(tmp_path: Path) -> None:
     """Opening a manager never deletes a committed checkpoint it cannot read (here: a newer format)."""
     from fsspec.implementations.local import LocalFileSystem
