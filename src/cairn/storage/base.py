@@ -91,6 +91,24 @@ class Storage(abc.ABC):
         return False
 
 
+# Protocols with a cairn extra (pyproject.toml), and the fsspec backends of the others.
+_EXTRAS = {"s3": "s3", "s3a": "s3"}
+_PACKAGES = {
+    "gs": "gcsfs",
+    "gcs": "gcsfs",
+    "abfs": "adlfs",
+    "az": "adlfs",
+    "adl": "adlfs",
+    "hdfs": "pyarrow",
+    "sftp": "paramiko",
+    "ssh": "paramiko",
+    "http": "aiohttp",
+    "https": "aiohttp",
+    "oci": "ocifs",
+    "webdav": "webdav4",
+}
+
+
 def _is_local_fs(fs: Any) -> bool:
     from fsspec.implementations.local import LocalFileSystem
 
@@ -128,8 +146,14 @@ def resolve_storage(path: str | os.PathLike[str] | None, filesystem: Any = None)
     try:
         fs, stripped = fsspec.core.url_to_fs(p)
     except ImportError as err:
-        extra = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs"}.get(protocol)
-        hint = f"pip install 'cairn-rl[{extra}]'" if extra else f"install the fsspec backend for {protocol}://"
+        extra = _EXTRAS.get(protocol)
+        package = _PACKAGES.get(protocol)
+        if extra:
+            hint = f"pip install 'cairn-rl[{extra}]'"
+        elif package:
+            hint = f"pip install {package}"
+        else:
+            hint = f"install the fsspec backend for {protocol}://"
         raise CheckpointError(
             f"Cannot open {p!r}: the {protocol}:// backend is not installed ({err}). Run: {hint}."
         ) from err
