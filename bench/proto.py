@@ -17,7 +17,8 @@ P2  save: compute the CRC-32 of chunk i+1 in a helper thread while chunk i is
 P4  commit: write every file without fsync and fsync them all in one pass at
     commit (before the folders' fsync and the rename): one journal commit per
     checkpoint instead of one per file; small RL checkpoints save 2-3x faster.
-P3  async save: copy the snapshot into buffers kept from the previous save
+P3  (landed upstream in 7defa02; kept for the record, applied only when named)
+    async save: copy the snapshot into buffers kept from the previous save
     (same shapes and dtypes), so that each save does not fault in a fresh copy
     of the whole state.
 """
@@ -420,7 +421,8 @@ def apply(parts: str = "all") -> None:
     from cairn import _engine, manager
     from cairn.storage.local import LocalStorage
 
-    want = {"restore", "save", "async", "fsync"} if parts == "all" else set(parts.split(","))
+    # P3 (async) landed upstream in 7defa02 with another signature; it is only applied when named.
+    want = {"restore", "save", "fsync"} if parts == "all" else set(parts.split(","))
     if "restore" in want:
         _engine.restore = restore
     if "save" in want:
@@ -470,12 +472,17 @@ def apply_deferred_fsync() -> None:
 
     def _commit(self: Any, staging: str, final: str) -> None:
         pending = [p for p in _DEFERRED if p.startswith(staging)]
-        for p in pending:
+
+        def sync_one(p: str) -> None:
             fd = os.open(p, os.O_RDONLY)
             try:
                 real_fsync(fd)
             finally:
                 os.close(fd)
+
+        # Concurrent fsyncs share journal commits (ext4 batches them into one transaction).
+        with ThreadPoolExecutor(min(16, max(1, len(pending)))) as ex:
+            list(ex.map(sync_one, pending))
         _DEFERRED[:] = [p for p in _DEFERRED if not p.startswith(staging)]
         orig_commit(self, staging, final)
 

@@ -119,8 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'setup':<12}{'save s':>10}{'x local':>9}{'restore s':>12}{'x local':>9}")
         for name, (save_s, restore_s) in figures.items():
             print(
-                f"{name:<12}{save_s:>10.3f}{save_s / base_save:>9.2f}"
-                f"{restore_s:>12.3f}{restore_s / base_restore:>9.2f}"
+                f"{name:<12}{save_s:>10.3f}{save_s / base_save:>9.2f}{restore_s:>12.3f}{restore_s / base_restore:>9.2f}"
             )
         remote.stop()
         local.stop()

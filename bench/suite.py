@@ -490,8 +490,8 @@ def case_incremental(ctx: Context) -> None:
     )  # fmt: skip
     fw, iw = med["full"]["write_bytes"], med["incr"]["write_bytes"]
     ctx.add(
-        Row("incremental", "bytes written (/proc/self/io write_bytes)", f"{iw / MB:.1f} MB", f"full save {fw / MB:.1f} MB",
-            iw / fw if fw else None)
+        Row("incremental", "bytes written (/proc/self/io write_bytes)", f"{iw / MB:.1f} MB",
+            f"full save {fw / MB:.1f} MB", iw / fw if fw else None)
     )  # fmt: skip
     ctx.add(
         Row("incremental", "time, incremental vs full", f"{methods[1].median:.3f} s",
@@ -656,8 +656,8 @@ def case_inspect(ctx: Context) -> None:
             f"python -c pass {b:.3f} s", w / 0.5, "<= 0.500 s", w <= 0.5, data={"seconds": w})
     )  # fmt: skip
     ctx.add(
-        Row("inspect", "cairn inspect, checkpoint not in page cache", f"{c:.3f} s", f"python -c pass {b:.3f} s", c / 0.5,
-            "<= 0.500 s", c <= 0.5, data={"seconds": c})
+        Row("inspect", "cairn inspect, checkpoint not in page cache", f"{c:.3f} s", f"python -c pass {b:.3f} s",
+            c / 0.5, "<= 0.500 s", c <= 0.5, data={"seconds": c})
     )  # fmt: skip
 
 
@@ -846,7 +846,7 @@ def main(argv: list[str] | None = None) -> int:
             "python": platform.python_version(),
             "platform": platform.platform(),
             "load_average": os.getloadavg(),
-        },  # fmt: skip
+        },
         "options": {k: v for k, v in vars(args).items()},
         "size_gb": ctx.size_gb,
         "state_bytes": ctx._model.nbytes if ctx._model is not None else None,
