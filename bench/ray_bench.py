@@ -14,7 +14,7 @@ Three ways to checkpoint the same PPO state (CartPole, an MLP of two
   (``get_state`` pulls it from the actors) and written by it, the way a
   checkpoint manager or RLlib does it.
 
-Each figure is the median of ``--rounds`` runs (the page cache is not dropped:
+Each figure is the median of ``--rounds`` runs, interleaved (the page cache is not dropped:
 the files are small next to memory; the restore times include verifying every
 byte). Ratios are against ``local``.
 """
@@ -32,13 +32,20 @@ from collections.abc import Callable
 from typing import Any
 
 
-def _median_time(fn: Callable[[], Any], rounds: int) -> float:
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def _interleaved_medians(methods: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
+    """Median time of each method; each round runs them all, in an order that rotates per round.
+
+    Interleaving matters here: fsync times on a VM disk drift with what was written
+    just before, so timing one method's rounds after another's would favour one of them.
+    """
+    times: dict[str, list[float]] = {name: [] for name in methods}
+    names = list(methods)
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            start = time.perf_counter()
+            methods[name]()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def _dir_size(path: str) -> int:
@@ -95,20 +102,23 @@ def main(argv: list[str] | None = None) -> int:
 
             remote.set_state(_nested_state(loaded))
 
-        figures = {
-            "local": (
-                _median_time(lambda: local.save_to_path(local_path), args.rounds),
-                _median_time(lambda: local.restore_from_path(local_path), args.rounds),
-            ),
-            "remote": (
-                _median_time(lambda: remote.save_to_path(remote_path), args.rounds),
-                _median_time(lambda: remote.restore_from_path(remote_path), args.rounds),
-            ),
-            "via driver": (
-                _median_time(via_driver_save, args.rounds),
-                _median_time(via_driver_restore, args.rounds),
-            ),
-        }
+        saves = _interleaved_medians(
+            {
+                "local": lambda: local.save_to_path(local_path),
+                "remote": lambda: remote.save_to_path(remote_path),
+                "via driver": via_driver_save,
+            },
+            args.rounds,
+        )
+        restores = _interleaved_medians(
+            {
+                "local": lambda: local.restore_from_path(local_path),
+                "remote": lambda: remote.restore_from_path(remote_path),
+                "via driver": via_driver_restore,
+            },
+            args.rounds,
+        )
+        figures = {name: (saves[name], restores[name]) for name in saves}
         size = _dir_size(local_path)
         print(
             f"PPO CartPole, hidden {args.hidden}x2, checkpoint {size / 1e6:.1f} MB; "
