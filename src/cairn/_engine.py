@@ -22,8 +22,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cairn._tensorio import MemoryTensorFile, StreamedTensorFile
 from cairn._version import __version__
-from cairn.codec.tensors import NUMPY_TO_ST, TensorRecord, build_header, parse_header
+from cairn.codec.tensors import build_header, parse_header
 from cairn.errors import (
     CheckpointError,
     CheckpointNotFoundError,
@@ -489,17 +490,49 @@ class FolderReader:
         obj = load_json(self.read(CTOR, max_bytes=MAX_JSON_BYTES), where=self.where(CTOR))
         return decode_ctor(obj, allow_pickle=allow_pickle, where=self.where(CTOR))
 
-    def state(self, allow_pickle: bool) -> dict[str, Any]:
-        """The folder's own state (without its components), verified and decoded."""
+    def tensor_source(self) -> MemoryTensorFile | StreamedTensorFile | None:
+        """The folder's verified tensor file, or None when it has none.
+
+        Local files are verified by streaming and read into place later; files on
+        other storage are read whole and verified.
+        """
+        from cairn.storage.local import LocalStorage
+
+        entry = self.manifest.files.get(TENSORS)
+        if entry is None:
+            return None
+        if not isinstance(self.storage, LocalStorage):
+            return MemoryTensorFile(self.read(TENSORS), self.where(TENSORS))
+        path = self.storage.join(self.folder, TENSORS)
+        try:
+            fd = self.storage._open_read(path)
+        except FileNotFoundError as err:
+            raise CorruptCheckpointError(
+                f"{self.where(TENSORS)} is missing, though the manifest lists it; the checkpoint is damaged."
+            ) from err
+        except (IsADirectoryError, NotADirectoryError) as err:
+            raise CorruptCheckpointError(
+                f"{self.where(TENSORS)} cannot be read: {err.strerror or err}; the checkpoint's folder structure "
+                "is damaged."
+            ) from err
+        return StreamedTensorFile(fd, entry, self.where(TENSORS))
+
+    def decode(
+        self,
+        skeleton: bytearray,
+        tensors: MemoryTensorFile | StreamedTensorFile | None,
+        allow_pickle: bool,
+        buffers: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Decode the verified ``state.msgpack``; arrays come from ``tensors``.
+
+        With a streamed tensor file the arrays are only allocated (or taken from
+        ``buffers``) here; they are filled by ``tensors.read_all()``.
+        """
         from cairn.codec.state import decode_state
 
-        self.check_pickle(allow_pickle)
-        skeleton = self.read(STATE)
-        tensors: _TensorFile | None = None
-        if TENSORS in self.manifest.files:
-            tensors = _TensorFile(self.read(TENSORS), self.where(TENSORS))
         where = self.where(STATE)
-
+        dests = _leaf_map(buffers) if buffers else {}
         cache: dict[tuple[str, int], Any] = {}
 
         def load_array(name: str, kind: int, dtype: Any, shape: list[int]) -> Any:
@@ -508,7 +541,7 @@ class FolderReader:
             # The same array saved twice (one object under two keys) comes back as one object.
             key = (name, kind)
             if key not in cache:
-                cache[key] = tensors.get(name, kind, dtype, shape)
+                cache[key] = tensors.get(name, kind, dtype, shape, dests.pop(name, None))
             return cache[key]
 
         state = decode_state(skeleton, load_array=load_array, allow_pickle=allow_pickle, where=where)
@@ -516,69 +549,43 @@ class FolderReader:
             raise CorruptCheckpointError(f"{where} does not hold a dict.")
         return state
 
-
-class _TensorFile:
-    """A verified safetensors file in memory; arrays are views of its buffer."""
-
-    def __init__(self, data: bytearray, where: str) -> None:
-        self.data = data
-        self.where = where
-        self.records, _ = parse_header(memoryview(data), where=where)
-
-    def get(self, name: str, kind: int, dtype: Any, shape: list[int]) -> Any:
-        import numpy as np
-
-        from cairn.codec.state import KIND_NUMPY, numpy_dtype_from_descr
-
-        rec = self.records.get(name)
-        if rec is None:
-            raise CorruptCheckpointError(f"{self.where} has no tensor {name!r}, which the state refers to.")
-        if not all(type(d) is int and d >= 0 for d in shape):
-            raise CorruptCheckpointError(f"{self.where}: tensor {name!r} has an invalid shape {shape!r}.")
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-        nbytes = rec.end - rec.begin
-        if kind == KIND_NUMPY:
-            np_dtype = numpy_dtype_from_descr(dtype, where=self.where)
-            self._check(
-                name,
-                rec,
-                count * np_dtype.itemsize,
-                NUMPY_TO_ST.get(np_dtype.name) if np_dtype.isnative else None,
-                shape,
-            )
-            arr = np.frombuffer(self.data, dtype=np.uint8, count=nbytes, offset=rec.begin)
-            if count == 0:
-                return np.empty(shape, dtype=np_dtype)
-            out = arr.view(np_dtype).reshape(shape)
-            return out
-        import torch
-
-        from cairn.codec.state import TORCH_TO_ST
-
-        t_dtype = getattr(torch, dtype, None) if isinstance(dtype, str) else None
-        if not isinstance(t_dtype, torch.dtype):
-            raise CorruptCheckpointError(f"{self.where}: tensor {name!r} has unknown torch dtype {dtype!r}.")
-        self._check(name, rec, count * t_dtype.itemsize, TORCH_TO_ST.get(dtype), shape)
-        if count == 0:
-            return torch.empty(shape, dtype=t_dtype)
-        raw = torch.frombuffer(self.data, dtype=torch.uint8, count=nbytes, offset=rec.begin)
+    def state(self, allow_pickle: bool) -> dict[str, Any]:
+        """The folder's own state (without its components), verified and decoded."""
+        self.check_pickle(allow_pickle)
+        skeleton = self.read(STATE)
+        tensors = self.tensor_source()
         try:
-            return raw.view(t_dtype).reshape(shape)
-        except RuntimeError:
-            # An unaligned offset (files written by other tools): copy, then reinterpret.
-            return raw.clone().view(t_dtype).reshape(shape)
+            state = self.decode(skeleton, tensors, allow_pickle)
+            if tensors is not None:
+                tensors.read_all()
+        finally:
+            if tensors is not None:
+                tensors.close()
+        return state
 
-    def _check(self, name: str, rec: TensorRecord, nbytes: int, st: str | None, shape: list[int]) -> None:
-        if rec.end - rec.begin != nbytes:
-            raise CorruptCheckpointError(
-                f"{self.where}: tensor {name!r} holds {rec.end - rec.begin} bytes but its recorded "
-                f"dtype and shape need {nbytes}."
-            )
-        if st is not None and (rec.st_dtype != st or list(rec.shape) != list(shape)):
-            raise CorruptCheckpointError(
-                f"{self.where}: tensor {name!r} is {rec.st_dtype}{list(rec.shape)} in the file but "
-                f"{st}{list(shape)} in the state."
-            )
+
+def _leaf_map(tree: Any) -> dict[str, Any]:
+    """Leaves of a state tree by the names the encoder gives tensors; ambiguous names are dropped."""
+    out: dict[str, Any] = {}
+    dup: set[str] = set()
+
+    def walk(v: Any, path: tuple[Any, ...]) -> None:
+        if type(v) is dict:
+            for k, x in v.items():
+                walk(x, (*path, k))
+        elif type(v) in (list, tuple):
+            for i, x in enumerate(v):
+                walk(x, (*path, i))
+        else:
+            name = "/".join(str(p) for p in path) or "value"
+            if name in out:
+                dup.add(name)
+            out[name] = v
+
+    walk(tree, ())
+    for d in dup:
+        out.pop(d, None)
+    return out
 
 
 # --------------------------------------------------------------------------- restore
@@ -590,6 +597,7 @@ class LoadedFolder:
 
     state: dict[str, Any]
     children: dict[str, LoadedFolder]
+    version: int = 0  # the STATE_VERSION recorded in the folder
 
 
 def _check_class(target: Checkpointable, reader: FolderReader) -> None:
@@ -642,27 +650,86 @@ def upgrade(cls: type[Checkpointable], state: dict[str, Any], from_version: int,
     return state
 
 
-def load_folder(target: Checkpointable, reader: FolderReader, *, allow_pickle: bool, label: str) -> LoadedFolder:
-    """Read and verify ``reader``'s folder and the folders of ``target``'s components in it."""
+@dataclass
+class _VerifiedFolder:
+    target: Checkpointable
+    reader: FolderReader
+    label: str
+    skeleton: bytearray
+    tensors: MemoryTensorFile | StreamedTensorFile | None
+    children: dict[str, _VerifiedFolder]
+
+
+def _verify_tree(
+    target: Checkpointable,
+    reader: FolderReader,
+    *,
+    allow_pickle: bool,
+    label: str,
+    opened: list[MemoryTensorFile | StreamedTensorFile],
+) -> _VerifiedFolder:
+    """Phase 1: read and verify every file the restore needs, decoding nothing."""
     _check_class(target, reader)
     reader.check_pickle(allow_pickle)
     # The constructor arguments are not needed to restore, but a damaged file anywhere in
     # the folders being restored must be reported, not left for a later from_checkpoint.
     reader.read(CTOR, max_bytes=MAX_JSON_BYTES)
-    state = reader.state(allow_pickle)
-    state = upgrade(
-        type(target), state, reader.metadata["state_version"], f"{reader.where()} (component {label or '<root>'})"
-    )
+    skeleton = reader.read(STATE)
+    tensors = reader.tensor_source()
+    if tensors is not None:
+        opened.append(tensors)
     comps = checkpointable_components(target, where=label or "<root>")
-    children: dict[str, LoadedFolder] = {}
+    children: dict[str, _VerifiedFolder] = {}
     for name in reader.manifest.components:
         comp = comps.get(name)
         if comp is None:
             continue  # the target has no such component (e.g. fewer modules): not read
-        children[name] = load_folder(
-            comp, reader.child(name), allow_pickle=allow_pickle, label=f"{label}/{name}" if label else name
+        children[name] = _verify_tree(
+            comp,
+            reader.child(name),
+            allow_pickle=allow_pickle,
+            label=f"{label}/{name}" if label else name,
+            opened=opened,
         )
-    return LoadedFolder(state, children)
+    return _VerifiedFolder(target, reader, label, skeleton, tensors, children)
+
+
+def _decode_tree(v: _VerifiedFolder, allow_pickle: bool) -> tuple[LoadedFolder, int]:
+    """Phase 2: decode every skeleton; arrays are allocated (or live buffers chosen), not yet read."""
+    version = v.reader.metadata["state_version"]
+    # Read in place only when no upgrade will run: an upgrade may fail or reshape the state.
+    buffers = v.target.get_state_buffers() if version == v.target.STATE_VERSION else None
+    state = v.reader.decode(v.skeleton, v.tensors, allow_pickle, buffers)
+    children = {name: _decode_tree(child, allow_pickle) for name, child in v.children.items()}
+    return LoadedFolder(state, {n: c[0] for n, c in children.items()}, version), version
+
+
+def _upgrade_tree(target: Checkpointable, loaded: LoadedFolder, reader: FolderReader, label: str) -> None:
+    loaded.state = upgrade(
+        type(target), loaded.state, loaded.version, f"{reader.where()} (component {label or '<root>'})"
+    )
+    comps = checkpointable_components(target, where=label or "<root>")
+    for name, child in loaded.children.items():
+        _upgrade_tree(comps[name], child, reader.child(name), f"{label}/{name}" if label else name)
+
+
+def load_folder(target: Checkpointable, reader: FolderReader, *, allow_pickle: bool, label: str) -> LoadedFolder:
+    """Read, verify and decode ``reader``'s folder and the folders of ``target``'s components in it.
+
+    Nothing of ``target`` is touched until every file is verified and every state decoded;
+    tensors are then read straight into their destinations, and states upgraded.
+    """
+    opened: list[MemoryTensorFile | StreamedTensorFile] = []
+    try:
+        verified = _verify_tree(target, reader, allow_pickle=allow_pickle, label=label, opened=opened)
+        loaded, _ = _decode_tree(verified, allow_pickle)
+        for source in opened:
+            source.read_all()
+    finally:
+        for source in opened:
+            source.close()
+    _upgrade_tree(target, loaded, reader, label)
+    return loaded
 
 
 def apply_loaded(target: Checkpointable, loaded: LoadedFolder, label: str = "") -> None:

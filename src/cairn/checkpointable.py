@@ -88,6 +88,19 @@ class Checkpointable(abc.ABC):
         """Return JSON-able facts to record in ``metadata.json`` (not part of the state)."""
         return {}
 
+    def get_state_buffers(self) -> dict[str, Any] | None:
+        """Optional: live arrays and tensors a restore may read straight into.
+
+        Laid out like this object's own keys of :meth:`get_state` (without the
+        components). A restore from local disk reads each saved tensor directly
+        into the buffer at the same place when dtype and shape match (contiguous,
+        on the CPU, not requiring grad), then passes that same object to
+        :meth:`set_state`: no second copy of the state in memory. Only verified
+        bytes are written, after every file of the restore passed its checksum.
+        The default, None, reads into fresh arrays.
+        """
+        return None
+
     @classmethod
     def upgrade_state(cls, state: dict[str, Any], from_version: int) -> dict[str, Any]:
         """Turn this class's own state from ``from_version`` into ``from_version + 1``.

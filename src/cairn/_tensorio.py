@@ -1,0 +1,286 @@
+"""Reading tensor files: verified in memory, or verified by streaming and read in place.
+
+Two sources of arrays for the decoder:
+
+* :class:`MemoryTensorFile`: the whole file, already read and verified; arrays
+  are views of its buffer. Used for object stores, where a ranged read per
+  tensor would cost a round trip each.
+* :class:`StreamedTensorFile`: a local file. On open it streams the file once
+  through two reused 16 MB buffers, computing the CRC-32 in a helper thread
+  while the next chunk is read (both release the GIL), and checks size and CRC
+  against the manifest. Decoding then only *plans* where each tensor goes: a
+  live buffer the component offers (``Checkpointable.get_state_buffers``) when
+  dtype and shape match, else a fresh, uninitialized array. :meth:`read_all`
+  fills them with ``preadv`` from the page cache once every folder of the
+  restore is verified and decoded, so a damaged file never touches live state
+  and the state is never held twice in memory.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from cairn.codec.tensors import NUMPY_TO_ST, TensorRecord, parse_header
+from cairn.errors import CorruptCheckpointError
+
+if TYPE_CHECKING:
+    from cairn.manifest import FileEntry
+
+CHUNK = 16 << 20
+_crc_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+_local = threading.local()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _crc_pool
+    with _pool_lock:
+        if _crc_pool is None:
+            _crc_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cairn-crc")
+        return _crc_pool
+
+
+def _chunk_buffers() -> list[memoryview]:
+    # Reused per thread: fresh memory costs page faults, several times slower than a copy.
+    bufs: list[memoryview] | None = getattr(_local, "bufs", None)
+    if bufs is None:
+        bufs = [memoryview(bytearray(CHUNK)), memoryview(bytearray(CHUNK))]
+        _local.bufs = bufs
+    return bufs
+
+
+class _SizedView:
+    """A header buffer that reports the whole file's length (for header-only parsing)."""
+
+    def __init__(self, data: bytes, size: int) -> None:
+        self.data = data
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, item: slice) -> bytes:
+        return self.data[item]
+
+
+def check_ref(
+    records: dict[str, TensorRecord], where: str, name: str, kind: int, dtype: Any, shape: list[int]
+) -> tuple[TensorRecord, Any]:
+    """Check an array reference of the skeleton against the file's header.
+
+    Returns:
+        The record and the array's dtype (a numpy dtype, or a torch dtype).
+    """
+    import numpy as np
+
+    from cairn.codec.state import KIND_NUMPY, TORCH_TO_ST, numpy_dtype_from_descr
+
+    rec = records.get(name)
+    if rec is None:
+        raise CorruptCheckpointError(f"{where} has no tensor {name!r}, which the state refers to.")
+    if not all(type(d) is int and d >= 0 for d in shape):
+        raise CorruptCheckpointError(f"{where}: tensor {name!r} has an invalid shape {shape!r}.")
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    out_dtype: Any
+    if kind == KIND_NUMPY:
+        np_dtype = numpy_dtype_from_descr(dtype, where=where)
+        st = NUMPY_TO_ST.get(np_dtype.name) if np_dtype.isnative else None
+        nbytes, out_dtype = count * np_dtype.itemsize, np_dtype
+    else:
+        import torch
+
+        t_dtype = getattr(torch, dtype, None) if isinstance(dtype, str) else None
+        if not isinstance(t_dtype, torch.dtype):
+            raise CorruptCheckpointError(f"{where}: tensor {name!r} has unknown torch dtype {dtype!r}.")
+        st, nbytes, out_dtype = TORCH_TO_ST.get(dtype), count * t_dtype.itemsize, t_dtype
+    if rec.end - rec.begin != nbytes:
+        raise CorruptCheckpointError(
+            f"{where}: tensor {name!r} holds {rec.end - rec.begin} bytes but its recorded dtype and shape "
+            f"need {nbytes}."
+        )
+    if st is not None and (rec.st_dtype != st or list(rec.shape) != list(shape)):
+        raise CorruptCheckpointError(
+            f"{where}: tensor {name!r} is {rec.st_dtype}{list(rec.shape)} in the file but {st}{list(shape)} "
+            "in the state."
+        )
+    return rec, out_dtype
+
+
+class MemoryTensorFile:
+    """A verified safetensors file in memory; arrays are views of its buffer."""
+
+    def __init__(self, data: bytearray, where: str) -> None:
+        """Parse the header of verified ``data``."""
+        self.data = data
+        self.where = where
+        self.records, _ = parse_header(memoryview(data), where=where)
+
+    def get(self, name: str, kind: int, dtype: Any, shape: list[int], dest: Any = None) -> Any:
+        """The array ``name`` as a view of the buffer (``dest`` is not used here)."""
+        import numpy as np
+
+        from cairn.codec.state import KIND_NUMPY
+
+        rec, out_dtype = check_ref(self.records, self.where, name, kind, dtype, shape)
+        nbytes = rec.end - rec.begin
+        if kind == KIND_NUMPY:
+            if nbytes == 0:
+                return np.empty(shape, dtype=out_dtype)
+            return (
+                np.frombuffer(self.data, dtype=np.uint8, count=nbytes, offset=rec.begin).view(out_dtype).reshape(shape)
+            )
+        import torch
+
+        if nbytes == 0:
+            return torch.empty(shape, dtype=out_dtype)
+        raw = torch.frombuffer(self.data, dtype=torch.uint8, count=nbytes, offset=rec.begin)
+        try:
+            return raw.view(out_dtype).reshape(shape)
+        except RuntimeError:
+            # An unaligned offset (files written by other tools): copy, then reinterpret.
+            return raw.clone().view(out_dtype).reshape(shape)
+
+    def read_all(self) -> None:
+        """Nothing to do: the arrays are views of the verified buffer."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _byte_view(value: Any, kind: int, out_dtype: Any, shape: list[int]) -> memoryview | None:
+    """A writable byte view of ``value`` when it can receive this array as it is, else None."""
+    import numpy as np
+
+    from cairn.codec.state import KIND_NUMPY
+
+    if kind == KIND_NUMPY:
+        if (
+            not isinstance(value, np.ndarray)
+            or value.dtype != out_dtype
+            or list(value.shape) != list(shape)
+            or not value.flags.c_contiguous
+            or not value.flags.writeable
+            or value.size == 0
+        ):
+            return None
+        return memoryview(value.reshape(-1).view(np.uint8).data)
+    torch = sys.modules.get("torch")
+    if (
+        torch is None
+        or not isinstance(value, torch.Tensor)
+        or value.dtype != out_dtype
+        or list(value.shape) != list(shape)
+        or value.device.type != "cpu"
+        or not value.is_contiguous()
+        or value.requires_grad
+        or value.numel() == 0
+    ):
+        return None
+    return memoryview(value.reshape(-1).view(torch.uint8).numpy().data)
+
+
+def _fresh(kind: int, out_dtype: Any, shape: list[int]) -> tuple[Any, memoryview | None]:
+    import numpy as np
+
+    from cairn.codec.state import KIND_NUMPY
+
+    if kind == KIND_NUMPY:
+        a = np.empty(shape, out_dtype)
+        return a, (memoryview(a.reshape(-1).view(np.uint8).data) if a.size else None)
+    import torch
+
+    t = torch.empty(shape, dtype=out_dtype)
+    return t, (memoryview(t.reshape(-1).view(torch.uint8).numpy().data) if t.numel() else None)
+
+
+class StreamedTensorFile:
+    """A local tensor file, verified by streaming; tensors are read into their destinations later."""
+
+    def __init__(self, fd: int, entry: FileEntry, where: str) -> None:
+        """Verify the open file ``fd`` against its manifest ``entry``; the fd is owned from here on.
+
+        Raises:
+            CorruptCheckpointError: Wrong size, wrong checksum or a malformed header.
+        """
+        self.fd = fd
+        self.where = where
+        self.jobs: list[tuple[memoryview, int]] = []
+        try:
+            self._verify(entry)
+        except BaseException:
+            self.close()
+            raise
+
+    def _verify(self, entry: FileEntry) -> None:
+        size = os.fstat(self.fd).st_size
+        if size != entry.size:
+            raise CorruptCheckpointError(
+                f"{self.where} is {size} bytes but the manifest records {entry.size}; the file is truncated "
+                "or was changed after the save. Restore it from a good copy."
+            )
+        if hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(self.fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        bufs = _chunk_buffers()
+        crc = [0]
+
+        def crc_of(mv: memoryview) -> None:
+            crc[0] = zlib.crc32(mv, crc[0])
+
+        pool = _pool()
+        off, i, pending = 0, 0, None
+        while off < size:
+            mv = bufs[i % 2]
+            n = os.preadv(self.fd, [mv[: min(CHUNK, size - off)]], off)
+            if n == 0:
+                break
+            if pending is not None:
+                pending.result()  # the CRC of the other buffer is done: it may be reused next
+            pending = pool.submit(crc_of, mv[:n])
+            off += n
+            i += 1
+        if pending is not None:
+            pending.result()
+        if off != size or crc[0] != entry.crc32:
+            raise CorruptCheckpointError(
+                f"{self.where} fails its checksum (crc32 {crc[0]:08x}, manifest says {entry.crc32:08x}): the file "
+                "is corrupted. Restore it from a good copy."
+            )
+        head = os.pread(self.fd, 8, 0)
+        n = int.from_bytes(head, "little") if len(head) == 8 else 0
+        header = os.pread(self.fd, 8 + min(n, size), 0)
+        self.records, _ = parse_header(_SizedView(header, size), where=self.where)  # type: ignore[arg-type]
+
+    def get(self, name: str, kind: int, dtype: Any, shape: list[int], dest: Any = None) -> Any:
+        """Plan the read of ``name`` into ``dest`` (when it fits) or a fresh array; return that array."""
+        rec, out_dtype = check_ref(self.records, self.where, name, kind, dtype, shape)
+        view = _byte_view(dest, kind, out_dtype, shape) if dest is not None else None
+        if view is not None:
+            value = dest
+        else:
+            value, view = _fresh(kind, out_dtype, shape)
+        if view is not None:
+            self.jobs.append((view, rec.begin))
+        return value
+
+    def read_all(self) -> None:
+        """Fill every planned destination (from the page cache: the file was just streamed)."""
+        jobs, self.jobs = self.jobs, []
+        for view, offset in sorted(jobs, key=lambda j: j[1]):
+            got = 0
+            while got < len(view):
+                n = os.preadv(self.fd, [view[got:]], offset + got)
+                if n == 0:
+                    raise CorruptCheckpointError(f"{self.where} became shorter while it was being restored.")
+                got += n
+        self.close()
+
+    def close(self) -> None:
+        """Close the file."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
