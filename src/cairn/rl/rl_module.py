@@ -252,6 +252,10 @@ class RLModule(nn.Module, Checkpointable):
         """The module's ``state_dict``: parameter name -> tensor (a copy)."""
         return {name: value.detach().clone() for name, value in self.state_dict().items()}
 
+    def get_state_buffers(self) -> dict[str, Any] | None:
+        """The live parameters and buffers (no copies): a restore from local disk reads into them."""
+        return dict(self.state_dict())
+
     def set_state(self, state: dict[str, Any]) -> None:
         """Load tensors from ``state``; parameters missing from it are left as they are.
 
