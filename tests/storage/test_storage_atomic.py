@@ -188,9 +188,9 @@ def test_stale_listing_cache_cannot_keep_old_commit_marker(moto_s3: MotoS3, cach
     """
     base = f"{moto_s3.bucket}/stale"
     other = moto_s3.filesystem()
-    other.pipe_file(f"{base}/ckpt/placeholder", b"x")
+    other.pipe_file(f"{base}/ckpt/ctor.json", b"x")  # what an interrupted save left
     assert cached_s3.ls(base, detail=False)  # the cache now says: ckpt holds one file ...
-    assert cached_s3.ls(f"{base}/ckpt", detail=False) == [f"{base}/ckpt/placeholder"]  # ... and no manifest
+    assert cached_s3.ls(f"{base}/ckpt", detail=False) == [f"{base}/ckpt/ctor.json"]  # ... and no manifest
     _agent(1).save_to_path(f"{base}/ckpt", filesystem=other)
     faulty = FaultyFS(cached_s3, faults=[Fault("write", "ckpt/manifest.json", times=None, error=lambda: OSError("x"))])
     with pytest.raises(cairn.CheckpointError):
@@ -307,3 +307,43 @@ def test_manager_keeps_checkpoints_on_read_errors(monkeypatch: pytest.MonkeyPatc
         assert fs.exists(f"{root}/step_000000001/manifest.json")
     finally:
         fs.rm("/cairn-tests/mgr-read-errors", recursive=True)
+
+
+# ---------------------------------------------------------------------------- what a save may replace
+
+
+def _put(backend: Backend, parts: list[str], data: bytes) -> None:
+    path = backend.path(*parts)
+    backend.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    backend.fs.pipe_file(path, data)
+
+
+def test_save_never_replaces_foreign_data(backend: Backend) -> None:
+    """A folder holding anything but checkpoint files is never replaced; a file in the way is refused."""
+    fs = backend.fs
+    _put(backend, ["data", "notes.txt"], b"precious")
+    _put(backend, ["data", "sub", "metadata.json"], b"{}")
+    with pytest.raises(cairn.CheckpointError, match="notes.txt") as info:
+        _agent(1).save_to_path(backend.uri("data"))
+    assert "not a file of a cairn checkpoint" in str(info.value)
+    fs.invalidate_cache()
+    assert fs.cat_file(backend.path("data", "notes.txt")) == b"precious"
+    assert fs.exists(backend.path("data", "sub", "metadata.json"))
+    _put(backend, ["afile"], b"a file")
+    with pytest.raises(cairn.CheckpointError, match="in the way"):
+        _agent(1).save_to_path(backend.uri("afile"))
+    fs.invalidate_cache()
+    assert fs.cat_file(backend.path("afile")) == b"a file"
+
+
+def test_save_replaces_checkpoints_and_remains_of_saves(backend: Backend) -> None:
+    """A checkpoint, or what an interrupted save left (checkpoint files only), is replaced; siblings are not touched."""
+    fs = backend.fs
+    _put(backend, ["ckpt2", "notes.txt"], b"sibling")  # a sibling sharing the name's prefix
+    _put(backend, ["ckpt", "policy", "state.msgpack"], b"partial")
+    _put(backend, ["ckpt", "policy", "metadata.json"], b"{")
+    _agent(1).save_to_path(backend.uri("ckpt"))
+    _agent(2).save_to_path(backend.uri("ckpt"))
+    assert view(backend.uri("ckpt")) == "step2"
+    fs.invalidate_cache()
+    assert fs.cat_file(backend.path("ckpt2", "notes.txt")) == b"sibling"

@@ -11,6 +11,23 @@ from cairn.errors import CheckpointError
 
 Chunk = bytes | bytearray | memoryview
 
+CHECKPOINT_FILES = frozenset({"manifest.json", "metadata.json", "ctor.json", "state.msgpack", "tensors.safetensors"})
+"""The names of the files a checkpoint folder holds (``cairn.manifest.RESERVED_NAMES``).
+
+A save replaces an existing folder only when every file in it has one of these
+names: a checkpoint, or what an interrupted save left. Anything else is the
+user's data, and a save never deletes it.
+"""
+
+
+def foreign_file_error(final: str, foreign: str) -> CheckpointError:
+    """The refusal to replace a folder that holds files of no checkpoint."""
+    return CheckpointError(
+        f"Cannot save a checkpoint at {final}: the folder already holds {foreign}, which is not a file of a "
+        "cairn checkpoint, and a save replaces the whole folder. Save to a new or empty folder, or delete "
+        "this one first."
+    )
+
 
 class Storage(abc.ABC):
     """Moves bytes to and from one filesystem. Paths are absolute on that filesystem."""

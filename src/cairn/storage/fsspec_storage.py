@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from cairn.errors import CheckpointError
-from cairn.storage.base import Chunk, Storage
+from cairn.storage.base import CHECKPOINT_FILES, Chunk, Storage, foreign_file_error
 
 T = TypeVar("T")
 
@@ -354,7 +354,18 @@ class FsspecStorage(Storage):
         self._invalidate(path)
 
     def begin_write(self, final: str) -> str:
-        """Uncommit and clear an existing checkpoint at ``final``; write in place."""
+        """Uncommit and clear an existing checkpoint at ``final``; write in place.
+
+        Refuses (before deleting anything) when ``final`` is a file, or a folder
+        holding files that are not a checkpoint's.
+        """
+        self._invalidate(final)
+        if self._retry("Checking", final, lambda: self.fs.isfile(final)):
+            raise CheckpointError(f"Cannot save a checkpoint at {self.uri(final)}: a file is in the way.")
+        existing = self._retry("Listing", final, lambda: self._find(final))
+        foreign = next((p for p in existing if p.rstrip("/").rsplit("/", 1)[-1] not in CHECKPOINT_FILES), None)
+        if foreign is not None:
+            raise foreign_file_error(self.uri(final), self.uri(foreign))
         manifest = self.join(final, MANIFEST)
         if self.exists(manifest):
             # Delete the commit marker first: from here on no reader sees the old checkpoint
@@ -364,6 +375,14 @@ class FsspecStorage(Storage):
             self.remove_tree(final)
         self.makedirs(final)
         return final
+
+    def _find(self, folder: str) -> list[str]:
+        """Every file below ``folder`` (empty when it does not exist)."""
+        try:
+            found = self.fs.find(folder)
+        except FileNotFoundError:
+            return []
+        return [str(p) for p in found if not str(p).endswith("/")]
 
     def commit(self, staging: str, final: str) -> None:
         """Nothing to do: the engine wrote the root manifest last."""

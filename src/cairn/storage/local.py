@@ -11,7 +11,7 @@ import zlib
 from collections.abc import Iterable
 
 from cairn.errors import CheckpointError, CorruptCheckpointError
-from cairn.storage.base import Chunk, Storage
+from cairn.storage.base import CHECKPOINT_FILES, Chunk, Storage, foreign_file_error
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -38,6 +38,18 @@ def _fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _first_foreign_file(folder: str) -> str | None:
+    """The first file under ``folder`` that no checkpoint holds (links count), or None."""
+    for root, dirs, files in os.walk(folder):
+        for name in sorted(files):
+            if name not in CHECKPOINT_FILES or os.path.islink(os.path.join(root, name)):
+                return os.path.join(root, name)
+        for name in sorted(dirs):
+            if os.path.islink(os.path.join(root, name)):
+                return os.path.join(root, name)
+    return None
 
 
 def _write_error(what: str, path: str, err: OSError) -> CheckpointError:
@@ -207,6 +219,10 @@ class LocalStorage(Storage):
             raise CheckpointError(f"Cannot save a checkpoint at {final!r}: it names no folder.")
         if os.path.lexists(final) and (os.path.islink(final) or not os.path.isdir(final)):
             raise CheckpointError(f"Cannot save a checkpoint at {final!r}: a file or link is in the way.")
+        if os.path.isdir(final):
+            foreign = _first_foreign_file(final)
+            if foreign is not None:
+                raise foreign_file_error(final, foreign)
         staging = os.path.join(parent, f".{name}{TMP_MARK}{uuid.uuid4().hex[:12]}")
         try:
             os.makedirs(parent, exist_ok=True)
