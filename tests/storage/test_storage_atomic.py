@@ -323,7 +323,7 @@ def test_save_never_replaces_foreign_data(backend: Backend) -> None:
     fs = backend.fs
     _put(backend, ["data", "notes.txt"], b"precious")
     _put(backend, ["data", "sub", "metadata.json"], b"{}")
-    with pytest.raises(cairn.CheckpointError, match="notes.txt") as info:
+    with pytest.raises(cairn.CheckpointError, match=r"notes\.txt") as info:
         _agent(1).save_to_path(backend.uri("data"))
     assert "not a file of a cairn checkpoint" in str(info.value)
     fs.invalidate_cache()
