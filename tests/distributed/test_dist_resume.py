@@ -1,4 +1,4 @@
-"""With one remote env runner (it writes and restores all of ``env_runner/``), a Ray run resumes bit for bit."""
+"""A Ray run (remote env runners and data-parallel learners) resumes bit for bit at the same scale."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ def _metrics(algo: PPO, n: int) -> list[dict[str, Any]]:
     return [{k: v for k, v in algo.train().items() if not k.startswith("perf/")} for _ in range(n)]
 
 
-def test_one_runner_two_learners_resume_is_exact(ray_cluster: Any, tmp_path: Path) -> None:
-    straight = PPO(small_config(num_env_runners=1, num_learners=2))
+def test_two_runners_two_learners_resume_is_exact(ray_cluster: Any, tmp_path: Path) -> None:
+    straight = PPO(small_config(num_env_runners=2, num_learners=2))
     try:
         _metrics(straight, 2)
         path = straight.save_to_path(tmp_path / "mid")
@@ -30,7 +30,7 @@ def test_one_runner_two_learners_resume_is_exact(ray_cluster: Any, tmp_path: Pat
         straight.stop()
     resumed = PPO.from_checkpoint(path)
     try:
-        assert resumed.env_runner_group.num_env_runners == 1 and resumed.learner_group.num_learners == 2
+        assert resumed.env_runner_group.num_env_runners == 2 and resumed.learner_group.num_learners == 2
         assert _metrics(resumed, 2) == expected
         assert_states_equal(learner_state(resumed), expected_learner)
     finally:

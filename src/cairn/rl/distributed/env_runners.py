@@ -19,12 +19,16 @@ and calls from the driver to an actor run in the order they were made, so a
 stale broadcast can never land after a newer one. Every ``sample`` reports
 the weights version it acted with.
 
-Checkpoints: runner 1 writes the ``env_runner`` folder itself (its RNG and
-environments, so its episodes resume; the group's counters, episode windows
-and merged connector states, which the driver passes along). On restore every
-runner reads that folder in parallel; runner 1 takes all of it, the others
-take the connector states and keep their own environments and RNGs (two
-runners never replay the same episodes).
+Checkpoints: runner 1 writes the ``env_runner`` folder itself: its RNG and
+environments, the group's counters, episode windows and merged connector
+states (which the driver passes along), and under ``other_env_runners`` the
+RNG and environment state of runners 2..N (each hands its own, small, to runner
+1 through the object store). A local :class:`EnvRunner` ignores that key, so
+the folder is an ordinary ``env_runner`` checkpoint. On restore every runner
+reads the folder in parallel; runner 1 takes its part, runner k takes the
+entry recorded for worker index k if there is one (same scale: the run goes on
+bit for bit), else only the connector states, keeping its own environments and
+RNG (two runners never replay the same episodes).
 
 A runner that dies is replaced on the group's next ``sample`` (same worker
 index, fresh environments, the group's connector states and the latest
@@ -54,6 +58,9 @@ __all__ = ["EnvRunnerActor", "RemoteEnvRunners"]
 
 CHECKPOINT_WRITER_INDEX = 1
 """The worker index of the remote runner that writes (and fully restores) ``env_runner/``."""
+
+OTHER_RUNNERS_KEY = "other_env_runners"
+"""Key of ``env_runner/``'s state holding the RNG and environments of runners 2..N."""
 
 
 class EnvRunnerActor:
@@ -118,6 +125,11 @@ class EnvRunnerActor:
         """The runner's full state."""
         return self.runner.get_state()
 
+    def get_own_state(self) -> dict[str, Any]:
+        """What only this runner has (``worker_index``, ``rng``, ``env``), for runner 1's checkpoint."""
+        state = self.runner.get_state(components=[])
+        return {"worker_index": self.runner.worker_index, "rng": state["rng"], "env": state["env"]}
+
     def inject_save_delay(self, seconds: float) -> None:
         """Fault injection for tests: make the next checkpoint write wait ``seconds`` first."""
         self._save_delay_s = float(seconds)
@@ -130,11 +142,25 @@ class EnvRunnerActor:
         staging_root: str,
         allow_pickle: bool,
         overrides: Mapping[str, Any],
+        other_runners: list[dict[str, Any]],
     ) -> FileEntry:
-        """Write the ``env_runner`` folder (with the group's totals in ``overrides``)."""
+        """Write the ``env_runner`` folder.
+
+        Args:
+            storage: The checkpoint's storage.
+            folder: Where ``env_runner/`` goes in the staging place.
+            staging_root: The staging place (must exist here).
+            allow_pickle: As for ``save_to_path``.
+            overrides: The group's totals (counters, episode windows).
+            other_runners: :meth:`get_own_state` of runners 2..N.
+        """
+        import ray
+
         if self._save_delay_s:
             delay, self._save_delay_s = self._save_delay_s, 0.0
             time.sleep(delay)
+        # References inside a list are not resolved by Ray before the call: get them here.
+        other_runners = [ray.get(r) if isinstance(r, ray.ObjectRef) else r for r in other_runners]
         return write_component(
             self.runner,
             storage,
@@ -142,7 +168,7 @@ class EnvRunnerActor:
             staging_root=staging_root,
             allow_pickle=allow_pickle,
             where="env_runner",
-            state_overrides=overrides,
+            state_overrides={**overrides, OTHER_RUNNERS_KEY: list(other_runners)},
         )
 
     def load(self, reader: _engine.FolderReader, *, component: str | None, allow_pickle: bool) -> None:
@@ -160,9 +186,13 @@ class EnvRunnerActor:
         target, loaded, label = self._pending
         self._pending = None
         if self.runner.worker_index != CHECKPOINT_WRITER_INDEX and target is self.runner:
-            # Only the connectors: another runner's RNG and episodes would duplicate its data.
-            loaded = _engine.LoadedFolder({}, loaded.children)
-            _engine.apply_loaded(self.runner, loaded, label)
+            # Another runner's RNG and environments would duplicate its data: take this
+            # runner's own entry when the checkpoint has one, else only the connectors.
+            own: dict[str, Any] = {}
+            for entry in loaded.state.get(OTHER_RUNNERS_KEY, ()):
+                if isinstance(entry, Mapping) and entry.get("worker_index") == self.runner.worker_index:
+                    own = {key: entry[key] for key in ("rng", "env") if key in entry}
+            _engine.apply_loaded(self.runner, _engine.LoadedFolder(own, loaded.children), label)
             return
         _engine.apply_loaded(target, loaded, label)
 
@@ -322,8 +352,16 @@ class RemoteEnvRunners:
         overrides = {"counters": local_state["counters"], "episodes": local_state["episodes"]}
         position = CHECKPOINT_WRITER_INDEX - 1
         actor = self.actors[position]
+        # The other runners' own states go to runner 1 through the object store (a list of
+        # references is resolved by the actor; nothing passes through the driver).
+        others = [a.get_own_state.remote() for i, a in enumerate(self.actors) if i != position]
         ref = actor.save.remote(
-            storage, folder, staging_root=staging_root, allow_pickle=allow_pickle, overrides=overrides
+            storage,
+            folder,
+            staging_root=staging_root,
+            allow_pickle=allow_pickle,
+            overrides=overrides,
+            other_runners=others,
         )
         label = self.label(position)
         return lambda: get_all(self._ray, [(label, ref)], doing="writing its part of a checkpoint")[0]
