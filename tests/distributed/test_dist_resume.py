@@ -11,8 +11,18 @@ pytest.importorskip("ray", reason="Ray is not installed (pip install 'cairn-rl[r
 
 from dist_helpers import learner_state, small_config
 
+from cairn import _engine
 from cairn.rl import PPO
 from cairn.testing import assert_states_equal
+
+
+def assert_same_states(a: str, b: str) -> None:
+    """Every folder of checkpoint ``a`` holds the same state as that of ``b``."""
+    folders_a = dict(_engine.iter_folders(_engine.open_checkpoint(a, None)))
+    folders_b = dict(_engine.iter_folders(_engine.open_checkpoint(b, None)))
+    assert folders_a.keys() == folders_b.keys()
+    for name, reader in folders_a.items():
+        assert_states_equal(reader.state(False), folders_b[name].state(False))
 
 
 def _metrics(algo: PPO, n: int) -> list[dict[str, Any]]:
@@ -24,6 +34,9 @@ def test_two_runners_two_learners_resume_is_exact(ray_cluster: Any, tmp_path: Pa
     try:
         _metrics(straight, 2)
         path = straight.save_to_path(tmp_path / "mid")
+        # The state gathered in the driver (what CheckpointManager.save writes) is the same.
+        gathered = _engine.save(straight, tmp_path / "gathered", state=None, filesystem=None, allow_pickle=False)
+        assert_same_states(path, gathered)
         expected = _metrics(straight, 2)
         expected_learner = learner_state(straight)
     finally:

@@ -243,14 +243,19 @@ class Algorithm(Checkpointable, abc.ABC):
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
         """``training_iteration`` plus the states of the selected components."""
         self.env_runner_group.sync_connector_states_to_local()
-        return {
+        state = {
             "training_iteration": self.training_iteration,
             **self._get_components_state(components, not_components=not_components),
         }
+        if "env_runner" in state:  # remote runners: their RNGs and environments
+            state["env_runner"].update(self.env_runner_group.get_runner_states())
+        return state
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Apply ``state`` (missing parts are left as they are), then sync the env runners."""
         self._set_components_state(state)
+        if "env_runner" in state:
+            self.env_runner_group.set_runner_states(state["env_runner"])
         if "training_iteration" in state:
             self.training_iteration = int(state["training_iteration"])
         self._sync_env_runners()

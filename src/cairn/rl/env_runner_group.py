@@ -88,6 +88,20 @@ class EnvRunnerGroup:
         if self.remote is not None:
             self.remote.sync_connector_states()
 
+    def get_runner_states(self) -> dict[str, Any]:
+        """What the sampling runners hold beyond the local runner's state, as ``env_runner`` state keys.
+
+        Nothing for a local group. With remote runners: runner 1's ``rng`` and
+        ``env``, and ``other_env_runners`` (those of runners 2..N), the same as
+        runner 1 writes into ``env_runner/`` itself.
+        """
+        return self.remote.get_runner_states() if self.remote is not None else {}
+
+    def set_runner_states(self, env_runner_state: Mapping[str, Any]) -> None:
+        """Give each remote runner its part of an ``env_runner`` state (see :meth:`get_runner_states`)."""
+        if self.remote is not None:
+            self.remote.set_runner_states(env_runner_state)
+
     def close(self) -> None:
         """Close every runner's environments; stop the remote runners."""
         if self.remote is not None:

@@ -63,6 +63,22 @@ OTHER_RUNNERS_KEY = "other_env_runners"
 """Key of ``env_runner/``'s state holding the RNG and environments of runners 2..N."""
 
 
+def _own_part(env_runner_state: Mapping[str, Any], worker_index: int) -> dict[str, Any]:
+    """The ``rng``/``env`` of an ``env_runner`` state meant for the runner ``worker_index``.
+
+    Runner 1's are the state's own keys; runner k's, the ``other_env_runners`` entry
+    recorded for worker index k. Empty when the state has none for that runner.
+    """
+    if worker_index == CHECKPOINT_WRITER_INDEX:
+        source: Mapping[str, Any] = env_runner_state
+    else:
+        source = {}
+        for entry in env_runner_state.get(OTHER_RUNNERS_KEY, ()):
+            if isinstance(entry, Mapping) and entry.get("worker_index") == worker_index:
+                source = entry
+    return {key: source[key] for key in ("rng", "env") if key in source}
+
+
 class EnvRunnerActor:
     """The body of one remote env runner (run as a Ray actor).
 
@@ -130,6 +146,10 @@ class EnvRunnerActor:
         state = self.runner.get_state(components=[])
         return {"worker_index": self.runner.worker_index, "rng": state["rng"], "env": state["env"]}
 
+    def set_own_state(self, state: dict[str, Any]) -> None:
+        """Take an ``rng``/``env`` state (from :meth:`get_own_state` or a checkpoint)."""
+        self.runner.set_state(state)
+
     def inject_save_delay(self, seconds: float) -> None:
         """Fault injection for tests: make the next checkpoint write wait ``seconds`` first."""
         self._save_delay_s = float(seconds)
@@ -188,10 +208,7 @@ class EnvRunnerActor:
         if self.runner.worker_index != CHECKPOINT_WRITER_INDEX and target is self.runner:
             # Another runner's RNG and environments would duplicate its data: take this
             # runner's own entry when the checkpoint has one, else only the connectors.
-            own: dict[str, Any] = {}
-            for entry in loaded.state.get(OTHER_RUNNERS_KEY, ()):
-                if isinstance(entry, Mapping) and entry.get("worker_index") == self.runner.worker_index:
-                    own = {key: entry[key] for key in ("rng", "env") if key in entry}
+            own = _own_part(loaded.state, self.runner.worker_index)
             _engine.apply_loaded(self.runner, _engine.LoadedFolder(own, loaded.children), label)
             return
         _engine.apply_loaded(target, loaded, label)
@@ -326,6 +343,30 @@ class RemoteEnvRunners:
         self._flush("receiving weights")
         refs = [(self.label(i), a.get_connector_states.remote()) for i, a in enumerate(self.actors)]
         return get_all(self._ray, refs, doing="reporting connector states")
+
+    def get_runner_states(self) -> dict[str, Any]:
+        """Runner 1's ``rng`` and ``env``, and ``other_env_runners``: what ``env_runner/`` holds of the runners."""
+        self._flush("receiving weights")
+        own = get_all(
+            self._ray,
+            [(self.label(i), a.get_own_state.remote()) for i, a in enumerate(self.actors)],
+            doing="reporting its state",
+        )
+        first = CHECKPOINT_WRITER_INDEX - 1
+        return {
+            "rng": own[first]["rng"],
+            "env": own[first]["env"],
+            OTHER_RUNNERS_KEY: [s for i, s in enumerate(own) if i != first],
+        }
+
+    def set_runner_states(self, state: Mapping[str, Any]) -> None:
+        """Give runner 1 the state's ``rng``/``env`` and runner k its ``other_env_runners`` entry, if any."""
+        calls = []
+        for position, actor in enumerate(self.actors):
+            own = _own_part(state, position + 1)
+            if own:
+                calls.append((self.label(position), actor.set_own_state.remote(own)))
+        get_all(self._ray, calls, doing="taking its state")
 
     def close(self) -> None:
         """Kill the actors."""
