@@ -218,6 +218,7 @@ class StreamedTensorFile:
 
     def _verify(self, entry: FileEntry) -> None:
         size = os.fstat(self.fd).st_size
+        self.size, self.crc32 = size, entry.crc32
         if size != entry.size:
             raise CorruptCheckpointError(
                 f"{self.where} is {size} bytes but the manifest records {entry.size}; the file is truncated "
@@ -268,16 +269,45 @@ class StreamedTensorFile:
         return value
 
     def read_all(self) -> None:
-        """Fill every planned destination (from the page cache: the file was just streamed)."""
-        jobs, self.jobs = self.jobs, []
-        for view, offset in sorted(jobs, key=lambda j: j[1]):
+        """Fill every planned destination (from the page cache: the file was just streamed).
+
+        The CRC-32 of the whole file is computed again over the bytes as they are
+        read (in the helper thread, behind the reads), so a file changed in place
+        between the verification and this read is reported, never silently used.
+        """
+        jobs, self.jobs = sorted(self.jobs, key=lambda j: j[1]), []
+        crc = [0]
+
+        def crc_of(data: memoryview | bytes) -> None:
+            crc[0] = zlib.crc32(data, crc[0])
+
+        pool = _pool()
+        pending = []
+        pos = 0
+        for view, offset in [*jobs, (memoryview(b""), self.size)]:
+            if offset > pos:  # the header, and any tensor nothing refers to
+                gap = os.pread(self.fd, offset - pos, pos)
+                if len(gap) != offset - pos:
+                    raise CorruptCheckpointError(f"{self.where} became shorter while it was being restored.")
+                pending.append(pool.submit(crc_of, gap))
             got = 0
             while got < len(view):
                 n = os.preadv(self.fd, [view[got:]], offset + got)
                 if n == 0:
                     raise CorruptCheckpointError(f"{self.where} became shorter while it was being restored.")
                 got += n
+            if len(view):
+                pending.append(pool.submit(crc_of, view))
+            pos = max(pos, offset + len(view))
+        for f in pending:
+            f.result()
         self.close()
+        if crc[0] != self.crc32:
+            raise CorruptCheckpointError(
+                f"{self.where} changed while it was being restored (crc32 {crc[0]:08x}, manifest says "
+                f"{self.crc32:08x}); some restored values may come from the changed file. Restore again from "
+                "a checkpoint nothing is writing to."
+            )
 
     def close(self) -> None:
         """Close the file."""

@@ -816,14 +816,6 @@ def test_valid_after_all(hostile: Backend) -> None:
     assert_states_equal(expect.stats.get_state(), leaf.get_state())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "engine gap (src/cairn/_tensorio.py, StreamedTensorFile.read_all): a local tensor file is verified by a "
-        "first read and copied into the tensors by a second one; a change to the file in between (in place, by "
-        "another program) lands unverified in the restored tensors; see .notes-storage.md"
-    ),
-)
 def test_file_changed_during_restore_is_detected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A tensor file modified in place after it was verified, before it was read: refused, not restored."""
     from cairn import _tensorio
