@@ -22,9 +22,9 @@ import os
 import sys
 import threading
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from cairn._crc import crc_pool
 from cairn.codec.tensors import NUMPY_TO_ST, TensorRecord, parse_header
 from cairn.errors import CorruptCheckpointError
 
@@ -32,17 +32,8 @@ if TYPE_CHECKING:
     from cairn.manifest import FileEntry
 
 CHUNK = 16 << 20
-_crc_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
 _local = threading.local()
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _crc_pool
-    with _pool_lock:
-        if _crc_pool is None:
-            _crc_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cairn-crc")
-        return _crc_pool
+_pool = crc_pool
 
 
 def _chunk_buffers() -> list[memoryview]:

@@ -9,7 +9,9 @@ import shutil
 import uuid
 import zlib
 from collections.abc import Iterable
+from concurrent.futures import Future
 
+from cairn._crc import crc_pool
 from cairn.errors import CheckpointError, CorruptCheckpointError
 from cairn.storage.base import CHECKPOINT_FILES, Chunk, Storage, foreign_file_error
 
@@ -29,6 +31,24 @@ def _load_renameat2() -> object | None:
 
 
 _renameat2 = _load_renameat2()
+
+_SLICE = 32 << 20  # CRC and write granularity
+_INLINE_CRC = 1 << 20  # below this the helper thread costs more than it saves
+_WRITEBACK = 64 << 20  # start the device write-back after this many new bytes
+_SYNC_FILE_RANGE_WRITE = 2
+
+
+def _load_sync_file_range() -> object | None:
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_sync_file_range = _load_sync_file_range()
 TMP_MARK = ".cairn-tmp-"
 
 
@@ -81,24 +101,46 @@ class LocalStorage(Storage):
             raise _write_error("Writing", path, err) from err
 
     def _write_file(self, path: str, chunks: Iterable[Chunk]) -> tuple[int, int]:
-        crc = 0
+        # The CRC of each slice runs in a helper thread while the slice is written (both
+        # release the GIL), and the kernel is asked to start write-back every few slices so
+        # that the final fsync only waits for the tail: together close to raw disk speed.
+        crc = [0]
         size = 0
+        flushed = 0
+
+        def crc_of(mv: memoryview) -> None:
+            crc[0] = zlib.crc32(mv, crc[0])
+
+        pool = crc_pool()
+        pending: list[Future[None]] = []
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
         try:
-            with open(fd, "wb", buffering=0, closefd=False) as f:
-                for chunk in chunks:
-                    mv = memoryview(chunk).cast("B")
-                    crc = zlib.crc32(mv, crc)
-                    size += len(mv)
+            for chunk in chunks:
+                whole = memoryview(chunk).cast("B")
+                for start in range(0, len(whole), _SLICE):
+                    mv = whole[start : start + _SLICE]
+                    if len(mv) < _INLINE_CRC:
+                        for f in pending:
+                            f.result()
+                        pending.clear()
+                        crc_of(mv)
+                    else:
+                        pending.append(pool.submit(crc_of, mv))
                     while mv:
-                        n = f.write(mv)
-                        if n is None:
-                            raise OSError(errno.EAGAIN, "write would block")
+                        n = os.write(fd, mv)
                         mv = mv[n:]
+                        size += n
+                    if _sync_file_range is not None and size - flushed >= _WRITEBACK:
+                        _sync_file_range(fd, flushed, size - flushed, _SYNC_FILE_RANGE_WRITE)  # type: ignore[operator]
+                        flushed = size
+            for f in pending:
+                f.result()
             os.fsync(fd)
         finally:
+            for f in pending:
+                f.result()
             os.close(fd)
-        return size, crc
+        return size, crc[0]
 
     def _open_read(self, path: str) -> int:
         try:
