@@ -89,3 +89,20 @@ def test_memory_instances_share_one_store() -> None:
         assert fs.exists("/cairn-tests/resolve/shared/manifest.json")
     finally:
         fs.rm("/cairn-tests/resolve", recursive=True)
+
+
+def test_cli_diff_and_extract(backend: Backend, capsys: pytest.CaptureFixture[str]) -> None:
+    """``cairn diff`` and ``cairn extract`` work on every backend."""
+    a, b = Agent(4), Agent(4)
+    a.set_step(1)
+    b.set_step(2)
+    a.save_to_path(backend.uri("a"))
+    a.save_to_path(backend.uri("a2"))
+    b.save_to_path(backend.uri("b"))
+    assert cli_main(["diff", backend.uri("a"), backend.uri("a2")]) == 0
+    assert cli_main(["diff", backend.uri("a"), backend.uri("b"), "--json"]) == 1
+    capsys.readouterr()
+    assert cli_main(["extract", backend.uri("b"), "group/a", backend.uri("extracted")]) == 0
+    leaf = cairn.Checkpointable.from_checkpoint(backend.uri("extracted"))
+    assert_states_equal(b.group.a.get_state(), leaf.get_state())
+    assert cairn.verify_checkpoint(backend.uri("extracted")) == []
