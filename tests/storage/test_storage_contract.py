@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import Any
 
 import pytest
 from conftest import Backend, MotoS3
@@ -203,7 +202,7 @@ def test_cli_verify(backend: Backend, capsys: pytest.CaptureFixture[str]) -> Non
     assert "nothing" in out
 
 
-def test_cli_verify_endpoint_from_fsspec_env(moto_s3: MotoS3, tmp_path: Any) -> None:
+def test_cli_verify_endpoint_from_fsspec_env(moto_s3: MotoS3) -> None:
     """The CLI also reaches a custom endpoint through fsspec's FSSPEC_S3_ENDPOINT_URL."""
     agent = Agent(4)
     uri = f"s3://{moto_s3.bucket}/fsspec-env/ckpt"
