@@ -218,6 +218,27 @@ def test_a_corrupt_learner_file_applies_nothing_anywhere(algo: PPO, saved: dict[
     assert_states_equal(filter_states(algo), filters_before)
 
 
+def test_a_corrupt_env_runner_file_leaves_the_learners_as_they_were(
+    algo: PPO, saved: dict[str, Any], tmp_path: Path
+) -> None:
+    """The learners read and verify their (intact) folder, but apply nothing: another part is corrupt."""
+    broken = tmp_path / "broken"
+    shutil.copytree(saved["path"], broken)
+    tensors = broken / "env_runner" / "env_to_module_connector" / "MeanStdFilter" / "tensors.safetensors"
+    data = bytearray(tensors.read_bytes())
+    data[-3] ^= 0xFF
+    tensors.write_bytes(bytes(data))
+    algo.train()
+    before = algo.learner_group.remote.get_all_states()  # type: ignore[union-attr]
+    filters_before = filter_states(algo)
+    with pytest.raises(CorruptCheckpointError, match="MeanStdFilter"):
+        algo.restore_from_path(broken)
+    for state, old in zip(algo.learner_group.remote.get_all_states(), before, strict=True):  # type: ignore[union-attr]
+        assert_states_equal(state, old)
+    assert_states_equal(filter_states(algo), filters_before)
+    assert_runners_on_learner_weights(algo)
+
+
 def test_memory_filesystem_is_written_by_the_driver(algo: PPO) -> None:
     path = algo.save_to_path("memory://cairn-dist/ckpt")
     expected = learner_state(algo)

@@ -45,7 +45,7 @@ import json
 import os
 import tempfile
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cairn import _engine
@@ -273,6 +273,36 @@ def write_component(
 # --------------------------------------------------------------------------- restore
 
 
+def _no_state_buffers() -> None:
+    return None
+
+
+@contextlib.contextmanager
+def fresh_arrays(obj: Checkpointable) -> Iterator[None]:
+    """Within the block, a restore of ``obj``'s tree reads into new arrays, not live buffers.
+
+    The engine reads tensors straight into the buffers a component offers
+    (``get_state_buffers``) once its own files are verified. A restore made of
+    several parts must not touch any object before *every* part is verified, so
+    the parts read into fresh arrays and apply them only at the end.
+    """
+    patched: list[Any] = []
+
+    def walk(node: Checkpointable) -> None:
+        if "get_state_buffers" not in vars(node):
+            setattr(node, "get_state_buffers", _no_state_buffers)  # noqa: B010 - shadows the method
+            patched.append(node)
+        for _, comp in node.get_checkpointable_components():
+            walk(comp)
+
+    try:
+        walk(obj)
+        yield
+    finally:
+        for node in patched:
+            delattr(node, "get_state_buffers")
+
+
 def load_component(
     obj: Checkpointable,
     reader: _engine.FolderReader,
@@ -289,7 +319,8 @@ def load_component(
     """
     target = obj if not component else _engine.find_component(obj, component)
     label = f"{where}/{component.strip('/')}" if component else where
-    loaded = _engine.load_folder(target, reader, allow_pickle=allow_pickle, label=label)
+    with fresh_arrays(target):  # applied only once every part of the restore is read
+        loaded = _engine.load_folder(target, reader, allow_pickle=allow_pickle, label=label)
     return target, loaded, label
 
 
@@ -390,11 +421,10 @@ def restore(
     try:
         for part, part_reader, sub in jobs:
             waiters.append((part, Once(part.start_load(part_reader, component=sub, allow_pickle=allow_pickle))))
-        local = (
-            _load_local(target, reader, allow_pickle=allow_pickle, label=label, skip=skip)
-            if restore_target_locally
-            else None
-        )
+        local = None
+        if restore_target_locally:
+            with fresh_arrays(target):
+                local = _load_local(target, reader, allow_pickle=allow_pickle, label=label, skip=skip)
         for _, waiter in waiters:
             waiter()
     except BaseException:
