@@ -347,3 +347,15 @@ def test_save_replaces_checkpoints_and_remains_of_saves(backend: Backend) -> Non
     assert view(backend.uri("ckpt")) == "step2"
     fs.invalidate_cache()
     assert fs.cat_file(backend.path("ckpt2", "notes.txt")) == b"sibling"
+
+
+def test_save_over_without_rename_exchange(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the kernel cannot swap folders (no renameat2), a save over a checkpoint still replaces it whole."""
+    import cairn.storage.local as local
+
+    monkeypatch.setattr(local, "_renameat2", None)
+    target = str(tmp_path / "ckpt")
+    _agent(1).save_to_path(target)
+    _agent(2).save_to_path(target)
+    assert view(target) == "step2"
+    assert _staging_leftovers(tmp_path) == []

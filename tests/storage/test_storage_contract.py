@@ -320,3 +320,16 @@ def test_s3_default_caches_see_other_writers(moto_s3: MotoS3) -> None:
     assert reader.latest() == f"{root}/step_000000001"
     with pytest.raises(cairn.CheckpointNotFoundError):
         Agent(N).restore_from_path(f"{root}/step_000000002")
+
+
+def test_s3_multipart_upload(moto_s3: MotoS3) -> None:
+    """Files larger than s3fs's block size go up in several parts; they restore exactly."""
+    fs = moto_s3.filesystem(default_block_size=5 * 2**20)  # S3's smallest part size
+    agent = Agent(1_600_000)  # 6.4 MB per leaf: each tensor file needs two parts
+    agent.set_step(4)
+    path = f"{moto_s3.bucket}/multipart/ckpt"
+    agent.save_to_path(path, filesystem=fs)
+    assert fs.size(f"{path}/stats/tensors.safetensors") > fs.default_block_size
+    got = Agent(1_600_000)
+    got.restore_from_path(path, filesystem=fs)
+    assert_states_equal(agent.get_state(), got.get_state())
