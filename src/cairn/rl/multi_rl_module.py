@@ -34,6 +34,9 @@ class MultiRLModule(nn.Module, Checkpointable):
         specs: Module id -> spec of the module to build.
     """
 
+    # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
+    STATE_VERSION = 1
+
     def __init__(self, specs: Mapping[str, RLModuleSpec] | None = None) -> None:
         nn.Module.__init__(self)
         self._rl_modules = nn.ModuleDict()

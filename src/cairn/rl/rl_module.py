@@ -105,6 +105,9 @@ class RLModule(nn.Module, Checkpointable):
         ValueError: A space this module cannot handle, or an unknown model_config key.
     """
 
+    # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
+    STATE_VERSION = 1
+
     def __init__(
         self,
         observation_space: gym.Space[Any],
