@@ -108,3 +108,31 @@ def test_errors_are_one_line_unless_debug(tmp_path: Path) -> None:
     assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     r = cairn_cli("--debug", "inspect", str(tmp_path / "nothing"))
     assert r.returncode != 0 and "Traceback" in r.stderr
+
+
+def test_verify_reports_progress(ckpt: str) -> None:
+    calls: list[tuple[int, int]] = []
+    assert cairn.verify_checkpoint(ckpt, progress=lambda done, total: calls.append((done, total))) == []
+    assert calls and calls[-1][0] == calls[-1][1] > 0
+    assert [c[0] for c in calls] == sorted(c[0] for c in calls)
+
+
+def test_verify_shows_progress_on_a_terminal(ckpt: str) -> None:
+    import pty
+
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: stdout and stderr are the terminal
+        os.execve(sys.executable, [sys.executable, "-m", "cairn", "verify", ckpt], env)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert b"verifying" in out and b"100.0%" in out

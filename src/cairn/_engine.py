@@ -18,13 +18,13 @@ import sys
 import tempfile
 import uuid
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cairn._tensorio import MemoryTensorFile, StreamedTensorFile
 from cairn._version import __version__
-from cairn.codec.tensors import build_header, parse_header
+from cairn.codec.tensors import build_header
 from cairn.errors import (
     CheckpointError,
     CheckpointNotFoundError,
@@ -824,11 +824,22 @@ def iter_folders(reader: FolderReader, label: str = "") -> Iterator[tuple[str, F
         yield from iter_folders(reader.child(name), f"{label}/{name}" if label else name)
 
 
-def verify(path: str | os.PathLike[str], filesystem: Any = None) -> list[str]:
-    """Check every file of a checkpoint against its manifest; return the problems found."""
+def verify(
+    path: str | os.PathLike[str], filesystem: Any = None, *, progress: Callable[[int, int], None] | None = None
+) -> list[str]:
+    """Check every file of a checkpoint against its manifest; return the problems found.
+
+    Tensor files on local disk are streamed (never held in memory whole).
+    ``progress(bytes_checked, bytes_total)`` is called after each file.
+    """
     problems: list[str] = []
     root = open_checkpoint(path, filesystem)
     root.manifest  # noqa: B018 - a missing or bad root manifest raises: nothing else can be checked
+    total = 0
+    if progress is not None:
+        for _, r in iter_folders_lenient(root):
+            total += sum(e.size for n, e in r.manifest.files.items() if not n.endswith("/" + MANIFEST))
+    done = [0]
 
     def walk(reader: FolderReader) -> None:
         try:
@@ -836,19 +847,36 @@ def verify(path: str | os.PathLike[str], filesystem: Any = None) -> list[str]:
         except CheckpointError as err:
             problems.append(str(err))
             return
-        for name in manifest.files:
+        for name, entry in manifest.files.items():
             if name.endswith("/" + MANIFEST):
                 continue
             try:
-                data = reader.read(name)
                 if name == TENSORS:
-                    parse_header(memoryview(data), where=reader.where(name))
-                elif name in (METADATA, CTOR):
-                    load_json(data, where=reader.where(name))
+                    source = reader.tensor_source()
+                    if source is not None:
+                        source.close()
+                else:
+                    data = reader.read(name)
+                    if name in (METADATA, CTOR):
+                        load_json(data, where=reader.where(name))
             except CheckpointError as err:
                 problems.append(str(err))
+            done[0] += entry.size
+            if progress is not None:
+                progress(done[0], total)
         for comp in manifest.components:
             walk(reader.child(comp))
 
     walk(root)
     return problems
+
+
+def iter_folders_lenient(reader: FolderReader, label: str = "") -> Iterator[tuple[str, FolderReader]]:
+    """Like :func:`iter_folders`, skipping folders whose manifest cannot be read."""
+    try:
+        comps = reader.manifest.components
+    except CheckpointError:
+        return
+    yield label, reader
+    for name in comps:
+        yield from iter_folders_lenient(reader.child(name), f"{label}/{name}" if label else name)

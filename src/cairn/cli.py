@@ -56,7 +56,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from cairn.tools import verify_checkpoint
 
     try:
-        problems = verify_checkpoint(args.checkpoint)
+        problems = verify_checkpoint(args.checkpoint, progress=_progress("verifying"))
     except CheckpointError as err:
         print(f"cairn verify: {err}", file=sys.stderr)
         return 2 if not isinstance(err, _corrupt()) else 1
@@ -67,6 +67,19 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return 1
     print(f"OK  {args.checkpoint}: every file matches its manifest")
     return 0
+
+
+def _progress(what: str) -> Callable[[int, int], None] | None:
+    """A one-line progress display on stderr, only when it is a terminal."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        pct = 100.0 * done / total if total else 100.0
+        end = "\n" if done >= total else ""
+        print(f"\r{what} {_human(done)} / {_human(total)} ({pct:5.1f}%)", end=end, file=sys.stderr, flush=True)
+
+    return show
 
 
 def _corrupt() -> type[Exception]:

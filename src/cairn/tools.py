@@ -7,6 +7,7 @@ checkpoint, except ``upgrade`` (which must run their ``upgrade_state``).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +29,12 @@ __all__ = [
 ]
 
 
-def verify_checkpoint(path: str | os.PathLike[str], *, filesystem: Any = None) -> list[str]:
+def verify_checkpoint(
+    path: str | os.PathLike[str], *, filesystem: Any = None, progress: Callable[[int, int], None] | None = None
+) -> list[str]:
     """Check every file of the checkpoint at ``path`` against its manifest.
+
+    ``progress(bytes_checked, bytes_total)`` is called after each file.
 
     Returns:
         One message per broken file (empty when the checkpoint is sound).
@@ -38,7 +43,7 @@ def verify_checkpoint(path: str | os.PathLike[str], *, filesystem: Any = None) -
         CheckpointNotFoundError: No committed checkpoint at ``path``.
         CorruptCheckpointError: The root manifest itself is unreadable.
     """
-    return _engine.verify(path, filesystem)
+    return _engine.verify(path, filesystem, progress=progress)
 
 
 @dataclass
