@@ -73,9 +73,14 @@ class EnvRunnerGroup:
             self.remote.sync_weights(weights)
             return
         if not isinstance(weights, Mapping):
+            import numpy as np
             import ray
 
-            weights = ray.get(weights)
+            # Arrays from the object store are read-only views; the module copies them in.
+            weights = {
+                module_id: {k: np.array(v) if isinstance(v, np.ndarray) else v for k, v in state.items()}
+                for module_id, state in ray.get(weights).items()
+            }
         self.local_env_runner.set_weights(weights)
 
     def sync_connector_states_to_local(self) -> None:
