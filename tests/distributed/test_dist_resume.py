@@ -48,3 +48,21 @@ def test_two_runners_two_learners_resume_is_exact(ray_cluster: Any, tmp_path: Pa
         assert_states_equal(learner_state(resumed), expected_learner)
     finally:
         resumed.stop()
+
+
+def test_local_runner_with_two_remote_learners(ray_cluster: Any, tmp_path: Path) -> None:
+    """num_env_runners=0, num_learners=2: the local runner takes the weights learner 0 broadcasts."""
+    algo = PPO(small_config(num_env_runners=0, num_learners=2))
+    try:
+        _metrics(algo, 2)
+        states = algo.learner_group.remote.get_all_states()  # type: ignore[union-attr]
+        assert_states_equal(states[0], states[1])
+        assert_states_equal(algo.env_runner.module.get_state(), algo.learner_group.get_weights())
+        path = algo.save_to_path(tmp_path / "ckpt")
+        saved = learner_state(algo)
+        _metrics(algo, 1)
+        algo.restore_from_path(path)
+        assert_states_equal(learner_state(algo), saved)
+        assert_states_equal(algo.env_runner.module.get_state(), algo.learner_group.get_weights())
+    finally:
+        algo.stop()
