@@ -255,9 +255,10 @@ class RemoteEnvRunners:
     def replace_dead(self) -> list[int]:
         """Replace runners that died by fresh ones with the group's state; return their worker indices."""
         replaced: list[int] = []
-        for position, actor in enumerate(self.actors):
+        pings = [actor.ping.remote() for actor in self.actors]  # all in flight at once
+        for position, ping in enumerate(pings):
             try:
-                self._ray.get(actor.ping.remote())
+                self._ray.get(ping)
             except self._ray.exceptions.RayActorError:
                 self.actors[position] = self._make_actor(position + 1)
                 replaced.append(position + 1)

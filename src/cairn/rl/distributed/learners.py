@@ -284,9 +284,10 @@ class RemoteLearners:
 
     def _alive(self) -> list[int]:
         alive = []
-        for rank, actor in enumerate(self.actors):
+        pings = [actor.ping.remote() for actor in self.actors]  # all in flight at once
+        for rank, ping in enumerate(pings):
             try:
-                self._ray.get(actor.ping.remote(), timeout=30)
+                self._ray.get(ping, timeout=30)
                 alive.append(rank)
             except (self._ray.exceptions.RayActorError, self._ray.exceptions.GetTimeoutError):
                 pass
