@@ -46,8 +46,18 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--keep-last", type=int, default=3, help="checkpoints to keep (plus the best)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
     p.add_argument("--seed", type=int, default=None, help="seed (default 0)")
-    p.add_argument("--num-env-runners", type=int, default=None, help="0 or 1 for now")
-    p.add_argument("--num-learners", type=int, default=None, help="0 or 1 for now")
+    p.add_argument(
+        "--num-env-runners",
+        type=int,
+        default=None,
+        help="remote env runners on Ray (0: sample in this process; needs cairn-rl[ray] above 0)",
+    )
+    p.add_argument(
+        "--num-learners",
+        type=int,
+        default=None,
+        help="data-parallel learners on Ray (0 or 1: learn in this process; needs cairn-rl[ray] above 1)",
+    )
     p.add_argument("--num-agents", type=int, default=None, help="agents of a multi:<id> env")
     p.add_argument(
         "--set",
@@ -167,10 +177,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise ValueError("--iterations must be >= 0 and --checkpoint-every >= 1.")
     from cairn.manager import CheckpointManager
 
-    try:
-        algo, how = _build_algorithm(args)
-    except NotImplementedError as err:  # Ray-only settings: one clear line, no traceback
-        raise ValueError(str(err)) from err
+    algo, how = _build_algorithm(args)
     print(f"cairn train: {algo.config.env}, {how}", file=sys.stderr)
     manager = None
     log: MetricsLog | None = None
