@@ -142,6 +142,9 @@ class Algorithm(Checkpointable, abc.ABC):
         config: The algorithm's config (an instance of :attr:`config_class`).
     """
 
+    # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
+    STATE_VERSION = 1
+
     config_class: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
 
     def __init__(self, config: AlgorithmConfig) -> None:

@@ -39,6 +39,9 @@ class Connector(Checkpointable):
     of :meth:`get_state` and :meth:`set_state`.
     """
 
+    # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
+    STATE_VERSION = 1
+
     @property
     def name(self) -> str:
         """The component name of this connector in its pipeline."""
@@ -280,6 +283,9 @@ class ConnectorPipeline(Checkpointable):
     Raises:
         ValueError: Two connectors with the same name, or an invalid name.
     """
+
+    # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
+    STATE_VERSION = 1
 
     def __init__(self, connectors: Sequence[tuple[type[Connector], Mapping[str, Any]]] = ()) -> None:
         self.connectors: list[Connector] = []

@@ -70,6 +70,9 @@ class EnvRunner(Checkpointable):
         worker_index: Index of this runner in its group; seeds differ per index.
     """
 
+    # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
+    STATE_VERSION = 1
+
     def __init__(self, config: AlgorithmConfig, *, worker_index: int = 0) -> None:
         self.config = config
         self.worker_index = int(worker_index)

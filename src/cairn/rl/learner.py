@@ -93,6 +93,9 @@ class Learner(Checkpointable):
         module_specs: Module id -> spec of each module to train.
     """
 
+    # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
+    STATE_VERSION = 1
+
     def __init__(self, config: PPOConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:
         self.config = config
         self.module_specs = dict(module_specs)

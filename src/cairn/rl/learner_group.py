@@ -42,6 +42,9 @@ class LearnerGroup(Checkpointable):
             says ``pip install 'cairn-rl[ray]'``).
     """
 
+    # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
+    STATE_VERSION = 1
+
     def __init__(self, config: PPOConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:
         self.config = config
         self.module_specs = dict(module_specs)

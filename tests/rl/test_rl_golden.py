@@ -1,0 +1,33 @@
+"""The golden PPO checkpoint (format v1) written by an earlier cairn still loads, acts and trains."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+import cairn
+from cairn.rl import PPO, RLModule
+
+GOLDEN = Path(__file__).parents[1] / "data" / "golden_format_v1_ppo"
+POLICY = GOLDEN / "learner_group" / "learner" / "rl_module" / "default_policy"
+
+
+def test_golden_ppo_verifies_and_resumes_training() -> None:
+    assert cairn.verify_checkpoint(GOLDEN) == []
+    algo = PPO.from_checkpoint(GOLDEN)
+    saved = load_file(str(POLICY / "tensors.safetensors"))
+    live = algo.get_state(components="learner_group")["learner_group"]["learner"]["rl_module"]["default_policy"]
+    assert set(saved) == set(live)
+    for name, tensor in saved.items():
+        assert torch.equal(live[name], tensor), name
+    result = algo.train()
+    assert result["training_iteration"] == 3
+
+
+def test_golden_policy_alone_acts() -> None:
+    module = RLModule.from_checkpoint(POLICY)
+    obs = torch.zeros((3, *module.observation_space.shape), dtype=torch.float32)
+    actions = module.forward_inference({"obs": obs})["actions"]
+    assert actions.shape[0] == 3 and all(module.action_space.contains(int(a)) for a in actions)
