@@ -46,6 +46,7 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
+
 __all__ = [
     "FORMAT_VERSION",
     "CheckpointError",

@@ -100,23 +100,11 @@ def _tensor_header(reader: _engine.FolderReader) -> list[TensorInfo]:
         raise CorruptCheckpointError(f"{reader.where(TENSORS)} has a header longer than the file.")
     header = storage.read_range(path, 0, 8 + n)
     # parse_header checks the tiling against the file size; give it the recorded size.
+    from cairn._tensorio import _SizedView
+
     padded = _SizedView(header, entry.size)
     records, _ = parse_header(padded, where=reader.where(TENSORS))  # type: ignore[arg-type]
     return [TensorInfo(name, r.st_dtype, list(r.shape), r.end - r.begin) for name, r in records.items()]
-
-
-class _SizedView:
-    """A header buffer that reports the whole file's length (for header-only parsing)."""
-
-    def __init__(self, data: bytes, size: int) -> None:
-        self.data = data
-        self.size = size
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __getitem__(self, item: slice) -> bytes:
-        return self.data[item]
 
 
 def inspect_checkpoint(path: str | os.PathLike[str], *, filesystem: Any = None) -> list[ComponentInfo]:
