@@ -192,3 +192,43 @@ def test_state_versions_are_recorded_per_folder(tmp_path: Path, v3: None) -> Non
     b = Agent()
     b.restore_from_path(path)
     assert_states_equal(a.get_state(), b.get_state())
+
+
+PROBE = '''
+import cairn
+
+class Probe(cairn.Checkpointable):
+    def get_state(self, components=None, *, not_components=None, **kw):
+        return {"x": 1}
+    def set_state(self, state):
+        pass
+    def get_ctor_args_and_kwargs(self):
+        return (), {}
+'''
+
+
+def test_checkpoints_never_import_unloaded_packages(tmp_path: Path) -> None:
+    """A recorded class path imports only modules of packages already in use; --import opts in."""
+    (tmp_path / "cairn_probe_pkg.py").write_text(PROBE)
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
+    ckpt = str(tmp_path / "ck")
+    save = "import cairn_probe_pkg, sys; cairn_probe_pkg.Probe().save_to_path(sys.argv[1])"
+    subprocess.run([sys.executable, "-c", save, ckpt], check=True, env=env)
+    load = (
+        "import sys, cairn\n"
+        "try:\n"
+        "    cairn.Checkpointable.from_checkpoint(sys.argv[1])\n"
+        "except cairn.IncompatibleCheckpointError as e:\n"
+        "    print('refused' if 'has not imported' in str(e) else e)\n"
+        "print('imported' if 'cairn_probe_pkg' in sys.modules else 'not imported')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", load, ckpt], capture_output=True, text=True, env=env)
+    assert out.stdout.split() == ["refused", "not", "imported"], out.stderr
+    cli = [sys.executable, "-m", "cairn"]
+    refused = subprocess.run([*cli, "upgrade", ckpt, "--dry-run"], capture_output=True, text=True, env=env)
+    assert refused.returncode == 1 and "--import cairn_probe_pkg" in refused.stderr
+    ok = subprocess.run(
+        [*cli, "--import", "cairn_probe_pkg", "upgrade", ckpt, "--dry-run"], capture_output=True, text=True, env=env
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert "cairn_probe_pkg:Probe" in ok.stdout

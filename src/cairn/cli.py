@@ -8,6 +8,7 @@ different, and 2 when they could not check, as diff(1) does.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -196,6 +197,14 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     """The argument parser (RL commands are registered only when used, to keep startup light)."""
     parser = argparse.ArgumentParser(prog="cairn", description="Safe, verified checkpoints for RL.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (the package of your own components, for from_checkpoint and upgrade)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     wanted = next((a for a in argv if not a.startswith("-")), None)
@@ -259,10 +268,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.error(f"the {args.command} command is not available in this installation")
     try:
+        for module in args.imports:
+            importlib.import_module(module)
         return func(args)
     except KeyboardInterrupt:
         print("cairn: interrupted", file=sys.stderr)
         return 130
+    except ImportError as err:
+        if args.debug:
+            raise
+        print(f"cairn {args.command}: error: cannot import {err.name or err}: {err}", file=sys.stderr)
+        return 2 if args.command in ("verify", "diff") else 1
     except (CheckpointError, OSError, ValueError) as err:
         if args.debug:
             raise

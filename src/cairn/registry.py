@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import importlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -145,12 +146,22 @@ def registered_by_name(name: str) -> RegisteredType | None:
         alias_cls = _ALIASES[name]
         return _TYPES_BY_CLASS.get(alias_cls)
     module_name = name.partition(":")[0]
-    if module_name and ":" in name:
+    if module_name and ":" in name and import_allowed(module_name):
         try:
             importlib.import_module(module_name)
         except ImportError:
             return None
     return _TYPES_BY_NAME.get(name)
+
+
+def import_allowed(module_name: str) -> bool:
+    """Whether a module named in a checkpoint may be imported to find a class.
+
+    Only modules of packages the program has already loaded: a checkpoint may
+    make cairn import ``mylib.policies`` once ``mylib`` is in use, but never an
+    unrelated installed module whose import has side effects.
+    """
+    return module_name.split(".", 1)[0] in sys.modules
 
 
 def register_class_alias(old_path: str, new_class: type) -> None:
@@ -188,6 +199,13 @@ def resolve_class(path: str, *, where: str) -> type:
     if not sep or not module_name or not qualname:
         raise IncompatibleCheckpointError(
             f"{where} names the class {path!r}, which is not of the form 'module:QualName'."
+        )
+    if not import_allowed(module_name):
+        raise IncompatibleCheckpointError(
+            f"{where} names the class {path!r}, from the package {module_name.split('.', 1)[0]!r}, which this "
+            "program has not imported. cairn imports only modules of packages already in use, so that a file "
+            f"cannot make it import arbitrary code: import {module_name} first (cairn CLI: --import "
+            f"{module_name}), or call cairn.register_class_alias({path!r}, NewClass) if the class moved."
         )
     try:
         obj: Any = importlib.import_module(module_name)
