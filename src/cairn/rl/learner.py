@@ -262,6 +262,10 @@ class Learner(Checkpointable):
         state.update(self._get_components_state(components, not_components=not_components))
         return state
 
+    def get_state_buffers(self) -> dict[str, Any] | None:
+        """The optimizers' live state tensors (Adam's moments): a restore from local disk reads into them."""
+        return {"optimizers": {module_id: opt.state_dict() for module_id, opt in self.optimizers.items()}}
+
     def set_state(self, state: dict[str, Any]) -> None:
         """Apply what ``state`` holds; modules, optimizers and keys it lacks are left as is.
 
