@@ -10,6 +10,7 @@ an object half restored.
 
 from __future__ import annotations
 
+import contextvars
 import datetime as _dt
 import json
 import os
@@ -515,7 +516,7 @@ class FolderReader:
                 f"{self.where(TENSORS)} cannot be read: {err.strerror or err}; the checkpoint's folder structure "
                 "is damaged."
             ) from err
-        return StreamedTensorFile(fd, entry, self.where(TENSORS))
+        return StreamedTensorFile(fd, entry, self.where(TENSORS), verify_first=not _FRESH_OBJECT.get())
 
     def decode(
         self,
@@ -562,6 +563,11 @@ class FolderReader:
             if tensors is not None:
                 tensors.close()
         return state
+
+
+# Set while from_checkpoint restores the object it just built: a failed restore drops that
+# object, so tensor files may be verified in the same pass that reads them (one read, not two).
+_FRESH_OBJECT: contextvars.ContextVar[bool] = contextvars.ContextVar("cairn_fresh_object", default=False)
 
 
 def _leaf_map(tree: Any) -> dict[str, Any]:
@@ -813,7 +819,11 @@ def build_from_checkpoint(
             f"Cannot construct {rec_cls.__qualname__} with the arguments recorded at "
             f"{reader.where(CTOR)}: {err}. Pass the changed arguments as keywords to from_checkpoint()."
         ) from err
-    obj.restore_from_path(path, filesystem=filesystem, allow_pickle=allow_pickle)
+    token = _FRESH_OBJECT.set(True)
+    try:
+        obj.restore_from_path(path, filesystem=filesystem, allow_pickle=allow_pickle)
+    finally:
+        _FRESH_OBJECT.reset(token)
     return obj
 
 

@@ -192,22 +192,28 @@ def _fresh(kind: int, out_dtype: Any, shape: list[int]) -> tuple[Any, memoryview
 class StreamedTensorFile:
     """A local tensor file, verified by streaming; tensors are read into their destinations later."""
 
-    def __init__(self, fd: int, entry: FileEntry, where: str) -> None:
+    def __init__(self, fd: int, entry: FileEntry, where: str, *, verify_first: bool = True) -> None:
         """Verify the open file ``fd`` against its manifest ``entry``; the fd is owned from here on.
+
+        With ``verify_first=False`` (a fresh object being built, which is dropped if the
+        restore fails) only the size and header are checked here, and the checksum is
+        checked by :meth:`read_all` in the same pass that fills the tensors: one read of
+        the file instead of two.
 
         Raises:
             CorruptCheckpointError: Wrong size, wrong checksum or a malformed header.
         """
         self.fd = fd
         self.where = where
+        self.verified_first = verify_first
         self.jobs: list[tuple[memoryview, int]] = []
         try:
-            self._verify(entry)
+            self._verify(entry, stream=verify_first)
         except BaseException:
             self.close()
             raise
 
-    def _verify(self, entry: FileEntry) -> None:
+    def _verify(self, entry: FileEntry, *, stream: bool) -> None:
         size = os.fstat(self.fd).st_size
         self.size, self.crc32 = size, entry.crc32
         if size != entry.size:
@@ -217,6 +223,14 @@ class StreamedTensorFile:
             )
         if hasattr(os, "posix_fadvise"):
             os.posix_fadvise(self.fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        if stream:
+            self._stream_crc(entry, size)
+        head = os.pread(self.fd, 8, 0)
+        n = int.from_bytes(head, "little") if len(head) == 8 else 0
+        header = os.pread(self.fd, 8 + min(n, size), 0)
+        self.records, _ = parse_header(_SizedView(header, size), where=self.where)  # type: ignore[arg-type]
+
+    def _stream_crc(self, entry: FileEntry, size: int) -> None:
         bufs = _chunk_buffers()
         crc = [0]
 
@@ -242,10 +256,6 @@ class StreamedTensorFile:
                 f"{self.where} fails its checksum (crc32 {crc[0]:08x}, manifest says {entry.crc32:08x}): the file "
                 "is corrupted. Restore it from a good copy."
             )
-        head = os.pread(self.fd, 8, 0)
-        n = int.from_bytes(head, "little") if len(head) == 8 else 0
-        header = os.pread(self.fd, 8 + min(n, size), 0)
-        self.records, _ = parse_header(_SizedView(header, size), where=self.where)  # type: ignore[arg-type]
 
     def get(self, name: str, kind: int, dtype: Any, shape: list[int], dest: Any = None) -> Any:
         """Plan the read of ``name`` into ``dest`` (when it fits) or a fresh array; return that array."""
@@ -293,6 +303,11 @@ class StreamedTensorFile:
         for f in pending:
             f.result()
         self.close()
+        if crc[0] != self.crc32 and not self.verified_first:
+            raise CorruptCheckpointError(
+                f"{self.where} fails its checksum (crc32 {crc[0]:08x}, manifest says {self.crc32:08x}): the file "
+                "is corrupted. Restore it from a good copy."
+            )
         if crc[0] != self.crc32:
             raise CorruptCheckpointError(
                 f"{self.where} changed while it was being restored (crc32 {crc[0]:08x}, manifest says "
