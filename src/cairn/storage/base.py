@@ -56,10 +56,6 @@ class Storage(abc.ABC):
         """Read bytes ``[start, end)`` of a file (fewer at its end)."""
 
     @abc.abstractmethod
-    def read_into(self, path: str, buffers: list[memoryview]) -> int:
-        """Read the file's bytes, in order, into ``buffers``; return the number of bytes read."""
-
-    @abc.abstractmethod
     def size(self, path: str) -> int:
         """The size of a file in bytes."""
 

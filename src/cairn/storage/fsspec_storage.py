@@ -276,17 +276,6 @@ class FsspecStorage(Storage):
         """A ranged GET."""
         return bytes(self._retry("Reading", path, lambda: self.fs.cat_file(path, start=start, end=end)))
 
-    def read_into(self, path: str, buffers: list[memoryview]) -> int:
-        """Read the object and scatter it into ``buffers``."""
-        data = memoryview(self.read_file(path))
-        pos = 0
-        for b in buffers:
-            view = b.cast("B")
-            n = min(len(view), len(data) - pos)
-            view[:n] = data[pos : pos + n]
-            pos += n
-        return pos
-
     def size(self, path: str) -> int:
         """``fs.size`` with retries."""
         self._invalidate(path)

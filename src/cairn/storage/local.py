@@ -183,24 +183,6 @@ class LocalStorage(Storage):
         finally:
             os.close(fd)
 
-    def read_into(self, path: str, buffers: list[memoryview]) -> int:
-        """Scatter-read the file into ``buffers`` (used to restore onto existing tensors)."""
-        fd = self._open_read(path)
-        total = 0
-        try:
-            for b in buffers:
-                view = b.cast("B")
-                got = 0
-                while got < len(view):
-                    n = os.readv(fd, [view[got:]])
-                    if n == 0:
-                        return total + got
-                    got += n
-                total += got
-        finally:
-            os.close(fd)
-        return total
-
     def size(self, path: str) -> int:
         """``os.stat`` size, links not followed."""
         return os.lstat(path).st_size
