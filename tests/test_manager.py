@@ -88,8 +88,12 @@ def test_half_written_checkpoints_never_listed_and_cleaned(tmp_path: Path) -> No
     (root / "step_000000003" / "state.msgpack").write_bytes(b"partial")
     assert [i.step for i in mgr.checkpoints()] == [1]
     assert mgr.latest() == str(root / "step_000000001")
-    cairn.CheckpointManager(root)
-    assert sorted(os.listdir(root)) == ["step_000000001"]
+    reader = cairn.CheckpointManager(root)  # opened to read, e.g. by `cairn ls` during training
+    reader.checkpoints()
+    assert len(os.listdir(root)) == 3  # another process's save in flight is never touched
+    writer = cairn.CheckpointManager(root)
+    writer.save(Tree(), 4)  # the writer cleans up what interrupted saves left
+    assert sorted(os.listdir(root)) == ["step_000000001", "step_000000004"]
 
 
 def test_incremental_links_unchanged_files(tmp_path: Path) -> None:

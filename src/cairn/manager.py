@@ -2,8 +2,9 @@
 
 Step folders are named ``step_000000123`` under a root (local, ``memory://``,
 ``s3://`` or any fsspec filesystem). A checkpoint counts only once committed
-(its root manifest is valid); half-written ones are never listed and are
-cleaned up. Old checkpoints are deleted only after a new one is committed.
+(its root manifest is valid); half-written ones are never listed, and the
+first ``save`` of a manager removes them (a manager that only reads, such as
+``cairn ls`` during training, deletes nothing). Old checkpoints are deleted only after a new one is committed.
 Files that did not change since the previous checkpoint are hard-linked (local
 disk) or copied server-side (object stores) instead of written again; each
 step folder stays complete on its own.
@@ -190,7 +191,10 @@ class CheckpointManager:
         self._executor: ThreadPoolExecutor | None = None
         self._pool = SnapshotPool()
         self.storage.makedirs(self.root)
-        self._cleanup_uncommitted()
+        # Leftovers of interrupted saves are removed by the first save, not here: a manager
+        # opened only to read (`cairn ls` while training runs) must never delete the files
+        # of a save that another process has in flight.
+        self._cleaned = False
         if async_save:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cairn-save")
             # Pending saves finish before the interpreter exits.
@@ -287,6 +291,9 @@ class CheckpointManager:
         if type(step) is not int or step < 0:
             raise CheckpointError(f"CheckpointManager.save: step must be an int >= 0, got {step!r}.")
         self.wait()  # at most one save in flight; raises a previous failure
+        if not self._cleaned:
+            self._cleanup_uncommitted()
+            self._cleaned = True
         clean_metrics = _jsonable_metrics(metrics)
         extra = {MANAGER_KEY: {"step": step, "metrics": clean_metrics}}
         state = obj.get_state()

@@ -275,7 +275,13 @@ def test_manager_cleans_uncommitted(backend: Backend) -> None:
     backend.fs.rm_file(backend.path("run", "step_000000002", "manifest.json"))
     assert [i.step for i in mgr.checkpoints()] == [1]
     assert mgr.latest() == backend.uri("run", "step_000000001")
-    cairn.CheckpointManager(backend.uri("run"))
+    reader = cairn.CheckpointManager(backend.uri("run"))  # opened only to read: deletes nothing
+    reader.checkpoints()
+    backend.fs.invalidate_cache()
+    assert backend.fs.exists(backend.path("run", "step_000000002", "state.msgpack"))
+    writer = cairn.CheckpointManager(backend.uri("run"))
+    agent.set_step(3)
+    writer.save(agent, 3)  # the first save of a writer cleans up what interrupted saves left
     backend.fs.invalidate_cache()
     assert not backend.fs.exists(backend.path("run", "step_000000002"))
 
