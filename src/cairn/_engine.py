@@ -48,7 +48,7 @@ from cairn.manifest import (
     load_json,
 )
 from cairn.registry import class_path, resolve_class
-from cairn.storage.base import Chunk, Storage, resolve_storage
+from cairn.storage.base import Chunk, FileTooLargeError, Storage, resolve_storage
 
 if TYPE_CHECKING:
     from cairn.checkpointable import Checkpointable
@@ -432,13 +432,11 @@ class FolderReader:
                 f"{self.where(name)} cannot be read: {err.strerror or err}; "
                 "the checkpoint's folder structure is damaged."
             ) from err
-        except CorruptCheckpointError as err:
-            if "over the limit" in str(err):
-                raise CorruptCheckpointError(
-                    f"{self.where(name)} is larger than the manifest records ({entry.size} bytes); "
-                    "the file was changed after the save."
-                ) from err
-            raise
+        except FileTooLargeError as err:
+            raise CorruptCheckpointError(
+                f"{self.where(name)} is larger than the manifest records ({entry.size} bytes); "
+                "the file was changed after the save."
+            ) from err
         self._check(data, entry, name)
         return data
 

@@ -7,9 +7,14 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from cairn.errors import CheckpointError
+from cairn.errors import CheckpointError, CorruptCheckpointError
 
 Chunk = bytes | bytearray | memoryview
+
+
+class FileTooLargeError(CorruptCheckpointError):
+    """A file is larger than the bound its reader set (``read_file(max_bytes=...)``)."""
+
 
 CHECKPOINT_FILES = frozenset({"manifest.json", "metadata.json", "ctor.json", "state.msgpack", "tensors.safetensors"})
 """The names of the files a checkpoint folder holds (``cairn.manifest.RESERVED_NAMES``).

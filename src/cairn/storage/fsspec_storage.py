@@ -264,10 +264,10 @@ class FsspecStorage(Storage):
         return bytearray(data)
 
     def _too_big(self, path: str, size: int | None, max_bytes: int) -> None:
-        from cairn.errors import CorruptCheckpointError
+        from cairn.storage.base import FileTooLargeError
 
         what = f"{size} bytes" if size is not None else f"over {max_bytes} bytes"
-        raise CorruptCheckpointError(
+        raise FileTooLargeError(
             f"{self.uri(path)} is {what}, over the limit of {max_bytes} for this kind "
             "of file; it is corrupt or hostile."
         )

@@ -13,7 +13,7 @@ from concurrent.futures import Future
 
 from cairn._crc import crc_pool
 from cairn.errors import CheckpointError, CorruptCheckpointError
-from cairn.storage.base import CHECKPOINT_FILES, Chunk, Storage, foreign_file_error
+from cairn.storage.base import CHECKPOINT_FILES, Chunk, FileTooLargeError, Storage, foreign_file_error
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -159,7 +159,7 @@ class LocalStorage(Storage):
         try:
             size = os.fstat(fd).st_size
             if max_bytes is not None and size > max_bytes:
-                raise CorruptCheckpointError(
+                raise FileTooLargeError(
                     f"{path} is {size} bytes, over the limit of {max_bytes} for this kind of file; "
                     "it is corrupt or hostile."
                 )
