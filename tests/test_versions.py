@@ -194,7 +194,7 @@ def test_state_versions_are_recorded_per_folder(tmp_path: Path, v3: None) -> Non
     assert_states_equal(a.get_state(), b.get_state())
 
 
-PROBE = '''
+PROBE = """
 import cairn
 
 class Probe(cairn.Checkpointable):
@@ -204,7 +204,7 @@ class Probe(cairn.Checkpointable):
         pass
     def get_ctor_args_and_kwargs(self):
         return (), {}
-'''
+"""
 
 
 def test_checkpoints_never_import_unloaded_packages(tmp_path: Path) -> None:
