@@ -18,11 +18,11 @@ import platform
 import sys
 import tempfile
 import uuid
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cairn._crc import crc32
 from cairn._tensorio import MemoryTensorFile, StreamedTensorFile
 from cairn._version import __version__
 from cairn.codec.tensors import build_header
@@ -300,7 +300,7 @@ def _size_crc(chunks: list[Chunk]) -> tuple[int, int]:
     crc, size = 0, 0
     for c in chunks:
         mv = memoryview(c).cast("B")
-        crc = zlib.crc32(mv, crc)
+        crc = crc32(mv, crc)
         size += len(mv)
     return size, crc
 
@@ -402,7 +402,7 @@ class FolderReader:
                 f"{self.where(name)} is {len(data)} bytes but the manifest records {entry.size}; the file "
                 "is truncated or was changed after the save. Restore it from a good copy."
             )
-        crc = zlib.crc32(data)
+        crc = crc32(data)
         if crc != entry.crc32:
             raise CorruptCheckpointError(
                 f"{self.where(name)} fails its checksum (crc32 {crc:08x}, manifest says "

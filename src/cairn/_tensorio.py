@@ -21,10 +21,9 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import zlib
 from typing import TYPE_CHECKING, Any
 
-from cairn._crc import crc_pool
+from cairn._crc import crc32, crc_pool
 from cairn.codec.tensors import NUMPY_TO_ST, TensorRecord, parse_header
 from cairn.errors import CorruptCheckpointError
 
@@ -235,7 +234,7 @@ class StreamedTensorFile:
         crc = [0]
 
         def crc_of(mv: memoryview) -> None:
-            crc[0] = zlib.crc32(mv, crc[0])
+            crc[0] = crc32(mv, crc[0])
 
         pool = _pool()
         off, i, pending = 0, 0, None
@@ -280,7 +279,7 @@ class StreamedTensorFile:
         crc = [0]
 
         def crc_of(data: memoryview | bytes) -> None:
-            crc[0] = zlib.crc32(data, crc[0])
+            crc[0] = crc32(data, crc[0])
 
         pool = _pool()
         pending = []

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import re
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from cairn._crc import crc32
 from cairn.errors import CorruptCheckpointError, IncompatibleCheckpointError
 
 FORMAT_VERSION = 1
@@ -76,7 +76,7 @@ class Manifest:
             "files": {k: {"size": v.size, "crc32": f"{v.crc32:08x}"} for k, v in sorted(self.files.items())},
             "components": list(self.components),
         }
-        body["checksum"] = f"{zlib.crc32(canonical_json(body)):08x}"
+        body["checksum"] = f"{crc32(canonical_json(body)):08x}"
         return json.dumps(body, indent=1, sort_keys=True).encode("utf-8") + b"\n"
 
     @classmethod
@@ -91,7 +91,7 @@ class Manifest:
         if not isinstance(body, dict) or body.get("format") != "cairn.manifest":
             raise CorruptCheckpointError(f"{where} is not a cairn manifest.")
         recorded = body.pop("checksum", None)
-        if not isinstance(recorded, str) or recorded != f"{zlib.crc32(canonical_json(body)):08x}":
+        if not isinstance(recorded, str) or recorded != f"{crc32(canonical_json(body)):08x}":
             raise CorruptCheckpointError(
                 f"{where} fails its own checksum: it was corrupted or edited. Restore the checkpoint from a good copy."
             )

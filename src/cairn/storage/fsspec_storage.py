@@ -12,10 +12,10 @@ import contextlib
 import errno
 import random
 import time
-import zlib
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from cairn._crc import crc32
 from cairn.errors import CheckpointError
 from cairn.storage.base import CHECKPOINT_FILES, Chunk, Storage, foreign_file_error
 
@@ -233,7 +233,7 @@ class FsspecStorage(Storage):
         crc = 0
         size = 0
         for mv in parts:
-            crc = zlib.crc32(mv, crc)
+            crc = crc32(mv, crc)
             size += len(mv)
 
         def put() -> None:

@@ -7,11 +7,10 @@ import errno
 import os
 import shutil
 import uuid
-import zlib
 from collections.abc import Iterable
 from concurrent.futures import Future
 
-from cairn._crc import crc_pool
+from cairn._crc import crc32, crc_pool
 from cairn.errors import CheckpointError, CorruptCheckpointError
 from cairn.storage.base import CHECKPOINT_FILES, Chunk, FileTooLargeError, Storage, foreign_file_error
 
@@ -109,7 +108,7 @@ class LocalStorage(Storage):
         flushed = 0
 
         def crc_of(mv: memoryview) -> None:
-            crc[0] = zlib.crc32(mv, crc[0])
+            crc[0] = crc32(mv, crc[0])
 
         pool = crc_pool()
         pending: list[Future[None]] = []
