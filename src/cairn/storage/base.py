@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from cairn.errors import CheckpointError, CorruptCheckpointError
@@ -23,6 +23,13 @@ A save replaces an existing folder only when every file in it has one of these
 names: a checkpoint, or what an interrupted save left. Anything else is the
 user's data, and a save never deletes it.
 """
+
+
+def replaceable_file(name: str) -> bool:
+    """Whether a save may replace a file named ``name``: a checkpoint's file, or a writer's record."""
+    from cairn.storage.writers import WRITER_FILES
+
+    return name in CHECKPOINT_FILES or name in WRITER_FILES
 
 
 def foreign_file_error(final: str, foreign: str) -> CheckpointError:
@@ -88,17 +95,64 @@ class Storage(abc.ABC):
     def remove_tree(self, path: str) -> None:
         """Delete a folder and everything in it; nothing happens if it does not exist."""
 
+    # A save: ``staging = begin_write(final)``; every file under ``staging``, each folder's
+    # manifest after its files, bottom-up; ``check_owned(staging, files)`` just before the root
+    # manifest; the root manifest; ``commit(staging, final)``. On any failure: ``abort``.
+    # Writers on one root coordinate through owner records and heartbeats (storage/writers.py).
+
     @abc.abstractmethod
     def begin_write(self, final: str) -> str:
-        """Prepare to write a checkpoint that will end up at ``final``; return where to write."""
+        """Claim the place of a checkpoint that will end up at ``final``; return where to write.
+
+        The claim (an owner record, refreshed by a heartbeat until ``commit`` or ``abort``)
+        tells other writers on the same root that this save is in flight.
+
+        Raises:
+            CheckpointError: Something that is not a checkpoint is in the way, or (object
+                stores) another writer's save is in flight at ``final``.
+        """
+
+    @abc.abstractmethod
+    def check_owned(self, staging: str, files: Collection[str] = ()) -> None:
+        """Check that the save at ``staging`` is still this writer's, just before its root manifest.
+
+        Args:
+            staging: What ``begin_write`` returned.
+            files: Paths relative to ``staging`` (``/``-separated) that the save wrote; where
+                writes are not atomic (object stores) each must still be there.
+
+        Raises:
+            CheckpointError: Another writer removed the staging place (it judged the save
+                abandoned); nothing may be committed.
+        """
 
     @abc.abstractmethod
     def commit(self, staging: str, final: str) -> None:
-        """Make the checkpoint written at ``staging`` visible at ``final``, atomically."""
+        """Make the checkpoint written at ``staging`` visible at ``final``, atomically.
+
+        Raises:
+            CheckpointError: The staging place is no longer this writer's; nothing is committed.
+        """
 
     @abc.abstractmethod
     def abort(self, staging: str, final: str) -> None:
-        """Remove what a failed write left at ``staging``."""
+        """Remove what a failed write left at ``staging`` (never another writer's files)."""
+
+    @abc.abstractmethod
+    def remove_leftovers(self, root: str, is_target: Callable[[str], bool]) -> list[str]:
+        """Remove what interrupted saves and deletes left directly under ``root``; return the names.
+
+        Only leftovers of folders whose name passes ``is_target`` (a manager's step
+        folders) are considered, and a save in flight is removed only once its writer is
+        gone (see ``cairn.storage.writers``). Called by writers, never by readers.
+        """
+
+    def check_committed(self, path: str) -> None:  # noqa: B027 - a no-op unless a backend overrides it
+        """Raise ``CheckpointNotFoundError`` if ``path`` lies inside a save that has not committed.
+
+        A no-op where folders are renamed into place atomically (nothing uncommitted is
+        ever visible under a checkpoint's name).
+        """
 
     @abc.abstractmethod
     def link_or_copy(self, src: str, dst: str) -> None:
