@@ -387,6 +387,16 @@ class FsspecStorage(Storage):
         self._invalidate(final)
         old = [p for p in self._retry("Listing", final, lambda: self._find(final)) if not self._same(p, record)]
         self._delete(final, old)
+        # Filesystems with real folders (memory://) keep the emptied sub-folders: remove them too.
+        subs = sorted({rel.split("/", 1)[0] for rel in (self._relative(final, p) for p in old) if "/" in rel})
+        if subs:
+
+            def rm_subs() -> None:
+                with contextlib.suppress(FileNotFoundError):
+                    self.fs.rm([self.join(final, d) for d in subs], recursive=True)
+
+            self._retry("Deleting", final, rm_subs, write=True)
+            self._invalidate(final)
         self.makedirs(final)
         writers.claim(self.uri(final), owner, lambda beat: self._beat(record, beat))
         return final
@@ -538,6 +548,13 @@ class FsspecStorage(Storage):
         self._delete(folder, [p for p in files if not self._same(p, record) and not self._same(p, manifest)])
         if any(self._same(p, record) for p in files):
             self._delete(folder, [record])
+
+        def rm_folders() -> None:  # what filesystems with real folders (memory://) keep
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.rm(folder, recursive=True)
+
+        self._retry("Deleting", folder, rm_folders, write=True)
+        self._invalidate(folder)
 
     def remove_leftovers(self, root: str, is_target: Callable[[str], bool]) -> list[str]:
         """Remove target folders without a root manifest whose writer is gone (or that have no owner record)."""
