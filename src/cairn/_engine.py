@@ -353,8 +353,9 @@ def commit_plan(
                 stats=stats,
                 before_manifest=lambda: storage.check_owned(staging, files),
             )
-        except CheckpointError:
-            storage.check_owned(staging)  # a write that failed because another writer removed the staging says so
+        except CheckpointError as err:
+            if isinstance(err.__cause__, FileNotFoundError):
+                storage.check_owned(staging)  # a staging removed by another writer: say so
             raise
         storage.commit(staging, final)
     except BaseException:

@@ -371,33 +371,39 @@ class FsspecStorage(Storage):
                     f"elsewhere. Once that writer is gone (no heartbeat for {writers.stale_after():.0f} s) a "
                     "save here takes its place over."
                 )
+            self._delete(final, [record])  # its writer is gone: take the place over
         owner = writers.Owner.of_this_process(writers.new_write_id())
-        self.write_file(record, [owner.to_bytes()])
-        got = writers.Owner.from_bytes(self._read_many([record])[record])
-        if got is None or got.id != owner.id:
-            raise CheckpointError(
-                f"Cannot save a checkpoint at {self.uri(final)}: another save claimed the path at the same "
-                "moment. Two writers must not save to one path at the same time; save again or elsewhere."
-            )
-        manifest = self.join(final, MANIFEST)
-        if self.exists(manifest):
-            # Delete the commit marker first: from here on no reader sees the old checkpoint
-            # as committed, so old and new files can never be mixed in a committed view.
-            self.remove(manifest)
-        self._invalidate(final)
-        old = [p for p in self._retry("Listing", final, lambda: self._find(final)) if not self._same(p, record)]
-        self._delete(final, old)
-        # Filesystems with real folders (memory://) keep the emptied sub-folders: remove them too.
-        subs = sorted({rel.split("/", 1)[0] for rel in (self._relative(final, p) for p in old) if "/" in rel})
-        if subs:
-
-            def rm_subs() -> None:
-                with contextlib.suppress(FileNotFoundError):
-                    self.fs.rm([self.join(final, d) for d in subs], recursive=True)
-
-            self._retry("Deleting", final, rm_subs, write=True)
+        self._create_record(record, owner)
+        try:
+            got = writers.Owner.from_bytes(self._read_many([record])[record])
+            if got is None or got.id != owner.id:
+                raise CheckpointError(
+                    f"Cannot save a checkpoint at {self.uri(final)}: another save claimed the path at the same "
+                    "moment. Two writers must not save to one path at the same time; save again or elsewhere."
+                )
+            manifest = self.join(final, MANIFEST)
+            if self.exists(manifest):
+                # Delete the commit marker first: from here on no reader sees the old checkpoint
+                # as committed, so old and new files can never be mixed in a committed view.
+                self.remove(manifest)
             self._invalidate(final)
-        self.makedirs(final)
+            old = [p for p in self._retry("Listing", final, lambda: self._find(final)) if not self._same(p, record)]
+            self._delete(final, old)
+            # Filesystems with real folders (memory://) keep the emptied sub-folders: remove them too.
+            subs = sorted({rel.split("/", 1)[0] for rel in (self._relative(final, p) for p in old) if "/" in rel})
+            if subs:
+
+                def rm_subs() -> None:
+                    with contextlib.suppress(FileNotFoundError):
+                        self.fs.rm([self.join(final, d) for d in subs], recursive=True)
+
+                self._retry("Deleting", final, rm_subs, write=True)
+                self._invalidate(final)
+            self.makedirs(final)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self._remove_own_record(record, owner)
+            raise
         writers.claim(self.uri(final), owner, lambda beat: self._beat(record, beat))
         return final
 
@@ -473,6 +479,29 @@ class FsspecStorage(Storage):
         for p in paths:
             self._invalidate(p)
         return self._retry("Checking", paths[0], once) if paths else {}
+
+    def _create_record(self, record: str, owner: writers.Owner) -> None:
+        """Write the owner record only if none is there (an atomic claim where the store has
+        conditional writes: S3's If-None-Match, memory://); others overwrite, and the caller
+        reads the record back to see whose it is."""
+        data = owner.to_bytes()
+
+        def create() -> None:
+            try:
+                self.fs.pipe_file(record, data, mode="create")
+            except FileExistsError:
+                pass  # another writer's claim, or our own first try of a retried request
+            except TypeError:  # a filesystem without conditional writes
+                with self.fs.open(record, "wb") as f:
+                    f.write(data)
+
+        self._retry("Writing", record, create, write=True)
+
+    def _remove_own_record(self, record: str, owner: writers.Owner) -> None:
+        """Delete the owner record at ``record`` if it is still ``owner``'s."""
+        current = writers.Owner.from_bytes(self._read_many([record])[record])
+        if current is not None and current.id == owner.id:
+            self._delete(record.rsplit("/", 1)[0], [record])
 
     def _beat(self, record: str, owner: writers.Owner) -> bool:
         """A heartbeat: rewrite the owner record, unless it is gone or another save's now."""
