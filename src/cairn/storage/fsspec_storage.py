@@ -463,6 +463,8 @@ class FsspecStorage(Storage):
                     try:
                         results.append(self.fs.cat_file(p, start=0, end=end))
                     except Exception as err:
+                        if is_transient(err):
+                            raise  # retry the batch (one backoff per failure)
                         results.append(err)
             out: dict[str, bytes | None] = {}
             for p, r in zip(paths, results, strict=True):
