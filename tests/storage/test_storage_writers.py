@@ -324,3 +324,40 @@ def test_save_refused_while_another_writer_holds_the_path(remote_backend: Backen
     assert cairn.verify_checkpoint(remote_backend.uri("ckpt")) == []
     fs.invalidate_cache()
     assert not fs.exists(marker)
+
+
+def test_heartbeat_keeps_a_slow_save_fresh(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """During a save slower than the stale threshold, the owner record's heartbeat stays recent."""
+    monkeypatch.setenv(writers.STALE_AFTER_ENV, "0.8")  # a heartbeat every 0.2 s
+    ages: list[float] = []
+
+    def record_age() -> float:
+        if backend.name == "local":
+            records = [n for n in os.listdir(backend.base) if n.endswith(writers.OWNER_SUFFIX)]
+            assert len(records) == 1, records
+            return time.time() - os.stat(os.path.join(backend.base, records[0])).st_mtime
+        backend.fs.invalidate_cache()
+        owner = writers.Owner.from_bytes(backend.fs.cat_file(backend.path("ckpt", writers.INFLIGHT)))
+        assert owner is not None
+        return time.time() - owner.beat
+
+    def slow(path: str) -> None:
+        if "group" in path and "manifest.json" in path and len(ages) < 2:
+            time.sleep(1.2)  # longer than the stale threshold
+            ages.append(record_age())
+
+    if backend.name == "local":
+        real = LocalStorage.write_file
+
+        def probing(self: LocalStorage, path: str, chunks: Any) -> tuple[int, int]:
+            slow(path)
+            return real(self, path, chunks)
+
+        monkeypatch.setattr(LocalStorage, "write_file", probing)
+        _agent(1).save_to_path(backend.uri("ckpt"))
+        monkeypatch.undo()
+    else:
+        faulty = FaultyFS(backend.fs, probe=lambda _m, p: slow(p))
+        _agent(1).save_to_path(backend.path("ckpt"), filesystem=faulty)
+    assert len(ages) == 2 and max(ages) < 0.8, ages
+    assert cairn.verify_checkpoint(backend.uri("ckpt")) == []

@@ -389,16 +389,8 @@ class FsspecStorage(Storage):
             self._invalidate(final)
             old = [p for p in self._retry("Listing", final, lambda: self._find(final)) if not self._same(p, record)]
             self._delete(final, old)
-            # Filesystems with real folders (memory://) keep the emptied sub-folders: remove them too.
-            subs = sorted({rel.split("/", 1)[0] for rel in (self._relative(final, p) for p in old) if "/" in rel})
-            if subs:
-
-                def rm_subs() -> None:
-                    with contextlib.suppress(FileNotFoundError):
-                        self.fs.rm([self.join(final, d) for d in subs], recursive=True)
-
-                self._retry("Deleting", final, rm_subs, write=True)
-                self._invalidate(final)
+            if any("/" in self._relative(final, p) for p in old):
+                self._remove_empty_folders(final)
             self.makedirs(final)
         except BaseException:
             with contextlib.suppress(Exception):
@@ -579,13 +571,38 @@ class FsspecStorage(Storage):
         self._delete(folder, [p for p in files if not self._same(p, record) and not self._same(p, manifest)])
         if any(self._same(p, record) for p in files):
             self._delete(folder, [record])
+        self._remove_empty_folders(folder, itself=True)
 
-        def rm_folders() -> None:  # what filesystems with real folders (memory://) keep
-            with contextlib.suppress(FileNotFoundError):
-                self.fs.rm(folder, recursive=True)
+    def _remove_empty_folders(self, folder: str, *, itself: bool = False) -> None:
+        """Remove the folders that filesystems with real folders (memory://) keep once emptied.
 
-        self._retry("Deleting", folder, rm_folders, write=True)
+        One listing; object stores have none left once their objects are gone.
+        """
+
+        def rm() -> None:
+            try:
+                entries = self.fs.find(folder, withdirs=True, detail=True)
+            except FileNotFoundError:
+                return
+            dirs = [str(p) for p, info in entries.items() if info.get("type") == "directory"]
+            dirs = sorted((d for d in dirs if not self._same(d, folder)), key=len, reverse=True)
+            if itself and self._retry_free_isdir(folder):
+                dirs.append(folder)
+            for d in dirs:
+                if "/" not in self._norm(d).strip("/"):
+                    continue  # a bucket (s3fs's rmdir deletes buckets): never ours to remove
+                with contextlib.suppress(FileNotFoundError, OSError):
+                    self.fs.rmdir(d)
+
         self._invalidate(folder)
+        self._retry("Deleting", folder, rm, write=True)
+        self._invalidate(folder)
+
+    def _retry_free_isdir(self, path: str) -> bool:
+        try:
+            return bool(self.fs.isdir(path))
+        except FileNotFoundError:
+            return False
 
     def remove_leftovers(self, root: str, is_target: Callable[[str], bool]) -> list[str]:
         """Remove target folders without a root manifest whose writer is gone (or that have no owner record)."""
