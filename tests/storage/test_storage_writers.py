@@ -361,3 +361,22 @@ def test_heartbeat_keeps_a_slow_save_fresh(backend: Backend, monkeypatch: pytest
         _agent(1).save_to_path(backend.path("ckpt"), filesystem=faulty)
     assert len(ages) == 2 and max(ages) < 0.8, ages
     assert cairn.verify_checkpoint(backend.uri("ckpt")) == []
+
+
+def test_save_to_path_removes_a_dead_writers_staging(tmp_path: Path) -> None:
+    """A local save killed half-way leaves a staging folder; the next save to that path removes it.
+
+    A staging folder of a process that still runs (here: this machine's pid 1) stays.
+    """
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    now = time.time()
+    for wid, pid in (("dead00000000", dead_pid), ("alive0000000", 1)):
+        owner = writers.Owner(id=wid, host="here", machine=writers.MACHINE, pid=pid, pid_start=None, beat=now)
+        staging = tmp_path / writers.tmp_name("ckpt", wid)
+        (staging / "policy").mkdir(parents=True)
+        Path(f"{staging}{writers.OWNER_SUFFIX}").write_bytes(owner.to_bytes())
+    _agent(1).save_to_path(str(tmp_path / "ckpt"))
+    alive = writers.tmp_name("ckpt", "alive0000000")
+    assert sorted(os.listdir(tmp_path)) == [alive, alive + writers.OWNER_SUFFIX, "ckpt"]
+    assert cairn.verify_checkpoint(str(tmp_path / "ckpt")) == []

@@ -314,6 +314,9 @@ class LocalStorage(Storage):
             foreign = _first_foreign_file(final)
             if foreign is not None:
                 raise foreign_file_error(final, foreign)
+        # What earlier saves to this path left (a killed process's staging folder): the
+        # same rules as a manager's cleanup, so another live writer's is never touched.
+        self._remove_stale_tmp(parent, lambda target: target == name)
         wid = writers.new_write_id()
         staging = os.path.join(parent, writers.tmp_name(name, wid))
         record = staging + writers.OWNER_SUFFIX
@@ -361,6 +364,8 @@ class LocalStorage(Storage):
         try:
             self._commit(staging, final)
         except OSError as err:
+            if not os.path.isdir(staging) and not os.path.isdir(staging + writers.OLD_SUFFIX):
+                raise CheckpointError(writers.lost_error(final, f"its staging folder {staging} is gone")) from err
             raise _write_error("Committing the checkpoint", final, err) from err
 
     def _commit(self, staging: str, final: str) -> None:
@@ -433,15 +438,28 @@ class LocalStorage(Storage):
         were it still alive, fails its commit instead of committing a half-deleted folder.
         """
         removed: list[str] = []
+        for name in self.listdir(root):
+            path = os.path.join(root, name)
+            if (
+                writers.parse_tmp_name(name) is None
+                and is_target(name)
+                and self.isdir(path)
+                and not os.path.lexists(os.path.join(path, MANIFEST))
+            ):
+                self.remove_tree(path)  # never committed: only a rename makes a step folder here
+                removed.append(name)
+        return removed + self._remove_stale_tmp(root, is_target)
+
+    def _remove_stale_tmp(self, root: str, is_target: Callable[[str], bool]) -> list[str]:
+        """Remove the hidden leftovers under ``root`` of targets passing ``is_target`` (see remove_leftovers)."""
+        removed: list[str] = []
         saves: dict[tuple[str, str], list[str]] = {}
         for name in self.listdir(root):
             path = os.path.join(root, name)
             parsed = writers.parse_tmp_name(name)
             if parsed is None:
-                if is_target(name) and self.isdir(path) and not os.path.lexists(os.path.join(path, MANIFEST)):
-                    self.remove_tree(path)  # never committed: only a rename makes a step folder here
-                    removed.append(name)
-            elif not is_target(parsed.target):
+                continue
+            if not is_target(parsed.target):
                 continue
             elif parsed.suffix == writers.DELETING_SUFFIX:
                 self.remove_tree(path)  # a delete was interrupted; finishing it twice is harmless
