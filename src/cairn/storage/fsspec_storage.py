@@ -402,10 +402,16 @@ class FsspecStorage(Storage):
     def _find(self, folder: str) -> list[str]:
         """Every file below ``folder`` (empty when it does not exist)."""
         try:
-            found = self.fs.find(folder)
+            found = self.fs.find(folder, detail=True)
         except FileNotFoundError:
             return []
-        return [str(p) for p in found if not str(p).endswith("/")]
+        # s3fs answers an empty listing with the folder itself when objects appear under it
+        # meanwhile (another writer): folders are never files of the folder.
+        return [
+            str(p)
+            for p, info in found.items()
+            if not str(p).endswith("/") and info.get("type") != "directory" and not self._same(str(p), folder)
+        ]
 
     def _norm(self, path: str) -> str:
         return str(self.fs._strip_protocol(path)).rstrip("/")
