@@ -6,6 +6,7 @@ garbage in a root manifest or metadata, folders that are not a manager's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -51,9 +52,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     src = str(Path(__file__).resolve().parents[1] / "src")
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run(
-        [sys.executable, "-m", "cairn", *args], env=env, capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run([sys.executable, "-m", "cairn", *args], env=env, capture_output=True, text=True, timeout=120)
 
 
 # ---------------------------------------------------------------- step folder names (item 10b)
@@ -94,9 +93,7 @@ def test_foreign_step_folders_are_not_listed_nor_deleted(tmp_path: Path) -> None
     mgr.save(t, 4)
     # Retention retired our own old steps and left the others alone: they are not ours.
     assert [i.step for i in mgr.checkpoints()] == [4]
-    assert sorted(p.name for p in root.iterdir() if p.name.startswith("step_")) == sorted(
-        ["step_000000004", *foreign]
-    )
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith("step_")) == sorted(["step_000000004", *foreign])
     assert mgr.latest() == str(root / "step_000000004")
 
 
@@ -227,7 +224,7 @@ def test_listing_damaged_step_folders_raises_nothing_foreign(tmp_path: Path, har
         verified = mgr.latest(verified=True)
     except cairn.CheckpointError:
         return  # allowed; anything else is not
-    assert [i.step for i in infos][0] == 1
+    assert infos[0].step == 1
     assert latest is not None and verified == str(root / "step_000000001")
 
 
@@ -235,10 +232,8 @@ def test_a_root_that_is_a_file_gives_a_checkpoint_error(tmp_path: Path) -> None:
     mgr = cairn.CheckpointManager(tmp_path / "run")
     (tmp_path / "run").rmdir()
     (tmp_path / "run").write_text("x")
-    try:
+    with contextlib.suppress(cairn.CheckpointError):  # allowed; anything else is not
         assert mgr.checkpoints() == [] and mgr.latest() is None
-    except cairn.CheckpointError:
-        pass
 
 
 # ---------------------------------------------------------------- retention keeps the newest that verifies
