@@ -107,7 +107,7 @@ def test_restore_latest_falls_back_to_the_newest_that_verifies(tmp_path: Path) -
     fresh = Tree()
     with pytest.warns(DamagedCheckpointWarning, match=r"step_000000003.*fails its checksum") as caught:
         info = mgr.restore_latest(fresh)
-    assert len(caught) == 1
+    assert len(caught) == 1 and caught[0].filename == __file__  # points at the caller
     assert info is not None and info.step == 2 and info.path == str(root / "step_000000002")
     assert_states_equal(fresh.get_state(), states[2].get_state())
     # The cheap answer still names the damaged one; the verified one does not.
@@ -343,3 +343,21 @@ def test_ls_without_verify_lists_a_damaged_checkpoint(tmp_path: Path) -> None:
     out = cli("ls", str(root))
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_ls_verify_reports_step_folders_with_damaged_root_metadata(tmp_path: Path) -> None:
+    root = tmp_path / "run"
+    mgr, _ = run_of(root, [1, 2, 3])
+    (root / "step_000000003" / "manifest.json").write_text("{")
+    (root / "step_000000002" / "metadata.json").write_text("[]")
+    (root / "step_000000004").mkdir()  # a save in flight: not damage, not listed
+    assert [s for s, _, _ in mgr.damaged()] == [2, 3]
+    assert [i.step for i in mgr.checkpoints()] == [1]
+    out = cli("ls", str(root), "--verify", "--json")
+    assert out.returncode == 1
+    rows = json.loads(out.stdout)
+    got = [(r["step"], r["verified"], r["latest"]) for r in rows]
+    assert got == [(1, True, True), (2, False, False), (3, False, False)]
+    assert "metadata.json" in rows[1]["problems"][0] and "manifest.json" in rows[2]["problems"][0]
+    text = cli("ls", str(root), "--verify")
+    assert text.returncode == 1 and text.stdout.count("DAMAGED") == 2 and "2 of 3" in text.stderr

@@ -154,6 +154,13 @@ def cmd_ls(args: argparse.Namespace) -> int:
                 "problems": problems.get(info.step, []),
             }
         )
+    if args.verify:
+        # Step folders whose root manifest or metadata is damaged are no checkpoints to list,
+        # but they are damage a check must report.
+        for step, path, why in mgr.damaged():
+            row = {"step": step, "path": path, "created": "", "size": None, "metrics": {}}
+            rows.append({**row, "latest": False, "best": False, "verified": False, "problems": [why]})
+        rows.sort(key=lambda r: int(r["step"]))
     damaged = [r for r in rows if r["verified"] is False]
     if damaged:
         names = ", ".join(str(r["path"]) for r in damaged)

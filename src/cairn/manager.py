@@ -318,6 +318,20 @@ class CheckpointManager:
         except _DAMAGE as err:
             return [str(err)]
 
+    def damaged(self) -> list[tuple[int, str, str]]:
+        """Committed step folders left out of :meth:`checkpoints` as damaged: (step, path, why), oldest first.
+
+        Their root manifest or metadata cannot be read (a folder that was never committed is
+        not listed: it is a save in flight or interrupted, not damage). Cheap, like
+        :meth:`checkpoints`; damage to the data shows only in :meth:`verify`.
+        """
+        out = []
+        for step, name in self._scan():
+            found = self._open(step, name)
+            if isinstance(found, CheckpointError):
+                out.append((step, self.storage.uri(self.storage.join(self.root, name)), str(found)))
+        return out
+
     def _newest_first(self) -> Iterator[CheckpointInfo | tuple[str, CheckpointError]]:
         """Committed checkpoints, newest first; a damaged one as (its path, the error)."""
         for step, name in reversed(self._scan()):
@@ -372,6 +386,12 @@ class CheckpointManager:
         Raises:
             CorruptCheckpointError: Every checkpoint is damaged; the message lists them.
         """
+        return self._load_latest(load)
+
+    def _load_latest(self, load: Callable[[CheckpointInfo], T]) -> tuple[CheckpointInfo, T] | None:
+        # The one home of the fallback rule; called only by the public methods, whose caller
+        # the warnings point at (stacklevel 3).
+        self.wait()  # a save still in flight would be the newest
         skipped: list[str] = []
         reason: CheckpointError
         for found in self._newest_first():
@@ -404,12 +424,11 @@ class CheckpointManager:
         Raises:
             CorruptCheckpointError: Every checkpoint is damaged.
         """
-        self.wait()
 
         def load(info: CheckpointInfo) -> None:
             obj.restore_from_path(info.path, filesystem=self.filesystem, allow_pickle=allow_pickle)
 
-        found = self.load_latest(load)
+        found = self._load_latest(load)
         return None if found is None else found[0]
 
     # ------------------------------------------------------------------ saving
