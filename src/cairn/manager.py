@@ -9,6 +9,23 @@ Files that did not change since the previous checkpoint are hard-linked (local
 disk) or copied server-side (object stores) instead of written again; each
 step folder stays complete on its own.
 
+Step folders are exactly the names :func:`step_folder_name` writes
+(:func:`parse_step_folder`); any other name under the root is not the
+manager's: never listed, never deleted.
+
+Recovery. :meth:`CheckpointManager.restore_latest` (and
+:meth:`CheckpointManager.load_latest`, which ``cairn train --resume`` uses)
+falls back to the newest checkpoint that verifies, with a
+:class:`DamagedCheckpointWarning` naming each one skipped and why; a damaged
+checkpoint is never applied, and when none verifies a
+``CorruptCheckpointError`` lists them. Retention never deletes the newest
+checkpoint that verifies: the checkpoint just committed counts as verified, so
+in the usual case (it is the newest) nothing extra is read; otherwise
+checkpoints are verified from the newest down until a sound one is found.
+:meth:`CheckpointManager.latest` and :meth:`CheckpointManager.checkpoints` stay
+cheap (manifests and metadata only); ``latest(verified=True)`` and
+:meth:`CheckpointManager.verify` read the data.
+
 With ``async_save=True``, :meth:`CheckpointManager.save` takes a snapshot (a
 copy of every array and tensor in the state) and returns; a background thread
 writes and commits it. At most one save is in flight: a second ``save`` waits
