@@ -188,7 +188,9 @@ def test_load_latest_gives_what_the_loader_returns(tmp_path: Path) -> None:
         "manifest-missing",
         "step-is-file",
         "metadata-dir",
-        "metrics-odd",
+        "metadata-edited",
+        "manifest-deep",
+        "step-is-symlink",
     ],
 )
 def test_listing_damaged_step_folders_raises_nothing_foreign(tmp_path: Path, harm: str) -> None:
@@ -214,7 +216,12 @@ def test_listing_damaged_step_folders_raises_nothing_foreign(tmp_path: Path, har
     elif harm == "metadata-dir":
         (step / "metadata.json").unlink()
         (step / "metadata.json").mkdir()
-    elif harm == "metrics-odd":
+    elif harm == "manifest-deep":
+        (step / "manifest.json").write_text("[" * 200_000)
+    elif harm == "step-is-symlink":
+        shutil.rmtree(step)
+        step.symlink_to(root / "step_000000001")
+    elif harm == "metadata-edited":
         meta = json.loads((step / "metadata.json").read_text())
         meta["manager"] = {"metrics": [1, 2]}
         (step / "metadata.json").write_text(json.dumps(meta))
