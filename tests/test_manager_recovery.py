@@ -322,10 +322,11 @@ def test_ls_verify_marks_damaged_and_latest_is_the_newest_that_verifies(tmp_path
     assert [r["latest"] for r in plain] == [False, False, True]  # cheap: reads no data
     assert all(r["verified"] is None for r in plain)
 
-    out = cli("ls", str(root), "--verify", "--json")
+    out = cli("ls", str(root), "--verify", "--json", "--metric", "ret")
     assert out.returncode == 1, out.stderr
     rows = json.loads(out.stdout)
     assert [r["verified"] for r in rows] == [True, True, False]
+    assert [r["best"] for r in rows] == [False, True, False]  # the best that verifies
     assert [r["latest"] for r in rows] == [False, True, False]
     assert rows[2]["problems"] and "tensors.safetensors" in rows[2]["problems"][0]
     assert rows[0]["problems"] == []

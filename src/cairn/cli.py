@@ -123,6 +123,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     """List a manager's checkpoints; with ``--verify``, check each and exit 1 when one is damaged."""
     from cairn.errors import CheckpointNotFoundError
     from cairn.manager import CheckpointManager
+    from cairn.retention import best_steps
     from cairn.storage.base import resolve_storage
 
     storage, root = resolve_storage(args.root)
@@ -131,14 +132,15 @@ def cmd_ls(args: argparse.Namespace) -> int:
     mgr = CheckpointManager(args.root, metric=args.metric, mode=args.mode)
     infos = mgr.checkpoints()
     # Without --verify only manifests and metadata are read (cheap); with it every file is,
-    # and "latest" is the newest checkpoint that verifies: the one a resume would use.
+    # and "latest" and "best" are among the checkpoints that verify ("latest": the one a
+    # resume would use).
     problems: dict[int, list[str]] = {}
     if args.verify:
         for info in infos:
             problems[info.step] = mgr.verify(info)
-    sound = [i.step for i in infos if not problems.get(i.step)]
-    latest = sound[-1] if sound else None
-    best_path = mgr.best() if args.metric else None
+    sound = [i for i in infos if not problems.get(i.step)]
+    latest = sound[-1].step if sound else None
+    best = best_steps([(i.step, i.metrics) for i in sound], args.metric, args.mode, 1) if args.metric else []
     rows: list[dict[str, Any]] = []
     for info in infos:
         rows.append(
@@ -149,7 +151,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
                 "size": _folder_size(info.path),
                 "metrics": info.metrics,
                 "latest": info.step == latest,
-                "best": info.path == best_path,
+                "best": info.step in best,
                 "verified": (not problems[info.step]) if args.verify else None,
                 "problems": problems.get(info.step, []),
             }
