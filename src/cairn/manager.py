@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import numpy as np
 
 from cairn import _engine
-from cairn.errors import CheckpointError, CheckpointNotFoundError, CorruptCheckpointError
+from cairn.errors import CheckpointError, CheckpointNotFoundError, CorruptCheckpointError, DamagedCheckpointWarning
 from cairn.retention import RetentionPolicy, next_to_verify, steps_to_keep
 from cairn.storage.base import Storage, resolve_storage
 from cairn.storage.local import TMP_MARK
@@ -101,10 +101,6 @@ def parse_step_folder(name: str) -> int | None:
         return None
     step = int(m.group(1))
     return step if step_folder_name(step) == name else None
-
-
-class DamagedCheckpointWarning(UserWarning):
-    """A damaged checkpoint was skipped; the message names it and says why."""
 
 
 @dataclass(frozen=True)
