@@ -10,8 +10,8 @@ from torch import nn
 
 from cairn import Checkpointable
 from cairn.rl._util import (
-    COMPONENT_NAME_RE,
     Names,
+    check_component_name,
 )
 from cairn.rl.rl_module import RLModule, RLModuleSpec
 
@@ -57,11 +57,7 @@ class MultiRLModule(nn.Module, Checkpointable):
             ValueError: An invalid id, or an existing id without ``override``.
             TypeError: ``module`` is not an :class:`RLModule`.
         """
-        if not COMPONENT_NAME_RE.match(module_id):
-            raise ValueError(
-                f"Module id {module_id!r} is not a valid component name: use letters, digits, "
-                "'_', '-' and '.', and not '.' or '..'."
-            )
+        check_component_name(module_id, what="Module id")
         if module_id in self._rl_modules and not override:
             raise ValueError(f"Module id {module_id!r} already exists; pass override=True to replace it.")
         if not isinstance(module, RLModule):
