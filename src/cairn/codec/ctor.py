@@ -384,7 +384,7 @@ class _CtorDecoder:
         if kind == "MultiBinary":
             n = self.decode(v["n"], (*path, "n"))
             dims = n.tolist() if isinstance(n, np.ndarray) else n
-            dims = [dims] if type(dims) is int else dims
+            dims = [dims] if type(dims) is int else list(dims) if isinstance(dims, tuple) else dims
             if not (
                 isinstance(dims, list) and 0 < len(dims) <= MAX_DIMS and all(type(d) is int and d >= 0 for d in dims)
             ):
