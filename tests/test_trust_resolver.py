@@ -203,11 +203,19 @@ def test_resolver_imports_nothing_not_even_in_an_imported_package(probe_pkg: Pat
 
 
 @pytest.mark.parametrize(
+    "recorded", ["builtins:SystemExit", "builtins:KeyboardInterrupt", "cairn.errors:CheckpointError"]
+)
+def test_exception_classes_are_refused(tmp_path: Path, recorded: str) -> None:
+    ck = with_ctor_arg(tmp_path / "ck", {"__cairn__": "class", "class": recorded})
+    with pytest.raises(
+        cairn.UnsafeCheckpointError, match=r"ctor.json, at args/0 names the class .* an exception class"
+    ):
+        Tree.from_checkpoint(ck)
+
+
+@pytest.mark.parametrize(
     "recorded",
     [
-        "builtins:SystemExit",
-        "builtins:KeyboardInterrupt",
-        "cairn.errors:CheckpointError",
         "cairn_test_components:Tree\n",
         "cairn_test_components :Tree",
         "cairn_test_components:Tree.<locals>.X",
@@ -220,7 +228,7 @@ def test_resolver_imports_nothing_not_even_in_an_imported_package(probe_pkg: Pat
 )
 def test_class_paths_that_are_not_plain_classes_are_refused(tmp_path: Path, recorded: str) -> None:
     ck = with_ctor_arg(tmp_path / "ck", {"__cairn__": "class", "class": recorded})
-    with pytest.raises(cairn.UnsafeCheckpointError, match=r"ctor.json, at args/0 names the class"):
+    with pytest.raises(cairn.IncompatibleCheckpointError, match=r"ctor.json, at args/0 names the class .* refuses"):
         Tree.from_checkpoint(ck)
 
 

@@ -176,24 +176,30 @@ MAX_PATH_LENGTH = 1000
 """The longest ``"module:QualName"`` path or module name a checkpoint may name."""
 
 
+_MAIN = "it names a __main__ module, and importing one runs a program"
+
+
 def _path_problem(dotted: str) -> str | None:
     """Why a dotted module or qualified name cannot name a class, or None when it can."""
     if not dotted:
         return "it is empty"
     if len(dotted) > MAX_PATH_LENGTH:
         return f"it is longer than {MAX_PATH_LENGTH} characters"
-    for part in dotted.split("."):
+    parts = dotted.split(".")
+    if "__main__" in parts:
+        return _MAIN
+    for part in parts:
         if not part.isidentifier():
-            return f"{part!r} is not a Python identifier"
-        if part == "__main__":
-            return "it names a __main__ module, and importing one runs a program"
+            return f"{part[:40]!r} is not a Python identifier"
     return None
 
 
-def _unsafe(where: str, what: str, path: str, problem: str, fix: str) -> UnsafeCheckpointError:
-    return UnsafeCheckpointError(
-        f"{where} names the {what} {path!r}, which cairn refuses to load: {problem}. A checkpoint may only "
-        f"name classes that are registered or that live in modules the program has already imported. {fix}"
+def _refusal(where: str, what: str, path: str, problem: str, fix: str) -> CheckpointError:
+    """The error for a name cairn will not look up: unsafe for __main__ modules, else incompatible."""
+    cls = UnsafeCheckpointError if problem == _MAIN else IncompatibleCheckpointError
+    return cls(
+        f"{where} names the {what} {path[:200]!r}, which cairn refuses to load: {problem}. A checkpoint may "
+        f"only name classes that are registered or that live in modules the program has already imported. {fix}"
     )
 
 
@@ -213,15 +219,15 @@ def loaded_module(module_name: str, *, where: str, what: str = "module", hint: s
         hint: A sentence added to the error when the module is not imported.
 
     Raises:
-        UnsafeCheckpointError: For a name that is not a dotted identifier, or that
-            has a ``__main__`` part.
-        IncompatibleCheckpointError: When the program has not imported the module.
+        UnsafeCheckpointError: For a name with a ``__main__`` part.
+        IncompatibleCheckpointError: For a name that is not dotted identifiers, or
+            a module the program has not imported.
     """
     if not isinstance(module_name, str):
         raise UnsafeCheckpointError(f"{where} names a module by a {type(module_name).__name__}, not a str.")
     problem = _path_problem(module_name)
     if problem is not None:
-        raise _unsafe(where, what, module_name, problem, "If you trust the file, import the module yourself first.")
+        raise _refusal(where, what, module_name, problem, "If you trust the file, import the module yourself first.")
     module = sys.modules.get(module_name)
     if not isinstance(module, ModuleType):
         raise IncompatibleCheckpointError(
@@ -248,9 +254,10 @@ def resolve_class(path: str, *, where: str, expected: type | None = None) -> typ
         expected: The class the caller asked for, if any.
 
     Raises:
-        UnsafeCheckpointError: For a path that is not dotted identifiers, names a
-            ``__main__`` module, or names an exception class.
-        IncompatibleCheckpointError: When the class cannot be found without importing.
+        UnsafeCheckpointError: For a path that names a ``__main__`` module or an
+            exception class.
+        IncompatibleCheckpointError: For a path that is not ``module:QualName`` of
+            dotted identifiers, or a class that cannot be found without importing.
     """
     if not isinstance(path, str):
         raise UnsafeCheckpointError(f"{where} names a class by a {type(path).__name__}, not a str.")
@@ -263,14 +270,13 @@ def resolve_class(path: str, *, where: str, expected: type | None = None) -> typ
     alias_fix = f"If the class moved or was renamed, call cairn.register_class_alias({path!r}, NewClass) first."
     problem = "it is not of the form 'module:QualName'" if not sep else _path_problem(module_name)
     if problem is None:
-        qual_problem = _path_problem(qualname)
-        problem = None if qual_problem is None else f"the class name {qualname!r} is invalid: {qual_problem}"
+        problem = _path_problem(qualname)
     if problem is not None:
         fix = (
             f"If the class is yours and the file is trusted, load it with YourClass.from_checkpoint() or call "
             f"cairn.register_class_alias({path!r}, YourClass) first."
         )
-        raise _unsafe(where, "class", path, problem, fix)
+        raise _refusal(where, "class", path, problem, fix)
     module = loaded_module(module_name, where=where, what=f"class {path!r}", hint=alias_fix)
     try:
         obj = _find_static(module, qualname.split("."))
@@ -283,7 +289,10 @@ def resolve_class(path: str, *, where: str, expected: type | None = None) -> typ
             f"{where} names the class {path!r}, but the module {module_name!r} has no class {qualname!r}. {alias_fix}"
         )
     if issubclass(obj, BaseException):
-        raise _unsafe(where, "class", path, "it is an exception class", "Checkpoints never hold exception classes.")
+        raise UnsafeCheckpointError(
+            f"{where} names the class {path!r}, an exception class, which cairn refuses to load: code that "
+            "receives it could raise it (SystemExit, KeyboardInterrupt). Checkpoints never hold exception classes."
+        )
     return obj
 
 
