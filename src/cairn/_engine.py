@@ -607,8 +607,8 @@ class LoadedFolder:
 def _check_class(target: Checkpointable, reader: FolderReader) -> None:
     recorded = reader.metadata["class"]
     try:
-        rec_cls = resolve_class(recorded, where=reader.where(METADATA))
-    except IncompatibleCheckpointError:
+        rec_cls = resolve_class(recorded, where=reader.where(METADATA), expected=type(target))
+    except CheckpointError:
         return  # Restoring into an existing object needs only the state, not the class.
     t = type(target)
     if not (issubclass(t, rec_cls) or issubclass(rec_cls, t)):
@@ -775,7 +775,8 @@ def build_from_checkpoint(
     reader = open_checkpoint(path, filesystem)
     reader.check_pickle(allow_pickle)
     recorded = reader.metadata["class"]
-    rec_cls = resolve_class(recorded, where=reader.where(METADATA))
+    # The class the caller passed may be taken even from a script's __main__: the caller chose it.
+    rec_cls = resolve_class(recorded, where=reader.where(METADATA), expected=cls)
     if not issubclass(rec_cls, cls):
         raise IncompatibleCheckpointError(
             f"The checkpoint at {reader.where()} holds a {recorded}, which is not a "

@@ -378,9 +378,10 @@ def evaluate_module(
     import numpy as np
     import torch
 
-    from cairn.rl.multi_agent import parse_env
+    from cairn.rl.multi_agent import check_env_id, make_env
 
-    env = gym.make(parse_env(env_id)[0])
+    check_env_id(env_id)  # the id may come from a checkpoint's metadata: never import what it names
+    env = make_env(env_id, {})
     returns: list[float] = []
     try:
         for episode in range(episodes):
