@@ -141,7 +141,8 @@ def open_regular(path: str) -> int:
     try:
         dir_fd = os.open(parent or ".", _OPEN_DIR)
     except OSError as err:
-        if err.errno == errno.ELOOP:
+        # O_DIRECTORY | O_NOFOLLOW on a link gives ENOTDIR (ELOOP on some kernels).
+        if err.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(parent):
             raise CorruptCheckpointError(
                 f"{parent} is a symbolic link; cairn never follows links inside a checkpoint "
                 "(one could point outside it). Replace it with the real folder."
