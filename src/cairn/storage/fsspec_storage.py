@@ -306,9 +306,7 @@ class FsspecStorage(Storage):
                 delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _overdue(
-        self, what: str, path: str, started: float, tries: int, last: BaseException | None
-    ) -> CheckpointError:
+    def _overdue(self, what: str, path: str, started: float, tries: int, last: BaseException | None) -> CheckpointError:
         """The error of a call whose time ran out."""
         spent = monotonic() - started
         cause = f"; the last error was {type(last).__name__}: {last}" if last is not None else ", with no answer"
