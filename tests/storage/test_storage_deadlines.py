@@ -361,3 +361,25 @@ def test_a_large_transfer_gets_time_for_its_bytes() -> None:
         storage.write_file("/cairn-large/g", [b"x"])
     time.sleep(1.0)  # let the abandoned upload finish before cleaning up
     MemoryFileSystem().rm("/cairn-large", recursive=True)
+
+
+def test_an_outage_is_not_taken_for_a_missing_file() -> None:
+    """fsspec's ``exists``/``isdir`` answer False on any error; the storage raises instead.
+
+    Taking a 503 for "no manifest here" would let a save over an existing
+    checkpoint keep its old commit marker while new files are written.
+    """
+    from fsspec.implementations.memory import MemoryFileSystem
+    from storage_faults import Fault, FaultyFS
+
+    fs = MemoryFileSystem(skip_instance_cache=True)
+    fs.pipe_file("/cairn-outage/ckpt/manifest.json", b"{}")
+    faulty = FaultyFS(fs, faults=[Fault("info", times=None, error=lambda: OSError("503 SlowDown (injected)"))])
+    storage = FsspecStorage(faulty, base_delay=0.01)
+    for call in (storage.exists, storage.isdir):
+        with pytest.raises(cairn.CheckpointError, match=r"cairn-outage/ckpt/manifest\.json"):
+            call("/cairn-outage/ckpt/manifest.json")
+    faulty.faults.clear()
+    assert storage.exists("/cairn-outage/ckpt/manifest.json") and storage.isdir("/cairn-outage/ckpt")
+    assert not storage.exists("/cairn-outage/nothing") and not storage.isdir("/cairn-outage/nothing")
+    fs.rm("/cairn-outage", recursive=True)

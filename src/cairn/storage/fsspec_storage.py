@@ -399,15 +399,31 @@ class FsspecStorage(Storage):
         self._invalidate(path)
         return int(self._retry("Reading the size of", path, lambda: self.fs.size(path)))
 
-    def exists(self, path: str) -> bool:
-        """``fs.exists`` with retries."""
+    def _kind(self, path: str) -> str | None:
+        """``fs.info(path)["type"]`` ("file", "directory"), None when nothing is there.
+
+        Not ``fs.exists`` / ``fs.isdir``: fsspec's answer "no" to those on *any*
+        error (a 503, a timeout), and an outage taken for "no checkpoint here" would
+        let a save keep an old commit marker. Here only a missing path is "no";
+        other errors are retried, then raised.
+        """
+
+        def info() -> str | None:
+            try:
+                return str(self.fs.info(path).get("type", ""))
+            except FileNotFoundError:
+                return None
+
         self._invalidate(path)
-        return bool(self._retry("Checking", path, lambda: self.fs.exists(path)))
+        return self._retry("Checking", path, info, write=True)
+
+    def exists(self, path: str) -> bool:
+        """Whether anything is at ``path`` (errors are errors, not "no")."""
+        return self._kind(path) is not None
 
     def isdir(self, path: str) -> bool:
-        """``fs.isdir`` with retries."""
-        self._invalidate(path)
-        return bool(self._retry("Checking", path, lambda: self.fs.isdir(path)))
+        """Whether ``path`` is a folder (errors are errors, not "no")."""
+        return self._kind(path) == "directory"
 
     def listdir(self, path: str) -> list[str]:
         """Entry names; empty when missing."""
