@@ -278,8 +278,11 @@ class FsspecStorage(Storage):
         delay = self.base_delay
         last: BaseException | None = None
         for attempt in range(1, self.attempts + 1):
+            left = end - monotonic()
+            if left <= 0:  # never start a call that would be abandoned at once
+                raise self._overdue(what, path, started, attempt - 1, last) from last
             try:
-                return _within(fn, end - monotonic())
+                return _within(fn, left)
             except _Overdue:
                 raise self._overdue(what, path, started, attempt, last) from last
             except CheckpointError:
