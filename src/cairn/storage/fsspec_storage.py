@@ -534,5 +534,6 @@ class FsspecStorage(Storage):
             self.remove_tree(staging)
 
     def link_or_copy(self, src: str, dst: str) -> None:
-        """A server-side copy."""
-        self._retry("Copying", src, lambda: self.fs.copy(src, dst), write=True)
+        """A server-side copy, with time for its bytes (a large object copies for a while)."""
+        size = self.size(src)
+        self._retry("Copying", src, lambda: self.fs.copy(src, dst), write=True, nbytes=size)
