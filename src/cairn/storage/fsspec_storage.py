@@ -14,21 +14,14 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable
-from time import monotonic
 from typing import Any, TypeVar
 
 from cairn._crc import crc32
 from cairn.errors import CheckpointError
-from cairn.storage.base import (
-    CHECKPOINT_FILES,
-    DEADLINE_ENV,
-    Chunk,
-    Storage,
-    check_deadline,
-    foreign_file_error,
-)
+from cairn.storage.base import CHECKPOINT_FILES, Chunk, Storage, foreign_file_error
 
 T = TypeVar("T")
+monotonic = time.monotonic  # the real clock, also where tests replace ``time`` to record the backoff sleeps
 
 MANIFEST = "manifest.json"
 RETRY_ATTEMPTS = 5
@@ -250,6 +243,8 @@ class FsspecStorage(Storage):
         self.fs = fs
         self.attempts = attempts
         self.base_delay = base_delay
+        from cairn.storage.base import check_deadline
+
         self.deadline: float = check_deadline(deadline)
 
     def _retry(
@@ -311,6 +306,8 @@ class FsspecStorage(Storage):
 
     def _overdue(self, what: str, path: str, started: float, tries: int, last: BaseException | None) -> CheckpointError:
         """The error of a call whose time ran out."""
+        from cairn.storage.base import DEADLINE_ENV
+
         spent = monotonic() - started
         cause = f"; the last error was {type(last).__name__}: {last}" if last is not None else ", with no answer"
         return CheckpointError(

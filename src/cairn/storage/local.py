@@ -6,10 +6,10 @@ import ctypes
 import errno
 import os
 import shutil
-import stat
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import Future
+from stat import S_IFBLK, S_IFCHR, S_IFIFO, S_IFLNK, S_IFMT, S_IFSOCK, S_ISDIR, S_ISREG
 
 from cairn._crc import crc32, crc_pool
 from cairn.errors import CheckpointError, CorruptCheckpointError
@@ -72,6 +72,11 @@ def _first_foreign_file(folder: str) -> str | None:
     return None
 
 
+def _write_error(what: str, path: str, err: OSError) -> CheckpointError:
+    """A failed write (disk full, permissions, ...) as the documented error, naming the path."""
+    return _system_error(what, path, err, intact=True)
+
+
 _WHAT_TO_DO = {
     errno.EROFS: "the filesystem is read-only: remount it read-write or save to another path",
     errno.ENOSPC: "the disk is full: free some space or save to another disk",
@@ -84,7 +89,7 @@ _WHAT_TO_DO = {
 }
 
 
-def _write_error(what: str, path: str, err: OSError, *, intact: bool = True) -> CheckpointError:
+def _system_error(what: str, path: str, err: OSError, *, intact: bool) -> CheckpointError:
     """A failed write-side call (disk full, read-only, permissions, ...) as the documented error.
 
     Names the path and the system's reason, and says what to do; ``intact`` says
@@ -98,19 +103,19 @@ def _write_error(what: str, path: str, err: OSError, *, intact: bool = True) -> 
 
 
 _KINDS = {
-    stat.S_IFIFO: "a named pipe",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFLNK: "a symbolic link",
+    S_IFIFO: "a named pipe",
+    S_IFSOCK: "a socket",
+    S_IFCHR: "a character device",
+    S_IFBLK: "a block device",
+    S_IFLNK: "a symbolic link",
 }
 
 
 def _not_regular(path: str, mode: int) -> OSError | CorruptCheckpointError:
     """The refusal of a file that is not a regular file (a folder stays an ``IsADirectoryError``)."""
-    if stat.S_ISDIR(mode):
+    if S_ISDIR(mode):
         return IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
-    kind = _KINDS.get(stat.S_IFMT(mode), "not a file")
+    kind = _KINDS.get(S_IFMT(mode), "not a file")
     return CorruptCheckpointError(
         f"{path} is {kind}, not a regular file: a checkpoint holds only regular files; someone replaced it. "
         "cairn does not open it (it could block or lead outside the checkpoint). Delete it and restore "
@@ -150,7 +155,7 @@ def open_regular(path: str) -> int:
         raise
     try:
         mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
-        if not stat.S_ISREG(mode):
+        if not S_ISREG(mode):
             raise _not_regular(path, mode)
         try:
             fd = os.open(name, _OPEN_FILE, dir_fd=dir_fd)
@@ -162,7 +167,7 @@ def open_regular(path: str) -> int:
         os.close(dir_fd)
     try:
         mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
+        if not S_ISREG(mode):
             raise _not_regular(path, mode)
         os.set_blocking(fd, True)
     except BaseException:
@@ -315,7 +320,7 @@ class LocalStorage(Storage):
         except FileNotFoundError:
             raise
         except OSError as err:
-            raise _write_error("Deleting", path, err, intact=False) from err
+            raise _system_error("Deleting", path, err, intact=False) from err
 
     def remove_tree(self, path: str) -> None:
         """Delete a tree; missing is fine.
@@ -329,9 +334,9 @@ class LocalStorage(Storage):
         except FileNotFoundError as err:
             if not os.path.lexists(path):
                 return  # deleted meanwhile by someone else: what was asked for
-            raise _write_error("Deleting", path, err, intact=False) from err
+            raise _system_error("Deleting", path, err, intact=False) from err
         except OSError as err:
-            raise _write_error("Deleting", path, err, intact=False) from err
+            raise _system_error("Deleting", path, err, intact=False) from err
 
     def _remove_tree(self, path: str) -> None:
         if os.path.islink(path) or os.path.isfile(path):
