@@ -48,10 +48,12 @@ def readonly(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", str(mnt)], capture_output=True, timeout=30)
 
 
-def _assert_read_only_error(err: cairn.CheckpointError, where: Path) -> None:
+def _assert_read_only_error(err: cairn.CheckpointError, where: Path, *, advice: bool = True) -> None:
     msg = str(err)
     assert str(where) in msg, msg
-    assert "Read-only file system" in msg and "remount it read-write or save to another path" in msg, msg
+    assert "Read-only file system" in msg, msg
+    if advice:
+        assert "remount it read-write or save to another path" in msg, msg
 
 
 def test_save_over_a_checkpoint(readonly: Path) -> None:
@@ -87,10 +89,10 @@ def test_deletes(readonly: Path) -> None:
     storage = LocalStorage()
     with pytest.raises(cairn.CheckpointError) as info:
         storage.remove_tree(str(readonly / "run" / "step_000000001"))
-    _assert_read_only_error(info.value, readonly / "run" / "step_000000001")
+    _assert_read_only_error(info.value, readonly / "run" / "step_000000001", advice=False)
     with pytest.raises(cairn.CheckpointError) as info:
         storage.remove(str(readonly / "ckpt" / "metadata.json"))
-    _assert_read_only_error(info.value, readonly / "ckpt" / "metadata.json")
+    _assert_read_only_error(info.value, readonly / "ckpt" / "metadata.json", advice=False)
     assert cairn.verify_checkpoint(readonly / "run" / "step_000000001") == []
     assert cairn.verify_checkpoint(readonly / "ckpt") == []
 
