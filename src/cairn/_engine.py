@@ -495,16 +495,14 @@ class FolderReader:
         Local files are verified by streaming and read into place later; files on
         other storage are read whole and verified.
         """
-        from cairn.storage.local import LocalStorage
-
         entry = self.manifest.files.get(TENSORS)
         if entry is None:
             return None
-        if not isinstance(self.storage, LocalStorage):
+        if not self.storage.file_descriptors:
             return MemoryTensorFile(self.read(TENSORS), self.where(TENSORS))
         path = self.storage.join(self.folder, TENSORS)
         try:
-            fd = self.storage._open_read(path)
+            fd = self.storage.open_regular(path)
         except FileNotFoundError as err:
             raise CorruptCheckpointError(
                 f"{self.where(TENSORS)} is missing, though the manifest lists it; the checkpoint is damaged."
