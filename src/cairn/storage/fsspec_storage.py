@@ -571,7 +571,7 @@ class FsspecStorage(Storage):
         """``path`` relative to ``folder`` (``/``-separated)."""
         return self._norm(path)[len(self._norm(folder)) + 1 :]
 
-    def _delete(self, folder: str, paths: list[str]) -> None:
+    def _delete(self, folder: str, paths: list[str], *, until: float | None = None) -> None:
         """Delete these objects (one bulk request where the store has them); missing ones are fine."""
         if not paths:
             return
@@ -580,10 +580,10 @@ class FsspecStorage(Storage):
             with contextlib.suppress(FileNotFoundError):
                 self.fs.rm(paths)
 
-        self._retry("Deleting", folder, rm, write=True)
+        self._retry("Deleting", folder, rm, write=True, until=until)
         self._invalidate(folder)
 
-    def _read_many(self, paths: list[str]) -> dict[str, bytes | None]:
+    def _read_many(self, paths: list[str], *, until: float | None = None) -> dict[str, bytes | None]:
         """The first bytes of small objects (owner records, manifests): None for a missing one.
 
         All requested at once where the filesystem is asynchronous (s3fs): one round trip.
@@ -626,7 +626,7 @@ class FsspecStorage(Storage):
 
         for p in paths:
             self._invalidate(p)
-        return self._retry("Checking", paths[0], once) if paths else {}
+        return self._retry("Checking", paths[0], once, until=until) if paths else {}
 
     def _create_record(self, record: str, owner: writers.Owner) -> None:
         """Write the owner record only if none is there (an atomic claim where the store has
@@ -704,14 +704,15 @@ class FsspecStorage(Storage):
     def abort(self, staging: str, final: str) -> None:
         """Remove the partial files (the owner record last), unless another writer took the place over."""
         claim = writers.release(self.uri(staging))
+        until = monotonic() + self.deadline  # the cleanup after a failed save is bounded as the save was
         with contextlib.suppress(Exception):
             record = self.join(staging, writers.INFLIGHT)
-            owner = writers.Owner.from_bytes(self._read_many([record])[record])
+            owner = writers.Owner.from_bytes(self._read_many([record], until=until)[record])
             if owner is not None and claim is not None and owner.id != claim.owner.id:
                 return  # another writer's save now: not ours to delete
-            self._remove_save(staging)
+            self._remove_save(staging, until=until)
 
-    def _remove_save(self, folder: str) -> None:
+    def _remove_save(self, folder: str, *, until: float | None = None) -> None:
         """Delete a folder's root manifest, then everything but its owner record, then the record.
 
         The record goes last so that no sub-folder loads on its own while the rest goes.
@@ -719,15 +720,16 @@ class FsspecStorage(Storage):
         record = self.join(folder, writers.INFLIGHT)
         manifest = self.join(folder, MANIFEST)
         self._invalidate(folder)
-        files = self._retry("Listing", folder, lambda: self._find(folder))
+        files = self._retry("Listing", folder, lambda: self._find(folder), until=until)
         if any(self._same(p, manifest) for p in files):
-            self._delete(folder, [manifest])
-        self._delete(folder, [p for p in files if not self._same(p, record) and not self._same(p, manifest)])
+            self._delete(folder, [manifest], until=until)
+        rest = [p for p in files if not self._same(p, record) and not self._same(p, manifest)]
+        self._delete(folder, rest, until=until)
         if any(self._same(p, record) for p in files):
-            self._delete(folder, [record])
-        self._remove_empty_folders(folder, itself=True)
+            self._delete(folder, [record], until=until)
+        self._remove_empty_folders(folder, itself=True, until=until)
 
-    def _remove_empty_folders(self, folder: str, *, itself: bool = False) -> None:
+    def _remove_empty_folders(self, folder: str, *, itself: bool = False, until: float | None = None) -> None:
         """Remove the folders that filesystems with real folders (memory://) keep once emptied.
 
         One listing; object stores have none left once their objects are gone.
@@ -749,7 +751,7 @@ class FsspecStorage(Storage):
                     self.fs.rmdir(d)
 
         self._invalidate(folder)
-        self._retry("Deleting", folder, rm, write=True)
+        self._retry("Deleting", folder, rm, write=True, until=until)
         self._invalidate(folder)
 
     def _retry_free_isdir(self, path: str) -> bool:
@@ -777,7 +779,7 @@ class FsspecStorage(Storage):
                 owner = writers.Owner.from_bytes(data)
                 if writers.gone_because(owner, owner.beat if owner is not None else None) is None:
                     continue  # a save in flight: never another writer's to delete
-            self._remove_save(folder)
+            self._remove_save(folder, until=monotonic() + self.deadline)
             removed.append(name)
         return removed
 

@@ -73,6 +73,9 @@ STALE_AFTER_ENV = "CAIRN_STALE_WRITER_SECONDS"
 HEARTBEAT_EVERY = 5.0
 """Seconds between heartbeats of a save in flight (at most a quarter of :func:`stale_after`)."""
 
+STOP_WAIT = 2.0
+"""Seconds a commit or abort waits for a heartbeat in progress."""
+
 _TMP_RE = re.compile(
     r"\.(?P<target>.+)"
     + re.escape(TMP_MARK)
@@ -322,7 +325,9 @@ class Claim:
         """Stop the heartbeat and wait for a beat in progress (so none can follow)."""
         self._stop.set()
         if self._thread is not threading.current_thread():
-            self._thread.join()
+            # A beat takes milliseconds; one stuck on a failing storage is not waited for
+            # (it gives up within the storage's deadline, and finds the record gone or not ours).
+            self._thread.join(timeout=STOP_WAIT)
 
 
 _LOCK = threading.Lock()
