@@ -530,9 +530,13 @@ class LocalStorage(Storage):
             return
 
     def _discard(self, folder: str, record: str) -> None:
-        """After a commit: delete the replaced checkpoint, then the owner record (a crash leaves leftovers only)."""
-        with contextlib.suppress(OSError, CheckpointError):
-            self.remove_tree(folder)
+        """After a commit: delete the replaced checkpoint, then the owner record.
+
+        No rename first: the folder's hidden name and the record beside it already make a
+        crash half-way a leftover that the next cleanup removes (the record's process is gone).
+        """
+        with contextlib.suppress(OSError):
+            _rmtree(folder)
         with contextlib.suppress(OSError):
             os.unlink(record)
 
