@@ -255,12 +255,14 @@ def write_planned(
     *,
     previous: FolderReader | None = None,
     stats: WriteStats | None = None,
+    before_manifest: Callable[[], None] | None = None,
 ) -> FileEntry:
     """Write a planned folder bottom-up; return its manifest's entry for the parent.
 
     With ``previous`` (the same component's folder in an earlier checkpoint), a
     file whose size and CRC-32 match is hard-linked or copied server-side
-    instead of written again.
+    instead of written again. ``before_manifest`` runs just before this folder's
+    own manifest is written (the root's is the commit marker on object stores).
     """
     stats = stats if stats is not None else WriteStats()
     storage.makedirs(folder)
@@ -292,6 +294,8 @@ def write_planned(
         stats.files_written += 1
         manifest.files[fname] = FileEntry(size, crc)
     data = manifest.to_bytes()
+    if before_manifest is not None:
+        before_manifest()
     size, crc = storage.write_file(storage.join(folder, MANIFEST), [data])
     return FileEntry(size, crc)
 
@@ -331,15 +335,42 @@ def commit_plan(
     previous: FolderReader | None = None,
     stats: WriteStats | None = None,
 ) -> str:
-    """Write a plan at ``final`` atomically (reusing unchanged files of ``previous``)."""
+    """Write a plan at ``final`` atomically (reusing unchanged files of ``previous``).
+
+    Just before the root manifest, the storage checks that the staging place is
+    still this save's (another writer on the root may have judged it abandoned
+    and removed it): the save then fails instead of committing.
+    """
     staging = storage.begin_write(final)
     try:
-        write_planned(storage, staging, plan, previous=previous, stats=stats)
+        files = _planned_files(plan)
+        try:
+            write_planned(
+                storage,
+                staging,
+                plan,
+                previous=previous,
+                stats=stats,
+                before_manifest=lambda: storage.check_owned(staging, files),
+            )
+        except CheckpointError as err:
+            if isinstance(err.__cause__, FileNotFoundError):
+                storage.check_owned(staging)  # a staging removed by another writer: say so
+            raise
         storage.commit(staging, final)
     except BaseException:
         storage.abort(staging, final)
         raise
     return storage.uri(final)
+
+
+def _planned_files(plan: _PlannedFolder, prefix: str = "") -> list[str]:
+    """Every file a plan writes (``/``-separated, relative to its folder), but the root manifest."""
+    out = [prefix + name for name in plan.files]
+    for name, child in plan.children.items():
+        out += _planned_files(child, f"{prefix}{name}/")
+        out.append(f"{prefix}{name}/{MANIFEST}")
+    return out
 
 
 # --------------------------------------------------------------------------- read
@@ -745,6 +776,7 @@ def apply_loaded(target: Checkpointable, loaded: LoadedFolder, label: str = "") 
 def open_checkpoint(path: str | os.PathLike[str], filesystem: Any) -> FolderReader:
     """A reader for the checkpoint folder at ``path``."""
     storage, folder = resolve_storage(path, filesystem)
+    storage.check_committed(folder)  # object stores: not a sub-folder of a save in flight
     return FolderReader(storage, folder)
 
 

@@ -55,7 +55,6 @@ from cairn import _engine
 from cairn.errors import CheckpointError, CheckpointNotFoundError, CorruptCheckpointError, DamagedCheckpointWarning
 from cairn.retention import RetentionPolicy, next_to_verify, steps_to_keep
 from cairn.storage.base import Storage, resolve_storage
-from cairn.storage.local import TMP_MARK
 
 if TYPE_CHECKING:
     from cairn.checkpointable import Checkpointable
@@ -462,8 +461,7 @@ class CheckpointManager:
             raise CheckpointError(f"CheckpointManager.save: step must be an int >= 0, got {step!r}.")
         self.wait()  # at most one save in flight; raises a previous failure
         if not self._cleaned:
-            self._cleanup_uncommitted()
-            self._cleaned = True
+            self._cleaned = self._cleanup_uncommitted()
         clean_metrics = _jsonable_metrics(metrics)
         extra = {MANAGER_KEY: {"step": step, "metrics": clean_metrics}}
         state = obj.get_state()
@@ -524,19 +522,19 @@ class CheckpointManager:
             if info.step not in keep:
                 self.storage.remove_tree(self._path(info.step))
 
-    def _cleanup_uncommitted(self) -> None:
-        """Delete staging folders and step folders without a committed manifest."""
-        for name in self.storage.listdir(self.root):
-            path = self.storage.join(self.root, name)
-            if name.startswith(".step_") and TMP_MARK in name:
-                self.storage.remove_tree(path)
-            elif STEP_RE.match(name):
-                try:
-                    _engine.FolderReader(self.storage, path).manifest  # noqa: B018
-                except CheckpointNotFoundError:
-                    self.storage.remove_tree(path)  # never committed: a save was interrupted
-                except CheckpointError:
-                    pass  # committed but unreadable here (newer format, damage, storage errors): keep it
+    def _cleanup_uncommitted(self) -> bool:
+        """Remove what interrupted saves left under the root; True when the storage could be asked.
+
+        Staging folders, half-deleted folders and step folders without a committed
+        manifest go, but never another writer's save in flight: the storage removes
+        one only once its writer is gone (process ended, or heartbeat stale; see
+        ``cairn.storage.writers``). A storage that fails here does not fail the save.
+        """
+        try:
+            self.storage.remove_leftovers(self.root, lambda name: parse_step_folder(name) is not None)
+        except CheckpointError:
+            return False
+        return True
 
     def wait(self) -> None:
         """Block until the pending save (if any) is committed; raise its error if it failed."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from cairn.errors import CheckpointError, CorruptCheckpointError
@@ -57,6 +57,13 @@ user's data, and a save never deletes it.
 """
 
 
+def replaceable_file(name: str) -> bool:
+    """Whether a save may replace a file named ``name``: a checkpoint's file, or a writer's record."""
+    from cairn.storage.writers import WRITER_FILES
+
+    return name in CHECKPOINT_FILES or name in WRITER_FILES
+
+
 def foreign_file_error(final: str, foreign: str) -> CheckpointError:
     """The refusal to replace a folder that holds files of no checkpoint."""
     return CheckpointError(
@@ -74,19 +81,31 @@ class Storage(abc.ABC):
     **Writing a checkpoint** (the engine, ``cairn._engine.commit_plan``), always in
     this order::
 
-        staging = storage.begin_write(final)   # refuses a file or foreign data at final
+        staging = storage.begin_write(final)   # claims it; refuses a file or foreign data at final
         ...write_file / makedirs / link_or_copy below staging; every component's
-           manifest.json after its other files, the root manifest.json last...
+           manifest.json after its other files...
+        storage.check_owned(staging, files)     # still this save's? (else CheckpointError)
+        ...the root manifest.json, last...
         storage.commit(staging, final)          # on success
         storage.abort(staging, final)           # instead, on any failure (best effort)
+
+    * **Several writers** on one root (SPEC 8, ``cairn.storage.writers``):
+      ``begin_write`` writes an owner record (save id, host, pid) that a heartbeat
+      refreshes until ``commit`` or ``abort``; ``remove_leftovers`` (a manager's
+      first save; never a reader) removes another writer's staging only once that
+      writer is gone (process ended, or heartbeat stale); ``check_owned`` and
+      ``commit`` fail instead of committing a staging place another writer removed.
 
     * With ``atomic_rename`` (local disks) ``staging`` is a hidden sibling of
       ``final``; ``commit`` fsyncs the tree and renames (or atomically swaps) it
       into place. A reader sees the old checkpoint or the new one, never a mix.
-    * Without it (object stores) ``staging == final``: ``begin_write`` deletes an
-      existing checkpoint's root ``manifest.json`` first (uncommitting it), and
-      the root ``manifest.json``, written last, is the commit marker. A reader
-      treats a folder without one as absent.
+    * Without it (object stores) ``staging == final``: ``begin_write`` writes the
+      owner record ``.cairn-tmp-inflight`` first, then deletes an existing
+      checkpoint's root ``manifest.json`` (uncommitting it); the root
+      ``manifest.json``, written last, is the commit marker, and ``commit``
+      deletes the record. A reader treats a folder without a root manifest as
+      absent, and ``check_committed`` refuses any folder below one that holds
+      the record and no root manifest.
     * ``write_file`` returns only once the bytes are durable (fsync, or the
       object store acknowledged the upload), with the size and CRC-32 of exactly
       what was written.
@@ -180,15 +199,57 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     def begin_write(self, final: str) -> str:
-        """Prepare to write a checkpoint that will end up at ``final``; return where to write."""
+        """Claim the place of a checkpoint that will end up at ``final``; return where to write.
+
+        The claim (an owner record, refreshed by a heartbeat until ``commit`` or ``abort``)
+        tells other writers on the same root that this save is in flight.
+
+        Raises:
+            CheckpointError: Something that is not a checkpoint is in the way, or (object
+                stores) another writer's save is in flight at ``final``.
+        """
+
+    @abc.abstractmethod
+    def check_owned(self, staging: str, files: Collection[str] = ()) -> None:
+        """Check that the save at ``staging`` is still this writer's, just before its root manifest.
+
+        Args:
+            staging: What ``begin_write`` returned.
+            files: Paths relative to ``staging`` (``/``-separated) that the save wrote; where
+                writes are not atomic (object stores) each must still be there.
+
+        Raises:
+            CheckpointError: Another writer removed the staging place (it judged the save
+                abandoned); nothing may be committed.
+        """
 
     @abc.abstractmethod
     def commit(self, staging: str, final: str) -> None:
-        """Make the checkpoint written at ``staging`` visible at ``final``, atomically."""
+        """Make the checkpoint written at ``staging`` visible at ``final``, atomically.
+
+        Raises:
+            CheckpointError: The staging place is no longer this writer's; nothing is committed.
+        """
 
     @abc.abstractmethod
     def abort(self, staging: str, final: str) -> None:
-        """Remove what a failed write left at ``staging``."""
+        """Remove what a failed write left at ``staging`` (never another writer's files)."""
+
+    @abc.abstractmethod
+    def remove_leftovers(self, root: str, is_target: Callable[[str], bool]) -> list[str]:
+        """Remove what interrupted saves and deletes left directly under ``root``; return the names.
+
+        Only leftovers of folders whose name passes ``is_target`` (a manager's step
+        folders) are considered, and a save in flight is removed only once its writer is
+        gone (see ``cairn.storage.writers``). Called by writers, never by readers.
+        """
+
+    def check_committed(self, path: str) -> None:  # noqa: B027 - a no-op unless a backend overrides it
+        """Raise ``CheckpointNotFoundError`` if ``path`` lies inside a save that has not committed.
+
+        A no-op where folders are renamed into place atomically (nothing uncommitted is
+        ever visible under a checkpoint's name).
+        """
 
     @abc.abstractmethod
     def link_or_copy(self, src: str, dst: str) -> None:

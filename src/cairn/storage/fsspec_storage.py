@@ -8,17 +8,19 @@ ever see a mix of old and new files as a committed checkpoint.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, TypeVar
 
 from cairn._crc import crc32
-from cairn.errors import CheckpointError
-from cairn.storage.base import CHECKPOINT_FILES, Chunk, Storage, foreign_file_error
+from cairn.errors import CheckpointError, CheckpointNotFoundError
+from cairn.storage import writers
+from cairn.storage.base import Chunk, Storage, foreign_file_error, replaceable_file
 
 T = TypeVar("T")
 monotonic = time.monotonic  # the real clock, also where tests replace ``time`` to record the backoff sleeps
@@ -491,44 +493,323 @@ class FsspecStorage(Storage):
             self._invalidate(path)
 
     def begin_write(self, final: str) -> str:
-        """Uncommit and clear an existing checkpoint at ``final``; write in place.
+        """Claim ``final``, then uncommit and clear an existing checkpoint there; write in place.
 
-        Refuses (before deleting anything) when ``final`` is a file, or a folder
-        holding files that are not a checkpoint's.
+        The owner record (``writers.INFLIGHT``) is the first object written: from then on
+        no sub-folder loads on its own (``check_committed``) and other writers leave the
+        save alone while its heartbeat runs. Refuses (before deleting anything) when
+        ``final`` is a file, a folder holding files that are not a checkpoint's, or the
+        place of another writer's save in flight.
         """
         self._invalidate(final)
         if self._retry("Checking", final, lambda: self.fs.isfile(final)):
             raise CheckpointError(f"Cannot save a checkpoint at {self.uri(final)}: a file is in the way.")
         existing = self._retry("Listing", final, lambda: self._find(final))
-        foreign = next((p for p in existing if p.rstrip("/").rsplit("/", 1)[-1] not in CHECKPOINT_FILES), None)
+        foreign = next((p for p in existing if not replaceable_file(p.rstrip("/").rsplit("/", 1)[-1])), None)
         if foreign is not None:
             raise foreign_file_error(self.uri(final), self.uri(foreign))
-        manifest = self.join(final, MANIFEST)
-        if self.exists(manifest):
-            # Delete the commit marker first: from here on no reader sees the old checkpoint
-            # as committed, so old and new files can never be mixed in a committed view.
-            self.remove(manifest)
-        if self.exists(final):
-            self.remove_tree(final)
-        self.makedirs(final)
+        record = self.join(final, writers.INFLIGHT)
+        if any(self._relative(final, p) == writers.INFLIGHT for p in existing):
+            other = writers.Owner.from_bytes(self._read_many([record])[record])
+            if other is not None and writers.gone_because(other, other.beat) is None:
+                raise CheckpointError(
+                    f"Cannot save a checkpoint at {self.uri(final)}: another save is writing there "
+                    f"({other.describe()}, last heartbeat {max(0.0, time.time() - other.beat):.0f} s ago). "
+                    "Two writers must not save to one path at the same time; wait for that save or save "
+                    f"elsewhere. Once that writer is gone (no heartbeat for {writers.stale_after():.0f} s) a "
+                    "save here takes its place over."
+                )
+            self._delete(final, [record])  # its writer is gone: take the place over
+        owner = writers.Owner.of_this_process(writers.new_write_id())
+        self._create_record(record, owner)
+        try:
+            got = writers.Owner.from_bytes(self._read_many([record])[record])
+            if got is None or got.id != owner.id:
+                raise CheckpointError(
+                    f"Cannot save a checkpoint at {self.uri(final)}: another save claimed the path at the same "
+                    "moment. Two writers must not save to one path at the same time; save again or elsewhere."
+                )
+            manifest = self.join(final, MANIFEST)
+            if self.exists(manifest):
+                # Delete the commit marker first: from here on no reader sees the old checkpoint
+                # as committed, so old and new files can never be mixed in a committed view.
+                self.remove(manifest)
+            self._invalidate(final)
+            old = [p for p in self._retry("Listing", final, lambda: self._find(final)) if not self._same(p, record)]
+            self._delete(final, old)
+            if any("/" in self._relative(final, p) for p in old):
+                self._remove_empty_folders(final)
+            self.makedirs(final)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self._remove_own_record(record, owner)
+            raise
+        writers.claim(self.uri(final), owner, lambda beat: self._beat(record, beat))
         return final
 
     def _find(self, folder: str) -> list[str]:
         """Every file below ``folder`` (empty when it does not exist)."""
         try:
-            found = self.fs.find(folder)
+            found = self.fs.find(folder, detail=True)
         except FileNotFoundError:
             return []
-        return [str(p) for p in found if not str(p).endswith("/")]
+        # s3fs answers an empty listing with the folder itself when objects appear under it
+        # meanwhile (another writer): folders are never files of the folder.
+        return [
+            str(p)
+            for p, info in found.items()
+            if not str(p).endswith("/") and info.get("type") != "directory" and not self._same(str(p), folder)
+        ]
+
+    def _norm(self, path: str) -> str:
+        return str(self.fs._strip_protocol(path)).rstrip("/")
+
+    def _same(self, a: str, b: str) -> bool:
+        return self._norm(a) == self._norm(b)
+
+    def _relative(self, folder: str, path: str) -> str:
+        """``path`` relative to ``folder`` (``/``-separated)."""
+        return self._norm(path)[len(self._norm(folder)) + 1 :]
+
+    def _delete(self, folder: str, paths: list[str], *, until: float | None = None) -> None:
+        """Delete these objects (one bulk request where the store has them); missing ones are fine."""
+        if not paths:
+            return
+
+        def rm() -> None:
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.rm(paths)
+
+        self._retry("Deleting", folder, rm, write=True, until=until)
+        self._invalidate(folder)
+
+    def _read_many(self, paths: list[str], *, until: float | None = None) -> dict[str, bytes | None]:
+        """The first bytes of small objects (owner records, manifests): None for a missing one.
+
+        All requested at once where the filesystem is asynchronous (s3fs): one round trip.
+        An object that is there but cannot be read counts as there (``b""``).
+        """
+        from fsspec.asyn import AsyncFileSystem, sync
+
+        end = writers.MAX_RECORD_BYTES + 1
+
+        def once() -> dict[str, bytes | None]:
+            results: list[Any]
+            if isinstance(self.fs, AsyncFileSystem) and not self.fs.asynchronous:
+
+                async def gather() -> list[Any]:
+                    return await asyncio.gather(
+                        *(self.fs._cat_file(p, start=0, end=end) for p in paths), return_exceptions=True
+                    )
+
+                results = sync(self.fs.loop, gather)
+            else:
+                results = []
+                for p in paths:
+                    try:
+                        results.append(self.fs.cat_file(p, start=0, end=end))
+                    except Exception as err:
+                        if is_transient(err):
+                            raise  # retry the batch (one backoff per failure)
+                        results.append(err)
+            out: dict[str, bytes | None] = {}
+            for p, r in zip(paths, results, strict=True):
+                if isinstance(r, FileNotFoundError):
+                    out[p] = None
+                elif isinstance(r, BaseException):
+                    if not isinstance(r, Exception) or is_transient(r):
+                        raise r
+                    out[p] = b""  # there, but not readable as a file
+                else:
+                    out[p] = bytes(r)
+            return out
+
+        for p in paths:
+            self._invalidate(p)
+        return self._retry("Checking", paths[0], once, until=until) if paths else {}
+
+    def _create_record(self, record: str, owner: writers.Owner) -> None:
+        """Write the owner record only if none is there (an atomic claim where the store has
+        conditional writes: S3's If-None-Match, memory://); others overwrite, and the caller
+        reads the record back to see whose it is."""
+        data = owner.to_bytes()
+
+        def create() -> None:
+            try:
+                self.fs.pipe_file(record, data, mode="create")
+            except FileExistsError:
+                pass  # another writer's claim, or our own first try of a retried request
+            except TypeError:  # a filesystem without conditional writes
+                with self.fs.open(record, "wb") as f:
+                    f.write(data)
+
+        self._retry("Writing", record, create, write=True)
+
+    def _remove_own_record(self, record: str, owner: writers.Owner) -> None:
+        """Delete the owner record at ``record`` if it is still ``owner``'s."""
+        current = writers.Owner.from_bytes(self._read_many([record])[record])
+        if current is not None and current.id == owner.id:
+            self._delete(record.rsplit("/", 1)[0], [record])
+
+    def _beat(self, record: str, owner: writers.Owner) -> bool:
+        """A heartbeat: rewrite the owner record, unless it is gone or another save's now."""
+        current = writers.Owner.from_bytes(self._read_many([record])[record])
+        if current is None or current.id != owner.id:
+            return False
+        self.write_file(record, [owner.to_bytes()])
+        return True
+
+    def check_owned(self, staging: str, files: Collection[str] = ()) -> None:
+        """With one listing: the owner record still names this save and every file it wrote is there."""
+        claim = writers.current(self.uri(staging))
+        record = self.join(staging, writers.INFLIGHT)
+        self._invalidate(staging)
+        found = {self._relative(staging, p) for p in self._retry("Listing", staging, lambda: self._find(staging))}
+        problem = ""
+        if claim is not None and claim.lost:
+            problem = "its heartbeat found its owner record gone"
+        elif writers.INFLIGHT not in found:
+            problem = f"its owner record {self.uri(record)} is gone"
+        else:
+            owner = writers.Owner.from_bytes(self._read_many([record])[record])
+            if claim is not None and (owner is None or owner.id != claim.owner.id):
+                problem = f"its owner record {self.uri(record)} now names another save"
+            else:
+                missing = sorted(set(files) - found)
+                if missing:
+                    problem = f"{len(missing)} of its files are gone, {self.uri(self.join(staging, missing[0]))} first"
+        if problem:
+            raise CheckpointError(writers.lost_error(self.uri(staging), problem))
+        if claim is not None:
+            claim.checked = True
 
     def commit(self, staging: str, final: str) -> None:
-        """Nothing to do: the engine wrote the root manifest last."""
+        """The root manifest (written last by the engine) committed it; delete the owner record.
+
+        A save that did not call ``check_owned`` before its root manifest is checked
+        here: if its owner record is no longer its own, the root manifest is deleted
+        again and the save fails.
+        """
+        claim = writers.release(self.uri(staging))
+        record = self.join(staging, writers.INFLIGHT)
+        if claim is not None and not claim.checked:
+            owner = writers.Owner.from_bytes(self._read_many([record])[record])
+            if claim.lost or owner is None or owner.id != claim.owner.id:
+                with contextlib.suppress(Exception):
+                    self.remove(self.join(staging, MANIFEST))
+                raise CheckpointError(writers.lost_error(self.uri(staging), "its owner record is gone"))
+        self._delete(staging, [record])
         self._invalidate(final)
 
     def abort(self, staging: str, final: str) -> None:
-        """Remove the partial files; the root manifest was never written."""
+        """Remove the partial files (the owner record last), unless another writer took the place over."""
+        claim = writers.release(self.uri(staging))
+        until = monotonic() + self.deadline  # the cleanup after a failed save is bounded as the save was
         with contextlib.suppress(Exception):
-            self.remove_tree(staging)
+            record = self.join(staging, writers.INFLIGHT)
+            owner = writers.Owner.from_bytes(self._read_many([record], until=until)[record])
+            if owner is not None and claim is not None and owner.id != claim.owner.id:
+                return  # another writer's save now: not ours to delete
+            self._remove_save(staging, until=until)
+
+    def _remove_save(self, folder: str, *, until: float | None = None) -> None:
+        """Delete a folder's root manifest, then everything but its owner record, then the record.
+
+        The record goes last so that no sub-folder loads on its own while the rest goes.
+        """
+        record = self.join(folder, writers.INFLIGHT)
+        manifest = self.join(folder, MANIFEST)
+        self._invalidate(folder)
+        files = self._retry("Listing", folder, lambda: self._find(folder), until=until)
+        if any(self._same(p, manifest) for p in files):
+            self._delete(folder, [manifest], until=until)
+        rest = [p for p in files if not self._same(p, record) and not self._same(p, manifest)]
+        self._delete(folder, rest, until=until)
+        if any(self._same(p, record) for p in files):
+            self._delete(folder, [record], until=until)
+        self._remove_empty_folders(folder, itself=True, until=until)
+
+    def _remove_empty_folders(self, folder: str, *, itself: bool = False, until: float | None = None) -> None:
+        """Remove the folders that filesystems with real folders (memory://) keep once emptied.
+
+        One listing; object stores have none left once their objects are gone.
+        """
+
+        def rm() -> None:
+            try:
+                entries = self.fs.find(folder, withdirs=True, detail=True)
+            except FileNotFoundError:
+                return
+            dirs = [str(p) for p, info in entries.items() if info.get("type") == "directory"]
+            dirs = sorted((d for d in dirs if not self._same(d, folder)), key=len, reverse=True)
+            if itself and self._retry_free_isdir(folder):
+                dirs.append(folder)
+            for d in dirs:
+                if "/" not in self._norm(d).strip("/"):
+                    continue  # a bucket (s3fs's rmdir deletes buckets): never ours to remove
+                with contextlib.suppress(FileNotFoundError, OSError):
+                    self.fs.rmdir(d)
+
+        self._invalidate(folder)
+        self._retry("Deleting", folder, rm, write=True, until=until)
+        self._invalidate(folder)
+
+    def _retry_free_isdir(self, path: str) -> bool:
+        try:
+            return bool(self.fs.isdir(path))
+        except FileNotFoundError:
+            return False
+
+    def remove_leftovers(self, root: str, is_target: Callable[[str], bool]) -> list[str]:
+        """Remove target folders without a root manifest whose writer is gone (or that have no owner record)."""
+        names = [n for n in self.listdir(root) if is_target(n)]
+        if not names:
+            return []
+        folders = {n: self.join(root, n) for n in names}
+        probes = self._read_many(
+            [self.join(f, MANIFEST) for f in folders.values()]
+            + [self.join(f, writers.INFLIGHT) for f in folders.values()]
+        )
+        removed = []
+        for name, folder in folders.items():
+            if probes[self.join(folder, MANIFEST)] is not None:
+                continue  # committed (damaged or not): never a leftover
+            data = probes[self.join(folder, writers.INFLIGHT)]
+            if data is not None:
+                owner = writers.Owner.from_bytes(data)
+                if writers.gone_because(owner, owner.beat if owner is not None else None) is None:
+                    continue  # a save in flight: never another writer's to delete
+            self._remove_save(folder, until=monotonic() + self.deadline)
+            removed.append(name)
+        return removed
+
+    def check_committed(self, path: str) -> None:
+        """Refuse a folder inside a save that has not committed: an ancestor with an owner record, no manifest.
+
+        One request per ancestor (up to ``writers.CHECK_ANCESTORS``), all at once.
+        """
+        parts = self._norm(path).split("/")
+        ancestors: list[str] = []
+        for i in range(len(parts) - 1, 0, -1):
+            folder = "/".join(parts[:i])
+            if folder.strip("/"):
+                ancestors.append(folder)
+            if len(ancestors) == writers.CHECK_ANCESTORS:
+                break
+        if not ancestors:
+            return
+        records = self._read_many([self.join(a, writers.INFLIGHT) for a in ancestors])
+        for folder in ancestors:
+            if records[self.join(folder, writers.INFLIGHT)] is None:
+                continue
+            manifest = self.join(folder, MANIFEST)
+            if self._read_many([manifest])[manifest] is not None:
+                continue  # committed; the record is a leftover of a save killed just after its commit
+            raise CheckpointNotFoundError(
+                f"No committed checkpoint at {self.uri(path)}: it belongs to the save at {self.uri(folder)}, "
+                "which has not committed (it is still being written, or it was interrupted). Load it once "
+                "that save has committed, or load another checkpoint."
+            )
 
     def link_or_copy(self, src: str, dst: str) -> None:
         """A server-side copy, with time for its bytes (a large object copies for a while)."""

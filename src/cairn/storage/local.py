@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
 import shutil
-import uuid
-from collections.abc import Iterable
+import stat
+from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import Future
 from stat import S_IFBLK, S_IFCHR, S_IFIFO, S_IFLNK, S_IFMT, S_IFSOCK, S_ISDIR, S_ISREG
 
 from cairn._crc import crc32, crc_pool
 from cairn.errors import CheckpointError, CorruptCheckpointError
-from cairn.storage.base import CHECKPOINT_FILES, Chunk, FileTooLargeError, Storage, foreign_file_error
+from cairn.manifest import MANIFEST
+from cairn.storage import writers
+from cairn.storage.base import Chunk, FileTooLargeError, Storage, foreign_file_error, replaceable_file
+from cairn.storage.writers import TMP_MARK
+
+__all__ = ["TMP_MARK", "LocalStorage"]
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -49,7 +55,6 @@ def _load_sync_file_range() -> object | None:
 
 
 _sync_file_range = _load_sync_file_range()
-TMP_MARK = ".cairn-tmp-"
 
 
 def _fsync_dir(path: str) -> None:
@@ -64,12 +69,58 @@ def _first_foreign_file(folder: str) -> str | None:
     """The first file under ``folder`` that no checkpoint holds (links count), or None."""
     for root, dirs, files in os.walk(folder):
         for name in sorted(files):
-            if name not in CHECKPOINT_FILES or os.path.islink(os.path.join(root, name)):
+            if not replaceable_file(name) or os.path.islink(os.path.join(root, name)):
                 return os.path.join(root, name)
         for name in sorted(dirs):
             if os.path.islink(os.path.join(root, name)):
                 return os.path.join(root, name)
     return None
+
+
+def _write_record(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _read_record(path: str) -> tuple[bytes | None, float | None]:
+    """An owner record's bytes and mtime; (None, None) when missing, never blocking on a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None, None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return b"", st.st_mtime
+        return os.read(fd, writers.MAX_RECORD_BYTES + 1), st.st_mtime
+    except OSError:
+        return b"", None
+    finally:
+        os.close(fd)
+
+
+def _touch(record: str) -> bool:
+    """A heartbeat: refresh the record's mtime; False once it is gone (another writer removed it)."""
+    try:
+        os.utime(record, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _rmtree(path: str) -> None:
+    """``shutil.rmtree`` that tolerates another process deleting the same tree at the same time.
+
+    Any other failure (permissions, a read-only filesystem) is raised as the ``OSError``
+    it is, for ``remove_tree`` to phrase.
+    """
+    shutil.rmtree(path, ignore_errors=True)
+    if os.path.lexists(path):  # something could not be deleted: find out what
+        with contextlib.suppress(FileNotFoundError):
+            shutil.rmtree(path)
 
 
 def _write_error(what: str, path: str, err: OSError) -> CheckpointError:
@@ -323,11 +374,12 @@ class LocalStorage(Storage):
             raise _system_error("Deleting", path, err, intact=False) from err
 
     def remove_tree(self, path: str) -> None:
-        """Delete a tree; missing is fine.
+        """Delete a tree; missing is fine, and so is another writer deleting it at the same time.
 
-        A folder is first renamed to a hidden name (atomically, and durably), then
-        deleted: a crash half-way through the deletion leaves a hidden leftover, never a
-        checkpoint that still has its manifest but lacks some of its files.
+        A folder is first renamed to a hidden ``-deleting`` name (atomically, and durably),
+        then deleted: a crash half-way through the deletion leaves a hidden leftover (which
+        the next save of a manager removes), never a checkpoint that still has its manifest
+        but lacks some of its files.
         """
         try:
             self._remove_tree(path)
@@ -340,19 +392,32 @@ class LocalStorage(Storage):
 
     def _remove_tree(self, path: str) -> None:
         if os.path.islink(path) or os.path.isfile(path):
-            os.unlink(path)
-        elif os.path.isdir(path):
-            parent, name = os.path.split(path.rstrip(os.sep))
-            doomed = os.path.join(parent, f".{name}{TMP_MARK}{uuid.uuid4().hex[:12]}-deleting")
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            return
+        if not os.path.isdir(path):
+            return
+        parent, name = os.path.split(path.rstrip(os.sep))
+        parsed = writers.parse_tmp_name(name)
+        doomed = path
+        if parsed is None or parsed.suffix != writers.DELETING_SUFFIX:
+            target = parsed.target if parsed is not None else name
+            doomed = os.path.join(parent, writers.tmp_name(target, writers.new_write_id(), writers.DELETING_SUFFIX))
             try:
                 os.rename(path, doomed)
                 _fsync_dir(parent)
+            except FileNotFoundError:
+                return  # another writer deleted (or renamed) it first
             except OSError:
                 doomed = path  # e.g. no write permission on the parent: delete in place
-            shutil.rmtree(doomed, ignore_errors=False)
+        _rmtree(doomed)
 
     def begin_write(self, final: str) -> str:
-        """A fresh hidden sibling of ``final`` on the same filesystem, so rename is atomic."""
+        """A fresh hidden sibling of ``final`` on the same filesystem (so rename is atomic), claimed.
+
+        Its owner record, the sibling file ``<staging>.owner``, is written before the folder is
+        created, and its mtime is refreshed by a heartbeat until ``commit`` or ``abort``.
+        """
         parent, name = os.path.split(final.rstrip(os.sep))
         if not name:
             raise CheckpointError(f"Cannot save a checkpoint at {final!r}: it names no folder.")
@@ -362,52 +427,177 @@ class LocalStorage(Storage):
             foreign = _first_foreign_file(final)
             if foreign is not None:
                 raise foreign_file_error(final, foreign)
-        staging = os.path.join(parent, f".{name}{TMP_MARK}{uuid.uuid4().hex[:12]}")
+        # What earlier saves to this path left (a killed process's staging folder): the
+        # same rules as a manager's cleanup, so another live writer's is never touched.
+        self._remove_stale_tmp(parent, lambda target: target == name)
+        wid = writers.new_write_id()
+        staging = os.path.join(parent, writers.tmp_name(name, wid))
+        record = staging + writers.OWNER_SUFFIX
+        owner = writers.Owner.of_this_process(wid)
         try:
             os.makedirs(parent, exist_ok=True)
-            os.makedirs(staging)
+            # The record first: a staging folder without one is a leftover that may go at once.
+            _write_record(record, owner.to_bytes())
+            os.mkdir(staging)
         except OSError as err:
+            with contextlib.suppress(OSError):
+                os.unlink(record)
             raise _write_error("Creating the folder", staging, err) from err
+        writers.claim(self.uri(staging), owner, lambda _beat: _touch(record))
         return staging
 
+    def check_owned(self, staging: str, files: Collection[str] = ()) -> None:
+        """The owner record beside ``staging`` is still there and still names this save."""
+        self._check_owned(staging, writers.current(self.uri(staging)))
+
+    def _check_owned(self, staging: str, claim: writers.Claim | None) -> None:
+        parent, name = os.path.split(staging.rstrip(os.sep))
+        parsed = writers.parse_tmp_name(name)
+        wid = claim.owner.id if claim is not None else (parsed.id if parsed is not None else "")
+        final = os.path.join(parent, parsed.target) if parsed is not None else staging
+        record = staging + writers.OWNER_SUFFIX
+        data, _mtime = _read_record(record)
+        owner = writers.Owner.from_bytes(data)
+        problem = ""
+        if claim is not None and claim.lost:
+            problem = f"its heartbeat found {record} gone"
+        elif data is None:
+            problem = f"its owner record {record} is gone"
+        elif owner is None or owner.id != wid:
+            problem = f"its owner record {record} no longer names this save"
+        elif not os.path.isdir(staging):
+            problem = f"its staging folder {staging} is gone"
+        if problem:
+            raise CheckpointError(writers.lost_error(final, problem))
+
     def commit(self, staging: str, final: str) -> None:
-        """fsync every folder of the tree, then rename (or swap) it into place."""
+        """Check the staging folder is still ours, fsync its tree, then rename (or swap) it into place."""
+        claim = writers.release(self.uri(staging))
+        self._check_owned(staging, claim)
         try:
             self._commit(staging, final)
         except OSError as err:
+            if not os.path.isdir(staging) and not os.path.isdir(staging + writers.OLD_SUFFIX):
+                raise CheckpointError(writers.lost_error(final, f"its staging folder {staging} is gone")) from err
             raise _write_error("Committing the checkpoint", final, err) from err
 
     def _commit(self, staging: str, final: str) -> None:
         for root, _dirs, _files in os.walk(staging, topdown=False):
             _fsync_dir(root)
         parent = os.path.dirname(final.rstrip(os.sep))
-        if os.path.isdir(final):
-            # Swap atomically so readers never see a moment without a checkpoint, and a
-            # crash leaves either the old or the new one in place, never neither.
-            if _renameat2 is not None:
-                rc = _renameat2(
-                    _AT_FDCWD,
-                    os.fsencode(staging),
-                    _AT_FDCWD,
-                    os.fsencode(final),  # type: ignore[operator]
-                    _RENAME_EXCHANGE,
-                )
-                if rc == 0:
-                    _fsync_dir(parent)
-                    shutil.rmtree(staging, ignore_errors=True)  # now holds the old checkpoint
-                    return
-            old = f"{staging}-old"
-            os.rename(final, old)
-            os.rename(staging, final)
+        record = staging + writers.OWNER_SUFFIX
+        # Another writer may create or delete ``final`` between our look and our rename (two
+        # jobs on one root, retention): a rename that meets the other state tries again.
+        for attempt in range(3):
+            last = attempt == 2
+            if os.path.isdir(final) and not os.path.islink(final):
+                # Swap atomically so readers never see a moment without a checkpoint, and a
+                # crash leaves either the old or the new one in place, never neither.
+                if _renameat2 is not None:
+                    rc = _renameat2(
+                        _AT_FDCWD,
+                        os.fsencode(staging),
+                        _AT_FDCWD,
+                        os.fsencode(final),  # type: ignore[operator]
+                        _RENAME_EXCHANGE,
+                    )
+                    if rc == 0:
+                        _fsync_dir(parent)
+                        self._discard(staging, record)  # the staging name now holds the old checkpoint
+                        return
+                    if ctypes.get_errno() == errno.ENOENT and not last:
+                        continue  # ``final`` went meanwhile: a plain rename now
+                old = staging + writers.OLD_SUFFIX
+                try:
+                    os.rename(final, old)
+                except FileNotFoundError:
+                    if last:
+                        raise
+                    continue
+                os.rename(staging, final)
+                _fsync_dir(parent)
+                self._discard(old, record)
+                return
+            try:
+                os.rename(staging, final)
+            except OSError as err:
+                if err.errno in (errno.ENOTEMPTY, errno.EEXIST) and not last:
+                    continue  # ``final`` appeared meanwhile: swap instead
+                raise
             _fsync_dir(parent)
-            shutil.rmtree(old, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.unlink(record)
             return
-        os.rename(staging, final)
-        _fsync_dir(parent)
+
+    def _discard(self, folder: str, record: str) -> None:
+        """After a commit: delete the replaced checkpoint, then the owner record.
+
+        No rename first: the folder's hidden name and the record beside it already make a
+        crash half-way a leftover that the next cleanup removes (the record's process is gone).
+        """
+        with contextlib.suppress(OSError):
+            _rmtree(folder)
+        with contextlib.suppress(OSError):
+            os.unlink(record)
 
     def abort(self, staging: str, final: str) -> None:
-        """Remove the staging folder; ``final`` was never touched."""
+        """Remove the staging folder and its owner record; ``final`` was never touched."""
+        writers.release(self.uri(staging))
         shutil.rmtree(staging, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.unlink(staging + writers.OWNER_SUFFIX)
+
+    def remove_leftovers(self, root: str, is_target: Callable[[str], bool]) -> list[str]:
+        """Remove ``-deleting`` folders, staging folders of gone writers, and uncommitted target folders.
+
+        A staging folder goes with its owner record, once the record is missing or its
+        writer is gone (``writers.gone_because``): the record first, so that the writer,
+        were it still alive, fails its commit instead of committing a half-deleted folder.
+        """
+        removed: list[str] = []
+        for name in self.listdir(root):
+            path = os.path.join(root, name)
+            if (
+                writers.parse_tmp_name(name) is None
+                and is_target(name)
+                and self.isdir(path)
+                and not os.path.lexists(os.path.join(path, MANIFEST))
+            ):
+                self.remove_tree(path)  # never committed: only a rename makes a step folder here
+                removed.append(name)
+        return removed + self._remove_stale_tmp(root, is_target)
+
+    def _remove_stale_tmp(self, root: str, is_target: Callable[[str], bool]) -> list[str]:
+        """Remove the hidden leftovers under ``root`` of targets passing ``is_target`` (see remove_leftovers)."""
+        removed: list[str] = []
+        saves: dict[tuple[str, str], list[str]] = {}
+        for name in self.listdir(root):
+            path = os.path.join(root, name)
+            parsed = writers.parse_tmp_name(name)
+            if parsed is None:
+                continue
+            if not is_target(parsed.target):
+                continue
+            elif parsed.suffix == writers.DELETING_SUFFIX:
+                self.remove_tree(path)  # a delete was interrupted; finishing it twice is harmless
+                removed.append(name)
+            elif parsed.suffix == writers.OLD_SUFFIX:
+                if self.isdir(os.path.join(root, parsed.target)):
+                    self.remove_tree(path)  # the commit that moved it aside completed
+                    removed.append(name)
+            else:
+                saves.setdefault((parsed.target, parsed.id), []).append(name)
+        for (target, wid), names in sorted(saves.items()):
+            staging = os.path.join(root, writers.tmp_name(target, wid))
+            record = staging + writers.OWNER_SUFFIX
+            data, mtime = _read_record(record)
+            if writers.gone_because(writers.Owner.from_bytes(data), mtime) is None:
+                continue  # a save in flight: never another writer's to delete
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(record)
+            self.remove_tree(staging)
+            removed += names
+        return removed
 
     def link_or_copy(self, src: str, dst: str) -> None:
         """A hard link when possible (same filesystem), else a copy."""
