@@ -18,6 +18,7 @@ import platform
 import sys
 import tempfile
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,7 @@ from cairn.manifest import (
     CTOR,
     FORMAT_VERSION,
     MANIFEST,
+    MAX_COMPONENT_DEPTH,
     MAX_JSON_BYTES,
     METADATA,
     STATE,
@@ -174,6 +176,12 @@ def plan_save(
     from cairn.codec.state import encode_state
 
     label = where or "<root>"
+    if where and where.count("/") + 1 > MAX_COMPONENT_DEPTH:
+        raise CheckpointError(
+            f"{type(obj).__qualname__} at {where[:200]}... nests components more than {MAX_COMPONENT_DEPTH} "
+            "levels deep, which cairn refuses (a reader could not tell it from a hostile checkpoint). "
+            "Flatten the component tree."
+        )
     if not isinstance(state, dict):
         raise CheckpointError(
             f"{type(obj).__qualname__}.get_state() at {label} returned a {type(state).__name__}; "
@@ -281,7 +289,10 @@ def write_planned(
         prev = _previous_entry(previous, fname)
         if prev is not None and fname != METADATA and previous is not None:
             size, crc = _size_crc(chunks)
-            if size == prev.size and crc == prev.crc32:
+            # Damage never spreads: a file is reused only if it still holds the bytes its
+            # manifest records (a flipped bit linked into every later step would leave no
+            # good copy once retention deletes the damaged one).
+            if size == prev.size and crc == prev.crc32 and _still_matches(previous, fname, prev):
                 storage.link_or_copy(previous.storage.join(previous.folder, fname), dst)
                 manifest.files[fname] = FileEntry(size, crc)
                 stats.bytes_linked += size
@@ -294,6 +305,46 @@ def write_planned(
     data = manifest.to_bytes()
     size, crc = storage.write_file(storage.join(folder, MANIFEST), [data])
     return FileEntry(size, crc)
+
+
+_REUSE_CHECK_CHUNK = 16 << 20
+
+
+def _still_matches(previous: FolderReader, name: str, entry: FileEntry) -> bool:
+    """Whether the previous checkpoint's file ``name`` still matches its manifest ``entry``.
+
+    Read in bounded chunks (never the whole file at once). On a mismatch, or any
+    error reading it, the file is not reused and a warning names it.
+    """
+    storage = previous.storage
+    path = storage.join(previous.folder, name)
+    problem = ""
+    try:
+        if storage.is_symlink(path):
+            problem = "it is a symbolic link"
+        elif storage.size(path) != entry.size:
+            problem = f"it is {storage.size(path)} bytes but its manifest records {entry.size}"
+        else:
+            crc, off = 0, 0
+            while off < entry.size:
+                chunk = storage.read_range(path, off, min(off + _REUSE_CHECK_CHUNK, entry.size))
+                if not chunk:
+                    break
+                crc = crc32(chunk, crc)
+                off += len(chunk)
+            if off != entry.size or crc != entry.crc32:
+                problem = f"it fails its checksum (crc32 {crc:08x}, manifest says {entry.crc32:08x})"
+    except (OSError, CheckpointError) as err:
+        problem = f"it cannot be read ({type(err).__name__}: {err})"
+    if not problem:
+        return True
+    warnings.warn(
+        f"{storage.uri(path)} of the previous checkpoint is damaged: {problem}. The new checkpoint gets "
+        "a fresh copy of the file instead of a link to it. Run `cairn verify` on the previous checkpoint.",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+    return False
 
 
 def _size_crc(chunks: list[Chunk]) -> tuple[int, int]:
@@ -352,6 +403,7 @@ class FolderReader:
     storage: Storage
     folder: str
     expected: FileEntry | None = None  # the parent's record of this folder's manifest
+    depth: int = 0  # how many components down from the folder the reader was opened at
     _manifest: Manifest | None = None
     _metadata: dict[str, Any] | None = None
 
@@ -468,8 +520,16 @@ class FolderReader:
                 f"The checkpoint at {self.where()} has no component {name!r}; it has: "
                 f"{', '.join(self.manifest.components) or '(none)'}."
             )
+        if self.depth >= MAX_COMPONENT_DEPTH:
+            raise CorruptCheckpointError(
+                f"{self.where(name)} nests components more than {MAX_COMPONENT_DEPTH} levels deep; cairn "
+                "never writes such a checkpoint, so it is hostile or damaged."
+            )
         return FolderReader(
-            self.storage, self.storage.join(self.folder, name), expected=self.manifest.files[f"{name}/{MANIFEST}"]
+            self.storage,
+            self.storage.join(self.folder, name),
+            expected=self.manifest.files[f"{name}/{MANIFEST}"],
+            depth=self.depth + 1,
         )
 
     def check_pickle(self, allow_pickle: bool) -> None:

@@ -30,6 +30,10 @@ RESERVED_NAMES = frozenset({MANIFEST, METADATA, CTOR, STATE, TENSORS})
 
 MAX_JSON_BYTES = 64 * 1024 * 1024  # manifest, metadata and ctor files are small
 
+MAX_COMPONENT_DEPTH = 64
+"""How deep components may nest: a save refuses deeper trees, and a reader refuses to descend
+further (a hostile checkpoint of thousands of nested folders must not exhaust the stack)."""
+
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 

@@ -72,7 +72,7 @@ def numpy_dtype_from_descr(descr: Any, *, where: str) -> np.dtype[Any]:
         if isinstance(descr, list):
             descr = [tuple(d) for d in descr]
         dtype = np.lib.format.descr_to_dtype(descr)
-    except (TypeError, ValueError, KeyError) as err:
+    except Exception as err:  # numpy raises many types (TypeError, ValueError, OverflowError, ...)
         raise CorruptCheckpointError(f"{where}: invalid numpy dtype description {descr!r}.") from err
     if dtype.hasobject:
         raise CorruptCheckpointError(f"{where}: object dtypes are never loaded without pickle.")
