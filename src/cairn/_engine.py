@@ -17,11 +17,12 @@ import os
 import platform
 import sys
 import tempfile
+import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cairn._crc import crc32
 from cairn._tensorio import MemoryTensorFile, StreamedTensorFile
@@ -406,6 +407,7 @@ class FolderReader:
     depth: int = 0  # how many components down from the folder the reader was opened at
     _manifest: Manifest | None = None
     _metadata: dict[str, Any] | None = None
+    _manifest_bytes: bytes | None = None  # exactly what was read, to notice a concurrent overwrite
 
     def where(self, name: str = "") -> str:
         """The user-facing location of a file of this folder."""
@@ -446,7 +448,32 @@ class FolderReader:
             ) from err
         if self.expected is not None:
             self._check(data, self.expected, MANIFEST)
+        self._manifest_bytes = bytes(data)
         return Manifest.from_bytes(data, where=self.where(MANIFEST))
+
+    def manifest_bytes(self) -> bytes:
+        """The bytes of the folder's manifest as read (reading it first if needed)."""
+        self.manifest  # noqa: B018 - reads and checks it once
+        assert self._manifest_bytes is not None  # set by _read_manifest
+        return self._manifest_bytes
+
+    def changed(self) -> bool:
+        """Whether the folder's manifest on storage is no longer the one this reader read.
+
+        A manifest that is gone or unreadable now counts as changed: the checkpoint is
+        being replaced or deleted.
+        """
+        if self._manifest_bytes is None:
+            return False
+        try:
+            now = self.storage.read_file(self.storage.join(self.folder, MANIFEST), max_bytes=MAX_JSON_BYTES)
+        except (OSError, CheckpointError):
+            return True
+        return bytes(now) != self._manifest_bytes
+
+    def reopened(self) -> FolderReader:
+        """A new reader of the same folder, reading everything afresh."""
+        return FolderReader(self.storage, self.folder, expected=self.expected, depth=self.depth)
 
     def _check(self, data: bytes | bytearray | memoryview, entry: FileEntry, name: str) -> None:
         if len(data) != entry.size:
@@ -574,7 +601,7 @@ class FolderReader:
                 f"{self.where(TENSORS)} cannot be read: {err.strerror or err}; the checkpoint's folder structure "
                 "is damaged."
             ) from err
-        return StreamedTensorFile(fd, entry, self.where(TENSORS), verify_first=not _FRESH_OBJECT.get())
+        return StreamedTensorFile(fd, entry, self.where(TENSORS), verify_first=_FRESH_OBJECT.get() is None)
 
     def decode(
         self,
@@ -625,7 +652,71 @@ class FolderReader:
 
 # Set while from_checkpoint restores the object it just built: a failed restore drops that
 # object, so tensor files may be verified in the same pass that reads them (one read, not two).
-_FRESH_OBJECT: contextvars.ContextVar[bool] = contextvars.ContextVar("cairn_fresh_object", default=False)
+# It holds the bytes of the root manifest the object was built from, so that the restore
+# reads the same version of the checkpoint as the constructor arguments (or retries).
+_FRESH_OBJECT: contextvars.ContextVar[bytes | None] = contextvars.ContextVar("cairn_fresh_object", default=None)
+
+
+# --------------------------------------------------------------------------- concurrent overwrites
+
+READ_ATTEMPTS = 4
+"""How many times a read that meets a concurrent overwrite of its checkpoint is tried."""
+_RETRY_DELAYS = (0.0, 0.05, 0.25)
+
+T = TypeVar("T")
+
+
+class _ReadRace(CheckpointError):
+    """A read of a fresh object failed; the caller that built the object decides to retry."""
+
+    def __init__(self, cause: CheckpointError, *, changed: bool) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.changed = changed
+
+
+def read_consistently(reader: FolderReader, read: Callable[[FolderReader], T], *, confirm: bool = True) -> T:
+    """Run ``read(reader)`` so that it sees one version of the checkpoint, never a mix.
+
+    Every file is verified against the manifests, which the root manifest seals; a
+    mismatch is corruption only if the root manifest did not change meanwhile. When it
+    did (another process saved over the same path), the whole read starts again, up to
+    :data:`READ_ATTEMPTS` times. A mismatch under an unchanged root manifest is read once
+    more before it is reported (unless ``confirm`` is False): the folder may have been
+    replaced twice with byte-identical manifests.
+
+    Raises:
+        CorruptCheckpointError: The same damage was found twice under one root manifest.
+        CheckpointNotFoundError: The checkpoint was deleted while it was being read.
+        CheckpointError: It kept changing while it was being read.
+    """
+    last: CheckpointError | None = None
+    unconfirmed = False
+    for attempt in range(READ_ATTEMPTS):
+        if attempt:
+            time.sleep(_RETRY_DELAYS[min(attempt, len(_RETRY_DELAYS)) - 1])
+            reader = reader.reopened()
+        try:
+            return read(reader)
+        except CheckpointNotFoundError as err:
+            if attempt == 0:
+                raise
+            last = err  # it was there a moment ago: being replaced, or deleted
+        except (CorruptCheckpointError, _ReadRace) as err:
+            changed = err.changed if isinstance(err, _ReadRace) else reader.changed()
+            cause = err.cause if isinstance(err, _ReadRace) else err
+            last = cause
+            if not changed:
+                if unconfirmed or not confirm:
+                    raise cause from None
+                unconfirmed = True
+    if isinstance(last, CheckpointNotFoundError):
+        raise last
+    raise CheckpointError(
+        f"The checkpoint at {reader.where()} changed while it was being read ({READ_ATTEMPTS} attempts): "
+        "another process is saving over it. Read it again once that save is done, or save to new paths "
+        f"(a CheckpointManager does). Last problem: {last}"
+    ) from last
 
 
 def _leaf_map(tree: Any) -> dict[str, Any]:
@@ -817,7 +908,20 @@ def restore(
     target = obj if not component else find_component(obj, component)
     reader = open_checkpoint(path, filesystem)
     label = component.strip("/") if component else ""
-    loaded = load_folder(target, reader, allow_pickle=allow_pickle, label=label)
+    pinned = _FRESH_OBJECT.get()
+    if pinned is None:
+        loaded = read_consistently(reader, lambda r: load_folder(target, r, allow_pickle=allow_pickle, label=label))
+    else:
+        # From from_checkpoint: the object was built from the checkpoint whose root manifest
+        # is `pinned`; any retry must build a new object, so the race goes back to it.
+        try:
+            if reader.manifest_bytes() != pinned:
+                raise _ReadRace(
+                    CheckpointError(f"{reader.where(MANIFEST)} changed after the object was built."), changed=True
+                )
+            loaded = load_folder(target, reader, allow_pickle=allow_pickle, label=label)
+        except CorruptCheckpointError as err:
+            raise _ReadRace(err, changed=reader.changed()) from err
     apply_loaded(target, loaded, label)
 
 
@@ -829,10 +933,30 @@ def build_from_checkpoint(
     allow_pickle: bool,
     ctor_overrides: dict[str, Any],
 ) -> Checkpointable:
-    """Construct the recorded class with the recorded (or overridden) arguments."""
+    """Construct the recorded class with the recorded (or overridden) arguments, then restore it.
+
+    Constructor arguments and state come from one version of the checkpoint, even when
+    another process saves over ``path`` meanwhile (see :func:`read_consistently`).
+    """
+    return read_consistently(
+        open_checkpoint(path, filesystem),
+        lambda reader: _build_once(
+            cls, reader, path, filesystem=filesystem, allow_pickle=allow_pickle, ctor_overrides=ctor_overrides
+        ),
+    )
+
+
+def _build_once(
+    cls: type[Checkpointable],
+    reader: FolderReader,
+    path: str | os.PathLike[str],
+    *,
+    filesystem: Any,
+    allow_pickle: bool,
+    ctor_overrides: dict[str, Any],
+) -> Checkpointable:
     import inspect
 
-    reader = open_checkpoint(path, filesystem)
     reader.check_pickle(allow_pickle)
     recorded = reader.metadata["class"]
     rec_cls = resolve_class(recorded, where=reader.where(METADATA))
@@ -877,7 +1001,7 @@ def build_from_checkpoint(
             f"Cannot construct {rec_cls.__qualname__} with the arguments recorded at "
             f"{reader.where(CTOR)}: {err}. Pass the changed arguments as keywords to from_checkpoint()."
         ) from err
-    token = _FRESH_OBJECT.set(True)
+    token = _FRESH_OBJECT.set(reader.manifest_bytes())
     try:
         obj.restore_from_path(path, filesystem=filesystem, allow_pickle=allow_pickle)
     finally:
@@ -900,9 +1024,30 @@ def verify(
     Tensor files on local disk are streamed (never held in memory whole).
     ``progress(bytes_checked, bytes_total)`` is called after each file.
     """
-    problems: list[str] = []
     root = open_checkpoint(path, filesystem)
     root.manifest  # noqa: B018 - a missing or bad root manifest raises: nothing else can be checked
+
+    def run(reader: FolderReader) -> list[str]:
+        problems = _verify_once(reader, progress)
+        if problems:  # raised so that a concurrent overwrite is told apart from damage
+            raise _Problems(problems)
+        return problems
+
+    try:
+        # A damaged file is reported at once (no second read); only an overwrite retries.
+        return read_consistently(root, run, confirm=False)
+    except _Problems as found:
+        return found.problems
+
+
+class _Problems(CorruptCheckpointError):
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(problems[0])
+        self.problems = problems
+
+
+def _verify_once(root: FolderReader, progress: Callable[[int, int], None] | None) -> list[str]:
+    problems: list[str] = []
     total = 0
     if progress is not None:
         for _, r in iter_folders_lenient(root):
@@ -933,7 +1078,12 @@ def verify(
             if progress is not None:
                 progress(done[0], total)
         for comp in manifest.components:
-            walk(reader.child(comp))
+            try:
+                child = reader.child(comp)
+            except CheckpointError as err:
+                problems.append(str(err))
+                continue
+            walk(child)
 
     walk(root)
     return problems

@@ -98,7 +98,9 @@ def _tensor_header(reader: _engine.FolderReader) -> list[TensorInfo]:
     try:
         real = storage.size(path)
     except FileNotFoundError as err:
-        raise CorruptCheckpointError(f"{where} is missing, though the manifest lists it; the checkpoint is damaged.") from err
+        raise CorruptCheckpointError(
+            f"{where} is missing, though the manifest lists it; the checkpoint is damaged."
+        ) from err
     except OSError as err:
         raise CorruptCheckpointError(f"{where} cannot be read: {err}.") from err
     # Every length read from the file is checked against the file's real size (and the
