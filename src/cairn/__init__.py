@@ -13,6 +13,7 @@ from cairn.errors import (
     CheckpointNotFoundError,
     ComponentNotFoundError,
     CorruptCheckpointError,
+    DamagedCheckpointWarning,
     IncompatibleCheckpointError,
     UnsafeCheckpointError,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "Checkpointable",
     "ComponentNotFoundError",
     "CorruptCheckpointError",
+    "DamagedCheckpointWarning",
     "IncompatibleCheckpointError",
     "UnsafeCheckpointError",
     "__version__",

@@ -120,9 +120,10 @@ def cmd_extract(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    """List a manager's checkpoints."""
+    """List a manager's checkpoints; with ``--verify``, check each and exit 1 when one is damaged."""
     from cairn.errors import CheckpointNotFoundError
     from cairn.manager import CheckpointManager
+    from cairn.retention import best_steps
     from cairn.storage.base import resolve_storage
 
     storage, root = resolve_storage(args.root)
@@ -130,36 +131,63 @@ def cmd_ls(args: argparse.Namespace) -> int:
         raise CheckpointNotFoundError(f"No checkpoint folder at {args.root}.")
     mgr = CheckpointManager(args.root, metric=args.metric, mode=args.mode)
     infos = mgr.checkpoints()
-    latest = infos[-1].step if infos else None
-    best_path = mgr.best() if args.metric else None
+    # Without --verify only manifests and metadata are read (cheap); with it every file is,
+    # and "latest" and "best" are among the checkpoints that verify ("latest": the one a
+    # resume would use).
+    problems: dict[int, list[str]] = {}
+    if args.verify:
+        for info in infos:
+            problems[info.step] = mgr.verify(info)
+    sound = [i for i in infos if not problems.get(i.step)]
+    latest = sound[-1].step if sound else None
+    best = best_steps([(i.step, i.metrics) for i in sound], args.metric, args.mode, 1) if args.metric else []
     rows: list[dict[str, Any]] = []
     for info in infos:
-        reader_size = _folder_size(info.path)
         rows.append(
             {
                 "step": info.step,
                 "path": info.path,
                 "created": info.created,
-                "size": reader_size,
+                "size": _folder_size(info.path),
                 "metrics": info.metrics,
                 "latest": info.step == latest,
-                "best": info.path == best_path,
+                "best": info.step in best,
+                "verified": (not problems[info.step]) if args.verify else None,
+                "problems": problems.get(info.step, []),
             }
         )
+    if args.verify:
+        # Step folders whose root manifest or metadata is damaged are no checkpoints to list,
+        # but they are damage a check must report.
+        for step, path, why in mgr.damaged():
+            row = {"step": step, "path": path, "created": "", "size": None, "metrics": {}}
+            rows.append({**row, "latest": False, "best": False, "verified": False, "problems": [why]})
+        rows.sort(key=lambda r: int(r["step"]))
+    damaged = [r for r in rows if r["verified"] is False]
+    if damaged:
+        names = ", ".join(str(r["path"]) for r in damaged)
+        print(
+            f"cairn ls: {len(damaged)} of {len(rows)} checkpoints are damaged: {names} "
+            "(cairn verify PATH names the broken files).",
+            file=sys.stderr,
+        )
+    status = 1 if damaged else 0
     if args.json:
         print(json.dumps(rows, indent=1))
-        return 0
+        return status
     if not rows:
         print(f"No committed checkpoints under {args.root}.")
-        return 0
+        return status
     keys = [args.metric] if args.metric else sorted({k for r in rows for k in r["metrics"]})[:4]
     header = f"{'step':>10}  {'created':<25}  {'size':>9}  " + "  ".join(f"{k[-24:]:>24}" for k in keys)
     print(header)
     for r in rows:
-        marks = ("latest " if r["latest"] else "") + ("best" if r["best"] else "")
+        marks = ("DAMAGED " if r["verified"] is False else "") + ("latest " if r["latest"] else "")
+        marks += "best" if r["best"] else ""
+        size = "?" if r["size"] is None else _human(r["size"])
         vals = "  ".join(f"{_fmt(r['metrics'].get(k)):>24}" for k in keys)
-        print(f"{r['step']:>10}  {r['created']:<25}  {_human(r['size']):>9}  {vals}  {marks}".rstrip())
-    return 0
+        print(f"{r['step']:>10}  {r['created']:<25}  {size:>9}  {vals}  {marks}".rstrip())
+    return status
 
 
 def _fmt(v: Any) -> str:
@@ -168,10 +196,14 @@ def _fmt(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
-def _folder_size(path: str) -> int:
+def _folder_size(path: str) -> int | None:
+    """The bytes a checkpoint's manifests record, or None when they cannot be read (damage)."""
     from cairn.tools import inspect_checkpoint
 
-    return sum(i.size for i in inspect_checkpoint(path))
+    try:
+        return sum(i.size for i in inspect_checkpoint(path))
+    except CheckpointError:
+        return None
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
@@ -249,6 +281,12 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--metric", default="episode_return_mean", help="metric that marks the best")
     p.add_argument("--mode", choices=("max", "min"), default="max")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="check every checkpoint's checksums, mark the damaged ones (exit 1 if any); "
+        "latest is then the newest that verifies",
+    )
     p.set_defaults(func=cmd_ls)
 
     p = sub.add_parser("upgrade", help="bring every component to its current STATE_VERSION")

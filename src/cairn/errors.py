@@ -14,6 +14,10 @@ built-in exception a caller already catches::
 Messages are full sentences: what went wrong, where (path, component, file or
 key), what was expected and found, and what to do about it. Underlying causes
 are chained with ``raise ... from err``.
+
+One warning class, :class:`DamagedCheckpointWarning` (a ``UserWarning``), names
+each damaged checkpoint that a fallback skipped (``restore_latest``,
+``cairn train --resume``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ __all__ = [
     "CheckpointNotFoundError",
     "ComponentNotFoundError",
     "CorruptCheckpointError",
+    "DamagedCheckpointWarning",
     "IncompatibleCheckpointError",
     "UnsafeCheckpointError",
 ]
@@ -58,3 +63,7 @@ class ComponentNotFoundError(CheckpointError, KeyError):
     def __str__(self) -> str:
         # KeyError would repr() the message and wrap it in quotes.
         return str(self.args[0]) if self.args else ""
+
+
+class DamagedCheckpointWarning(UserWarning):
+    """A damaged checkpoint was skipped in favour of an older one; the message names it and says why."""

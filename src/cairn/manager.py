@@ -9,6 +9,23 @@ Files that did not change since the previous checkpoint are hard-linked (local
 disk) or copied server-side (object stores) instead of written again; each
 step folder stays complete on its own.
 
+Step folders are exactly the names :func:`step_folder_name` writes
+(:func:`parse_step_folder`); any other name under the root is not the
+manager's: never listed, never deleted.
+
+Recovery. :meth:`CheckpointManager.restore_latest` (and
+:meth:`CheckpointManager.load_latest`, which ``cairn train --resume`` uses)
+falls back to the newest checkpoint that verifies, with a
+:class:`DamagedCheckpointWarning` naming each one skipped and why; a damaged
+checkpoint is never applied, and when none verifies a
+``CorruptCheckpointError`` lists them. Retention never deletes the newest
+checkpoint that verifies: the checkpoint just committed counts as verified, so
+in the usual case (it is the newest) nothing extra is read; otherwise
+checkpoints are verified from the newest down until a sound one is found.
+:meth:`CheckpointManager.latest` and :meth:`CheckpointManager.checkpoints` stay
+cheap (manifests and metadata only); ``latest(verified=True)`` and
+:meth:`CheckpointManager.verify` read the data.
+
 With ``async_save=True``, :meth:`CheckpointManager.save` takes a snapshot (a
 copy of every array and tensor in the state) and returns; a background thread
 writes and commits it. At most one save is in flight: a second ``save`` waits
@@ -25,31 +42,65 @@ import os
 import re
 import sys
 import threading
+import warnings
 import weakref
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
 from cairn import _engine
-from cairn.errors import CheckpointError, CheckpointNotFoundError
-from cairn.retention import RetentionPolicy, steps_to_keep
+from cairn.errors import CheckpointError, CheckpointNotFoundError, CorruptCheckpointError, DamagedCheckpointWarning
+from cairn.retention import RetentionPolicy, next_to_verify, steps_to_keep
 from cairn.storage.base import Storage, resolve_storage
 from cairn.storage.local import TMP_MARK
 
 if TYPE_CHECKING:
     from cairn.checkpointable import Checkpointable
 
-__all__ = ["CheckpointInfo", "CheckpointManager", "snapshot_state"]
+__all__ = [
+    "CheckpointInfo",
+    "CheckpointManager",
+    "DamagedCheckpointWarning",
+    "parse_step_folder",
+    "snapshot_state",
+    "step_folder_name",
+]
 
-STEP_RE = re.compile(r"^step_(\d{9,})$")
+# Exactly the names `step_folder_name` writes: nine ASCII digits, or more without a leading
+# zero. `[0-9]` (not `\d`, which is Unicode) and `\Z` (not `$`, which matches before a
+# trailing newline). A name that does not match is not ours: never listed, never deleted.
+STEP_RE = re.compile(r"step_([0-9]{9}|[1-9][0-9]{9,})\Z")
 MANAGER_KEY = "manager"
+
+T = TypeVar("T")
+
+# Errors that mean "this checkpoint is damaged or gone", the ones a fallback to an older
+# checkpoint may skip. Others (a class that does not fit, pickle not allowed, a storage that
+# fails) are the caller's to see: an older checkpoint would fail the same way or hide them.
+_DAMAGE = (CorruptCheckpointError, CheckpointNotFoundError)
 
 
 def step_folder_name(step: int) -> str:
     """``step_000000123``: zero-padded so that names sort like steps."""
     return f"step_{step:09d}"
+
+
+def parse_step_folder(name: str) -> int | None:
+    """The step of a step folder named as :func:`step_folder_name` names it, else None.
+
+    The one rule for which folder names are a manager's checkpoints: a name is one only if
+    ``step_folder_name(step)`` gives it back exactly, so the manager can always find it again
+    by the name it rebuilds (to delete it, say). Other names (``step_0000000001``, Unicode
+    digits, a trailing newline) belong to someone else and are left alone.
+    """
+    m = STEP_RE.match(name)
+    if m is None:
+        return None
+    step = int(m.group(1))
+    return step if step_folder_name(step) == name else None
 
 
 @dataclass(frozen=True)
@@ -206,15 +257,60 @@ class CheckpointManager:
         return self.storage.join(self.root, step_folder_name(step))
 
     def _scan(self) -> list[tuple[int, str]]:
+        try:
+            names = self.storage.listdir(self.root)
+        except CheckpointError:
+            raise
+        except OSError as err:
+            # The root itself is damaged (a file in its place, no permission): say so, in our terms.
+            raise CheckpointError(
+                f"Cannot list the checkpoints under {self.storage.uri(self.root)}: {err}. Check that the "
+                "path is a folder you can read."
+            ) from err
         out = []
-        for name in self.storage.listdir(self.root):
-            m = STEP_RE.match(name)
-            if m:
-                out.append((int(m.group(1)), name))
+        for name in names:
+            step = parse_step_folder(name)
+            if step is not None:
+                out.append((step, name))
         return sorted(out)
 
+    def _open(self, step: int, name: str) -> CheckpointInfo | CheckpointError | None:
+        """The checkpoint in folder ``name``: its info, the error that makes it damaged, or None.
+
+        None means not committed (a save in flight or interrupted): not a checkpoint yet.
+        """
+        path = self.storage.join(self.root, name)
+        reader = _engine.FolderReader(self.storage, path)
+        try:
+            meta = reader.metadata
+            rec = meta.get(MANAGER_KEY)
+            rec = rec if isinstance(rec, dict) else {}
+            metrics = rec.get("metrics")
+            metrics = metrics if isinstance(metrics, dict) else {}
+            return CheckpointInfo(
+                step=step,
+                path=self.storage.uri(path),
+                metrics={str(k): v for k, v in metrics.items()},
+                created=str(meta.get("created", "")),
+            )
+        except CheckpointNotFoundError:
+            return None
+        except CheckpointError as err:
+            return err
+
+    def _info(self, step: int, name: str) -> CheckpointInfo | None:
+        found = self._open(step, name)
+        return found if isinstance(found, CheckpointInfo) else None  # damaged: never offered
+
     def checkpoints(self) -> list[CheckpointInfo]:
-        """The committed checkpoints, oldest first, with their steps and metrics."""
+        """The committed checkpoints, oldest first, with their steps and metrics.
+
+        Cheap: reads each root manifest and metadata, not the data. A checkpoint whose root
+        metadata is damaged is left out; one whose data is damaged is listed (see :meth:`verify`).
+
+        Raises:
+            CheckpointError: The root cannot be listed (and no other exception type).
+        """
         infos = []
         for step, name in self._scan():
             info = self._info(step, name)
@@ -222,36 +318,59 @@ class CheckpointManager:
                 infos.append(info)
         return infos
 
-    def _info(self, step: int, name: str) -> CheckpointInfo | None:
-        path = self.storage.join(self.root, name)
-        reader = _engine.FolderReader(self.storage, path)
+    def verify(self, info: CheckpointInfo) -> list[str]:
+        """Check every file of a checkpoint against its manifests; the problems found (empty: sound).
+
+        Reads the whole checkpoint. A checkpoint that is gone or unreadable is one problem.
+
+        Raises:
+            CheckpointError: The storage failed, so it could not be told whether the checkpoint is sound.
+        """
         try:
-            meta = reader.metadata
-        except CheckpointError:
-            return None  # uncommitted or damaged: never offered
-        rec = meta.get(MANAGER_KEY)
-        rec = rec if isinstance(rec, dict) else {}
-        metrics = rec.get("metrics")
-        metrics = metrics if isinstance(metrics, dict) else {}
-        return CheckpointInfo(
-            step=step, path=self.storage.uri(path), metrics=dict(metrics), created=str(meta.get("created", ""))
-        )
+            return _engine.verify(info.path, self.filesystem)
+        except _DAMAGE as err:
+            return [str(err)]
 
-    def latest(self) -> str | None:
-        """The path of the newest committed checkpoint, or None."""
+    def damaged(self) -> list[tuple[int, str, str]]:
+        """Committed step folders left out of :meth:`checkpoints` as damaged: (step, path, why), oldest first.
+
+        Their root manifest or metadata cannot be read (a folder that was never committed is
+        not listed: it is a save in flight or interrupted, not damage). Cheap, like
+        :meth:`checkpoints`; damage to the data shows only in :meth:`verify`.
+        """
+        out = []
+        for step, name in self._scan():
+            found = self._open(step, name)
+            if isinstance(found, CheckpointError):
+                out.append((step, self.storage.uri(self.storage.join(self.root, name)), str(found)))
+        return out
+
+    def _newest_first(self) -> Iterator[CheckpointInfo | tuple[str, CheckpointError]]:
+        """Committed checkpoints, newest first; a damaged one as (its path, the error)."""
         for step, name in reversed(self._scan()):
-            info = self._info(step, name)
-            if info is not None:
-                return info.path
+            found = self._open(step, name)
+            if isinstance(found, CheckpointError):
+                yield self.storage.uri(self.storage.join(self.root, name)), found
+            elif found is not None:
+                yield found
+
+    def latest_info(self, *, verified: bool = False) -> CheckpointInfo | None:
+        """The newest committed checkpoint with its step and metrics, or None.
+
+        Args:
+            verified: Return the newest one whose every file matches its checksum (reads each
+                checkpoint tried in full, newest first). By default only its root manifest and
+                metadata are read: cheap, but the data may be damaged.
+        """
+        for found in self._newest_first():
+            if isinstance(found, CheckpointInfo) and (not verified or not self.verify(found)):
+                return found
         return None
 
-    def latest_info(self) -> CheckpointInfo | None:
-        """The newest committed checkpoint with its step and metrics, or None."""
-        for step, name in reversed(self._scan()):
-            info = self._info(step, name)
-            if info is not None:
-                return info
-        return None
+    def latest(self, *, verified: bool = False) -> str | None:
+        """The path of the newest committed checkpoint, or None (``verified``: see :meth:`latest_info`)."""
+        info = self.latest_info(verified=verified)
+        return None if info is None else info.path
 
     def best(self) -> str | None:
         """The path of the best committed checkpoint by ``metric`` (None without one)."""
@@ -265,14 +384,65 @@ class CheckpointManager:
             return None
         return next(i.path for i in infos if i.step == best[0])
 
+    def load_latest(self, load: Callable[[CheckpointInfo], T]) -> tuple[CheckpointInfo, T] | None:
+        """Call ``load`` on the newest checkpoint, falling back to older ones while they are damaged.
+
+        ``load`` must verify what it reads before using it (``restore_from_path`` and
+        ``from_checkpoint`` do), so a damaged checkpoint is never applied. Each checkpoint
+        skipped is named, with the reason, in a :class:`DamagedCheckpointWarning`. Only damage
+        (:class:`CorruptCheckpointError`, or a checkpoint that vanished) moves on to an older one;
+        any other error of ``load`` is raised.
+
+        Returns:
+            The checkpoint used and what ``load`` returned, or None when there is no checkpoint.
+
+        Raises:
+            CorruptCheckpointError: Every checkpoint is damaged; the message lists them.
+        """
+        return self._load_latest(load)
+
+    def _load_latest(self, load: Callable[[CheckpointInfo], T]) -> tuple[CheckpointInfo, T] | None:
+        # The one home of the fallback rule; called only by the public methods, whose caller
+        # the warnings point at (stacklevel 3).
+        self.wait()  # a save still in flight would be the newest
+        skipped: list[str] = []
+        reason: CheckpointError
+        for found in self._newest_first():
+            if isinstance(found, CheckpointInfo):
+                try:
+                    return found, load(found)
+                except _DAMAGE as err:
+                    path, reason = found.path, err
+            else:
+                path, reason = found
+            skipped.append(f"{path}: {reason}")
+            warnings.warn(
+                f"Skipped the damaged checkpoint {path}; falling back to an older one. {reason}",
+                DamagedCheckpointWarning,
+                stacklevel=3,
+            )
+        if skipped:
+            raise CorruptCheckpointError(
+                f"Every checkpoint under {self.storage.uri(self.root)} is damaged, none can be restored "
+                f"({len(skipped)}): " + " | ".join(skipped) + " Check them with `cairn ls --verify`."
+            )
+        return None
+
     def restore_latest(self, obj: Checkpointable, *, allow_pickle: bool = False) -> CheckpointInfo | None:
-        """Restore ``obj`` from the newest committed checkpoint; return it (None if there is none)."""
-        self.wait()
-        info = self.latest_info()
-        if info is None:
-            return None
-        obj.restore_from_path(info.path, filesystem=self.filesystem, allow_pickle=allow_pickle)
-        return info
+        """Restore ``obj`` from the newest checkpoint that verifies; return it (None if there is none).
+
+        Damaged checkpoints are skipped with a :class:`DamagedCheckpointWarning` each (see
+        :meth:`load_latest`); nothing of a damaged checkpoint is applied to ``obj``.
+
+        Raises:
+            CorruptCheckpointError: Every checkpoint is damaged.
+        """
+
+        def load(info: CheckpointInfo) -> None:
+            obj.restore_from_path(info.path, filesystem=self.filesystem, allow_pickle=allow_pickle)
+
+        found = self._load_latest(load)
+        return None if found is None else found[0]
 
     # ------------------------------------------------------------------ saving
 
@@ -337,7 +507,18 @@ class CheckpointManager:
 
     def _apply_retention(self, *, just_saved: int) -> None:
         infos = self.checkpoints()
-        keep = steps_to_keep([(i.step, i.metrics) for i in infos], self.policy)
+        entries = [(i.step, i.metrics) for i in infos]
+        paths = {i.step: i for i in infos}
+        # Never delete the newest checkpoint that verifies. The one just committed counts as
+        # verified (its checksums were computed while writing it), so when it is the newest,
+        # as it almost always is, this reads nothing; otherwise check from the newest down.
+        verdicts: dict[int, bool | None] = {just_saved: True} if just_saved in paths else {}
+        while (step := next_to_verify(entries, self.policy, verdicts)) is not None:
+            try:
+                verdicts[step] = not self.verify(paths[step])
+            except CheckpointError:
+                verdicts[step] = None  # could not tell (storage failing): keep it
+        keep = steps_to_keep(entries, self.policy, verified=verdicts)
         keep.add(just_saved)
         for info in infos:
             if info.step not in keep:

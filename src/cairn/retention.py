@@ -56,10 +56,53 @@ def best_steps(
     return [step for _, step in scored[:count]]
 
 
-def steps_to_keep(entries: Sequence[tuple[int, Mapping[str, Any] | None]], policy: RetentionPolicy) -> set[int]:
-    """The steps ``policy`` keeps among ``entries`` (step, metrics) of committed checkpoints."""
+def steps_to_keep(
+    entries: Sequence[tuple[int, Mapping[str, Any] | None]],
+    policy: RetentionPolicy,
+    *,
+    verified: Mapping[int, bool | None] | None = None,
+) -> set[int]:
+    """The steps to keep among ``entries`` (step, metrics) of committed checkpoints.
+
+    The ones ``policy`` asks for and, from ``verified`` (step -> True: it verifies, False: it
+    is damaged, None: it could not be checked), the newest step that verifies and every step
+    that could not be checked: retention never deletes the newest checkpoint that verifies,
+    nor one it cannot tell apart from it.
+    """
     steps = sorted(step for step, _ in entries)
     keep = set(steps if policy.keep_last is None else steps[-policy.keep_last :])
     if policy.keep_best and policy.metric:
         keep.update(best_steps(entries, policy.metric, policy.mode, policy.keep_best))
+    if verified:
+        good = [step for step, ok in verified.items() if ok]
+        if good:
+            keep.add(max(good))
+        keep.update(step for step, ok in verified.items() if ok is None)
     return keep
+
+
+def next_to_verify(
+    entries: Sequence[tuple[int, Mapping[str, Any] | None]],
+    policy: RetentionPolicy,
+    verified: Mapping[int, bool | None],
+) -> int | None:
+    """The step to verify next before deleting, or None when deleting is safe as it stands.
+
+    Deleting is safe once the newest checkpoint that verifies is known to be kept: checking
+    goes from the newest step down, stops at the first that verifies, and never goes below
+    the oldest step that would be deleted (anything older is kept anyway). ``verified``
+    holds the verdicts so far (see :func:`steps_to_keep`).
+    """
+    keep = steps_to_keep(entries, policy, verified=verified)
+    doomed = [step for step, _ in entries if step not in keep]
+    if not doomed:
+        return None
+    lowest = min(doomed)
+    for step in sorted((step for step, _ in entries), reverse=True):
+        if step < lowest:
+            return None
+        if step not in verified:
+            return step
+        if verified[step]:
+            return None
+    return None

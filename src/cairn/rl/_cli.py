@@ -12,11 +12,13 @@ import os
 import posixpath
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cairn.rl.metrics_log import METRICS_FILE, MetricsLog, TensorBoardLog, jsonable
 
 if TYPE_CHECKING:
+    from cairn.manager import CheckpointInfo, CheckpointManager
     from cairn.rl.algorithm import Algorithm
     from cairn.rl.connectors import ConnectorPipeline
     from cairn.rl.rl_module import RLModule
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
 __all__ = ["cmd_evaluate", "cmd_train", "register"]
 
 MODULE_PATH = ("learner_group", "learner", "rl_module")
+
+T = TypeVar("T")
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -142,9 +146,9 @@ def _build_algorithm(args: argparse.Namespace) -> tuple[Algorithm, str]:
     if args.resume:
         if args.checkpoint_dir is None:
             raise ValueError("--resume needs --checkpoint-dir (where the checkpoints are).")
-        latest = CheckpointManager(args.checkpoint_dir).latest()
-        if latest is not None:
-            algo = PPO.from_checkpoint(latest)
+        found = _load_newest_sound(CheckpointManager(args.checkpoint_dir), PPO.from_checkpoint)
+        if found is not None:
+            latest, algo = found[0].path, found[1]
             config = algo.config
             for key in _RUN_IDENTITY:
                 if key in explicit and explicit[key] != getattr(config, key):
@@ -169,6 +173,24 @@ def _build_algorithm(args: argparse.Namespace) -> tuple[Algorithm, str]:
                 "--resume to continue that run, or choose another --checkpoint-dir."
             )
     return PPO(PPOConfig(**explicit)), "started from scratch"
+
+
+def _load_newest_sound(manager: CheckpointManager, load: Callable[[str], T]) -> tuple[CheckpointInfo, T] | None:
+    """``manager.load_latest``, with each damaged checkpoint skipped named on one stderr line."""
+    import warnings
+
+    from cairn.manager import DamagedCheckpointWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DamagedCheckpointWarning)
+        try:
+            return manager.load_latest(lambda info: load(info.path))
+        finally:
+            for w in caught:
+                if issubclass(w.category, DamagedCheckpointWarning):
+                    print(f"cairn train: {w.message}", file=sys.stderr, flush=True)
+                else:  # not ours to swallow: show it as it would have been shown
+                    warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
