@@ -111,7 +111,7 @@ def test_a_damaged_file_is_never_linked_into_later_steps(tmp_path: Path) -> None
         last = f.read(1)
         f.seek(-1, os.SEEK_END)
         f.write(bytes([last[0] ^ 0xFF]))
-    with pytest.warns(RuntimeWarning, match=r"step_000000001/leaf/tensors.safetensors .*damaged"):
+    with pytest.warns(cairn.DamagedCheckpointWarning, match=r"step_000000001/leaf/tensors.safetensors .*damaged"):
         mgr.save(t, 2)
     t.history.append(7.0)
     mgr.save(t, 3)  # links step 2's fresh copy: no warning
@@ -216,6 +216,12 @@ def test_a_tensors_header_claiming_2_36_bytes_is_refused_everywhere(
     data[:8] = struct.pack("<Q", 2**36)
     tensors.write_bytes(data)
     reseal(ck, ck / "leaf")
+    # ... and a manifest recording the size the header needs (re-sealed up to the root).
+    body = json.loads((ck / "leaf" / "manifest.json").read_text())
+    body["files"]["tensors.safetensors"]["size"] = 2**36 + 64
+    entries = {k: FileEntry(v["size"], int(v["crc32"], 16)) for k, v in body["files"].items()}
+    (ck / "leaf" / "manifest.json").write_bytes(Manifest(files=entries, components=[]).to_bytes())
+    reseal(ck, ck)
     every_reader_refuses(ck, tmp_path, capsys, needle="leaf/tensors.safetensors")
     mgr_root = tmp_path / "run"
     shutil.copytree(ck, mgr_root / "step_000000001")
@@ -231,13 +237,22 @@ def _rewrite_state(folder: Path, edit: Any) -> None:
     path.write_bytes(msgpack.packb(edit(tree), use_bin_type=True))
 
 
-@pytest.mark.parametrize("shape", [[-1, 0], [2**62 + 1, 4], [2**62, 4], [2**64 - 1, 2**64 - 1], [1] * 100])
-def test_hostile_array_shapes_are_refused(tmp_path: Path, shape: list[int]) -> None:
+@pytest.mark.parametrize(
+    ("dtype", "shape"),
+    [
+        (">f4", [-1, 0]),
+        ("|S1", [2**62 + 3, 4]),  # 12 bytes once numpy's int64 product wraps around
+        (">f4", [2**63 + 6]),  # over int64
+        (">f4", [2**64 - 1, 2**64 - 1]),
+        (">f4", [1] * 100),  # more dimensions than numpy has
+    ],
+)
+def test_hostile_array_shapes_are_refused(tmp_path: Path, dtype: str, shape: list[int]) -> None:
     _, ck = saved_tree(tmp_path)
 
     def edit(tree: dict[str, Any]) -> dict[str, Any]:
         ref = msgpack.unpackb(tree["weights"].data)
-        ref[2] = ">f4"  # a non-native dtype is stored as raw bytes: no shape in the tensors header
+        ref[2] = dtype  # a non-native dtype is stored as raw bytes: no shape in the tensors header
         ref[3] = shape
         tree["weights"] = msgpack.ExtType(1, msgpack.packb(ref))
         return tree
@@ -384,3 +399,30 @@ def test_large_legitimate_states_still_load(tmp_path: Path) -> None:
     t.leaf.extra = {i: (i, "x" * (i % 5)) for i in range(50_000)}
     back = Tree.from_checkpoint(t.save_to_path(tmp_path / "ck"))
     assert back.history == t.history and back.leaf.extra == t.leaf.extra
+
+
+# --------------------------------------------------------------------------- other exception types
+
+
+def test_a_state_that_does_not_fit_set_state_is_a_checkpoint_error(tmp_path: Path) -> None:
+    _, ck = saved_tree(tmp_path)
+
+    def edit(tree: dict[str, Any]) -> dict[str, Any]:
+        tree["history"] = 5  # Tree.set_state calls list() on it: a raw TypeError before
+        return tree
+
+    _rewrite_state(ck, edit)
+    reseal(ck, ck)
+    for call in (lambda: Tree().restore_from_path(ck), lambda: Tree.from_checkpoint(ck)):
+        with pytest.raises(cairn.IncompatibleCheckpointError, match=r"Tree\.set_state failed .*TypeError"):
+            call()
+
+
+def test_constructor_arguments_that_make_the_constructor_fail_are_a_checkpoint_error(tmp_path: Path) -> None:
+    _, ck = saved_tree(tmp_path)
+    ctor = json.loads((ck / "ctor.json").read_text())
+    ctor["kwargs"]["n"] = 2**70  # numpy: "Maximum allowed size exceeded" (a raw ValueError before)
+    (ck / "ctor.json").write_text(json.dumps(ctor))
+    reseal(ck, ck)
+    with pytest.raises(cairn.IncompatibleCheckpointError, match=r"Cannot construct Tree .*ctor\.json"):
+        Tree.from_checkpoint(ck)

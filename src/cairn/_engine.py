@@ -33,6 +33,7 @@ from cairn.errors import (
     CheckpointNotFoundError,
     ComponentNotFoundError,
     CorruptCheckpointError,
+    DamagedCheckpointWarning,
     IncompatibleCheckpointError,
     UnsafeCheckpointError,
 )
@@ -342,7 +343,7 @@ def _still_matches(previous: FolderReader, name: str, entry: FileEntry) -> bool:
     warnings.warn(
         f"{storage.uri(path)} of the previous checkpoint is damaged: {problem}. The new checkpoint gets "
         "a fresh copy of the file instead of a link to it. Run `cairn verify` on the previous checkpoint.",
-        RuntimeWarning,
+        DamagedCheckpointWarning,
         stacklevel=2,
     )
     return False
@@ -753,6 +754,7 @@ class LoadedFolder:
     state: dict[str, Any]
     children: dict[str, LoadedFolder]
     version: int = 0  # the STATE_VERSION recorded in the folder
+    where: str = ""  # the folder it was read from, for error messages
 
 
 def _check_class(target: Checkpointable, reader: FolderReader) -> None:
@@ -856,7 +858,8 @@ def _decode_tree(v: _VerifiedFolder, allow_pickle: bool) -> tuple[LoadedFolder, 
     buffers = v.target.get_state_buffers() if version == v.target.STATE_VERSION else None
     state = v.reader.decode(v.skeleton, v.tensors, allow_pickle, buffers)
     children = {name: _decode_tree(child, allow_pickle) for name, child in v.children.items()}
-    return LoadedFolder(state, {n: c[0] for n, c in children.items()}, version), version
+    loaded = LoadedFolder(state, {n: c[0] for n, c in children.items()}, version, v.reader.where())
+    return loaded, version
 
 
 def _upgrade_tree(target: Checkpointable, loaded: LoadedFolder, reader: FolderReader, label: str) -> None:
@@ -892,7 +895,18 @@ def apply_loaded(target: Checkpointable, loaded: LoadedFolder, label: str = "") 
     comps = checkpointable_components(target, where=label or "<root>")
     for name, child in loaded.children.items():
         apply_loaded(comps[name], child, f"{label}/{name}" if label else name)
-    target.set_state(loaded.state)
+    try:
+        target.set_state(loaded.state)
+    except CheckpointError:
+        raise
+    except Exception as err:
+        # A state read from a file that does not fit (other code wrote it, or it was tampered
+        # with) is the checkpoint's problem to report, never a raw TypeError from deep inside.
+        raise IncompatibleCheckpointError(
+            f"{type(target).__qualname__}.set_state failed on the state of component {label or '<root>'!r}"
+            f"{' read from ' + loaded.where if loaded.where else ''}: {type(err).__name__}: {err}. The "
+            "checkpoint's state does not fit this object: it was written by other code, or tampered with."
+        ) from err
 
 
 def open_checkpoint(path: str | os.PathLike[str], filesystem: Any) -> FolderReader:
@@ -996,10 +1010,13 @@ def _build_once(
         args, kwargs = bound.args, bound.kwargs
     try:
         obj = rec_cls(*args, **kwargs)
-    except TypeError as err:
+    except CheckpointError:
+        raise
+    except Exception as err:  # the arguments come from a file: any error is the checkpoint's to report
         raise IncompatibleCheckpointError(
             f"Cannot construct {rec_cls.__qualname__} with the arguments recorded at "
-            f"{reader.where(CTOR)}: {err}. Pass the changed arguments as keywords to from_checkpoint()."
+            f"{reader.where(CTOR)}: {type(err).__name__}: {err}. Pass the changed arguments as keywords "
+            "to from_checkpoint()."
         ) from err
     token = _FRESH_OBJECT.set(reader.manifest_bytes())
     try:
