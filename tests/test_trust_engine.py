@@ -426,3 +426,21 @@ def test_constructor_arguments_that_make_the_constructor_fail_are_a_checkpoint_e
     reseal(ck, ck)
     with pytest.raises(cairn.IncompatibleCheckpointError, match=r"Cannot construct Tree .*ctor\.json"):
         Tree.from_checkpoint(ck)
+
+
+@pytest.mark.parametrize("name", ["ctor.json", "metadata.json"])
+def test_json_of_empty_lists_is_refused_within_a_memory_bound(tmp_path: Path, name: str) -> None:
+    _, ck = saved_tree(tmp_path)
+    body = json.loads((ck / name).read_text())
+    # 9 MB of empty JSON lists: ~200 MB of Python lists if parsed.
+    hostile = json.dumps(body).encode()[:-1] + b', "pad": [' + b"[]," * (3 << 20) + b"[]]}"
+    (ck / name).write_bytes(hostile)
+    reseal(ck, ck)
+
+    def load() -> None:
+        with pytest.raises(cairn.CorruptCheckpointError, match=rf"ck/{name}.*memory"):
+            Tree.from_checkpoint(ck)
+
+    peak = _peak_while(load)
+    assert peak <= 16 * len(hostile) + (16 << 20), f"peak {peak} bytes for a {len(hostile)}-byte file"
+    assert any(f"{name}: decoding" in p for p in cairn.verify_checkpoint(ck))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cairn._crc import crc32
+from cairn._limits import check_json_cost
 from cairn.errors import CorruptCheckpointError, IncompatibleCheckpointError
 
 FORMAT_VERSION = 1
@@ -160,7 +161,12 @@ def _check_entry_name(name: Any, comps: list[str], where: str) -> None:
 
 
 def load_json(data: bytes | bytearray, *, where: str) -> Any:
-    """Parse JSON, turning every failure into :class:`CorruptCheckpointError`."""
+    """Parse JSON, turning every failure into :class:`CorruptCheckpointError`.
+
+    JSON whose decoded objects would take more memory than the bound of
+    :mod:`cairn._limits` is refused before it is parsed.
+    """
+    check_json_cost(data, where=where)
     try:
         return json.loads(bytes(data).decode("utf-8"))
     except (ValueError, RecursionError) as err:

@@ -25,6 +25,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from cairn._limits import DECODE_BYTES_CONSTANT, DECODE_BYTES_PER_BYTE, decode_limit
 from cairn.codec.tensors import NUMPY_TO_ST, TensorEntry
 from cairn.errors import CheckpointError, CorruptCheckpointError, IncompatibleCheckpointError, UnsafeCheckpointError
 from cairn.registry import registered_by_name, registered_for_value
@@ -272,11 +273,6 @@ def encode_state(state: Any, *, allow_pickle: bool) -> EncodedState:
     return EncodedState(skeleton, enc.tensors, enc.used_pickle, total)
 
 
-# Decoding a skeleton may take at most this many bytes of memory per byte of the file, plus
-# the constant: a Python object is far larger than its msgpack encoding (an empty list is
-# 1 byte on disk and ~64 in memory), so the bound is checked before anything is decoded.
-DECODE_BYTES_PER_BYTE = 32
-DECODE_BYTES_CONSTANT = 16 << 20
 _SCAN_MAX_DEPTH = 2 * MAX_DEPTH + 8  # containers and extension records; a tuple is both
 
 # Estimated memory of a decoded value by msgpack type byte, for values of fixed encoded
@@ -296,7 +292,7 @@ def check_skeleton(data: bytes | bytearray | memoryview, *, where: str) -> None:
 
     Every length in the data is checked against the bytes that remain, nesting against
     the depth bounds, and the estimated memory of the decoded values against
-    ``DECODE_BYTES_PER_BYTE * len(data) + DECODE_BYTES_CONSTANT``, before a single object
+    ``cairn._limits.decode_limit(len(data))``, before a single object
     is built (msgpack's decoder itself preallocates what a header claims, level by level).
 
     Raises:
@@ -304,7 +300,7 @@ def check_skeleton(data: bytes | bytearray | memoryview, *, where: str) -> None:
     """
     buf = bytes(data)
     n = len(buf)
-    limit = DECODE_BYTES_PER_BYTE * n + DECODE_BYTES_CONSTANT
+    limit = decode_limit(n)
     cost = 0
     pos = 0
     rem = [1]  # items still to read at each open level
