@@ -662,9 +662,16 @@ _FRESH_OBJECT: contextvars.ContextVar[bytes | None] = contextvars.ContextVar("ca
 
 READ_ATTEMPTS = 4
 """How many times a read that meets a concurrent overwrite of its checkpoint is tried."""
-_RETRY_DELAYS = (0.0, 0.05, 0.25)
+_RETRY_DELAYS = (0.05, 0.25, 1.0)  # seconds before the 2nd, 3rd and 4th attempt
 
 T = TypeVar("T")
+
+
+def _exists(reader: FolderReader) -> bool:
+    try:
+        return reader.storage.exists(reader.folder)
+    except (OSError, CheckpointError):
+        return False
 
 
 class _ReadRace(CheckpointError):
@@ -692,7 +699,7 @@ def read_consistently(reader: FolderReader, read: Callable[[FolderReader], T], *
         CheckpointError: It kept changing while it was being read.
     """
     last: CheckpointError | None = None
-    unconfirmed = False
+    unconfirmed = seen = False
     for attempt in range(READ_ATTEMPTS):
         if attempt:
             time.sleep(_RETRY_DELAYS[min(attempt, len(_RETRY_DELAYS)) - 1])
@@ -700,10 +707,15 @@ def read_consistently(reader: FolderReader, read: Callable[[FolderReader], T], *
         try:
             return read(reader)
         except CheckpointNotFoundError as err:
-            if attempt == 0:
+            seen = seen or reader._manifest_bytes is not None
+            # Object stores delete the old root manifest first when a save replaces a
+            # checkpoint: a folder without one may be mid-overwrite. On disks with atomic
+            # renames it never is, and a missing manifest is final.
+            if not seen and (reader.storage.atomic_rename or not _exists(reader)):
                 raise
-            last = err  # it was there a moment ago: being replaced, or deleted
+            last = err
         except (CorruptCheckpointError, _ReadRace) as err:
+            seen = seen or reader._manifest_bytes is not None
             changed = err.changed if isinstance(err, _ReadRace) else reader.changed()
             cause = err.cause if isinstance(err, _ReadRace) else err
             last = cause
@@ -712,7 +724,11 @@ def read_consistently(reader: FolderReader, read: Callable[[FolderReader], T], *
                     raise cause from None
                 unconfirmed = True
     if isinstance(last, CheckpointNotFoundError):
-        raise last
+        if not seen:
+            raise last
+        raise CheckpointNotFoundError(
+            f"The checkpoint at {reader.where()} was deleted, or is being replaced, while it was being read: {last}"
+        ) from last
     raise CheckpointError(
         f"The checkpoint at {reader.where()} changed while it was being read ({READ_ATTEMPTS} attempts): "
         "another process is saving over it. Read it again once that save is done, or save to new paths "

@@ -297,7 +297,7 @@ def _copy_tree(reader: _engine.FolderReader, storage: Any, folder: str) -> None:
         if "/" in name:
             continue
         storage.write_file(storage.join(folder, name), [reader.read(name)])
-    raw = reader.storage.read_file(reader.storage.join(reader.folder, MANIFEST))
+    raw = reader.manifest_bytes()  # the verified bytes, not a second (unbounded) read
     storage.write_file(storage.join(folder, MANIFEST), [raw])
 
 
