@@ -583,16 +583,14 @@ class FolderReader:
         Local files are verified by streaming and read into place later; files on
         other storage are read whole and verified.
         """
-        from cairn.storage.local import LocalStorage
-
         entry = self.manifest.files.get(TENSORS)
         if entry is None:
             return None
-        if not isinstance(self.storage, LocalStorage):
+        if not self.storage.file_descriptors:
             return MemoryTensorFile(self.read(TENSORS), self.where(TENSORS))
         path = self.storage.join(self.folder, TENSORS)
         try:
-            fd = self.storage._open_read(path)
+            fd = self.storage.open_regular(path)
         except FileNotFoundError as err:
             raise CorruptCheckpointError(
                 f"{self.where(TENSORS)} is missing, though the manifest lists it; the checkpoint is damaged."
@@ -776,8 +774,8 @@ class LoadedFolder:
 def _check_class(target: Checkpointable, reader: FolderReader) -> None:
     recorded = reader.metadata["class"]
     try:
-        rec_cls = resolve_class(recorded, where=reader.where(METADATA))
-    except IncompatibleCheckpointError:
+        rec_cls = resolve_class(recorded, where=reader.where(METADATA), expected=type(target))
+    except CheckpointError:
         return  # Restoring into an existing object needs only the state, not the class.
     t = type(target)
     if not (issubclass(t, rec_cls) or issubclass(rec_cls, t)):
@@ -989,7 +987,8 @@ def _build_once(
 
     reader.check_pickle(allow_pickle)
     recorded = reader.metadata["class"]
-    rec_cls = resolve_class(recorded, where=reader.where(METADATA))
+    # The class the caller passed may be taken even from a script's __main__: the caller chose it.
+    rec_cls = resolve_class(recorded, where=reader.where(METADATA), expected=cls)
     if not issubclass(rec_cls, cls):
         raise IncompatibleCheckpointError(
             f"The checkpoint at {reader.where()} holds a {recorded}, which is not a "

@@ -8,6 +8,7 @@ different, and 2 when they could not check, as diff(1) does.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import sys
@@ -213,6 +214,11 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     if not args.dry_run and not args.out:
         print("cairn upgrade: OUT is required unless --dry-run is given.", file=sys.stderr)
         return 2
+    # An upgrade calls each component class's upgrade_state, and classes are found only in modules
+    # already imported (SPEC 8). cairn's own RL components are known code, so the command imports
+    # them up front, whatever the checkpoint names; other packages come in through --import.
+    with contextlib.suppress(ImportError):
+        importlib.import_module("cairn.rl.ppo")
     changes = upgrade_checkpoint(args.checkpoint, args.out, dry_run=args.dry_run)
     for comp, cls, old, new in changes:
         status = "unchanged" if old == new else f"v{old} -> v{new}"

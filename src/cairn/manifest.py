@@ -35,19 +35,31 @@ MAX_COMPONENT_DEPTH = 64
 """How deep components may nest: a save refuses deeper trees, and a reader refuses to descend
 further (a hostile checkpoint of thousands of nested folders must not exhaust the stack)."""
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+MAX_NAME_LENGTH = 200
+"""The longest component name: a name becomes a folder name on every storage."""
+
+# ASCII only, matched whole with fullmatch: `$` would accept a trailing newline ("kid\n").
+_NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
 
 
 def component_name_problem(name: Any) -> str | None:
-    """Why ``name`` cannot be a component (folder) name, or None when it can."""
+    """Why ``name`` cannot be a component (folder) name, or None when it can.
+
+    The one home of the name rule (SPEC 2): one path segment of ASCII letters,
+    digits, ``_``, ``-`` and ``.``, not ``.`` or ``..``, not one of the
+    checkpoint's own file names, at most :data:`MAX_NAME_LENGTH` characters.
+    Saving, reading manifests and every API that accepts a component or module
+    id (``MultiRLModule.add_module``, connector names, policy ids) use it, so an
+    id is refused when it is given, not when it is first saved.
+    """
     if not isinstance(name, str):
         return f"it is a {type(name).__name__}, not a str"
-    if name in (".", "..") or not _NAME_RE.match(name):
-        return "names may hold only letters, digits, '_', '-' and '.', and may not be '.' or '..'"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"it is longer than {MAX_NAME_LENGTH} characters"
+    if name in (".", "..") or _NAME_RE.fullmatch(name) is None:
+        return "names may hold only ASCII letters, digits, '_', '-' and '.', and may not be '.' or '..'"
     if name in RESERVED_NAMES:
         return f"{name!r} is the name of one of the checkpoint's own files"
-    if len(name) > 200:
-        return "it is longer than 200 characters"
     return None
 
 

@@ -1,26 +1,29 @@
-"""Registries users extend: custom value types and class aliases.
+"""Registries users extend (custom value types, class aliases) and the one module resolver.
 
-Loading a checkpoint never runs code that came from the file. Classes named in
-a checkpoint are looked up by import path (through the alias table first), and
-values of custom types are rebuilt by decoders registered here, in the
-program, never by code stored in the checkpoint.
+Loading a checkpoint never runs code that came from the file, and never
+imports a module that the file names. Every name a checkpoint gives for a class
+(metadata, constructor tags, registered types, state extensions) or a module
+(an environment id) goes through :func:`resolve_class` / :func:`loaded_module`,
+which look only at what the program registered or has already imported. Values
+of custom types are rebuilt by decoders registered here, by the program.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import importlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, TypeVar
 
-from cairn.errors import CheckpointError, IncompatibleCheckpointError
+from cairn.errors import CheckpointError, IncompatibleCheckpointError, UnsafeCheckpointError
 
 __all__ = [
     "RegisteredType",
     "class_path",
+    "loaded_module",
     "register_class_alias",
     "register_type",
     "resolve_class",
@@ -132,36 +135,22 @@ def registered_for_value(value: Any) -> RegisteredType | None:
 
 
 def registered_by_name(name: str) -> RegisteredType | None:
-    """Return the registration recorded under ``name``, importing its module if needed.
+    """Return the registration recorded under ``name`` (or under an alias of its class), if any.
 
-    A checkpoint written by one program may be read by another that has not
-    imported the module that registers the type yet; importing the module named
-    in the recorded path runs that module's own (installed) code, which is how
-    every class-by-path lookup works, and never code from the checkpoint.
+    Never imports anything: a type is found only when the program has
+    registered it (by importing the module that calls :func:`register_type`)
+    before the load. Importing a module a file names would run that module's
+    code, chosen by whoever wrote the file.
     """
+    if not isinstance(name, str):
+        return None
     entry = _TYPES_BY_NAME.get(name)
     if entry is not None:
         return entry
-    if name in _ALIASES:
-        alias_cls = _ALIASES[name]
+    alias_cls = _ALIASES.get(name)
+    if alias_cls is not None:
         return _TYPES_BY_CLASS.get(alias_cls)
-    module_name = name.partition(":")[0]
-    if module_name and ":" in name and import_allowed(module_name):
-        try:
-            importlib.import_module(module_name)
-        except ImportError:
-            return None
-    return _TYPES_BY_NAME.get(name)
-
-
-def import_allowed(module_name: str) -> bool:
-    """Whether a module named in a checkpoint may be imported to find a class.
-
-    Only modules of packages the program has already loaded: a checkpoint may
-    make cairn import ``mylib.policies`` once ``mylib`` is in use, but never an
-    unrelated installed module whose import has side effects.
-    """
-    return module_name.split(".", 1)[0] in sys.modules
+    return None
 
 
 def register_class_alias(old_path: str, new_class: type) -> None:
@@ -183,49 +172,143 @@ def register_class_alias(old_path: str, new_class: type) -> None:
         _TYPES_BY_NAME.setdefault(old_path, entry)
 
 
-def resolve_class(path: str, *, where: str) -> type:
-    """Return the class recorded as ``"module:QualName"``, through the alias table first.
+MAX_PATH_LENGTH = 1000
+"""The longest ``"module:QualName"`` path or module name a checkpoint may name."""
+
+
+_MAIN = "it names a __main__ module, and importing one runs a program"
+
+
+def _path_problem(dotted: str) -> str | None:
+    """Why a dotted module or qualified name cannot name a class, or None when it can."""
+    if not dotted:
+        return "it is empty"
+    if len(dotted) > MAX_PATH_LENGTH:
+        return f"it is longer than {MAX_PATH_LENGTH} characters"
+    parts = dotted.split(".")
+    if "__main__" in parts:
+        return _MAIN
+    for part in parts:
+        if not part.isidentifier():
+            return f"{part[:40]!r} is not a Python identifier"
+    return None
+
+
+def _refusal(where: str, what: str, path: str, problem: str, fix: str) -> CheckpointError:
+    """The error for a name cairn will not look up: unsafe for __main__ modules, else incompatible."""
+    cls = UnsafeCheckpointError if problem == _MAIN else IncompatibleCheckpointError
+    return cls(
+        f"{where} names the {what} {path[:200]!r}, which cairn refuses to load: {problem}. A checkpoint may "
+        f"only name classes that are registered or that live in modules the program has already imported. {fix}"
+    )
+
+
+def loaded_module(module_name: str, *, where: str, what: str = "module", hint: str = "") -> ModuleType:
+    """Return the module ``module_name`` if this program has already imported it; never import it.
+
+    This is the one place where a name read from a file (a checkpoint, a
+    recorded config) is turned into a module. It only looks in
+    ``sys.modules``, because importing a module runs its code: a file naming
+    ``unittest.__main__`` would otherwise run a test discovery, and
+    ``numpy.f2py.__main__`` would exit the program.
+
+    Args:
+        module_name: The dotted module name read from the file.
+        where: Where the name was found, for error messages.
+        what: What named the module (``"class 'm:C'"``, ``"environment id 'm:Env-v0'"``).
+        hint: A sentence added to the error when the module is not imported.
+
+    Raises:
+        UnsafeCheckpointError: For a name with a ``__main__`` part.
+        IncompatibleCheckpointError: For a name that is not dotted identifiers, or
+            a module the program has not imported.
+    """
+    if not isinstance(module_name, str):
+        raise UnsafeCheckpointError(f"{where} names a module by a {type(module_name).__name__}, not a str.")
+    problem = _path_problem(module_name)
+    if problem is not None:
+        raise _refusal(where, what, module_name, problem, "If you trust the file, import the module yourself first.")
+    module = sys.modules.get(module_name)
+    if not isinstance(module, ModuleType):
+        raise IncompatibleCheckpointError(
+            f"{where} names the {what}, from the module {module_name!r}, which this program has not imported. "
+            "cairn never imports a module that a file names, so that a file cannot make it run code: "
+            f"import {module_name} first (cairn CLI: --import {module_name}).{' ' + hint if hint else ''}"
+        )
+    return module
+
+
+def resolve_class(path: str, *, where: str, expected: type | None = None) -> type:
+    """Return the class a checkpoint records as ``"module:QualName"``; never import anything.
+
+    The class is found, in this order: ``expected`` when the path names exactly
+    it (the caller chose that class, e.g. ``Counter.from_checkpoint(path)`` in
+    a script, whose classes live in ``__main__``); the alias table
+    (:func:`register_class_alias`); a module the program has already imported
+    (the module itself, not just its package), looked up in the module's and
+    classes' own namespaces (no ``__getattr__`` hooks, which may import).
 
     Args:
         path: The recorded class path.
         where: Where the path was found, for error messages.
+        expected: The class the caller asked for, if any.
 
     Raises:
-        IncompatibleCheckpointError: When the class cannot be found.
+        UnsafeCheckpointError: For a path that names a ``__main__`` module or an
+            exception class.
+        IncompatibleCheckpointError: For a path that is not ``module:QualName`` of
+            dotted identifiers, or a class that cannot be found without importing.
     """
-    if path in _ALIASES:
-        return _ALIASES[path]
+    if not isinstance(path, str):
+        raise UnsafeCheckpointError(f"{where} names a class by a {type(path).__name__}, not a str.")
+    if expected is not None and class_path(expected) == path:
+        return expected
+    alias = _ALIASES.get(path)
+    if alias is not None:
+        return alias
     module_name, sep, qualname = path.partition(":")
-    if not sep or not module_name or not qualname:
-        raise IncompatibleCheckpointError(
-            f"{where} names the class {path!r}, which is not of the form 'module:QualName'."
+    alias_fix = f"If the class moved or was renamed, call cairn.register_class_alias({path!r}, NewClass) first."
+    problem = "it is not of the form 'module:QualName'" if not sep else _path_problem(module_name)
+    if problem is None:
+        problem = _path_problem(qualname)
+    if problem is not None:
+        fix = (
+            f"If the class is yours and the file is trusted, load it with YourClass.from_checkpoint() or call "
+            f"cairn.register_class_alias({path!r}, YourClass) first."
         )
-    if not import_allowed(module_name):
-        raise IncompatibleCheckpointError(
-            f"{where} names the class {path!r}, from the package {module_name.split('.', 1)[0]!r}, which this "
-            "program has not imported. cairn imports only modules of packages already in use, so that a file "
-            f"cannot make it import arbitrary code: import {module_name} first (cairn CLI: --import "
-            f"{module_name}), or call cairn.register_class_alias({path!r}, NewClass) if the class moved."
-        )
+        raise _refusal(where, "class", path, problem, fix)
+    module = loaded_module(module_name, where=where, what=f"class {path!r}", hint=alias_fix)
     try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as err:
+        obj = _find_static(module, qualname.split("."))
+    except Exception as err:  # a class namespace that misbehaves: never let it escape
         raise IncompatibleCheckpointError(
-            f"{where} names the class {path!r}, but its module {module_name!r} cannot be "
-            f"imported ({err}). If the class moved or was renamed, call "
-            f"cairn.register_class_alias({path!r}, NewClass) before loading."
+            f"{where} names the class {path!r}, which cannot be looked up ({type(err).__name__}: {err}). {alias_fix}"
         ) from err
-    for part in qualname.split("."):
-        if part == "<locals>" or not hasattr(obj, part):
-            raise IncompatibleCheckpointError(
-                f"{where} names the class {path!r}, but {module_name!r} has no {qualname!r}. "
-                f"If the class moved or was renamed, call "
-                f"cairn.register_class_alias({path!r}, NewClass) before loading."
-            )
-        obj = getattr(obj, part)
-    if not isinstance(obj, type):
-        raise IncompatibleCheckpointError(f"{where} names {path!r}, which is not a class but {type(obj).__name__}.")
+    if obj is None:
+        raise IncompatibleCheckpointError(
+            f"{where} names the class {path!r}, but the module {module_name!r} has no class {qualname!r}. {alias_fix}"
+        )
+    if issubclass(obj, BaseException):
+        raise UnsafeCheckpointError(
+            f"{where} names the class {path!r}, an exception class, which cairn refuses to load: code that "
+            "receives it could raise it (SystemExit, KeyboardInterrupt). Checkpoints never hold exception classes."
+        )
     return obj
+
+
+def _find_static(module: ModuleType, parts: list[str]) -> type | None:
+    """Follow ``parts`` through the module's and then each class's own ``__dict__``.
+
+    Nested classes live in the ``__dict__`` of the class they are defined in
+    (which is what ``__qualname__`` records), so no attribute hook, property or
+    module ``__getattr__`` (which may import) is ever called.
+    """
+    obj: object = vars(module).get(parts[0])
+    for part in parts[1:]:
+        if not isinstance(obj, type):
+            return None
+        obj = type.__dict__["__dict__"].__get__(obj).get(part)
+    return obj if isinstance(obj, type) else None
 
 
 def is_enum_member(value: Any) -> bool:

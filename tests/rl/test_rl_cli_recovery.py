@@ -61,3 +61,22 @@ def test_resume_when_every_checkpoint_is_damaged(tmp_path: Path, capsys: pytest.
     lines = err.strip().splitlines()
     assert "Skipped the damaged checkpoint" in lines[0] and "step_000000001" in lines[0]
     assert "cairn train: error: Every checkpoint" in lines[-1] and len(lines) == 2
+
+
+def test_evaluate_a_root_skips_a_corrupted_latest_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cairn evaluate ROOT` picks the newest checkpoint that loads, through the manager (verified reads)."""
+    run = str(tmp_path / "run")
+    code, _, err = main(
+        capsys, "train", "--iterations", "2", "--checkpoint-dir", run, "--checkpoint-every", "1", *SMALL
+    )
+    assert code == 0, err
+    damage(Path(run) / "step_000000002")
+    code, out, err = main(capsys, "evaluate", run, "--episodes", "1")
+    assert code == 0, err
+    assert "step_000000002" in err and "skipped" in err.lower()
+    assert "step_000000001" in err and "mean return over 1 episodes:" in out
+    # A damaged checkpoint named directly is an error, not a silent fallback.
+    code, _, err = main(capsys, "evaluate", str(Path(run) / "step_000000002"), "--episodes", "1")
+    assert code != 0 and "checksum" in err

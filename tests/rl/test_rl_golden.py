@@ -31,3 +31,19 @@ def test_golden_policy_alone_acts() -> None:
     obs = torch.zeros((3, *module.observation_space.shape), dtype=torch.float32)
     actions = module.forward_inference({"obs": obs})["actions"]
     assert actions.shape[0] == 3 and all(module.action_space.contains(int(a)) for a in actions)
+
+
+def test_cairn_upgrade_reads_an_rl_checkpoint_without_import_flags() -> None:
+    """`cairn upgrade` finds cairn's own RL classes (imported by the command, never by the file)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "cairn", "upgrade", str(GOLDEN), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "learner_group/learner/rl_module/default_policy" in out.stdout
+    assert "dry run: 0 component(s) would change" in out.stdout

@@ -101,7 +101,7 @@ def test_is_transient_connection_errors() -> None:
 
 def test_transient_faults_everywhere_are_retried(remote_backend: Backend, sleeps: list[float]) -> None:
     """Every kind of call failing twice (writes, reads, listings, copies, deletes): all operations succeed."""
-    methods = ["write", "read", "exists", "ls", "copy", "rm", "size", "isdir", "makedirs"]
+    methods = ["write", "read", "info", "ls", "copy", "rm", "size", "makedirs"]
     faults = [Fault(m, per_path=2, error=TRANSIENT[i % len(TRANSIENT)]) for i, m in enumerate(methods)]
     flaky = FaultyFS(remote_backend.fs, faults=faults)
     root = remote_backend.path("run")
@@ -121,7 +121,7 @@ def test_transient_faults_everywhere_are_retried(remote_backend: Backend, sleeps
     assert_states_equal(expected_state(3, N), latest.get_state())
 
     kinds = {name for name, _path, _err in flaky.injected}
-    assert {"open", "cat_file", "exists", "copy", "ls"} <= kinds, kinds
+    assert {"open", "cat_file", "info", "copy", "ls"} <= kinds, kinds
     assert len(flaky.injected) > 50
     assert len(sleeps) == len(flaky.injected)  # one backoff per retried failure
     assert path.endswith(remote_backend.path("ckpt"))

@@ -16,9 +16,13 @@ with the single key ``"__cairn__"`` naming its type::
     {"__cairn__": "registered", "type": name, "value": ...}   dataclasses and register_type
     {"__cairn__": "pickle", "b64": "..."}                     only with allow_pickle=True
 
-Loading imports classes by their recorded path (through aliases), never
-unpickles unless allowed, and rebuilds registered types with the decoders the
-program registered.
+Loading never imports anything: classes are found by their recorded path
+through the one resolver (:func:`cairn.registry.resolve_class`: aliases, then
+modules the program already imported, never a ``__main__`` module); torch
+tensors and gymnasium spaces need torch and gymnasium already imported; dtypes
+come from fixed tables (:mod:`cairn.codec.dtypes`). It never unpickles unless
+allowed, rebuilds registered types with the decoders the program registered,
+and checks every shape and count before allocating.
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from cairn.codec.state import numpy_descr, numpy_dtype_from_descr, unsupported_value_error
-from cairn.errors import CheckpointError, CorruptCheckpointError, UnsafeCheckpointError
+from cairn.codec.dtypes import numpy_dtype, torch_dtype
+from cairn.codec.state import numpy_descr, unsupported_value_error
+from cairn.errors import CheckpointError, CorruptCheckpointError, IncompatibleCheckpointError, UnsafeCheckpointError
 from cairn.registry import class_path, registered_by_name, registered_for_value, resolve_class
 
 TAG = "__cairn__"
@@ -191,13 +196,30 @@ def encode_ctor(args: tuple[Any, ...], kwargs: dict[str, Any], *, allow_pickle: 
 
 
 def decode_ctor(obj: Any, *, allow_pickle: bool, where: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Decode what :func:`encode_ctor` wrote."""
+    """Decode what :func:`encode_ctor` wrote.
+
+    Every length, shape and count is checked before anything is allocated, so
+    memory stays within a small multiple of the file's size; every failure is a
+    :class:`~cairn.CheckpointError` naming ``where`` and the key.
+    """
     if not (isinstance(obj, dict) and isinstance(obj.get("args"), list) and isinstance(obj.get("kwargs"), dict)):
         raise CorruptCheckpointError(f"{where}: expected an object with 'args' and 'kwargs'.")
     dec = _CtorDecoder(allow_pickle, where)
-    args = tuple(dec.decode(a, 0) for a in obj["args"])
-    kwargs = {k: dec.decode(v, 0) for k, v in obj["kwargs"].items()}
+    args = tuple(dec.decode(a, ("args", i)) for i, a in enumerate(obj["args"]))
+    kwargs = {k: dec.decode(v, ("kwargs", k)) for k, v in obj["kwargs"].items()}
     return args, kwargs
+
+
+MAX_DIMS = 64
+"""Most dimensions an array or tensor in constructor arguments may have (numpy's own limit)."""
+
+MAX_ZERO_SIZE_ELEMENTS = 1 << 20
+"""Most elements of an array whose elements take no bytes (``V0``, ``U0``): nothing bounds them by size."""
+
+MAX_SPACE_ELEMENTS = 1 << 31
+"""Most elements a gymnasium space rebuilt from constructor arguments may describe."""
+
+_INT64_MAX = 2**63 - 1
 
 
 class _CtorDecoder:
@@ -205,126 +227,196 @@ class _CtorDecoder:
         self.allow_pickle = allow_pickle
         self.where = where
 
-    def fail(self, msg: str) -> CorruptCheckpointError:
-        return CorruptCheckpointError(f"{self.where}: {msg}")
+    def at(self, path: tuple[Any, ...]) -> str:
+        return f"{self.where}, at {'/'.join(map(str, path)) or '<root>'}"
 
-    def decode(self, v: Any, depth: int) -> Any:
-        if depth > MAX_DEPTH:
-            raise self.fail(f"constructor arguments nest deeper than {MAX_DEPTH} levels.")
+    def fail(self, path: tuple[Any, ...], msg: str) -> CorruptCheckpointError:
+        return CorruptCheckpointError(f"{self.at(path)}: {msg} The file is corrupt or was tampered with.")
+
+    def decode(self, v: Any, path: tuple[Any, ...]) -> Any:
+        if len(path) > MAX_DEPTH:
+            raise self.fail(path[:4], f"constructor arguments nest deeper than {MAX_DEPTH} levels.")
         if isinstance(v, list):
-            return [self.decode(x, depth + 1) for x in v]
+            return [self.decode(x, (*path, i)) for i, x in enumerate(v)]
         if not isinstance(v, dict):
             return v
         if TAG not in v:
-            return {k: self.decode(x, depth + 1) for k, x in v.items()}
+            return {k: self.decode(x, (*path, k)) for k, x in v.items()}
         tag = v[TAG]
         try:
-            return self._tagged(tag, v, depth)
-        except (KeyError, TypeError, ValueError) as err:
-            raise self.fail(f"malformed {tag!r} record ({type(err).__name__}: {err}).") from err
+            return self._tagged(tag, v, path)
+        except CheckpointError:
+            raise
+        except (KeyError, TypeError, ValueError, OverflowError, IndexError, AttributeError) as err:
+            raise self.fail(path, f"malformed {tag!r} record ({type(err).__name__}: {err}).") from err
 
-    def _tagged(self, tag: Any, v: dict[str, Any], depth: int) -> Any:
-        d = depth + 1
+    def _shape(self, raw: Any, path: tuple[Any, ...]) -> tuple[tuple[int, ...], int]:
+        """A shape read from the file, checked, and its element count (exact, in Python ints)."""
+        if not (
+            isinstance(raw, list) and len(raw) <= MAX_DIMS and all(type(d) is int and 0 <= d <= _INT64_MAX for d in raw)
+        ):
+            raise self.fail(path, f"a shape must be a list of at most {MAX_DIMS} sizes >= 0, got {str(raw)[:80]}.")
+        shape = tuple(raw)
+        return shape, math.prod(shape)
+
+    def _tagged(self, tag: Any, v: dict[str, Any], path: tuple[Any, ...]) -> Any:
         if tag == "tuple":
-            return tuple(self.decode(x, d) for x in v["items"])
+            items = v["items"]
+            if not isinstance(items, list):
+                raise self.fail(path, "a tuple record holds no list.")
+            return tuple(self.decode(x, (*path, i)) for i, x in enumerate(items))
         if tag == "dict":
-            return {self.decode(k, d): self.decode(x, d) for k, x in v["items"]}
+            pairs = v["items"]
+            if not (isinstance(pairs, list) and all(isinstance(p, list) and len(p) == 2 for p in pairs)):
+                raise self.fail(path, "a dict record is not a list of [key, value] pairs.")
+            return {self.decode(k, (*path, "<key>")): self.decode(x, (*path, i)) for i, (k, x) in enumerate(pairs)}
         if tag == "float":
-            if v["value"] not in ("nan", "inf", "-inf"):
-                raise self.fail(f"invalid float {v['value']!r}.")
+            if not isinstance(v["value"], str) or v["value"] not in ("nan", "inf", "-inf"):
+                raise self.fail(path, f"invalid float {str(v['value'])[:40]!r}.")
             return float(v["value"])
         if tag == "bytes":
-            return _unb64(v["b64"], self.where)
+            return _unb64(v["b64"], self.at(path))
         if tag == "ndarray":
-            dtype = numpy_dtype_from_descr(v["dtype"], where=self.where)
-            raw = _unb64(v["b64"], self.where)
-            shape = tuple(int(x) for x in v["shape"])
-            if len(raw) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
-                raise self.fail("an array's bytes do not match its shape and dtype.")
+            dtype = numpy_dtype(v["dtype"], where=self.at(path))
+            shape, count = self._shape(v["shape"], path)
+            raw = _unb64(v["b64"], self.at(path))
+            if dtype.itemsize == 0:
+                # numpy cannot view bytes as zero-size elements; nothing bounds their count but this.
+                if raw or count > MAX_ZERO_SIZE_ELEMENTS:
+                    raise self.fail(path, "an array of zero-size elements is malformed or too large.")
+                return np.zeros(shape, dtype=dtype)
+            if len(raw) != count * dtype.itemsize:
+                raise self.fail(path, "an array's bytes do not match its shape and dtype.")
             return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
         if tag == "npscalar":
-            dtype = numpy_dtype_from_descr(v["dtype"], where=self.where)
-            raw = _unb64(v["b64"], self.where)
-            if len(raw) != dtype.itemsize:
-                raise self.fail("a numpy scalar has the wrong byte size.")
+            dtype = numpy_dtype(v["dtype"], where=self.at(path))
+            raw = _unb64(v["b64"], self.at(path))
+            if dtype.itemsize == 0 or len(raw) != dtype.itemsize:
+                raise self.fail(path, "a numpy scalar has the wrong byte size.")
             return np.frombuffer(raw, dtype=dtype)[0]
         if tag == "tensor":
-            import torch
-
-            t_dtype = getattr(torch, str(v["dtype"]), None)
-            if not isinstance(t_dtype, torch.dtype):
-                raise self.fail(f"unknown torch dtype {v['dtype']!r}.")
-            buf = bytearray(_unb64(v["b64"], self.where))
-            t_shape = [int(x) for x in v["shape"]]
-            n = int(np.prod(t_shape, dtype=np.int64))
-            if len(buf) != n * t_dtype.itemsize:
-                raise self.fail("a tensor's bytes do not match its shape and dtype.")
-            if n == 0:
-                return torch.empty(t_shape, dtype=t_dtype)
-            return torch.frombuffer(buf, dtype=torch.uint8).view(t_dtype).reshape(t_shape).clone()
+            return self._tensor(v, path)
         if tag == "torch_dtype":
-            import torch
-
-            dt = getattr(torch, str(v["name"]), None)
-            if not isinstance(dt, torch.dtype):
-                raise self.fail(f"unknown torch dtype {v['name']!r}.")
-            return dt
+            return torch_dtype(v["name"], where=self.at(path), what="dtypes in its constructor arguments")
         if tag == "np_dtype":
-            return numpy_dtype_from_descr(v["descr"], where=self.where)
+            return numpy_dtype(v["descr"], where=self.at(path))
         if tag == "space":
-            return self._space(v, d)
+            return self._space(v, path)
         if tag == "enum":
-            cls = resolve_class(str(v["class"]), where=self.where)
+            cls = resolve_class(v["class"], where=self.at(path))
             if not issubclass(cls, enum.Enum):
-                raise self.fail(f"{v['class']!r} is not an enum class.")
-            try:
-                return cls[str(v["name"])]
-            except KeyError as err:
-                raise CheckpointError(
-                    f"{self.where}: the enum {v['class']} has no member {v['name']!r} any more."
-                ) from err
+                raise self.fail(path, f"{v['class']!r} is not an enum class.")
+            name = v["name"]
+            members = cls.__members__
+            if not isinstance(name, str) or name not in members:
+                raise IncompatibleCheckpointError(
+                    f"{self.at(path)}: the enum {v['class']} has no member {str(name)[:80]!r} any more. "
+                    f"Its members are {', '.join(list(members)[:20])}."
+                )
+            return members[name]
         if tag == "class":
-            return resolve_class(str(v["class"]), where=self.where)
+            return resolve_class(v["class"], where=self.at(path))
         if tag == "registered":
-            reg = registered_by_name(str(v["type"]))
+            name = v["type"]
+            reg = registered_by_name(name)
             if reg is None:
-                raise CheckpointError(
-                    f"{self.where} holds a value of the registered type {v['type']!r}, but no type "
-                    "is registered under that name. Import the module that registers it, or use "
+                raise IncompatibleCheckpointError(
+                    f"{self.at(path)} holds a value of the registered type {str(name)[:200]!r}, but no type is "
+                    "registered under that name in this program, and cairn never imports a module a file "
+                    "names. Import the module that registers it first (cairn CLI: --import MODULE), or use "
                     "cairn.register_class_alias if it moved."
                 )
-            return reg.decode(self.decode(v["value"], d))
+            value = self.decode(v["value"], (*path, f"<{reg.name}>"))
+            try:
+                return reg.decode(value)
+            except Exception as err:  # the program's own decoder (or dataclass) refused the recorded value
+                raise IncompatibleCheckpointError(
+                    f"{self.at(path)}: the recorded value does not fit the registered type {reg.name!r} "
+                    f"({type(err).__name__}: {err})."
+                ) from err
         if tag == "pickle":
             if not self.allow_pickle:
                 raise UnsafeCheckpointError(
-                    f"{self.where} holds a pickled constructor argument, and unpickling can run "
+                    f"{self.at(path)} holds a pickled constructor argument, and unpickling can run "
                     "arbitrary code. Pass allow_pickle=True only if you trust the checkpoint."
                 )
-            return pickle.loads(_unb64(v["b64"], self.where))
-        raise self.fail(f"unknown type tag {tag!r}.")
+            return pickle.loads(_unb64(v["b64"], self.at(path)))
+        raise self.fail(path, f"unknown type tag {str(tag)[:80]!r}.")
 
-    def _space(self, v: dict[str, Any], d: int) -> Any:
-        from gymnasium import spaces
+    def _tensor(self, v: dict[str, Any], path: tuple[Any, ...]) -> Any:
+        t_dtype = torch_dtype(v["dtype"], where=self.at(path), what="tensors in its constructor arguments")
+        torch = sys.modules["torch"]
+        shape, count = self._shape(v["shape"], path)
+        buf = bytearray(_unb64(v["b64"], self.at(path)))
+        if len(buf) != count * t_dtype.itemsize:
+            raise self.fail(path, "a tensor's bytes do not match its shape and dtype.")
+        try:
+            if count == 0:
+                return torch.empty(shape, dtype=t_dtype)
+            return torch.frombuffer(buf, dtype=torch.uint8).view(t_dtype).reshape(shape).clone()
+        except RuntimeError as err:  # dtypes torch cannot view bytes as (quantized, sub-byte)
+            raise self.fail(path, f"a tensor of dtype {v['dtype']} cannot be rebuilt ({err}).") from err
 
+    def _space(self, v: dict[str, Any], path: tuple[Any, ...]) -> Any:
+        spaces = sys.modules.get("gymnasium.spaces")
+        if spaces is None:
+            raise IncompatibleCheckpointError(
+                f"{self.at(path)}: this checkpoint holds gymnasium spaces in its constructor arguments, and "
+                "this program has not imported gymnasium. Import gymnasium first (cairn CLI: --import gymnasium)."
+            )
         kind = v["space"]
-        if kind == "Box":
-            return spaces.Box(
-                low=self.decode(v["low"], d),
-                high=self.decode(v["high"], d),
-                dtype=numpy_dtype_from_descr(v["dtype"], where=self.where),
-            )
+        if kind in ("Tuple", "Dict"):
+            items = v["spaces"]
+            if not isinstance(items, list):
+                raise self.fail(path, f"a {kind} space holds no list of spaces.")
+            if kind == "Tuple":
+                return self._build(spaces.Tuple, path, [self.decode(x, (*path, i)) for i, x in enumerate(items)])
+            if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in items):
+                raise self.fail(path, "a Dict space is not a list of [name, space] pairs.")
+            return self._build(spaces.Dict, path, {k: self.decode(x, (*path, k)) for k, x in items})
         if kind == "Discrete":
-            return spaces.Discrete(int(v["n"]), start=int(v["start"]))
-        if kind == "MultiDiscrete":
-            return spaces.MultiDiscrete(
-                self.decode(v["nvec"], d),
-                start=self.decode(v["start"], d),
-                dtype=numpy_dtype_from_descr(v["dtype"], where=self.where),
-            )
+            n, start = v["n"], v["start"]
+            if not (type(n) is int and type(start) is int and 1 <= n <= _INT64_MAX and start >= -_INT64_MAX):
+                raise self.fail(path, f"a Discrete space needs 1 <= n <= 2**63-1 and an int start, got n={n!r}.")
+            if start + n - 1 > _INT64_MAX:
+                raise self.fail(path, "a Discrete space's start + n overflows 64 bits.")
+            return self._build(spaces.Discrete, path, n, start=start)
         if kind == "MultiBinary":
-            return spaces.MultiBinary(self.decode(v["n"], d))
-        if kind == "Tuple":
-            return spaces.Tuple([self.decode(x, d) for x in v["spaces"]])
-        if kind == "Dict":
-            return spaces.Dict({k: self.decode(x, d) for k, x in v["spaces"]})
-        raise self.fail(f"unknown gymnasium space {kind!r}.")
+            n = self.decode(v["n"], (*path, "n"))
+            dims = n.tolist() if isinstance(n, np.ndarray) else n
+            dims = [dims] if type(dims) is int else list(dims) if isinstance(dims, tuple) else dims
+            if not (
+                isinstance(dims, list) and 0 < len(dims) <= MAX_DIMS and all(type(d) is int and d >= 0 for d in dims)
+            ):
+                raise self.fail(path, "a MultiBinary space's n must be a size or a list of sizes.")
+            self._check_elements(math.prod(dims), path)
+            return self._build(spaces.MultiBinary, path, n)
+        if kind == "Box":
+            dtype = numpy_dtype(v["dtype"], where=self.at(path))
+            low, high = self.decode(v["low"], (*path, "low")), self.decode(v["high"], (*path, "high"))
+            for bound in (low, high):
+                if not (isinstance(bound, np.ndarray | np.generic | int | float) and not isinstance(bound, bool)):
+                    raise self.fail(path, f"a Box bound must be an array or a number, got {type(bound).__name__}.")
+            return self._build(spaces.Box, path, low=low, high=high, dtype=dtype)
+        if kind == "MultiDiscrete":
+            dtype = numpy_dtype(v["dtype"], where=self.at(path))
+            nvec, start = self.decode(v["nvec"], (*path, "nvec")), self.decode(v["start"], (*path, "start"))
+            for arr in (nvec, start):
+                if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "iu":
+                    raise self.fail(path, "a MultiDiscrete space's nvec and start must be integer arrays.")
+            return self._build(spaces.MultiDiscrete, path, nvec, start=start, dtype=dtype)
+        raise self.fail(path, f"unknown gymnasium space {str(kind)[:80]!r}.")
+
+    def _check_elements(self, count: int, path: tuple[Any, ...]) -> None:
+        if count > MAX_SPACE_ELEMENTS:
+            raise self.fail(path, f"a space of {count} elements is larger than {MAX_SPACE_ELEMENTS}.")
+
+    def _build(self, factory: Any, path: tuple[Any, ...], *args: Any, **kwargs: Any) -> Any:
+        # gymnasium checks what it is given with asserts and numpy calls that raise many types.
+        try:
+            return factory(*args, **kwargs)
+        except Exception as err:
+            raise self.fail(
+                path,
+                f"gymnasium refused the recorded {factory.__name__} space ({type(err).__name__}: {str(err)[:200]}).",
+            ) from err

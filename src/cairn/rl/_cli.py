@@ -13,7 +13,7 @@ import posixpath
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from cairn.rl.metrics_log import METRICS_FILE, MetricsLog, TensorBoardLog, jsonable
 
@@ -295,62 +295,81 @@ def _join(base: str, *parts: str) -> str:
     return os.path.join(base, *parts)
 
 
-def _read_metadata(fs: Any, folder: str) -> dict[str, Any] | None:
-    try:
-        with fs.open(posixpath.join(folder, "metadata.json"), "rb") as f:
-            data = json.loads(f.read().decode("utf-8"))
-    except (FileNotFoundError, OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+def _checkpoint_metadata(path: str) -> dict[str, Any] | None:
+    """The verified ``metadata.json`` of the checkpoint at ``path``, or None when there is none.
 
-
-def _resolve_module_folder(checkpoint: str, module_id: str) -> tuple[str, str | None]:
-    """(module folder, algorithm root or None) for a CKPT given to ``cairn evaluate``."""
-    import fsspec
-
+    Read through the engine's reader, like any load: manifest first, sizes and checksums checked,
+    bounded, regular files only. Damage raises (a damaged checkpoint is not "no checkpoint").
+    """
+    from cairn import _engine
     from cairn.errors import CheckpointNotFoundError
-    from cairn.manager import STEP_RE
 
-    fs, root = fsspec.core.url_to_fs(checkpoint)
-    protocol = checkpoint.split("://", 1)[0] + "://" if "://" in checkpoint else ""
-    root = root.rstrip("/")
+    try:
+        return _engine.open_checkpoint(path, None).metadata
+    except CheckpointNotFoundError:
+        return None
 
-    def uri(path: str) -> str:
-        return protocol + path if protocol else path
 
-    if _read_metadata(fs, root) is None and fs.isdir(root):
-        steps = sorted(
-            (p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)),
-            reverse=True,
-        )
-        committed = [s for s in steps if STEP_RE.match(s) and _read_metadata(fs, f"{root}/{s}")]
-        if committed:
-            root = f"{root}/{committed[0]}"
-    metadata = _read_metadata(fs, root)
-    if metadata is None:
+class _Evaluated(NamedTuple):
+    module_folder: str
+    algo_root: str | None
+    algo_metadata: dict[str, Any] | None
+    module: RLModule
+
+
+def _load_for_evaluation(checkpoint: str, module_id: str) -> _Evaluated:
+    """The module ``cairn evaluate CKPT`` runs, with where it came from.
+
+    CKPT is an algorithm checkpoint, a module folder, a MultiRLModule folder, or a manager's
+    root: there the newest checkpoint that loads is used, as ``--resume`` does (damaged ones are
+    skipped with a warning).
+    """
+    from cairn.errors import CheckpointNotFoundError
+    from cairn.manager import CheckpointManager
+
+    metadata = _checkpoint_metadata(checkpoint)
+    if metadata is not None:
+        return _load_module(checkpoint.rstrip("/"), metadata, module_id)
+    found = _load_newest_sound(CheckpointManager(checkpoint), lambda path: _load_module(path, None, module_id))
+    if found is None:
         raise CheckpointNotFoundError(
             f"No checkpoint at {checkpoint}: expected an algorithm checkpoint, a module folder, "
             "or a checkpoint manager's root with step_* checkpoints."
         )
+    return found[1]
+
+
+def _load_module(root: str, metadata: dict[str, Any] | None, module_id: str) -> _Evaluated:
+    from cairn import _engine
+    from cairn.errors import CheckpointNotFoundError
+    from cairn.rl.rl_module import RLModule
+
+    if metadata is None:
+        metadata = _engine.open_checkpoint(root, None).metadata
     cls = str(metadata.get("class", ""))
+    algo_root: str | None = None
+    algo_metadata: dict[str, Any] | None = None
     if cls.endswith(":RLModule"):
         # A module folder; its algorithm (for the env and the observation filter) may be above.
-        algo_root = root.rsplit("/", 4)[0] if root.count("/") >= 4 else None
-        if algo_root is not None and root.split("/")[-4:-1] != list(MODULE_PATH):
-            algo_root = None
-        return uri(root), uri(algo_root) if algo_root else None
-    if cls.endswith(":MultiRLModule"):
-        return uri(f"{root}/{module_id}"), None
-    module_folder = "/".join([root, *MODULE_PATH, module_id])
-    if _read_metadata(fs, module_folder) is None:
-        modules = metadata.get("module_ids")
-        mm = _read_metadata(fs, "/".join([root, *MODULE_PATH]))
-        modules = mm.get("module_ids") if mm else modules
-        raise CheckpointNotFoundError(
-            f"The checkpoint {uri(root)} has no module {module_id!r}"
-            + (f"; its modules are {modules}." if modules else ".")
-        )
-    return uri(module_folder), uri(root)
+        module_folder = root
+        parts = root.split("/")
+        if len(parts) > 4 and tuple(parts[-4:-1]) == MODULE_PATH:
+            algo_root = "/".join(parts[:-4])
+            algo_metadata = _checkpoint_metadata(algo_root)
+            algo_root = algo_root if algo_metadata is not None else None
+    elif cls.endswith(":MultiRLModule"):
+        module_folder = f"{root}/{module_id}"
+    else:
+        module_folder = "/".join([root, *MODULE_PATH, module_id])
+        algo_root, algo_metadata = root, metadata
+        if _checkpoint_metadata(module_folder) is None:
+            multi = _checkpoint_metadata("/".join([root, *MODULE_PATH]))
+            modules = (multi or metadata).get("module_ids")
+            raise CheckpointNotFoundError(
+                f"The checkpoint {root} has no module {module_id!r}"
+                + (f"; its modules are {modules}." if modules else ".")
+            )
+    return _Evaluated(module_folder, algo_root, algo_metadata, RLModule.from_checkpoint(module_folder))
 
 
 def _load_filter(algo_root: str | None) -> ConnectorPipeline | None:
@@ -378,9 +397,10 @@ def evaluate_module(
     import numpy as np
     import torch
 
-    from cairn.rl.multi_agent import parse_env
+    from cairn.rl.multi_agent import check_env_id, make_env
 
-    env = gym.make(parse_env(env_id)[0])
+    check_env_id(env_id)  # the id may come from a checkpoint's metadata: never import what it names
+    env = make_env(env_id, {})
     returns: list[float] = []
     try:
         for episode in range(episodes):
@@ -409,16 +429,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     """Handler of ``cairn evaluate``; returns the exit status."""
     if args.episodes < 1:
         raise ValueError("--episodes must be at least 1.")
-    import fsspec
-
-    from cairn.rl.rl_module import RLModule
-
-    module_folder, algo_root = _resolve_module_folder(args.checkpoint, args.module)
-    module = RLModule.from_checkpoint(module_folder)
+    module_folder, algo_root, algo_metadata, module = _load_for_evaluation(args.checkpoint, args.module)
     env_id = args.env
-    if env_id is None and algo_root is not None:
-        fs, root = fsspec.core.url_to_fs(algo_root)
-        env_id = (_read_metadata(fs, root) or {}).get("env")
+    if env_id is None and algo_metadata is not None:
+        env_id = algo_metadata.get("env")
     if env_id is None:
         raise ValueError(
             f"{module_folder} is a module checkpoint without its algorithm; pass --env to say "

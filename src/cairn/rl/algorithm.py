@@ -38,6 +38,7 @@ from cairn.rl._util import Names
 from cairn.rl.env_runner import EnvRunner
 from cairn.rl.env_runner_group import EnvRunnerGroup
 from cairn.rl.learner_group import LearnerGroup
+from cairn.rl.multi_agent import check_env_id
 from cairn.rl.multi_rl_module import DEFAULT_MODULE_ID
 from cairn.rl.rl_module import RLModule
 
@@ -109,8 +110,15 @@ class AlgorithmConfig:
     """Applied with ``torch.set_num_threads`` when the algorithm is built (results
     are bit-for-bit reproducible for one thread count); ``None`` leaves it alone."""
 
+    def __post_init__(self) -> None:
+        # A config rebuilt from a checkpoint is checked here, before anything makes its
+        # environment: gymnasium would import the module an id like "this:CartPole-v1" names.
+        check_env_id(self.env)
+
     def validate(self) -> None:
-        """Raise ``ValueError`` when a setting is out of range, or asks for Ray and Ray is not installed."""
+        """Raise ``ValueError`` when a setting is out of range, the env id names a module the
+        program has not imported, or a setting asks for Ray and Ray is not installed."""
+        check_env_id(self.env)
         for name in ("num_envs_per_env_runner", "rollout_length", "episode_return_window"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}.")

@@ -21,8 +21,8 @@ import numpy.typing as npt
 from cairn import Checkpointable
 from cairn.errors import IncompatibleCheckpointError
 from cairn.rl._util import (
-    COMPONENT_NAME_RE,
     Names,
+    check_component_name,
 )
 
 __all__ = ["ClipActions", "Connector", "ConnectorPipeline", "MeanStdFilter"]
@@ -294,8 +294,7 @@ class ConnectorPipeline(Checkpointable):
 
     def append(self, connector: Connector) -> None:
         """Add ``connector`` at the end of the pipeline."""
-        if not COMPONENT_NAME_RE.match(connector.name):
-            raise ValueError(f"Connector name {connector.name!r} is not a valid component name.")
+        check_component_name(connector.name, what="Connector name")
         if any(c.name == connector.name for c in self.connectors):
             raise ValueError(
                 f"The pipeline already has a connector named {connector.name!r}; names must "

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from cairn.rl._util import COMPONENT_NAME_RE
+from cairn.errors import CheckpointError
+from cairn.registry import loaded_module
+from cairn.rl._util import check_component_name
 from cairn.rl.rl_module import RLModuleSpec
 
 if TYPE_CHECKING:
@@ -35,6 +37,7 @@ __all__ = [
     "IndependentAgentsEnv",
     "agent_ids",
     "build_module_specs",
+    "check_env_id",
     "parse_env",
     "resolve_policy_mapping",
 ]
@@ -80,8 +83,7 @@ def resolve_policy_mapping(
     if not policies:
         raise ValueError("policies must name at least one module id.")
     for policy in policies:
-        if not COMPONENT_NAME_RE.match(policy):
-            raise ValueError(f"Policy id {policy!r} is not a valid component name (letters, digits, '_', '-', '.').")
+        check_component_name(policy, what="Policy id")
     if policy_mapping is None:
         if len(policies) != 1:
             raise ValueError(
@@ -102,8 +104,43 @@ def resolve_policy_mapping(
     return mapping
 
 
+def check_env_id(env: Any) -> None:
+    """Raise ``ValueError`` unless making ``env`` imports nothing that the id itself names.
+
+    gymnasium reads ``"some.module:Env-v0"`` as "import ``some.module``, then
+    make ``Env-v0``", so an id recorded in a checkpoint's config could make
+    cairn import any installed module (``"this:CartPole-v1"``). An id with a
+    module prefix is accepted only when that module is already imported (the
+    one module resolver, :func:`cairn.registry.loaded_module`, decides). Configs
+    check their id when they are built (also when a checkpoint rebuilds them)
+    and when an algorithm starts; ``cairn evaluate`` checks the id it reads
+    from a checkpoint.
+    """
+    if not isinstance(env, str) or not env:
+        raise ValueError(f"env must be a gymnasium environment id (a non-empty str), got {env!r}.")
+    env_id, _ = parse_env(env)
+    module, sep, name = env_id.partition(":")
+    if not sep:
+        return
+    if not name or ":" in name:
+        raise ValueError(f"env={env!r} is not a gymnasium id: expected 'Env-v0' or 'module:Env-v0'.")
+    try:
+        loaded_module(module, where=f"env={env!r}", what=f"gymnasium environment {name!r}")
+    except CheckpointError as err:
+        raise ValueError(
+            f"{err} An environment id may name only a module the program has already imported, because "
+            "gymnasium imports the module an id names."
+        ) from err
+
+
 def make_env(env: str, env_config: Mapping[str, Any]) -> gym.Env[Any, Any]:
-    """Build one (single-agent) gymnasium environment of ``env`` (``multi:`` stripped)."""
+    """Build one (single-agent) gymnasium environment of ``env`` (``multi:`` stripped).
+
+    ``env`` comes from a config that :func:`check_env_id` accepted in the
+    program that built it; remote env runners (Ray workers) make it here
+    without checking again, so that a ``"mymod:Env-v0"`` id the driver had
+    imported lets each worker import ``mymod`` to register the environment.
+    """
     env_id, _ = parse_env(env)
     return gym.make(env_id, **dict(env_config))
 
@@ -124,9 +161,10 @@ class IndependentAgentsEnv:
     """
 
     def __init__(self, env: str, num_agents: int, env_config: Mapping[str, Any] | None = None) -> None:
+        check_env_id(env)
         env_id, _ = parse_env(env)
         self.agents = agent_ids(MULTI_AGENT_PREFIX + env_id, num_agents)
-        self.envs = {agent: gym.make(env_id, **dict(env_config or {})) for agent in self.agents}
+        self.envs = {agent: make_env(env_id, env_config or {}) for agent in self.agents}
         self.observation_spaces = {agent: e.observation_space for agent, e in self.envs.items()}
         self.action_spaces = {agent: e.action_space for agent, e in self.envs.items()}
 

@@ -10,8 +10,8 @@ from torch import nn
 
 from cairn import Checkpointable
 from cairn.rl._util import (
-    COMPONENT_NAME_RE,
     Names,
+    check_component_name,
 )
 from cairn.rl.rl_module import RLModule, RLModuleSpec
 
@@ -19,6 +19,25 @@ __all__ = ["DEFAULT_MODULE_ID", "MultiRLModule"]
 
 DEFAULT_MODULE_ID = "default_policy"
 """The module id of a single-agent setup (RLlib's name)."""
+
+
+def _torch_key(module_id: str) -> str:
+    """The ``nn.ModuleDict`` key of a module id.
+
+    Every id the component-name rule accepts must work, but torch refuses keys
+    with a ``.`` and keys that are attributes of ``nn.ModuleDict`` (``"keys"``,
+    ``"training"``). Those ids are stored as ``"/"`` + the id with ``.`` -> ``/``
+    (``/`` never occurs in an id, so the mapping is one to one); every other id
+    is its own key, so parameter names stay ``_rl_modules.<id>.*``.
+    """
+    if "." in module_id or hasattr(nn.ModuleDict, module_id):
+        return "/" + module_id.replace(".", "/")
+    return module_id
+
+
+def _module_id(key: str) -> str:
+    """The inverse of :func:`_torch_key`."""
+    return key[1:].replace("/", ".") if key.startswith("/") else key
 
 
 class MultiRLModule(nn.Module, Checkpointable):
@@ -57,16 +76,12 @@ class MultiRLModule(nn.Module, Checkpointable):
             ValueError: An invalid id, or an existing id without ``override``.
             TypeError: ``module`` is not an :class:`RLModule`.
         """
-        if not COMPONENT_NAME_RE.match(module_id):
-            raise ValueError(
-                f"Module id {module_id!r} is not a valid component name: use letters, digits, "
-                "'_', '-' and '.', and not '.' or '..'."
-            )
-        if module_id in self._rl_modules and not override:
+        check_component_name(module_id, what="Module id")
+        if module_id in self and not override:
             raise ValueError(f"Module id {module_id!r} already exists; pass override=True to replace it.")
         if not isinstance(module, RLModule):
             raise TypeError(f"Expected an RLModule for {module_id!r}, got {type(module).__name__}.")
-        self._rl_modules[module_id] = module
+        self._rl_modules[_torch_key(module_id)] = module
 
     def remove_module(self, module_id: str) -> RLModule:
         """Remove and return the module registered under ``module_id``.
@@ -74,10 +89,10 @@ class MultiRLModule(nn.Module, Checkpointable):
         Raises:
             KeyError: No such module; the message lists the ids that exist.
         """
-        if module_id not in self._rl_modules:
+        if module_id not in self:
             raise KeyError(f"No module {module_id!r}; the modules are {list(self.keys())}.")
-        module = self._rl_modules[module_id]
-        del self._rl_modules[module_id]
+        module = self._rl_modules[_torch_key(module_id)]
+        del self._rl_modules[_torch_key(module_id)]
         assert isinstance(module, RLModule)
         return module
 
@@ -85,24 +100,24 @@ class MultiRLModule(nn.Module, Checkpointable):
 
     def __getitem__(self, module_id: str) -> RLModule:
         try:
-            module = self._rl_modules[module_id]
+            module = self._rl_modules[_torch_key(module_id)]
         except KeyError:
             raise KeyError(f"No module {module_id!r}; the modules are {list(self.keys())}.") from None
         assert isinstance(module, RLModule)
         return module
 
     def __contains__(self, module_id: object) -> bool:
-        return isinstance(module_id, str) and module_id in self._rl_modules
+        return isinstance(module_id, str) and _torch_key(module_id) in self._rl_modules
 
     def __iter__(self) -> Iterator[str]:
-        return iter(list(self._rl_modules.keys()))
+        return iter(self.keys())
 
     def __len__(self) -> int:
         return len(self._rl_modules)
 
     def keys(self) -> list[str]:
         """The module ids, in insertion order."""
-        return list(self._rl_modules.keys())
+        return [_module_id(key) for key in self._rl_modules]
 
     def items(self) -> list[tuple[str, RLModule]]:
         """``(module_id, module)`` pairs, in insertion order."""

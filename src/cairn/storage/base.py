@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import math
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -10,6 +11,37 @@ from typing import Any
 from cairn.errors import CheckpointError, CorruptCheckpointError
 
 Chunk = bytes | bytearray | memoryview
+
+
+DEFAULT_DEADLINE = 60.0
+"""Seconds a remote storage call may take, retries included (SPEC 8), unless set otherwise."""
+
+DEADLINE_ENV = "CAIRN_STORAGE_DEADLINE"
+"""The environment variable that sets the deadline of every storage cairn builds from a path."""
+
+
+def check_deadline(deadline: float | None) -> float:
+    """The deadline to use: ``deadline`` when given, else ``$CAIRN_STORAGE_DEADLINE``, else 60 s.
+
+    Raises:
+        CheckpointError: For a value that is not a positive, finite number of seconds.
+    """
+    source = "deadline"
+    value: object = deadline
+    if deadline is None:
+        raw = os.environ.get(DEADLINE_ENV, "").strip()
+        if not raw:
+            return DEFAULT_DEADLINE
+        source = f"${DEADLINE_ENV}"
+        try:
+            value = float(raw)
+        except ValueError:
+            value = raw
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
+        raise CheckpointError(
+            f"The storage {source} {value!r} is not a positive number of seconds; set it to, for example, 60."
+        )
+    return float(value)
 
 
 class FileTooLargeError(CorruptCheckpointError):
@@ -35,10 +67,68 @@ def foreign_file_error(final: str, foreign: str) -> CheckpointError:
 
 
 class Storage(abc.ABC):
-    """Moves bytes to and from one filesystem. Paths are absolute on that filesystem."""
+    """Moves bytes to and from one filesystem. Paths are absolute on that filesystem.
 
-    #: True when folders can be renamed atomically (local disks).
+    The contract every backend keeps, and what the engine and the manager rely on.
+
+    **Writing a checkpoint** (the engine, ``cairn._engine.commit_plan``), always in
+    this order::
+
+        staging = storage.begin_write(final)   # refuses a file or foreign data at final
+        ...write_file / makedirs / link_or_copy below staging; every component's
+           manifest.json after its other files, the root manifest.json last...
+        storage.commit(staging, final)          # on success
+        storage.abort(staging, final)           # instead, on any failure (best effort)
+
+    * With ``atomic_rename`` (local disks) ``staging`` is a hidden sibling of
+      ``final``; ``commit`` fsyncs the tree and renames (or atomically swaps) it
+      into place. A reader sees the old checkpoint or the new one, never a mix.
+    * Without it (object stores) ``staging == final``: ``begin_write`` deletes an
+      existing checkpoint's root ``manifest.json`` first (uncommitting it), and
+      the root ``manifest.json``, written last, is the commit marker. A reader
+      treats a folder without one as absent.
+    * ``write_file`` returns only once the bytes are durable (fsync, or the
+      object store acknowledged the upload), with the size and CRC-32 of exactly
+      what was written.
+
+    **Reading.** A reader may assume that a committed folder's files do not
+    change while it reads them, except through a whole-checkpoint replacement;
+    it verifies every byte against the manifests anyway. ``read_file`` and
+    ``read_range`` open only regular files: a symbolic link, named pipe, socket
+    or device in a checkpoint is refused with ``CorruptCheckpointError`` without
+    blocking on it (SPEC 8).
+
+    **Deleting.** ``remove_tree`` removes the commit marker (or renames the
+    folder away) first, so that a crash half-way never leaves a committed
+    checkpoint with missing files.
+
+    **Time.** Every call on a remote backend gives up within :attr:`deadline`
+    seconds (plus time proportional to the bytes it moves), retries included,
+    and raises a ``CheckpointError`` naming the operation and the path. The
+    retries live in the backend, in one loop; nothing above it retries.
+
+    **Errors.** Write-side failures (disk full, read-only filesystem, no
+    permission, an unreachable service) are ``CheckpointError``s naming the path
+    and what to do; read-side ``FileNotFoundError`` / ``IsADirectoryError`` /
+    ``NotADirectoryError`` pass through for the engine to phrase.
+
+    **Capabilities** are class attributes that callers ask instead of testing
+    the type of the backend.
+    """
+
+    #: True when folders can be renamed atomically (local disks): commits swap whole folders.
     atomic_rename: bool = False
+    #: True when ``link_or_copy`` makes hard links (an unchanged file costs no space).
+    hard_links: bool = False
+    #: True when ``link_or_copy`` copies on the server side (no bytes through this process).
+    server_side_copy: bool = False
+    #: True when :meth:`open_regular` gives a file descriptor (streamed reads into place).
+    file_descriptors: bool = False
+    #: True when a path is the same file for every process on this machine (and, for a
+    #: shared mount, for every node): workers can check that a staging folder exists.
+    local_paths: bool = False
+    #: Seconds each remote call may take before it gives up (None: not bounded here).
+    deadline: float | None = None
 
     @abc.abstractmethod
     def join(self, *parts: str) -> str:
@@ -108,6 +198,15 @@ class Storage(abc.ABC):
         """Whether ``path`` is a symbolic link (only local disks have them)."""
         return False
 
+    def open_regular(self, path: str) -> int:
+        """Open a regular file of a checkpoint for reading; return the file descriptor.
+
+        Only backends with :attr:`file_descriptors` have it. Links, pipes, sockets
+        and devices are refused with ``CorruptCheckpointError`` before anything
+        blocks on them.
+        """
+        raise CheckpointError(f"{self.uri(path)} cannot be opened as a local file: {type(self).__name__} has none.")
+
 
 # Protocols with a cairn extra (pyproject.toml), and the fsspec backends of the others.
 _EXTRAS = {"s3": "s3", "s3a": "s3"}
@@ -133,36 +232,66 @@ def _is_local_fs(fs: Any) -> bool:
     return isinstance(fs, LocalFileSystem)
 
 
-def resolve_storage(path: str | os.PathLike[str] | None, filesystem: Any = None) -> tuple[Storage, str]:
+def _bounded_s3_options(protocol: str, deadline: float) -> dict[str, Any]:
+    """s3fs options under which cairn's retry loop is the only one (SPEC 8: retries in one place).
+
+    botocore makes one attempt per request and waits at most the deadline for a
+    connection or an answer; s3fs's own retry loop is switched off after the
+    filesystem is built (``retries`` is an attribute, not an argument). Settings
+    the user made through fsspec's configuration (``FSSPEC_S3_...``) win.
+    """
+    import fsspec.config
+
+    user = fsspec.config.conf.get(protocol, {})
+    config: dict[str, Any] = {
+        "retries": {"total_max_attempts": 1, "mode": "standard"},
+        "connect_timeout": min(5.0, deadline),
+        "read_timeout": min(15.0, deadline),
+    }
+    config.update(user.get("config_kwargs") or {})
+    return {"config_kwargs": config}
+
+
+def resolve_storage(
+    path: str | os.PathLike[str] | None, filesystem: Any = None, *, deadline: float | None = None
+) -> tuple[Storage, str]:
     """Return the storage for ``path`` and the path as that storage names it.
 
     Args:
         path: A local path, a ``file://`` URI, any fsspec URI (``memory://``,
             ``s3://``, ...), or a path on ``filesystem``.
         filesystem: An fsspec filesystem; when given, ``path`` is a path on it.
+            Its own retries (s3fs's and botocore's, by default) multiply with
+            cairn's: build it with them off, as cairn does for ``s3://`` URIs.
+        deadline: Seconds each remote call may take, retries included, before
+            it fails with a ``CheckpointError``; default ``$CAIRN_STORAGE_DEADLINE``,
+            else 60.
 
     Raises:
-        CheckpointError: For an unknown protocol, or a missing extra (named).
+        CheckpointError: For an unknown protocol, a missing extra (named), or an
+            invalid deadline.
     """
     from cairn.storage.fsspec_storage import FsspecStorage
     from cairn.storage.local import LocalStorage
 
     if path is None:
         raise CheckpointError("A checkpoint path is required.")
+    seconds = check_deadline(deadline)
     p = os.fspath(path)
     if filesystem is not None:
         if _is_local_fs(filesystem):
-            return LocalStorage(), os.path.abspath(p.removeprefix("file://"))
-        return FsspecStorage(filesystem), filesystem._strip_protocol(p)
+            return LocalStorage(deadline=seconds), os.path.abspath(p.removeprefix("file://"))
+        return FsspecStorage(filesystem, deadline=seconds), filesystem._strip_protocol(p)
     if "://" not in p:
-        return LocalStorage(), os.path.abspath(p)
+        return LocalStorage(deadline=seconds), os.path.abspath(p)
     if p.startswith("file://"):
-        return LocalStorage(), os.path.abspath(p[len("file://") :])
+        return LocalStorage(deadline=seconds), os.path.abspath(p[len("file://") :])
     import fsspec
 
     protocol = p.split("://", 1)[0]
     try:
-        fs, stripped = fsspec.core.url_to_fs(p)
+        options = _bounded_s3_options(protocol, seconds) if protocol in _EXTRAS else {}
+        fs, stripped = fsspec.core.url_to_fs(p, **options)
     except ImportError as err:
         extra = _EXTRAS.get(protocol)
         package = _PACKAGES.get(protocol)
@@ -178,5 +307,7 @@ def resolve_storage(path: str | os.PathLike[str] | None, filesystem: Any = None)
     except ValueError as err:
         raise CheckpointError(f"Cannot open {p!r}: unknown storage protocol {protocol!r} ({err}).") from err
     if _is_local_fs(fs):
-        return LocalStorage(), os.path.abspath(stripped)
-    return FsspecStorage(fs), stripped
+        return LocalStorage(deadline=seconds), os.path.abspath(stripped)
+    if protocol in _EXTRAS and hasattr(fs, "retries"):
+        fs.retries = 1  # s3fs's own loop: one try, cairn's loop retries
+    return FsspecStorage(fs, deadline=seconds), stripped

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import random
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -20,12 +21,52 @@ from cairn.errors import CheckpointError
 from cairn.storage.base import CHECKPOINT_FILES, Chunk, Storage, foreign_file_error
 
 T = TypeVar("T")
+monotonic = time.monotonic  # the real clock, also where tests replace ``time`` to record the backoff sleeps
 
 MANIFEST = "manifest.json"
 RETRY_ATTEMPTS = 5
 RETRY_BASE_DELAY = 0.05
 RETRY_MAX_DELAY = 2.0
 RANGED_READ_LIMIT = 64 * 1024 * 1024  # bounded reads up to this are one ranged GET (JSON files included)
+TRANSFER_FLOOR_RATE = 1 << 20
+"""Bytes per second: a call moving n bytes gets ``deadline + n / TRANSFER_FLOOR_RATE`` seconds.
+
+The deadline bounds a storage that stops answering; a large upload on a slow
+but working link must not be cut off by it.
+"""
+
+
+class _Overdue(Exception):
+    """An attempt still running when the time of its call ran out."""
+
+
+def _within(fn: Callable[[], T], seconds: float) -> T:
+    """Run ``fn`` in a helper thread and wait at most ``seconds`` for it.
+
+    The only way to bound a call into a filesystem that cairn did not build (and
+    whose own timeouts and retries it cannot see): when the time runs out the
+    thread is abandoned (a daemon, it ends with the process or when its socket
+    times out) and ``_Overdue`` is raised. Its result, if one ever comes, is
+    dropped.
+    """
+    box: list[Any] = []
+    failed: list[BaseException] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box.append(fn())
+        except BaseException as err:  # handed to the waiting thread, which raises it
+            failed.append(err)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="cairn-storage-call", daemon=True).start()
+    if not done.wait(max(seconds, 0.0)):
+        raise _Overdue
+    if failed:
+        raise failed[0]
+    return box[0]  # type: ignore[no-any-return]
 
 
 # errno values of transient failures. s3fs turns S3's SlowDown / ServiceUnavailable (503)
@@ -163,28 +204,82 @@ def is_transient(err: BaseException) -> bool:
 
 
 class FsspecStorage(Storage):
-    """Any fsspec filesystem; remote calls are retried with exponential backoff."""
+    """Any fsspec filesystem; every remote call is retried and bounded by a deadline.
+
+    This is the one place where remote calls are retried (SPEC 8): transient
+    errors (:func:`is_transient`) are retried with exponential backoff, at most
+    ``attempts`` tries and never past the call's deadline. Each call (a read, a
+    write, a listing, a whole ``remove_tree``) gets ``deadline`` seconds, plus
+    one second per MiB it moves; when they run out, it raises a
+    ``CheckpointError`` naming the operation and the path, even if the
+    filesystem underneath never answers.
+
+    The retries of the filesystem itself multiply with these: ``s3://`` URIs
+    resolved by cairn get an s3fs with its own and botocore's retries off and
+    its timeouts within the deadline; a filesystem passed in by the user keeps
+    what it was built with.
+    """
 
     atomic_rename = False
+    server_side_copy = True
 
-    def __init__(self, fs: Any, *, attempts: int = RETRY_ATTEMPTS, base_delay: float = RETRY_BASE_DELAY) -> None:
-        """Wrap ``fs``; ``attempts`` bounds the tries of each remote call."""
+    def __init__(
+        self,
+        fs: Any,
+        *,
+        attempts: int = RETRY_ATTEMPTS,
+        base_delay: float = RETRY_BASE_DELAY,
+        deadline: float | None = None,
+    ) -> None:
+        """Wrap ``fs``.
+
+        Args:
+            fs: The fsspec filesystem.
+            attempts: Tries of each remote call at most.
+            base_delay: The first backoff delay in seconds (doubling, capped at 2 s).
+            deadline: Seconds each call may take, retries included; default
+                ``$CAIRN_STORAGE_DEADLINE``, else 60.
+        """
         self.fs = fs
         self.attempts = attempts
         self.base_delay = base_delay
+        from cairn.storage.base import check_deadline
 
-    def _retry(self, what: str, path: str, fn: Callable[[], T], *, write: bool = False) -> T:
-        """Call ``fn``, retrying transient errors with exponential backoff and jitter.
+        self.deadline: float = check_deadline(deadline)
 
-        After ``attempts`` tries the last error is raised as a ``CheckpointError``
-        naming the path. Other errors are raised at once: as they are for reads (the
-        engine turns a missing file into the documented error), and as a
+    def _retry(
+        self,
+        what: str,
+        path: str,
+        fn: Callable[[], T],
+        *,
+        write: bool = False,
+        nbytes: int = 0,
+        until: float | None = None,
+    ) -> T:
+        """Call ``fn``, retrying transient errors with exponential backoff and jitter, within the deadline.
+
+        After ``attempts`` tries, or when the call's time (``deadline`` plus
+        ``nbytes`` at the floor rate, or up to the ``until`` of a caller that
+        bounds several calls together) runs out, a ``CheckpointError`` naming the
+        path is raised. Other errors are raised at once: as they are for reads
+        (the engine turns a missing file into the documented error), and as a
         ``CheckpointError`` naming the path for writes (``write=True``).
         """
+        started = monotonic()
+        end = started + self.deadline + nbytes / TRANSFER_FLOOR_RATE
+        if until is not None:
+            end = min(end, until)
         delay = self.base_delay
+        last: BaseException | None = None
         for attempt in range(1, self.attempts + 1):
+            left = end - monotonic()
+            if left <= 0:  # never start a call that would be abandoned at once
+                raise self._overdue(what, path, started, attempt - 1, last) from last
             try:
-                return fn()
+                return _within(fn, left)
+            except _Overdue:
+                raise self._overdue(what, path, started, attempt, last) from last
             except CheckpointError:
                 raise
             except Exception as err:
@@ -195,15 +290,32 @@ class FsspecStorage(Storage):
                             "Check the path, the permissions and the storage service."
                         ) from err
                     raise
+                last = err
                 if attempt == self.attempts:
                     raise CheckpointError(
                         f"{what} {self.uri(path)} failed {self.attempts} times with transient errors; "
                         f"the last was {type(err).__name__}: {err}. Check the storage service and "
                         "try again."
                     ) from err
-                time.sleep(min(delay, RETRY_MAX_DELAY) * (0.5 + random.random()))
+                pause = min(delay, RETRY_MAX_DELAY) * (0.5 + random.random())
+                if monotonic() + pause >= end:
+                    raise self._overdue(what, path, started, attempt, last) from err
+                time.sleep(pause)
                 delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _overdue(self, what: str, path: str, started: float, tries: int, last: BaseException | None) -> CheckpointError:
+        """The error of a call whose time ran out."""
+        from cairn.storage.base import DEADLINE_ENV
+
+        spent = monotonic() - started
+        cause = f"; the last error was {type(last).__name__}: {last}" if last is not None else ", with no answer"
+        return CheckpointError(
+            f"{what} {self.uri(path)} gave up after {spent:.1f} s ({tries} tries{cause}): the storage "
+            f"deadline is {self.deadline:g} s per call. The storage service is down, unreachable or "
+            "overloaded: check it and try again, or allow more time (FsspecStorage(fs, deadline=...), "
+            f"resolve_storage(..., deadline=...) or ${DEADLINE_ENV})."
+        )
 
     def _invalidate(self, path: str) -> None:
         """Forget cached listings of ``path`` and its parents.
@@ -241,7 +353,7 @@ class FsspecStorage(Storage):
                 for mv in parts:
                     f.write(mv)
 
-        self._retry("Writing", path, put, write=True)
+        self._retry("Writing", path, put, write=True, nbytes=size)
         return size, crc
 
     def read_file(self, path: str, *, max_bytes: int | None = None) -> bytearray:
@@ -252,7 +364,9 @@ class FsspecStorage(Storage):
         an oversized object is refused before it is downloaded.
         """
         if max_bytes is not None and max_bytes <= RANGED_READ_LIMIT:
-            data = self._retry("Reading", path, lambda: self.fs.cat_file(path, start=0, end=max_bytes + 1))
+            data = self._retry(
+                "Reading", path, lambda: self.fs.cat_file(path, start=0, end=max_bytes + 1), nbytes=max_bytes
+            )
             if len(data) > max_bytes:
                 self._too_big(path, None, max_bytes)
             return bytearray(data)
@@ -260,7 +374,7 @@ class FsspecStorage(Storage):
             size = self.size(path)
             if size > max_bytes:
                 self._too_big(path, size, max_bytes)
-        data = self._retry("Reading", path, lambda: self.fs.cat_file(path))
+        data = self._retry("Reading", path, lambda: self.fs.cat_file(path), nbytes=max_bytes or 0)
         return bytearray(data)
 
     def _too_big(self, path: str, size: int | None, max_bytes: int) -> None:
@@ -274,22 +388,42 @@ class FsspecStorage(Storage):
 
     def read_range(self, path: str, start: int, end: int) -> bytes:
         """A ranged GET."""
-        return bytes(self._retry("Reading", path, lambda: self.fs.cat_file(path, start=start, end=end)))
+        return bytes(
+            self._retry(
+                "Reading", path, lambda: self.fs.cat_file(path, start=start, end=end), nbytes=max(0, end - start)
+            )
+        )
 
     def size(self, path: str) -> int:
         """``fs.size`` with retries."""
         self._invalidate(path)
         return int(self._retry("Reading the size of", path, lambda: self.fs.size(path)))
 
-    def exists(self, path: str) -> bool:
-        """``fs.exists`` with retries."""
+    def _kind(self, path: str) -> str | None:
+        """``fs.info(path)["type"]`` ("file", "directory"), None when nothing is there.
+
+        Not ``fs.exists`` / ``fs.isdir``: fsspec's answer "no" to those on *any*
+        error (a 503, a timeout), and an outage taken for "no checkpoint here" would
+        let a save keep an old commit marker. Here only a missing path is "no";
+        other errors are retried, then raised.
+        """
+
+        def info() -> str | None:
+            try:
+                return str(self.fs.info(path).get("type", ""))
+            except FileNotFoundError:
+                return None
+
         self._invalidate(path)
-        return bool(self._retry("Checking", path, lambda: self.fs.exists(path)))
+        return self._retry("Checking", path, info, write=True)
+
+    def exists(self, path: str) -> bool:
+        """Whether anything is at ``path`` (errors are errors, not "no")."""
+        return self._kind(path) is not None
 
     def isdir(self, path: str) -> bool:
-        """``fs.isdir`` with retries."""
-        self._invalidate(path)
-        return bool(self._retry("Checking", path, lambda: self.fs.isdir(path)))
+        """Whether ``path`` is a folder (errors are errors, not "no")."""
+        return self._kind(path) == "directory"
 
     def listdir(self, path: str) -> list[str]:
         """Entry names; empty when missing."""
@@ -319,28 +453,42 @@ class FsspecStorage(Storage):
         self._retry("Deleting", path, lambda: self.fs.rm_file(path), write=True)
 
     def remove_tree(self, path: str) -> None:
-        """Delete everything under ``path``, the commit marker first.
+        """Delete everything under ``path``, the commit marker first, within one deadline.
 
         Bulk deletes on object stores happen in no particular order; deleting the
         root manifest first means that a crash half-way leaves an uncommitted
         folder (which readers treat as absent and managers clean up), never a
-        committed checkpoint with missing files.
+        committed checkpoint with missing files. Both steps share one deadline,
+        so that the cleanup after a failed save is bounded as the save was; when
+        it runs out, the error says what is left behind.
         """
+        until = monotonic() + self.deadline
         marker = self.join(path, MANIFEST)
 
         def rm_marker() -> None:
             with contextlib.suppress(FileNotFoundError):
                 self.fs.rm_file(marker)
 
-        self._retry("Deleting", marker, rm_marker, write=True)
-
         def rm() -> None:
             with contextlib.suppress(FileNotFoundError):
                 self.fs.rm(path, recursive=True)
 
-        self._invalidate(path)
-        self._retry("Deleting", path, rm, write=True)
-        self._invalidate(path)
+        marker_gone = False
+        try:
+            self._retry("Deleting", marker, rm_marker, write=True, until=until)
+            marker_gone = True
+            self._invalidate(path)
+            self._retry("Deleting", path, rm, write=True, until=until)
+        except CheckpointError as err:
+            left = (
+                "its files are left behind, uncommitted (no root manifest.json): readers treat the folder as "
+                "absent, and the next save at this path or a CheckpointManager's cleanup deletes them"
+                if marker_gone
+                else "it is left as it was"
+            )
+            raise CheckpointError(f"{err} Deleting {self.uri(path)} did not finish: {left}.") from err
+        finally:
+            self._invalidate(path)
 
     def begin_write(self, final: str) -> str:
         """Uncommit and clear an existing checkpoint at ``final``; write in place.
@@ -383,5 +531,6 @@ class FsspecStorage(Storage):
             self.remove_tree(staging)
 
     def link_or_copy(self, src: str, dst: str) -> None:
-        """A server-side copy."""
-        self._retry("Copying", src, lambda: self.fs.copy(src, dst), write=True)
+        """A server-side copy, with time for its bytes (a large object copies for a while)."""
+        size = self.size(src)
+        self._retry("Copying", src, lambda: self.fs.copy(src, dst), write=True, nbytes=size)

@@ -9,6 +9,7 @@ import shutil
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import Future
+from stat import S_IFBLK, S_IFCHR, S_IFIFO, S_IFLNK, S_IFMT, S_IFSOCK, S_ISDIR, S_ISREG
 
 from cairn._crc import crc32, crc_pool
 from cairn.errors import CheckpointError, CorruptCheckpointError
@@ -73,16 +74,123 @@ def _first_foreign_file(folder: str) -> str | None:
 
 def _write_error(what: str, path: str, err: OSError) -> CheckpointError:
     """A failed write (disk full, permissions, ...) as the documented error, naming the path."""
-    return CheckpointError(
-        f"{what} {path} failed: {type(err).__name__}: {err}. Check the free space and the "
-        "permissions of the folder; any previous checkpoint there is intact."
+    return _system_error(what, path, err, intact=True)
+
+
+_WHAT_TO_DO = {
+    errno.EROFS: "the filesystem is read-only: remount it read-write or save to another path",
+    errno.ENOSPC: "the disk is full: free some space or save to another disk",
+    errno.EDQUOT: "the disk quota is used up: free some space or save elsewhere",
+    errno.EACCES: "no permission: check the owner and the mode of the folder",
+    errno.EPERM: (
+        "the operation is not permitted: check the permissions, and whether the file or folder is "
+        "immutable (lsattr; chattr -i)"
+    ),
+}
+
+
+def _system_error(what: str, path: str, err: OSError, *, intact: bool) -> CheckpointError:
+    """A failed write-side call (disk full, read-only, permissions, ...) as the documented error.
+
+    Names the path and the system's reason, and says what to do; ``intact`` says
+    that the call could not have touched a previous checkpoint (writes go to a
+    staging folder; a failed commit rename leaves the old folder in place).
+    """
+    reason = err.strerror or str(err)
+    todo = _WHAT_TO_DO.get(err.errno or -1, "check the free space and the permissions of the folder")
+    tail = " Any previous checkpoint there is intact." if intact else ""
+    return CheckpointError(f"{what} {path} failed: {reason} (errno {err.errno}). To fix: {todo}.{tail}")
+
+
+_KINDS = {
+    S_IFIFO: "a named pipe",
+    S_IFSOCK: "a socket",
+    S_IFCHR: "a character device",
+    S_IFBLK: "a block device",
+    S_IFLNK: "a symbolic link",
+}
+
+
+def _not_regular(path: str, mode: int) -> OSError | CorruptCheckpointError:
+    """The refusal of a file that is not a regular file (a folder stays an ``IsADirectoryError``)."""
+    if S_ISDIR(mode):
+        return IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    kind = _KINDS.get(S_IFMT(mode), "not a file")
+    return CorruptCheckpointError(
+        f"{path} is {kind}, not a regular file: a checkpoint holds only regular files; someone replaced it. "
+        "cairn does not open it (it could block or lead outside the checkpoint). Delete it and restore "
+        "the file from a good copy of the checkpoint."
     )
 
 
+_OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_OPEN_FILE = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_regular(path: str) -> int:
+    """Open a regular file for reading, refusing everything else without blocking on it.
+
+    The one opener of every local read (SPEC 8). The folder holding the file is
+    opened first without following a link, and the file is looked up inside it
+    (``dir_fd``): a folder swapped for a link cannot redirect the read. The entry
+    is checked with ``lstat`` before it is opened (opening some devices has side
+    effects), then opened with ``O_NONBLOCK | O_NOFOLLOW`` (a pipe swapped in
+    between does not block the open) and checked again with ``fstat`` on what was
+    opened; only then is the descriptor made blocking.
+
+    Raises:
+        CorruptCheckpointError: For a link, named pipe, socket or device.
+        FileNotFoundError, IsADirectoryError, NotADirectoryError: As ``open``.
+    """
+    parent, name = os.path.split(path)
+    try:
+        dir_fd = os.open(parent or ".", _OPEN_DIR)
+    except OSError as err:
+        # O_DIRECTORY | O_NOFOLLOW on a link gives ENOTDIR (ELOOP on some kernels).
+        if err.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(parent):
+            raise CorruptCheckpointError(
+                f"{parent} is a symbolic link; cairn never follows links inside a checkpoint "
+                "(one could point outside it). Replace it with the real folder."
+            ) from err
+        raise
+    try:
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+        if not S_ISREG(mode):
+            raise _not_regular(path, mode)
+        try:
+            fd = os.open(name, _OPEN_FILE, dir_fd=dir_fd)
+        except OSError as err:
+            if err.errno in (errno.ELOOP, errno.ENXIO, errno.ENODEV):  # swapped since the lstat
+                raise _not_regular(path, os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode) from err
+            raise
+    finally:
+        os.close(dir_fd)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not S_ISREG(mode):
+            raise _not_regular(path, mode)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 class LocalStorage(Storage):
-    """A local filesystem, with atomic commits by rename."""
+    """A local filesystem, with atomic commits by rename.
+
+    Local calls are not bounded by :attr:`deadline` (it is kept for callers that
+    ask): a local disk answers or the kernel reports an error.
+    """
 
     atomic_rename = True
+    hard_links = True
+    file_descriptors = True
+    local_paths = True
+
+    def __init__(self, *, deadline: float | None = None) -> None:
+        """A local disk; ``deadline`` is recorded, not enforced (see the class docstring)."""
+        self.deadline = deadline
 
     def join(self, *parts: str) -> str:
         """Join with ``os.path.join``."""
@@ -141,20 +249,13 @@ class LocalStorage(Storage):
             os.close(fd)
         return size, crc[0]
 
-    def _open_read(self, path: str) -> int:
-        try:
-            return os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError as err:
-            if err.errno == errno.ELOOP:
-                raise CorruptCheckpointError(
-                    f"{path} is a symbolic link; cairn never follows links inside a checkpoint "
-                    "(one could point outside it). Replace it with the real file."
-                ) from err
-            raise
+    def open_regular(self, path: str) -> int:
+        """Open a regular file for reading (links, pipes, sockets, devices refused); see :func:`open_regular`."""
+        return open_regular(path)
 
     def read_file(self, path: str, *, max_bytes: int | None = None) -> bytearray:
         """Read a whole file into one buffer (no intermediate copies)."""
-        fd = self._open_read(path)
+        fd = open_regular(path)
         try:
             size = os.fstat(fd).st_size
             if max_bytes is not None and size > max_bytes:
@@ -176,7 +277,7 @@ class LocalStorage(Storage):
 
     def read_range(self, path: str, start: int, end: int) -> bytes:
         """``os.pread`` of a byte range."""
-        fd = self._open_read(path)
+        fd = open_regular(path)
         try:
             return os.pread(fd, max(0, end - start), start)
         finally:
@@ -214,7 +315,12 @@ class LocalStorage(Storage):
 
     def remove(self, path: str) -> None:
         """Delete a file."""
-        os.unlink(path)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            raise
+        except OSError as err:
+            raise _system_error("Deleting", path, err, intact=False) from err
 
     def remove_tree(self, path: str) -> None:
         """Delete a tree; missing is fine.
@@ -223,6 +329,16 @@ class LocalStorage(Storage):
         deleted: a crash half-way through the deletion leaves a hidden leftover, never a
         checkpoint that still has its manifest but lacks some of its files.
         """
+        try:
+            self._remove_tree(path)
+        except FileNotFoundError as err:
+            if not os.path.lexists(path):
+                return  # deleted meanwhile by someone else: what was asked for
+            raise _system_error("Deleting", path, err, intact=False) from err
+        except OSError as err:
+            raise _system_error("Deleting", path, err, intact=False) from err
+
+    def _remove_tree(self, path: str) -> None:
         if os.path.islink(path) or os.path.isfile(path):
             os.unlink(path)
         elif os.path.isdir(path):

@@ -52,7 +52,6 @@ from cairn import _engine
 from cairn.errors import CheckpointError, ComponentNotFoundError
 from cairn.manifest import CTOR, MANIFEST, MAX_JSON_BYTES, METADATA, FileEntry, Manifest
 from cairn.storage.base import Storage, resolve_storage
-from cairn.storage.local import LocalStorage
 
 if TYPE_CHECKING:
     from cairn.checkpointable import Checkpointable
@@ -257,7 +256,7 @@ def write_component(
     Returns:
         The entry of the folder's ``manifest.json`` for the parent's manifest.
     """
-    if isinstance(storage, LocalStorage) and not os.path.isdir(staging_root):
+    if storage.local_paths and not os.path.isdir(staging_root):
         raise CheckpointError(
             f"The checkpoint's staging folder {staging_root} does not exist on the node of the actor "
             f"holding {where!r}: the checkpoint path must be on a filesystem every Ray node shares "
