@@ -93,9 +93,11 @@ def _tensor_header(reader: _engine.FolderReader) -> list[TensorInfo]:
     path = storage.join(reader.folder, TENSORS)
     where = reader.where(TENSORS)
     entry = reader.manifest.files[TENSORS]
-    if storage.is_symlink(path):
-        raise CorruptCheckpointError(f"{where} is a symbolic link; cairn never follows links inside a checkpoint.")
+    # The first read goes through the storage's opener, which refuses links, pipes and
+    # devices by name; then every length read from the file is checked against its real
+    # size (and the header bound) before anything more is read: a header may claim 2**36.
     try:
+        head = storage.read_range(path, 0, 8)
         real = storage.size(path)
     except FileNotFoundError as err:
         raise CorruptCheckpointError(
@@ -103,14 +105,11 @@ def _tensor_header(reader: _engine.FolderReader) -> list[TensorInfo]:
         ) from err
     except OSError as err:
         raise CorruptCheckpointError(f"{where} cannot be read: {err}.") from err
-    # Every length read from the file is checked against the file's real size (and the
-    # header bound) before anything is read or allocated: a header may claim 2**36 bytes.
     if real != entry.size:
         raise CorruptCheckpointError(
             f"{where} is {real} bytes but the manifest records {entry.size}; the file is truncated or was "
             "changed after the save. Restore it from a good copy."
         )
-    head = storage.read_range(path, 0, min(real, 8))
     if len(head) < 8:
         raise CorruptCheckpointError(f"{where} is truncated: too short for a safetensors header.")
     n = int.from_bytes(head[:8], "little")
