@@ -17,10 +17,12 @@ import os
 import platform
 import sys
 import tempfile
+import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cairn._crc import crc32
 from cairn._tensorio import MemoryTensorFile, StreamedTensorFile
@@ -31,6 +33,7 @@ from cairn.errors import (
     CheckpointNotFoundError,
     ComponentNotFoundError,
     CorruptCheckpointError,
+    DamagedCheckpointWarning,
     IncompatibleCheckpointError,
     UnsafeCheckpointError,
 )
@@ -38,6 +41,7 @@ from cairn.manifest import (
     CTOR,
     FORMAT_VERSION,
     MANIFEST,
+    MAX_COMPONENT_DEPTH,
     MAX_JSON_BYTES,
     METADATA,
     STATE,
@@ -174,6 +178,12 @@ def plan_save(
     from cairn.codec.state import encode_state
 
     label = where or "<root>"
+    if where and where.count("/") + 1 > MAX_COMPONENT_DEPTH:
+        raise CheckpointError(
+            f"{type(obj).__qualname__} at {where[:200]}... nests components more than {MAX_COMPONENT_DEPTH} "
+            "levels deep, which cairn refuses (a reader could not tell it from a hostile checkpoint). "
+            "Flatten the component tree."
+        )
     if not isinstance(state, dict):
         raise CheckpointError(
             f"{type(obj).__qualname__}.get_state() at {label} returned a {type(state).__name__}; "
@@ -283,7 +293,10 @@ def write_planned(
         prev = _previous_entry(previous, fname)
         if prev is not None and fname != METADATA and previous is not None:
             size, crc = _size_crc(chunks)
-            if size == prev.size and crc == prev.crc32:
+            # Damage never spreads: a file is reused only if it still holds the bytes its
+            # manifest records (a flipped bit linked into every later step would leave no
+            # good copy once retention deletes the damaged one).
+            if size == prev.size and crc == prev.crc32 and _still_matches(previous, fname, prev):
                 storage.link_or_copy(previous.storage.join(previous.folder, fname), dst)
                 manifest.files[fname] = FileEntry(size, crc)
                 stats.bytes_linked += size
@@ -298,6 +311,46 @@ def write_planned(
         before_manifest()
     size, crc = storage.write_file(storage.join(folder, MANIFEST), [data])
     return FileEntry(size, crc)
+
+
+_REUSE_CHECK_CHUNK = 16 << 20
+
+
+def _still_matches(previous: FolderReader, name: str, entry: FileEntry) -> bool:
+    """Whether the previous checkpoint's file ``name`` still matches its manifest ``entry``.
+
+    Read in bounded chunks (never the whole file at once). On a mismatch, or any
+    error reading it, the file is not reused and a warning names it.
+    """
+    storage = previous.storage
+    path = storage.join(previous.folder, name)
+    problem = ""
+    try:
+        if storage.is_symlink(path):
+            problem = "it is a symbolic link"
+        elif storage.size(path) != entry.size:
+            problem = f"it is {storage.size(path)} bytes but its manifest records {entry.size}"
+        else:
+            crc, off = 0, 0
+            while off < entry.size:
+                chunk = storage.read_range(path, off, min(off + _REUSE_CHECK_CHUNK, entry.size))
+                if not chunk:
+                    break
+                crc = crc32(chunk, crc)
+                off += len(chunk)
+            if off != entry.size or crc != entry.crc32:
+                problem = f"it fails its checksum (crc32 {crc:08x}, manifest says {entry.crc32:08x})"
+    except (OSError, CheckpointError) as err:
+        problem = f"it cannot be read ({type(err).__name__}: {err})"
+    if not problem:
+        return True
+    warnings.warn(
+        f"{storage.uri(path)} of the previous checkpoint is damaged: {problem}. The new checkpoint gets "
+        "a fresh copy of the file instead of a link to it. Run `cairn verify` on the previous checkpoint.",
+        DamagedCheckpointWarning,
+        stacklevel=2,
+    )
+    return False
 
 
 def _size_crc(chunks: list[Chunk]) -> tuple[int, int]:
@@ -383,8 +436,10 @@ class FolderReader:
     storage: Storage
     folder: str
     expected: FileEntry | None = None  # the parent's record of this folder's manifest
+    depth: int = 0  # how many components down from the folder the reader was opened at
     _manifest: Manifest | None = None
     _metadata: dict[str, Any] | None = None
+    _manifest_bytes: bytes | None = None  # exactly what was read, to notice a concurrent overwrite
 
     def where(self, name: str = "") -> str:
         """The user-facing location of a file of this folder."""
@@ -425,7 +480,32 @@ class FolderReader:
             ) from err
         if self.expected is not None:
             self._check(data, self.expected, MANIFEST)
+        self._manifest_bytes = bytes(data)
         return Manifest.from_bytes(data, where=self.where(MANIFEST))
+
+    def manifest_bytes(self) -> bytes:
+        """The bytes of the folder's manifest as read (reading it first if needed)."""
+        self.manifest  # noqa: B018 - reads and checks it once
+        assert self._manifest_bytes is not None  # set by _read_manifest
+        return self._manifest_bytes
+
+    def changed(self) -> bool:
+        """Whether the folder's manifest on storage is no longer the one this reader read.
+
+        A manifest that is gone or unreadable now counts as changed: the checkpoint is
+        being replaced or deleted.
+        """
+        if self._manifest_bytes is None:
+            return False
+        try:
+            now = self.storage.read_file(self.storage.join(self.folder, MANIFEST), max_bytes=MAX_JSON_BYTES)
+        except (OSError, CheckpointError):
+            return True
+        return bytes(now) != self._manifest_bytes
+
+    def reopened(self) -> FolderReader:
+        """A new reader of the same folder, reading everything afresh."""
+        return FolderReader(self.storage, self.folder, expected=self.expected, depth=self.depth)
 
     def _check(self, data: bytes | bytearray | memoryview, entry: FileEntry, name: str) -> None:
         if len(data) != entry.size:
@@ -499,8 +579,16 @@ class FolderReader:
                 f"The checkpoint at {self.where()} has no component {name!r}; it has: "
                 f"{', '.join(self.manifest.components) or '(none)'}."
             )
+        if self.depth >= MAX_COMPONENT_DEPTH:
+            raise CorruptCheckpointError(
+                f"{self.where(name)} nests components more than {MAX_COMPONENT_DEPTH} levels deep; cairn "
+                "never writes such a checkpoint, so it is hostile or damaged."
+            )
         return FolderReader(
-            self.storage, self.storage.join(self.folder, name), expected=self.manifest.files[f"{name}/{MANIFEST}"]
+            self.storage,
+            self.storage.join(self.folder, name),
+            expected=self.manifest.files[f"{name}/{MANIFEST}"],
+            depth=self.depth + 1,
         )
 
     def check_pickle(self, allow_pickle: bool) -> None:
@@ -543,7 +631,7 @@ class FolderReader:
                 f"{self.where(TENSORS)} cannot be read: {err.strerror or err}; the checkpoint's folder structure "
                 "is damaged."
             ) from err
-        return StreamedTensorFile(fd, entry, self.where(TENSORS), verify_first=not _FRESH_OBJECT.get())
+        return StreamedTensorFile(fd, entry, self.where(TENSORS), verify_first=_FRESH_OBJECT.get() is None)
 
     def decode(
         self,
@@ -594,7 +682,87 @@ class FolderReader:
 
 # Set while from_checkpoint restores the object it just built: a failed restore drops that
 # object, so tensor files may be verified in the same pass that reads them (one read, not two).
-_FRESH_OBJECT: contextvars.ContextVar[bool] = contextvars.ContextVar("cairn_fresh_object", default=False)
+# It holds the bytes of the root manifest the object was built from, so that the restore
+# reads the same version of the checkpoint as the constructor arguments (or retries).
+_FRESH_OBJECT: contextvars.ContextVar[bytes | None] = contextvars.ContextVar("cairn_fresh_object", default=None)
+
+
+# --------------------------------------------------------------------------- concurrent overwrites
+
+READ_ATTEMPTS = 4
+"""How many times a read that meets a concurrent overwrite of its checkpoint is tried."""
+_RETRY_DELAYS = (0.05, 0.25, 1.0)  # seconds before the 2nd, 3rd and 4th attempt
+
+T = TypeVar("T")
+
+
+def _exists(reader: FolderReader) -> bool:
+    try:
+        return reader.storage.exists(reader.folder)
+    except (OSError, CheckpointError):
+        return False
+
+
+class _ReadRace(CheckpointError):
+    """A read of a fresh object failed; the caller that built the object decides to retry."""
+
+    def __init__(self, cause: CheckpointError, *, changed: bool) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.changed = changed
+
+
+def read_consistently(reader: FolderReader, read: Callable[[FolderReader], T], *, confirm: bool = True) -> T:
+    """Run ``read(reader)`` so that it sees one version of the checkpoint, never a mix.
+
+    Every file is verified against the manifests, which the root manifest seals; a
+    mismatch is corruption only if the root manifest did not change meanwhile. When it
+    did (another process saved over the same path), the whole read starts again, up to
+    :data:`READ_ATTEMPTS` times. A mismatch under an unchanged root manifest is read once
+    more before it is reported (unless ``confirm`` is False): the folder may have been
+    replaced twice with byte-identical manifests.
+
+    Raises:
+        CorruptCheckpointError: The same damage was found twice under one root manifest.
+        CheckpointNotFoundError: The checkpoint was deleted while it was being read.
+        CheckpointError: It kept changing while it was being read.
+    """
+    last: CheckpointError | None = None
+    unconfirmed = seen = False
+    for attempt in range(READ_ATTEMPTS):
+        if attempt:
+            time.sleep(_RETRY_DELAYS[min(attempt, len(_RETRY_DELAYS)) - 1])
+            reader = reader.reopened()
+        try:
+            return read(reader)
+        except CheckpointNotFoundError as err:
+            seen = seen or reader._manifest_bytes is not None
+            # Object stores delete the old root manifest first when a save replaces a
+            # checkpoint: a folder without one may be mid-overwrite. On disks with atomic
+            # renames it never is, and a missing manifest is final.
+            if not seen and (reader.storage.atomic_rename or not _exists(reader)):
+                raise
+            last = err
+        except (CorruptCheckpointError, _ReadRace) as err:
+            seen = seen or reader._manifest_bytes is not None
+            changed = err.changed if isinstance(err, _ReadRace) else reader.changed()
+            cause = err.cause if isinstance(err, _ReadRace) else err
+            last = cause
+            if not changed:
+                if unconfirmed or not confirm:
+                    raise cause from None
+                unconfirmed = True
+    if isinstance(last, CheckpointNotFoundError):
+        if not seen:
+            raise last
+        raise CheckpointNotFoundError(
+            f"The checkpoint at {reader.where()} was deleted, or is being replaced, while it was being read: {last}"
+        ) from last
+    raise CheckpointError(
+        f"The checkpoint at {reader.where()} changed while it was being read ({READ_ATTEMPTS} attempts): "
+        "another process is saving over it. Read it again once that save is done, or save to new paths "
+        f"(a CheckpointManager does). Last problem: {last}"
+    ) from last
 
 
 def _leaf_map(tree: Any) -> dict[str, Any]:
@@ -631,6 +799,7 @@ class LoadedFolder:
     state: dict[str, Any]
     children: dict[str, LoadedFolder]
     version: int = 0  # the STATE_VERSION recorded in the folder
+    where: str = ""  # the folder it was read from, for error messages
 
 
 def _check_class(target: Checkpointable, reader: FolderReader) -> None:
@@ -734,7 +903,8 @@ def _decode_tree(v: _VerifiedFolder, allow_pickle: bool) -> tuple[LoadedFolder, 
     buffers = v.target.get_state_buffers() if version == v.target.STATE_VERSION else None
     state = v.reader.decode(v.skeleton, v.tensors, allow_pickle, buffers)
     children = {name: _decode_tree(child, allow_pickle) for name, child in v.children.items()}
-    return LoadedFolder(state, {n: c[0] for n, c in children.items()}, version), version
+    loaded = LoadedFolder(state, {n: c[0] for n, c in children.items()}, version, v.reader.where())
+    return loaded, version
 
 
 def _upgrade_tree(target: Checkpointable, loaded: LoadedFolder, reader: FolderReader, label: str) -> None:
@@ -770,7 +940,18 @@ def apply_loaded(target: Checkpointable, loaded: LoadedFolder, label: str = "") 
     comps = checkpointable_components(target, where=label or "<root>")
     for name, child in loaded.children.items():
         apply_loaded(comps[name], child, f"{label}/{name}" if label else name)
-    target.set_state(loaded.state)
+    try:
+        target.set_state(loaded.state)
+    except CheckpointError:
+        raise
+    except Exception as err:
+        # A state read from a file that does not fit (other code wrote it, or it was tampered
+        # with) is the checkpoint's problem to report, never a raw TypeError from deep inside.
+        raise IncompatibleCheckpointError(
+            f"{type(target).__qualname__}.set_state failed on the state of component {label or '<root>'!r}"
+            f"{' read from ' + loaded.where if loaded.where else ''}: {type(err).__name__}: {err}. The "
+            "checkpoint's state does not fit this object: it was written by other code, or tampered with."
+        ) from err
 
 
 def open_checkpoint(path: str | os.PathLike[str], filesystem: Any) -> FolderReader:
@@ -787,7 +968,20 @@ def restore(
     target = obj if not component else find_component(obj, component)
     reader = open_checkpoint(path, filesystem)
     label = component.strip("/") if component else ""
-    loaded = load_folder(target, reader, allow_pickle=allow_pickle, label=label)
+    pinned = _FRESH_OBJECT.get()
+    if pinned is None:
+        loaded = read_consistently(reader, lambda r: load_folder(target, r, allow_pickle=allow_pickle, label=label))
+    else:
+        # From from_checkpoint: the object was built from the checkpoint whose root manifest
+        # is `pinned`; any retry must build a new object, so the race goes back to it.
+        try:
+            if reader.manifest_bytes() != pinned:
+                raise _ReadRace(
+                    CheckpointError(f"{reader.where(MANIFEST)} changed after the object was built."), changed=True
+                )
+            loaded = load_folder(target, reader, allow_pickle=allow_pickle, label=label)
+        except CorruptCheckpointError as err:
+            raise _ReadRace(err, changed=reader.changed()) from err
     apply_loaded(target, loaded, label)
 
 
@@ -799,10 +993,30 @@ def build_from_checkpoint(
     allow_pickle: bool,
     ctor_overrides: dict[str, Any],
 ) -> Checkpointable:
-    """Construct the recorded class with the recorded (or overridden) arguments."""
+    """Construct the recorded class with the recorded (or overridden) arguments, then restore it.
+
+    Constructor arguments and state come from one version of the checkpoint, even when
+    another process saves over ``path`` meanwhile (see :func:`read_consistently`).
+    """
+    return read_consistently(
+        open_checkpoint(path, filesystem),
+        lambda reader: _build_once(
+            cls, reader, path, filesystem=filesystem, allow_pickle=allow_pickle, ctor_overrides=ctor_overrides
+        ),
+    )
+
+
+def _build_once(
+    cls: type[Checkpointable],
+    reader: FolderReader,
+    path: str | os.PathLike[str],
+    *,
+    filesystem: Any,
+    allow_pickle: bool,
+    ctor_overrides: dict[str, Any],
+) -> Checkpointable:
     import inspect
 
-    reader = open_checkpoint(path, filesystem)
     reader.check_pickle(allow_pickle)
     recorded = reader.metadata["class"]
     # The class the caller passed may be taken even from a script's __main__: the caller chose it.
@@ -843,12 +1057,15 @@ def build_from_checkpoint(
         args, kwargs = bound.args, bound.kwargs
     try:
         obj = rec_cls(*args, **kwargs)
-    except TypeError as err:
+    except CheckpointError:
+        raise
+    except Exception as err:  # the arguments come from a file: any error is the checkpoint's to report
         raise IncompatibleCheckpointError(
             f"Cannot construct {rec_cls.__qualname__} with the arguments recorded at "
-            f"{reader.where(CTOR)}: {err}. Pass the changed arguments as keywords to from_checkpoint()."
+            f"{reader.where(CTOR)}: {type(err).__name__}: {err}. Pass the changed arguments as keywords "
+            "to from_checkpoint()."
         ) from err
-    token = _FRESH_OBJECT.set(True)
+    token = _FRESH_OBJECT.set(reader.manifest_bytes())
     try:
         obj.restore_from_path(path, filesystem=filesystem, allow_pickle=allow_pickle)
     finally:
@@ -871,9 +1088,30 @@ def verify(
     Tensor files on local disk are streamed (never held in memory whole).
     ``progress(bytes_checked, bytes_total)`` is called after each file.
     """
-    problems: list[str] = []
     root = open_checkpoint(path, filesystem)
     root.manifest  # noqa: B018 - a missing or bad root manifest raises: nothing else can be checked
+
+    def run(reader: FolderReader) -> list[str]:
+        problems = _verify_once(reader, progress)
+        if problems:  # raised so that a concurrent overwrite is told apart from damage
+            raise _Problems(problems)
+        return problems
+
+    try:
+        # A damaged file is reported at once (no second read); only an overwrite retries.
+        return read_consistently(root, run, confirm=False)
+    except _Problems as found:
+        return found.problems
+
+
+class _Problems(CorruptCheckpointError):
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(problems[0])
+        self.problems = problems
+
+
+def _verify_once(root: FolderReader, progress: Callable[[int, int], None] | None) -> list[str]:
+    problems: list[str] = []
     total = 0
     if progress is not None:
         for _, r in iter_folders_lenient(root):
@@ -904,7 +1142,12 @@ def verify(
             if progress is not None:
                 progress(done[0], total)
         for comp in manifest.components:
-            walk(reader.child(comp))
+            try:
+                child = reader.child(comp)
+            except CheckpointError as err:
+                problems.append(str(err))
+                continue
+            walk(child)
 
     walk(root)
     return problems

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from cairn.manifest import FileEntry
 
 CHUNK = 16 << 20
+MAX_NDIM = 64  # numpy's limit; a longer shape in a file is refused before numpy sees it
 _local = threading.local()
 _pool = crc_pool
 
@@ -66,16 +67,18 @@ def check_ref(
     Returns:
         The record and the array's dtype (a numpy dtype, or a torch dtype).
     """
-    import numpy as np
-
     from cairn.codec.state import KIND_NUMPY, TORCH_TO_ST, numpy_dtype_from_descr
 
     rec = records.get(name)
     if rec is None:
         raise CorruptCheckpointError(f"{where} has no tensor {name!r}, which the state refers to.")
-    if not all(type(d) is int and d >= 0 for d in shape):
+    if len(shape) > MAX_NDIM or not all(type(d) is int and d >= 0 for d in shape):
         raise CorruptCheckpointError(f"{where}: tensor {name!r} has an invalid shape {shape!r}.")
-    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    # Python ints: numpy's int64 product wraps around (2**62 * 4 == 0), which would let a
+    # hostile shape pass the size check below and reach the allocator.
+    count = 1
+    for d in shape:
+        count *= d
     out_dtype: Any
     if kind == KIND_NUMPY:
         np_dtype = numpy_dtype_from_descr(dtype, where=where)
@@ -84,7 +87,9 @@ def check_ref(
     else:
         import torch
 
-        t_dtype = getattr(torch, dtype, None) if isinstance(dtype, str) else None
+        # vars(), not getattr(): torch's module __getattr__ imports submodules (``_dynamo``, ``onnx``)
+        # on first access, and a name read from a file must never trigger an import.
+        t_dtype = vars(torch).get(dtype) if isinstance(dtype, str) else None
         if not isinstance(t_dtype, torch.dtype):
             raise CorruptCheckpointError(f"{where}: tensor {name!r} has unknown torch dtype {dtype!r}.")
         st, nbytes, out_dtype = TORCH_TO_ST.get(dtype), count * t_dtype.itemsize, t_dtype

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cairn._crc import crc32
+from cairn._limits import check_json_cost
 from cairn.errors import CorruptCheckpointError, IncompatibleCheckpointError
 
 FORMAT_VERSION = 1
@@ -29,6 +30,10 @@ TENSORS = "tensors.safetensors"
 RESERVED_NAMES = frozenset({MANIFEST, METADATA, CTOR, STATE, TENSORS})
 
 MAX_JSON_BYTES = 64 * 1024 * 1024  # manifest, metadata and ctor files are small
+
+MAX_COMPONENT_DEPTH = 64
+"""How deep components may nest: a save refuses deeper trees, and a reader refuses to descend
+further (a hostile checkpoint of thousands of nested folders must not exhaust the stack)."""
 
 MAX_NAME_LENGTH = 200
 """The longest component name: a name becomes a folder name on every storage."""
@@ -168,7 +173,12 @@ def _check_entry_name(name: Any, comps: list[str], where: str) -> None:
 
 
 def load_json(data: bytes | bytearray, *, where: str) -> Any:
-    """Parse JSON, turning every failure into :class:`CorruptCheckpointError`."""
+    """Parse JSON, turning every failure into :class:`CorruptCheckpointError`.
+
+    JSON whose decoded objects would take more memory than the bound of
+    :mod:`cairn._limits` is refused before it is parsed.
+    """
+    check_json_cost(data, where=where)
     try:
         return json.loads(bytes(data).decode("utf-8"))
     except (ValueError, RecursionError) as err:

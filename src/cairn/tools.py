@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cairn import _engine
-from cairn.codec.tensors import parse_header
+from cairn.codec.tensors import MAX_HEADER_BYTES, parse_header
 from cairn.errors import CheckpointError, ComponentNotFoundError, CorruptCheckpointError
 from cairn.manifest import MANIFEST, TENSORS
 
@@ -91,14 +91,36 @@ def _tensor_header(reader: _engine.FolderReader) -> list[TensorInfo]:
         return []
     storage = reader.storage
     path = storage.join(reader.folder, TENSORS)
+    where = reader.where(TENSORS)
     entry = reader.manifest.files[TENSORS]
-    head = storage.read_range(path, 0, min(entry.size, 8))
+    # The first read goes through the storage's opener, which refuses links, pipes and
+    # devices by name; then every length read from the file is checked against its real
+    # size (and the header bound) before anything more is read: a header may claim 2**36.
+    try:
+        head = storage.read_range(path, 0, 8)
+        real = storage.size(path)
+    except FileNotFoundError as err:
+        raise CorruptCheckpointError(
+            f"{where} is missing, though the manifest lists it; the checkpoint is damaged."
+        ) from err
+    except OSError as err:
+        raise CorruptCheckpointError(f"{where} cannot be read: {err}.") from err
+    if real != entry.size:
+        raise CorruptCheckpointError(
+            f"{where} is {real} bytes but the manifest records {entry.size}; the file is truncated or was "
+            "changed after the save. Restore it from a good copy."
+        )
     if len(head) < 8:
-        raise CorruptCheckpointError(f"{reader.where(TENSORS)} is truncated.")
+        raise CorruptCheckpointError(f"{where} is truncated: too short for a safetensors header.")
     n = int.from_bytes(head[:8], "little")
-    if 8 + n > entry.size:
-        raise CorruptCheckpointError(f"{reader.where(TENSORS)} has a header longer than the file.")
+    if n > MAX_HEADER_BYTES or 8 + n > real:
+        raise CorruptCheckpointError(
+            f"{where}: the safetensors header claims {n} bytes, but the file has {real} bytes (and headers are "
+            f"at most {MAX_HEADER_BYTES}); the file is corrupt or hostile."
+        )
     header = storage.read_range(path, 0, 8 + n)
+    if len(header) != 8 + n:
+        raise CorruptCheckpointError(f"{where} became shorter while its header was read.")
     # parse_header checks the tiling against the file size; give it the recorded size.
     from cairn._tensorio import _SizedView
 
@@ -274,7 +296,7 @@ def _copy_tree(reader: _engine.FolderReader, storage: Any, folder: str) -> None:
         if "/" in name:
             continue
         storage.write_file(storage.join(folder, name), [reader.read(name)])
-    raw = reader.storage.read_file(reader.storage.join(reader.folder, MANIFEST))
+    raw = reader.manifest_bytes()  # the verified bytes, not a second (unbounded) read
     storage.write_file(storage.join(folder, MANIFEST), [raw])
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from cairn._limits import DECODE_BYTES_CONSTANT, DECODE_BYTES_PER_BYTE, decode_limit
 from cairn.codec.tensors import NUMPY_TO_ST, TensorEntry
 from cairn.errors import CheckpointError, CorruptCheckpointError, IncompatibleCheckpointError, UnsafeCheckpointError
 from cairn.registry import registered_by_name, registered_for_value
@@ -72,7 +73,7 @@ def numpy_dtype_from_descr(descr: Any, *, where: str) -> np.dtype[Any]:
         if isinstance(descr, list):
             descr = [tuple(d) for d in descr]
         dtype = np.lib.format.descr_to_dtype(descr)
-    except (TypeError, ValueError, KeyError) as err:
+    except Exception as err:  # numpy raises many types (TypeError, ValueError, OverflowError, ...)
         raise CorruptCheckpointError(f"{where}: invalid numpy dtype description {descr!r}.") from err
     if dtype.hasobject:
         raise CorruptCheckpointError(f"{where}: object dtypes are never loaded without pickle.")
@@ -272,6 +273,158 @@ def encode_state(state: Any, *, allow_pickle: bool) -> EncodedState:
     return EncodedState(skeleton, enc.tensors, enc.used_pickle, total)
 
 
+_SCAN_MAX_DEPTH = 2 * MAX_DEPTH + 8  # containers and extension records; a tuple is both
+
+# Estimated memory of a decoded value by msgpack type byte, for values of fixed encoded
+# size: (bytes following the type byte, estimated memory).
+_FIXED: dict[int, tuple[int, int]] = {
+    0xC0: (0, 0), 0xC2: (0, 0), 0xC3: (0, 0),  # nil, false, true: singletons
+    0xCA: (4, 24), 0xCB: (8, 24),  # floats
+    0xCC: (1, 0), 0xCD: (2, 32), 0xCE: (4, 32), 0xCF: (8, 36),  # uint 8..64 (uint8 <= 255: cached)
+    0xD0: (1, 32), 0xD1: (2, 32), 0xD2: (4, 32), 0xD3: (8, 36),  # int 8..64
+}  # fmt: skip
+_PAYLOAD_EXTS = frozenset({EXT_ARRAY, EXT_TUPLE, EXT_CUSTOM, EXT_NPSCALAR})  # payload is one msgpack value
+_EXT_COST = {EXT_ARRAY: 1024, EXT_NPSCALAR: 160}  # an array object (torch's is larger), a numpy scalar
+
+
+def check_skeleton(data: bytes | bytearray | memoryview, *, where: str) -> None:
+    """Walk an msgpack skeleton without decoding it: structure, depth and the memory it would take.
+
+    Every length in the data is checked against the bytes that remain, nesting against
+    the depth bounds, and the estimated memory of the decoded values against
+    ``cairn._limits.decode_limit(len(data))``, before a single object
+    is built (msgpack's decoder itself preallocates what a header claims, level by level).
+
+    Raises:
+        CorruptCheckpointError: Malformed, truncated, too deep, or too costly to decode.
+    """
+    buf = bytes(data)
+    n = len(buf)
+    limit = decode_limit(n)
+    cost = 0
+    pos = 0
+    rem = [1]  # items still to read at each open level
+    ends = [-1]  # for an extension record's level, where its payload ends; else -1
+    ext_depth = 0
+    fixed = _FIXED
+
+    def bad(what: str) -> CorruptCheckpointError:
+        return CorruptCheckpointError(f"{where}: the msgpack data is malformed ({what} at byte {pos}).")
+
+    def length(size: int) -> int:
+        if pos + size > n:
+            raise bad("truncated length")
+        return int.from_bytes(buf[pos : pos + size], "big")
+
+    while rem:
+        if rem[-1] == 0:
+            rem.pop()
+            end = ends.pop()
+            if end >= 0:
+                if pos != end:
+                    raise bad("an extension payload with trailing bytes")
+                ext_depth -= 1
+            continue
+        rem[-1] -= 1
+        if pos >= n:
+            raise bad("truncated data")
+        b = buf[pos]
+        pos += 1
+        if b < 0x80:  # positive fixint: a cached small int
+            continue
+        if b >= 0xE0:  # negative fixint
+            cost += 32
+            continue
+        if b <= 0x9F or b in (0xDC, 0xDD, 0xDE, 0xDF):
+            if b <= 0x8F:
+                count, is_map = b & 0x0F, True
+            elif b <= 0x9F:
+                count, is_map = b & 0x0F, False
+            else:
+                size = 2 if b in (0xDC, 0xDE) else 4
+                count, is_map = length(size), b >= 0xDE
+                pos += size
+            items = 2 * count if is_map else count
+            if items > n - pos:
+                raise bad(f"a container claiming {count} items with {n - pos} bytes left")
+            cost += (224 + 64 * count) if is_map else (64 + 8 * count)
+            if cost > limit:
+                break
+            if items:
+                if len(rem) >= _SCAN_MAX_DEPTH:
+                    raise CorruptCheckpointError(
+                        f"{where}: the state nests deeper than {_SCAN_MAX_DEPTH} levels; it is corrupt or hostile."
+                    )
+                rem.append(items)
+                ends.append(-1)
+            continue
+        if b <= 0xBF:  # fixstr
+            size = b & 0x1F
+            if pos + size > n:
+                raise bad("a truncated string")
+            pos += size
+            cost += 80 + size
+            continue
+        info = fixed.get(b)
+        if info is not None:
+            if pos + info[0] > n:
+                raise bad("a truncated number")
+            pos += info[0]
+            cost += info[1]
+            continue
+        if b in (0xC4, 0xC5, 0xC6, 0xD9, 0xDA, 0xDB):  # bin / str with a length
+            size = 1 << ((b - 0xC4) if b <= 0xC6 else (b - 0xD9))
+            ln = length(size)
+            pos += size
+            if ln > n - pos:
+                raise bad(f"a string or bytes claiming {ln} bytes with {n - pos} left")
+            pos += ln
+            cost += 80 + ln
+            continue
+        if 0xC7 <= b <= 0xC9 or 0xD4 <= b <= 0xD8:  # extension records
+            if b <= 0xC9:
+                size = 1 << (b - 0xC7)
+                ln = length(size)
+                pos += size
+            else:
+                ln = 1 << (b - 0xD4)
+            if pos + 1 + ln > n:
+                raise bad(f"an extension record claiming {ln} bytes with {n - pos - 1} left")
+            code = int.from_bytes(buf[pos : pos + 1], "big", signed=True)
+            pos += 1
+            if code in _PAYLOAD_EXTS:
+                ext_depth += 1
+                if ext_depth > MAX_EXT_DEPTH or len(rem) >= _SCAN_MAX_DEPTH:
+                    raise CorruptCheckpointError(
+                        f"{where}: the state nests more than {MAX_EXT_DEPTH} tuples or custom values, or deeper "
+                        f"than {_SCAN_MAX_DEPTH} levels; it is corrupt or hostile."
+                    )
+                cost += 96 + _EXT_COST.get(code, 0)
+                if code == EXT_TUPLE and ln:  # the tuple copies the list its payload decodes to
+                    h = buf[pos]
+                    if 0x90 <= h <= 0x9F:
+                        cost += 8 * (h & 0x0F)
+                    elif h in (0xDC, 0xDD) and pos + 1 + (2 if h == 0xDC else 4) <= n:
+                        cost += 8 * int.from_bytes(buf[pos + 1 : pos + 1 + (2 if h == 0xDC else 4)], "big")
+                rem.append(1)
+                ends.append(pos + ln)
+            else:  # raw payloads (big ints, pickles) or unknown codes, refused when decoded
+                pos += ln
+                cost += 96 + ln
+            if cost > limit:
+                break
+            continue
+        raise bad(f"the reserved type byte 0x{b:02x}")
+    if cost > limit:
+        raise CorruptCheckpointError(
+            f"{where}: decoding the state would take more than {limit} bytes of memory for a file of {n} bytes "
+            f"(at most {DECODE_BYTES_PER_BYTE}x its size plus {DECODE_BYTES_CONSTANT >> 20} MB); it is corrupt "
+            "or hostile."
+        )
+    if pos != n:
+        raise bad("trailing bytes after the state")
+
+
 ArrayLoader = Callable[[str, int, Any, list[int]], Any]
 """Callback giving the array named in a reference: (name, kind, dtype, shape) -> value."""
 
@@ -285,6 +438,7 @@ def decode_state(
         CorruptCheckpointError: For malformed data, naming ``where``.
         UnsafeCheckpointError: When a pickled value is found and pickle is not allowed.
     """
+    check_skeleton(skeleton, where=where)
     depth = [0]
 
     def hook(code: int, data: bytes) -> Any:

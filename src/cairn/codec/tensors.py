@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
+from cairn._limits import check_json_cost
 from cairn.errors import CorruptCheckpointError
 
 # safetensors dtype name -> element size in bytes.
@@ -102,6 +103,7 @@ def parse_header(data: memoryview | bytes, *, where: str) -> tuple[dict[str, Ten
             f"{where}: the safetensors header claims {n} bytes but the file "
             f"has only {size - 8} after the length; it is truncated."
         )
+    check_json_cost(data[8 : 8 + n], where=f"{where} (safetensors header)")
     try:
         header = json.loads(bytes(data[8 : 8 + n]).decode("utf-8"))
     except (ValueError, RecursionError) as err:
