@@ -212,6 +212,7 @@ class CheckpointManager:
         async_save: bool = False,
         filesystem: Any = None,
         incremental: bool = True,
+        deadline: float | None = None,
     ) -> None:
         """Open (or create) a manager at ``root``.
 
@@ -224,13 +225,17 @@ class CheckpointManager:
             async_save: Write in a background thread after taking a snapshot.
             filesystem: An fsspec filesystem ``root`` lives on.
             incremental: Reuse unchanged files of the previous checkpoint.
+            deadline: Seconds each storage call of this manager (a file written, a listing,
+                a delete; retries included) may take before it fails with a ``CheckpointError``
+                naming the path. Default ``$CAIRN_STORAGE_DEADLINE``, else 60. Restores through
+                :meth:`restore_latest` use the same default (set the variable to change it).
         """
         try:
             self.policy = RetentionPolicy(keep_last=keep_last, keep_best=keep_best, metric=metric, mode=mode)
         except ValueError as err:
             raise CheckpointError(f"CheckpointManager: {err}") from err
         self.storage: Storage
-        self.storage, self.root = resolve_storage(root, filesystem)
+        self.storage, self.root = resolve_storage(root, filesystem, deadline=deadline)
         self.filesystem = filesystem
         self.async_save = async_save
         self.incremental = incremental

@@ -383,3 +383,15 @@ def test_an_outage_is_not_taken_for_a_missing_file() -> None:
     assert storage.exists("/cairn-outage/ckpt/manifest.json") and storage.isdir("/cairn-outage/ckpt")
     assert not storage.exists("/cairn-outage/nothing") and not storage.isdir("/cairn-outage/nothing")
     fs.rm("/cairn-outage", recursive=True)
+
+
+def test_manager_deadline_bounds_its_calls(serve: Any, s3_env: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CheckpointManager(deadline=) sets the deadline of its own storage calls (the env var is not needed)."""
+    server = serve(_Silent)
+    s3_env(server.url)
+    monkeypatch.delenv(DEADLINE_ENV)
+    spent, err = _timed_failure(lambda: cairn.CheckpointManager("s3://bucket/run", deadline=DEADLINE).latest())
+    assert DEADLINE * 0.9 <= spent < DEADLINE + MARGIN, spent
+    assert "s3://bucket/run" in str(err), err
+    with pytest.raises(cairn.CheckpointError, match="positive number of seconds"):
+        cairn.CheckpointManager("memory://run", deadline=-1)
