@@ -31,6 +31,8 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
+import fuzz_mutate as fm
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 OPS = ("restore", "from_checkpoint", "verify", "inspect", "diff", "latest")
 TIMEOUT = float(os.environ.get("CAIRN_FUZZ_TIMEOUT", "10"))
@@ -121,7 +123,7 @@ class WorkerClient:
         except BrokenPipeError:
             self.restart()
             return {"outcome": "crash", "rc": "broken pipe"}
-        line = self._readline(self.proc, TIMEOUT)
+        line = self._readline(self.proc, deadline(int(cmd.get("bytes", 0))))
         if line is None:
             self.restart()
             return {"outcome": "hang"}
@@ -147,10 +149,15 @@ class WorkerClient:
             self.proc = None
 
 
+def deadline(size: int) -> float:
+    """Seconds one operation may take on a checkpoint of ``size`` bytes: TIMEOUT, plus 2 s per MB held."""
+    return TIMEOUT + 2.0 * size / 2**20
+
+
 def disk_bytes(root: str) -> int:
     """Bytes of the regular files under ``root`` (symlinks not followed)."""
     total = 0
-    for dirpath, _dirs, files in os.walk(root):
+    for dirpath, _dirs, files in fm.walk(root):
         for name in files:
             st = os.lstat(os.path.join(dirpath, name))
             if stat.S_ISREG(st.st_mode):
@@ -162,7 +169,7 @@ def judge(op: str, r: dict[str, Any], applied: Any, size: int, *, strict_latest:
     """The findings of one operation's result (empty when it behaved)."""
     out = r.get("outcome")
     if out == "hang":
-        return [f"{op}: hang: no answer within {TIMEOUT:g} s"]
+        return [f"{op}: hang: no answer within {deadline(size):.0f} s"]
     if out == "crash":
         return [f"{op}: crash: the worker process died (rc {r.get('rc')})"]
     found: list[str] = []
@@ -246,7 +253,7 @@ def run_case(
         size = disk_bytes(root)
         findings: list[str] = []
         for op in ops:
-            r = client.run({"op": op, "template": template.name, "path": applied.path, "root": root})
+            r = client.run({"op": op, "template": template.name, "path": applied.path, "root": root, "bytes": size})
             tally.ops += 1
             exc = str(r.get("exc", r.get("outcome"))).rsplit(".", 1)[-1]
             tally.outcomes[f"{op}:{'ok' if r.get('outcome') == 'ok' else exc}"] += 1

@@ -11,6 +11,7 @@ mutation always applies to whatever template it meets.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -46,6 +47,24 @@ def seal_bytes(body: Any) -> bytes:
     return dumps_json(body, sort_keys=True)
 
 
+def walk(root: str) -> list[tuple[str, list[str], list[str]]]:
+    """os.walk without recursion (Python 3.11's recurses, and trees here nest 1,500 deep); no symlinks followed."""
+    out = []
+    stack = [root]
+    while stack:
+        top = stack.pop()
+        dirs, files = [], []
+        try:
+            with os.scandir(top) as it:
+                for e in it:
+                    (dirs if e.is_dir(follow_symlinks=False) else files).append(e.name)
+        except OSError:
+            continue
+        out.append((top, sorted(dirs), sorted(files)))
+        stack.extend(os.path.join(top, d) for d in sorted(dirs, reverse=True))
+    return out
+
+
 def _is_regular(path: str) -> bool:
     try:
         return stat.S_ISREG(os.lstat(path).st_mode)
@@ -72,7 +91,7 @@ def reseal(ckpt: str, edit: ManifestEdit | None = None) -> None:
     that is not JSON is left as it is.
     """
     folders = []
-    for dirpath, _dirs, files in os.walk(ckpt):
+    for dirpath, _dirs, files in walk(ckpt):
         if MANIFEST in files and _is_regular(os.path.join(dirpath, MANIFEST)):
             rel = os.path.relpath(dirpath, ckpt)
             folders.append("" if rel == "." else rel)
@@ -256,7 +275,7 @@ def _write(path: str, data: bytes) -> None:
 
 def _files(ckpt: str) -> list[str]:
     out = []
-    for dirpath, _dirs, files in os.walk(ckpt):
+    for dirpath, _dirs, files in walk(ckpt):
         for name in files:
             path = os.path.join(dirpath, name)
             if _is_regular(path):
@@ -276,7 +295,7 @@ def _folder(rel: str) -> str:
 
 def _component_folders(ckpt: str) -> list[str]:
     out = []
-    for dirpath, _dirs, files in os.walk(ckpt):
+    for dirpath, _dirs, files in walk(ckpt):
         rel = os.path.relpath(dirpath, ckpt)
         if rel != "." and MANIFEST in files:
             out.append(rel)
@@ -456,10 +475,8 @@ class ComponentRename:
         parent, old = _folder(rel), os.path.basename(rel)
         pdir = os.path.join(ckpt, parent) if parent else ckpt
         if self.rename_dir and _can_be_dirname(self.name):
-            try:
+            with contextlib.suppress(OSError):
                 os.rename(os.path.join(pdir, old), os.path.join(pdir, self.name))
-            except OSError:
-                pass
         if self.in_metadata:
             meta_path = os.path.join(pdir, "metadata.json")
             meta = json.loads(_read(meta_path))
@@ -550,10 +567,7 @@ class FileTypeEdit:
 
     def apply(self, ckpt: str) -> Applied:
         comps = _component_folders(ckpt) if self.folder else []
-        if comps:
-            rel = comps[self.target % len(comps)]
-        else:
-            rel = pick_file(ckpt, self.target)
+        rel = comps[self.target % len(comps)] if comps else pick_file(ckpt, self.target)
         path = os.path.join(ckpt, rel)
         outside = os.path.join(os.path.dirname(os.path.dirname(ckpt)), "outside")
         os.makedirs(outside, exist_ok=True)

@@ -21,8 +21,8 @@ import resource
 import shutil
 import sys
 import time
-import tracemalloc
 import traceback
+import tracemalloc
 from typing import Any
 
 OPS = ("restore", "from_checkpoint", "verify", "inspect", "diff", "latest")
@@ -47,8 +47,9 @@ class Worker:
     """Holds the templates, their expected and pristine states, and runs operations."""
 
     def __init__(self, workdir: str) -> None:
-        import cairn
         import fuzz_components
+
+        import cairn
         from cairn.testing import states_equal
 
         self.cairn = cairn
@@ -117,7 +118,7 @@ class Worker:
             else:
                 raise ValueError(name)
             outcome: dict[str, Any] = {"outcome": "ok"}
-        except BaseException as err:  # noqa: BLE001 - SystemExit & co. are findings, not the end of the worker
+        except BaseException as err:  # SystemExit & co. are findings, not the end of the worker
             outcome = {
                 "outcome": "raised",
                 "exc": f"{type(err).__module__}.{type(err).__qualname__}",

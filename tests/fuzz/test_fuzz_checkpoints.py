@@ -27,10 +27,22 @@ from hypothesis import strategies as st
 
 TEMPLATES = ("fuzz_tree", "golden_tree", "golden_leaf")
 _EXAMPLES = os.environ.get("CAIRN_FUZZ_EXAMPLES")
+LONG = _EXAMPLES is not None  # the long run also draws the big and deep cases that cost seconds each
 
 # Failure classes found on the code this suite was written against (issue 13); the
 # lead removes these marks as the fixes land.
 KNOWN = pytest.mark.xfail(strict=False, reason="issue 13: see the failure classes in tests/fuzz/README.md")
+
+
+def long_examples(*kwargs: dict[str, Any]) -> Any:
+    """``@example``s that cost seconds each: replayed in the long run only."""
+
+    def deco(f: Any) -> Any:
+        for kw in reversed(kwargs) if LONG else ():
+            f = example(**kw)(f)
+        return f
+
+    return deco
 
 
 def budget(ci_examples: int) -> settings:
@@ -44,6 +56,7 @@ def budget(ci_examples: int) -> settings:
         phases=(Phase.explicit, Phase.generate, Phase.shrink) if long_run else (Phase.explicit, Phase.generate),
         suppress_health_check=list(HealthCheck),
         print_blob=False,
+        report_multiple_bugs=False,  # stop at the first failure: a hang costs its whole deadline
     )
 
 
@@ -63,7 +76,8 @@ def run(
 # --------------------------------------------------------------------------- values
 
 HOSTILE_STRINGS = (
-    "..", "../..", ".", "", "/etc/passwd", "kid\n", "..\n", "a/b", "\x00", "٣", "step_٠٠٠٠٠٠٠٠١", "x" * 300,
+    "..", "../..", ".", "", "/etc/passwd", "kid\n", "..\n", "a/b", "\x00", "\u0663", "x" * 300,
+    "step_" + "\u0660" * 8 + "\u0661",
     "numpy.f2py.__main__:X", "unittest.__main__:X", "torch.utils.model_dump.__main__:X", "this:X",
     "this:CartPole-v1", "os:system", "builtins:eval", "subprocess:Popen", "__main__:X", "builtins:SystemExit",
     "builtins:KeyboardInterrupt", "cairn_test_components:Leaf", "fuzz_components:FuzzLeaf",
@@ -179,7 +193,7 @@ byte_edits = st.builds(
 )
 
 
-@budget(60)
+@budget(40)
 @given(template=st.sampled_from(TEMPLATES), m=byte_edits)
 def test_bytes(
     request: pytest.FixtureRequest,
@@ -237,7 +251,9 @@ st_edits = st.one_of(
 )
 
 
-@budget(50)
+@KNOWN
+@budget(40)
+@example(template="fuzz_tree", m=fm.SafetensorsEdit(file=0, field="dtype", tensor=0, value=[["a", "<f4"]]))  # TypeError
 @given(template=st.sampled_from(TEMPLATES), m=st_edits)
 def test_tensor_header_lengths(
     request: pytest.FixtureRequest,
@@ -253,7 +269,7 @@ def test_tensor_header_lengths(
 
 # --------------------------------------------------------------------------- 3. names
 
-NAMES = ("..", ".", "kid\n", "..\n", "a/b", "", "٣", "\x00", "x" * 300, "left\u200b", "metadata.json",
+NAMES = ("..", ".", "kid\n", "..\n", "a/b", "", "\u0663", "\x00", "x" * 300, "left\u200b", "metadata.json",
          "manifest.json", "state.msgpack", "/abs", "~", " ", "LEFT", "d", "obs", 5, None, ["a"])  # fmt: skip
 name_edits = st.one_of(
     st.builds(
@@ -278,7 +294,7 @@ name_edits = st.one_of(
                 "x\x00",
                 "tensors.safetensors/..",
                 "ctor.json ",
-                "٣",
+                "\u0663",
             ]
         ),
         rename=st.booleans(),
@@ -286,7 +302,7 @@ name_edits = st.one_of(
 )
 
 
-@budget(40)
+@budget(30)
 @given(template=st.sampled_from(TEMPLATES), m=name_edits)
 def test_names(
     request: pytest.FixtureRequest,
@@ -300,21 +316,23 @@ def test_names(
     run(request, fuzz_workdir, fuzz_templates, fuzz_worker, template, m)
 
 
-@budget(12)
+@KNOWN
+@budget(10)
+@example(m=fm.StepRename("step_" + "\u0660" * 8 + "\u0661"))  # issue 13 item 10
 @given(
     m=st.builds(
         fm.StepRename,
         st.sampled_from(
             [
-                "step_٠٠٠٠٠٠٠٠١",
+                "step_" + "\u0660" * 8 + "\u0661",
                 "step_000000001\n",
                 "step_0000000001",
-                "step_00000000١",
+                "step_00000000\u0661",
                 "step_-00000001",
                 "step_+00000001",
                 "step_ 00000001",
                 "step_000000001.tmp",
-                "step_１２３４５６７８９",
+                "step_" + "".join(chr(0xFF11 + i) for i in range(9)),
                 "step_000000001 ",
             ]
         ),
@@ -338,7 +356,12 @@ file_type_edits = st.builds(
 )
 
 
-@budget(25)
+@KNOWN
+@budget(20)
+@example(template="golden_leaf", m=fm.FileTypeEdit(target=3, kind="socket"))  # raw OSError (ENXIO)
+@example(template="fuzz_tree", m=fm.FileTypeEdit(target=0, kind="fifo"))  # issue 13 item 5: hangs
+@example(template="fuzz_tree", m=fm.FileTypeEdit(target=1, kind="fifo", folder=True))
+@example(template="golden_tree", m=fm.FileTypeEdit(target=0, kind="symlink_devzero"))
 @given(template=st.sampled_from(TEMPLATES), m=file_type_edits)
 def test_file_types(
     request: pytest.FixtureRequest,
@@ -355,7 +378,11 @@ def test_file_types(
 # --------------------------------------------------------------------------- 5. nesting
 
 nesting = st.one_of(
-    st.builds(fm.DeepComponents, depth=st.sampled_from([1, 3, 60, 300, 1100, 1500]), under=st.integers(0, 99)),
+    st.builds(
+        fm.DeepComponents,
+        depth=st.sampled_from([1, 3, 60, 200, *([1100, 1500] if LONG else [])]),
+        under=st.integers(0, 99),
+    ),
     st.builds(
         fm.JsonEdit,
         file=st.integers(0, 99),
@@ -380,7 +407,12 @@ nesting = st.one_of(
 )
 
 
-@budget(25)
+@pytest.mark.xfail(LONG, strict=False, reason="issue 13 item 9: RecursionError on deep component trees")
+@budget(15)
+@long_examples(
+    {"template": "golden_leaf", "m": fm.DeepComponents(depth=1100)},
+    {"template": "golden_tree", "m": fm.DeepComponents(depth=1500, under=1)},
+)
 @given(template=st.sampled_from(TEMPLATES), m=nesting)
 def test_nesting(
     request: pytest.FixtureRequest,
@@ -426,7 +458,7 @@ json_edits = st.one_of(
 )
 
 
-@budget(80)
+@budget(50)
 @given(template=st.sampled_from(TEMPLATES), m=json_edits)
 def test_json_structure(
     request: pytest.FixtureRequest,
@@ -438,6 +470,11 @@ def test_json_structure(
 ) -> None:
     """Wrong types, huge numbers, NaN, missing and extra keys in ctor, metadata and manifest JSON."""
     run(request, fuzz_workdir, fuzz_templates, fuzz_worker, template, m)
+
+
+def _class_in_metadata(path: str) -> fm.JsonEdit:
+    """The class recorded in a component's metadata.json replaced by ``path``."""
+    return fm.JsonEdit(file=0, node=0, op="add_key", value=path, key="class", suffix="metadata.json")
 
 
 ctor_edits = st.builds(
@@ -458,7 +495,12 @@ ctor_edits = st.builds(
 )
 
 
-@budget(60)
+@KNOWN
+@budget(40)
+@example(template="golden_leaf", m=_class_in_metadata("unittest.__main__:X"))  # issue 13 item 1: SystemExit
+@example(template="fuzz_tree", m=_class_in_metadata("torch.utils.model_dump.__main__:X"))  # IsADirectoryError
+@example(template="golden_leaf", m=_class_in_metadata("numpy.f2py.__main__:X"))
+@example(template="golden_leaf", m=_class_in_metadata("this:X"))  # imports `this`
 @given(template=st.sampled_from(TEMPLATES), m=ctor_edits)
 def test_ctor_tags(
     request: pytest.FixtureRequest,
@@ -483,7 +525,7 @@ msgpack_edits = st.builds(
 )
 
 
-@budget(80)
+@budget(50)
 @given(template=st.sampled_from(TEMPLATES), m=msgpack_edits)
 def test_msgpack_structure(
     request: pytest.FixtureRequest,
@@ -497,13 +539,13 @@ def test_msgpack_structure(
     run(request, fuzz_workdir, fuzz_templates, fuzz_worker, template, m)
 
 
-@budget(8)
+@budget(4)
 @given(
     template=st.sampled_from(TEMPLATES),
     m=st.builds(
         fm.MsgpackBloat,
         file=st.integers(0, 99),
-        count=st.sampled_from([10_000, 100_000, 1_000_000]),
+        count=st.sampled_from([10_000, 100_000, *([1_000_000] if LONG else [])]),
         record=st.sampled_from(["array", "tuple", "list", "str"]),
     ),
 )
@@ -522,7 +564,9 @@ def test_memory_amplification(
 # --------------------------------------------------------------------------- the manager's latest()
 
 
-@budget(15)
+@KNOWN
+@budget(10)
+@example(template="fuzz_tree", m=fm.ByteEdit(file=0, kind="flip", pos=0, data=b"\x00", reseal=False))
 @given(template=st.sampled_from(TEMPLATES), m=byte_edits.filter(lambda m: not m.reseal))
 def test_latest_is_verified(
     request: pytest.FixtureRequest,
