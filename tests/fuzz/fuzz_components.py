@@ -254,8 +254,26 @@ def _pristine_leaf() -> cairn.Checkpointable:
     return leaf
 
 
+def _pristine_ppo() -> cairn.Checkpointable:
+    from cairn.rl import PPO, PPOConfig
+
+    # The config of tests/data/make_golden_rl.py, untrained: every value differs from the checkpoint's.
+    return PPO(
+        PPOConfig(
+            env="CartPole-v1",
+            seed=7,
+            num_envs_per_env_runner=2,
+            rollout_length=32,
+            minibatch_size=32,
+            num_epochs=1,
+            model_config={"hidden_sizes": [16, 16]},
+        )
+    )
+
+
 def templates(workdir: str) -> dict[str, Template]:
     """Every template; the fuzz tree is saved into ``workdir`` on first use."""
+    from cairn.rl import PPO
     from cairn_test_components import Leaf, Tree
 
     fuzz_path = os.path.join(workdir, "template_fuzz_tree")
@@ -265,4 +283,5 @@ def templates(workdir: str) -> dict[str, Template]:
         "fuzz_tree": Template("fuzz_tree", FuzzRoot, _pristine_fuzz, fuzz_path),
         "golden_tree": Template("golden_tree", Tree, _pristine_tree, str(DATA / "golden_format_v1")),
         "golden_leaf": Template("golden_leaf", Leaf, _pristine_leaf, str(DATA / "golden_format_v1_leaf")),
+        "golden_ppo": Template("golden_ppo", PPO, _pristine_ppo, str(DATA / "golden_format_v1_ppo")),
     }

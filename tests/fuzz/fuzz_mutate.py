@@ -812,3 +812,28 @@ class MsgpackBloat:
         _write(path, pack_tree(tree))
         reseal(ckpt)
         return _file_outcome(ckpt, rel, resealed=True, changed=True)
+
+
+@dataclass(frozen=True)
+class JsonSet:
+    """Set the value at an explicit key path of one JSON file (``rel``, relative to the checkpoint) and re-seal."""
+
+    rel: str
+    path: tuple[Any, ...]
+    value: Any
+
+    def apply(self, ckpt: str) -> Applied:
+        path = os.path.join(ckpt, self.rel)
+        old = _read(path)
+        tree = json.loads(old)
+        node = tree
+        for k in self.path[:-1]:
+            node = node[k]
+        node[self.path[-1]] = self.value
+        _write(path, dumps_json(tree))
+        reseal(ckpt)
+        out = _file_outcome(ckpt, self.rel, resealed=True, changed=_read(path) != old)
+        if os.path.basename(self.rel) == "ctor.json":
+            # Other constructor arguments (an RL config) may rightly build components whose state differs.
+            out.left_as_is |= _below(_folder(self.rel), ckpt) | {_folder(self.rel)}
+        return out
