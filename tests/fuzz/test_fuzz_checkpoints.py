@@ -636,3 +636,36 @@ def test_latest_is_verified(
 ) -> None:
     """SPEC 6: latest() is the path of a committed, *verified* checkpoint: never one that fails verify."""
     run(request, fuzz_workdir, fuzz_templates, fuzz_worker, template, m, ops=("latest",), strict_latest=True)
+
+
+# --------------------------------------------------------------------------- the oracle itself
+
+
+class _Unannounced:
+    """A sealed change of tensor bytes that claims to change nothing: the oracle must catch the new values."""
+
+    def apply(self, ckpt: str) -> fm.Applied:
+        path = os.path.join(ckpt, "tensors.safetensors")
+        with open(path, "r+b") as f:
+            f.seek(-1, os.SEEK_END)  # the last byte of tensor data
+            last = f.read(1)
+            f.seek(-1, os.SEEK_END)
+            f.write(bytes([last[0] ^ 0x40]))
+        fm.reseal(ckpt)
+        return fm.Applied(ckpt)
+
+    def __repr__(self) -> str:
+        return "_Unannounced()"
+
+
+def test_oracle_sees_wrong_values(
+    request: pytest.FixtureRequest,
+    fuzz_workdir: str,
+    fuzz_templates: dict[str, Any],
+    fuzz_worker: fh.WorkerClient,
+) -> None:
+    """The judge is live: values that differ from the template's, unannounced, are a finding."""
+    case = fh.run_case(
+        fuzz_worker, fuzz_templates["golden_leaf"], _Unannounced(), fuzz_workdir, "oracle self-test", ops=("restore",)
+    )
+    assert any("wrong-values" in f for f in case.findings), case.findings
