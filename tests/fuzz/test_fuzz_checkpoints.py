@@ -69,6 +69,7 @@ def run(
     mutation: Any,
     **kw: Any,
 ) -> None:
+    """One case: mutate a copy of ``template``, run every operation, fail on any finding."""
     case = fh.run_case(worker, templates[template], mutation, workdir, request.node.name, **kw)
     fh.check(case)
 
