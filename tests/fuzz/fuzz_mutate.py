@@ -164,6 +164,11 @@ class RawMsgpack:
 
     data: bytes
 
+    def __repr__(self) -> str:
+        if len(self.data) <= 24:
+            return f"RawMsgpack({self.data!r})"
+        return f"RawMsgpack({self.data[:8]!r} + ... ({len(self.data)} bytes))"
+
 
 def _ext_hook(code: int, data: bytes) -> Any:
     try:

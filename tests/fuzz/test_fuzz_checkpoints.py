@@ -363,6 +363,7 @@ file_type_edits = st.builds(
 @example(template="fuzz_tree", m=fm.FileTypeEdit(target=0, kind="fifo"))  # issue 13 item 5: hangs
 @example(template="fuzz_tree", m=fm.FileTypeEdit(target=1, kind="fifo", folder=True))
 @example(template="golden_tree", m=fm.FileTypeEdit(target=0, kind="symlink_devzero"))
+@example(template="fuzz_tree", m=fm.FileTypeEdit(target=36, kind="directory"))  # inspect: IsADirectoryError
 @given(template=st.sampled_from(TEMPLATES), m=file_type_edits)
 def test_file_types(
     request: pytest.FixtureRequest,
@@ -425,6 +426,23 @@ def test_nesting(
 ) -> None:
     """Deep component trees, deep JSON, deep msgpack, deep extension records."""
     run(request, fuzz_workdir, fuzz_templates, fuzz_worker, template, m)
+
+
+@KNOWN
+@budget(3)
+@example(depth=500)
+@given(depth=st.sampled_from([65, 100, 199]))
+def test_set_state_failure_is_atomic(
+    request: pytest.FixtureRequest,
+    fuzz_workdir: str,
+    fuzz_templates: dict[str, Any],
+    fuzz_worker: fh.WorkerClient,
+    depth: int,
+) -> None:
+    """A value that a component's set_state refuses (a list nested > 64 deep for an array): a CheckpointError,
+    and the components restored before it are left untouched."""
+    m = fm.MsgpackEdit(file=1, node=1, op="replace", value=fm.nested_msgpack(depth))  # branch/left's weights
+    run(request, fuzz_workdir, fuzz_templates, fuzz_worker, "golden_tree", m)
 
 
 # --------------------------------------------------------------------------- 6. JSON structure
