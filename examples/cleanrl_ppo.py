@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
 
         b_obs = obs.reshape((-1, *envs.single_observation_space.shape))
         b_logprobs, b_actions = logprobs.reshape(-1), actions.reshape(-1)
-        b_advantages, b_returns, b_values = advantages.reshape(-1), returns.reshape(-1), values.reshape(-1)
+        b_advantages, b_returns = advantages.reshape(-1), returns.reshape(-1)
         b_inds = np.arange(batch_size)
         for _epoch in range(args.update_epochs):
             np.random.shuffle(b_inds)

@@ -1,4 +1,4 @@
-"""examples/cleanrl_ppo.py: killed with SIGKILL mid-run, resumed, it ends bit for bit where a run without a stop ends."""
+"""examples/cleanrl_ppo.py: SIGKILLed mid-run and resumed, it ends bit for bit where an unstopped run ends."""
 
 from __future__ import annotations
 
