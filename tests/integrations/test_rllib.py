@@ -14,11 +14,11 @@ import cairn
 
 pytest.importorskip("ray.rllib", reason="RLlib is not installed (pip install 'cairn-rl[rllib]')")
 
-from ray.rllib.algorithms.ppo import PPOConfig  # noqa: E402
-from ray.rllib.connectors.env_to_module import MeanStdFilter  # noqa: E402
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.connectors.env_to_module import MeanStdFilter
 
-from cairn.integrations import rllib as cairn_rllib  # noqa: E402
-from cairn.testing import assert_states_equal  # noqa: E402
+from cairn.integrations import rllib as cairn_rllib
+from cairn.testing import assert_states_equal
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
@@ -164,3 +164,36 @@ def test_module_alone_and_cli_tools(tmp_path: Path) -> None:
     out = subprocess.run([*cli, "inspect", path], capture_output=True, text=True, check=True).stdout
     assert "MeanStdFilter" in out and "default_policy" in out
     assert subprocess.run([*cli, "diff", path, path], capture_output=True).returncode == 0
+
+
+def test_convert_an_rllib_checkpoint(tmp_path: Path) -> None:
+    algo = _config(0, seed=0).build_algo()
+    try:
+        algo.train()
+        rllib_path = algo.save_to_path(str(tmp_path / "rllib"))
+        native = cairn_rllib.save(algo, tmp_path / "native")
+        weights = _learner_state(algo)
+    finally:
+        algo.stop()
+    cli = [sys.executable, "-m", "cairn"]
+    converted = str(tmp_path / "converted")
+    refused = subprocess.run([*cli, "convert", "rllib", rllib_path, converted], capture_output=True, text=True)
+    assert refused.returncode == 1 and "--allow-pickle" in refused.stderr and "Traceback" not in refused.stderr
+    done = subprocess.run(
+        [*cli, "convert", "rllib", rllib_path, converted, "--allow-pickle"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "_env_to_module_connector" in done.stdout  # the lambda of the config is named as not kept
+    assert subprocess.run([*cli, "verify", converted], capture_output=True).returncode == 0
+    inspected = subprocess.run([*cli, "inspect", converted], capture_output=True, text=True, check=True).stdout
+    assert "PICKLE" not in inspected and "default_policy" in inspected
+    diff = subprocess.run([*cli, "diff", native, converted], capture_output=True, text=True)
+    assert diff.returncode == 0, diff.stdout  # the same states as cairn's own save of that algorithm
+
+    fresh = _config(0, seed=3).build_algo()
+    try:
+        cairn_rllib.restore(fresh, converted)
+        assert_states_equal(_learner_state(fresh), weights)
+        assert fresh.train()["training_iteration"] == 2
+    finally:
+        fresh.stop()

@@ -597,8 +597,6 @@ def from_checkpoint(
 
 
 _RLLIB_CTOR = "class_and_ctor_args.pkl"
-_RLLIB_META = ("rllib_checkpoint.json", "metadata.json")
-_RLLIB_STATE = ("state.pkl", "state.msgpack", "algorithm_state.pkl", "algorithm_state.msgpack")
 
 
 def _read_rllib_folder(folder: Path, where: str) -> RLlibCheckpointable:
@@ -619,28 +617,26 @@ def _read_rllib_folder(folder: Path, where: str) -> RLlibCheckpointable:
         "args": [record_ctor_value(a, f"args/{i}", unrecorded, keep_raw=False) for i, a in enumerate(args)],
         "kwargs": {k: record_ctor_value(v, f"kwargs/{k}", unrecorded, keep_raw=False) for k, v in kwargs.items()},
     }
+    # Each RLlib class names its own files (Algorithm: algorithm_state, RLModule: module_state, ...).
+    stem = str(getattr(rllib_class, "STATE_FILE_NAME", "state"))
     state: dict[str, Any] = {}
-    for name in _RLLIB_STATE:
-        file = folder / name
-        if not file.is_file():
-            continue
-        if name.endswith(".pkl"):
-            with open(file, "rb") as f:
-                state = pickle.load(f)
-        else:
-            from ray.rllib.utils.checkpoints import try_import_msgpack
+    if (folder / f"{stem}.msgpack").is_file():
+        from ray.rllib.utils.checkpoints import try_import_msgpack
 
-            with open(file, "rb") as f:
-                state = try_import_msgpack(error=True).load(f, strict_map_key=False)
-        break
+        with open(folder / f"{stem}.msgpack", "rb") as f:
+            state = try_import_msgpack(error=True).load(f, strict_map_key=False)
+    elif (folder / f"{stem}.pkl").is_file():
+        with open(folder / f"{stem}.pkl", "rb") as f:
+            state = pickle.load(f)
+    else:
+        raise CheckpointNotFoundError(f"The RLlib checkpoint folder {folder} has no {stem}.pkl or {stem}.msgpack.")
     meta: dict[str, Any] = {}
-    for name in _RLLIB_META:
-        if (folder / name).is_file():
-            try:
-                meta = json.loads((folder / name).read_text())
-            except ValueError:
-                meta = {}
-            break
+    meta_file = folder / str(getattr(rllib_class, "METADATA_FILE_NAME", "metadata.json"))
+    if meta_file.is_file():
+        try:
+            meta = json.loads(meta_file.read_text())
+        except ValueError:
+            meta = {}
     children = {
         sub.name: _read_rllib_folder(sub, f"{where}/{sub.name}")
         for sub in sorted(folder.iterdir())
