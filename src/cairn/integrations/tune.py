@@ -52,15 +52,19 @@ CHECKPOINT_FOLDER = "cairn"
 """The cairn checkpoint's folder inside each Tune checkpoint directory."""
 
 
+def _is_rllib(obj: Any) -> bool:
+    try:
+        from ray.rllib.utils.checkpoints import Checkpointable as RLlibBase
+    except ImportError:  # Tune without RLlib: nothing is an RLlib object
+        return False
+    return isinstance(obj, RLlibBase)
+
+
 def _as_checkpointable(obj: Any) -> Checkpointable:
     """``obj`` itself, or an RLlib object wrapped for cairn."""
     if isinstance(obj, Checkpointable):
         return obj
-    try:
-        from ray.rllib.utils.checkpoints import Checkpointable as RLlibCheckpointable
-    except ImportError:
-        RLlibCheckpointable = None  # noqa: N806 - a class, or None without RLlib
-    if RLlibCheckpointable is not None and isinstance(obj, RLlibCheckpointable):
+    if _is_rllib(obj):
         from cairn.integrations.rllib import wrap
 
         return wrap(obj)
