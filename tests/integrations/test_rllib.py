@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -103,21 +105,40 @@ def test_ppo_round_trip_through_cairn(tmp_path: Path, num_env_runners: int) -> N
         fresh.stop()
 
 
-def test_from_checkpoint_with_and_without_config(tmp_path: Path) -> None:
-    lambda_config = _config(0, seed=0)
-    algo = lambda_config.build_algo()
+@dataclass
+class Trained:
+    """One local PPO (a lambda in its config) trained once, saved by cairn and by RLlib."""
+
+    config: Any
+    cairn_path: str
+    rllib_path: str
+    learner: Any
+
+
+@pytest.fixture(scope="module")
+def trained(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trained]:
+    root = tmp_path_factory.mktemp("trained")
+    config = _config(0, seed=0)
+    algo = config.build_algo()
     try:
         algo.train()
-        path = cairn_rllib.save(algo, tmp_path / "ck")
-        weights = _learner_state(algo)
+        yield Trained(
+            config=config,
+            cairn_path=cairn_rllib.save(algo, root / "cairn"),
+            rllib_path=algo.save_to_path(str(root / "rllib")),
+            learner=_learner_state(algo),
+        )
     finally:
         algo.stop()
-    # The lambda could not be recorded: named, never silently dropped.
+
+
+def test_from_checkpoint_with_and_without_config(trained: Trained, tmp_path: Path) -> None:
+    # The config's lambda could not be recorded: named, never silently dropped.
     with pytest.raises(cairn.IncompatibleCheckpointError, match="_env_to_module_connector"):
-        cairn_rllib.from_checkpoint(path)
-    rebuilt = cairn_rllib.from_checkpoint(path, config=lambda_config)
+        cairn_rllib.from_checkpoint(trained.cairn_path)
+    rebuilt = cairn_rllib.from_checkpoint(trained.cairn_path, config=trained.config)
     try:
-        assert_states_equal(_learner_state(rebuilt), weights)
+        assert_states_equal(_learner_state(rebuilt), trained.learner)
     finally:
         rebuilt.stop()
 
@@ -137,63 +158,48 @@ def test_from_checkpoint_with_and_without_config(tmp_path: Path) -> None:
         rebuilt.stop()
 
 
-def test_module_alone_and_cli_tools(tmp_path: Path) -> None:
-    algo = _config(0, seed=0).build_algo()
+def test_module_alone_and_cli_tools(trained: Trained) -> None:
+    path = trained.cairn_path
+    module_path = f"{path}/learner_group/learner/rl_module/default_policy"
+    saved = trained.learner["rl_module"]["default_policy"]
+    # One RLModule, built from its own folder without an algorithm.
+    module = cairn_rllib.from_checkpoint(module_path)
+    assert_states_equal(cairn_rllib.to_cairn_state(module.get_state()), saved)
+    # A component restored on its own into another algorithm, weights synced to its env runner.
+    other = _config(0, seed=5).build_algo()
     try:
-        algo.train()
-        path = cairn_rllib.save(algo, tmp_path / "ck")
-        module_path = f"{path}/learner_group/learner/rl_module/default_policy"
-        # One RLModule, built from its own folder without an algorithm.
-        module = cairn_rllib.from_checkpoint(module_path)
-        saved = algo.learner_group.get_state()["learner"]["rl_module"]["default_policy"]
-        assert_states_equal(cairn_rllib.to_cairn_state(module.get_state()), saved)
-        # A component restored on its own into another algorithm, weights synced to its env runner.
-        other = _config(0, seed=5).build_algo()
-        try:
-            cairn_rllib.restore(other, module_path, component="learner_group/learner/rl_module/default_policy")
-            assert_states_equal(other.learner_group.get_state()["learner"]["rl_module"]["default_policy"], saved)
-            runner_weights = other.env_runner.module.get_state()
-            for key, value in runner_weights.items():
-                np.testing.assert_array_equal(value, saved[key])
-        finally:
-            other.stop()
+        cairn_rllib.restore(other, module_path, component="learner_group/learner/rl_module/default_policy")
+        assert_states_equal(other.learner_group.get_state()["learner"]["rl_module"]["default_policy"], saved)
+        for key, value in other.env_runner.module.get_state().items():
+            np.testing.assert_array_equal(value, saved[key])
     finally:
-        algo.stop()
+        other.stop()
     cli = [sys.executable, "-m", "cairn"]
     assert subprocess.run([*cli, "verify", path], capture_output=True).returncode == 0
     out = subprocess.run([*cli, "inspect", path], capture_output=True, text=True, check=True).stdout
     assert "MeanStdFilter" in out and "default_policy" in out
-    assert subprocess.run([*cli, "diff", path, path], capture_output=True).returncode == 0
 
 
-def test_convert_an_rllib_checkpoint(tmp_path: Path) -> None:
-    algo = _config(0, seed=0).build_algo()
-    try:
-        algo.train()
-        rllib_path = algo.save_to_path(str(tmp_path / "rllib"))
-        native = cairn_rllib.save(algo, tmp_path / "native")
-        weights = _learner_state(algo)
-    finally:
-        algo.stop()
+def test_convert_an_rllib_checkpoint(trained: Trained, tmp_path: Path) -> None:
     cli = [sys.executable, "-m", "cairn"]
     converted = str(tmp_path / "converted")
-    refused = subprocess.run([*cli, "convert", "rllib", rllib_path, converted], capture_output=True, text=True)
+    refused = subprocess.run([*cli, "convert", "rllib", trained.rllib_path, converted], capture_output=True, text=True)
     assert refused.returncode == 1 and "--allow-pickle" in refused.stderr and "Traceback" not in refused.stderr
     done = subprocess.run(
-        [*cli, "convert", "rllib", rllib_path, converted, "--allow-pickle"], capture_output=True, text=True
+        [*cli, "convert", "rllib", trained.rllib_path, converted, "--allow-pickle"], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     assert "_env_to_module_connector" in done.stdout  # the lambda of the config is named as not kept
     assert subprocess.run([*cli, "verify", converted], capture_output=True).returncode == 0
     inspected = subprocess.run([*cli, "inspect", converted], capture_output=True, text=True, check=True).stdout
     assert "PICKLE" not in inspected and "default_policy" in inspected
-    diff = subprocess.run([*cli, "diff", native, converted], capture_output=True, text=True)
+    diff = subprocess.run([*cli, "diff", trained.cairn_path, converted], capture_output=True, text=True)
     assert diff.returncode == 0, diff.stdout  # the same states as cairn's own save of that algorithm
 
     fresh = _config(0, seed=3).build_algo()
     try:
         cairn_rllib.restore(fresh, converted)
-        assert_states_equal(_learner_state(fresh), weights)
+        assert_states_equal(_learner_state(fresh), trained.learner)
         assert fresh.train()["training_iteration"] == 2
     finally:
         fresh.stop()
