@@ -59,7 +59,8 @@ try:
     from ray.rllib.utils.checkpoints import Checkpointable as RLlibBase
 except ImportError as _err:  # pragma: no cover - depends on the install
     raise ImportError(
-        f"cairn.integrations.rllib needs RLlib ({_err}). Install it with: pip install 'cairn-rl[rllib]'"
+        f"cairn.integrations.rllib needs RLlib ({_err}). Install it with: pip install 'cairn-rl[rllib]'",
+        name="ray.rllib",
     ) from _err
 
 __all__ = [

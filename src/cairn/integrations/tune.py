@@ -43,7 +43,8 @@ try:
     from ray import tune
 except ImportError as _err:  # pragma: no cover - depends on the install
     raise ImportError(
-        f"cairn.integrations.tune needs Ray Tune ({_err}). Install it with: pip install 'cairn-rl[tune]'"
+        f"cairn.integrations.tune needs Ray Tune ({_err}). Install it with: pip install 'cairn-rl[tune]'",
+        name="ray.tune",
     ) from _err
 
 __all__ = ["CHECKPOINT_FOLDER", "report", "restore"]
