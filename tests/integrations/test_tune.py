@@ -108,3 +108,26 @@ def test_pbt_with_a_killed_trial(tmp_path: Path) -> None:
     assert 1 <= comeback[0]["iteration"] < CRASH_AT  # ... taken before the crash
     restores = [e for e in events if e["event"] == "restore"]
     assert len(restores) > len(crashes)  # PBT restarted a trial from a (copied) cairn checkpoint too
+
+
+def test_tuner_restore_resumes_an_errored_trial_from_its_cairn_checkpoint(tmp_path: Path) -> None:
+    log = str(tmp_path / "events.jsonl")
+    run_config = tune.RunConfig(
+        name="restore",
+        storage_path=str(tmp_path / "tune"),
+        stop={"training_iteration": ITERATIONS},
+        failure_config=tune.FailureConfig(max_failures=0),  # the crash ends the experiment's trial
+        verbose=0,
+    )
+    param_space = {"lr": 1e-3, "seed": 0, "log": log}
+    first = tune.Tuner(ppo_trainable, param_space=param_space, run_config=run_config).fit()
+    assert len(first.errors) == 1
+
+    experiment = str(tmp_path / "tune" / "restore")
+    assert tune.Tuner.can_restore(experiment)
+    results = tune.Tuner.restore(experiment, trainable=ppo_trainable, resume_errored=True).fit()
+    assert not results.errors
+    assert results[0].metrics["algo_iteration"] == ITERATIONS
+    events = [json.loads(line) for line in Path(log).read_text().splitlines()]
+    assert [e["event"] for e in events] == ["crash", "restore"]
+    assert events[1]["iteration"] == CRASH_AT - 1  # the last checkpoint reported before the crash
