@@ -221,3 +221,42 @@ def test_import_cairn_does_not_import_torch() -> None:
     code = "import sys, cairn; print('torch' in sys.modules, 'cairn.torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_a_disabled_scaler_does_not_silently_reset_an_enabled_one(tmp_path: Path) -> None:
+    path = ct.GradScaler(torch.amp.GradScaler("cpu", enabled=False)).save_to_path(tmp_path / "off")
+    enabled = torch.amp.GradScaler("cpu", init_scale=4.0)
+    with pytest.raises(cairn.IncompatibleCheckpointError, match="disabled GradScaler"):
+        ct.GradScaler(enabled).restore_from_path(path)
+    ct.GradScaler(torch.amp.GradScaler("cpu", enabled=False)).restore_from_path(path)  # off into off: fine
+
+
+class Ema:
+    """A user object following PyTorch's state_dict convention."""
+
+    def __init__(self) -> None:
+        self.value = torch.zeros(3)
+        self.decay = 0.9
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "decay": self.decay}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.value.copy_(state["value"])
+        self.decay = state["decay"]
+
+
+def test_objects_with_state_dict_and_async_saves(tmp_path: Path) -> None:
+    ema = Ema()
+    ema.value += 1.0
+    state = ct.TrainState(ema=ema, step=1)
+    assert isinstance(dict(state.get_checkpointable_components())["ema"], ct.StateDict)
+    with cairn.CheckpointManager(tmp_path / "run", async_save=True) as mgr:
+        mgr.save(state, 1)
+        ema.value += 5.0  # training goes on while the save is written: the snapshot is unaffected
+        state.step = 2
+        mgr.wait()
+        other = Ema()
+        restored = ct.TrainState(ema=other, step=0)
+        mgr.restore_latest(restored)
+    assert torch.equal(other.value, torch.ones(3)) and restored.step == 1
