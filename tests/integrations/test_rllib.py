@@ -203,3 +203,12 @@ def test_convert_an_rllib_checkpoint(trained: Trained, tmp_path: Path) -> None:
         assert fresh.train()["training_iteration"] == 2
     finally:
         fresh.stop()
+
+
+def test_another_architecture_is_refused_with_a_checkpoint_error(trained: Trained) -> None:
+    other = _config(0, seed=0).rl_module(model_config={"fcnet_hiddens": [32]}).build_algo()
+    try:
+        with pytest.raises(cairn.IncompatibleCheckpointError, match="set_state refused"):
+            cairn_rllib.restore(other, trained.cairn_path)
+    finally:
+        other.stop()

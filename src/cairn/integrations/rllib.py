@@ -376,8 +376,17 @@ class RLlibCheckpointable(Checkpointable):
         self._pending = dict(state)
         if self._parent is None or self._applies_alone:
             full = self._assemble()
-            self.obj.set_state(to_rllib_state(full))
-            self._after_set_state(full)
+            try:
+                self.obj.set_state(to_rllib_state(full))
+                self._after_set_state(full)
+            except CheckpointError:
+                raise
+            except Exception as err:  # RLlib and torch raise what they raise; a restore raises CheckpointErrors
+                raise IncompatibleCheckpointError(
+                    f"RLlib's {type(self.obj).__qualname__}.set_state refused the checkpoint's state: "
+                    f"{type(err).__name__}: {err}. The checkpoint was written for another configuration "
+                    "(model, spaces, modules); restore it into an object built like the one that wrote it."
+                ) from err
 
     def _assemble(self) -> dict[str, Any]:
         full = dict(self._pending or {})
@@ -415,7 +424,12 @@ class RLlibCheckpointable(Checkpointable):
 
     @contextmanager
     def _alone(self) -> Iterator[None]:
-        """Make this wrapper the top of a restore (a component restored on its own)."""
+        """Make this wrapper the top of a restore (a component restored on its own).
+
+        Scoped to one ``restore_from_path`` call of this wrapper's parent: the
+        engine applies the component's folder to this wrapper alone, so this
+        wrapper, not the parent, hands the state to RLlib.
+        """
         self._applies_alone = True
         try:
             yield
