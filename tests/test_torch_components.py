@@ -260,3 +260,9 @@ def test_objects_with_state_dict_and_async_saves(tmp_path: Path) -> None:
         restored = ct.TrainState(ema=other, step=0)
         mgr.restore_latest(restored)
     assert torch.equal(other.value, torch.ones(3)) and restored.step == 1
+
+
+def test_reserved_names_are_refused() -> None:
+    for name in ("values", "get_state", "_live"):
+        with pytest.raises(cairn.CheckpointError, match="reserved"):
+            ct.TrainState(**{name: 1})

@@ -525,6 +525,9 @@ class TrainState(Checkpointable):
         for name, obj in objects.items():
             if obj is None and name in ("model", "optimizer", "scheduler", "scaler"):
                 continue
+            if name.startswith("_") or hasattr(TrainState, name):
+                # Read back as an attribute, the name must not hide a method or property of TrainState.
+                raise CheckpointError(f"TrainState: {name!r} is a reserved name; give the object another name.")
             comp = as_component(obj)
             if comp is None:
                 values[name] = obj
