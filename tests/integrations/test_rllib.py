@@ -212,3 +212,32 @@ def test_another_architecture_is_refused_with_a_checkpoint_error(trained: Traine
             cairn_rllib.restore(other, trained.cairn_path)
     finally:
         other.stop()
+
+
+def test_rllib_under_tune_with_cairn_checkpoints(tmp_path: Path) -> None:
+    import ray.cloudpickle
+    from ray import tune
+    from ray.rllib.algorithms.ppo import PPO
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    trainable = cairn_rllib.with_cairn_checkpoints(PPO)
+    results = tune.Tuner(
+        trainable,
+        param_space=_config(0, seed=0),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path / "tune"),
+            stop={"training_iteration": 2},
+            checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=1),
+            verbose=0,
+        ),
+    ).fit()
+    assert not results.errors
+    checkpoint = Path(results[0].checkpoint.path)
+    assert not list(checkpoint.rglob("*.pkl"))  # no RLlib (nor Tune) pickle in the checkpoint
+    assert not cairn.verify_checkpoint(checkpoint / "cairn")
+    fresh = _config(0, seed=4).build_algo()
+    try:
+        cairn_rllib.restore(fresh, checkpoint / "cairn")
+        assert fresh.training_iteration == 2
+    finally:
+        fresh.stop()

@@ -69,6 +69,7 @@ __all__ = [
     "from_checkpoint",
     "restore",
     "save",
+    "with_cairn_checkpoints",
     "wrap",
 ]
 
@@ -217,6 +218,19 @@ def record_ctor_value(value: Any, path: str, unrecorded: list[str], *, keep_raw:
         return value
     unrecorded.append(path)
     return {MARK: "unrecorded", "path": path, "type": class_path(type(value)), "repr": repr(value)[:200]}
+
+
+def _importable_class(cls: type) -> type:
+    """``cls``, or its nearest base that can be found again by import path (for classes made at run time)."""
+    for klass in cls.__mro__:
+        module = sys.modules.get(klass.__module__)
+        obj: Any = module
+        for part in klass.__qualname__.split("."):
+            obj = getattr(obj, part, None)
+        if obj is klass and klass.__module__ != "__main__":
+            found: type = klass
+            return found
+    return cls
 
 
 def _resolve_function(ref: str, where: str) -> Any:
@@ -477,7 +491,7 @@ class RLlibCheckpointable(Checkpointable):
             k: record_ctor_value(v, f"kwargs/{k}", unrecorded, keep_raw=self.pickle_ctor) for k, v in kwargs.items()
         }
         self._unrecorded = unrecorded
-        return (), {"rllib_class": type(self.obj), "args": rec_args, "kwargs": rec_kwargs}
+        return (), {"rllib_class": _importable_class(type(self.obj)), "args": rec_args, "kwargs": rec_kwargs}
 
     def get_metadata(self) -> dict[str, Any]:
         """The RLlib class, Ray's version and the constructor values that could not be recorded."""
@@ -606,6 +620,48 @@ def from_checkpoint(
         overrides["config"] = config
     wrapper = RLlibCheckpointable.from_checkpoint(path, filesystem=filesystem, allow_pickle=allow_pickle, **overrides)
     return wrapper.obj
+
+
+TUNE_CHECKPOINT_FOLDER = "cairn"
+"""The cairn checkpoint's folder inside a Tune checkpoint directory (as in :mod:`cairn.integrations.tune`)."""
+
+
+def with_cairn_checkpoints(algo_class: type[Algorithm]) -> type[Algorithm]:
+    """A subclass of an RLlib algorithm whose Tune checkpoints are cairn checkpoints.
+
+    Run RLlib under Ray Tune as usual, with the subclass as the trainable::
+
+        tune.Tuner(cairn_rllib.with_cairn_checkpoints(PPO), param_space=config, ...)
+
+    ``save_checkpoint`` writes a cairn checkpoint (no RLlib pickle) into the
+    folder Tune gives, and ``load_checkpoint`` restores from it, so Tune's
+    fault tolerance, ``Tuner.restore`` and PBT use cairn checkpoints.
+    """
+    if not (isinstance(algo_class, type) and issubclass(algo_class, Algorithm)):
+        raise CheckpointError(f"with_cairn_checkpoints takes an RLlib Algorithm class, not {algo_class!r}.")
+
+    def save_checkpoint(self: Algorithm, checkpoint_dir: str) -> None:
+        save(self, Path(checkpoint_dir) / TUNE_CHECKPOINT_FOLDER)
+
+    def load_checkpoint(self: Algorithm, checkpoint_dir: str) -> None:
+        from ray.rllib.callbacks.utils import make_callback
+
+        restore(self, Path(checkpoint_dir) / TUNE_CHECKPOINT_FOLDER)
+        algo: Any = self  # as RLlib's own load_checkpoint: the callback after a restore
+        make_callback(
+            "on_checkpoint_loaded",
+            callbacks_objects=algo.callbacks,
+            callbacks_functions=algo.config.callbacks_on_checkpoint_loaded,
+            kwargs={"algorithm": algo},
+        )
+
+    namespace = {
+        "save_checkpoint": save_checkpoint,
+        "load_checkpoint": load_checkpoint,
+        "__doc__": f"{algo_class.__qualname__} with cairn checkpoints under Ray Tune.",
+        "__module__": algo_class.__module__,
+    }
+    return type(f"Cairn{algo_class.__name__}", (algo_class,), namespace)
 
 
 # --------------------------------------------------------------------------- converting RLlib checkpoints
