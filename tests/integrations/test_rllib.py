@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -154,6 +155,27 @@ def test_from_checkpoint_with_and_without_config(trained: Trained, tmp_path: Pat
     try:
         assert_states_equal(_learner_state(rebuilt), weights)
         assert rebuilt.train()["training_iteration"] == 2
+    finally:
+        rebuilt.stop()
+
+
+def test_allow_pickle_keeps_what_pickle_can_hold(tmp_path: Path) -> None:
+    config = _config(0, seed=0, connector=functools.partial(mean_std_filter))  # an object: not data, picklable
+    algo = config.build_algo()
+    try:
+        algo.train()
+        safe = cairn_rllib.save(algo, tmp_path / "safe")
+        pickled = cairn_rllib.save(algo, tmp_path / "pickled", allow_pickle=True)
+        weights = _learner_state(algo)
+    finally:
+        algo.stop()
+    with pytest.raises(cairn.IncompatibleCheckpointError, match="_env_to_module_connector"):
+        cairn_rllib.from_checkpoint(safe)
+    with pytest.raises(cairn.UnsafeCheckpointError):
+        cairn_rllib.from_checkpoint(pickled)
+    rebuilt = cairn_rllib.from_checkpoint(pickled, allow_pickle=True)
+    try:
+        assert_states_equal(_learner_state(rebuilt), weights)
     finally:
         rebuilt.stop()
 

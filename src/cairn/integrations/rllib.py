@@ -166,14 +166,24 @@ def _space_ok(value: Any) -> bool:
     return False
 
 
+def _picklable(value: Any) -> bool:
+    import pickle
+
+    try:
+        pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # lambdas, closures, live handles: whatever pickle refuses
+        return False
+    return True
+
+
 def record_ctor_value(value: Any, path: str, unrecorded: list[str], *, keep_raw: bool) -> Any:
     """``value`` as cairn's constructor codec can hold it, without pickle.
 
     Classes and module-level functions are recorded by import path, configs
     by their state, dataclasses by their fields; a value that has no such
     form is replaced by a record naming it (and its path appended to
-    ``unrecorded``), or kept as it is with ``keep_raw`` (the save then pickles
-    it when ``allow_pickle=True``, or fails naming it).
+    ``unrecorded``), or, with ``keep_raw`` and when pickle can hold it, kept as
+    it is for the engine to pickle (the save passes ``allow_pickle=True``).
     """
     t = type(value)
     if value is None or t in (bool, int, float, str, bytes):
@@ -214,8 +224,8 @@ def record_ctor_value(value: Any, path: str, unrecorded: list[str], *, keep_raw:
         ref = _function_ref(value)
         if ref is not None:
             return {MARK: "function", "ref": ref}
-    if keep_raw:
-        return value
+    if keep_raw and _picklable(value):
+        return value  # the engine pickles it (the save passes allow_pickle=True)
     unrecorded.append(path)
     return {MARK: "unrecorded", "path": path, "type": class_path(type(value)), "repr": repr(value)[:200]}
 
