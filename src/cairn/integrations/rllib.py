@@ -199,6 +199,8 @@ def record_ctor_value(value: Any, path: str, unrecorded: list[str], *, keep_raw:
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor | torch.dtype):
         return value
+    if torch is not None and isinstance(value, torch.device):
+        return {MARK: "torch_device", "device": str(value)}
     spaces = sys.modules.get("gymnasium.spaces")
     if spaces is not None and isinstance(value, spaces.Space) and _space_ok(value):
         return value
@@ -273,6 +275,13 @@ def rebuild_ctor_value(value: Any, missing: list[str], where: str) -> Any:
     if kind == "unrecorded":
         missing.append(str(value.get("path")))
         return None
+    if kind == "torch_device":
+        import torch
+
+        try:
+            return torch.device(str(value.get("device")))
+        except (RuntimeError, ValueError) as err:
+            raise IncompatibleCheckpointError(f"{where} records an invalid torch device: {err}") from err
     if kind == "function":
         return _resolve_function(str(value.get("ref")), where)
     if kind == "algorithm_config":
