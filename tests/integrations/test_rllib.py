@@ -263,3 +263,17 @@ def test_rllib_under_tune_with_cairn_checkpoints(tmp_path: Path) -> None:
         assert fresh.training_iteration == 2
     finally:
         fresh.stop()
+
+
+def test_convert_a_damaged_rllib_checkpoint_names_it(trained: Trained, tmp_path: Path) -> None:
+    import shutil
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(trained.rllib_path, damaged)
+    state = damaged / "learner_group" / "learner" / "state.pkl"
+    state.write_bytes(state.read_bytes()[:100])
+    with pytest.raises(cairn.CorruptCheckpointError, match="damaged"):
+        cairn_rllib.convert_checkpoint(damaged, tmp_path / "out", allow_pickle=True)
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(cairn.CheckpointNotFoundError):
+        cairn_rllib.convert_checkpoint(tmp_path / "nothing", tmp_path / "out", allow_pickle=True)

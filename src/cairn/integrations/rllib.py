@@ -40,7 +40,7 @@ import json
 import os
 import sys
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,13 @@ from typing import Any
 import numpy as np
 
 from cairn.checkpointable import Checkpointable, Names
-from cairn.errors import CheckpointError, CheckpointNotFoundError, IncompatibleCheckpointError, UnsafeCheckpointError
+from cairn.errors import (
+    CheckpointError,
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+    UnsafeCheckpointError,
+)
 from cairn.registry import class_path, registered_for_value
 
 try:
@@ -748,7 +754,6 @@ def convert_checkpoint(
     *,
     allow_pickle: bool = False,
     filesystem: Any = None,
-    progress: Callable[[str], None] | None = None,
 ) -> str:
     """Turn an RLlib checkpoint folder (local) into a cairn checkpoint at ``dst``.
 
@@ -773,7 +778,13 @@ def convert_checkpoint(
     folder = Path(src)
     if not folder.is_dir():
         raise CheckpointNotFoundError(f"No RLlib checkpoint at {src}: the folder does not exist.")
-    tree = _read_rllib_folder(folder, ".")
-    if progress is not None:
-        progress(f"read {src}")
+    try:
+        tree = _read_rllib_folder(folder, ".")
+    except CheckpointError:
+        raise
+    except Exception as err:  # unpickling a damaged or foreign file raises anything
+        raise CorruptCheckpointError(
+            f"Cannot read the RLlib checkpoint {src}: {type(err).__name__}: {err}. It is damaged, or was written by "
+            "another Ray version or the old API stack."
+        ) from err
     return tree.save_to_path(dst, filesystem=filesystem)
