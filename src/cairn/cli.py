@@ -231,6 +231,30 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_convert(args: argparse.Namespace) -> int:
+    """Turn another framework's checkpoint into a cairn checkpoint (RLlib for now)."""
+    import time
+
+    from cairn.integrations.rllib import convert_checkpoint  # imports ray; names the extra when missing
+    from cairn.tools import inspect_checkpoint
+
+    start = time.perf_counter()
+    out = convert_checkpoint(args.src, args.dst, allow_pickle=args.allow_pickle)
+    seconds = time.perf_counter() - start
+    infos = inspect_checkpoint(out)
+    print(
+        f"Converted the RLlib checkpoint {args.src} to {out}: {len(infos)} components, "
+        f"{_human(sum(i.size for i in infos))}, {seconds:.2f} s, no pickle."
+    )
+    for info in infos:
+        unrecorded = info.metadata.get("rllib_unrecorded") or []
+        if unrecorded:
+            print(
+                f"  {info.path}: not recorded without pickle (pass config= to from_checkpoint): {', '.join(unrecorded)}"
+            )
+    return 0
+
+
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     """The argument parser (RL commands are registered only when used, to keep startup light)."""
     parser = argparse.ArgumentParser(prog="cairn", description="Safe, verified checkpoints for RL.")
@@ -300,6 +324,17 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     p.add_argument("out", nargs="?")
     p.add_argument("--dry-run", action="store_true", help="list what would change, write nothing")
     p.set_defaults(func=cmd_upgrade)
+
+    p = sub.add_parser("convert", help="turn an RLlib checkpoint folder into a cairn checkpoint")
+    p.add_argument("framework", choices=["rllib"], help="the framework that wrote SRC")
+    p.add_argument("src", help="the RLlib checkpoint folder (Algorithm.save_to_path)")
+    p.add_argument("dst", help="where to write the cairn checkpoint (local path or URI)")
+    p.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="required: RLlib's checkpoints are pickles, and reading them runs code; only for checkpoints you trust",
+    )
+    p.set_defaults(func=cmd_convert)
     return parser
 
 

@@ -1,0 +1,593 @@
+"""Ready components for plain PyTorch training loops (SPEC 11).
+
+A training script written in CleanRL's style (one file, a model, an optimizer,
+a loop) gets cairn's verified, atomic checkpoints and an exact resume in a few
+lines::
+
+    import cairn, cairn.torch
+
+    ckpt = cairn.torch.TrainState(model=agent, optimizer=opt, scheduler=sched,
+                                  rng=True, iteration=0)
+    mgr = cairn.CheckpointManager("runs/ppo", keep_last=3)
+    if mgr.restore_latest(ckpt):              # resume where the last run stopped
+        start = ckpt.iteration + 1
+    for it in range(start, n):
+        ...
+        ckpt.iteration = it
+        mgr.save(ckpt, it)
+
+Every component restores **in place**: the model's parameters, the optimizer's
+moments and the other live tensors are overwritten where they are (a restore
+from local disk reads straight into them, through ``get_state_buffers``), so
+references the script already holds (``agent``, ``opt``, the scheduler bound
+to ``opt``) stay valid. Nothing in a checkpoint names a class to build: these
+components are restored into the objects the script made, so no constructor
+arguments need recording and no pickle is involved.
+
+This module imports torch; ``import cairn`` does not import it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+from cairn.checkpointable import Checkpointable, Names
+from cairn.errors import CheckpointError, IncompatibleCheckpointError
+from cairn.registry import class_path
+
+__all__ = [
+    "RNG",
+    "GradScaler",
+    "LRScheduler",
+    "Module",
+    "Optimizer",
+    "StateDict",
+    "Stateful",
+    "TrainState",
+    "as_component",
+    "normalize_optimizer_state",
+]
+
+
+@runtime_checkable
+class Stateful(Protocol):
+    """Anything with PyTorch's ``state_dict()`` / ``load_state_dict(state)`` pair."""
+
+    def state_dict(self) -> Any: ...
+
+    def load_state_dict(self, state_dict: Any) -> Any: ...
+
+
+def _clone(tree: Any) -> Any:
+    """A copy of a state tree that training can no longer change (tensors and arrays copied)."""
+    if isinstance(tree, torch.Tensor):
+        return tree.detach().clone()
+    if isinstance(tree, np.ndarray):
+        return tree.copy()
+    if type(tree) is dict:
+        return {k: _clone(v) for k, v in tree.items()}
+    if type(tree) is list:
+        return [_clone(v) for v in tree]
+    if type(tree) is tuple:
+        return tuple(_clone(v) for v in tree)
+    return tree
+
+
+# --------------------------------------------------------------------------- module
+
+
+class Module(Checkpointable):
+    """A ``torch.nn.Module``'s parameters and buffers (its ``state_dict``), restored in place.
+
+    Args:
+        module: The live module.
+        strict: Refuse a checkpoint that lacks some of the module's parameters
+            (it was written for another architecture). With ``strict=False`` the
+            missing ones are left as they are; unknown names are always refused.
+    """
+
+    def __init__(self, module: torch.nn.Module, *, strict: bool = True) -> None:
+        if not isinstance(module, torch.nn.Module):
+            raise CheckpointError(f"cairn.torch.Module wraps a torch.nn.Module, not a {type(module).__qualname__}.")
+        self.module = module
+        self.strict = strict
+
+    def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
+        """Parameter and buffer name -> tensor (copies)."""
+        return {name: value.detach().clone() for name, value in self.module.state_dict().items()}
+
+    def get_state_buffers(self) -> dict[str, Any] | None:
+        """The live parameters and buffers: a restore from local disk reads straight into them."""
+        return dict(self.module.state_dict())
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Load ``state`` into the module.
+
+        Raises:
+            IncompatibleCheckpointError: Unknown parameter names, other shapes, or
+                (with ``strict``) missing parameters: another architecture.
+        """
+        own = self.module.state_dict()
+        where = f"the checkpoint of {class_path(type(self.module))}"
+        unknown = sorted(set(state) - set(own))
+        missing = sorted(set(own) - set(state))
+        if unknown or (missing and self.strict):
+            raise IncompatibleCheckpointError(
+                f"{where} does not fit this module: "
+                + (f"parameters {unknown} are in the checkpoint but not in the module; " if unknown else "")
+                + (f"parameters {missing} of the module are not in the checkpoint; " if missing and self.strict else "")
+                + "it was written for another architecture. Build the module the checkpoint was written for "
+                "(or wrap it with cairn.torch.Module(module, strict=False) to leave missing parameters as they are)."
+            )
+        for name, value in state.items():
+            target = own[name]
+            shape = tuple(getattr(value, "shape", ()))
+            if shape != tuple(target.shape):
+                raise IncompatibleCheckpointError(
+                    f"{where}: parameter {name!r} has shape {shape} in the checkpoint but "
+                    f"{tuple(target.shape)} in this module; build the module the checkpoint was written for."
+                )
+        tensors = {name: torch.as_tensor(value) for name, value in state.items()}
+        try:
+            self.module.load_state_dict(tensors, strict=False)
+        except RuntimeError as err:
+            raise IncompatibleCheckpointError(f"{where} cannot be loaded into this module: {err}") from err
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Nothing recorded: pass ``module=`` to ``from_checkpoint``."""
+        return (), {}
+
+    def get_metadata(self) -> dict[str, Any]:
+        """The module's class and number of parameters (for ``cairn inspect``)."""
+        return {
+            "torch_class": class_path(type(self.module)),
+            "num_parameters": int(sum(p.numel() for p in self.module.parameters())),
+        }
+
+
+# --------------------------------------------------------------------------- optimizer
+
+
+def _like(value: Any, reference: Any) -> Any:
+    """``value`` in the Python type of ``reference`` (a hyperparameter of a live param group)."""
+    if isinstance(reference, bool):
+        return bool(value) if isinstance(value, bool | int | np.bool_ | np.integer) else value
+    if isinstance(reference, float) and isinstance(value, torch.Tensor | np.ndarray | np.generic | int):
+        return float(value)
+    if isinstance(reference, int) and isinstance(value, torch.Tensor | np.ndarray | np.generic):
+        return int(value)
+    if isinstance(reference, torch.Tensor) and not isinstance(value, torch.Tensor):
+        return torch.tensor(value, dtype=reference.dtype, device=reference.device)
+    if isinstance(reference, tuple | list) and isinstance(value, tuple | list | np.ndarray | torch.Tensor):
+        items = list(value)
+        if len(items) == len(reference):
+            return type(reference)(_like(v, r) for v, r in zip(items, reference, strict=True))
+    return value
+
+
+def normalize_optimizer_state(state: Mapping[str, Any], optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """Bring an optimizer state dict back to the types ``optimizer`` uses.
+
+    cairn's format keeps types, but a state converted from another tool (RLlib
+    stores optimizer states through ``convert_to_numpy``) or edited by hand may
+    hold numpy arrays, or hyperparameters as tensors: Adam's ``betas`` as a
+    tensor make the next ``step()`` fail with "beta1 as a Tensor is not
+    supported" (ray-project/ray#51560). Hyperparameters take the type of the
+    live optimizer's own (a float stays a float, a tuple of floats a tuple,
+    a tensor ``lr`` a tensor); per-parameter buffers become tensors (torch then
+    moves them to the parameter's device and dtype, and makes ``step`` a tensor).
+    """
+    live_groups = optimizer.param_groups
+    groups = []
+    for i, group in enumerate(state["param_groups"]):
+        group = dict(group)
+        reference = live_groups[i] if i < len(live_groups) else {}
+        for key, value in group.items():
+            if key == "params":
+                group[key] = [int(p) for p in value]
+            elif key in reference:
+                group[key] = _like(value, reference[key])
+        groups.append(group)
+    per_param = {
+        int(k): {name: torch.as_tensor(v) if isinstance(v, np.ndarray | np.generic) else v for name, v in s.items()}
+        for k, s in state["state"].items()
+    }
+    return {"state": per_param, "param_groups": groups}
+
+
+class Optimizer(Checkpointable):
+    """A ``torch.optim.Optimizer``'s state (moments, step counts, param groups), restored in place.
+
+    Args:
+        optimizer: The live optimizer.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise CheckpointError(
+                f"cairn.torch.Optimizer wraps a torch.optim.Optimizer, not a {type(optimizer).__qualname__}."
+            )
+        self.optimizer = optimizer
+
+    def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
+        """``optimizer.state_dict()`` (a copy): ``state`` per parameter index and ``param_groups``."""
+        return dict(_clone(self.optimizer.state_dict()))
+
+    def get_state_buffers(self) -> dict[str, Any] | None:
+        """The live per-parameter tensors (Adam's moments): a restore reads into them when they exist."""
+        return dict(self.optimizer.state_dict())
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Load ``state`` (with the hyperparameter types this optimizer uses).
+
+        Raises:
+            IncompatibleCheckpointError: Another number of parameter groups or parameters.
+        """
+        if "state" not in state or "param_groups" not in state:
+            return  # nothing of the optimizer was saved (a partial state)
+        try:
+            self.optimizer.load_state_dict(normalize_optimizer_state(state, self.optimizer))
+        except (ValueError, KeyError, RuntimeError, TypeError) as err:
+            raise IncompatibleCheckpointError(
+                f"The checkpoint of the optimizer {class_path(type(self.optimizer))} does not fit this "
+                f"optimizer: {err}. It was written for another model or another set of parameter groups."
+            ) from err
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Nothing recorded: pass ``optimizer=`` to ``from_checkpoint``."""
+        return (), {}
+
+    def get_metadata(self) -> dict[str, Any]:
+        """The optimizer's class."""
+        return {"torch_class": class_path(type(self.optimizer))}
+
+
+# --------------------------------------------------------------------------- other state dicts
+
+
+class StateDict(Checkpointable):
+    """Any object with ``state_dict()`` / ``load_state_dict()``, restored through them.
+
+    Used for LR schedulers, gradient scalers and user objects that follow
+    PyTorch's convention (an EMA of the weights, a running normalizer, the
+    state of a set of environments). The state must hold cairn's state leaves
+    (tensors, arrays, numbers, strings, bytes, None, dicts, lists, tuples).
+
+    Args:
+        obj: The live object.
+    """
+
+    def __init__(self, obj: Any) -> None:
+        if not isinstance(obj, Stateful):
+            raise CheckpointError(
+                f"{type(self).__qualname__} wraps an object with state_dict() and load_state_dict(), "
+                f"not a {type(obj).__qualname__}."
+            )
+        self.obj = obj
+
+    def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
+        """``{"state_dict": obj.state_dict()}`` (a copy)."""
+        return {"state_dict": _clone(self.obj.state_dict())}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """``obj.load_state_dict(state["state_dict"])``.
+
+        Raises:
+            IncompatibleCheckpointError: When the object refuses the state.
+        """
+        if "state_dict" not in state:
+            return
+        try:
+            self.obj.load_state_dict(state["state_dict"])
+        except (ValueError, KeyError, RuntimeError, TypeError, IndexError) as err:
+            raise IncompatibleCheckpointError(
+                f"The checkpoint of {class_path(type(self.obj))} does not fit this object: {type(err).__name__}: {err}"
+            ) from err
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Nothing recorded: pass ``obj=`` to ``from_checkpoint``."""
+        return (), {}
+
+    def get_metadata(self) -> dict[str, Any]:
+        """The wrapped object's class."""
+        return {"torch_class": class_path(type(self.obj))}
+
+
+class LRScheduler(StateDict):
+    """A learning-rate scheduler (``torch.optim.lr_scheduler``): epoch counters and last rates.
+
+    The rate itself lives in the optimizer's param groups and comes back with
+    :class:`Optimizer`.
+    """
+
+    def __init__(self, scheduler: Any) -> None:
+        super().__init__(scheduler)
+
+
+class GradScaler(StateDict):
+    """A ``torch.amp.GradScaler``: the loss scale and its growth tracker."""
+
+    def __init__(self, scaler: Any) -> None:
+        super().__init__(scaler)
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Load the scale; a checkpoint of a disabled scaler holds nothing to load.
+
+        Raises:
+            IncompatibleCheckpointError: A state of a disabled scaler for an enabled one.
+        """
+        saved = state.get("state_dict")
+        if isinstance(saved, dict) and not saved and getattr(self.obj, "is_enabled", lambda: False)():
+            raise IncompatibleCheckpointError(
+                "The checkpoint holds the state of a disabled GradScaler (no loss scale), and this "
+                "GradScaler is enabled: it would start from its initial scale. Build the scaler with "
+                "enabled=False, or restore a checkpoint of an enabled one."
+            )
+        super().set_state(state)
+
+
+# --------------------------------------------------------------------------- RNG
+
+_GeneratorLike = torch.Generator | np.random.Generator | random.Random
+
+
+def _generator_state(gen: _GeneratorLike) -> Any:
+    if isinstance(gen, torch.Generator):
+        return {"kind": "torch", "state": gen.get_state()}
+    if isinstance(gen, np.random.Generator):
+        return {"kind": "numpy", "state": gen.bit_generator.state}
+    return {"kind": "python", "state": gen.getstate()}
+
+
+def _set_generator_state(gen: _GeneratorLike, saved: Any, name: str) -> None:
+    kind = _generator_state(gen)["kind"]
+    if not isinstance(saved, dict) or saved.get("kind") != kind:
+        got = saved.get("kind") if isinstance(saved, dict) else type(saved).__name__
+        raise IncompatibleCheckpointError(
+            f"The RNG checkpoint holds a {got} generator under {name!r}, but this RNG's {name!r} is a {kind} one."
+        )
+    try:
+        if isinstance(gen, torch.Generator):
+            gen.set_state(torch.as_tensor(saved["state"], dtype=torch.uint8))
+        elif isinstance(gen, np.random.Generator):
+            gen.bit_generator.state = saved["state"]
+        else:
+            gen.setstate(_as_python_rng_state(saved["state"]))
+    except (ValueError, TypeError, RuntimeError, KeyError) as err:
+        raise IncompatibleCheckpointError(f"Cannot restore the RNG {name!r}: {err}") from err
+
+
+def _as_python_rng_state(state: Any) -> Any:
+    # random.setstate wants (version, tuple of ints, gauss); keep it exact whatever list/tuple came back.
+    version, internal, gauss = state
+    return (int(version), tuple(int(x) for x in internal), gauss)
+
+
+class RNG(Checkpointable):
+    """The random number generators a training loop draws from.
+
+    By default the global ones: Python's ``random``, numpy's legacy
+    ``np.random`` and torch's CPU generator (and the CUDA generators when CUDA
+    is in use). ``generators`` adds named generator objects (``torch.Generator``,
+    ``np.random.Generator``, ``random.Random``) that are restored in place.
+
+    Args:
+        python: Save ``random``'s global state.
+        numpy: Save ``np.random``'s global state.
+        torch: Save torch's global CPU (and CUDA) generators.
+        generators: Name -> generator object.
+    """
+
+    _KINDS: ClassVar[tuple[str, ...]] = ("python", "numpy", "torch")
+
+    def __init__(
+        self,
+        *,
+        python: bool = True,
+        numpy: bool = True,
+        torch: bool = True,
+        generators: Mapping[str, _GeneratorLike] | None = None,
+    ) -> None:
+        self.python = python
+        self.numpy = numpy
+        self.torch = torch
+        self.generators = dict(generators or {})
+        for name, gen in self.generators.items():
+            if not isinstance(gen, _GeneratorLike):
+                raise CheckpointError(
+                    f"cairn.torch.RNG: generator {name!r} is a {type(gen).__qualname__}; expected a "
+                    "torch.Generator, np.random.Generator or random.Random."
+                )
+
+    def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
+        """The generators' states (copies)."""
+        state: dict[str, Any] = {}
+        if self.python:
+            state["python"] = random.getstate()
+        if self.numpy:
+            state["numpy"] = np.random.get_state(legacy=False)
+        if self.torch:
+            state["torch"] = torch.get_rng_state()
+            if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+                state["cuda"] = list(torch.cuda.get_rng_state_all())
+        if self.generators:
+            state["generators"] = {name: _generator_state(g) for name, g in self.generators.items()}
+        cloned: dict[str, Any] = _clone(state)
+        return cloned
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Set every generator this RNG saves from ``state`` (those ``state`` lacks are left).
+
+        Raises:
+            IncompatibleCheckpointError: A state that does not fit a generator.
+        """
+        try:
+            if self.python and "python" in state:
+                random.setstate(_as_python_rng_state(state["python"]))
+            if self.numpy and "numpy" in state:
+                np.random.set_state(state["numpy"])
+            if self.torch and "torch" in state:
+                torch.set_rng_state(torch.as_tensor(state["torch"], dtype=torch.uint8))
+            if self.torch and "cuda" in state and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all([torch.as_tensor(s, dtype=torch.uint8) for s in state["cuda"]])
+        except (ValueError, TypeError, RuntimeError, KeyError) as err:
+            raise IncompatibleCheckpointError(f"Cannot restore the global RNG states: {err}") from err
+        saved = state.get("generators", {})
+        for name, gen in self.generators.items():
+            if name in saved:
+                _set_generator_state(gen, saved[name], name)
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The flags; generator objects are not recorded (pass ``generators=`` to ``from_checkpoint``)."""
+        return (), {"python": self.python, "numpy": self.numpy, "torch": self.torch}
+
+
+# --------------------------------------------------------------------------- TrainState
+
+_WRAPPERS: list[tuple[Callable[[Any], bool], Callable[[Any], Checkpointable]]] = [
+    (lambda o: isinstance(o, Checkpointable), lambda o: o),
+    (lambda o: isinstance(o, torch.nn.Module), Module),
+    (lambda o: isinstance(o, torch.optim.Optimizer), Optimizer),
+    (
+        lambda o: isinstance(o, torch.optim.lr_scheduler.LRScheduler | torch.optim.lr_scheduler.ReduceLROnPlateau),
+        LRScheduler,
+    ),
+    (lambda o: isinstance(o, torch.amp.GradScaler), GradScaler),
+    (
+        lambda o: isinstance(o, _GeneratorLike),
+        lambda o: RNG(python=False, numpy=False, torch=False, generators={"generator": o}),
+    ),
+    (lambda o: isinstance(o, Stateful), StateDict),
+]
+
+
+def as_component(obj: Any) -> Checkpointable | None:
+    """The cairn component for a live training object, or None for a plain value.
+
+    A ``Checkpointable`` is used as it is; an ``nn.Module``, optimizer, LR
+    scheduler, ``GradScaler`` or generator gets its wrapper; any other object
+    with ``state_dict()``/``load_state_dict()`` becomes a :class:`StateDict`.
+    """
+    for matches, wrap in _WRAPPERS:
+        if matches(obj):
+            return wrap(obj)
+    return None
+
+
+class TrainState(Checkpointable):
+    """The whole state of a training script, as one checkpointable object.
+
+    Each live object becomes a component (a sub-folder of the checkpoint,
+    restored in place); plain values (a step counter, a best score, arrays)
+    are this object's own state and readable and writable as attributes::
+
+        ckpt = TrainState(model=net, optimizer=opt, scheduler=sched, rng=True, step=0)
+        ckpt.step = 10          # before a save
+        ckpt.model is net       # the live objects, as given
+
+    Args:
+        model: An ``nn.Module`` (or any component), saved as ``model/``.
+        optimizer: A ``torch.optim.Optimizer``, saved as ``optimizer/``.
+        scheduler: An LR scheduler, saved as ``scheduler/``.
+        scaler: A ``torch.amp.GradScaler``, saved as ``scaler/``.
+        rng: True saves the global RNGs (Python, numpy, torch) as ``rng/``; an
+            :class:`RNG` instance chooses which.
+        **extra: More named objects (a second optimizer, a target network, an
+            object with ``state_dict``/``load_state_dict``, a ``Checkpointable``)
+            or plain values.
+    """
+
+    def __init__(
+        self,
+        model: Any = None,
+        optimizer: Any = None,
+        scheduler: Any = None,
+        scaler: Any = None,
+        rng: bool | RNG = False,
+        **extra: Any,
+    ) -> None:
+        objects: dict[str, Any] = {"model": model, "optimizer": optimizer, "scheduler": scheduler, "scaler": scaler}
+        objects.update(extra)
+        if rng is True:
+            objects["rng"] = RNG()
+        elif isinstance(rng, RNG):
+            objects["rng"] = rng
+        elif rng is not False:
+            raise CheckpointError(f"TrainState: rng must be True, False or a cairn.torch.RNG, not {rng!r}.")
+        live: dict[str, Any] = {}
+        components: dict[str, Checkpointable] = {}
+        values: dict[str, Any] = {}
+        for name, obj in objects.items():
+            if obj is None and name in ("model", "optimizer", "scheduler", "scaler"):
+                continue
+            if name.startswith("_") or hasattr(TrainState, name):
+                # Read back as an attribute, the name must not hide a method or property of TrainState.
+                raise CheckpointError(f"TrainState: {name!r} is a reserved name; give the object another name.")
+            comp = as_component(obj)
+            if comp is None:
+                values[name] = obj
+            else:
+                components[name] = comp
+                live[name] = obj
+        object.__setattr__(self, "_live", live)
+        object.__setattr__(self, "_components", components)
+        object.__setattr__(self, "_values", values)
+
+    # Attribute access: the live objects and the plain values by name.
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in self._values:
+            return self._values[name]
+        if name in self._live:
+            return self._live[name]
+        raise AttributeError(
+            f"TrainState has no {name!r}; it holds {sorted(self._live)} and the values {sorted(self._values)}."
+        )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._live:
+            raise AttributeError(f"TrainState.{name} is the live object it was built with; it cannot be replaced.")
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+            return
+        self._values[name] = value
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """The plain values (the live dict: changes show in the next save)."""
+        values: dict[str, Any] = self._values
+        return values
+
+    # Checkpointable
+
+    def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
+        """One component per live object, named as given."""
+        components: dict[str, Checkpointable] = self._components
+        return list(components.items())
+
+    def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
+        """``{"values": the plain values}`` and the components' states under their names."""
+        return {
+            "values": _clone(dict(self._values)),
+            **self._get_components_state(components, not_components=not_components),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore the components given and the plain values (values the state lacks are left)."""
+        self._set_components_state(state)
+        self._values.update(state.get("values", {}))
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Nothing recorded: a TrainState is restored into the one the script builds."""
+        return (), {}
+
+    def get_metadata(self) -> dict[str, Any]:
+        """The names of the values (for ``cairn inspect``)."""
+        return {"values": sorted(self._values)}
