@@ -110,9 +110,9 @@ def test_restore_latest_falls_back_to_the_newest_that_verifies(tmp_path: Path) -
     assert len(caught) == 1 and caught[0].filename == __file__  # points at the caller
     assert info is not None and info.step == 2 and info.path == str(root / "step_000000002")
     assert_states_equal(fresh.get_state(), states[2].get_state())
-    # The cheap answer still names the damaged one; the verified one does not.
-    assert mgr.latest() == str(root / "step_000000003")
-    assert mgr.latest(verified=True) == str(root / "step_000000002")
+    # latest() verifies by default (SPEC 6); the cheap answer still names the damaged one.
+    assert mgr.latest(verified=False) == str(root / "step_000000003")
+    assert mgr.latest() == mgr.latest(verified=True) == str(root / "step_000000002")
     latest = mgr.latest_info(verified=True)
     assert latest is not None and latest.step == 2
     assert mgr.verify(mgr.checkpoints()[-1]) and not mgr.verify(mgr.checkpoints()[1])
@@ -369,3 +369,13 @@ def test_ls_verify_reports_step_folders_with_damaged_root_metadata(tmp_path: Pat
     assert "metadata.json" in rows[1]["problems"][0] and "manifest.json" in rows[2]["problems"][0]
     text = cli("ls", str(root), "--verify")
     assert text.returncode == 1 and text.stdout.count("DAMAGED") == 2 and "2 of 3" in text.stderr
+
+
+def test_best_is_the_best_checkpoint_that_verifies(tmp_path: Path) -> None:
+    """best() skips a damaged checkpoint however good its recorded metric (verified=False does not)."""
+    root = tmp_path / "run"
+    mgr, _ = run_of(root, [1, 2, 3], metric="ret", mode="max")
+    assert mgr.best() == str(root / "step_000000003")
+    damage(root / "step_000000003")
+    assert mgr.best() == str(root / "step_000000002")
+    assert mgr.best(verified=False) == str(root / "step_000000003")

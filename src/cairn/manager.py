@@ -22,9 +22,11 @@ checkpoint is never applied, and when none verifies a
 checkpoint that verifies: the checkpoint just committed counts as verified, so
 in the usual case (it is the newest) nothing extra is read; otherwise
 checkpoints are verified from the newest down until a sound one is found.
-:meth:`CheckpointManager.latest` and :meth:`CheckpointManager.checkpoints` stay
-cheap (manifests and metadata only); ``latest(verified=True)`` and
-:meth:`CheckpointManager.verify` read the data.
+:meth:`CheckpointManager.latest` and :meth:`CheckpointManager.best` return a
+checkpoint that verifies (SPEC 6): they read each candidate in full, newest
+(best) first; pass ``verified=False`` for the cheap answer from manifests and
+metadata alone, as listings do. :meth:`CheckpointManager.checkpoints` is always
+cheap, and :meth:`CheckpointManager.verify` checks one checkpoint.
 
 With ``async_save=True``, :meth:`CheckpointManager.save` takes a snapshot (a
 copy of every array and tensor in the state) and returns; a background thread
@@ -358,35 +360,45 @@ class CheckpointManager:
             elif found is not None:
                 yield found
 
-    def latest_info(self, *, verified: bool = False) -> CheckpointInfo | None:
-        """The newest committed checkpoint with its step and metrics, or None.
+    def latest_info(self, *, verified: bool = True) -> CheckpointInfo | None:
+        """The newest committed checkpoint that verifies, with its step and metrics, or None.
 
         Args:
-            verified: Return the newest one whose every file matches its checksum (reads each
-                checkpoint tried in full, newest first). By default only its root manifest and
-                metadata are read: cheap, but the data may be damaged.
+            verified: True (the default, SPEC 6): the newest one whose every file matches its
+                checksum; each checkpoint tried is read in full, newest first, and damaged ones
+                are skipped. False: the newest committed one, reading only its root manifest and
+                metadata (cheap, for listings; its data may be damaged). To load the newest good
+                checkpoint, :meth:`restore_latest` / :meth:`load_latest` verify while they read,
+                in one pass.
         """
         for found in self._newest_first():
             if isinstance(found, CheckpointInfo) and (not verified or not self.verify(found)):
                 return found
         return None
 
-    def latest(self, *, verified: bool = False) -> str | None:
+    def latest(self, *, verified: bool = True) -> str | None:
         """The path of the newest committed checkpoint, or None (``verified``: see :meth:`latest_info`)."""
         info = self.latest_info(verified=verified)
         return None if info is None else info.path
 
-    def best(self) -> str | None:
-        """The path of the best committed checkpoint by ``metric`` (None without one)."""
+    def best(self, *, verified: bool = True) -> str | None:
+        """The path of the best committed checkpoint by ``metric`` (None without one).
+
+        Args:
+            verified: True (the default): the best one that verifies (damaged ones are
+                skipped, best first). False: by the recorded metrics alone, reading no data.
+        """
         from cairn.retention import best_steps
 
         if not self.policy.metric:
             return None
         infos = self.checkpoints()
-        best = best_steps([(i.step, i.metrics) for i in infos], self.policy.metric, self.policy.mode, 1)
-        if not best:
-            return None
-        return next(i.path for i in infos if i.step == best[0])
+        ranked = best_steps([(i.step, i.metrics) for i in infos], self.policy.metric, self.policy.mode, len(infos))
+        by_step = {i.step: i for i in infos}
+        for step in ranked:
+            if not verified or not self.verify(by_step[step]):
+                return by_step[step].path
+        return None
 
     def load_latest(self, load: Callable[[CheckpointInfo], T]) -> tuple[CheckpointInfo, T] | None:
         """Call ``load`` on the newest checkpoint, falling back to older ones while they are damaged.

@@ -31,7 +31,6 @@ LONG = _EXAMPLES is not None  # the long run also draws the big and deep cases t
 
 # Failure classes found on the code this suite was written against (issue 13); the
 # lead removes these marks as the fixes land.
-KNOWN = pytest.mark.xfail(strict=False, reason="issue 13: see the failure classes in tests/fuzz/README.md")
 
 
 def long_examples(*kwargs: dict[str, Any]) -> Any:
@@ -252,7 +251,6 @@ st_edits = st.one_of(
 )
 
 
-@KNOWN
 @budget(30)
 @example(template="fuzz_tree", m=fm.SafetensorsEdit(file=0, field="dtype", tensor=0, value=[["a", "<f4"]]))  # TypeError
 @given(template=st.sampled_from(TEMPLATES), m=st_edits)
@@ -317,7 +315,6 @@ def test_names(
     run(request, fuzz_workdir, fuzz_templates, fuzz_worker, template, m)
 
 
-@KNOWN
 @budget(10)
 @example(m=fm.StepRename("step_" + "\u0660" * 8 + "\u0661"))  # issue 13 item 10
 @given(
@@ -357,7 +354,6 @@ file_type_edits = st.builds(
 )
 
 
-@KNOWN
 @budget(20)
 @example(template="golden_leaf", m=fm.FileTypeEdit(target=3, kind="socket"))  # raw OSError (ENXIO)
 @example(template="fuzz_tree", m=fm.FileTypeEdit(target=0, kind="fifo"))  # issue 13 item 5: hangs
@@ -428,7 +424,6 @@ def test_nesting(
     run(request, fuzz_workdir, fuzz_templates, fuzz_worker, template, m)
 
 
-@KNOWN
 @budget(3)
 @example(depth=500)
 @given(depth=st.sampled_from([65, 100, 199]))
@@ -514,7 +509,6 @@ ctor_edits = st.builds(
 )
 
 
-@KNOWN
 @budget(30)
 @example(template="golden_leaf", m=_class_in_metadata("unittest.__main__:X"))  # issue 13 item 1: SystemExit
 @example(template="fuzz_tree", m=_class_in_metadata("torch.utils.model_dump.__main__:X"))  # IsADirectoryError
@@ -623,7 +617,6 @@ ppo_edits = st.one_of(
 )
 
 
-@KNOWN
 @budget(8)
 @example(m=fm.JsonSet("ctor.json", (*PPO_CONFIG, "env"), "this:CartPole-v1"))  # issue 13 item 2
 @given(m=ppo_edits)
@@ -641,7 +634,6 @@ def test_ppo_checkpoint(
 # --------------------------------------------------------------------------- the manager's latest()
 
 
-@KNOWN
 @budget(8)
 @example(template="fuzz_tree", m=fm.ByteEdit(file=0, kind="flip", pos=0, data=b"\x00", reseal=False))
 @given(template=st.sampled_from(TEMPLATES), m=byte_edits.filter(lambda m: not m.reseal))

@@ -166,7 +166,7 @@ def _build_algorithm(args: argparse.Namespace) -> tuple[Algorithm, str]:
             changed = f", with {', '.join(f'{k}={v!r}' for k, v in changes.items())}" if changes else ""
             return algo, f"resumed from {latest} (iteration {algo.training_iteration}){changed}"
     elif args.checkpoint_dir is not None:
-        existing = CheckpointManager(args.checkpoint_dir).latest()
+        existing = CheckpointManager(args.checkpoint_dir).latest(verified=False)
         if existing is not None:
             raise ValueError(
                 f"{args.checkpoint_dir} already holds checkpoints (latest {existing}); pass "
@@ -281,7 +281,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         summary += f", episode_return_mean {results['episode_return_mean']:.1f}"
     summary += f", {elapsed:.1f} s"
     if manager is not None:
-        summary += f", latest checkpoint {manager.latest()}"
+        summary += f", latest checkpoint {manager.latest(verified=False)}"
     print(summary)
     return 0
 
