@@ -950,7 +950,9 @@ def apply_loaded(target: Checkpointable, loaded: LoadedFolder, label: str = "") 
         raise IncompatibleCheckpointError(
             f"{type(target).__qualname__}.set_state failed on the state of component {label or '<root>'!r}"
             f"{' read from ' + loaded.where if loaded.where else ''}: {type(err).__name__}: {err}. The "
-            "checkpoint's state does not fit this object: it was written by other code, or tampered with."
+            "checkpoint's state does not fit this object: it was written by other code, or tampered with. "
+            "Its components were restored before it (bottom-up), so the object is partly restored: discard it, "
+            "or restore it again from a checkpoint that fits (from_checkpoint never returns such an object)."
         ) from err
 
 

@@ -59,7 +59,7 @@ class Worker:
         self.pristine = {n: _own_states(t.pristine()) for n, t in self.templates.items()}
 
     def classify(self, template: str, obj: Any) -> dict[str, str]:
-        """For each label: 'expected', 'pristine', 'other' or 'missing'."""
+        """For each label: 'expected', 'pristine', 'either' (both), 'other' or 'missing'."""
         try:
             got = _own_states(obj)
         except Exception as err:  # the object is broken: report it as such
@@ -69,7 +69,10 @@ class Worker:
             if label not in got:
                 out[label] = "missing"
             elif self.states_equal(got[label], want):
-                out[label] = "expected"
+                # A component whose own state is the same in the checkpoint and in a fresh object
+                # (e.g. an empty one) cannot tell a restore from none.
+                same = self.states_equal(got[label], self.pristine[template][label])
+                out[label] = "either" if same else "expected"
             elif self.states_equal(got[label], self.pristine[template][label]):
                 out[label] = "pristine"
             else:
@@ -123,7 +126,7 @@ class Worker:
                 "outcome": "raised",
                 "exc": f"{type(err).__module__}.{type(err).__qualname__}",
                 "checkpoint_error": isinstance(err, self.cairn.CheckpointError),
-                "msg": str(err)[:300],
+                "msg": str(err)[:2000],
                 "where": _where(err),
             }
             if target is not None:

@@ -120,7 +120,7 @@ def parse_header(data: memoryview | bytes, *, where: str) -> tuple[dict[str, Ten
         if not isinstance(info, dict):
             raise CorruptCheckpointError(f"{where}: tensor {name!r} has a malformed header entry.")
         dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-        if dtype not in ST_ITEMSIZE:
+        if not isinstance(dtype, str) or dtype not in ST_ITEMSIZE:  # a list would not even hash
             raise CorruptCheckpointError(f"{where}: tensor {name!r} has unknown dtype {dtype!r}.")
         if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
             raise CorruptCheckpointError(f"{where}: tensor {name!r} has an invalid shape {shape!r}.")
