@@ -358,6 +358,13 @@ def test_1100_nested_components_are_refused_without_recursion_errors(
         assert code == 1, err
         assert needle in out + err
         assert "RecursionError" not in err and "Traceback" not in err
+    # Bottom-up, one folder at a time: pytest's own cleanup (shutil.rmtree) recurses once per
+    # level and would print a RecursionError in a later session.
+    for f in reversed(folders):
+        for entry in f.iterdir():
+            if entry.is_file():
+                entry.unlink()
+        f.rmdir()
 
 
 class Chain(cairn.Checkpointable):
