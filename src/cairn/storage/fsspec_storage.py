@@ -501,8 +501,9 @@ class FsspecStorage(Storage):
         ``final`` is a file, a folder holding files that are not a checkpoint's, or the
         place of another writer's save in flight.
         """
-        self._invalidate(final)
-        if self._retry("Checking", final, lambda: self.fs.isfile(final)):
+        # _kind, not fs.isfile: fsspec answers "no" to isfile on any error (a timeout, a 503), which
+        # would spend a second deadline on an endpoint that already failed to answer.
+        if self._kind(final) == "file":
             raise CheckpointError(f"Cannot save a checkpoint at {self.uri(final)}: a file is in the way.")
         existing = self._retry("Listing", final, lambda: self._find(final))
         foreign = next((p for p in existing if not replaceable_file(p.rstrip("/").rsplit("/", 1)[-1])), None)
