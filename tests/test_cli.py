@@ -40,6 +40,8 @@ def test_inspect_text_and_json(ckpt: str) -> None:
     assert left["class"] == "cairn_test_components:Leaf" and left["state_version"] == 1
     assert left["tensors"] == [{"name": "weights", "dtype": "F32", "shape": [2], "nbytes": 8}]
     assert left["uses_pickle"] is False
+    # The keys cairn writes itself are not shown as the component's own metadata.
+    assert not {"frameworks", "created", "class", "components"} & set(left["metadata"]), left["metadata"]
 
 
 def test_verify_exit_codes(ckpt: str, tmp_path: Path) -> None:

@@ -28,6 +28,20 @@ CTOR = "ctor.json"
 STATE = "state.msgpack"
 TENSORS = "tensors.safetensors"
 RESERVED_NAMES = frozenset({MANIFEST, METADATA, CTOR, STATE, TENSORS})
+STANDARD_METADATA_KEYS = frozenset(
+    {
+        "format_version",
+        "cairn_version",
+        "class",
+        "state_version",
+        "frameworks",
+        "created",
+        "uses_pickle",
+        "components",
+        "has_tensors",
+    }
+)
+"""The keys cairn writes into every ``metadata.json``; ``get_metadata()`` may not use them."""
 
 MAX_JSON_BYTES = 64 * 1024 * 1024  # manifest, metadata and ctor files are small
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from cairn import _engine
 from cairn.codec.tensors import MAX_HEADER_BYTES, parse_header
 from cairn.errors import CheckpointError, ComponentNotFoundError, CorruptCheckpointError
-from cairn.manifest import MANIFEST, TENSORS
+from cairn.manifest import MANIFEST, STANDARD_METADATA_KEYS, TENSORS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -138,7 +138,6 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, filesystem: Any = None) 
     for label, reader in _engine.iter_folders(_engine.open_checkpoint(path, filesystem)):
         meta = reader.metadata
         size = sum(e.size for n, e in reader.manifest.files.items() if not n.endswith("/" + MANIFEST))
-        std = {"format_version", "cairn_version", "class", "state_version", "uses_pickle", "components", "has_tensors"}
         out.append(
             ComponentInfo(
                 path=label or ".",
@@ -149,7 +148,7 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, filesystem: Any = None) 
                 uses_pickle=bool(meta["uses_pickle"]),
                 size=size,
                 tensors=_tensor_header(reader),
-                metadata={k: v for k, v in meta.items() if k not in std},
+                metadata={k: v for k, v in meta.items() if k not in STANDARD_METADATA_KEYS},
             )
         )
     return out
