@@ -118,3 +118,20 @@ def test_more_than_one_learner_needs_ray(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
     with pytest.raises(ValueError, match=r"pip install 'cairn-rl\[ray\]'"):
         LearnerGroup(small_config(num_learners=2), SPECS)
+
+
+def test_from_checkpoint_rebuilds_added_and_removed_modules(tmp_path: Path) -> None:
+    """add_module / remove_module change what the checkpoint records: from_checkpoint rebuilds exactly those."""
+    learner = make_learner()
+    learner.add_module("p1", RLModuleSpec(OBS, ACT, {"hidden_sizes": [8]}, 1).build())
+    learner.update({"p1": fake_train_batch()})
+    path = learner.save_to_path(tmp_path / "added")
+    restored = Learner.from_checkpoint(path)
+    assert set(restored.module) == {"default_policy", "p1"}
+    assert_states_equal(restored.get_state(), learner.get_state())
+
+    learner.remove_module("default_policy")
+    path = learner.save_to_path(tmp_path / "removed")
+    restored = Learner.from_checkpoint(path)
+    assert set(restored.module) == {"p1"} and set(restored.optimizers) == {"p1"}
+    assert_states_equal(restored.get_state(), learner.get_state())

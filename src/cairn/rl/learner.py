@@ -98,8 +98,7 @@ class Learner(Checkpointable):
 
     def __init__(self, config: PPOConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:
         self.config = config
-        self.module_specs = dict(module_specs)
-        self.module = MultiRLModule(self.module_specs)
+        self.module = MultiRLModule(dict(module_specs))
         self.lr_schedule = LinearSchedule(config.lr, 0.0, config.lr_anneal_timesteps)
         self.optimizers: dict[str, torch.optim.Adam] = {}
         self.num_module_steps_trained_lifetime: dict[str, int] = {}
@@ -293,6 +292,12 @@ class Learner(Checkpointable):
             if module_id in self.optimizers:
                 self.num_module_steps_trained_lifetime[module_id] = int(steps)
 
+    @property
+    def module_specs(self) -> dict[str, RLModuleSpec]:
+        """Module id -> spec of each module trained now (after any add_module / remove_module)."""
+        return self.module.specs
+
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """``((config, module_specs), {})``."""
-        return (self.config, dict(self.module_specs)), {}
+        """``((config, module_specs), {})`` of the modules trained now, so that from_checkpoint
+        rebuilds exactly them (an added module is not dropped, a removed one does not come back)."""
+        return (self.config, self.module_specs), {}
