@@ -78,6 +78,10 @@ def test_pbt_with_a_killed_trial(tmp_path: Path) -> None:
         hyperparam_mutations={"lr": [1e-3, 2e-3, 5e-4]},
         quantile_fraction=0.5,
         resample_probability=0.5,
+        # Synchronous PBT: at every perturbation point it waits for both trials and then the lower
+        # one always exploits the upper one, so the copied-checkpoint restore happens whatever the
+        # machine's load (asynchronous PBT may let a trial finish before the other is ranked).
+        synch=True,
     )
     tuner = tune.Tuner(
         ppo_trainable,
