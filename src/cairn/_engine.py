@@ -10,7 +10,6 @@ an object half restored.
 
 from __future__ import annotations
 
-import contextvars
 import datetime as _dt
 import json
 import os
@@ -609,10 +608,11 @@ class FolderReader:
         return decode_ctor(obj, allow_pickle=allow_pickle, where=self.where(CTOR))
 
     def tensor_source(self) -> MemoryTensorFile | StreamedTensorFile | None:
-        """The folder's verified tensor file, or None when it has none.
+        """The folder's tensor file, or None when it has none.
 
-        Local files are verified by streaming and read into place later; files on
-        other storage are read whole and verified.
+        Files on other storage are read whole and verified here. A local file's size
+        and header are checked here; its checksum by ``verify()`` or ``read_all()``
+        (see :func:`read_sources`).
         """
         entry = self.manifest.files.get(TENSORS)
         if entry is None:
@@ -631,7 +631,7 @@ class FolderReader:
                 f"{self.where(TENSORS)} cannot be read: {err.strerror or err}; the checkpoint's folder structure "
                 "is damaged."
             ) from err
-        return StreamedTensorFile(fd, entry, self.where(TENSORS), verify_first=_FRESH_OBJECT.get() is None)
+        return StreamedTensorFile(fd, entry, self.where(TENSORS))
 
     def decode(
         self,
@@ -678,13 +678,6 @@ class FolderReader:
             if tensors is not None:
                 tensors.close()
         return state
-
-
-# Set while from_checkpoint restores the object it just built: a failed restore drops that
-# object, so tensor files may be verified in the same pass that reads them (one read, not two).
-# It holds the bytes of the root manifest the object was built from, so that the restore
-# reads the same version of the checkpoint as the constructor arguments (or retries).
-_FRESH_OBJECT: contextvars.ContextVar[bytes | None] = contextvars.ContextVar("cairn_fresh_object", default=None)
 
 
 # --------------------------------------------------------------------------- concurrent overwrites
@@ -916,18 +909,41 @@ def _upgrade_tree(target: Checkpointable, loaded: LoadedFolder, reader: FolderRe
         _upgrade_tree(comps[name], child, reader.child(name), f"{label}/{name}" if label else name)
 
 
-def load_folder(target: Checkpointable, reader: FolderReader, *, allow_pickle: bool, label: str) -> LoadedFolder:
+def read_sources(sources: list[MemoryTensorFile | StreamedTensorFile], *, into_new_object: bool) -> None:
+    """Verify and read every tensor file of a restore, so that a damaged file never touches live state.
+
+    A file read only into fresh arrays is checked in the pass that reads it (one pass).
+    A file some of whose tensors land in buffers the target already had (its
+    ``get_state_buffers``) is verified by a pass of its own before any file is read
+    into place, and its read is then checked once more: two passes, only there.
+    ``into_new_object``: the target was just built by ``from_checkpoint`` and is dropped
+    if the restore fails, so its buffers count as fresh.
+    """
+    live = [s for s in sources if s.live and not into_new_object]
+    for source in live:
+        source.verify()
+    for source in sources:  # fresh arrays first: their checks all pass before a live buffer is written
+        if not (source.live and not into_new_object):
+            source.read_all()
+    for source in live:
+        source.read_all()
+
+
+def load_folder(
+    target: Checkpointable, reader: FolderReader, *, allow_pickle: bool, label: str, into_new_object: bool = False
+) -> LoadedFolder:
     """Read, verify and decode ``reader``'s folder and the folders of ``target``'s components in it.
 
     Nothing of ``target`` is touched until every file is verified and every state decoded;
-    tensors are then read straight into their destinations, and states upgraded.
+    tensors are then read into their destinations (see :func:`read_sources`), and states
+    upgraded. ``into_new_object``: ``target`` was just built from this checkpoint and is
+    dropped if the restore fails (``from_checkpoint``).
     """
     opened: list[MemoryTensorFile | StreamedTensorFile] = []
     try:
         verified = _verify_tree(target, reader, allow_pickle=allow_pickle, label=label, opened=opened)
         loaded, _ = _decode_tree(verified, allow_pickle)
-        for source in opened:
-            source.read_all()
+        read_sources(opened, into_new_object=into_new_object)
     finally:
         for source in opened:
             source.close()
@@ -962,24 +978,35 @@ def open_checkpoint(path: str | os.PathLike[str], filesystem: Any) -> FolderRead
 
 
 def restore(
-    obj: Checkpointable, path: str | os.PathLike[str], *, component: str | None, filesystem: Any, allow_pickle: bool
+    obj: Checkpointable,
+    path: str | os.PathLike[str],
+    *,
+    component: str | None,
+    filesystem: Any,
+    allow_pickle: bool,
+    built_from: bytes | None = None,
 ) -> None:
-    """Restore ``obj`` (or its subcomponent ``component``) from the checkpoint folder ``path``."""
+    """Restore ``obj`` (or its subcomponent ``component``) from the checkpoint folder ``path``.
+
+    ``built_from``: ``obj`` was just constructed by ``from_checkpoint`` from the
+    checkpoint whose root manifest is these bytes. The restore then reads that
+    version or fails with a race for ``from_checkpoint`` to retry with a new object,
+    and reads tensor files into ``obj``'s buffers in one pass (a failed restore
+    drops ``obj``).
+    """
     target = obj if not component else find_component(obj, component)
     reader = open_checkpoint(path, filesystem)
     label = component.strip("/") if component else ""
-    pinned = _FRESH_OBJECT.get()
-    if pinned is None:
+    if built_from is None:
         loaded = read_consistently(reader, lambda r: load_folder(target, r, allow_pickle=allow_pickle, label=label))
     else:
-        # From from_checkpoint: the object was built from the checkpoint whose root manifest
-        # is `pinned`; any retry must build a new object, so the race goes back to it.
+        # Any retry must build a new object, so the race goes back to from_checkpoint.
         try:
-            if reader.manifest_bytes() != pinned:
+            if reader.manifest_bytes() != built_from:
                 raise _ReadRace(
                     CheckpointError(f"{reader.where(MANIFEST)} changed after the object was built."), changed=True
                 )
-            loaded = load_folder(target, reader, allow_pickle=allow_pickle, label=label)
+            loaded = load_folder(target, reader, allow_pickle=allow_pickle, label=label, into_new_object=True)
         except CorruptCheckpointError as err:
             raise _ReadRace(err, changed=reader.changed()) from err
     apply_loaded(target, loaded, label)
@@ -1065,11 +1092,9 @@ def _build_once(
             f"{reader.where(CTOR)}: {type(err).__name__}: {err}. Pass the changed arguments as keywords "
             "to from_checkpoint()."
         ) from err
-    token = _FRESH_OBJECT.set(reader.manifest_bytes())
-    try:
-        obj.restore_from_path(path, filesystem=filesystem, allow_pickle=allow_pickle)
-    finally:
-        _FRESH_OBJECT.reset(token)
+    obj._restore_checkpoint(
+        path, component=None, filesystem=filesystem, allow_pickle=allow_pickle, built_from=reader.manifest_bytes()
+    )
     return obj
 
 
@@ -1131,7 +1156,10 @@ def _verify_once(root: FolderReader, progress: Callable[[int, int], None] | None
                 if name == TENSORS:
                     source = reader.tensor_source()
                     if source is not None:
-                        source.close()
+                        try:
+                            source.verify()
+                        finally:
+                            source.close()
                 else:
                     data = reader.read(name)
                     if name in (METADATA, CTOR):
