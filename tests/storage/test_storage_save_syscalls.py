@@ -67,3 +67,23 @@ def test_many_small_tensors_are_written_exactly(tmp_path: Path) -> None:
     data = b"".join(chunks)
     assert (tmp_path / "f").read_bytes() == data
     assert (size, crc) == (len(data), zlib.crc32(data))
+
+
+def test_a_storage_sent_to_another_process_fsyncs_into_the_staging_it_did_not_begin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Remote actors get a pickled copy of the storage: their files in the driver's staging are fsynced."""
+    import pickle
+
+    storage = local.LocalStorage(deadline=7.0)
+    staging = storage.begin_write(str(tmp_path / "ck"))
+    try:
+        copy = pickle.loads(pickle.dumps(storage))
+        assert copy.deadline == 7.0
+        counts = _counting(monkeypatch)
+        copy.write_file(os.path.join(staging, "from_actor"), [b"abc"])
+        assert counts["fsync"] == 1
+        storage.write_file(os.path.join(staging, "from_driver"), [b"abc"])
+        assert counts["fsync"] == 1  # the driver's own: synced by its commit
+    finally:
+        storage.abort(staging, str(tmp_path / "ck"))

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import Future
 from stat import S_IFBLK, S_IFCHR, S_IFIFO, S_IFLNK, S_IFMT, S_IFSOCK, S_ISDIR, S_ISREG
+from typing import Any
 
 from cairn._crc import crc32, crc_pool
 from cairn.errors import CheckpointError, CorruptCheckpointError
@@ -290,6 +291,14 @@ class LocalStorage(Storage):
         self.deadline = deadline
         self._lock = threading.Lock()
         self._stagings: set[str] = set()  # begun here, not yet committed or aborted: synced by commit
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (sent to an actor) without this process's saves in flight: the copy fsyncs what it writes."""
+        return {"deadline": self.deadline}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Rebuilt in another process: no save in flight there yet."""
+        self.__init__(deadline=state.get("deadline"))  # type: ignore[misc]
 
     def join(self, *parts: str) -> str:
         """Join with ``os.path.join``."""
