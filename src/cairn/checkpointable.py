@@ -96,8 +96,11 @@ class Checkpointable(abc.ABC):
         into the buffer at the same place when dtype and shape match (contiguous,
         on the CPU, not requiring grad), then passes that same object to
         :meth:`set_state`: no second copy of the state in memory. Only verified
-        bytes are written, after every file of the restore passed its checksum.
-        The default, None, reads into fresh arrays.
+        bytes are written, after every file of the restore passed its checksum:
+        a file read into live buffers is verified by a pass of its own first,
+        while files read into fresh arrays are checked in the pass that reads
+        them. The default, None, reads into fresh arrays (one pass; the state is
+        then held twice until ``set_state`` has copied it).
         """
         return None
 
