@@ -16,11 +16,12 @@ import time
 import torch
 
 from bench import util
-from bench.workload import ModelAdamState, model_spec
+from bench.workload import ModelAdamState, PlainModelAdamState, model_spec
 
 OPS = (
     "cairn_save",
     "cairn_restore",
+    "cairn_restore_plain",
     "cairn_from_checkpoint",
     "torch_save",
     "torch_load",
@@ -47,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         obj = ModelAdamState(spec, fill="fast")
     elif args.op == "cairn_restore":
         obj = ModelAdamState(spec, fill="fast")  # existing, touched tensors to restore onto
+    elif args.op == "cairn_restore_plain":
+        obj = PlainModelAdamState(spec, fill="fast")  # no buffers: read into fresh arrays, then copied
     state_bytes = ModelAdamState(spec, fill=False).nbytes if obj is None else obj.nbytes
     import safetensors.torch
 
@@ -61,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     result = None
     if args.op == "cairn_save":
         obj.save_to_path(args.path)
-    elif args.op == "cairn_restore":
+    elif args.op in ("cairn_restore", "cairn_restore_plain"):
         obj.restore_from_path(args.path)
     elif args.op == "cairn_from_checkpoint":
         result = ModelAdamState.from_checkpoint(args.path)

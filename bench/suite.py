@@ -28,7 +28,10 @@ from bench import util
 from bench.util import MB, Method, interleave
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CASES = ("save", "savecpu", "restore", "partial", "async", "incremental", "small", "memory", "import", "inspect", "ppo")
+CASES = (
+    "save", "savecpu", "restore", "partial", "async", "incremental", "small", "memory", "import", "inspect",
+    "startup", "ppo",
+)  # fmt: skip
 
 
 @dataclass
@@ -195,8 +198,8 @@ def case_save(ctx: Context) -> None:
             best=braw / bst)
     )  # fmt: skip
     ctx.add(
-        Row("save", "cairn save bandwidth", _mbps(nbytes, cairn), "raw write", raw / cairn, ">= 0.80",
-            raw / cairn >= 0.80, data={"seconds": cairn}, best=braw / bcairn)
+        Row("save", "cairn save bandwidth", _mbps(nbytes, cairn), "raw write", raw / cairn, ">= 0.90",
+            raw / cairn >= 0.90, data={"seconds": cairn}, best=braw / bcairn)
     )  # fmt: skip
     ctx.add(
         Row("save", "cairn save time vs torch.save", f"{cairn:.3f} s", f"torch.save {tsave:.3f} s", cairn / tsave,
@@ -277,9 +280,10 @@ def case_restore(ctx: Context) -> None:
     import safetensors.torch
     import torch
 
-    from bench.workload import ModelAdamState
+    from bench.workload import ModelAdamState, PlainModelAdamState, model_spec
 
     obj = ctx.model
+    plain = PlainModelAdamState(model_spec(ctx.params), fill="fast")
     nbytes = obj.nbytes
     files = _ensure_files(ctx)
     expect = obj.checksum()
@@ -297,6 +301,12 @@ def case_restore(ctx: Context) -> None:
     def check_restore(_c: Any, _r: Any) -> None:
         checked.append(obj.checksum() == expect)
 
+    def restore_plain(_ctx: Any) -> None:
+        plain.restore_from_path(files["cairn"])
+
+    def check_plain(_c: Any, _r: Any) -> None:
+        checked.append(plain.checksum() == expect)
+
     def from_ckpt(_ctx: Any) -> Any:
         return ModelAdamState.from_checkpoint(files["cairn"])
 
@@ -309,10 +319,11 @@ def case_restore(ctx: Context) -> None:
         Method("safetensors load_file", lambda _c: safetensors.torch.load_file(files["safetensors"]), cold),
         Method("cairn restore_from_path", restore, cold, check_restore),
         Method("cairn from_checkpoint", from_ckpt, cold, check_from),
+        Method("cairn restore_from_path, plain component", restore_plain, cold, check_plain),
     ]
     interleave(methods, ctx.reps, log=ctx.log)
-    raw, tload, st, rest, fromc = (m.median for m in methods)
-    braw, btload, bst, brest, bfromc = (m.best for m in methods)
+    raw, tload, st, rest, fromc, pl = (m.median for m in methods)
+    braw, btload, bst, brest, bfromc, bpl = (m.best for m in methods)
     ctx.raw["restore"] = {m.name: m.times for m in methods}
     ctx.raw["restore_cache"] = "drop_caches" if util.CAN_DROP else "posix_fadvise(DONTNEED)"
     if not all(checked):
@@ -327,8 +338,8 @@ def case_restore(ctx: Context) -> None:
             best=braw / bst)
     )  # fmt: skip
     ctx.add(
-        Row("restore", "cairn restore_from_path bandwidth", _mbps(nbytes, rest), "raw read", raw / rest, ">= 0.80",
-            raw / rest >= 0.80, data={"seconds": rest}, best=braw / brest)
+        Row("restore", "cairn restore_from_path bandwidth (live buffers)", _mbps(nbytes, rest), "raw read",
+            raw / rest, ">= 0.85", raw / rest >= 0.85, data={"seconds": rest}, best=braw / brest)
     )  # fmt: skip
     ctx.add(
         Row("restore", "cairn restore time vs torch.load", f"{rest:.3f} s", f"torch.load {tload:.3f} s",
@@ -336,11 +347,19 @@ def case_restore(ctx: Context) -> None:
     )  # fmt: skip
     ctx.add(
         Row("restore", "cairn from_checkpoint bandwidth", _mbps(nbytes, fromc), "raw read", raw / fromc,
-            data={"seconds": fromc}, best=braw / bfromc)
+            ">= 0.90", raw / fromc >= 0.90, data={"seconds": fromc}, best=braw / bfromc)
     )  # fmt: skip
     ctx.add(
         Row("restore", "cairn from_checkpoint vs torch.load", f"{fromc:.3f} s", f"torch.load {tload:.3f} s",
             fromc / tload, "< 1.00", fromc < tload, best=bfromc / btload)
+    )  # fmt: skip
+    ctx.add(
+        Row("restore", "cairn restore_from_path, plain component (no buffers)", _mbps(nbytes, pl), "raw read",
+            raw / pl, ">= 0.90", raw / pl >= 0.90, data={"seconds": pl}, best=braw / bpl)
+    )  # fmt: skip
+    ctx.add(
+        Row("restore", "plain component restore vs torch.load", f"{pl:.3f} s", f"torch.load {tload:.3f} s",
+            pl / tload, "< 1.00", pl < tload, best=bpl / btload)
     )  # fmt: skip
 
 
@@ -408,6 +427,7 @@ def case_async(ctx: Context) -> None:
 
     obj = ctx.model
     tensors = list(obj.flat_tensors().values())
+    reused = [t.clone() for t in tensors]  # the copy an async save must make, into buffers it keeps
     sync_mgr = cairn.CheckpointManager(ctx.path("async", "sync"), keep_last=1)
     async_mgr = cairn.CheckpointManager(ctx.path("async", "async"), keep_last=1, async_save=True)
     waits: list[float] = []
@@ -424,18 +444,29 @@ def case_async(ctx: Context) -> None:
         async_mgr.wait()
         waits.append(time.perf_counter() - t0)
 
+    def copy_once(_s: Any) -> None:
+        for dst, src in zip(reused, tensors, strict=True):
+            dst.copy_(src)
+
     methods = [
         Method("sync manager.save", lambda s: sync_mgr.save(obj, s), prep),
         Method("async manager.save (blocking part)", lambda s: async_mgr.save(obj, s), prep, wait),
+        Method("one copy of the state into reused buffers", copy_once, prep),
     ]
-    interleave(methods, ctx.reps, log=ctx.log)
+    # Two untimed rounds: the first async save allocates the manager's buffers (not steady state).
+    interleave(methods, ctx.reps, warmup=2, log=ctx.log)
     async_mgr.close()
-    sync_t, block_t = methods[0].median, methods[1].median
+    sync_t, block_t, copy_t = methods[0].median, methods[1].median, methods[2].median
     total = statistics.median(b + w for b, w in zip(methods[1].times, waits[-len(methods[1].times) :], strict=True))
     ctx.raw["async"] = {"sync": methods[0].times, "block": methods[1].times, "wait": waits}
     ctx.add(
         Row("async", "async save blocks", f"{block_t:.3f} s", f"sync save {sync_t:.3f} s", block_t / sync_t,
             "<= 0.15", block_t / sync_t <= 0.15, best=methods[1].best / methods[0].best)
+    )  # fmt: skip
+    ctx.add(
+        Row("async", "async save blocks vs one copy of the state", f"{block_t:.3f} s",
+            f"copy into reused buffers {copy_t:.3f} s", block_t / copy_t, "<= 1.20", block_t / copy_t <= 1.20,
+            best=methods[1].best / methods[2].best)
     )  # fmt: skip
     ctx.add(Row("async", "async save, block + wait", f"{total:.3f} s", f"sync save {sync_t:.3f} s", total / sync_t))
 
@@ -542,7 +573,7 @@ def case_small(ctx: Context) -> None:
     ctx.raw["small"] = {m.name: m.times for m in methods}
     ctx.add(
         Row("small", f"save a {nbytes / MB:.1f} MB, 5-folder checkpoint", f"{c * 1000:.1f} ms",
-            f"torch.save+fsync {t * 1000:.1f} ms", c / t, best=methods[1].best / methods[0].best)
+            f"torch.save+fsync {t * 1000:.1f} ms", c / t, "<= 1.00", c <= t, best=methods[1].best / methods[0].best)
     )  # fmt: skip
 
 
@@ -567,6 +598,7 @@ def case_memory(ctx: Context) -> None:
     for op, p in (
         ("cairn_save", ck),
         ("cairn_restore", ck),
+        ("cairn_restore_plain", ck),
         ("cairn_from_checkpoint", ck),
         ("torch_save", tf),
         ("torch_load", tf),
@@ -581,20 +613,21 @@ def case_memory(ctx: Context) -> None:
     state = results["cairn_save"]["state_bytes"]
     limit = 0.10 + 64 * 1024 * 1024 / state
     for op, label, target in (
-        ("cairn_save", "cairn save: peak extra RSS", True),
-        ("cairn_restore", "cairn restore_from_path (onto existing tensors): peak extra RSS", True),
-        ("cairn_from_checkpoint", "cairn from_checkpoint: peak RSS beyond the new state", False),
-        ("torch_save", "torch.save: peak extra RSS", False),
-        ("torch_load", "torch.load: peak RSS beyond the loaded state", False),
-        ("safetensors_save", "safetensors save_file: peak extra RSS", False),
-        ("safetensors_load", "safetensors load_file: peak RSS beyond the loaded state", False),
+        ("cairn_save", "cairn save: peak extra RSS", limit),
+        ("cairn_restore", "cairn restore_from_path (live buffers): peak extra RSS", limit),
+        ("cairn_restore_plain", "cairn restore_from_path, plain component (no buffers): peak extra RSS", 1.10),
+        ("cairn_from_checkpoint", "cairn from_checkpoint: peak RSS beyond the new state", None),
+        ("torch_save", "torch.save: peak extra RSS", None),
+        ("torch_load", "torch.load: peak RSS beyond the loaded state", None),
+        ("safetensors_save", "safetensors save_file: peak extra RSS", None),
+        ("safetensors_load", "safetensors load_file: peak RSS beyond the loaded state", None),
     ):
         r = results[op]
         ratio = r["extra"] / state
         shown = f"{r['extra'] / MB:.0f} MB" + (" (result is mmap-backed)" if r["extra"] < 0 else "")
         ctx.add(
             Row("memory", label, shown, f"state {state / MB:.0f} MB", ratio,
-                f"<= {limit:.3f}" if target else "", (ratio <= limit) if target else None, data=r)
+                f"<= {target:.3f}" if target else "", (ratio <= target) if target else None, data=r)
         )  # fmt: skip
 
 
@@ -661,6 +694,39 @@ def case_inspect(ctx: Context) -> None:
     )  # fmt: skip
 
 
+# ============================================================================ start-up of the RL commands
+
+
+def case_startup(ctx: Context) -> None:
+    """Start-up: ``cairn evaluate`` of a CartPole checkpoint (1 episode), ``cairn train`` to its first iteration."""
+    d = ctx.path("startup", "run")
+    _rm(d)
+    t0 = time.perf_counter()
+    wall1, lines, _ = _train(ctx, 1, d)
+    iter_s = float(lines[-1].get("perf/iteration_time_s", "nan"))
+    ckpts = sorted(n for n in os.listdir(d) if n.startswith("step_") or n.startswith("checkpoint"))
+    ctx.log(f"    train 1 iteration: {wall1:.2f} s ({time.perf_counter() - t0:.1f}), checkpoints {ckpts}")
+    argv = [sys.executable, "-m", "cairn", "evaluate", d, "--episodes", "1", "--seed", "0"]
+    reps = 3 if ctx.quick else 5
+    ev = util.subprocess_times(argv, reps, cwd=REPO)
+    bare = util.subprocess_times([sys.executable, "-c", "pass"], reps, cwd=REPO)
+    trains = [wall1 - iter_s]
+    for _ in range(1 if ctx.quick else 2):
+        w, ls, _ = _train(ctx, 1, d + "_again")
+        trains.append(w - float(ls[-1].get("perf/iteration_time_s", "nan")))
+        _rm(d + "_again")
+    e, b, tr = statistics.median(ev), statistics.median(bare), statistics.median(trains)
+    ctx.raw["startup"] = {"evaluate": ev, "bare": bare, "train_outside_iteration": trains}
+    ctx.add(
+        Row("startup", "cairn evaluate, CartPole checkpoint, 1 episode (wall)", f"{e:.2f} s",
+            f"python -c pass {b:.3f} s", e / 2.5, "<= 2.50 s", e <= 2.5, data={"seconds": e})
+    )  # fmt: skip
+    ctx.add(
+        Row("startup", "cairn train --iterations 1, wall outside the iteration", f"{tr:.2f} s",
+            f"python -c pass {b:.3f} s", None, data={"seconds": tr})
+    )  # fmt: skip
+
+
 # ============================================================================ case 7: PPO
 
 
@@ -678,8 +744,8 @@ print(n / (time.perf_counter() - t0))
 """
 
 
-def _train(ctx: Context, iterations: int) -> tuple[float, list[dict[str, Any]], str]:
-    d = ctx.path("ppo", f"run_{iterations}")
+def _train(ctx: Context, iterations: int, d: str | None = None) -> tuple[float, list[dict[str, Any]], str]:
+    d = d or ctx.path("ppo", f"run_{iterations}")
     _rm(d)
     argv = [sys.executable, "-m", "cairn", "train", "--env", "CartPole-v1", "--iterations", str(iterations),
             "--checkpoint-dir", d, "--checkpoint-every", "1", "--seed", "0"]  # fmt: skip
@@ -744,6 +810,7 @@ CASE_FUNCS: dict[str, Callable[[Context], None]] = {
     "memory": case_memory,
     "import": case_import,
     "inspect": case_inspect,
+    "startup": case_startup,
     "ppo": case_ppo,
 }
 

@@ -156,6 +156,18 @@ class ModelAdamState(cairn.Checkpointable):
         )
 
 
+class PlainModelAdamState(ModelAdamState):
+    """The same state as a user's own component: ``set_state`` copies like ``load_state_dict``, no buffers.
+
+    A restore reads into fresh arrays (the state then passes ``set_state``, which
+    copies it into the live tensors): the path of every component that does not
+    opt in with ``get_state_buffers``.
+    """
+
+    def get_state_buffers(self) -> None:  # type: ignore[override]
+        return None
+
+
 class Module(cairn.Checkpointable):
     """One of the eight equal modules: parameters and optimizer moments (torch tensors)."""
 

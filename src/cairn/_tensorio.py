@@ -5,15 +5,19 @@ Two sources of arrays for the decoder:
 * :class:`MemoryTensorFile`: the whole file, already read and verified; arrays
   are views of its buffer. Used for object stores, where a ranged read per
   tensor would cost a round trip each.
-* :class:`StreamedTensorFile`: a local file. On open it streams the file once
-  through two reused 16 MB buffers, computing the CRC-32 in a helper thread
-  while the next chunk is read (both release the GIL), and checks size and CRC
-  against the manifest. Decoding then only *plans* where each tensor goes: a
-  live buffer the component offers (``Checkpointable.get_state_buffers``) when
-  dtype and shape match, else a fresh, uninitialized array. :meth:`read_all`
-  fills them with ``preadv`` from the page cache once every folder of the
-  restore is verified and decoded, so a damaged file never touches live state
-  and the state is never held twice in memory.
+* :class:`StreamedTensorFile`: a local file. Opening it checks only its size
+  and header. Decoding then *plans* where each tensor goes: a live buffer the
+  component offers (``Checkpointable.get_state_buffers``) when dtype and shape
+  match, else a fresh, uninitialized array. :meth:`~StreamedTensorFile.read_all`
+  fills them with ``preadv`` and computes the file's CRC-32 over the same bytes
+  in a helper thread (both release the GIL): one pass over the file.
+
+  A file any of whose tensors land in live buffers is verified first, by
+  :meth:`~StreamedTensorFile.verify` (a streamed CRC through two reused 16 MB
+  buffers), before any file of the restore is read into place: a damaged file
+  never touches live state. Files read only into fresh arrays need no such
+  pass: nothing is applied before every file of the restore has passed its
+  check in ``read_all``. Either way the state is never held twice in memory.
 """
 
 from __future__ import annotations
@@ -113,7 +117,12 @@ class MemoryTensorFile:
         """Parse the header of verified ``data``."""
         self.data = data
         self.where = where
+        self.verified = True
+        self.live = False  # arrays are views of the buffer, never a caller's live buffers
         self.records, _ = parse_header(memoryview(data), where=where)
+
+    def verify(self) -> None:
+        """Nothing to do: the buffer was verified when it was read."""
 
     def get(self, name: str, kind: int, dtype: Any, shape: list[int], dest: Any = None) -> Any:
         """The array ``name`` as a view of the buffer (``dest`` is not used here)."""
@@ -196,28 +205,27 @@ def _fresh(kind: int, out_dtype: Any, shape: list[int]) -> tuple[Any, memoryview
 class StreamedTensorFile:
     """A local tensor file, verified by streaming; tensors are read into their destinations later."""
 
-    def __init__(self, fd: int, entry: FileEntry, where: str, *, verify_first: bool = True) -> None:
-        """Verify the open file ``fd`` against its manifest ``entry``; the fd is owned from here on.
+    def __init__(self, fd: int, entry: FileEntry, where: str) -> None:
+        """Check the open file ``fd``'s size and header against its manifest ``entry``; the fd is owned from here on.
 
-        With ``verify_first=False`` (a fresh object being built, which is dropped if the
-        restore fails) only the size and header are checked here, and the checksum is
-        checked by :meth:`read_all` in the same pass that fills the tensors: one read of
-        the file instead of two.
+        The checksum is checked by :meth:`verify` (a pass of its own, for files read
+        into live buffers) or by :meth:`read_all` (in the pass that fills the tensors).
 
         Raises:
-            CorruptCheckpointError: Wrong size, wrong checksum or a malformed header.
+            CorruptCheckpointError: Wrong size or a malformed header.
         """
         self.fd = fd
         self.where = where
-        self.verified_first = verify_first
+        self.verified = False
+        self.live = False  # whether some tensor is read into a buffer the caller already had
         self.jobs: list[tuple[memoryview, int]] = []
         try:
-            self._verify(entry, stream=verify_first)
+            self._open(entry)
         except BaseException:
             self.close()
             raise
 
-    def _verify(self, entry: FileEntry, *, stream: bool) -> None:
+    def _open(self, entry: FileEntry) -> None:
         size = os.fstat(self.fd).st_size
         self.size, self.crc32 = size, entry.crc32
         if size != entry.size:
@@ -227,14 +235,18 @@ class StreamedTensorFile:
             )
         if hasattr(os, "posix_fadvise"):
             os.posix_fadvise(self.fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-        if stream:
-            self._stream_crc(entry, size)
         head = os.pread(self.fd, 8, 0)
         n = int.from_bytes(head, "little") if len(head) == 8 else 0
         header = os.pread(self.fd, 8 + min(n, size), 0)
         self.records, _ = parse_header(_SizedView(header, size), where=self.where)  # type: ignore[arg-type]
 
-    def _stream_crc(self, entry: FileEntry, size: int) -> None:
+    def verify(self) -> None:
+        """Stream the whole file once and check its CRC-32 (a pass before any byte is put in place).
+
+        Raises:
+            CorruptCheckpointError: The file fails its checksum.
+        """
+        size = self.size
         bufs = _chunk_buffers()
         crc = [0]
 
@@ -255,11 +267,12 @@ class StreamedTensorFile:
             i += 1
         if pending is not None:
             pending.result()
-        if off != size or crc[0] != entry.crc32:
+        if off != size or crc[0] != self.crc32:
             raise CorruptCheckpointError(
-                f"{self.where} fails its checksum (crc32 {crc[0]:08x}, manifest says {entry.crc32:08x}): the file "
+                f"{self.where} fails its checksum (crc32 {crc[0]:08x}, manifest says {self.crc32:08x}): the file "
                 "is corrupted. Restore it from a good copy."
             )
+        self.verified = True
 
     def get(self, name: str, kind: int, dtype: Any, shape: list[int], dest: Any = None) -> Any:
         """Plan the read of ``name`` into ``dest`` (when it fits) or a fresh array; return that array."""
@@ -267,6 +280,7 @@ class StreamedTensorFile:
         view = _byte_view(dest, kind, out_dtype, shape) if dest is not None else None
         if view is not None:
             value = dest
+            self.live = True
         else:
             value, view = _fresh(kind, out_dtype, shape)
         if view is not None:
@@ -274,11 +288,14 @@ class StreamedTensorFile:
         return value
 
     def read_all(self) -> None:
-        """Fill every planned destination (from the page cache: the file was just streamed).
+        """Fill every planned destination, computing the file's CRC-32 over the bytes as they are read.
 
-        The CRC-32 of the whole file is computed again over the bytes as they are
-        read (in the helper thread, behind the reads), so a file changed in place
-        between the verification and this read is reported, never silently used.
+        The CRC runs in the helper thread, behind the reads. For a file not verified
+        first, a mismatch is damage; for one that was, it is a change in place
+        between the verification and this read: reported, never silently used.
+
+        Raises:
+            CorruptCheckpointError: The bytes read do not match the manifest's CRC-32.
         """
         jobs, self.jobs = sorted(self.jobs, key=lambda j: j[1]), []
         crc = [0]
@@ -307,7 +324,7 @@ class StreamedTensorFile:
         for f in pending:
             f.result()
         self.close()
-        if crc[0] != self.crc32 and not self.verified_first:
+        if crc[0] != self.crc32 and not self.verified:
             raise CorruptCheckpointError(
                 f"{self.where} fails its checksum (crc32 {crc[0]:08x}, manifest says {self.crc32:08x}): the file "
                 "is corrupted. Restore it from a good copy."

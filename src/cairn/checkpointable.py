@@ -96,8 +96,11 @@ class Checkpointable(abc.ABC):
         into the buffer at the same place when dtype and shape match (contiguous,
         on the CPU, not requiring grad), then passes that same object to
         :meth:`set_state`: no second copy of the state in memory. Only verified
-        bytes are written, after every file of the restore passed its checksum.
-        The default, None, reads into fresh arrays.
+        bytes are written, after every file of the restore passed its checksum:
+        a file read into live buffers is verified by a pass of its own first,
+        while files read into fresh arrays are checked in the pass that reads
+        them. The default, None, reads into fresh arrays (one pass; the state is
+        then held twice until ``set_state`` has copied it).
         """
         return None
 
@@ -169,9 +172,32 @@ class Checkpointable(abc.ABC):
             IncompatibleCheckpointError: Wrong class, or a format or state version too new.
             ComponentNotFoundError: ``component`` does not exist.
         """
+        self._restore_checkpoint(
+            path, component=component, filesystem=filesystem, allow_pickle=allow_pickle, built_from=None
+        )
+
+    def _restore_checkpoint(
+        self,
+        path: PathLike,
+        *,
+        component: str | None,
+        filesystem: Any,
+        allow_pickle: bool,
+        built_from: bytes | None,
+    ) -> None:
+        """The restore behind :meth:`restore_from_path` and :meth:`from_checkpoint`.
+
+        ``built_from`` is None for a restore into an existing object; from
+        ``from_checkpoint`` it is the root manifest the new object was built from
+        (see ``cairn._engine.restore``). Classes that restore some parts elsewhere
+        (remote actors) override this, not ``restore_from_path``, so that both
+        entry points take their path.
+        """
         from cairn import _engine
 
-        _engine.restore(self, path, component=component, filesystem=filesystem, allow_pickle=allow_pickle)
+        _engine.restore(
+            self, path, component=component, filesystem=filesystem, allow_pickle=allow_pickle, built_from=built_from
+        )
 
     @classmethod
     def from_checkpoint(

@@ -40,3 +40,23 @@ def test_restore_reuses_live_parameter_and_optimizer_tensors(tmp_path: Path) -> 
         torch.nn.utils.parameters_to_vector(src.learner_group.learner.module["default_policy"].parameters()),
         torch.nn.utils.parameters_to_vector(learner.module["default_policy"].parameters()),
     )
+
+
+def test_mean_std_filter_restores_into_its_live_statistics(tmp_path: Path) -> None:
+    """The observation filter offers its buffers: a restore reads into its arrays, not new ones."""
+    import numpy as np
+
+    from cairn.rl.connectors import MeanStdFilter
+
+    src = MeanStdFilter(shape=(3,))
+    src.update(np.arange(12, dtype=np.float64).reshape(4, 3))
+    path = src.save_to_path(tmp_path / "filter")
+    dst = MeanStdFilter(shape=(3,))
+    dst.update(np.ones((2, 3)))
+    mean, m2 = dst.mean, dst.m2
+    dst.restore_from_path(path)
+    assert dst.mean is mean and dst.m2 is m2
+    assert dst.count == src.count == 4
+    np.testing.assert_array_equal(dst.mean, src.mean)
+    np.testing.assert_array_equal(dst.m2, src.m2)
+    np.testing.assert_array_equal(dst(np.ones((1, 3)), update=False), src(np.ones((1, 3)), update=False))

@@ -825,9 +825,12 @@ def test_file_changed_during_restore_is_detected(tmp_path: Path, monkeypatch: py
     path = agent.save_to_path(tmp_path / "ckpt")
     victim = Path(path) / "stats" / "tensors.safetensors"
     real_read_all = _tensorio.StreamedTensorFile.read_all
+    tampered: list[bool] = []
 
     def tampering_read_all(self: Any) -> None:
-        if self.where.endswith(str(victim)):
+        # Once: a second flip would restore the original bytes for the restore's confirming re-read.
+        if self.where.endswith(str(victim)) and not tampered:
+            tampered.append(True)
             data = bytearray(victim.read_bytes())
             data[-1] ^= 0xFF  # the last value of the last tensor
             with open(victim, "r+b") as f:  # in place: same inode as the verified one

@@ -271,13 +271,14 @@ class Algorithm(Checkpointable, abc.ABC):
             self.training_iteration = int(state["training_iteration"])
         self._sync_env_runners()
 
-    def restore_from_path(
+    def _restore_checkpoint(
         self,
         path: str | os.PathLike[str],
         *,
-        component: str | None = None,
-        filesystem: Any = None,
-        allow_pickle: bool = False,
+        component: str | None,
+        filesystem: Any,
+        allow_pickle: bool,
+        built_from: bytes | None,
     ) -> None:
         """Restore as :meth:`cairn.Checkpointable.restore_from_path`, then sync the env runners.
 
@@ -292,7 +293,9 @@ class Algorithm(Checkpointable, abc.ABC):
 
             checkpoint.restore(self, path, component=component, filesystem=filesystem, allow_pickle=allow_pickle)
         else:
-            super().restore_from_path(path, component=component, filesystem=filesystem, allow_pickle=allow_pickle)
+            super()._restore_checkpoint(
+                path, component=component, filesystem=filesystem, allow_pickle=allow_pickle, built_from=built_from
+            )
         if self._num_syncs == syncs_before:  # set_state of the whole algorithm already synced
             self._sync_env_runners()
 

@@ -184,6 +184,10 @@ class MeanStdFilter(Connector):
         """``{"count": int, "mean": float64 array, "m2": float64 array}`` (copies)."""
         return {"count": int(self.count), "mean": self.mean.copy(), "m2": self.m2.copy()}
 
+    def get_state_buffers(self) -> dict[str, Any]:
+        """The live ``mean`` and ``m2`` arrays: a restore from local disk reads into them."""
+        return {"mean": self.mean, "m2": self.m2}
+
     def set_state(self, state: dict[str, Any]) -> None:
         """Load statistics; keys missing from ``state`` are left as they are.
 
@@ -192,6 +196,8 @@ class MeanStdFilter(Connector):
         """
         for key in ("mean", "m2"):
             if key in state:
+                if state[key] is getattr(self, key):
+                    continue  # restored in place (get_state_buffers): already this filter's array
                 value = np.asarray(state[key], dtype=np.float64)
                 if value.shape != self.shape:
                     raise IncompatibleCheckpointError(

@@ -140,13 +140,14 @@ class LearnerGroup(Checkpointable):
             return checkpoint.save(self, path, filesystem=filesystem, allow_pickle=allow_pickle)
         return super().save_to_path(path, state=state, filesystem=filesystem, allow_pickle=allow_pickle)
 
-    def restore_from_path(
+    def _restore_checkpoint(
         self,
         path: str | os.PathLike[str],
         *,
-        component: str | None = None,
-        filesystem: Any = None,
-        allow_pickle: bool = False,
+        component: str | None,
+        filesystem: Any,
+        allow_pickle: bool,
+        built_from: bytes | None,
     ) -> None:
         """As :meth:`cairn.Checkpointable.restore_from_path`; remote learners read their folder themselves."""
         if self.remote is not None:
@@ -154,4 +155,6 @@ class LearnerGroup(Checkpointable):
 
             checkpoint.restore(self, path, component=component, filesystem=filesystem, allow_pickle=allow_pickle)
             return
-        super().restore_from_path(path, component=component, filesystem=filesystem, allow_pickle=allow_pickle)
+        super()._restore_checkpoint(
+            path, component=component, filesystem=filesystem, allow_pickle=allow_pickle, built_from=built_from
+        )

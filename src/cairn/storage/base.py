@@ -106,9 +106,11 @@ class Storage(abc.ABC):
       deletes the record. A reader treats a folder without a root manifest as
       absent, and ``check_committed`` refuses any folder below one that holds
       the record and no root manifest.
-    * ``write_file`` returns only once the bytes are durable (fsync, or the
-      object store acknowledged the upload), with the size and CRC-32 of exactly
-      what was written.
+    * ``write_file`` returns the size and CRC-32 of exactly what was written,
+      once the bytes are durable (the object store acknowledged the upload, or
+      fsync) or, for a file below a staging place that the same storage object
+      began, once ``commit`` made the whole tree durable before its rename (local
+      disks: one sync for every file of a save instead of one per file).
 
     **Reading.** A reader may assume that a committed folder's files do not
     change while it reads them, except through a whole-checkpoint replacement;

@@ -293,11 +293,13 @@ def gone_because(owner: Owner | None, last_beat: float | None) -> str | None:
 
 
 class Claim:
-    """A save in flight in this process: its owner record and its heartbeat thread.
+    """A save in flight in this process: its owner record, refreshed by the shared heartbeat thread.
 
     ``beat()`` refreshes the record and returns False once the record is gone or
     names another save (another writer removed the staging place): the heartbeat
-    stops and :attr:`lost` is set.
+    stops and :attr:`lost` is set. One thread per process beats every claim that
+    is due (:class:`_Heart`), so a save starts no thread of its own; a save that
+    ends before its first period is never beaten at all, exactly as before.
     """
 
     def __init__(self, owner: Owner, beat: Callable[[Owner], bool]) -> None:
@@ -306,28 +308,91 @@ class Claim:
         self.lost = False
         self.checked = False
         self._beat = beat
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"cairn-heartbeat-{owner.id}", daemon=True)
-        self._thread.start()
+        self._stopped = False
+        self._beating = threading.Lock()  # held during a beat: stop() takes it so that none follows
+        self.every = heartbeat_every()
+        self.due = time.monotonic() + self.every
+        _HEART.add(self)
 
-    def _run(self) -> None:
-        every = heartbeat_every()
-        while not self._stop.wait(every):
+    def beat_once(self) -> None:
+        """One heartbeat (the shared thread calls it when it is due)."""
+        with self._beating:
+            if self._stopped:
+                return
             try:
                 alive = self._beat(self.owner.beating())
             except Exception:  # a transient storage error: the next beat tries again
-                continue
+                alive = True
             if not alive:
                 self.lost = True
-                return
+                self._stopped = True
+            self.due = time.monotonic() + self.every
+
+    @property
+    def stopped(self) -> bool:
+        """Whether this claim is no longer beaten."""
+        return self._stopped
 
     def stop(self) -> None:
         """Stop the heartbeat and wait for a beat in progress (so none can follow)."""
-        self._stop.set()
-        if self._thread is not threading.current_thread():
-            # A beat takes milliseconds; one stuck on a failing storage is not waited for
-            # (it gives up within the storage's deadline, and finds the record gone or not ours).
-            self._thread.join(timeout=STOP_WAIT)
+        self._stopped = True
+        _HEART.discard(self)
+        # A beat takes milliseconds; one stuck on a failing storage is not waited for
+        # (it gives up within the storage's deadline, and finds the record gone or not ours).
+        if not _HEART.is_current_thread() and self._beating.acquire(timeout=STOP_WAIT):
+            self._beating.release()
+
+
+class _Heart:
+    """The one heartbeat thread of a process: beats each claim when it is due, sleeps otherwise.
+
+    Started with the first claim and kept (idle, a daemon) for the next saves; a
+    forked child starts its own when it claims.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._claims: set[Claim] = set()
+        self._thread: threading.Thread | None = None
+
+    def add(self, c: Claim) -> None:
+        with self._cond:
+            self._claims.add(c)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="cairn-heartbeat", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def discard(self, c: Claim) -> None:
+        with self._cond:
+            self._claims.discard(c)
+
+    def is_current_thread(self) -> bool:
+        return self._thread is threading.current_thread()
+
+    def reset_after_fork(self) -> None:
+        self._cond = threading.Condition()
+        self._claims = set()
+        self._thread = None
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                now = time.monotonic()
+                due = [c for c in self._claims if c.due <= now]
+                if not due:
+                    wait = min((c.due for c in self._claims), default=now + 60.0) - now
+                    self._cond.wait(timeout=max(0.001, wait))
+                    continue
+            for c in due:  # outside the lock: a beat may take a storage round trip
+                c.beat_once()
+                if c.stopped:
+                    self.discard(c)
+
+
+_HEART = _Heart()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_HEART.reset_after_fork)
 
 
 _LOCK = threading.Lock()

@@ -1,0 +1,421 @@
+"""Reading and verifying one checkpoint folder, and reading a checkpoint consistently.
+
+:class:`FolderReader` verifies every byte it returns against the folder's
+manifest (which the parent's manifest seals, up to the root);
+:func:`read_consistently` reruns a read that met a concurrent overwrite.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from cairn._crc import crc32
+from cairn._tensorio import MemoryTensorFile, StreamedTensorFile
+from cairn.errors import (
+    CheckpointError,
+    CheckpointNotFoundError,
+    ComponentNotFoundError,
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+    UnsafeCheckpointError,
+)
+from cairn.manifest import (
+    CTOR,
+    FORMAT_VERSION,
+    MANIFEST,
+    MAX_COMPONENT_DEPTH,
+    MAX_JSON_BYTES,
+    METADATA,
+    STATE,
+    TENSORS,
+    FileEntry,
+    Manifest,
+    load_json,
+)
+from cairn.storage.base import FileTooLargeError, Storage, resolve_storage
+
+# numpy, msgpack and the codecs are imported inside the functions that encode or
+# decode, so that reading manifests and metadata (cairn inspect, ls) stays fast.
+
+
+@dataclass
+class FolderReader:
+    """Reads one checkpoint folder, verifying every byte against its manifest."""
+
+    storage: Storage
+    folder: str
+    expected: FileEntry | None = None  # the parent's record of this folder's manifest
+    depth: int = 0  # how many components down from the folder the reader was opened at
+    _manifest: Manifest | None = None
+    _metadata: dict[str, Any] | None = None
+    _manifest_bytes: bytes | None = None  # exactly what was read, to notice a concurrent overwrite
+
+    def where(self, name: str = "") -> str:
+        """The user-facing location of a file of this folder."""
+        return self.storage.uri(self.storage.join(self.folder, name) if name else self.folder)
+
+    @property
+    def manifest(self) -> Manifest:
+        """The folder's manifest, read and checked once."""
+        if self._manifest is None:
+            self._manifest = self._read_manifest()
+        return self._manifest
+
+    def _read_manifest(self) -> Manifest:
+        path = self.storage.join(self.folder, MANIFEST)
+        if self.storage.is_symlink(self.folder):
+            raise CorruptCheckpointError(
+                f"{self.where()} is a symbolic link; cairn never follows links inside a checkpoint."
+            )
+        try:
+            data = self.storage.read_file(path, max_bytes=MAX_JSON_BYTES)
+        except FileNotFoundError as err:
+            if self.expected is not None:
+                raise CorruptCheckpointError(
+                    f"{self.where(MANIFEST)} is missing, though the parent folder's manifest lists it; "
+                    "the checkpoint is damaged."
+                ) from err
+            if not self.storage.exists(self.folder):
+                raise CheckpointNotFoundError(f"No checkpoint at {self.where()}: the path does not exist.") from err
+            raise CheckpointNotFoundError(
+                f"No committed checkpoint at {self.where()}: it has no {MANIFEST}. The save that "
+                "wrote it was interrupted, or it is not a cairn checkpoint."
+            ) from err
+        except (IsADirectoryError, NotADirectoryError) as err:
+            # A hostile or damaged tree: a file where a folder should be, or the reverse.
+            raise CorruptCheckpointError(
+                f"{self.where(MANIFEST)} cannot be read: {err.strerror or err}; the checkpoint's folder "
+                "structure is damaged."
+            ) from err
+        if self.expected is not None:
+            self._check(data, self.expected, MANIFEST)
+        self._manifest_bytes = bytes(data)
+        return Manifest.from_bytes(data, where=self.where(MANIFEST))
+
+    def manifest_bytes(self) -> bytes:
+        """The bytes of the folder's manifest as read (reading it first if needed)."""
+        self.manifest  # noqa: B018 - reads and checks it once
+        assert self._manifest_bytes is not None  # set by _read_manifest
+        return self._manifest_bytes
+
+    def changed(self) -> bool:
+        """Whether the folder's manifest on storage is no longer the one this reader read.
+
+        A manifest that is gone or unreadable now counts as changed: the checkpoint is
+        being replaced or deleted.
+        """
+        if self._manifest_bytes is None:
+            return False
+        try:
+            now = self.storage.read_file(self.storage.join(self.folder, MANIFEST), max_bytes=MAX_JSON_BYTES)
+        except (OSError, CheckpointError):
+            return True
+        return bytes(now) != self._manifest_bytes
+
+    def reopened(self) -> FolderReader:
+        """A new reader of the same folder, reading everything afresh."""
+        return FolderReader(self.storage, self.folder, expected=self.expected, depth=self.depth)
+
+    def _check(self, data: bytes | bytearray | memoryview, entry: FileEntry, name: str) -> None:
+        if len(data) != entry.size:
+            raise CorruptCheckpointError(
+                f"{self.where(name)} is {len(data)} bytes but the manifest records {entry.size}; the file "
+                "is truncated or was changed after the save. Restore it from a good copy."
+            )
+        crc = crc32(data)
+        if crc != entry.crc32:
+            raise CorruptCheckpointError(
+                f"{self.where(name)} fails its checksum (crc32 {crc:08x}, manifest says "
+                f"{entry.crc32:08x}): the file is corrupted. Restore it from a good copy."
+            )
+
+    def read(self, name: str, *, max_bytes: int | None = None) -> bytearray:
+        """Read a file listed in the manifest and verify it."""
+        entry = self.manifest.files.get(name)
+        if entry is None:
+            raise CorruptCheckpointError(
+                f"{self.where(name)} is not listed in the folder's manifest; the checkpoint is incomplete or tampered."
+            )
+        path = self.storage.join(self.folder, name)
+        if max_bytes is not None and entry.size > max_bytes:
+            raise CorruptCheckpointError(
+                f"{self.where(name)} is recorded as {entry.size} bytes, over the limit of {max_bytes}."
+            )
+        try:
+            data = self.storage.read_file(path, max_bytes=entry.size if max_bytes is None else max_bytes)
+        except FileNotFoundError as err:
+            raise CorruptCheckpointError(
+                f"{self.where(name)} is missing, though the manifest lists it; the checkpoint is damaged."
+            ) from err
+        except (IsADirectoryError, NotADirectoryError) as err:
+            raise CorruptCheckpointError(
+                f"{self.where(name)} cannot be read: {err.strerror or err}; "
+                "the checkpoint's folder structure is damaged."
+            ) from err
+        except FileTooLargeError as err:
+            raise CorruptCheckpointError(
+                f"{self.where(name)} is larger than the manifest records ({entry.size} bytes); "
+                "the file was changed after the save."
+            ) from err
+        self._check(data, entry, name)
+        return data
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The verified ``metadata.json``."""
+        if self._metadata is None:
+            meta = load_json(self.read(METADATA, max_bytes=MAX_JSON_BYTES), where=self.where(METADATA))
+            if not isinstance(meta, dict):
+                raise CorruptCheckpointError(f"{self.where(METADATA)} is not a JSON object.")
+            version = meta.get("format_version")
+            if type(version) is not int or version < 1:
+                raise CorruptCheckpointError(f"{self.where(METADATA)} has an invalid format_version {version!r}.")
+            if version > FORMAT_VERSION:
+                raise IncompatibleCheckpointError(
+                    f"{self.where(METADATA)} is in checkpoint format {version}, newer than the format "
+                    f"{FORMAT_VERSION} this cairn reads. Upgrade cairn to load it."
+                )
+            for key, typ in (("class", str), ("state_version", int), ("uses_pickle", bool)):
+                if not isinstance(meta.get(key), typ):
+                    raise CorruptCheckpointError(f"{self.where(METADATA)} lacks a valid {key!r}.")
+            self._metadata = meta
+        return self._metadata
+
+    def child(self, name: str) -> FolderReader:
+        """The reader of component ``name``'s folder."""
+        if name not in self.manifest.components:
+            raise ComponentNotFoundError(
+                f"The checkpoint at {self.where()} has no component {name!r}; it has: "
+                f"{', '.join(self.manifest.components) or '(none)'}."
+            )
+        if self.depth >= MAX_COMPONENT_DEPTH:
+            raise CorruptCheckpointError(
+                f"{self.where(name)} nests components more than {MAX_COMPONENT_DEPTH} levels deep; cairn "
+                "never writes such a checkpoint, so it is hostile or damaged."
+            )
+        return FolderReader(
+            self.storage,
+            self.storage.join(self.folder, name),
+            expected=self.manifest.files[f"{name}/{MANIFEST}"],
+            depth=self.depth + 1,
+        )
+
+    def check_pickle(self, allow_pickle: bool) -> None:
+        """Refuse a folder written with pickle unless allowed."""
+        if self.metadata["uses_pickle"] and not allow_pickle:
+            raise UnsafeCheckpointError(
+                f"The checkpoint folder {self.where()} was saved with allow_pickle=True, and "
+                "unpickling can run arbitrary code. Load it with allow_pickle=True only if you "
+                "trust where it came from."
+            )
+
+    def ctor(self, allow_pickle: bool) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The recorded constructor arguments."""
+        from cairn.codec.ctor import decode_ctor
+
+        self.check_pickle(allow_pickle)
+        obj = load_json(self.read(CTOR, max_bytes=MAX_JSON_BYTES), where=self.where(CTOR))
+        return decode_ctor(obj, allow_pickle=allow_pickle, where=self.where(CTOR))
+
+    def tensor_source(self) -> MemoryTensorFile | StreamedTensorFile | None:
+        """The folder's tensor file, or None when it has none.
+
+        Files on other storage are read whole and verified here. A local file's size
+        and header are checked here; its checksum by ``verify()`` or ``read_all()``
+        (see :func:`read_sources`).
+        """
+        entry = self.manifest.files.get(TENSORS)
+        if entry is None:
+            return None
+        if not self.storage.file_descriptors:
+            return MemoryTensorFile(self.read(TENSORS), self.where(TENSORS))
+        path = self.storage.join(self.folder, TENSORS)
+        try:
+            fd = self.storage.open_regular(path)
+        except FileNotFoundError as err:
+            raise CorruptCheckpointError(
+                f"{self.where(TENSORS)} is missing, though the manifest lists it; the checkpoint is damaged."
+            ) from err
+        except (IsADirectoryError, NotADirectoryError) as err:
+            raise CorruptCheckpointError(
+                f"{self.where(TENSORS)} cannot be read: {err.strerror or err}; the checkpoint's folder structure "
+                "is damaged."
+            ) from err
+        return StreamedTensorFile(fd, entry, self.where(TENSORS))
+
+    def decode(
+        self,
+        skeleton: bytearray,
+        tensors: MemoryTensorFile | StreamedTensorFile | None,
+        allow_pickle: bool,
+        buffers: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Decode the verified ``state.msgpack``; arrays come from ``tensors``.
+
+        With a streamed tensor file the arrays are only allocated (or taken from
+        ``buffers``) here; they are filled by ``tensors.read_all()``.
+        """
+        from cairn.codec.state import decode_state
+
+        where = self.where(STATE)
+        dests = _leaf_map(buffers) if buffers else {}
+        cache: dict[tuple[str, int], Any] = {}
+
+        def load_array(name: str, kind: int, dtype: Any, shape: list[int]) -> Any:
+            if tensors is None:
+                raise CorruptCheckpointError(f"{where} refers to the array {name!r} but the folder has no {TENSORS}.")
+            # The same array saved twice (one object under two keys) comes back as one object.
+            key = (name, kind)
+            if key not in cache:
+                cache[key] = tensors.get(name, kind, dtype, shape, dests.pop(name, None))
+            return cache[key]
+
+        state = decode_state(skeleton, load_array=load_array, allow_pickle=allow_pickle, where=where)
+        if not isinstance(state, dict):
+            raise CorruptCheckpointError(f"{where} does not hold a dict.")
+        return state
+
+    def state(self, allow_pickle: bool) -> dict[str, Any]:
+        """The folder's own state (without its components), verified and decoded."""
+        self.check_pickle(allow_pickle)
+        skeleton = self.read(STATE)
+        tensors = self.tensor_source()
+        try:
+            state = self.decode(skeleton, tensors, allow_pickle)
+            if tensors is not None:
+                tensors.read_all()
+        finally:
+            if tensors is not None:
+                tensors.close()
+        return state
+
+
+# --------------------------------------------------------------------------- concurrent overwrites
+
+READ_ATTEMPTS = 4
+"""How many times a read that meets a concurrent overwrite of its checkpoint is tried."""
+_RETRY_DELAYS = (0.05, 0.25, 1.0)  # seconds before the 2nd, 3rd and 4th attempt
+
+T = TypeVar("T")
+
+
+def _exists(reader: FolderReader) -> bool:
+    try:
+        return reader.storage.exists(reader.folder)
+    except (OSError, CheckpointError):
+        return False
+
+
+class _ReadRace(CheckpointError):
+    """A read of a fresh object failed; the caller that built the object decides to retry."""
+
+    def __init__(self, cause: CheckpointError, *, changed: bool) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.changed = changed
+
+
+def read_consistently(reader: FolderReader, read: Callable[[FolderReader], T], *, confirm: bool = True) -> T:
+    """Run ``read(reader)`` so that it sees one version of the checkpoint, never a mix.
+
+    Every file is verified against the manifests, which the root manifest seals; a
+    mismatch is corruption only if the root manifest did not change meanwhile. When it
+    did (another process saved over the same path), the whole read starts again, up to
+    :data:`READ_ATTEMPTS` times. A mismatch under an unchanged root manifest is read once
+    more before it is reported (unless ``confirm`` is False): the folder may have been
+    replaced twice with byte-identical manifests.
+
+    Raises:
+        CorruptCheckpointError: The same damage was found twice under one root manifest.
+        CheckpointNotFoundError: The checkpoint was deleted while it was being read.
+        CheckpointError: It kept changing while it was being read.
+    """
+    last: CheckpointError | None = None
+    unconfirmed = seen = False
+    for attempt in range(READ_ATTEMPTS):
+        if attempt:
+            time.sleep(_RETRY_DELAYS[min(attempt, len(_RETRY_DELAYS)) - 1])
+            reader = reader.reopened()
+        try:
+            return read(reader)
+        except CheckpointNotFoundError as err:
+            seen = seen or reader._manifest_bytes is not None
+            # Object stores delete the old root manifest first when a save replaces a
+            # checkpoint: a folder without one may be mid-overwrite. On disks with atomic
+            # renames it never is, and a missing manifest is final.
+            if not seen and (reader.storage.atomic_rename or not _exists(reader)):
+                raise
+            last = err
+        except (CorruptCheckpointError, _ReadRace) as err:
+            seen = seen or reader._manifest_bytes is not None
+            changed = err.changed if isinstance(err, _ReadRace) else reader.changed()
+            cause = err.cause if isinstance(err, _ReadRace) else err
+            last = cause
+            if not changed:
+                if unconfirmed or not confirm:
+                    raise cause from None
+                unconfirmed = True
+    if isinstance(last, CheckpointNotFoundError):
+        if not seen:
+            raise last
+        raise CheckpointNotFoundError(
+            f"The checkpoint at {reader.where()} was deleted, or is being replaced, while it was being read: {last}"
+        ) from last
+    raise CheckpointError(
+        f"The checkpoint at {reader.where()} changed while it was being read ({READ_ATTEMPTS} attempts): "
+        "another process is saving over it. Read it again once that save is done, or save to new paths "
+        f"(a CheckpointManager does). Last problem: {last}"
+    ) from last
+
+
+def _leaf_map(tree: Any) -> dict[str, Any]:
+    """Leaves of a state tree by the names the encoder gives tensors; ambiguous names are dropped."""
+    out: dict[str, Any] = {}
+    dup: set[str] = set()
+
+    def walk(v: Any, path: tuple[Any, ...]) -> None:
+        if type(v) is dict:
+            for k, x in v.items():
+                walk(x, (*path, k))
+        elif type(v) in (list, tuple):
+            for i, x in enumerate(v):
+                walk(x, (*path, i))
+        else:
+            name = "/".join(str(p) for p in path) or "value"
+            if name in out:
+                dup.add(name)
+            out[name] = v
+
+    walk(tree, ())
+    for d in dup:
+        out.pop(d, None)
+    return out
+
+
+def open_checkpoint(path: str | os.PathLike[str], filesystem: Any) -> FolderReader:
+    """A reader for the checkpoint folder at ``path``."""
+    storage, folder = resolve_storage(path, filesystem)
+    storage.check_committed(folder)  # object stores: not a sub-folder of a save in flight
+    return FolderReader(storage, folder)
+
+
+def iter_folders(reader: FolderReader, label: str = "") -> Iterator[tuple[str, FolderReader]]:
+    """Every folder of a checkpoint, depth first, with its component path."""
+    yield label, reader
+    for name in reader.manifest.components:
+        yield from iter_folders(reader.child(name), f"{label}/{name}" if label else name)
+
+
+def iter_folders_lenient(reader: FolderReader, label: str = "") -> Iterator[tuple[str, FolderReader]]:
+    """Like :func:`iter_folders`, skipping folders whose manifest cannot be read."""
+    try:
+        comps = reader.manifest.components
+    except CheckpointError:
+        return
+    yield label, reader
+    for name in comps:
+        yield from iter_folders_lenient(reader.child(name), f"{label}/{name}" if label else name)

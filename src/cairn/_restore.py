@@ -1,0 +1,340 @@
+"""The restore pipeline: read and verify every folder, decode, read tensors into place, then apply.
+
+A restore reads and verifies every folder it needs first, then applies the
+states bottom-up, so that a corrupt file never leaves an object half restored.
+Which tensor files take one pass and which two: :func:`read_sources`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cairn._reader import FolderReader, _ReadRace, open_checkpoint, read_consistently
+from cairn._tensorio import MemoryTensorFile, StreamedTensorFile
+from cairn._tree import checkpointable_components, find_component
+from cairn.errors import (
+    CheckpointError,
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+)
+from cairn.manifest import (
+    CTOR,
+    MANIFEST,
+    MAX_JSON_BYTES,
+    METADATA,
+    STATE,
+)
+from cairn.registry import class_path, resolve_class
+
+if TYPE_CHECKING:
+    from cairn.checkpointable import Checkpointable
+
+
+@dataclass
+class LoadedFolder:
+    """A folder's own state (brought to the class's STATE_VERSION) and its loaded components."""
+
+    state: dict[str, Any]
+    children: dict[str, LoadedFolder]
+    version: int = 0  # the STATE_VERSION recorded in the folder
+    where: str = ""  # the folder it was read from, for error messages
+
+
+def _check_class(target: Checkpointable, reader: FolderReader) -> None:
+    recorded = reader.metadata["class"]
+    try:
+        rec_cls = resolve_class(recorded, where=reader.where(METADATA), expected=type(target))
+    except CheckpointError:
+        return  # Restoring into an existing object needs only the state, not the class.
+    t = type(target)
+    if not (issubclass(t, rec_cls) or issubclass(rec_cls, t)):
+        raise IncompatibleCheckpointError(
+            f"The checkpoint at {reader.where()} holds a {recorded}, which cannot be restored into a "
+            f"{class_path(t)}. Restore it into a {rec_cls.__qualname__}, or use "
+            f"{rec_cls.__qualname__}.from_checkpoint()."
+        )
+
+
+def upgrade(cls: type[Checkpointable], state: dict[str, Any], from_version: int, where: str) -> dict[str, Any]:
+    """Bring a state from ``from_version`` to ``cls.STATE_VERSION``, one step at a time."""
+    target = int(cls.STATE_VERSION)
+    if from_version == target:
+        return state
+    if from_version > target:
+        raise IncompatibleCheckpointError(
+            f"The state at {where} has STATE_VERSION {from_version}, newer than {cls.__qualname__}'s "
+            f"STATE_VERSION {target}. Load it with the newer version of the code that wrote it."
+        )
+    for v in range(from_version, target):
+        try:
+            new_state = cls.upgrade_state(state, v)
+        except IncompatibleCheckpointError:
+            raise
+        except NotImplementedError as err:
+            raise IncompatibleCheckpointError(
+                f"The state at {where} has STATE_VERSION {from_version}, but {cls.__qualname__} is at "
+                f"version {target} and has no upgrade from version {v} to {v + 1}. Implement "
+                f"{cls.__qualname__}.upgrade_state for it."
+            ) from err
+        except Exception as err:
+            raise IncompatibleCheckpointError(
+                f"{cls.__qualname__}.upgrade_state failed upgrading the state at {where} from version "
+                f"{v} to {v + 1}: {type(err).__name__}: {err}"
+            ) from err
+        if not isinstance(new_state, dict):
+            raise IncompatibleCheckpointError(
+                f"{cls.__qualname__}.upgrade_state returned a {type(new_state).__name__} for version {v}; "
+                "it must return the state dict."
+            )
+        state = new_state
+    return state
+
+
+@dataclass
+class _VerifiedFolder:
+    target: Checkpointable
+    reader: FolderReader
+    label: str
+    skeleton: bytearray
+    tensors: MemoryTensorFile | StreamedTensorFile | None
+    children: dict[str, _VerifiedFolder]
+
+
+def _verify_tree(
+    target: Checkpointable,
+    reader: FolderReader,
+    *,
+    allow_pickle: bool,
+    label: str,
+    opened: list[MemoryTensorFile | StreamedTensorFile],
+) -> _VerifiedFolder:
+    """Phase 1: read and verify every file the restore needs, decoding nothing."""
+    _check_class(target, reader)
+    reader.check_pickle(allow_pickle)
+    # The constructor arguments are not needed to restore, but a damaged file anywhere in
+    # the folders being restored must be reported, not left for a later from_checkpoint.
+    reader.read(CTOR, max_bytes=MAX_JSON_BYTES)
+    skeleton = reader.read(STATE)
+    tensors = reader.tensor_source()
+    if tensors is not None:
+        opened.append(tensors)
+    comps = checkpointable_components(target, where=label or "<root>")
+    children: dict[str, _VerifiedFolder] = {}
+    for name in reader.manifest.components:
+        comp = comps.get(name)
+        if comp is None:
+            continue  # the target has no such component (e.g. fewer modules): not read
+        children[name] = _verify_tree(
+            comp,
+            reader.child(name),
+            allow_pickle=allow_pickle,
+            label=f"{label}/{name}" if label else name,
+            opened=opened,
+        )
+    return _VerifiedFolder(target, reader, label, skeleton, tensors, children)
+
+
+def _decode_tree(v: _VerifiedFolder, allow_pickle: bool) -> tuple[LoadedFolder, int]:
+    """Phase 2: decode every skeleton; arrays are allocated (or live buffers chosen), not yet read."""
+    version = v.reader.metadata["state_version"]
+    # Read in place only when no upgrade will run: an upgrade may fail or reshape the state.
+    buffers = v.target.get_state_buffers() if version == v.target.STATE_VERSION else None
+    state = v.reader.decode(v.skeleton, v.tensors, allow_pickle, buffers)
+    children = {name: _decode_tree(child, allow_pickle) for name, child in v.children.items()}
+    loaded = LoadedFolder(state, {n: c[0] for n, c in children.items()}, version, v.reader.where())
+    return loaded, version
+
+
+def _upgrade_tree(target: Checkpointable, loaded: LoadedFolder, reader: FolderReader, label: str) -> None:
+    loaded.state = upgrade(
+        type(target), loaded.state, loaded.version, f"{reader.where()} (component {label or '<root>'})"
+    )
+    comps = checkpointable_components(target, where=label or "<root>")
+    for name, child in loaded.children.items():
+        _upgrade_tree(comps[name], child, reader.child(name), f"{label}/{name}" if label else name)
+
+
+def read_sources(sources: list[MemoryTensorFile | StreamedTensorFile], *, into_new_object: bool) -> None:
+    """Verify and read every tensor file of a restore, so that a damaged file never touches live state.
+
+    A file read only into fresh arrays is checked in the pass that reads it (one pass).
+    A file some of whose tensors land in buffers the target already had (its
+    ``get_state_buffers``) is verified by a pass of its own before any file is read
+    into place, and its read is then checked once more: two passes, only there.
+    ``into_new_object``: the target was just built by ``from_checkpoint`` and is dropped
+    if the restore fails, so its buffers count as fresh.
+    """
+    live = [s for s in sources if s.live and not into_new_object]
+    for source in live:
+        source.verify()
+    for source in sources:  # fresh arrays first: their checks all pass before a live buffer is written
+        if not (source.live and not into_new_object):
+            source.read_all()
+    for source in live:
+        source.read_all()
+
+
+def load_folder(
+    target: Checkpointable, reader: FolderReader, *, allow_pickle: bool, label: str, into_new_object: bool = False
+) -> LoadedFolder:
+    """Read, verify and decode ``reader``'s folder and the folders of ``target``'s components in it.
+
+    Nothing of ``target`` is touched until every file is verified and every state decoded;
+    tensors are then read into their destinations (see :func:`read_sources`), and states
+    upgraded. ``into_new_object``: ``target`` was just built from this checkpoint and is
+    dropped if the restore fails (``from_checkpoint``).
+    """
+    opened: list[MemoryTensorFile | StreamedTensorFile] = []
+    try:
+        verified = _verify_tree(target, reader, allow_pickle=allow_pickle, label=label, opened=opened)
+        loaded, _ = _decode_tree(verified, allow_pickle)
+        read_sources(opened, into_new_object=into_new_object)
+    finally:
+        for source in opened:
+            source.close()
+    _upgrade_tree(target, loaded, reader, label)
+    return loaded
+
+
+def apply_loaded(target: Checkpointable, loaded: LoadedFolder, label: str = "") -> None:
+    """Apply loaded states bottom-up: components first, then the object's own state."""
+    comps = checkpointable_components(target, where=label or "<root>")
+    for name, child in loaded.children.items():
+        apply_loaded(comps[name], child, f"{label}/{name}" if label else name)
+    try:
+        target.set_state(loaded.state)
+    except CheckpointError:
+        raise
+    except Exception as err:
+        # A state read from a file that does not fit (other code wrote it, or it was tampered
+        # with) is the checkpoint's problem to report, never a raw TypeError from deep inside.
+        raise IncompatibleCheckpointError(
+            f"{type(target).__qualname__}.set_state failed on the state of component {label or '<root>'!r}"
+            f"{' read from ' + loaded.where if loaded.where else ''}: {type(err).__name__}: {err}. The "
+            "checkpoint's state does not fit this object: it was written by other code, or tampered with. "
+            "Its components were restored before it (bottom-up), so the object is partly restored: discard it, "
+            "or restore it again from a checkpoint that fits (from_checkpoint never returns such an object)."
+        ) from err
+
+
+def restore(
+    obj: Checkpointable,
+    path: str | os.PathLike[str],
+    *,
+    component: str | None,
+    filesystem: Any,
+    allow_pickle: bool,
+    built_from: bytes | None = None,
+) -> None:
+    """Restore ``obj`` (or its subcomponent ``component``) from the checkpoint folder ``path``.
+
+    ``built_from``: ``obj`` was just constructed by ``from_checkpoint`` from the
+    checkpoint whose root manifest is these bytes. The restore then reads that
+    version or fails with a race for ``from_checkpoint`` to retry with a new object,
+    and reads tensor files into ``obj``'s buffers in one pass (a failed restore
+    drops ``obj``).
+    """
+    target = obj if not component else find_component(obj, component)
+    reader = open_checkpoint(path, filesystem)
+    label = component.strip("/") if component else ""
+    if built_from is None:
+        loaded = read_consistently(reader, lambda r: load_folder(target, r, allow_pickle=allow_pickle, label=label))
+    else:
+        # Any retry must build a new object, so the race goes back to from_checkpoint.
+        try:
+            if reader.manifest_bytes() != built_from:
+                raise _ReadRace(
+                    CheckpointError(f"{reader.where(MANIFEST)} changed after the object was built."), changed=True
+                )
+            loaded = load_folder(target, reader, allow_pickle=allow_pickle, label=label, into_new_object=True)
+        except CorruptCheckpointError as err:
+            raise _ReadRace(err, changed=reader.changed()) from err
+    apply_loaded(target, loaded, label)
+
+
+def build_from_checkpoint(
+    cls: type[Checkpointable],
+    path: str | os.PathLike[str],
+    *,
+    filesystem: Any,
+    allow_pickle: bool,
+    ctor_overrides: dict[str, Any],
+) -> Checkpointable:
+    """Construct the recorded class with the recorded (or overridden) arguments, then restore it.
+
+    Constructor arguments and state come from one version of the checkpoint, even when
+    another process saves over ``path`` meanwhile (see :func:`read_consistently`).
+    """
+    return read_consistently(
+        open_checkpoint(path, filesystem),
+        lambda reader: _build_once(
+            cls, reader, path, filesystem=filesystem, allow_pickle=allow_pickle, ctor_overrides=ctor_overrides
+        ),
+    )
+
+
+def _build_once(
+    cls: type[Checkpointable],
+    reader: FolderReader,
+    path: str | os.PathLike[str],
+    *,
+    filesystem: Any,
+    allow_pickle: bool,
+    ctor_overrides: dict[str, Any],
+) -> Checkpointable:
+    import inspect
+
+    reader.check_pickle(allow_pickle)
+    recorded = reader.metadata["class"]
+    # The class the caller passed may be taken even from a script's __main__: the caller chose it.
+    rec_cls = resolve_class(recorded, where=reader.where(METADATA), expected=cls)
+    if not issubclass(rec_cls, cls):
+        raise IncompatibleCheckpointError(
+            f"The checkpoint at {reader.where()} holds a {recorded}, which is not a "
+            f"{class_path(cls)} (nor a subclass). Load it with {rec_cls.__qualname__}.from_checkpoint() "
+            "or cairn.Checkpointable.from_checkpoint()."
+        )
+    args, kwargs = reader.ctor(allow_pickle)
+    if ctor_overrides:
+        try:
+            sig = inspect.signature(rec_cls)
+            bound = sig.bind_partial(*args, **kwargs)
+        except (TypeError, ValueError) as err:
+            raise IncompatibleCheckpointError(
+                f"The constructor arguments recorded at {reader.where(CTOR)} no longer fit "
+                f"{rec_cls.__qualname__}{inspect.signature(rec_cls)}: {err}."
+            ) from err
+        params = sig.parameters
+        takes_var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        for key, value in ctor_overrides.items():
+            if key in params and params[key].kind not in (
+                inspect.Parameter.VAR_POSITIONAL,
+                inspect.Parameter.VAR_KEYWORD,
+            ):
+                bound.arguments[key] = value
+            elif takes_var_kw:
+                bound.arguments.setdefault(
+                    next(n for n, p in params.items() if p.kind is inspect.Parameter.VAR_KEYWORD), {}
+                )[key] = value
+            else:
+                raise CheckpointError(
+                    f"{key!r} is not a constructor parameter of {rec_cls.__qualname__}; it takes: "
+                    f"{', '.join(params) or '(nothing)'}."
+                )
+        args, kwargs = bound.args, bound.kwargs
+    try:
+        obj = rec_cls(*args, **kwargs)
+    except CheckpointError:
+        raise
+    except Exception as err:  # the arguments come from a file: any error is the checkpoint's to report
+        raise IncompatibleCheckpointError(
+            f"Cannot construct {rec_cls.__qualname__} with the arguments recorded at "
+            f"{reader.where(CTOR)}: {type(err).__name__}: {err}. Pass the changed arguments as keywords "
+            "to from_checkpoint()."
+        ) from err
+    obj._restore_checkpoint(
+        path, component=None, filesystem=filesystem, allow_pickle=allow_pickle, built_from=reader.manifest_bytes()
+    )
+    return obj

@@ -1,0 +1,347 @@
+"""Planning and writing a save.
+
+A save first plans the whole tree (gets the state, encodes every folder) so
+that an unsupported value fails before anything is written; then it writes
+each folder bottom-up (children, own files, own manifest) into the storage's
+staging place and commits.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import sys
+import tempfile
+import uuid
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cairn._crc import crc32
+from cairn._reader import FolderReader
+from cairn._tree import checkpointable_components
+from cairn._version import __version__
+from cairn.codec.tensors import build_header
+from cairn.errors import (
+    CheckpointError,
+    DamagedCheckpointWarning,
+)
+from cairn.manifest import (
+    CTOR,
+    FORMAT_VERSION,
+    MANIFEST,
+    MAX_COMPONENT_DEPTH,
+    METADATA,
+    STANDARD_METADATA_KEYS,
+    STATE,
+    TENSORS,
+    FileEntry,
+    Manifest,
+)
+from cairn.registry import class_path
+from cairn.storage.base import Chunk, Storage, resolve_storage
+
+if TYPE_CHECKING:
+    from cairn.checkpointable import Checkpointable
+    from cairn.codec.state import EncodedState
+
+# numpy, msgpack and the codecs are imported inside the functions that encode or
+# decode, so that reading manifests and metadata (cairn inspect, ls) stays fast.
+
+
+def _frameworks() -> dict[str, str]:
+    import numpy as np
+
+    out = {"python": platform.python_version(), "numpy": np.__version__}
+    for mod in ("torch", "gymnasium"):
+        m = sys.modules.get(mod)
+        if m is not None:
+            out[mod] = str(getattr(m, "__version__", "unknown"))
+    return out
+
+
+# --------------------------------------------------------------------------- save
+
+
+@dataclass
+class _PlannedFolder:
+    files: dict[str, list[Chunk]]
+    children: dict[str, _PlannedFolder] = field(default_factory=dict)
+    array_bytes: int = 0
+
+
+def _tensor_chunks(encoded: EncodedState) -> list[Chunk]:
+    header = build_header(encoded.tensors, {"format": "cairn"})
+    return [header, *(memoryview(e.data.data) for e in encoded.tensors if e.data.nbytes)]
+
+
+def _json_bytes(obj: Any) -> bytes:
+    return json.dumps(obj, indent=1, sort_keys=False, allow_nan=False).encode("utf-8") + b"\n"
+
+
+def plan_save(
+    obj: Checkpointable,
+    state: Any,
+    *,
+    allow_pickle: bool,
+    where: str = "",
+    extra_metadata: dict[str, Any] | None = None,
+) -> _PlannedFolder:
+    """Encode ``obj``'s folder and its components' folders, writing nothing.
+
+    ``extra_metadata`` (the root only) is merged into ``metadata.json``; the
+    manager records steps and metrics there.
+    """
+    from cairn.codec.ctor import encode_ctor
+    from cairn.codec.state import encode_state
+
+    label = where or "<root>"
+    if where and where.count("/") + 1 > MAX_COMPONENT_DEPTH:
+        raise CheckpointError(
+            f"{type(obj).__qualname__} at {where[:200]}... nests components more than {MAX_COMPONENT_DEPTH} "
+            "levels deep, which cairn refuses (a reader could not tell it from a hostile checkpoint). "
+            "Flatten the component tree."
+        )
+    if not isinstance(state, dict):
+        raise CheckpointError(
+            f"{type(obj).__qualname__}.get_state() at {label} returned a {type(state).__name__}; "
+            "a state must be a dict."
+        )
+    comps = checkpointable_components(obj, where=label)
+    own = {k: v for k, v in state.items() if k not in comps}
+    try:
+        encoded = encode_state(own, allow_pickle=allow_pickle)
+    except CheckpointError as err:
+        if where:
+            raise CheckpointError(f"In component {where!r}: {err}") from err
+        raise
+    args, kwargs = obj.get_ctor_args_and_kwargs()
+    try:
+        ctor, ctor_pickle = encode_ctor(args, kwargs, allow_pickle=allow_pickle)
+    except CheckpointError as err:
+        raise CheckpointError(f"{type(obj).__qualname__} at {label}: {err}") from err
+    children = {
+        name: plan_save(comp, state[name], allow_pickle=allow_pickle, where=f"{where}/{name}" if where else name)
+        for name, comp in comps.items()
+        if name in state
+    }
+    user_meta = obj.get_metadata()
+    if not isinstance(user_meta, dict):
+        raise CheckpointError(f"{type(obj).__qualname__}.get_metadata() must return a dict.")
+    clash = STANDARD_METADATA_KEYS & set(user_meta)
+    if clash:
+        raise CheckpointError(
+            f"{type(obj).__qualname__}.get_metadata() returns the reserved keys {sorted(clash)}; rename them."
+        )
+    metadata: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "cairn_version": __version__,
+        "class": class_path(type(obj)),
+        "state_version": int(type(obj).STATE_VERSION),
+        "frameworks": _frameworks(),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "uses_pickle": bool(encoded.used_pickle or ctor_pickle),
+        "has_tensors": bool(encoded.tensors),
+        "components": sorted(children),
+        **user_meta,
+        **(extra_metadata or {}),
+    }
+    try:
+        meta_bytes = _json_bytes(metadata)
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"{type(obj).__qualname__}.get_metadata() is not JSON-able: {err}") from err
+    files: dict[str, list[Chunk]] = {STATE: [encoded.skeleton], CTOR: [_json_bytes(ctor)]}
+    if encoded.tensors:
+        files[TENSORS] = _tensor_chunks(encoded)
+    files[METADATA] = [meta_bytes]
+    return _PlannedFolder(files=files, children=children, array_bytes=encoded.num_array_bytes)
+
+
+@dataclass
+class WriteStats:
+    """What a save wrote: bytes sent to storage and bytes reused from the previous checkpoint."""
+
+    bytes_written: int = 0
+    bytes_linked: int = 0
+    files_written: int = 0
+    files_linked: int = 0
+
+
+def _previous_entry(previous: FolderReader | None, name: str) -> FileEntry | None:
+    if previous is None:
+        return None
+    try:
+        return previous.manifest.files.get(name)
+    except CheckpointError:
+        return None  # an unreadable previous checkpoint is simply not reused
+
+
+def write_planned(
+    storage: Storage,
+    folder: str,
+    plan: _PlannedFolder,
+    *,
+    previous: FolderReader | None = None,
+    stats: WriteStats | None = None,
+    before_manifest: Callable[[], None] | None = None,
+) -> FileEntry:
+    """Write a planned folder bottom-up; return its manifest's entry for the parent.
+
+    With ``previous`` (the same component's folder in an earlier checkpoint), a
+    file whose size and CRC-32 match is hard-linked or copied server-side
+    instead of written again. ``before_manifest`` runs just before this folder's
+    own manifest is written (the root's is the commit marker on object stores).
+    """
+    stats = stats if stats is not None else WriteStats()
+    storage.makedirs(folder)
+    manifest = Manifest()
+    for name, child in plan.children.items():
+        prev_child = None
+        if previous is not None:
+            try:
+                prev_child = previous.child(name) if name in previous.manifest.components else None
+            except CheckpointError:
+                prev_child = None
+        manifest.files[f"{name}/{MANIFEST}"] = write_planned(
+            storage, storage.join(folder, name), child, previous=prev_child, stats=stats
+        )
+        manifest.components.append(name)
+    for fname, chunks in plan.files.items():
+        dst = storage.join(folder, fname)
+        prev = _previous_entry(previous, fname)
+        if prev is not None and fname != METADATA and previous is not None:
+            size, crc = _size_crc(chunks)
+            # Damage never spreads: a file is reused only if it still holds the bytes its
+            # manifest records (a flipped bit linked into every later step would leave no
+            # good copy once retention deletes the damaged one).
+            if size == prev.size and crc == prev.crc32 and _still_matches(previous, fname, prev):
+                storage.link_or_copy(previous.storage.join(previous.folder, fname), dst)
+                manifest.files[fname] = FileEntry(size, crc)
+                stats.bytes_linked += size
+                stats.files_linked += 1
+                continue
+        size, crc = storage.write_file(dst, chunks)
+        stats.bytes_written += size
+        stats.files_written += 1
+        manifest.files[fname] = FileEntry(size, crc)
+    data = manifest.to_bytes()
+    if before_manifest is not None:
+        before_manifest()
+    size, crc = storage.write_file(storage.join(folder, MANIFEST), [data])
+    return FileEntry(size, crc)
+
+
+_REUSE_CHECK_CHUNK = 16 << 20
+
+
+def _still_matches(previous: FolderReader, name: str, entry: FileEntry) -> bool:
+    """Whether the previous checkpoint's file ``name`` still matches its manifest ``entry``.
+
+    Read in bounded chunks (never the whole file at once). On a mismatch, or any
+    error reading it, the file is not reused and a warning names it.
+    """
+    storage = previous.storage
+    path = storage.join(previous.folder, name)
+    problem = ""
+    try:
+        if storage.is_symlink(path):
+            problem = "it is a symbolic link"
+        elif storage.size(path) != entry.size:
+            problem = f"it is {storage.size(path)} bytes but its manifest records {entry.size}"
+        else:
+            crc, off = 0, 0
+            while off < entry.size:
+                chunk = storage.read_range(path, off, min(off + _REUSE_CHECK_CHUNK, entry.size))
+                if not chunk:
+                    break
+                crc = crc32(chunk, crc)
+                off += len(chunk)
+            if off != entry.size or crc != entry.crc32:
+                problem = f"it fails its checksum (crc32 {crc:08x}, manifest says {entry.crc32:08x})"
+    except (OSError, CheckpointError) as err:
+        problem = f"it cannot be read ({type(err).__name__}: {err})"
+    if not problem:
+        return True
+    warnings.warn(
+        f"{storage.uri(path)} of the previous checkpoint is damaged: {problem}. The new checkpoint gets "
+        "a fresh copy of the file instead of a link to it. Run `cairn verify` on the previous checkpoint.",
+        DamagedCheckpointWarning,
+        stacklevel=2,
+    )
+    return False
+
+
+def _size_crc(chunks: list[Chunk]) -> tuple[int, int]:
+    crc, size = 0, 0
+    for c in chunks:
+        mv = memoryview(c).cast("B")
+        crc = crc32(mv, crc)
+        size += len(mv)
+    return size, crc
+
+
+def save(
+    obj: Checkpointable,
+    path: str | os.PathLike[str] | None,
+    *,
+    state: dict[str, Any] | None,
+    filesystem: Any,
+    allow_pickle: bool,
+) -> str:
+    """Save ``obj`` (or the given ``state``) as a checkpoint at ``path``; return the path."""
+    if path is None:
+        path = os.path.join(tempfile.gettempdir(), f"cairn-{uuid.uuid4().hex[:16]}")
+    storage, final = resolve_storage(path, filesystem)
+    if state is None:
+        state = obj.get_state()
+    plan = plan_save(obj, state, allow_pickle=allow_pickle)
+    return commit_plan(storage, final, plan)
+
+
+def commit_plan(
+    storage: Storage,
+    final: str,
+    plan: _PlannedFolder,
+    *,
+    previous: FolderReader | None = None,
+    stats: WriteStats | None = None,
+) -> str:
+    """Write a plan at ``final`` atomically (reusing unchanged files of ``previous``).
+
+    Just before the root manifest, the storage checks that the staging place is
+    still this save's (another writer on the root may have judged it abandoned
+    and removed it): the save then fails instead of committing.
+    """
+    staging = storage.begin_write(final)
+    try:
+        files = _planned_files(plan)
+        try:
+            write_planned(
+                storage,
+                staging,
+                plan,
+                previous=previous,
+                stats=stats,
+                before_manifest=lambda: storage.check_owned(staging, files),
+            )
+        except CheckpointError as err:
+            if isinstance(err.__cause__, FileNotFoundError):
+                storage.check_owned(staging)  # a staging removed by another writer: say so
+            raise
+        storage.commit(staging, final)
+    except BaseException:
+        storage.abort(staging, final)
+        raise
+    return storage.uri(final)
+
+
+def _planned_files(plan: _PlannedFolder, prefix: str = "") -> list[str]:
+    """Every file a plan writes (``/``-separated, relative to its folder), but the root manifest."""
+    out = [prefix + name for name in plan.files]
+    for name, child in plan.children.items():
+        out += _planned_files(child, f"{prefix}{name}/")
+        out.append(f"{prefix}{name}/{MANIFEST}")
+    return out

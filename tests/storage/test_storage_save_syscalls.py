@@ -1,0 +1,89 @@
+"""What a local save costs the system: syncs, threads (the small, frequent checkpoints of RL runs).
+
+A save makes its staging tree durable with one sync before the commit's rename
+and one fsync of the parent folder after it; the owner record's heartbeat is
+beaten by one shared thread, so a save starts no thread of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from storage_components import Agent
+
+from cairn.storage import local
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    counts = {"fsync": 0, "threads": 0}
+    real_fsync, real_start = os.fsync, threading.Thread.start
+
+    def fsync(fd: int) -> None:
+        counts["fsync"] += 1
+        real_fsync(fd)
+
+    def start(self: threading.Thread) -> None:
+        counts["threads"] += 1
+        real_start(self)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(threading.Thread, "start", start)
+    return counts
+
+
+@pytest.mark.skipif(local._syncfs is None, reason="no trustworthy syncfs on this kernel: fsync per file")
+def test_a_save_syncs_twice_whatever_its_number_of_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = Agent(64)
+    agent.save_to_path(tmp_path / "warm")  # the first save may start the shared helper threads
+    files = sum(len(f) for _, _, f in os.walk(tmp_path / "warm"))
+    assert files > 10
+    counts = _counting(monkeypatch)
+    agent.save_to_path(tmp_path / "ck")
+    agent.save_to_path(tmp_path / "ck")  # over an existing checkpoint: an atomic swap
+    assert counts["fsync"] == 2 * 1, counts  # the parent folder after each rename; syncfs before it
+    assert counts["threads"] == 0, counts
+
+
+def test_a_save_outside_a_staging_folder_is_still_fsynced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files written for another process's staging folder (remote actors) are fsynced as they are written."""
+    storage = local.LocalStorage()
+    counts = _counting(monkeypatch)
+    storage.write_file(str(tmp_path / "f"), [b"x" * 100, b"y" * 3])
+    assert counts["fsync"] == 1
+    assert (tmp_path / "f").read_bytes() == b"x" * 100 + b"yyy"
+
+
+def test_many_small_tensors_are_written_exactly(tmp_path: Path) -> None:
+    """Small chunks go out batched (writev); the file and its CRC are those of every byte in order."""
+    import zlib
+
+    storage = local.LocalStorage()
+    chunks: list[Any] = [os.urandom(n % 97) for n in range(2000)] + [os.urandom(3 << 20), b"tail"]
+    size, crc = storage.write_file(str(tmp_path / "f"), chunks)
+    data = b"".join(chunks)
+    assert (tmp_path / "f").read_bytes() == data
+    assert (size, crc) == (len(data), zlib.crc32(data))
+
+
+def test_a_storage_sent_to_another_process_fsyncs_into_the_staging_it_did_not_begin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Remote actors get a pickled copy of the storage: their files in the driver's staging are fsynced."""
+    import pickle
+
+    storage = local.LocalStorage(deadline=7.0)
+    staging = storage.begin_write(str(tmp_path / "ck"))
+    try:
+        copy = pickle.loads(pickle.dumps(storage))
+        assert copy.deadline == 7.0
+        counts = _counting(monkeypatch)
+        copy.write_file(os.path.join(staging, "from_actor"), [b"abc"])
+        assert counts["fsync"] == 1
+        storage.write_file(os.path.join(staging, "from_driver"), [b"abc"])
+        assert counts["fsync"] == 1  # the driver's own: synced by its commit
+    finally:
+        storage.abort(staging, str(tmp_path / "ck"))
