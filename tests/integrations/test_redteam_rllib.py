@@ -1,0 +1,79 @@
+"""Red team (SPEC 8) on the RLlib integration: a recorded config may not make cairn call what the file names."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cairn
+
+pytest.importorskip("ray.rllib", reason="RLlib is not installed (pip install 'cairn-rl[rllib]')")
+
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.connectors.env_to_module import MeanStdFilter
+
+from cairn.integrations import rllib as cairn_rllib
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
+from fuzz_mutate import reseal  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("ray_cluster")
+
+
+def connector(env: Any = None, spaces: Any = None, device: Any = None) -> MeanStdFilter:
+    """A module-level connector factory: recorded by reference (``"<this module>:connector"``)."""
+    return MeanStdFilter()
+
+
+@pytest.fixture(scope="module")
+def saved(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A local PPO with a connector factory recorded by reference, saved by cairn (not trained)."""
+    config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=0, rollout_fragment_length=64, env_to_module_connector=connector)
+        .training(train_batch_size_per_learner=128, minibatch_size=64, num_epochs=1)
+        .rl_module(model_config={"fcnet_hiddens": [8]})
+    )
+    algo = config.build_algo()
+    try:
+        yield cairn_rllib.save(algo, tmp_path_factory.mktemp("rt") / "ppo")
+    finally:
+        algo.stop()
+
+
+def _rename_function(src: str, dst: Path, ref: str) -> str:
+    """A copy of ``src`` whose recorded connector factory is ``ref`` instead, resealed (checksums valid)."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    ctor = dst / "ctor.json"
+    own = f"{connector.__module__}:connector"
+    text = ctor.read_text()
+    assert json.dumps(own) in text
+    ctor.write_text(text.replace(json.dumps(own), json.dumps(ref)))
+    reseal(str(dst))
+    return str(dst)
+
+
+@pytest.mark.parametrize("ref", ["builtins:exit", "sys:exit", "code:interact", "os:system"])
+def test_a_recorded_function_never_ends_or_hangs_the_program(saved: str, tmp_path: Path, ref: str) -> None:
+    # Before: the recorded 'builtins:exit' was looked up with getattr on any loaded module and given to
+    # RLlib as the connector factory, which RLlib calls while building the algorithm: SystemExit
+    # escaped from_checkpoint (code.interact would read stdin: a hang).
+    path = _rename_function(saved, tmp_path / "ckpt", ref)
+    with pytest.raises(cairn.CheckpointError, match="refuses to load"):
+        cairn_rllib.from_checkpoint(path)
+
+
+def test_the_own_function_still_round_trips(saved: str) -> None:
+    algo = cairn_rllib.from_checkpoint(saved)
+    try:
+        assert algo.config._env_to_module_connector is connector
+    finally:
+        algo.stop()

@@ -1,0 +1,89 @@
+"""Red team of the trust guarantees (SPEC 8) on the code that landed beside them.
+
+Each test is an attack through the public API or the command line, on real
+files, that broke a guarantee before its fix.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import cairn
+from cairn.registry import function_problem, resolve_function
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
+from fuzz_mutate import msgpack_tree, pack_tree, reseal  # noqa: E402
+
+
+def module_function() -> int:
+    """A plain function of an imported (non-standard-library) module: may be recorded by reference."""
+    return 1
+
+
+# --------------------------------------------------------------------------- functions named by a file
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "builtins:exit",  # a callable object that raises SystemExit
+        "sys:exit",  # a builtin
+        "os:system",
+        "code:interact",  # a plain Python function of the standard library: reads stdin (a hang)
+        "os:path",  # a module, not a function
+        "cairn:CheckpointError",  # a class
+        "__main__:main",
+        "json.__main__:main",
+        "cairn.registry:resolve_function.__call__",
+        "cairn.registry:not_there",
+        "not.imported.module:f",
+        "no colon",
+    ],
+)
+def test_resolve_function_refuses_all_but_plain_functions_of_imported_modules(ref: str) -> None:
+    # Before: cairn.integrations.rllib resolved recorded functions with its own copy of the rule
+    # (sys.modules + getattr): any callable of any loaded module, builtins:exit included.
+    modules_before = set(sys.modules)
+    with pytest.raises(cairn.CheckpointError, match="refuses to load|has not imported"):
+        resolve_function(ref, where="the test file")
+    assert set(sys.modules) == modules_before  # nothing imported
+
+
+def test_resolve_function_finds_a_module_function() -> None:
+    assert function_problem(module_function) is None
+    assert resolve_function(f"{__name__}:module_function", where="x") is module_function
+    assert function_problem(print) is not None
+    assert function_problem(lambda: 0) is not None
+
+
+# --------------------------------------------------------------------------- cairn.torch.TrainState
+
+
+def test_train_state_values_cannot_replace_the_live_objects(tmp_path: Path) -> None:
+    # Before: a resealed state.msgpack with values {"model": "..."} restored without error, and
+    # ckpt.model then returned the file's string instead of the script's module.
+    torch = pytest.importorskip("torch")
+    import cairn.torch
+
+    net = torch.nn.Linear(2, 2)
+    path = cairn.torch.TrainState(model=net, step=3).save_to_path(tmp_path / "ckpt")
+    state_file = Path(path) / "state.msgpack"
+    tree = msgpack_tree(state_file.read_bytes())
+    tree["values"]["model"] = "not a module"
+    state_file.write_bytes(pack_tree(tree))
+    reseal(path)
+    target_net = torch.nn.Linear(2, 2)
+    target = cairn.torch.TrainState(model=target_net, step=0)
+    with pytest.raises(cairn.IncompatibleCheckpointError, match="'model'"):
+        target.restore_from_path(path)
+    assert target.model is target_net
+
+    tree["values"] = [["model", "x"]]  # not a dict: dict.update would take the pairs
+    state_file.write_bytes(pack_tree(tree))
+    reseal(path)
+    with pytest.raises(cairn.IncompatibleCheckpointError, match="not a dict"):
+        target.restore_from_path(path)
+    assert target.model is target_net
