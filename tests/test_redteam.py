@@ -15,7 +15,7 @@ import cairn
 from cairn.registry import function_problem, resolve_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-from fuzz_mutate import msgpack_tree, pack_tree, reseal  # noqa: E402
+from fuzz_mutate import msgpack_tree, pack_tree, reseal
 
 
 def module_function() -> int:
@@ -47,7 +47,7 @@ def test_resolve_function_refuses_all_but_plain_functions_of_imported_modules(re
     # Before: cairn.integrations.rllib resolved recorded functions with its own copy of the rule
     # (sys.modules + getattr): any callable of any loaded module, builtins:exit included.
     modules_before = set(sys.modules)
-    with pytest.raises(cairn.CheckpointError, match="refuses to load|has not imported"):
+    with pytest.raises(cairn.CheckpointError, match=r"refuses to load|has not imported"):
         resolve_function(ref, where="the test file")
     assert set(sys.modules) == modules_before  # nothing imported
 
@@ -87,3 +87,50 @@ def test_train_state_values_cannot_replace_the_live_objects(tmp_path: Path) -> N
     with pytest.raises(cairn.IncompatibleCheckpointError, match="not a dict"):
         target.restore_from_path(path)
     assert target.model is target_net
+
+
+# --------------------------------------------------------------------------- env_config of a recorded config
+
+
+def _fake_pygame(tmp_path: Path) -> tuple[Path, Path]:
+    """A folder with a 'pygame' package that leaves a mark when imported, and the mark's path."""
+    fake = tmp_path / "fake"
+    (fake / "pygame").mkdir(parents=True)
+    mark = tmp_path / "pygame-imported"
+    (fake / "pygame" / "__init__.py").write_text(
+        f"open({str(mark)!r}, 'w').write('imported')\nraise ImportError('not the real pygame')\n"
+    )
+    return fake, mark
+
+
+def test_a_recorded_render_mode_never_imports_a_window_toolkit(tmp_path: Path) -> None:
+    # Before: a PPO checkpoint whose config records env_config={"render_mode": "human"} made
+    # PPO.from_checkpoint import pygame (gymnasium renders "human" through it).
+    import json
+    import os
+    import subprocess
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "rl"))
+    from rl_helpers import small_config
+
+    from cairn.rl import PPO
+
+    ck = Path(PPO(small_config(env_config={"render_mode": "rgb_array"})).save_to_path(tmp_path / "ck"))
+    for f in ck.rglob("ctor.json"):
+        f.write_text(f.read_text().replace(json.dumps("rgb_array"), json.dumps("human")))
+    reseal(str(ck))
+    fake, mark = _fake_pygame(tmp_path)
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    code = (
+        "import cairn\nfrom cairn.rl import PPO\n"
+        f"try:\n    PPO.from_checkpoint({str(ck)!r})\nexcept cairn.CheckpointError as e:\n    print('REFUSED', e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([src, str(fake)])},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert not mark.exists(), out.stdout + out.stderr
+    assert "REFUSED" in out.stdout and "render_mode='human'" in out.stdout, out.stdout + out.stderr

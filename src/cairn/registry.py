@@ -321,7 +321,7 @@ def function_problem(fn: Any) -> str | None:
     return None
 
 
-def resolve_function(path: str, *, where: str) -> Callable[..., Any]:
+def resolve_function(path: Any, *, where: str) -> Callable[..., Any]:
     """Return the function a file records as ``"module:qualname"``; never import anything.
 
     Used for the functions a recorded configuration holds (an RLlib connector

@@ -20,7 +20,7 @@ from ray.rllib.connectors.env_to_module import MeanStdFilter
 from cairn.integrations import rllib as cairn_rllib
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
-from fuzz_mutate import reseal  # noqa: E402
+from fuzz_mutate import reseal
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
@@ -77,3 +77,30 @@ def test_the_own_function_still_round_trips(saved: str) -> None:
         assert algo.config._env_to_module_connector is connector
     finally:
         algo.stop()
+
+
+def _rewrite(src: str, dst: Path, old: str, new: str) -> str:
+    """A copy of ``src`` with the JSON text ``old`` replaced by ``new`` in every ctor.json, resealed."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    for f in dst.rglob("ctor.json"):
+        f.write_text(f.read_text().replace(old, new))
+    reseal(str(dst))
+    return str(dst)
+
+
+def test_a_recorded_env_id_never_imports_the_module_it_names(saved: str, tmp_path: Path) -> None:
+    # Before: RLlib made the env of the recorded config with gymnasium.make("this:CartPole-v1"),
+    # which imported `this` (issue 13 item 2, back through the RLlib integration).
+    assert "this" not in sys.modules
+    path = _rewrite(saved, tmp_path / "ckpt", json.dumps("CartPole-v1"), json.dumps("this:CartPole-v1"))
+    with pytest.raises(cairn.CheckpointError, match="import this first"):
+        cairn_rllib.from_checkpoint(path)
+    assert "this" not in sys.modules
+
+
+def test_a_recorded_human_render_mode_is_refused(saved: str, tmp_path: Path) -> None:
+    path = _rewrite(saved, tmp_path / "ckpt", '"env_config": {}', '"env_config": {"render_mode": "human"}')
+    with pytest.raises(cairn.CheckpointError, match="render_mode='human'"):
+        cairn_rllib.from_checkpoint(path)

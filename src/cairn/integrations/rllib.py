@@ -148,7 +148,7 @@ def to_rllib_state(tree: Any) -> Any:
 
 
 def _function_ref(fn: Any) -> str | None:
-    """``"module:qualname"`` for a function a load can find again (:func:`cairn.registry.resolve_function`), else None."""
+    """``"module:qualname"`` for a function a load can find again (:func:`~cairn.registry.resolve_function`)."""
     if function_problem(fn) is not None:
         return None  # lambdas, closures, scripts' functions, builtins and the standard library's: not recorded
     ref = f"{fn.__module__}:{fn.__qualname__}"
@@ -249,6 +249,27 @@ def _importable_class(cls: type) -> type:
             found: type = klass
             return found
     return cls
+
+
+def _check_env(state: Any, where: str) -> None:
+    """Refuse a recorded RLlib config whose env id or env_config would make RLlib import a module.
+
+    RLlib makes its environments with ``gymnasium.make(config.env, **env_config)``:
+    an id ``"this:CartPole-v1"`` imports ``this``, ``render_mode="human"``
+    imports pygame. The same rules as cairn's own configs (SPEC 8).
+    """
+    from cairn.rl.multi_agent import check_env_config, check_env_id
+
+    if isinstance(state, AlgorithmConfig):
+        state = {"env": state.env, "env_config": state.env_config}
+    if not isinstance(state, dict) or "env" not in state:
+        return  # not a config (RLlib passes configs as AlgorithmConfig objects or their dicts)
+    try:
+        if isinstance(state.get("env"), str):
+            check_env_id(state["env"])
+        check_env_config(state.get("env_config") or {})
+    except ValueError as err:
+        raise IncompatibleCheckpointError(f"{where}: the recorded algorithm config is refused: {err}") from err
 
 
 def rebuild_ctor_value(value: Any, missing: list[str], where: str) -> Any:
@@ -545,6 +566,10 @@ def _build(rllib_class: Any, args: Any, kwargs: dict[str, Any], overrides: dict[
             kwargs[key] = value
         prefix = f"args/{names.index(key)}" if key in names and names.index(key) < len(args) else f"kwargs/{key}"
         missing = [m for m in missing if m != prefix and not m.startswith(prefix + "/")]
+    for value in [*args, *kwargs.values()]:
+        # Algorithm(config): a dict or AlgorithmConfig naming the env RLlib makes; checked after the
+        # overrides, since a config= passed by the caller replaces the recorded one.
+        _check_env(value, where)
     if missing:
         raise IncompatibleCheckpointError(
             f"Cannot build {class_path(rllib_class)} from this checkpoint: {len(missing)} constructor value(s) were "
