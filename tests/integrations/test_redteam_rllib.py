@@ -104,3 +104,38 @@ def test_a_recorded_human_render_mode_is_refused(saved: str, tmp_path: Path) -> 
     path = _rewrite(saved, tmp_path / "ckpt", '"env_config": {}', '"env_config": {"render_mode": "human"}')
     with pytest.raises(cairn.CheckpointError, match="render_mode='human'"):
         cairn_rllib.from_checkpoint(path)
+
+
+class _Trap:
+    """Unpickling it leaves a mark (what a hostile RLlib pickle would do, harmlessly)."""
+
+    def __init__(self, mark: str) -> None:
+        self.mark = mark
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Path(self.mark).write_text, ("unpickled",))
+
+
+def test_convert_without_allow_pickle_never_unpickles(tmp_path: Path) -> None:
+    # A guard (this held before): `cairn convert rllib` reads RLlib's pickles only with --allow-pickle.
+    import os
+    import pickle
+    import subprocess
+
+    src = tmp_path / "rllib"
+    src.mkdir()
+    mark = tmp_path / "mark"
+    for name in ("class_and_ctor_args.pkl", "algorithm_state.pkl"):
+        (src / name).write_bytes(pickle.dumps(_Trap(str(mark))))
+    path = os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
+    out = subprocess.run(
+        [sys.executable, "-m", "cairn", "convert", "rllib", str(src), str(tmp_path / "out")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode != 0 and not mark.exists()
+    assert "--allow-pickle" in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert not (tmp_path / "out").exists()
