@@ -134,3 +134,38 @@ def test_a_recorded_render_mode_never_imports_a_window_toolkit(tmp_path: Path) -
     )
     assert not mark.exists(), out.stdout + out.stderr
     assert "REFUSED" in out.stdout and "render_mode='human'" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_saved_env_state_sets_only_the_attributes_its_handler_saves(tmp_path: Path) -> None:
+    # Before: the classic-control handler applied every name of the saved state with setattr, so a
+    # resealed checkpoint could set render_mode="human" on CartPole: the next step imported pygame.
+    import os
+    import subprocess
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "rl"))
+    from rl_helpers import small_config
+
+    from cairn.rl import PPO
+
+    ck = Path(PPO(small_config()).save_to_path(tmp_path / "ck"))
+    state_file = ck / "env_runner" / "state.msgpack"
+    tree = msgpack_tree(state_file.read_bytes())
+    tree["env"]["sub_envs"][0]["env"]["render_mode"] = {"kind": "py", "value": "human"}
+    state_file.write_bytes(pack_tree(tree))
+    reseal(str(ck))
+    fake, mark = _fake_pygame(tmp_path)
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    code = (
+        "import cairn\nfrom cairn.rl import PPO\n"
+        f"try:\n    PPO.from_checkpoint({str(ck)!r}).train()\nexcept cairn.CheckpointError as e:\n"
+        "    print('REFUSED', e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([src, str(fake)])},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert not mark.exists(), out.stdout + out.stderr
+    assert "REFUSED" in out.stdout and "'render_mode'" in out.stdout, out.stdout + out.stderr
