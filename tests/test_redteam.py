@@ -169,3 +169,27 @@ def test_a_saved_env_state_sets_only_the_attributes_its_handler_saves(tmp_path: 
     )
     assert not mark.exists(), out.stdout + out.stderr
     assert "REFUSED" in out.stdout and "'render_mode'" in out.stdout, out.stdout + out.stderr
+
+
+def test_an_lr_scheduler_state_sets_only_the_scheduler_s_own_keys(tmp_path: Path) -> None:
+    # Before: torch's LRScheduler.load_state_dict is __dict__.update(state): a resealed checkpoint
+    # could replace the scheduler's optimizer (any attribute) with data; restore succeeded.
+    torch = pytest.importorskip("torch")
+    import cairn.torch
+
+    def build() -> tuple[object, object]:
+        net = torch.nn.Linear(2, 2)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        return opt, torch.optim.lr_scheduler.StepLR(opt, step_size=2)
+
+    opt, sched = build()
+    path = cairn.torch.TrainState(optimizer=opt, scheduler=sched).save_to_path(tmp_path / "ck")
+    state_file = Path(path) / "scheduler" / "state.msgpack"
+    tree = msgpack_tree(state_file.read_bytes())
+    tree["state_dict"]["optimizer"] = "not an optimizer"
+    state_file.write_bytes(pack_tree(tree))
+    reseal(path)
+    opt2, sched2 = build()
+    with pytest.raises(cairn.IncompatibleCheckpointError, match="'optimizer'"):
+        cairn.torch.TrainState(optimizer=opt2, scheduler=sched2).restore_from_path(path)
+    assert sched2.optimizer is opt2  # type: ignore[attr-defined]

@@ -308,6 +308,28 @@ class LRScheduler(StateDict):
     def __init__(self, scheduler: Any) -> None:
         super().__init__(scheduler)
 
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Load the scheduler's counters; only the keys its own ``state_dict()`` has.
+
+        Raises:
+            IncompatibleCheckpointError: A key the scheduler does not save: torch's
+                ``load_state_dict`` is ``__dict__.update(state)``, so a key from a file
+                (``optimizer``) would replace any attribute of the live scheduler.
+        """
+        if "state_dict" not in state:
+            return  # nothing of the scheduler was saved (a partial state)
+        saved = state["state_dict"]
+        own = self.obj.state_dict()
+        unknown = [repr(k)[:60] for k in saved if k not in own] if isinstance(saved, dict) else None
+        if unknown is None or unknown:
+            raise IncompatibleCheckpointError(
+                f"The checkpoint of the LR scheduler {class_path(type(self.obj))} "
+                + ("holds no state dict" if unknown is None else f"sets {', '.join(unknown)}")
+                + f", which this scheduler does not save (it saves {sorted(own)}). It was written for another "
+                "scheduler class, or tampered with; build the scheduler the checkpoint was written for."
+            )
+        super().set_state(state)
+
 
 class GradScaler(StateDict):
     """A ``torch.amp.GradScaler``: the loss scale and its growth tracker."""
