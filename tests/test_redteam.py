@@ -193,3 +193,23 @@ def test_an_lr_scheduler_state_sets_only_the_scheduler_s_own_keys(tmp_path: Path
     with pytest.raises(cairn.IncompatibleCheckpointError, match="'optimizer'"):
         cairn.torch.TrainState(optimizer=opt2, scheduler=sched2).restore_from_path(path)
     assert sched2.optimizer is opt2  # type: ignore[attr-defined]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine (src/cairn/_engine.py, FolderReader.decode): live buffers from get_state_buffers are filled "
+    "before set_state can refuse the state; fix there: use them only when the saved tensors and the buffers "
+    "match exactly (same paths, dtypes, shapes, none missing on either side), else read into fresh arrays",
+)
+def test_a_refused_restore_leaves_a_torch_module_untouched(tmp_path: Path) -> None:
+    # A checkpoint of another architecture (Linear with a bias, restored into one without): the
+    # restore is refused, but the in-place read had already overwritten the matching 'weight'.
+    torch = pytest.importorskip("torch")
+    import cairn.torch
+
+    path = cairn.torch.TrainState(model=torch.nn.Linear(2, 2)).save_to_path(tmp_path / "ck")
+    target = torch.nn.Linear(2, 2, bias=False)
+    before = target.weight.detach().clone()
+    with pytest.raises(cairn.IncompatibleCheckpointError, match="bias"):
+        cairn.torch.TrainState(model=target).restore_from_path(path)
+    assert torch.equal(target.weight.detach(), before)
