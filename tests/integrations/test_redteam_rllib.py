@@ -139,3 +139,24 @@ def test_convert_without_allow_pickle_never_unpickles(tmp_path: Path) -> None:
     assert out.returncode != 0 and not mark.exists()
     assert "--allow-pickle" in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("env_class", ["subprocess:Popen", "ray.rllib.algorithms.ppo.ppo:PPO"])
+def test_a_recorded_env_class_never_runs_a_command(saved: str, tmp_path: Path, env_class: str) -> None:
+    # Before: the resolver let the recorded config name subprocess.Popen (an imported module's class)
+    # as the env; RLlib calls env(env_config), and Popen ran the env_config's keys as a command.
+    mark = tmp_path / "ran"
+    path = Path(saved)
+    ctor = json.loads((path / "ctor.json").read_text())
+    config = ctor["kwargs"]["args"][0]
+    config["env"] = {"__cairn__": "class", "class": env_class}
+    config["env_config"] = {"/bin/sh": 1, "-c": 1, f"echo ran > {mark}": 1}
+    dst = tmp_path / "ckpt"
+    import shutil
+
+    shutil.copytree(saved, dst)
+    (dst / "ctor.json").write_text(json.dumps(ctor))
+    reseal(str(dst))
+    with pytest.raises(cairn.CheckpointError, match=r"standard library|neither a gymnasium id"):
+        cairn_rllib.from_checkpoint(str(dst))
+    assert not mark.exists()
