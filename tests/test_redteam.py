@@ -213,3 +213,72 @@ def test_a_refused_restore_leaves_a_torch_module_untouched(tmp_path: Path) -> No
     with pytest.raises(cairn.IncompatibleCheckpointError, match="bias"):
         cairn.torch.TrainState(model=target).restore_from_path(path)
     assert torch.equal(target.weight.detach(), before)
+
+
+# --------------------------------------------------------------------------- classes that constructors call
+
+
+def _pipeline_calling(tmp_path: Path, cls_path: str, kwargs: dict[str, object]) -> Path:
+    """A resealed ConnectorPipeline checkpoint whose recorded connector class is ``cls_path``."""
+    import json
+
+    from cairn.rl.connectors import ConnectorPipeline, MeanStdFilter
+
+    ck = Path(ConnectorPipeline([(MeanStdFilter, {"shape": [4]})]).save_to_path(tmp_path / "ck"))
+    ctor = json.loads((ck / "ctor.json").read_text())
+    ctor["args"][0][0]["items"] = [{"__cairn__": "class", "class": cls_path}, kwargs]
+    (ck / "ctor.json").write_text(json.dumps(ctor))
+    reseal(str(ck))
+    return ck
+
+
+def test_cairn_upgrade_never_runs_a_command_a_checkpoint_names(tmp_path: Path) -> None:
+    # Before: ConnectorPipeline's constructor calls each recorded (class, kwargs); the resolver let
+    # the file name subprocess:Popen (its module is imported), so `cairn upgrade` ran a shell command.
+    import os
+    import subprocess
+
+    mark = tmp_path / "ran"
+    ck = _pipeline_calling(tmp_path, "subprocess:Popen", {"args": [sys.executable, "-c", f"open({str(mark)!r}, 'w')"]})
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    out = subprocess.run(
+        [sys.executable, "-m", "cairn", "upgrade", str(ck), str(tmp_path / "out")],
+        env={**os.environ, "PYTHONPATH": src},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    import time
+
+    time.sleep(1)  # a spawned child would have written by now
+    assert not mark.exists(), out.stderr
+    assert out.returncode != 0 and "standard library" in out.stderr and "Traceback" not in out.stderr, out.stderr
+    with pytest.raises(cairn.UnsafeCheckpointError, match="subprocess:Popen"):
+        cairn.Checkpointable.from_checkpoint(ck)
+    assert not mark.exists()
+
+
+def test_a_standard_library_class_is_not_recorded_as_a_constructor_argument(tmp_path: Path) -> None:
+    import subprocess
+
+    from cairn.rl.connectors import ConnectorPipeline, MeanStdFilter
+
+    pipe = ConnectorPipeline([(MeanStdFilter, {"shape": [4]})])
+    pipe.get_ctor_args_and_kwargs = lambda: (([(subprocess.Popen, {})],), {})  # type: ignore[method-assign]
+    with pytest.raises(cairn.CheckpointError, match="standard library"):
+        pipe.save_to_path(tmp_path / "ck")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="src/cairn/rl/connectors.py (ConnectorPipeline.__init__) calls each recorded class before checking "
+    "it is a Connector: check `isinstance(cls, type) and issubclass(cls, Connector)` first, raise otherwise",
+)
+def test_connector_pipeline_calls_only_connector_classes(tmp_path: Path) -> None:
+    # numpy.memmap is not a standard-library class: with mode 'w+' it creates (or truncates) a file.
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious data")
+    ck = _pipeline_calling(tmp_path, "numpy:memmap", {"filename": str(victim), "mode": "w+", "shape": [1]})
+    with pytest.raises(cairn.CheckpointError):
+        cairn.Checkpointable.from_checkpoint(ck)
+    assert victim.read_bytes() == b"precious data"

@@ -23,6 +23,7 @@ from cairn.errors import CheckpointError, IncompatibleCheckpointError, UnsafeChe
 
 __all__ = [
     "RegisteredType",
+    "class_argument_problem",
     "class_path",
     "loaded_module",
     "register_class_alias",
@@ -297,6 +298,24 @@ def resolve_class(path: str, *, where: str, expected: type | None = None) -> typ
             "receives it could raise it (SystemExit, KeyboardInterrupt). Checkpoints never hold exception classes."
         )
     return obj
+
+
+def class_argument_problem(cls: type) -> str | None:
+    """Why the class ``cls`` may not be a recorded constructor argument, or None when it may.
+
+    Constructors that take a class call it (``ConnectorPipeline([(cls, kwargs)])``,
+    RLlib's ``env`` and callbacks), with arguments from the same file. The
+    standard library's classes are refused: ``subprocess.Popen`` there runs a
+    command. ``builtins`` types (``float``, ``int``: dtypes) stay allowed.
+    One rule for the save (nothing is recorded that a load refuses) and the load.
+    """
+    top = str(getattr(cls, "__module__", "") or "").partition(".")[0]
+    if top in sys.stdlib_module_names and top != "builtins":
+        return (
+            f"{class_path(cls)} is a class of the standard library, and a constructor that is given a class "
+            "calls it with values from the same file (subprocess.Popen would run a command)"
+        )
+    return None
 
 
 def function_problem(fn: Any) -> str | None:

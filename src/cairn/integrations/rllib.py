@@ -279,37 +279,6 @@ def _check_env(state: Any, where: str) -> None:
         raise IncompatibleCheckpointError(f"{where}: the recorded algorithm config is refused: {err}") from err
 
 
-def _refuse_stdlib_classes(tree: Any, where: str) -> None:
-    """Refuse a class of the standard library anywhere in rebuilt constructor values.
-
-    The one resolver lets a file name any class of an imported module, and cairn
-    itself only constructs ``Checkpointable`` classes; but RLlib instantiates the
-    classes of its config (env, callbacks, connectors, learners) with arguments
-    that partly come from the same file. ``subprocess:Popen`` as the env ran a
-    command. No RLlib config needs a standard-library class (``builtins`` types
-    such as ``float`` are data types and stay allowed).
-    """
-    stack, seen = [tree], 0
-    while stack:
-        node = stack.pop()
-        seen += 1
-        if seen > 1_000_000:
-            raise IncompatibleCheckpointError(f"{where} holds more values than an RLlib config can.")
-        if isinstance(node, dict):
-            stack.extend(node.values())
-        elif isinstance(node, list | tuple):
-            stack.extend(node)
-        elif isinstance(node, AlgorithmConfig):
-            stack.extend(vars(node).values())
-        elif isinstance(node, type):
-            top = node.__module__.partition(".")[0]
-            if top in sys.stdlib_module_names and top != "builtins":
-                raise UnsafeCheckpointError(
-                    f"{where} names the class {class_path(node)}, from the standard library: RLlib would call it "
-                    "with values from the checkpoint. Refused; pass config= to from_checkpoint if you trust it."
-                )
-
-
 def rebuild_ctor_value(value: Any, missing: list[str], where: str) -> Any:
     """The inverse of :func:`record_ctor_value`; paths of unrecorded values go to ``missing``."""
     if type(value) is list:
@@ -604,7 +573,6 @@ def _build(rllib_class: Any, args: Any, kwargs: dict[str, Any], overrides: dict[
             kwargs[key] = value
         prefix = f"args/{names.index(key)}" if key in names and names.index(key) < len(args) else f"kwargs/{key}"
         missing = [m for m in missing if m != prefix and not m.startswith(prefix + "/")]
-    _refuse_stdlib_classes([args, kwargs], where)
     for value in [*args, *kwargs.values()]:
         # Algorithm(config): a dict or AlgorithmConfig naming the env RLlib makes; checked after the
         # overrides, since a config= passed by the caller replaces the recorded one.
