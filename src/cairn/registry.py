@@ -300,20 +300,30 @@ def resolve_class(path: str, *, where: str, expected: type | None = None) -> typ
     return obj
 
 
+# Standard-library modules whose classes are plain data types: calling one with values from a file
+# builds a value and does nothing else. Every other standard-library class is refused as a recorded
+# constructor argument (subprocess.Popen runs a command, logging.FileHandler truncates a file, ...).
+_DATA_TYPE_MODULES = frozenset(
+    {"builtins", "collections", "datetime", "decimal", "enum", "fractions", "numbers", "uuid"}
+)
+
+
 def class_argument_problem(cls: type) -> str | None:
     """Why the class ``cls`` may not be a recorded constructor argument, or None when it may.
 
     Constructors that take a class call it (``ConnectorPipeline([(cls, kwargs)])``,
     RLlib's ``env`` and callbacks), with arguments from the same file. The
-    standard library's classes are refused: ``subprocess.Popen`` there runs a
-    command. ``builtins`` types (``float``, ``int``: dtypes) stay allowed.
-    One rule for the save (nothing is recorded that a load refuses) and the load.
+    standard library's classes are refused, but for its plain data types
+    (:data:`_DATA_TYPE_MODULES`: ``float``, ``OrderedDict``, ``datetime``...):
+    ``subprocess.Popen`` there runs a command. One rule for the save (nothing is
+    recorded that a load refuses) and the load. Classes of other packages are the
+    constructors' to check (a constructor calls only the base class it expects).
     """
     top = str(getattr(cls, "__module__", "") or "").partition(".")[0]
-    if top in sys.stdlib_module_names and top != "builtins":
+    if top in sys.stdlib_module_names and top not in _DATA_TYPE_MODULES:
         return (
-            f"{class_path(cls)} is a class of the standard library, and a constructor that is given a class "
-            "calls it with values from the same file (subprocess.Popen would run a command)"
+            f"{class_path(cls)} is a class of the standard library that is not a plain data type, and a constructor "
+            "that is given a class calls it with values from the same file (subprocess.Popen would run a command)"
         )
     return None
 
