@@ -3,7 +3,8 @@
 Loading a checkpoint never runs code that came from the file, and never
 imports a module that the file names. Every name a checkpoint gives for a class
 (metadata, constructor tags, registered types, state extensions) or a module
-(an environment id) goes through :func:`resolve_class` / :func:`loaded_module`,
+(an environment id) goes through :func:`resolve_class` / :func:`loaded_module`
+(and a function recorded by reference, through :func:`resolve_function`),
 which look only at what the program registered or has already imported. Values
 of custom types are rebuilt by decoders registered here, by the program.
 """
@@ -15,18 +16,20 @@ import enum
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
+from types import FunctionType, ModuleType
 from typing import Any, TypeVar
 
 from cairn.errors import CheckpointError, IncompatibleCheckpointError, UnsafeCheckpointError
 
 __all__ = [
     "RegisteredType",
+    "class_argument_problem",
     "class_path",
     "loaded_module",
     "register_class_alias",
     "register_type",
     "resolve_class",
+    "resolve_function",
 ]
 
 T = TypeVar("T")
@@ -199,7 +202,8 @@ def _refusal(where: str, what: str, path: str, problem: str, fix: str) -> Checkp
     cls = UnsafeCheckpointError if problem == _MAIN else IncompatibleCheckpointError
     return cls(
         f"{where} names the {what} {path[:200]!r}, which cairn refuses to load: {problem}. A checkpoint may "
-        f"only name classes that are registered or that live in modules the program has already imported. {fix}"
+        f"only name classes (and functions) that are registered or that live in modules the program has already "
+        f"imported. {fix}"
     )
 
 
@@ -294,6 +298,96 @@ def resolve_class(path: str, *, where: str, expected: type | None = None) -> typ
             "receives it could raise it (SystemExit, KeyboardInterrupt). Checkpoints never hold exception classes."
         )
     return obj
+
+
+# Standard-library modules whose classes are plain data types: calling one with values from a file
+# builds a value and does nothing else. Every other standard-library class is refused as a recorded
+# constructor argument (subprocess.Popen runs a command, logging.FileHandler truncates a file, ...).
+_DATA_TYPE_MODULES = frozenset(
+    {"builtins", "collections", "datetime", "decimal", "enum", "fractions", "numbers", "uuid"}
+)
+
+
+def class_argument_problem(cls: type) -> str | None:
+    """Why the class ``cls`` may not be a recorded constructor argument, or None when it may.
+
+    Constructors that take a class call it (``ConnectorPipeline([(cls, kwargs)])``,
+    RLlib's ``env`` and callbacks), with arguments from the same file. The
+    standard library's classes are refused, but for its plain data types
+    (:data:`_DATA_TYPE_MODULES`: ``float``, ``OrderedDict``, ``datetime``...):
+    ``subprocess.Popen`` there runs a command. One rule for the save (nothing is
+    recorded that a load refuses) and the load. Classes of other packages are the
+    constructors' to check (a constructor calls only the base class it expects).
+    """
+    top = str(getattr(cls, "__module__", "") or "").partition(".")[0]
+    if top in sys.stdlib_module_names and top not in _DATA_TYPE_MODULES:
+        return (
+            f"{class_path(cls)} is a class of the standard library that is not a plain data type, and a constructor "
+            "that is given a class calls it with values from the same file (subprocess.Popen would run a command)"
+        )
+    return None
+
+
+def function_problem(fn: Any) -> str | None:
+    """Why ``fn`` cannot be recorded (and later found) by reference, or None when it can.
+
+    The one rule, for the save side (record only what a load will accept) and
+    :func:`resolve_function`: a plain Python function (not a builtin, not a
+    callable object such as ``exit``, not a class), defined where its
+    ``__module__``/``__qualname__`` say (not a re-export, lambda or closure),
+    outside ``__main__`` and outside the standard library, whose functions
+    (``code.interact``, ``os.system``, ``sys.exit``) a file must never make a program call.
+    """
+    if not isinstance(fn, FunctionType):
+        return f"it is a {type(fn).__qualname__}, not a plain Python function"
+    module = getattr(fn, "__module__", None) or ""
+    qualname = getattr(fn, "__qualname__", "") or ""
+    problem = _path_problem(module) or _path_problem(qualname)
+    if problem is not None:
+        return problem
+    if module.partition(".")[0] in sys.stdlib_module_names:
+        return "it is a function of the standard library, which a checkpoint may not make cairn call"
+    return None
+
+
+def resolve_function(path: Any, *, where: str) -> Callable[..., Any]:
+    """Return the function a file records as ``"module:qualname"``; never import anything.
+
+    Used for the functions a recorded configuration holds (an RLlib connector
+    factory). The module must already be imported (:func:`loaded_module`), the
+    name is looked up in the module's and classes' own namespaces (no
+    ``__getattr__`` hook), and the object found must pass
+    :func:`function_problem` and be the function of exactly that path.
+
+    Raises:
+        UnsafeCheckpointError: For a ``__main__`` module.
+        IncompatibleCheckpointError: For anything else that is not such a function.
+    """
+    if not isinstance(path, str):
+        raise UnsafeCheckpointError(f"{where} names a function by a {type(path).__name__}, not a str.")
+    module_name, sep, qualname = path.partition(":")
+    problem = "it is not of the form 'module:qualname'" if not sep else _path_problem(module_name)
+    if problem is None:
+        problem = _path_problem(qualname)
+    if problem is not None:
+        raise _refusal(where, "function", path, problem, "Pass the function yourself (for RLlib: config=).")
+    module = loaded_module(module_name, where=where, what=f"function {path!r}")
+    parts = qualname.split(".")
+    obj: Any = vars(module).get(parts[0])
+    for part in parts[1:]:
+        obj = type.__dict__["__dict__"].__get__(obj).get(part) if isinstance(obj, type) else None
+    if isinstance(obj, staticmethod):
+        obj = obj.__func__
+    problem = (
+        "the module has no such function"
+        if obj is None
+        else function_problem(obj)
+        or (None if (obj.__module__, obj.__qualname__) == (module_name, qualname) else "it is defined elsewhere")
+    )
+    if problem is not None:
+        raise _refusal(where, "function", path, problem, "Pass the function yourself (for RLlib: config=).")
+    found: Callable[..., Any] = obj
+    return found
 
 
 def _find_static(module: ModuleType, parts: list[str]) -> type | None:

@@ -308,6 +308,28 @@ class LRScheduler(StateDict):
     def __init__(self, scheduler: Any) -> None:
         super().__init__(scheduler)
 
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Load the scheduler's counters; only the keys its own ``state_dict()`` has.
+
+        Raises:
+            IncompatibleCheckpointError: A key the scheduler does not save: torch's
+                ``load_state_dict`` is ``__dict__.update(state)``, so a key from a file
+                (``optimizer``) would replace any attribute of the live scheduler.
+        """
+        if "state_dict" not in state:
+            return  # nothing of the scheduler was saved (a partial state)
+        saved = state["state_dict"]
+        own = self.obj.state_dict()
+        unknown = [repr(k)[:60] for k in saved if k not in own] if isinstance(saved, dict) else None
+        if unknown is None or unknown:
+            raise IncompatibleCheckpointError(
+                f"The checkpoint of the LR scheduler {class_path(type(self.obj))} "
+                + ("holds no state dict" if unknown is None else f"sets {', '.join(unknown)}")
+                + f", which this scheduler does not save (it saves {sorted(own)}). It was written for another "
+                "scheduler class, or tampered with; build the scheduler the checkpoint was written for."
+            )
+        super().set_state(state)
+
 
 class GradScaler(StateDict):
     """A ``torch.amp.GradScaler``: the loss scale and its growth tracker."""
@@ -479,6 +501,11 @@ def as_component(obj: Any) -> Checkpointable | None:
     return None
 
 
+def _reserved(name: Any) -> bool:
+    """A name a plain value may not have: read back as an attribute, it would hide a method or property."""
+    return not isinstance(name, str) or name.startswith("_") or hasattr(TrainState, name)
+
+
 class TrainState(Checkpointable):
     """The whole state of a training script, as one checkpointable object.
 
@@ -525,8 +552,7 @@ class TrainState(Checkpointable):
         for name, obj in objects.items():
             if obj is None and name in ("model", "optimizer", "scheduler", "scaler"):
                 continue
-            if name.startswith("_") or hasattr(TrainState, name):
-                # Read back as an attribute, the name must not hide a method or property of TrainState.
+            if _reserved(name):
                 raise CheckpointError(f"TrainState: {name!r} is a reserved name; give the object another name.")
             comp = as_component(obj)
             if comp is None:
@@ -580,9 +606,25 @@ class TrainState(Checkpointable):
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Restore the components given and the plain values (values the state lacks are left)."""
+        """Restore the components given and the plain values (values the state lacks are left).
+
+        Raises:
+            IncompatibleCheckpointError: The values are not a dict, or one is named like a live
+                object or a reserved name (read back as an attribute, it would replace the model
+                the script holds with whatever the file says).
+        """
+        values = state.get("values", {})
+        bad = [repr(k)[:80] for k in values if _reserved(k) or k in self._live] if isinstance(values, dict) else None
+        if bad is None or bad:
+            raise IncompatibleCheckpointError(
+                "The TrainState checkpoint's plain values "
+                + (f"are a {type(values).__name__}, not a dict" if bad is None else f"use the names {', '.join(bad)}")
+                + f", which are reserved or name this TrainState's live objects ({', '.join(sorted(self._live))}). "
+                "It was not written by a TrainState like this one, or was tampered with; restore a checkpoint "
+                "written by this script."
+            )
         self._set_components_state(state)
-        self._values.update(state.get("values", {}))
+        self._values.update(values)
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """Nothing recorded: a TrainState is restored into the one the script builds."""

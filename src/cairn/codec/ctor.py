@@ -39,7 +39,13 @@ import numpy as np
 from cairn.codec.dtypes import numpy_dtype, torch_dtype
 from cairn.codec.state import numpy_descr, unsupported_value_error
 from cairn.errors import CheckpointError, CorruptCheckpointError, IncompatibleCheckpointError, UnsafeCheckpointError
-from cairn.registry import class_path, registered_by_name, registered_for_value, resolve_class
+from cairn.registry import (
+    class_argument_problem,
+    class_path,
+    registered_by_name,
+    registered_for_value,
+    resolve_class,
+)
 
 TAG = "__cairn__"
 MAX_DEPTH = 100
@@ -127,6 +133,12 @@ class CtorEncoder:
                 "value": self.encode(reg.encode(value), (*path, f"<{reg.name}>")),
             }
         if isinstance(value, type) and "<locals>" not in value.__qualname__:
+            problem = class_argument_problem(value)
+            if problem is not None:
+                raise CheckpointError(
+                    f"Cannot record the constructor argument at {'/'.join(map(str, path))!r}: {problem}, so a "
+                    "load would refuse it. Pass the class to from_checkpoint() as a keyword instead."
+                )
             return {TAG: "class", "class": class_path(value)}
         if self.allow_pickle:
             self.used_pickle = True
@@ -315,7 +327,14 @@ class _CtorDecoder:
                 )
             return members[name]
         if tag == "class":
-            return resolve_class(v["class"], where=self.at(path))
+            cls = resolve_class(v["class"], where=self.at(path))
+            problem = class_argument_problem(cls)
+            if problem is not None:
+                raise UnsafeCheckpointError(
+                    f"{self.at(path)} names a class cairn refuses as a constructor argument: {problem}. If you "
+                    "trust the file, pass the argument to from_checkpoint() as a keyword."
+                )
+            return cls
         if tag == "registered":
             name = v["type"]
             reg = registered_by_name(name)

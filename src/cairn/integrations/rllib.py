@@ -55,7 +55,7 @@ from cairn.errors import (
     IncompatibleCheckpointError,
     UnsafeCheckpointError,
 )
-from cairn.registry import class_path, registered_for_value
+from cairn.registry import class_path, function_problem, registered_for_value, resolve_function
 
 try:
     import ray
@@ -148,15 +148,15 @@ def to_rllib_state(tree: Any) -> Any:
 
 
 def _function_ref(fn: Any) -> str | None:
-    """``"module:qualname"`` for a function that can be found again by import path, else None."""
-    module = getattr(fn, "__module__", None)
-    qualname = getattr(fn, "__qualname__", "")
-    if not module or module == "__main__" or "<" in qualname:
-        return None  # lambdas, closures and scripts' functions have no stable path
-    obj: Any = sys.modules.get(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-    return f"{module}:{qualname}" if obj is fn else None
+    """``"module:qualname"`` for a function a load can find again (:func:`~cairn.registry.resolve_function`)."""
+    if function_problem(fn) is not None:
+        return None  # lambdas, closures, scripts' functions, builtins and the standard library's: not recorded
+    ref = f"{fn.__module__}:{fn.__qualname__}"
+    try:
+        resolve_function(ref, where="the function")
+    except CheckpointError:
+        return None  # not reachable by its path (a function replaced in its module): a load could not find it
+    return ref
 
 
 def _space_ok(value: Any) -> bool:
@@ -251,20 +251,32 @@ def _importable_class(cls: type) -> type:
     return cls
 
 
-def _resolve_function(ref: str, where: str) -> Any:
-    # Only from modules the program has imported already: a checkpoint never triggers an import.
-    module_name, _, qualname = ref.partition(":")
-    obj: Any = sys.modules.get(module_name)
-    if obj is None or module_name == "__main__":
-        raise IncompatibleCheckpointError(
-            f"{where} records the function {ref!r}, from a module this program has not imported. cairn never "
-            f"imports a module because a checkpoint names it: import {module_name} first, or pass config=."
-        )
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-    if not callable(obj):
-        raise IncompatibleCheckpointError(f"{where} records the function {ref!r}, which no longer exists.")
-    return obj
+def _check_env(state: Any, where: str) -> None:
+    """Refuse a recorded RLlib config whose env id or env_config would make RLlib import a module.
+
+    RLlib makes its environments with ``gymnasium.make(config.env, **env_config)``:
+    an id ``"this:CartPole-v1"`` imports ``this``, ``render_mode="human"``
+    imports pygame. The same rules as cairn's own configs (SPEC 8).
+    """
+    import gymnasium as gym
+    from ray.rllib.env.multi_agent_env import MultiAgentEnv
+
+    from cairn.rl.multi_agent import check_env_config, check_env_id
+
+    if isinstance(state, AlgorithmConfig):
+        state = {"env": state.env, "env_config": state.env_config}
+    if not isinstance(state, dict) or "env" not in state:
+        return  # not a config (RLlib passes configs as AlgorithmConfig objects or their dicts)
+    env = state.get("env")
+    try:
+        if isinstance(env, str):
+            check_env_id(env)
+        elif env is not None and not (isinstance(env, type) and issubclass(env, gym.Env | MultiAgentEnv)):
+            # RLlib calls a class env with the env_config: subprocess.Popen there ran the config's keys.
+            raise ValueError(f"env={env!r:.100} is neither a gymnasium id nor a gymnasium.Env or MultiAgentEnv class")
+        check_env_config(state.get("env_config") or {})
+    except ValueError as err:
+        raise IncompatibleCheckpointError(f"{where}: the recorded algorithm config is refused: {err}") from err
 
 
 def rebuild_ctor_value(value: Any, missing: list[str], where: str) -> Any:
@@ -289,7 +301,9 @@ def rebuild_ctor_value(value: Any, missing: list[str], where: str) -> Any:
         except (RuntimeError, ValueError) as err:
             raise IncompatibleCheckpointError(f"{where} records an invalid torch device: {err}") from err
     if kind == "function":
-        return _resolve_function(str(value.get("ref")), where)
+        # The one resolver: only plain functions of modules already imported, never the standard library's
+        # (a file naming builtins:exit would make the build exit the program).
+        return resolve_function(value.get("ref"), where=where)
     if kind == "algorithm_config":
         state = rebuild_ctor_value(value.get("state"), missing, where)
         cls = state.get("class") if isinstance(state, dict) else None
@@ -559,6 +573,10 @@ def _build(rllib_class: Any, args: Any, kwargs: dict[str, Any], overrides: dict[
             kwargs[key] = value
         prefix = f"args/{names.index(key)}" if key in names and names.index(key) < len(args) else f"kwargs/{key}"
         missing = [m for m in missing if m != prefix and not m.startswith(prefix + "/")]
+    for value in [*args, *kwargs.values()]:
+        # Algorithm(config): a dict or AlgorithmConfig naming the env RLlib makes; checked after the
+        # overrides, since a config= passed by the caller replaces the recorded one.
+        _check_env(value, where)
     if missing:
         raise IncompatibleCheckpointError(
             f"Cannot build {class_path(rllib_class)} from this checkpoint: {len(missing)} constructor value(s) were "
@@ -568,7 +586,7 @@ def _build(rllib_class: Any, args: Any, kwargs: dict[str, Any], overrides: dict[
         )
     try:
         return rllib_class(*args, **kwargs)
-    except Exception as err:
+    except (Exception, SystemExit) as err:  # SystemExit too: code a checkpoint reaches never ends the program
         raise IncompatibleCheckpointError(
             f"Building {class_path(rllib_class)} from the recorded constructor arguments failed: "
             f"{type(err).__name__}: {err}"

@@ -38,7 +38,7 @@ from cairn.rl._util import Names
 from cairn.rl.env_runner import EnvRunner
 from cairn.rl.env_runner_group import EnvRunnerGroup
 from cairn.rl.learner_group import LearnerGroup
-from cairn.rl.multi_agent import check_env_id
+from cairn.rl.multi_agent import check_env_config, check_env_id
 from cairn.rl.multi_rl_module import DEFAULT_MODULE_ID
 from cairn.rl.rl_module import RLModule
 
@@ -112,13 +112,16 @@ class AlgorithmConfig:
 
     def __post_init__(self) -> None:
         # A config rebuilt from a checkpoint is checked here, before anything makes its
-        # environment: gymnasium would import the module an id like "this:CartPole-v1" names.
+        # environment: gymnasium would import the module an id like "this:CartPole-v1" names,
+        # or pygame for render_mode="human" in env_config.
         check_env_id(self.env)
+        check_env_config(self.env_config)
 
     def validate(self) -> None:
         """Raise ``ValueError`` when a setting is out of range, the env id names a module the
         program has not imported, or a setting asks for Ray and Ray is not installed."""
         check_env_id(self.env)
+        check_env_config(self.env_config)
         for name in ("num_envs_per_env_runner", "rollout_length", "episode_return_window"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}.")

@@ -99,6 +99,15 @@ def _attribute_handler(attrs: tuple[str, ...]) -> EnvStateHandler:
         return {name: _encode_value(getattr(env, name)) for name in attrs if hasattr(env, name)}
 
     def set_(env: Any, state: Any) -> None:
+        # Only the attributes this handler saves: a state from a file naming others could set any
+        # attribute of the env (render_mode="human" makes the next step import pygame; SPEC 8).
+        unknown = [repr(n)[:60] for n in state if n not in attrs] if isinstance(state, dict) else None
+        if unknown is None or unknown:
+            raise ValueError(
+                f"the saved state of {type(env).__qualname__} "
+                + ("is not a dict" if unknown is None else f"sets attributes {', '.join(unknown)}")
+                + f"; it may set only {list(attrs)}. The checkpoint was written by other code or tampered with."
+            )
         for name, encoded in state.items():
             setattr(env, name, _decode_value(encoded))
 

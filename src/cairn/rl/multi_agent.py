@@ -37,6 +37,7 @@ __all__ = [
     "IndependentAgentsEnv",
     "agent_ids",
     "build_module_specs",
+    "check_env_config",
     "check_env_id",
     "parse_env",
     "resolve_policy_mapping",
@@ -131,6 +132,31 @@ def check_env_id(env: Any) -> None:
             f"{err} An environment id may name only a module the program has already imported, because "
             "gymnasium imports the module an id names."
         ) from err
+
+
+# Render modes that draw into arrays or text. "human" (and anything unknown) makes gymnasium import a
+# window toolkit (pygame, a MuJoCo viewer) and open a window: an import a recorded config would trigger.
+_HEADLESS_RENDER_MODES = (None, "rgb_array", "rgb_array_list", "ansi", "ansi_list", "depth_array", "depth_array_list")
+
+
+def check_env_config(env_config: Any) -> None:
+    """Raise ``ValueError`` unless ``env_config`` is a dict whose ``render_mode`` is a headless one.
+
+    ``env_config`` goes to ``gymnasium.make`` as keyword arguments, and may come
+    from a checkpoint's recorded config: ``render_mode="human"`` there would
+    make building the algorithm import pygame and open a window (SPEC 8: a
+    checkpoint never triggers an import, not even indirectly). Checked with
+    the env id, by the same callers as :func:`check_env_id`.
+    """
+    if not isinstance(env_config, Mapping):
+        raise ValueError(f"env_config must be a dict of gymnasium.make keyword arguments, got {env_config!r:.80}.")
+    mode = env_config.get("render_mode")
+    if mode not in _HEADLESS_RENDER_MODES:
+        raise ValueError(
+            f"env_config render_mode={mode!r:.80} is refused: gymnasium imports a window toolkit for it, and a config "
+            f"may come from a checkpoint. Use one of {[m for m in _HEADLESS_RENDER_MODES if m]} (or none), and make "
+            "an environment to watch yourself (gymnasium.make(env_id, render_mode='human'))."
+        )
 
 
 def make_env(env: str, env_config: Mapping[str, Any]) -> gym.Env[Any, Any]:
