@@ -197,9 +197,10 @@ def test_an_lr_scheduler_state_sets_only_the_scheduler_s_own_keys(tmp_path: Path
 
 @pytest.mark.xfail(
     strict=True,
-    reason="engine (src/cairn/_engine.py, FolderReader.decode): live buffers from get_state_buffers are filled "
-    "before set_state can refuse the state; fix there: use them only when the saved tensors and the buffers "
-    "match exactly (same paths, dtypes, shapes, none missing on either side), else read into fresh arrays",
+    reason="open: live buffers (get_state_buffers) are filled before set_state can refuse the state. Using them "
+    "only on an exact match of the saved tensors also turns off in-place restores of components that offer some "
+    "of their tensors on purpose (Adam's moments, not its step); the fix needs to know which of the file's arrays "
+    "have no place in the live object at all. See the closing note of issue 13.",
 )
 def test_a_refused_restore_leaves_a_torch_module_untouched(tmp_path: Path) -> None:
     # A checkpoint of another architecture (Linear with a bias, restored into one without): the
@@ -269,11 +270,6 @@ def test_a_standard_library_class_is_not_recorded_as_a_constructor_argument(tmp_
         pipe.save_to_path(tmp_path / "ck")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src/cairn/rl/connectors.py (ConnectorPipeline.__init__) calls each recorded class before checking "
-    "it is a Connector: check `isinstance(cls, type) and issubclass(cls, Connector)` first, raise otherwise",
-)
 def test_connector_pipeline_calls_only_connector_classes(tmp_path: Path) -> None:
     # numpy.memmap is not a standard-library class: with mode 'w+' it creates (or truncates) a file.
     victim = tmp_path / "victim"

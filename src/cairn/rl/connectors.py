@@ -296,6 +296,12 @@ class ConnectorPipeline(Checkpointable):
     def __init__(self, connectors: Sequence[tuple[type[Connector], Mapping[str, Any]]] = ()) -> None:
         self.connectors: list[Connector] = []
         for cls, kwargs in connectors:
+            # The pairs may come from a checkpoint's ctor.json: call nothing but a Connector class
+            # (numpy.memmap(mode="w+"), say, would truncate a file before any check ran).
+            if not (isinstance(cls, type) and issubclass(cls, Connector)):
+                raise TypeError(
+                    f"ConnectorPipeline: {cls!r} is not a Connector class; a pipeline builds only connectors."
+                )
             self.append(cls(**dict(kwargs)))
 
     def append(self, connector: Connector) -> None:
