@@ -178,18 +178,30 @@ def test_a_restore_racing_an_overwrite_gets_one_version(tmp_path: Path) -> None:
             time.sleep(0.02)
         assert writer.poll() is None, "the writer died"
         seen: set[float] = set()
+        gave_up = 0
         for k in range(300):
             t = Tree(n=2000)
-            if k % 2:
-                t.restore_from_path(path)  # never CorruptCheckpointError: the folder was swapped
-            else:
-                t = Tree.from_checkpoint(path)
+            try:
+                if k % 2:
+                    t.restore_from_path(path)  # never CorruptCheckpointError: the folder was swapped
+                else:
+                    t = Tree.from_checkpoint(path)
+            except cairn.CorruptCheckpointError:
+                raise
+            except cairn.CheckpointError as err:
+                # A writer that never pauses can outrun the bounded retries on a loaded machine: then
+                # the restore says so (and applies nothing), which SPEC 8 allows; it is never "corrupt".
+                assert "changed while it was being read" in str(err), err
+                assert _versions(t) == _versions(Tree(n=2000))  # nothing was applied
+                gave_up += 1
+                continue
             values = _versions(t)
             assert len(values) == 1, f"restore {k} mixed two versions: {values}"
             seen |= values
     finally:
         stop.touch()
         writer.wait(timeout=120)
+    assert gave_up <= 30, gave_up  # the retries win the race almost always
     assert seen == {0.0, 1.0}  # the race really happened: both versions were read
 
 
