@@ -221,6 +221,9 @@ def test_a_restore_racing_an_overwrite_on_an_object_store_is_never_corruption() 
                 leaf.counter = i % 2
             t.save_to_path(path)
             i += 1
+            # A short pause between saves, as any real writer has: without it a save is in flight
+            # (its marker present, so readers get "not found") nearly all the time.
+            time.sleep(0.02)
 
     Tree(n=500).save_to_path(path)
     writer = threading.Thread(target=write, daemon=True)
