@@ -7,12 +7,13 @@ inside the handlers, so that ``cairn inspect`` and friends stay fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import posixpath
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from cairn._metrics_log import METRICS_FILE, MetricsLog, TensorBoardLog, jsonable
@@ -329,14 +330,37 @@ def _load_for_evaluation(checkpoint: str, module_id: str) -> _Evaluated:
 
     metadata = _checkpoint_metadata(checkpoint)
     if metadata is not None:
-        return _load_module(checkpoint.rstrip("/"), metadata, module_id)
-    found = _load_newest_sound(CheckpointManager(checkpoint), lambda path: _load_module(path, None, module_id))
+        with _single_threaded():
+            return _load_module(checkpoint.rstrip("/"), metadata, module_id)
+    with _single_threaded():
+        found = _load_newest_sound(CheckpointManager(checkpoint), lambda path: _load_module(path, None, module_id))
     if found is None:
         raise CheckpointNotFoundError(
             f"No checkpoint at {checkpoint}: expected an algorithm checkpoint, a module folder, "
             "or a checkpoint manager's root with step_* checkpoints."
         )
     return found[1]
+
+
+@contextlib.contextmanager
+def _single_threaded() -> Iterator[None]:
+    """Run the block with one torch intra-op thread, then restore the caller's setting.
+
+    Building a module initialises weights that the restore then overwrites, and that
+    initialisation (an orthogonal init's QR decomposition) is the first parallel call:
+    it starts the OpenMP/MKL thread team, 0.2-0.5 s of wall time on a busy 2-core machine,
+    for nothing. One thread computes it in a millisecond. The module's forward passes then
+    run with the user's thread count; batch-of-one inference on small networks never starts
+    the team, and a network large enough to use it starts it on its first forward as before.
+    """
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _load_module(root: str, metadata: dict[str, Any] | None, module_id: str) -> _Evaluated:
