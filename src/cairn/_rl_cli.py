@@ -40,8 +40,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             "Train PPO on a gymnasium environment. --iterations is the total: with --resume, "
             "training goes on from the latest checkpoint in --checkpoint-dir until "
             "training_iteration reaches it. Each iteration's metrics are appended to "
-            "DIR/metrics.jsonl and, with the tensorboard package installed, to TensorBoard "
-            "event files in DIR; a resume drops what a killed run logged after its last checkpoint."
+            "DIR/metrics.jsonl and to TensorBoard event files in DIR (tensorboard --logdir DIR); "
+            "a resume drops what a killed run logged after its last checkpoint."
         ),
     )
     p.add_argument("--env", default=None, help="gymnasium id or multi:<id> (default CartPole-v1)")
@@ -227,11 +227,6 @@ def cmd_train(args: argparse.Namespace) -> int:
             else:
                 log = MetricsLog(args.checkpoint_dir, start_iteration=algo.training_iteration)
                 board = TensorBoardLog.open(args.checkpoint_dir, start_iteration=algo.training_iteration)
-                if board is None:
-                    print(
-                        "cairn train: TensorBoard events are off (pip install 'cairn-rl[tensorboard]' to write them).",
-                        file=sys.stderr,
-                    )
         use_bar = sys.stderr.isatty()
         if use_bar:
             from tqdm import tqdm

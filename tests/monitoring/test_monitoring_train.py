@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -146,16 +147,17 @@ def test_tensorboard_events_after_kill_and_resume(killed_run: KilledRun) -> None
 def test_training_without_tensorboard(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Event files are written by cairn itself: no tensorboard package needed (only to view them)."""
     from cairn.cli import main
 
-    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import now raises ImportError
+    for name in ("tensorboard", "torch.utils.tensorboard"):
+        monkeypatch.setitem(sys.modules, name, None)  # an import now raises ImportError
     run = tmp_path / "run"
     code = main(["train", "--iterations", "2", "--checkpoint-dir", str(run), "--set", "rollout_length=64"])
     err = capsys.readouterr().err
     assert code == 0, err
-    hints = [line for line in err.splitlines() if "tensorboard" in line.lower()]
-    assert len(hints) == 1 and "cairn-rl[tensorboard]" in hints[0]
-    assert not list(run.glob("events.out.tfevents.*"))
+    assert "tensorboard" not in err.lower()
+    assert len(list(run.glob("events.out.tfevents.*"))) == 1
     assert [r["training_iteration"] for r in read_metrics(str(run))] == [1, 2]
 
 
@@ -223,3 +225,22 @@ def test_tensorboard_log_writes_scalars_per_iteration(tmp_path: Path) -> None:
         (2, 1.0, 1002.0),
         (3, 9.0, 2000.0),
     ]
+
+
+def test_tensorboard_event_file_records(tmp_path: Path) -> None:
+    """The records are TFRecord frames of the Events SummaryWriter(purge_step=k + 1) writes."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
+    from tensorboard.compat.proto import event_pb2
+
+    board = TensorBoardLog.open(str(tmp_path), start_iteration=4)
+    board.append({**_row(5), "wall_time": 1005.0, "big": 1e300, "neg": -2})
+    board.close()
+    (path,) = tmp_path.glob("events.out.tfevents.*")
+    events = list(LegacyEventFileLoader(str(path)).Load())  # checks both CRCs of every record
+    assert [e.WhichOneof("what") for e in events] == ["file_version", "file_version", "session_log", "summary"]
+    assert events[0].file_version == "brain.Event:2"
+    assert (events[2].step, events[2].session_log.status) == (5, event_pb2.SessionLog.START)
+    assert (events[3].step, events[3].wall_time) == (5, 1005.0)
+    values = {v.tag: v.simple_value for v in events[3].summary.value}
+    assert values == {"num_env_steps_sampled_lifetime": 50.0, "perf/time_total_s": 5.0, "big": math.inf, "neg": -2.0}
