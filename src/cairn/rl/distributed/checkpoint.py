@@ -2,9 +2,9 @@
 
 The groups with actors are delegates (:class:`cairn.delegation.DelegatedComponent`)
 of the folders their actors hold: the
-:class:`~cairn.rl.learner_group.LearnerGroup` delegates ``learner`` to its
+:class:`~cairn.rl.core.learner.learner_group.LearnerGroup` delegates ``learner`` to its
 :class:`~cairn.rl.distributed.learners.RemoteLearners`, the
-:class:`~cairn.rl.algorithm.Algorithm` delegates ``env_runner`` to the
+:class:`~cairn.rl.algorithms.algorithm.Algorithm` delegates ``env_runner`` to the
 :class:`~cairn.rl.distributed.env_runners.RemoteEnvRunners`. The engine does
 the rest (staging, manifests, commit, verification, apply only when every read
 passed); each actor writes its folder with :func:`cairn.delegation.write_folder`

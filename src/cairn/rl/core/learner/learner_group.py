@@ -17,14 +17,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from cairn import Checkpointable
-from cairn.rl._util import Names
-from cairn.rl.learner import Learner, TrainBatch
-from cairn.rl.rl_module import RLModule, RLModuleSpec
+from cairn.rl._aliases import register_old_paths
+from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.core.learner.learner import Learner, TrainBatch
+from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
+from cairn.rl.utils._util import Names
 
 if TYPE_CHECKING:
     from cairn.delegation import DelegatedComponent
     from cairn.rl.distributed.learners import RemoteLearners
-    from cairn.rl.ppo import PPOConfig
 
 __all__ = ["LearnerGroup"]
 
@@ -33,7 +34,7 @@ class LearnerGroup(Checkpointable):
     """A group of learners: one local learner, or ``num_learners`` > 1 on Ray.
 
     Args:
-        config: The PPO config.
+        config: The algorithm's config; its ``get_default_learner_class()`` is the learner built.
         module_specs: Module id -> spec of each module to train.
 
     Raises:
@@ -44,10 +45,10 @@ class LearnerGroup(Checkpointable):
     # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
     STATE_VERSION = 1
 
-    def __init__(self, config: PPOConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:
+    def __init__(self, config: AlgorithmConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:
         self.config = config
         self.module_specs = dict(module_specs)
-        self.learner = Learner(config, self.module_specs)
+        self.learner: Learner = config.get_default_learner_class()(config, self.module_specs)
         self.remote: RemoteLearners | None = None
         if int(config.num_learners) > 1:
             from cairn.rl.distributed.learners import RemoteLearners
@@ -123,3 +124,6 @@ class LearnerGroup(Checkpointable):
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config, module_specs), {})``."""
         return (self.config, dict(self.module_specs)), {}
+
+
+register_old_paths(LearnerGroup)
