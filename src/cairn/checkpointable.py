@@ -208,9 +208,10 @@ class Checkpointable(abc.ABC):
 
         ``built_from`` is None for a restore into an existing object; from
         ``from_checkpoint`` it is the root manifest the new object was built from
-        (see ``cairn._engine.restore``). Classes that restore some parts elsewhere
-        (remote actors) override this, not ``restore_from_path``, so that both
-        entry points take their path.
+        (see ``cairn._engine.restore``). Parts restored elsewhere (remote actors)
+        are delegated (:meth:`get_delegated_components`), not routed here; a class
+        that must act after every restore, whole or partial (an algorithm syncing
+        its workers), extends this so that both entry points do it.
         """
         from cairn import _engine
 
