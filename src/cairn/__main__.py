@@ -1,7 +1,5 @@
 """``python -m cairn``."""
 
-import sys
+from cairn.cli import console_main
 
-from cairn.cli import main
-
-sys.exit(main())
+console_main()

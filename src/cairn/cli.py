@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from cairn.errors import CheckpointError
 
@@ -365,5 +366,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2 if args.command in ("verify", "diff") else 1
 
 
+def console_main() -> NoReturn:
+    """The ``cairn`` executable and ``python -m cairn``: :func:`main`, then exit with its status.
+
+    Before exiting, every object alive is moved out of the garbage collector's reach
+    (``gc.freeze``). With torch loaded, the interpreter's last collections walk its
+    hundreds of thousands of objects: 0.5 s of a 2 s ``cairn evaluate`` on a busy machine,
+    0.15 s frozen. Nothing else of the exit changes: atexit handlers (Ray's shutdown),
+    the joining of non-daemon threads and the flushing of stdout and stderr still run, and
+    the files cairn writes were closed explicitly before :func:`main` returned. Only for a
+    process that ends here: called in-process (tests, other programs), use :func:`main`.
+    """
+    status = main()
+    gc.freeze()
+    sys.exit(status)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    console_main()
