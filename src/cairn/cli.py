@@ -373,10 +373,10 @@ def console_main() -> NoReturn:
     (``gc.freeze``). With torch loaded, the interpreter's last collections walk its
     hundreds of thousands of objects: 0.4-0.8 s of a ~2 s ``cairn evaluate`` (0.8-1 s after
     ``cairn train``) on a busy 2-core machine, 0.1-0.25 s frozen. Nothing else of the exit
-    changes: atexit handlers (Ray's shutdown),
-    the joining of non-daemon threads and the flushing of stdout and stderr still run, and
-    the files cairn writes were closed explicitly before :func:`main` returned. Only for a
-    process that ends here: called in-process (tests, other programs), use :func:`main`.
+    changes: atexit handlers (Ray's shutdown), the joining of non-daemon threads and the
+    flushing of stdout and stderr still run, and the files cairn writes were closed
+    explicitly before :func:`main` returned. Only for a process that ends here: called
+    in-process (tests, other programs), use :func:`main`.
     """
     status = main()
     gc.freeze()
