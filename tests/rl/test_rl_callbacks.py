@@ -9,15 +9,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import callback_helpers
 import pytest
-from callback_helpers import EVENTS, LongEpisodes, RecordEvents, SecondRecorder
 from rl_helpers import small_config
 
+import callback_helpers
 from cairn import IncompatibleCheckpointError
 from cairn.rl import PPO
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 from cairn.testing import assert_states_equal
+from callback_helpers import EVENTS, LongEpisodes, RecordEvents, SecondRecorder
 
 TESTS = Path(__file__).resolve().parents[1]
 SRC = TESTS.parent / "src"
@@ -103,10 +103,8 @@ def test_state_round_trip_and_a_state_that_does_not_fit() -> None:
     with pytest.raises(IncompatibleCheckpointError, match=r"metrics/stats\[0\].*MetricsLogger"):
         MetricsLogger().set_state({"stats": [{"key": ["a"], "reduce": "median"}]})
     with pytest.raises(IncompatibleCheckpointError, match="3 values for a window of 1"):
-        MetricsLogger().set_state(
-            {"stats": [{"key": ["a"], "reduce": "sum", "window": None, "ema_coeff": None,
-                        "clear_on_reduce": False, "values": [1, 2, 3]}]}  # fmt: skip
-        )
+        record = {"key": ["a"], "reduce": "sum", "window": None, "ema_coeff": None, "clear_on_reduce": False}
+        MetricsLogger().set_state({"stats": [{**record, "values": [1, 2, 3]}]})
 
 
 # ---------------------------------------------------------------------- callbacks in an algorithm
@@ -187,7 +185,7 @@ def test_custom_lifetime_metrics_continue_exactly(tmp_path: Path) -> None:
 
 
 def test_a_callbacks_class_must_be_a_callback() -> None:
-    with pytest.raises(ValueError, match="subclass of cairn.rl.callbacks.callbacks.RLlibCallback"):
+    with pytest.raises(ValueError, match=r"subclass of cairn\.rl\.callbacks\.callbacks\.RLlibCallback"):
         PPO(small_config(callbacks_class=dict))
 
 
