@@ -115,15 +115,16 @@ def test_callbacks_fire_in_order() -> None:
     algo = PPO(small_config(callbacks_class=RecordEvents))
     try:
         slots = algo.env_runner.num_slots
-        init = [e[1:] for e in EVENTS]
-        assert init == [*(("episode_start", i) for i in range(slots)), ("algorithm_init", 0)]
+        assert [e[1:] for e in EVENTS] == [("algorithm_init", 0)]
         EVENTS.clear()
         algo.train()
         events = [e[1:] for e in EVENTS]
     finally:
         algo.stop()
+    # The first episodes start when sampling begins (RLlib: at the reset in sample()).
+    assert events[:slots] == [("episode_start", i) for i in range(slots)]
     assert events[-2:] == [("sample_end", 0), ("train_result", 1)]
-    episode_events = events[:-2]
+    episode_events = events[slots:-2]
     ends = [i for i, e in enumerate(episode_events) if e[0] == "episode_end"]
     assert ends, "CartPole episodes end within 32 steps of random play"
     for i in ends:  # the same-step autoreset: the next episode of that env begins at once
@@ -158,9 +159,14 @@ def test_on_checkpoint_loaded_fires_after_restore_and_from_checkpoint(tmp_path: 
         algo.stop()
     EVENTS.clear()
     restored = PPO.from_checkpoint(path)
-    restored.stop()
-    assert [e[1] for e in EVENTS if e[1] != "episode_start"] == ["algorithm_init", "checkpoint_loaded"]
-    assert EVENTS[-1][1:] == ("checkpoint_loaded", 1)
+    try:
+        assert [e[1:] for e in EVENTS] == [("algorithm_init", 0), ("checkpoint_loaded", 1)]
+        EVENTS.clear()
+        restored.train()  # the restored episodes go on: no new starts but after the ends
+        events = [e[1:] for e in EVENTS]
+        assert [e for i, e in enumerate(events) if e[0] == "episode_start" and events[i - 1][0] != "episode_end"] == []
+    finally:
+        restored.stop()
 
 
 def test_custom_lifetime_metrics_continue_exactly(tmp_path: Path) -> None:

@@ -144,8 +144,10 @@ class EnvRunner(Checkpointable):
         self.metrics = MetricsLogger()
         """What this runner's callbacks log; checkpointed, and handed to the algorithm's logger each iteration."""
         self.callbacks = make_callbacks(config.callbacks_class)
-        for slot in range(self.num_slots):
-            self._episode_hook("on_episode_start", slot, done=False)
+        # on_episode_start of the first episodes fires in the first sample() (as in RLlib), not here: a
+        # runner that never samples (the driver's, with remote runners) or whose episodes in flight a
+        # checkpoint restores must not report starts that are not new.
+        self._episodes_started = False
 
     # ------------------------------------------------------------------ sampling
 
@@ -189,6 +191,10 @@ class EnvRunner(Checkpointable):
         final_vf_buf = np.zeros((horizon, n), dtype=np.float32)
         self._episodes_this_iteration = 0
         self.last_episodes = []
+        if not self._episodes_started:
+            self._episodes_started = True
+            for slot in range(n):
+                self._episode_hook("on_episode_start", slot, done=False)
         for t in range(horizon):
             filtered = self.env_to_module(self._obs, update=True)
             obs_buf[t] = filtered
@@ -449,6 +455,7 @@ class EnvRunner(Checkpointable):
         self._episode_returns = np.array(env_state["episode_returns"], dtype=np.float64, copy=True)
         self._episode_lengths = np.array(env_state["episode_lengths"], dtype=np.int64, copy=True)
         self.episodes_restarted = False
+        self._episodes_started = True  # their on_episode_start fired before the checkpoint
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config,), {"worker_index": ...})``."""
