@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,29 +13,6 @@ import torch
 @pytest.fixture(autouse=True)
 def _one_thread() -> None:
     torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="session")
-def ray_cluster() -> Iterator[Any]:
-    """``ray.init(num_cpus=2)`` with a small object store, shut down at the end of the session.
-
-    The workers get ``tests/`` on their ``PYTHONPATH`` (pytest's ``pythonpath``), so that
-    classes of the test helpers named in a config (callbacks) are found there too.
-    """
-    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'cairn-rl[ray]')")
-    if not ray.is_initialized():
-        tests = str(Path(__file__).resolve().parents[1])
-        python_path = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH", "")) if p)
-        ray.init(
-            num_cpus=2,
-            object_store_memory=150 * 1024 * 1024,
-            include_dashboard=False,
-            log_to_driver=False,
-            configure_logging=False,
-            runtime_env={"env_vars": {"PYTHONPATH": python_path}},
-        )
-    yield ray
-    ray.shutdown()
 
 
 @pytest.fixture(scope="session")
