@@ -41,6 +41,13 @@ class RecordEvents(RLlibCallback):
         EVENTS.append((self.TAG, "checkpoint_loaded", algorithm.training_iteration))
 
 
+class RecordSteps(RecordEvents):
+    """Also records ``on_episode_step``."""
+
+    def on_episode_step(self, *, episode: Episode, env_index: int, **kwargs: Any) -> None:
+        EVENTS.append((self.TAG, "episode_step", env_index, len(episode)))
+
+
 class SecondRecorder(RecordEvents):
     """The same, tagged ``"second"`` (for a list of callbacks)."""
 

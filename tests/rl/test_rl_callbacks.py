@@ -17,7 +17,7 @@ from cairn import IncompatibleCheckpointError
 from cairn.rl import PPO
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 from cairn.testing import assert_states_equal
-from callback_helpers import EVENTS, LongEpisodes, RecordEvents, SecondRecorder
+from callback_helpers import EVENTS, LongEpisodes, RecordEvents, RecordSteps, SecondRecorder
 
 TESTS = Path(__file__).resolve().parents[1]
 SRC = TESTS.parent / "src"
@@ -130,6 +130,20 @@ def test_callbacks_fire_in_order() -> None:
     for i in ends:  # the same-step autoreset: the next episode of that env begins at once
         assert episode_events[i + 1] == ("episode_start", episode_events[i][1])
     assert len(episode_events) == 2 * len(ends)
+
+
+def test_on_episode_step_fires_for_every_step_but_the_last() -> None:
+    EVENTS.clear()
+    algo = PPO(small_config(callbacks_class=RecordSteps, rollout_length=16))
+    try:
+        algo.train()
+        slots, horizon = algo.env_runner.num_slots, 16
+    finally:
+        algo.stop()
+    steps = [e for e in EVENTS if e[1] == "episode_step"]
+    ends = [e for e in EVENTS if e[1] == "episode_end"]
+    assert len(steps) + len(ends) == slots * horizon  # each env, each step: one of the two
+    assert all(length >= 1 for *_, length in steps)
 
 
 def test_several_callbacks_run_in_the_order_given() -> None:

@@ -20,6 +20,7 @@ hook                   runs in            ``metrics_logger``
 =====================  =================  ==========================================
 on_algorithm_init      the algorithm      the algorithm's (``algorithm.metrics``)
 on_episode_start/end   every env runner   the runner's (``env_runner.metrics``)
+on_episode_step        every env runner   the runner's
 on_sample_end          every env runner   the runner's
 on_train_result        the algorithm      the algorithm's
 on_checkpoint_loaded   the algorithm      (none; ``algorithm.metrics``)
@@ -50,7 +51,7 @@ from typing import Any
 from cairn.registry import class_path
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 
-__all__ = ["Episode", "RLlibCallback", "make_callbacks"]
+__all__ = ["Episode", "RLlibCallback", "make_callbacks", "overrides"]
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,19 @@ class RLlibCallback:
     ) -> None:
         """An episode started in sub-environment ``env_index`` (after the reset)."""
 
+    def on_episode_step(
+        self,
+        *,
+        episode: Episode,
+        env_runner: Any,
+        metrics_logger: MetricsLogger,
+        env: Any,
+        env_index: int,
+        **kwargs: Any,
+    ) -> None:
+        """The episode in sub-environment ``env_index`` took a step and goes on (its last step calls
+        :meth:`on_episode_end` instead, as in RLlib). Called only when a callback overrides it."""
+
     def on_episode_end(
         self,
         *,
@@ -142,6 +156,10 @@ class _CallbackList(RLlibCallback):
         for callback in self.callbacks:
             callback.on_episode_start(**kwargs)
 
+    def on_episode_step(self, **kwargs: Any) -> None:
+        for callback in self.callbacks:
+            callback.on_episode_step(**kwargs)
+
     def on_episode_end(self, **kwargs: Any) -> None:
         for callback in self.callbacks:
             callback.on_episode_end(**kwargs)
@@ -157,6 +175,13 @@ class _CallbackList(RLlibCallback):
     def on_checkpoint_loaded(self, **kwargs: Any) -> None:
         for callback in self.callbacks:
             callback.on_checkpoint_loaded(**kwargs)
+
+
+def overrides(callbacks: RLlibCallback, hook: str) -> bool:
+    """Whether ``callbacks`` (or one of a list of them) overrides ``hook``, so that a caller may skip a costly loop."""
+    if isinstance(callbacks, _CallbackList):
+        return any(overrides(callback, hook) for callback in callbacks.callbacks)
+    return getattr(type(callbacks), hook) is not getattr(RLlibCallback, hook)
 
 
 def make_callbacks(callbacks_class: Any) -> RLlibCallback:

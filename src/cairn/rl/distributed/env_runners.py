@@ -67,7 +67,7 @@ OWN_KEYS = ("rng", "env", "metrics")
 
 
 def _own_part(env_runner_state: Mapping[str, Any], worker_index: int) -> dict[str, Any]:
-    """The ``rng``/``env`` of an ``env_runner`` state meant for the runner ``worker_index``.
+    """The ``rng``/``env``/``metrics`` of an ``env_runner`` state meant for the runner ``worker_index``.
 
     Runner 1's are the state's own keys; runner k's, the ``other_env_runners`` entry
     recorded for worker index k. Empty when the state has none for that runner.

@@ -31,7 +31,7 @@ import torch
 from cairn import Checkpointable
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
-from cairn.rl.callbacks.callbacks import Episode, make_callbacks
+from cairn.rl.callbacks.callbacks import Episode, make_callbacks, overrides
 from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
@@ -148,6 +148,7 @@ class EnvRunner(Checkpointable):
         # runner that never samples (the driver's, with remote runners) or whose episodes in flight a
         # checkpoint restores must not report starts that are not new.
         self._episodes_started = False
+        self._step_hook = overrides(self.callbacks, "on_episode_step")  # a call per step and env costs
 
     # ------------------------------------------------------------------ sampling
 
@@ -212,6 +213,9 @@ class EnvRunner(Checkpointable):
                 final_vf_buf[t, cut] = self._values(torch.from_numpy(filtered_final), cut)
             self._episode_returns += rewards
             self._episode_lengths += 1
+            if self._step_hook:
+                for i in np.flatnonzero(~(terminateds | truncateds)):
+                    self._episode_hook("on_episode_step", int(i), done=False)
             for i in np.flatnonzero(terminateds | truncateds):
                 self._end_episode(int(i))
             self._obs = next_obs
@@ -246,7 +250,7 @@ class EnvRunner(Checkpointable):
         self._episode_hook("on_episode_start", slot, done=False)  # same-step autoreset: the next one began
 
     def _episode_hook(self, hook: str, slot: int, *, done: bool) -> None:
-        """Call the callbacks' ``hook`` (``on_episode_start``/``on_episode_end``) for the episode of ``slot``."""
+        """Call the callbacks' ``hook`` (``on_episode_start``/``_step``/``_end``) for the episode of ``slot``."""
         episode = Episode(
             env_index=slot,
             agent_id=self.slot_agents[slot],
