@@ -183,6 +183,22 @@ def test_on_checkpoint_loaded_fires_after_restore_and_from_checkpoint(tmp_path: 
         restored.stop()
 
 
+def test_a_checkpoint_before_the_first_sample_still_starts_the_first_episodes(tmp_path: Path) -> None:
+    algo = PPO(small_config(callbacks_class=RecordEvents))
+    try:
+        path = algo.save_to_path(tmp_path / "ckpt")
+    finally:
+        algo.stop()
+    restored = PPO.from_checkpoint(path)
+    try:
+        EVENTS.clear()
+        restored.train()
+        slots = restored.env_runner.num_slots
+        assert [e[1:] for e in EVENTS[:slots]] == [("episode_start", i) for i in range(slots)]
+    finally:
+        restored.stop()
+
+
 def test_custom_lifetime_metrics_continue_exactly(tmp_path: Path) -> None:
     straight = PPO(small_config(callbacks_class=LongEpisodes))
     try:

@@ -376,6 +376,7 @@ class EnvRunner(Checkpointable):
             state["autoreset"] = np.array(self.env._autoreset_envs, copy=True)
             state["episode_returns"] = self._episode_returns.copy()
             state["episode_lengths"] = self._episode_lengths.copy()
+            state["episodes_started"] = self._episodes_started  # whether on_episode_start fired for them
         return state
 
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
@@ -459,7 +460,8 @@ class EnvRunner(Checkpointable):
         self._episode_returns = np.array(env_state["episode_returns"], dtype=np.float64, copy=True)
         self._episode_lengths = np.array(env_state["episode_lengths"], dtype=np.int64, copy=True)
         self.episodes_restarted = False
-        self._episodes_started = True  # their on_episode_start fired before the checkpoint
+        # Their on_episode_start fired before the checkpoint, unless it was taken before the first sample.
+        self._episodes_started = bool(env_state.get("episodes_started", True))
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config,), {"worker_index": ...})``."""
