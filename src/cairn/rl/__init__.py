@@ -37,12 +37,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from cairn.rl.algorithms.algorithm import Algorithm
     from cairn.rl.algorithms.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
+    from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
     from cairn.rl.algorithms.ppo.ppo import PPO, PPOConfig
     from cairn.rl.algorithms.ppo.ppo_learner import PPOLearner
     from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
     from cairn.rl.core.learner.learner import Learner, LinearSchedule
     from cairn.rl.core.learner.learner_group import LearnerGroup
-    from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
     from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule, MultiRLModuleSpec
     from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
     from cairn.rl.env.env_runner import EnvRunner
