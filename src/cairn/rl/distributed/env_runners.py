@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.distributed._ray import ActorFailedError, actor_label, get_all, init_ray
 from cairn.rl.distributed.checkpoint import Waiter, load_component, write_component
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
     from cairn import _engine
     from cairn.manifest import FileEntry
     from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
-    from cairn.rl.core.rl_module.rl_module import RLModuleSpec
     from cairn.storage.base import Storage
 
 __all__ = ["EnvRunnerActor", "RemoteEnvRunners"]
