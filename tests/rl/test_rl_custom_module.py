@@ -196,6 +196,11 @@ def test_add_and_remove_module_through_checkpoints(tmp_path: Path) -> None:
     assert set(learner.module.keys()) == {"p0", "p1", "p2"}
     assert learner.config_for_module("p2").lr == 1e-4
 
+    # A module added from a checkpoint starts from its weights.
+    restored.add_module("p3", RLModuleSpec(load_state_path=f"{path}/learner_group/learner/rl_module/p2"))
+    assert_states_equal(restored.get_module("p3").get_state(), expected["p2"])
+    assert_states_equal(restored.env_runner.module["p3"].get_state(), expected["p2"])
+    restored.remove_module("p3")
     restored.remove_module("p2")
     assert "p2" not in restored.env_runner.module and restored.config.policies == ("p0", "p1")
     restored.train()
