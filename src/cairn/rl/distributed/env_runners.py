@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cairn.delegation import DelegatedFolder, LoadedComponent, Waiter, read_folder, write_folder
+from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.distributed._ray import ActorFailedError, actor_label, get_all, init_ray
 from cairn.rl.distributed.checkpoint import storage_is_shared
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
@@ -116,6 +117,14 @@ class EnvRunnerActor:
             )
             self.weights_version = version
         return self.weights_version
+
+    def add_module(self, module_id: str, spec: RLModuleSpec, config: AlgorithmConfig) -> None:
+        """Add an inference copy of a new module (its weights come with the next broadcast)."""
+        self.runner.add_module(module_id, spec, config=config)
+
+    def remove_module(self, module_id: str, config: AlgorithmConfig) -> None:
+        """Drop the inference copy of ``module_id``."""
+        self.runner.remove_module(module_id, config=config)
 
     def set_connector_states(self, states: Mapping[str, Any]) -> None:
         """Take the group's merged connector states (keeping data not yet reported)."""
@@ -303,6 +312,26 @@ class RemoteEnvRunners:
         """What each runner's callbacks logged in the samples since the last call, in runner order."""
         metrics, self._metrics = self._metrics, []
         return metrics
+
+    def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
+        """Add an inference copy of a new module to every runner; runners started later build it from ``config``."""
+        self._flush("adding a module")
+        get_all(
+            self._ray,
+            [(self.label(i), a.add_module.remote(module_id, spec, config)) for i, a in enumerate(self.actors)],
+            doing="adding a module",
+        )
+        self.config = config
+
+    def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
+        """Drop the inference copy of ``module_id`` from every runner."""
+        self._flush("removing a module")
+        get_all(
+            self._ray,
+            [(self.label(i), a.remove_module.remote(module_id, config)) for i, a in enumerate(self.actors)],
+            doing="removing a module",
+        )
+        self.config = config
 
     def sync_weights(self, weights: Any) -> None:
         """Broadcast ``weights`` (a dict, or an object reference to one) as the next version.

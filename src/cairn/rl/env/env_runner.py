@@ -350,6 +350,37 @@ class EnvRunner(Checkpointable):
         """Load module weights (module id -> RLModule state) into the inference copy."""
         self.module.set_state(dict(weights))
 
+    def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
+        """Add an inference copy of a new module (weights follow with the next :meth:`set_weights`).
+
+        Args:
+            module_id: The new module's id.
+            spec: Its complete spec (class and spaces given).
+            config: The algorithm's config with the module added (its ``policies``).
+        """
+        self.module.add_module(module_id, spec.build())
+        self.module.eval()
+        self.module_specs[module_id] = spec
+        self._recent_module_returns.setdefault(module_id, deque(maxlen=int(self.config.episode_return_window)))
+        self.config = config
+
+    def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
+        """Drop the inference copy of ``module_id``.
+
+        Raises:
+            ValueError: Agents of this runner's environments still act with it.
+        """
+        if module_id in self._module_slots:
+            agents = sorted({agent for agent, m in self.policy_mapping.items() if m == module_id})
+            raise ValueError(
+                f"Module {module_id!r} cannot be removed: agents {agents} act with it. Map them to another "
+                "module first (new_agent_to_module_mapping_fn / policy_mapping)."
+            )
+        self.module.remove_module(module_id)
+        self.module_specs.pop(module_id, None)
+        self._recent_module_returns.pop(module_id, None)
+        self.config = config
+
     # ------------------------------------------------------------------ Checkpointable
 
     def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:

@@ -21,7 +21,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 from cairn.rl.algorithms.algorithm_config import (
     MULTI_AGENT_PREFIX,
@@ -29,6 +28,7 @@ from cairn.rl.algorithms.algorithm_config import (
     check_env_config,
     check_env_id,
 )
+from cairn.rl.core.rl_module.multi_rl_module import module_specs_from_config
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.utils._util import check_component_name
 
@@ -180,9 +180,5 @@ class IndependentAgentsEnv:
 def build_module_specs(
     config: AlgorithmConfig, observation_space: gym.Space[Any], action_space: gym.Space[Any]
 ) -> dict[str, RLModuleSpec]:
-    """Module id -> spec for every policy of ``config``, each with its own init seed."""
-    specs: dict[str, RLModuleSpec] = {}
-    for index, module_id in enumerate(config.policies):
-        seed = int(np.random.SeedSequence([config.seed, 7919, index]).generate_state(1)[0])
-        specs[module_id] = RLModuleSpec(observation_space, action_space, dict(config.model_config), seed)
-    return specs
+    """Module id -> spec for every policy of ``config`` (see :func:`module_specs_from_config`)."""
+    return module_specs_from_config(config, observation_space, action_space)
