@@ -85,14 +85,20 @@ class EnvRunnerActor:
     Args:
         config: The algorithm's config.
         worker_index: This runner's index (1..N); seeds differ per index.
+        runner_class: The class of the group's local runner (``EnvRunner`` or
+            ``MultiAgentEnvRunner``).
     """
 
-    def __init__(self, config: AlgorithmConfig, worker_index: int) -> None:
+    def __init__(self, config: AlgorithmConfig, worker_index: int, runner_class: type[EnvRunner] = EnvRunner) -> None:
         import torch
+
+        from cairn.rl.env.multi_agent_env import import_env_module
 
         if config.num_torch_threads is not None:
             torch.set_num_threads(int(config.num_torch_threads))
-        self.runner = EnvRunner(config, worker_index=worker_index)
+        # The driver checked the env's module (it had imported it); this fresh worker imports it too.
+        import_env_module(config.env)
+        self.runner = runner_class(config, worker_index=worker_index)
         self.weights_version = -1
         self._pending: tuple[Any, Any, str] | None = None
         self._save_delay_s = 0.0
@@ -113,6 +119,13 @@ class EnvRunnerActor:
             )
             self.weights_version = version
         return self.weights_version
+
+    def apply_module_changes(self, config: AlgorithmConfig) -> None:
+        """As :meth:`cairn.rl.env.multi_agent_env_runner.MultiAgentEnvRunner.apply_module_changes`."""
+        apply = getattr(self.runner, "apply_module_changes", None)
+        if apply is None:
+            raise ValueError(f"{type(self.runner).__name__} cannot change its modules while training.")
+        apply(config)
 
     def set_connector_states(self, states: Mapping[str, Any]) -> None:
         """Take the group's merged connector states (keeping data not yet reported)."""
@@ -239,7 +252,7 @@ class RemoteEnvRunners:
         get_all(self._ray, [(self.label(i), a.ping.remote()) for i, a in enumerate(self.actors)], doing="starting")
 
     def _make_actor(self, worker_index: int) -> Any:
-        return self._actor_cls.remote(self.config, worker_index)
+        return self._actor_cls.remote(self.config, worker_index, type(self.local))
 
     def label(self, position: int) -> str:
         """How messages name the runner at ``position`` (0-based; its worker index is position + 1)."""
@@ -318,6 +331,13 @@ class RemoteEnvRunners:
         self._pending.extend(
             (self.label(i), a.set_weights.remote(self.weights_version, ref)) for i, a in enumerate(self.actors)
         )
+
+    def apply_module_changes(self, config: AlgorithmConfig) -> None:
+        """Give every runner the new config (modules, mapping, trainable set); waits for all."""
+        self._flush("receiving weights")
+        self.config = config
+        calls = [(self.label(i), a.apply_module_changes.remote(config)) for i, a in enumerate(self.actors)]
+        get_all(self._ray, calls, doing="changing its modules")
 
     def sync_connector_states(self, *, only: list[int] | None = None) -> None:
         """Send the local runner's (merged) connector states to every runner (or those at ``only``)."""
