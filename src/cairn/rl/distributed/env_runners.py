@@ -120,13 +120,6 @@ class EnvRunnerActor:
             self.weights_version = version
         return self.weights_version
 
-    def apply_module_changes(self, config: AlgorithmConfig) -> None:
-        """As :meth:`cairn.rl.env.multi_agent_env_runner.MultiAgentEnvRunner.apply_module_changes`."""
-        apply = getattr(self.runner, "apply_module_changes", None)
-        if apply is None:
-            raise ValueError(f"{type(self.runner).__name__} cannot change its modules while training.")
-        apply(config)
-
     def set_connector_states(self, states: Mapping[str, Any]) -> None:
         """Take the group's merged connector states (keeping data not yet reported)."""
         self.runner.set_synced_connector_states(states)
@@ -331,13 +324,6 @@ class RemoteEnvRunners:
         self._pending.extend(
             (self.label(i), a.set_weights.remote(self.weights_version, ref)) for i, a in enumerate(self.actors)
         )
-
-    def apply_module_changes(self, config: AlgorithmConfig) -> None:
-        """Give every runner the new config (modules, mapping, trainable set); waits for all."""
-        self._flush("receiving weights")
-        self.config = config
-        calls = [(self.label(i), a.apply_module_changes.remote(config)) for i, a in enumerate(self.actors)]
-        get_all(self._ray, calls, doing="changing its modules")
 
     def sync_connector_states(self, *, only: list[int] | None = None) -> None:
         """Send the local runner's (merged) connector states to every runner (or those at ``only``)."""

@@ -73,26 +73,6 @@ class EnvRunnerGroup:
             return per_runner
         return [{m: batch for m, batch in batches.items() if m in trainable} for batches in per_runner]
 
-    def apply_module_changes(self, config: AlgorithmConfig) -> None:
-        """Give every runner a config whose modules, policy mapping or trainable set changed.
-
-        New modules are built (their weights arrive with the next :meth:`sync_weights`).
-
-        Raises:
-            ValueError: The env is not a :class:`~cairn.rl.env.multi_agent_env.MultiAgentEnv`
-                (``"multi:"`` copies and single-agent envs map agents once, at the start).
-        """
-        local = self.local_env_runner
-        if not isinstance(local, MultiAgentEnvRunner):
-            raise ValueError(
-                f"env={self.config.env!r} is not a MultiAgentEnv: modules and the policy mapping can change while "
-                "training only for multi-agent environments (a 'module:Class' MultiAgentEnv or a registered name)."
-            )
-        local.apply_module_changes(config)
-        if self.remote is not None:
-            self.remote.apply_module_changes(config)
-        self.config = config
-
     def get_metrics(self) -> dict[str, float | int]:
         """Episode and counter metrics over all runners (the local runner keeps the totals)."""
         return self.local_env_runner.get_metrics()
