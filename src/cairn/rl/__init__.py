@@ -17,8 +17,9 @@ Public names here (imported on first use, so that ``cairn._rl_cli`` can register
 
     PPO, PPOConfig, PPOLearner     the algorithm, its config and its learner
     Algorithm, AlgorithmConfig     the base classes
-    RLModule, RLModuleSpec         a torch actor-critic (one policy)
-    MultiRLModule                  module id -> RLModule
+    RLModule, RLModuleSpec         the base class of your own modules, and its recipe
+    DefaultPPORLModule             PPO's default module (an MLP actor-critic)
+    MultiRLModule, MultiRLModuleSpec   module id -> RLModule, and its recipe
     Learner, LearnerGroup          optimizers, schedules, the update loop
     EnvRunner, EnvRunnerGroup      vector environments, connectors, RNGs
     IndependentAgentsEnv           the "multi:<env id>" multi-agent env, dict API
@@ -36,12 +37,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from cairn.rl.algorithms.algorithm import Algorithm
     from cairn.rl.algorithms.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
+    from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
     from cairn.rl.algorithms.ppo.ppo import PPO, PPOConfig
     from cairn.rl.algorithms.ppo.ppo_learner import PPOLearner
     from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
     from cairn.rl.core.learner.learner import Learner, LinearSchedule
     from cairn.rl.core.learner.learner_group import LearnerGroup
-    from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
+    from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule, MultiRLModuleSpec
     from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
     from cairn.rl.env.env_runner import EnvRunner
     from cairn.rl.env.env_runner_group import EnvRunnerGroup
@@ -58,6 +60,7 @@ __all__ = [
     "ClipActions",
     "Connector",
     "ConnectorPipeline",
+    "DefaultPPORLModule",
     "EnvRunner",
     "EnvRunnerGroup",
     "IndependentAgentsEnv",
@@ -66,6 +69,7 @@ __all__ = [
     "LinearSchedule",
     "MeanStdFilter",
     "MultiRLModule",
+    "MultiRLModuleSpec",
     "PPOConfig",
     "PPOLearner",
     "RLModule",
@@ -83,6 +87,7 @@ _HOMES: dict[str, str] = {
     "ClipActions": "cairn.rl.connectors.connectors",
     "Connector": "cairn.rl.connectors.connectors",
     "ConnectorPipeline": "cairn.rl.connectors.connectors",
+    "DefaultPPORLModule": "cairn.rl.algorithms.ppo.default_ppo_rl_module",
     "EnvRunner": "cairn.rl.env.env_runner",
     "EnvRunnerGroup": "cairn.rl.env.env_runner_group",
     "IndependentAgentsEnv": "cairn.rl.env.multi_agent_env",
@@ -91,6 +96,7 @@ _HOMES: dict[str, str] = {
     "LinearSchedule": "cairn.rl.core.learner.learner",
     "MeanStdFilter": "cairn.rl.connectors.connectors",
     "MultiRLModule": "cairn.rl.core.rl_module.multi_rl_module",
+    "MultiRLModuleSpec": "cairn.rl.core.rl_module.multi_rl_module",
     "PPOConfig": "cairn.rl.algorithms.ppo.ppo",
     "PPOLearner": "cairn.rl.algorithms.ppo.ppo_learner",
     "RLModule": "cairn.rl.core.rl_module.rl_module",
@@ -100,11 +106,17 @@ _HOMES: dict[str, str] = {
 }
 
 
+_REGISTERS_OLD_MODULE_PATH = frozenset({"RLModule", "RLModuleSpec"})
+
+
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'cairn.rl' has no attribute {name!r}")
     value = getattr(importlib.import_module(home), name)
+    if name in _REGISTERS_OLD_MODULE_PATH:
+        # 0.1 checkpoints name "cairn.rl.rl_module:RLModule", PPO's MLP: its alias lives with that class.
+        importlib.import_module("cairn.rl.core.rl_module.multi_rl_module")
     globals()[name] = value
     return value
 

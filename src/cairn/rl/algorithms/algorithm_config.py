@@ -11,7 +11,7 @@ when it is built, also when a checkpoint rebuilds it (SPEC 8).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from cairn.errors import CheckpointError
@@ -158,8 +158,18 @@ class AlgorithmConfig:
     """CPUs Ray reserves for each remote learner (see ``num_cpus_per_env_runner``)."""
 
     model_config: dict[str, Any] = field(default_factory=dict)
-    """Overrides of ``cairn.rl.core.rl_module.rl_module.DEFAULT_MODEL_CONFIG`` (hidden_sizes,
-    activation, log_std_init), the same for every module."""
+    """The ``model_config`` of every module whose spec gives none (for PPO's default module:
+    overrides of ``cairn.rl.algorithms.ppo.default_ppo_rl_module.DEFAULT_MODEL_CONFIG``,
+    i.e. hidden_sizes, activation, log_std_init)."""
+
+    rl_module_spec: Any = None
+    """The modules: an ``RLModuleSpec`` used for every policy, or a ``MultiRLModuleSpec``
+    whose ``rl_module_specs`` give a spec per policy id (RLlib's ``rl_module_spec``).
+    ``None``: the algorithm's default module (:meth:`get_default_rl_module_class`) for
+    every policy. Fields a spec leaves ``None`` are filled in: the class with the
+    default module, the spaces from the environment, ``model_config`` with
+    :attr:`model_config`. Typed ``Any`` because this module imports nothing of
+    ``cairn.rl.core`` (see the module docstring)."""
 
     lr: float = 2.5e-4
     """The optimizer's learning rate at the start."""
@@ -191,11 +201,19 @@ class AlgorithmConfig:
     Recorded by reference: give the function (defined at the top level of an
     imported module) or its ``"module:function"`` path, or a name registered
     with :func:`~cairn.rl.env.multi_agent_env.register_policy_mapping_fn`; the
-    config keeps the string. Takes precedence over ``policy_mapping``."""
+    config keeps the string. Takes precedence over ``policy_mapping``.
+    ``Algorithm.add_module`` / ``remove_module`` store their new mapping function here."""
 
     policies_to_train: tuple[str, ...] | None = None
     """The modules that learn; the others act (their agents' experience is
-    sampled) but are not trained. ``None``: every module learns."""
+    sampled) but are not trained. ``None``: every module learns.
+    ``Algorithm.add_module`` / ``remove_module`` store their ``new_should_module_be_updated`` here."""
+
+    algorithm_config_overrides_per_module: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Module id -> settings of this config that differ for that module (RLlib's name), e.g.
+    ``{"p1": {"lr": 1e-3}}``. The learner reads every learner setting (``lr``,
+    ``lr_anneal_timesteps``, ``num_epochs``, ``minibatch_size``, ``max_grad_norm`` and the
+    loss's, e.g. PPO's ``clip_param``) per module through ``Learner.config_for_module``."""
 
     observation_filter: str | None = "MeanStdFilter"
     """Observation filter of the env runners' ``env_to_module_connector``
@@ -230,11 +248,42 @@ class AlgorithmConfig:
             "(PPOConfig returns PPOLearner)."
         )
 
+    def get_default_rl_module_class(self) -> type[Any]:
+        """The ``RLModule`` subclass a spec without ``module_class`` builds (PPOConfig: ``DefaultPPORLModule``)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} names no default module: an algorithm's config overrides "
+            "get_default_rl_module_class (PPOConfig returns DefaultPPORLModule), or give every module's "
+            "class in rl_module_spec."
+        )
+
+    def get_config_for_module(self, module_id: str) -> AlgorithmConfig:
+        """This config with :attr:`algorithm_config_overrides_per_module` of ``module_id`` applied.
+
+        Raises:
+            ValueError: An override names a setting this config does not have.
+        """
+        overrides = self.algorithm_config_overrides_per_module.get(module_id)
+        if not overrides:
+            return self
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ValueError(
+                f"algorithm_config_overrides_per_module[{module_id!r}] sets {unknown}, which "
+                f"{type(self).__name__} does not have; override its own settings (lr, num_epochs, ...)."
+            )
+        return replace(self, **dict(overrides))
+
     def validate(self) -> None:
         """Raise ``ValueError`` when a setting is out of range, the env id names a module the
         program has not imported, or a setting asks for Ray and Ray is not installed."""
         check_env_id(self.env)
         check_env_config(self.env_config)
+        for module_id in self.algorithm_config_overrides_per_module:
+            module_config = self.get_config_for_module(module_id)
+            if module_config is not self:
+                module_config.algorithm_config_overrides_per_module = {}
+                module_config.validate()
         for name in ("num_envs_per_env_runner", "rollout_length", "episode_return_window"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}.")

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from cairn import _engine
     from cairn.manifest import FileEntry
     from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+    from cairn.rl.core.rl_module.rl_module import RLModuleSpec
     from cairn.storage.base import Storage
 
 __all__ = ["EnvRunnerActor", "RemoteEnvRunners"]
@@ -119,6 +120,14 @@ class EnvRunnerActor:
             )
             self.weights_version = version
         return self.weights_version
+
+    def add_module(self, module_id: str, spec: RLModuleSpec, config: AlgorithmConfig) -> None:
+        """Add an inference copy of a new module (its weights come with the next broadcast)."""
+        self.runner.add_module(module_id, spec, config=config)
+
+    def remove_module(self, module_id: str, config: AlgorithmConfig) -> None:
+        """Drop the inference copy of ``module_id``."""
+        self.runner.remove_module(module_id, config=config)
 
     def set_connector_states(self, states: Mapping[str, Any]) -> None:
         """Take the group's merged connector states (keeping data not yet reported)."""
@@ -310,6 +319,26 @@ class RemoteEnvRunners:
             self.last_weights_versions.append(int(report["weights_version"]))
             batches.append(runner_batches)
         return batches
+
+    def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
+        """Add an inference copy of a new module to every runner; runners started later build it from ``config``."""
+        self._flush("adding a module")
+        get_all(
+            self._ray,
+            [(self.label(i), a.add_module.remote(module_id, spec, config)) for i, a in enumerate(self.actors)],
+            doing="adding a module",
+        )
+        self.config = config
+
+    def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
+        """Drop the inference copy of ``module_id`` from every runner."""
+        self._flush("removing a module")
+        get_all(
+            self._ray,
+            [(self.label(i), a.remove_module.remote(module_id, config)) for i, a in enumerate(self.actors)],
+            doing="removing a module",
+        )
+        self.config = config
 
     def sync_weights(self, weights: Any) -> None:
         """Broadcast ``weights`` (a dict, or an object reference to one) as the next version.

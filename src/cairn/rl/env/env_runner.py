@@ -97,7 +97,7 @@ class EnvRunner(Checkpointable):
         self._obs: npt.NDArray[Any] = obs
         self._episode_returns = np.zeros(self.num_slots, dtype=np.float64)
         self._episode_lengths = np.zeros(self.num_slots, dtype=np.int64)
-        self._per_module_metrics = len(config.policies) > 1 or self.slot_agents[0] != DEFAULT_AGENT_ID
+        self._multi_agent = self.slot_agents[0] != DEFAULT_AGENT_ID
         self._module_slots = {
             module_id: np.array([i for i, m in enumerate(self.slot_modules) if m == module_id])
             for module_id in config.policies
@@ -106,7 +106,7 @@ class EnvRunner(Checkpointable):
 
     def _init_sampling(
         self, config: AlgorithmConfig, observation_space: gym.Space[Any], action_space: gym.Space[Any]
-    ) -> npt.NDArray[np.uint32]:
+    ) -> npt.NDArray[Any]:
         """Build what every runner samples with: modules, connectors, the action RNG, counters, windows.
 
         Shared by the multi-agent runner. Returns the runner's two seeds (the
@@ -313,7 +313,7 @@ class EnvRunner(Checkpointable):
             "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
             "num_agent_steps_sampled_lifetime": self.num_agent_steps_sampled_lifetime,
         }
-        if self._per_module_metrics:
+        if len(self.config.policies) > 1 or self._multi_agent:
             for module_id, returns in self._recent_module_returns.items():
                 metrics[f"env_runner/{module_id}/episode_return_mean"] = _mean(returns)
         return metrics
@@ -321,6 +321,37 @@ class EnvRunner(Checkpointable):
     def set_weights(self, weights: Mapping[str, Any]) -> None:
         """Load module weights (module id -> RLModule state) into the inference copy."""
         self.module.set_state(dict(weights))
+
+    def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
+        """Add an inference copy of a new module (weights follow with the next :meth:`set_weights`).
+
+        Args:
+            module_id: The new module's id.
+            spec: Its complete spec (class and spaces given).
+            config: The algorithm's config with the module added (its ``policies``).
+        """
+        self.module.add_module(module_id, spec.build())
+        self.module.eval()
+        self.module_specs[module_id] = spec
+        self._recent_module_returns.setdefault(module_id, deque(maxlen=int(self.config.episode_return_window)))
+        self.config = config
+
+    def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
+        """Drop the inference copy of ``module_id``.
+
+        Raises:
+            ValueError: Agents of this runner's environments still act with it.
+        """
+        if module_id in self._module_slots:
+            agents = sorted({agent for agent, m in self.policy_mapping.items() if m == module_id})
+            raise ValueError(
+                f"Module {module_id!r} cannot be removed: agents {agents} act with it. Map them to another "
+                "module first (new_agent_to_module_mapping_fn / policy_mapping)."
+            )
+        self.module.remove_module(module_id)
+        self.module_specs.pop(module_id, None)
+        self._recent_module_returns.pop(module_id, None)
+        self.config = config
 
     # ------------------------------------------------------------------ Checkpointable
 

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
 from cairn.rl.env.multi_agent_env import multi_agent_env_creator
 from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
@@ -120,6 +121,20 @@ class EnvRunnerGroup:
         """Give each remote runner its part of an ``env_runner`` state (see :meth:`get_runner_states`)."""
         if self.remote is not None:
             self.remote.set_runner_states(env_runner_state)
+
+    def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
+        """Add an inference copy of a new module to every runner (weights follow with :meth:`sync_weights`)."""
+        self.local_env_runner.add_module(module_id, spec, config=config)
+        if self.remote is not None:
+            self.remote.add_module(module_id, spec, config=config)
+        self.config = config
+
+    def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
+        """Drop the inference copy of ``module_id`` from every runner."""
+        self.local_env_runner.remove_module(module_id, config=config)
+        if self.remote is not None:
+            self.remote.remove_module(module_id, config=config)
+        self.config = config
 
     def close(self) -> None:
         """Close every runner's environments; stop the remote runners."""

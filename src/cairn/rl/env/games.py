@@ -64,7 +64,7 @@ class TicTacToe(MultiAgentEnv):
         agent = self.possible_agents[self.to_move]
         return {agent: self._observe(self.to_move)}, {agent: {}}
 
-    def step(
+    def step(  # type: ignore[override]  # MultiAgentEnv's dict signature
         self, action_dict: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
         """The player to move places its mark; the other player moves next, or the game ends.
@@ -98,7 +98,7 @@ class TicTacToe(MultiAgentEnv):
         truncateds = {**dict.fromkeys(self.possible_agents, False), ALL_AGENTS: False}
         return observations, rewards, terminateds, truncateds, {agent: {} for agent in self.possible_agents}
 
-    def render(self) -> str:  # type: ignore[override]
+    def render(self) -> str:
         """The board as text (``X`` is player_0)."""
         marks = np.array([".", "X", "O"])[self.board]
         return "\n".join("".join(marks[row * 3 : row * 3 + 3]) for row in range(3))

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 from cairn.registry import resolve_function
 from cairn.rl.algorithms.algorithm_config import (
@@ -46,6 +45,7 @@ from cairn.rl.algorithms.algorithm_config import (
     check_env_config,
     check_env_id,
 )
+from cairn.rl.core.rl_module.multi_rl_module import module_specs_from_config
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.utils._util import check_component_name
 
@@ -118,7 +118,7 @@ class MultiAgentEnv(gym.Env[MultiAgentDict, MultiAgentDict]):
         super().reset(seed=seed)
         raise NotImplementedError(f"{type(self).__qualname__} must implement reset(seed=, options=).")
 
-    def step(
+    def step(  # type: ignore[override]  # dicts of rewards and flags, not one float and bool
         self, action_dict: MultiAgentDict
     ) -> tuple[MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict]:
         """Apply one action per agent that was given an observation.
@@ -236,7 +236,7 @@ def import_env_module(env: str) -> None:
     does for ``"module:Env-v0"`` ids (:func:`make_env`). Never called for a
     config read from a checkpoint in this process.
     """
-    module_name, sep, qualname = env.partition(":")
+    module_name, sep, _ = env.partition(":")
     if sep and not env.startswith(MULTI_AGENT_PREFIX) and module_name not in sys.modules:
         importlib.import_module(module_name)
 
@@ -284,6 +284,7 @@ def resolve_policy_mapping_fn(ref: str) -> Callable[[str, EpisodeInfo], str]:
             "path."
         )
     return resolve_function(ref, where="policy_mapping_fn")
+
 
 DEFAULT_AGENT_ID = "default_agent"
 """The agent id of a single-agent environment (RLlib's name)."""
@@ -421,9 +422,5 @@ class IndependentAgentsEnv:
 def build_module_specs(
     config: AlgorithmConfig, observation_space: gym.Space[Any], action_space: gym.Space[Any]
 ) -> dict[str, RLModuleSpec]:
-    """Module id -> spec for every policy of ``config``, each with its own init seed."""
-    specs: dict[str, RLModuleSpec] = {}
-    for index, module_id in enumerate(config.policies):
-        seed = int(np.random.SeedSequence([config.seed, 7919, index]).generate_state(1)[0])
-        specs[module_id] = RLModuleSpec(observation_space, action_space, dict(config.model_config), seed)
-    return specs
+    """Module id -> spec for every policy of ``config`` (see :func:`module_specs_from_config`)."""
+    return module_specs_from_config(config, observation_space, action_space)

@@ -27,9 +27,7 @@ handler, the checkpoint says that episodes restart on restore.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 import gymnasium as gym
@@ -38,13 +36,13 @@ import numpy.typing as npt
 import torch
 
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
 from cairn.rl.env.multi_agent_env import (
     ALL_AGENTS,
     EpisodeInfo,
     MultiAgentEnv,
-    build_module_specs,
     make_multi_agent_env,
     resolve_policy_mapping_fn,
 )
@@ -104,7 +102,7 @@ class MultiAgentEnvRunner(EnvRunner):
                 )
         self.env_id = config.env
         seeds = self._init_sampling(config, observation_space, action_space)
-        self._per_module_metrics = True
+        self._multi_agent = True
         self._mapping_fn = self._resolve_mapping(config)
         self.env_state_saved = supports_env_state(first)
         self._episode_numbers = [0] * num_envs
@@ -167,33 +165,41 @@ class MultiAgentEnvRunner(EnvRunner):
             mapping[agent] = str(module_id)
         return mapping[agent]
 
-    def apply_module_changes(self, config: AlgorithmConfig) -> None:
-        """Take a config whose ``policies``, ``policy_mapping_fn`` or ``policies_to_train`` changed.
+    def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
+        """As :meth:`EnvRunner.add_module`; new episodes map agents with ``config``'s ``policy_mapping_fn``.
 
-        Modules new in ``config.policies`` are built (their weights come with the
-        next :meth:`set_weights`), modules no longer in it are dropped; episodes
-        in flight keep their mapping, new episodes use the new function.
+        Episodes in flight keep the mapping they have.
+        """
+        mapping_fn = self._resolve_mapping(config)
+        super().add_module(module_id, spec, config=config)
+        self._mapping_fn = mapping_fn
+
+    def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
+        """Drop the inference copy of ``module_id``; new episodes map agents with ``config``'s function.
 
         Raises:
-            ValueError: An episode in flight uses a module that ``config`` drops.
+            ValueError: An episode in flight has agents acting with ``module_id``
+                (remove it once those episodes ended, or map them elsewhere from the start).
         """
-        dropped = [m for m in self.module.keys() if m not in config.policies]
-        in_use = sorted({m for mapping in self._mappings for m in mapping.values() if m in dropped})
+        in_use = sorted(
+            {
+                f"{e}:{agent}"
+                for e, mapping in enumerate(self._mappings)
+                for agent, m in mapping.items()
+                if m == module_id
+            }
+        )
         if in_use:
-            raise ValueError(f"modules {in_use} are playing episodes in flight and cannot be removed now.")
+            raise ValueError(
+                f"Module {module_id!r} cannot be removed now: agents of episodes in flight act with it "
+                f"(env copy:agent {in_use}). Stop mapping agents to it with new_agent_to_module_mapping_fn, "
+                "train until those episodes ended, then remove it."
+            )
         mapping_fn = self._resolve_mapping(config)
-        specs = build_module_specs(config, self.observation_space, self.action_space)
-        for module_id in dropped:
-            self.module.remove_module(module_id)
-            self.module_specs.pop(module_id, None)
-            self._recent_module_returns.pop(module_id, None)
-        for module_id in config.policies:
-            if module_id not in self.module:
-                self.module.add_module(module_id, specs[module_id].build())
-                self.module.eval()
-                self.module_specs[module_id] = specs[module_id]
-                self._recent_module_returns[module_id] = deque(maxlen=int(config.episode_return_window))
-        self.config = replace(config)
+        self.module.remove_module(module_id)
+        self.module_specs.pop(module_id, None)
+        self._recent_module_returns.pop(module_id, None)
+        self.config = config
         self._mapping_fn = mapping_fn
 
     # ------------------------------------------------------------------ sampling
@@ -210,7 +216,7 @@ class MultiAgentEnvRunner(EnvRunner):
         values = np.zeros(count, dtype=np.float32)
         obs = torch.from_numpy(filtered)
         chosen = np.asarray(modules)
-        for module_id in self.module.keys():  # a fixed order: the action RNG is drawn module by module
+        for module_id in self.module:  # a fixed order: the action RNG is drawn module by module
             rows = np.flatnonzero(chosen == module_id)
             if rows.size:
                 out = self.module[module_id].forward_exploration({"obs": obs[rows]}, generator=self._generator)
@@ -345,7 +351,7 @@ class MultiAgentEnvRunner(EnvRunner):
         self._closed = []
         self._open = {}
         batches: dict[str, SampleBatch] = {}
-        for module_id in self.module.keys():
+        for module_id in self.module:
             rows = per_module.get(module_id)
             if not rows:
                 continue
