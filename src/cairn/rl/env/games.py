@@ -5,6 +5,11 @@ player to move gets an observation, and the rewards (+1 win, -1 loss, 0 draw)
 come when the game ends. Its whole state (board, player to move, RNG) is
 saved in checkpoints, so a run resumes exactly. Name it in a config as
 ``"cairn.rl.env.games:TicTacToe"`` (after ``import cairn.rl.env.games``).
+
+:func:`self_play_policy_mapping` is a policy mapping for self-play in any
+two-player game: the module ``"main"`` plays one side, drawn per episode, and
+a frozen copy of it (a module whose id starts with ``"main_v"``), drawn at
+random per episode, plays the other (``examples/self_play.py``).
 """
 
 from __future__ import annotations
@@ -16,9 +21,15 @@ import numpy as np
 import numpy.typing as npt
 
 from cairn.rl.env.env_state import register_env_state_handler
-from cairn.rl.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
+from cairn.rl.env.multi_agent_env import ALL_AGENTS, EpisodeInfo, MultiAgentEnv
 
-__all__ = ["TicTacToe"]
+__all__ = ["FROZEN_PREFIX", "MAIN_MODULE_ID", "TicTacToe", "self_play_policy_mapping"]
+
+MAIN_MODULE_ID = "main"
+"""The module that learns in :func:`self_play_policy_mapping`."""
+
+FROZEN_PREFIX = "main_v"
+"""Prefix of the ids of frozen copies of the main module (``"main_v1"``, ``"main_v2"``, ...)."""
 
 _LINES = np.array([[0, 1, 2], [3, 4, 5], [6, 7, 8], [0, 3, 6], [1, 4, 7], [2, 5, 8], [0, 4, 8], [2, 4, 6]])
 
@@ -124,3 +135,20 @@ def _set_state(env: TicTacToe, state: Any) -> None:
 
 
 register_env_state_handler(TicTacToe, _get_state, _set_state)
+
+
+def self_play_policy_mapping(agent_id: str, episode: EpisodeInfo) -> str:
+    """``"main"`` for one player (drawn per episode), a random frozen copy for the other.
+
+    The side of ``"main"`` and the opponent are drawn from ``episode.seed``, so
+    every agent of an episode sees the same draw and a restored run maps
+    exactly as the original. Before the first copy exists, ``"main"`` plays
+    both sides. For two-player games whose agent ids end in ``0`` and ``1``
+    (``"player_0"``, ``"player_1"``).
+    """
+    rng = np.random.default_rng(episode.seed)
+    main_side = int(rng.integers(2))
+    opponents = [module_id for module_id in episode.module_ids if module_id.startswith(FROZEN_PREFIX)]
+    if agent_id.endswith(str(main_side)) or not opponents:
+        return MAIN_MODULE_ID
+    return opponents[int(rng.integers(len(opponents)))]
