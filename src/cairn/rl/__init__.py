@@ -23,6 +23,9 @@ Public names here (imported on first use, so that ``cairn._rl_cli`` can register
     Learner, LearnerGroup          optimizers, schedules, the update loop
     EnvRunner, EnvRunnerGroup      vector environments, connectors, RNGs
     IndependentAgentsEnv           the "multi:<env id>" multi-agent env, dict API
+    MultiAgentEnv, MultiAgentEnvRunner, EpisodeInfo   RLlib's multi-agent env API, its runner,
+                                   what a policy_mapping_fn(agent_id, episode) is given
+    ParallelPettingZooEnv, register_env   PettingZoo's parallel API; naming an env for configs
     ConnectorPipeline, Connector, MeanStdFilter, ClipActions
     compute_gae, register_env_state_handler
 
@@ -48,7 +51,15 @@ if TYPE_CHECKING:
     from cairn.rl.env.env_runner import EnvRunner
     from cairn.rl.env.env_runner_group import EnvRunnerGroup
     from cairn.rl.env.env_state import register_env_state_handler
-    from cairn.rl.env.multi_agent_env import DEFAULT_AGENT_ID, IndependentAgentsEnv
+    from cairn.rl.env.multi_agent_env import (
+        DEFAULT_AGENT_ID,
+        EpisodeInfo,
+        IndependentAgentsEnv,
+        MultiAgentEnv,
+        register_env,
+    )
+    from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
+    from cairn.rl.env.pettingzoo_env import ParallelPettingZooEnv
     from cairn.rl.utils.gae import compute_gae
 
 __all__ = [
@@ -63,18 +74,23 @@ __all__ = [
     "DefaultPPORLModule",
     "EnvRunner",
     "EnvRunnerGroup",
+    "EpisodeInfo",
     "IndependentAgentsEnv",
     "Learner",
     "LearnerGroup",
     "LinearSchedule",
     "MeanStdFilter",
+    "MultiAgentEnv",
+    "MultiAgentEnvRunner",
     "MultiRLModule",
     "MultiRLModuleSpec",
     "PPOConfig",
     "PPOLearner",
+    "ParallelPettingZooEnv",
     "RLModule",
     "RLModuleSpec",
     "compute_gae",
+    "register_env",
     "register_env_state_handler",
 ]
 
@@ -91,6 +107,11 @@ _HOMES: dict[str, str] = {
     "EnvRunner": "cairn.rl.env.env_runner",
     "EnvRunnerGroup": "cairn.rl.env.env_runner_group",
     "IndependentAgentsEnv": "cairn.rl.env.multi_agent_env",
+    "EpisodeInfo": "cairn.rl.env.multi_agent_env",
+    "MultiAgentEnv": "cairn.rl.env.multi_agent_env",
+    "MultiAgentEnvRunner": "cairn.rl.env.multi_agent_env_runner",
+    "ParallelPettingZooEnv": "cairn.rl.env.pettingzoo_env",
+    "register_env": "cairn.rl.env.multi_agent_env",
     "Learner": "cairn.rl.core.learner.learner",
     "LearnerGroup": "cairn.rl.core.learner.learner_group",
     "LinearSchedule": "cairn.rl.core.learner.learner",

@@ -93,12 +93,12 @@ class EnvRunnerActor:
     def __init__(self, config: AlgorithmConfig, worker_index: int, runner_class: type[EnvRunner] = EnvRunner) -> None:
         import torch
 
-        from cairn.rl.env.multi_agent_env import import_env_module
+        from cairn.rl.env.multi_agent_env import import_driver_modules
 
         if config.num_torch_threads is not None:
             torch.set_num_threads(int(config.num_torch_threads))
-        # The driver checked the env's module (it had imported it); this fresh worker imports it too.
-        import_env_module(config.env)
+        # The driver checked the modules the config names (it had imported them); this fresh worker imports them.
+        import_driver_modules(config)
         self.runner = runner_class(config, worker_index=worker_index)
         self.weights_version = -1
         self._pending: tuple[Any, Any, str] | None = None

@@ -261,13 +261,17 @@ class EnvRunner(Checkpointable):
         """
         return {
             "env_steps": self.num_envs * int(self.config.rollout_length),
-            "agent_steps": self.num_slots * int(self.config.rollout_length),
+            "agent_steps": self._agent_steps_of_last_sample(),
             "episodes": list(self.last_episodes),
             "connector_deltas": {
                 "env_to_module_connector": self.env_to_module.pop_deltas(),
                 "module_to_env_connector": self.module_to_env.pop_deltas(),
             },
         }
+
+    def _agent_steps_of_last_sample(self) -> int:
+        # Every slot is one agent that acts every step.
+        return self.num_slots * int(self.config.rollout_length)
 
     def begin_group_iteration(self) -> None:
         """Start counting a new iteration's episodes (for a runner that keeps a group's totals)."""

@@ -60,7 +60,7 @@ __all__ = [
     "build_module_specs",
     "check_env_config",
     "check_env_id",
-    "import_env_module",
+    "import_driver_modules",
     "make_multi_agent_env",
     "multi_agent_env_creator",
     "parse_env",
@@ -227,18 +227,23 @@ def multi_agent_env_creator(env: str) -> EnvCreator | None:
     return None
 
 
-def import_env_module(env: str) -> None:
-    """Import the module a ``"module:Class"`` env names; only for remote env runners.
+def import_driver_modules(config: AlgorithmConfig) -> None:
+    """Import the modules a config names by path (env, policy mapping); only for remote env runners.
 
     A Ray worker starts with none of the driver's modules. The driver checked
-    ``env`` (:func:`check_env_id`: the module was imported there) before it
-    started the worker, so the worker imports the same module, as gymnasium
-    does for ``"module:Env-v0"`` ids (:func:`make_env`). Never called for a
-    config read from a checkpoint in this process.
+    the config's ``"module:Class"`` env and ``"module:function"`` mapping (their
+    modules were imported there: :func:`check_env_id`,
+    :func:`~cairn.registry.resolve_function`) before it started the worker, so
+    the worker imports the same modules, as gymnasium does for
+    ``"module:Env-v0"`` ids (:func:`make_env`). Never called for a config read
+    from a checkpoint in this process.
     """
-    module_name, sep, _ = env.partition(":")
-    if sep and not env.startswith(MULTI_AGENT_PREFIX) and module_name not in sys.modules:
-        importlib.import_module(module_name)
+    for ref in (config.env, config.policy_mapping_fn):
+        if not isinstance(ref, str) or ref.startswith(MULTI_AGENT_PREFIX):
+            continue
+        module_name, sep, _ = ref.partition(":")
+        if sep and module_name not in sys.modules:
+            importlib.import_module(module_name)
 
 
 def make_multi_agent_env(env: str, env_config: Mapping[str, Any]) -> MultiAgentEnv:

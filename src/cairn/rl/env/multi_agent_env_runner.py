@@ -369,11 +369,8 @@ class MultiAgentEnvRunner(EnvRunner):
             }
         return batches
 
-    def sample_report(self) -> dict[str, Any]:
-        """As :meth:`EnvRunner.sample_report`, with the agent steps actually taken."""
-        report = super().sample_report()
-        report["agent_steps"] = self._last_agent_steps
-        return report
+    def _agent_steps_of_last_sample(self) -> int:
+        return self._last_agent_steps
 
     # ------------------------------------------------------------------ Checkpointable
 
