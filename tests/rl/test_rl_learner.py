@@ -11,12 +11,12 @@ import torch
 from rl_helpers import fake_train_batch, small_config
 
 from cairn.errors import IncompatibleCheckpointError
-from cairn.rl import Learner, LearnerGroup, LinearSchedule, PPOLearner, RLModuleSpec
+from cairn.rl import DefaultPPORLModule, Learner, LearnerGroup, LinearSchedule, PPOLearner, RLModuleSpec
 from cairn.testing import CheckpointableContract, assert_states_equal
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 ACT = gym.spaces.Discrete(2)
-SPECS = {"default_policy": RLModuleSpec(OBS, ACT, {"hidden_sizes": [16]}, 0)}
+SPECS = {"default_policy": RLModuleSpec(DefaultPPORLModule, OBS, ACT, {"hidden_sizes": [16]}, seed=0)}
 
 
 def make_learner() -> Learner:
@@ -90,7 +90,7 @@ def test_normalizes_foreign_optimizer_state() -> None:
 def test_optimizer_state_that_does_not_fit(tmp_path: Path) -> None:
     learner = make_learner()
     learner.update({"default_policy": fake_train_batch()})
-    other_specs = {"default_policy": RLModuleSpec(OBS, ACT, {"hidden_sizes": [16, 16]}, 0)}
+    other_specs = {"default_policy": RLModuleSpec(DefaultPPORLModule, OBS, ACT, {"hidden_sizes": [16, 16]}, seed=0)}
     other = PPOLearner(small_config(), other_specs)
     state = learner.get_state(not_components="rl_module")
     with pytest.raises(IncompatibleCheckpointError, match="default_policy"):
@@ -105,7 +105,7 @@ def test_linear_schedule() -> None:
 
 def test_add_and_remove_module() -> None:
     learner = make_learner()
-    learner.add_module("extra", RLModuleSpec(OBS, ACT, {}, 1).build())
+    learner.add_module("extra", RLModuleSpec(DefaultPPORLModule, OBS, ACT, {}, seed=1).build())
     assert set(learner.optimizers) == {"default_policy", "extra"}
     learner.update({"extra": fake_train_batch()})
     learner.remove_module("extra")
@@ -123,7 +123,7 @@ def test_more_than_one_learner_needs_ray(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_from_checkpoint_rebuilds_added_and_removed_modules(tmp_path: Path) -> None:
     """add_module / remove_module change what the checkpoint records: from_checkpoint rebuilds exactly those."""
     learner = make_learner()
-    learner.add_module("p1", RLModuleSpec(OBS, ACT, {"hidden_sizes": [8]}, 1).build())
+    learner.add_module("p1", RLModuleSpec(DefaultPPORLModule, OBS, ACT, {"hidden_sizes": [8]}, seed=1).build())
     learner.update({"p1": fake_train_batch()})
     path = learner.save_to_path(tmp_path / "added")
     restored = Learner.from_checkpoint(path)
