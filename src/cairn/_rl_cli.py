@@ -340,9 +340,9 @@ def _load_for_evaluation(checkpoint: str, module_id: str) -> _Evaluated:
 
 
 def _load_module(root: str, metadata: dict[str, Any] | None, module_id: str) -> _Evaluated:
+    import cairn.rl.core.rl_module.multi_rl_module  # noqa: F401 - registers PPO's default module (0.1 paths too)
     from cairn import _engine
     from cairn.errors import CheckpointNotFoundError
-    import cairn.rl.core.rl_module.multi_rl_module  # noqa: F401 - registers PPO's default module (0.1 paths too)
     from cairn.rl.core.rl_module.rl_module import RLModule
 
     if metadata is None:

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MotoS3
 from http_proxy import forward, read_body
 from storage_components import Agent
 
@@ -32,6 +31,7 @@ import cairn
 from cairn.storage import FsspecStorage, LocalStorage, resolve_storage
 from cairn.storage.base import DEADLINE_ENV, check_deadline
 from cairn.storage.fsspec_storage import RETRY_ATTEMPTS
+from conftest import MotoS3
 
 pytest.importorskip("s3fs")
 
