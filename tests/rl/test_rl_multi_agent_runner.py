@@ -188,8 +188,11 @@ def test_mapping_functions_are_recorded_by_reference_only() -> None:
         MultiAgentEnvRunner(config(policy_mapping_fn="no_such_mapping"))
     with pytest.raises(CheckpointError, match="has not imported"):
         MultiAgentEnvRunner(config(policy_mapping_fn="not_imported_module_xyz:fn"))
-    with pytest.raises(CheckpointError, match="standard library"):  # a resealed config cannot make cairn call os.system
+    # A resealed config cannot make cairn call os.system or shutil.rmtree.
+    with pytest.raises(CheckpointError, match="not a plain Python function"):
         MultiAgentEnvRunner(config(policy_mapping_fn="os:system"))
+    with pytest.raises(CheckpointError, match="standard library"):
+        MultiAgentEnvRunner(config(policy_mapping_fn="shutil:rmtree"))
     with pytest.raises(ValueError, match="not one of the modules"):
         MultiAgentEnvRunner(config(policies=("learner", "other"), policies_to_train=None)).sample()
 
