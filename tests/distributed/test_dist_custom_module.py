@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("ray", reason="Ray is not installed (pip install 'cairn-rl[ray]')")
 
-from dist_helpers import learner_state
+from dist_helpers import learner_state, small_config
 
 from cairn.rl import PPO, RLModuleSpec
 from cairn.testing import assert_states_equal
@@ -64,3 +64,27 @@ def test_custom_module_two_learners_resume_and_another_scale(ray_cluster: Any, t
         local.train()
     finally:
         local.stop()
+
+
+def test_add_and_remove_module_reach_remote_env_runners(ray_cluster: Any, tmp_path: Path) -> None:
+    algo = PPO(small_config(num_env_runners=1))
+    try:
+        algo.train()
+        algo.add_module("extra", RLModuleSpec(), config_overrides={"lr": 1e-4})
+        algo.train()
+        [(_, runner_weights)] = algo.env_runner_group.remote.get_module_states()  # type: ignore[union-attr]
+        assert_states_equal(runner_weights, algo.learner_group.get_weights())  # "extra" included
+        path = algo.save_to_path(tmp_path / "added")
+        algo.remove_module("extra")
+        [(_, runner_weights)] = algo.env_runner_group.remote.get_module_states()  # type: ignore[union-attr]
+        assert set(runner_weights) == {"default_policy"}
+    finally:
+        algo.stop()
+    restored = PPO.from_checkpoint(path)
+    try:
+        assert restored.config.policies == ("default_policy", "extra")
+        [(_, runner_weights)] = restored.env_runner_group.remote.get_module_states()  # type: ignore[union-attr]
+        assert set(runner_weights) == {"default_policy", "extra"}
+        restored.train()
+    finally:
+        restored.stop()

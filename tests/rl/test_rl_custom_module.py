@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from cairn.errors import CheckpointError
 from cairn.rl import PPO, Learner, MultiRLModuleSpec, PPOConfig, RLModule, RLModuleSpec
@@ -195,6 +196,11 @@ def test_add_and_remove_module_through_checkpoints(tmp_path: Path) -> None:
     assert set(learner.module.keys()) == {"p0", "p1", "p2"}
     assert learner.config_for_module("p2").lr == 1e-4
 
+    # A module added from a checkpoint starts from its weights.
+    restored.add_module("p3", RLModuleSpec(load_state_path=f"{path}/learner_group/learner/rl_module/p2"))
+    assert_states_equal(restored.get_module("p3").get_state(), expected["p2"])
+    assert_states_equal(restored.env_runner.module["p3"].get_state(), expected["p2"])
+    restored.remove_module("p3")
     restored.remove_module("p2")
     assert "p2" not in restored.env_runner.module and restored.config.policies == ("p0", "p1")
     restored.train()
@@ -222,3 +228,27 @@ def test_a_spec_that_does_not_fit_the_start_checkpoint_fails_before_training(tmp
     )
     with pytest.raises(CheckpointError, match="shape"):
         PPO(custom_module.make_config(rl_module_spec=spec))
+
+
+def test_a_module_added_to_a_single_policy_algorithm_comes_back(tmp_path: Path) -> None:
+    algo = PPO(_multi(env="CartPole-v1", policies=("default_policy",), policy_mapping=None))
+    algo.add_module("extra", RLModuleSpec())
+    # The one agent keeps its module; the recorded mapping says so now that there are two.
+    assert algo.config.policy_mapping == {"default_agent": "default_policy"}
+    algo.train()
+    restored = PPO.from_checkpoint(algo.save_to_path(tmp_path / "ck"))
+    assert restored.config.policies == ("default_policy", "extra")
+    assert_states_equal(restored.learner_group.get_weights(), algo.learner_group.get_weights())
+    algo.stop()
+    restored.stop()
+
+
+def test_a_seeded_spec_builds_a_users_module_bit_for_bit() -> None:
+    env = custom_module.PixelGridEnv()
+    spec = RLModuleSpec(custom_module.TinyCNNModule, env.observation_space, env.action_space, seed=7)
+    before = torch.random.get_rng_state()
+    assert_states_equal(spec.build().get_state(), spec.build().get_state())
+    assert torch.equal(torch.random.get_rng_state(), before)  # the caller's RNG stream is untouched
+    unseeded = dataclasses.replace(spec, seed=None)
+    first, second = unseeded.build().get_state(), unseeded.build().get_state()
+    assert not torch.equal(first["logits.weight"], second["logits.weight"])

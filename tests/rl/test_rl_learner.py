@@ -135,3 +135,24 @@ def test_from_checkpoint_rebuilds_added_and_removed_modules(tmp_path: Path) -> N
     restored = Learner.from_checkpoint(path)
     assert set(restored.module) == {"p1"} and set(restored.optimizers) == {"p1"}
     assert_states_equal(restored.get_state(), learner.get_state())
+
+
+def test_learner_group_add_module_with_overrides_is_recorded(tmp_path: Path) -> None:
+    group = LearnerGroup(small_config(lr_anneal_timesteps=None), SPECS)
+    spec = RLModuleSpec(observation_space=OBS, action_space=ACT, model_config={"hidden_sizes": [8]}, seed=3)
+    with pytest.raises(ValueError, match="does not have"):
+        group.add_module("p1", spec, config_overrides={"no_such_setting": 1})
+    assert "p1" not in group.learner.module and group.config.algorithm_config_overrides_per_module == {}
+    group.add_module("p1", spec, config_overrides={"lr": 1e-3, "num_epochs": 1})
+    assert group.learner.optimizers["p1"].param_groups[0]["lr"] == 1e-3
+    metrics = group.update({"p1": fake_train_batch(), "default_policy": fake_train_batch()})
+    assert metrics["learner/p1/lr"] == 1e-3 and metrics["learner/default_policy/lr"] == small_config().lr
+    path = group.save_to_path(tmp_path / "g")
+    rebuilt = LearnerGroup.from_checkpoint(path)
+    assert set(rebuilt.learner.module.keys()) == {"default_policy", "p1"}
+    assert rebuilt.learner.config_for_module("p1").num_epochs == 1
+    assert_states_equal(rebuilt.get_state(), group.get_state())
+    group.remove_module("p1")
+    assert set(LearnerGroup.from_checkpoint(group.save_to_path(tmp_path / "g2")).learner.module.keys()) == {
+        "default_policy"
+    }

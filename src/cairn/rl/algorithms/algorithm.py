@@ -221,9 +221,15 @@ class Algorithm(Checkpointable, abc.ABC):
                 if m in specs
             }
         )
+        # With one policy and no mapping every agent plays it; with more modules that must be said,
+        # so the mapping the env runners use now is recorded explicitly.
+        mapping = self.config.policy_mapping
+        if mapping is None:
+            mapping = dict(self.env_runner.policy_mapping)
         return replace(
             self.config,
             policies=policies,
+            policy_mapping=mapping,
             rl_module_spec=MultiRLModuleSpec({m: specs[m] for m in policies}),
             algorithm_config_overrides_per_module=overrides,
             policy_mapping_fn=self.config.policy_mapping_fn if policy_mapping_fn is None else policy_mapping_fn,

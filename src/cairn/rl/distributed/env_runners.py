@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cairn.delegation import DelegatedFolder, LoadedComponent, Waiter, read_folder, write_folder
+from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.distributed._ray import ActorFailedError, actor_label, get_all, init_ray
 from cairn.rl.distributed.checkpoint import storage_is_shared
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
@@ -52,7 +53,6 @@ from cairn.rl.env.env_runner import EnvRunner, SampleBatch
 if TYPE_CHECKING:
     from cairn.manifest import FileEntry
     from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
-    from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 
 __all__ = ["EnvRunnerActor", "RemoteEnvRunners"]
 

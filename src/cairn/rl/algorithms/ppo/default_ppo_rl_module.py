@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from cairn.rl._aliases import register_old_paths
-from cairn.rl.core.rl_module.rl_module import RLModule
+from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 
 __all__ = ["DEFAULT_MODEL_CONFIG", "DefaultPPORLModule"]
 
@@ -194,3 +194,5 @@ class DefaultPPORLModule(RLModule):
 
 
 register_old_paths(DefaultPPORLModule)
+# A spec without a class (0.1's RLModuleSpec(obs, act), or one written by hand) builds this module.
+RLModuleSpec.default_module_class = DefaultPPORLModule

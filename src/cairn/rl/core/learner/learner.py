@@ -181,8 +181,8 @@ class Learner(Checkpointable):
         if module_id in self.module:
             raise ValueError(f"Module id {module_id!r} already exists; remove it first.")
         previous = self.config
-        self._set_overrides(module_id, config_overrides)
         try:
+            self._set_overrides(module_id, config_overrides)
             built = module if isinstance(module, RLModule) else self._complete_spec(module).build()
             self.module.add_module(module_id, built)
         except Exception:

@@ -15,7 +15,7 @@ from cairn import Checkpointable
 from cairn.registry import register_type
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
-from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
+from cairn.rl.algorithms.ppo import default_ppo_rl_module  # noqa: F401 - 0.1's class-less specs build its MLP
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.utils._util import (
     Names,
@@ -209,9 +209,6 @@ class MultiRLModule(nn.Module, Checkpointable):
         nn.Module.__init__(self)
         self._rl_modules = nn.ModuleDict()
         for module_id, spec in (specs or {}).items():
-            if spec.module_class is None:
-                # Specs recorded by cairn 0.1 name no class: every module then was PPO's MLP.
-                spec = replace(spec, module_class=DefaultPPORLModule)
             self.add_module(module_id, spec.build())
 
     def add_module(  # RLlib's name; overrides nn.Module.add_module on purpose

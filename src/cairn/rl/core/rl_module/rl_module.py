@@ -28,7 +28,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import torch
@@ -66,6 +66,10 @@ class RLModuleSpec:
             torch's global RNG. Algorithms derive one per module from their seed.
     """
 
+    default_module_class: ClassVar[type[RLModule] | None] = None
+    """What a spec without ``module_class`` builds outside an algorithm: PPO's
+    ``DefaultPPORLModule`` (0.1's only module), which sets it when imported (``import cairn.rl`` does)."""
+
     module_class: type[RLModule] | None = None
     observation_space: gym.Space[Any] | None = None
     action_space: gym.Space[Any] | None = None
@@ -80,26 +84,27 @@ class RLModuleSpec:
             ValueError: The spec has no class or no spaces yet (an algorithm fills them in).
             TypeError: ``module_class`` is not an :class:`RLModule` subclass.
         """
-        if self.module_class is None:
+        module_class = self.module_class or RLModuleSpec.default_module_class
+        if module_class is None:
             raise ValueError(
                 "This RLModuleSpec has no module_class: give one (RLModuleSpec(module_class=MyModule, ...)), "
                 "or let an algorithm fill in its default module (PPO: DefaultPPORLModule)."
             )
-        if not (isinstance(self.module_class, type) and issubclass(self.module_class, RLModule)):
-            raise TypeError(f"RLModuleSpec.module_class must be an RLModule subclass, got {self.module_class!r}.")
+        if not (isinstance(module_class, type) and issubclass(module_class, RLModule)):
+            raise TypeError(f"RLModuleSpec.module_class must be an RLModule subclass, got {module_class!r}.")
         if self.observation_space is None or self.action_space is None:
             raise ValueError(
-                f"The RLModuleSpec of {self.module_class.__qualname__} has no observation_space or action_space: "
+                f"The RLModuleSpec of {module_class.__qualname__} has no observation_space or action_space: "
                 "give both, or let an algorithm fill them in from its environment."
             )
+        args = (self.observation_space, self.action_space, dict(self.model_config or {}))
+        if self.seed is None:  # fresh random weights from torch's global RNG
+            return module_class(*args, seed=None)
         # Layers draw their initial weights from torch's global RNG: seed it for this build only,
         # so that a user's module initialises reproducibly and the caller's RNG stream is untouched.
         with torch.random.fork_rng(devices=[]):
-            if self.seed is not None:
-                torch.manual_seed(int(self.seed))
-            return self.module_class(
-                self.observation_space, self.action_space, dict(self.model_config or {}), seed=self.seed
-            )
+            torch.manual_seed(int(self.seed))
+            return module_class(*args, seed=self.seed)
 
     def with_defaults(
         self,
