@@ -104,6 +104,10 @@ class MultiAgentEnvRunner(EnvRunner):
         seeds = self._init_sampling(config, observation_space, action_space)
         self._multi_agent = True
         self._mapping_fn = self._resolve_mapping(config)
+        self.policy_mapping = self._static_mapping()
+        """Agent id -> module id for every episode when no ``policy_mapping_fn`` decides per
+        episode (``config.policy_mapping``, or every agent to the only policy); empty when a
+        function maps agents. ``Algorithm.add_module`` records it, keeping the mapping in effect."""
         self.env_state_saved = supports_env_state(first)
         self._episode_numbers = [0] * num_envs
         self._mappings: list[dict[str, str]] = [{} for _ in range(num_envs)]
@@ -144,6 +148,16 @@ class MultiAgentEnvRunner(EnvRunner):
 
         return only
 
+    def _static_mapping(self) -> dict[str, str]:
+        """:attr:`policy_mapping` for the current config."""
+        if self.config.policy_mapping_fn is not None:
+            return {}
+        if self.config.policy_mapping is not None:
+            return dict(self.config.policy_mapping)
+        if len(self.config.policies) == 1:
+            return dict.fromkeys(self.possible_agents, self.config.policies[0])
+        return {}
+
     def _module_for(self, env_index: int, agent: str) -> str:
         mapping = self._mappings[env_index]
         if agent not in mapping:
@@ -173,6 +187,7 @@ class MultiAgentEnvRunner(EnvRunner):
         mapping_fn = self._resolve_mapping(config)
         super().add_module(module_id, spec, config=config)
         self._mapping_fn = mapping_fn
+        self.policy_mapping = self._static_mapping()
 
     def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
         """Drop the inference copy of ``module_id``; new episodes map agents with ``config``'s function.
@@ -201,6 +216,7 @@ class MultiAgentEnvRunner(EnvRunner):
         self._recent_module_returns.pop(module_id, None)
         self.config = config
         self._mapping_fn = mapping_fn
+        self.policy_mapping = self._static_mapping()
 
     # ------------------------------------------------------------------ sampling
 
