@@ -26,6 +26,9 @@ Public names here (imported on first use, so that ``cairn._rl_cli`` can register
     RLlibCallback, Episode         callbacks (config.callbacks_class) and what episode hooks see
     MetricsLogger                  what callbacks log; lifetime sums are checkpointed
     IndependentAgentsEnv           the "multi:<env id>" multi-agent env, dict API
+    MultiAgentEnv, MultiAgentEnvRunner, EpisodeInfo   RLlib's multi-agent env API, its runner,
+                                   what a policy_mapping_fn(agent_id, episode) is given
+    ParallelPettingZooEnv, register_env   PettingZoo's parallel API; naming an env for configs
     ConnectorPipeline, Connector, MeanStdFilter, ClipActions
     compute_gae, register_env_state_handler
 
@@ -52,7 +55,15 @@ if TYPE_CHECKING:
     from cairn.rl.env.env_runner import EnvRunner
     from cairn.rl.env.env_runner_group import EnvRunnerGroup
     from cairn.rl.env.env_state import register_env_state_handler
-    from cairn.rl.env.multi_agent_env import DEFAULT_AGENT_ID, IndependentAgentsEnv
+    from cairn.rl.env.multi_agent_env import (
+        DEFAULT_AGENT_ID,
+        EpisodeInfo,
+        IndependentAgentsEnv,
+        MultiAgentEnv,
+        register_env,
+    )
+    from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
+    from cairn.rl.env.pettingzoo_env import ParallelPettingZooEnv
     from cairn.rl.utils.gae import compute_gae
     from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 
@@ -69,20 +80,25 @@ __all__ = [
     "EnvRunner",
     "EnvRunnerGroup",
     "Episode",
+    "EpisodeInfo",
     "IndependentAgentsEnv",
     "Learner",
     "LearnerGroup",
     "LinearSchedule",
     "MeanStdFilter",
     "MetricsLogger",
+    "MultiAgentEnv",
+    "MultiAgentEnvRunner",
     "MultiRLModule",
     "MultiRLModuleSpec",
     "PPOConfig",
     "PPOLearner",
+    "ParallelPettingZooEnv",
     "RLModule",
     "RLModuleSpec",
     "RLlibCallback",
     "compute_gae",
+    "register_env",
     "register_env_state_handler",
 ]
 
@@ -100,6 +116,11 @@ _HOMES: dict[str, str] = {
     "EnvRunnerGroup": "cairn.rl.env.env_runner_group",
     "Episode": "cairn.rl.callbacks.callbacks",
     "IndependentAgentsEnv": "cairn.rl.env.multi_agent_env",
+    "EpisodeInfo": "cairn.rl.env.multi_agent_env",
+    "MultiAgentEnv": "cairn.rl.env.multi_agent_env",
+    "MultiAgentEnvRunner": "cairn.rl.env.multi_agent_env_runner",
+    "ParallelPettingZooEnv": "cairn.rl.env.pettingzoo_env",
+    "register_env": "cairn.rl.env.multi_agent_env",
     "Learner": "cairn.rl.core.learner.learner",
     "LearnerGroup": "cairn.rl.core.learner.learner_group",
     "LinearSchedule": "cairn.rl.core.learner.learner",

@@ -89,14 +89,20 @@ class EnvRunnerActor:
     Args:
         config: The algorithm's config.
         worker_index: This runner's index (1..N); seeds differ per index.
+        runner_class: The class of the group's local runner (``EnvRunner`` or
+            ``MultiAgentEnvRunner``).
     """
 
-    def __init__(self, config: AlgorithmConfig, worker_index: int) -> None:
+    def __init__(self, config: AlgorithmConfig, worker_index: int, runner_class: type[EnvRunner] = EnvRunner) -> None:
         import torch
+
+        from cairn.rl.env.multi_agent_env import import_driver_modules
 
         if config.num_torch_threads is not None:
             torch.set_num_threads(int(config.num_torch_threads))
-        self.runner = EnvRunner(config, worker_index=worker_index)
+        # The driver checked the modules the config names (it had imported them); this fresh worker imports them.
+        import_driver_modules(config)
+        self.runner = runner_class(config, worker_index=worker_index)
         self.weights_version = -1
         self._pending: LoadedComponent | None = None
         self._save_delay_s = 0.0
@@ -241,7 +247,7 @@ class RemoteEnvRunners:
         get_all(self._ray, [(self.label(i), a.ping.remote()) for i, a in enumerate(self.actors)], doing="starting")
 
     def _make_actor(self, worker_index: int) -> Any:
-        return self._actor_cls.remote(self.config, worker_index)
+        return self._actor_cls.remote(self.config, worker_index, type(self.local))
 
     def label(self, position: int) -> str:
         """How messages name the runner at ``position`` (0-based; its worker index is position + 1)."""
