@@ -66,9 +66,7 @@ class MultiAgentReplayBuffer(Checkpointable):
         check_component_name(module_id, what="Module id")
         if module_id in self.buffers:
             raise ValueError(f"MultiAgentReplayBuffer already has a buffer for module {module_id!r}.")
-        buf = ReplayBuffer(
-            self.capacity, columns, chunk_rows=self.chunk_rows, seed=_module_seed(self.seed, module_id)
-        )
+        buf = ReplayBuffer(self.capacity, columns, chunk_rows=self.chunk_rows, seed=_module_seed(self.seed, module_id))
         self.buffers[module_id] = buf
         return buf
 
@@ -109,7 +107,10 @@ class MultiAgentReplayBuffer(Checkpointable):
 
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
         """The module ids, and each selected module's buffer state under its id."""
-        return {"modules": sorted(self.buffers), **self._get_components_state(components, not_components=not_components)}
+        return {
+            "modules": sorted(self.buffers),
+            **self._get_components_state(components, not_components=not_components),
+        }
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Apply the states of the modules present in both; other modules are left as they are."""

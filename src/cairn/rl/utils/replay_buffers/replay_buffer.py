@@ -223,9 +223,7 @@ class ReplayBuffer(Checkpointable):
 
     STATE_VERSION = 1
 
-    def __init__(
-        self, capacity: int, columns: ColumnSpecs, *, chunk_rows: int | None = None, seed: int = 0
-    ) -> None:
+    def __init__(self, capacity: int, columns: ColumnSpecs, *, chunk_rows: int | None = None, seed: int = 0) -> None:
         if type(capacity) is not int or capacity < 1:
             raise ValueError(f"capacity must be an int >= 1, got {capacity!r}.")
         self.capacity = capacity
@@ -290,9 +288,7 @@ class ReplayBuffer(Checkpointable):
             arr = np.asarray(value)
             shape, _ = self.layout[name]
             if arr.ndim != len(shape) + 1 or arr.shape[1:] != shape:
-                raise ValueError(
-                    f"ReplayBuffer.add: column {name!r} has shape {arr.shape}; expected (n, *{shape})."
-                )
+                raise ValueError(f"ReplayBuffer.add: column {name!r} has shape {arr.shape}; expected (n, *{shape}).")
             if n >= 0 and arr.shape[0] != n:
                 raise ValueError(f"ReplayBuffer.add: columns have different lengths ({n} and {arr.shape[0]}).")
             n = arr.shape[0]
