@@ -103,9 +103,9 @@ def test_add_and_sample_refuse_what_does_not_fit() -> None:
     assert len(buf) == 0
 
 
-def test_default_chunks_are_a_few_megabytes() -> None:
+def test_default_chunks_are_about_sixteen_megabytes() -> None:
     frames = ReplayBuffer(100_000, {"obs": ((84, 84), "uint8")})
-    assert frames.chunk_rows == 512  # 512 frames of 7 KB: 3.6 MB, the power of two below 4 MB
+    assert frames.chunk_rows == 2048  # 2048 frames of 7 KB: 14.5 MB, the power of two below 16 MB
     tiny = ReplayBuffer(1000, {"obs": ((4,), "float32")})
     assert tiny.chunk_rows == 1000  # never more than the capacity
 
