@@ -12,6 +12,7 @@ into earlier steps) against a raw read of the same number of bytes from one file
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import time
 from typing import Any
@@ -39,6 +40,31 @@ def _fill(buf: Any, n: int, rng: np.random.Generator, *, batch: int = 8192) -> N
             }
         )
         left -= k
+
+
+class _Flat:
+    """The same columns as one component (one folder, one tensor file): what chunking costs on restore."""
+
+    @staticmethod
+    def make(columns: dict[str, np.ndarray]) -> Any:
+        import cairn
+
+        class Flat(cairn.Checkpointable):
+            def get_state(self, components: Any = None, *, not_components: Any = None, **kw: Any) -> dict[str, Any]:
+                return dict(columns)
+
+            def get_state_buffers(self) -> dict[str, Any]:
+                return dict(columns)
+
+            def set_state(self, state: dict[str, Any]) -> None:
+                for name, value in state.items():
+                    if value is not columns[name]:
+                        np.copyto(columns[name], value)
+
+            def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+                return (), {}
+
+        return Flat()
 
 
 def case_replay(ctx: Any) -> None:
@@ -100,8 +126,11 @@ def case_replay(ctx: Any) -> None:
     for col in live.columns.values():
         col.fill(1)  # touch every page, as a buffer that ran for a while has
 
+    flat = _Flat.make(live.columns)
+    flat_path = flat.save_to_path(ctx.path("replay", "flat"), state=dict(buf.columns))
+
     def cold(_r: int) -> None:
-        util.drop_cache([raw_path, root])
+        util.drop_cache([raw_path, root, flat_path])
 
     built: list[Any] = []
 
@@ -113,9 +142,10 @@ def case_replay(ctx: Any) -> None:
         Method("buffer restore_from_path (cold cache)", lambda _c: live.restore_from_path(latest), cold),
         Method("buffer from_checkpoint (cold cache)", lambda _c: ReplayBuffer.from_checkpoint(latest), cold,
                check_built),
+        Method("same bytes in one folder, in place", lambda _c: flat.restore_from_path(flat_path), cold),
     ]  # fmt: skip
     interleave(methods, ctx.reps, log=ctx.log)
-    raw, rest, fromc = (m.median for m in methods)
+    raw, rest, fromc, one = (m.median for m in methods)
     for other in [live, *built]:
         if expect is not None and not all(np.array_equal(other.columns[k], v) for k, v in expect.items()):
             ctx.notes.append("replay: a restored buffer does not match the saved one!")
@@ -127,12 +157,15 @@ def case_replay(ctx: Any) -> None:
         "incremental": stats, "save_times": save.times, "restore": {m.name: m.times for m in methods},
     }  # fmt: skip
     os.unlink(raw_path)
+    shutil.rmtree(flat_path, ignore_errors=True)
 
+    # The target is for buffers of >= 1 GB (issue 16): a --quick buffer of 0.1 GB has only a few
+    # 16 MB chunks, so 5% new rows always rewrite one whole chunk.
     ratio = med["bytes_written"] / nbytes
     ctx.add(
         Row("replay", f"checkpoint after 5% new transitions, {nbytes / 1e9:.2f} GB buffer: bytes written",
             f"{med['bytes_written'] / MB:,.1f} MB (+{med['bytes_linked'] / MB:,.0f} MB linked)",
-            f"buffer {nbytes / MB:,.0f} MB", ratio, "<= 0.10", ratio <= 0.10,
+            f"buffer {nbytes / MB:,.0f} MB", ratio, "<= 0.10", ratio <= 0.10 if nbytes >= 1e9 else None,
             data={"kernel_write_bytes": med["write_bytes"], "kernel_read_bytes": med["read_bytes"]})
     )  # fmt: skip
     ctx.add(
@@ -148,4 +181,8 @@ def case_replay(ctx: Any) -> None:
         Row("replay", "buffer from_checkpoint (new buffer, cold cache)", _mbps(nbytes, fromc),
             f"raw read {_mbps(nbytes, raw)}", raw / fromc, ">= 0.80", raw / fromc >= 0.80,
             best=methods[0].best / methods[2].best)
+    )  # fmt: skip
+    ctx.add(
+        Row("replay", "the same bytes as one folder, restored in place (what chunking costs)", _mbps(nbytes, one),
+            f"raw read {_mbps(nbytes, raw)}", raw / one, best=methods[0].best / methods[3].best)
     )  # fmt: skip
