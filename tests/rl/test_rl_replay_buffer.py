@@ -16,7 +16,7 @@ import pytest
 import cairn
 from cairn import CorruptCheckpointError, IncompatibleCheckpointError
 from cairn.rl.utils.replay_buffers import MultiAgentReplayBuffer, ReplayBuffer, ReplayBufferChunk
-from storage.conftest import MotoS3, moto_s3  # noqa: F401 - the real S3 server fixture
+from storage.storage_backends import MotoS3, moto_s3  # noqa: F401 - the real S3 server fixture
 
 # Atari-like rows at a small size: 16x16 uint8 frames; 4096 rows in 16 chunks of 256 (~1.1 MB).
 COLUMNS: dict[str, tuple[tuple[int, ...], str]] = {
