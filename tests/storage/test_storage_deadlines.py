@@ -25,13 +25,13 @@ from typing import Any
 
 import pytest
 from http_proxy import forward, read_body
+from storage_backends import MotoS3
 from storage_components import Agent
 
 import cairn
 from cairn.storage import FsspecStorage, LocalStorage, resolve_storage
 from cairn.storage.base import DEADLINE_ENV, check_deadline
 from cairn.storage.fsspec_storage import RETRY_ATTEMPTS
-from conftest import MotoS3
 
 pytest.importorskip("s3fs")
 

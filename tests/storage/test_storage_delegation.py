@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from storage_backends import Backend
 
 from cairn import CheckpointNotFoundError, CorruptCheckpointError, verify_checkpoint
 from cairn.manifest import TENSORS
-from conftest import Backend
 from delegation_components import FailingWrite, Owner
 
 

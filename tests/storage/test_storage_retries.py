@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from http_proxy import forward, read_body
+from storage_backends import Backend, MotoS3
 from storage_components import Agent, expected_state
 from storage_faults import Fault, FaultyFS
 
@@ -26,7 +27,6 @@ import cairn
 from cairn.storage import fsspec_storage
 from cairn.storage.fsspec_storage import RETRY_ATTEMPTS, RETRY_MAX_DELAY, FsspecStorage, is_transient
 from cairn.testing import assert_states_equal
-from conftest import Backend, MotoS3
 
 N = 8
 

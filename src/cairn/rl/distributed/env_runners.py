@@ -27,8 +27,9 @@ RNG and environment state of runners 2..N (each hands its own, small, to runner
 the folder is an ordinary ``env_runner`` checkpoint. On restore every runner
 reads the folder in parallel; runner 1 takes its part, runner k takes the
 entry recorded for worker index k if there is one (same scale: the run goes on
-bit for bit), else only the connector states, keeping its own environments and
-RNG (two runners never replay the same episodes).
+bit for bit; its callbacks' metrics logger comes back too), else only the
+connector states, keeping its own environments and RNG (two runners never
+replay the same episodes).
 
 A runner that dies is replaced on the group's next ``sample`` (same worker
 index, fresh environments, the group's connector states and the latest
@@ -45,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cairn.delegation import DelegatedFolder, LoadedComponent, Waiter, read_folder, write_folder
+from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.distributed._ray import ActorFailedError, actor_label, get_all, init_ray
 from cairn.rl.distributed.checkpoint import storage_is_shared
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
@@ -61,9 +63,12 @@ CHECKPOINT_WRITER_INDEX = 1
 OTHER_RUNNERS_KEY = "other_env_runners"
 """Key of ``env_runner/``'s state holding the RNG and environments of runners 2..N."""
 
+OWN_KEYS = ("rng", "env", "metrics")
+"""The keys of an ``env_runner`` state that belong to one runner: RNG, environments, its callbacks' metrics."""
+
 
 def _own_part(env_runner_state: Mapping[str, Any], worker_index: int) -> dict[str, Any]:
-    """The ``rng``/``env`` of an ``env_runner`` state meant for the runner ``worker_index``.
+    """The ``rng``/``env``/``metrics`` of an ``env_runner`` state meant for the runner ``worker_index``.
 
     Runner 1's are the state's own keys; runner k's, the ``other_env_runners`` entry
     recorded for worker index k. Empty when the state has none for that runner.
@@ -75,7 +80,7 @@ def _own_part(env_runner_state: Mapping[str, Any], worker_index: int) -> dict[st
         for entry in env_runner_state.get(OTHER_RUNNERS_KEY, ()):
             if isinstance(entry, Mapping) and entry.get("worker_index") == worker_index:
                 source = entry
-    return {key: source[key] for key in ("rng", "env") if key in source}
+    return {key: source[key] for key in OWN_KEYS if key in source}
 
 
 class EnvRunnerActor:
@@ -84,14 +89,20 @@ class EnvRunnerActor:
     Args:
         config: The algorithm's config.
         worker_index: This runner's index (1..N); seeds differ per index.
+        runner_class: The class of the group's local runner (``EnvRunner`` or
+            ``MultiAgentEnvRunner``).
     """
 
-    def __init__(self, config: AlgorithmConfig, worker_index: int) -> None:
+    def __init__(self, config: AlgorithmConfig, worker_index: int, runner_class: type[EnvRunner] = EnvRunner) -> None:
         import torch
+
+        from cairn.rl.env.multi_agent_env import import_driver_modules
 
         if config.num_torch_threads is not None:
             torch.set_num_threads(int(config.num_torch_threads))
-        self.runner = EnvRunner(config, worker_index=worker_index)
+        # The driver checked the modules the config names (it had imported them); this fresh worker imports them.
+        import_driver_modules(config)
+        self.runner = runner_class(config, worker_index=worker_index)
         self.weights_version = -1
         self._pending: LoadedComponent | None = None
         self._save_delay_s = 0.0
@@ -113,6 +124,14 @@ class EnvRunnerActor:
             self.weights_version = version
         return self.weights_version
 
+    def add_module(self, module_id: str, spec: RLModuleSpec, config: AlgorithmConfig) -> None:
+        """Add an inference copy of a new module (its weights come with the next broadcast)."""
+        self.runner.add_module(module_id, spec, config=config)
+
+    def remove_module(self, module_id: str, config: AlgorithmConfig) -> None:
+        """Drop the inference copy of ``module_id``."""
+        self.runner.remove_module(module_id, config=config)
+
     def set_connector_states(self, states: Mapping[str, Any]) -> None:
         """Take the group's merged connector states (keeping data not yet reported)."""
         self.runner.set_synced_connector_states(states)
@@ -126,7 +145,7 @@ class EnvRunnerActor:
 
     def pop_connector_deltas(self) -> dict[str, Any]:
         """The connectors' deltas (data seen since the last report), without sampling."""
-        return dict(self.runner.sample_report()["connector_deltas"])
+        return self.runner.pop_connector_deltas()
 
     def get_connector_states(self) -> dict[str, Any]:
         """Both pipelines' states (for tests and inspection)."""
@@ -141,9 +160,9 @@ class EnvRunnerActor:
         return self.runner.get_state()
 
     def get_own_state(self) -> dict[str, Any]:
-        """What only this runner has (``worker_index``, ``rng``, ``env``), for runner 1's checkpoint."""
+        """What only this runner has (``worker_index``, ``rng``, ``env``, ``metrics``), for runner 1's checkpoint."""
         state = self.runner.get_state(components=[])
-        return {"worker_index": self.runner.worker_index, "rng": state["rng"], "env": state["env"]}
+        return {"worker_index": self.runner.worker_index, **{key: state[key] for key in OWN_KEYS}}
 
     def set_own_state(self, state: dict[str, Any]) -> None:
         """Take an ``rng``/``env`` state (from :meth:`get_own_state` or a checkpoint)."""
@@ -224,10 +243,11 @@ class RemoteEnvRunners:
         self._driver_read: LoadedComponent | None = None
         self._loaded_in_driver = False
         self.last_weights_versions: list[int] = []
+        self._metrics: list[list[dict[str, Any]]] = []
         get_all(self._ray, [(self.label(i), a.ping.remote()) for i, a in enumerate(self.actors)], doing="starting")
 
     def _make_actor(self, worker_index: int) -> Any:
-        return self._actor_cls.remote(self.config, worker_index)
+        return self._actor_cls.remote(self.config, worker_index, type(self.local))
 
     def label(self, position: int) -> str:
         """How messages name the runner at ``position`` (0-based; its worker index is position + 1)."""
@@ -290,8 +310,34 @@ class RemoteEnvRunners:
         for runner_batches, report in results:
             self.local.absorb_sample_report(report)
             self.last_weights_versions.append(int(report["weights_version"]))
+            self._metrics.append(report["metrics"])
             batches.append(runner_batches)
         return batches
+
+    def pop_metrics(self) -> list[list[dict[str, Any]]]:
+        """What each runner's callbacks logged in the samples since the last call, in runner order."""
+        metrics, self._metrics = self._metrics, []
+        return metrics
+
+    def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
+        """Add an inference copy of a new module to every runner; runners started later build it from ``config``."""
+        self._flush("adding a module")
+        get_all(
+            self._ray,
+            [(self.label(i), a.add_module.remote(module_id, spec, config)) for i, a in enumerate(self.actors)],
+            doing="adding a module",
+        )
+        self.config = config
+
+    def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
+        """Drop the inference copy of ``module_id`` from every runner."""
+        self._flush("removing a module")
+        get_all(
+            self._ray,
+            [(self.label(i), a.remove_module.remote(module_id, config)) for i, a in enumerate(self.actors)],
+            doing="removing a module",
+        )
+        self.config = config
 
     def sync_weights(self, weights: Any) -> None:
         """Broadcast ``weights`` (a dict, or an object reference to one) as the next version.
@@ -343,8 +389,7 @@ class RemoteEnvRunners:
         )
         first = CHECKPOINT_WRITER_INDEX - 1
         return {
-            "rng": own[first]["rng"],
-            "env": own[first]["env"],
+            **{key: own[first][key] for key in OWN_KEYS},
             OTHER_RUNNERS_KEY: [s for i, s in enumerate(own) if i != first],
         }
 

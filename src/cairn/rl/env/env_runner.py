@@ -31,6 +31,7 @@ import torch
 from cairn import Checkpointable
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.callbacks.callbacks import Episode, make_callbacks, overrides
 from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
@@ -44,6 +45,7 @@ from cairn.rl.env.multi_agent_env import (
     resolve_policy_mapping,
 )
 from cairn.rl.utils._util import Names
+from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 
 __all__ = ["EnvRunner", "SampleBatch"]
 
@@ -91,8 +93,29 @@ class EnvRunner(Checkpointable):
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
         self.env_id = env_id
-        self.observation_space = self.env.single_observation_space
-        self.action_space = self.env.single_action_space
+        seeds = self._init_sampling(config, self.env.single_observation_space, self.env.single_action_space)
+        self.env_state_saved = supports_env_state(self.env.envs[0])
+        obs, _ = self.env.reset(seed=int(seeds[0]))
+        self._obs: npt.NDArray[Any] = obs
+        self._episode_returns = np.zeros(self.num_slots, dtype=np.float64)
+        self._episode_lengths = np.zeros(self.num_slots, dtype=np.int64)
+        self._multi_agent = self.slot_agents[0] != DEFAULT_AGENT_ID
+        self._module_slots = {
+            module_id: np.array([i for i, m in enumerate(self.slot_modules) if m == module_id])
+            for module_id in config.policies
+            if module_id in self.slot_modules
+        }
+
+    def _init_sampling(
+        self, config: AlgorithmConfig, observation_space: gym.Space[Any], action_space: gym.Space[Any]
+    ) -> npt.NDArray[Any]:
+        """Build what every runner samples with: modules, connectors, the action RNG, counters, windows.
+
+        Shared by the multi-agent runner. Returns the runner's two seeds (the
+        first seeds the environments, the second the action-sampling RNG).
+        """
+        self.observation_space = observation_space
+        self.action_space = action_space
         self.module_specs: dict[str, RLModuleSpec] = build_module_specs(
             config, self.observation_space, self.action_space
         )
@@ -116,11 +139,6 @@ class EnvRunner(Checkpointable):
 
         seeds = np.random.SeedSequence([config.seed, 104729, self.worker_index]).generate_state(2)
         self._generator = torch.Generator().manual_seed(int(seeds[1]))
-        self.env_state_saved = supports_env_state(self.env.envs[0])
-        obs, _ = self.env.reset(seed=int(seeds[0]))
-        self._obs: npt.NDArray[Any] = obs
-        self._episode_returns = np.zeros(self.num_slots, dtype=np.float64)
-        self._episode_lengths = np.zeros(self.num_slots, dtype=np.int64)
         window = int(config.episode_return_window)
         self._recent_returns: deque[float] = deque(maxlen=window)
         self._recent_lengths: deque[int] = deque(maxlen=window)
@@ -134,11 +152,15 @@ class EnvRunner(Checkpointable):
         self.last_episodes: list[tuple[float, int, str]] = []
         """(return, length, module id) of the episodes that ended in the last :meth:`sample`."""
         self.episodes_restarted = False
-        self._module_slots = {
-            module_id: np.array([i for i, m in enumerate(self.slot_modules) if m == module_id])
-            for module_id in config.policies
-            if module_id in self.slot_modules
-        }
+        self.metrics = MetricsLogger()
+        """What this runner's callbacks log; checkpointed, and handed to the algorithm's logger each iteration."""
+        self.callbacks = make_callbacks(config.callbacks_class)
+        # on_episode_start of the first episodes fires in the first sample() (as in RLlib), not here: a
+        # runner that never samples (the driver's, with remote runners) or whose episodes in flight a
+        # checkpoint restores must not report starts that are not new.
+        self._episodes_started = False
+        self._step_hook = overrides(self.callbacks, "on_episode_step")  # a call per step and env costs
+        return seeds
 
     # ------------------------------------------------------------------ sampling
 
@@ -182,6 +204,10 @@ class EnvRunner(Checkpointable):
         final_vf_buf = np.zeros((horizon, n), dtype=np.float32)
         self._episodes_this_iteration = 0
         self.last_episodes = []
+        if not self._episodes_started:
+            self._episodes_started = True
+            for slot in range(n):
+                self._episode_hook("on_episode_start", slot, done=False)
         for t in range(horizon):
             filtered = self.env_to_module(self._obs, update=True)
             obs_buf[t] = filtered
@@ -199,6 +225,9 @@ class EnvRunner(Checkpointable):
                 final_vf_buf[t, cut] = self._values(torch.from_numpy(filtered_final), cut)
             self._episode_returns += rewards
             self._episode_lengths += 1
+            if self._step_hook:
+                for i in np.flatnonzero(~(terminateds | truncateds)):
+                    self._episode_hook("on_episode_step", int(i), done=False)
             for i in np.flatnonzero(terminateds | truncateds):
                 self._end_episode(int(i))
             self._obs = next_obs
@@ -220,14 +249,31 @@ class EnvRunner(Checkpointable):
                 "final_vf": final_vf_buf[:, slots],
                 "bootstrap_vf": bootstrap_vf[slots],
             }
+        self.callbacks.on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=batches)
         return batches
 
     def _end_episode(self, slot: int) -> None:
+        self._episode_hook("on_episode_end", slot, done=True)
         self._record_episode(
             float(self._episode_returns[slot]), int(self._episode_lengths[slot]), self.slot_modules[slot]
         )
         self._episode_returns[slot] = 0.0
         self._episode_lengths[slot] = 0
+        self._episode_hook("on_episode_start", slot, done=False)  # same-step autoreset: the next one began
+
+    def _episode_hook(self, hook: str, slot: int, *, done: bool) -> None:
+        """Call the callbacks' ``hook`` (``on_episode_start``/``_step``/``_end``) for the episode of ``slot``."""
+        episode = Episode(
+            env_index=slot,
+            agent_id=self.slot_agents[slot],
+            module_id=self.slot_modules[slot],
+            episode_return=float(self._episode_returns[slot]),
+            length=int(self._episode_lengths[slot]),
+            is_done=done,
+        )
+        getattr(self.callbacks, hook)(
+            episode=episode, env_runner=self, metrics_logger=self.metrics, env=self.env.envs[slot], env_index=slot
+        )
 
     def _record_episode(self, episode_return: float, length: int, module_id: str) -> None:
         self._recent_returns.append(episode_return)
@@ -243,19 +289,29 @@ class EnvRunner(Checkpointable):
     def sample_report(self) -> dict[str, Any]:
         """What the group's driver needs from this runner after a :meth:`sample`.
 
-        The steps taken, the episodes that ended (in order) and the connectors'
+        The steps taken, the episodes that ended (in order), the connectors'
         deltas (statistics of the data seen since the last report, connector name
-        -> delta, per pipeline); small, whatever the size of the batches.
+        -> delta, per pipeline) and what the callbacks logged since the last report
+        (:meth:`MetricsLogger.pop_deltas`); small, whatever the size of the batches.
         """
         return {
             "env_steps": self.num_envs * int(self.config.rollout_length),
-            "agent_steps": self.num_slots * int(self.config.rollout_length),
+            "agent_steps": self._agent_steps_of_last_sample(),
             "episodes": list(self.last_episodes),
-            "connector_deltas": {
-                "env_to_module_connector": self.env_to_module.pop_deltas(),
-                "module_to_env_connector": self.module_to_env.pop_deltas(),
-            },
+            "connector_deltas": self.pop_connector_deltas(),
+            "metrics": self.metrics.pop_deltas(),
         }
+
+    def pop_connector_deltas(self) -> dict[str, Any]:
+        """The connectors' deltas (statistics of the data seen since the last call), by pipeline name."""
+        return {
+            "env_to_module_connector": self.env_to_module.pop_deltas(),
+            "module_to_env_connector": self.module_to_env.pop_deltas(),
+        }
+
+    def _agent_steps_of_last_sample(self) -> int:
+        # Every slot is one agent that acts every step.
+        return self.num_slots * int(self.config.rollout_length)
 
     def begin_group_iteration(self) -> None:
         """Start counting a new iteration's episodes (for a runner that keeps a group's totals)."""
@@ -301,7 +357,7 @@ class EnvRunner(Checkpointable):
             "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
             "num_agent_steps_sampled_lifetime": self.num_agent_steps_sampled_lifetime,
         }
-        if len(self.config.policies) > 1 or self.slot_agents[0] != DEFAULT_AGENT_ID:
+        if len(self.config.policies) > 1 or self._multi_agent:
             for module_id, returns in self._recent_module_returns.items():
                 metrics[f"env_runner/{module_id}/episode_return_mean"] = _mean(returns)
         return metrics
@@ -309,6 +365,37 @@ class EnvRunner(Checkpointable):
     def set_weights(self, weights: Mapping[str, Any]) -> None:
         """Load module weights (module id -> RLModule state) into the inference copy."""
         self.module.set_state(dict(weights))
+
+    def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
+        """Add an inference copy of a new module (weights follow with the next :meth:`set_weights`).
+
+        Args:
+            module_id: The new module's id.
+            spec: Its complete spec (class and spaces given).
+            config: The algorithm's config with the module added (its ``policies``).
+        """
+        self.module.add_module(module_id, spec.build())
+        self.module.eval()
+        self.module_specs[module_id] = spec
+        self._recent_module_returns.setdefault(module_id, deque(maxlen=int(self.config.episode_return_window)))
+        self.config = config
+
+    def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
+        """Drop the inference copy of ``module_id``.
+
+        Raises:
+            ValueError: Agents of this runner's environments still act with it.
+        """
+        if module_id in self._module_slots:
+            agents = sorted({agent for agent, m in self.policy_mapping.items() if m == module_id})
+            raise ValueError(
+                f"Module {module_id!r} cannot be removed: agents {agents} act with it. Map them to another "
+                "module first (new_agent_to_module_mapping_fn / policy_mapping)."
+            )
+        self.module.remove_module(module_id)
+        self.module_specs.pop(module_id, None)
+        self._recent_module_returns.pop(module_id, None)
+        self.config = config
 
     # ------------------------------------------------------------------ Checkpointable
 
@@ -336,6 +423,7 @@ class EnvRunner(Checkpointable):
             state["autoreset"] = np.array(self.env._autoreset_envs, copy=True)
             state["episode_returns"] = self._episode_returns.copy()
             state["episode_lengths"] = self._episode_lengths.copy()
+            state["episodes_started"] = self._episodes_started  # whether on_episode_start fired for them
         return state
 
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
@@ -356,6 +444,7 @@ class EnvRunner(Checkpointable):
                 },
             },
             "env": self._env_state(),
+            "metrics": self.metrics.get_state(),
         }
         state.update(self._get_components_state(components, not_components=not_components))
         return state
@@ -391,6 +480,8 @@ class EnvRunner(Checkpointable):
                     self._recent_module_returns[module_id] = deque((float(x) for x in returns), maxlen=window)
         if "env" in state:
             self._set_env_state(state["env"])
+        if "metrics" in state:
+            self.metrics.set_state(state["metrics"], where="env_runner/metrics")
 
     def _set_env_state(self, env_state: Mapping[str, Any]) -> None:
         fits = (
@@ -416,6 +507,8 @@ class EnvRunner(Checkpointable):
         self._episode_returns = np.array(env_state["episode_returns"], dtype=np.float64, copy=True)
         self._episode_lengths = np.array(env_state["episode_lengths"], dtype=np.int64, copy=True)
         self.episodes_restarted = False
+        # Their on_episode_start fired before the checkpoint, unless it was taken before the first sample.
+        self._episodes_started = bool(env_state.get("episodes_started", True))
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config,), {"worker_index": ...})``."""
