@@ -1,0 +1,124 @@
+"""Helpers of the RLlib parity tests: tiny configs, a user's own RLModule, what to compare.
+
+RLlib's tests build their algorithms from ``PPOConfig()`` builders on
+``MultiAgentCartPole``; here the same set-ups are cairn dataclass configs on
+``CartPole-v1`` and its ``"multi:CartPole-v1"`` copies (agents ``agent_0``,
+``agent_1``, ...), kept tiny so that the folder runs in seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from cairn.rl import PPO, PPOConfig, RLModule
+
+OBS_SPACE = gym.make("CartPole-v1").observation_space
+"""CartPole's observation space (``Box(4,)``), as RLlib's tests take it from the env."""
+
+ACT_SPACE = gym.make("CartPole-v1").action_space
+"""CartPole's action space (``Discrete(2)``)."""
+
+
+def tiny_config(**overrides: Any) -> PPOConfig:
+    """PPO on CartPole with 2 envs x 16 steps per iteration, one epoch, 8-unit MLPs."""
+    base = PPOConfig(
+        env="CartPole-v1",
+        seed=10,
+        num_envs_per_env_runner=2,
+        rollout_length=16,
+        minibatch_size=32,
+        num_epochs=1,
+        model_config={"hidden_sizes": [8]},
+    )
+    return dataclasses.replace(base, **overrides)
+
+
+def tiny_multi_config(module_ids: tuple[str, ...] = ("p0", "p1"), **overrides: Any) -> PPOConfig:
+    """``tiny_config`` on ``"multi:CartPole-v1"``: agent ``agent_<i>`` plays module ``module_ids[i]``."""
+    return tiny_config(
+        env="multi:CartPole-v1",
+        num_agents=len(module_ids),
+        policies=module_ids,
+        policy_mapping={f"agent_{i}": module_id for i, module_id in enumerate(module_ids)},
+        **overrides,
+    )
+
+
+def learner_weights(algo: PPO) -> dict[str, Any]:
+    """Module id -> weights of the learner's modules (what ``learner_group.get_weights()`` gives in RLlib)."""
+    weights: dict[str, Any] = algo.learner_group.get_weights()
+    return weights
+
+
+def states_differ(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two RLModule states (parameter name -> tensor) differ in any parameter."""
+    assert set(a) == set(b)
+    return any(not torch.equal(torch.as_tensor(a[k]), torch.as_tensor(b[k])) for k in a)
+
+
+def filter_state(connector_states: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``MeanStdFilter`` statistics out of an env runner's connector states."""
+    state: dict[str, Any] = connector_states["env_to_module_connector"]["MeanStdFilter"]
+    return state
+
+
+class VPGModule(RLModule):
+    """A user's own RLModule: one shared torch MLP of ``model_config["hidden_dim"]`` units.
+
+    The counterpart of RLlib's ``VPGTorchRLModule`` example (its tests build
+    MultiRLModules out of it). Built through ``RLModuleSpec(module_class=VPGModule,
+    ...)``; needs RLModule subclasses with their own ``model_config`` keys
+    (issue 14 item 3).
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        model_config: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(observation_space, action_space, model_config, **kwargs)
+        hidden = int(dict(model_config or {}).get("hidden_dim", 32))
+        n_actions = int(action_space.n)  # type: ignore[attr-defined]
+        self.net = nn.Sequential(nn.Linear(int(np.prod(observation_space.shape)), hidden), nn.ReLU())
+        self.logits = nn.Linear(hidden, n_actions)
+        self.value = nn.Linear(hidden, 1)
+
+    def _heads(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        obs = torch.as_tensor(batch["obs"], dtype=torch.float32).flatten(1)
+        features = self.net(obs)
+        return self.logits(features), self.value(features).squeeze(-1)
+
+    def forward_inference(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        with torch.no_grad():
+            logits, _ = self._heads(batch)
+        return {"actions": logits.argmax(-1), "action_dist_inputs": logits}
+
+    def forward_exploration(
+        self, batch: Mapping[str, torch.Tensor], *, generator: torch.Generator | None = None
+    ) -> dict[str, torch.Tensor]:
+        with torch.no_grad():
+            logits, values = self._heads(batch)
+            dist = torch.distributions.Categorical(logits=logits)
+            probs = torch.softmax(logits, dim=-1)
+            actions = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        return {
+            "actions": actions,
+            "action_logp": dist.log_prob(actions),
+            "vf_preds": values,
+            "action_dist_inputs": logits,
+        }
+
+    def forward_train(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        logits, values = self._heads(batch)
+        dist = torch.distributions.Categorical(logits=logits)
+        actions = torch.as_tensor(batch["actions"]).long()
+        return {"action_logp": dist.log_prob(actions), "entropy": dist.entropy(), "vf_preds": values}
