@@ -9,6 +9,7 @@ RLlib's tests build their algorithms from ``PPOConfig()`` builders on
 from __future__ import annotations
 
 import dataclasses
+import random
 from collections.abc import Mapping
 from typing import Any
 
@@ -122,3 +123,58 @@ class VPGModule(RLModule):
         dist = torch.distributions.Categorical(logits=logits)
         actions = torch.as_tensor(batch["actions"]).long()
         return {"action_logp": dist.log_prob(actions), "entropy": dist.entropy(), "vf_preds": values}
+
+
+# Policy mapping functions ``(agent_id, episode) -> module id``, module-level so that a
+# checkpoint records them by reference (``parity_helpers:map_to_p0``); RLlib's tests use
+# lambdas and closures, which cairn does not pickle.
+
+
+def map_to_p0(agent_id: str, episode: Any) -> str:
+    """Every agent plays ``p0``."""
+    return "p0"
+
+
+def map_to_p1(agent_id: str, episode: Any) -> str:
+    """Every agent plays ``p1``."""
+    return "p1"
+
+
+def map_to_p0_or_p1(agent_id: str, episode: Any) -> str:
+    """``p0`` or ``p1`` at random, per episode."""
+    return random.choice(["p0", "p1"])
+
+
+def map_to_p1_or_p2(agent_id: str, episode: Any) -> str:
+    """``p1`` or ``p2`` at random, per episode."""
+    return random.choice(["p1", "p2"])
+
+
+def map_to_p0_or_p2(agent_id: str, episode: Any) -> str:
+    """``p0`` or ``p2`` at random, per episode."""
+    return random.choice(["p0", "p2"])
+
+
+def map_agent_index(agent_id: str, episode: Any) -> str:
+    """``agent_<i>`` plays ``p<i>`` (RLlib: ``lambda aid, *a, **kw: f"p{aid}"``)."""
+    return "p" + agent_id.rsplit("_", 1)[1]
+
+
+def map_agent_index_plus_one(agent_id: str, episode: Any) -> str:
+    """``agent_<i>`` plays ``p<i+1>``."""
+    return f"p{int(agent_id.rsplit('_', 1)[1]) + 1}"
+
+
+def map_agent_0_to_p0_else_p1_or_p2(agent_id: str, episode: Any) -> str:
+    """``agent_0`` plays ``p0``, the others ``p1`` or ``p2`` at random."""
+    return "p0" if agent_id == "agent_0" else random.choice(["p1", "p2"])
+
+
+def map_agent_0_to_p0_else_p1_p2_or_p3(agent_id: str, episode: Any) -> str:
+    """``agent_0`` plays ``p0``, the others ``p1``, ``p2`` or ``p3`` at random."""
+    return "p0" if agent_id == "agent_0" else random.choice(["p1", "p2", "p3"])
+
+
+def map_to_any_of_p0_to_p3(agent_id: str, episode: Any) -> str:
+    """Any of ``p0`` .. ``p3`` at random (a new mapping, unrelated to the checkpointed one)."""
+    return random.choice(["p0", "p1", "p2", "p3"])

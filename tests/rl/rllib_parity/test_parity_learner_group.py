@@ -26,7 +26,7 @@ SPEC = RLModuleSpec(observation_space=OBS_SPACE, action_space=ACT_SPACE, model_c
 
 @pytest.mark.xfail(
     strict=True,
-    reason="needs LearnerGroup.add_module(module_id=, module_spec=) / remove_module(module_id=) (issue 14 item 5)",
+    reason="needs LearnerGroup.add_module(module_id, module_spec) / remove_module(module_id) (issue 14 item 5)",
 )
 def test_add_module_and_remove_module(tmp_path: Path) -> None:
     """``test_learner_group.py::TestLearnerGroupSyncUpdate::test_add_module_and_remove_module``.
@@ -40,12 +40,12 @@ def test_add_module_and_remove_module(tmp_path: Path) -> None:
     group = LearnerGroup(tiny_config(policies=("p0",)), {"p0": SPEC})
     group.update({"p0": fake_train_batch()})
 
-    group.add_module(module_id="p1", module_spec=SPEC)  # type: ignore[attr-defined]
+    group.add_module("p1", SPEC)  # type: ignore[attr-defined]
     results = group.update({"p0": fake_train_batch(), "p1": fake_train_batch()})
     assert {key.split("/")[1] for key in results} == {"p0", "p1"}
     with_p1 = group.save_to_path(tmp_path / "with_p1")
 
-    group.remove_module(module_id="p1")  # type: ignore[attr-defined]
+    group.remove_module("p1")  # type: ignore[attr-defined]
     results = group.update({"p0": fake_train_batch()})
     assert {key.split("/")[1] for key in results} == {"p0"}
     without_p1 = group.save_to_path(tmp_path / "without_p1")
