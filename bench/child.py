@@ -35,13 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("op", choices=OPS)
     ap.add_argument("--params", type=int, required=True)
     ap.add_argument("--path", required=True)
-    ap.add_argument("--proto", default=None, help="apply bench.proto's patches to cairn")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    if args.proto:
-        from bench import proto
-
-        proto.apply(args.proto)
     spec = model_spec(args.params)
     obj = None
     if args.op in ("cairn_save", "torch_save", "safetensors_save"):

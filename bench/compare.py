@@ -1,7 +1,7 @@
 """Put two JSON reports side by side: ``python -m bench.compare A.json B.json [--markdown]``.
 
 Rows are matched by case and measurement. Typical use: A from ``python -m bench``
-on HEAD, B from ``python -m bench --proto`` (the prototypes of bench/proto.py).
+on one commit, B on another.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__)
     ap.add_argument("a")
     ap.add_argument("b")
-    ap.add_argument("--labels", default="HEAD,prototypes", help="column labels for A and B")
+    ap.add_argument("--labels", default="A,B", help="column labels for A and B")
     args = ap.parse_args(argv)
     la, lb = args.labels.split(",")
     with open(args.a) as f:
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, rep in ((la, a), (lb, b)):
         print(
             f"\n{name}: git {rep.get('git')}, {rep.get('created')}, {rep.get('size_gb')} GB, "
-            f"load average {rep.get('machine', {}).get('load_average')}, options {rep.get('options', {}).get('proto')}"
+            f"load average {rep.get('machine', {}).get('load_average')}"
         )
     return 0
 

@@ -582,8 +582,6 @@ def case_small(ctx: Context) -> None:
 
 def _child(ctx: Context, op: str, path: str) -> dict[str, Any]:
     argv = [sys.executable, "-m", "bench.child", op, "--params", str(ctx.params), "--path", path]
-    if ctx.args.proto:
-        argv += ["--proto", ctx.args.proto]
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = subprocess.run(argv, check=True, capture_output=True, text=True, env=env, cwd=REPO)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -852,10 +850,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=None, help="timed rounds per I/O case (default 3)")
     ap.add_argument("--tmp", default=None, help="where to put temporary checkpoints (default /work/tmp or $TMPDIR)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary checkpoints")
-    ap.add_argument(
-        "--proto", nargs="?", const="all", default=None,
-        help="apply the prototype patches of bench/proto.py to cairn (all, or some of: restore,save,async)",
-    )  # fmt: skip
     ap.add_argument("-v", "--verbose", action="store_true", help="print every timed round")
     args = ap.parse_args(argv)
     cases = list(CASES) if not args.only else [c.strip() for c in args.only.split(",") if c.strip()]
@@ -866,16 +860,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)  # the machine has 2 shared cores; keep the main process to one
-    if args.proto:
-        from bench import proto
-
-        proto.apply(args.proto)
     ctx = Context(args)
     started = time.perf_counter()
     ctx.say(
         f"cairn bench: {ctx.size_gb:g} GB state, cases {', '.join(cases)}, {ctx.reps} timed rounds; "
         f"page cache: {'drop_caches' if util.CAN_DROP else 'posix_fadvise'}; tmp {ctx.tmp}"
-        + (f"; PROTOTYPE PATCHES APPLIED: {args.proto}" if args.proto else "")
     )
     warm = util.warm_memory(int(ctx.size_gb * 3e9))
     ctx.say(f"  warmed {ctx.size_gb * 3:.1f} GB of memory in {warm:.1f} s")

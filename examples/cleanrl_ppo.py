@@ -28,7 +28,7 @@ from torch.distributions.categorical import Categorical
 
 import cairn
 import cairn.torch
-from cairn.rl.env_state import get_env_state, set_env_state
+from cairn.rl.env.env_state import get_env_state, set_env_state
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -58,7 +58,7 @@ class Envs:
 
     It follows PyTorch's ``state_dict`` / ``load_state_dict`` convention, so
     ``cairn.torch.TrainState`` saves it like any other object: the physics and
-    RNG of each environment (``cairn.rl.env_state``), the observations the next
+    RNG of each environment (``cairn.rl.env.env_state``), the observations the next
     step starts from, and the running episode statistics.
     """
 

@@ -224,7 +224,7 @@ def _pipeline_calling(tmp_path: Path, cls_path: str, kwargs: dict[str, object]) 
     """A resealed ConnectorPipeline checkpoint whose recorded connector class is ``cls_path``."""
     import json
 
-    from cairn.rl.connectors import ConnectorPipeline, MeanStdFilter
+    from cairn.rl.connectors.connectors import ConnectorPipeline, MeanStdFilter
 
     ck = Path(ConnectorPipeline([(MeanStdFilter, {"shape": [4]})]).save_to_path(tmp_path / "ck"))
     ctor = json.loads((ck / "ctor.json").read_text())
@@ -263,7 +263,7 @@ def test_cairn_upgrade_never_runs_a_command_a_checkpoint_names(tmp_path: Path) -
 def test_a_standard_library_class_is_not_recorded_as_a_constructor_argument(tmp_path: Path) -> None:
     import subprocess
 
-    from cairn.rl.connectors import ConnectorPipeline, MeanStdFilter
+    from cairn.rl.connectors.connectors import ConnectorPipeline, MeanStdFilter
 
     pipe = ConnectorPipeline([(MeanStdFilter, {"shape": [4]})])
     pipe.get_ctor_args_and_kwargs = lambda: (([(subprocess.Popen, {})],), {})  # type: ignore[method-assign]

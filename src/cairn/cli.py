@@ -218,7 +218,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     # already imported (SPEC 8). cairn's own RL components are known code, so the command imports
     # them up front, whatever the checkpoint names; other packages come in through --import.
     with contextlib.suppress(ImportError):
-        importlib.import_module("cairn.rl.ppo")
+        importlib.import_module("cairn.rl.algorithms.ppo.ppo")
     changes = upgrade_checkpoint(args.checkpoint, args.out, dry_run=args.dry_run)
     for comp, cls, old, new in changes:
         status = "unchanged" if old == new else f"v{old} -> v{new}"
@@ -271,14 +271,14 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 
     wanted = next((a for a in argv if not a.startswith("-")), None)
     if wanted in RL_COMMANDS:
-        from cairn.rl._cli import register
+        from cairn._rl_cli import register
 
         register(sub)
     else:
         sub.add_parser("train", help="train PPO with checkpoints (cairn train --help)", add_help=False)
         sub.add_parser("evaluate", help="run episodes with a checkpoint's policy", add_help=False)
     if wanted == PLOT_COMMAND:
-        from cairn.rl._plot import register as register_plot
+        from cairn._plot import register as register_plot
 
         register_plot(sub)
     else:

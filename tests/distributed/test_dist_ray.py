@@ -30,7 +30,7 @@ from dist_helpers import (
 )
 
 from cairn import CheckpointError, CorruptCheckpointError
-from cairn.rl import PPO, Learner
+from cairn.rl import PPO, PPOLearner
 from cairn.testing import assert_states_equal
 
 
@@ -78,7 +78,7 @@ def test_training_keeps_learners_identical_and_runners_synced(algo: PPO) -> None
 def test_data_parallel_update_equals_one_learner_on_the_whole_batch(algo: PPO) -> None:
     """2 learners on shares of each minibatch take the step 1 learner takes on all of it."""
     specs = algo.learner_group.module_specs
-    single = Learner(algo.config, specs)
+    single = PPOLearner(algo.config, specs)
     single.set_state(learner_state(algo))
     rng = np.random.default_rng(0)
     size = 96

@@ -139,7 +139,7 @@ def test_plot_svg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_registering_the_commands_does_not_import_torch(tmp_path: Path) -> None:
     code = (
-        "import sys, argparse, cairn.rl._cli as c, cairn.rl._plot as p\n"
+        "import sys, argparse, cairn._rl_cli as c, cairn._plot as p\n"
         "sub = argparse.ArgumentParser().add_subparsers()\n"
         "c.register(sub); p.register(sub)\n"
         "heavy = [m for m in ('torch', 'gymnasium') if m in sys.modules]\n"
@@ -163,8 +163,8 @@ def test_plot_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_set_config_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cairn._rl_cli import parse_settings
     from cairn.rl import PPO, PPOConfig
-    from cairn.rl._cli import parse_settings
 
     parsed = parse_settings(
         ["lr=1e-3", "entropy_coeff=0", 'policies=["a", "b"]', "env=multi:CartPole-v1", "lr_anneal_timesteps=null"],

@@ -9,7 +9,7 @@ import pytest
 from rl_helpers import CounterEnv, small_config
 
 from cairn.rl import EnvRunner, EnvRunnerGroup, register_env_state_handler
-from cairn.rl.env_state import _HANDLERS
+from cairn.rl.env.env_state import _HANDLERS
 from cairn.testing import CheckpointableContract, assert_states_equal
 
 

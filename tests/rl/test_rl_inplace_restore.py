@@ -46,7 +46,7 @@ def test_mean_std_filter_restores_into_its_live_statistics(tmp_path: Path) -> No
     """The observation filter offers its buffers: a restore reads into its arrays, not new ones."""
     import numpy as np
 
-    from cairn.rl.connectors import MeanStdFilter
+    from cairn.rl.connectors.connectors import MeanStdFilter
 
     src = MeanStdFilter(shape=(3,))
     src.update(np.arange(12, dtype=np.float64).reshape(4, 3))

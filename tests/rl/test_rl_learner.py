@@ -11,7 +11,7 @@ import torch
 from rl_helpers import fake_train_batch, small_config
 
 from cairn.errors import IncompatibleCheckpointError
-from cairn.rl import Learner, LearnerGroup, LinearSchedule, RLModuleSpec
+from cairn.rl import Learner, LearnerGroup, LinearSchedule, PPOLearner, RLModuleSpec
 from cairn.testing import CheckpointableContract, assert_states_equal
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -20,7 +20,7 @@ SPECS = {"default_policy": RLModuleSpec(OBS, ACT, {"hidden_sizes": [16]}, 0)}
 
 
 def make_learner() -> Learner:
-    return Learner(small_config(), SPECS)
+    return PPOLearner(small_config(), SPECS)
 
 
 class TestLearnerContract(CheckpointableContract):
@@ -91,7 +91,7 @@ def test_optimizer_state_that_does_not_fit(tmp_path: Path) -> None:
     learner = make_learner()
     learner.update({"default_policy": fake_train_batch()})
     other_specs = {"default_policy": RLModuleSpec(OBS, ACT, {"hidden_sizes": [16, 16]}, 0)}
-    other = Learner(small_config(), other_specs)
+    other = PPOLearner(small_config(), other_specs)
     state = learner.get_state(not_components="rl_module")
     with pytest.raises(IncompatibleCheckpointError, match="default_policy"):
         other.set_state(state)

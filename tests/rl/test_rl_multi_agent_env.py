@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from cairn.rl import IndependentAgentsEnv
-from cairn.rl.multi_agent import agent_ids, parse_env, resolve_policy_mapping
+from cairn.rl.env.multi_agent_env import agent_ids, parse_env, resolve_policy_mapping
 
 
 def test_copies_are_independent_and_reset_on_their_own() -> None:

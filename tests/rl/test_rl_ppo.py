@@ -67,7 +67,7 @@ def test_checkpoint_tree_is_rllibs(tmp_path: Path) -> None:
         "learner_group/learner/rl_module/default_policy",
     }
     metadata = json.loads((root / "metadata.json").read_text())
-    assert metadata["class"] == "cairn.rl.ppo:PPO"
+    assert metadata["class"] == "cairn.rl.algorithms.ppo.ppo:PPO"
     assert metadata["episodes_restart_on_restore"] is False
     assert not list(root.rglob("*.pkl"))
 

@@ -261,7 +261,7 @@ def _check_env(state: Any, where: str) -> None:
     import gymnasium as gym
     from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
-    from cairn.rl.multi_agent import check_env_config, check_env_id
+    from cairn.rl.env.multi_agent_env import check_env_config, check_env_id
 
     if isinstance(state, AlgorithmConfig):
         state = {"env": state.env, "env_config": state.env_config}

@@ -1,13 +1,25 @@
 """cairn.rl: an RLlib-style RL stack whose every part is a cairn ``Checkpointable``.
 
-Public names (imported on first use, so that ``cairn.rl._cli`` can register the
+The layout follows RLlib's new API stack (SPEC 9)::
+
+    cairn.rl.algorithms.algorithm          Algorithm
+    cairn.rl.algorithms.algorithm_config   AlgorithmConfig (imports nothing else of cairn.rl)
+    cairn.rl.algorithms.ppo                PPO, PPOConfig, PPOLearner (the loss)
+    cairn.rl.core.rl_module                RLModule, RLModuleSpec, MultiRLModule
+    cairn.rl.core.learner                  Learner (optimizers, schedules, update loop), LearnerGroup
+    cairn.rl.env                           EnvRunner, EnvRunnerGroup, multi-agent envs, env state
+    cairn.rl.connectors                    ConnectorPipeline, MeanStdFilter, ClipActions
+    cairn.rl.utils                         compute_gae
+    cairn.rl.distributed                   Ray actors behind the groups
+
+Public names here (imported on first use, so that ``cairn._rl_cli`` can register the
 ``train``/``evaluate`` commands without importing torch)::
 
-    PPO, PPOConfig                 the algorithm and its config
+    PPO, PPOConfig, PPOLearner     the algorithm, its config and its learner
     Algorithm, AlgorithmConfig     the base classes
     RLModule, RLModuleSpec         a torch actor-critic (one policy)
     MultiRLModule                  module id -> RLModule
-    Learner, LearnerGroup          optimizers, schedules, the PPO loss
+    Learner, LearnerGroup          optimizers, schedules, the update loop
     EnvRunner, EnvRunnerGroup      vector environments, connectors, RNGs
     IndependentAgentsEnv           the "multi:<env id>" multi-agent env, dict API
     ConnectorPipeline, Connector, MeanStdFilter, ClipActions
@@ -22,18 +34,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cairn.rl.algorithm import Algorithm, AlgorithmConfig
-    from cairn.rl.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
-    from cairn.rl.env_runner import EnvRunner
-    from cairn.rl.env_runner_group import EnvRunnerGroup
-    from cairn.rl.env_state import register_env_state_handler
-    from cairn.rl.gae import compute_gae
-    from cairn.rl.learner import Learner, LinearSchedule
-    from cairn.rl.learner_group import LearnerGroup
-    from cairn.rl.multi_agent import DEFAULT_AGENT_ID, IndependentAgentsEnv
-    from cairn.rl.multi_rl_module import DEFAULT_MODULE_ID, MultiRLModule
-    from cairn.rl.ppo import PPO, PPOConfig
-    from cairn.rl.rl_module import RLModule, RLModuleSpec
+    from cairn.rl.algorithms.algorithm import Algorithm
+    from cairn.rl.algorithms.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
+    from cairn.rl.algorithms.ppo.ppo import PPO, PPOConfig
+    from cairn.rl.algorithms.ppo.ppo_learner import PPOLearner
+    from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
+    from cairn.rl.core.learner.learner import Learner, LinearSchedule
+    from cairn.rl.core.learner.learner_group import LearnerGroup
+    from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
+    from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
+    from cairn.rl.env.env_runner import EnvRunner
+    from cairn.rl.env.env_runner_group import EnvRunnerGroup
+    from cairn.rl.env.env_state import register_env_state_handler
+    from cairn.rl.env.multi_agent_env import DEFAULT_AGENT_ID, IndependentAgentsEnv
+    from cairn.rl.utils.gae import compute_gae
 
 __all__ = [
     "DEFAULT_AGENT_ID",
@@ -53,6 +67,7 @@ __all__ = [
     "MeanStdFilter",
     "MultiRLModule",
     "PPOConfig",
+    "PPOLearner",
     "RLModule",
     "RLModuleSpec",
     "compute_gae",
@@ -60,27 +75,28 @@ __all__ = [
 ]
 
 _HOMES: dict[str, str] = {
-    "DEFAULT_AGENT_ID": "cairn.rl.multi_agent",
-    "DEFAULT_MODULE_ID": "cairn.rl.multi_rl_module",
-    "PPO": "cairn.rl.ppo",
-    "Algorithm": "cairn.rl.algorithm",
-    "AlgorithmConfig": "cairn.rl.algorithm",
-    "ClipActions": "cairn.rl.connectors",
-    "Connector": "cairn.rl.connectors",
-    "ConnectorPipeline": "cairn.rl.connectors",
-    "EnvRunner": "cairn.rl.env_runner",
-    "EnvRunnerGroup": "cairn.rl.env_runner_group",
-    "IndependentAgentsEnv": "cairn.rl.multi_agent",
-    "Learner": "cairn.rl.learner",
-    "LearnerGroup": "cairn.rl.learner_group",
-    "LinearSchedule": "cairn.rl.learner",
-    "MeanStdFilter": "cairn.rl.connectors",
-    "MultiRLModule": "cairn.rl.multi_rl_module",
-    "PPOConfig": "cairn.rl.ppo",
-    "RLModule": "cairn.rl.rl_module",
-    "RLModuleSpec": "cairn.rl.rl_module",
-    "compute_gae": "cairn.rl.gae",
-    "register_env_state_handler": "cairn.rl.env_state",
+    "DEFAULT_AGENT_ID": "cairn.rl.env.multi_agent_env",
+    "DEFAULT_MODULE_ID": "cairn.rl.algorithms.algorithm_config",
+    "PPO": "cairn.rl.algorithms.ppo.ppo",
+    "Algorithm": "cairn.rl.algorithms.algorithm",
+    "AlgorithmConfig": "cairn.rl.algorithms.algorithm_config",
+    "ClipActions": "cairn.rl.connectors.connectors",
+    "Connector": "cairn.rl.connectors.connectors",
+    "ConnectorPipeline": "cairn.rl.connectors.connectors",
+    "EnvRunner": "cairn.rl.env.env_runner",
+    "EnvRunnerGroup": "cairn.rl.env.env_runner_group",
+    "IndependentAgentsEnv": "cairn.rl.env.multi_agent_env",
+    "Learner": "cairn.rl.core.learner.learner",
+    "LearnerGroup": "cairn.rl.core.learner.learner_group",
+    "LinearSchedule": "cairn.rl.core.learner.learner",
+    "MeanStdFilter": "cairn.rl.connectors.connectors",
+    "MultiRLModule": "cairn.rl.core.rl_module.multi_rl_module",
+    "PPOConfig": "cairn.rl.algorithms.ppo.ppo",
+    "PPOLearner": "cairn.rl.algorithms.ppo.ppo_learner",
+    "RLModule": "cairn.rl.core.rl_module.rl_module",
+    "RLModuleSpec": "cairn.rl.core.rl_module.rl_module",
+    "compute_gae": "cairn.rl.utils.gae",
+    "register_env_state_handler": "cairn.rl.env.env_state",
 }
 
 

@@ -5,11 +5,11 @@ one process (``num_env_runners > 0`` or ``num_learners > 1``); Ray itself is
 imported on first use and is an extra (``pip install 'cairn-rl[ray]'``).
 
 - :class:`~cairn.rl.distributed.env_runners.RemoteEnvRunners`: the actors
-  behind an :class:`~cairn.rl.env_runner_group.EnvRunnerGroup`; they sample
+  behind an :class:`~cairn.rl.env.env_runner_group.EnvRunnerGroup`; they sample
   in parallel, take versioned weight broadcasts and report their connector
   deltas, which the group merges into its local runner and spreads back.
 - :class:`~cairn.rl.distributed.learners.RemoteLearners`: data-parallel
-  learners behind a :class:`~cairn.rl.learner_group.LearnerGroup`; gradients
+  learners behind a :class:`~cairn.rl.core.learner.learner_group.LearnerGroup`; gradients
   are all-reduced with ``torch.distributed`` (gloo) inside the actors, so all
   learners hold identical weights and optimizer states after every update.
 - :mod:`~cairn.rl.distributed.checkpoint`: saves in which each actor writes

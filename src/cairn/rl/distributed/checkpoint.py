@@ -2,8 +2,8 @@
 
 A component with parts in other processes says so with a method
 ``remote_checkpoint_parts() -> {relative component path: RemotePart}`` (the
-:class:`~cairn.rl.learner_group.LearnerGroup` returns ``{"learner": ...}`` when
-its learners are remote; the :class:`~cairn.rl.algorithm.Algorithm` adds
+:class:`~cairn.rl.core.learner.learner_group.LearnerGroup` returns ``{"learner": ...}`` when
+its learners are remote; the :class:`~cairn.rl.algorithms.algorithm.Algorithm` adds
 ``{"env_runner": ...}`` when its env runners are). :func:`save` and
 :func:`restore` follow the engine's rules (``cairn._engine``) with those
 folders done by the actors:

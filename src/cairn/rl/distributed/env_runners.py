@@ -1,6 +1,6 @@
-"""Env runners as Ray actors, behind :class:`~cairn.rl.env_runner_group.EnvRunnerGroup`.
+"""Env runners as Ray actors, behind :class:`~cairn.rl.env.env_runner_group.EnvRunnerGroup`.
 
-The group keeps one local :class:`~cairn.rl.env_runner.EnvRunner` in the
+The group keeps one local :class:`~cairn.rl.env.env_runner.EnvRunner` in the
 driver that does not sample: it holds the group's totals (lifetime counters,
 the window of recent episode returns) and the merged connector states, and it
 is the algorithm's ``env_runner`` checkpoint component (so the tree is the
@@ -46,12 +46,12 @@ import numpy as np
 
 from cairn.rl.distributed._ray import ActorFailedError, actor_label, get_all, init_ray
 from cairn.rl.distributed.checkpoint import Waiter, load_component, write_component
-from cairn.rl.env_runner import EnvRunner, SampleBatch
+from cairn.rl.env.env_runner import EnvRunner, SampleBatch
 
 if TYPE_CHECKING:
     from cairn import _engine
     from cairn.manifest import FileEntry
-    from cairn.rl.algorithm import AlgorithmConfig
+    from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
     from cairn.storage.base import Storage
 
 __all__ = ["EnvRunnerActor", "RemoteEnvRunners"]

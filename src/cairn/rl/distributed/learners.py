@@ -1,4 +1,4 @@
-"""Data-parallel learners as Ray actors, behind :class:`~cairn.rl.learner_group.LearnerGroup`.
+"""Data-parallel learners as Ray actors, behind :class:`~cairn.rl.core.learner.learner_group.LearnerGroup`.
 
 Each of the ``num_learners`` actors holds a full :class:`DataParallelLearner`
 and joins one ``torch.distributed`` process group (gloo, over TCP on
@@ -38,34 +38,36 @@ import numpy as np
 import torch
 
 from cairn.errors import CheckpointError
+from cairn.rl.core.learner.learner import Learner, TrainBatch
+from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.distributed._ray import actor_label, get_all, init_ray
 from cairn.rl.distributed.checkpoint import Waiter, load_component, write_component
-from cairn.rl.learner import Learner, TrainBatch
-from cairn.rl.rl_module import RLModule, RLModuleSpec
 
 if TYPE_CHECKING:
     from cairn import _engine
     from cairn.manifest import FileEntry
-    from cairn.rl.ppo import PPOConfig
+    from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
     from cairn.storage.base import Storage
 
-__all__ = ["DataParallelLearner", "LearnerActor", "RemoteLearners"]
+__all__ = ["DataParallelLearner", "LearnerActor", "RemoteLearners", "data_parallel"]
 
 
 class DataParallelLearner(Learner):
-    """A :class:`~cairn.rl.learner.Learner` that computes on its share of each minibatch.
+    """A :class:`~cairn.rl.core.learner.learner.Learner` that computes on its share of each minibatch.
 
+    A mix-in: :func:`data_parallel` puts it in front of an algorithm's learner
+    class (``PPOLearner``), so any loss trains data-parallel.
     ``torch.distributed`` must be initialized in this process (gloo backend).
 
     Args:
-        config: The PPO config.
+        config: The algorithm's config.
         module_specs: Module id -> spec.
         rank: This learner's rank.
         world_size: The number of learners.
     """
 
     def __init__(
-        self, config: PPOConfig, module_specs: Mapping[str, RLModuleSpec], *, rank: int, world_size: int
+        self, config: AlgorithmConfig, module_specs: Mapping[str, RLModuleSpec], *, rank: int, world_size: int
     ) -> None:
         super().__init__(config, module_specs)
         self.rank = int(rank)
@@ -75,19 +77,19 @@ class DataParallelLearner(Learner):
         """Rows ``rank::world_size`` of the minibatch."""
         return indices[self.rank :: self.world_size]
 
-    def _normalize_advantages(self, advantages: torch.Tensor) -> torch.Tensor:
+    def normalize_over_minibatch(self, values: torch.Tensor) -> torch.Tensor:
         """Normalize with the mean and (unbiased) std of the whole minibatch, over all learners."""
         import torch.distributed as dist
 
-        a64 = advantages.to(torch.float64)
+        a64 = values.to(torch.float64)
         moments = torch.stack([torch.tensor(float(a64.numel()), dtype=torch.float64), a64.sum(), (a64 * a64).sum()])
         dist.all_reduce(moments)
         n, total, total_sq = (float(x) for x in moments)
         if n <= 1:
-            return advantages
+            return values
         mean = total / n
         var = max(0.0, (total_sq - n * mean * mean) / (n - 1))
-        return (advantages - mean) / (math.sqrt(var) + 1e-8)
+        return (values - mean) / (math.sqrt(var) + 1e-8)
 
     def _reduce_gradients(self, module: RLModule, num_rows: int) -> None:
         """Every learner's gradient := the gradient of the whole minibatch's mean loss."""
@@ -110,14 +112,13 @@ class DataParallelLearner(Learner):
             offset += n
 
     def _minibatch_step(
-        self, module: RLModule, optimizer: torch.optim.Optimizer, mb: Mapping[str, torch.Tensor]
+        self, module_id: str, module: RLModule, optimizer: torch.optim.Optimizer, mb: Mapping[str, torch.Tensor]
     ) -> dict[str, float]:
         """As the base class; a learner with no rows of this minibatch still joins the all-reduces."""
-        if int(mb["obs"].shape[0]) > 0:
-            return super()._minibatch_step(module, optimizer, mb)
+        if int(next(iter(mb.values())).shape[0]) > 0:
+            return super()._minibatch_step(module_id, module, optimizer, mb)
         # No rows here: contribute nothing, but take part in every collective and the step.
-        if self.config.normalize_advantages:
-            self._normalize_advantages(torch.zeros(0, dtype=torch.float32))
+        self.join_collectives_without_rows(module_id)
         optimizer.zero_grad(set_to_none=True)
         self._reduce_gradients(module, 0)
         if self.config.max_grad_norm is not None:
@@ -126,22 +127,39 @@ class DataParallelLearner(Learner):
         return {}
 
 
+_DATA_PARALLEL: dict[type[Learner], type[DataParallelLearner]] = {}
+
+
+def data_parallel(learner_class: type[Learner]) -> type[DataParallelLearner]:
+    """``learner_class`` with :class:`DataParallelLearner` in front (one class per learner class)."""
+    if issubclass(learner_class, DataParallelLearner):
+        return learner_class
+    cls = _DATA_PARALLEL.get(learner_class)
+    if cls is None:
+        cls = type(f"DataParallel{learner_class.__name__}", (DataParallelLearner, learner_class), {})
+        _DATA_PARALLEL[learner_class] = cls
+    return cls
+
+
 class LearnerActor:
     """The body of one remote learner (run as a Ray actor).
 
     Args:
-        config: The PPO config.
+        config: The algorithm's config.
         module_specs: Module id -> spec.
         rank: This learner's rank (0 writes checkpoints).
         world_size: The number of learners.
     """
 
-    def __init__(self, config: PPOConfig, module_specs: Mapping[str, RLModuleSpec], rank: int, world_size: int) -> None:
+    def __init__(
+        self, config: AlgorithmConfig, module_specs: Mapping[str, RLModuleSpec], rank: int, world_size: int
+    ) -> None:
         if config.num_torch_threads is not None:
             torch.set_num_threads(int(config.num_torch_threads))
         self.rank = int(rank)
         self.world_size = int(world_size)
-        self.learner = DataParallelLearner(config, module_specs, rank=rank, world_size=world_size)
+        learner_class = data_parallel(config.get_default_learner_class())
+        self.learner = learner_class(config, module_specs, rank=rank, world_size=world_size)
         self._pending: tuple[Any, Any, str] | None = None
         self._save_delay_s = 0.0
 
@@ -246,7 +264,7 @@ class RemoteLearners:
         module_specs: Module id -> spec.
     """
 
-    def __init__(self, config: PPOConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:
+    def __init__(self, config: AlgorithmConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:
         self._ray = init_ray(f"num_learners={config.num_learners}")
         self.config = config
         self.module_specs = dict(module_specs)

@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from cairn.rl.metrics_log import METRICS_FILE, MetricsLog, TensorBoardLog, jsonable
+from cairn._metrics_log import METRICS_FILE, MetricsLog, TensorBoardLog, jsonable
 
 if TYPE_CHECKING:
     from cairn.manager import CheckpointInfo, CheckpointManager
-    from cairn.rl.algorithm import Algorithm
-    from cairn.rl.connectors import ConnectorPipeline
-    from cairn.rl.rl_module import RLModule
+    from cairn.rl.algorithms.algorithm import Algorithm
+    from cairn.rl.connectors.connectors import ConnectorPipeline
+    from cairn.rl.core.rl_module.rl_module import RLModule
 
 __all__ = ["cmd_evaluate", "cmd_train", "register"]
 
@@ -133,7 +133,7 @@ def _build_algorithm(args: argparse.Namespace) -> tuple[Algorithm, str]:
     import dataclasses
 
     from cairn.manager import CheckpointManager
-    from cairn.rl.ppo import PPO, PPOConfig
+    from cairn.rl.algorithms.ppo.ppo import PPO, PPOConfig
 
     flags = {
         "env": args.env,
@@ -342,7 +342,7 @@ def _load_for_evaluation(checkpoint: str, module_id: str) -> _Evaluated:
 def _load_module(root: str, metadata: dict[str, Any] | None, module_id: str) -> _Evaluated:
     from cairn import _engine
     from cairn.errors import CheckpointNotFoundError
-    from cairn.rl.rl_module import RLModule
+    from cairn.rl.core.rl_module.rl_module import RLModule
 
     if metadata is None:
         metadata = _engine.open_checkpoint(root, None).metadata
@@ -376,7 +376,7 @@ def _load_filter(algo_root: str | None) -> ConnectorPipeline | None:
     if algo_root is None:
         return None
     from cairn.errors import CheckpointNotFoundError
-    from cairn.rl.connectors import ConnectorPipeline
+    from cairn.rl.connectors.connectors import ConnectorPipeline
 
     try:
         return ConnectorPipeline.from_checkpoint(_join(algo_root, "env_runner", "env_to_module_connector"))
@@ -397,7 +397,7 @@ def evaluate_module(
     import numpy as np
     import torch
 
-    from cairn.rl.multi_agent import check_env_id, make_env
+    from cairn.rl.env.multi_agent_env import check_env_id, make_env
 
     check_env_id(env_id)  # the id may come from a checkpoint's metadata: never import what it names
     env = make_env(env_id, {})

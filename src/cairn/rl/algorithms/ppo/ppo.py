@@ -26,11 +26,15 @@ import numpy as np
 import numpy.typing as npt
 
 from cairn.registry import register_type
-from cairn.rl.algorithm import Algorithm, AlgorithmConfig
-from cairn.rl.env_runner import SampleBatch
-from cairn.rl.gae import compute_gae
-from cairn.rl.learner_group import LearnerGroup
-from cairn.rl.rl_module import RLModuleSpec
+from cairn.rl._aliases import register_old_paths
+from cairn.rl.algorithms.algorithm import Algorithm
+from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.algorithms.ppo.ppo_learner import PPOLearner
+from cairn.rl.core.learner.learner import Learner
+from cairn.rl.core.learner.learner_group import LearnerGroup
+from cairn.rl.core.rl_module.rl_module import RLModuleSpec
+from cairn.rl.env.env_runner import SampleBatch
+from cairn.rl.utils.gae import compute_gae
 
 __all__ = ["PPO", "PPOConfig"]
 
@@ -41,28 +45,15 @@ class PPOConfig(AlgorithmConfig):
     """Settings of PPO; the defaults are CleanRL's ``ppo.py`` (CartPole) ones.
 
     Inherits the environment, sampling and scale settings of
-    :class:`~cairn.rl.algorithm.AlgorithmConfig`. Change a copy with
+    :class:`~cairn.rl.algorithms.algorithm.AlgorithmConfig`. Change a copy with
     ``dataclasses.replace(config, lr=1e-3)``.
     """
-
-    lr: float = 2.5e-4
-    """Adam's learning rate at the start."""
-
-    lr_anneal_timesteps: int | None = 500_000
-    """The learning rate falls linearly to 0 over this many timesteps trained per
-    module (env steps for single-agent envs); ``None`` keeps it constant."""
 
     gamma: float = 0.99
     """Discount factor."""
 
     gae_lambda: float = 0.95
     """Lambda of generalized advantage estimation."""
-
-    num_epochs: int = 4
-    """Passes over each iteration's batch."""
-
-    minibatch_size: int = 128
-    """Samples per gradient step (CleanRL: 4 minibatches of a 4 x 128 batch)."""
 
     clip_param: float = 0.2
     """Clip range of the probability ratio in the surrogate loss."""
@@ -73,21 +64,20 @@ class PPOConfig(AlgorithmConfig):
     entropy_coeff: float = 0.01
     """Weight of the entropy bonus."""
 
-    max_grad_norm: float | None = 0.5
-    """Gradients are clipped to this global norm; ``None`` turns clipping off."""
-
     normalize_advantages: bool = True
     """Normalize advantages per minibatch."""
+
+    def get_default_learner_class(self) -> type[Learner]:
+        """:class:`~cairn.rl.algorithms.ppo.ppo_learner.PPOLearner`."""
+        return PPOLearner
 
     def validate(self) -> None:
         """Check ranges; see :meth:`AlgorithmConfig.validate`."""
         super().validate()
-        if self.minibatch_size < 1 or self.num_epochs < 1:
-            raise ValueError("minibatch_size and num_epochs must be at least 1.")
         if not 0.0 <= self.gamma <= 1.0 or not 0.0 <= self.gae_lambda <= 1.0:
             raise ValueError("gamma and gae_lambda must lie in [0, 1].")
-        if self.lr <= 0.0 or self.clip_param <= 0.0:
-            raise ValueError("lr and clip_param must be positive.")
+        if self.clip_param <= 0.0:
+            raise ValueError("clip_param must be positive.")
 
 
 def _flatten(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -105,7 +95,7 @@ class PPO(Algorithm):
     config: PPOConfig
 
     def build_learner_group(self, config: Any, module_specs: Mapping[str, RLModuleSpec]) -> LearnerGroup:
-        """One local learner training every module of ``module_specs``."""
+        """The learners (PPOLearner) training every module of ``module_specs``."""
         return LearnerGroup(config, module_specs)
 
     def _postprocess(self, batch: SampleBatch) -> dict[str, npt.NDArray[Any]]:
@@ -143,3 +133,6 @@ class PPO(Algorithm):
         self._sync_env_runners()
         results.update(self.env_runner_group.get_metrics())
         return results
+
+
+register_old_paths(PPO, PPOConfig)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 from collections import deque
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -29,10 +29,13 @@ import numpy.typing as npt
 import torch
 
 from cairn import Checkpointable
-from cairn.rl._util import Names
-from cairn.rl.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
-from cairn.rl.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
-from cairn.rl.multi_agent import (
+from cairn.rl._aliases import register_old_paths
+from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
+from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
+from cairn.rl.core.rl_module.rl_module import RLModuleSpec
+from cairn.rl.env.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
+from cairn.rl.env.multi_agent_env import (
     DEFAULT_AGENT_ID,
     agent_ids,
     build_module_specs,
@@ -40,11 +43,7 @@ from cairn.rl.multi_agent import (
     parse_env,
     resolve_policy_mapping,
 )
-from cairn.rl.multi_rl_module import MultiRLModule
-from cairn.rl.rl_module import RLModuleSpec
-
-if TYPE_CHECKING:
-    from cairn.rl.algorithm import AlgorithmConfig
+from cairn.rl.utils._util import Names
 
 __all__ = ["EnvRunner", "SampleBatch"]
 
@@ -441,3 +440,6 @@ class EnvRunner(Checkpointable):
 
 def _mean(values: deque[float] | deque[int]) -> float:
     return float(np.mean(np.asarray(values, dtype=np.float64))) if values else float("nan")
+
+
+register_old_paths(EnvRunner)

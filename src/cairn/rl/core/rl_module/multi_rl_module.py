@@ -9,16 +9,15 @@ import torch
 from torch import nn
 
 from cairn import Checkpointable
-from cairn.rl._util import (
+from cairn.rl._aliases import register_old_paths
+from cairn.rl.algorithms.algorithm_config import DEFAULT_MODULE_ID
+from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
+from cairn.rl.utils._util import (
     Names,
     check_component_name,
 )
-from cairn.rl.rl_module import RLModule, RLModuleSpec
 
 __all__ = ["DEFAULT_MODULE_ID", "MultiRLModule"]
-
-DEFAULT_MODULE_ID = "default_policy"
-"""The module id of a single-agent setup (RLlib's name)."""
 
 
 def _torch_key(module_id: str) -> str:
@@ -159,3 +158,6 @@ class MultiRLModule(nn.Module, Checkpointable):
         metadata = dict(super().get_metadata())
         metadata["module_ids"] = self.keys()
         return metadata
+
+
+register_old_paths(MultiRLModule)

@@ -20,7 +20,8 @@ import numpy.typing as npt
 
 from cairn import Checkpointable
 from cairn.errors import IncompatibleCheckpointError
-from cairn.rl._util import (
+from cairn.rl._aliases import register_old_paths
+from cairn.rl.utils._util import (
     Names,
     check_component_name,
 )
@@ -375,3 +376,6 @@ class ConnectorPipeline(Checkpointable):
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``(([(class, kwargs), ...],), {})``."""
         return ([(type(c), c.get_ctor_args_and_kwargs()[1]) for c in self.connectors],), {}
+
+
+register_old_paths(ConnectorPipeline, MeanStdFilter, ClipActions, Connector)

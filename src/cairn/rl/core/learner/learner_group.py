@@ -18,14 +18,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from cairn import Checkpointable
-from cairn.rl._util import Names
-from cairn.rl.learner import Learner, TrainBatch
-from cairn.rl.rl_module import RLModule, RLModuleSpec
+from cairn.rl._aliases import register_old_paths
+from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.core.learner.learner import Learner, TrainBatch
+from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
+from cairn.rl.utils._util import Names
 
 if TYPE_CHECKING:
     from cairn.rl.distributed.checkpoint import RemotePart
     from cairn.rl.distributed.learners import RemoteLearners
-    from cairn.rl.ppo import PPOConfig
 
 __all__ = ["LearnerGroup"]
 
@@ -34,7 +35,7 @@ class LearnerGroup(Checkpointable):
     """A group of learners: one local learner, or ``num_learners`` > 1 on Ray.
 
     Args:
-        config: The PPO config.
+        config: The algorithm's config; its ``get_default_learner_class()`` is the learner built.
         module_specs: Module id -> spec of each module to train.
 
     Raises:
@@ -45,10 +46,10 @@ class LearnerGroup(Checkpointable):
     # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
     STATE_VERSION = 1
 
-    def __init__(self, config: PPOConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:
+    def __init__(self, config: AlgorithmConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:
         self.config = config
         self.module_specs = dict(module_specs)
-        self.learner = Learner(config, self.module_specs)
+        self.learner: Learner = config.get_default_learner_class()(config, self.module_specs)
         self.remote: RemoteLearners | None = None
         if int(config.num_learners) > 1:
             from cairn.rl.distributed.learners import RemoteLearners
@@ -158,3 +159,6 @@ class LearnerGroup(Checkpointable):
         super()._restore_checkpoint(
             path, component=component, filesystem=filesystem, allow_pickle=allow_pickle, built_from=built_from
         )
+
+
+register_old_paths(LearnerGroup)

@@ -2,7 +2,7 @@
 
 Reads ``RUN_DIR/metrics.jsonl`` (one JSON object per training iteration, as
 written by ``cairn train --checkpoint-dir RUN_DIR``; see
-:mod:`cairn.rl.metrics_log`) and draws metrics against env steps
+:mod:`cairn._metrics_log`) and draws metrics against env steps
 (``num_env_steps_sampled_lifetime``). By default the main panel is
 ``episode_return_mean`` and smaller panels below show the PPO losses and the
 policy entropy (``learner/<module id>/policy_loss``, ``vf_loss``,
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import escape
 
-from cairn.rl.metrics_log import METRICS_FILE, read_metrics
+from cairn._metrics_log import METRICS_FILE, read_metrics
 
 __all__ = ["cmd_plot", "load_metrics", "register"]
 
@@ -96,7 +96,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 def load_metrics(run: str) -> list[dict[str, Any]]:
     """The rows of a run's ``metrics.jsonl`` (a folder or the file itself), one per iteration.
 
-    See :func:`cairn.rl.metrics_log.read_metrics`.
+    See :func:`cairn._metrics_log.read_metrics`.
 
     Raises:
         FileNotFoundError: No metrics file.

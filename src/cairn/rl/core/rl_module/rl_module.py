@@ -29,7 +29,8 @@ from torch import nn
 from cairn import Checkpointable
 from cairn.errors import IncompatibleCheckpointError
 from cairn.registry import register_type
-from cairn.rl._util import Names
+from cairn.rl._aliases import register_old_paths
+from cairn.rl.utils._util import Names
 
 __all__ = ["DEFAULT_MODEL_CONFIG", "RLModule", "RLModuleSpec"]
 
@@ -307,3 +308,6 @@ class RLModule(nn.Module, Checkpointable):
             }
         )
         return metadata
+
+
+register_old_paths(RLModule, RLModuleSpec)

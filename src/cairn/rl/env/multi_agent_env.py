@@ -18,18 +18,19 @@ sub-environment ``e * n + i``, seeded ``seed + e * n + i``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from cairn.errors import CheckpointError
-from cairn.registry import loaded_module
-from cairn.rl._util import check_component_name
-from cairn.rl.rl_module import RLModuleSpec
-
-if TYPE_CHECKING:
-    from cairn.rl.algorithm import AlgorithmConfig
+from cairn.rl.algorithms.algorithm_config import (
+    MULTI_AGENT_PREFIX,
+    AlgorithmConfig,
+    check_env_config,
+    check_env_id,
+)
+from cairn.rl.core.rl_module.rl_module import RLModuleSpec
+from cairn.rl.utils._util import check_component_name
 
 __all__ = [
     "DEFAULT_AGENT_ID",
@@ -45,9 +46,6 @@ __all__ = [
 
 DEFAULT_AGENT_ID = "default_agent"
 """The agent id of a single-agent environment (RLlib's name)."""
-
-MULTI_AGENT_PREFIX = "multi:"
-"""Prefix of an env id that asks for independent copies, one per agent."""
 
 
 def parse_env(env: str) -> tuple[str, bool]:
@@ -103,60 +101,6 @@ def resolve_policy_mapping(
             )
         mapping[agent] = module_id
     return mapping
-
-
-def check_env_id(env: Any) -> None:
-    """Raise ``ValueError`` unless making ``env`` imports nothing that the id itself names.
-
-    gymnasium reads ``"some.module:Env-v0"`` as "import ``some.module``, then
-    make ``Env-v0``", so an id recorded in a checkpoint's config could make
-    cairn import any installed module (``"this:CartPole-v1"``). An id with a
-    module prefix is accepted only when that module is already imported (the
-    one module resolver, :func:`cairn.registry.loaded_module`, decides). Configs
-    check their id when they are built (also when a checkpoint rebuilds them)
-    and when an algorithm starts; ``cairn evaluate`` checks the id it reads
-    from a checkpoint.
-    """
-    if not isinstance(env, str) or not env:
-        raise ValueError(f"env must be a gymnasium environment id (a non-empty str), got {env!r}.")
-    env_id, _ = parse_env(env)
-    module, sep, name = env_id.partition(":")
-    if not sep:
-        return
-    if not name or ":" in name:
-        raise ValueError(f"env={env!r} is not a gymnasium id: expected 'Env-v0' or 'module:Env-v0'.")
-    try:
-        loaded_module(module, where=f"env={env!r}", what=f"gymnasium environment {name!r}")
-    except CheckpointError as err:
-        raise ValueError(
-            f"{err} An environment id may name only a module the program has already imported, because "
-            "gymnasium imports the module an id names."
-        ) from err
-
-
-# Render modes that draw into arrays or text. "human" (and anything unknown) makes gymnasium import a
-# window toolkit (pygame, a MuJoCo viewer) and open a window: an import a recorded config would trigger.
-_HEADLESS_RENDER_MODES = (None, "rgb_array", "rgb_array_list", "ansi", "ansi_list", "depth_array", "depth_array_list")
-
-
-def check_env_config(env_config: Any) -> None:
-    """Raise ``ValueError`` unless ``env_config`` is a dict whose ``render_mode`` is a headless one.
-
-    ``env_config`` goes to ``gymnasium.make`` as keyword arguments, and may come
-    from a checkpoint's recorded config: ``render_mode="human"`` there would
-    make building the algorithm import pygame and open a window (SPEC 8: a
-    checkpoint never triggers an import, not even indirectly). Checked with
-    the env id, by the same callers as :func:`check_env_id`.
-    """
-    if not isinstance(env_config, Mapping):
-        raise ValueError(f"env_config must be a dict of gymnasium.make keyword arguments, got {env_config!r:.80}.")
-    mode = env_config.get("render_mode")
-    if mode not in _HEADLESS_RENDER_MODES:
-        raise ValueError(
-            f"env_config render_mode={mode!r:.80} is refused: gymnasium imports a window toolkit for it, and a config "
-            f"may come from a checkpoint. Use one of {[m for m in _HEADLESS_RENDER_MODES if m]} (or none), and make "
-            "an environment to watch yourself (gymnasium.make(env_id, render_mode='human'))."
-        )
 
 
 def make_env(env: str, env_config: Mapping[str, Any]) -> gym.Env[Any, Any]:

@@ -1,6 +1,6 @@
 """EnvRunnerGroup: the env runners of an algorithm, local or on Ray.
 
-The group always has a local :class:`~cairn.rl.env_runner.EnvRunner`, the
+The group always has a local :class:`~cairn.rl.env.env_runner.EnvRunner`, the
 algorithm's ``env_runner`` checkpoint component. With ``num_env_runners=0``
 it is the one runner and samples in this process. With ``num_env_runners=N >
 0`` there are N remote runners, Ray actors
@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from cairn.rl.env_runner import EnvRunner, SampleBatch
+from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.env.env_runner import EnvRunner, SampleBatch
 
 if TYPE_CHECKING:
-    from cairn.rl.algorithm import AlgorithmConfig
     from cairn.rl.distributed.env_runners import RemoteEnvRunners
 
 __all__ = ["EnvRunnerGroup"]

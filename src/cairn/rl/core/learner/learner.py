@@ -1,9 +1,10 @@
-"""Learner: the MultiRLModule, one Adam per module, the LR schedule and the PPO loss.
+"""Learner: the MultiRLModule, one optimizer per module, the LR schedule and the update loop.
 
-The update reads top to bottom as in CleanRL's ``ppo.py``: for each module,
+The generic part of training, as in RLlib's ``Learner``: for each module,
 ``num_epochs`` passes over the batch in shuffled minibatches; each minibatch
-computes the clipped surrogate, the value loss and the entropy bonus, clips
-the gradient norm and steps Adam. Shuffling uses the learner's own
+asks the algorithm's learner for its loss (:meth:`Learner.compute_loss_for_module`,
+e.g. :class:`~cairn.rl.algorithms.ppo.ppo_learner.PPOLearner`), clips the
+gradient norm and steps the optimizer. Shuffling uses the learner's own
 ``torch.Generator``, whose state is checkpointed with the optimizers, so a
 restored learner takes exactly the steps the original would have.
 """
@@ -11,7 +12,7 @@ restored learner takes exactly the steps the original would have.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -19,18 +20,17 @@ import torch
 
 from cairn import Checkpointable
 from cairn.errors import IncompatibleCheckpointError
-from cairn.rl._util import Names, clone_tree
-from cairn.rl.multi_rl_module import MultiRLModule
-from cairn.rl.rl_module import RLModule, RLModuleSpec
-
-if TYPE_CHECKING:
-    from cairn.rl.ppo import PPOConfig
+from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
+from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
+from cairn.rl.utils._util import Names, clone_tree
 
 __all__ = ["Learner", "LinearSchedule", "TrainBatch"]
 
 TrainBatch = Mapping[str, npt.NDArray[Any]]
-"""One module's training data, flat ``[B, ...]``: ``obs``, ``actions``,
-``action_logp``, ``vf_preds``, ``advantages``, ``value_targets``."""
+"""One module's training data, flat ``[B, ...]`` arrays by column name (the
+algorithm decides the columns; PPO's are ``obs``, ``actions``, ``action_logp``,
+``vf_preds``, ``advantages``, ``value_targets``)."""
 
 
 class LinearSchedule:
@@ -80,27 +80,31 @@ def _normalize_optimizer_state(state: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class Learner(Checkpointable):
-    """Trains a MultiRLModule with PPO.
+    """Trains a MultiRLModule: optimizers, schedules, counters and the minibatch loop.
+
+    An algorithm subclasses it and implements :meth:`compute_loss_for_module`
+    (and, if it likes, :meth:`configure_optimizer_for_module` and
+    :meth:`compute_metrics_for_module`).
 
     Components: ``rl_module`` (the :class:`MultiRLModule`). Own state: one
     optimizer state per module, the shuffling RNG, counters (from which the
     learning-rate schedule is computed).
 
     Args:
-        config: The PPO config (``lr``, ``lr_anneal_timesteps``, ``num_epochs``,
-            ``minibatch_size``, ``clip_param``, ``vf_loss_coeff``,
-            ``entropy_coeff``, ``max_grad_norm``, ``normalize_advantages``, ``seed``).
+        config: The algorithm's config (``lr``, ``lr_anneal_timesteps``,
+            ``num_epochs``, ``minibatch_size``, ``max_grad_norm``, ``seed`` and
+            whatever the loss reads).
         module_specs: Module id -> spec of each module to train.
     """
 
     # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
     STATE_VERSION = 1
 
-    def __init__(self, config: PPOConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:
+    def __init__(self, config: AlgorithmConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:
         self.config = config
         self.module = MultiRLModule(dict(module_specs))
         self.lr_schedule = LinearSchedule(config.lr, 0.0, config.lr_anneal_timesteps)
-        self.optimizers: dict[str, torch.optim.Adam] = {}
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.num_module_steps_trained_lifetime: dict[str, int] = {}
         for module_id, module in self.module.items():
             self._add_optimizer(module_id, module)
@@ -108,8 +112,15 @@ class Learner(Checkpointable):
         self._generator = torch.Generator().manual_seed(seed)
         self.num_updates_lifetime = 0
 
+    def configure_optimizer_for_module(self, module_id: str, module: RLModule) -> torch.optim.Optimizer:
+        """The optimizer of a new module: Adam with ``config.lr`` and CleanRL's ``eps=1e-5``.
+
+        Override it for another optimizer; its ``state_dict`` is checkpointed.
+        """
+        return torch.optim.Adam(module.parameters(), lr=self.config.lr, eps=1e-5)
+
     def _add_optimizer(self, module_id: str, module: RLModule) -> None:
-        self.optimizers[module_id] = torch.optim.Adam(module.parameters(), lr=self.config.lr, eps=1e-5)
+        self.optimizers[module_id] = self.configure_optimizer_for_module(module_id, module)
         self.num_module_steps_trained_lifetime.setdefault(module_id, 0)
 
     def add_module(self, module_id: str, module: RLModule) -> None:
@@ -130,8 +141,41 @@ class Learner(Checkpointable):
 
     # ------------------------------------------------------------------ the update
 
+    def compute_loss_for_module(
+        self, module_id: str, module: RLModule, minibatch: Mapping[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """The loss of one minibatch and its statistics (averaged over the update).
+
+        Each algorithm's learner implements it; the base class has no loss.
+
+        Args:
+            module_id: The module being trained.
+            module: That module, in training mode.
+            minibatch: Column name -> tensor, the rows of this minibatch.
+
+        Returns:
+            ``(loss, stats)``: a scalar tensor to minimize and floats to report.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} has no loss: an algorithm's learner (PPOLearner, ...) implements "
+            "compute_loss_for_module, and its config's get_default_learner_class names it."
+        )
+
+    def compute_metrics_for_module(self, module_id: str, batch: Mapping[str, torch.Tensor]) -> dict[str, float]:
+        """Metrics of a whole batch after its update (none by default)."""
+        return {}
+
+    def join_collectives_without_rows(self, module_id: str) -> None:
+        """Take part in the collectives :meth:`compute_loss_for_module` runs, with no rows.
+
+        Data-parallel learners (``cairn.rl.distributed``) call it when a
+        minibatch has no rows for them, so that the all-reduces of the others
+        are matched; a loss that calls :meth:`normalize_over_minibatch`
+        overrides it to call that with an empty tensor.
+        """
+
     def update(self, batches: Mapping[str, TrainBatch]) -> dict[str, float]:
-        """One PPO update of every module that has a batch.
+        """One update of every module that has a batch.
 
         Args:
             batches: Module id -> flat training batch.
@@ -151,7 +195,7 @@ class Learner(Checkpointable):
         module = self.module[module_id]
         optimizer = self.optimizers[module_id]
         data = {key: torch.as_tensor(np.asarray(value)) for key, value in batch.items()}
-        size = int(data["obs"].shape[0])
+        size = int(next(iter(data.values())).shape[0])
         lr = self.lr_schedule.value(self.num_module_steps_trained_lifetime[module_id])
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -162,7 +206,7 @@ class Learner(Checkpointable):
             order = torch.randperm(size, generator=self._generator)
             for start in range(0, size, int(config.minibatch_size)):
                 idx = self._local_indices(order[start : start + int(config.minibatch_size)])
-                stats = self._minibatch_step(module, optimizer, {k: v[idx] for k, v in data.items()})
+                stats = self._minibatch_step(module_id, module, optimizer, {k: v[idx] for k, v in data.items()})
                 for name, value in stats.items():
                     sums[name] = sums.get(name, 0.0) + value
                 steps += 1
@@ -170,12 +214,7 @@ class Learner(Checkpointable):
         module.eval()
         self.num_module_steps_trained_lifetime[module_id] += size
         metrics = {name: total / max(steps, 1) for name, total in sums.items()}
-        targets = data["value_targets"].to(torch.float64)
-        preds = data["vf_preds"].to(torch.float64)
-        target_var = float(targets.var(unbiased=False))
-        metrics["vf_explained_var"] = (
-            float("nan") if target_var == 0.0 else 1.0 - float((targets - preds).var(unbiased=False)) / target_var
-        )
+        metrics.update(self.compute_metrics_for_module(module_id, data))
         metrics["lr"] = lr
         metrics["num_module_steps_trained"] = float(size)
         metrics["num_module_steps_trained_lifetime"] = float(self.num_module_steps_trained_lifetime[module_id])
@@ -188,57 +227,34 @@ class Learner(Checkpointable):
         """The rows of a minibatch (indices into the batch) this learner computes on."""
         return indices
 
-    def _normalize_advantages(self, advantages: torch.Tensor) -> torch.Tensor:
-        """Advantages normalized over the minibatch (unchanged when it has one row)."""
-        if advantages.numel() <= 1:
-            return advantages
-        return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    def normalize_over_minibatch(self, values: torch.Tensor) -> torch.Tensor:
+        """``values`` normalized to mean 0, std 1 over the minibatch (unchanged with one row).
+
+        Data-parallel learners normalize over the whole minibatch, all learners'
+        rows together, so a loss gives the same result at any scale.
+        """
+        if values.numel() <= 1:
+            return values
+        return (values - values.mean()) / (values.std() + 1e-8)
 
     def _reduce_gradients(self, module: RLModule, num_rows: int) -> None:
         """Combine this learner's gradients (of ``num_rows`` rows) with the other learners'."""
 
     def _minibatch_step(
-        self, module: RLModule, optimizer: torch.optim.Optimizer, mb: Mapping[str, torch.Tensor]
+        self, module_id: str, module: RLModule, optimizer: torch.optim.Optimizer, mb: Mapping[str, torch.Tensor]
     ) -> dict[str, float]:
-        config = self.config
-        out = module.forward_train({"obs": mb["obs"], "actions": mb["actions"]})
-        logratio = out["action_logp"] - mb["action_logp"]
-        ratio = logratio.exp()
-        with torch.no_grad():
-            approx_kl = ((ratio - 1.0) - logratio).mean()
-            clip_fraction = ((ratio - 1.0).abs() > config.clip_param).float().mean()
-
-        advantages = mb["advantages"].to(torch.float32)
-        if config.normalize_advantages:
-            advantages = self._normalize_advantages(advantages)
-        surrogate = torch.max(
-            -advantages * ratio,
-            -advantages * torch.clamp(ratio, 1.0 - config.clip_param, 1.0 + config.clip_param),
-        )
-        policy_loss = surrogate.mean()
-        vf_loss = 0.5 * (out["vf_preds"] - mb["value_targets"].to(torch.float32)).pow(2).mean()
-        entropy = out["entropy"].mean()
-        loss = policy_loss - config.entropy_coeff * entropy + config.vf_loss_coeff * vf_loss
-
+        loss, stats = self.compute_loss_for_module(module_id, module, mb)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]
-        self._reduce_gradients(module, int(mb["obs"].shape[0]))
-        if config.max_grad_norm is not None:
-            grad_norm = torch.nn.utils.clip_grad_norm_(module.parameters(), config.max_grad_norm)
+        self._reduce_gradients(module, int(next(iter(mb.values())).shape[0]))
+        if self.config.max_grad_norm is not None:
+            grad_norm = torch.nn.utils.clip_grad_norm_(module.parameters(), self.config.max_grad_norm)
         else:
             grad_norm = torch.linalg.vector_norm(
                 torch.stack([p.grad.norm() for p in module.parameters() if p.grad is not None])
             )
         optimizer.step()
-        return {
-            "total_loss": float(loss.detach()),
-            "policy_loss": float(policy_loss.detach()),
-            "vf_loss": float(vf_loss.detach()),
-            "entropy": float(entropy.detach()),
-            "approx_kl": float(approx_kl),
-            "clip_fraction": float(clip_fraction),
-            "grad_norm": float(grad_norm),
-        }
+        return {"total_loss": float(loss.detach()), **stats, "grad_norm": float(grad_norm)}
 
     # ------------------------------------------------------------------ Checkpointable
 

@@ -27,121 +27,23 @@ import abc
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
 from cairn import Checkpointable
-from cairn.registry import register_type
-from cairn.rl._util import Names
-from cairn.rl.env_runner import EnvRunner
-from cairn.rl.env_runner_group import EnvRunnerGroup
-from cairn.rl.learner_group import LearnerGroup
-from cairn.rl.multi_agent import check_env_config, check_env_id
-from cairn.rl.multi_rl_module import DEFAULT_MODULE_ID
-from cairn.rl.rl_module import RLModule
+from cairn.rl._aliases import register_old_paths
+from cairn.rl.algorithms.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
+from cairn.rl.core.learner.learner_group import LearnerGroup
+from cairn.rl.core.rl_module.rl_module import RLModule
+from cairn.rl.env.env_runner import EnvRunner
+from cairn.rl.env.env_runner_group import EnvRunnerGroup
+from cairn.rl.utils._util import Names
 
 if TYPE_CHECKING:
     from cairn.rl.distributed.checkpoint import RemotePart
 
 __all__ = ["Algorithm", "AlgorithmConfig"]
-
-
-@register_type
-@dataclass
-class AlgorithmConfig:
-    """Settings every algorithm shares: the environment, sampling, modules, scale."""
-
-    env: str = "CartPole-v1"
-    """A gymnasium environment id, or ``"multi:<id>"`` for ``num_agents`` independent
-    copies of it, one per agent (``"agent_0"`` .. ``"agent_{n-1}"``)."""
-
-    env_config: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments for ``gymnasium.make``."""
-
-    num_agents: int = 2
-    """Number of agents of a ``"multi:"`` environment; ignored otherwise."""
-
-    seed: int = 0
-    """Seeds everything: environments, module initialisation, action sampling,
-    minibatch shuffling. Same seed on CPU, same results, bit for bit."""
-
-    num_env_runners: int = 0
-    """Number of remote env runners (Ray actors) that sample in parallel. 0: one
-    runner samples in this process. More than 0 needs Ray
-    (``pip install 'cairn-rl[ray]'``)."""
-
-    num_envs_per_env_runner: int = 4
-    """Vectorized environments (for ``"multi:"`` envs: env copies) per env runner."""
-
-    rollout_length: int = 128
-    """Steps each sub-environment takes per training iteration."""
-
-    num_learners: int = 0
-    """Number of learners. 0 and 1 both mean one learner in this process; more are
-    data-parallel Ray actors (``pip install 'cairn-rl[ray]'``)."""
-
-    num_cpus_per_env_runner: float = 0.0
-    """CPUs Ray reserves for each remote env runner. 0 lets any number of actors
-    share the machine; set 1 on a cluster so that Ray spreads them."""
-
-    num_cpus_per_learner: float = 0.0
-    """CPUs Ray reserves for each remote learner (see ``num_cpus_per_env_runner``)."""
-
-    model_config: dict[str, Any] = field(default_factory=dict)
-    """Overrides of ``cairn.rl.rl_module.DEFAULT_MODEL_CONFIG`` (hidden_sizes,
-    activation, log_std_init), the same for every module."""
-
-    policies: tuple[str, ...] = (DEFAULT_MODULE_ID,)
-    """The module ids, one RLModule (and one optimizer) each."""
-
-    policy_mapping: dict[str, str] | None = None
-    """Agent id -> module id. ``None`` maps every agent to the only policy."""
-
-    observation_filter: str | None = "MeanStdFilter"
-    """Observation filter of the env runners' ``env_to_module_connector``
-    (``"MeanStdFilter"`` or ``None``)."""
-
-    episode_return_window: int = 100
-    """``episode_return_mean`` is the mean over this many most recent episodes."""
-
-    num_torch_threads: int | None = 1
-    """Applied with ``torch.set_num_threads`` when the algorithm is built (results
-    are bit-for-bit reproducible for one thread count); ``None`` leaves it alone."""
-
-    def __post_init__(self) -> None:
-        # A config rebuilt from a checkpoint is checked here, before anything makes its
-        # environment: gymnasium would import the module an id like "this:CartPole-v1" names,
-        # or pygame for render_mode="human" in env_config.
-        check_env_id(self.env)
-        check_env_config(self.env_config)
-
-    def validate(self) -> None:
-        """Raise ``ValueError`` when a setting is out of range, the env id names a module the
-        program has not imported, or a setting asks for Ray and Ray is not installed."""
-        check_env_id(self.env)
-        check_env_config(self.env_config)
-        for name in ("num_envs_per_env_runner", "rollout_length", "episode_return_window"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}.")
-        if self.num_env_runners < 0 or self.num_learners < 0:
-            raise ValueError("num_env_runners and num_learners must be >= 0.")
-        if self.num_cpus_per_env_runner < 0 or self.num_cpus_per_learner < 0:
-            raise ValueError("num_cpus_per_env_runner and num_cpus_per_learner must be >= 0.")
-        if self.num_env_runners > 0 or self.num_learners > 1:
-            from cairn.rl.distributed._ray import RAY_EXTRA_HINT, ray_available
-
-            if not ray_available():
-                what = (
-                    f"num_env_runners={self.num_env_runners}"
-                    if self.num_env_runners > 0
-                    else f"num_learners={self.num_learners}"
-                )
-                raise ValueError(
-                    f"{what} runs env runners or learners as Ray actors, but Ray is not installed. "
-                    f"Install the extra: {RAY_EXTRA_HINT}, or use num_env_runners=0 and num_learners<=1."
-                )
 
 
 class Algorithm(Checkpointable, abc.ABC):
@@ -317,3 +219,6 @@ class Algorithm(Checkpointable, abc.ABC):
             }
         )
         return metadata
+
+
+register_old_paths(Algorithm, AlgorithmConfig)  # the config's module imports nothing of cairn.rl

@@ -1,0 +1,92 @@
+"""PPOLearner: the clipped-surrogate loss of PPO on the generic :class:`Learner`.
+
+The loss reads as in CleanRL's ``ppo.py``: the probability ratio of the new
+and the sampling policy, clipped at ``1 +- clip_param``, a value loss, and an
+entropy bonus; advantages are normalized per minibatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol, cast
+
+import torch
+
+from cairn.rl._aliases import register_old_paths
+from cairn.rl.core.learner.learner import Learner
+from cairn.rl.core.rl_module.rl_module import RLModule
+
+__all__ = ["PPOLearner", "PPOLossSettings"]
+
+
+class PPOLossSettings(Protocol):
+    """The settings the loss reads (a :class:`~cairn.rl.algorithms.ppo.ppo.PPOConfig` has them).
+
+    A protocol rather than the config class, so that this module does not
+    import ``ppo.py``, which imports it.
+    """
+
+    clip_param: float
+    vf_loss_coeff: float
+    entropy_coeff: float
+    normalize_advantages: bool
+
+
+class PPOLearner(Learner):
+    """A :class:`~cairn.rl.core.learner.learner.Learner` with PPO's loss.
+
+    Args:
+        config: The PPO config (``clip_param``, ``vf_loss_coeff``,
+            ``entropy_coeff``, ``normalize_advantages`` and the learner's settings).
+        module_specs: Module id -> spec of each module to train.
+    """
+
+    def compute_loss_for_module(
+        self, module_id: str, module: RLModule, minibatch: Mapping[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """PPO's clipped surrogate + ``vf_loss_coeff`` x value loss - ``entropy_coeff`` x entropy."""
+        config = cast(PPOLossSettings, self.config)
+        mb = minibatch
+        out = module.forward_train({"obs": mb["obs"], "actions": mb["actions"]})
+        logratio = out["action_logp"] - mb["action_logp"]
+        ratio = logratio.exp()
+        with torch.no_grad():
+            approx_kl = ((ratio - 1.0) - logratio).mean()
+            clip_fraction = ((ratio - 1.0).abs() > config.clip_param).float().mean()
+
+        advantages = mb["advantages"].to(torch.float32)
+        if config.normalize_advantages:
+            advantages = self.normalize_over_minibatch(advantages)
+        surrogate = torch.max(
+            -advantages * ratio,
+            -advantages * torch.clamp(ratio, 1.0 - config.clip_param, 1.0 + config.clip_param),
+        )
+        policy_loss = surrogate.mean()
+        vf_loss = 0.5 * (out["vf_preds"] - mb["value_targets"].to(torch.float32)).pow(2).mean()
+        entropy = out["entropy"].mean()
+        loss = policy_loss - config.entropy_coeff * entropy + config.vf_loss_coeff * vf_loss
+        return loss, {
+            "policy_loss": float(policy_loss.detach()),
+            "vf_loss": float(vf_loss.detach()),
+            "entropy": float(entropy.detach()),
+            "approx_kl": float(approx_kl),
+            "clip_fraction": float(clip_fraction),
+        }
+
+    def compute_metrics_for_module(self, module_id: str, batch: Mapping[str, torch.Tensor]) -> dict[str, float]:
+        """``vf_explained_var`` of the batch's value predictions."""
+        targets = batch["value_targets"].to(torch.float64)
+        preds = batch["vf_preds"].to(torch.float64)
+        target_var = float(targets.var(unbiased=False))
+        explained = (
+            float("nan") if target_var == 0.0 else 1.0 - float((targets - preds).var(unbiased=False)) / target_var
+        )
+        return {"vf_explained_var": explained}
+
+    def join_collectives_without_rows(self, module_id: str) -> None:
+        """The advantage normalization's all-reduce, with no rows."""
+        if cast(PPOLossSettings, self.config).normalize_advantages:
+            self.normalize_over_minibatch(torch.zeros(0, dtype=torch.float32))
+
+
+register_old_paths(PPOLearner)
