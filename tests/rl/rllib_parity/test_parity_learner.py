@@ -1,7 +1,8 @@
 """RLlib's ``rllib/core/learner/tests/test_learner.py`` (the checkpoint and module tests), translated.
 
-RLlib builds a BC learner from ``BaseTestingAlgorithmConfig``; here it is
-cairn's PPO ``Learner`` on CartPole specs, trained on a fake batch. Not
+RLlib builds a BC learner from ``BaseTestingAlgorithmConfig``; here it is the
+learner class a cairn PPO config names (``PPOLearner``) on CartPole specs,
+trained on a fake batch; ``Learner.from_checkpoint`` rebuilds it. Not
 translated (not about state): ``test_end_to_end_update``,
 ``test_compute_gradients``, ``test_postprocess_gradients``,
 ``test_apply_gradients``, ``test_multi_agent_learner_results``.
@@ -21,8 +22,12 @@ SPEC = RLModuleSpec(observation_space=OBS_SPACE, action_space=ACT_SPACE, model_c
 
 
 def new_learner() -> Learner:
-    """A learner of one default module, initialised from torch's global RNG (so two differ)."""
-    return Learner(tiny_config(), {DEFAULT_MODULE_ID: SPEC})
+    """The config's learner (PPOLearner) of one default module, initialised from torch's global RNG (two differ).
+
+    RLlib: ``config.build_learner(env=...)``.
+    """
+    config = tiny_config()
+    return config.get_default_learner_class()(config, {DEFAULT_MODULE_ID: SPEC})
 
 
 def assert_same_learner_state(learner1: Learner, learner2: Learner) -> None:
