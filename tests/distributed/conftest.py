@@ -16,22 +16,6 @@ def _one_thread() -> None:
 
 
 @pytest.fixture(scope="session")
-def ray_cluster() -> Iterator[Any]:
-    """``ray.init(num_cpus=2)`` with a small object store, shut down at the end of the session."""
-    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'cairn-rl[ray]')")
-    if not ray.is_initialized():
-        ray.init(
-            num_cpus=2,
-            object_store_memory=150 * 1024 * 1024,
-            include_dashboard=False,
-            log_to_driver=False,
-            configure_logging=False,
-        )
-    yield ray
-    ray.shutdown()
-
-
-@pytest.fixture(scope="session")
 def s3_filesystem() -> Iterator[Any]:
     """An s3fs filesystem on moto's S3 server (127.0.0.1), with the bucket ``cairn-dist``.
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from conftest import MotoS3
+from http_proxy import forward, read_body
 from storage_components import Agent
 
 import cairn
@@ -60,20 +61,6 @@ class _Server(http.server.ThreadingHTTPServer):
             self.requests += 1
 
 
-def _read_body(h: http.server.BaseHTTPRequestHandler) -> bytes:
-    if h.headers.get("Transfer-Encoding", "").lower() == "chunked":
-        out = b""
-        while True:
-            size = int(h.rfile.readline().strip().split(b";")[0], 16)
-            if size == 0:
-                h.rfile.readline()
-                return out
-            out += h.rfile.read(size)
-            h.rfile.readline()
-    n = int(h.headers.get("Content-Length") or 0)
-    return h.rfile.read(n) if n else b""
-
-
 class _Quiet(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -87,7 +74,7 @@ class _SlowDown(_Quiet):
 
     def _handle(self) -> None:
         self.server.count()
-        _read_body(self)
+        read_body(self)
         payload = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
         self.send_response(503)
         self.send_header("Content-Type", "application/xml")
@@ -104,7 +91,7 @@ class _Silent(_Quiet):
 
     def _handle(self) -> None:
         self.server.count()
-        _read_body(self)
+        read_body(self)
         self.server.release.wait(120)
         self.close_connection = True
 
@@ -116,7 +103,7 @@ class _StallWrites(_Quiet):
 
     def _handle(self) -> None:
         self.server.count()
-        body = _read_body(self)
+        body = read_body(self)
         if self.command in ("PUT", "POST", "DELETE"):
             with self.server.lock:
                 stall = self.server.passed_writes >= self.server.allowed_writes
@@ -127,22 +114,7 @@ class _StallWrites(_Quiet):
                 self.close_connection = True
                 return
         assert self.server.upstream is not None
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("transfer-encoding", "content-length")}
-        conn = http.client.HTTPConnection(*self.server.upstream, timeout=30)
-        try:
-            conn.request(self.command, self.path, body=body, headers={**headers, "Content-Length": str(len(body))})
-            resp = conn.getresponse()
-            data = resp.read()
-            self.send_response(resp.status, resp.reason)
-            for k, v in resp.getheaders():
-                if k.lower() not in ("transfer-encoding", "content-length", "connection"):
-                    self.send_header(k, v)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(data)
-        finally:
-            conn.close()
+        forward(self, self.server.upstream, body)
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from conftest import Backend, MotoS3
+from http_proxy import forward, read_body
 from storage_components import Agent, expected_state
 from storage_faults import Fault, FaultyFS
 
@@ -213,21 +214,8 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet."""
 
-    def _body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            out = b""
-            while True:
-                size = int(self.rfile.readline().strip().split(b";")[0], 16)
-                if size == 0:
-                    self.rfile.readline()
-                    return out
-                out += self.rfile.read(size)
-                self.rfile.readline()
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n else b""
-
     def _handle(self) -> None:
-        body = self._body()
+        body = read_body(self)
         action = self.server.decide(self.command, self.path)
         with self.server.lock:
             self.server.seen[action or "pass"] += 1
@@ -249,22 +237,7 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(payload)
             return
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("transfer-encoding", "content-length")}
-        conn = http.client.HTTPConnection(*self.server.upstream, timeout=30)
-        try:
-            conn.request(self.command, self.path, body=body, headers={**headers, "Content-Length": str(len(body))})
-            resp = conn.getresponse()
-            data = resp.read()
-            self.send_response(resp.status, resp.reason)
-            for k, v in resp.getheaders():
-                if k.lower() not in ("transfer-encoding", "content-length", "connection"):
-                    self.send_header(k, v)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(data)
-        finally:
-            conn.close()
+        forward(self, self.server.upstream, body)
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 

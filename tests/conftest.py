@@ -1,4 +1,4 @@
-"""One small local Ray cluster for the RLlib and Tune tests (starting one takes seconds here)."""
+"""Fixtures every test folder may use."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ import pytest
 
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[Any]:
-    """``ray.init(num_cpus=2)`` with a small object store, shut down at the end of the session."""
-    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'cairn-rl[tune]')")
+    """One real local Ray cluster for the whole session (``ray.init(num_cpus=2)``, small object store).
+
+    Starting one takes ~10 s here, so every Ray test (distributed, RLlib, Tune) shares it.
+    """
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'cairn-rl[ray]')")
     if not ray.is_initialized():
         ray.init(
             num_cpus=2,
