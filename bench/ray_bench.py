@@ -91,16 +91,19 @@ def main(argv: list[str] | None = None) -> int:
         driver_path = os.path.join(workdir, "via_driver")
 
         def via_driver_save() -> None:
-            _engine.save(remote, driver_path, state=None, filesystem=None, allow_pickle=False)
+            # The whole state gathered in the driver (get_state fetches the actors' parts).
+            remote.save_to_path(driver_path, state=remote.get_state())
 
         def via_driver_restore() -> None:
             # What a driver-side restore does: read and verify everything here, then push
             # the state to the actors (set_state) and resync the runners.
             reader = _engine.open_checkpoint(driver_path, None)
-            loaded = _engine.load_folder(remote, reader, allow_pickle=False, label="")
-            from cairn.rl.distributed.checkpoint import _nested_state
+            loaded = _engine.load_folder(remote, reader, allow_pickle=False, label="", in_place=False)
 
-            remote.set_state(_nested_state(loaded))
+            def nested(folder: _engine.LoadedFolder) -> dict[str, Any]:
+                return {**folder.state, **{name: nested(child) for name, child in folder.children.items()}}
+
+            remote.set_state(nested(loaded))
 
         saves = _interleaved_medians(
             {

@@ -211,22 +211,27 @@ def test_a_restore_racing_an_overwrite_on_an_object_store_is_never_corruption() 
     path = "memory://trust-race/ck"
     stop = threading.Event()
 
+    def version(v: int) -> Tree:
+        t = Tree(n=500)
+        t.history = [float(v)]
+        t.branch.step = v
+        for leaf in (t.branch.left, t.branch.right, t.leaf):
+            leaf.weights[:] = v
+            leaf.counter = v
+        return t
+
     def write() -> None:
         i = 0
         while not stop.is_set():
-            t = Tree(n=500)
-            t.history = [float(i % 2)]
-            t.branch.step = i % 2
-            for leaf in (t.branch.left, t.branch.right, t.leaf):
-                leaf.weights[:] = i % 2
-                leaf.counter = i % 2
-            t.save_to_path(path)
+            version(i % 2).save_to_path(path)
             i += 1
             # A short pause between saves, as any real writer has: without it a save is in flight
             # (its marker present, so readers get "not found") nearly all the time.
             time.sleep(0.02)
 
-    Tree(n=500).save_to_path(path)
+    # The first checkpoint is one of the two versions too (a fresh Tree has no history, and a
+    # reader that got it failed on that instead of testing the race).
+    version(0).save_to_path(path)
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
     loaded = 0

@@ -3,8 +3,9 @@
 It lives in modules along the lines the work follows; this module re-exports
 their names for the callers that import ``cairn._engine``:
 
-* :mod:`cairn._tree`: the component tree (validated names, paths);
-* :mod:`cairn._save`: planning and writing a save (``plan_save``, ``commit_plan``);
+* :mod:`cairn._tree`: the component tree (validated names, paths, delegated folders);
+* :mod:`cairn._save`: planning and writing a save (``plan_checkpoint``, ``start_write``,
+  ``commit_plan``), delegated folders written by their delegates meanwhile;
 * :mod:`cairn._reader`: reading and verifying a folder (``FolderReader``), and
   reading a checkpoint consistently while another process overwrites it;
 * :mod:`cairn._restore`: the restore pipeline (verify, decode, read tensors into
@@ -35,22 +36,27 @@ from cairn._restore import (
     upgrade,
 )
 from cairn._save import (
+    StartedWrite,
     WriteStats,
     _json_bytes,
     _planned_files,
     _PlannedFolder,
     commit_plan,
+    has_delegates,
+    plan_checkpoint,
     plan_save,
     save,
+    start_write,
     write_planned,
 )
-from cairn._tree import checkpointable_components, component_tree, find_component
+from cairn._tree import checkpointable_components, component_tree, delegations, find_component
 from cairn._verify import verify
 
 __all__ = [
     "READ_ATTEMPTS",
     "FolderReader",
     "LoadedFolder",
+    "StartedWrite",
     "WriteStats",
     "_PlannedFolder",
     "_ReadRace",
@@ -63,16 +69,20 @@ __all__ = [
     "checkpointable_components",
     "commit_plan",
     "component_tree",
+    "delegations",
     "find_component",
+    "has_delegates",
     "iter_folders",
     "iter_folders_lenient",
     "load_folder",
     "open_checkpoint",
+    "plan_checkpoint",
     "plan_save",
     "read_consistently",
     "read_sources",
     "restore",
     "save",
+    "start_write",
     "upgrade",
     "verify",
     "write_planned",

@@ -2,20 +2,26 @@
 
 A restore reads and verifies every folder it needs first, then applies the
 states bottom-up, so that a corrupt file never leaves an object half restored.
-Which tensor files take one pass and which two: :func:`read_sources`.
+Which tensor files take one pass and which two: :func:`read_sources`. Delegated
+folders (:mod:`cairn.delegation`) are read by their delegates meanwhile, and
+applied only once every read passed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cairn._crc import crc32
 from cairn._reader import FolderReader, _ReadRace, open_checkpoint, read_consistently
+from cairn._save import _Once
 from cairn._tensorio import MemoryTensorFile, StreamedTensorFile
-from cairn._tree import checkpointable_components, find_component
+from cairn._tree import checkpointable_components, delegations, find_component
 from cairn.errors import (
     CheckpointError,
+    ComponentNotFoundError,
     CorruptCheckpointError,
     IncompatibleCheckpointError,
 )
@@ -25,11 +31,13 @@ from cairn.manifest import (
     MAX_JSON_BYTES,
     METADATA,
     STATE,
+    FileEntry,
 )
 from cairn.registry import class_path, resolve_class
 
 if TYPE_CHECKING:
     from cairn.checkpointable import Checkpointable
+    from cairn.delegation import DelegatedComponent, DelegatedFolder, Waiter
 
 
 @dataclass
@@ -109,8 +117,12 @@ def _verify_tree(
     allow_pickle: bool,
     label: str,
     opened: list[MemoryTensorFile | StreamedTensorFile],
+    skip: frozenset[str] = frozenset(),
 ) -> _VerifiedFolder:
-    """Phase 1: read and verify every file the restore needs, decoding nothing."""
+    """Phase 1: read and verify every file the restore needs, decoding nothing.
+
+    ``skip``: component paths (relative to ``reader``'s folder) not to read.
+    """
     _check_class(target, reader)
     reader.check_pickle(allow_pickle)
     # The constructor arguments are not needed to restore, but a damaged file anywhere in
@@ -124,25 +136,26 @@ def _verify_tree(
     children: dict[str, _VerifiedFolder] = {}
     for name in reader.manifest.components:
         comp = comps.get(name)
-        if comp is None:
-            continue  # the target has no such component (e.g. fewer modules): not read
+        if comp is None or name in skip:
+            continue  # the target has no such component (e.g. fewer modules), or a delegate reads it
         children[name] = _verify_tree(
             comp,
             reader.child(name),
             allow_pickle=allow_pickle,
             label=f"{label}/{name}" if label else name,
             opened=opened,
+            skip=frozenset(s[len(name) + 1 :] for s in skip if s.startswith(name + "/")),
         )
     return _VerifiedFolder(target, reader, label, skeleton, tensors, children)
 
 
-def _decode_tree(v: _VerifiedFolder, allow_pickle: bool) -> tuple[LoadedFolder, int]:
+def _decode_tree(v: _VerifiedFolder, allow_pickle: bool, in_place: bool) -> tuple[LoadedFolder, int]:
     """Phase 2: decode every skeleton; arrays are allocated (or live buffers chosen), not yet read."""
     version = v.reader.metadata["state_version"]
     # Read in place only when no upgrade will run: an upgrade may fail or reshape the state.
-    buffers = v.target.get_state_buffers() if version == v.target.STATE_VERSION else None
+    buffers = v.target.get_state_buffers() if in_place and version == v.target.STATE_VERSION else None
     state = v.reader.decode(v.skeleton, v.tensors, allow_pickle, buffers)
-    children = {name: _decode_tree(child, allow_pickle) for name, child in v.children.items()}
+    children = {name: _decode_tree(child, allow_pickle, in_place) for name, child in v.children.items()}
     loaded = LoadedFolder(state, {n: c[0] for n, c in children.items()}, version, v.reader.where())
     return loaded, version
 
@@ -177,7 +190,14 @@ def read_sources(sources: list[MemoryTensorFile | StreamedTensorFile], *, into_n
 
 
 def load_folder(
-    target: Checkpointable, reader: FolderReader, *, allow_pickle: bool, label: str, into_new_object: bool = False
+    target: Checkpointable,
+    reader: FolderReader,
+    *,
+    allow_pickle: bool,
+    label: str,
+    into_new_object: bool = False,
+    in_place: bool = True,
+    skip: frozenset[str] = frozenset(),
 ) -> LoadedFolder:
     """Read, verify and decode ``reader``'s folder and the folders of ``target``'s components in it.
 
@@ -185,11 +205,17 @@ def load_folder(
     tensors are then read into their destinations (see :func:`read_sources`), and states
     upgraded. ``into_new_object``: ``target`` was just built from this checkpoint and is
     dropped if the restore fails (``from_checkpoint``).
+
+    ``in_place``: tensors may be read straight into the live buffers the components
+    offer (``get_state_buffers``), once every file of this call is verified. False
+    reads every tensor into fresh arrays and touches nothing of ``target``: for a
+    state applied later, after other reads (delegated folders, other processes)
+    have passed too. ``skip``: component paths (relative to ``reader``) not read.
     """
     opened: list[MemoryTensorFile | StreamedTensorFile] = []
     try:
-        verified = _verify_tree(target, reader, allow_pickle=allow_pickle, label=label, opened=opened)
-        loaded, _ = _decode_tree(verified, allow_pickle)
+        verified = _verify_tree(target, reader, allow_pickle=allow_pickle, label=label, opened=opened, skip=skip)
+        loaded, _ = _decode_tree(verified, allow_pickle, in_place)
         read_sources(opened, into_new_object=into_new_object)
     finally:
         for source in opened:
@@ -235,12 +261,21 @@ def restore(
     version or fails with a race for ``from_checkpoint`` to retry with a new object,
     and reads tensor files into ``obj``'s buffers in one pass (a failed restore
     drops ``obj``).
+
+    Delegated folders below ``obj`` (:mod:`cairn.delegation`) are read by their
+    delegates while this process reads the rest into fresh arrays; every delegate
+    applies, then ``obj``'s part is applied, only once every read passed.
     """
     target = obj if not component else find_component(obj, component)
     reader = open_checkpoint(path, filesystem)
     label = component.strip("/") if component else ""
+    parts = delegations(obj)
+
+    def read(r: FolderReader, *, into_new_object: bool = False) -> _Read:
+        return _read(target, r, allow_pickle=allow_pickle, label=label, parts=parts, into_new_object=into_new_object)
+
     if built_from is None:
-        loaded = read_consistently(reader, lambda r: load_folder(target, r, allow_pickle=allow_pickle, label=label))
+        done = read_consistently(reader, read)
     else:
         # Any retry must build a new object, so the race goes back to from_checkpoint.
         try:
@@ -248,10 +283,101 @@ def restore(
                 raise _ReadRace(
                     CheckpointError(f"{reader.where(MANIFEST)} changed after the object was built."), changed=True
                 )
-            loaded = load_folder(target, reader, allow_pickle=allow_pickle, label=label, into_new_object=True)
+            done = read(reader, into_new_object=True)
         except CorruptCheckpointError as err:
             raise _ReadRace(err, changed=reader.changed()) from err
-    apply_loaded(target, loaded, label)
+    for delegate in done.delegates:  # first: the owners' set_state may then sync from them
+        delegate.finish_load(apply=True)
+    if done.local is not None:
+        apply_loaded(target, done.local, label)
+
+
+@dataclass
+class _Read:
+    """What a restore read: this process's part (None: nothing here) and the delegates holding theirs."""
+
+    local: LoadedFolder | None
+    delegates: list[DelegatedComponent] = field(default_factory=list)
+
+
+def _entry_of(data: bytes) -> FileEntry:
+    return FileEntry(len(data), crc32(data))
+
+
+def _delegated_jobs(
+    reader: FolderReader, label: str, parts: dict[str, DelegatedComponent]
+) -> tuple[list[tuple[DelegatedComponent, DelegatedFolder, str | None]], frozenset[str], bool]:
+    """Which delegates read which folders for a restore of ``label`` from ``reader``'s folder.
+
+    Returns the jobs ``(delegate, folder, subcomponent of the delegated one)``, the
+    folders this process leaves out (relative to ``reader``), and whether this
+    process restores the target at all (not when the target lies inside a delegated
+    folder whose delegate restores it alone).
+    """
+    from cairn.delegation import DelegatedFolder
+
+    jobs: list[tuple[DelegatedComponent, DelegatedFolder, str | None]] = []
+    skip: set[str] = set()
+    local = True
+    for part_path, part in parts.items():
+        if label and (label == part_path or label.startswith(part_path + "/")):
+            # The target is (inside) this delegated component: ``reader`` is the target's own folder.
+            sub = label[len(part_path) + 1 :] or None
+            folder = DelegatedFolder(
+                reader.storage, reader.folder, reader.folder, part_path, _entry_of(reader.manifest_bytes())
+            )
+            jobs.append((part, folder, sub))
+            local = part.restores_local_copy
+        elif not label or part_path.startswith(label + "/"):
+            rel = part_path[len(label) + 1 :] if label else part_path
+            current = reader
+            try:
+                for name in rel.split("/"):  # verifies the manifests down to the delegated folder
+                    current = current.child(name)
+            except ComponentNotFoundError:
+                continue  # a component whose folder is missing is left as it is
+            folder = DelegatedFolder(current.storage, current.folder, reader.folder, part_path, current.expected)
+            jobs.append((part, folder, None))
+            if not part.restores_local_copy:
+                skip.add(rel)
+    return jobs, frozenset(skip), local
+
+
+def _read(
+    target: Checkpointable,
+    reader: FolderReader,
+    *,
+    allow_pickle: bool,
+    label: str,
+    parts: dict[str, DelegatedComponent],
+    into_new_object: bool,
+) -> _Read:
+    """Read and verify everything a restore needs, here and in the delegates; apply nothing."""
+    jobs, skip, local = _delegated_jobs(reader, label, parts) if parts else ([], frozenset(), True)
+    if not jobs:
+        return _Read(
+            load_folder(target, reader, allow_pickle=allow_pickle, label=label, into_new_object=into_new_object)
+        )
+    started: list[tuple[DelegatedComponent, Waiter]] = []
+    try:
+        for delegate, folder, sub in jobs:
+            started.append((delegate, _Once(delegate.start_load(folder, component=sub, allow_pickle=allow_pickle))))
+        loaded: LoadedFolder | None = None
+        if local:
+            # Fresh arrays: live buffers would change before the delegates' reads passed.
+            loaded = load_folder(target, reader, allow_pickle=allow_pickle, label=label, in_place=False, skip=skip)
+        for _, waiter in started:
+            waiter()
+    except BaseException:
+        # Every delegate done and holding nothing before the error goes up; their own failures
+        # matter less than the one being raised.
+        for delegate, waiter in started:
+            with contextlib.suppress(BaseException):
+                waiter()
+            with contextlib.suppress(BaseException):
+                delegate.finish_load(apply=False)
+        raise
+    return _Read(loaded, [delegate for delegate, _ in started])
 
 
 def build_from_checkpoint(

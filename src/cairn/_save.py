@@ -1,13 +1,15 @@
 """Planning and writing a save.
 
 A save first plans the whole tree (gets the state, encodes every folder) so
-that an unsupported value fails before anything is written; then it writes
-each folder bottom-up (children, own files, own manifest) into the storage's
-staging place and commits.
+that an unsupported value fails before anything is written; then it claims the
+storage's staging place, starts the delegates of delegated folders
+(:mod:`cairn.delegation`), writes each other folder bottom-up (children, own
+files, the delegates' manifest entries, own manifest) and commits.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn._crc import crc32
 from cairn._reader import FolderReader
-from cairn._tree import checkpointable_components
+from cairn._tree import checkpointable_components, delegated_components, delegations
 from cairn._version import __version__
 from cairn.codec.tensors import build_header
 from cairn.errors import (
@@ -47,6 +49,7 @@ from cairn.storage.base import Chunk, Storage, resolve_storage
 if TYPE_CHECKING:
     from cairn.checkpointable import Checkpointable
     from cairn.codec.state import EncodedState
+    from cairn.delegation import DelegatedComponent, Waiter
 
 # numpy, msgpack and the codecs are imported inside the functions that encode or
 # decode, so that reading manifests and metadata (cairn inspect, ls) stays fast.
@@ -71,6 +74,17 @@ class _PlannedFolder:
     files: dict[str, list[Chunk]]
     children: dict[str, _PlannedFolder] = field(default_factory=dict)
     array_bytes: int = 0
+    delegate: DelegatedComponent | None = None  # set: the folder is the delegate's to write (no files here)
+    allow_pickle: bool = False  # passed on to the delegates
+
+
+def _delegated_nodes(plan: _PlannedFolder, prefix: str = "") -> list[tuple[str, _PlannedFolder]]:
+    """``(component path, planned folder)`` of every delegated folder of a plan."""
+    out: list[tuple[str, _PlannedFolder]] = []
+    for name, child in plan.children.items():
+        path = f"{prefix}/{name}" if prefix else name
+        out += [(path, child)] if child.delegate is not None else _delegated_nodes(child, path)
+    return out
 
 
 def _tensor_chunks(encoded: EncodedState) -> list[Chunk]:
@@ -89,11 +103,14 @@ def plan_save(
     allow_pickle: bool,
     where: str = "",
     extra_metadata: dict[str, Any] | None = None,
+    delegate: bool = False,
 ) -> _PlannedFolder:
     """Encode ``obj``'s folder and its components' folders, writing nothing.
 
     ``extra_metadata`` (the root only) is merged into ``metadata.json``; the
-    manager records steps and metrics there.
+    manager records steps and metrics there. With ``delegate``, the folders of
+    delegated components (``get_delegated_components``) are planned as the
+    delegates' to write, whatever ``state`` holds for them.
     """
     from cairn.codec.ctor import encode_ctor
     from cairn.codec.state import encode_state
@@ -123,11 +140,19 @@ def plan_save(
         ctor, ctor_pickle = encode_ctor(args, kwargs, allow_pickle=allow_pickle)
     except CheckpointError as err:
         raise CheckpointError(f"{type(obj).__qualname__} at {label}: {err}") from err
-    children = {
-        name: plan_save(comp, state[name], allow_pickle=allow_pickle, where=f"{where}/{name}" if where else name)
-        for name, comp in comps.items()
-        if name in state
-    }
+    delegated = delegated_components(obj, where=label) if delegate else {}
+    children: dict[str, _PlannedFolder] = {}
+    for name, comp in comps.items():
+        if name in delegated:
+            children[name] = _PlannedFolder(files={}, delegate=delegated[name], allow_pickle=allow_pickle)
+        elif name in state:
+            children[name] = plan_save(
+                comp,
+                state[name],
+                allow_pickle=allow_pickle,
+                where=f"{where}/{name}" if where else name,
+                delegate=delegate,
+            )
     user_meta = obj.get_metadata()
     if not isinstance(user_meta, dict):
         raise CheckpointError(f"{type(obj).__qualname__}.get_metadata() must return a dict.")
@@ -157,7 +182,33 @@ def plan_save(
     if encoded.tensors:
         files[TENSORS] = _tensor_chunks(encoded)
     files[METADATA] = [meta_bytes]
-    return _PlannedFolder(files=files, children=children, array_bytes=encoded.num_array_bytes)
+    return _PlannedFolder(
+        files=files, children=children, array_bytes=encoded.num_array_bytes, allow_pickle=allow_pickle
+    )
+
+
+def plan_checkpoint(
+    obj: Checkpointable,
+    *,
+    state: dict[str, Any] | None,
+    allow_pickle: bool,
+    extra_metadata: dict[str, Any] | None = None,
+    snapshot: Callable[[Any], Any] | None = None,
+) -> _PlannedFolder:
+    """Plan a save of ``obj``: of ``state`` when given, else of ``obj.get_state()`` with delegation.
+
+    With ``state=None`` the engine asks for the state itself, leaving out the
+    delegated components (their delegates write them); a given ``state`` is
+    written as it is (components missing from it are not written). ``snapshot``
+    turns the state into a copy that training going on cannot change (async saves).
+    """
+    delegate = state is None
+    if state is None:
+        paths = delegations(obj)
+        state = obj.get_state(not_components=sorted(paths)) if paths else obj.get_state()
+    if snapshot is not None:
+        state = snapshot(state)
+    return plan_save(obj, state, allow_pickle=allow_pickle, extra_metadata=extra_metadata, delegate=delegate)
 
 
 @dataclass
@@ -187,6 +238,8 @@ def write_planned(
     previous: FolderReader | None = None,
     stats: WriteStats | None = None,
     before_manifest: Callable[[], None] | None = None,
+    waiters: dict[str, Waiter] | None = None,
+    where: str = "",
 ) -> FileEntry:
     """Write a planned folder bottom-up; return its manifest's entry for the parent.
 
@@ -194,11 +247,20 @@ def write_planned(
     file whose size and CRC-32 match is hard-linked or copied server-side
     instead of written again. ``before_manifest`` runs just before this folder's
     own manifest is written (the root's is the commit marker on object stores).
+    ``waiters``: component path (below the root of the save, ``where`` being this
+    folder's) -> the waiter of the delegate writing that delegated folder; it is
+    waited for after this folder's own files, and its entry goes in the manifest.
     """
     stats = stats if stats is not None else WriteStats()
     storage.makedirs(folder)
     manifest = Manifest()
+    delegated: list[str] = []
     for name, child in plan.children.items():
+        path = f"{where}/{name}" if where else name
+        manifest.components.append(name)
+        if child.delegate is not None:
+            delegated.append(name)
+            continue
         prev_child = None
         if previous is not None:
             try:
@@ -206,9 +268,8 @@ def write_planned(
             except CheckpointError:
                 prev_child = None
         manifest.files[f"{name}/{MANIFEST}"] = write_planned(
-            storage, storage.join(folder, name), child, previous=prev_child, stats=stats
+            storage, storage.join(folder, name), child, previous=prev_child, stats=stats, waiters=waiters, where=path
         )
-        manifest.components.append(name)
     for fname, chunks in plan.files.items():
         dst = storage.join(folder, fname)
         prev = _previous_entry(previous, fname)
@@ -227,6 +288,17 @@ def write_planned(
         stats.bytes_written += size
         stats.files_written += 1
         manifest.files[fname] = FileEntry(size, crc)
+    for name in delegated:  # the delegates wrote meanwhile; their entries seal their folders
+        path = f"{where}/{name}" if where else name
+        if waiters is None or path not in waiters:
+            raise CheckpointError(f"The delegated folder {path!r} was planned but its delegate was never started.")
+        entry = waiters[path]()
+        if not isinstance(entry, FileEntry):
+            raise CheckpointError(
+                f"The delegate of component {path!r} returned {entry!r} from its save instead of the "
+                "FileEntry of the folder's manifest.json (what cairn.delegation.write_folder returns)."
+            )
+        manifest.files[f"{name}/{MANIFEST}"] = entry
     data = manifest.to_bytes()
     if before_manifest is not None:
         before_manifest()
@@ -295,10 +367,76 @@ def save(
     if path is None:
         path = os.path.join(tempfile.gettempdir(), f"cairn-{uuid.uuid4().hex[:16]}")
     storage, final = resolve_storage(path, filesystem)
-    if state is None:
-        state = obj.get_state()
-    plan = plan_save(obj, state, allow_pickle=allow_pickle)
+    plan = plan_checkpoint(obj, state=state, allow_pickle=allow_pickle)
     return commit_plan(storage, final, plan)
+
+
+class _Once:
+    """A waiter that runs once and then returns (or raises) the same outcome."""
+
+    def __init__(self, fn: Waiter) -> None:
+        self._fn: Waiter | None = fn
+        self._result: Any = None
+        self._error: BaseException | None = None
+
+    def __call__(self) -> Any:
+        if self._fn is not None:
+            fn, self._fn = self._fn, None
+            try:
+                self._result = fn()
+            except BaseException as err:
+                self._error = err
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
+def has_delegates(plan: _PlannedFolder) -> bool:
+    """Whether some folder of the plan is written by a delegate."""
+    return bool(_delegated_nodes(plan))
+
+
+@dataclass
+class StartedWrite:
+    """A save whose staging place is claimed and whose delegates are writing."""
+
+    storage: Storage
+    final: str
+    staging: str
+    waiters: dict[str, Waiter]
+
+    def abort(self) -> None:
+        """Give the save up: wait for every delegate, then remove the staging place."""
+        self.settle()
+        self.storage.abort(self.staging, self.final)
+
+    def settle(self) -> None:
+        """Wait for every delegate, ignoring failures (before the staging place is removed)."""
+        for waiter in self.waiters.values():
+            with contextlib.suppress(BaseException):  # the failure that matters is already being raised
+                waiter()
+
+
+def start_write(storage: Storage, final: str, plan: _PlannedFolder) -> StartedWrite:
+    """Claim the staging place of a save at ``final`` and start the plan's delegates.
+
+    Called before the rest is written; an async save calls it before it returns, so
+    that every delegate takes its state while the caller waits.
+    """
+    from cairn.delegation import DelegatedFolder
+
+    staging = storage.begin_write(final)
+    started = StartedWrite(storage, final, staging, {})
+    try:
+        for path, node in _delegated_nodes(plan):
+            delegate = node.delegate
+            if delegate is not None:  # always, for the nodes _delegated_nodes returns
+                folder = DelegatedFolder(storage, storage.join(staging, *path.split("/")), staging, path)
+                started.waiters[path] = _Once(delegate.start_save(folder, allow_pickle=node.allow_pickle))
+    except BaseException:
+        started.abort()
+        raise
+    return started
 
 
 def commit_plan(
@@ -308,14 +446,20 @@ def commit_plan(
     *,
     previous: FolderReader | None = None,
     stats: WriteStats | None = None,
+    started: StartedWrite | None = None,
 ) -> str:
     """Write a plan at ``final`` atomically (reusing unchanged files of ``previous``).
 
-    Just before the root manifest, the storage checks that the staging place is
-    still this save's (another writer on the root may have judged it abandoned
-    and removed it): the save then fails instead of committing.
+    ``started``: what :func:`start_write` returned for this plan, when the caller
+    started it earlier (else it is started here). Just before the root manifest,
+    the storage checks that the staging place is still this save's (another
+    writer on the root may have judged it abandoned and removed it): the save
+    then fails instead of committing. If anything fails, every delegate is
+    waited for before the staging place is removed.
     """
-    staging = storage.begin_write(final)
+    if started is None:
+        started = start_write(storage, final, plan)
+    staging = started.staging
     try:
         files = _planned_files(plan)
         try:
@@ -326,6 +470,7 @@ def commit_plan(
                 previous=previous,
                 stats=stats,
                 before_manifest=lambda: storage.check_owned(staging, files),
+                waiters=started.waiters,
             )
         except CheckpointError as err:
             if isinstance(err.__cause__, FileNotFoundError):
@@ -333,7 +478,7 @@ def commit_plan(
             raise
         storage.commit(staging, final)
     except BaseException:
-        storage.abort(staging, final)
+        started.abort()
         raise
     return storage.uri(final)
 
@@ -342,6 +487,6 @@ def _planned_files(plan: _PlannedFolder, prefix: str = "") -> list[str]:
     """Every file a plan writes (``/``-separated, relative to its folder), but the root manifest."""
     out = [prefix + name for name in plan.files]
     for name, child in plan.children.items():
-        out += _planned_files(child, f"{prefix}{name}/")
+        out += _planned_files(child, f"{prefix}{name}/")  # a delegated folder: only its manifest is known
         out.append(f"{prefix}{name}/{MANIFEST}")
     return out

@@ -14,6 +14,7 @@ from cairn.manifest import (
 
 if TYPE_CHECKING:
     from cairn.checkpointable import Checkpointable
+    from cairn.delegation import DelegatedComponent
 
 
 def checkpointable_components(obj: Checkpointable, *, where: str) -> dict[str, Checkpointable]:
@@ -66,3 +67,32 @@ def component_tree(obj: Checkpointable, prefix: str = "") -> list[str]:
         paths.append(p)
         paths.extend(component_tree(comp, p))
     return paths
+
+
+def delegated_components(obj: Checkpointable, *, where: str) -> dict[str, DelegatedComponent]:
+    """``obj.get_delegated_components()``, each name checked to be one of ``obj``'s components."""
+    offered = obj.get_delegated_components()
+    if not offered:
+        return {}
+    comps = checkpointable_components(obj, where=where)
+    for name in offered:
+        if name not in comps:
+            raise CheckpointError(
+                f"{type(obj).__qualname__} at {where} delegates the component {name!r}, which is not one of "
+                f"its components ({', '.join(comps) or 'none'}). A delegated folder must be a component's "
+                "folder: list it in get_checkpointable_components too."
+            )
+    return dict(offered)
+
+
+def delegations(obj: Checkpointable, prefix: str = "") -> dict[str, DelegatedComponent]:
+    """Component path -> delegate, for every delegated folder below ``obj`` (not below a delegated one)."""
+    out: dict[str, DelegatedComponent] = {}
+    here = delegated_components(obj, where=prefix or "<root>")
+    for name, comp in checkpointable_components(obj, where=prefix or "<root>").items():
+        path = f"{prefix}/{name}" if prefix else name
+        if name in here:
+            out[path] = here[name]
+        else:
+            out.update(delegations(comp, path))
+    return out

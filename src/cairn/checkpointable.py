@@ -5,7 +5,10 @@ from __future__ import annotations
 import abc
 import os
 from collections.abc import Collection
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+if TYPE_CHECKING:
+    from cairn.delegation import DelegatedComponent
 
 __all__ = ["Checkpointable"]
 
@@ -104,6 +107,22 @@ class Checkpointable(abc.ABC):
         """
         return None
 
+    def get_delegated_components(self) -> dict[str, DelegatedComponent]:
+        """Optional: components whose folders someone else writes and reads; default none.
+
+        Maps a component name (one listed by :meth:`get_checkpointable_components`)
+        to a :class:`cairn.delegation.DelegatedComponent`: a remote process, a
+        thread, a Ray actor that holds the component's real state. Every save,
+        restore and ``from_checkpoint`` of a tree containing this object then
+        lets the delegate write that folder into the checkpoint's staging place
+        while the engine writes the rest, and read and verify it while the engine
+        reads the rest; nothing is applied anywhere until every read passed. The
+        engine never calls ``get_state`` for a delegated component (it asks this
+        object for its state with ``not_components`` naming it). See
+        :mod:`cairn.delegation`.
+        """
+        return {}
+
     @classmethod
     def upgrade_state(cls, state: dict[str, Any], from_version: int) -> dict[str, Any]:
         """Turn this class's own state from ``from_version`` into ``from_version + 1``.
@@ -189,9 +208,10 @@ class Checkpointable(abc.ABC):
 
         ``built_from`` is None for a restore into an existing object; from
         ``from_checkpoint`` it is the root manifest the new object was built from
-        (see ``cairn._engine.restore``). Classes that restore some parts elsewhere
-        (remote actors) override this, not ``restore_from_path``, so that both
-        entry points take their path.
+        (see ``cairn._engine.restore``). Parts restored elsewhere (remote actors)
+        are delegated (:meth:`get_delegated_components`), not routed here; a class
+        that must act after every restore, whole or partial (an algorithm syncing
+        its workers), extends this so that both entry points do it.
         """
         from cairn import _engine
 

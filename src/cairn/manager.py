@@ -481,42 +481,60 @@ class CheckpointManager:
             self._cleaned = self._cleanup_uncommitted()
         clean_metrics = _jsonable_metrics(metrics)
         extra = {MANAGER_KEY: {"step": step, "metrics": clean_metrics}}
-        state = obj.get_state()
         taken: list[tuple[tuple[Any, ...], Any]] = []
-        if self.async_save:
-            state = snapshot_state(state, self._pool, taken)
-        plan = _engine.plan_save(obj, state, allow_pickle=allow_pickle, extra_metadata=extra)
+        plan = _engine.plan_checkpoint(
+            obj,
+            state=None,
+            allow_pickle=allow_pickle,
+            extra_metadata=extra,
+            snapshot=(lambda state: snapshot_state(state, self._pool, taken)) if self.async_save else None,
+        )
         final = self._path(step)
+        # Delegated folders (cairn.delegation) are started here, before an async save returns:
+        # each delegate takes its state now, while training waits.
+        started = _engine.start_write(self.storage, final, plan) if _engine.has_delegates(plan) else None
         if self._executor is None:
-            self._write(plan, step, final, taken)
+            self._write(plan, step, final, taken, started)
         else:
             with self._lock:
-                self._pending = self._executor.submit(self._write, plan, step, final, taken)
+                self._pending = self._executor.submit(self._write, plan, step, final, taken, started)
         return self.storage.uri(final)
 
-    def _write(self, plan: Any, step: int, final: str, taken: list[tuple[tuple[Any, ...], Any]]) -> None:
+    def _write(
+        self,
+        plan: Any,
+        step: int,
+        final: str,
+        taken: list[tuple[tuple[Any, ...], Any]],
+        started: _engine.StartedWrite | None = None,
+    ) -> None:
         try:
-            self._write_plan(plan, step, final)
+            self._write_plan(plan, step, final, started)
         finally:
             # The plan holds views of the snapshot; drop it before the buffers are reused.
             del plan
             if taken:
                 self._pool.give_back(taken)
 
-    def _write_plan(self, plan: Any, step: int, final: str) -> None:
+    def _write_plan(self, plan: Any, step: int, final: str, started: _engine.StartedWrite | None) -> None:
         previous = None
-        if self.incremental:
-            prev = [s for s, _ in self._scan() if s != step]
-            for s in reversed(prev):
-                reader = _engine.FolderReader(self.storage, self._path(s))
-                try:
-                    reader.manifest  # noqa: B018 - committed only
-                except CheckpointError:
-                    continue
-                previous = reader
-                break
+        try:
+            if self.incremental:
+                prev = [s for s, _ in self._scan() if s != step]
+                for s in reversed(prev):
+                    reader = _engine.FolderReader(self.storage, self._path(s))
+                    try:
+                        reader.manifest  # noqa: B018 - committed only
+                    except CheckpointError:
+                        continue
+                    previous = reader
+                    break
+        except BaseException:
+            if started is not None:  # the delegates already write into the claimed staging place
+                started.abort()
+            raise
         stats = _engine.WriteStats()
-        _engine.commit_plan(self.storage, final, plan, previous=previous, stats=stats)
+        _engine.commit_plan(self.storage, final, plan, previous=previous, stats=stats, started=started)
         self.last_stats = stats
         self._apply_retention(just_saved=step)
 

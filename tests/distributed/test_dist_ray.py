@@ -29,7 +29,7 @@ from dist_helpers import (
     small_config,
 )
 
-from cairn import CheckpointError, CorruptCheckpointError
+from cairn import CheckpointError, CheckpointManager, CorruptCheckpointError
 from cairn.rl import PPO, PPOLearner
 from cairn.testing import assert_states_equal
 
@@ -259,6 +259,21 @@ def test_object_store_checkpoint_is_written_and_read_by_the_actors(
     assert on_s3 == files_of(local_path)
     algo.train()
     algo.restore_from_path("cairn-dist/ckpt", filesystem=s3_filesystem)
+    assert_states_equal(learner_state(algo), expected)
+    assert_runners_on_learner_weights(algo)
+
+
+def test_manager_async_saves_and_restores_go_through_the_actors(algo: PPO, tmp_path: Path) -> None:
+    """The manager uses the engine's delegation too: the actors take their state before save returns."""
+    with CheckpointManager(tmp_path / "run", keep_last=2, async_save=True) as mgr:
+        mgr.save(algo, 1)
+        expected = learner_state(algo)
+        iteration = algo.training_iteration
+        algo.train()  # goes on while the actors write
+        mgr.wait()
+        assert no_leftovers(tmp_path / "run") == []
+        mgr.restore_latest(algo)
+    assert algo.training_iteration == iteration
     assert_states_equal(learner_state(algo), expected)
     assert_runners_on_learner_weights(algo)
 

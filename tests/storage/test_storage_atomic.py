@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Backend, MotoS3
+from storage_backends import Backend, MotoS3
 from storage_components import Agent, FailingLeaf, expected_state
 from storage_faults import Fault, FaultyFS
 

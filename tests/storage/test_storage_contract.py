@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import Backend, MotoS3
+from storage_backends import Backend, MotoS3
 from storage_components import Agent, ArrayLeaf, Group, TorchLeaf, expected_state
 
 import cairn

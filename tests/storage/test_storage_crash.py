@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 import storage_tally
-from conftest import Backend, MotoS3
+from storage_backends import Backend, MotoS3
 from storage_components import Agent, expected_state
 
 import cairn

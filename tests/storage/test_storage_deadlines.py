@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MotoS3
 from http_proxy import forward, read_body
+from storage_backends import MotoS3
 from storage_components import Agent
 
 import cairn

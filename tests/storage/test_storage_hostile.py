@@ -33,7 +33,7 @@ from typing import Any
 import msgpack
 import pytest
 import storage_tally
-from conftest import Backend, make_backend
+from storage_backends import Backend, make_backend
 from storage_components import Agent, ArrayLeaf, BadName
 from storage_reseal import read_body, reseal, reseal_after, seal_body
 

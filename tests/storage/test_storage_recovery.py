@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import Backend
+from storage_backends import Backend
 from storage_components import Agent, expected_state
 
 import cairn

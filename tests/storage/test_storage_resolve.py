@@ -8,8 +8,8 @@ from pathlib import Path
 
 import fsspec
 import pytest
-from conftest import Backend
 from fsspec.implementations.local import LocalFileSystem
+from storage_backends import Backend
 from storage_components import Agent, expected_state
 
 import cairn

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Backend
+from storage_backends import Backend
 from storage_components import Agent, ArrayLeaf, expected_state
 from storage_faults import FaultyFS
 
@@ -207,7 +207,7 @@ def test_two_processes_save_to_one_root(name: str, tmp_path: Path, request: pyte
 
     Then a save once both are gone leaves no leftover at all.
     """
-    from conftest import make_backend
+    from storage_backends import make_backend
 
     backend = next(make_backend(name, tmp_path, request))
     root = backend.uri("run")
@@ -232,7 +232,7 @@ def test_killed_save_sub_folder_is_not_a_checkpoint(
     moto_s3: Any, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """On S3, a save killed after ``group/a/manifest.json``: ``ckpt/group/a`` does not load on its own."""
-    from conftest import make_backend
+    from storage_backends import make_backend
 
     backend = next(make_backend("s3", tmp_path, request))
     ckpt = backend.uri("ckpt")

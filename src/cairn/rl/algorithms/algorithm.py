@@ -16,9 +16,9 @@ learner's module is the source of truth, and after every restore (full or partia
 so they act with the restored weights at once.
 
 With remote env runners or learners (``num_env_runners > 0``, ``num_learners >
-1``, on Ray) the tree is the same; :meth:`Algorithm.save_to_path` and
-:meth:`Algorithm.restore_from_path` then let the actors write and read their
-own folders in parallel (:mod:`cairn.rl.distributed.checkpoint`).
+1``, on Ray) the tree is the same; the groups' actors write and read their own
+folders in parallel, as delegates of the engine (:mod:`cairn.delegation`,
+:mod:`cairn.rl.distributed.checkpoint`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from cairn.rl.env.env_runner_group import EnvRunnerGroup
 from cairn.rl.utils._util import Names
 
 if TYPE_CHECKING:
-    from cairn.rl.distributed.checkpoint import RemotePart
+    from cairn.delegation import DelegatedComponent
 
 __all__ = ["Algorithm", "AlgorithmConfig"]
 
@@ -127,34 +127,10 @@ class Algorithm(Checkpointable, abc.ABC):
         """``env_runner`` (the local runner) and ``learner_group``."""
         return [("env_runner", self.env_runner), ("learner_group", self.learner_group)]
 
-    def remote_checkpoint_parts(self) -> dict[str, RemotePart]:
+    def get_delegated_components(self) -> dict[str, DelegatedComponent]:
         """``{"env_runner": the remote runners}`` when there are some: runner 1 writes that folder."""
         remote = self.env_runner_group.remote
         return {"env_runner": remote} if remote is not None else {}
-
-    def _has_remote_parts(self) -> bool:
-        return self.env_runner_group.remote is not None or self.learner_group.remote is not None
-
-    def save_to_path(
-        self,
-        path: str | os.PathLike[str] | None = None,
-        *,
-        state: dict[str, Any] | None = None,
-        filesystem: Any = None,
-        allow_pickle: bool = False,
-    ) -> str:
-        """As :meth:`cairn.Checkpointable.save_to_path`.
-
-        With remote env runners or learners, each actor writes its own folder
-        straight to the storage, in parallel, and the driver commits the manifests
-        last (:func:`cairn.rl.distributed.checkpoint.save`); the tree is the same
-        as a local run's.
-        """
-        if state is None and self._has_remote_parts():
-            from cairn.rl.distributed import checkpoint
-
-            return checkpoint.save(self, path, filesystem=filesystem, allow_pickle=allow_pickle)
-        return super().save_to_path(path, state=state, filesystem=filesystem, allow_pickle=allow_pickle)
 
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
         """``training_iteration`` plus the states of the selected components."""
@@ -190,17 +166,13 @@ class Algorithm(Checkpointable, abc.ABC):
         After a partial restore (``component="learner_group/learner/rl_module/p1"``)
         the env runners act with the restored weights at once. With remote env
         runners or learners, the actors read their folders themselves, in parallel,
-        and nothing is applied anywhere until every part was read and verified.
+        and nothing is applied anywhere until every part was read and verified
+        (the engine's delegation, :mod:`cairn.delegation`).
         """
         syncs_before = self._num_syncs
-        if self._has_remote_parts():
-            from cairn.rl.distributed import checkpoint
-
-            checkpoint.restore(self, path, component=component, filesystem=filesystem, allow_pickle=allow_pickle)
-        else:
-            super()._restore_checkpoint(
-                path, component=component, filesystem=filesystem, allow_pickle=allow_pickle, built_from=built_from
-            )
+        super()._restore_checkpoint(
+            path, component=component, filesystem=filesystem, allow_pickle=allow_pickle, built_from=built_from
+        )
         if self._num_syncs == syncs_before:  # set_state of the whole algorithm already synced
             self._sync_env_runners()
 

@@ -44,15 +44,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cairn.delegation import DelegatedFolder, LoadedComponent, Waiter, read_folder, write_folder
 from cairn.rl.distributed._ray import ActorFailedError, actor_label, get_all, init_ray
-from cairn.rl.distributed.checkpoint import Waiter, load_component, write_component
+from cairn.rl.distributed.checkpoint import storage_is_shared
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
 
 if TYPE_CHECKING:
-    from cairn import _engine
     from cairn.manifest import FileEntry
     from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
-    from cairn.storage.base import Storage
 
 __all__ = ["EnvRunnerActor", "RemoteEnvRunners"]
 
@@ -94,7 +93,7 @@ class EnvRunnerActor:
             torch.set_num_threads(int(config.num_torch_threads))
         self.runner = EnvRunner(config, worker_index=worker_index)
         self.weights_version = -1
-        self._pending: tuple[Any, Any, str] | None = None
+        self._pending: LoadedComponent | None = None
         self._save_delay_s = 0.0
 
     def ping(self) -> int:
@@ -156,10 +155,8 @@ class EnvRunnerActor:
 
     def save(
         self,
-        storage: Storage,
-        folder: str,
+        folder: DelegatedFolder,
         *,
-        staging_root: str,
         allow_pickle: bool,
         overrides: Mapping[str, Any],
         other_runners: list[dict[str, Any]],
@@ -167,9 +164,7 @@ class EnvRunnerActor:
         """Write the ``env_runner`` folder.
 
         Args:
-            storage: The checkpoint's storage.
             folder: Where ``env_runner/`` goes in the staging place.
-            staging_root: The staging place (must exist here).
             allow_pickle: As for ``save_to_path``.
             overrides: The group's totals (counters, episode windows).
             other_runners: :meth:`get_own_state` of runners 2..N.
@@ -181,37 +176,25 @@ class EnvRunnerActor:
             time.sleep(delay)
         # References inside a list are not resolved by Ray before the call: get them here.
         other_runners = [ray.get(r) if isinstance(r, ray.ObjectRef) else r for r in other_runners]
-        return write_component(
-            self.runner,
-            storage,
-            folder,
-            staging_root=staging_root,
-            allow_pickle=allow_pickle,
-            where="env_runner",
-            state_overrides={**overrides, OTHER_RUNNERS_KEY: list(other_runners)},
-        )
+        state = self.runner.get_state()
+        state.update({**overrides, OTHER_RUNNERS_KEY: list(other_runners)})
+        return write_folder(self.runner, folder, allow_pickle=allow_pickle, state=state)
 
-    def load(self, reader: _engine.FolderReader, *, component: str | None, allow_pickle: bool) -> None:
+    def load(self, folder: DelegatedFolder, *, component: str | None, allow_pickle: bool) -> None:
         """Read and verify the folder; keep it until :meth:`apply_loaded` or :meth:`drop_loaded`."""
-        self._pending = load_component(
-            self.runner, reader, component=component, allow_pickle=allow_pickle, where="env_runner"
-        )
+        self._pending = read_folder(self.runner, folder, component=component, allow_pickle=allow_pickle)
 
     def apply_loaded(self) -> None:
         """Apply what :meth:`load` read: all of it for the checkpoint's runner, else the connectors only."""
-        from cairn import _engine
-
-        if self._pending is None:
+        pending, self._pending = self._pending, None
+        if pending is None:
             return
-        target, loaded, label = self._pending
-        self._pending = None
-        if self.runner.worker_index != CHECKPOINT_WRITER_INDEX and target is self.runner:
+        if self.runner.worker_index != CHECKPOINT_WRITER_INDEX and pending.target is self.runner:
             # Another runner's RNG and environments would duplicate its data: take this
             # runner's own entry when the checkpoint has one, else only the connectors.
-            own = _own_part(loaded.state, self.runner.worker_index)
-            _engine.apply_loaded(self.runner, _engine.LoadedFolder(own, loaded.children), label)
+            pending.apply(own_state=_own_part(pending.own_state(), self.runner.worker_index))
             return
-        _engine.apply_loaded(target, loaded, label)
+        pending.apply()
 
     def drop_loaded(self) -> None:
         """Forget what :meth:`load` read."""
@@ -220,6 +203,9 @@ class EnvRunnerActor:
 
 class RemoteEnvRunners:
     """``num_env_runners`` remote env runners; the remote half of an ``EnvRunnerGroup``.
+
+    It is the delegate (:class:`cairn.delegation.DelegatedComponent`) of the
+    algorithm's ``env_runner`` folder: runner 1 writes it, every runner reads it.
 
     Args:
         config: The algorithm's config (``num_env_runners`` > 0).
@@ -235,6 +221,8 @@ class RemoteEnvRunners:
         self.weights_version = 0
         self._weights_ref: Any = None
         self._pending: list[tuple[str, Any]] = []
+        self._driver_read: LoadedComponent | None = None
+        self._loaded_in_driver = False
         self.last_weights_versions: list[int] = []
         get_all(self._ray, [(self.label(i), a.ping.remote()) for i, a in enumerate(self.actors)], doing="starting")
 
@@ -377,17 +365,22 @@ class RemoteEnvRunners:
         self.actors = []
         self._pending = []
 
-    # ------------------------------------------------------------------ checkpoint part
+    # ------------------------------------------------------------------ delegate of the `env_runner` folder
 
     @property
-    def restore_locally(self) -> bool:
+    def restores_local_copy(self) -> bool:
         """The local runner (group totals, merged connectors) is restored by the driver too."""
         return True
 
-    def start_save(self, storage: Storage, folder: str, *, staging_root: str, allow_pickle: bool) -> Waiter:
+    def start_save(self, folder: DelegatedFolder, *, allow_pickle: bool) -> Waiter:
         """Runner 1 writes ``env_runner/`` with the group's totals and merged connector states."""
         # The driver merged the deltas (Algorithm.get_state); send the merged states first.
         self.replace_dead()
+        if not storage_is_shared(folder.storage):  # the actors cannot reach it: the driver writes
+            state = self.local.get_state()
+            state.update(self.get_runner_states())
+            entry = write_folder(self.local, folder, allow_pickle=allow_pickle, state=state)
+            return lambda: entry
         self.sync_connector_states()
         self._flush("receiving connector states")
         local_state = self.local.get_state(components=[])
@@ -398,9 +391,7 @@ class RemoteEnvRunners:
         # references is resolved by the actor; nothing passes through the driver).
         others = [a.get_own_state.remote() for i, a in enumerate(self.actors) if i != position]
         ref = actor.save.remote(
-            storage,
             folder,
-            staging_root=staging_root,
             allow_pickle=allow_pickle,
             overrides=overrides,
             other_runners=others,
@@ -408,18 +399,31 @@ class RemoteEnvRunners:
         label = self.label(position)
         return lambda: get_all(self._ray, [(label, ref)], doing="writing its part of a checkpoint")[0]
 
-    def start_load(self, reader: _engine.FolderReader, *, component: str | None, allow_pickle: bool) -> Waiter:
+    def start_load(self, folder: DelegatedFolder, *, component: str | None, allow_pickle: bool) -> Waiter:
         """Every runner reads and verifies the folder, in parallel."""
         self.replace_dead()
         self._flush("receiving weights")
+        self._loaded_in_driver = not storage_is_shared(folder.storage)
+        if self._loaded_in_driver:
+            # The driver reads; the runners' RNGs and environments go to them on apply (their
+            # connectors come from the local runner, which the engine restores, at the next sync).
+            if component is None:
+                self._driver_read = read_folder(self.local, folder, allow_pickle=allow_pickle)
+            return lambda: None
         refs = [
-            (self.label(i), a.load.remote(reader, component=component, allow_pickle=allow_pickle))
+            (self.label(i), a.load.remote(folder, component=component, allow_pickle=allow_pickle))
             for i, a in enumerate(self.actors)
         ]
         return lambda: get_all(self._ray, refs, doing="reading its part of a checkpoint")
 
     def finish_load(self, *, apply: bool) -> None:
         """Apply (or drop) what every runner read."""
+        if self._loaded_in_driver:
+            self._loaded_in_driver = False
+            read, self._driver_read = self._driver_read, None
+            if apply and read is not None:
+                self.set_runner_states(read.own_state())
+            return
         method = "apply_loaded" if apply else "drop_loaded"
         refs = [(self.label(i), getattr(a, method).remote()) for i, a in enumerate(self.actors)]
         get_all(self._ray, refs, doing="applying a restored checkpoint")

@@ -37,17 +37,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from cairn.delegation import DelegatedFolder, LoadedComponent, Waiter, read_folder, write_folder
 from cairn.errors import CheckpointError
 from cairn.rl.core.learner.learner import Learner, TrainBatch
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.distributed._ray import actor_label, get_all, init_ray
-from cairn.rl.distributed.checkpoint import Waiter, load_component, write_component
+from cairn.rl.distributed.checkpoint import nest_state, storage_is_shared
 
 if TYPE_CHECKING:
-    from cairn import _engine
     from cairn.manifest import FileEntry
     from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
-    from cairn.storage.base import Storage
 
 __all__ = ["DataParallelLearner", "LearnerActor", "RemoteLearners", "data_parallel"]
 
@@ -160,7 +159,7 @@ class LearnerActor:
         self.world_size = int(world_size)
         learner_class = data_parallel(config.get_default_learner_class())
         self.learner = learner_class(config, module_specs, rank=rank, world_size=world_size)
-        self._pending: tuple[Any, Any, str] | None = None
+        self._pending: LoadedComponent | None = None
         self._save_delay_s = 0.0
 
     def ping(self) -> int:
@@ -215,34 +214,22 @@ class LearnerActor:
         """Fault injection for tests: make the next checkpoint write wait ``seconds`` first."""
         self._save_delay_s = float(seconds)
 
-    def save(self, storage: Storage, folder: str, *, staging_root: str, allow_pickle: bool) -> FileEntry:
+    def save(self, folder: DelegatedFolder, *, allow_pickle: bool) -> FileEntry:
         """Write ``learner_group/learner/`` (and its module folders)."""
         if self._save_delay_s:
             delay, self._save_delay_s = self._save_delay_s, 0.0
             time.sleep(delay)
-        return write_component(
-            self.learner,
-            storage,
-            folder,
-            staging_root=staging_root,
-            allow_pickle=allow_pickle,
-            where="learner_group/learner",
-        )
+        return write_folder(self.learner, folder, allow_pickle=allow_pickle)
 
-    def load(self, reader: _engine.FolderReader, *, component: str | None, allow_pickle: bool) -> None:
+    def load(self, folder: DelegatedFolder, *, component: str | None, allow_pickle: bool) -> None:
         """Read and verify the folder; keep it until :meth:`apply_loaded` or :meth:`drop_loaded`."""
-        self._pending = load_component(
-            self.learner, reader, component=component, allow_pickle=allow_pickle, where="learner_group/learner"
-        )
+        self._pending = read_folder(self.learner, folder, component=component, allow_pickle=allow_pickle)
 
     def apply_loaded(self) -> None:
         """Apply what :meth:`load` read."""
-        from cairn import _engine
-
-        if self._pending is not None:
-            target, loaded, label = self._pending
-            self._pending = None
-            _engine.apply_loaded(target, loaded, label)
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.apply()
 
     def drop_loaded(self) -> None:
         """Forget what :meth:`load` read."""
@@ -259,15 +246,23 @@ class LearnerActor:
 class RemoteLearners:
     """``num_learners`` data-parallel learners on Ray; the remote half of a ``LearnerGroup``.
 
+    It is the delegate (:class:`cairn.delegation.DelegatedComponent`) of the group's
+    ``learner`` folder: learner 0 writes it, every learner reads it.
+
     Args:
         config: The PPO config (``num_learners`` > 1).
         module_specs: Module id -> spec.
+        local: The group's local learner: the shape of the learners' state (class,
+            constructor, components), used to write and read the folder in the
+            driver when the actors cannot reach the storage (``memory://``).
     """
 
-    def __init__(self, config: AlgorithmConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:
+    def __init__(self, config: AlgorithmConfig, module_specs: Mapping[str, RLModuleSpec], *, local: Learner) -> None:
         self._ray = init_ray(f"num_learners={config.num_learners}")
         self.config = config
         self.module_specs = dict(module_specs)
+        self.local = local
+        self._driver_read: tuple[LoadedComponent, str | None] | None = None
         self._actor_cls = self._ray.remote(num_cpus=float(config.num_cpus_per_learner))(LearnerActor)
         self.actors: list[Any] = []
         self._start()
@@ -380,31 +375,45 @@ class RemoteLearners:
                 self._ray.kill(actor)
         self.actors = []
 
-    # ------------------------------------------------------------------ checkpoint part
+    # ------------------------------------------------------------------ delegate of the `learner` folder
 
     @property
-    def restore_locally(self) -> bool:
+    def restores_local_copy(self) -> bool:
         """The driver's learner is only a shape (class, components, constructor); it is not restored."""
         return False
 
-    def start_save(self, storage: Storage, folder: str, *, staging_root: str, allow_pickle: bool) -> Waiter:
+    def start_save(self, folder: DelegatedFolder, *, allow_pickle: bool) -> Waiter:
         """Learner 0 writes ``learner_group/learner/`` (all learners hold the same state)."""
         self.replace_dead()
-        ref = self.actors[0].save.remote(storage, folder, staging_root=staging_root, allow_pickle=allow_pickle)
+        if not storage_is_shared(folder.storage):  # the actors cannot reach it: the driver writes
+            entry = write_folder(self.local, folder, allow_pickle=allow_pickle, state=self.get_state())
+            return lambda: entry
+        ref = self.actors[0].save.remote(folder, allow_pickle=allow_pickle)
         label = self.label(0)
         return lambda: get_all(self._ray, [(label, ref)], doing="writing its part of a checkpoint")[0]
 
-    def start_load(self, reader: _engine.FolderReader, *, component: str | None, allow_pickle: bool) -> Waiter:
+    def start_load(self, folder: DelegatedFolder, *, component: str | None, allow_pickle: bool) -> Waiter:
         """Every learner reads and verifies the folder itself, in parallel."""
         self.replace_dead()
+        if not storage_is_shared(folder.storage):  # the driver reads; finish_load hands the state over
+            self._driver_read = (
+                read_folder(self.local, folder, component=component, allow_pickle=allow_pickle),
+                component,
+            )
+            return lambda: None
         refs = [
-            (self.label(r), a.load.remote(reader, component=component, allow_pickle=allow_pickle))
+            (self.label(r), a.load.remote(folder, component=component, allow_pickle=allow_pickle))
             for r, a in enumerate(self.actors)
         ]
         return lambda: get_all(self._ray, refs, doing="reading its part of a checkpoint")
 
     def finish_load(self, *, apply: bool) -> None:
         """Apply (or drop) what every learner read."""
+        if self._driver_read is not None:
+            (read, component), self._driver_read = self._driver_read, None
+            if apply:
+                self.set_state(nest_state(component, read.state()))
+            return
         method = "apply_loaded" if apply else "drop_loaded"
         refs = [(self.label(r), getattr(a, method).remote()) for r, a in enumerate(self.actors)]
         get_all(self._ray, refs, doing="applying a restored checkpoint")

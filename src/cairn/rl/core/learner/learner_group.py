@@ -13,7 +13,6 @@ learner reads it in parallel.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +24,7 @@ from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.utils._util import Names
 
 if TYPE_CHECKING:
-    from cairn.rl.distributed.checkpoint import RemotePart
+    from cairn.delegation import DelegatedComponent
     from cairn.rl.distributed.learners import RemoteLearners
 
 __all__ = ["LearnerGroup"]
@@ -54,7 +53,7 @@ class LearnerGroup(Checkpointable):
         if int(config.num_learners) > 1:
             from cairn.rl.distributed.learners import RemoteLearners
 
-            self.remote = RemoteLearners(config, self.module_specs)
+            self.remote = RemoteLearners(config, self.module_specs, local=self.learner)
 
     @property
     def num_learners(self) -> int:
@@ -97,7 +96,7 @@ class LearnerGroup(Checkpointable):
         """``learner``: the local learner (with remote learners, the shape of their state)."""
         return [("learner", self.learner)]
 
-    def remote_checkpoint_parts(self) -> dict[str, RemotePart]:
+    def get_delegated_components(self) -> dict[str, DelegatedComponent]:
         """``{"learner": the remote learners}`` when remote: they write and read that folder."""
         return {"learner": self.remote} if self.remote is not None else {}
 
@@ -125,40 +124,6 @@ class LearnerGroup(Checkpointable):
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config, module_specs), {})``."""
         return (self.config, dict(self.module_specs)), {}
-
-    def save_to_path(
-        self,
-        path: str | os.PathLike[str] | None = None,
-        *,
-        state: dict[str, Any] | None = None,
-        filesystem: Any = None,
-        allow_pickle: bool = False,
-    ) -> str:
-        """As :meth:`cairn.Checkpointable.save_to_path`; remote learners write their folder themselves."""
-        if self.remote is not None and state is None:
-            from cairn.rl.distributed import checkpoint
-
-            return checkpoint.save(self, path, filesystem=filesystem, allow_pickle=allow_pickle)
-        return super().save_to_path(path, state=state, filesystem=filesystem, allow_pickle=allow_pickle)
-
-    def _restore_checkpoint(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        component: str | None,
-        filesystem: Any,
-        allow_pickle: bool,
-        built_from: bytes | None,
-    ) -> None:
-        """As :meth:`cairn.Checkpointable.restore_from_path`; remote learners read their folder themselves."""
-        if self.remote is not None:
-            from cairn.rl.distributed import checkpoint
-
-            checkpoint.restore(self, path, component=component, filesystem=filesystem, allow_pickle=allow_pickle)
-            return
-        super()._restore_checkpoint(
-            path, component=component, filesystem=filesystem, allow_pickle=allow_pickle, built_from=built_from
-        )
 
 
 register_old_paths(LearnerGroup)
