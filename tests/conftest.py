@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,15 +15,20 @@ def ray_cluster() -> Iterator[Any]:
     """One real local Ray cluster for the whole session (``ray.init(num_cpus=2)``, small object store).
 
     Starting one takes ~10 s here, so every Ray test (distributed, RLlib, Tune) shares it.
+    The workers get ``tests/`` on their ``PYTHONPATH`` (pytest's ``pythonpath``), so that
+    classes of the test helpers that a config names (callbacks) are found there too.
     """
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'cairn-rl[ray]')")
     if not ray.is_initialized():
+        tests = str(Path(__file__).resolve().parent)
+        python_path = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH", "")) if p)
         ray.init(
             num_cpus=2,
             object_store_memory=150 * 1024 * 1024,
             include_dashboard=False,
             log_to_driver=False,
             configure_logging=False,
+            runtime_env={"env_vars": {"PYTHONPATH": python_path}},
         )
     yield ray
     ray.shutdown()

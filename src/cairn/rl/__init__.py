@@ -9,7 +9,8 @@ The layout follows RLlib's new API stack (SPEC 9)::
     cairn.rl.core.learner                  Learner (optimizers, schedules, update loop), LearnerGroup
     cairn.rl.env                           EnvRunner, EnvRunnerGroup, multi-agent envs, env state
     cairn.rl.connectors                    ConnectorPipeline, MeanStdFilter, ClipActions
-    cairn.rl.utils                         compute_gae
+    cairn.rl.callbacks                     RLlibCallback (imports nothing else of cairn.rl but the logger)
+    cairn.rl.utils                         compute_gae, metrics.MetricsLogger
     cairn.rl.distributed                   Ray actors behind the groups
 
 Public names here (imported on first use, so that ``cairn._rl_cli`` can register the
@@ -21,6 +22,8 @@ Public names here (imported on first use, so that ``cairn._rl_cli`` can register
     MultiRLModule                  module id -> RLModule
     Learner, LearnerGroup          optimizers, schedules, the update loop
     EnvRunner, EnvRunnerGroup      vector environments, connectors, RNGs
+    RLlibCallback, Episode         callbacks (config.callbacks_class) and what episode hooks see
+    MetricsLogger                  what callbacks log; lifetime sums are checkpointed
     IndependentAgentsEnv           the "multi:<env id>" multi-agent env, dict API
     ConnectorPipeline, Connector, MeanStdFilter, ClipActions
     compute_gae, register_env_state_handler
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
     from cairn.rl.algorithms.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
     from cairn.rl.algorithms.ppo.ppo import PPO, PPOConfig
     from cairn.rl.algorithms.ppo.ppo_learner import PPOLearner
+    from cairn.rl.callbacks.callbacks import Episode, RLlibCallback
     from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
     from cairn.rl.core.learner.learner import Learner, LinearSchedule
     from cairn.rl.core.learner.learner_group import LearnerGroup
@@ -48,6 +52,7 @@ if TYPE_CHECKING:
     from cairn.rl.env.env_state import register_env_state_handler
     from cairn.rl.env.multi_agent_env import DEFAULT_AGENT_ID, IndependentAgentsEnv
     from cairn.rl.utils.gae import compute_gae
+    from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 
 __all__ = [
     "DEFAULT_AGENT_ID",
@@ -60,16 +65,19 @@ __all__ = [
     "ConnectorPipeline",
     "EnvRunner",
     "EnvRunnerGroup",
+    "Episode",
     "IndependentAgentsEnv",
     "Learner",
     "LearnerGroup",
     "LinearSchedule",
     "MeanStdFilter",
+    "MetricsLogger",
     "MultiRLModule",
     "PPOConfig",
     "PPOLearner",
     "RLModule",
     "RLModuleSpec",
+    "RLlibCallback",
     "compute_gae",
     "register_env_state_handler",
 ]
@@ -85,16 +93,19 @@ _HOMES: dict[str, str] = {
     "ConnectorPipeline": "cairn.rl.connectors.connectors",
     "EnvRunner": "cairn.rl.env.env_runner",
     "EnvRunnerGroup": "cairn.rl.env.env_runner_group",
+    "Episode": "cairn.rl.callbacks.callbacks",
     "IndependentAgentsEnv": "cairn.rl.env.multi_agent_env",
     "Learner": "cairn.rl.core.learner.learner",
     "LearnerGroup": "cairn.rl.core.learner.learner_group",
     "LinearSchedule": "cairn.rl.core.learner.learner",
     "MeanStdFilter": "cairn.rl.connectors.connectors",
+    "MetricsLogger": "cairn.rl.utils.metrics.metrics_logger",
     "MultiRLModule": "cairn.rl.core.rl_module.multi_rl_module",
     "PPOConfig": "cairn.rl.algorithms.ppo.ppo",
     "PPOLearner": "cairn.rl.algorithms.ppo.ppo_learner",
     "RLModule": "cairn.rl.core.rl_module.rl_module",
     "RLModuleSpec": "cairn.rl.core.rl_module.rl_module",
+    "RLlibCallback": "cairn.rl.callbacks.callbacks",
     "compute_gae": "cairn.rl.utils.gae",
     "register_env_state_handler": "cairn.rl.env.env_state",
 }

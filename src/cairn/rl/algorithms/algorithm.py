@@ -34,11 +34,13 @@ import torch
 from cairn import Checkpointable
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
+from cairn.rl.callbacks.callbacks import make_callbacks
 from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.rl_module import RLModule
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.rl.env.env_runner_group import EnvRunnerGroup
 from cairn.rl.utils._util import Names
+from cairn.rl.utils.metrics.metrics_logger import MetricsLogger, flatten_metrics
 
 if TYPE_CHECKING:
     from cairn.delegation import DelegatedComponent
@@ -65,6 +67,9 @@ class Algorithm(Checkpointable, abc.ABC):
             raise TypeError(f"{type(self).__name__} needs a {self.config_class.__name__}, got {type(config).__name__}.")
         config.validate()
         self.config = config
+        self.callbacks = make_callbacks(config.callbacks_class)
+        self.metrics = MetricsLogger()
+        """The algorithm's metrics: its callbacks' and, under ``env_runners/``, the env runners'."""
         if config.num_torch_threads is not None:
             torch.set_num_threads(int(config.num_torch_threads))
         self.env_runner_group = EnvRunnerGroup(config)
@@ -72,6 +77,7 @@ class Algorithm(Checkpointable, abc.ABC):
         self.training_iteration = 0
         self._num_syncs = 0
         self._sync_env_runners()
+        self.callbacks.on_algorithm_init(algorithm=self, metrics_logger=self.metrics)
 
     @abc.abstractmethod
     def build_learner_group(self, config: Any, module_specs: Mapping[str, Any]) -> LearnerGroup:
@@ -95,20 +101,28 @@ class Algorithm(Checkpointable, abc.ABC):
 
         Returns:
             Metrics: ``training_iteration``, ``num_env_steps_sampled_lifetime``,
-            ``episode_return_mean`` and more, among them ``"learner/<module id>/..."``.
-            Keys under ``"perf/"`` are wall-clock measurements (not reproducible).
+            ``episode_return_mean`` and more, among them ``"learner/<module id>/..."``,
+            and every value of :attr:`metrics` (what callbacks logged; the env
+            runners' under ``"env_runners/"``), flattened with ``/``. Keys under
+            ``"perf/"`` are wall-clock measurements (not reproducible). The callbacks'
+            ``on_train_result`` sees the dict last and may change it.
         """
         start = time.perf_counter()
         steps_before = self.env_runner.num_env_steps_sampled_lifetime
-        results = self.training_step()
+        training_results = self.training_step()
         self.training_iteration += 1
+        # The env runners' metrics are reduced into the algorithm's logger each iteration (as in RLlib).
+        self.metrics.aggregate(self.env_runner_group.pop_metrics(), key="env_runners")
+        results = {**flatten_metrics(self.metrics.reduce()), **training_results}
         elapsed = time.perf_counter() - start
         steps = self.env_runner.num_env_steps_sampled_lifetime - steps_before
         results["training_iteration"] = self.training_iteration
         results["num_env_steps_sampled"] = steps
         results["perf/iteration_time_s"] = elapsed
         results["perf/env_steps_per_second"] = steps / elapsed if elapsed > 0 else float("nan")
-        return dict(sorted(results.items()))
+        results = dict(sorted(results.items()))
+        self.callbacks.on_train_result(algorithm=self, metrics_logger=self.metrics, result=results)
+        return results
 
     def _sync_env_runners(self) -> None:
         """Spread the local runner's state and the learner's weights to the env runners."""
@@ -137,6 +151,7 @@ class Algorithm(Checkpointable, abc.ABC):
         self.env_runner_group.sync_connector_states_to_local()
         state = {
             "training_iteration": self.training_iteration,
+            "metrics": self.metrics.get_state(),
             **self._get_components_state(components, not_components=not_components),
         }
         if "env_runner" in state:  # remote runners: their RNGs and environments
@@ -150,6 +165,8 @@ class Algorithm(Checkpointable, abc.ABC):
             self.env_runner_group.set_runner_states(state["env_runner"])
         if "training_iteration" in state:
             self.training_iteration = int(state["training_iteration"])
+        if "metrics" in state:
+            self.metrics.set_state(state["metrics"], where="metrics")
         self._sync_env_runners()
 
     def _restore_checkpoint(
@@ -175,6 +192,7 @@ class Algorithm(Checkpointable, abc.ABC):
         )
         if self._num_syncs == syncs_before:  # set_state of the whole algorithm already synced
             self._sync_env_runners()
+        self.callbacks.on_checkpoint_loaded(algorithm=self)
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config,), {})``."""

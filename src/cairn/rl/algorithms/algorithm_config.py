@@ -158,6 +158,11 @@ class AlgorithmConfig:
     """Applied with ``torch.set_num_threads`` when the algorithm is built (results
     are bit-for-bit reproducible for one thread count); ``None`` leaves it alone."""
 
+    callbacks_class: type[Any] | list[type[Any]] | None = None
+    """A subclass of :class:`cairn.rl.callbacks.callbacks.RLlibCallback`, or a list of them
+    (called in order), or ``None``. Recorded in checkpoints by reference: loading one
+    needs the class's module imported first."""
+
     def __post_init__(self) -> None:
         # A config rebuilt from a checkpoint is checked here, before anything makes its
         # environment: gymnasium would import the module an id like "this:CartPole-v1" names,

@@ -27,8 +27,9 @@ RNG and environment state of runners 2..N (each hands its own, small, to runner
 the folder is an ordinary ``env_runner`` checkpoint. On restore every runner
 reads the folder in parallel; runner 1 takes its part, runner k takes the
 entry recorded for worker index k if there is one (same scale: the run goes on
-bit for bit), else only the connector states, keeping its own environments and
-RNG (two runners never replay the same episodes).
+bit for bit; its callbacks' metrics logger comes back too), else only the
+connector states, keeping its own environments and RNG (two runners never
+replay the same episodes).
 
 A runner that dies is replaced on the group's next ``sample`` (same worker
 index, fresh environments, the group's connector states and the latest
@@ -61,9 +62,12 @@ CHECKPOINT_WRITER_INDEX = 1
 OTHER_RUNNERS_KEY = "other_env_runners"
 """Key of ``env_runner/``'s state holding the RNG and environments of runners 2..N."""
 
+OWN_KEYS = ("rng", "env", "metrics")
+"""The keys of an ``env_runner`` state that belong to one runner: RNG, environments, its callbacks' metrics."""
+
 
 def _own_part(env_runner_state: Mapping[str, Any], worker_index: int) -> dict[str, Any]:
-    """The ``rng``/``env`` of an ``env_runner`` state meant for the runner ``worker_index``.
+    """The ``rng``/``env``/``metrics`` of an ``env_runner`` state meant for the runner ``worker_index``.
 
     Runner 1's are the state's own keys; runner k's, the ``other_env_runners`` entry
     recorded for worker index k. Empty when the state has none for that runner.
@@ -75,7 +79,7 @@ def _own_part(env_runner_state: Mapping[str, Any], worker_index: int) -> dict[st
         for entry in env_runner_state.get(OTHER_RUNNERS_KEY, ()):
             if isinstance(entry, Mapping) and entry.get("worker_index") == worker_index:
                 source = entry
-    return {key: source[key] for key in ("rng", "env") if key in source}
+    return {key: source[key] for key in OWN_KEYS if key in source}
 
 
 class EnvRunnerActor:
@@ -126,7 +130,7 @@ class EnvRunnerActor:
 
     def pop_connector_deltas(self) -> dict[str, Any]:
         """The connectors' deltas (data seen since the last report), without sampling."""
-        return dict(self.runner.sample_report()["connector_deltas"])
+        return self.runner.pop_connector_deltas()
 
     def get_connector_states(self) -> dict[str, Any]:
         """Both pipelines' states (for tests and inspection)."""
@@ -141,9 +145,9 @@ class EnvRunnerActor:
         return self.runner.get_state()
 
     def get_own_state(self) -> dict[str, Any]:
-        """What only this runner has (``worker_index``, ``rng``, ``env``), for runner 1's checkpoint."""
+        """What only this runner has (``worker_index``, ``rng``, ``env``, ``metrics``), for runner 1's checkpoint."""
         state = self.runner.get_state(components=[])
-        return {"worker_index": self.runner.worker_index, "rng": state["rng"], "env": state["env"]}
+        return {"worker_index": self.runner.worker_index, **{key: state[key] for key in OWN_KEYS}}
 
     def set_own_state(self, state: dict[str, Any]) -> None:
         """Take an ``rng``/``env`` state (from :meth:`get_own_state` or a checkpoint)."""
@@ -224,6 +228,7 @@ class RemoteEnvRunners:
         self._driver_read: LoadedComponent | None = None
         self._loaded_in_driver = False
         self.last_weights_versions: list[int] = []
+        self._metrics: list[list[dict[str, Any]]] = []
         get_all(self._ray, [(self.label(i), a.ping.remote()) for i, a in enumerate(self.actors)], doing="starting")
 
     def _make_actor(self, worker_index: int) -> Any:
@@ -290,8 +295,14 @@ class RemoteEnvRunners:
         for runner_batches, report in results:
             self.local.absorb_sample_report(report)
             self.last_weights_versions.append(int(report["weights_version"]))
+            self._metrics.append(report["metrics"])
             batches.append(runner_batches)
         return batches
+
+    def pop_metrics(self) -> list[list[dict[str, Any]]]:
+        """What each runner's callbacks logged in the samples since the last call, in runner order."""
+        metrics, self._metrics = self._metrics, []
+        return metrics
 
     def sync_weights(self, weights: Any) -> None:
         """Broadcast ``weights`` (a dict, or an object reference to one) as the next version.
@@ -343,8 +354,7 @@ class RemoteEnvRunners:
         )
         first = CHECKPOINT_WRITER_INDEX - 1
         return {
-            "rng": own[first]["rng"],
-            "env": own[first]["env"],
+            **{key: own[first][key] for key in OWN_KEYS},
             OTHER_RUNNERS_KEY: [s for i, s in enumerate(own) if i != first],
         }
 

@@ -31,6 +31,7 @@ import torch
 from cairn import Checkpointable
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.callbacks.callbacks import Episode, make_callbacks, overrides
 from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
@@ -44,6 +45,7 @@ from cairn.rl.env.multi_agent_env import (
     resolve_policy_mapping,
 )
 from cairn.rl.utils._util import Names
+from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 
 __all__ = ["EnvRunner", "SampleBatch"]
 
@@ -139,6 +141,14 @@ class EnvRunner(Checkpointable):
             for module_id in config.policies
             if module_id in self.slot_modules
         }
+        self.metrics = MetricsLogger()
+        """What this runner's callbacks log; checkpointed, and handed to the algorithm's logger each iteration."""
+        self.callbacks = make_callbacks(config.callbacks_class)
+        # on_episode_start of the first episodes fires in the first sample() (as in RLlib), not here: a
+        # runner that never samples (the driver's, with remote runners) or whose episodes in flight a
+        # checkpoint restores must not report starts that are not new.
+        self._episodes_started = False
+        self._step_hook = overrides(self.callbacks, "on_episode_step")  # a call per step and env costs
 
     # ------------------------------------------------------------------ sampling
 
@@ -182,6 +192,10 @@ class EnvRunner(Checkpointable):
         final_vf_buf = np.zeros((horizon, n), dtype=np.float32)
         self._episodes_this_iteration = 0
         self.last_episodes = []
+        if not self._episodes_started:
+            self._episodes_started = True
+            for slot in range(n):
+                self._episode_hook("on_episode_start", slot, done=False)
         for t in range(horizon):
             filtered = self.env_to_module(self._obs, update=True)
             obs_buf[t] = filtered
@@ -199,6 +213,9 @@ class EnvRunner(Checkpointable):
                 final_vf_buf[t, cut] = self._values(torch.from_numpy(filtered_final), cut)
             self._episode_returns += rewards
             self._episode_lengths += 1
+            if self._step_hook:
+                for i in np.flatnonzero(~(terminateds | truncateds)):
+                    self._episode_hook("on_episode_step", int(i), done=False)
             for i in np.flatnonzero(terminateds | truncateds):
                 self._end_episode(int(i))
             self._obs = next_obs
@@ -220,14 +237,31 @@ class EnvRunner(Checkpointable):
                 "final_vf": final_vf_buf[:, slots],
                 "bootstrap_vf": bootstrap_vf[slots],
             }
+        self.callbacks.on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=batches)
         return batches
 
     def _end_episode(self, slot: int) -> None:
+        self._episode_hook("on_episode_end", slot, done=True)
         self._record_episode(
             float(self._episode_returns[slot]), int(self._episode_lengths[slot]), self.slot_modules[slot]
         )
         self._episode_returns[slot] = 0.0
         self._episode_lengths[slot] = 0
+        self._episode_hook("on_episode_start", slot, done=False)  # same-step autoreset: the next one began
+
+    def _episode_hook(self, hook: str, slot: int, *, done: bool) -> None:
+        """Call the callbacks' ``hook`` (``on_episode_start``/``_step``/``_end``) for the episode of ``slot``."""
+        episode = Episode(
+            env_index=slot,
+            agent_id=self.slot_agents[slot],
+            module_id=self.slot_modules[slot],
+            episode_return=float(self._episode_returns[slot]),
+            length=int(self._episode_lengths[slot]),
+            is_done=done,
+        )
+        getattr(self.callbacks, hook)(
+            episode=episode, env_runner=self, metrics_logger=self.metrics, env=self.env.envs[slot], env_index=slot
+        )
 
     def _record_episode(self, episode_return: float, length: int, module_id: str) -> None:
         self._recent_returns.append(episode_return)
@@ -243,18 +277,24 @@ class EnvRunner(Checkpointable):
     def sample_report(self) -> dict[str, Any]:
         """What the group's driver needs from this runner after a :meth:`sample`.
 
-        The steps taken, the episodes that ended (in order) and the connectors'
+        The steps taken, the episodes that ended (in order), the connectors'
         deltas (statistics of the data seen since the last report, connector name
-        -> delta, per pipeline); small, whatever the size of the batches.
+        -> delta, per pipeline) and what the callbacks logged since the last report
+        (:meth:`MetricsLogger.pop_deltas`); small, whatever the size of the batches.
         """
         return {
             "env_steps": self.num_envs * int(self.config.rollout_length),
             "agent_steps": self.num_slots * int(self.config.rollout_length),
             "episodes": list(self.last_episodes),
-            "connector_deltas": {
-                "env_to_module_connector": self.env_to_module.pop_deltas(),
-                "module_to_env_connector": self.module_to_env.pop_deltas(),
-            },
+            "connector_deltas": self.pop_connector_deltas(),
+            "metrics": self.metrics.pop_deltas(),
+        }
+
+    def pop_connector_deltas(self) -> dict[str, Any]:
+        """The connectors' deltas (statistics of the data seen since the last call), by pipeline name."""
+        return {
+            "env_to_module_connector": self.env_to_module.pop_deltas(),
+            "module_to_env_connector": self.module_to_env.pop_deltas(),
         }
 
     def begin_group_iteration(self) -> None:
@@ -336,6 +376,7 @@ class EnvRunner(Checkpointable):
             state["autoreset"] = np.array(self.env._autoreset_envs, copy=True)
             state["episode_returns"] = self._episode_returns.copy()
             state["episode_lengths"] = self._episode_lengths.copy()
+            state["episodes_started"] = self._episodes_started  # whether on_episode_start fired for them
         return state
 
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
@@ -356,6 +397,7 @@ class EnvRunner(Checkpointable):
                 },
             },
             "env": self._env_state(),
+            "metrics": self.metrics.get_state(),
         }
         state.update(self._get_components_state(components, not_components=not_components))
         return state
@@ -391,6 +433,8 @@ class EnvRunner(Checkpointable):
                     self._recent_module_returns[module_id] = deque((float(x) for x in returns), maxlen=window)
         if "env" in state:
             self._set_env_state(state["env"])
+        if "metrics" in state:
+            self.metrics.set_state(state["metrics"], where="env_runner/metrics")
 
     def _set_env_state(self, env_state: Mapping[str, Any]) -> None:
         fits = (
@@ -416,6 +460,8 @@ class EnvRunner(Checkpointable):
         self._episode_returns = np.array(env_state["episode_returns"], dtype=np.float64, copy=True)
         self._episode_lengths = np.array(env_state["episode_lengths"], dtype=np.int64, copy=True)
         self.episodes_restarted = False
+        # Their on_episode_start fired before the checkpoint, unless it was taken before the first sample.
+        self._episodes_started = bool(env_state.get("episodes_started", True))
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config,), {"worker_index": ...})``."""

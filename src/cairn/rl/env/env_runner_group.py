@@ -63,6 +63,16 @@ class EnvRunnerGroup:
         """Episode and counter metrics over all runners (the local runner keeps the totals)."""
         return self.local_env_runner.get_metrics()
 
+    def pop_metrics(self) -> list[list[dict[str, Any]]]:
+        """What the sampling runners' callbacks logged since the last call, one list per runner, in order.
+
+        Each list is a :meth:`~cairn.rl.utils.metrics.metrics_logger.MetricsLogger.pop_deltas`,
+        for the algorithm's :meth:`~cairn.rl.utils.metrics.metrics_logger.MetricsLogger.aggregate`.
+        """
+        if self.remote is not None:
+            return self.remote.pop_metrics()
+        return [self.local_env_runner.metrics.pop_deltas()]
+
     def sync_weights(self, weights: Mapping[str, Any] | Any) -> None:
         """Load module weights (module id -> RLModule state) into every sampling runner.
 

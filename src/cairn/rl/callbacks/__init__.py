@@ -1,0 +1,1 @@
+"""Callbacks: :class:`~cairn.rl.callbacks.callbacks.RLlibCallback` (RLlib's home for it)."""

@@ -1,0 +1,1 @@
+"""Metrics: the :class:`~cairn.rl.utils.metrics.metrics_logger.MetricsLogger` (RLlib's home for it)."""

@@ -1,0 +1,386 @@
+"""MetricsLogger: named statistics that callbacks log, reduce each iteration, and checkpoint.
+
+It mirrors RLlib's ``ray.rllib.utils.metrics.metrics_logger.MetricsLogger``
+(``log_value``, ``log_dict``, ``peek``, ``reduce``, ``aggregate``), simplified:
+
+- A key is a ``"/"``-separated string (``"env_runners/num_long_episodes"``) or a
+  tuple of strings (``("env_runners", "num_long_episodes")``); both name the same
+  statistic. ``peek`` of a prefix returns the nested dict below it.
+- Each statistic keeps its own way to reduce, fixed by the first ``log_value``:
+  ``"sum"``, ``"min"``, ``"max"`` over all values (``window=None``) or over the
+  last ``window`` values; ``"mean"`` over the last ``window`` values, or, with
+  ``window=None``, an exponential moving average with ``ema_coeff`` (default
+  0.01, as in RLlib). No throughput statistics, no ``reduce_per_index``.
+- ``reduce()`` returns the reduced values and clears the statistics logged with
+  ``clear_on_reduce=True`` (per-iteration values); the others go on
+  (``clear_on_reduce=False`` with ``reduce="sum"`` is a lifetime sum).
+- Aggregation (RLlib: env runners' metrics reduced into the algorithm's logger
+  each iteration): :meth:`pop_deltas` on the logger of an env runner hands over
+  what was logged since the previous call (for sums, min and max: one value
+  already reduced; for windows, the last ``window`` values; for moving averages,
+  every value), and :meth:`aggregate` on the algorithm's logger logs them again,
+  in runner order. A lifetime sum at the algorithm is thus the sum over all
+  runners, whatever their number, and the result is deterministic.
+
+The logger is checkpoint state (:meth:`get_state` / :meth:`set_state`): the
+algorithm's logger lives in the algorithm's state, each env runner's in its
+own, so lifetime sums and windows continue exactly across a checkpoint.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from cairn.errors import IncompatibleCheckpointError
+
+__all__ = ["MetricsLogger", "Reduce", "flatten_metrics"]
+
+_MISSING: Any = object()
+
+Reduce = Literal["mean", "sum", "min", "max"]
+"""How a statistic reduces its values."""
+
+_REDUCES: tuple[str, ...] = ("mean", "sum", "min", "max")
+DEFAULT_EMA_COEFF = 0.01
+"""RLlib's default coefficient of the moving average of a ``mean`` without a window."""
+
+Number = int | float
+Key = str | Sequence[str]
+
+
+def _split(key: Key) -> tuple[str, ...]:
+    """``"a/b"`` or ``("a", "b")`` -> ``("a", "b")``; refuse empty parts."""
+    parts = tuple(key.split("/")) if isinstance(key, str) else tuple(key)
+    if not parts or any(not isinstance(p, str) or not p or "/" in p for p in parts):
+        raise ValueError(
+            f"A metric key is a '/'-separated string or a tuple of non-empty strings without '/', got {key!r}."
+        )
+    return parts
+
+
+def _number(value: Any, key: tuple[str, ...]) -> Number:
+    """A plain int (for ints and bools, so that counts stay exact) or float."""
+    if isinstance(value, bool | numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    item = getattr(value, "item", None)  # numpy and torch scalars
+    if callable(item):
+        return _number(item(), key)
+    raise TypeError(f"Metric {'/'.join(key)!r}: values are numbers, got {type(value).__name__}.")
+
+
+@dataclass
+class _Stat:
+    """One statistic: how it reduces and the values it keeps (at most ``window``, or one)."""
+
+    reduce: str
+    window: int | None
+    clear_on_reduce: bool
+    ema_coeff: float | None
+    values: list[Number] = field(default_factory=list)
+
+    def settings(self) -> tuple[str, int | None, bool, float | None]:
+        return self.reduce, self.window, self.clear_on_reduce, self.ema_coeff
+
+    def push(self, value: Number) -> None:
+        if self.window is not None:
+            self.values.append(value)
+            del self.values[: -self.window]
+        elif not self.values:
+            self.values.append(value)
+        elif self.reduce == "sum":
+            self.values[0] += value
+        elif self.reduce == "min":
+            self.values[0] = min(self.values[0], value)
+        elif self.reduce == "max":
+            self.values[0] = max(self.values[0], value)
+        else:  # mean without a window: moving average
+            coeff = self.ema_coeff if self.ema_coeff is not None else DEFAULT_EMA_COEFF
+            self.values[0] = (1.0 - coeff) * self.values[0] + coeff * value
+
+    def peek(self) -> Number:
+        if not self.values:
+            return 0 if self.reduce == "sum" else math.nan
+        if self.reduce == "sum":
+            return sum(self.values)
+        if self.reduce == "min":
+            return min(self.values)
+        if self.reduce == "max":
+            return max(self.values)
+        return sum(self.values) / len(self.values)
+
+    def empty_like(self) -> _Stat:
+        return _Stat(self.reduce, self.window, self.clear_on_reduce, self.ema_coeff)
+
+
+class MetricsLogger:
+    """Named statistics (RLlib's ``MetricsLogger``, simplified as the module docstring says).
+
+    Example::
+
+        metrics.log_value("num_long_episodes", 1, reduce="sum")           # a lifetime sum
+        metrics.log_value("episode_return", ret, reduce="mean", window=10)
+        metrics.peek("num_long_episodes")
+    """
+
+    def __init__(self) -> None:
+        self._stats: dict[tuple[str, ...], _Stat] = {}
+        # What was logged since the last pop_deltas (same settings, own values).
+        self._deltas: dict[tuple[str, ...], _Stat] = {}
+
+    def log_value(
+        self,
+        key: Key,
+        value: Any,
+        *,
+        reduce: Reduce = "mean",
+        window: int | None = None,
+        ema_coeff: float | None = None,
+        clear_on_reduce: bool = False,
+    ) -> None:
+        """Log ``value`` under ``key``.
+
+        The first call for a key fixes how it reduces; later calls must give the
+        same settings (or the defaults of ``window``, ``ema_coeff`` and
+        ``clear_on_reduce``, which then keep the recorded ones).
+
+        Args:
+            key: ``"a/b"`` or ``("a", "b")``.
+            value: A number (int, float, bool, numpy or 0-d torch scalar).
+            reduce: ``"mean"``, ``"sum"``, ``"min"`` or ``"max"``.
+            window: Reduce over the last ``window`` values only; ``None``: over all
+                of them (a moving average for ``"mean"``).
+            ema_coeff: Coefficient of the moving average (``"mean"``, ``window=None``).
+            clear_on_reduce: Forget the values at each :meth:`reduce` (per-iteration
+                metrics). ``False`` with ``"sum"`` is a lifetime sum.
+
+        Raises:
+            ValueError: A bad setting, or settings that differ from the key's.
+            TypeError: ``value`` is not a number.
+        """
+        parts = _split(key)
+        if reduce not in _REDUCES:
+            raise ValueError(f"Metric {'/'.join(parts)!r}: reduce must be one of {_REDUCES}, got {reduce!r}.")
+        if window is not None and (not isinstance(window, int) or window < 1):
+            raise ValueError(f"Metric {'/'.join(parts)!r}: window must be a positive int or None, got {window!r}.")
+        if ema_coeff is not None and (reduce != "mean" or window is not None or not 0.0 < ema_coeff <= 1.0):
+            raise ValueError(
+                f"Metric {'/'.join(parts)!r}: ema_coeff (in (0, 1]) applies only to reduce='mean' with window=None."
+            )
+        number = _number(value, parts)
+        stat = self._stats.get(parts)
+        if stat is None:
+            self._check_no_clash(parts)
+            stat = _Stat(reduce, window, bool(clear_on_reduce), ema_coeff)
+            self._stats[parts] = stat
+        elif reduce != stat.reduce or (window, ema_coeff, clear_on_reduce) not in (
+            (stat.window, stat.ema_coeff, stat.clear_on_reduce),
+            (None, None, False),
+        ):
+            raise ValueError(
+                f"Metric {'/'.join(parts)!r} was first logged with reduce={stat.reduce!r}, window={stat.window}, "
+                f"ema_coeff={stat.ema_coeff}, clear_on_reduce={stat.clear_on_reduce}; log it the same way "
+                "(or under another key)."
+            )
+        stat.push(number)
+        delta = self._deltas.get(parts)
+        if delta is None:
+            delta = self._deltas[parts] = stat.empty_like()
+        if stat.reduce == "mean" and stat.window is None:
+            delta.values.append(number)  # a moving average cannot be pre-reduced: hand over every value
+        else:
+            delta.push(number)
+
+    def _check_no_clash(self, parts: tuple[str, ...]) -> None:
+        for existing in self._stats:
+            shorter = min(len(existing), len(parts))
+            if existing[:shorter] == parts[:shorter]:
+                raise ValueError(
+                    f"Metric {'/'.join(parts)!r} clashes with {'/'.join(existing)!r}: a key is either a value or "
+                    "a group of values."
+                )
+
+    def log_dict(
+        self,
+        values: Mapping[str, Any],
+        *,
+        key: Key | None = None,
+        reduce: Reduce = "mean",
+        window: int | None = None,
+        ema_coeff: float | None = None,
+        clear_on_reduce: bool = False,
+    ) -> None:
+        """Log every leaf of the nested dict ``values`` (under ``key``, if given), as :meth:`log_value`."""
+        prefix = _split(key) if key is not None else ()
+        for name, value in values.items():
+            if isinstance(value, Mapping):
+                self.log_dict(
+                    value,
+                    key=(*prefix, name),
+                    reduce=reduce,
+                    window=window,
+                    ema_coeff=ema_coeff,
+                    clear_on_reduce=clear_on_reduce,
+                )
+            else:
+                self.log_value(
+                    (*prefix, name),
+                    value,
+                    reduce=reduce,
+                    window=window,
+                    ema_coeff=ema_coeff,
+                    clear_on_reduce=clear_on_reduce,
+                )
+
+    def peek(self, key: Key, *, default: Any = _MISSING) -> Any:
+        """The reduced value of ``key`` (a nested dict for a prefix), without changing anything.
+
+        Raises:
+            KeyError: Nothing was logged under ``key`` and no ``default`` was given.
+        """
+        parts = _split(key)
+        stat = self._stats.get(parts)
+        if stat is not None:
+            return stat.peek()
+        below = {k[len(parts) :]: s for k, s in self._stats.items() if k[: len(parts)] == parts}
+        if below:
+            return _nest({k: s.peek() for k, s in below.items()})
+        if default is not _MISSING:
+            return default
+        raise KeyError(f"No metric {'/'.join(parts)!r} was logged; logged: {sorted('/'.join(k) for k in self._stats)}.")
+
+    def reduce(self) -> dict[str, Any]:
+        """Reduce every statistic: a nested dict of the values, then clear the ``clear_on_reduce`` ones."""
+        out = _nest({k: s.peek() for k, s in self._stats.items()})
+        for stat in self._stats.values():
+            if stat.clear_on_reduce:
+                stat.values.clear()
+        return out
+
+    def pop_deltas(self) -> list[dict[str, Any]]:
+        """What was logged since the last call, for :meth:`aggregate` in another logger (plain data)."""
+        deltas = [
+            {
+                "key": list(k),
+                "reduce": d.reduce,
+                "window": d.window,
+                "ema_coeff": d.ema_coeff,
+                "clear_on_reduce": d.clear_on_reduce,
+                "values": list(d.values),
+            }
+            for k, d in self._deltas.items()
+            if d.values
+        ]
+        self._deltas = {}
+        return deltas
+
+    def aggregate(self, deltas: Iterable[Sequence[Mapping[str, Any]]], *, key: Key | None = None) -> None:
+        """Log again, under ``key``, what other loggers' :meth:`pop_deltas` handed over, one logger after another."""
+        prefix = _split(key) if key is not None else ()
+        for logger_deltas in deltas:
+            for delta in logger_deltas:
+                for value in delta["values"]:
+                    self.log_value(
+                        (*prefix, *delta["key"]),
+                        value,
+                        reduce=delta["reduce"],
+                        window=delta["window"],
+                        ema_coeff=delta["ema_coeff"],
+                        clear_on_reduce=delta["clear_on_reduce"],
+                    )
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str | tuple):
+            return False
+        try:
+            self.peek(key)
+        except (KeyError, ValueError):
+            return False
+        return True
+
+    # ------------------------------------------------------------------ checkpoint state
+
+    def get_state(self) -> dict[str, Any]:
+        """Every statistic (settings and kept values) and the values not yet handed over."""
+
+        def records(stats: Mapping[tuple[str, ...], _Stat]) -> list[dict[str, Any]]:
+            return [
+                {
+                    "key": list(k),
+                    "reduce": s.reduce,
+                    "window": s.window,
+                    "ema_coeff": s.ema_coeff,
+                    "clear_on_reduce": s.clear_on_reduce,
+                    "values": list(s.values),
+                }
+                for k, s in stats.items()
+            ]
+
+        return {"stats": records(self._stats), "deltas": records(self._deltas)}
+
+    def set_state(self, state: Mapping[str, Any], *, where: str = "metrics") -> None:
+        """Replace every statistic with those of ``state`` (from :meth:`get_state`).
+
+        Raises:
+            IncompatibleCheckpointError: ``state`` is not a metrics logger's state
+                (the message names ``where`` and the record).
+        """
+        stats = _read_records(state.get("stats", []), where=f"{where}/stats")
+        deltas = _read_records(state.get("deltas", []), where=f"{where}/deltas")
+        self._stats, self._deltas = stats, deltas
+
+
+def _read_records(records: Any, *, where: str) -> dict[tuple[str, ...], _Stat]:
+    if not isinstance(records, list | tuple):
+        raise IncompatibleCheckpointError(
+            f"{where}: expected a list of metric records, found a {type(records).__name__}."
+        )
+    out: dict[tuple[str, ...], _Stat] = {}
+    for i, record in enumerate(records):
+        try:
+            if not isinstance(record, Mapping):
+                raise TypeError(f"a {type(record).__name__}, not a dict")
+            parts = _split(tuple(record["key"]))
+            reduce, window, ema = record["reduce"], record["window"], record["ema_coeff"]
+            if reduce not in _REDUCES:
+                raise ValueError(f"reduce {reduce!r:.40}")
+            if window is not None and (type(window) is not int or window < 1):
+                raise ValueError(f"window {window!r:.40}")
+            if ema is not None and not isinstance(ema, float):
+                raise ValueError(f"ema_coeff {ema!r:.40}")
+            values = [_number(v, parts) for v in record["values"]]
+            if len(values) > (window or 1) and not (reduce == "mean" and window is None):
+                raise ValueError(f"{len(values)} values for a window of {window or 1}")
+            out[parts] = _Stat(reduce, window, bool(record["clear_on_reduce"]), ema, values)
+        except (KeyError, TypeError, ValueError) as err:
+            raise IncompatibleCheckpointError(
+                f"{where}[{i}] is not a metric record of cairn's MetricsLogger ({type(err).__name__}: {err}). "
+                "The checkpoint was not written by this version of cairn.rl, or was altered."
+            ) from err
+    return out
+
+
+def _nest(flat: Mapping[tuple[str, ...], Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for parts, value in flat.items():
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return out
+
+
+def flatten_metrics(nested: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a/b": 1}`` (how :meth:`Algorithm.train` reports a logger's values)."""
+    out: dict[str, Any] = {}
+    for name, value in nested.items():
+        if isinstance(value, Mapping):
+            out.update(flatten_metrics(value, f"{prefix}{name}/"))
+        else:
+            out[f"{prefix}{name}"] = value
+    return out

@@ -1,0 +1,70 @@
+"""Callbacks of the callback tests, in an importable module (checkpoints record them by path).
+
+The Ray tests' workers find this module too: the ``ray_cluster`` fixture puts
+``tests/`` on their ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cairn.rl.callbacks.callbacks import Episode, RLlibCallback
+from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
+
+EVENTS: list[tuple[Any, ...]] = []
+"""What :class:`RecordEvents` saw, in order (this process only)."""
+
+LONG_RETURN = 15.0
+
+
+class RecordEvents(RLlibCallback):
+    """Appends ``(TAG, hook, detail)`` to :data:`EVENTS` in every hook."""
+
+    TAG = "first"
+
+    def on_algorithm_init(self, *, algorithm: Any, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
+        EVENTS.append((self.TAG, "algorithm_init", algorithm.training_iteration))
+
+    def on_episode_start(self, *, env_index: int, **kwargs: Any) -> None:
+        EVENTS.append((self.TAG, "episode_start", env_index))
+
+    def on_episode_end(self, *, episode: Episode, env_index: int, **kwargs: Any) -> None:
+        EVENTS.append((self.TAG, "episode_end", env_index))
+
+    def on_sample_end(self, *, env_runner: Any, samples: Any, **kwargs: Any) -> None:
+        EVENTS.append((self.TAG, "sample_end", env_runner.worker_index))
+
+    def on_train_result(self, *, algorithm: Any, result: dict[str, Any], **kwargs: Any) -> None:
+        EVENTS.append((self.TAG, "train_result", result["training_iteration"]))
+
+    def on_checkpoint_loaded(self, *, algorithm: Any, **kwargs: Any) -> None:
+        EVENTS.append((self.TAG, "checkpoint_loaded", algorithm.training_iteration))
+
+
+class RecordSteps(RecordEvents):
+    """Also records ``on_episode_step``."""
+
+    def on_episode_step(self, *, episode: Episode, env_index: int, **kwargs: Any) -> None:
+        EVENTS.append((self.TAG, "episode_step", env_index, len(episode)))
+
+
+class SecondRecorder(RecordEvents):
+    """The same, tagged ``"second"`` (for a list of callbacks)."""
+
+    TAG = "second"
+
+
+class LongEpisodes(RLlibCallback):
+    """Custom metrics of every kind: lifetime sums, a per-iteration sum, a window, an algorithm-side sum."""
+
+    def on_episode_end(self, *, episode: Episode, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
+        ret = episode.get_return()
+        metrics_logger.log_value("num_long_episodes", int(ret > LONG_RETURN), reduce="sum")
+        metrics_logger.log_value("reward_sum", ret, reduce="sum")
+        metrics_logger.log_value("episodes_this_iteration", 1, reduce="sum", clear_on_reduce=True)
+        metrics_logger.log_value("return_last_5", ret, reduce="mean", window=5)
+        metrics_logger.log_value("return_ema", ret)  # mean without a window: a moving average
+        metrics_logger.log_value(("lengths", "max"), len(episode), reduce="max")
+
+    def on_train_result(self, *, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
+        metrics_logger.log_value("train_calls", 1, reduce="sum")

@@ -1,0 +1,250 @@
+"""Callbacks and the metrics logger (SPEC 9): hooks in order, custom lifetime metrics exact across a checkpoint."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rl_helpers import small_config
+
+import callback_helpers
+from cairn import IncompatibleCheckpointError
+from cairn.rl import PPO
+from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
+from cairn.testing import assert_states_equal
+from callback_helpers import EVENTS, LongEpisodes, RecordEvents, RecordSteps, SecondRecorder
+
+TESTS = Path(__file__).resolve().parents[1]
+SRC = TESTS.parent / "src"
+
+
+def _results(algo: PPO, n: int) -> list[dict[str, Any]]:
+    return [{k: v for k, v in algo.train().items() if not k.startswith("perf/")} for _ in range(n)]
+
+
+# ---------------------------------------------------------------------- MetricsLogger
+
+
+def test_reductions_windows_and_clear_on_reduce() -> None:
+    m = MetricsLogger()
+    for v in (3, 1, 2):
+        m.log_value("sum", v, reduce="sum")
+        m.log_value("min", v, reduce="min")
+        m.log_value("max", v, reduce="max")
+        m.log_value("mean2", v, reduce="mean", window=2)
+        m.log_value("ema", v, ema_coeff=0.5)
+        m.log_value("per_iteration", v, reduce="sum", clear_on_reduce=True)
+    assert m.peek("sum") == 6 and isinstance(m.peek("sum"), int)
+    assert (m.peek("min"), m.peek("max"), m.peek("mean2")) == (1, 3, 1.5)
+    assert m.peek("ema") == 0.5 * (0.5 * 3 + 0.5 * 1) + 0.5 * 2
+    assert m.reduce()["per_iteration"] == 6
+    assert m.peek("per_iteration") == 0 and m.peek("sum") == 6  # cleared vs lifetime
+    m.log_value("per_iteration", 4, reduce="sum", clear_on_reduce=True)
+    assert m.reduce()["per_iteration"] == 4
+
+
+def test_nested_keys_log_dict_and_peek() -> None:
+    m = MetricsLogger()
+    m.log_dict({"a": {"b": 1, "c": 2.5}}, key="top", reduce="sum")
+    m.log_value(("top", "a", "b"), 2, reduce="sum")
+    assert m.peek("top/a/b") == 3 and m.peek(("top", "a", "c")) == 2.5
+    assert m.peek("top") == {"a": {"b": 3, "c": 2.5}}
+    assert m.reduce() == {"top": {"a": {"b": 3, "c": 2.5}}}
+    assert m.peek("missing", default=7) == 7
+    with pytest.raises(KeyError, match="top/a/b"):
+        m.peek("missing")
+    assert math.isnan(MetricsLogger().peek("x", default=math.nan))
+
+
+def test_a_key_keeps_its_settings() -> None:
+    m = MetricsLogger()
+    m.log_value("x", 1, reduce="sum", window=3)
+    m.log_value("x", 1, reduce="sum")  # defaults keep the recorded settings
+    with pytest.raises(ValueError, match="first logged with reduce='sum'"):
+        m.log_value("x", 1, reduce="max")
+    with pytest.raises(ValueError, match="clashes"):
+        m.log_value("x/y", 1)
+    with pytest.raises(ValueError, match="reduce must be one of"):
+        m.log_value("z", 1, reduce="median")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="numbers"):
+        m.log_value("z", "1")
+
+
+def test_aggregating_deltas_equals_logging_in_one_logger() -> None:
+    runners = [MetricsLogger(), MetricsLogger()]
+    direct = MetricsLogger()
+    aggregated = MetricsLogger()
+    for step in range(3):
+        for r, runner in enumerate(runners):
+            for v in (step + r, 0.5 * step):
+                for logger, key in ((runner, ("x",)), (direct, ("env_runners", "x"))):
+                    logger.log_value((*key[:-1], "sum"), v, reduce="sum")
+                    logger.log_value((*key[:-1], "win"), v, reduce="mean", window=3)
+                    logger.log_value((*key[:-1], "ema"), v)
+                    logger.log_value((*key[:-1], "max"), v, reduce="max", clear_on_reduce=True)
+        aggregated.aggregate([r.pop_deltas() for r in runners], key="env_runners")
+        assert aggregated.reduce() == direct.reduce()
+    assert runners[0].pop_deltas() == []  # handed over once
+
+
+def test_state_round_trip_and_a_state_that_does_not_fit() -> None:
+    m = MetricsLogger()
+    m.log_value("a/sum", 2, reduce="sum")
+    m.log_value("a/win", 1.5, reduce="mean", window=4)
+    m.log_value("ema", 3.0)
+    copy = MetricsLogger()
+    copy.set_state(m.get_state())
+    assert copy.get_state() == m.get_state() and copy.pop_deltas() == m.pop_deltas()
+    with pytest.raises(IncompatibleCheckpointError, match=r"metrics/stats\[0\].*MetricsLogger"):
+        MetricsLogger().set_state({"stats": [{"key": ["a"], "reduce": "median"}]})
+    with pytest.raises(IncompatibleCheckpointError, match="3 values for a window of 1"):
+        record = {"key": ["a"], "reduce": "sum", "window": None, "ema_coeff": None, "clear_on_reduce": False}
+        MetricsLogger().set_state({"stats": [{**record, "values": [1, 2, 3]}]})
+
+
+# ---------------------------------------------------------------------- callbacks in an algorithm
+
+
+def test_callbacks_fire_in_order() -> None:
+    EVENTS.clear()
+    algo = PPO(small_config(callbacks_class=RecordEvents))
+    try:
+        slots = algo.env_runner.num_slots
+        assert [e[1:] for e in EVENTS] == [("algorithm_init", 0)]
+        EVENTS.clear()
+        algo.train()
+        events = [e[1:] for e in EVENTS]
+    finally:
+        algo.stop()
+    # The first episodes start when sampling begins (RLlib: at the reset in sample()).
+    assert events[:slots] == [("episode_start", i) for i in range(slots)]
+    assert events[-2:] == [("sample_end", 0), ("train_result", 1)]
+    episode_events = events[slots:-2]
+    ends = [i for i, e in enumerate(episode_events) if e[0] == "episode_end"]
+    assert ends, "CartPole episodes end within 32 steps of random play"
+    for i in ends:  # the same-step autoreset: the next episode of that env begins at once
+        assert episode_events[i + 1] == ("episode_start", episode_events[i][1])
+    assert len(episode_events) == 2 * len(ends)
+
+
+def test_on_episode_step_fires_for_every_step_but_the_last() -> None:
+    EVENTS.clear()
+    algo = PPO(small_config(callbacks_class=RecordSteps, rollout_length=16))
+    try:
+        algo.train()
+        slots, horizon = algo.env_runner.num_slots, 16
+    finally:
+        algo.stop()
+    steps = [e for e in EVENTS if e[1] == "episode_step"]
+    ends = [e for e in EVENTS if e[1] == "episode_end"]
+    assert len(steps) + len(ends) == slots * horizon  # each env, each step: one of the two
+    assert all(length >= 1 for *_, length in steps)
+
+
+def test_several_callbacks_run_in_the_order_given() -> None:
+    EVENTS.clear()
+    algo = PPO(small_config(callbacks_class=[RecordEvents, SecondRecorder]))
+    try:
+        algo.train()
+    finally:
+        algo.stop()
+    assert [tag for tag, *_ in EVENTS] == ["first", "second"] * (len(EVENTS) // 2)
+    assert [e[1:] for e in EVENTS[::2]] == [e[1:] for e in EVENTS[1::2]]
+
+
+def test_on_checkpoint_loaded_fires_after_restore_and_from_checkpoint(tmp_path: Path) -> None:
+    algo = PPO(small_config(callbacks_class=RecordEvents))
+    try:
+        algo.train()
+        path = algo.save_to_path(tmp_path / "ckpt")
+        algo.train()
+        EVENTS.clear()
+        algo.restore_from_path(path)
+        assert [e[1:] for e in EVENTS] == [("checkpoint_loaded", 1)]  # after the state was applied
+        EVENTS.clear()
+        algo.restore_from_path(Path(path) / "learner_group", component="learner_group")
+        assert [e[1:] for e in EVENTS] == [("checkpoint_loaded", 1)]
+    finally:
+        algo.stop()
+    EVENTS.clear()
+    restored = PPO.from_checkpoint(path)
+    try:
+        assert [e[1:] for e in EVENTS] == [("algorithm_init", 0), ("checkpoint_loaded", 1)]
+        EVENTS.clear()
+        restored.train()  # the restored episodes go on: no new starts but after the ends
+        events = [e[1:] for e in EVENTS]
+        assert [e for i, e in enumerate(events) if e[0] == "episode_start" and events[i - 1][0] != "episode_end"] == []
+    finally:
+        restored.stop()
+
+
+def test_a_checkpoint_before_the_first_sample_still_starts_the_first_episodes(tmp_path: Path) -> None:
+    algo = PPO(small_config(callbacks_class=RecordEvents))
+    try:
+        path = algo.save_to_path(tmp_path / "ckpt")
+    finally:
+        algo.stop()
+    restored = PPO.from_checkpoint(path)
+    try:
+        EVENTS.clear()
+        restored.train()
+        slots = restored.env_runner.num_slots
+        assert [e[1:] for e in EVENTS[:slots]] == [("episode_start", i) for i in range(slots)]
+    finally:
+        restored.stop()
+
+
+def test_custom_lifetime_metrics_continue_exactly(tmp_path: Path) -> None:
+    straight = PPO(small_config(callbacks_class=LongEpisodes))
+    try:
+        first = _results(straight, 2)
+        path = straight.save_to_path(tmp_path / "mid")
+        expected = _results(straight, 2)
+        expected_states = (straight.metrics.get_state(), straight.env_runner.metrics.get_state())
+    finally:
+        straight.stop()
+    assert first[1]["env_runners/num_long_episodes"] > 0 and first[1]["train_calls"] == 1
+    assert expected[1]["env_runners/reward_sum"] > first[1]["env_runners/reward_sum"]
+    assert expected[1]["env_runners/episodes_this_iteration"] == expected[1]["num_episodes"]
+    resumed = PPO.from_checkpoint(path)
+    try:
+        assert _results(resumed, 2) == expected
+        assert_states_equal(resumed.metrics.get_state(), expected_states[0])
+        assert_states_equal(resumed.env_runner.metrics.get_state(), expected_states[1])
+    finally:
+        resumed.stop()
+
+
+def test_a_callbacks_class_must_be_a_callback() -> None:
+    with pytest.raises(ValueError, match=r"subclass of cairn\.rl\.callbacks\.callbacks\.RLlibCallback"):
+        PPO(small_config(callbacks_class=dict))
+
+
+def test_a_checkpoint_never_imports_its_callbacks_module(tmp_path: Path) -> None:
+    algo = PPO(small_config(callbacks_class=LongEpisodes))
+    try:
+        path = algo.save_to_path(tmp_path / "ckpt")
+    finally:
+        algo.stop()
+    script = (
+        "import sys\n"
+        "from cairn import IncompatibleCheckpointError\n"
+        "from cairn.rl import PPO\n"
+        "try:\n"
+        "    PPO.from_checkpoint(sys.argv[1])\n"
+        "except IncompatibleCheckpointError as err:\n"
+        "    print(err)\n"
+        "print('imported' if 'callback_helpers' in sys.modules else 'not imported')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)])}  # importable, yet never imported
+    out = subprocess.run(
+        [sys.executable, "-c", script, path], env=env, capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    assert "callback_helpers:LongEpisodes" in out and "import callback_helpers first" in out, out
+    assert out.strip().endswith("not imported")
+    assert callback_helpers.LongEpisodes is LongEpisodes
