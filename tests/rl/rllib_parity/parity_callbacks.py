@@ -1,21 +1,24 @@
-"""A user's callbacks for the parity tests, recorded in checkpoints by reference (``parity_callbacks:Class``).
-
-Imported only inside the tests that need callbacks (issue 14 item 7), so the
-other tests of the folder do not fail on the missing ``RLlibCallback``.
-"""
+"""A user's callbacks for the parity tests, recorded in checkpoints by reference (``parity_callbacks:Class``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from cairn.rl import RLlibCallback  # type: ignore[attr-defined]
+from cairn.rl import RLlibCallback
+from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 
-NUM_EPISODES_IN_CALLBACK_LIFETIME = "num_episodes_in_callback"
-"""The custom lifetime metric :class:`CountEpisodes` logs."""
+NUM_ENV_STEPS_IN_CALLBACK_LIFETIME = "num_env_steps_in_callback"
+"""The custom lifetime metric :class:`CountEnvSteps` logs (RLlib's test's name)."""
 
 
-class CountEpisodes(RLlibCallback):  # type: ignore[misc]
-    """Counts ended episodes in a custom lifetime sum (RLlib's test counts env steps ``on_sample_end``)."""
+class CountEnvSteps(RLlibCallback):
+    """Counts the env steps of every ``sample()`` in a custom lifetime sum, as RLlib's test does.
 
-    def on_episode_end(self, *, metrics_logger: Any, **kwargs: Any) -> None:
-        metrics_logger.log_value(NUM_EPISODES_IN_CALLBACK_LIFETIME, 1, reduce="sum", clear_on_reduce=False)
+    RLlib's callback logs ``metrics_logger.peek(NUM_ENV_STEPS_SAMPLED)``; cairn's env
+    runner logger holds no such counter, so the steps are counted in ``samples``
+    (module id -> time-major batch, one column per sub-environment).
+    """
+
+    def on_sample_end(self, *, metrics_logger: MetricsLogger, samples: Any, **kwargs: Any) -> None:
+        steps = sum(int(batch["rewards"].size) for batch in samples.values())
+        metrics_logger.log_value(NUM_ENV_STEPS_IN_CALLBACK_LIFETIME, steps, reduce="sum", clear_on_reduce=False)

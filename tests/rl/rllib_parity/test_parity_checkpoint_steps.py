@@ -1,80 +1,64 @@
 """RLlib's ``rllib/algorithms/tests/test_algorithm_checkpoint_steps.py``, translated to cairn.
 
-Lifetime metrics continue exactly across checkpoints, also across a
-checkpoint of a restored algorithm. Differs: RLlib compares 0 env runners with
-5 remote ones and peeks ``algo.metrics`` after ``from_checkpoint``; here one
-local runner, and a restored algorithm's metrics are read from its next
-``train()`` (lifetime metrics of remote runners resuming exactly:
-``tests/distributed/test_dist_resume.py``). RLlib's custom metric counts env
-steps ``on_sample_end``; cairn's callbacks (SPEC 9) promise ``on_episode_end``,
-so the custom metric counts ended episodes and must equal
-``num_episodes_lifetime``.
+Lifetime metrics, a built-in one and a callback's custom one, continue
+exactly across checkpoints, also across a checkpoint of a restored algorithm.
+Differs: RLlib compares 0 env runners with 5 remote ones; here one local
+runner (lifetime metrics of remote runners resuming exactly:
+``tests/distributed/test_dist_resume.py`` and ``test_dist_callbacks.py``).
+RLlib's ``result[ENV_RUNNER_RESULTS][m]`` is cairn's ``result[m]`` for the
+built-in counter and ``result["env_runners/" + m]`` for what env runners log.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from parity_callbacks import NUM_ENV_STEPS_IN_CALLBACK_LIFETIME, CountEnvSteps
 from parity_helpers import tiny_config
 
 from cairn.rl import PPO
 
-STEPS_PER_ITERATION = 2 * 16  # num_envs_per_env_runner x rollout_length of tiny_config
+ENV_STEPS_PER_ITERATION = 2 * 16  # num_envs_per_env_runner x rollout_length of tiny_config
 
 
-def metric_of(result: dict[str, Any], name: str) -> Any:
-    """``name`` in a train() result: cairn's flat key, or under ``env_runner/`` (RLlib's ENV_RUNNER_RESULTS)."""
-    if name in result:
-        return result[name]
-    return result[f"env_runner/{name}"]
+def peek_built_in(algo: PPO) -> Any:
+    """The algorithm's lifetime env steps without training (RLlib: ``algo.metrics.peek``)."""
+    return algo.env_runner_group.get_metrics()["num_env_steps_sampled_lifetime"]
 
 
-def built_in_metric() -> tuple[dict[str, Any], str, str | None]:
-    """Config overrides, the metric, and the built-in metric it must equal (``None``: a fixed schedule)."""
-    return {}, "num_env_steps_sampled_lifetime", None
+def peek_custom(algo: PPO) -> Any:
+    """The callback's lifetime sum in the algorithm's metrics logger."""
+    return algo.metrics.peek(f"env_runners/{NUM_ENV_STEPS_IN_CALLBACK_LIFETIME}")
 
 
-def callback_metric() -> tuple[dict[str, Any], str, str | None]:
-    from parity_callbacks import NUM_EPISODES_IN_CALLBACK_LIFETIME, CountEpisodes
+METRICS: dict[str, tuple[str, Callable[[PPO], Any]]] = {
+    "num_env_steps_sampled_lifetime": ("num_env_steps_sampled_lifetime", peek_built_in),
+    NUM_ENV_STEPS_IN_CALLBACK_LIFETIME: (f"env_runners/{NUM_ENV_STEPS_IN_CALLBACK_LIFETIME}", peek_custom),
+}
+"""RLlib's metric name -> (its key in a cairn ``train()`` result, how to read it without training)."""
 
-    return {"callbacks_class": CountEpisodes}, NUM_EPISODES_IN_CALLBACK_LIFETIME, "num_episodes_lifetime"
 
-
-@pytest.mark.parametrize(
-    "metric_setup",
-    [
-        pytest.param(built_in_metric, id="num_env_steps_sampled_lifetime"),
-        pytest.param(
-            callback_metric,
-            id="custom_callback_metric",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="needs callbacks (PPOConfig(callbacks_class=), RLlibCallback.on_episode_end, "
-                "metrics_logger.log_value(reduce='sum', clear_on_reduce=False)) (issue 14 item 7)",
-            ),
-        ),
-    ],
-)
-def test_metrics_after_checkpoint(metric_setup: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("metric", list(METRICS))
+def test_metrics_after_checkpoint(metric: str, tmp_path: Path) -> None:
     """``test_algorithm_checkpoint_steps.py::TestAlgorithmCheckpointStepsAfterRestore::test_metrics_after_checkpoint``.
 
-    Train 3 steps, saving after steps 1 and 2. Restored from step 1, the next
-    step gives step 2's value; saved again and restored, the next step gives
-    step 3's; the restored-once algorithm's step 3 gives it too.
+    Train 3 steps, saving after steps 1 and 2; the metric is 1, 2, 3 times the
+    steps of one iteration. Restored from step 1 it reads step 1's value, and
+    the next step gives step 2's; saved again and restored, it reads step 2's
+    value and the next step gives step 3's; so does the restored-once
+    algorithm's step 3. RLlib's custom metric is logged ``on_sample_end``
+    (``CountEnvSteps``, recorded by reference in the config).
     """
-    overrides, metric, equals = metric_setup()
-    algo = PPO(tiny_config(seed=11, **overrides))
+    key, peek = METRICS[metric]
+    algo = PPO(tiny_config(seed=11, callbacks_class=CountEnvSteps))
 
     def step(algo: PPO) -> Any:
         result = algo.train()
-        value = metric_of(result, metric)
-        if equals is None:
-            assert value == result["training_iteration"] * STEPS_PER_ITERATION
-        else:
-            assert value == result[equals]
-        return value
+        assert result[key] == result["training_iteration"] * ENV_STEPS_PER_ITERATION
+        return result[key]
 
     step(algo)
     checkpoint_step1 = algo.save_to_path(tmp_path / "step1")
@@ -84,13 +68,13 @@ def test_metrics_after_checkpoint(metric_setup: Any, tmp_path: Path) -> None:
     algo.stop()
 
     restored = PPO.from_checkpoint(checkpoint_step1)
-    assert restored.training_iteration == 1
+    assert peek(restored) == ENV_STEPS_PER_ITERATION
     assert step(restored) == value_step2
     checkpoint_step2_restored = restored.save_to_path(tmp_path / "step2_restored")
     assert step(restored) == value_step3
     restored.stop()
 
     restored_x2 = PPO.from_checkpoint(checkpoint_step2_restored)
-    assert restored_x2.training_iteration == 2
+    assert peek(restored_x2) == value_step2
     assert step(restored_x2) == value_step3
     restored_x2.stop()
