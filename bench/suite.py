@@ -24,13 +24,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench import util
+from bench import replay, util
 from bench.util import MB, Method, interleave
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASES = (
     "save", "savecpu", "restore", "partial", "async", "incremental", "small", "memory", "import", "inspect",
-    "startup", "ppo",
+    "startup", "ppo", "replay",
 )  # fmt: skip
 
 
@@ -810,6 +810,7 @@ CASE_FUNCS: dict[str, Callable[[Context], None]] = {
     "inspect": case_inspect,
     "startup": case_startup,
     "ppo": case_ppo,
+    "replay": replay.case_replay,
 }
 
 

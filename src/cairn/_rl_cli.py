@@ -340,6 +340,7 @@ def _load_for_evaluation(checkpoint: str, module_id: str) -> _Evaluated:
 
 
 def _load_module(root: str, metadata: dict[str, Any] | None, module_id: str) -> _Evaluated:
+    import cairn.rl.core.rl_module.multi_rl_module  # noqa: F401 - registers PPO's default module (0.1 paths too)
     from cairn import _engine
     from cairn.errors import CheckpointNotFoundError
     from cairn.rl.core.rl_module.rl_module import RLModule
@@ -349,7 +350,7 @@ def _load_module(root: str, metadata: dict[str, Any] | None, module_id: str) -> 
     cls = str(metadata.get("class", ""))
     algo_root: str | None = None
     algo_metadata: dict[str, Any] | None = None
-    if cls.endswith(":RLModule"):
+    if "num_parameters" in metadata:  # RLModule.get_metadata's key: a module of any class
         # A module folder; its algorithm (for the env and the observation filter) may be above.
         module_folder = root
         parts = root.split("/")

@@ -98,7 +98,7 @@ def test_algorithm_config_imports_nothing_else_of_rl() -> None:
         ("cairn.rl.ppo:PPOConfig", "cairn.rl.algorithms.ppo.ppo:PPOConfig"),
         ("cairn.rl.learner:Learner", "cairn.rl.algorithms.ppo.ppo_learner:PPOLearner"),
         ("cairn.rl.learner_group:LearnerGroup", "cairn.rl.core.learner.learner_group:LearnerGroup"),
-        ("cairn.rl.rl_module:RLModule", "cairn.rl.core.rl_module.rl_module:RLModule"),
+        ("cairn.rl.rl_module:RLModule", "cairn.rl.algorithms.ppo.default_ppo_rl_module:DefaultPPORLModule"),
         ("cairn.rl.multi_rl_module:MultiRLModule", "cairn.rl.core.rl_module.multi_rl_module:MultiRLModule"),
         ("cairn.rl.env_runner:EnvRunner", "cairn.rl.env.env_runner:EnvRunner"),
         ("cairn.rl.connectors:MeanStdFilter", "cairn.rl.connectors.connectors:MeanStdFilter"),

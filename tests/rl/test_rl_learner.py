@@ -11,12 +11,12 @@ import torch
 from rl_helpers import fake_train_batch, small_config
 
 from cairn.errors import IncompatibleCheckpointError
-from cairn.rl import Learner, LearnerGroup, LinearSchedule, PPOLearner, RLModuleSpec
+from cairn.rl import DefaultPPORLModule, Learner, LearnerGroup, LinearSchedule, PPOLearner, RLModuleSpec
 from cairn.testing import CheckpointableContract, assert_states_equal
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 ACT = gym.spaces.Discrete(2)
-SPECS = {"default_policy": RLModuleSpec(OBS, ACT, {"hidden_sizes": [16]}, 0)}
+SPECS = {"default_policy": RLModuleSpec(DefaultPPORLModule, OBS, ACT, {"hidden_sizes": [16]}, seed=0)}
 
 
 def make_learner() -> Learner:
@@ -90,7 +90,7 @@ def test_normalizes_foreign_optimizer_state() -> None:
 def test_optimizer_state_that_does_not_fit(tmp_path: Path) -> None:
     learner = make_learner()
     learner.update({"default_policy": fake_train_batch()})
-    other_specs = {"default_policy": RLModuleSpec(OBS, ACT, {"hidden_sizes": [16, 16]}, 0)}
+    other_specs = {"default_policy": RLModuleSpec(DefaultPPORLModule, OBS, ACT, {"hidden_sizes": [16, 16]}, seed=0)}
     other = PPOLearner(small_config(), other_specs)
     state = learner.get_state(not_components="rl_module")
     with pytest.raises(IncompatibleCheckpointError, match="default_policy"):
@@ -105,7 +105,7 @@ def test_linear_schedule() -> None:
 
 def test_add_and_remove_module() -> None:
     learner = make_learner()
-    learner.add_module("extra", RLModuleSpec(OBS, ACT, {}, 1).build())
+    learner.add_module("extra", RLModuleSpec(DefaultPPORLModule, OBS, ACT, {}, seed=1).build())
     assert set(learner.optimizers) == {"default_policy", "extra"}
     learner.update({"extra": fake_train_batch()})
     learner.remove_module("extra")
@@ -123,7 +123,7 @@ def test_more_than_one_learner_needs_ray(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_from_checkpoint_rebuilds_added_and_removed_modules(tmp_path: Path) -> None:
     """add_module / remove_module change what the checkpoint records: from_checkpoint rebuilds exactly those."""
     learner = make_learner()
-    learner.add_module("p1", RLModuleSpec(OBS, ACT, {"hidden_sizes": [8]}, 1).build())
+    learner.add_module("p1", RLModuleSpec(DefaultPPORLModule, OBS, ACT, {"hidden_sizes": [8]}, seed=1).build())
     learner.update({"p1": fake_train_batch()})
     path = learner.save_to_path(tmp_path / "added")
     restored = Learner.from_checkpoint(path)
@@ -135,3 +135,24 @@ def test_from_checkpoint_rebuilds_added_and_removed_modules(tmp_path: Path) -> N
     restored = Learner.from_checkpoint(path)
     assert set(restored.module) == {"p1"} and set(restored.optimizers) == {"p1"}
     assert_states_equal(restored.get_state(), learner.get_state())
+
+
+def test_learner_group_add_module_with_overrides_is_recorded(tmp_path: Path) -> None:
+    group = LearnerGroup(small_config(lr_anneal_timesteps=None), SPECS)
+    spec = RLModuleSpec(observation_space=OBS, action_space=ACT, model_config={"hidden_sizes": [8]}, seed=3)
+    with pytest.raises(ValueError, match="does not have"):
+        group.add_module("p1", spec, config_overrides={"no_such_setting": 1})
+    assert "p1" not in group.learner.module and group.config.algorithm_config_overrides_per_module == {}
+    group.add_module("p1", spec, config_overrides={"lr": 1e-3, "num_epochs": 1})
+    assert group.learner.optimizers["p1"].param_groups[0]["lr"] == 1e-3
+    metrics = group.update({"p1": fake_train_batch(), "default_policy": fake_train_batch()})
+    assert metrics["learner/p1/lr"] == 1e-3 and metrics["learner/default_policy/lr"] == small_config().lr
+    path = group.save_to_path(tmp_path / "g")
+    rebuilt = LearnerGroup.from_checkpoint(path)
+    assert set(rebuilt.learner.module.keys()) == {"default_policy", "p1"}
+    assert rebuilt.learner.config_for_module("p1").num_epochs == 1
+    assert_states_equal(rebuilt.get_state(), group.get_state())
+    group.remove_module("p1")
+    assert set(LearnerGroup.from_checkpoint(group.save_to_path(tmp_path / "g2")).learner.module.keys()) == {
+        "default_policy"
+    }

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from cairn.errors import IncompatibleCheckpointError
-from cairn.rl import RLModule
+from cairn.rl import DefaultPPORLModule as RLModule
 from cairn.testing import CheckpointableContract, assert_states_equal
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from cairn.rl import MultiRLModule, RLModule, RLModuleSpec
+from cairn.rl import DefaultPPORLModule, MultiRLModule, RLModule, RLModuleSpec
 from cairn.testing import CheckpointableContract, assert_states_equal, states_equal
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
@@ -17,7 +17,7 @@ ACT = gym.spaces.Discrete(2)
 
 
 def spec(seed: int) -> RLModuleSpec:
-    return RLModuleSpec(OBS, ACT, {"hidden_sizes": [8]}, seed)
+    return RLModuleSpec(DefaultPPORLModule, OBS, ACT, {"hidden_sizes": [8]}, seed=seed)
 
 
 def multi(*ids: str) -> MultiRLModule:
@@ -85,7 +85,7 @@ def test_restore_into_more_modules(tmp_path: Path) -> None:
 
 def test_from_checkpoint_rebuilds_added_modules(tmp_path: Path) -> None:
     m = multi("p0")
-    m.add_module("late", RLModule(OBS, gym.spaces.Box(-1, 1, (2,), np.float32), seed=4))
+    m.add_module("late", DefaultPPORLModule(OBS, gym.spaces.Box(-1, 1, (2,), np.float32), seed=4))
     rebuilt = MultiRLModule.from_checkpoint(m.save_to_path(tmp_path / "m"))
     assert rebuilt.keys() == ["p0", "late"]
     assert_states_equal(rebuilt.get_state(), m.get_state())

@@ -107,7 +107,10 @@ CANDIDATE_IDS = ["p0", "p-1.x_2", "...", "p0\n", "..\n", "manifest.json", "state
 def test_add_module_accepts_exactly_the_ids_a_save_accepts(module_id: str, tmp_path: Path) -> None:
     import gymnasium as gym
 
+    from cairn.rl import DefaultPPORLModule
+
     spec = RLModuleSpec(
+        module_class=DefaultPPORLModule,
         observation_space=gym.spaces.Box(-1.0, 1.0, (3,)),
         action_space=gym.spaces.Discrete(2),
         model_config={"hidden_sizes": [4]},

@@ -18,13 +18,17 @@ Public names here (imported on first use, so that ``cairn._rl_cli`` can register
 
     PPO, PPOConfig, PPOLearner     the algorithm, its config and its learner
     Algorithm, AlgorithmConfig     the base classes
-    RLModule, RLModuleSpec         a torch actor-critic (one policy)
-    MultiRLModule                  module id -> RLModule
+    RLModule, RLModuleSpec         the base class of your own modules, and its recipe
+    DefaultPPORLModule             PPO's default module (an MLP actor-critic)
+    MultiRLModule, MultiRLModuleSpec   module id -> RLModule, and its recipe
     Learner, LearnerGroup          optimizers, schedules, the update loop
     EnvRunner, EnvRunnerGroup      vector environments, connectors, RNGs
     RLlibCallback, Episode         callbacks (config.callbacks_class) and what episode hooks see
     MetricsLogger                  what callbacks log; lifetime sums are checkpointed
     IndependentAgentsEnv           the "multi:<env id>" multi-agent env, dict API
+    MultiAgentEnv, MultiAgentEnvRunner, EpisodeInfo   RLlib's multi-agent env API, its runner,
+                                   what a policy_mapping_fn(agent_id, episode) is given
+    ParallelPettingZooEnv, register_env   PettingZoo's parallel API; naming an env for configs
     ConnectorPipeline, Connector, MeanStdFilter, ClipActions
     compute_gae, register_env_state_handler
 
@@ -39,18 +43,27 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from cairn.rl.algorithms.algorithm import Algorithm
     from cairn.rl.algorithms.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
+    from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
     from cairn.rl.algorithms.ppo.ppo import PPO, PPOConfig
     from cairn.rl.algorithms.ppo.ppo_learner import PPOLearner
     from cairn.rl.callbacks.callbacks import Episode, RLlibCallback
     from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
     from cairn.rl.core.learner.learner import Learner, LinearSchedule
     from cairn.rl.core.learner.learner_group import LearnerGroup
-    from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
+    from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule, MultiRLModuleSpec
     from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
     from cairn.rl.env.env_runner import EnvRunner
     from cairn.rl.env.env_runner_group import EnvRunnerGroup
     from cairn.rl.env.env_state import register_env_state_handler
-    from cairn.rl.env.multi_agent_env import DEFAULT_AGENT_ID, IndependentAgentsEnv
+    from cairn.rl.env.multi_agent_env import (
+        DEFAULT_AGENT_ID,
+        EpisodeInfo,
+        IndependentAgentsEnv,
+        MultiAgentEnv,
+        register_env,
+    )
+    from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
+    from cairn.rl.env.pettingzoo_env import ParallelPettingZooEnv
     from cairn.rl.utils.gae import compute_gae
     from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 
@@ -63,22 +76,29 @@ __all__ = [
     "ClipActions",
     "Connector",
     "ConnectorPipeline",
+    "DefaultPPORLModule",
     "EnvRunner",
     "EnvRunnerGroup",
     "Episode",
+    "EpisodeInfo",
     "IndependentAgentsEnv",
     "Learner",
     "LearnerGroup",
     "LinearSchedule",
     "MeanStdFilter",
     "MetricsLogger",
+    "MultiAgentEnv",
+    "MultiAgentEnvRunner",
     "MultiRLModule",
+    "MultiRLModuleSpec",
     "PPOConfig",
     "PPOLearner",
+    "ParallelPettingZooEnv",
     "RLModule",
     "RLModuleSpec",
     "RLlibCallback",
     "compute_gae",
+    "register_env",
     "register_env_state_handler",
 ]
 
@@ -91,16 +111,23 @@ _HOMES: dict[str, str] = {
     "ClipActions": "cairn.rl.connectors.connectors",
     "Connector": "cairn.rl.connectors.connectors",
     "ConnectorPipeline": "cairn.rl.connectors.connectors",
+    "DefaultPPORLModule": "cairn.rl.algorithms.ppo.default_ppo_rl_module",
     "EnvRunner": "cairn.rl.env.env_runner",
     "EnvRunnerGroup": "cairn.rl.env.env_runner_group",
     "Episode": "cairn.rl.callbacks.callbacks",
     "IndependentAgentsEnv": "cairn.rl.env.multi_agent_env",
+    "EpisodeInfo": "cairn.rl.env.multi_agent_env",
+    "MultiAgentEnv": "cairn.rl.env.multi_agent_env",
+    "MultiAgentEnvRunner": "cairn.rl.env.multi_agent_env_runner",
+    "ParallelPettingZooEnv": "cairn.rl.env.pettingzoo_env",
+    "register_env": "cairn.rl.env.multi_agent_env",
     "Learner": "cairn.rl.core.learner.learner",
     "LearnerGroup": "cairn.rl.core.learner.learner_group",
     "LinearSchedule": "cairn.rl.core.learner.learner",
     "MeanStdFilter": "cairn.rl.connectors.connectors",
     "MetricsLogger": "cairn.rl.utils.metrics.metrics_logger",
     "MultiRLModule": "cairn.rl.core.rl_module.multi_rl_module",
+    "MultiRLModuleSpec": "cairn.rl.core.rl_module.multi_rl_module",
     "PPOConfig": "cairn.rl.algorithms.ppo.ppo",
     "PPOLearner": "cairn.rl.algorithms.ppo.ppo_learner",
     "RLModule": "cairn.rl.core.rl_module.rl_module",
@@ -111,11 +138,17 @@ _HOMES: dict[str, str] = {
 }
 
 
+_REGISTERS_OLD_MODULE_PATH = frozenset({"RLModule", "RLModuleSpec"})
+
+
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'cairn.rl' has no attribute {name!r}")
     value = getattr(importlib.import_module(home), name)
+    if name in _REGISTERS_OLD_MODULE_PATH:
+        # 0.1 checkpoints name "cairn.rl.rl_module:RLModule", PPO's MLP: its alias lives with that class.
+        importlib.import_module("cairn.rl.core.rl_module.multi_rl_module")
     globals()[name] = value
     return value
 

@@ -5,7 +5,9 @@ moved, its old path is registered here as an alias of the class, so every
 checkpoint written before the move still loads (the golden checkpoints under
 ``tests/data`` prove it). Each moved module calls :func:`register_old_paths`
 for its own classes, so the aliases exist whenever the class does. Every
-0.1 ``Learner`` trained PPO, so its old path names :class:`PPOLearner`.
+0.1 ``Learner`` trained PPO, so its old path names :class:`PPOLearner`, and
+every 0.1 ``RLModule`` was PPO's MLP, so its old path names
+:class:`DefaultPPORLModule`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ OLD_PATHS: dict[str, str] = {
     "cairn.rl.algorithms.ppo.ppo:PPOConfig": "cairn.rl.ppo:PPOConfig",
     "cairn.rl.algorithms.ppo.ppo_learner:PPOLearner": "cairn.rl.learner:Learner",
     "cairn.rl.core.learner.learner_group:LearnerGroup": "cairn.rl.learner_group:LearnerGroup",
-    "cairn.rl.core.rl_module.rl_module:RLModule": "cairn.rl.rl_module:RLModule",
+    # 0.1's RLModule was PPO's MLP actor-critic; RLModule is now the base class users subclass.
+    "cairn.rl.algorithms.ppo.default_ppo_rl_module:DefaultPPORLModule": "cairn.rl.rl_module:RLModule",
     "cairn.rl.core.rl_module.rl_module:RLModuleSpec": "cairn.rl.rl_module:RLModuleSpec",
     "cairn.rl.core.rl_module.multi_rl_module:MultiRLModule": "cairn.rl.multi_rl_module:MultiRLModule",
     "cairn.rl.env.env_runner:EnvRunner": "cairn.rl.env_runner:EnvRunner",

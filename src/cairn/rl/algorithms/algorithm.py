@@ -26,7 +26,8 @@ from __future__ import annotations
 import abc
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
@@ -36,7 +37,14 @@ from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
 from cairn.rl.callbacks.callbacks import make_callbacks
 from cairn.rl.core.learner.learner_group import LearnerGroup
-from cairn.rl.core.rl_module.rl_module import RLModule
+from cairn.rl.core.rl_module.multi_rl_module import (
+    MultiRLModuleSpec,
+    load_module_state,
+    load_state_paths,
+    module_seed,
+    without_load_state_paths,
+)
+from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.rl.env.env_runner_group import EnvRunnerGroup
 from cairn.rl.utils._util import Names
@@ -73,7 +81,14 @@ class Algorithm(Checkpointable, abc.ABC):
         if config.num_torch_threads is not None:
             torch.set_num_threads(int(config.num_torch_threads))
         self.env_runner_group = EnvRunnerGroup(config)
-        self.learner_group = self.build_learner_group(config, self.env_runner_group.local_env_runner.module_specs)
+        module_specs = self.env_runner_group.local_env_runner.module_specs
+        self.learner_group = self.build_learner_group(config, module_specs)
+        start_paths = load_state_paths(config)
+        if start_paths:  # load_state_path: the modules start from those checkpoints (verified, no pickle)
+            weights = {
+                module_id: load_module_state(module_specs[module_id], path) for module_id, path in start_paths.items()
+            }
+            self.learner_group.set_state({"learner": {"rl_module": weights}})
         self.training_iteration = 0
         self._num_syncs = 0
         self._sync_env_runners()
@@ -95,6 +110,137 @@ class Algorithm(Checkpointable, abc.ABC):
     def get_module(self, module_id: str = DEFAULT_MODULE_ID) -> RLModule:
         """The learner's module ``module_id`` (the weights being trained; fetched when remote)."""
         return self.learner_group.get_module(module_id)
+
+    def add_module(
+        self,
+        module_id: str,
+        module_spec: RLModuleSpec,
+        *,
+        config_overrides: Mapping[str, Any] | None = None,
+        new_agent_to_module_mapping_fn: Any = None,
+        new_should_module_be_updated: Sequence[str] | None = None,
+    ) -> RLModule:
+        """Add a module while training runs (RLlib's ``Algorithm.add_module``); returns the learner's module.
+
+        The learners get the module and an optimizer, every env runner (local and
+        remote) an inference copy with the same weights, and the config its new
+        ``policies``, ``rl_module_spec`` (a :class:`MultiRLModuleSpec` of the
+        current modules), overrides, mapping function and trainable set: a
+        checkpoint records them, and ``from_checkpoint`` rebuilds exactly these modules.
+
+        Args:
+            module_id: The new module's id (one path segment).
+            module_spec: Its spec; fields left ``None`` are filled in as for the
+                config's modules (default class, the env's spaces, ``model_config``).
+                Its ``load_state_path``, if any, gives its starting weights.
+            config_overrides: The module's own settings (``{"lr": 1e-3}``), kept in
+                ``algorithm_config_overrides_per_module``.
+            new_agent_to_module_mapping_fn: Stored as ``config.policy_mapping_fn``
+                (``None`` keeps the current one).
+            new_should_module_be_updated: Stored as ``config.policies_to_train``
+                (``None`` keeps the current one).
+
+        Raises:
+            ValueError: An invalid or existing id, or an unknown setting in ``config_overrides``.
+        """
+        if module_id in self.config.policies:
+            raise ValueError(f"Module id {module_id!r} already exists (policies={list(self.config.policies)}).")
+        runner = self.env_runner
+        spec = module_spec.with_defaults(
+            module_class=self.config.get_default_rl_module_class(),
+            observation_space=runner.observation_space,
+            action_space=runner.action_space,
+            model_config=self.config.model_config,
+            seed=module_seed(self.config, len(self.config.policies)),
+        )
+        weights = None if spec.load_state_path is None else load_module_state(spec, spec.load_state_path)
+        spec = replace(spec, load_state_path=None)
+        module = self.learner_group.add_module(module_id, spec, config_overrides=config_overrides)
+        if weights is not None:
+            self.learner_group.set_state({"learner": {"rl_module": {module_id: weights}}})
+            module = self.learner_group.get_module(module_id)
+        self.config = self._config_with_modules(
+            policies=(*self.config.policies, module_id),
+            policy_mapping_fn=new_agent_to_module_mapping_fn,
+            policies_to_train=new_should_module_be_updated,
+        )
+        self.env_runner_group.add_module(module_id, spec, config=self.config)
+        self._sync_env_runners()
+        return module
+
+    def remove_module(
+        self,
+        module_id: str,
+        *,
+        new_agent_to_module_mapping_fn: Any = None,
+        new_should_module_be_updated: Sequence[str] | None = None,
+    ) -> None:
+        """Remove a module while training runs (RLlib's ``Algorithm.remove_module``).
+
+        The learners drop it with its optimizer and overrides, the env runners
+        their copies, the config its entry (see :meth:`add_module`).
+
+        Raises:
+            KeyError: No such module.
+            ValueError: It is the last module, or agents still act with it
+                (``config.policy_mapping`` names it).
+        """
+        policies = tuple(p for p in self.config.policies if p != module_id)
+        if len(policies) == len(self.config.policies):
+            raise KeyError(f"No module {module_id!r}; the modules are {list(self.config.policies)}.")
+        if not policies:
+            raise ValueError(f"Module {module_id!r} is the algorithm's last module; add another one first.")
+        mapped = sorted(agent for agent, m in (self.config.policy_mapping or {}).items() if m == module_id)
+        if mapped:
+            raise ValueError(
+                f"Module {module_id!r} cannot be removed: config.policy_mapping maps agents {mapped} to it. "
+                "Map them to another module first."
+            )
+        trainable = (
+            self.config.policies_to_train if new_should_module_be_updated is None else new_should_module_be_updated
+        )
+        config = self._config_with_modules(
+            policies=policies,
+            policy_mapping_fn=new_agent_to_module_mapping_fn,
+            policies_to_train=None if trainable is None else [p for p in trainable if p != module_id],
+            without=module_id,
+        )
+        self.env_runner_group.remove_module(module_id, config=config)
+        self.learner_group.remove_module(module_id)
+        self.config = config
+
+    def _config_with_modules(
+        self,
+        *,
+        policies: tuple[str, ...],
+        policy_mapping_fn: Any,
+        policies_to_train: Sequence[str] | None,
+        without: str | None = None,
+    ) -> AlgorithmConfig:
+        """The config after an add/remove: the modules the learners hold now, as a MultiRLModuleSpec."""
+        specs = {m: spec for m, spec in self.learner_group.module_specs.items() if m != without}
+        overrides = {m: dict(o) for m, o in self.config.algorithm_config_overrides_per_module.items() if m != without}
+        overrides.update(
+            {
+                m: dict(o)
+                for m, o in self.learner_group.config.algorithm_config_overrides_per_module.items()
+                if m in specs
+            }
+        )
+        # With one policy and no mapping every agent plays it; with more modules that must be said,
+        # so the mapping the env runners use now is recorded explicitly.
+        mapping = self.config.policy_mapping
+        if mapping is None:
+            mapping = dict(self.env_runner.policy_mapping)
+        return replace(
+            self.config,
+            policies=policies,
+            policy_mapping=mapping,
+            rl_module_spec=MultiRLModuleSpec({m: specs[m] for m in policies}),
+            algorithm_config_overrides_per_module=overrides,
+            policy_mapping_fn=self.config.policy_mapping_fn if policy_mapping_fn is None else policy_mapping_fn,
+            policies_to_train=self.config.policies_to_train if policies_to_train is None else tuple(policies_to_train),
+        )
 
     def train(self) -> dict[str, Any]:
         """Run one training iteration.
@@ -195,8 +341,8 @@ class Algorithm(Checkpointable, abc.ABC):
         self.callbacks.on_checkpoint_loaded(algorithm=self)
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """``((config,), {})``."""
-        return (self.config,), {}
+        """``((config,), {})``, without ``load_state_path`` (the checkpoint holds the weights)."""
+        return (replace(self.config, rl_module_spec=without_load_state_paths(self.config.rl_module_spec)),), {}
 
     def get_metadata(self) -> dict[str, Any]:
         """Adds the env id and the training iteration."""

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cairn.delegation import DelegatedFolder, LoadedComponent, Waiter, read_folder, write_folder
+from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.distributed._ray import ActorFailedError, actor_label, get_all, init_ray
 from cairn.rl.distributed.checkpoint import storage_is_shared
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
@@ -88,14 +89,20 @@ class EnvRunnerActor:
     Args:
         config: The algorithm's config.
         worker_index: This runner's index (1..N); seeds differ per index.
+        runner_class: The class of the group's local runner (``EnvRunner`` or
+            ``MultiAgentEnvRunner``).
     """
 
-    def __init__(self, config: AlgorithmConfig, worker_index: int) -> None:
+    def __init__(self, config: AlgorithmConfig, worker_index: int, runner_class: type[EnvRunner] = EnvRunner) -> None:
         import torch
+
+        from cairn.rl.env.multi_agent_env import import_driver_modules
 
         if config.num_torch_threads is not None:
             torch.set_num_threads(int(config.num_torch_threads))
-        self.runner = EnvRunner(config, worker_index=worker_index)
+        # The driver checked the modules the config names (it had imported them); this fresh worker imports them.
+        import_driver_modules(config)
+        self.runner = runner_class(config, worker_index=worker_index)
         self.weights_version = -1
         self._pending: LoadedComponent | None = None
         self._save_delay_s = 0.0
@@ -116,6 +123,14 @@ class EnvRunnerActor:
             )
             self.weights_version = version
         return self.weights_version
+
+    def add_module(self, module_id: str, spec: RLModuleSpec, config: AlgorithmConfig) -> None:
+        """Add an inference copy of a new module (its weights come with the next broadcast)."""
+        self.runner.add_module(module_id, spec, config=config)
+
+    def remove_module(self, module_id: str, config: AlgorithmConfig) -> None:
+        """Drop the inference copy of ``module_id``."""
+        self.runner.remove_module(module_id, config=config)
 
     def set_connector_states(self, states: Mapping[str, Any]) -> None:
         """Take the group's merged connector states (keeping data not yet reported)."""
@@ -232,7 +247,7 @@ class RemoteEnvRunners:
         get_all(self._ray, [(self.label(i), a.ping.remote()) for i, a in enumerate(self.actors)], doing="starting")
 
     def _make_actor(self, worker_index: int) -> Any:
-        return self._actor_cls.remote(self.config, worker_index)
+        return self._actor_cls.remote(self.config, worker_index, type(self.local))
 
     def label(self, position: int) -> str:
         """How messages name the runner at ``position`` (0-based; its worker index is position + 1)."""
@@ -303,6 +318,26 @@ class RemoteEnvRunners:
         """What each runner's callbacks logged in the samples since the last call, in runner order."""
         metrics, self._metrics = self._metrics, []
         return metrics
+
+    def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
+        """Add an inference copy of a new module to every runner; runners started later build it from ``config``."""
+        self._flush("adding a module")
+        get_all(
+            self._ray,
+            [(self.label(i), a.add_module.remote(module_id, spec, config)) for i, a in enumerate(self.actors)],
+            doing="adding a module",
+        )
+        self.config = config
+
+    def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
+        """Drop the inference copy of ``module_id`` from every runner."""
+        self._flush("removing a module")
+        get_all(
+            self._ray,
+            [(self.label(i), a.remove_module.remote(module_id, config)) for i, a in enumerate(self.actors)],
+            doing="removing a module",
+        )
+        self.config = config
 
     def sync_weights(self, weights: Any) -> None:
         """Broadcast ``weights`` (a dict, or an object reference to one) as the next version.

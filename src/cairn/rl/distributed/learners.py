@@ -120,8 +120,9 @@ class DataParallelLearner(Learner):
         self.join_collectives_without_rows(module_id)
         optimizer.zero_grad(set_to_none=True)
         self._reduce_gradients(module, 0)
-        if self.config.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(module.parameters(), self.config.max_grad_norm)
+        max_grad_norm = self.config_for_module(module_id).max_grad_norm
+        if max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(module.parameters(), max_grad_norm)
         optimizer.step()
         return {}
 
@@ -194,6 +195,17 @@ class LearnerActor:
     def get_weights(self) -> dict[str, Any]:
         """Module id -> RLModule state."""
         return self.learner.get_weights()
+
+    def add_module(
+        self, module_id: str, spec: RLModuleSpec, config_overrides: Mapping[str, Any] | None, weights: dict[str, Any]
+    ) -> None:
+        """Add module ``module_id`` built from ``spec``, with ``weights`` (the driver's copy)."""
+        module = self.learner.add_module(module_id, spec, config_overrides=config_overrides)
+        module.set_state({k: torch.as_tensor(np.array(v)) for k, v in weights.items()})
+
+    def remove_module(self, module_id: str) -> None:
+        """Remove module ``module_id``."""
+        self.learner.remove_module(module_id)
 
     def get_weights_for_broadcast(self) -> dict[str, Any]:
         """Module id -> RLModule state as numpy arrays (the object store passes them without copies)."""
@@ -335,6 +347,43 @@ class RemoteLearners:
         )
         metrics: dict[str, float] = results[0]
         return metrics
+
+    def add_module(
+        self, module_id: str, spec: RLModuleSpec, config_overrides: Mapping[str, Any] | None, weights: dict[str, Any]
+    ) -> None:
+        """Add a module to every learner, all with ``weights``; a restart after a failure keeps it."""
+        self.replace_dead()
+        ref = self._ray.put(weights)
+        get_all(
+            self._ray,
+            [
+                (self.label(r), a.add_module.remote(module_id, spec, config_overrides, ref))
+                for r, a in enumerate(self.actors)
+            ],
+            doing="adding a module",
+        )
+        self.module_specs[module_id] = spec
+        self.config = self._updated_config(module_id, config_overrides)
+
+    def remove_module(self, module_id: str) -> None:
+        """Remove a module from every learner."""
+        self.replace_dead()
+        get_all(
+            self._ray,
+            [(self.label(r), a.remove_module.remote(module_id)) for r, a in enumerate(self.actors)],
+            doing="removing a module",
+        )
+        self.module_specs.pop(module_id, None)
+        self.config = self._updated_config(module_id, None)
+
+    def _updated_config(self, module_id: str, overrides: Mapping[str, Any] | None) -> AlgorithmConfig:
+        import dataclasses
+
+        per_module = dict(self.config.algorithm_config_overrides_per_module)
+        per_module.pop(module_id, None)
+        if overrides:
+            per_module[module_id] = dict(overrides)
+        return dataclasses.replace(self.config, algorithm_config_overrides_per_module=per_module)
 
     def get_weights_ref(self) -> Any:
         """An object reference to learner 0's weights (module id -> RLModule state, numpy arrays)."""

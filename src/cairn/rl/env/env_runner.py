@@ -93,8 +93,29 @@ class EnvRunner(Checkpointable):
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
         self.env_id = env_id
-        self.observation_space = self.env.single_observation_space
-        self.action_space = self.env.single_action_space
+        seeds = self._init_sampling(config, self.env.single_observation_space, self.env.single_action_space)
+        self.env_state_saved = supports_env_state(self.env.envs[0])
+        obs, _ = self.env.reset(seed=int(seeds[0]))
+        self._obs: npt.NDArray[Any] = obs
+        self._episode_returns = np.zeros(self.num_slots, dtype=np.float64)
+        self._episode_lengths = np.zeros(self.num_slots, dtype=np.int64)
+        self._multi_agent = self.slot_agents[0] != DEFAULT_AGENT_ID
+        self._module_slots = {
+            module_id: np.array([i for i, m in enumerate(self.slot_modules) if m == module_id])
+            for module_id in config.policies
+            if module_id in self.slot_modules
+        }
+
+    def _init_sampling(
+        self, config: AlgorithmConfig, observation_space: gym.Space[Any], action_space: gym.Space[Any]
+    ) -> npt.NDArray[Any]:
+        """Build what every runner samples with: modules, connectors, the action RNG, counters, windows.
+
+        Shared by the multi-agent runner. Returns the runner's two seeds (the
+        first seeds the environments, the second the action-sampling RNG).
+        """
+        self.observation_space = observation_space
+        self.action_space = action_space
         self.module_specs: dict[str, RLModuleSpec] = build_module_specs(
             config, self.observation_space, self.action_space
         )
@@ -118,11 +139,6 @@ class EnvRunner(Checkpointable):
 
         seeds = np.random.SeedSequence([config.seed, 104729, self.worker_index]).generate_state(2)
         self._generator = torch.Generator().manual_seed(int(seeds[1]))
-        self.env_state_saved = supports_env_state(self.env.envs[0])
-        obs, _ = self.env.reset(seed=int(seeds[0]))
-        self._obs: npt.NDArray[Any] = obs
-        self._episode_returns = np.zeros(self.num_slots, dtype=np.float64)
-        self._episode_lengths = np.zeros(self.num_slots, dtype=np.int64)
         window = int(config.episode_return_window)
         self._recent_returns: deque[float] = deque(maxlen=window)
         self._recent_lengths: deque[int] = deque(maxlen=window)
@@ -136,11 +152,6 @@ class EnvRunner(Checkpointable):
         self.last_episodes: list[tuple[float, int, str]] = []
         """(return, length, module id) of the episodes that ended in the last :meth:`sample`."""
         self.episodes_restarted = False
-        self._module_slots = {
-            module_id: np.array([i for i, m in enumerate(self.slot_modules) if m == module_id])
-            for module_id in config.policies
-            if module_id in self.slot_modules
-        }
         self.metrics = MetricsLogger()
         """What this runner's callbacks log; checkpointed, and handed to the algorithm's logger each iteration."""
         self.callbacks = make_callbacks(config.callbacks_class)
@@ -149,6 +160,7 @@ class EnvRunner(Checkpointable):
         # checkpoint restores must not report starts that are not new.
         self._episodes_started = False
         self._step_hook = overrides(self.callbacks, "on_episode_step")  # a call per step and env costs
+        return seeds
 
     # ------------------------------------------------------------------ sampling
 
@@ -284,7 +296,7 @@ class EnvRunner(Checkpointable):
         """
         return {
             "env_steps": self.num_envs * int(self.config.rollout_length),
-            "agent_steps": self.num_slots * int(self.config.rollout_length),
+            "agent_steps": self._agent_steps_of_last_sample(),
             "episodes": list(self.last_episodes),
             "connector_deltas": self.pop_connector_deltas(),
             "metrics": self.metrics.pop_deltas(),
@@ -296,6 +308,10 @@ class EnvRunner(Checkpointable):
             "env_to_module_connector": self.env_to_module.pop_deltas(),
             "module_to_env_connector": self.module_to_env.pop_deltas(),
         }
+
+    def _agent_steps_of_last_sample(self) -> int:
+        # Every slot is one agent that acts every step.
+        return self.num_slots * int(self.config.rollout_length)
 
     def begin_group_iteration(self) -> None:
         """Start counting a new iteration's episodes (for a runner that keeps a group's totals)."""
@@ -341,7 +357,7 @@ class EnvRunner(Checkpointable):
             "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
             "num_agent_steps_sampled_lifetime": self.num_agent_steps_sampled_lifetime,
         }
-        if len(self.config.policies) > 1 or self.slot_agents[0] != DEFAULT_AGENT_ID:
+        if len(self.config.policies) > 1 or self._multi_agent:
             for module_id, returns in self._recent_module_returns.items():
                 metrics[f"env_runner/{module_id}/episode_return_mean"] = _mean(returns)
         return metrics
@@ -349,6 +365,37 @@ class EnvRunner(Checkpointable):
     def set_weights(self, weights: Mapping[str, Any]) -> None:
         """Load module weights (module id -> RLModule state) into the inference copy."""
         self.module.set_state(dict(weights))
+
+    def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
+        """Add an inference copy of a new module (weights follow with the next :meth:`set_weights`).
+
+        Args:
+            module_id: The new module's id.
+            spec: Its complete spec (class and spaces given).
+            config: The algorithm's config with the module added (its ``policies``).
+        """
+        self.module.add_module(module_id, spec.build())
+        self.module.eval()
+        self.module_specs[module_id] = spec
+        self._recent_module_returns.setdefault(module_id, deque(maxlen=int(self.config.episode_return_window)))
+        self.config = config
+
+    def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
+        """Drop the inference copy of ``module_id``.
+
+        Raises:
+            ValueError: Agents of this runner's environments still act with it.
+        """
+        if module_id in self._module_slots:
+            agents = sorted({agent for agent, m in self.policy_mapping.items() if m == module_id})
+            raise ValueError(
+                f"Module {module_id!r} cannot be removed: agents {agents} act with it. Map them to another "
+                "module first (new_agent_to_module_mapping_fn / policy_mapping)."
+            )
+        self.module.remove_module(module_id)
+        self.module_specs.pop(module_id, None)
+        self._recent_module_returns.pop(module_id, None)
+        self.config = config
 
     # ------------------------------------------------------------------ Checkpointable
 

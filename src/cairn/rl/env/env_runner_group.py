@@ -8,6 +8,12 @@ it is the one runner and samples in this process. With ``num_env_runners=N >
 parallel, and the local runner does not sample: it keeps the group's totals
 (lifetime counters, recent episode returns) and the merged connector states.
 
+The runners are :class:`~cairn.rl.env.multi_agent_env_runner.MultiAgentEnvRunner`
+when the config's ``env`` names a
+:class:`~cairn.rl.env.multi_agent_env.MultiAgentEnv`, else ``EnvRunner`` (a
+gymnasium id, or ``"multi:<id>"`` copies). Modules outside the config's
+``policies_to_train`` act but their batches are not handed to the learners.
+
 The interface is the same either way: :meth:`sample`, :meth:`get_metrics`,
 :meth:`sync_weights` (versioned broadcasts), :meth:`sync_connector_states_to_local`
 (merge the runners' connector statistics into the local runner) and
@@ -20,7 +26,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
+from cairn.rl.env.multi_agent_env import multi_agent_env_creator
+from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
 
 if TYPE_CHECKING:
     from cairn.rl.distributed.env_runners import RemoteEnvRunners
@@ -41,7 +50,8 @@ class EnvRunnerGroup:
 
     def __init__(self, config: AlgorithmConfig) -> None:
         self.config = config
-        self.local_env_runner = EnvRunner(config, worker_index=0)
+        runner_class = MultiAgentEnvRunner if multi_agent_env_creator(config.env) is not None else EnvRunner
+        self.local_env_runner: EnvRunner = runner_class(config, worker_index=0)
         self.remote: RemoteEnvRunners | None = None
         if int(config.num_env_runners) > 0:
             from cairn.rl.distributed.env_runners import RemoteEnvRunners
@@ -54,10 +64,15 @@ class EnvRunnerGroup:
         return len(self.remote.actors) if self.remote is not None else 1
 
     def sample(self) -> list[dict[str, SampleBatch]]:
-        """One rollout from each sampling runner (in parallel when remote): a list of module id -> batch."""
-        if self.remote is not None:
-            return self.remote.sample()
-        return [self.local_env_runner.sample()]
+        """One rollout from each sampling runner (in parallel when remote): a list of module id -> batch.
+
+        Only the modules of ``policies_to_train`` (all when it is ``None``) have batches.
+        """
+        per_runner = self.remote.sample() if self.remote is not None else [self.local_env_runner.sample()]
+        trainable = self.config.policies_to_train
+        if trainable is None:
+            return per_runner
+        return [{m: batch for m, batch in batches.items() if m in trainable} for batches in per_runner]
 
     def get_metrics(self) -> dict[str, float | int]:
         """Episode and counter metrics over all runners (the local runner keeps the totals)."""
@@ -116,6 +131,20 @@ class EnvRunnerGroup:
         """Give each remote runner its part of an ``env_runner`` state (see :meth:`get_runner_states`)."""
         if self.remote is not None:
             self.remote.set_runner_states(env_runner_state)
+
+    def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
+        """Add an inference copy of a new module to every runner (weights follow with :meth:`sync_weights`)."""
+        self.local_env_runner.add_module(module_id, spec, config=config)
+        if self.remote is not None:
+            self.remote.add_module(module_id, spec, config=config)
+        self.config = config
+
+    def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
+        """Drop the inference copy of ``module_id`` from every runner."""
+        self.local_env_runner.remove_module(module_id, config=config)
+        if self.remote is not None:
+            self.remote.remove_module(module_id, config=config)
+        self.config = config
 
     def close(self) -> None:
         """Close every runner's environments; stop the remote runners."""

@@ -1,4 +1,17 @@
-"""Agents, policies and the ``multi:<env id>`` multi-agent environment.
+"""Multi-agent environments: RLlib's ``MultiAgentEnv`` interface, ``multi:<env id>``, policy mapping.
+
+A :class:`MultiAgentEnv` speaks in dicts keyed by agent id: ``reset`` returns
+the observations of the agents that act first, ``step`` takes one action per
+agent that was given an observation and returns observations, rewards,
+``terminateds`` and ``truncateds`` (each with the key ``"__all__"``) and
+infos. Agents act together (every agent gets an observation every step), in
+turns (only the agent to move gets one) or appear and disappear. The
+:class:`~cairn.rl.env.multi_agent_env_runner.MultiAgentEnvRunner` steps such
+environments; a config names one by ``"module:Class"`` (a subclass in a
+module the program has imported: SPEC 8, nothing is imported for a name read
+from a checkpoint) or by a name given to :func:`register_env`. Which module
+each agent's experience goes to is decided per episode by the config's
+``policy_mapping_fn(agent_id, episode)``.
 
 ``env="multi:CartPole-v1"`` with ``num_agents=n`` is a multi-agent
 environment made of ``n`` independent copies of ``CartPole-v1``, one per
@@ -17,32 +30,266 @@ sub-environment ``e * n + i``, seeded ``seed + e * n + i``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import importlib
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
+from cairn.registry import resolve_function
 from cairn.rl.algorithms.algorithm_config import (
     MULTI_AGENT_PREFIX,
     AlgorithmConfig,
     check_env_config,
     check_env_id,
 )
+from cairn.rl.core.rl_module.multi_rl_module import module_specs_from_config
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.utils._util import check_component_name
 
 __all__ = [
+    "ALL_AGENTS",
     "DEFAULT_AGENT_ID",
     "MULTI_AGENT_PREFIX",
+    "EpisodeInfo",
     "IndependentAgentsEnv",
+    "MultiAgentEnv",
     "agent_ids",
     "build_module_specs",
     "check_env_config",
     "check_env_id",
+    "import_driver_modules",
+    "make_multi_agent_env",
+    "multi_agent_env_creator",
     "parse_env",
+    "register_env",
+    "register_policy_mapping_fn",
     "resolve_policy_mapping",
+    "resolve_policy_mapping_fn",
 ]
+
+ALL_AGENTS = "__all__"
+"""The key of ``terminateds``/``truncateds`` that ends the whole episode (RLlib's name)."""
+
+MultiAgentDict = dict[str, Any]
+"""Agent id -> value."""
+
+
+class MultiAgentEnv(gym.Env[MultiAgentDict, MultiAgentDict]):
+    """RLlib's multi-agent environment interface (a ``gymnasium.Env`` speaking in agent dicts).
+
+    Subclasses set :attr:`possible_agents`, :attr:`observation_spaces` and
+    :attr:`action_spaces` in ``__init__`` (which takes the config's
+    ``env_config`` dict), keep :attr:`agents` (the agents alive now) and
+    implement :meth:`reset` and :meth:`step`. ``reset`` should call
+    ``super().reset(seed=seed)`` so that ``self.np_random`` is seeded.
+
+    Its state (for exact resume) is saved when a handler is registered for the
+    class with :func:`cairn.rl.register_env_state_handler` (``np_random`` is
+    saved by cairn itself); otherwise checkpoints say that episodes restart.
+    """
+
+    possible_agents: list[str]
+    """Every agent id that may ever appear."""
+
+    agents: list[str]
+    """The agents alive now."""
+
+    observation_spaces: dict[str, gym.Space[Any]]
+    """Agent id -> observation space."""
+
+    action_spaces: dict[str, gym.Space[Any]]
+    """Agent id -> action space."""
+
+    def get_observation_space(self, agent_id: str) -> gym.Space[Any]:
+        """The observation space of ``agent_id``."""
+        return self.observation_spaces[agent_id]
+
+    def get_action_space(self, agent_id: str) -> gym.Space[Any]:
+        """The action space of ``agent_id``."""
+        return self.action_spaces[agent_id]
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[MultiAgentDict, MultiAgentDict]:
+        """Start an episode: the observations of the agents that act first, and infos."""
+        super().reset(seed=seed)
+        raise NotImplementedError(f"{type(self).__qualname__} must implement reset(seed=, options=).")
+
+    def step(  # type: ignore[override]  # dicts of rewards and flags, not one float and bool
+        self, action_dict: MultiAgentDict
+    ) -> tuple[MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict]:
+        """Apply one action per agent that was given an observation.
+
+        Returns:
+            ``(observations, rewards, terminateds, truncateds, infos)``, dicts by
+            agent id; ``terminateds`` and ``truncateds`` also hold ``"__all__"``.
+            The observations are those of the agents that act next (and, for an
+            agent whose episode ends here, its last observation).
+        """
+        raise NotImplementedError(f"{type(self).__qualname__} must implement step(action_dict).")
+
+
+@dataclass(frozen=True)
+class EpisodeInfo:
+    """What a ``policy_mapping_fn(agent_id, episode)`` learns about the episode.
+
+    Everything is determined by the config's seed and the runner's history, so
+    a mapping that draws with ``numpy.random.default_rng(episode.seed)`` (not
+    with a global RNG) maps the same way after a restore.
+
+    Attributes:
+        id_: Unique id, ``"<worker index>-<env index>-<episode number>"``.
+        seed: An integer drawn for this episode from the config's seed.
+        env_index: Which env copy of the runner plays it.
+        worker_index: The env runner's index.
+        module_ids: The modules that exist now, in order.
+    """
+
+    id_: str
+    seed: int
+    env_index: int
+    worker_index: int
+    module_ids: tuple[str, ...]
+
+
+EnvCreator = Callable[[dict[str, Any]], MultiAgentEnv]
+"""``env_config -> MultiAgentEnv`` (a MultiAgentEnv subclass is one)."""
+
+_ENVS: dict[str, EnvCreator] = {}
+_MAPPING_FNS: dict[str, Callable[[str, EpisodeInfo], str]] = {}
+
+
+def register_env(name: str, creator: EnvCreator) -> None:
+    """Name a multi-agent environment, so that ``config.env=name`` builds it.
+
+    ``creator`` is called with the config's ``env_config`` (a dict) and returns
+    a :class:`MultiAgentEnv` (a subclass itself, or a function, e.g. one that
+    wraps a PettingZoo env in :class:`~cairn.rl.env.pettingzoo_env.ParallelPettingZooEnv`).
+    Registration lives in this process: a program restoring a checkpoint that
+    names the env registers it first, as it imports the classes it uses. Remote
+    env runners (Ray workers) know only the names registered when the
+    creator's module is imported; name the env ``"module:Class"`` for them.
+
+    Raises:
+        ValueError: A name with ``":"`` or the ``"multi:"`` prefix (those are ids
+            of another kind), or a creator that is not callable.
+    """
+    if not isinstance(name, str) or not name or ":" in name:
+        raise ValueError(f"register_env needs a non-empty name without ':' (got {name!r}); ':' marks module paths.")
+    if not callable(creator):
+        raise ValueError(f"register_env({name!r}, ...) needs a callable env_config -> MultiAgentEnv.")
+    _ENVS[name] = creator
+
+
+def register_policy_mapping_fn(name: str, fn: Callable[[str, EpisodeInfo], str]) -> None:
+    """Name a policy mapping function, so that ``config.policy_mapping_fn=name`` finds it.
+
+    Like :func:`register_env`, the registration lives in this process.
+    """
+    if not isinstance(name, str) or not name or ":" in name:
+        raise ValueError(f"register_policy_mapping_fn needs a non-empty name without ':' (got {name!r}).")
+    if not callable(fn):
+        raise ValueError(f"register_policy_mapping_fn({name!r}, ...) needs a callable (agent_id, episode) -> id.")
+    _MAPPING_FNS[name] = fn
+
+
+def _static_class(module: Any, qualname: str) -> Any:
+    obj: Any = vars(module).get(qualname.split(".")[0])
+    for part in qualname.split(".")[1:]:
+        obj = type.__dict__["__dict__"].__get__(obj).get(part) if isinstance(obj, type) else None
+    return obj
+
+
+def multi_agent_env_creator(env: str) -> EnvCreator | None:
+    """The creator of ``env`` if it names a multi-agent environment, else ``None`` (a gymnasium id).
+
+    ``env`` names one when it is a name given to :func:`register_env`, or
+    ``"module:Class"`` where the module is imported and ``Class`` (looked up
+    without running attribute hooks) is a :class:`MultiAgentEnv` subclass.
+    Nothing is imported: a module not yet imported makes ``env`` a gymnasium
+    id, which :func:`check_env_id` then refuses.
+    """
+    if env in _ENVS:
+        return _ENVS[env]
+    module_name, sep, qualname = env.partition(":")
+    if not sep or not all(part.isidentifier() for part in qualname.split(".")):
+        return None
+    module = sys.modules.get(module_name)
+    if module is None:
+        return None
+    klass = _static_class(module, qualname)
+    if isinstance(klass, type) and issubclass(klass, MultiAgentEnv):
+        creator: EnvCreator = klass
+        return creator
+    return None
+
+
+def import_driver_modules(config: AlgorithmConfig) -> None:
+    """Import the modules a config names by path (env, policy mapping); only for remote env runners.
+
+    A Ray worker starts with none of the driver's modules. The driver checked
+    the config's ``"module:Class"`` env and ``"module:function"`` mapping (their
+    modules were imported there: :func:`check_env_id`,
+    :func:`~cairn.registry.resolve_function`) before it started the worker, so
+    the worker imports the same modules, as gymnasium does for
+    ``"module:Env-v0"`` ids (:func:`make_env`). Never called for a config read
+    from a checkpoint in this process.
+    """
+    for ref in (config.env, config.policy_mapping_fn):
+        if not isinstance(ref, str) or ref.startswith(MULTI_AGENT_PREFIX):
+            continue
+        module_name, sep, _ = ref.partition(":")
+        if sep and module_name not in sys.modules:
+            importlib.import_module(module_name)
+
+
+def make_multi_agent_env(env: str, env_config: Mapping[str, Any]) -> MultiAgentEnv:
+    """Build the multi-agent environment ``env`` names (see :func:`multi_agent_env_creator`).
+
+    Raises:
+        ValueError: ``env`` names no multi-agent environment, or its creator
+            returned something else.
+    """
+    check_env_id(env)
+    check_env_config(env_config)
+    creator = multi_agent_env_creator(env)
+    if creator is None:
+        raise ValueError(
+            f"env={env!r} names no multi-agent environment: give 'module:Class' of a MultiAgentEnv subclass in a "
+            "module you have imported, or a name registered with cairn.rl.env.multi_agent_env.register_env."
+        )
+    built = creator(dict(env_config))
+    if not isinstance(built, MultiAgentEnv):
+        raise ValueError(
+            f"env={env!r} built a {type(built).__qualname__}, not a MultiAgentEnv; wrap PettingZoo environments "
+            "in cairn.rl.env.pettingzoo_env.ParallelPettingZooEnv."
+        )
+    return built
+
+
+def resolve_policy_mapping_fn(ref: str) -> Callable[[str, EpisodeInfo], str]:
+    """The function a config's ``policy_mapping_fn`` names; never imports anything.
+
+    A name registered with :func:`register_policy_mapping_fn`, else a
+    ``"module:function"`` path resolved by :func:`cairn.registry.resolve_function`.
+
+    Raises:
+        ValueError: Nothing is registered under the name and it is no path.
+        cairn.CheckpointError: A path :func:`~cairn.registry.resolve_function`
+            refuses (its module is not imported, it is no plain function, ...).
+    """
+    if ref in _MAPPING_FNS:
+        return _MAPPING_FNS[ref]
+    if ":" not in ref:
+        raise ValueError(
+            f"policy_mapping_fn={ref!r} is not registered (register_policy_mapping_fn) and not a 'module:function' "
+            "path."
+        )
+    return resolve_function(ref, where="policy_mapping_fn")
+
 
 DEFAULT_AGENT_ID = "default_agent"
 """The agent id of a single-agent environment (RLlib's name)."""
@@ -180,9 +427,5 @@ class IndependentAgentsEnv:
 def build_module_specs(
     config: AlgorithmConfig, observation_space: gym.Space[Any], action_space: gym.Space[Any]
 ) -> dict[str, RLModuleSpec]:
-    """Module id -> spec for every policy of ``config``, each with its own init seed."""
-    specs: dict[str, RLModuleSpec] = {}
-    for index, module_id in enumerate(config.policies):
-        seed = int(np.random.SeedSequence([config.seed, 7919, index]).generate_state(1)[0])
-        specs[module_id] = RLModuleSpec(observation_space, action_space, dict(config.model_config), seed)
-    return specs
+    """Module id -> spec for every policy of ``config`` (see :func:`module_specs_from_config`)."""
+    return module_specs_from_config(config, observation_space, action_space)

@@ -29,10 +29,11 @@ from cairn.registry import register_type
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.algorithm import Algorithm
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
 from cairn.rl.algorithms.ppo.ppo_learner import PPOLearner
 from cairn.rl.core.learner.learner import Learner
 from cairn.rl.core.learner.learner_group import LearnerGroup
-from cairn.rl.core.rl_module.rl_module import RLModuleSpec
+from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.env.env_runner import SampleBatch
 from cairn.rl.utils.gae import compute_gae
 
@@ -70,6 +71,10 @@ class PPOConfig(AlgorithmConfig):
     def get_default_learner_class(self) -> type[Learner]:
         """:class:`~cairn.rl.algorithms.ppo.ppo_learner.PPOLearner`."""
         return PPOLearner
+
+    def get_default_rl_module_class(self) -> type[RLModule]:
+        """:class:`~cairn.rl.algorithms.ppo.default_ppo_rl_module.DefaultPPORLModule`."""
+        return DefaultPPORLModule
 
     def validate(self) -> None:
         """Check ranges; see :meth:`AlgorithmConfig.validate`."""

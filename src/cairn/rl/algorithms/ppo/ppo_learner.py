@@ -45,7 +45,7 @@ class PPOLearner(Learner):
         self, module_id: str, module: RLModule, minibatch: Mapping[str, torch.Tensor]
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """PPO's clipped surrogate + ``vf_loss_coeff`` x value loss - ``entropy_coeff`` x entropy."""
-        config = cast(PPOLossSettings, self.config)
+        config = cast(PPOLossSettings, self.config_for_module(module_id))
         mb = minibatch
         out = module.forward_train({"obs": mb["obs"], "actions": mb["actions"]})
         logratio = out["action_logp"] - mb["action_logp"]
@@ -85,7 +85,7 @@ class PPOLearner(Learner):
 
     def join_collectives_without_rows(self, module_id: str) -> None:
         """The advantage normalization's all-reduce, with no rows."""
-        if cast(PPOLossSettings, self.config).normalize_advantages:
+        if cast(PPOLossSettings, self.config_for_module(module_id)).normalize_advantages:
             self.normalize_over_minibatch(torch.zeros(0, dtype=torch.float32))
 
 

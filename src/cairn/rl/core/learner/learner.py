@@ -12,6 +12,7 @@ restored learner takes exactly the steps the original would have.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -90,10 +91,14 @@ class Learner(Checkpointable):
     optimizer state per module, the shuffling RNG, counters (from which the
     learning-rate schedule is computed).
 
+    Each module trains with its own config (:meth:`config_for_module`: the
+    config with ``algorithm_config_overrides_per_module`` applied): its
+    learning rate and schedule, epochs, minibatch size, clipping and loss settings.
+
     Args:
         config: The algorithm's config (``lr``, ``lr_anneal_timesteps``,
-            ``num_epochs``, ``minibatch_size``, ``max_grad_norm``, ``seed`` and
-            whatever the loss reads).
+            ``num_epochs``, ``minibatch_size``, ``max_grad_norm``, ``seed``,
+            ``algorithm_config_overrides_per_module`` and whatever the loss reads).
         module_specs: Module id -> spec of each module to train.
     """
 
@@ -102,8 +107,9 @@ class Learner(Checkpointable):
 
     def __init__(self, config: AlgorithmConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:
         self.config = config
-        self.module = MultiRLModule(dict(module_specs))
-        self.lr_schedule = LinearSchedule(config.lr, 0.0, config.lr_anneal_timesteps)
+        self._module_configs: dict[str, AlgorithmConfig] = {}
+        self.module = MultiRLModule({module_id: self._complete_spec(spec) for module_id, spec in module_specs.items()})
+        self.lr_schedules: dict[str, LinearSchedule] = {}
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.num_module_steps_trained_lifetime: dict[str, int] = {}
         for module_id, module in self.module.items():
@@ -112,27 +118,88 @@ class Learner(Checkpointable):
         self._generator = torch.Generator().manual_seed(seed)
         self.num_updates_lifetime = 0
 
+    def _complete_spec(self, spec: RLModuleSpec) -> RLModuleSpec:
+        # A spec without a class (recorded by cairn 0.1, or written by hand) builds the algorithm's default module.
+        if spec.module_class is None:
+            return replace(spec, module_class=self.config.get_default_rl_module_class())
+        return spec
+
+    def config_for_module(self, module_id: str) -> AlgorithmConfig:
+        """The config of module ``module_id``: :attr:`config` with that module's
+        ``algorithm_config_overrides_per_module`` applied (RLlib's ``get_config_for_module``)."""
+        module_config = self._module_configs.get(module_id)
+        if module_config is None:
+            module_config = self.config.get_config_for_module(module_id)
+            self._module_configs[module_id] = module_config
+        return module_config
+
     def configure_optimizer_for_module(self, module_id: str, module: RLModule) -> torch.optim.Optimizer:
-        """The optimizer of a new module: Adam with ``config.lr`` and CleanRL's ``eps=1e-5``.
+        """The optimizer of a new module: Adam with the module's ``lr`` and CleanRL's ``eps=1e-5``.
 
         Override it for another optimizer; its ``state_dict`` is checkpointed.
         """
-        return torch.optim.Adam(module.parameters(), lr=self.config.lr, eps=1e-5)
+        return torch.optim.Adam(module.parameters(), lr=self.config_for_module(module_id).lr, eps=1e-5)
 
     def _add_optimizer(self, module_id: str, module: RLModule) -> None:
+        module_config = self.config_for_module(module_id)
+        self.lr_schedules[module_id] = LinearSchedule(module_config.lr, 0.0, module_config.lr_anneal_timesteps)
         self.optimizers[module_id] = self.configure_optimizer_for_module(module_id, module)
         self.num_module_steps_trained_lifetime.setdefault(module_id, 0)
 
-    def add_module(self, module_id: str, module: RLModule) -> None:
-        """Add a module to train (with a new optimizer)."""
-        self.module.add_module(module_id, module)
-        self._add_optimizer(module_id, module)
+    def _set_overrides(self, module_id: str, overrides: Mapping[str, Any] | None) -> None:
+        # A new config object (never a change to the shared one): the constructor arguments this
+        # learner records then rebuild it with exactly its modules' overrides.
+        per_module = dict(self.config.algorithm_config_overrides_per_module)
+        if overrides:
+            per_module[module_id] = dict(overrides)
+        else:
+            per_module.pop(module_id, None)
+        if per_module != self.config.algorithm_config_overrides_per_module:
+            self.config = replace(self.config, algorithm_config_overrides_per_module=per_module)
+        self._module_configs.pop(module_id, None)
+        self.config_for_module(module_id)  # an unknown setting fails here, before anything changed
+
+    def add_module(
+        self,
+        module_id: str,
+        module: RLModule | RLModuleSpec,
+        *,
+        config_overrides: Mapping[str, Any] | None = None,
+    ) -> RLModule:
+        """Add a module to train, with a new optimizer; returns the module.
+
+        Args:
+            module_id: The new module's id (one path segment).
+            module: The module, or a spec to build it from (its missing class is
+                the algorithm's default module; its spaces must be given).
+            config_overrides: Settings of this module that differ from the config
+                (``{"lr": 1e-3}``), kept in ``algorithm_config_overrides_per_module``.
+
+        Raises:
+            ValueError: An invalid or existing id, an unknown setting in ``config_overrides``.
+        """
+        if module_id in self.module:
+            raise ValueError(f"Module id {module_id!r} already exists; remove it first.")
+        previous = self.config
+        try:
+            self._set_overrides(module_id, config_overrides)
+            built = module if isinstance(module, RLModule) else self._complete_spec(module).build()
+            self.module.add_module(module_id, built)
+        except Exception:
+            self.config = previous
+            self._module_configs.pop(module_id, None)
+            raise
+        self._add_optimizer(module_id, built)
+        return built
 
     def remove_module(self, module_id: str) -> RLModule:
-        """Stop training ``module_id`` and return it."""
+        """Stop training ``module_id`` and return it (its optimizer and overrides go too)."""
         module = self.module.remove_module(module_id)
         del self.optimizers[module_id]
+        self.lr_schedules.pop(module_id, None)
         self.num_module_steps_trained_lifetime.pop(module_id, None)
+        self._set_overrides(module_id, None)
+        self._module_configs.pop(module_id, None)
         return module
 
     def get_weights(self) -> dict[str, Any]:
@@ -191,12 +258,12 @@ class Learner(Checkpointable):
         return metrics
 
     def _update_module(self, module_id: str, batch: TrainBatch) -> dict[str, float]:
-        config = self.config
+        config = self.config_for_module(module_id)
         module = self.module[module_id]
         optimizer = self.optimizers[module_id]
         data = {key: torch.as_tensor(np.asarray(value)) for key, value in batch.items()}
         size = int(next(iter(data.values())).shape[0])
-        lr = self.lr_schedule.value(self.num_module_steps_trained_lifetime[module_id])
+        lr = self.lr_schedules[module_id].value(self.num_module_steps_trained_lifetime[module_id])
         for group in optimizer.param_groups:
             group["lr"] = lr
         sums: dict[str, float] = {}
@@ -247,8 +314,9 @@ class Learner(Checkpointable):
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]
         self._reduce_gradients(module, int(next(iter(mb.values())).shape[0]))
-        if self.config.max_grad_norm is not None:
-            grad_norm = torch.nn.utils.clip_grad_norm_(module.parameters(), self.config.max_grad_norm)
+        max_grad_norm = self.config_for_module(module_id).max_grad_norm
+        if max_grad_norm is not None:
+            grad_norm = torch.nn.utils.clip_grad_norm_(module.parameters(), max_grad_norm)
         else:
             grad_norm = torch.linalg.vector_norm(
                 torch.stack([p.grad.norm() for p in module.parameters() if p.grad is not None])

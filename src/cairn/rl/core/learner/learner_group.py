@@ -78,6 +78,45 @@ class LearnerGroup(Checkpointable):
             return self.remote.get_weights_ref()
         return self.learner.get_weights()
 
+    def add_module(
+        self,
+        module_id: str,
+        module_spec: RLModuleSpec | RLModule,
+        *,
+        config_overrides: Mapping[str, Any] | None = None,
+    ) -> RLModule:
+        """Add a module to every learner (RLlib's ``LearnerGroup.add_module``); returns the local one.
+
+        The local learner builds it (or takes the module given); remote learners
+        build the same spec and take the same weights, so they stay identical. The
+        group records the new set of modules and overrides, so that a checkpoint's
+        ``from_checkpoint`` rebuilds exactly them.
+
+        Args:
+            module_id: The new module's id.
+            module_spec: A spec (its class defaults to the algorithm's module) or a module.
+            config_overrides: The module's own settings (``{"lr": 1e-3}``).
+        """
+        module = self.learner.add_module(module_id, module_spec, config_overrides=config_overrides)
+        self.config = self.learner.config
+        self.module_specs = self.learner.module_specs
+        if self.remote is not None:
+            self.remote.add_module(module_id, module.spec, config_overrides, module.get_state())
+        return module
+
+    def remove_module(self, module_id: str) -> RLModule:
+        """Remove a module from every learner (its optimizer and overrides too); returns the local one.
+
+        Raises:
+            KeyError: No such module.
+        """
+        module = self.learner.remove_module(module_id)
+        self.config = self.learner.config
+        self.module_specs = self.learner.module_specs
+        if self.remote is not None:
+            self.remote.remove_module(module_id)
+        return module
+
     def get_module(self, module_id: str) -> RLModule:
         """The module ``module_id`` with the current weights (fetched from learner 0 when remote)."""
         module = self.learner.module[module_id]
@@ -122,7 +161,7 @@ class LearnerGroup(Checkpointable):
         self._set_components_state(state)
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """``((config, module_specs), {})``."""
+        """``((config, module_specs), {})`` of the modules trained now (after add_module / remove_module)."""
         return (self.config, dict(self.module_specs)), {}
 
 

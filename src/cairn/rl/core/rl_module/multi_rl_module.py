@@ -1,23 +1,173 @@
-"""MultiRLModule: module id -> RLModule, each module a component named by its id."""
+"""MultiRLModule: module id -> RLModule, each module a component named by its id; MultiRLModuleSpec."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
 from cairn import Checkpointable
+from cairn.registry import register_type
 from cairn.rl._aliases import register_old_paths
-from cairn.rl.algorithms.algorithm_config import DEFAULT_MODULE_ID
+from cairn.rl.algorithms.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
+from cairn.rl.algorithms.ppo import default_ppo_rl_module  # noqa: F401 - 0.1's class-less specs build its MLP
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.utils._util import (
     Names,
     check_component_name,
 )
 
-__all__ = ["DEFAULT_MODULE_ID", "MultiRLModule"]
+__all__ = [
+    "DEFAULT_MODULE_ID",
+    "MultiRLModule",
+    "MultiRLModuleSpec",
+    "load_module_state",
+    "module_seed",
+    "module_specs_from_config",
+]
+
+
+def module_seed(config: AlgorithmConfig, index: int) -> int:
+    """The weight-initialisation seed of the ``index``-th module of ``config``."""
+    return int(np.random.SeedSequence([config.seed, 7919, index]).generate_state(1)[0])
+
+
+def module_specs_from_config(
+    config: AlgorithmConfig, observation_space: gym.Space[Any], action_space: gym.Space[Any]
+) -> dict[str, RLModuleSpec]:
+    """Module id -> complete spec of every policy of ``config``.
+
+    The spec of a policy is ``config.rl_module_spec`` (one :class:`RLModuleSpec`
+    for all, or the policy's entry of a :class:`MultiRLModuleSpec`), with what it
+    leaves ``None`` filled in: the config's default module class, the env's
+    spaces, ``config.model_config`` and a seed per module derived from
+    ``config.seed`` (so every module starts from other weights). The specs keep
+    their ``load_state_path`` (:func:`load_state_paths` reads them).
+
+    Raises:
+        TypeError: ``rl_module_spec`` is neither spec type.
+        ValueError: A MultiRLModuleSpec names modules that are not policies.
+    """
+    given = config.rl_module_spec
+    per_module: dict[str, RLModuleSpec]
+    if given is None or isinstance(given, RLModuleSpec):
+        one = given if given is not None else RLModuleSpec()
+        per_module = {module_id: one for module_id in config.policies}
+    elif isinstance(given, MultiRLModuleSpec):
+        extra = sorted(set(given.rl_module_specs) - set(config.policies))
+        if extra:
+            raise ValueError(
+                f"rl_module_spec gives specs for {extra}, which are not in policies={list(config.policies)}; "
+                "add them to policies (or remove their specs)."
+            )
+        per_module = {module_id: given.rl_module_specs.get(module_id, RLModuleSpec()) for module_id in config.policies}
+    else:
+        raise TypeError(
+            f"rl_module_spec must be an RLModuleSpec, a MultiRLModuleSpec or None, got {type(given).__name__}."
+        )
+    default_class = config.get_default_rl_module_class()
+    return {
+        module_id: spec.with_defaults(
+            module_class=default_class,
+            observation_space=observation_space,
+            action_space=action_space,
+            model_config=config.model_config,
+            seed=module_seed(config, index),
+        )
+        for index, (module_id, spec) in enumerate(per_module.items())
+    }
+
+
+def load_state_paths(config: AlgorithmConfig) -> dict[str, str]:
+    """Module id -> the checkpoint each module of ``config`` starts from (``load_state_path``)."""
+    given = config.rl_module_spec
+    if isinstance(given, MultiRLModuleSpec):
+        return given.load_state_paths()
+    if isinstance(given, RLModuleSpec) and given.load_state_path is not None:
+        return {module_id: given.load_state_path for module_id in config.policies}
+    return {}
+
+
+def without_load_state_paths(rl_module_spec: Any) -> Any:
+    """``rl_module_spec`` (either spec type, or None) with every ``load_state_path`` removed.
+
+    What an algorithm records: its checkpoint holds the weights, so a rebuild must
+    not read the (maybe gone) start checkpoint again.
+    """
+    if isinstance(rl_module_spec, RLModuleSpec):
+        return replace(rl_module_spec, load_state_path=None)
+    if isinstance(rl_module_spec, MultiRLModuleSpec):
+        return MultiRLModuleSpec(
+            {module_id: replace(s, load_state_path=None) for module_id, s in rl_module_spec.rl_module_specs.items()}
+        )
+    return rl_module_spec
+
+
+def load_module_state(spec: RLModuleSpec, path: str) -> dict[str, Any]:
+    """The weights of the RLModule checkpoint at ``path``, checked against a module ``spec`` builds.
+
+    The checkpoint is read through cairn's verified restore (manifests and
+    checksums, no pickle) into a new module of the spec, so a checkpoint of
+    another architecture fails here, naming the parameter, before anything is trained.
+
+    Raises:
+        cairn.CheckpointError: The checkpoint is missing, corrupt, or does not fit the spec.
+    """
+    module = replace(spec, load_state_path=None).build()
+    module.restore_from_path(path)
+    return module.get_state()
+
+
+@register_type
+@dataclass
+class MultiRLModuleSpec:
+    """The modules of a multi-module algorithm (RLlib's ``MultiRLModuleSpec``).
+
+    Attributes:
+        rl_module_specs: Module id -> spec of that module (fields left ``None``
+            are filled in by the algorithm: class, spaces, model_config).
+        load_state_path: A checkpoint of a MultiRLModule (e.g.
+            ``<algo ckpt>/learner_group/learner/rl_module``); the modules in
+            :attr:`modules_to_load` start from its ``<module id>`` sub-folders
+            when an algorithm is built. A module's own ``load_state_path`` wins.
+        modules_to_load: The module ids to load from :attr:`load_state_path`;
+            ``None``: every module of :attr:`rl_module_specs`.
+    """
+
+    rl_module_specs: dict[str, RLModuleSpec] = field(default_factory=dict)
+    load_state_path: str | None = None
+    modules_to_load: list[str] | None = None
+
+    def load_state_paths(self) -> dict[str, str]:
+        """Module id -> the checkpoint that module starts from (its own path, else the multi-module's)."""
+        paths: dict[str, str] = {}
+        to_load = set(self.rl_module_specs if self.modules_to_load is None else self.modules_to_load)
+        unknown = sorted(to_load - set(self.rl_module_specs))
+        if unknown:
+            raise ValueError(
+                f"MultiRLModuleSpec.modules_to_load names {unknown}, which are not in rl_module_specs "
+                f"({sorted(self.rl_module_specs)})."
+            )
+        for module_id, spec in self.rl_module_specs.items():
+            if spec.load_state_path is not None:
+                paths[module_id] = spec.load_state_path
+            elif self.load_state_path is not None and module_id in to_load:
+                paths[module_id] = f"{str(self.load_state_path).rstrip('/')}/{module_id}"
+        return paths
+
+    def build(self) -> MultiRLModule:
+        """A MultiRLModule of these modules, the ones with a checkpoint path loaded from it."""
+        multi = MultiRLModule(
+            {module_id: replace(s, load_state_path=None) for module_id, s in self.rl_module_specs.items()}
+        )
+        for module_id, path in self.load_state_paths().items():
+            multi[module_id].restore_from_path(path)
+        return multi
 
 
 def _torch_key(module_id: str) -> str:
@@ -160,4 +310,4 @@ class MultiRLModule(nn.Module, Checkpointable):
         return metadata
 
 
-register_old_paths(MultiRLModule)
+register_old_paths(MultiRLModule, MultiRLModuleSpec)

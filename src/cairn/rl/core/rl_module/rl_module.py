@@ -1,28 +1,36 @@
-"""RLModule: a torch actor-critic that is also a cairn ``Checkpointable``.
+"""RLModule: the base class of every policy network, and RLModuleSpec, the recipe of one.
 
-Two MLPs (policy and value), CleanRL style: tanh hidden layers, orthogonal
-initialisation (policy head gain 0.01, value head gain 1). Discrete actions use
-a categorical distribution over logits; ``Box`` actions a diagonal Gaussian
-whose log standard deviation is a learned, state-independent parameter.
+A module is a torch ``nn.Module`` and a cairn ``Checkpointable``. A user
+subclasses :class:`RLModule`, builds any layers in ``__init__`` from
+``(observation_space, action_space, model_config)`` and implements three
+forward passes (RLlib's names):
 
-A module is built from ``(observation_space, action_space, model_config)``
-and its state is its ``state_dict`` as tensors, so that::
+- :meth:`RLModule.forward_inference`: greedy actions, for evaluation;
+- :meth:`RLModule.forward_exploration`: sampled actions with what the
+  algorithm needs from sampling time (PPO: ``action_logp``, ``vf_preds``);
+- :meth:`RLModule.forward_train`: what the loss needs, with gradients (PPO:
+  ``action_logp``, ``entropy``, ``vf_preds``).
+
+Its checkpoint is its ``state_dict`` and its constructor arguments; the class
+is recorded by reference (``"your_module:YourModule"``) and found again with
+:func:`cairn.registry.resolve_class`, which imports nothing, so::
 
     module = RLModule.from_checkpoint(ckpt + "/learner_group/learner/rl_module/default_policy")
     module.forward_inference({"obs": torch.as_tensor(obs[None])})["actions"]
 
-gives a module ready to act, without building an algorithm.
+rebuilds the user's own class, ready to act, once the program has imported
+the module that defines it. PPO's default module (an MLP actor-critic) is
+:class:`~cairn.rl.algorithms.ppo.default_ppo_rl_module.DefaultPPORLModule`.
 """
 
 from __future__ import annotations
 
-import math
+import abc
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 import gymnasium as gym
-import numpy as np
 import torch
 from torch import nn
 
@@ -32,78 +40,107 @@ from cairn.registry import register_type
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.utils._util import Names
 
-__all__ = ["DEFAULT_MODEL_CONFIG", "RLModule", "RLModuleSpec"]
-
-DEFAULT_MODEL_CONFIG: dict[str, Any] = {
-    "hidden_sizes": [64, 64],
-    "activation": "tanh",
-    "log_std_init": 0.0,
-}
-"""Keys a ``model_config`` may set, with their defaults.
-
-``hidden_sizes``: widths of the hidden layers of both MLPs. ``activation``:
-``"tanh"`` or ``"relu"``. ``log_std_init``: initial log standard deviation of
-the Gaussian for ``Box`` action spaces.
-"""
-
-_ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
-_LOG_2PI = math.log(2.0 * math.pi)
+__all__ = ["RLModule", "RLModuleSpec"]
 
 
 @register_type
 @dataclass
 class RLModuleSpec:
-    """Everything needed to build an :class:`RLModule`.
+    """Everything needed to build one :class:`RLModule` (RLlib's ``RLModuleSpec``).
 
     Attributes:
-        observation_space: A ``Box`` observation space.
-        action_space: A ``Discrete`` or one-dimensional ``Box`` action space.
-        model_config: Overrides of :data:`DEFAULT_MODEL_CONFIG`.
-        seed: Seed of the weight initialisation; ``None`` draws from torch's global RNG.
+        module_class: The :class:`RLModule` subclass to build; ``None`` means the
+            algorithm's default module (PPO: ``DefaultPPORLModule``), filled in
+            when the algorithm is built.
+        observation_space: The module's observation space; ``None``: taken from the env.
+        action_space: The module's action space; ``None``: taken from the env.
+        model_config: Passed to the module's constructor; ``None``: the
+            algorithm config's ``model_config``.
+        load_state_path: A checkpoint of an RLModule (e.g.
+            ``<algo ckpt>/learner_group/learner/rl_module/<module id>``) whose
+            weights the module starts from when an algorithm is built with this
+            spec (read through cairn's verified restore, never pickle).
+        seed: Seed of the weight initialisation: the module is built with
+            torch's global RNG seeded with it (and restored afterwards), so any
+            module class initialises bit for bit the same; ``None`` draws from
+            torch's global RNG. Algorithms derive one per module from their seed.
     """
 
-    observation_space: gym.Space[Any]
-    action_space: gym.Space[Any]
-    model_config: dict[str, Any] = field(default_factory=dict)
+    default_module_class: ClassVar[type[RLModule] | None] = None
+    """What a spec without ``module_class`` builds outside an algorithm: PPO's
+    ``DefaultPPORLModule`` (0.1's only module), which sets it when imported (``import cairn.rl`` does)."""
+
+    module_class: type[RLModule] | None = None
+    observation_space: gym.Space[Any] | None = None
+    action_space: gym.Space[Any] | None = None
+    model_config: dict[str, Any] | None = None
+    load_state_path: str | None = None
     seed: int | None = None
 
     def build(self) -> RLModule:
-        """Build a new module from this spec."""
-        return RLModule(self.observation_space, self.action_space, self.model_config, seed=self.seed)
+        """Build a new module (random weights; :attr:`load_state_path` is applied by the algorithm).
 
+        Raises:
+            ValueError: The spec has no class or no spaces yet (an algorithm fills them in).
+            TypeError: ``module_class`` is not an :class:`RLModule` subclass.
+        """
+        module_class = self.module_class or RLModuleSpec.default_module_class
+        if module_class is None:
+            raise ValueError(
+                "This RLModuleSpec has no module_class: give one (RLModuleSpec(module_class=MyModule, ...)), "
+                "or let an algorithm fill in its default module (PPO: DefaultPPORLModule)."
+            )
+        if not (isinstance(module_class, type) and issubclass(module_class, RLModule)):
+            raise TypeError(f"RLModuleSpec.module_class must be an RLModule subclass, got {module_class!r}.")
+        if self.observation_space is None or self.action_space is None:
+            raise ValueError(
+                f"The RLModuleSpec of {module_class.__qualname__} has no observation_space or action_space: "
+                "give both, or let an algorithm fill them in from its environment."
+            )
+        args = (self.observation_space, self.action_space, dict(self.model_config or {}))
+        if self.seed is None:  # fresh random weights from torch's global RNG
+            return module_class(*args, seed=None)
+        # Layers draw their initial weights from torch's global RNG: seed it for this build only,
+        # so that a user's module initialises reproducibly and the caller's RNG stream is untouched.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(self.seed))
+            return module_class(*args, seed=self.seed)
 
-def _mlp(in_dim: int, hidden: list[int], out_dim: int, activation: type[nn.Module]) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    last = in_dim
-    for width in hidden:
-        layers += [nn.Linear(last, width), activation()]
-        last = width
-    layers.append(nn.Linear(last, out_dim))
-    return nn.Sequential(*layers)
-
-
-def _init_mlp(net: nn.Sequential, head_gain: float, generator: torch.Generator | None) -> None:
-    linears = [m for m in net if isinstance(m, nn.Linear)]
-    with torch.no_grad():
-        for i, layer in enumerate(linears):
-            gain = head_gain if i == len(linears) - 1 else math.sqrt(2.0)
-            nn.init.orthogonal_(layer.weight, gain=gain, generator=generator)
-            layer.bias.zero_()
+    def with_defaults(
+        self,
+        *,
+        module_class: type[RLModule],
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        model_config: Mapping[str, Any],
+        seed: int | None,
+    ) -> RLModuleSpec:
+        """A copy whose unset fields (``None``) take these values."""
+        return replace(
+            self,
+            module_class=self.module_class or module_class,
+            observation_space=self.observation_space if self.observation_space is not None else observation_space,
+            action_space=self.action_space if self.action_space is not None else action_space,
+            model_config=dict(self.model_config) if self.model_config is not None else dict(model_config),
+            seed=self.seed if self.seed is not None else seed,
+        )
 
 
 class RLModule(nn.Module, Checkpointable):
-    """A torch actor-critic for one policy.
+    """Base class of policy networks: subclass it and implement the three forward passes.
+
+    A subclass builds its layers in ``__init__`` after calling
+    ``super().__init__(observation_space, action_space, model_config, **kwargs)``;
+    it takes ``(observation_space, action_space, model_config=None, **kwargs)``
+    and passes ``kwargs`` (``seed``) on, because that is how specs and
+    checkpoints build it. Batches are dicts of tensors with a leading batch
+    dimension (``{"obs": Tensor[B, *obs_shape]}``).
 
     Args:
-        observation_space: A ``Box`` space; observations are flattened.
-        action_space: ``Discrete`` or a one-dimensional ``Box``.
-        model_config: Overrides of :data:`DEFAULT_MODEL_CONFIG`; unknown keys
-            raise ``ValueError``.
-        seed: Seed of the weight initialisation (a private ``torch.Generator``,
-            the global RNG is not touched); ``None`` uses torch's global RNG.
-
-    Raises:
-        ValueError: A space this module cannot handle, or an unknown model_config key.
+        observation_space: The observations this module reads.
+        action_space: The actions it chooses.
+        model_config: The subclass's own settings (any keys; recorded in checkpoints).
+        seed: The seed it was built with (recorded; :meth:`RLModuleSpec.build` applies it).
     """
 
     # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
@@ -118,133 +155,63 @@ class RLModule(nn.Module, Checkpointable):
         seed: int | None = None,
     ) -> None:
         nn.Module.__init__(self)
-        if not isinstance(observation_space, gym.spaces.Box):
-            raise ValueError(
-                f"RLModule needs a Box observation space, got {observation_space!r}; "
-                "flatten or one-hot other spaces with a gymnasium wrapper first."
-            )
-        if isinstance(action_space, gym.spaces.Discrete):
-            self.discrete = True
-            out_dim = int(action_space.n)
-        elif isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
-            self.discrete = False
-            out_dim = int(action_space.shape[0])
-        else:
-            raise ValueError(f"RLModule supports Discrete and one-dimensional Box action spaces, got {action_space!r}.")
-        unknown = sorted(set(model_config or {}) - set(DEFAULT_MODEL_CONFIG))
-        if unknown:
-            raise ValueError(f"Unknown model_config keys {unknown}; the known keys are {sorted(DEFAULT_MODEL_CONFIG)}.")
-        config = {**DEFAULT_MODEL_CONFIG, **dict(model_config or {})}
-        activation = _ACTIVATIONS.get(str(config["activation"]))
-        if activation is None:
-            raise ValueError(
-                f"model_config['activation']={config['activation']!r} is not one of {sorted(_ACTIVATIONS)}."
-            )
-        hidden = [int(h) for h in config["hidden_sizes"]]
-        config["hidden_sizes"] = hidden
-        config["log_std_init"] = float(config["log_std_init"])
-
         self.observation_space = observation_space
         self.action_space = action_space
-        self.model_config: dict[str, Any] = config
+        self.model_config: dict[str, Any] = dict(model_config or {})
         self.seed = seed
-        self.obs_dim = int(np.prod(observation_space.shape))
-        self.pi = _mlp(self.obs_dim, hidden, out_dim, activation)
-        self.vf = _mlp(self.obs_dim, hidden, 1, activation)
-        generator = None if seed is None else torch.Generator().manual_seed(int(seed))
-        _init_mlp(self.pi, 0.01, generator)
-        _init_mlp(self.vf, 1.0, generator)
-        if not self.discrete:
-            self.log_std = nn.Parameter(torch.full((out_dim,), config["log_std_init"]))
 
     @property
     def spec(self) -> RLModuleSpec:
-        """The spec this module was built from."""
-        return RLModuleSpec(self.observation_space, self.action_space, dict(self.model_config), self.seed)
+        """The spec that builds a module like this one (its class, spaces, model_config, seed)."""
+        return RLModuleSpec(
+            module_class=type(self),
+            observation_space=self.observation_space,
+            action_space=self.action_space,
+            model_config=dict(self.model_config),
+            seed=self.seed,
+        )
 
     # ------------------------------------------------------------------ forward passes
 
-    def _obs(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        obs = torch.as_tensor(batch["obs"])
-        return obs.reshape(obs.shape[0], self.obs_dim).to(torch.float32)
-
-    def _logp_entropy(self, dist_inputs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.discrete:
-            logp_all = torch.log_softmax(dist_inputs, dim=-1)
-            logp = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-            entropy = -(logp_all.exp() * logp_all).sum(-1)
-            return logp, entropy
-        log_std = self.log_std.expand_as(dist_inputs)
-        z = (actions - dist_inputs) / log_std.exp()
-        logp = (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
-        entropy = (0.5 + 0.5 * _LOG_2PI + log_std).sum(-1)
-        return logp, entropy
-
+    @abc.abstractmethod
     def forward_inference(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Greedy actions: the most likely action (Discrete) or the mean (Box).
+        """Greedy actions, without gradients: ``{"actions": Tensor[B, ...]}``."""
 
-        Args:
-            batch: ``{"obs": Tensor[B, *obs_shape]}``.
-
-        Returns:
-            ``{"actions": Tensor[B]}`` (int64) or ``Tensor[B, act_dim]`` (float32).
-        """
-        with torch.no_grad():
-            dist_inputs = self.pi(self._obs(batch))
-            actions = dist_inputs.argmax(-1) if self.discrete else dist_inputs
-        return {"actions": actions}
-
+    @abc.abstractmethod
     def forward_exploration(
         self, batch: Mapping[str, torch.Tensor], *, generator: torch.Generator | None = None
     ) -> dict[str, torch.Tensor]:
-        """Sampled actions, their log-probabilities and the value estimates.
+        """Sampled actions, without gradients.
 
         Args:
             batch: ``{"obs": Tensor[B, *obs_shape]}``.
-            generator: The RNG to sample with (the caller owns it, so that
-                sampling is reproducible and checkpointable); ``None`` uses
-                torch's global RNG.
+            generator: The RNG to sample with; the env runner owns and checkpoints
+                it, so sampling is reproducible. Sample only with it.
 
         Returns:
-            ``{"actions", "action_logp", "vf_preds", "action_dist_inputs"}``.
+            ``{"actions", ...}``; PPO also reads ``"action_logp"`` and ``"vf_preds"`` (each ``Tensor[B]``).
         """
-        with torch.no_grad():
-            obs = self._obs(batch)
-            dist_inputs = self.pi(obs)
-            if self.discrete:
-                probs = torch.softmax(dist_inputs, dim=-1)
-                actions = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-            else:
-                noise = torch.randn(dist_inputs.shape, generator=generator)
-                actions = dist_inputs + self.log_std.exp() * noise
-            logp, _ = self._logp_entropy(dist_inputs, actions)
-            values = self.vf(obs).squeeze(-1)
-        return {
-            "actions": actions,
-            "action_logp": logp,
-            "vf_preds": values,
-            "action_dist_inputs": dist_inputs,
-        }
 
+    @abc.abstractmethod
     def forward_train(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """What the loss needs, with gradients.
+        """What the algorithm's loss needs, with gradients.
 
         Args:
-            batch: ``{"obs": Tensor[B, ...], "actions": Tensor[B, ...]}``.
+            batch: The columns of a training minibatch (``"obs"``, ``"actions"``, ...).
 
         Returns:
-            ``{"action_logp", "entropy", "vf_preds"}``, each ``Tensor[B]``.
+            PPO reads ``"action_logp"``, ``"entropy"`` and ``"vf_preds"`` (each ``Tensor[B]``).
         """
-        obs = self._obs(batch)
-        dist_inputs = self.pi(obs)
-        logp, entropy = self._logp_entropy(dist_inputs, torch.as_tensor(batch["actions"]))
-        return {"action_logp": logp, "entropy": entropy, "vf_preds": self.vf(obs).squeeze(-1)}
 
     def compute_values(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """Value estimates ``Tensor[B]`` without gradients."""
-        with torch.no_grad():
-            values: torch.Tensor = self.vf(self._obs(batch)).squeeze(-1)
-        return values
+        """Value estimates ``Tensor[B]`` without gradients (for bootstrapping cut episodes).
+
+        By default the ``vf_preds`` of :meth:`forward_exploration`, sampled with a
+        throw-away generator so that the env runner's RNG is not advanced;
+        override it when the value can be computed on its own.
+        """
+        out = self.forward_exploration(batch, generator=torch.Generator().manual_seed(0))
+        return out["vf_preds"].detach()
 
     def forward(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Same as :meth:`forward_train`."""
@@ -271,10 +238,9 @@ class RLModule(nn.Module, Checkpointable):
         unknown = sorted(set(state) - set(own))
         if unknown:
             raise IncompatibleCheckpointError(
-                f"The RLModule state holds parameters {unknown} that this module "
-                f"({self.observation_space} -> {self.action_space}, model_config="
-                f"{self.model_config}) does not have; the checkpoint was written by "
-                "another architecture."
+                f"The RLModule state holds parameters {unknown} that this {type(self).__qualname__} "
+                f"({self.observation_space} -> {self.action_space}, model_config={self.model_config}) "
+                "does not have; the checkpoint was written by another architecture."
             )
         with torch.no_grad():
             for name, value in state.items():
@@ -283,7 +249,7 @@ class RLModule(nn.Module, Checkpointable):
                 if tuple(tensor.shape) != tuple(target.shape):
                     raise IncompatibleCheckpointError(
                         f"RLModule parameter {name!r} has shape {tuple(tensor.shape)} in the "
-                        f"checkpoint but {tuple(target.shape)} in this module (observation "
+                        f"checkpoint but {tuple(target.shape)} in this {type(self).__qualname__} (observation "
                         f"space {self.observation_space}, action space {self.action_space}, "
                         f"model_config {self.model_config}); build the module with the "
                         "checkpoint's spaces and model_config, or use from_checkpoint."
@@ -310,4 +276,5 @@ class RLModule(nn.Module, Checkpointable):
         return metadata
 
 
-register_old_paths(RLModule, RLModuleSpec)
+# 0.1's "cairn.rl.rl_module:RLModule" was the PPO MLP: its alias is registered by DefaultPPORLModule.
+register_old_paths(RLModuleSpec)
