@@ -9,7 +9,7 @@ RLlib's tests build their algorithms from ``PPOConfig()`` builders on
 from __future__ import annotations
 
 import dataclasses
-import random
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from cairn.rl import PPO, PPOConfig, RLModule
+from cairn.rl import PPO, EpisodeInfo, MultiAgentEnv, PPOConfig, RLModule
 
 OBS_SPACE = gym.make("CartPole-v1").observation_space
 """CartPole's observation space (``Box(4,)``), as RLlib's tests take it from the env."""
@@ -125,56 +125,109 @@ class VPGModule(RLModule):
         return {"action_logp": dist.log_prob(actions), "entropy": dist.entropy(), "vf_preds": values}
 
 
+class MultiAgentCartPole(MultiAgentEnv):
+    """RLlib's ``MultiAgentCartPole`` (``make_multi_agent("CartPole-v1")``): one CartPole per agent.
+
+    Agents ``agent_0`` .. ``agent_{n-1}`` (``env_config["num_agents"]``, default 2)
+    act together, each in its own CartPole; an agent whose pole fell stops
+    acting, and the episode ends when every agent is done. A config names it
+    ``"parity_helpers:MultiAgentCartPole"``. Its state is not saved (no
+    handler registered), so restored runs start new episodes; the tests that
+    use it do not compare sampling across a restore.
+    """
+
+    def __init__(self, env_config: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
+        num_agents = int(dict(env_config or {}).get("num_agents", 2))
+        self.possible_agents = [f"agent_{i}" for i in range(num_agents)]
+        self.agents = list(self.possible_agents)
+        self.envs = {agent: gym.make("CartPole-v1") for agent in self.possible_agents}
+        self.observation_spaces = {agent: OBS_SPACE for agent in self.possible_agents}
+        self.action_spaces = {agent: ACT_SPACE for agent in self.possible_agents}
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        gym.Env.reset(self, seed=seed)
+        self.agents = list(self.possible_agents)
+        observations = {}
+        for agent, env in self.envs.items():
+            observations[agent], _ = env.reset(seed=int(self.np_random.integers(2**31)))
+        return observations, {}
+
+    def step(
+        self, action_dict: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+        observations, rewards, terminateds, truncateds = {}, {}, {}, {}
+        for agent, action in action_dict.items():
+            obs, reward, terminated, truncated, _ = self.envs[agent].step(action)
+            observations[agent], rewards[agent] = obs, float(reward)
+            terminateds[agent], truncateds[agent] = terminated, truncated
+            if terminated or truncated:
+                self.agents.remove(agent)
+        # The episode ends when every agent is done (each agent's own flag says how it ended).
+        terminateds["__all__"] = not self.agents
+        truncateds["__all__"] = False
+        return observations, rewards, terminateds, truncateds, {}
+
+
 # Policy mapping functions ``(agent_id, episode) -> module id``, module-level so that a
 # checkpoint records them by reference (``parity_helpers:map_to_p0``); RLlib's tests use
-# lambdas and closures, which cairn does not pickle.
+# lambdas and closures, which cairn does not pickle. Random draws come from the episode's
+# seed and the agent id (RLlib's use ``random.choice``), so that a restored run maps as the original.
 
 
-def map_to_p0(agent_id: str, episode: Any) -> str:
+def _choice(agent_id: str, episode: EpisodeInfo, options: list[str]) -> str:
+    """One of ``options``, drawn per agent and episode (RLlib's lambdas call ``random.choice`` per agent)."""
+    rng = np.random.default_rng([episode.seed, zlib.crc32(agent_id.encode())])
+    return options[int(rng.integers(len(options)))]
+
+
+def map_to_p0(agent_id: str, episode: EpisodeInfo) -> str:
     """Every agent plays ``p0``."""
     return "p0"
 
 
-def map_to_p1(agent_id: str, episode: Any) -> str:
+def map_to_p1(agent_id: str, episode: EpisodeInfo) -> str:
     """Every agent plays ``p1``."""
     return "p1"
 
 
-def map_to_p0_or_p1(agent_id: str, episode: Any) -> str:
+def map_to_p0_or_p1(agent_id: str, episode: EpisodeInfo) -> str:
     """``p0`` or ``p1`` at random, per episode."""
-    return random.choice(["p0", "p1"])
+    return _choice(agent_id, episode, ["p0", "p1"])
 
 
-def map_to_p1_or_p2(agent_id: str, episode: Any) -> str:
+def map_to_p1_or_p2(agent_id: str, episode: EpisodeInfo) -> str:
     """``p1`` or ``p2`` at random, per episode."""
-    return random.choice(["p1", "p2"])
+    return _choice(agent_id, episode, ["p1", "p2"])
 
 
-def map_to_p0_or_p2(agent_id: str, episode: Any) -> str:
+def map_to_p0_or_p2(agent_id: str, episode: EpisodeInfo) -> str:
     """``p0`` or ``p2`` at random, per episode."""
-    return random.choice(["p0", "p2"])
+    return _choice(agent_id, episode, ["p0", "p2"])
 
 
-def map_agent_index(agent_id: str, episode: Any) -> str:
+def map_agent_index(agent_id: str, episode: EpisodeInfo) -> str:
     """``agent_<i>`` plays ``p<i>`` (RLlib: ``lambda aid, *a, **kw: f"p{aid}"``)."""
     return "p" + agent_id.rsplit("_", 1)[1]
 
 
-def map_agent_index_plus_one(agent_id: str, episode: Any) -> str:
+def map_agent_index_plus_one(agent_id: str, episode: EpisodeInfo) -> str:
     """``agent_<i>`` plays ``p<i+1>``."""
     return f"p{int(agent_id.rsplit('_', 1)[1]) + 1}"
 
 
-def map_agent_0_to_p0_else_p1_or_p2(agent_id: str, episode: Any) -> str:
+def map_agent_0_to_p0_else_p1_or_p2(agent_id: str, episode: EpisodeInfo) -> str:
     """``agent_0`` plays ``p0``, the others ``p1`` or ``p2`` at random."""
-    return "p0" if agent_id == "agent_0" else random.choice(["p1", "p2"])
+    return "p0" if agent_id == "agent_0" else _choice(agent_id, episode, ["p1", "p2"])
 
 
-def map_agent_0_to_p0_else_p1_p2_or_p3(agent_id: str, episode: Any) -> str:
+def map_agent_0_to_p0_else_p1_p2_or_p3(agent_id: str, episode: EpisodeInfo) -> str:
     """``agent_0`` plays ``p0``, the others ``p1``, ``p2`` or ``p3`` at random."""
-    return "p0" if agent_id == "agent_0" else random.choice(["p1", "p2", "p3"])
+    return "p0" if agent_id == "agent_0" else _choice(agent_id, episode, ["p1", "p2", "p3"])
 
 
-def map_to_any_of_p0_to_p3(agent_id: str, episode: Any) -> str:
+def map_to_any_of_p0_to_p3(agent_id: str, episode: EpisodeInfo) -> str:
     """Any of ``p0`` .. ``p3`` at random (a new mapping, unrelated to the checkpointed one)."""
-    return random.choice(["p0", "p1", "p2", "p3"])
+    return _choice(agent_id, episode, ["p0", "p1", "p2", "p3"])

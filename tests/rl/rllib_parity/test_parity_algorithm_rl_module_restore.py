@@ -2,10 +2,10 @@
 
 An algorithm whose modules start from checkpoints: ``RLModuleSpec(...,
 load_state_path=...)`` and ``MultiRLModuleSpec(rl_module_specs, load_state_path,
-modules_to_load)`` given to the config as ``rl_module_spec`` (issue 14 item 3;
-strict xfails until it lands). Differs: RLlib's ``MultiAgentCartPole`` with
-``policy_mapping_fn`` is cairn's ``"multi:CartPole-v1"`` with agent ``agent_i``
-mapped to ``policy_i``; ``PPOTorchRLModule`` + ``PPOCatalog`` is cairn's default
+modules_to_load)`` given to the config as ``rl_module_spec`` (issue 14 item 3).
+Differs: RLlib's ``MultiAgentCartPole`` with ``policy_mapping_fn`` is cairn's
+``"multi:CartPole-v1"`` with agent ``agent_i`` mapped to ``policy_i`` (a static
+``policy_mapping``); ``PPOTorchRLModule`` + ``PPOCatalog`` is cairn's default
 module (no ``module_class`` given), ``fcnet_hiddens`` is ``hidden_sizes``; widths
 are 8 * (i + 1) instead of 32 * (i + 1).
 """
@@ -15,16 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 from parity_helpers import ACT_SPACE, OBS_SPACE, learner_weights, states_differ, tiny_config, tiny_multi_config
 
-from cairn.rl import DEFAULT_MODULE_ID, PPO, RLModuleSpec
+from cairn.rl import DEFAULT_MODULE_ID, PPO, MultiRLModuleSpec, RLModuleSpec
 from cairn.testing import assert_states_equal
-
-NEEDS_LOAD_STATE_PATH = (
-    "needs RLModuleSpec(load_state_path=), MultiRLModuleSpec(rl_module_specs, load_state_path, modules_to_load) "
-    "and PPOConfig(rl_module_spec=) (issue 14 item 3)"
-)
 
 
 def module_spec(hidden: int, **kwargs: Any) -> RLModuleSpec:
@@ -45,14 +39,11 @@ def train_once_and_stop(algo: PPO) -> None:
     algo.stop()
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_LOAD_STATE_PATH)
 def test_e2e_load_simple_multi_rl_module(tmp_path: Path) -> None:
     """``test_algorithm_rl_module_restore.py::TestAlgorithmRLModuleRestore::test_e2e_load_simple_multi_rl_module``.
 
     A MultiRLModule saved on its own starts every module of a new algorithm.
     """
-    from cairn.rl import MultiRLModuleSpec  # type: ignore[attr-defined]
-
     specs = {module_id: module_spec(8 * (i + 1)) for i, module_id in enumerate(policy_ids(2))}
     multi_rl_module = MultiRLModuleSpec(rl_module_specs=specs).build()
     weights = multi_rl_module.get_state()
@@ -66,15 +57,12 @@ def test_e2e_load_simple_multi_rl_module(tmp_path: Path) -> None:
     train_once_and_stop(algo)
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_LOAD_STATE_PATH)
 def test_e2e_load_complex_multi_rl_module(tmp_path: Path) -> None:
     """``test_algorithm_rl_module_restore.py::TestAlgorithmRLModuleRestore::test_e2e_load_complex_multi_rl_module``.
 
     A MultiRLModule checkpoint starts ``policy_0``; ``policy_1``'s own spec
     names another module's checkpoint, which wins over the MultiRLModule's.
     """
-    from cairn.rl import MultiRLModuleSpec  # type: ignore[attr-defined]
-
     specs = {module_id: module_spec(8 * (i + 1)) for i, module_id in enumerate(policy_ids(2))}
     multi_rl_module = MultiRLModuleSpec(rl_module_specs=specs).build()
     multi_path = multi_rl_module.save_to_path(tmp_path / "multi_rl_module")
@@ -92,7 +80,6 @@ def test_e2e_load_complex_multi_rl_module(tmp_path: Path) -> None:
     train_once_and_stop(algo)
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_LOAD_STATE_PATH)
 def test_e2e_load_rl_module(tmp_path: Path) -> None:
     """``test_algorithm_rl_module_restore.py::TestAlgorithmRLModuleRestore::test_e2e_load_rl_module``.
 
@@ -106,7 +93,6 @@ def test_e2e_load_rl_module(tmp_path: Path) -> None:
     train_once_and_stop(algo)
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_LOAD_STATE_PATH)
 def test_e2e_load_complex_multi_rl_module_with_modules_to_load(tmp_path: Path) -> None:
     """``test_algorithm_rl_module_restore.py::TestAlgorithmRLModuleRestore::test_e2e_load_complex_multi_rl_module_with_modules_to_load``.
 
@@ -114,8 +100,6 @@ def test_e2e_load_complex_multi_rl_module_with_modules_to_load(tmp_path: Path) -
     MultiRLModule checkpoint; ``policy_1`` comes from its own checkpoint;
     ``policy_2`` is not loaded (its weights differ from the checkpoint's).
     """
-    from cairn.rl import MultiRLModuleSpec  # type: ignore[attr-defined]
-
     specs = {module_id: module_spec(8 * (i + 1)) for i, module_id in enumerate(policy_ids(3))}
     multi_rl_module = MultiRLModuleSpec(rl_module_specs=specs).build()
     multi_path = multi_rl_module.save_to_path(tmp_path / "multi_rl_module")

@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 from parity_helpers import ACT_SPACE, OBS_SPACE, states_differ, tiny_config
 from rl_helpers import fake_train_batch
 
@@ -24,10 +23,6 @@ from cairn.testing import assert_states_equal
 SPEC = RLModuleSpec(observation_space=OBS_SPACE, action_space=ACT_SPACE, model_config={"hidden_sizes": [8]})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs LearnerGroup.add_module(module_id, module_spec) / remove_module(module_id) (issue 14 item 5)",
-)
 def test_add_module_and_remove_module(tmp_path: Path) -> None:
     """``test_learner_group.py::TestLearnerGroupSyncUpdate::test_add_module_and_remove_module``.
 
@@ -40,12 +35,12 @@ def test_add_module_and_remove_module(tmp_path: Path) -> None:
     group = LearnerGroup(tiny_config(policies=("p0",)), {"p0": SPEC})
     group.update({"p0": fake_train_batch()})
 
-    group.add_module("p1", SPEC)  # type: ignore[attr-defined]
+    group.add_module("p1", SPEC)
     results = group.update({"p0": fake_train_batch(), "p1": fake_train_batch()})
     assert {key.split("/")[1] for key in results} == {"p0", "p1"}
     with_p1 = group.save_to_path(tmp_path / "with_p1")
 
-    group.remove_module("p1")  # type: ignore[attr-defined]
+    group.remove_module("p1")
     results = group.update({"p0": fake_train_batch()})
     assert {key.split("/")[1] for key in results} == {"p0"}
     without_p1 = group.save_to_path(tmp_path / "without_p1")
@@ -62,8 +57,8 @@ def test_restore_from_path_multi_rl_module_and_individual_modules(tmp_path: Path
     ``learner/rl_module``; single RLModule checkpoints restore into
     ``learner/rl_module/0`` and ``.../1``; a MultiRLModule first, then one
     module over it. Differs: RLlib builds the group with the default module,
-    adds ``0`` and ``1`` and removes the default; cairn's LearnerGroup has no
-    ``add_module`` yet, so it is built with modules ``0`` and ``1``.
+    adds ``0`` and ``1`` and removes the default; here it is built with modules
+    ``0`` and ``1`` (``add_module`` is the test above).
     RLlib's ``set_weights(w)`` is ``set_state({"learner": {"rl_module": w}})``.
     """
     group = LearnerGroup(tiny_config(policies=("0", "1")), {"0": SPEC, "1": SPEC})

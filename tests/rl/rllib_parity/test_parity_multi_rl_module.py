@@ -1,11 +1,10 @@
 """RLlib's ``rllib/core/rl_module/tests/test_multi_rl_module.py``, translated to cairn.
 
 RLlib builds its MultiRLModules out of the example ``VPGTorchRLModule`` (a
-user's own module class). Each test here runs with cairn's default
-``RLModule`` (``model_config={"hidden_sizes": [h]}``), and again with the
-user-module counterpart :class:`parity_helpers.VPGModule`
-(``model_config={"hidden_dim": h}``), which needs ``RLModuleSpec(module_class=...)``
-(issue 14 item 3) and is a strict xfail until that lands. RLlib's
+user's own module class). Each test here runs with cairn's default module
+(``model_config={"hidden_sizes": [h]}``), and again with the user-module
+counterpart :class:`parity_helpers.VPGModule` (``model_config={"hidden_dim": h}``,
+built through ``RLModuleSpec(module_class=...)``, issue 14 item 3). RLlib's
 ``as_multi_rl_module()`` becomes ``MultiRLModule({DEFAULT_MODULE_ID: spec})``.
 """
 
@@ -20,19 +19,14 @@ from parity_helpers import ACT_SPACE, OBS_SPACE, VPGModule, states_differ
 from cairn.rl import DEFAULT_MODULE_ID, MultiRLModule, RLModule, RLModuleSpec
 from cairn.testing import assert_states_equal
 
-NEEDS_MODULE_CLASS = "needs RLModuleSpec(module_class=...) for a user's RLModule subclass (issue 14 item 3)"
-
-MODULE_KINDS = [
-    pytest.param("default", id="default_module"),
-    pytest.param("user", id="user_module", marks=pytest.mark.xfail(strict=True, reason=NEEDS_MODULE_CLASS)),
-]
+MODULE_KINDS = [pytest.param("default", id="default_module"), pytest.param("user", id="user_module")]
 
 
 def spec_of(kind: str, hidden: int) -> Any:
     """A spec of a CartPole module ``hidden`` units wide: cairn's default module, or a user's class."""
     if kind == "user":
         return RLModuleSpec(
-            module_class=VPGModule,  # type: ignore[call-arg]
+            module_class=VPGModule,
             observation_space=OBS_SPACE,
             action_space=ACT_SPACE,
             model_config={"hidden_dim": hidden},
