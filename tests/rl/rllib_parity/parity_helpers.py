@@ -1,8 +1,9 @@
-"""Helpers of the RLlib parity tests: tiny configs, a user's own RLModule, what to compare.
+"""Helpers of the RLlib parity tests: tiny configs, a user's RLModule and MultiAgentEnv, mapping functions.
 
 RLlib's tests build their algorithms from ``PPOConfig()`` builders on
 ``MultiAgentCartPole``; here the same set-ups are cairn dataclass configs on
-``CartPole-v1`` and its ``"multi:CartPole-v1"`` copies (agents ``agent_0``,
+``CartPole-v1``, its ``"multi:CartPole-v1"`` copies with a static mapping, or
+:class:`MultiAgentCartPole` with a mapping function (agents ``agent_0``,
 ``agent_1``, ...), kept tiny so that the folder runs in seconds.
 """
 
@@ -75,8 +76,7 @@ class VPGModule(RLModule):
 
     The counterpart of RLlib's ``VPGTorchRLModule`` example (its tests build
     MultiRLModules out of it). Built through ``RLModuleSpec(module_class=VPGModule,
-    ...)``; needs RLModule subclasses with their own ``model_config`` keys
-    (issue 14 item 3).
+    ...)`` with its own ``model_config`` keys (issue 14 item 3).
     """
 
     def __init__(
