@@ -104,8 +104,41 @@ class Checkpointable(abc.ABC):
         while files read into fresh arrays are checked in the pass that reads
         them. The default, None, reads into fresh arrays (one pass; the state is
         then held twice until ``set_state`` has copied it).
+
+        A folder is read in place only when every array its file holds has a place
+        here: a buffer of the same dtype and shape at the same key, or ``None``
+        at that key (the object has the key, but wants a fresh array for it, like
+        a generator state that ``get_state`` copies). When an array has no place
+        (a key this object does not have, or a buffer of another dtype or shape),
+        the checkpoint does not fit this object as it is: the whole folder is read
+        into fresh arrays, so that :meth:`check_state` and :meth:`set_state` can
+        refuse it before any of this object's memory changes.
         """
         return None
+
+    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
+        """Optional: refuse a state before anything of a restore is applied or read into place.
+
+        A restore calls this for every object it restores, top-down, once every
+        file has passed its checksum and every state is decoded (and upgraded to
+        :attr:`STATE_VERSION`), but before any tensor is read into a live buffer
+        (:meth:`get_state_buffers`) and before any :meth:`set_state`. When any
+        object raises, nothing anywhere is changed. Check here what
+        :meth:`set_state` would refuse, so that a checkpoint that does not fit
+        never leaves the tree half restored.
+
+        Args:
+            state: This object's own state, as :meth:`set_state` will get it
+                (without its components). Arrays have their final dtype and shape,
+                but arrays that land in live buffers do not hold their values yet:
+                check the layout, not the values.
+            components: The names of this object's components whose folders the
+                restore applies (those in both the checkpoint and this object).
+
+        Raises:
+            IncompatibleCheckpointError: The state does not fit this object.
+            CorruptCheckpointError: The state does not hold together.
+        """
 
     def get_delegated_components(self) -> dict[str, DelegatedComponent]:
         """Optional: components whose folders someone else writes and reads; default none.
