@@ -280,7 +280,8 @@ class FolderReader:
                 placed = name in dests
                 dest = dests.pop(name, None)
                 cache[key] = value = tensors.get(name, kind, dtype, shape, dest)
-                if unplaced is not None and buffers and (not placed or (dest is not None and not same_layout(value, dest))):
+                fits = placed and (dest is None or same_layout(value, dest))
+                if unplaced is not None and buffers and not fits:
                     unplaced.append(name)
             return cache[key]
 

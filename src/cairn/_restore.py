@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cairn._crc import crc32

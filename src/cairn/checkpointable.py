@@ -139,6 +139,7 @@ class Checkpointable(abc.ABC):
             IncompatibleCheckpointError: The state does not fit this object.
             CorruptCheckpointError: The state does not hold together.
         """
+        return  # the default accepts every state; set_state still checks what it applies
 
     def get_delegated_components(self) -> dict[str, DelegatedComponent]:
         """Optional: components whose folders someone else writes and reads; default none.
