@@ -39,9 +39,10 @@ class Checkpointable(abc.ABC):
     else (saving, verified restore, rebuilding from a checkpoint, partial
     restore, state migrations) is provided.
 
-    On restore the engine reads and verifies every needed folder first, then
-    calls ``set_state`` bottom-up: each component with its own keys, then the
-    parent with its own (non-component) keys. So ``set_state`` must accept a
+    On restore the engine reads and verifies every needed folder first, lets
+    every object refuse its state (:meth:`check_state`, top-down, before any
+    live memory changes), then calls ``set_state`` bottom-up: each component
+    with its own keys, then the parent with its own (non-component) keys. So ``set_state`` must accept a
     state without the component keys, and, for in-memory use, one with them.
 
     Class attributes:
