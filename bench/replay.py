@@ -107,6 +107,7 @@ def case_replay(ctx: Any) -> None:
         st = mgr.last_stats
         assert st is not None
         stats.append({"bytes_written": st.bytes_written, "bytes_linked": st.bytes_linked,
+                      "bytes_reread": getattr(st, "bytes_reread", st.bytes_linked),  # read back before linking
                       "write_bytes": io["write_bytes"], "read_bytes": io["read_bytes"]})  # fmt: skip
 
     save = Method("manager save after 5% new transitions", lambda _c: mgr.save(buf, step[0]), prep, after)
@@ -171,6 +172,11 @@ def case_replay(ctx: Any) -> None:
     ctx.add(
         Row("replay", "time of that save", f"{save.median:.3f} s",
             f"first (full) save wrote {full.bytes_written / MB:,.0f} MB" if full else "-", None)
+    )  # fmt: skip
+    ctx.add(
+        Row("replay", "bytes that save read back to check the files it linked",
+            f"{med['bytes_reread'] / MB:,.1f} MB", f"linked {med['bytes_linked'] / MB:,.0f} MB",
+            med["bytes_reread"] / max(1, med["bytes_linked"]), data={"per_save": [s["bytes_reread"] for s in stats]})
     )  # fmt: skip
     ctx.add(
         Row("replay", "buffer restore_from_path (live arrays, cold cache)", _mbps(nbytes, rest),

@@ -196,13 +196,6 @@ def test_an_lr_scheduler_state_sets_only_the_scheduler_s_own_keys(tmp_path: Path
     assert sched2.optimizer is opt2  # type: ignore[attr-defined]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: live buffers (get_state_buffers) are filled before set_state can refuse the state. Using them "
-    "only on an exact match of the saved tensors also turns off in-place restores of components that offer some "
-    "of their tensors on purpose (Adam's moments, not its step); the fix needs to know which of the file's arrays "
-    "have no place in the live object at all. See the closing note of issue 13.",
-)
 def test_a_refused_restore_leaves_a_torch_module_untouched(tmp_path: Path) -> None:
     # A checkpoint of another architecture (Linear with a bias, restored into one without): the
     # restore is refused, but the in-place read had already overwritten the matching 'weight'.

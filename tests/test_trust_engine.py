@@ -125,6 +125,58 @@ def test_a_damaged_file_is_never_linked_into_later_steps(tmp_path: Path) -> None
     assert mgr.last_stats is not None and mgr.last_stats.files_linked > 0  # still incremental
 
 
+def _age(folder: Path) -> None:
+    """Set every file's mtime a minute back, as if the save had been a minute ago (past the racy window)."""
+    old = time.time_ns() - 60 * 10**9
+    for p in folder.rglob("*"):
+        if p.is_file():
+            os.utime(p, ns=(old, old))
+
+
+def test_a_file_read_back_once_is_linked_unread_until_a_write_changes_it(tmp_path: Path) -> None:
+    # Issue 16: each save read back every file it linked (the whole previous checkpoint).
+    t = Tree()
+    t.mutate()
+    mgr = cairn.CheckpointManager(tmp_path / "run", incremental=True)
+    _age(Path(mgr.save(t, 1)))
+    mgr.save(t, 2)
+    s2 = mgr.last_stats
+    assert s2 is not None and s2.bytes_linked > 0 and s2.bytes_reread == s2.bytes_linked  # read back once
+    step3 = Path(mgr.save(t, 3))
+    s3 = mgr.last_stats
+    assert s3 is not None and s3.bytes_linked == s2.bytes_linked and s3.bytes_reread == 0  # trusted by stamp
+    damaged = step3 / "leaf" / "tensors.safetensors"  # the inode steps 1..3 share
+    with open(damaged, "r+b") as f:  # a write in place: its mtime changes
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last[0] ^ 0xFF]))
+    with pytest.warns(cairn.DamagedCheckpointWarning, match=r"step_000000003/leaf/tensors.safetensors .*damaged"):
+        step4 = mgr.save(t, 4)
+    assert cairn.verify_checkpoint(step4) == []
+    # Another manager (another process) knows nothing of these files, nor does one told to recheck.
+    for other in (
+        cairn.CheckpointManager(tmp_path / "run", incremental=True),
+        cairn.CheckpointManager(tmp_path / "run", incremental=True, recheck_linked_files=True),
+    ):
+        _age(Path(other.save(t, 5)))
+        other.save(t, 6)
+        stats = other.last_stats
+        assert stats is not None and stats.bytes_linked > 0 and stats.bytes_reread == stats.bytes_linked
+    other.save(t, 7)
+    assert other.last_stats is not None and other.last_stats.bytes_reread == other.last_stats.bytes_linked
+
+
+def test_a_file_written_just_now_is_read_back_again(tmp_path: Path) -> None:
+    # Racy stamps: a write within the same timestamp tick as the save would keep the mtime.
+    t = Tree()
+    t.mutate()
+    mgr = cairn.CheckpointManager(tmp_path / "run", incremental=True)
+    for step in (1, 2, 3):
+        mgr.save(t, step)
+    assert mgr.last_stats is not None and mgr.last_stats.bytes_reread == mgr.last_stats.bytes_linked > 0
+
+
 def test_incremental_saves_still_link_sound_files(tmp_path: Path) -> None:
     t = Tree()
     t.mutate()

@@ -36,6 +36,7 @@ from cairn._restore import (
     upgrade,
 )
 from cairn._save import (
+    CheckedFiles,
     StartedWrite,
     WriteStats,
     _json_bytes,
@@ -54,6 +55,7 @@ from cairn._verify import verify
 
 __all__ = [
     "READ_ATTEMPTS",
+    "CheckedFiles",
     "FolderReader",
     "LoadedFolder",
     "StartedWrite",

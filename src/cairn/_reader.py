@@ -253,12 +253,18 @@ class FolderReader:
         tensors: MemoryTensorFile | StreamedTensorFile | None,
         allow_pickle: bool,
         buffers: dict[str, Any] | None = None,
+        *,
+        unplaced: list[str] | None = None,
     ) -> dict[str, Any]:
         """Decode the verified ``state.msgpack``; arrays come from ``tensors``.
 
         With a streamed tensor file the arrays are only allocated (or taken from
         ``buffers``) here; they are filled by ``tensors.read_all()``.
+        ``unplaced``: receives the names of the arrays that have no place in
+        ``buffers`` (no key there, or a buffer of another dtype or shape; see
+        ``Checkpointable.get_state_buffers``).
         """
+        from cairn._tensorio import same_layout
         from cairn.codec.state import decode_state
 
         where = self.where(STATE)
@@ -271,7 +277,12 @@ class FolderReader:
             # The same array saved twice (one object under two keys) comes back as one object.
             key = (name, kind)
             if key not in cache:
-                cache[key] = tensors.get(name, kind, dtype, shape, dests.pop(name, None))
+                placed = name in dests
+                dest = dests.pop(name, None)
+                cache[key] = value = tensors.get(name, kind, dtype, shape, dest)
+                fits = placed and (dest is None or same_layout(value, dest))
+                if unplaced is not None and buffers and not fits:
+                    unplaced.append(name)
             return cache[key]
 
         state = decode_state(skeleton, load_array=load_array, allow_pickle=allow_pickle, where=where)

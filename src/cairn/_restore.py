@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -150,11 +151,20 @@ def _verify_tree(
 
 
 def _decode_tree(v: _VerifiedFolder, allow_pickle: bool, in_place: bool) -> tuple[LoadedFolder, int]:
-    """Phase 2: decode every skeleton; arrays are allocated (or live buffers chosen), not yet read."""
+    """Phase 2: decode every skeleton; arrays are allocated (or live buffers chosen), not yet read.
+
+    A folder goes to live buffers only when every array of its file has a place there
+    (see ``Checkpointable.get_state_buffers``); otherwise it is decoded again into fresh
+    arrays, so that a checkpoint of another layout never writes into the live object.
+    """
     version = v.reader.metadata["state_version"]
     # Read in place only when no upgrade will run: an upgrade may fail or reshape the state.
     buffers = v.target.get_state_buffers() if in_place and version == v.target.STATE_VERSION else None
-    state = v.reader.decode(v.skeleton, v.tensors, allow_pickle, buffers)
+    unplaced: list[str] = []
+    state = v.reader.decode(v.skeleton, v.tensors, allow_pickle, buffers, unplaced=unplaced)
+    if unplaced and v.tensors is not None and v.tensors.live:
+        v.tensors.forget_plan()
+        state = v.reader.decode(v.skeleton, v.tensors, allow_pickle)
     children = {name: _decode_tree(child, allow_pickle, in_place) for name, child in v.children.items()}
     loaded = LoadedFolder(state, {n: c[0] for n, c in children.items()}, version, v.reader.where())
     return loaded, version
@@ -169,7 +179,34 @@ def _upgrade_tree(target: Checkpointable, loaded: LoadedFolder, reader: FolderRe
         _upgrade_tree(comps[name], child, reader.child(name), f"{label}/{name}" if label else name)
 
 
-def read_sources(sources: list[MemoryTensorFile | StreamedTensorFile], *, into_new_object: bool) -> None:
+def _refusal(target: Checkpointable, loaded: LoadedFolder, label: str, method: str, err: Exception) -> CheckpointError:
+    """A component's own error about a state read from a file, as the checkpoint's problem to report."""
+    return IncompatibleCheckpointError(
+        f"{type(target).__qualname__}.{method} failed on the state of component {label or '<root>'!r}"
+        f"{' read from ' + loaded.where if loaded.where else ''}: {type(err).__name__}: {err}. The "
+        "checkpoint's state does not fit this object: it was written by other code, or tampered with."
+    )
+
+
+def check_loaded(target: Checkpointable, loaded: LoadedFolder, label: str = "") -> None:
+    """Let every object of the restore refuse its state (``check_state``), top-down, before anything changes."""
+    try:
+        target.check_state(loaded.state, tuple(loaded.children))
+    except CheckpointError:
+        raise
+    except Exception as err:
+        raise _refusal(target, loaded, label, "check_state", err) from err
+    comps = checkpointable_components(target, where=label or "<root>")
+    for name, child in loaded.children.items():
+        check_loaded(comps[name], child, f"{label}/{name}" if label else name)
+
+
+def read_sources(
+    sources: list[MemoryTensorFile | StreamedTensorFile],
+    *,
+    into_new_object: bool,
+    before_live: Callable[[], None] | None = None,
+) -> None:
     """Verify and read every tensor file of a restore, so that a damaged file never touches live state.
 
     A file read only into fresh arrays is checked in the pass that reads it (one pass).
@@ -177,7 +214,9 @@ def read_sources(sources: list[MemoryTensorFile | StreamedTensorFile], *, into_n
     ``get_state_buffers``) is verified by a pass of its own before any file is read
     into place, and its read is then checked once more: two passes, only there.
     ``into_new_object``: the target was just built by ``from_checkpoint`` and is dropped
-    if the restore fails, so its buffers count as fresh.
+    if the restore fails, so its buffers count as fresh. ``before_live``: runs once every
+    fresh array is filled and every file verified, before the first byte is read into a
+    live buffer (the restore's upgrades and ``check_state`` calls).
     """
     live = [s for s in sources if s.live and not into_new_object]
     for source in live:
@@ -185,6 +224,8 @@ def read_sources(sources: list[MemoryTensorFile | StreamedTensorFile], *, into_n
     for source in sources:  # fresh arrays first: their checks all pass before a live buffer is written
         if not (source.live and not into_new_object):
             source.read_all()
+    if before_live is not None:
+        before_live()
     for source in live:
         source.read_all()
 
@@ -201,9 +242,10 @@ def load_folder(
 ) -> LoadedFolder:
     """Read, verify and decode ``reader``'s folder and the folders of ``target``'s components in it.
 
-    Nothing of ``target`` is touched until every file is verified and every state decoded;
-    tensors are then read into their destinations (see :func:`read_sources`), and states
-    upgraded. ``into_new_object``: ``target`` was just built from this checkpoint and is
+    Nothing of ``target`` is touched until every file is verified, every state decoded
+    and upgraded, and every object has accepted its state (``check_state``, top-down);
+    tensors are then read into their live destinations (see :func:`read_sources`).
+    ``into_new_object``: ``target`` was just built from this checkpoint and is
     dropped if the restore fails (``from_checkpoint``).
 
     ``in_place``: tensors may be read straight into the live buffers the components
@@ -216,11 +258,16 @@ def load_folder(
     try:
         verified = _verify_tree(target, reader, allow_pickle=allow_pickle, label=label, opened=opened, skip=skip)
         loaded, _ = _decode_tree(verified, allow_pickle, in_place)
-        read_sources(opened, into_new_object=into_new_object)
+
+        def before_live() -> None:
+            # Upgrades run on folders read into fresh arrays only (see _decode_tree), all filled by now.
+            _upgrade_tree(target, loaded, reader, label)
+            check_loaded(target, loaded, label)
+
+        read_sources(opened, into_new_object=into_new_object, before_live=before_live)
     finally:
         for source in opened:
             source.close()
-    _upgrade_tree(target, loaded, reader, label)
     return loaded
 
 
@@ -237,11 +284,10 @@ def apply_loaded(target: Checkpointable, loaded: LoadedFolder, label: str = "") 
         # A state read from a file that does not fit (other code wrote it, or it was tampered
         # with) is the checkpoint's problem to report, never a raw TypeError from deep inside.
         raise IncompatibleCheckpointError(
-            f"{type(target).__qualname__}.set_state failed on the state of component {label or '<root>'!r}"
-            f"{' read from ' + loaded.where if loaded.where else ''}: {type(err).__name__}: {err}. The "
-            "checkpoint's state does not fit this object: it was written by other code, or tampered with. "
-            "Its components were restored before it (bottom-up), so the object is partly restored: discard it, "
-            "or restore it again from a checkpoint that fits (from_checkpoint never returns such an object)."
+            f"{_refusal(target, loaded, label, 'set_state', err)} Its components were restored before it "
+            "(bottom-up), so the object is partly restored: discard it, or restore it again from a checkpoint "
+            "that fits (from_checkpoint never returns such an object). A check_state method that refuses what "
+            "set_state refuses prevents this."
         ) from err
 
 

@@ -16,6 +16,7 @@ import os
 import platform
 import sys
 import tempfile
+import time
 import uuid
 import warnings
 from collections.abc import Callable
@@ -44,7 +45,7 @@ from cairn.manifest import (
     Manifest,
 )
 from cairn.registry import class_path
-from cairn.storage.base import Chunk, Storage, resolve_storage
+from cairn.storage.base import Chunk, FileStamp, Storage, resolve_storage
 
 if TYPE_CHECKING:
     from cairn.checkpointable import Checkpointable
@@ -219,6 +220,60 @@ class WriteStats:
     bytes_linked: int = 0
     files_written: int = 0
     files_linked: int = 0
+    bytes_reread: int = 0  # of the linked bytes: those read back first to check them (see CheckedFiles)
+
+
+class CheckedFiles:
+    """Files of earlier checkpoints that this process read back and found matching their manifests.
+
+    Damage never spreads (SPEC 8): a save links a previous checkpoint's file only if
+    it still holds the bytes its manifest records. Reading every such file back at
+    every save costs as much as the state (a 1.2 GB replay buffer re-read to write
+    its 72 MB of new rows), so a file read back once is remembered by its stamp
+    (:meth:`cairn.storage.base.Storage.stamp`: device, inode, size, mtime). While the
+    stamp stays the same the bytes were not written since, and the file is linked
+    without reading it again; any write through the filesystem changes its mtime,
+    so the next save reads it back again (and writes a fresh copy if it fails).
+
+    Two guards keep this sound:
+
+    * racy stamps (as git's index has them): a file whose mtime lies less than
+      :attr:`RACY_NS` before the moment it was checked could still be written
+      within the same timestamp tick without its mtime changing; it is not
+      remembered, and is read back again next time. So files a save has just
+      written are read back by the next save once, then trusted by stamp.
+    * the record lives in this process only (one per :class:`cairn.CheckpointManager`):
+      files another process wrote or checked are always read back.
+
+    What a stamp cannot see: bytes changed underneath the filesystem (a failing
+    disk), or a write whose mtime was put back with ``os.utime``. Restores and
+    ``cairn verify`` check every checksum and still catch those; a manager built
+    with ``recheck_linked_files=True`` reads every file back at every save.
+    """
+
+    RACY_NS = 2_000_000_000
+    """How long after its last write a file's stamp is trusted (timestamp ticks and clock skew on shared mounts)."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[int, ...], tuple[int, int, int]] = {}  # file_id -> (size, mtime_ns, crc32)
+
+    def vouch(self, stamp: FileStamp | None, entry: FileEntry) -> bool:
+        """Whether a file of this stamp was checked earlier and found holding ``entry``'s bytes."""
+        return stamp is not None and self._known.get(stamp.file_id) == (stamp.size, stamp.mtime_ns, entry.crc32)
+
+    def note(self, stamp: FileStamp | None, entry: FileEntry, checked_at_ns: int) -> None:
+        """Remember a file found matching ``entry`` by a read that began at ``checked_at_ns`` (stamp taken first)."""
+        if stamp is None:
+            return
+        if stamp.size == entry.size and stamp.mtime_ns < checked_at_ns - self.RACY_NS:
+            self._known[stamp.file_id] = (stamp.size, stamp.mtime_ns, entry.crc32)
+        else:
+            self._known.pop(stamp.file_id, None)
+
+    def forget(self, stamp: FileStamp | None) -> None:
+        """Drop what is known of a file (it failed its check)."""
+        if stamp is not None:
+            self._known.pop(stamp.file_id, None)
 
 
 def _previous_entry(previous: FolderReader | None, name: str) -> FileEntry | None:
@@ -240,12 +295,14 @@ def write_planned(
     before_manifest: Callable[[], None] | None = None,
     waiters: dict[str, Waiter] | None = None,
     where: str = "",
+    checked: CheckedFiles | None = None,
 ) -> FileEntry:
     """Write a planned folder bottom-up; return its manifest's entry for the parent.
 
     With ``previous`` (the same component's folder in an earlier checkpoint), a
     file whose size and CRC-32 match is hard-linked or copied server-side
-    instead of written again. ``before_manifest`` runs just before this folder's
+    instead of written again, once it is read back and found sound (or
+    ``checked`` vouches for it: see :class:`CheckedFiles`). ``before_manifest`` runs just before this folder's
     own manifest is written (the root's is the commit marker on object stores).
     ``waiters``: component path (below the root of the save, ``where`` being this
     folder's) -> the waiter of the delegate writing that delegated folder; it is
@@ -268,7 +325,14 @@ def write_planned(
             except CheckpointError:
                 prev_child = None
         manifest.files[f"{name}/{MANIFEST}"] = write_planned(
-            storage, storage.join(folder, name), child, previous=prev_child, stats=stats, waiters=waiters, where=path
+            storage,
+            storage.join(folder, name),
+            child,
+            previous=prev_child,
+            stats=stats,
+            waiters=waiters,
+            where=path,
+            checked=checked,
         )
     for fname, chunks in plan.files.items():
         dst = storage.join(folder, fname)
@@ -278,7 +342,7 @@ def write_planned(
             # Damage never spreads: a file is reused only if it still holds the bytes its
             # manifest records (a flipped bit linked into every later step would leave no
             # good copy once retention deletes the damaged one).
-            if size == prev.size and crc == prev.crc32 and _still_matches(previous, fname, prev):
+            if size == prev.size and crc == prev.crc32 and _still_matches(previous, fname, prev, checked, stats):
                 storage.link_or_copy(previous.storage.join(previous.folder, fname), dst)
                 manifest.files[fname] = FileEntry(size, crc)
                 stats.bytes_linked += size
@@ -309,21 +373,31 @@ def write_planned(
 _REUSE_CHECK_CHUNK = 16 << 20
 
 
-def _still_matches(previous: FolderReader, name: str, entry: FileEntry) -> bool:
+def _still_matches(
+    previous: FolderReader, name: str, entry: FileEntry, checked: CheckedFiles | None, stats: WriteStats
+) -> bool:
     """Whether the previous checkpoint's file ``name`` still matches its manifest ``entry``.
 
-    Read in bounded chunks (never the whole file at once). On a mismatch, or any
-    error reading it, the file is not reused and a warning names it.
+    Read in bounded chunks (never the whole file at once), unless ``checked`` vouches
+    for it. On a mismatch, or any error reading it, the file is not reused and a
+    warning names it.
     """
     storage = previous.storage
     path = storage.join(previous.folder, name)
     problem = ""
+    stamp = None
     try:
         if storage.is_symlink(path):
             problem = "it is a symbolic link"
         elif storage.size(path) != entry.size:
             problem = f"it is {storage.size(path)} bytes but its manifest records {entry.size}"
         else:
+            # The stamp is taken before the read: a write during the read changes it, so a
+            # file changed after its bytes were checked is never remembered as checked.
+            stamp = storage.stamp(path) if checked is not None else None
+            if checked is not None and checked.vouch(stamp, entry):
+                return True
+            started = time.time_ns()
             crc, off = 0, 0
             while off < entry.size:
                 chunk = storage.read_range(path, off, min(off + _REUSE_CHECK_CHUNK, entry.size))
@@ -331,12 +405,17 @@ def _still_matches(previous: FolderReader, name: str, entry: FileEntry) -> bool:
                     break
                 crc = crc32(chunk, crc)
                 off += len(chunk)
+            stats.bytes_reread += off
             if off != entry.size or crc != entry.crc32:
                 problem = f"it fails its checksum (crc32 {crc:08x}, manifest says {entry.crc32:08x})"
+            elif checked is not None:
+                checked.note(stamp, entry, started)
     except (OSError, CheckpointError) as err:
         problem = f"it cannot be read ({type(err).__name__}: {err})"
     if not problem:
         return True
+    if checked is not None:
+        checked.forget(stamp)
     warnings.warn(
         f"{storage.uri(path)} of the previous checkpoint is damaged: {problem}. The new checkpoint gets "
         "a fresh copy of the file instead of a link to it. Run `cairn verify` on the previous checkpoint.",
@@ -447,8 +526,12 @@ def commit_plan(
     previous: FolderReader | None = None,
     stats: WriteStats | None = None,
     started: StartedWrite | None = None,
+    checked: CheckedFiles | None = None,
 ) -> str:
     """Write a plan at ``final`` atomically (reusing unchanged files of ``previous``).
+
+    ``checked``: files of earlier checkpoints this process already read back (see
+    :class:`CheckedFiles`); None reads back every file before it is linked.
 
     ``started``: what :func:`start_write` returned for this plan, when the caller
     started it earlier (else it is started here). Just before the root manifest,
@@ -471,6 +554,7 @@ def commit_plan(
                 stats=stats,
                 before_manifest=lambda: storage.check_owned(staging, files),
                 waiters=started.waiters,
+                checked=checked,
             )
         except CheckpointError as err:
             if isinstance(err.__cause__, FileNotFoundError):

@@ -149,6 +149,9 @@ class MemoryTensorFile:
             # An unaligned offset (files written by other tools): copy, then reinterpret.
             return raw.clone().view(out_dtype).reshape(shape)
 
+    def forget_plan(self) -> None:
+        """Nothing planned: arrays are views of the buffer."""
+
     def read_all(self) -> None:
         """Nothing to do: the arrays are views of the verified buffer."""
 
@@ -186,6 +189,22 @@ def _byte_view(value: Any, kind: int, out_dtype: Any, shape: list[int]) -> memor
     ):
         return None
     return memoryview(value.reshape(-1).view(torch.uint8).numpy().data)
+
+
+def same_layout(value: Any, dest: Any) -> bool:
+    """Whether ``value`` (an array decoded from a file) has the type, dtype and shape of the live ``dest``."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return isinstance(dest, np.ndarray) and value.dtype == dest.dtype and value.shape == dest.shape
+    torch = sys.modules.get("torch")
+    return (
+        torch is not None
+        and isinstance(value, torch.Tensor)
+        and isinstance(dest, torch.Tensor)
+        and value.dtype == dest.dtype
+        and tuple(value.shape) == tuple(dest.shape)
+    )
 
 
 def _fresh(kind: int, out_dtype: Any, shape: list[int]) -> tuple[Any, memoryview | None]:
@@ -286,6 +305,10 @@ class StreamedTensorFile:
         if view is not None:
             self.jobs.append((view, rec.begin))
         return value
+
+    def forget_plan(self) -> None:
+        """Drop every planned destination (the state is decoded again, into fresh arrays)."""
+        self.jobs, self.live = [], False
 
     def read_all(self) -> None:
         """Fill every planned destination, computing the file's CRC-32 over the bytes as they are read.

@@ -39,9 +39,10 @@ class Checkpointable(abc.ABC):
     else (saving, verified restore, rebuilding from a checkpoint, partial
     restore, state migrations) is provided.
 
-    On restore the engine reads and verifies every needed folder first, then
-    calls ``set_state`` bottom-up: each component with its own keys, then the
-    parent with its own (non-component) keys. So ``set_state`` must accept a
+    On restore the engine reads and verifies every needed folder first, lets
+    every object refuse its state (:meth:`check_state`, top-down, before any
+    live memory changes), then calls ``set_state`` bottom-up: each component
+    with its own keys, then the parent with its own (non-component) keys. So ``set_state`` must accept a
     state without the component keys, and, for in-memory use, one with them.
 
     Class attributes:
@@ -104,8 +105,42 @@ class Checkpointable(abc.ABC):
         while files read into fresh arrays are checked in the pass that reads
         them. The default, None, reads into fresh arrays (one pass; the state is
         then held twice until ``set_state`` has copied it).
+
+        A folder is read in place only when every array its file holds has a place
+        here: a buffer of the same dtype and shape at the same key, or ``None``
+        at that key (the object has the key, but wants a fresh array for it, like
+        a generator state that ``get_state`` copies). When an array has no place
+        (a key this object does not have, or a buffer of another dtype or shape),
+        the checkpoint does not fit this object as it is: the whole folder is read
+        into fresh arrays, so that :meth:`check_state` and :meth:`set_state` can
+        refuse it before any of this object's memory changes.
         """
         return None
+
+    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
+        """Optional: refuse a state before anything of a restore is applied or read into place.
+
+        A restore calls this for every object it restores, top-down, once every
+        file has passed its checksum and every state is decoded (and upgraded to
+        :attr:`STATE_VERSION`), but before any tensor is read into a live buffer
+        (:meth:`get_state_buffers`) and before any :meth:`set_state`. When any
+        object raises, nothing anywhere is changed. Check here what
+        :meth:`set_state` would refuse, so that a checkpoint that does not fit
+        never leaves the tree half restored.
+
+        Args:
+            state: This object's own state, as :meth:`set_state` will get it
+                (without its components). Arrays have their final dtype and shape,
+                but arrays that land in live buffers do not hold their values yet:
+                check the layout, not the values.
+            components: The names of this object's components whose folders the
+                restore applies (those in both the checkpoint and this object).
+
+        Raises:
+            IncompatibleCheckpointError: The state does not fit this object.
+            CorruptCheckpointError: The state does not hold together.
+        """
+        return  # the default accepts every state; set_state still checks what it applies
 
     def get_delegated_components(self) -> dict[str, DelegatedComponent]:
         """Optional: components whose folders someone else writes and reads; default none.

@@ -214,6 +214,7 @@ class CheckpointManager:
         async_save: bool = False,
         filesystem: Any = None,
         incremental: bool = True,
+        recheck_linked_files: bool = False,
         deadline: float | None = None,
     ) -> None:
         """Open (or create) a manager at ``root``.
@@ -226,7 +227,13 @@ class CheckpointManager:
             mode: ``"max"`` or ``"min"``: which end of ``metric`` is best.
             async_save: Write in a background thread after taking a snapshot.
             filesystem: An fsspec filesystem ``root`` lives on.
-            incremental: Reuse unchanged files of the previous checkpoint.
+            incremental: Reuse unchanged files of the previous checkpoint. A file is linked only
+                if it still holds the bytes its manifest records: it is read back, once; later
+                saves of this manager trust it while its device, inode, size and mtime stay the
+                same (a write changes them; see ``cairn._save.CheckedFiles`` for the limits).
+            recheck_linked_files: Read back every file before it is linked, at every save
+                (also those this manager checked before): catches bytes changed underneath the
+                filesystem, at the cost of reading the whole previous checkpoint per save.
             deadline: Seconds each storage call of this manager (a file written, a listing,
                 a delete; retries included) may take before it fails with a ``CheckpointError``
                 naming the path. Default ``$CAIRN_STORAGE_DEADLINE``, else 60. Restores through
@@ -241,6 +248,8 @@ class CheckpointManager:
         self.filesystem = filesystem
         self.async_save = async_save
         self.incremental = incremental
+        # Files of earlier steps this manager read back and found sound (per process, never shared).
+        self._checked = None if recheck_linked_files else _engine.CheckedFiles()
         self.last_stats: _engine.WriteStats | None = None
         self._lock = threading.Lock()
         self._pending: Future[None] | None = None
@@ -534,7 +543,9 @@ class CheckpointManager:
                 started.abort()
             raise
         stats = _engine.WriteStats()
-        _engine.commit_plan(self.storage, final, plan, previous=previous, stats=stats, started=started)
+        _engine.commit_plan(
+            self.storage, final, plan, previous=previous, stats=stats, started=started, checked=self._checked
+        )
         self.last_stats = stats
         self._apply_retention(just_saved=step)
 

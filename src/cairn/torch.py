@@ -30,7 +30,7 @@ This module imports torch; ``import cairn`` does not import it.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
@@ -105,8 +105,8 @@ class Module(Checkpointable):
         """The live parameters and buffers: a restore from local disk reads straight into them."""
         return dict(self.module.state_dict())
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Load ``state`` into the module.
+    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
+        """Refuse, before a restore changes anything, what :meth:`set_state` refuses.
 
         Raises:
             IncompatibleCheckpointError: Unknown parameter names, other shapes, or
@@ -132,6 +132,16 @@ class Module(Checkpointable):
                     f"{where}: parameter {name!r} has shape {shape} in the checkpoint but "
                     f"{tuple(target.shape)} in this module; build the module the checkpoint was written for."
                 )
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Load ``state`` into the module.
+
+        Raises:
+            IncompatibleCheckpointError: Unknown parameter names, other shapes, or
+                (with ``strict``) missing parameters: another architecture.
+        """
+        self.check_state(state, ())
+        where = f"the checkpoint of {class_path(type(self.module))}"
         tensors = {name: torch.as_tensor(value) for name, value in state.items()}
         try:
             self.module.load_state_dict(tensors, strict=False)

@@ -393,3 +393,29 @@ def test_multi_agent_buffers_per_module(tmp_path: Path) -> None:
     assert sorted(again) == ["p0", "p3"]
     with pytest.raises(ValueError, match="not a valid component name"):
         multi.add_module("../p4", COLUMNS)
+
+
+@pytest.mark.parametrize("change", ["chunk_gone", "float_frames"])
+def test_a_crafted_checkpoint_leaves_the_live_arrays_unchanged(tmp_path: Path, change: str) -> None:
+    # Checksums pass, but a chunk folder is missing or a chunk's frames have another dtype:
+    # before check_state, the chunks that fit were read into the live arrays before the refusal.
+    buf = make()
+    buf.add(rows(1000, 0))
+    names = buf.get_state()["chunks"]
+
+    def edit(s: dict[str, Any]) -> None:
+        if change == "chunk_gone":
+            del s[names[2]]
+        else:
+            cols = s[names[1]]["columns"]
+            s[names[1]]["columns"] = cols | {"obs": cols["obs"].astype(np.float32)}
+
+    path = _tampered(buf, tmp_path, change, edit)
+    live = make(seed=4)
+    live.add(rows(900, 7))
+    before = {k: v.copy() for k, v in live.columns.items()}
+    with pytest.raises((CorruptCheckpointError, IncompatibleCheckpointError)):
+        live.restore_from_path(path)
+    for name, arr in before.items():
+        np.testing.assert_array_equal(live.columns[name], arr)
+    assert (len(live), live.added_lifetime) == (900, 900)

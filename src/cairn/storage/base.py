@@ -6,6 +6,7 @@ import abc
 import math
 import os
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from cairn.errors import CheckpointError, CorruptCheckpointError
@@ -71,6 +72,23 @@ def foreign_file_error(final: str, foreign: str) -> CheckpointError:
         "cairn checkpoint, and a save replaces the whole folder. Save to a new or empty folder, or delete "
         "this one first."
     )
+
+
+@dataclass(frozen=True)
+class FileStamp:
+    """What a backend tells of a stored file without reading it (see :meth:`Storage.stamp`).
+
+    Attributes:
+        file_id: The same for every link to one file, and for no other file (a local
+            disk: device and inode).
+        size: Bytes.
+        mtime_ns: When its bytes were last written, in ns since the epoch; every write
+            through the filesystem sets it (only ``os.utime`` can put it back).
+    """
+
+    file_id: tuple[int, ...]
+    size: int
+    mtime_ns: int
 
 
 class Storage(abc.ABC):
@@ -174,6 +192,14 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def size(self, path: str) -> int:
         """The size of a file in bytes."""
+
+    def stamp(self, path: str) -> FileStamp | None:
+        """The file's stamp, or None when this backend cannot tell one (or it is no regular file).
+
+        An incremental save links a file it read back and checked earlier without
+        reading it again while its stamp stays the same (``cairn._save.CheckedFiles``).
+        """
+        return None
 
     @abc.abstractmethod
     def exists(self, path: str) -> bool:

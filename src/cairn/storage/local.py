@@ -18,7 +18,7 @@ from cairn._crc import crc32, crc_pool
 from cairn.errors import CheckpointError, CorruptCheckpointError
 from cairn.manifest import MANIFEST
 from cairn.storage import writers
-from cairn.storage.base import Chunk, FileTooLargeError, Storage, foreign_file_error, replaceable_file
+from cairn.storage.base import Chunk, FileStamp, FileTooLargeError, Storage, foreign_file_error, replaceable_file
 from cairn.storage.writers import TMP_MARK
 
 __all__ = ["TMP_MARK", "LocalStorage"]
@@ -432,6 +432,13 @@ class LocalStorage(Storage):
     def size(self, path: str) -> int:
         """``os.stat`` size, links not followed."""
         return os.lstat(path).st_size
+
+    def stamp(self, path: str) -> FileStamp | None:
+        """Device, inode, size and mtime of a regular file (links not followed); None for anything else."""
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return FileStamp((st.st_dev, st.st_ino), st.st_size, st.st_mtime_ns)
 
     def exists(self, path: str) -> bool:
         """``os.path.lexists``."""

@@ -347,7 +347,11 @@ class Learner(Checkpointable):
 
     def get_state_buffers(self) -> dict[str, Any] | None:
         """The optimizers' live state tensors (Adam's moments): a restore from local disk reads into them."""
-        return {"optimizers": {module_id: opt.state_dict() for module_id, opt in self.optimizers.items()}}
+        # The generator state has no live tensor (get_state copies it): None, so it is read into a fresh one.
+        return {
+            "optimizers": {module_id: opt.state_dict() for module_id, opt in self.optimizers.items()},
+            "rng": {"torch": None},
+        }
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Apply what ``state`` holds; modules, optimizers and keys it lacks are left as is.

@@ -26,7 +26,7 @@ the module that defines it. PPO's default module (an MLP actor-critic) is
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -227,8 +227,8 @@ class RLModule(nn.Module, Checkpointable):
         """The live parameters and buffers (no copies): a restore from local disk reads into them."""
         return dict(self.state_dict())
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Load tensors from ``state``; parameters missing from it are left as they are.
+    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
+        """Refuse, before a restore changes anything, a state of another architecture.
 
         Raises:
             IncompatibleCheckpointError: An unknown parameter name or a shape that
@@ -242,18 +242,30 @@ class RLModule(nn.Module, Checkpointable):
                 f"({self.observation_space} -> {self.action_space}, model_config={self.model_config}) "
                 "does not have; the checkpoint was written by another architecture."
             )
+        for name, value in state.items():
+            shape = tuple(getattr(value, "shape", ()))
+            if shape != tuple(own[name].shape):
+                raise IncompatibleCheckpointError(
+                    f"RLModule parameter {name!r} has shape {shape} in the "
+                    f"checkpoint but {tuple(own[name].shape)} in this {type(self).__qualname__} (observation "
+                    f"space {self.observation_space}, action space {self.action_space}, "
+                    f"model_config {self.model_config}); build the module with the "
+                    "checkpoint's spaces and model_config, or use from_checkpoint."
+                )
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Load tensors from ``state``; parameters missing from it are left as they are.
+
+        Raises:
+            IncompatibleCheckpointError: An unknown parameter name or a shape that
+                does not match this module (another architecture or other spaces).
+        """
+        self.check_state(state, ())
+        own = self.state_dict()
         with torch.no_grad():
             for name, value in state.items():
                 tensor = torch.as_tensor(value)
                 target = own[name]
-                if tuple(tensor.shape) != tuple(target.shape):
-                    raise IncompatibleCheckpointError(
-                        f"RLModule parameter {name!r} has shape {tuple(tensor.shape)} in the "
-                        f"checkpoint but {tuple(target.shape)} in this {type(self).__qualname__} (observation "
-                        f"space {self.observation_space}, action space {self.action_space}, "
-                        f"model_config {self.model_config}); build the module with the "
-                        "checkpoint's spaces and model_config, or use from_checkpoint."
-                    )
                 target.copy_(tensor.to(dtype=target.dtype, device=target.device))
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:

@@ -24,7 +24,10 @@ anything is applied.
 
 Restore. Each chunk offers its live views (``get_state_buffers``), so a restore
 from local disk reads every chunk straight into the buffer's arrays, after every
-file of the restore passed its checksum.
+file of the restore passed its checksum and after the buffer and every chunk
+accepted their states (``check_state``): a crafted checkpoint whose checksums
+pass but whose chunk list, sizes or dtypes do not fit is refused before any
+row of the live arrays changes.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -145,8 +148,8 @@ class ReplayBufferChunk(Checkpointable):
         """The live arrays, so that a restore reads each column straight into its rows."""
         return {"columns": dict(self.arrays)}
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Copy the state's rows into the arrays, after checking every column against the layout.
+    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
+        """Check every column against the layout (before a restore reads any chunk into place).
 
         Raises:
             IncompatibleCheckpointError: A column is missing, extra, or of another shape or dtype.
@@ -176,6 +179,16 @@ class ReplayBufferChunk(Checkpointable):
                     f"Column {name!r} of {where} holds {got} in the checkpoint, but this buffer expects "
                     f"{dtype} {want}. Restore it into a buffer built with the same columns and chunk size."
                 )
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Copy the state's rows into the arrays, after :meth:`check_state`.
+
+        Raises:
+            IncompatibleCheckpointError: A column is missing, extra, or of another shape or dtype.
+            CorruptCheckpointError: The state is not a chunk's state, or of another chunk.
+        """
+        self.check_state(state, ())
+        cols = state["columns"]
         for name, value in cols.items():
             if value is not self.arrays[name]:  # read into a fresh array: copy it in
                 np.copyto(self.arrays[name], value)
@@ -375,7 +388,23 @@ class ReplayBuffer(Checkpointable):
         finally:
             self._loaded = set()
 
-    def _apply(self, state: dict[str, Any], loaded: set[int]) -> None:
+    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
+        """Refuse, before a restore reads any chunk into the live arrays, what :meth:`set_state` refuses.
+
+        ``components``: the chunk folders the restore brings. The layout must be this
+        buffer's, the numbers must hold together, and every chunk the size needs must come.
+
+        Raises:
+            IncompatibleCheckpointError: Another capacity, chunk size or columns, or an RNG state
+                that is not PCG64's.
+            CorruptCheckpointError: Size, cursor, counters or chunk list that do not fit together,
+                or a chunk the size needs that is not in the checkpoint.
+        """
+        brought = set(components)
+        self._check_and_build(state, {chunk.index for name, chunk in self._chunks if name in brought})
+
+    def _check_and_build(self, state: dict[str, Any], loaded: set[int]) -> tuple[int, np.random.Generator]:
+        """Check ``state`` given the chunks restored with it; its size and its sampling RNG."""
         size = self._check_own_state(state)
         rng = np.random.Generator(np.random.PCG64())
         try:
@@ -393,6 +422,10 @@ class ReplayBuffer(Checkpointable):
                 f"{' ...' if len(missing) > 3 else ''}). The checkpoint is incomplete or was tampered with; "
                 "restore the buffer from another checkpoint."
             )
+        return size, rng
+
+    def _apply(self, state: dict[str, Any], loaded: set[int]) -> None:
+        size, rng = self._check_and_build(state, loaded)
         for name, chunk in self._chunks:
             if name in state:
                 chunk.set_state(state[name])
