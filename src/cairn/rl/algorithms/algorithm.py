@@ -274,7 +274,16 @@ class Algorithm(Checkpointable, abc.ABC):
         """Spread the local runner's state and the learner's weights to the env runners."""
         self._num_syncs += 1
         self.env_runner_group.sync_local_state_to_others()
-        self.env_runner_group.sync_weights(self.learner_group.get_weights_ref())
+        self.env_runner_group.sync_weights(self.get_weights_for_env_runners())
+
+    def get_weights_for_env_runners(self) -> dict[str, Any] | Any:
+        """What :meth:`train` and every restore send to the env runners: the learners' weights.
+
+        An algorithm whose env runners need more than the weights (DQN: the
+        current exploration epsilon) overrides it; the result is a
+        module id -> RLModule state dict, or a Ray object reference to one.
+        """
+        return self.learner_group.get_weights_ref()
 
     def stop(self) -> None:
         """Release the environments and stop the remote actors, if any."""

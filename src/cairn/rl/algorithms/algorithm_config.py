@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from cairn.errors import CheckpointError
 from cairn.registry import function_problem, loaded_module, register_type
@@ -230,6 +230,12 @@ class AlgorithmConfig:
     """A subclass of :class:`cairn.rl.callbacks.callbacks.RLlibCallback`, or a list of them
     (called in order), or ``None``. Recorded in checkpoints by reference: loading one
     needs the class's module imported first."""
+
+    sample_next_obs: ClassVar[bool] = False
+    """Whether env runners add a ``next_obs`` column to their sample batches (the
+    observation after each step, ``final_obs`` where an episode ended). Off-policy
+    algorithms' configs set it; a class attribute, not a setting, so PPO's configs and
+    checkpoints are unchanged."""
 
     def __post_init__(self) -> None:
         # A config rebuilt from a checkpoint is checked here, before anything makes its

@@ -55,6 +55,13 @@ SampleBatch = dict[str, npt.NDArray[Any]]
 Keys: ``obs`` (filtered), ``actions``, ``action_logp``, ``vf_preds``,
 ``rewards``, ``terminateds``, ``truncateds``, ``final_vf`` (value of the final
 observation of a truncated episode), ``bootstrap_vf``.
+
+When the config's ``sample_next_obs`` is true (off-policy algorithms), the
+batch also holds ``next_obs`` ``[T, N, ...]``: the (filtered) observation that
+followed each step, the episode's ``final_obs`` where it ended (terminated or
+truncated; the environments reset in the same step). ``action_logp`` and
+``vf_preds`` are then zeros unless the module returns them, and ``final_vf`` /
+``bootstrap_vf`` are zeros (no value function is asked).
 """
 
 _OBSERVATION_FILTERS: dict[str, type[Connector]] = {"MeanStdFilter": MeanStdFilter}
@@ -171,11 +178,15 @@ class EnvRunner(Checkpointable):
             actions = np.zeros((self.num_slots, *(self.action_space.shape or ())), dtype=np.float32)
         logp = np.zeros(self.num_slots, dtype=np.float32)
         values = np.zeros(self.num_slots, dtype=np.float32)
+        # Off-policy modules (DQN's Q-network) return actions only: no log-probabilities, no values.
+        optional = bool(self.config.sample_next_obs)
         for module_id, slots in self._module_slots.items():
             out = self.module[module_id].forward_exploration({"obs": obs[slots]}, generator=self._generator)
             actions[slots] = out["actions"].numpy()
-            logp[slots] = out["action_logp"].numpy()
-            values[slots] = out["vf_preds"].numpy()
+            if not optional or "action_logp" in out:
+                logp[slots] = out["action_logp"].numpy()
+            if not optional or "vf_preds" in out:
+                values[slots] = out["vf_preds"].numpy()
         return actions, logp, values
 
     def _values(self, obs: torch.Tensor, slots: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
@@ -202,6 +213,8 @@ class EnvRunner(Checkpointable):
         term_buf = np.zeros((horizon, n), dtype=np.bool_)
         trunc_buf = np.zeros((horizon, n), dtype=np.bool_)
         final_vf_buf = np.zeros((horizon, n), dtype=np.float32)
+        off_policy = bool(self.config.sample_next_obs)
+        next_obs_buf = np.zeros_like(obs_buf) if off_policy else None
         self._episodes_this_iteration = 0
         self.last_episodes = []
         if not self._episodes_started:
@@ -218,8 +231,15 @@ class EnvRunner(Checkpointable):
             env_actions = self.module_to_env(actions, update=True)
             next_obs, rewards, terminateds, truncateds, infos = self.env.step(env_actions)
             rew_buf[t], term_buf[t], trunc_buf[t] = rewards, terminateds, truncateds
+            if next_obs_buf is not None:
+                followed = next_obs
+                done = np.flatnonzero(terminateds | truncateds)
+                if done.size:  # same-step autoreset: next_obs is the new episode's first; the transition's is final_obs
+                    followed = np.array(next_obs, copy=True)
+                    followed[done] = np.stack([np.asarray(infos["final_obs"][i]) for i in done])
+                next_obs_buf[t] = self.env_to_module(followed, update=False)
             cut = np.flatnonzero(truncateds & ~terminateds)
-            if cut.size:
+            if cut.size and not off_policy:
                 final_obs = np.stack([np.asarray(infos["final_obs"][i]) for i in cut])
                 filtered_final = self.env_to_module(final_obs, update=False)
                 final_vf_buf[t, cut] = self._values(torch.from_numpy(filtered_final), cut)
@@ -233,8 +253,11 @@ class EnvRunner(Checkpointable):
             self._obs = next_obs
             self.num_env_steps_sampled_lifetime += self.num_envs
             self.num_agent_steps_sampled_lifetime += n
-        last = torch.from_numpy(self.env_to_module(self._obs, update=False))
-        bootstrap_vf = self._values(last, np.arange(n))
+        if off_policy:
+            bootstrap_vf = np.zeros(n, dtype=np.float32)
+        else:
+            last = torch.from_numpy(self.env_to_module(self._obs, update=False))
+            bootstrap_vf = self._values(last, np.arange(n))
         assert act_buf is not None
         batches: dict[str, SampleBatch] = {}
         for module_id, slots in self._module_slots.items():
@@ -249,6 +272,8 @@ class EnvRunner(Checkpointable):
                 "final_vf": final_vf_buf[:, slots],
                 "bootstrap_vf": bootstrap_vf[slots],
             }
+            if next_obs_buf is not None:
+                batches[module_id]["next_obs"] = next_obs_buf[:, slots]
         self.callbacks.on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=batches)
         return batches
 

@@ -1,0 +1,118 @@
+"""DQN (Mnih et al., 2015) with double Q-learning, target network and n-step returns.
+
+Defaults are CleanRL's ``dqn.py`` (CartPole) except where measured better (see
+:class:`DQNConfig`). One :meth:`DQN.train` call is one iteration of
+:class:`~cairn.rl.algorithms.off_policy.OffPolicyAlgorithm`: sample with
+epsilon-greedy exploration, store n-step transitions in the replay buffer,
+take ``1 / train_frequency`` gradient steps per env step, sync the weights.
+
+Example::
+
+    from cairn.rl import DQN, DQNConfig
+
+    algo = DQN(DQNConfig(env="CartPole-v1", seed=0))
+    for _ in range(10):
+        print(algo.train()["episode_return_mean"])
+    path = algo.save_to_path("ckpt")          # replay_buffer/ beside learner_group/
+    same = DQN.from_checkpoint(path)          # goes on exactly where algo stopped
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from cairn.registry import register_type
+from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.algorithms.dqn.default_dqn_rl_module import DefaultDQNRLModule
+from cairn.rl.algorithms.dqn.dqn_learner import DQNLearner
+from cairn.rl.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
+from cairn.rl.core.learner.learner import Learner, LinearSchedule
+from cairn.rl.core.rl_module.rl_module import RLModule
+
+__all__ = ["DQN", "DQNConfig"]
+
+_TD_ERROR_LOSSES = ("mse", "huber")
+
+
+@register_type
+@dataclass
+class DQNConfig(OffPolicyConfig):
+    """Settings of DQN. Inherits the off-policy settings of :class:`OffPolicyConfig`
+    (buffer, n-step, learning starts, train frequency, target updates) and the
+    environment and scale settings of :class:`AlgorithmConfig`.
+
+    The exploration rate falls linearly from ``epsilon_start`` to ``epsilon_end``
+    over ``epsilon_timesteps`` env steps sampled; its state is that counter (the
+    env runners' lifetime env steps), so it continues exactly after a restore.
+    """
+
+    epsilon_start: float = 1.0
+    """Exploration rate at env step 0 (CleanRL's ``start_e``)."""
+
+    epsilon_end: float = 0.05
+    """Exploration rate from ``epsilon_timesteps`` on (CleanRL's ``end_e``)."""
+
+    epsilon_timesteps: int = 250_000
+    """Env steps over which epsilon falls (CleanRL: ``exploration_fraction`` 0.5 of 500,000)."""
+
+    double_q: bool = True
+    """Double Q-learning: the online network picks the next action, the target values it."""
+
+    td_error_loss_fn: str = "mse"
+    """``"mse"`` (CleanRL) or ``"huber"``."""
+
+    def get_default_learner_class(self) -> type[Learner]:
+        """:class:`~cairn.rl.algorithms.dqn.dqn_learner.DQNLearner`."""
+        return DQNLearner
+
+    def get_default_rl_module_class(self) -> type[RLModule]:
+        """:class:`~cairn.rl.algorithms.dqn.default_dqn_rl_module.DefaultDQNRLModule`."""
+        return DefaultDQNRLModule
+
+    def validate(self) -> None:
+        """Check ranges; see :meth:`OffPolicyConfig.validate`."""
+        super().validate()
+        if not (0.0 <= self.epsilon_end <= 1.0 and 0.0 <= self.epsilon_start <= 1.0):
+            raise ValueError("epsilon_start and epsilon_end must lie in [0, 1].")
+        if self.epsilon_timesteps < 0:
+            raise ValueError(f"epsilon_timesteps must be >= 0, got {self.epsilon_timesteps}.")
+        if self.td_error_loss_fn not in _TD_ERROR_LOSSES:
+            raise ValueError(f"td_error_loss_fn must be one of {list(_TD_ERROR_LOSSES)}, got {self.td_error_loss_fn!r}.")
+
+
+class DQN(OffPolicyAlgorithm):
+    """Deep Q-networks: double Q, a target network, n-step returns, epsilon-greedy exploration.
+
+    Args:
+        config: A :class:`DQNConfig`.
+    """
+
+    config_class: ClassVar[type[AlgorithmConfig]] = DQNConfig
+    config: DQNConfig
+
+    @property
+    def epsilon(self) -> float:
+        """The exploration rate the env runners act with now (from the env steps sampled so far)."""
+        schedule = LinearSchedule(self.config.epsilon_start, self.config.epsilon_end, self.config.epsilon_timesteps)
+        return schedule.value(self.env_runner.num_env_steps_sampled_lifetime)
+
+    def get_weights_for_env_runners(self) -> dict[str, Any]:
+        """The learners' weights, with each module's ``epsilon`` buffer set to :attr:`epsilon`.
+
+        A module of the user's own without an ``epsilon`` buffer gets its weights as they are.
+        """
+        weights: dict[str, Any] = dict(self.learner_group.get_weights())
+        epsilon = torch.tensor(self.epsilon, dtype=torch.float32)
+        for module_id, module_weights in weights.items():
+            if "epsilon" in module_weights:
+                weights[module_id] = {**module_weights, "epsilon": epsilon.clone()}
+        return weights
+
+    def training_step(self) -> dict[str, Any]:
+        """One off-policy iteration (:meth:`OffPolicyAlgorithm.training_step`); adds ``epsilon``."""
+        results = super().training_step()
+        results["epsilon"] = self.epsilon
+        return results

@@ -1,0 +1,413 @@
+"""The off-policy scaffolding DQN and SAC share: config, replay buffer component, n-step, target networks.
+
+* :class:`OffPolicyConfig`: the settings of a replay-based algorithm (buffer
+  size, n-step, learning starts, updates per env step, target updates);
+* :class:`OffPolicyAlgorithm`: an :class:`~cairn.rl.algorithms.algorithm.Algorithm`
+  whose env runners sample transitions with their next observation
+  (``sample_next_obs``), which it turns into n-step transitions, stores in a
+  :class:`~cairn.rl.utils.replay_buffers.MultiAgentReplayBuffer` (one buffer per
+  module: the ``replay_buffer/`` component beside ``learner_group/``, in every
+  checkpoint) and trains on, ``1 / train_frequency`` gradient steps per env step;
+* :class:`TargetNetworkLearner`: a :class:`~cairn.rl.core.learner.learner.Learner`
+  with a target copy of every module (the ``target_rl_module/`` component of the
+  learner), updated every ``target_network_update_freq`` env steps with ``tau``;
+* :func:`n_step_transitions` and :func:`replay_columns`, the pure parts.
+
+An algorithm built on it implements only its loss (a ``TargetNetworkLearner``
+subclass) and, if it likes, :meth:`OffPolicyAlgorithm.get_weights_for_env_runners`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from cairn import Checkpointable
+from cairn.registry import register_type
+from cairn.rl.algorithms.algorithm import Algorithm
+from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.core.learner.learner import Learner
+from cairn.rl.core.learner.learner_group import LearnerGroup
+from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
+from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
+from cairn.rl.env.env_runner import EnvRunner, SampleBatch
+from cairn.rl.utils._util import Names
+from cairn.rl.utils.replay_buffers import ColumnSpecs, MultiAgentReplayBuffer
+
+__all__ = [
+    "OffPolicyAlgorithm",
+    "OffPolicyConfig",
+    "TargetNetworkLearner",
+    "n_step_transitions",
+    "replay_columns",
+]
+
+
+@register_type
+@dataclass
+class OffPolicyConfig(AlgorithmConfig):
+    """Settings of a replay-based algorithm; the defaults are those of CleanRL's ``dqn.py``.
+
+    The learner's ``minibatch_size`` is the rows of one gradient step (CleanRL's
+    ``batch_size``); ``num_epochs`` is 1 (each gradient step draws its own rows).
+    """
+
+    sample_next_obs: ClassVar[bool] = True
+
+    num_envs_per_env_runner: int = 1
+    """Vectorized environments per env runner (CleanRL: 1)."""
+
+    rollout_length: int = 100
+    """Env steps each sub-environment takes per training iteration."""
+
+    observation_filter: str | None = None
+    """No observation filter (CleanRL feeds raw observations)."""
+
+    lr_anneal_timesteps: int | None = None
+    """A constant learning rate."""
+
+    num_epochs: int = 1
+    """Each gradient step draws fresh rows from the buffer: one pass."""
+
+    max_grad_norm: float | None = None
+    """No gradient clipping (CleanRL)."""
+
+    gamma: float = 0.99
+    """Discount factor."""
+
+    n_step: int = 1
+    """Rewards summed per transition. A transition whose episode ends, or whose rollout
+    ends, sooner sums fewer and bootstraps from there (its ``discounts`` say how far)."""
+
+    replay_buffer_capacity: int = 10_000
+    """Transitions each module's buffer holds (CleanRL's ``buffer_size``)."""
+
+    replay_buffer_chunk_rows: int | None = None
+    """Rows per checkpoint chunk of the buffer (``None``: about 16 MB per chunk)."""
+
+    num_steps_sampled_before_learning_starts: int = 10_000
+    """Env steps sampled before the first gradient step (CleanRL's ``learning_starts``)."""
+
+    train_frequency: int = 10
+    """Env steps sampled per gradient step (CleanRL's ``train_frequency``)."""
+
+    tau: float = 1.0
+    """Target update: ``target = tau * online + (1 - tau) * target`` (1.0: a hard copy)."""
+
+    target_network_update_freq: int = 500
+    """Env steps between target updates (CleanRL's ``target_network_frequency``), counted
+    in gradient steps of ``train_frequency`` env steps each."""
+
+    def validate(self) -> None:
+        """Check ranges; see :meth:`AlgorithmConfig.validate`."""
+        super().validate()
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ValueError(f"gamma must lie in [0, 1], got {self.gamma}.")
+        if not 0.0 < self.tau <= 1.0:
+            raise ValueError(f"tau must lie in (0, 1], got {self.tau}.")
+        for name in ("n_step", "replay_buffer_capacity", "train_frequency", "target_network_update_freq"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}.")
+        if self.num_steps_sampled_before_learning_starts < 0:
+            raise ValueError("num_steps_sampled_before_learning_starts must be >= 0.")
+
+    @property
+    def target_update_every(self) -> int:
+        """Gradient steps between target updates."""
+        return max(1, int(self.target_network_update_freq) // int(self.train_frequency))
+
+
+def replay_columns(observation_space: gym.Space[Any], action_space: gym.Space[Any]) -> ColumnSpecs:
+    """The buffer columns of one module: ``obs``, ``actions``, ``rewards``, ``next_obs``,
+    ``terminateds``, ``discounts`` (see :func:`n_step_transitions`)."""
+    obs_shape = tuple(observation_space.shape or ())
+    if isinstance(action_space, gym.spaces.Discrete):
+        action: tuple[Sequence[int], Any] = ((), "int64")
+    else:
+        action = (tuple(action_space.shape or ()), "float32")
+    return {
+        "obs": (obs_shape, "float32"),
+        "actions": action,
+        "rewards": ((), "float32"),
+        "next_obs": (obs_shape, "float32"),
+        "terminateds": ((), "bool"),
+        "discounts": ((), "float32"),
+    }
+
+
+def n_step_transitions(batch: Mapping[str, npt.NDArray[Any]], *, gamma: float, n_step: int) -> dict[str, Any]:
+    """Flat n-step transitions ``[T * N, ...]`` (time-major) from a rollout ``[T, N, ...]``.
+
+    For the step ``t`` of sub-environment ``i``, the sum runs over ``k`` steps,
+    ``k = n_step`` or fewer where the episode ends (terminated or truncated) or
+    the rollout ends first: ``rewards = sum_{j<k} gamma^j r[t+j]``,
+    ``next_obs = next_obs[t+k-1]``, ``terminateds = terminated[t+k-1]``,
+    ``discounts = gamma^k``. The target of a transition is then
+    ``rewards + discounts * (1 - terminateds) * V(next_obs)``.
+
+    Args:
+        batch: An env runner's batch with ``next_obs`` (``sample_next_obs``).
+        gamma: Discount factor.
+        n_step: The most steps a transition sums.
+    """
+    rewards = np.asarray(batch["rewards"], dtype=np.float64)
+    terminateds = np.asarray(batch["terminateds"], dtype=np.bool_)
+    ended = terminateds | np.asarray(batch["truncateds"], dtype=np.bool_)
+    horizon, n = rewards.shape
+    total = rewards.copy()
+    last = np.broadcast_to(np.arange(horizon)[:, None], (horizon, n)).copy()  # index of the last summed step
+    open_ = ~ended  # whether the sum of (t, i) goes on past its last step
+    for k in range(1, n_step):
+        nxt = last + 1
+        go = open_ & (nxt < horizon)
+        idx = np.minimum(nxt, horizon - 1)
+        cols = np.arange(n)[None, :].repeat(horizon, 0)
+        total = np.where(go, total + gamma**k * rewards[idx, cols], total)
+        last = np.where(go, nxt, last)
+        open_ = go & ~ended[idx, cols]
+    cols = np.arange(n)[None, :].repeat(horizon, 0)
+    steps = last - np.arange(horizon)[:, None] + 1
+    next_obs = np.asarray(batch["next_obs"])[last, cols]
+
+    def flat(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        return array.reshape((horizon * n, *array.shape[2:]))
+
+    return {
+        "obs": flat(np.asarray(batch["obs"])),
+        "actions": flat(np.asarray(batch["actions"])),
+        "rewards": flat(total.astype(np.float32)),
+        "next_obs": flat(next_obs),
+        "terminateds": flat(terminateds[last, cols]),
+        "discounts": flat((float(gamma) ** steps).astype(np.float32)),
+    }
+
+
+class TargetNetworkLearner(Learner):
+    """A Learner with a target copy of every module, updated as the config says.
+
+    Components: ``rl_module`` and ``target_rl_module`` (a :class:`MultiRLModule`
+    of the same modules, same classes). Every ``target_update_every`` gradient
+    steps of a module, its target moves to ``tau * online + (1 - tau) * target``.
+    The per-module gradient-step counters are in the state, so a restored
+    learner updates its targets at exactly the same steps.
+
+    A subclass implements :meth:`compute_loss_for_module` and reads the targets
+    as ``self.target_module[module_id]``.
+
+    Args:
+        config: An :class:`OffPolicyConfig`.
+        module_specs: Module id -> spec of each module to train.
+    """
+
+    def __init__(self, config: AlgorithmConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:
+        super().__init__(config, module_specs)
+        self.target_module = MultiRLModule(self.module.specs)
+        self.target_module.set_state(self.module.get_state())
+        self.target_module.eval()
+        self.target_module.requires_grad_(False)
+        self.num_gradient_steps: dict[str, int] = {module_id: 0 for module_id in self.module.keys()}
+
+    def _off_policy_config(self, module_id: str) -> OffPolicyConfig:
+        config = self.config_for_module(module_id)
+        if not isinstance(config, OffPolicyConfig):
+            raise TypeError(f"{type(self).__name__} needs an OffPolicyConfig, got {type(config).__name__}.")
+        return config
+
+    def _minibatch_step(
+        self, module_id: str, module: RLModule, optimizer: torch.optim.Optimizer, mb: Mapping[str, torch.Tensor]
+    ) -> dict[str, float]:
+        stats = super()._minibatch_step(module_id, module, optimizer, mb)
+        self.num_gradient_steps[module_id] = self.num_gradient_steps.get(module_id, 0) + 1
+        config = self._off_policy_config(module_id)
+        if self.num_gradient_steps[module_id] % config.target_update_every == 0:
+            self.update_target(module_id, tau=float(config.tau))
+        return stats
+
+    def update_target(self, module_id: str, *, tau: float) -> None:
+        """``target = tau * online + (1 - tau) * target`` for module ``module_id`` (tau=1: a copy)."""
+        online = self.module[module_id].state_dict()
+        with torch.no_grad():
+            for name, target in self.target_module[module_id].state_dict().items():
+                source = online[name]
+                if tau >= 1.0 or not target.is_floating_point():
+                    target.copy_(source)
+                else:
+                    target.mul_(1.0 - tau).add_(source, alpha=tau)
+
+    def add_module(
+        self,
+        module_id: str,
+        module: RLModule | RLModuleSpec,
+        *,
+        config_overrides: Mapping[str, Any] | None = None,
+    ) -> RLModule:
+        """Add a module (see :meth:`Learner.add_module`) and its target, a copy of it."""
+        built = super().add_module(module_id, module, config_overrides=config_overrides)
+        target = built.spec.build()
+        target.set_state(built.get_state())
+        target.eval()
+        target.requires_grad_(False)
+        self.target_module.add_module(module_id, target)
+        self.num_gradient_steps[module_id] = 0
+        return built
+
+    def remove_module(self, module_id: str) -> RLModule:
+        """Remove a module (see :meth:`Learner.remove_module`) and its target."""
+        module = super().remove_module(module_id)
+        self.target_module.remove_module(module_id)
+        self.num_gradient_steps.pop(module_id, None)
+        return module
+
+    def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
+        """``rl_module`` and ``target_rl_module``."""
+        return [*super().get_checkpointable_components(), ("target_rl_module", self.target_module)]
+
+    def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
+        """The learner's state plus the gradient-step counters that time the target updates."""
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        state["counters"]["num_gradient_steps"] = dict(self.num_gradient_steps)
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Apply ``state``; see :meth:`Learner.set_state`."""
+        super().set_state(state)
+        for module_id, steps in state.get("counters", {}).get("num_gradient_steps", {}).items():
+            if module_id in self.num_gradient_steps:
+                self.num_gradient_steps[module_id] = int(steps)
+
+
+class OffPolicyAlgorithm(Algorithm):
+    """An algorithm that learns from a replay buffer (DQN, SAC).
+
+    Each :meth:`train` iteration: every env runner samples ``rollout_length``
+    steps per sub-environment (with ``next_obs``); the rollouts become n-step
+    transitions in each module's buffer; once
+    ``num_steps_sampled_before_learning_starts`` env steps were sampled, the
+    learners take one gradient step per ``train_frequency`` env steps sampled,
+    each on ``minibatch_size`` rows drawn from the buffer; the new weights go to
+    the env runners.
+
+    Components: ``env_runner``, ``learner_group`` and ``replay_buffer`` (a
+    :class:`~cairn.rl.utils.replay_buffers.MultiAgentReplayBuffer`, one buffer
+    per module id, saved incrementally by a :class:`cairn.CheckpointManager`).
+    Restore just the buffer with ``algo.restore_from_path(ckpt + "/replay_buffer",
+    component="replay_buffer")``.
+
+    Environments: gymnasium ids and ``"multi:<id>"`` (independent agents);
+    turn-based :class:`~cairn.rl.env.multi_agent_env.MultiAgentEnv` classes are
+    not supported yet (their runner samples no ``next_obs``).
+
+    Args:
+        config: An :class:`OffPolicyConfig` subclass (:attr:`config_class`).
+    """
+
+    config_class: ClassVar[type[AlgorithmConfig]] = OffPolicyConfig
+    config: OffPolicyConfig
+    replay_buffer: MultiAgentReplayBuffer
+
+    def build_learner_group(self, config: Any, module_specs: Mapping[str, RLModuleSpec]) -> LearnerGroup:
+        """The learner group, and the replay buffer of the same modules (built here, from the same specs)."""
+        runner = self.env_runner_group.local_env_runner
+        if type(runner) is not EnvRunner:
+            raise ValueError(
+                f"{type(self).__name__} samples transitions with their next observation, which "
+                f"{type(runner).__name__} (env={config.env!r}) does not provide yet; use a gymnasium id or "
+                "'multi:<id>' (independent agents)."
+            )
+        self.replay_buffer = MultiAgentReplayBuffer(
+            int(config.replay_buffer_capacity),
+            {m: replay_columns(spec.observation_space, spec.action_space) for m, spec in module_specs.items()},
+            chunk_rows=config.replay_buffer_chunk_rows,
+            seed=int(config.seed),
+        )
+        return LearnerGroup(config, module_specs)
+
+    def num_gradient_steps_for(self, steps_before: int, steps_after: int) -> int:
+        """Gradient steps owed for the env steps sampled from ``steps_before`` to ``steps_after``."""
+        start = int(self.config.num_steps_sampled_before_learning_starts)
+        if steps_after < max(start, 1):
+            return 0
+        freq = int(self.config.train_frequency)
+        return steps_after // freq - max(steps_before, start) // freq
+
+    def add_to_buffer(self, per_runner: list[dict[str, SampleBatch]]) -> None:
+        """Turn each runner's rollouts into n-step transitions and add them, runner by runner."""
+        for runner_batches in per_runner:
+            transitions = {
+                module_id: n_step_transitions(
+                    batch,
+                    gamma=float(self.config.get_config_for_module(module_id).gamma),  # type: ignore[attr-defined]
+                    n_step=int(self.config.n_step),
+                )
+                for module_id, batch in runner_batches.items()
+            }
+            self.replay_buffer.add(transitions)
+
+    def training_step(self) -> dict[str, Any]:
+        """Sample, store, learn (when due), sync weights; returns the iteration's metrics."""
+        steps_before = self.env_runner.num_env_steps_sampled_lifetime
+        self.add_to_buffer(self.env_runner_group.sample())
+        steps_after = self.env_runner.num_env_steps_sampled_lifetime
+        num_steps = self.num_gradient_steps_for(steps_before, steps_after)
+        results: dict[str, Any] = {}
+        if num_steps > 0:
+            trainable = self.config.policies_to_train
+            batches = {
+                module_id: self.replay_buffer[module_id].sample(
+                    num_steps * int(self.config.get_config_for_module(module_id).minibatch_size)
+                )
+                for module_id in self.replay_buffer
+                if len(self.replay_buffer[module_id]) and (trainable is None or module_id in trainable)
+            }
+            results.update(self.learner_group.update(batches))
+        self._sync_env_runners()
+        results["num_gradient_steps"] = num_steps
+        for module_id in self.replay_buffer:
+            results[f"replay_buffer/{module_id}/size"] = len(self.replay_buffer[module_id])
+        results.update(self.env_runner_group.get_metrics())
+        return results
+
+    def add_module(
+        self,
+        module_id: str,
+        module_spec: RLModuleSpec,
+        *,
+        config_overrides: Mapping[str, Any] | None = None,
+        new_agent_to_module_mapping_fn: Any = None,
+        new_should_module_be_updated: Sequence[str] | None = None,
+    ) -> RLModule:
+        """Add a module (see :meth:`Algorithm.add_module`) and an empty replay buffer for it."""
+        module = super().add_module(
+            module_id,
+            module_spec,
+            config_overrides=config_overrides,
+            new_agent_to_module_mapping_fn=new_agent_to_module_mapping_fn,
+            new_should_module_be_updated=new_should_module_be_updated,
+        )
+        self.replay_buffer.add_module(module_id, replay_columns(module.observation_space, module.action_space))
+        return module
+
+    def remove_module(
+        self,
+        module_id: str,
+        *,
+        new_agent_to_module_mapping_fn: Any = None,
+        new_should_module_be_updated: Sequence[str] | None = None,
+    ) -> None:
+        """Remove a module (see :meth:`Algorithm.remove_module`) and its replay buffer."""
+        super().remove_module(
+            module_id,
+            new_agent_to_module_mapping_fn=new_agent_to_module_mapping_fn,
+            new_should_module_be_updated=new_should_module_be_updated,
+        )
+        self.replay_buffer.remove_module(module_id)
+
+    def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
+        """``env_runner``, ``learner_group`` and ``replay_buffer``."""
+        return [*super().get_checkpointable_components(), ("replay_buffer", self.replay_buffer)]
