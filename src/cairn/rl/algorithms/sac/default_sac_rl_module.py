@@ -3,15 +3,15 @@
 The networks are CleanRL's ``sac_continuous_action.py``: an MLP policy with a
 mean head and a log-std head (``tanh``, rescaled into ``[-5, 2]``), whose
 samples are squashed by ``tanh`` and scaled to the action bounds; two
-Q-networks ``Q(s, a)`` with target copies; and the entropy coefficient as a
-learned ``log_alpha``.
+Q-networks ``Q(s, a)``; and the entropy coefficient as a learned ``log_alpha``.
 
-Everything SAC learns lives in this one module, targets and ``log_alpha``
-included (RLlib's SAC module holds its target Q-networks too): a module
-checkpoint (``RLModule.from_checkpoint``) is then a whole SAC agent, and the
-module's ``state_dict`` is the single place the weights are saved, restored
-and sent to env runners. The learner (:class:`~cairn.rl.algorithms.sac.sac_learner.SACLearner`)
-keeps one optimizer per part: ``qf``, ``policy`` and ``alpha``.
+Everything SAC learns lives in this one module, ``log_alpha`` included, so a
+module checkpoint (``RLModule.from_checkpoint``) is a whole SAC agent. The
+target Q-networks are not here: they are the learner's target copy of the
+module (:class:`~cairn.rl.algorithms.off_policy.TargetNetworkLearner`, shared
+with DQN: one home for when and how targets move, and their counters). The
+learner (:class:`~cairn.rl.algorithms.sac.sac_learner.SACLearner`) keeps one
+optimizer per part: ``qf``, ``policy`` and ``alpha``.
 """
 
 from __future__ import annotations
@@ -56,12 +56,10 @@ def _mlp(in_dim: int, hidden: list[int], out_dim: int) -> nn.Sequential:
 
 
 class DefaultSACRLModule(RLModule):
-    """Squashed Gaussian policy, twin Q-networks with targets, and ``log_alpha``.
+    """Squashed Gaussian policy, twin Q-networks and ``log_alpha``.
 
     Layers: ``pi`` (obs -> 2 x act_dim: mean and raw log-std), ``qf1``, ``qf2``
-    (obs ++ action -> 1) and their targets ``qf1_target``, ``qf2_target``
-    (no gradients; the learner moves them towards ``qf1``/``qf2`` with ``tau``),
-    and the parameter ``log_alpha``.
+    (obs ++ action -> 1), and the parameter ``log_alpha``.
 
     Args:
         observation_space: A ``Box`` space; observations are flattened.
@@ -123,12 +121,6 @@ class DefaultSACRLModule(RLModule):
         self.pi = _mlp(self.obs_dim, hidden, 2 * self.act_dim)
         self.qf1 = _mlp(self.obs_dim + self.act_dim, hidden, 1)
         self.qf2 = _mlp(self.obs_dim + self.act_dim, hidden, 1)
-        self.qf1_target = _mlp(self.obs_dim + self.act_dim, hidden, 1)
-        self.qf2_target = _mlp(self.obs_dim + self.act_dim, hidden, 1)
-        self.qf1_target.load_state_dict(self.qf1.state_dict())
-        self.qf2_target.load_state_dict(self.qf2.state_dict())
-        for param in (*self.qf1_target.parameters(), *self.qf2_target.parameters()):
-            param.requires_grad_(False)
         self.log_alpha = nn.Parameter(torch.tensor([math.log(config["initial_alpha"])], dtype=torch.float32))
         # Buffers, so that they are saved with the weights and follow .to(device).
         low = torch.as_tensor(action_space.low, dtype=torch.float32)
@@ -143,7 +135,7 @@ class DefaultSACRLModule(RLModule):
         return self.pi.parameters()
 
     def q_parameters(self) -> Iterator[nn.Parameter]:
-        """Both Q-networks' parameters (the ``qf`` optimizer's); the targets are not trained."""
+        """Both Q-networks' parameters (the ``qf`` optimizer's)."""
         yield from self.qf1.parameters()
         yield from self.qf2.parameters()
 
@@ -181,23 +173,15 @@ class DefaultSACRLModule(RLModule):
         logp = logp - torch.log(self.action_scale * (1.0 - y.pow(2)) + 1e-6).sum(-1)
         return actions, logp
 
-    def q_values(self, obs: torch.Tensor, actions: torch.Tensor, *, target: bool = False) -> torch.Tensor:
-        """``Tensor[2, B]``: both Q-networks' (or target networks') values of ``(obs, actions)``."""
+    def q_values(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """``Tensor[2, B]``: both Q-networks' values of ``(obs, actions)``."""
         x = torch.cat([self._obs(obs), torch.as_tensor(actions, dtype=torch.float32).reshape(-1, self.act_dim)], -1)
-        q1, q2 = (self.qf1_target, self.qf2_target) if target else (self.qf1, self.qf2)
-        return torch.stack([q1(x).squeeze(-1), q2(x).squeeze(-1)])
+        return torch.stack([self.qf1(x).squeeze(-1), self.qf2(x).squeeze(-1)])
 
     @property
     def alpha(self) -> torch.Tensor:
         """The entropy coefficient ``exp(log_alpha)`` (a 1-element tensor, no gradient)."""
         return self.log_alpha.detach().exp()
-
-    def update_targets(self, tau: float) -> None:
-        """Polyak averaging: ``target = tau * q + (1 - tau) * target`` for both Q-networks."""
-        with torch.no_grad():
-            for net, target in ((self.qf1, self.qf1_target), (self.qf2, self.qf2_target)):
-                for param, target_param in zip(net.parameters(), target.parameters(), strict=True):
-                    target_param.mul_(1.0 - tau).add_(param, alpha=tau)
 
     # ------------------------------------------------------------------ forward passes
 
@@ -211,17 +195,14 @@ class DefaultSACRLModule(RLModule):
     def forward_exploration(
         self, batch: Mapping[str, torch.Tensor], *, generator: torch.Generator | None = None
     ) -> dict[str, torch.Tensor]:
-        """Sampled actions (with ``generator``), their log-probabilities and a soft value estimate.
+        """Sampled actions (with ``generator``, the runner's) and their log-probabilities.
 
         Returns:
-            ``{"actions": Tensor[B, act_dim], "action_logp": Tensor[B], "vf_preds": Tensor[B]}``;
-            ``vf_preds`` is ``min(Q1, Q2)(s, a) - alpha * logp``, the one-sample
-            estimate of the soft state value (env runners record it with every step).
+            ``{"actions": Tensor[B, act_dim], "action_logp": Tensor[B]}``.
         """
         with torch.no_grad():
             actions, logp = self.sample_actions(batch["obs"], generator=generator)
-            values = self.q_values(batch["obs"], actions).min(0).values - self.alpha * logp
-        return {"actions": actions, "action_logp": logp, "vf_preds": values}
+        return {"actions": actions, "action_logp": logp}
 
     def forward_train(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Both Q-values of ``batch["obs"]``, ``batch["actions"]``, with gradients: ``{"q_values": Tensor[2, B]}``.

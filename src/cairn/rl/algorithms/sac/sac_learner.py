@@ -1,16 +1,19 @@
 """SACLearner: soft actor-critic's losses on the generic :class:`Learner`.
 
-As CleanRL's ``sac_continuous_action.py``, for a minibatch of transitions
-``(obs, actions, rewards, next_obs, terminateds)``:
+As CleanRL's ``sac_continuous_action.py``, for a minibatch of (n-step)
+transitions ``(obs, actions, rewards, next_obs, terminateds, discounts)``
+(:func:`~cairn.rl.algorithms.off_policy.n_step_transitions`):
 
-- Q loss: both Q-networks regress on ``r + gamma * (1 - terminated) *
+- Q loss: both Q-networks regress on ``r + discount * (1 - terminated) *
   (min(Q1', Q2')(s', a') - alpha * log pi(a'|s'))``, with ``a'`` sampled from
-  the policy and the target networks ``Q'``;
+  the policy and ``Q'`` the target networks (``discount = gamma`` for 1-step);
 - policy loss: ``alpha * log pi(a|s) - min(Q1, Q2)(s, a)`` with ``a`` sampled
   by reparametrization;
 - alpha loss (automatic entropy tuning): ``-alpha * (log pi(a|s) + target_entropy)``,
   ``target_entropy = -|A|`` unless set;
-- after each update, the target networks move ``tau`` of the way to the Q-networks.
+- every ``target_network_update_freq`` env steps, the target networks move
+  ``tau`` of the way to the Q-networks (:class:`~cairn.rl.algorithms.off_policy.TargetNetworkLearner`;
+  its target copy of the module holds a policy and ``log_alpha`` too, unused).
 
 Each loss has its own optimizer (``qf``, ``policy``, ``alpha``: the generic
 learner's named optimizers, all checkpointed). The generic learner computes
@@ -27,8 +30,8 @@ from typing import Protocol, cast
 
 import torch
 
+from cairn.rl.algorithms.off_policy import TargetNetworkLearner
 from cairn.rl.algorithms.sac.default_sac_rl_module import DefaultSACRLModule
-from cairn.rl.core.learner.learner import Learner
 from cairn.rl.core.rl_module.rl_module import RLModule
 
 __all__ = ["SACLearner", "SACLossSettings"]
@@ -41,8 +44,6 @@ class SACLossSettings(Protocol):
     import ``sac.py``, which imports it.
     """
 
-    gamma: float
-    tau: float
     policy_lr: float
     q_lr: float
     alpha_lr: float
@@ -61,12 +62,13 @@ def _sac_module(module_id: str, module: RLModule) -> DefaultSACRLModule:
     return module
 
 
-class SACLearner(Learner):
-    """A :class:`~cairn.rl.core.learner.learner.Learner` with SAC's three losses and target updates.
+class SACLearner(TargetNetworkLearner):
+    """A :class:`~cairn.rl.algorithms.off_policy.TargetNetworkLearner` with SAC's three losses.
 
     Args:
-        config: The SAC config (``gamma``, ``tau``, ``policy_lr``, ``q_lr``,
-            ``alpha_lr``, ``autotune_alpha``, ``target_entropy`` and the learner's settings).
+        config: The SAC config (``policy_lr``, ``q_lr``, ``alpha_lr``,
+            ``autotune_alpha``, ``target_entropy``, the target updates' ``tau``
+            and ``target_network_update_freq``, and the learner's settings).
         module_specs: Module id -> spec of each module to train.
     """
 
@@ -91,18 +93,19 @@ class SACLearner(Learner):
         """``{"qf", "policy"[, "alpha"]}`` losses of a minibatch of transitions, and statistics.
 
         Args:
-            minibatch: ``obs``, ``actions``, ``rewards``, ``next_obs``, ``terminateds``
-                (an episode cut by a time limit is not terminated: its next value is bootstrapped).
+            minibatch: ``obs``, ``actions``, ``rewards``, ``next_obs``, ``terminateds``,
+                ``discounts`` (an episode cut by a time limit is not terminated: its next value is bootstrapped).
         """
         config = cast(SACLossSettings, self.config_for_module(module_id))
         sac = _sac_module(module_id, module)
+        target = _sac_module(module_id, self.target_module[module_id])
         mb = minibatch
         alpha = sac.alpha
         with torch.no_grad():
             next_actions, next_logp = sac.sample_actions(mb["next_obs"], generator=self._generator)
-            next_q = sac.q_values(mb["next_obs"], next_actions, target=True).min(0).values - alpha * next_logp
+            next_q = target.q_values(mb["next_obs"], next_actions).min(0).values - alpha * next_logp
             not_done = 1.0 - mb["terminateds"].to(torch.float32)
-            q_target = mb["rewards"].to(torch.float32) + config.gamma * not_done * next_q
+            q_target = mb["rewards"].to(torch.float32) + mb["discounts"].to(torch.float32) * not_done * next_q
         q_values = sac.forward_train({"obs": mb["obs"], "actions": mb["actions"]})["q_values"]
         qf_loss = (q_values - q_target).pow(2).mean(1).sum()
 
@@ -119,9 +122,3 @@ class SACLearner(Learner):
             "entropy": float(-logp.detach().mean()),
             "alpha": float(alpha[0]),
         }
-
-    def after_gradient_based_update(self, module_id: str, module: RLModule) -> None:
-        """Move the target Q-networks ``tau`` of the way towards the Q-networks (Polyak averaging)."""
-        _sac_module(module_id, module).update_targets(
-            float(cast(SACLossSettings, self.config_for_module(module_id)).tau)
-        )

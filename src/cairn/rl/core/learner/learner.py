@@ -284,12 +284,6 @@ class Learner(Checkpointable):
         loss, stats = self.compute_loss_for_module(module_id, module, minibatch)
         return {DEFAULT_OPTIMIZER: loss}, stats
 
-    def after_gradient_based_update(self, module_id: str, module: RLModule) -> None:
-        """Called after each update of a module (all its minibatch steps); nothing by default.
-
-        SAC moves its target networks towards the Q-networks here (RLlib's name).
-        """
-
     def compute_metrics_for_module(self, module_id: str, batch: Mapping[str, torch.Tensor]) -> dict[str, float]:
         """Metrics of a whole batch after its update (none by default)."""
         return {}
@@ -343,7 +337,6 @@ class Learner(Checkpointable):
                 steps += 1
                 self.num_updates_lifetime += 1
         module.eval()
-        self.after_gradient_based_update(module_id, module)
         self.num_module_steps_trained_lifetime[module_id] += size
         metrics = {name: total / max(steps, 1) for name, total in sums.items()}
         metrics.update(self.compute_metrics_for_module(module_id, data))
