@@ -6,6 +6,7 @@ learner directly (the algorithm's off-policy loop lives beside DQN's).
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from rl_helpers import small_config
 from cairn.errors import IncompatibleCheckpointError
 from cairn.rl import DefaultPPORLModule, Learner, PPOLearner, RLModule, RLModuleSpec
 from cairn.rl.algorithms.sac.default_sac_rl_module import DefaultSACRLModule
-from cairn.rl.algorithms.sac.sac import SACConfig
+from cairn.rl.algorithms.sac.sac import SAC, SACConfig
 from cairn.rl.algorithms.sac.sac_learner import SACLearner
 from cairn.testing import CheckpointableContract, assert_states_equal
 
@@ -189,3 +190,53 @@ def test_exact_resume_in_a_new_process(tmp_path: Path) -> None:
     script = _RESUME.format(tests=str(Path(__file__).parent), path=str(path), out=str(out))
     subprocess.run([sys.executable, "-c", script], check=True)
     assert_states_equal(Learner.from_checkpoint(out).get_state(), straight.get_state())
+
+
+# The SAC algorithm: N iterations, save, from_checkpoint in a new process, M more == N + M straight.
+_ALGO = r"""
+import json, sys
+from cairn.rl.algorithms.sac.sac import SAC, SACConfig
+
+mode, env, n, m, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+if mode == "fresh":
+    algo = SAC(SACConfig(env=env, seed=3, num_agents=2, rollout_length=20, minibatch_size=16,
+                         replay_buffer_capacity=64, replay_buffer_chunk_rows=16,
+                         num_steps_sampled_before_learning_starts=30, model_config={"hidden_sizes": [16]}))
+    for _ in range(n):
+        algo.train()
+    algo.save_to_path(out + "/mid")
+else:
+    algo = SAC.from_checkpoint(mode)
+metrics = [algo.train() for _ in range(m)]
+algo.save_to_path(out + "/final")
+with open(out + "/metrics.json", "w") as f:
+    json.dump([{k: v for k, v in r.items() if not k.startswith("perf/")} for r in metrics], f)
+"""
+
+
+def run_sac(out: Path, mode: str, env: str, n: int, m: int) -> Path:
+    out.mkdir()
+    subprocess.run([sys.executable, "-c", _ALGO, mode, env, str(n), str(m), str(out)], check=True, timeout=300)
+    return out
+
+
+@pytest.mark.parametrize("env", ["Pendulum-v1", "multi:Pendulum-v1"])
+def test_sac_resumes_in_a_new_process_bit_for_bit(env: str, tmp_path: Path) -> None:
+    """Weights, target weights, log_alpha, the three optimizers, the buffer (which has wrapped
+    around: 64 rows, 100+ transitions), its sampling RNG, env state and metrics."""
+    n, m = 2, 3
+    straight = run_sac(tmp_path / "straight", "fresh", env, n, m)
+    resumed = run_sac(tmp_path / "resumed", str(straight / "mid"), env, n, m)
+    straight_metrics = json.loads((straight / "metrics.json").read_text())
+    assert straight_metrics == json.loads((resumed / "metrics.json").read_text())
+    assert straight_metrics[-1]["num_gradient_steps"] > 0 and straight_metrics[0]["training_iteration"] == n + 1
+    a = SAC.from_checkpoint(straight / "final")
+    b = SAC.from_checkpoint(resumed / "final")
+    state = a.get_state()
+    module_ids = set(state["learner_group"]["learner"]["optimizers"])
+    for module_id in module_ids:
+        assert set(state["learner_group"]["learner"]["optimizers"][module_id]) == {"qf", "policy", "alpha"}
+        assert "log_alpha" in state["learner_group"]["learner"]["target_rl_module"][module_id]
+    assert_states_equal(state, b.get_state())
+    a.stop()
+    b.stop()
