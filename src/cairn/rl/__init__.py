@@ -20,6 +20,7 @@ Public names here (imported on first use, so that ``cairn._rl_cli`` can register
     Algorithm, AlgorithmConfig     the base classes
     RLModule, RLModuleSpec         the base class of your own modules, and its recipe
     DefaultPPORLModule             PPO's default module (an MLP actor-critic)
+    SAC, SACConfig, SACLearner, DefaultSACRLModule   soft actor-critic (continuous actions)
     MultiRLModule, MultiRLModuleSpec   module id -> RLModule, and its recipe
     Learner, LearnerGroup          optimizers, schedules, the update loop
     EnvRunner, EnvRunnerGroup      vector environments, connectors, RNGs
@@ -46,6 +47,9 @@ if TYPE_CHECKING:
     from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
     from cairn.rl.algorithms.ppo.ppo import PPO, PPOConfig
     from cairn.rl.algorithms.ppo.ppo_learner import PPOLearner
+    from cairn.rl.algorithms.sac.default_sac_rl_module import DefaultSACRLModule
+    from cairn.rl.algorithms.sac.sac import SAC, SACConfig
+    from cairn.rl.algorithms.sac.sac_learner import SACLearner
     from cairn.rl.callbacks.callbacks import Episode, RLlibCallback
     from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
     from cairn.rl.core.learner.learner import Learner, LinearSchedule
@@ -71,12 +75,14 @@ __all__ = [
     "DEFAULT_AGENT_ID",
     "DEFAULT_MODULE_ID",
     "PPO",
+    "SAC",
     "Algorithm",
     "AlgorithmConfig",
     "ClipActions",
     "Connector",
     "ConnectorPipeline",
     "DefaultPPORLModule",
+    "DefaultSACRLModule",
     "EnvRunner",
     "EnvRunnerGroup",
     "Episode",
@@ -97,6 +103,8 @@ __all__ = [
     "RLModule",
     "RLModuleSpec",
     "RLlibCallback",
+    "SACConfig",
+    "SACLearner",
     "compute_gae",
     "register_env",
     "register_env_state_handler",
@@ -134,6 +142,10 @@ _HOMES: dict[str, str] = {
     "RLModuleSpec": "cairn.rl.core.rl_module.rl_module",
     "RLlibCallback": "cairn.rl.callbacks.callbacks",
     "compute_gae": "cairn.rl.utils.gae",
+    "SAC": "cairn.rl.algorithms.sac.sac",
+    "SACConfig": "cairn.rl.algorithms.sac.sac",
+    "SACLearner": "cairn.rl.algorithms.sac.sac_learner",
+    "DefaultSACRLModule": "cairn.rl.algorithms.sac.default_sac_rl_module",
     "register_env_state_handler": "cairn.rl.env.env_state",
 }
 
