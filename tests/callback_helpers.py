@@ -68,3 +68,15 @@ class LongEpisodes(RLlibCallback):
 
     def on_train_result(self, *, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
         metrics_logger.log_value("train_calls", 1, reduce="sum")
+
+
+class WinsPerModule(RLlibCallback):
+    """Per-agent episodes of a multi-agent game: a lifetime count of wins per module, and every start/end."""
+
+    def on_episode_start(self, *, episode: Episode, env_index: int, **kwargs: Any) -> None:
+        EVENTS.append(("ma", "start", env_index, episode.agent_id, episode.module_id, len(episode)))
+
+    def on_episode_end(self, *, episode: Episode, env_index: int, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
+        EVENTS.append(("ma", "end", env_index, episode.agent_id, episode.module_id, len(episode)))
+        metrics_logger.log_value(f"wins/{episode.module_id}", int(episode.get_return() > 0), reduce="sum")
+        metrics_logger.log_value("agent_episodes", 1, reduce="sum")

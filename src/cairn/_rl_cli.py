@@ -29,20 +29,29 @@ MODULE_PATH = ("learner_group", "learner", "rl_module")
 
 T = TypeVar("T")
 
+ALGORITHMS = {
+    "ppo": ("cairn.rl.algorithms.ppo.ppo", "PPO", "PPOConfig"),
+    "dqn": ("cairn.rl.algorithms.dqn.dqn", "DQN", "DQNConfig"),
+    "sac": ("cairn.rl.algorithms.sac.sac", "SAC", "SACConfig"),
+}
+"""``--algo`` name -> (module, algorithm class, config class); imported when ``cairn train`` runs."""
+
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the ``train`` and ``evaluate`` subcommands to the ``cairn`` parser."""
     p = subparsers.add_parser(
         "train",
-        help="train PPO, checkpointing as it goes",
+        help="train PPO or DQN, checkpointing as it goes",
         description=(
-            "Train PPO on a gymnasium environment. --iterations is the total: with --resume, "
+            "Train an algorithm (--algo, default PPO) on a gymnasium environment. "
+            "--iterations is the total: with --resume, "
             "training goes on from the latest checkpoint in --checkpoint-dir until "
             "training_iteration reaches it. Each iteration's metrics are appended to "
             "DIR/metrics.jsonl and, with the tensorboard package installed, to TensorBoard "
             "event files in DIR; a resume drops what a killed run logged after its last checkpoint."
         ),
     )
+    p.add_argument("--algo", default="ppo", choices=sorted(ALGORITHMS), help="the algorithm (default ppo)")
     p.add_argument("--env", default=None, help="gymnasium id or multi:<id> (default CartPole-v1)")
     p.add_argument("--iterations", type=int, default=100, help="total training iterations")
     p.add_argument("--checkpoint-dir", default=None, help="folder (or fsspec URI) for checkpoints")
@@ -67,7 +76,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "--set",
         action="append",
         metavar="KEY=VALUE",
-        help="any PPOConfig field, e.g. --set lr=1e-3 --set model_config='{\"hidden_sizes\": [32]}' (repeatable)",
+        help=(
+            "any field of the algorithm's config (PPOConfig, DQNConfig, SACConfig), e.g. --set lr=1e-3 "
+            "--set model_config='{\"hidden_sizes\": [32]}' (repeatable)"
+        ),
     )
     p.set_defaults(func=cmd_train)
 
@@ -129,12 +141,16 @@ _RUN_IDENTITY = ("env", "seed", "num_agents", "policies", "policy_mapping")
 
 
 def _build_algorithm(args: argparse.Namespace) -> tuple[Algorithm, str]:
-    """A new PPO, or the latest checkpoint's with ``--resume``; and how it was obtained."""
+    """A new algorithm (``--algo``), or the latest checkpoint's with ``--resume``; and how it was obtained."""
     import dataclasses
+    import importlib
 
     from cairn.manager import CheckpointManager
-    from cairn.rl.algorithms.ppo.ppo import PPO, PPOConfig
 
+    module_name, algo_name, config_name = ALGORITHMS[getattr(args, "algo", "ppo")]
+    algo_module = importlib.import_module(module_name)
+    algo_cls: type[Algorithm] = getattr(algo_module, algo_name)
+    config_cls: type[Any] = getattr(algo_module, config_name)
     flags = {
         "env": args.env,
         "seed": args.seed,
@@ -142,11 +158,11 @@ def _build_algorithm(args: argparse.Namespace) -> tuple[Algorithm, str]:
         "num_learners": args.num_learners,
         "num_agents": args.num_agents,
     }
-    explicit = {**parse_settings(args.set or [], PPOConfig), **{k: v for k, v in flags.items() if v is not None}}
+    explicit = {**parse_settings(args.set or [], config_cls), **{k: v for k, v in flags.items() if v is not None}}
     if args.resume:
         if args.checkpoint_dir is None:
             raise ValueError("--resume needs --checkpoint-dir (where the checkpoints are).")
-        found = _load_newest_sound(CheckpointManager(args.checkpoint_dir), PPO.from_checkpoint)
+        found = _load_newest_sound(CheckpointManager(args.checkpoint_dir), algo_cls.from_checkpoint)
         if found is not None:
             latest, algo = found[0].path, found[1]
             config = algo.config
@@ -162,7 +178,7 @@ def _build_algorithm(args: argparse.Namespace) -> tuple[Algorithm, str]:
                 # Other settings (learning rate, number of runners or learners, ...) may change
                 # on resume: the checkpoint restores into an algorithm built with them.
                 algo.stop()
-                algo = PPO.from_checkpoint(latest, config=dataclasses.replace(config, **changes))
+                algo = algo_cls.from_checkpoint(latest, config=dataclasses.replace(config, **changes))
             changed = f", with {', '.join(f'{k}={v!r}' for k, v in changes.items())}" if changes else ""
             return algo, f"resumed from {latest} (iteration {algo.training_iteration}){changed}"
     elif args.checkpoint_dir is not None:
@@ -172,7 +188,7 @@ def _build_algorithm(args: argparse.Namespace) -> tuple[Algorithm, str]:
                 f"{args.checkpoint_dir} already holds checkpoints (latest {existing}); pass "
                 "--resume to continue that run, or choose another --checkpoint-dir."
             )
-    return PPO(PPOConfig(**explicit)), "started from scratch"
+    return algo_cls(config_cls(**explicit)), "started from scratch"
 
 
 def _load_newest_sound(manager: CheckpointManager, load: Callable[[str], T]) -> tuple[CheckpointInfo, T] | None:
@@ -340,6 +356,8 @@ def _load_for_evaluation(checkpoint: str, module_id: str) -> _Evaluated:
 
 
 def _load_module(root: str, metadata: dict[str, Any] | None, module_id: str) -> _Evaluated:
+    import cairn.rl.algorithms.dqn.default_dqn_rl_module
+    import cairn.rl.algorithms.sac.default_sac_rl_module
     import cairn.rl.core.rl_module.multi_rl_module  # noqa: F401 - registers PPO's default module (0.1 paths too)
     from cairn import _engine
     from cairn.errors import CheckpointNotFoundError

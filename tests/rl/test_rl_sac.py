@@ -19,6 +19,7 @@ import pytest
 import torch
 from rl_helpers import small_config
 
+from cairn import CheckpointManager
 from cairn.errors import IncompatibleCheckpointError
 from cairn.rl import DefaultPPORLModule, Learner, PPOLearner, RLModule, RLModuleSpec
 from cairn.rl.algorithms.sac.default_sac_rl_module import DefaultSACRLModule
@@ -240,3 +241,21 @@ def test_sac_resumes_in_a_new_process_bit_for_bit(env: str, tmp_path: Path) -> N
     assert_states_equal(state, b.get_state())
     a.stop()
     b.stop()
+
+
+def test_cairn_train_algo_sac_and_resume(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    common = [sys.executable, "-m", "cairn", "train", "--algo", "sac", "--checkpoint-dir", str(run_dir)]
+    settings = [
+        *("--set", "rollout_length=16", "--set", "num_steps_sampled_before_learning_starts=16"),
+        *("--set", "minibatch_size=8", "--set", "replay_buffer_capacity=64"),
+        *("--set", 'model_config={"hidden_sizes": [8]}'),
+    ]
+    subprocess.run([*common, "--iterations", "2", "--checkpoint-every", "2", *settings], check=True, timeout=300)
+    subprocess.run([*common, "--iterations", "3", "--checkpoint-every", "3", "--resume"], check=True, timeout=300)
+    latest = CheckpointManager(run_dir).latest()
+    assert latest is not None
+    algo = SAC.from_checkpoint(latest)
+    assert algo.training_iteration == 3 and len(algo.replay_buffer["default_policy"]) == 3 * 16
+    assert set(algo.learner_group.learner.named_optimizers["default_policy"]) == {"qf", "policy", "alpha"}
+    algo.stop()

@@ -5,6 +5,8 @@ The layout follows RLlib's new API stack (SPEC 9)::
     cairn.rl.algorithms.algorithm          Algorithm
     cairn.rl.algorithms.algorithm_config   AlgorithmConfig (imports nothing else of cairn.rl)
     cairn.rl.algorithms.ppo                PPO, PPOConfig, PPOLearner (the loss)
+    cairn.rl.algorithms.dqn                DQN, DQNConfig, DQNLearner, DefaultDQNRLModule
+    cairn.rl.algorithms.off_policy         OffPolicyAlgorithm, OffPolicyConfig, TargetNetworkLearner
     cairn.rl.core.rl_module                RLModule, RLModuleSpec, MultiRLModule
     cairn.rl.core.learner                  Learner (optimizers, schedules, update loop), LearnerGroup
     cairn.rl.env                           EnvRunner, EnvRunnerGroup, multi-agent envs, env state
@@ -17,6 +19,9 @@ Public names here (imported on first use, so that ``cairn._rl_cli`` can register
 ``train``/``evaluate`` commands without importing torch)::
 
     PPO, PPOConfig, PPOLearner     the algorithm, its config and its learner
+    DQN, DQNConfig, DQNLearner     DQN (double Q, target network, n-step), its config and learner
+    DefaultDQNRLModule             DQN's default module (an MLP Q-network, epsilon-greedy)
+    OffPolicyAlgorithm, OffPolicyConfig, TargetNetworkLearner   the replay-buffer scaffolding
     Algorithm, AlgorithmConfig     the base classes
     RLModule, RLModuleSpec         the base class of your own modules, and its recipe
     DefaultPPORLModule             PPO's default module (an MLP actor-critic)
@@ -44,6 +49,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from cairn.rl.algorithms.algorithm import Algorithm
     from cairn.rl.algorithms.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
+    from cairn.rl.algorithms.dqn.default_dqn_rl_module import DefaultDQNRLModule
+    from cairn.rl.algorithms.dqn.dqn import DQN, DQNConfig
+    from cairn.rl.algorithms.dqn.dqn_learner import DQNLearner
+    from cairn.rl.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig, TargetNetworkLearner
     from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
     from cairn.rl.algorithms.ppo.ppo import PPO, PPOConfig
     from cairn.rl.algorithms.ppo.ppo_learner import PPOLearner
@@ -74,6 +83,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_AGENT_ID",
     "DEFAULT_MODULE_ID",
+    "DQN",
     "PPO",
     "SAC",
     "Algorithm",
@@ -81,6 +91,9 @@ __all__ = [
     "ClipActions",
     "Connector",
     "ConnectorPipeline",
+    "DQNConfig",
+    "DQNLearner",
+    "DefaultDQNRLModule",
     "DefaultPPORLModule",
     "DefaultSACRLModule",
     "EnvRunner",
@@ -97,6 +110,8 @@ __all__ = [
     "MultiAgentEnvRunner",
     "MultiRLModule",
     "MultiRLModuleSpec",
+    "OffPolicyAlgorithm",
+    "OffPolicyConfig",
     "PPOConfig",
     "PPOLearner",
     "ParallelPettingZooEnv",
@@ -105,6 +120,7 @@ __all__ = [
     "RLlibCallback",
     "SACConfig",
     "SACLearner",
+    "TargetNetworkLearner",
     "compute_gae",
     "register_env",
     "register_env_state_handler",
@@ -114,6 +130,13 @@ _HOMES: dict[str, str] = {
     "DEFAULT_AGENT_ID": "cairn.rl.env.multi_agent_env",
     "DEFAULT_MODULE_ID": "cairn.rl.algorithms.algorithm_config",
     "PPO": "cairn.rl.algorithms.ppo.ppo",
+    "DQN": "cairn.rl.algorithms.dqn.dqn",
+    "DQNConfig": "cairn.rl.algorithms.dqn.dqn",
+    "DQNLearner": "cairn.rl.algorithms.dqn.dqn_learner",
+    "DefaultDQNRLModule": "cairn.rl.algorithms.dqn.default_dqn_rl_module",
+    "OffPolicyAlgorithm": "cairn.rl.algorithms.off_policy",
+    "OffPolicyConfig": "cairn.rl.algorithms.off_policy",
+    "TargetNetworkLearner": "cairn.rl.algorithms.off_policy",
     "Algorithm": "cairn.rl.algorithms.algorithm",
     "AlgorithmConfig": "cairn.rl.algorithms.algorithm_config",
     "ClipActions": "cairn.rl.connectors.connectors",

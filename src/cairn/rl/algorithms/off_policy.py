@@ -211,7 +211,7 @@ class TargetNetworkLearner(Learner):
         self.target_module.set_state(self.module.get_state())
         self.target_module.eval()
         self.target_module.requires_grad_(False)
-        self.num_gradient_steps: dict[str, int] = {module_id: 0 for module_id in self.module.keys()}
+        self.num_gradient_steps: dict[str, int] = {module_id: 0 for module_id in self.module}
 
     def _off_policy_config(self, module_id: str) -> OffPolicyConfig:
         config = self.config_for_module(module_id)
@@ -286,6 +286,13 @@ class TargetNetworkLearner(Learner):
                 self.num_gradient_steps[module_id] = int(steps)
 
 
+def _spaces(spec: RLModuleSpec) -> tuple[gym.Space[Any], gym.Space[Any]]:
+    # The env runners complete every spec (spaces from the env) before the algorithm builds anything.
+    if spec.observation_space is None or spec.action_space is None:
+        raise ValueError(f"The module spec {spec!r:.200} has no spaces; an algorithm's specs are completed first.")
+    return spec.observation_space, spec.action_space
+
+
 class OffPolicyAlgorithm(Algorithm):
     """An algorithm that learns from a replay buffer (DQN, SAC).
 
@@ -326,7 +333,7 @@ class OffPolicyAlgorithm(Algorithm):
             )
         self.replay_buffer = MultiAgentReplayBuffer(
             int(config.replay_buffer_capacity),
-            {m: replay_columns(spec.observation_space, spec.action_space) for m, spec in module_specs.items()},
+            {m: replay_columns(*_spaces(spec)) for m, spec in module_specs.items()},
             chunk_rows=config.replay_buffer_chunk_rows,
             seed=int(config.seed),
         )

@@ -36,6 +36,7 @@ import numpy.typing as npt
 import torch
 
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.callbacks.callbacks import Episode
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
@@ -294,6 +295,7 @@ class MultiAgentEnvRunner(EnvRunner):
                     final_vf = self._final_value(self._mappings[env_index][agent], obs[agent])
                 self._complete(env_index, agent, terminated=terminated, truncated=truncated, final_vf=final_vf)
             if agent in self._agent_steps[env_index]:
+                self._agent_episode_hook("on_episode_end", env_index, agent, done=True)
                 self._record_episode(
                     returns.get(agent, 0.0), self._agent_steps[env_index].pop(agent), self._mappings[env_index][agent]
                 )
@@ -341,16 +343,47 @@ class MultiAgentEnvRunner(EnvRunner):
                         "vf": float(values[i]),
                         "reward": 0.0,
                     }
-                    self._agent_steps[e][agent] = self._agent_steps[e].get(agent, 0) + 1
+                    if agent not in self._agent_steps[e]:  # the agent's first action of this episode
+                        self._agent_steps[e][agent] = 0
+                        self._agent_episode_hook("on_episode_start", e, agent, done=False)
+                    self._agent_steps[e][agent] += 1
                     env_action = env_actions[i]
                     actions_per_env[e][agent] = int(env_action) if np.ndim(env_action) == 0 else env_action
             for e in range(self.num_envs):
                 self._step_env(e, actions_per_env[e])
+            if self._step_hook:
+                for e, agent in acting:
+                    if agent in self._agent_steps[e]:  # its episode goes on
+                        self._agent_episode_hook("on_episode_step", e, agent, done=False)
             agent_steps += len(acting)
             self.num_env_steps_sampled_lifetime += self.num_envs
             self.num_agent_steps_sampled_lifetime += len(acting)
         self._last_agent_steps = agent_steps
-        return self._collect()
+        batches = self._collect()
+        self.callbacks.on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=batches)
+        return batches
+
+    def _agent_episode_hook(self, hook: str, env_index: int, agent: str, *, done: bool) -> None:
+        """Call the callbacks' ``hook`` for one agent's episode in env copy ``env_index``.
+
+        As the metrics do, each agent's part of a game is an episode of its own: it
+        starts with the agent's first action and ends when the agent is done.
+        """
+        episode = Episode(
+            env_index=env_index,
+            agent_id=agent,
+            module_id=self._mappings[env_index][agent],
+            episode_return=float(self._agent_returns[env_index].get(agent, 0.0)),
+            length=int(self._agent_steps[env_index].get(agent, 0)),
+            is_done=done,
+        )
+        getattr(self.callbacks, hook)(
+            episode=episode,
+            env_runner=self,
+            metrics_logger=self.metrics,
+            env=self.envs[env_index],
+            env_index=env_index,
+        )
 
     def _collect(self) -> dict[str, SampleBatch]:
         """The rows completed so far, per module; open trajectories end in a cut with their bootstrap value."""

@@ -80,7 +80,9 @@ class DQNConfig(OffPolicyConfig):
         if self.epsilon_timesteps < 0:
             raise ValueError(f"epsilon_timesteps must be >= 0, got {self.epsilon_timesteps}.")
         if self.td_error_loss_fn not in _TD_ERROR_LOSSES:
-            raise ValueError(f"td_error_loss_fn must be one of {list(_TD_ERROR_LOSSES)}, got {self.td_error_loss_fn!r}.")
+            raise ValueError(
+                f"td_error_loss_fn must be one of {list(_TD_ERROR_LOSSES)}, got {self.td_error_loss_fn!r}."
+            )
 
 
 class DQN(OffPolicyAlgorithm):
