@@ -51,7 +51,12 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             "event files in DIR; a resume drops what a killed run logged after its last checkpoint."
         ),
     )
-    p.add_argument("--algo", default="ppo", choices=sorted(ALGORITHMS), help="the algorithm (default ppo)")
+    p.add_argument(
+        "--algo",
+        default=None,
+        choices=sorted(ALGORITHMS),
+        help="the algorithm (default: ppo, or with --resume the checkpoint's)",
+    )
     p.add_argument("--env", default=None, help="gymnasium id or multi:<id> (default CartPole-v1)")
     p.add_argument("--iterations", type=int, default=100, help="total training iterations")
     p.add_argument("--checkpoint-dir", default=None, help="folder (or fsspec URI) for checkpoints")
@@ -147,7 +152,7 @@ def _build_algorithm(args: argparse.Namespace) -> tuple[Algorithm, str]:
 
     from cairn.manager import CheckpointManager
 
-    module_name, algo_name, config_name = ALGORITHMS[getattr(args, "algo", "ppo")]
+    module_name, algo_name, config_name = ALGORITHMS[_algorithm_name(args)]
     algo_module = importlib.import_module(module_name)
     algo_cls: type[Algorithm] = getattr(algo_module, algo_name)
     config_cls: type[Any] = getattr(algo_module, config_name)
@@ -189,6 +194,24 @@ def _build_algorithm(args: argparse.Namespace) -> tuple[Algorithm, str]:
                 "--resume to continue that run, or choose another --checkpoint-dir."
             )
     return algo_cls(config_cls(**explicit)), "started from scratch"
+
+
+def _algorithm_name(args: argparse.Namespace) -> str:
+    """``--algo``; else, with ``--resume``, the algorithm of the latest checkpoint's recorded class; else ppo."""
+    if getattr(args, "algo", None):
+        return str(args.algo)
+    if args.resume and args.checkpoint_dir is not None:
+        from cairn.errors import CheckpointError
+        from cairn.manager import CheckpointManager
+
+        for info in reversed(CheckpointManager(args.checkpoint_dir).checkpoints()):
+            try:  # a damaged step is skipped here as the resume itself skips it
+                metadata = _checkpoint_metadata(info.path) or {}
+            except CheckpointError:
+                continue
+            recorded = str(metadata.get("class", "")).partition(":")[0]
+            return next((name for name, (module, _, _) in ALGORITHMS.items() if module == recorded), "ppo")
+    return "ppo"
 
 
 def _load_newest_sound(manager: CheckpointManager, load: Callable[[str], T]) -> tuple[CheckpointInfo, T] | None:

@@ -236,7 +236,11 @@ def test_cairn_train_algo_dqn_and_resume(tmp_path: Path) -> None:
         [*common, "--iterations", "3", "--checkpoint-every", "3", *settings], check=True, env=env_vars, timeout=300
     )
     subprocess.run(
-        [*common, "--iterations", "5", "--checkpoint-every", "5", "--resume"], check=True, env=env_vars, timeout=300
+        # no --algo: a resume takes the checkpoint's algorithm
+        [sys.executable, "-m", "cairn", "train", "--checkpoint-dir", str(run_dir), "--resume", "--iterations", "5"],
+        check=True,
+        env=env_vars,
+        timeout=300,
     )
     latest = CheckpointManager(run_dir).latest()
     assert latest is not None
