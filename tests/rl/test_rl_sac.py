@@ -245,13 +245,15 @@ def test_sac_resumes_in_a_new_process_bit_for_bit(env: str, tmp_path: Path) -> N
 
 def test_cairn_train_algo_sac_and_resume(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    common = [sys.executable, "-m", "cairn", "train", "--algo", "sac", "--checkpoint-dir", str(run_dir)]
+    common = [sys.executable, "-m", "cairn", "train", "--checkpoint-dir", str(run_dir)]
     settings = [
         *("--set", "rollout_length=16", "--set", "num_steps_sampled_before_learning_starts=16"),
         *("--set", "minibatch_size=8", "--set", "replay_buffer_capacity=64"),
         *("--set", 'model_config={"hidden_sizes": [8]}'),
     ]
-    subprocess.run([*common, "--iterations", "2", "--checkpoint-every", "2", *settings], check=True, timeout=300)
+    first = [*common, "--algo", "sac", "--iterations", "2", "--checkpoint-every", "2", *settings]
+    subprocess.run(first, check=True, timeout=300)
+    # --resume without --algo takes the checkpoint's algorithm.
     subprocess.run([*common, "--iterations", "3", "--checkpoint-every", "3", "--resume"], check=True, timeout=300)
     latest = CheckpointManager(run_dir).latest()
     assert latest is not None
