@@ -33,6 +33,7 @@ T = TypeVar("T")
 ALGORITHMS = {
     "ppo": ("cairn.rl.algorithms.ppo.ppo", "PPO", "PPOConfig"),
     "dqn": ("cairn.rl.algorithms.dqn.dqn", "DQN", "DQNConfig"),
+    "sac": ("cairn.rl.algorithms.sac.sac", "SAC", "SACConfig"),
 }
 """``--algo`` name -> (module, algorithm class, config class); imported when ``cairn train`` runs."""
 
@@ -82,7 +83,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         action="append",
         metavar="KEY=VALUE",
         help=(
-            "any field of the algorithm's config (PPOConfig, DQNConfig), e.g. --set lr=1e-3 "
+            "any field of the algorithm's config (PPOConfig, DQNConfig, SACConfig), e.g. --set lr=1e-3 "
             "--set model_config='{\"hidden_sizes\": [32]}' (repeatable)"
         ),
     )
@@ -398,6 +399,7 @@ def _single_threaded() -> Iterator[None]:
 
 def _load_module(root: str, metadata: dict[str, Any] | None, module_id: str) -> _Evaluated:
     import cairn.rl.algorithms.dqn.default_dqn_rl_module
+    import cairn.rl.algorithms.sac.default_sac_rl_module
     import cairn.rl.core.rl_module.multi_rl_module  # noqa: F401 - registers PPO's default module (0.1 paths too)
     from cairn import _engine
     from cairn.errors import CheckpointNotFoundError

@@ -25,6 +25,7 @@ Public names here (imported on first use, so that ``cairn._rl_cli`` can register
     Algorithm, AlgorithmConfig     the base classes
     RLModule, RLModuleSpec         the base class of your own modules, and its recipe
     DefaultPPORLModule             PPO's default module (an MLP actor-critic)
+    SAC, SACConfig, SACLearner, DefaultSACRLModule   soft actor-critic (continuous actions)
     MultiRLModule, MultiRLModuleSpec   module id -> RLModule, and its recipe
     Learner, LearnerGroup          optimizers, schedules, the update loop
     EnvRunner, EnvRunnerGroup      vector environments, connectors, RNGs
@@ -55,6 +56,9 @@ if TYPE_CHECKING:
     from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
     from cairn.rl.algorithms.ppo.ppo import PPO, PPOConfig
     from cairn.rl.algorithms.ppo.ppo_learner import PPOLearner
+    from cairn.rl.algorithms.sac.default_sac_rl_module import DefaultSACRLModule
+    from cairn.rl.algorithms.sac.sac import SAC, SACConfig
+    from cairn.rl.algorithms.sac.sac_learner import SACLearner
     from cairn.rl.callbacks.callbacks import Episode, RLlibCallback
     from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
     from cairn.rl.core.learner.learner import Learner, LinearSchedule
@@ -81,6 +85,7 @@ __all__ = [
     "DEFAULT_MODULE_ID",
     "DQN",
     "PPO",
+    "SAC",
     "Algorithm",
     "AlgorithmConfig",
     "ClipActions",
@@ -90,6 +95,7 @@ __all__ = [
     "DQNLearner",
     "DefaultDQNRLModule",
     "DefaultPPORLModule",
+    "DefaultSACRLModule",
     "EnvRunner",
     "EnvRunnerGroup",
     "Episode",
@@ -112,6 +118,8 @@ __all__ = [
     "RLModule",
     "RLModuleSpec",
     "RLlibCallback",
+    "SACConfig",
+    "SACLearner",
     "TargetNetworkLearner",
     "compute_gae",
     "register_env",
@@ -157,6 +165,10 @@ _HOMES: dict[str, str] = {
     "RLModuleSpec": "cairn.rl.core.rl_module.rl_module",
     "RLlibCallback": "cairn.rl.callbacks.callbacks",
     "compute_gae": "cairn.rl.utils.gae",
+    "SAC": "cairn.rl.algorithms.sac.sac",
+    "SACConfig": "cairn.rl.algorithms.sac.sac",
+    "SACLearner": "cairn.rl.algorithms.sac.sac_learner",
+    "DefaultSACRLModule": "cairn.rl.algorithms.sac.default_sac_rl_module",
     "register_env_state_handler": "cairn.rl.env.env_state",
 }
 

@@ -220,9 +220,13 @@ class TargetNetworkLearner(Learner):
         return config
 
     def _minibatch_step(
-        self, module_id: str, module: RLModule, optimizer: torch.optim.Optimizer, mb: Mapping[str, torch.Tensor]
+        self,
+        module_id: str,
+        module: RLModule,
+        optimizers: Mapping[str, torch.optim.Optimizer],
+        mb: Mapping[str, torch.Tensor],
     ) -> dict[str, float]:
-        stats = super()._minibatch_step(module_id, module, optimizer, mb)
+        stats = super()._minibatch_step(module_id, module, optimizers, mb)
         self.num_gradient_steps[module_id] = self.num_gradient_steps.get(module_id, 0) + 1
         config = self._off_policy_config(module_id)
         if self.num_gradient_steps[module_id] % config.target_update_every == 0:

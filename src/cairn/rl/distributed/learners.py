@@ -111,19 +111,25 @@ class DataParallelLearner(Learner):
             offset += n
 
     def _minibatch_step(
-        self, module_id: str, module: RLModule, optimizer: torch.optim.Optimizer, mb: Mapping[str, torch.Tensor]
+        self,
+        module_id: str,
+        module: RLModule,
+        optimizers: Mapping[str, torch.optim.Optimizer],
+        mb: Mapping[str, torch.Tensor],
     ) -> dict[str, float]:
         """As the base class; a learner with no rows of this minibatch still joins the all-reduces."""
         if int(next(iter(mb.values())).shape[0]) > 0:
-            return super()._minibatch_step(module_id, module, optimizer, mb)
+            return super()._minibatch_step(module_id, module, optimizers, mb)
         # No rows here: contribute nothing, but take part in every collective and the step.
         self.join_collectives_without_rows(module_id)
-        optimizer.zero_grad(set_to_none=True)
+        for param in module.parameters():
+            param.grad = None
         self._reduce_gradients(module, 0)
         max_grad_norm = self.config_for_module(module_id).max_grad_norm
         if max_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(module.parameters(), max_grad_norm)
-        optimizer.step()
+        for optimizer in optimizers.values():
+            optimizer.step()
         return {}
 
 

@@ -26,7 +26,12 @@ from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.utils._util import Names, clone_tree
 
-__all__ = ["Learner", "LinearSchedule", "TrainBatch"]
+__all__ = ["DEFAULT_OPTIMIZER", "Learner", "LinearSchedule", "TrainBatch"]
+
+DEFAULT_OPTIMIZER = "default"
+"""The name of a module's optimizer when it has one (PPO); algorithms with several
+(SAC: ``"qf"``, ``"policy"``, ``"alpha"``) name theirs in
+:meth:`Learner.configure_optimizers_for_module`."""
 
 TrainBatch = Mapping[str, npt.NDArray[Any]]
 """One module's training data, flat ``[B, ...]`` arrays by column name (the
@@ -87,9 +92,16 @@ class Learner(Checkpointable):
     (and, if it likes, :meth:`configure_optimizer_for_module` and
     :meth:`compute_metrics_for_module`).
 
-    Components: ``rl_module`` (the :class:`MultiRLModule`). Own state: one
-    optimizer state per module, the shuffling RNG, counters (from which the
+    Components: ``rl_module`` (the :class:`MultiRLModule`). Own state: the
+    optimizer states of each module, the shuffling RNG, counters (from which the
     learning-rate schedule is computed).
+
+    A module has one optimizer (:data:`DEFAULT_OPTIMIZER`) unless the algorithm's
+    learner names several in :meth:`configure_optimizers_for_module` and returns
+    one loss per optimizer from :meth:`compute_losses_for_module` (SAC: the
+    Q-networks, the policy and the entropy coefficient). A module with one
+    optimizer is checkpointed as before (``optimizers/<module id>`` is that
+    optimizer's state), one with several as ``optimizers/<module id>/<name>``.
 
     Each module trains with its own config (:meth:`config_for_module`: the
     config with ``algorithm_config_overrides_per_module`` applied): its
@@ -110,7 +122,7 @@ class Learner(Checkpointable):
         self._module_configs: dict[str, AlgorithmConfig] = {}
         self.module = MultiRLModule({module_id: self._complete_spec(spec) for module_id, spec in module_specs.items()})
         self.lr_schedules: dict[str, LinearSchedule] = {}
-        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        self.named_optimizers: dict[str, dict[str, torch.optim.Optimizer]] = {}
         self.num_module_steps_trained_lifetime: dict[str, int] = {}
         for module_id, module in self.module.items():
             self._add_optimizer(module_id, module)
@@ -133,6 +145,18 @@ class Learner(Checkpointable):
             self._module_configs[module_id] = module_config
         return module_config
 
+    @property
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """Module id -> its :data:`DEFAULT_OPTIMIZER` (modules with named optimizers only are left out).
+
+        A new dict each time; :attr:`named_optimizers` holds every optimizer of every module.
+        """
+        return {
+            module_id: named[DEFAULT_OPTIMIZER]
+            for module_id, named in self.named_optimizers.items()
+            if DEFAULT_OPTIMIZER in named
+        }
+
     def configure_optimizer_for_module(self, module_id: str, module: RLModule) -> torch.optim.Optimizer:
         """The optimizer of a new module: Adam with the module's ``lr`` and CleanRL's ``eps=1e-5``.
 
@@ -140,10 +164,28 @@ class Learner(Checkpointable):
         """
         return torch.optim.Adam(module.parameters(), lr=self.config_for_module(module_id).lr, eps=1e-5)
 
+    def configure_optimizers_for_module(self, module_id: str, module: RLModule) -> dict[str, torch.optim.Optimizer]:
+        """The optimizers of a new module by name: ``{DEFAULT_OPTIMIZER: configure_optimizer_for_module(...)}``.
+
+        Override it when parts of a module learn with their own optimizers (SAC);
+        :meth:`compute_losses_for_module` then returns a loss per name. Names are
+        path segments of the checkpoint, so they may not be ``"state"`` or
+        ``"param_groups"`` (the keys of an optimizer's own state).
+        """
+        return {DEFAULT_OPTIMIZER: self.configure_optimizer_for_module(module_id, module)}
+
     def _add_optimizer(self, module_id: str, module: RLModule) -> None:
         module_config = self.config_for_module(module_id)
         self.lr_schedules[module_id] = LinearSchedule(module_config.lr, 0.0, module_config.lr_anneal_timesteps)
-        self.optimizers[module_id] = self.configure_optimizer_for_module(module_id, module)
+        named = self.configure_optimizers_for_module(module_id, module)
+        clash = sorted(set(named) & {"state", "param_groups"})
+        if not named or clash:
+            raise ValueError(
+                f"{type(self).__name__}.configure_optimizers_for_module({module_id!r}) returned names "
+                f"{sorted(named)}: give at least one optimizer, and none named 'state' or 'param_groups' "
+                "(those keys mark a single optimizer's state in a checkpoint)."
+            )
+        self.named_optimizers[module_id] = named
         self.num_module_steps_trained_lifetime.setdefault(module_id, 0)
 
     def _set_overrides(self, module_id: str, overrides: Mapping[str, Any] | None) -> None:
@@ -195,7 +237,7 @@ class Learner(Checkpointable):
     def remove_module(self, module_id: str) -> RLModule:
         """Stop training ``module_id`` and return it (its optimizer and overrides go too)."""
         module = self.module.remove_module(module_id)
-        del self.optimizers[module_id]
+        del self.named_optimizers[module_id]
         self.lr_schedules.pop(module_id, None)
         self.num_module_steps_trained_lifetime.pop(module_id, None)
         self._set_overrides(module_id, None)
@@ -227,6 +269,20 @@ class Learner(Checkpointable):
             f"{type(self).__name__} has no loss: an algorithm's learner (PPOLearner, ...) implements "
             "compute_loss_for_module, and its config's get_default_learner_class names it."
         )
+
+    def compute_losses_for_module(
+        self, module_id: str, module: RLModule, minibatch: Mapping[str, torch.Tensor]
+    ) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+        """One loss per optimizer of the module, and statistics (RLlib keeps a loss per optimizer too).
+
+        By default ``{DEFAULT_OPTIMIZER: loss}`` of :meth:`compute_loss_for_module`.
+        A learner with named optimizers overrides it; each loss's gradients go to
+        its optimizer's parameters only, every gradient is computed before any
+        optimizer steps (so all losses see the same weights), and a name left out
+        of the dict does not step this time (a delayed policy update, say).
+        """
+        loss, stats = self.compute_loss_for_module(module_id, module, minibatch)
+        return {DEFAULT_OPTIMIZER: loss}, stats
 
     def compute_metrics_for_module(self, module_id: str, batch: Mapping[str, torch.Tensor]) -> dict[str, float]:
         """Metrics of a whole batch after its update (none by default)."""
@@ -260,12 +316,14 @@ class Learner(Checkpointable):
     def _update_module(self, module_id: str, batch: TrainBatch) -> dict[str, float]:
         config = self.config_for_module(module_id)
         module = self.module[module_id]
-        optimizer = self.optimizers[module_id]
+        optimizers = self.named_optimizers[module_id]
         data = {key: torch.as_tensor(np.asarray(value)) for key, value in batch.items()}
         size = int(next(iter(data.values())).shape[0])
+        # The schedule drives the default optimizer; named ones keep the rates their learner gave them.
         lr = self.lr_schedules[module_id].value(self.num_module_steps_trained_lifetime[module_id])
-        for group in optimizer.param_groups:
-            group["lr"] = lr
+        if DEFAULT_OPTIMIZER in optimizers:
+            for group in optimizers[DEFAULT_OPTIMIZER].param_groups:
+                group["lr"] = lr
         sums: dict[str, float] = {}
         steps = 0
         module.train()
@@ -273,7 +331,7 @@ class Learner(Checkpointable):
             order = torch.randperm(size, generator=self._generator)
             for start in range(0, size, int(config.minibatch_size)):
                 idx = self._local_indices(order[start : start + int(config.minibatch_size)])
-                stats = self._minibatch_step(module_id, module, optimizer, {k: v[idx] for k, v in data.items()})
+                stats = self._minibatch_step(module_id, module, optimizers, {k: v[idx] for k, v in data.items()})
                 for name, value in stats.items():
                     sums[name] = sums.get(name, 0.0) + value
                 steps += 1
@@ -282,7 +340,8 @@ class Learner(Checkpointable):
         self.num_module_steps_trained_lifetime[module_id] += size
         metrics = {name: total / max(steps, 1) for name, total in sums.items()}
         metrics.update(self.compute_metrics_for_module(module_id, data))
-        metrics["lr"] = lr
+        if DEFAULT_OPTIMIZER in optimizers:
+            metrics["lr"] = lr
         metrics["num_module_steps_trained"] = float(size)
         metrics["num_module_steps_trained_lifetime"] = float(self.num_module_steps_trained_lifetime[module_id])
         return metrics
@@ -308,8 +367,15 @@ class Learner(Checkpointable):
         """Combine this learner's gradients (of ``num_rows`` rows) with the other learners'."""
 
     def _minibatch_step(
-        self, module_id: str, module: RLModule, optimizer: torch.optim.Optimizer, mb: Mapping[str, torch.Tensor]
+        self,
+        module_id: str,
+        module: RLModule,
+        optimizers: Mapping[str, torch.optim.Optimizer],
+        mb: Mapping[str, torch.Tensor],
     ) -> dict[str, float]:
+        if set(optimizers) != {DEFAULT_OPTIMIZER}:
+            return self._named_minibatch_step(module_id, module, optimizers, mb)
+        optimizer = optimizers[DEFAULT_OPTIMIZER]
         loss, stats = self.compute_loss_for_module(module_id, module, mb)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]
@@ -324,6 +390,41 @@ class Learner(Checkpointable):
         optimizer.step()
         return {"total_loss": float(loss.detach()), **stats, "grad_norm": float(grad_norm)}
 
+    def _named_minibatch_step(
+        self,
+        module_id: str,
+        module: RLModule,
+        optimizers: Mapping[str, torch.optim.Optimizer],
+        mb: Mapping[str, torch.Tensor],
+    ) -> dict[str, float]:
+        losses, stats = self.compute_losses_for_module(module_id, module, mb)
+        unknown = sorted(set(losses) - set(optimizers))
+        if unknown:
+            raise ValueError(
+                f"{type(self).__name__}.compute_losses_for_module({module_id!r}) returned losses {unknown} "
+                f"for which the module has no optimizer (it has {sorted(optimizers)})."
+            )
+        for param in module.parameters():
+            param.grad = None
+        # Every gradient first, then every step: a loss that reads another optimizer's parameters
+        # (SAC's policy loss reads the Q-networks) sees them before any of them changed.
+        names = list(losses)
+        for i, name in enumerate(names):
+            params = [p for group in optimizers[name].param_groups for p in group["params"]]
+            grads = torch.autograd.grad(losses[name], params, retain_graph=i < len(names) - 1, allow_unused=True)
+            for param, grad in zip(params, grads, strict=True):
+                param.grad = grad
+        self._reduce_gradients(module, int(next(iter(mb.values())).shape[0]))
+        max_grad_norm = self.config_for_module(module_id).max_grad_norm
+        out: dict[str, float] = dict(stats)
+        for name in names:
+            params = [p for group in optimizers[name].param_groups for p in group["params"] if p.grad is not None]
+            if max_grad_norm is not None and params:
+                torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+            optimizers[name].step()
+            out[f"{name}_loss"] = float(losses[name].detach())
+        return out
+
     # ------------------------------------------------------------------ Checkpointable
 
     def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
@@ -333,9 +434,7 @@ class Learner(Checkpointable):
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
         """Optimizer states (module id -> ``optimizer.state_dict()``), RNG, counters, components."""
         state: dict[str, Any] = {
-            "optimizers": {
-                module_id: clone_tree(optimizer.state_dict()) for module_id, optimizer in self.optimizers.items()
-            },
+            "optimizers": clone_tree(self._optimizer_states()),
             "rng": {"torch": self._generator.get_state()},
             "counters": {
                 "num_updates_lifetime": self.num_updates_lifetime,
@@ -348,9 +447,15 @@ class Learner(Checkpointable):
     def get_state_buffers(self) -> dict[str, Any] | None:
         """The optimizers' live state tensors (Adam's moments): a restore from local disk reads into them."""
         # The generator state has no live tensor (get_state copies it): None, so it is read into a fresh one.
+        return {"optimizers": self._optimizer_states(), "rng": {"torch": None}}
+
+    def _optimizer_states(self) -> dict[str, Any]:
+        # A module with only the default optimizer keeps cairn 0.1's layout (optimizers/<module id>).
         return {
-            "optimizers": {module_id: opt.state_dict() for module_id, opt in self.optimizers.items()},
-            "rng": {"torch": None},
+            module_id: named[DEFAULT_OPTIMIZER].state_dict()
+            if set(named) == {DEFAULT_OPTIMIZER}
+            else {name: optimizer.state_dict() for name, optimizer in named.items()}
+            for module_id, named in self.named_optimizers.items()
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -362,22 +467,34 @@ class Learner(Checkpointable):
         """
         self._set_components_state(state)
         for module_id, optimizer_state in state.get("optimizers", {}).items():
-            if module_id not in self.optimizers:
+            named = self.named_optimizers.get(module_id)
+            if named is None:
                 continue
-            try:
-                self.optimizers[module_id].load_state_dict(_normalize_optimizer_state(optimizer_state))
-            except (ValueError, KeyError, RuntimeError) as err:
+            single = "param_groups" in optimizer_state
+            if single != (set(named) == {DEFAULT_OPTIMIZER}):
                 raise IncompatibleCheckpointError(
-                    f"The optimizer state of module {module_id!r} does not fit this learner's "
-                    f"module: {err}. The checkpoint was written for another architecture."
-                ) from err
+                    f"The checkpoint holds {'one optimizer' if single else sorted(optimizer_state)} for module "
+                    f"{module_id!r}, but this {type(self).__name__} has {sorted(named)}; the checkpoint was "
+                    "written by another algorithm's learner. Restore it with that algorithm."
+                )
+            per_name = {DEFAULT_OPTIMIZER: optimizer_state} if single else optimizer_state
+            for name, optimizer in named.items():
+                if name not in per_name:
+                    continue
+                try:
+                    optimizer.load_state_dict(_normalize_optimizer_state(per_name[name]))
+                except (ValueError, KeyError, RuntimeError) as err:
+                    raise IncompatibleCheckpointError(
+                        f"The state of optimizer {name!r} of module {module_id!r} does not fit this learner's "
+                        f"module: {err}. The checkpoint was written for another architecture."
+                    ) from err
         if "rng" in state and "torch" in state["rng"]:
             self._generator.set_state(torch.as_tensor(state["rng"]["torch"], dtype=torch.uint8))
         counters = state.get("counters", {})
         if "num_updates_lifetime" in counters:
             self.num_updates_lifetime = int(counters["num_updates_lifetime"])
         for module_id, steps in counters.get("num_module_steps_trained_lifetime", {}).items():
-            if module_id in self.optimizers:
+            if module_id in self.named_optimizers:
                 self.num_module_steps_trained_lifetime[module_id] = int(steps)
 
     @property
