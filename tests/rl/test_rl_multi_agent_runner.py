@@ -166,13 +166,47 @@ def test_add_module_maps_new_episodes_and_the_checkpoint_rebuilds_it(tmp_path: P
     assert algo.config.policy_mapping_fn == "random_side"
     results = algo.train()
     assert "env_runner/frozen/episode_return_mean" in results
-    with pytest.raises(ValueError, match="episodes in flight"):
-        algo.remove_module("frozen")  # games that "frozen" plays are not over
     restored = PPO.from_checkpoint(algo.save_to_path(tmp_path / "ckpt"))
     assert restored.config.policies == ("learner", "frozen") and restored.config.policies_to_train == ("learner",)
     a = {k: v for k, v in algo.train().items() if not k.startswith("perf/")}
     b = {k: v for k, v in restored.train().items() if not k.startswith("perf/")}
     assert a == b
+    algo.stop()
+    restored.stop()
+
+
+def learner_only_mapping(agent_id: str, episode: EpisodeInfo) -> str:
+    """Every agent plays ``"learner"``."""
+    return "learner"
+
+
+def test_remove_module_while_its_games_run_remaps_them_and_resumes_exactly(tmp_path: Path) -> None:
+    algo = PPO(config())
+    algo.train()  # 21 env steps over 3 copies: games are in flight
+    runner = algo.env_runner
+    in_flight = {
+        (e, agent) for e, mapping in enumerate(runner._mappings) for agent, m in mapping.items() if m == "frozen"
+    }
+    assert any(agent in runner._pending[e] for e, agent in in_flight), "the test wants frozen's open transitions"
+    returns, steps = [dict(r) for r in runner._agent_returns], [dict(n) for n in runner._agent_steps]
+    with pytest.raises(ValueError, match="must be re-mapped"):
+        algo.remove_module("frozen")  # the mapping in effect still maps those agents to "frozen"
+    assert "frozen" in runner.module and algo.config.policies == ("learner", "frozen")
+
+    algo.remove_module("frozen", new_agent_to_module_mapping_fn=learner_only_mapping)
+    assert list(runner.module.keys()) == ["learner"] and algo.config.policies == ("learner",)
+    assert all(m == "learner" for mapping in runner._mappings for m in mapping.values())
+    assert not any(agent in runner._pending[e] for e, agent in in_flight)  # collected with "frozen": dropped
+    assert runner._agent_returns == returns and runner._agent_steps == steps  # the games' bookkeeping goes on
+
+    restored = PPO.from_checkpoint(algo.save_to_path(tmp_path / "ckpt"))
+    assert not restored.env_runner.episodes_restarted
+    for _ in range(2):
+        a = {k: v for k, v in algo.train().items() if not k.startswith("perf/")}
+        b = {k: v for k, v in restored.train().items() if not k.startswith("perf/")}
+        assert a == b
+        assert not any("/frozen/" in key for key in a)
+    assert_states_equal(algo.get_state(), restored.get_state())
     algo.stop()
     restored.stop()
 

@@ -71,22 +71,11 @@ def one_obs() -> dict[str, torch.Tensor]:
     return {"obs": torch.as_tensor(OBS_SPACE.sample()[None])}
 
 
-REMOVE_WHILE_EPISODES_RUN = (
-    "cairn refuses remove_module of a module that agents of episodes in flight act with (a MultiAgentEnv), and "
-    "offers no call that changes only the mapping so that those episodes could end first; RLlib removes at once. "
-    "Needs one of the two (issue 14 item 5)"
-)
-
-
 @pytest.mark.parametrize(
     "phase",
     [
         pytest.param("add_checkpoint_restore_remove", id="add_checkpoint_restore_remove"),
-        pytest.param(
-            "remove_while_training",
-            id="remove_while_training",
-            marks=pytest.mark.xfail(strict=True, reason=REMOVE_WHILE_EPISODES_RUN),
-        ),
+        pytest.param("remove_while_training", id="remove_while_training"),
     ],
 )
 def test_add_module_and_remove_module(phase: str, tmp_path: Path) -> None:
@@ -106,8 +95,10 @@ def test_add_module_and_remove_module(phase: str, tmp_path: Path) -> None:
     back without the removed module. The test runs in two phases: everything up
     to the restored algorithm's removal (``add_checkpoint_restore_remove``), and
     RLlib's final removals from the algorithm that trains
-    (``remove_while_training``), which cairn refuses while episodes in flight
-    act with the module (a deliberate rule, but with no way to satisfy it).
+    (``remove_while_training``): as in RLlib they happen at once, while
+    episodes that use the removed module are in flight (their agents are
+    re-mapped with the new mapping function and the transitions collected with
+    the removed module are dropped).
     """
     config = tiny_config(
         env=f"{MultiAgentCartPole.__module__}:MultiAgentCartPole",

@@ -178,12 +178,19 @@ class Algorithm(Checkpointable, abc.ABC):
         """Remove a module while training runs (RLlib's ``Algorithm.remove_module``).
 
         The learners drop it with its optimizer and overrides, the env runners
-        their copies, the config its entry (see :meth:`add_module`).
+        their copies, the config its entry (see :meth:`add_module`). It goes at
+        once, as in RLlib: agents of episodes in flight that act with it are
+        re-mapped with ``new_agent_to_module_mapping_fn`` from their next action
+        on, and their transitions collected with it and not yet trained on are
+        dropped (they would train a module that no longer exists; see
+        :meth:`~cairn.rl.env.multi_agent_env_runner.MultiAgentEnvRunner.remove_module`).
 
         Raises:
             KeyError: No such module.
-            ValueError: It is the last module, or agents still act with it
-                (``config.policy_mapping`` names it).
+            ValueError: It is the last module, agents still act with it
+                (``config.policy_mapping`` names it), or the mapping function
+                maps an agent of an episode in flight back to it (nothing is
+                changed then).
         """
         policies = tuple(p for p in self.config.policies if p != module_id)
         if len(policies) == len(self.config.policies):

@@ -159,25 +159,35 @@ class MultiAgentEnvRunner(EnvRunner):
             return dict.fromkeys(self.possible_agents, self.config.policies[0])
         return {}
 
+    def _map_agent(
+        self, env_index: int, agent: str, mapping_fn: Callable[[str, EpisodeInfo], str], module_ids: tuple[str, ...]
+    ) -> str:
+        """The module ``mapping_fn`` picks for ``agent`` in copy ``env_index``'s current episode.
+
+        The episode's seed depends only on the runner, the copy and the episode
+        number, so the same call picks the same module after a restore.
+        """
+        number = self._episode_numbers[env_index]
+        seed = np.random.SeedSequence([self.config.seed, 31337, self.worker_index, env_index, number])
+        episode = EpisodeInfo(
+            id_=f"{self.worker_index}-{env_index}-{number}",
+            seed=int(seed.generate_state(1)[0]),
+            env_index=env_index,
+            worker_index=self.worker_index,
+            module_ids=module_ids,
+        )
+        module_id = mapping_fn(agent, episode)
+        if module_id not in module_ids:
+            raise ValueError(
+                f"policy_mapping_fn={self.config.policy_mapping_fn!r} mapped agent {agent!r} to {module_id!r}, "
+                f"which is not one of the modules {list(module_ids)}."
+            )
+        return str(module_id)
+
     def _module_for(self, env_index: int, agent: str) -> str:
         mapping = self._mappings[env_index]
         if agent not in mapping:
-            number = self._episode_numbers[env_index]
-            seed = np.random.SeedSequence([self.config.seed, 31337, self.worker_index, env_index, number])
-            episode = EpisodeInfo(
-                id_=f"{self.worker_index}-{env_index}-{number}",
-                seed=int(seed.generate_state(1)[0]),
-                env_index=env_index,
-                worker_index=self.worker_index,
-                module_ids=tuple(self.module.keys()),
-            )
-            module_id = self._mapping_fn(agent, episode)
-            if module_id not in self.module:
-                raise ValueError(
-                    f"policy_mapping_fn={self.config.policy_mapping_fn!r} mapped agent {agent!r} to {module_id!r}, "
-                    f"which is not one of the modules {self.module.keys()}."
-                )
-            mapping[agent] = str(module_id)
+            mapping[agent] = self._map_agent(env_index, agent, self._mapping_fn, tuple(self.module.keys()))
         return mapping[agent]
 
     def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
@@ -191,30 +201,48 @@ class MultiAgentEnvRunner(EnvRunner):
         self.policy_mapping = self._static_mapping()
 
     def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
-        """Drop the inference copy of ``module_id``; new episodes map agents with ``config``'s function.
+        """Drop the inference copy of ``module_id`` at once, also while episodes that use it run.
+
+        New episodes map agents with ``config``'s ``policy_mapping_fn``. Agents
+        of episodes in flight that act with ``module_id`` are re-mapped now with
+        that function (the same episode seed as for a new mapping, so a restored
+        runner agrees) and act with their new module from their next action on.
+        Their open transitions and the rows of their trajectories not yet
+        returned by :meth:`sample` were collected with ``module_id`` and are
+        dropped: they would train a module that no longer exists, and the new
+        module did not choose those actions (PPO needs its own log-probabilities).
+        Their episode returns keep counting: an agent's return covers its whole
+        episode and is reported under the module it ends with.
 
         Raises:
-            ValueError: An episode in flight has agents acting with ``module_id``
-                (remove it once those episodes ended, or map them elsewhere from the start).
+            ValueError: ``config``'s mapping maps an agent of an episode in
+                flight to ``module_id`` or to no module (nothing is changed then;
+                pass a mapping that leaves ``module_id`` out).
         """
-        in_use = sorted(
-            {
-                f"{e}:{agent}"
-                for e, mapping in enumerate(self._mappings)
-                for agent, m in mapping.items()
-                if m == module_id
-            }
-        )
-        if in_use:
-            raise ValueError(
-                f"Module {module_id!r} cannot be removed now: agents of episodes in flight act with it "
-                f"(env copy:agent {in_use}). Stop mapping agents to it with new_agent_to_module_mapping_fn, "
-                "train until those episodes ended, then remove it."
-            )
         mapping_fn = self._resolve_mapping(config)
+        remaining = tuple(m for m in self.module if m != module_id)
+        # Every new mapping is computed before anything changes, so a bad mapping function leaves the runner as it was.
+        remapped: dict[tuple[int, str], str] = {}
+        for e, mapping in enumerate(self._mappings):
+            for agent, m in mapping.items():
+                if m == module_id:
+                    try:
+                        remapped[(e, agent)] = self._map_agent(e, agent, mapping_fn, remaining)
+                    except ValueError as error:
+                        raise ValueError(
+                            f"Module {module_id!r} cannot be removed: agent {agent!r} of the episode in flight in env "
+                            f"copy {e} acts with it and must be re-mapped, but {error} Pass a "
+                            "new_agent_to_module_mapping_fn that maps agents to the remaining modules."
+                        ) from error
         self.module.remove_module(module_id)
         self.module_specs.pop(module_id, None)
         self._recent_module_returns.pop(module_id, None)
+        for (e, agent), new_module in remapped.items():
+            self._mappings[e][agent] = new_module
+            self._pending[e].pop(agent, None)
+            self._open.pop((e, agent), None)
+        self._open = {key: t for key, t in self._open.items() if t.module_id != module_id}
+        self._closed = [t for t in self._closed if t.module_id != module_id]
         self.config = config
         self._mapping_fn = mapping_fn
         self.policy_mapping = self._static_mapping()
