@@ -417,6 +417,10 @@ class EnvRunner(Checkpointable):
                 f"Module {module_id!r} cannot be removed: agents {agents} act with it. Map them to another "
                 "module first (new_agent_to_module_mapping_fn / policy_mapping)."
             )
+        self._drop_module(module_id, config=config)
+
+    def _drop_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
+        """Forget ``module_id`` (inference copy, spec, return window) once no agent acts with it; take ``config``."""
         self.module.remove_module(module_id)
         self.module_specs.pop(module_id, None)
         self._recent_module_returns.pop(module_id, None)

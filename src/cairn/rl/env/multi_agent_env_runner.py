@@ -4,7 +4,8 @@ The runner steps ``num_envs_per_env_runner`` copies of the environment. Each
 step, the agents that were given an observation act; their observations go
 through the ``env_to_module_connector`` together, each agent's module (named
 for the episode by ``policy_mapping_fn(agent_id, episode)``, called once per
-agent per episode) samples its action, and each copy is stepped with its
+agent per episode, and again when its module is removed mid-episode, see
+:meth:`MultiAgentEnvRunner.remove_module`) samples its action, and each copy is stepped with its
 agents' actions. A copy whose episode ends (``"__all__"``) is reset at once.
 
 Every agent builds its own trajectory. A transition is complete when the
@@ -234,16 +235,13 @@ class MultiAgentEnvRunner(EnvRunner):
                             f"copy {e} acts with it and must be re-mapped, but {error} Pass a "
                             "new_agent_to_module_mapping_fn that maps agents to the remaining modules."
                         ) from error
-        self.module.remove_module(module_id)
-        self.module_specs.pop(module_id, None)
-        self._recent_module_returns.pop(module_id, None)
         for (e, agent), new_module in remapped.items():
             self._mappings[e][agent] = new_module
             self._pending[e].pop(agent, None)
-            self._open.pop((e, agent), None)
+        # Empty between sample() calls (trajectories live within one); the removed module's rows never reach _collect.
         self._open = {key: t for key, t in self._open.items() if t.module_id != module_id}
         self._closed = [t for t in self._closed if t.module_id != module_id]
-        self.config = config
+        self._drop_module(module_id, config=config)
         self._mapping_fn = mapping_fn
         self.policy_mapping = self._static_mapping()
 
