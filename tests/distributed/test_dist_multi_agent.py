@@ -1,4 +1,4 @@
-"""A MultiAgentEnv on remote env runners (issue 14 item 4): sampling, add_module, exact resume."""
+"""A MultiAgentEnv on remote env runners (issue 14 items 4, 5): sampling, add/remove_module, exact resume."""
 
 from __future__ import annotations
 
@@ -49,6 +49,23 @@ def test_self_play_on_remote_env_runners_resumes_exactly(ray_cluster: Any, tmp_p
     for _ in range(2):
         assert _results(algo) == _results(restored)
     assert_states_equal(algo.get_state(components="learner_group"), restored.get_state(components="learner_group"))
-    algo.stop()
-    restored.stop()
     assert dataclasses.asdict(restored.config)["policies"] == ("main", "main_v1")
+    restored.stop()
+
+    # main_v1 goes while the remote runners' games in flight use it: their agents re-map to "main".
+    in_flight = [
+        m for runner in _remote_env_states(algo) for episode in runner["episodes"] for m in episode["mapping"].values()
+    ]
+    assert "main_v1" in in_flight, "the test wants games in flight that main_v1 plays"
+    algo.remove_module("main_v1")
+    again = PPO.from_checkpoint(algo.save_to_path(tmp_path / "without_main_v1"))
+    assert not again.env_runner.episodes_restarted and again.config.policies == ("main",)
+    assert _results(algo) == _results(again)
+    algo.stop()
+    again.stop()
+
+
+def _remote_env_states(algo: PPO) -> list[dict[str, Any]]:
+    """The ``env`` state of each remote runner (runner 1's, then those of runners 2..N)."""
+    state = algo.get_state(components="env_runner")["env_runner"]
+    return [state["env"], *(other["env"] for other in state["other_env_runners"])]

@@ -91,15 +91,10 @@ def multi_agent_history_checkpoint(tmp_path: Path) -> tuple[str, PPOConfig, dict
         new_should_module_be_updated=["p0", "p1", "p2"],  # p3 is not trained
     )
     algo.train()
-    # RLlib removes p0 at once. cairn refuses while agents of episodes in flight act with it (agent_0
-    # always plays p0 here), and only a config given to from_checkpoint changes the mapping alone: the
-    # run is stopped and resumed with remove_module's new mapping (episodes restart, none plays p0).
-    resume = algo.save_to_path(tmp_path / "before_removing_p0")
-    algo.stop()
-    algo = PPO.from_checkpoint(
-        resume, config=dataclasses.replace(algo.config, policy_mapping_fn=map_agent_index_plus_one)
+    # As in RLlib, p0 goes at once although agent_0 plays it in the episodes in flight: they re-map it.
+    algo.remove_module(
+        "p0", new_agent_to_module_mapping_fn=map_agent_index_plus_one, new_should_module_be_updated=["p1", "p2"]
     )
-    algo.remove_module("p0", new_should_module_be_updated=["p1", "p2"])
     algo.train()
     algo.add_module(
         "p0",
