@@ -350,11 +350,14 @@ def function_problem(fn: Any) -> str | None:
     return None
 
 
+_FUNCTION_HINT = "Import the module that defines it first, or pass the function itself in your config (RLlib: config=)."
+
+
 def resolve_function(path: Any, *, where: str) -> Callable[..., Any]:
     """Return the function a file records as ``"module:qualname"``; never import anything.
 
-    Used for the functions a recorded configuration holds (an RLlib connector
-    factory). The module must already be imported (:func:`loaded_module`), the
+    Used for the functions a recorded configuration holds (a policy mapping
+    function, an RLlib connector factory). The module must already be imported (:func:`loaded_module`), the
     name is looked up in the module's and classes' own namespaces (no
     ``__getattr__`` hook), and the object found must pass
     :func:`function_problem` and be the function of exactly that path.
@@ -370,7 +373,13 @@ def resolve_function(path: Any, *, where: str) -> Callable[..., Any]:
     if problem is None:
         problem = _path_problem(qualname)
     if problem is not None:
-        raise _refusal(where, "function", path, problem, "Pass the function yourself (for RLlib: config=).")
+        raise _refusal(
+            where,
+            "function",
+            path,
+            problem,
+            _FUNCTION_HINT,
+        )
     module = loaded_module(module_name, where=where, what=f"function {path!r}")
     parts = qualname.split(".")
     obj: Any = vars(module).get(parts[0])
@@ -385,7 +394,13 @@ def resolve_function(path: Any, *, where: str) -> Callable[..., Any]:
         or (None if (obj.__module__, obj.__qualname__) == (module_name, qualname) else "it is defined elsewhere")
     )
     if problem is not None:
-        raise _refusal(where, "function", path, problem, "Pass the function yourself (for RLlib: config=).")
+        raise _refusal(
+            where,
+            "function",
+            path,
+            problem,
+            _FUNCTION_HINT,
+        )
     found: Callable[..., Any] = obj
     return found
 

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from cairn import _engine
 from cairn.rl import PPO, PPOConfig
 from cairn.testing import assert_states_equal
 
@@ -62,3 +63,12 @@ def filter_states(algo: PPO) -> list[dict[str, Any]]:
 def no_leftovers(parent: str | Path) -> list[str]:
     """Hidden staging folders a save left behind in ``parent``."""
     return [name for name in os.listdir(parent) if ".cairn-tmp-" in name]
+
+
+def assert_same_states(a: str, b: str) -> None:
+    """Every folder of checkpoint ``a`` holds the same state as that of ``b``."""
+    folders_a = dict(_engine.iter_folders(_engine.open_checkpoint(a, None)))
+    folders_b = dict(_engine.iter_folders(_engine.open_checkpoint(b, None)))
+    assert folders_a.keys() == folders_b.keys()
+    for name, reader in folders_a.items():
+        assert_states_equal(reader.state(False), folders_b[name].state(False))

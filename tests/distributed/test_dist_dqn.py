@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("ray", reason="Ray is not installed (pip install 'cairn-rl[ray]')")
 
-from test_dist_resume import assert_same_states
+from dist_helpers import assert_same_states
 
 from cairn.rl import DQN, DQNConfig
 

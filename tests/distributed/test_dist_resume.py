@@ -9,20 +9,10 @@ import pytest
 
 pytest.importorskip("ray", reason="Ray is not installed (pip install 'cairn-rl[ray]')")
 
-from dist_helpers import learner_state, small_config
+from dist_helpers import assert_same_states, learner_state, small_config
 
-from cairn import _engine
 from cairn.rl import PPO
 from cairn.testing import assert_states_equal
-
-
-def assert_same_states(a: str, b: str) -> None:
-    """Every folder of checkpoint ``a`` holds the same state as that of ``b``."""
-    folders_a = dict(_engine.iter_folders(_engine.open_checkpoint(a, None)))
-    folders_b = dict(_engine.iter_folders(_engine.open_checkpoint(b, None)))
-    assert folders_a.keys() == folders_b.keys()
-    for name, reader in folders_a.items():
-        assert_states_equal(reader.state(False), folders_b[name].state(False))
 
 
 def _metrics(algo: PPO, n: int) -> list[dict[str, Any]]:
