@@ -67,6 +67,11 @@ class _Flat:
         return Flat()
 
 
+def _one_reader_restore(buf: Any, path: str) -> None:
+    with util.one_reader():
+        buf.restore_from_path(path)
+
+
 def case_replay(ctx: Any) -> None:
     """Replay buffer: bytes a checkpoint writes after 5% new transitions; restore vs raw cold read."""
     import cairn
@@ -144,9 +149,10 @@ def case_replay(ctx: Any) -> None:
         Method("buffer from_checkpoint (cold cache)", lambda _c: ReplayBuffer.from_checkpoint(latest), cold,
                check_built),
         Method("same bytes in one folder, in place", lambda _c: flat.restore_from_path(flat_path), cold),
+        Method("buffer restore_from_path, one reader thread", lambda _c: _one_reader_restore(live, latest), cold),
     ]  # fmt: skip
     interleave(methods, ctx.reps, log=ctx.log)
-    raw, rest, fromc, one = (m.median for m in methods)
+    raw, rest, fromc, one, rest1 = (m.median for m in methods)
     for other in [live, *built]:
         if expect is not None and not all(np.array_equal(other.columns[k], v) for k, v in expect.items()):
             ctx.notes.append("replay: a restored buffer does not match the saved one!")
@@ -191,4 +197,8 @@ def case_replay(ctx: Any) -> None:
     ctx.add(
         Row("replay", "the same bytes as one folder, restored in place (what chunking costs)", _mbps(nbytes, one),
             f"raw read {_mbps(nbytes, raw)}", raw / one, best=methods[0].best / methods[3].best)
+    )  # fmt: skip
+    ctx.add(
+        Row("replay", "buffer restore_from_path: two reader threads vs one", f"{rest:.3f} s",
+            f"one reader {rest1:.3f} s", rest / rest1)
     )  # fmt: skip

@@ -310,6 +310,14 @@ def case_restore(ctx: Context) -> None:
     def from_ckpt(_ctx: Any) -> Any:
         return ModelAdamState.from_checkpoint(files["cairn"])
 
+    def restore_one(_ctx: Any) -> None:
+        with util.one_reader():
+            obj.restore_from_path(files["cairn"])
+
+    def restore_plain_one(_ctx: Any) -> None:
+        with util.one_reader():
+            plain.restore_from_path(files["cairn"])
+
     def check_from(_c: Any, res: Any) -> None:
         checked.append(res.checksum() == expect)
 
@@ -320,10 +328,12 @@ def case_restore(ctx: Context) -> None:
         Method("cairn restore_from_path", restore, cold, check_restore),
         Method("cairn from_checkpoint", from_ckpt, cold, check_from),
         Method("cairn restore_from_path, plain component", restore_plain, cold, check_plain),
+        Method("cairn restore_from_path, one reader thread", restore_one, cold, check_restore),
+        Method("cairn restore_from_path, plain component, one reader thread", restore_plain_one, cold, check_plain),
     ]
     interleave(methods, ctx.reps, log=ctx.log)
-    raw, tload, st, rest, fromc, pl = (m.median for m in methods)
-    braw, btload, bst, brest, bfromc, bpl = (m.best for m in methods)
+    raw, tload, st, rest, fromc, pl, rest1, pl1 = (m.median for m in methods)
+    braw, btload, bst, brest, bfromc, bpl, _, _ = (m.best for m in methods)
     ctx.raw["restore"] = {m.name: m.times for m in methods}
     ctx.raw["restore_cache"] = "drop_caches" if util.CAN_DROP else "posix_fadvise(DONTNEED)"
     if not all(checked):
@@ -361,6 +371,11 @@ def case_restore(ctx: Context) -> None:
         Row("restore", "plain component restore vs torch.load", f"{pl:.3f} s", f"torch.load {tload:.3f} s",
             pl / tload, "< 1.00", pl < tload, best=bpl / btload)
     )  # fmt: skip
+    for label, two, one in (("live buffers", rest, rest1), ("plain component", pl, pl1)):
+        ctx.add(
+            Row("restore", f"restore_from_path ({label}): two reader threads vs one", f"{two:.3f} s",
+                f"one reader {one:.3f} s", two / one)
+        )  # fmt: skip
 
 
 # ============================================================================ case 2: partial restore

@@ -9,7 +9,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -258,3 +258,16 @@ def malloc_trim() -> None:
     """Give freed heap memory back to the OS, so RSS readings are not skewed by earlier work."""
     with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+@contextlib.contextmanager
+def one_reader() -> Iterator[None]:
+    """Restores read with one thread, as before cairn split large reads between two (an A/B in one run)."""
+    import cairn._tensorio as tensorio
+
+    old = tensorio.PARALLEL_MIN
+    tensorio.PARALLEL_MIN = 1 << 62
+    try:
+        yield
+    finally:
+        tensorio.PARALLEL_MIN = old

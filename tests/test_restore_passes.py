@@ -135,3 +135,160 @@ def test_the_restore_pipeline_has_no_hidden_channel() -> None:
     for name in ("_engine", "_tree", "_save", "_reader", "_restore", "_verify", "_tensorio"):
         module = importlib.import_module(f"cairn.{name}")
         assert not any(type(v).__name__ == "ContextVar" for v in vars(module).values()), name
+
+
+# --------------------------------------------------------------------------- two readers
+# A restore that reads at least cairn._tensorio.PARALLEL_MIN bytes splits them between two
+# threads. These tests lower the bound to 0 so that small checkpoints take that path too.
+
+
+@pytest.fixture
+def two_readers(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cairn._tensorio
+
+    monkeypatch.setattr(cairn._tensorio, "PARALLEL_MIN", 0)
+
+
+class Chunked(cairn.Checkpointable):
+    """Several live-buffered components: the bytes of a restore span many files and pieces."""
+
+    def __init__(self, seed: int = 0, parts: int = 3, n: int = (20 << 20) // 4) -> None:
+        self.seed, self.parts, self.n = seed, parts, n
+        # 20 MB per part: each tensor is cut in 16 MB pieces, and the halves split inside a file.
+        self.items = [Buffered(n=n, seed=seed + i) for i in range(parts)]
+        self.mutate: Any = None  # run from check_state, between the two passes of the live files
+
+    def get_state(self, components: Any = None, *, not_components: Any = None, **kwargs: Any) -> dict[str, Any]:
+        return {"parts": self.parts, **{f"p{i}": item.get_state() for i, item in enumerate(self.items)}}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        for i, item in enumerate(self.items):
+            if f"p{i}" in state:
+                item.set_state(state[f"p{i}"])
+
+    def check_state(self, state: dict[str, Any], components: Any) -> None:
+        if self.mutate is not None:
+            self.mutate()
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (), {"seed": self.seed, "parts": self.parts, "n": self.n}
+
+    def get_checkpointable_components(self) -> list[tuple[str, cairn.Checkpointable]]:
+        return [(f"p{i}", item) for i, item in enumerate(self.items)]
+
+
+def _files(path: str) -> list[Path]:
+    return sorted(Path(path).glob("p*/tensors.safetensors"))
+
+
+@pytest.mark.usefixtures("two_readers")
+def test_two_readers_restore_every_byte_in_place_and_fresh(tmp_path: Path) -> None:
+    path = Chunked(seed=1).save_to_path(tmp_path / "ck")
+    expect = Chunked(seed=1)
+    size = sum(f.stat().st_size for f in _files(path))
+    target = Chunked(seed=9)
+    passes = _passes(size, lambda: target.restore_from_path(path))
+    assert 1.7 < passes < 2.3, passes  # every file is live: verified, then read into place
+    built: list[Chunked] = []
+    assert _passes(size, lambda: built.append(Chunked.from_checkpoint(path))) < 1.3
+    for got in (target, built[0]):
+        for a, b in zip(got.items, expect.items, strict=True):
+            np.testing.assert_array_equal(a.w, b.w)
+
+
+@pytest.mark.usefixtures("two_readers")
+def test_two_readers_find_damage_in_the_second_half(tmp_path: Path) -> None:
+    """from_checkpoint reads in one pass: damage near the end is found, by file, and the object is dropped."""
+    path = Chunked(seed=1).save_to_path(tmp_path / "ck")
+    victim = _files(path)[-1]
+    with open(victim, "r+b") as f:
+        f.seek(-5, 2)
+        byte = f.read(1)
+        f.seek(-5, 2)
+        f.write(bytes([byte[0] ^ 0x01]))
+    with pytest.raises(cairn.CorruptCheckpointError, match=f"{victim.parent.name}/tensors.safetensors fails"):
+        Chunked.from_checkpoint(path)
+
+
+@pytest.mark.usefixtures("two_readers")
+@pytest.mark.parametrize("how", ["shortened", "changed"])
+def test_a_file_changed_between_the_passes_is_reported_not_used_silently(tmp_path: Path, how: str) -> None:
+    """A live file verified by the first pass and then truncated or rewritten: an error, and no hang.
+
+    The change is made from ``check_state``, which runs after the verifying pass and before
+    the bytes are read into place: exactly the window a concurrent writer would use.
+    """
+    path = Chunked(seed=1).save_to_path(tmp_path / "ck")
+    victim = _files(path)[-1]
+    target = Chunked(seed=9)
+
+    def mutate() -> None:
+        with open(victim, "r+b") as f:
+            if how == "shortened":
+                f.truncate(victim.stat().st_size // 2)
+            else:
+                f.seek(-5, 2)
+                f.write(b"\x00\x01\x02\x03\x04")
+
+    target.mutate = mutate
+    message = "became shorter" if how == "shortened" else "changed while it was being restored"
+    with pytest.raises(cairn.CorruptCheckpointError, match=message) as info:
+        target.restore_from_path(path)
+    # Said once, not retried into a plain "corrupted" (which would hide that live values were written).
+    assert "after it had passed its checksum" in str(info.value)
+    assert "may come from the changed file" in str(info.value)
+
+
+@pytest.mark.usefixtures("two_readers")
+@pytest.mark.parametrize("victim_index", [0, -1])
+def test_two_verifying_threads_leave_every_live_buffer_untouched_on_damage(tmp_path: Path, victim_index: int) -> None:
+    """The first pass of live files runs on two threads; a damaged file, first or last, stops the restore."""
+    path = Chunked(seed=1).save_to_path(tmp_path / "ck")
+    victim = _files(path)[victim_index]
+    with open(victim, "r+b") as f:
+        f.seek(-7, 2)
+        f.write(b"\xde\xad\xbe\xef\x00\x00\x00")
+    target = Chunked(seed=9)
+    before = [item.w.copy() for item in target.items]
+    with pytest.raises(cairn.CorruptCheckpointError, match=f"{victim.parent.name}/tensors.safetensors fails"):
+        target.restore_from_path(path)
+    for item, old in zip(target.items, before, strict=True):
+        np.testing.assert_array_equal(item.w, old)
+        assert item.applied == 0
+
+
+@pytest.mark.usefixtures("two_readers")
+def test_concurrent_restores_in_threads_never_deadlock(tmp_path: Path) -> None:
+    """Restores in two threads share the CRC and reader threads: in-place ones (two passes) and fresh ones.
+
+    The CRC thread waits on reads of the reader thread; the reader thread must never wait
+    on the CRC thread, or two restores at once would wait on each other forever.
+    """
+    import threading
+    import time
+
+    path = Chunked(seed=1).save_to_path(tmp_path / "ck")
+    expect = [item.w for item in Chunked(seed=1).items]
+    failures: list[BaseException] = []
+    done: list[str] = []
+
+    def run(kind: str) -> None:
+        try:
+            for _ in range(3):
+                got = Chunked.from_checkpoint(path) if kind == "fresh" else Chunked(seed=9)
+                if kind == "live":
+                    got.restore_from_path(path)
+                for item, want in zip(got.items, expect, strict=True):
+                    np.testing.assert_array_equal(item.w, want)
+            done.append(kind)
+        except BaseException as err:  # reported below
+            failures.append(err)
+
+    threads = [threading.Thread(target=run, args=(kind,), daemon=True) for kind in ("live", "fresh", "live")]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 90
+    for t in threads:
+        t.join(timeout=max(0.0, deadline - time.monotonic()))
+    assert not failures, failures
+    assert sorted(done) == ["fresh", "live", "live"], "a restore thread is stuck"

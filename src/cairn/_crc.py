@@ -1,4 +1,4 @@
-"""CRC-32 for every checksum cairn writes or checks, and one helper thread to overlap it with I/O.
+"""CRC-32 for every checksum cairn writes or checks, and the helper threads that overlap it with I/O.
 
 ``crc32`` is ISA-L's (the ``isal`` package) where it is installed: the same
 values as ``zlib.crc32``, running CRCs included, at several times the speed
@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["crc32", "crc_pool"]
+__all__ = ["crc32", "crc_pool", "read_pool"]
 
 crc32: Callable[..., int]
 try:
@@ -25,6 +25,7 @@ except ImportError:  # pragma: no cover - isal is a dependency; this keeps exoti
     crc32 = zlib.crc32
 
 _pool: ThreadPoolExecutor | None = None
+_read_pool: ThreadPoolExecutor | None = None
 _lock = threading.Lock()
 
 
@@ -35,3 +36,18 @@ def crc_pool() -> ThreadPoolExecutor:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cairn-crc")
         return _pool
+
+
+def read_pool() -> ThreadPoolExecutor:
+    """The process-wide single-thread pool of a restore's second reader (``_tensorio.read_files``, ``verify_files``).
+
+    Its tasks read files and compute CRCs themselves; they never wait on another
+    pool or thread. The CRC thread does wait on this pool's reads (``read_files``
+    checks the bytes in file order as both readers fill them), so a task here that
+    waited on the CRC thread could deadlock two concurrent restores.
+    """
+    global _read_pool
+    with _lock:
+        if _read_pool is None:
+            _read_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cairn-read")
+        return _read_pool

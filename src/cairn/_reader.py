@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from cairn._crc import crc32
-from cairn._tensorio import MemoryTensorFile, StreamedTensorFile
+from cairn._tensorio import ChangedInPlaceError, MemoryTensorFile, StreamedTensorFile
 from cairn.errors import (
     CheckpointError,
     CheckpointNotFoundError,
@@ -361,6 +361,8 @@ def read_consistently(reader: FolderReader, read: Callable[[FolderReader], T], *
             if not seen and (reader.storage.atomic_rename or not _exists(reader)):
                 raise
             last = err
+        except ChangedInPlaceError:
+            raise  # live values may hold the changed bytes: a retry would hide that (see the class)
         except (CorruptCheckpointError, _ReadRace) as err:
             seen = seen or reader._manifest_bytes is not None
             changed = err.changed if isinstance(err, _ReadRace) else reader.changed()

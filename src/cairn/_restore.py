@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from cairn._crc import crc32
 from cairn._reader import FolderReader, _ReadRace, open_checkpoint, read_consistently
 from cairn._save import _Once
-from cairn._tensorio import MemoryTensorFile, StreamedTensorFile
+from cairn._tensorio import MemoryTensorFile, StreamedTensorFile, read_files, verify_files
 from cairn._tree import checkpointable_components, delegations, find_component
 from cairn.errors import (
     CheckpointError,
@@ -218,16 +218,14 @@ def read_sources(
     fresh array is filled and every file verified, before the first byte is read into a
     live buffer (the restore's upgrades and ``check_state`` calls).
     """
-    live = [s for s in sources if s.live and not into_new_object]
-    for source in live:
-        source.verify()
-    for source in sources:  # fresh arrays first: their checks all pass before a live buffer is written
-        if not (source.live and not into_new_object):
-            source.read_all()
+    streamed = [s for s in sources if isinstance(s, StreamedTensorFile)]  # in-memory files are verified already
+    live = [s for s in streamed if s.live and not into_new_object]
+    verify_files(live)
+    # Fresh arrays first: their checks all pass before a live buffer is written.
+    read_files([s for s in streamed if not (s.live and not into_new_object)])
     if before_live is not None:
         before_live()
-    for source in live:
-        source.read_all()
+    read_files(live)
 
 
 def load_folder(

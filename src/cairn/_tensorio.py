@@ -25,9 +25,11 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cairn._crc import crc32, crc_pool
+from cairn._crc import crc32, crc_pool, read_pool
 from cairn.codec.tensors import NUMPY_TO_ST, TensorRecord, parse_header
 from cairn.errors import CorruptCheckpointError
 
@@ -221,6 +223,16 @@ def _fresh(kind: int, out_dtype: Any, shape: list[int]) -> tuple[Any, memoryview
     return t, (memoryview(t.reshape(-1).view(torch.uint8).numpy().data) if t.numel() else None)
 
 
+class ChangedInPlaceError(CorruptCheckpointError):
+    """A file that passed its checksum changed before, or while, its bytes were read into live buffers.
+
+    Some live values may already hold the changed bytes, so the read is not retried
+    (``read_consistently``): a retry could only fail at its verifying pass and hide
+    that the object was touched. cairn never changes a committed file in place; a
+    concurrent save replaces whole folders, which an open file does not see.
+    """
+
+
 class StreamedTensorFile:
     """A local tensor file, verified by streaming; tensors are read into their destinations later."""
 
@@ -259,8 +271,11 @@ class StreamedTensorFile:
         header = os.pread(self.fd, 8 + min(n, size), 0)
         self.records, _ = parse_header(_SizedView(header, size), where=self.where)  # type: ignore[arg-type]
 
-    def verify(self) -> None:
+    def verify(self, *, crc_here: bool = False) -> None:
         """Stream the whole file once and check its CRC-32 (a pass before any byte is put in place).
+
+        The CRC of each buffer runs in the helper thread while the next one is read;
+        with ``crc_here``, in this thread (the reader thread: see :func:`read_pool`).
 
         Raises:
             CorruptCheckpointError: The file fails its checksum.
@@ -279,9 +294,12 @@ class StreamedTensorFile:
             n = os.preadv(self.fd, [mv[: min(CHUNK, size - off)]], off)
             if n == 0:
                 break
-            if pending is not None:
-                pending.result()  # the CRC of the other buffer is done: it may be reused next
-            pending = pool.submit(crc_of, mv[:n])
+            if crc_here:
+                crc_of(mv[:n])
+            else:
+                if pending is not None:
+                    pending.result()  # the CRC of the other buffer is done: it may be reused next
+                pending = pool.submit(crc_of, mv[:n])
             off += n
             i += 1
         if pending is not None:
@@ -313,54 +331,230 @@ class StreamedTensorFile:
     def read_all(self) -> None:
         """Fill every planned destination, computing the file's CRC-32 over the bytes as they are read.
 
-        The CRC runs in the helper thread, behind the reads. For a file not verified
-        first, a mismatch is damage; for one that was, it is a change in place
-        between the verification and this read: reported, never silently used.
+        See :func:`read_files` (this file alone).
 
         Raises:
             CorruptCheckpointError: The bytes read do not match the manifest's CRC-32.
         """
+        read_files([self])
+
+    def _pieces(self) -> list[_Piece]:
+        """The file's bytes in order, as pieces of at most :data:`CHUNK` bytes: planned destinations and gaps."""
         jobs, self.jobs = sorted(self.jobs, key=lambda j: j[1]), []
-        crc = [0]
-
-        def crc_of(data: memoryview | bytes) -> None:
-            crc[0] = crc32(data, crc[0])
-
-        pool = _pool()
-        pending = []
+        pieces: list[_Piece] = []
         pos = 0
         for view, offset in [*jobs, (memoryview(b""), self.size)]:
             if offset > pos:  # the header, and any tensor nothing refers to
-                gap = os.pread(self.fd, offset - pos, pos)
-                if len(gap) != offset - pos:
-                    raise CorruptCheckpointError(f"{self.where} became shorter while it was being restored.")
-                pending.append(pool.submit(crc_of, gap))
-            got = 0
-            while got < len(view):
-                n = os.preadv(self.fd, [view[got:]], offset + got)
-                if n == 0:
-                    raise CorruptCheckpointError(f"{self.where} became shorter while it was being restored.")
-                got += n
-            if len(view):
-                pending.append(pool.submit(crc_of, view))
+                pieces.append(_Piece(self, pos, None, offset - pos))
+            for at in range(0, len(view), CHUNK):
+                piece = view[at : at + CHUNK]
+                pieces.append(_Piece(self, offset + at, piece, len(piece)))
             pos = max(pos, offset + len(view))
-        for f in pending:
-            f.result()
+        return pieces
+
+    def _check_crc(self, crc: int) -> None:
+        """Close the file and compare the CRC-32 of the bytes read with the manifest's."""
         self.close()
-        if crc[0] != self.crc32 and not self.verified:
+        if crc != self.crc32 and not self.verified:
             raise CorruptCheckpointError(
-                f"{self.where} fails its checksum (crc32 {crc[0]:08x}, manifest says {self.crc32:08x}): the file "
+                f"{self.where} fails its checksum (crc32 {crc:08x}, manifest says {self.crc32:08x}): the file "
                 "is corrupted. Restore it from a good copy."
             )
-        if crc[0] != self.crc32:
-            raise CorruptCheckpointError(
-                f"{self.where} changed while it was being restored (crc32 {crc[0]:08x}, manifest says "
-                f"{self.crc32:08x}); some restored values may come from the changed file. Restore again from "
-                "a checkpoint nothing is writing to."
+        if crc != self.crc32:
+            raise ChangedInPlaceError(
+                f"{self.where} changed while it was being restored (crc32 {crc:08x}, manifest says "
+                f"{self.crc32:08x}), after it had passed its checksum: some values of the object restored in place "
+                "may come from the changed file. Nothing of cairn changes a committed file; find what writes "
+                "into the checkpoint, then restore again from a checkpoint nothing is writing to."
             )
+
+    def _shortened(self) -> CorruptCheckpointError:
+        """The error for a file found shorter than its manifest says while its tensors are read."""
+        if not self.verified:
+            return CorruptCheckpointError(f"{self.where} became shorter while it was being restored.")
+        return ChangedInPlaceError(
+            f"{self.where} became shorter while it was being restored, after it had passed its checksum: some "
+            "values of the object restored in place may come from the changed file. Nothing of cairn changes a "
+            "committed file; find what writes into the checkpoint, then restore again from a checkpoint nothing "
+            "is writing to."
+        )
 
     def close(self) -> None:
         """Close the file."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+PARALLEL_MIN = 64 << 20
+"""A :func:`read_files` call that reads at least this many bytes splits them between two threads."""
+
+
+class _Stopped(Exception):
+    """The other reader failed; this one stops early."""
+
+
+@dataclass(eq=False)
+class _Piece:
+    """A contiguous range of a tensor file: read into ``view`` (a destination) or, for a gap, into ``data``."""
+
+    source: StreamedTensorFile
+    offset: int
+    view: memoryview | None
+    length: int
+    data: bytes | None = None
+    error: BaseException | None = None
+    ready: threading.Event = field(default_factory=threading.Event)
+
+
+def _read_pieces(pieces: list[_Piece], stop: threading.Event) -> None:
+    """Read each piece in order, marking it ready; after a failure mark the rest failed (no waiter hangs)."""
+    for i, p in enumerate(pieces):
+        try:
+            if stop.is_set():
+                raise _Stopped
+            fd = p.source.fd
+            if p.view is None:
+                data = os.pread(fd, p.length, p.offset)
+                if len(data) != p.length:
+                    raise p.source._shortened()
+                p.data = data
+            else:
+                got = 0
+                while got < p.length:
+                    n = os.preadv(fd, [p.view[got:]], p.offset + got)
+                    if n == 0:
+                        raise p.source._shortened()
+                    got += n
+        except BaseException as err:
+            stop.set()
+            for q in pieces[i:]:
+                q.error = err if q is p else _Stopped()
+                q.ready.set()
+            raise
+        p.ready.set()
+
+
+def _crc_pieces(pieces: list[_Piece]) -> dict[StreamedTensorFile, int]:
+    """The CRC-32 of each file over its pieces, in file order, each once it is read."""
+    crcs: dict[StreamedTensorFile, int] = {}
+    for p in pieces:
+        p.ready.wait()
+        if p.error is not None:
+            return crcs  # the reader that failed reports it
+        data = p.view if p.data is None else p.data
+        crcs[p.source] = crc32(data, crcs.get(p.source, 0))
+        p.data = None
+    return crcs
+
+
+def read_files(sources: list[StreamedTensorFile]) -> None:
+    """Fill every planned destination of ``sources``, checking each file's CRC-32 over the bytes as they are read.
+
+    One pass: the CRC runs in the helper thread, behind the reads (both release the
+    GIL). When there are at least :data:`PARALLEL_MIN` bytes to read, the bytes are
+    split in two halves read by two threads (this one and a reader thread): a read
+    from the page cache (the second pass of a file verified first) is a copy by the
+    kernel, and so are the page faults of fresh arrays; two threads do both at twice
+    the speed, and the disk sees two streams. For a file not verified first, a
+    mismatch is damage; for one that was, it is a change in place between the
+    verification and this read: reported, never silently used. Every file is read
+    before the first mismatch is raised, in file order.
+
+    Raises:
+        CorruptCheckpointError: The bytes read do not match a manifest's CRC-32, or a file became shorter.
+    """
+    if not sources:
+        return
+    pieces = [p for s in sources for p in s._pieces()]
+    total = sum(p.length for p in pieces)
+    stop = threading.Event()
+    mine, theirs = pieces, []
+    if total >= PARALLEL_MIN:
+        half, acc = len(pieces), 0
+        for i, p in enumerate(pieces):
+            acc += p.length
+            if acc >= total // 2:
+                half = i + 1
+                break
+        mine, theirs = pieces[:half], pieces[half:]
+    crc_job = _pool().submit(_crc_pieces, pieces)
+    second: Future[None] | None = None
+    errors: list[BaseException] = []
+    try:
+        if theirs:
+            try:
+                second = read_pool().submit(_read_pieces, theirs, stop)
+            except RuntimeError:  # the pool is shut down (interpreter exit): read everything here
+                mine = pieces
+        try:
+            _read_pieces(mine, stop)
+        except BaseException as err:
+            errors.append(err)
+        if second is not None:
+            try:
+                second.result()
+            except BaseException as err:
+                errors.append(err)
+        crcs = crc_job.result()
+    finally:
+        if errors:
+            for s in sources:
+                s.close()
+    if errors:
+        # The reader that failed first, not the one it stopped.
+        raise next((e for e in errors if not isinstance(e, _Stopped)), errors[0])
+    failed: CorruptCheckpointError | None = None
+    for s in sources:
+        try:
+            s._check_crc(crcs.get(s, 0))
+        except CorruptCheckpointError as err:
+            failed = failed or err
+    if failed is not None:
+        raise failed
+
+
+def verify_files(sources: list[StreamedTensorFile]) -> None:
+    """Verify each file by a streamed pass (:meth:`StreamedTensorFile.verify`), two files at a time.
+
+    With at least :data:`PARALLEL_MIN` bytes in two or more files, this thread and the
+    reader thread take the files in turn: the disk sees two streams, and one thread's
+    reads overlap the other's waits. The first damaged file in file order is raised,
+    once both threads stopped.
+
+    Raises:
+        CorruptCheckpointError: A file fails its checksum.
+    """
+    if len(sources) < 2 or sum(s.size for s in sources) < PARALLEL_MIN:
+        for source in sources:
+            source.verify()
+        return
+    lock = threading.Lock()
+    todo = iter(range(len(sources)))
+    failures: dict[int, BaseException] = {}
+
+    def work(crc_here: bool) -> None:
+        while True:
+            with lock:
+                if failures:
+                    return
+                i = next(todo, None)
+            if i is None:
+                return
+            try:
+                sources[i].verify(crc_here=crc_here)
+            except BaseException as err:
+                with lock:
+                    failures[i] = err
+                return
+
+    try:
+        # The reader thread computes its CRCs itself: it never waits on the CRC thread (see read_pool).
+        other: Future[None] | None = read_pool().submit(work, True)
+    except RuntimeError:  # the pool is shut down (interpreter exit): verify everything here
+        other = None
+    work(False)
+    if other is not None:
+        other.result()
+    if failures:
+        raise failures[min(failures)]
