@@ -817,27 +817,30 @@ def test_valid_after_all(hostile: Backend) -> None:
 
 
 def test_file_changed_during_restore_is_detected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A tensor file modified in place after it was verified, before it was read: refused, not restored."""
-    from cairn import _tensorio
+    """A tensor file modified in place after it was verified, before it was read: refused, not restored.
+
+    (tests/test_restore_passes.py makes the same change from a ``check_state`` hook, on two reader threads.)
+    """
+    from cairn import _restore
 
     agent = Agent(N)
     agent.set_step(3)
     path = agent.save_to_path(tmp_path / "ckpt")
     victim = Path(path) / "stats" / "tensors.safetensors"
-    real_read_all = _tensorio.StreamedTensorFile.read_all
+    real_read_files = _restore.read_files
     tampered: list[bool] = []
 
-    def tampering_read_all(self: Any) -> None:
-        # Once: a second flip would restore the original bytes for the restore's confirming re-read.
-        if self.where.endswith(str(victim)) and not tampered:
+    def tampering_read_files(sources: Any) -> None:
+        # Once, before the read that follows the verifying pass: a second flip would put the bytes back.
+        if any(s.where.endswith(str(victim)) for s in sources) and not tampered:
             tampered.append(True)
             data = bytearray(victim.read_bytes())
             data[-1] ^= 0xFF  # the last value of the last tensor
             with open(victim, "r+b") as f:  # in place: same inode as the verified one
                 f.write(data)
-        real_read_all(self)
+        real_read_files(sources)
 
-    monkeypatch.setattr(_tensorio.StreamedTensorFile, "read_all", tampering_read_all)
+    monkeypatch.setattr(_restore, "read_files", tampering_read_files)
     fresh = Agent(N)
     with pytest.raises(cairn.CorruptCheckpointError):
         fresh.restore_from_path(path)
