@@ -9,6 +9,7 @@ healthy again (the hung one was stopped and replaced).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,8 @@ pytest.importorskip("ray", reason="Ray is not installed (pip install 'cairn-rl[r
 from dist_helpers import assert_runners_on_learner_weights, learner_state, no_leftovers, small_config
 
 import hanging_env
-from cairn import CheckpointError, CheckpointManager
-from cairn.rl import PPO
+from cairn import CheckpointError, CheckpointManager, CorruptCheckpointError
+from cairn.rl import DEFAULT_MODULE_ID, PPO, MultiRLModuleSpec, RLModuleSpec
 from cairn.rl.distributed._ray import ActorTimeoutError
 from cairn.testing import assert_states_equal
 
@@ -135,3 +136,63 @@ def test_a_hung_learner_fails_the_save_in_time(ray_cluster: Any, tmp_path: Path)
 def test_checkpoint_timeout_s_must_be_positive() -> None:
     with pytest.raises(ValueError, match="checkpoint_timeout_s"):
         PPO(small_config(checkpoint_timeout_s=0.0))
+
+
+# ---------------------------------------------------------------------- no actor outlives a failed build
+
+
+def _alive_actors() -> set[str]:
+    """The ids of this cluster's actors that are not dead (alive, or being started or restarted).
+
+    Read from the cluster's control store through the connected driver (``ray.util.state``
+    would ask a dashboard, which the test cluster does not run).
+    """
+    from ray._private import state
+
+    return {actor_id for actor_id, info in state.actors().items() if info["State"] != "DEAD"}
+
+
+def _started_since(before: set[str]) -> set[str]:
+    """The live actors not in ``before``, once there are none (killing is asynchronous), or after 30 s."""
+    deadline = time.monotonic() + 30.0
+    new = _alive_actors() - before
+    while new and time.monotonic() < deadline:
+        time.sleep(0.2)
+        new = _alive_actors() - before
+    return new
+
+
+def _flip_a_byte(folder: Path) -> None:
+    """Corrupt the middle byte of the largest tensor file under ``folder``."""
+    target = max(folder.rglob("*.safetensors"), key=lambda p: p.stat().st_size)
+    data = bytearray(target.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    target.write_bytes(bytes(data))
+
+
+def test_a_failed_from_checkpoint_stops_the_actors_it_started(ray_cluster: Any, tmp_path: Path) -> None:
+    """The damage is found after the env runner started, twice (the engine reads a mismatch again
+    before it reports it, on a new algorithm): neither algorithm's runner stays alive."""
+    algo = PPO(small_config(num_env_runners=1))
+    try:
+        path = Path(algo.save_to_path(tmp_path / "ckpt"))
+    finally:
+        algo.stop()
+    before = _alive_actors()
+    _flip_a_byte(path / "learner_group" / "learner")
+    with pytest.raises(CorruptCheckpointError):
+        PPO.from_checkpoint(path)
+    assert _started_since(before) == set()
+
+
+def test_a_failed_build_stops_the_actors_it_started(ray_cluster: Any, tmp_path: Path) -> None:
+    """A module's ``load_state_path`` found corrupt after the env runners started: they are stopped."""
+    algo = PPO(small_config())
+    module_path = Path(algo.save_to_path(tmp_path / "ckpt")) / "learner_group" / "learner" / "rl_module"
+    algo.stop()
+    _flip_a_byte(module_path)
+    before = _alive_actors()
+    spec = MultiRLModuleSpec(rl_module_specs={DEFAULT_MODULE_ID: RLModuleSpec()}, load_state_path=str(module_path))
+    with pytest.raises(CorruptCheckpointError):
+        PPO(small_config(num_env_runners=1, rl_module_spec=spec))
+    assert _started_since(before) == set()

@@ -251,7 +251,11 @@ class RemoteEnvRunners:
         self._loaded_in_driver = False
         self.last_weights_versions: list[int] = []
         self._metrics: list[list[dict[str, Any]]] = []
-        get_all(self._ray, [(self.label(i), a.ping.remote()) for i, a in enumerate(self.actors)], doing="starting")
+        try:
+            get_all(self._ray, [(self.label(i), a.ping.remote()) for i, a in enumerate(self.actors)], doing="starting")
+        except BaseException:
+            self.close()  # nobody holds this group yet: its actors would outlive it
+            raise
 
     def _make_actor(self, worker_index: int) -> Any:
         return self._actor_cls.remote(self.config, worker_index, type(self.local))

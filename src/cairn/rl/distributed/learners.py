@@ -289,7 +289,11 @@ class RemoteLearners:
         self._driver_read: tuple[LoadedComponent, str | None] | None = None
         self._actor_cls = self._ray.remote(num_cpus=float(config.num_cpus_per_learner))(LearnerActor)
         self.actors: list[Any] = []
-        self._start()
+        try:
+            self._start()
+        except BaseException:
+            self.close()  # nobody holds this group yet: its actors would outlive it
+            raise
 
     def label(self, rank: int) -> str:
         """How messages name the learner of ``rank``."""
