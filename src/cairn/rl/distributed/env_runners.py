@@ -90,6 +90,18 @@ def _own_part(env_runner_state: Mapping[str, Any], worker_index: int) -> dict[st
     return {key: source[key] for key in OWN_KEYS if key in source}
 
 
+def _import_driver_modules(config: AlgorithmConfig) -> None:
+    """Import what ``config`` names (its env, its mapping function), as the driver that sent it had.
+
+    A config arrives from the driver: when the runner starts, and with ``add_module`` /
+    ``remove_module``, whose new mapping function may live in a module the driver imported
+    since. The driver checked those names (it had imported their modules); this worker imports them.
+    """
+    from cairn.rl.env.multi_agent_env import import_driver_modules
+
+    import_driver_modules(config)
+
+
 class EnvRunnerActor:
     """The body of one remote env runner (run as a Ray actor).
 
@@ -103,12 +115,9 @@ class EnvRunnerActor:
     def __init__(self, config: AlgorithmConfig, worker_index: int, runner_class: type[EnvRunner] = EnvRunner) -> None:
         import torch
 
-        from cairn.rl.env.multi_agent_env import import_driver_modules
-
         if config.num_torch_threads is not None:
             torch.set_num_threads(int(config.num_torch_threads))
-        # The driver checked the modules the config names (it had imported them); this fresh worker imports them.
-        import_driver_modules(config)
+        _import_driver_modules(config)
         self.runner = runner_class(config, worker_index=worker_index)
         self.weights_version = -1
         self._pending: LoadedComponent | None = None
@@ -133,11 +142,21 @@ class EnvRunnerActor:
 
     def add_module(self, module_id: str, spec: RLModuleSpec, config: AlgorithmConfig) -> None:
         """Add an inference copy of a new module (its weights come with the next broadcast)."""
+        _import_driver_modules(config)
         self.runner.add_module(module_id, spec, config=config)
 
-    def remove_module(self, module_id: str, config: AlgorithmConfig) -> None:
-        """Drop the inference copy of ``module_id``."""
-        self.runner.remove_module(module_id, config=config)
+    def prepare_remove_module(self, module_id: str, config: AlgorithmConfig) -> None:
+        """Check that ``module_id`` can be dropped, changing nothing (``EnvRunner.prepare_remove_module``)."""
+        _import_driver_modules(config)
+        self.runner.prepare_remove_module(module_id, config=config)
+
+    def apply_remove_module(self) -> None:
+        """Drop the module :meth:`prepare_remove_module` checked."""
+        self.runner.apply_remove_module()
+
+    def discard_remove_module(self) -> None:
+        """Forget a prepared removal (another runner refused it)."""
+        self.runner.discard_remove_module()
 
     def set_connector_states(self, states: Mapping[str, Any]) -> None:
         """Take the group's merged connector states (keeping data not yet reported)."""
@@ -378,15 +397,36 @@ class RemoteEnvRunners:
         )
         self.config = config
 
-    def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
-        """Drop the inference copy of ``module_id`` from every runner."""
+    def prepare_remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
+        """Every runner checks that it can drop ``module_id``, in parallel; nothing changes.
+
+        Raises:
+            ValueError: A runner refused (the first refusal in runner order, with the runner named).
+        """
         self._flush("removing a module")
+        calls = [(self.label(i), a.prepare_remove_module.remote(module_id, config)) for i, a in enumerate(self.actors)]
+        try:
+            get_all(self._ray, calls, doing="checking a module's removal")
+        except ActorFailedError as err:
+            cause = err.__cause__
+            if isinstance(cause, ValueError):  # the runner's refusal, as the local runner gives it
+                raise ValueError(f"{err.label}: {cause}") from cause
+            raise
+
+    def apply_remove_module(self, *, config: AlgorithmConfig) -> None:
+        """Every runner drops the module it checked; runners started later build from ``config``."""
         get_all(
             self._ray,
-            [(self.label(i), a.remove_module.remote(module_id, config)) for i, a in enumerate(self.actors)],
+            [(self.label(i), a.apply_remove_module.remote()) for i, a in enumerate(self.actors)],
             doing="removing a module",
         )
         self.config = config
+
+    def discard_remove_module(self) -> None:
+        """Every runner forgets a prepared removal (best effort: a dead runner holds none)."""
+        refs = [(self.label(i), a.discard_remove_module.remote()) for i, a in enumerate(self.actors)]
+        with contextlib.suppress(ActorFailedError):
+            get_all(self._ray, refs, doing="forgetting a module's removal")
 
     def sync_weights(self, weights: Any) -> None:
         """Broadcast ``weights`` (a dict, or an object reference to one) as the next version.
