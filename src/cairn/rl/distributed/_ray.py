@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 from collections.abc import Callable, Sequence
 from types import ModuleType
@@ -19,6 +20,7 @@ __all__ = [
     "import_ray",
     "init_ray",
     "ray_available",
+    "stop_named",
 ]
 
 RAY_EXTRA_HINT = "pip install 'cairn-rl[ray]'"
@@ -99,6 +101,17 @@ def actor_label(kind: str, index: int, handle: Any) -> str:
     except AttributeError:  # pragma: no cover - Ray internals
         actor_id = "?"
     return f"{kind} {index} (Ray actor {actor_id})"
+
+
+def stop_named(ray: ModuleType, actors: Sequence[Any], label: Callable[[int], str], labels: Sequence[str]) -> None:
+    """Kill the actors of a group whose ``label(position)`` is one of ``labels`` (those that missed a deadline).
+
+    The group replaces killed actors as it replaces dead ones, on its next use.
+    """
+    for position, actor in enumerate(actors):
+        if label(position) in labels:
+            with contextlib.suppress(Exception):  # already gone
+                ray.kill(actor)
 
 
 def unwrap(err: BaseException) -> BaseException:

@@ -54,7 +54,14 @@ import numpy as np
 
 from cairn.delegation import DelegatedFolder, LoadedComponent, Waiter, read_folder, write_folder
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
-from cairn.rl.distributed._ray import HEALTH_PROBE_TIMEOUT_S, ActorFailedError, actor_label, get_all, init_ray
+from cairn.rl.distributed._ray import (
+    HEALTH_PROBE_TIMEOUT_S,
+    ActorFailedError,
+    actor_label,
+    get_all,
+    init_ray,
+    stop_named,
+)
 from cairn.rl.distributed.checkpoint import storage_is_shared
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
 
@@ -302,10 +309,7 @@ class RemoteEnvRunners:
 
     def _stop(self, labels: Sequence[str]) -> None:
         """Kill the runners named ``labels``; :meth:`replace_dead` replaces them on the next use."""
-        for position, actor in enumerate(self.actors):
-            if self.label(position) in labels:
-                with contextlib.suppress(Exception):  # already gone
-                    self._ray.kill(actor)
+        stop_named(self._ray, self.actors, self.label, labels)
 
     def replace_dead(self, *, probe_timeout_s: float | None = None) -> list[int]:
         """Replace runners that died by fresh ones with the group's state; return their worker indices.

@@ -47,7 +47,7 @@ from cairn.delegation import DelegatedFolder, LoadedComponent, Waiter, read_fold
 from cairn.errors import CheckpointError
 from cairn.rl.core.learner.learner import Learner, TrainBatch
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
-from cairn.rl.distributed._ray import HEALTH_PROBE_TIMEOUT_S, actor_label, get_all, init_ray
+from cairn.rl.distributed._ray import HEALTH_PROBE_TIMEOUT_S, actor_label, get_all, init_ray, stop_named
 from cairn.rl.distributed.checkpoint import nest_state, storage_is_shared
 
 if TYPE_CHECKING:
@@ -346,10 +346,7 @@ class RemoteLearners:
 
     def _stop(self, labels: Sequence[str]) -> None:
         """Kill the learners named ``labels``; :meth:`replace_dead` rebuilds the group on its next use."""
-        for rank, actor in enumerate(self.actors):
-            if self.label(rank) in labels:
-                with contextlib.suppress(Exception):  # already gone
-                    self._ray.kill(actor)
+        stop_named(self._ray, self.actors, self.label, labels)
 
     def replace_dead(self) -> bool:
         """Rebuild all learners from a survivor's state if any learner died; return whether it did.
