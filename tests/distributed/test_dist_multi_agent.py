@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("ray", reason="Ray is not installed (pip install 'cairn-rl[ray]')")
 
 import cairn.rl.env.games
+import mapping_helpers
 from cairn.rl import PPO, PPOConfig, RLModuleSpec
 from cairn.rl.env.games import self_play_policy_mapping
 from cairn.testing import assert_states_equal
@@ -57,6 +58,16 @@ def test_self_play_on_remote_env_runners_resumes_exactly(ray_cluster: Any, tmp_p
         m for runner in _remote_env_states(algo) for episode in runner["episodes"] for m in episode["mapping"].values()
     ]
     assert "main_v1" in in_flight, "the test wants games in flight that main_v1 plays"
+    # A mapping that still picks main_v1 for those agents: the remote runners refuse (the local one, which
+    # plays no games, would not), and no runner changes, nor the learners or the config.
+    config_before = algo.config
+    with pytest.raises(ValueError, match=r"env runner .* cannot be removed"):
+        algo.remove_module("main_v1", new_agent_to_module_mapping_fn=mapping_helpers.always_main_v1)
+    assert algo.config is config_before
+    assert "main_v1" in algo.env_runner.module and "main_v1" in algo.learner_group.module_specs
+    remote = algo.env_runner_group.remote
+    assert remote is not None
+    assert all("main_v1" in states for _, states in remote.get_module_states())
     algo.remove_module("main_v1")
     again = PPO.from_checkpoint(algo.save_to_path(tmp_path / "without_main_v1"))
     assert not again.env_runner.episodes_restarted and again.config.policies == ("main",)

@@ -113,3 +113,15 @@ def test_set_state_leaves_missing_parameters() -> None:
     after = module.get_state()
     assert torch.equal(after["pi.0.bias"], torch.ones(64))
     assert torch.equal(after["vf.0.weight"], before["vf.0.weight"])
+
+
+@pytest.mark.parametrize("module_class", ["DefaultPPORLModule", "DefaultDQNRLModule", "DefaultSACRLModule"])
+def test_default_modules_refuse_observations_that_are_not_box(module_class: str) -> None:
+    """One check (``box_observation_size``) for every default module, naming the module and the way out."""
+    import cairn.rl
+
+    cls = getattr(cairn.rl, module_class)
+    action_space = BOX if module_class == "DefaultSACRLModule" else DISCRETE
+    with pytest.raises(ValueError, match=rf"{module_class} needs a Box observation space.*FlattenObservation"):
+        cls(gym.spaces.Discrete(5), action_space, {"hidden_sizes": [8]}, seed=0)
+    assert cls(gym.spaces.Box(-1.0, 1.0, (2, 3), np.float32), action_space, {"hidden_sizes": [8]}, seed=0).obs_dim == 6

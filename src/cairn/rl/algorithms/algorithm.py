@@ -81,18 +81,24 @@ class Algorithm(Checkpointable, abc.ABC):
         if config.num_torch_threads is not None:
             torch.set_num_threads(int(config.num_torch_threads))
         self.env_runner_group = EnvRunnerGroup(config)
-        module_specs = self.env_runner_group.local_env_runner.module_specs
-        self.learner_group = self.build_learner_group(config, module_specs)
-        start_paths = load_state_paths(config)
-        if start_paths:  # load_state_path: the modules start from those checkpoints (verified, no pickle)
-            weights = {
-                module_id: load_module_state(module_specs[module_id], path) for module_id, path in start_paths.items()
-            }
-            self.learner_group.set_state({"learner": {"rl_module": weights}})
-        self.training_iteration = 0
-        self._num_syncs = 0
-        self._sync_env_runners()
-        self.callbacks.on_algorithm_init(algorithm=self, metrics_logger=self.metrics)
+        try:
+            module_specs = self.env_runner_group.local_env_runner.module_specs
+            self.learner_group = self.build_learner_group(config, module_specs)
+            start_paths = load_state_paths(config)
+            if start_paths:  # load_state_path: the modules start from those checkpoints (verified, no pickle)
+                weights = {
+                    module_id: load_module_state(module_specs[module_id], path)
+                    for module_id, path in start_paths.items()
+                }
+                self.learner_group.set_state({"learner": {"rl_module": weights}})
+            self.training_iteration = 0
+            self._num_syncs = 0
+            self._sync_env_runners()
+            self.callbacks.on_algorithm_init(algorithm=self, metrics_logger=self.metrics)
+        except BaseException:
+            # Nobody holds this algorithm: its Ray actors would live on, unreachable, until Ray shuts down.
+            self.stop()
+            raise
 
     @abc.abstractmethod
     def build_learner_group(self, config: Any, module_specs: Mapping[str, Any]) -> LearnerGroup:
@@ -295,7 +301,9 @@ class Algorithm(Checkpointable, abc.ABC):
     def stop(self) -> None:
         """Release the environments and stop the remote actors, if any."""
         self.env_runner_group.close()
-        self.learner_group.close()
+        learner_group = getattr(self, "learner_group", None)  # absent when building it failed in __init__
+        if learner_group is not None:
+            learner_group.close()
 
     # ------------------------------------------------------------------ Checkpointable
 
@@ -349,12 +357,20 @@ class Algorithm(Checkpointable, abc.ABC):
         (the engine's delegation, :mod:`cairn.delegation`).
         """
         syncs_before = self._num_syncs
-        super()._restore_checkpoint(
-            path, component=component, filesystem=filesystem, allow_pickle=allow_pickle, built_from=built_from
-        )
-        if self._num_syncs == syncs_before:  # set_state of the whole algorithm already synced
-            self._sync_env_runners()
-        self.callbacks.on_checkpoint_loaded(algorithm=self)
+        try:
+            super()._restore_checkpoint(
+                path, component=component, filesystem=filesystem, allow_pickle=allow_pickle, built_from=built_from
+            )
+            if self._num_syncs == syncs_before:  # set_state of the whole algorithm already synced
+                self._sync_env_runners()
+            self.callbacks.on_checkpoint_loaded(algorithm=self)
+        except BaseException:
+            if built_from is not None:
+                # from_checkpoint built this algorithm for this restore, and drops it on any failure
+                # (a corrupt file, or a read that raced an overwrite and is retried on a new object):
+                # stop its actors, or they would outlive it.
+                self.stop()
+            raise
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config,), {})``, without ``load_state_path`` (the checkpoint holds the weights)."""

@@ -157,6 +157,16 @@ class AlgorithmConfig:
     num_cpus_per_learner: float = 0.0
     """CPUs Ray reserves for each remote learner (see ``num_cpus_per_env_runner``)."""
 
+    checkpoint_timeout_s: float = 600.0
+    """Seconds the remote env runners and learners (Ray actors) get for each step of a
+    checkpoint operation: writing or reading their folders of a save or restore, and
+    the calls that gather or hand out their state around it (named in RLlib's style, as
+    its ``sample_timeout_s`` and ``env_runner_restore_timeout_s``). An actor that misses
+    it is stopped and replaced on the group's next use, and the save or restore fails
+    with ``ActorTimeoutError`` (a ``CheckpointError`` and a ``TimeoutError``) naming the
+    actor; a save that fails so commits nothing. Liveness pings get at most 30 s of it.
+    Raise it for states that take long to write (a large replay buffer on a slow store)."""
+
     model_config: dict[str, Any] = field(default_factory=dict)
     """The ``model_config`` of every module whose spec gives none (for PPO's default module:
     overrides of ``cairn.rl.algorithms.ppo.default_ppo_rl_module.DEFAULT_MODEL_CONFIG``,
@@ -306,6 +316,10 @@ class AlgorithmConfig:
             raise ValueError("num_env_runners and num_learners must be >= 0.")
         if self.num_cpus_per_env_runner < 0 or self.num_cpus_per_learner < 0:
             raise ValueError("num_cpus_per_env_runner and num_cpus_per_learner must be >= 0.")
+        if not self.checkpoint_timeout_s > 0:  # also refuses NaN
+            raise ValueError(
+                f"checkpoint_timeout_s must be a positive number of seconds, got {self.checkpoint_timeout_s}."
+            )
         unknown = sorted(set(self.policies_to_train or ()) - set(self.policies))
         if unknown:
             raise ValueError(f"policies_to_train names {unknown}, which are not in policies={list(self.policies)}.")

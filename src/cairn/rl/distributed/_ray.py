@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
 from cairn.errors import CheckpointError
 
-__all__ = ["RAY_EXTRA_HINT", "ActorFailedError", "actor_label", "get_all", "import_ray", "init_ray", "ray_available"]
+__all__ = [
+    "HEALTH_PROBE_TIMEOUT_S",
+    "RAY_EXTRA_HINT",
+    "ActorFailedError",
+    "ActorTimeoutError",
+    "actor_label",
+    "get_all",
+    "import_ray",
+    "init_ray",
+    "ray_available",
+    "stop_named",
+]
 
 RAY_EXTRA_HINT = "pip install 'cairn-rl[ray]'"
 
@@ -26,6 +38,31 @@ class ActorFailedError(CheckpointError):
         super().__init__(message)
         self.label = label
         self.died = died
+
+
+class ActorTimeoutError(ActorFailedError, TimeoutError):
+    """Ray actors of a group did not finish their part of a checkpoint operation within the deadline.
+
+    The deadline is ``AlgorithmConfig.checkpoint_timeout_s``. The actors that
+    missed it are stopped (a hung actor would otherwise write into a save already
+    given up, or hold a restore's state forever) and replaced on the group's next use.
+
+    Attributes:
+        labels: Every actor that missed the deadline, as messages name them.
+    """
+
+    def __init__(self, message: str, *, label: str, labels: Sequence[str]) -> None:
+        super().__init__(message, label=label, died=False)
+        self.labels = list(labels)
+
+    def __str__(self) -> str:
+        # TimeoutError (an OSError) formats (errno, strerror) pairs; we always pass one message.
+        return str(self.args[0]) if self.args else ""
+
+
+HEALTH_PROBE_TIMEOUT_S = 30.0
+"""How long a liveness ping may take before the actor counts as hung (at most: a shorter
+``checkpoint_timeout_s`` wins). RLlib's ``env_runner_health_probe_timeout_s`` is 30 s too."""
 
 
 def ray_available() -> bool:
@@ -66,23 +103,57 @@ def actor_label(kind: str, index: int, handle: Any) -> str:
     return f"{kind} {index} (Ray actor {actor_id})"
 
 
+def stop_named(ray: ModuleType, actors: Sequence[Any], label: Callable[[int], str], labels: Sequence[str]) -> None:
+    """Kill the actors of a group whose ``label(position)`` is one of ``labels`` (those that missed a deadline).
+
+    The group replaces killed actors as it replaces dead ones, on its next use.
+    """
+    for position, actor in enumerate(actors):
+        if label(position) in labels:
+            with contextlib.suppress(Exception):  # already gone
+                ray.kill(actor)
+
+
 def unwrap(err: BaseException) -> BaseException:
     """The exception an actor method raised, without Ray's wrapper (traceback text)."""
     cause = getattr(err, "cause", None)
     return cause if isinstance(cause, BaseException) else err
 
 
-def get_all(ray: ModuleType, calls: Sequence[tuple[str, Any]], *, doing: str) -> list[Any]:
+def get_all(
+    ray: ModuleType,
+    calls: Sequence[tuple[str, Any]],
+    *,
+    doing: str,
+    timeout_s: float | None = None,
+    stop: Callable[[Sequence[str]], None] | None = None,
+) -> list[Any]:
     """``ray.get`` every ``(label, ref)``; wait for all even when some fail, then raise the first failure.
 
     Waiting for all first matters: a save must not be aborted (its staging folder
-    deleted) while other actors are still writing into it.
+    deleted) while other actors are still writing into it. For the same reason,
+    actors that miss the deadline are stopped (``stop``) before the error is raised:
+    a hung actor that woke up later would write into a save already given up.
+
+    Args:
+        ray: The ``ray`` module.
+        calls: ``(label, object ref)`` of each call, ``label`` naming its actor.
+        doing: What the actors were doing, for messages (``"writing its part of a checkpoint"``).
+        timeout_s: The deadline for all the calls together (``AlgorithmConfig.checkpoint_timeout_s``
+            on checkpoint paths); None waits as long as they take.
+        stop: Called with the labels of the actors that missed the deadline, to stop them.
 
     Raises:
+        ActorTimeoutError: Some calls were not done within ``timeout_s``.
         CheckpointError: A ``CheckpointError`` an actor raised is raised as it is
             (its type kept: ``CorruptCheckpointError`` stays one), with the actor named.
         ActorFailedError: An actor died, or raised another error.
     """
+    if timeout_s is not None and calls:
+        refs = [ref for _, ref in calls]
+        _, late = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        if late:
+            _raise_timeout(calls, late, doing=doing, timeout_s=timeout_s, stop=stop)
     results: list[Any] = []
     failure: BaseException | None = None
     for label, ref in calls:
@@ -114,3 +185,32 @@ def get_all(ray: ModuleType, calls: Sequence[tuple[str, Any]], *, doing: str) ->
     if failure is not None:
         raise failure
     return results
+
+
+def _raise_timeout(
+    calls: Sequence[tuple[str, Any]],
+    late: Sequence[Any],
+    *,
+    doing: str,
+    timeout_s: float,
+    stop: Callable[[Sequence[str]], None] | None,
+) -> None:
+    late_refs = set(late)
+    labels = [label for label, ref in calls if ref in late_refs]
+    if stop is not None:
+        stop(labels)
+    what_next = (
+        "It was stopped; the group replaces it on its next use (fresh environments or, for a learner, "
+        "the state of a healthy one)"
+        if stop is not None
+        else "It may still be running"
+    )
+    raise ActorTimeoutError(
+        f"{labels[0]}{f' and {len(labels) - 1} more' if len(labels) > 1 else ''} did not finish {doing} "
+        f"within checkpoint_timeout_s={timeout_s:g} s. {what_next}. The operation was abandoned: a save commits "
+        "nothing; a restore that stopped while applying leaves the algorithm partly restored (restore again). "
+        "If the actor is only slow (a large state, a slow storage), raise "
+        "AlgorithmConfig.checkpoint_timeout_s; if it hangs, look at its environment or callbacks.",
+        label=labels[0],
+        labels=labels,
+    )

@@ -34,20 +34,34 @@ replay the same episodes).
 A runner that dies is replaced on the group's next ``sample`` (same worker
 index, fresh environments, the group's connector states and the latest
 weights); the others go on as they were.
+
+Every call of a checkpoint operation (gathering the runners' states, writing or
+reading ``env_runner/``, applying it) has a deadline, the config's
+``checkpoint_timeout_s``: a runner that misses it is stopped, so that it can
+write nothing into a save already given up, the operation fails with
+:class:`~cairn.rl.distributed._ray.ActorTimeoutError` naming it, and the runner
+is replaced like a dead one on the group's next use.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cairn.delegation import DelegatedFolder, LoadedComponent, Waiter, read_folder, write_folder
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
-from cairn.rl.distributed._ray import ActorFailedError, actor_label, get_all, init_ray
+from cairn.rl.distributed._ray import (
+    HEALTH_PROBE_TIMEOUT_S,
+    ActorFailedError,
+    actor_label,
+    get_all,
+    init_ray,
+    stop_named,
+)
 from cairn.rl.distributed.checkpoint import storage_is_shared
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
 
@@ -83,6 +97,18 @@ def _own_part(env_runner_state: Mapping[str, Any], worker_index: int) -> dict[st
     return {key: source[key] for key in OWN_KEYS if key in source}
 
 
+def _import_driver_modules(config: AlgorithmConfig) -> None:
+    """Import what ``config`` names (its env, its mapping function), as the driver that sent it had.
+
+    A config arrives from the driver: when the runner starts, and with ``add_module`` /
+    ``remove_module``, whose new mapping function may live in a module the driver imported
+    since. The driver checked those names (it had imported their modules); this worker imports them.
+    """
+    from cairn.rl.env.multi_agent_env import import_driver_modules
+
+    import_driver_modules(config)
+
+
 class EnvRunnerActor:
     """The body of one remote env runner (run as a Ray actor).
 
@@ -96,12 +122,9 @@ class EnvRunnerActor:
     def __init__(self, config: AlgorithmConfig, worker_index: int, runner_class: type[EnvRunner] = EnvRunner) -> None:
         import torch
 
-        from cairn.rl.env.multi_agent_env import import_driver_modules
-
         if config.num_torch_threads is not None:
             torch.set_num_threads(int(config.num_torch_threads))
-        # The driver checked the modules the config names (it had imported them); this fresh worker imports them.
-        import_driver_modules(config)
+        _import_driver_modules(config)
         self.runner = runner_class(config, worker_index=worker_index)
         self.weights_version = -1
         self._pending: LoadedComponent | None = None
@@ -126,11 +149,21 @@ class EnvRunnerActor:
 
     def add_module(self, module_id: str, spec: RLModuleSpec, config: AlgorithmConfig) -> None:
         """Add an inference copy of a new module (its weights come with the next broadcast)."""
+        _import_driver_modules(config)
         self.runner.add_module(module_id, spec, config=config)
 
-    def remove_module(self, module_id: str, config: AlgorithmConfig) -> None:
-        """Drop the inference copy of ``module_id``."""
-        self.runner.remove_module(module_id, config=config)
+    def prepare_remove_module(self, module_id: str, config: AlgorithmConfig) -> None:
+        """Check that ``module_id`` can be dropped, changing nothing (``EnvRunner.prepare_remove_module``)."""
+        _import_driver_modules(config)
+        self.runner.prepare_remove_module(module_id, config=config)
+
+    def apply_remove_module(self) -> None:
+        """Drop the module :meth:`prepare_remove_module` checked."""
+        self.runner.apply_remove_module()
+
+    def discard_remove_module(self) -> None:
+        """Forget a prepared removal (another runner refused it)."""
+        self.runner.discard_remove_module()
 
     def set_connector_states(self, states: Mapping[str, Any]) -> None:
         """Take the group's merged connector states (keeping data not yet reported)."""
@@ -244,7 +277,11 @@ class RemoteEnvRunners:
         self._loaded_in_driver = False
         self.last_weights_versions: list[int] = []
         self._metrics: list[list[dict[str, Any]]] = []
-        get_all(self._ray, [(self.label(i), a.ping.remote()) for i, a in enumerate(self.actors)], doing="starting")
+        try:
+            get_all(self._ray, [(self.label(i), a.ping.remote()) for i, a in enumerate(self.actors)], doing="starting")
+        except BaseException:
+            self.close()  # nobody holds this group yet: its actors would outlive it
+            raise
 
     def _make_actor(self, worker_index: int) -> Any:
         return self._actor_cls.remote(self.config, worker_index, type(self.local))
@@ -255,22 +292,57 @@ class RemoteEnvRunners:
 
     # ------------------------------------------------------------------ the group's work
 
-    def _flush(self, doing: str) -> None:
-        """Wait for the broadcasts in flight, so that their errors are not lost."""
-        pending, self._pending = self._pending, []
-        get_all(self._ray, pending, doing=doing)
+    def _flush(self, doing: str, *, in_time: bool = False) -> None:
+        """Wait for the broadcasts in flight, so that their errors are not lost.
 
-    def replace_dead(self) -> list[int]:
-        """Replace runners that died by fresh ones with the group's state; return their worker indices."""
+        ``in_time``: within the checkpoint deadline (see :meth:`_get_in_time`).
+        """
+        pending, self._pending = self._pending, []
+        if in_time:
+            self._get_in_time(pending, doing=doing)
+        else:
+            get_all(self._ray, pending, doing=doing)
+
+    def _get_in_time(self, calls: list[tuple[str, Any]], *, doing: str) -> list[Any]:
+        """:func:`get_all` within ``checkpoint_timeout_s``; runners that miss it are stopped."""
+        return get_all(self._ray, calls, doing=doing, timeout_s=self.config.checkpoint_timeout_s, stop=self._stop)
+
+    def _stop(self, labels: Sequence[str]) -> None:
+        """Kill the runners named ``labels``; :meth:`replace_dead` replaces them on the next use."""
+        stop_named(self._ray, self.actors, self.label, labels)
+
+    def replace_dead(self, *, probe_timeout_s: float | None = None) -> list[int]:
+        """Replace runners that died by fresh ones with the group's state; return their worker indices.
+
+        Args:
+            probe_timeout_s: How long a runner may take to answer a ping; one that does
+                not is hung, and is stopped and replaced too. None waits for every answer.
+        """
         replaced: list[int] = []
         pings = [actor.ping.remote() for actor in self.actors]  # all in flight at once
+        late: set[Any] = set()
+        if probe_timeout_s is not None and pings:
+            _, not_ready = self._ray.wait(pings, num_returns=len(pings), timeout=probe_timeout_s)
+            late = set(not_ready)
         for position, ping in enumerate(pings):
             try:
-                self._ray.get(ping)
+                if ping in late:
+                    self._stop([self.label(position)])
+                else:
+                    self._ray.get(ping)
+                    continue
             except self._ray.exceptions.RayActorError:
-                self.actors[position] = self._make_actor(position + 1)
-                replaced.append(position + 1)
+                pass
+            self.actors[position] = self._make_actor(position + 1)
+            replaced.append(position + 1)
         if replaced:
+            # Started like the group's first runners: their start-up (imports, environments) is not
+            # held to the checkpoint deadline that the calls after this one are.
+            get_all(
+                self._ray,
+                [(self.label(i - 1), self.actors[i - 1].ping.remote()) for i in replaced],
+                doing="starting",
+            )
             self._pending = []  # broadcasts to dead actors are moot; the new ones get the latest
             self.sync_connector_states(only=[i - 1 for i in replaced])
             if self._weights_ref is not None:
@@ -329,15 +401,36 @@ class RemoteEnvRunners:
         )
         self.config = config
 
-    def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
-        """Drop the inference copy of ``module_id`` from every runner."""
+    def prepare_remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
+        """Every runner checks that it can drop ``module_id``, in parallel; nothing changes.
+
+        Raises:
+            ValueError: A runner refused (the first refusal in runner order, with the runner named).
+        """
         self._flush("removing a module")
+        calls = [(self.label(i), a.prepare_remove_module.remote(module_id, config)) for i, a in enumerate(self.actors)]
+        try:
+            get_all(self._ray, calls, doing="checking a module's removal")
+        except ActorFailedError as err:
+            cause = err.__cause__
+            if isinstance(cause, ValueError):  # the runner's refusal, as the local runner gives it
+                raise ValueError(f"{err.label}: {cause}") from cause
+            raise
+
+    def apply_remove_module(self, *, config: AlgorithmConfig) -> None:
+        """Every runner drops the module it checked; runners started later build from ``config``."""
         get_all(
             self._ray,
-            [(self.label(i), a.remove_module.remote(module_id, config)) for i, a in enumerate(self.actors)],
+            [(self.label(i), a.apply_remove_module.remote()) for i, a in enumerate(self.actors)],
             doing="removing a module",
         )
         self.config = config
+
+    def discard_remove_module(self) -> None:
+        """Every runner forgets a prepared removal (best effort: a dead runner holds none)."""
+        refs = [(self.label(i), a.discard_remove_module.remote()) for i, a in enumerate(self.actors)]
+        with contextlib.suppress(ActorFailedError):
+            get_all(self._ray, refs, doing="forgetting a module's removal")
 
     def sync_weights(self, weights: Any) -> None:
         """Broadcast ``weights`` (a dict, or an object reference to one) as the next version.
@@ -360,10 +453,19 @@ class RemoteEnvRunners:
         self._pending.extend((self.label(i), self.actors[i].set_connector_states.remote(ref)) for i in positions)
 
     def collect_connector_deltas(self) -> None:
-        """Fold every runner's connector deltas (data not yet reported) into the local runner."""
-        self._flush("receiving weights")
+        """Fold every runner's connector deltas (data not yet reported) into the local runner.
+
+        Part of every ``Algorithm.get_state``, so within the checkpoint deadline. Runners
+        that died (or were stopped by a missed deadline) are replaced first, as in :meth:`sample`.
+        """
+        try:
+            self._flush("receiving weights", in_time=True)
+        except ActorFailedError as err:
+            if not err.died:
+                raise
+        self.replace_dead(probe_timeout_s=self._probe_timeout_s())
         refs = [(self.label(i), a.pop_connector_deltas.remote()) for i, a in enumerate(self.actors)]
-        for deltas in get_all(self._ray, refs, doing="reporting connector statistics"):
+        for deltas in self._get_in_time(refs, doing="reporting connector statistics"):
             self.local.env_to_module.merge_deltas(deltas.get("env_to_module_connector", {}))
             self.local.module_to_env.merge_deltas(deltas.get("module_to_env_connector", {}))
 
@@ -381,9 +483,8 @@ class RemoteEnvRunners:
 
     def get_runner_states(self) -> dict[str, Any]:
         """Runner 1's ``rng`` and ``env``, and ``other_env_runners``: what ``env_runner/`` holds of the runners."""
-        self._flush("receiving weights")
-        own = get_all(
-            self._ray,
+        self._flush("receiving weights", in_time=True)
+        own = self._get_in_time(
             [(self.label(i), a.get_own_state.remote()) for i, a in enumerate(self.actors)],
             doing="reporting its state",
         )
@@ -400,7 +501,7 @@ class RemoteEnvRunners:
             own = _own_part(state, position + 1)
             if own:
                 calls.append((self.label(position), actor.set_own_state.remote(own)))
-        get_all(self._ray, calls, doing="taking its state")
+        self._get_in_time(calls, doing="taking its state")
 
     def close(self) -> None:
         """Kill the actors."""
@@ -420,14 +521,14 @@ class RemoteEnvRunners:
     def start_save(self, folder: DelegatedFolder, *, allow_pickle: bool) -> Waiter:
         """Runner 1 writes ``env_runner/`` with the group's totals and merged connector states."""
         # The driver merged the deltas (Algorithm.get_state); send the merged states first.
-        self.replace_dead()
+        self.replace_dead(probe_timeout_s=self._probe_timeout_s())
         if not storage_is_shared(folder.storage):  # the actors cannot reach it: the driver writes
             state = self.local.get_state()
             state.update(self.get_runner_states())
             entry = write_folder(self.local, folder, allow_pickle=allow_pickle, state=state)
             return lambda: entry
         self.sync_connector_states()
-        self._flush("receiving connector states")
+        self._flush("receiving connector states", in_time=True)
         local_state = self.local.get_state(components=[])
         overrides = {"counters": local_state["counters"], "episodes": local_state["episodes"]}
         position = CHECKPOINT_WRITER_INDEX - 1
@@ -442,12 +543,12 @@ class RemoteEnvRunners:
             other_runners=others,
         )
         label = self.label(position)
-        return lambda: get_all(self._ray, [(label, ref)], doing="writing its part of a checkpoint")[0]
+        return lambda: self._get_in_time([(label, ref)], doing="writing its part of a checkpoint")[0]
 
     def start_load(self, folder: DelegatedFolder, *, component: str | None, allow_pickle: bool) -> Waiter:
         """Every runner reads and verifies the folder, in parallel."""
-        self.replace_dead()
-        self._flush("receiving weights")
+        self.replace_dead(probe_timeout_s=self._probe_timeout_s())
+        self._flush("receiving weights", in_time=True)
         self._loaded_in_driver = not storage_is_shared(folder.storage)
         if self._loaded_in_driver:
             # The driver reads; the runners' RNGs and environments go to them on apply (their
@@ -459,7 +560,7 @@ class RemoteEnvRunners:
             (self.label(i), a.load.remote(folder, component=component, allow_pickle=allow_pickle))
             for i, a in enumerate(self.actors)
         ]
-        return lambda: get_all(self._ray, refs, doing="reading its part of a checkpoint")
+        return lambda: self._get_in_time(refs, doing="reading its part of a checkpoint")
 
     def finish_load(self, *, apply: bool) -> None:
         """Apply (or drop) what every runner read."""
@@ -471,4 +572,8 @@ class RemoteEnvRunners:
             return
         method = "apply_loaded" if apply else "drop_loaded"
         refs = [(self.label(i), getattr(a, method).remote()) for i, a in enumerate(self.actors)]
-        get_all(self._ray, refs, doing="applying a restored checkpoint")
+        self._get_in_time(refs, doing="applying a restored checkpoint")
+
+    def _probe_timeout_s(self) -> float:
+        """How long a ping may take on a checkpoint path: the deadline, but at most the health probe's."""
+        return min(HEALTH_PROBE_TIMEOUT_S, float(self.config.checkpoint_timeout_s))

@@ -22,6 +22,12 @@ learner 0's (the losses of its share of the data).
 If a learner dies, the process group cannot go on; the group rebuilds all
 learners on its next update from the state of a surviving one (or raises
 when none survives: restore a checkpoint then).
+
+Every call of a checkpoint operation (writing or reading ``learner/``,
+applying it, handing out or taking a state) has a deadline, the config's
+``checkpoint_timeout_s``: a learner that misses it is stopped, the operation
+fails with :class:`~cairn.rl.distributed._ray.ActorTimeoutError` naming it,
+and the group is rebuilt from a healthy learner on its next use.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,7 +47,7 @@ from cairn.delegation import DelegatedFolder, LoadedComponent, Waiter, read_fold
 from cairn.errors import CheckpointError
 from cairn.rl.core.learner.learner import Learner, TrainBatch
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
-from cairn.rl.distributed._ray import actor_label, get_all, init_ray
+from cairn.rl.distributed._ray import HEALTH_PROBE_TIMEOUT_S, actor_label, get_all, init_ray, stop_named
 from cairn.rl.distributed.checkpoint import nest_state, storage_is_shared
 
 if TYPE_CHECKING:
@@ -283,7 +289,11 @@ class RemoteLearners:
         self._driver_read: tuple[LoadedComponent, str | None] | None = None
         self._actor_cls = self._ray.remote(num_cpus=float(config.num_cpus_per_learner))(LearnerActor)
         self.actors: list[Any] = []
-        self._start()
+        try:
+            self._start()
+        except BaseException:
+            self.close()  # nobody holds this group yet: its actors would outlive it
+            raise
 
     def label(self, rank: int) -> str:
         """How messages name the learner of ``rank``."""
@@ -314,15 +324,29 @@ class RemoteLearners:
             )
 
     def _alive(self) -> list[int]:
+        """The ranks that answer a ping in time (a hung learner counts as dead)."""
         alive = []
         pings = [actor.ping.remote() for actor in self.actors]  # all in flight at once
+        timeout = min(HEALTH_PROBE_TIMEOUT_S, float(self.config.checkpoint_timeout_s))
+        _, late = self._ray.wait(pings, num_returns=len(pings), timeout=timeout) if pings else ([], [])
+        late_refs = set(late)
         for rank, ping in enumerate(pings):
+            if ping in late_refs:
+                continue
             try:
-                self._ray.get(ping, timeout=30)
+                self._ray.get(ping)
                 alive.append(rank)
-            except (self._ray.exceptions.RayActorError, self._ray.exceptions.GetTimeoutError):
+            except self._ray.exceptions.RayActorError:
                 pass
         return alive
+
+    def _get_in_time(self, calls: list[tuple[str, Any]], *, doing: str) -> list[Any]:
+        """:func:`get_all` within ``checkpoint_timeout_s``; learners that miss it are stopped."""
+        return get_all(self._ray, calls, doing=doing, timeout_s=self.config.checkpoint_timeout_s, stop=self._stop)
+
+    def _stop(self, labels: Sequence[str]) -> None:
+        """Kill the learners named ``labels``; :meth:`replace_dead` rebuilds the group on its next use."""
+        stop_named(self._ray, self.actors, self.label, labels)
 
     def replace_dead(self) -> bool:
         """Rebuild all learners from a survivor's state if any learner died; return whether it did.
@@ -338,8 +362,9 @@ class RemoteLearners:
                 "Every learner actor died, and the learners' state is gone with them. Restore the "
                 "algorithm from its latest checkpoint (restore_from_path) to go on."
             )
-        state_ref = self.actors[alive[0]].get_state.remote()
-        state = self._ray.get(state_ref)
+        state = self._get_in_time(
+            [(self.label(alive[0]), self.actors[alive[0]].get_state.remote())], doing="reporting its state"
+        )[0]
         self.close()
         self._start(self._ray.put(state))
         return True
@@ -404,8 +429,7 @@ class RemoteLearners:
 
     def get_state(self, components: Any = None, not_components: Any = None) -> dict[str, Any]:
         """Learner 0's state (all learners hold the same)."""
-        result: dict[str, Any] = get_all(
-            self._ray,
+        result: dict[str, Any] = self._get_in_time(
             [(self.label(0), self.actors[0].get_state.remote(components, not_components))],
             doing="reporting its state",
         )[0]
@@ -419,8 +443,8 @@ class RemoteLearners:
     def set_state(self, state: dict[str, Any]) -> None:
         """Give every learner ``state`` (put in the object store once)."""
         ref = self._ray.put(state)
-        get_all(
-            self._ray, [(self.label(r), a.set_state.remote(ref)) for r, a in enumerate(self.actors)], doing="setting"
+        self._get_in_time(
+            [(self.label(r), a.set_state.remote(ref)) for r, a in enumerate(self.actors)], doing="taking a state"
         )
 
     def close(self) -> None:
@@ -445,7 +469,7 @@ class RemoteLearners:
             return lambda: entry
         ref = self.actors[0].save.remote(folder, allow_pickle=allow_pickle)
         label = self.label(0)
-        return lambda: get_all(self._ray, [(label, ref)], doing="writing its part of a checkpoint")[0]
+        return lambda: self._get_in_time([(label, ref)], doing="writing its part of a checkpoint")[0]
 
     def start_load(self, folder: DelegatedFolder, *, component: str | None, allow_pickle: bool) -> Waiter:
         """Every learner reads and verifies the folder itself, in parallel."""
@@ -460,7 +484,7 @@ class RemoteLearners:
             (self.label(r), a.load.remote(folder, component=component, allow_pickle=allow_pickle))
             for r, a in enumerate(self.actors)
         ]
-        return lambda: get_all(self._ray, refs, doing="reading its part of a checkpoint")
+        return lambda: self._get_in_time(refs, doing="reading its part of a checkpoint")
 
     def finish_load(self, *, apply: bool) -> None:
         """Apply (or drop) what every learner read."""
@@ -471,4 +495,4 @@ class RemoteLearners:
             return
         method = "apply_loaded" if apply else "drop_loaded"
         refs = [(self.label(r), getattr(a, method).remote()) for r, a in enumerate(self.actors)]
-        get_all(self._ray, refs, doing="applying a restored checkpoint")
+        self._get_in_time(refs, doing="applying a restored checkpoint")

@@ -140,10 +140,29 @@ class EnvRunnerGroup:
         self.config = config
 
     def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
-        """Drop the inference copy of ``module_id`` from every runner."""
-        self.local_env_runner.remove_module(module_id, config=config)
+        """Drop the inference copy of ``module_id`` from every runner, or from none.
+
+        Every runner, local and remote, first checks that it can
+        (:meth:`~cairn.rl.env.env_runner.EnvRunner.prepare_remove_module`: a
+        mapping function may still pick the module for an agent of an episode in
+        flight on one runner and not on another); only when all agreed does any
+        apply it. A refusal anywhere thus changes nothing anywhere.
+
+        Raises:
+            ValueError: A runner refused (its message names the agent and env copy).
+        """
+        try:
+            self.local_env_runner.prepare_remove_module(module_id, config=config)
+            if self.remote is not None:
+                self.remote.prepare_remove_module(module_id, config=config)
+        except BaseException:
+            self.local_env_runner.discard_remove_module()
+            if self.remote is not None:
+                self.remote.discard_remove_module()
+            raise
+        self.local_env_runner.apply_remove_module()
         if self.remote is not None:
-            self.remote.remove_module(module_id, config=config)
+            self.remote.apply_remove_module(config=config)
         self.config = config
 
     def close(self) -> None:

@@ -39,7 +39,7 @@ import torch
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.callbacks.callbacks import Episode
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
-from cairn.rl.env.env_runner import EnvRunner, SampleBatch
+from cairn.rl.env.env_runner import EnvRunner, ModuleRemoval, SampleBatch
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
 from cairn.rl.env.multi_agent_env import (
     ALL_AGENTS,
@@ -201,7 +201,7 @@ class MultiAgentEnvRunner(EnvRunner):
         self._mapping_fn = mapping_fn
         self.policy_mapping = self._static_mapping()
 
-    def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
+    def _plan_removal(self, module_id: str, config: AlgorithmConfig) -> ModuleRemoval:
         """Drop the inference copy of ``module_id`` at once, also while episodes that use it run.
 
         New episodes map agents with ``config``'s ``policy_mapping_fn``. Agents
@@ -215,6 +215,10 @@ class MultiAgentEnvRunner(EnvRunner):
         Their episode returns keep counting: an agent's return covers its whole
         episode and is reported under the module it ends with.
 
+        The new mappings are computed here, before anything changes (the
+        removal applies exactly them, even for a mapping function that draws
+        at random).
+
         Raises:
             ValueError: ``config``'s mapping maps an agent of an episode in
                 flight to ``module_id`` or to no module (nothing is changed then;
@@ -222,7 +226,6 @@ class MultiAgentEnvRunner(EnvRunner):
         """
         mapping_fn = self._resolve_mapping(config)
         remaining = tuple(m for m in self.module if m != module_id)
-        # Every new mapping is computed before anything changes, so a bad mapping function leaves the runner as it was.
         remapped: dict[tuple[int, str], str] = {}
         for e, mapping in enumerate(self._mappings):
             for agent, m in mapping.items():
@@ -235,14 +238,19 @@ class MultiAgentEnvRunner(EnvRunner):
                             f"copy {e} acts with it and must be re-mapped, but {error} Pass a "
                             "new_agent_to_module_mapping_fn that maps agents to the remaining modules."
                         ) from error
-        for (e, agent), new_module in remapped.items():
+        return ModuleRemoval(module_id, config, remapped=remapped, mapping_fn=mapping_fn)
+
+    def _apply_removal(self, removal: ModuleRemoval) -> None:
+        """Re-map the agents as planned, drop the removed module's open rows, then forget the module."""
+        module_id = removal.module_id
+        for (e, agent), new_module in removal.remapped.items():
             self._mappings[e][agent] = new_module
             self._pending[e].pop(agent, None)
         # Empty between sample() calls (trajectories live within one); the removed module's rows never reach _collect.
         self._open = {key: t for key, t in self._open.items() if t.module_id != module_id}
         self._closed = [t for t in self._closed if t.module_id != module_id]
-        self._drop_module(module_id, config=config)
-        self._mapping_fn = mapping_fn
+        super()._apply_removal(removal)
+        self._mapping_fn = removal.mapping_fn
         self.policy_mapping = self._static_mapping()
 
     # ------------------------------------------------------------------ sampling

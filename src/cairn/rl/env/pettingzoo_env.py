@@ -14,16 +14,28 @@ Name a wrapped env in a config through :func:`~cairn.rl.env.multi_agent_env.regi
     config = PPOConfig(env="rps", ...)
 
 This module does not import PettingZoo (``pip install 'cairn-rl[rl]'`` brings
-it); the wrapped env is used through its methods. PettingZoo environments
-have no saved state in cairn, so checkpoints say that episodes restart on
-restore (register a handler with :func:`cairn.rl.register_env_state_handler`
-for ``ParallelPettingZooEnv`` subclasses that can save theirs).
+it); the wrapped env is used through its methods.
+
+Exact resume. A PettingZoo env exposes no state, but its episodes are
+reproducible: the same reset seed and the same actions give the same
+episode (PettingZoo's own ``seed_test`` checks it). So the adapter seeds every
+reset itself, with a seed drawn from its ``np_random`` (which cairn saves), and
+its saved state is the running episode's seed and the actions taken in it; a
+restore resets the wrapped env with that seed and replays the actions. A
+checkpoint therefore resumes mid-episode, bit for bit, for any game whose
+dynamics depend only on its seed and the actions (true of PettingZoo's shipped
+games). A restore costs replaying at most one episode per env copy.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
+
+from cairn.rl.env.env_state import register_env_state_handler
 from cairn.rl.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
 
 __all__ = ["ParallelPettingZooEnv"]
@@ -57,12 +69,25 @@ class ParallelPettingZooEnv(MultiAgentEnv):
         self.action_spaces = {agent: env.action_space(agent) for agent in self.possible_agents}
         self.agents = []
         self.metadata = dict(getattr(env, "metadata", {}) or {})
+        self._episode_seed: int | None = None
+        self._episode_actions: list[dict[str, Any]] = []
+        self._replayable = True
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Reset the wrapped env (seeded when ``seed`` is given)."""
-        obs, infos = self.par_env.reset(seed=seed, options=options)
+        """Reset the wrapped env with a seed drawn from this adapter's ``np_random``.
+
+        ``seed`` seeds ``np_random`` (as for any gymnasium env); without it the
+        adapter's generator goes on. Either way the wrapped env gets an explicit
+        seed, so that the episode can be replayed (see the module docs).
+        """
+        gym.Env.reset(self, seed=seed)
+        episode_seed = int(self.np_random.integers(2**31))
+        obs, infos = self.par_env.reset(seed=episode_seed, options=options)
+        self._episode_seed = episode_seed
+        self._episode_actions = []
+        self._replayable = options is None  # options can be anything: they are not saved
         self.agents = list(self.par_env.agents)
         return dict(obs), dict(infos)
 
@@ -70,6 +95,7 @@ class ParallelPettingZooEnv(MultiAgentEnv):
         self, action_dict: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
         """Step the wrapped env; ``"__all__"`` is set once no agent is left."""
+        self._episode_actions.append({str(agent): np.array(action, copy=True) for agent, action in action_dict.items()})
         obs, rewards, terminateds, truncateds, infos = self.par_env.step(dict(action_dict))
         self.agents = list(self.par_env.agents)
         terminateds, truncateds = dict(terminateds), dict(truncateds)
@@ -83,3 +109,56 @@ class ParallelPettingZooEnv(MultiAgentEnv):
     def close(self) -> None:
         """Close the wrapped env."""
         self.par_env.close()
+
+    def get_episode_state(self) -> dict[str, Any]:
+        """The running episode as its reset seed and the actions taken since (the saved env state).
+
+        Raises:
+            ValueError: The episode was reset with ``options``, which cannot be saved.
+        """
+        if self._episode_seed is None or not self._replayable:
+            raise ValueError(
+                f"The episode of {type(self.par_env).__qualname__} cannot be saved: it was "
+                + ("never reset." if self._episode_seed is None else "reset with options, which are not saved.")
+            )
+        return {"seed": self._episode_seed, "actions": [dict(step) for step in self._episode_actions]}
+
+    def set_episode_state(self, state: Any) -> None:
+        """Replay a state from :meth:`get_episode_state`: reset with its seed, then take its actions.
+
+        Each step's actions are checked first (the agents alive then, each action in its
+        agent's space): the state may come from a file.
+
+        Raises:
+            ValueError: The state does not describe an episode of this environment.
+        """
+        where = f"the saved episode of {type(self.par_env).__qualname__}"
+        if not isinstance(state, Mapping) or not isinstance(state.get("seed"), int | np.integer):
+            raise ValueError(f"{where} has no integer 'seed'; the checkpoint was written by other code.")
+        seed, actions = int(state["seed"]), state.get("actions")
+        if not 0 <= seed < 2**31 or not isinstance(actions, list):
+            raise ValueError(f"{where} has seed {seed} (expected 0 <= seed < 2**31) or no list of actions.")
+        self.par_env.reset(seed=seed)
+        self.agents = list(self.par_env.agents)
+        self._episode_seed, self._episode_actions, self._replayable = seed, [], True
+        for number, step in enumerate(actions):
+            if not isinstance(step, Mapping) or set(step) != set(self.agents):
+                acting = sorted(map(str, step))[:8] if isinstance(step, Mapping) else type(step).__name__
+                raise ValueError(
+                    f"{where}: step {number} acts for {acting}, but the agents then are {self.agents}. "
+                    "The checkpoint does not fit this environment."
+                )
+            for agent, action in step.items():
+                space = self.action_spaces[agent]
+                if not space.contains(np.asarray(action).astype(space.dtype)):
+                    raise ValueError(
+                        f"{where}: step {number} gives {agent!r} the action {action!r:.80}, outside {space}."
+                    )
+            self.step(dict(step))  # records the step again
+
+
+register_env_state_handler(
+    ParallelPettingZooEnv,
+    lambda env: env.get_episode_state(),
+    lambda env, state: env.set_episode_state(state),
+)

@@ -12,11 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import torch
 from torch import nn
 
-from cairn.rl.core.rl_module.rl_module import RLModule
+from cairn.rl.core.rl_module.rl_module import RLModule, box_observation_size
 
 __all__ = ["DEFAULT_DQN_MODEL_CONFIG", "DefaultDQNRLModule"]
 
@@ -51,11 +50,7 @@ class DefaultDQNRLModule(RLModule):
         *,
         seed: int | None = None,
     ) -> None:
-        if not isinstance(observation_space, gym.spaces.Box):
-            raise ValueError(
-                f"DefaultDQNRLModule needs a Box observation space, got {observation_space!r}; bring your own "
-                "RLModule (RLModuleSpec(module_class=...)) for others."
-            )
+        obs_dim = box_observation_size(observation_space, module_class=type(self))
         if not isinstance(action_space, gym.spaces.Discrete):
             raise ValueError(
                 f"DQN needs a Discrete action space, got {action_space!r}; use SAC for continuous actions."
@@ -69,7 +64,7 @@ class DefaultDQNRLModule(RLModule):
         config = {**DEFAULT_DQN_MODEL_CONFIG, **dict(model_config or {})}
         config["hidden_sizes"] = [int(h) for h in config["hidden_sizes"]]
         super().__init__(observation_space, action_space, config, seed=seed)
-        self.obs_dim = int(np.prod(observation_space.shape))
+        self.obs_dim = obs_dim
         self.num_actions = int(action_space.n)
         layers: list[nn.Module] = []
         last = self.obs_dim

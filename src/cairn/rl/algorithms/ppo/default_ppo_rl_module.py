@@ -15,12 +15,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import torch
 from torch import nn
 
 from cairn.rl._aliases import register_old_paths
-from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
+from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec, box_observation_size
 
 __all__ = ["DEFAULT_MODEL_CONFIG", "DefaultPPORLModule"]
 
@@ -83,12 +82,7 @@ class DefaultPPORLModule(RLModule):
         *,
         seed: int | None = None,
     ) -> None:
-        if not isinstance(observation_space, gym.spaces.Box):
-            raise ValueError(
-                f"DefaultPPORLModule needs a Box observation space, got {observation_space!r}; "
-                "flatten or one-hot other spaces with a gymnasium wrapper first, or bring your own "
-                "RLModule (RLModuleSpec(module_class=...))."
-            )
+        obs_dim = box_observation_size(observation_space, module_class=type(self))
         if isinstance(action_space, gym.spaces.Discrete):
             discrete = True
             out_dim = int(action_space.n)
@@ -117,7 +111,7 @@ class DefaultPPORLModule(RLModule):
         config["log_std_init"] = float(config["log_std_init"])
         super().__init__(observation_space, action_space, config, seed=seed)
         self.discrete = discrete
-        self.obs_dim = int(np.prod(observation_space.shape))
+        self.obs_dim = obs_dim
         self.pi = _mlp(self.obs_dim, hidden, out_dim, activation)
         self.vf = _mlp(self.obs_dim, hidden, 1, activation)
         generator = None if seed is None else torch.Generator().manual_seed(int(seed))

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from cairn.rl.core.rl_module.rl_module import RLModule
+from cairn.rl.core.rl_module.rl_module import RLModule, box_observation_size
 
 __all__ = ["DEFAULT_SAC_MODEL_CONFIG", "DefaultSACRLModule"]
 
@@ -87,11 +87,7 @@ class DefaultSACRLModule(RLModule):
         *,
         seed: int | None = None,
     ) -> None:
-        if not isinstance(observation_space, gym.spaces.Box):
-            raise ValueError(
-                f"DefaultSACRLModule needs a Box observation space, got {observation_space!r}; flatten other "
-                "spaces with a gymnasium wrapper first, or bring your own RLModule (RLModuleSpec(module_class=...))."
-            )
+        obs_dim = box_observation_size(observation_space, module_class=type(self))
         if not (
             isinstance(action_space, gym.spaces.Box)
             and len(action_space.shape) == 1
@@ -116,7 +112,7 @@ class DefaultSACRLModule(RLModule):
         if config["initial_alpha"] <= 0.0:
             raise ValueError(f"model_config['initial_alpha'] must be positive, got {config['initial_alpha']}.")
         super().__init__(observation_space, action_space, config, seed=seed)
-        self.obs_dim = int(np.prod(observation_space.shape))
+        self.obs_dim = obs_dim
         self.act_dim = int(action_space.shape[0])
         self.pi = _mlp(self.obs_dim, hidden, 2 * self.act_dim)
         self.qf1 = _mlp(self.obs_dim + self.act_dim, hidden, 1)

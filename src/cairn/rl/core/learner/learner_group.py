@@ -13,6 +13,7 @@ learner reads it in parallel.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -159,6 +160,30 @@ class LearnerGroup(Checkpointable):
                 self.remote.set_state(state["learner"])
             return
         self._set_components_state(state)
+
+    def _restore_checkpoint(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        component: str | None,
+        filesystem: Any,
+        allow_pickle: bool,
+        built_from: bytes | None,
+    ) -> None:
+        """Restore as :meth:`cairn.Checkpointable.restore_from_path`; a failed ``from_checkpoint`` stops the actors.
+
+        ``from_checkpoint`` drops the group it built when the restore fails (or retries
+        it on a new group after a race with an overwrite): its remote learners must not
+        outlive it.
+        """
+        try:
+            super()._restore_checkpoint(
+                path, component=component, filesystem=filesystem, allow_pickle=allow_pickle, built_from=built_from
+            )
+        except BaseException:
+            if built_from is not None:
+                self.close()
+            raise
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config, module_specs), {})`` of the modules trained now (after add_module / remove_module)."""

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
@@ -40,7 +41,26 @@ from cairn.registry import register_type
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.utils._util import Names
 
-__all__ = ["RLModule", "RLModuleSpec"]
+__all__ = ["RLModule", "RLModuleSpec", "box_observation_size"]
+
+
+def box_observation_size(observation_space: gym.Space[Any], *, module_class: type) -> int:
+    """The number of values of one observation of a ``Box`` space (flattened), for an MLP's input.
+
+    The one check of the default modules (PPO's, DQN's, SAC's), which take ``Box``
+    observations only.
+
+    Raises:
+        ValueError: ``observation_space`` is not a ``Box``; the message names ``module_class``
+            and the ways out (a flattening wrapper, or the user's own module).
+    """
+    if not isinstance(observation_space, gym.spaces.Box):
+        raise ValueError(
+            f"{module_class.__name__} needs a Box observation space, got {observation_space!r}; flatten or one-hot "
+            "other spaces with a gymnasium wrapper first (gymnasium.wrappers.FlattenObservation), or bring your own "
+            "RLModule (RLModuleSpec(module_class=...))."
+        )
+    return int(np.prod(observation_space.shape))
 
 
 @register_type
