@@ -32,3 +32,17 @@ def ray_cluster() -> Iterator[Any]:
         )
     yield ray
     ray.shutdown()
+
+
+#: The ``xdist_group`` of every test on the session's Ray cluster: under ``pytest -n 2 --dist loadgroup``
+#: they all run on one worker, so that one machine holds one Ray cluster (two would share 2 CPUs,
+#: the object store's shared memory and Ray's port and lock files).
+RAY_GROUP = "ray_cluster"  # the fixture's name, which a test can mark itself with
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put every test that uses ``ray_cluster`` in :data:`RAY_GROUP` (a test that asks for it only at
+    run time, ``request.getfixturevalue``, carries ``pytest.mark.xdist_group(RAY_GROUP)`` itself)."""
+    for item in items:
+        if "ray_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(RAY_GROUP))
