@@ -11,7 +11,7 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def ray_cluster() -> Iterator[Any]:
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One real local Ray cluster for the whole session (``ray.init(num_cpus=2)``, small object store).
 
     Starting one takes ~10 s here, so every Ray test (distributed, RLlib, Tune) shares it.
@@ -19,6 +19,20 @@ def ray_cluster() -> Iterator[Any]:
     classes of the test helpers that a config names (callbacks) are found there too.
     """
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'cairn-rl[ray]')")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # The workers' temp folders share a parent of this session's own: the first worker to
+        # start Ray claims it there, and a second one is a test outside the Ray group.
+        claim = tmp_path_factory.getbasetemp().parent / "ray_cluster.worker"
+        try:
+            fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            pytest.fail(
+                f"xdist worker {os.environ['PYTEST_XDIST_WORKER']} would start a second Ray cluster "
+                f"({claim.read_text()} has one): a test that asks for ray_cluster at run time must carry "
+                f'pytest.mark.xdist_group("{RAY_GROUP}") (tests/conftest.py)'
+            )
+        os.write(fd, os.environ["PYTEST_XDIST_WORKER"].encode())
+        os.close(fd)
     if not ray.is_initialized():
         tests = str(Path(__file__).resolve().parent)
         python_path = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH", "")) if p)
@@ -40,6 +54,8 @@ def ray_cluster() -> Iterator[Any]:
 RAY_GROUP = "ray_cluster"  # the fixture's name, which a test can mark itself with
 
 
+# tryfirst: pytest-xdist's worker reads the marks in its own hook of this name (which would run first).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Put every test that uses ``ray_cluster`` in :data:`RAY_GROUP` (a test that asks for it only at
     run time, ``request.getfixturevalue``, carries ``pytest.mark.xdist_group(RAY_GROUP)`` itself)."""
