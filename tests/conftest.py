@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -62,3 +64,42 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "ray_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group(RAY_GROUP))
+
+
+#: The modules whose counts a folder's conftest prints at the end of the session, by folder.
+#: Under pytest-xdist the counts grow in the workers while only the controller prints (and it
+#: collects nothing, so those conftests are not loaded there): each worker hands its counts over
+#: (``export``) and the controller adds them up (``merge``) and prints them (``terminal_summary``).
+SUMMARIES = {"storage_tally": "storage", "fuzz_harness": "fuzz"}
+
+
+def _summary_module(name: str) -> Any:
+    folder = str(Path(__file__).resolve().parent / SUMMARIES[name])
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(name)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In an xdist worker: hand the summaries' counts to the controller."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is None:
+        return
+    for name in SUMMARIES:
+        if name in sys.modules:
+            output[name] = sys.modules[name].export()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """In the xdist controller: add up a finished worker's counts."""
+    for name in SUMMARIES:
+        if name in getattr(node, "workeroutput", {}):
+            _summary_module(name).merge(node.workeroutput[name])
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """In the xdist controller: print the summed counts (each module prints once per session)."""
+    for name in SUMMARIES:
+        if name in sys.modules:
+            sys.modules[name].terminal_summary(terminalreporter)

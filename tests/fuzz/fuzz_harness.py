@@ -298,18 +298,43 @@ def report() -> list[str]:
     path = os.environ.get("CAIRN_FUZZ_REPORT")
     if path:
         with open(path, "w") as f:
-            json.dump(
-                {
-                    k: {
-                        "cases": v.cases,
-                        "ops": v.ops,
-                        "findings": dict(v.findings),
-                        "examples": v.examples,
-                        "outcomes": dict(v.outcomes),
-                    }
-                    for k, v in TALLY.items()
-                },
-                f,
-                indent=1,
-            )
+            json.dump(export(), f, indent=1)
     return lines
+
+
+def export() -> dict[str, dict[str, Any]]:
+    """The tally in plain types: the JSON report, and what a pytest-xdist worker hands the controller."""
+    return {
+        k: {
+            "cases": v.cases,
+            "ops": v.ops,
+            "findings": dict(v.findings),
+            "examples": v.examples,
+            "outcomes": dict(v.outcomes),
+        }
+        for k, v in TALLY.items()
+    }
+
+
+def merge(exported: dict[str, dict[str, Any]]) -> None:
+    """Add a worker's :func:`export` (in the controller, which prints the sum)."""
+    for test, part in exported.items():
+        tally = TALLY[test]
+        tally.cases += part["cases"]
+        tally.ops += part["ops"]
+        tally.findings.update(part["findings"])
+        tally.outcomes.update(part["outcomes"])
+        for cls, example in part["examples"].items():
+            tally.examples.setdefault(cls, example)
+
+
+_printed: list[bool] = []
+
+
+def terminal_summary(terminalreporter: Any) -> None:
+    """Print :func:`report` once (both this folder's conftest and, under xdist, the root's ask)."""
+    if TALLY and not _printed:
+        _printed.append(True)
+        terminalreporter.section("cairn fuzz")
+        for line in report():
+            terminalreporter.write_line(line)

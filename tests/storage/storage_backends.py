@@ -25,7 +25,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from storage_tally import lines
+from storage_tally import terminal_summary
 
 BUCKET = "cairn-test"
 BACKENDS = ("local", "memory", "s3")
@@ -177,8 +177,4 @@ def remote_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[B
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Print the counts of kills, corruptions and hostile inputs tried and refused."""
-    summary = lines()
-    if summary:
-        terminalreporter.section("cairn storage counts")
-        for line in summary:
-            terminalreporter.write_line(line)
+    terminal_summary(terminalreporter)
