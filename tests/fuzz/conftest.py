@@ -36,7 +36,4 @@ def fuzz_worker(fuzz_workdir: str, fuzz_templates: dict[str, Any]) -> Iterator[f
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """How many cases each fuzz test ran, and the classes of what it found."""
-    if fuzz_harness.TALLY:
-        terminalreporter.section("cairn fuzz")
-        for line in fuzz_harness.report():
-            terminalreporter.write_line(line)
+    fuzz_harness.terminal_summary(terminalreporter)

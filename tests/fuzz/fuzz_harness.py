@@ -9,7 +9,7 @@ and printed at the end of the session (see ``conftest.py``).
 
 Environment:
     CAIRN_FUZZ_EXAMPLES   examples per test (default: the CI budget of each test)
-    CAIRN_FUZZ_TIMEOUT    seconds one operation may take (default 10)
+    CAIRN_FUZZ_TIMEOUT    seconds one operation may take (default 10; 30 under pytest-xdist)
     CAIRN_FUZZ_COLLECT=1  record findings without failing, run every op of every case
                           (to survey the failure classes of a build)
     CAIRN_FUZZ_REPORT     a path: the tally is also written there as JSON
@@ -35,7 +35,10 @@ import fuzz_mutate as fm
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OPS = ("restore", "from_checkpoint", "verify", "inspect", "diff", "latest")
-TIMEOUT = float(os.environ.get("CAIRN_FUZZ_TIMEOUT", "10"))
+# Under pytest-xdist the worker shares the cores with another test worker and Ray's actors: an
+# operation may wait its turn for several seconds (a 50,000-record bloat took > 12 s at a load of 8),
+# and 30 s still tells a hang from a slow answer.
+TIMEOUT = float(os.environ.get("CAIRN_FUZZ_TIMEOUT", "30" if os.environ.get("PYTEST_XDIST_WORKER") else "10"))
 VERBOSE = os.environ.get("CAIRN_FUZZ_VERBOSE", "") not in ("", "0")
 COLLECT = os.environ.get("CAIRN_FUZZ_COLLECT", "") not in ("", "0")
 MEMORY_FACTOR, MEMORY_CONSTANT = 16, 64 * 2**20
@@ -298,18 +301,43 @@ def report() -> list[str]:
     path = os.environ.get("CAIRN_FUZZ_REPORT")
     if path:
         with open(path, "w") as f:
-            json.dump(
-                {
-                    k: {
-                        "cases": v.cases,
-                        "ops": v.ops,
-                        "findings": dict(v.findings),
-                        "examples": v.examples,
-                        "outcomes": dict(v.outcomes),
-                    }
-                    for k, v in TALLY.items()
-                },
-                f,
-                indent=1,
-            )
+            json.dump(export(), f, indent=1)
     return lines
+
+
+def export() -> dict[str, dict[str, Any]]:
+    """The tally in plain types: the JSON report, and what a pytest-xdist worker hands the controller."""
+    return {
+        k: {
+            "cases": v.cases,
+            "ops": v.ops,
+            "findings": dict(v.findings),
+            "examples": v.examples,
+            "outcomes": dict(v.outcomes),
+        }
+        for k, v in TALLY.items()
+    }
+
+
+def merge(exported: dict[str, dict[str, Any]]) -> None:
+    """Add a worker's :func:`export` (in the controller, which prints the sum)."""
+    for test, part in exported.items():
+        tally = TALLY[test]
+        tally.cases += part["cases"]
+        tally.ops += part["ops"]
+        tally.findings.update(part["findings"])
+        tally.outcomes.update(part["outcomes"])
+        for cls, example in part["examples"].items():
+            tally.examples.setdefault(cls, example)
+
+
+_printed: list[bool] = []
+
+
+def terminal_summary(terminalreporter: Any) -> None:
+    """Print :func:`report` once (both this folder's conftest and, under xdist, the root's ask)."""
+    if TALLY and not _printed:
+        _printed.append(True)
+        terminalreporter.section("cairn fuzz")
+        for line in report():
+            terminalreporter.write_line(line)

@@ -25,7 +25,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from storage_tally import lines
+from storage_tally import terminal_summary
 
 BUCKET = "cairn-test"
 BACKENDS = ("local", "memory", "s3")
@@ -95,6 +95,21 @@ def moto_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoS3]:
         server.stop()
 
 
+@pytest.fixture
+def no_read_retry_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader's pauses between attempts at a folder without a root manifest, cut to 1 ms each.
+
+    On an object store a reader that finds no root manifest may be looking at a save in
+    flight, so it tries again after 0.05, 0.25 and 1 s before it says "not found". A test
+    that looks at the store while its only writer cannot move (a probe called inside the
+    writer's storage call, or a SIGKILLed saver) gains nothing from those 1.3 s per look:
+    nothing can commit meanwhile. The attempts stay as many; only the waits shrink.
+    """
+    import cairn._reader
+
+    monkeypatch.setattr(cairn._reader, "_RETRY_DELAYS", (0.001, 0.001, 0.001))
+
+
 @dataclass
 class Backend:
     """One test's folder on one storage backend.
@@ -162,8 +177,4 @@ def remote_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[B
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Print the counts of kills, corruptions and hostile inputs tried and refused."""
-    summary = lines()
-    if summary:
-        terminalreporter.section("cairn storage counts")
-        for line in summary:
-            terminalreporter.write_line(line)
+    terminal_summary(terminalreporter)

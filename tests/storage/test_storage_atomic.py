@@ -75,6 +75,7 @@ def test_never_a_mix_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert _staging_leftovers(tmp_path) == []
 
 
+@pytest.mark.usefixtures("no_read_retry_pause")  # the writer waits inside its call while the probe reads
 def test_never_a_mix_remote(remote_backend: Backend) -> None:
     """On object stores a reader sees the old checkpoint, then none, then the new one."""
     uri = remote_backend.uri("ckpt")

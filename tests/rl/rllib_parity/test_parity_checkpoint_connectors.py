@@ -34,7 +34,11 @@ def sampling_runner_filter_states(algo: PPO) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize(
     "num_env_runners",
-    [pytest.param(0, id="local_env_runner"), pytest.param(2, id="two_remote_env_runners_ray")],
+    [
+        pytest.param(0, id="local_env_runner"),
+        # It asks for ``ray_cluster`` at run time, so conftest's hook cannot see it: the Ray tests' group.
+        pytest.param(2, id="two_remote_env_runners_ray", marks=pytest.mark.xdist_group("ray_cluster")),
+    ],
 )
 def test_save_and_restore_w_remote_env_runners(
     num_env_runners: int, tmp_path: Path, request: pytest.FixtureRequest
