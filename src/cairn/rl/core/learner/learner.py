@@ -85,6 +85,16 @@ def _normalize_optimizer_state(state: Mapping[str, Any]) -> dict[str, Any]:
     return {"state": per_param, "param_groups": groups}
 
 
+def _writable(value: Any) -> np.ndarray:
+    """``value`` as an array torch may share memory with: a read-only one is copied.
+
+    Batches that come through Ray's object store are read-only numpy views of shared
+    memory; a tensor over them that anything wrote into in place would write there.
+    """
+    arr = np.asarray(value)
+    return arr if arr.flags.writeable else arr.copy()
+
+
 class Learner(Checkpointable):
     """Trains a MultiRLModule: optimizers, schedules, counters and the minibatch loop.
 
@@ -317,7 +327,7 @@ class Learner(Checkpointable):
         config = self.config_for_module(module_id)
         module = self.module[module_id]
         optimizers = self.named_optimizers[module_id]
-        data = {key: torch.as_tensor(np.asarray(value)) for key, value in batch.items()}
+        data = {key: torch.as_tensor(_writable(value)) for key, value in batch.items()}
         size = int(next(iter(data.values())).shape[0])
         # The schedule drives the default optimizer; named ones keep the rates their learner gave them.
         lr = self.lr_schedules[module_id].value(self.num_module_steps_trained_lifetime[module_id])
