@@ -3,7 +3,7 @@
 The Ray tests' workers import this module too (the ``ray_cluster`` fixture puts
 ``tests/`` on their ``PYTHONPATH``; a config names the env
 ``"hanging_env:HangingEnv"``). While the file ``env_config["hang_flag"]`` exists,
-saving or restoring the environment's state blocks in every process but the one
+building the environment, and saving or restoring its state, block in every process but the one
 whose pid the file holds (the test's driver, whose local runner must not hang),
 for at most :data:`MAX_HANG_S` so that a broken test cannot hang the suite.
 """
@@ -36,6 +36,7 @@ class HangingEnv(MultiAgentEnv):
         self.observation_spaces = {"agent_0": gym.spaces.Box(-1.0, 1.0, (2,), np.float32)}
         self.action_spaces = {"agent_0": gym.spaces.Discrete(2)}
         self.t = 0
+        self.hang_if_asked()  # a runner started while the flag exists hangs in its constructor
 
     def _obs(self) -> dict[str, Any]:
         return {"agent_0": np.array([self.t / 8.0, self.np_random.uniform(-1, 1)], dtype=np.float32)}

@@ -29,6 +29,10 @@ from cairn.testing import assert_states_equal
 TIMEOUT_S = 1.0
 """The tests' ``checkpoint_timeout_s``: far below the hang (``hanging_env.MAX_HANG_S``)."""
 
+START_TIMEOUT_S = 30.0
+"""The tests' ``env_runner_restore_timeout_s``: a healthy runner's start (a process importing torch)
+fits in it on a loaded CI machine; a hung one is given up on long before ``hanging_env.MAX_HANG_S``."""
+
 
 @pytest.fixture
 def flag(tmp_path: Path) -> Iterator[Path]:
@@ -50,6 +54,7 @@ def algo(ray_cluster: Any, flag: Path) -> Iterator[PPO]:
             rollout_length=16,
             minibatch_size=16,
             checkpoint_timeout_s=TIMEOUT_S,
+            env_runner_restore_timeout_s=START_TIMEOUT_S,
         )
     )
     algo.train()
@@ -69,9 +74,12 @@ def test_a_hung_env_runner_fails_the_save_in_time_and_commits_nothing(algo: PPO,
     assert isinstance(info.value, CheckpointError) and isinstance(info.value, TimeoutError)
     assert not (tmp_path / "ckpt").exists()
     assert no_leftovers(tmp_path) == []
-    # Through a manager: the same, and the manager lists no checkpoint.
+    # Through a manager: the same, and the manager lists no checkpoint. The stopped runner is
+    # replaced first, and the replacement hangs in its environment's constructor: its start-up
+    # is held to the deadline too (unbounded, it would start once hanging_env.MAX_HANG_S ran
+    # out, and the save would then time out on the state call instead: another message).
     with CheckpointManager(tmp_path / "run") as mgr:
-        with pytest.raises(ActorTimeoutError):
+        with pytest.raises(ActorTimeoutError, match="did not finish starting within env_runner_restore_timeout_s"):
             mgr.save(algo, 1)
         assert mgr.checkpoints() == []
         assert no_leftovers(tmp_path / "run") == []
@@ -131,6 +139,8 @@ def test_a_hung_learner_fails_the_save_in_time(ray_cluster: Any, tmp_path: Path)
 def test_checkpoint_timeout_s_must_be_positive() -> None:
     with pytest.raises(ValueError, match="checkpoint_timeout_s"):
         PPO(small_config(checkpoint_timeout_s=0.0))
+    with pytest.raises(ValueError, match="env_runner_restore_timeout_s"):
+        PPO(small_config(env_runner_restore_timeout_s=float("nan")))
 
 
 # ---------------------------------------------------------------------- no actor outlives a failed build

@@ -167,6 +167,13 @@ class AlgorithmConfig:
     actor; a save that fails so commits nothing. Liveness pings get at most 30 s of it.
     Raise it for states that take long to write (a large replay buffer on a slow store)."""
 
+    env_runner_restore_timeout_s: float = 1800.0
+    """Seconds a remote env runner started during a save or restore (replacing one that
+    died or was stopped) gets to start: its process, imports and environments (RLlib's
+    field of this name, and its default). One that misses it is stopped, the save or
+    restore fails with ``ActorTimeoutError``, and the group tries again on its next use.
+    Runners started for training wait as long as their start takes."""
+
     model_config: dict[str, Any] = field(default_factory=dict)
     """The ``model_config`` of every module whose spec gives none (for PPO's default module:
     overrides of ``cairn.rl.algorithms.ppo.default_ppo_rl_module.DEFAULT_MODEL_CONFIG``,
@@ -316,10 +323,9 @@ class AlgorithmConfig:
             raise ValueError("num_env_runners and num_learners must be >= 0.")
         if self.num_cpus_per_env_runner < 0 or self.num_cpus_per_learner < 0:
             raise ValueError("num_cpus_per_env_runner and num_cpus_per_learner must be >= 0.")
-        if not self.checkpoint_timeout_s > 0:  # also refuses NaN
-            raise ValueError(
-                f"checkpoint_timeout_s must be a positive number of seconds, got {self.checkpoint_timeout_s}."
-            )
+        for name in ("checkpoint_timeout_s", "env_runner_restore_timeout_s"):
+            if not getattr(self, name) > 0:  # also refuses NaN
+                raise ValueError(f"{name} must be a positive number of seconds, got {getattr(self, name)}.")
         unknown = sorted(set(self.policies_to_train or ()) - set(self.policies))
         if unknown:
             raise ValueError(f"policies_to_train names {unknown}, which are not in policies={list(self.policies)}.")

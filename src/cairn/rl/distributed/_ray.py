@@ -127,6 +127,7 @@ def get_all(
     doing: str,
     timeout_s: float | None = None,
     stop: Callable[[Sequence[str]], None] | None = None,
+    setting: str = "checkpoint_timeout_s",
 ) -> list[Any]:
     """``ray.get`` every ``(label, ref)``; wait for all even when some fail, then raise the first failure.
 
@@ -142,6 +143,7 @@ def get_all(
         timeout_s: The deadline for all the calls together (``AlgorithmConfig.checkpoint_timeout_s``
             on checkpoint paths); None waits as long as they take.
         stop: Called with the labels of the actors that missed the deadline, to stop them.
+        setting: The ``AlgorithmConfig`` field ``timeout_s`` comes from, for messages.
 
     Raises:
         ActorTimeoutError: Some calls were not done within ``timeout_s``.
@@ -153,7 +155,7 @@ def get_all(
         refs = [ref for _, ref in calls]
         _, late = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         if late:
-            _raise_timeout(calls, late, doing=doing, timeout_s=timeout_s, stop=stop)
+            _raise_timeout(calls, late, doing=doing, timeout_s=timeout_s, stop=stop, setting=setting)
     results: list[Any] = []
     failure: BaseException | None = None
     for label, ref in calls:
@@ -194,6 +196,7 @@ def _raise_timeout(
     doing: str,
     timeout_s: float,
     stop: Callable[[Sequence[str]], None] | None,
+    setting: str,
 ) -> None:
     late_refs = set(late)
     labels = [label for label, ref in calls if ref in late_refs]
@@ -207,10 +210,10 @@ def _raise_timeout(
     )
     raise ActorTimeoutError(
         f"{labels[0]}{f' and {len(labels) - 1} more' if len(labels) > 1 else ''} did not finish {doing} "
-        f"within checkpoint_timeout_s={timeout_s:g} s. {what_next}. The operation was abandoned: a save commits "
+        f"within {setting}={timeout_s:g} s. {what_next}. The operation was abandoned: a save commits "
         "nothing; a restore that stopped while applying leaves the algorithm partly restored (restore again). "
-        "If the actor is only slow (a large state, a slow storage), raise "
-        "AlgorithmConfig.checkpoint_timeout_s; if it hangs, look at its environment or callbacks.",
+        "If the actor is only slow (a large state, a slow storage, a slow start), raise "
+        f"AlgorithmConfig.{setting}; if it hangs, look at its environment or callbacks.",
         label=labels[0],
         labels=labels,
     )

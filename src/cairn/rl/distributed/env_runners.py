@@ -316,7 +316,9 @@ class RemoteEnvRunners:
 
         Args:
             probe_timeout_s: How long a runner may take to answer a ping; one that does
-                not is hung, and is stopped and replaced too. None waits for every answer.
+                not is hung, and is stopped and replaced too. None waits for every answer,
+                and for the replacements to start; otherwise (saves and restores) the
+                replacements must start within ``env_runner_restore_timeout_s``.
         """
         replaced: list[int] = []
         pings = [actor.ping.remote() for actor in self.actors]  # all in flight at once
@@ -336,13 +338,22 @@ class RemoteEnvRunners:
             self.actors[position] = self._make_actor(position + 1)
             replaced.append(position + 1)
         if replaced:
-            # Started like the group's first runners: their start-up (imports, environments) is not
-            # held to the checkpoint deadline that the calls after this one are.
-            get_all(
-                self._ray,
-                [(self.label(i - 1), self.actors[i - 1].ping.remote()) for i in replaced],
-                doing="starting",
-            )
+            starting = [(self.label(i - 1), self.actors[i - 1].ping.remote()) for i in replaced]
+            if probe_timeout_s is None:
+                # Training (sample): started like the group's first runners, without a deadline.
+                get_all(self._ray, starting, doing="starting")
+            else:
+                # A save or restore: a replacement whose start-up (its environments' constructors)
+                # hangs must not hang it. One that misses the deadline is stopped, and replaced
+                # again on the next use.
+                get_all(
+                    self._ray,
+                    starting,
+                    doing="starting",
+                    timeout_s=self.config.env_runner_restore_timeout_s,
+                    stop=self._stop,
+                    setting="env_runner_restore_timeout_s",
+                )
             self._pending = []  # broadcasts to dead actors are moot; the new ones get the latest
             self.sync_connector_states(only=[i - 1 for i in replaced])
             if self._weights_ref is not None:
