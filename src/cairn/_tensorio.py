@@ -345,8 +345,10 @@ class StreamedTensorFile:
         pieces: list[_Piece] = []
         pos = 0
         for view, offset in [*jobs, (memoryview(b""), self.size)]:
-            if offset > pos:  # the header, and any tensor nothing refers to
-                pieces.append(_Piece(self, pos, None, offset - pos))
+            # The header, and any bytes nothing refers to (a hostile file may hold gigabytes of
+            # them): read into memory, so in pieces of at most CHUNK, each freed once checksummed.
+            for at in range(pos, offset, CHUNK):
+                pieces.append(_Piece(self, at, None, min(CHUNK, offset - at)))
             for at in range(0, len(view), CHUNK):
                 piece = view[at : at + CHUNK]
                 pieces.append(_Piece(self, offset + at, piece, len(piece)))
