@@ -27,6 +27,9 @@ METADATA = "metadata.json"
 CTOR = "ctor.json"
 STATE = "state.msgpack"
 TENSORS = "tensors.safetensors"
+SIGNATURE = "model.sig"
+"""A root folder's signature (``cairn sign``): OpenSSF model-signing's file name. No manifest lists it
+(it is written after the root manifest it signs); it is never a component name."""
 RESERVED_NAMES = frozenset({MANIFEST, METADATA, CTOR, STATE, TENSORS})
 STANDARD_METADATA_KEYS = frozenset(
     {
@@ -72,7 +75,7 @@ def component_name_problem(name: Any) -> str | None:
         return f"it is longer than {MAX_NAME_LENGTH} characters"
     if name in (".", "..") or _NAME_RE.fullmatch(name) is None:
         return "names may hold only ASCII letters, digits, '_', '-' and '.', and may not be '.' or '..'"
-    if name in RESERVED_NAMES:
+    if name in RESERVED_NAMES or name == SIGNATURE:
         return f"{name!r} is the name of one of the checkpoint's own files"
     return None
 
