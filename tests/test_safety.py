@@ -6,13 +6,12 @@ import json
 import shutil
 import subprocess
 import sys
-import zlib
 from pathlib import Path
 
 import pytest
 
 import cairn
-from cairn.manifest import Manifest
+from cairn.manifest import Manifest, raw_entry, seal_manifest_body
 from cairn.testing import assert_states_equal
 from cairn_test_components import Tree
 
@@ -98,15 +97,8 @@ def _reseal(folder: Path) -> None:
         for name in data["files"]:
             p = current / name
             b = p.read_bytes()
-            data["files"][name] = {"size": len(b), "crc32": f"{zlib.crc32(b):08x}"}
-        from cairn.manifest import FileEntry
-
-        manifest = Manifest(
-            files={k: FileEntry(v["size"], int(v["crc32"], 16)) for k, v in data["files"].items()},
-            components=data["components"],
-            format_version=data["format_version"],
-        )
-        (current / "manifest.json").write_bytes(manifest.to_bytes())
+            data["files"][name] = raw_entry(b, format_version=data["format_version"])
+        (current / "manifest.json").write_bytes(seal_manifest_body(data))
         if current == root:
             return
         current = current.parent

@@ -20,7 +20,6 @@ import threading
 import time
 import tracemalloc
 import warnings
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ import pytest
 
 import cairn
 from cairn.cli import main as cli_main
-from cairn.manifest import MAX_COMPONENT_DEPTH, FileEntry, Manifest
+from cairn.manifest import MAX_COMPONENT_DEPTH, FileEntry, Manifest, seal_manifest_body
 from cairn.testing import assert_states_equal
 from cairn.tools import diff_checkpoints, extract_component, inspect_checkpoint, upgrade_checkpoint
 from cairn_test_components import Tree
@@ -60,7 +59,7 @@ def _reseal_one(folder: Path) -> None:
     files = {}
     for name in data["files"]:
         b = (folder / name).read_bytes()
-        files[name] = FileEntry(len(b), zlib.crc32(b))
+        files[name] = FileEntry.of(b)
     manifest = Manifest(files=files, components=data["components"], format_version=data["format_version"])
     (folder / "manifest.json").write_bytes(manifest.to_bytes())
 
@@ -337,8 +336,7 @@ def test_a_tensors_header_claiming_2_36_bytes_is_refused_everywhere(
     # ... and a manifest recording the size the header needs (re-sealed up to the root).
     body = json.loads((ck / "leaf" / "manifest.json").read_text())
     body["files"]["tensors.safetensors"]["size"] = 2**36 + 64
-    entries = {k: FileEntry(v["size"], int(v["crc32"], 16)) for k, v in body["files"].items()}
-    (ck / "leaf" / "manifest.json").write_bytes(Manifest(files=entries, components=[]).to_bytes())
+    (ck / "leaf" / "manifest.json").write_bytes(seal_manifest_body(body))
     reseal(ck, ck)
     every_reader_refuses(ck, tmp_path, capsys, needle="leaf/tensors.safetensors")
     mgr_root = tmp_path / "run"
@@ -397,10 +395,10 @@ def _write_folder(folder: Path, components: list[str], n: int) -> None:
     }
     for name, b in files.items():
         (folder / name).write_bytes(b)
-    entries = {n: FileEntry(len(b), zlib.crc32(b)) for n, b in files.items()}
+    entries = {n: FileEntry.of(b) for n, b in files.items()}
     for c in components:
         b = (folder / c / "manifest.json").read_bytes()
-        entries[f"{c}/manifest.json"] = FileEntry(len(b), zlib.crc32(b))
+        entries[f"{c}/manifest.json"] = FileEntry.of(b)
     (folder / "manifest.json").write_bytes(Manifest(files=entries, components=components).to_bytes())
 
 

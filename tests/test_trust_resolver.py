@@ -16,7 +16,6 @@ import subprocess
 import sys
 import textwrap
 import tracemalloc
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +42,7 @@ def reseal(folder: Path) -> None:
     files = {}
     for name in data["files"]:
         raw = (folder / name).read_bytes()
-        files[name] = FileEntry(len(raw), zlib.crc32(raw))
+        files[name] = FileEntry.of(raw)
     manifest = Manifest(files=files, components=data["components"], format_version=data["format_version"])
     (folder / "manifest.json").write_bytes(manifest.to_bytes())
 

@@ -1,4 +1,8 @@
-"""CRC-32 for every checksum cairn writes or checks, and the helper threads that overlap it with I/O.
+"""CRC-32, and the helper threads that overlap hashing with I/O.
+
+The digests that decide trust are SHA-256 (:class:`cairn.manifest.Hasher`);
+CRC-32 is the fast pre-check a format 2 manifest records beside each digest,
+and the whole checksum of format 1 checkpoints, which cairn still reads.
 
 ``crc32`` is ISA-L's (the ``isal`` package) where it is installed: the same
 values as ``zlib.crc32``, running CRCs included, at several times the speed
@@ -14,7 +18,7 @@ import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["crc32", "crc_pool", "read_pool"]
+__all__ = ["crc32", "hash_pool", "read_pool"]
 
 crc32: Callable[..., int]
 try:
@@ -29,22 +33,22 @@ _read_pool: ThreadPoolExecutor | None = None
 _lock = threading.Lock()
 
 
-def crc_pool() -> ThreadPoolExecutor:
-    """The process-wide single-thread pool; its tasks run in submission order."""
+def hash_pool() -> ThreadPoolExecutor:
+    """The process-wide single-thread pool that hashes behind I/O; its tasks run in submission order."""
     global _pool
     with _lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cairn-crc")
+            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cairn-hash")
         return _pool
 
 
 def read_pool() -> ThreadPoolExecutor:
     """The process-wide single-thread pool of a restore's second reader (``_tensorio.read_files``, ``verify_files``).
 
-    Its tasks read files and compute CRCs themselves; they never wait on another
-    pool or thread. The CRC thread does wait on this pool's reads (``read_files``
+    Its tasks read files and hash them themselves; they never wait on another
+    pool or thread. The hashing thread does wait on this pool's reads (``read_files``
     checks the bytes in file order as both readers fill them), so a task here that
-    waited on the CRC thread could deadlock two concurrent restores.
+    waited on the hashing thread could deadlock two concurrent restores.
     """
     global _read_pool
     with _lock:

@@ -13,19 +13,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from cairn._crc import crc32
 from cairn._tensorio import ChangedInPlaceError, MemoryTensorFile, StreamedTensorFile
 from cairn.errors import (
     CheckpointError,
     CheckpointNotFoundError,
     ComponentNotFoundError,
     CorruptCheckpointError,
-    IncompatibleCheckpointError,
     UnsafeCheckpointError,
 )
 from cairn.manifest import (
     CTOR,
-    FORMAT_VERSION,
     MANIFEST,
     MAX_COMPONENT_DEPTH,
     MAX_JSON_BYTES,
@@ -33,7 +30,9 @@ from cairn.manifest import (
     STATE,
     TENSORS,
     FileEntry,
+    Hasher,
     Manifest,
+    check_format_version,
     load_json,
 )
 from cairn.storage.base import FileTooLargeError, Storage, resolve_storage
@@ -94,7 +93,15 @@ class FolderReader:
         if self.expected is not None:
             self._check(data, self.expected, MANIFEST)
         self._manifest_bytes = bytes(data)
-        return Manifest.from_bytes(data, where=self.where(MANIFEST))
+        manifest = Manifest.from_bytes(data, where=self.where(MANIFEST))
+        if self.expected is not None and manifest.algorithm != self.expected.digest.algorithm:
+            # A format 1 folder under a format 2 parent would let CRC-32s (which anyone can forge)
+            # vouch for files that the parent's SHA-256 seals only through this manifest.
+            raise CorruptCheckpointError(
+                f"{self.where(MANIFEST)} is in checkpoint format {manifest.format_version} under a parent of "
+                "another format; cairn never mixes formats in one checkpoint, so it is tampered or damaged."
+            )
+        return manifest
 
     def manifest_bytes(self) -> bytes:
         """The bytes of the folder's manifest as read (reading it first if needed)."""
@@ -126,11 +133,13 @@ class FolderReader:
                 f"{self.where(name)} is {len(data)} bytes but the manifest records {entry.size}; the file "
                 "is truncated or was changed after the save. Restore it from a good copy."
             )
-        crc = crc32(data)
-        if crc != entry.crc32:
+        hasher = Hasher(entry.digest.algorithm)
+        hasher.update(data)
+        digest = hasher.digest()
+        if digest != entry.digest:
             raise CorruptCheckpointError(
-                f"{self.where(name)} fails its checksum (crc32 {crc:08x}, manifest says "
-                f"{entry.crc32:08x}): the file is corrupted. Restore it from a good copy."
+                f"{self.where(name)} fails its checksum ({digest}, manifest says {entry.digest}): the file is "
+                "corrupted. Restore it from a good copy."
             )
 
     def read(self, name: str, *, max_bytes: int | None = None) -> bytearray:
@@ -171,14 +180,7 @@ class FolderReader:
             meta = load_json(self.read(METADATA, max_bytes=MAX_JSON_BYTES), where=self.where(METADATA))
             if not isinstance(meta, dict):
                 raise CorruptCheckpointError(f"{self.where(METADATA)} is not a JSON object.")
-            version = meta.get("format_version")
-            if type(version) is not int or version < 1:
-                raise CorruptCheckpointError(f"{self.where(METADATA)} has an invalid format_version {version!r}.")
-            if version > FORMAT_VERSION:
-                raise IncompatibleCheckpointError(
-                    f"{self.where(METADATA)} is in checkpoint format {version}, newer than the format "
-                    f"{FORMAT_VERSION} this cairn reads. Upgrade cairn to load it."
-                )
+            check_format_version(meta.get("format_version"), where=self.where(METADATA))
             for key, typ in (("class", str), ("state_version", int), ("uses_pickle", bool)):
                 if not isinstance(meta.get(key), typ):
                     raise CorruptCheckpointError(f"{self.where(METADATA)} lacks a valid {key!r}.")

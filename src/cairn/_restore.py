@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cairn._crc import crc32
 from cairn._reader import FolderReader, _ReadRace, open_checkpoint, read_consistently
 from cairn._save import _Once
 from cairn._tensorio import MemoryTensorFile, StreamedTensorFile, read_files, verify_files
@@ -32,6 +31,7 @@ from cairn.manifest import (
     MAX_JSON_BYTES,
     METADATA,
     STATE,
+    Digest,
     FileEntry,
 )
 from cairn.registry import class_path, resolve_class
@@ -344,8 +344,10 @@ class _Read:
     delegates: list[DelegatedComponent] = field(default_factory=list)
 
 
-def _entry_of(data: bytes) -> FileEntry:
-    return FileEntry(len(data), crc32(data))
+def _entry_of(reader: FolderReader) -> FileEntry:
+    """The entry that seals ``reader``'s manifest as read, in the manifest's own format."""
+    data = reader.manifest_bytes()
+    return FileEntry(len(data), Digest.of(data, reader.manifest.algorithm))
 
 
 def _delegated_jobs(
@@ -368,7 +370,7 @@ def _delegated_jobs(
             # The target is (inside) this delegated component: ``reader`` is the target's own folder.
             sub = label[len(part_path) + 1 :] or None
             folder = DelegatedFolder(
-                reader.storage, reader.folder, reader.folder, part_path, _entry_of(reader.manifest_bytes())
+                reader.storage, reader.folder, reader.folder, part_path, _entry_of(reader)
             )
             jobs.append((part, folder, sub))
             local = part.restores_local_copy

@@ -42,6 +42,7 @@ from cairn.manifest import (
     STATE,
     TENSORS,
     FileEntry,
+    Hasher,
     Manifest,
 )
 from cairn.registry import class_path
@@ -221,6 +222,16 @@ class WriteStats:
     files_written: int = 0
     files_linked: int = 0
     bytes_reread: int = 0  # of the linked bytes: those read back first to check them (see CheckedFiles)
+    files_vouched: int = 0  # linked files not read back, on the word of their stamps (see CheckedFiles)
+
+    @property
+    def fully_checked(self) -> bool:
+        """Whether every byte of the checkpoint was hashed by this save (written, or linked after a read-back).
+
+        Such a checkpoint was verified after its write as far as this process can tell;
+        retention keeps the newest one (see :meth:`cairn.CheckpointManager.save`).
+        """
+        return self.files_vouched == 0
 
 
 class CheckedFiles:
@@ -230,45 +241,75 @@ class CheckedFiles:
     it still holds the bytes its manifest records. Reading every such file back at
     every save costs as much as the state (a 1.2 GB replay buffer re-read to write
     its 72 MB of new rows), so a file read back once is remembered by its stamp
-    (:meth:`cairn.storage.base.Storage.stamp`: device, inode, size, mtime). While the
-    stamp stays the same the bytes were not written since, and the file is linked
-    without reading it again; any write through the filesystem changes its mtime,
-    so the next save reads it back again (and writes a fresh copy if it fails).
+    (:meth:`cairn.storage.base.Storage.stamp`: device, inode, size, mtime and ctime)
+    and linked without reading it again while the stamp stays the same, for at most
+    ``window`` saves: every ``window``-th save reads every linked file back.
 
-    Two guards keep this sound:
+    Why that is sound:
 
-    * racy stamps (as git's index has them): a file whose mtime lies less than
-      :attr:`RACY_NS` before the moment it was checked could still be written
-      within the same timestamp tick without its mtime changing; it is not
-      remembered, and is read back again next time. So files a save has just
-      written are read back by the next save once, then trusted by stamp.
+    * any write through the filesystem changes mtime and ctime, and putting the
+      mtime back with ``os.utime`` changes the ctime (no call sets it back), so a
+      file changed through the filesystem is read back at the next save;
+    * racy stamps (as git's index has them): a file whose mtime or ctime lies less
+      than :attr:`RACY_NS` before the moment it was checked could still be written
+      within the same timestamp tick without its stamp changing; it is not
+      remembered, and is read back again next time;
+    * bytes changed underneath the filesystem (a failing disk) keep their stamp:
+      the re-read every ``window`` saves catches them, and until a save has read
+      every file back (:attr:`WriteStats.fully_checked`), the manager keeps the
+      newest checkpoint that was, whatever its retention policy says;
     * the record lives in this process only (one per :class:`cairn.CheckpointManager`):
       files another process wrote or checked are always read back.
-
-    What a stamp cannot see: bytes changed underneath the filesystem (a failing
-    disk), or a write whose mtime was put back with ``os.utime``. Restores and
-    ``cairn verify`` check every checksum and still catch those; a manager built
-    with ``recheck_linked_files=True`` reads every file back at every save.
     """
 
     RACY_NS = 2_000_000_000
     """How long after its last write a file's stamp is trusted (timestamp ticks and clock skew on shared mounts)."""
 
-    def __init__(self) -> None:
-        self._known: dict[tuple[int, ...], tuple[int, int, int]] = {}  # file_id -> (size, mtime_ns, crc32)
+    def __init__(self, window: int = 3) -> None:
+        """Vouch for a file by its stamp in at most ``window - 1`` saves after the one that read it."""
+        if window < 1:
+            raise ValueError(f"window must be at least 1, got {window}.")
+        self.window = window
+        self._saves = 0
+        self._known: dict[tuple[int, ...], tuple[int, int, int, FileEntry]] = {}
+
+    def new_save(self) -> None:
+        """Count a save; every ``window``-th forgets every stamp, so that it reads every linked file back."""
+        if self._saves % self.window == 0:
+            self._known.clear()
+        self._saves += 1
 
     def vouch(self, stamp: FileStamp | None, entry: FileEntry) -> bool:
         """Whether a file of this stamp was checked earlier and found holding ``entry``'s bytes."""
-        return stamp is not None and self._known.get(stamp.file_id) == (stamp.size, stamp.mtime_ns, entry.crc32)
+        if stamp is None:
+            return False
+        known = self._known.get(stamp.file_id)
+        return known is not None and known[:3] == (stamp.size, stamp.mtime_ns, stamp.ctime_ns) and known[3] == entry
 
     def note(self, stamp: FileStamp | None, entry: FileEntry, checked_at_ns: int) -> None:
         """Remember a file found matching ``entry`` by a read that began at ``checked_at_ns`` (stamp taken first)."""
         if stamp is None:
             return
         if stamp.size == entry.size and stamp.mtime_ns < checked_at_ns - self.RACY_NS:
-            self._known[stamp.file_id] = (stamp.size, stamp.mtime_ns, entry.crc32)
+            self._known[stamp.file_id] = (stamp.size, stamp.mtime_ns, stamp.ctime_ns, entry)
         else:
             self._known.pop(stamp.file_id, None)
+
+    def linked(self, stamp: FileStamp | None) -> None:
+        """Take the new ctime of a known file this save has just linked (a new link changes the ctime).
+
+        Only the ctime may differ from what is known: a file whose size or mtime changed
+        meanwhile is forgotten, and read back at the next save.
+        """
+        if stamp is None:
+            return
+        known = self._known.get(stamp.file_id)
+        if known is None:
+            return
+        if known[:2] == (stamp.size, stamp.mtime_ns):
+            self._known[stamp.file_id] = (stamp.size, stamp.mtime_ns, stamp.ctime_ns, known[3])
+        else:
+            del self._known[stamp.file_id]
 
     def forget(self, stamp: FileStamp | None) -> None:
         """Drop what is known of a file (it failed its check)."""
@@ -300,7 +341,7 @@ def write_planned(
     """Write a planned folder bottom-up; return its manifest's entry for the parent.
 
     With ``previous`` (the same component's folder in an earlier checkpoint), a
-    file whose size and CRC-32 match is hard-linked or copied server-side
+    file whose size and SHA-256 match is hard-linked or copied server-side
     instead of written again, once it is read back and found sound (or
     ``checked`` vouches for it: see :class:`CheckedFiles`). ``before_manifest`` runs just before this folder's
     own manifest is written (the root's is the commit marker on object stores).
@@ -338,20 +379,23 @@ def write_planned(
         dst = storage.join(folder, fname)
         prev = _previous_entry(previous, fname)
         if prev is not None and fname != METADATA and previous is not None:
-            size, crc = _size_crc(chunks)
+            entry = _unchanged_entry(chunks, prev)
             # Damage never spreads: a file is reused only if it still holds the bytes its
             # manifest records (a flipped bit linked into every later step would leave no
             # good copy once retention deletes the damaged one).
-            if size == prev.size and crc == prev.crc32 and _still_matches(previous, fname, prev, checked, stats):
-                storage.link_or_copy(previous.storage.join(previous.folder, fname), dst)
-                manifest.files[fname] = FileEntry(size, crc)
-                stats.bytes_linked += size
+            if entry is not None and _still_matches(previous, fname, prev, checked, stats):
+                src = previous.storage.join(previous.folder, fname)
+                storage.link_or_copy(src, dst)
+                if checked is not None:
+                    checked.linked(previous.storage.stamp(src))
+                manifest.files[fname] = entry
+                stats.bytes_linked += entry.size
                 stats.files_linked += 1
                 continue
-        size, crc = storage.write_file(dst, chunks)
-        stats.bytes_written += size
+        entry = storage.write_file(dst, chunks)
+        stats.bytes_written += entry.size
         stats.files_written += 1
-        manifest.files[fname] = FileEntry(size, crc)
+        manifest.files[fname] = entry
     for name in delegated:  # the delegates wrote meanwhile; their entries seal their folders
         path = f"{where}/{name}" if where else name
         if waiters is None or path not in waiters:
@@ -366,8 +410,7 @@ def write_planned(
     data = manifest.to_bytes()
     if before_manifest is not None:
         before_manifest()
-    size, crc = storage.write_file(storage.join(folder, MANIFEST), [data])
-    return FileEntry(size, crc)
+    return storage.write_file(storage.join(folder, MANIFEST), [data])
 
 
 _REUSE_CHECK_CHUNK = 16 << 20
@@ -396,18 +439,20 @@ def _still_matches(
             # file changed after its bytes were checked is never remembered as checked.
             stamp = storage.stamp(path) if checked is not None else None
             if checked is not None and checked.vouch(stamp, entry):
+                stats.files_vouched += 1
                 return True
             started = time.time_ns()
-            crc, off = 0, 0
+            hasher, off = Hasher(entry.digest.algorithm), 0
             while off < entry.size:
                 chunk = storage.read_range(path, off, min(off + _REUSE_CHECK_CHUNK, entry.size))
                 if not chunk:
                     break
-                crc = crc32(chunk, crc)
+                hasher.update(chunk)
                 off += len(chunk)
             stats.bytes_reread += off
-            if off != entry.size or crc != entry.crc32:
-                problem = f"it fails its checksum (crc32 {crc:08x}, manifest says {entry.crc32:08x})"
+            digest = hasher.digest()
+            if off != entry.size or digest != entry.digest:
+                problem = f"it fails its checksum ({digest}, manifest says {entry.digest})"
             elif checked is not None:
                 checked.note(stamp, entry, started)
     except (OSError, CheckpointError) as err:
@@ -425,13 +470,27 @@ def _still_matches(
     return False
 
 
-def _size_crc(chunks: list[Chunk]) -> tuple[int, int]:
-    crc, size = 0, 0
-    for c in chunks:
-        mv = memoryview(c).cast("B")
-        crc = crc32(mv, crc)
-        size += len(mv)
-    return size, crc
+def _unchanged_entry(chunks: list[Chunk], prev: FileEntry) -> FileEntry | None:
+    """The entry of ``chunks`` when they are ``prev``'s bytes (same size and SHA-256), else None.
+
+    Only a matching SHA-256 decides. Size and CRC-32 (ten times faster) only rule
+    out, cheaply, a file that certainly changed, which is then hashed once, as it
+    is written, rather than twice. A ``prev`` of another format (CRC-32 only) is
+    never matched: its file is written again in the current format.
+    """
+    views = [memoryview(c).cast("B") for c in chunks]
+    if sum(len(v) for v in views) != prev.size or prev.crc32 is None or prev.digest.algorithm != "sha256":
+        return None
+    crc = 0
+    for v in views:
+        crc = crc32(v, crc)
+    if crc != prev.crc32:
+        return None
+    hasher = Hasher()
+    for v in views:
+        hasher.update(v)
+    digest = hasher.digest()
+    return FileEntry(prev.size, digest, crc) if digest == prev.digest else None
 
 
 def save(

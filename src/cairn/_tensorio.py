@@ -9,11 +9,11 @@ Two sources of arrays for the decoder:
   and header. Decoding then *plans* where each tensor goes: a live buffer the
   component offers (``Checkpointable.get_state_buffers``) when dtype and shape
   match, else a fresh, uninitialized array. :meth:`~StreamedTensorFile.read_all`
-  fills them with ``preadv`` and computes the file's CRC-32 over the same bytes
-  in a helper thread (both release the GIL): one pass over the file.
+  fills them with ``preadv`` and computes the file's digest (SHA-256) over the same
+  bytes in a helper thread (both release the GIL): one pass over the file.
 
   A file any of whose tensors land in live buffers is verified first, by
-  :meth:`~StreamedTensorFile.verify` (a streamed CRC through two reused 16 MB
+  :meth:`~StreamedTensorFile.verify` (a streamed digest through two reused 16 MB
   buffers), before any file of the restore is read into place: a damaged file
   never touches live state. Files read only into fresh arrays need no such
   pass: nothing is applied before every file of the restore has passed its
@@ -29,9 +29,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cairn._crc import crc32, crc_pool, read_pool
+from cairn._crc import hash_pool, read_pool
 from cairn.codec.tensors import NUMPY_TO_ST, TensorRecord, parse_header
 from cairn.errors import CorruptCheckpointError
+from cairn.manifest import Digest, Hasher
 
 if TYPE_CHECKING:
     from cairn.manifest import FileEntry
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 CHUNK = 16 << 20
 MAX_NDIM = 64  # numpy's limit; a longer shape in a file is refused before numpy sees it
 _local = threading.local()
-_pool = crc_pool
+_pool = hash_pool
 
 
 def _chunk_buffers() -> list[memoryview]:
@@ -240,7 +241,7 @@ class StreamedTensorFile:
     def __init__(self, fd: int, entry: FileEntry, where: str) -> None:
         """Check the open file ``fd``'s size and header against its manifest ``entry``; the fd is owned from here on.
 
-        The checksum is checked by :meth:`verify` (a pass of its own, for files read
+        The digest is checked by :meth:`verify` (a pass of its own, for files read
         into live buffers) or by :meth:`read_all` (in the pass that fills the tensors).
 
         Raises:
@@ -259,7 +260,7 @@ class StreamedTensorFile:
 
     def _open(self, entry: FileEntry) -> None:
         size = os.fstat(self.fd).st_size
-        self.size, self.crc32 = size, entry.crc32
+        self.size, self.digest = size, entry.digest
         if size != entry.size:
             raise CorruptCheckpointError(
                 f"{self.where} is {size} bytes but the manifest records {entry.size}; the file is truncated "
@@ -272,21 +273,19 @@ class StreamedTensorFile:
         header = os.pread(self.fd, 8 + min(n, size), 0)
         self.records, _ = parse_header(_SizedView(header, size), where=self.where)  # type: ignore[arg-type]
 
-    def verify(self, *, crc_here: bool = False) -> None:
-        """Stream the whole file once and check its CRC-32 (a pass before any byte is put in place).
+    def verify(self, *, hash_here: bool = False) -> None:
+        """Stream the whole file once and check its digest (a pass before any byte is put in place).
 
-        The CRC of each buffer runs in the helper thread while the next one is read;
-        with ``crc_here``, in this thread (the reader thread: see :func:`read_pool`).
+        The digest of each buffer runs in the helper thread while the next one is read;
+        with ``hash_here``, in this thread (the reader thread: see :func:`read_pool`).
 
         Raises:
             CorruptCheckpointError: The file fails its checksum.
         """
         size = self.size
         bufs = _chunk_buffers()
-        crc = [0]
-
-        def crc_of(mv: memoryview) -> None:
-            crc[0] = crc32(mv, crc[0])
+        hasher = Hasher(self.digest.algorithm)
+        hash_of = hasher.update
 
         pool = _pool()
         off, i, pending = 0, 0, None
@@ -295,19 +294,20 @@ class StreamedTensorFile:
             n = os.preadv(self.fd, [mv[: min(CHUNK, size - off)]], off)
             if n == 0:
                 break
-            if crc_here:
-                crc_of(mv[:n])
+            if hash_here:
+                hash_of(mv[:n])
             else:
                 if pending is not None:
                     pending.result()  # the CRC of the other buffer is done: it may be reused next
-                pending = pool.submit(crc_of, mv[:n])
+                pending = pool.submit(hash_of, mv[:n])
             off += n
             i += 1
         if pending is not None:
             pending.result()
-        if off != size or crc[0] != self.crc32:
+        digest = hasher.digest()
+        if off != size or digest != self.digest:
             raise CorruptCheckpointError(
-                f"{self.where} fails its checksum (crc32 {crc[0]:08x}, manifest says {self.crc32:08x}): the file "
+                f"{self.where} fails its checksum ({digest}, manifest says {self.digest}): the file "
                 "is corrupted. Restore it from a good copy."
             )
         self.verified = True
@@ -330,12 +330,12 @@ class StreamedTensorFile:
         self.jobs, self.live = [], False
 
     def read_all(self) -> None:
-        """Fill every planned destination, computing the file's CRC-32 over the bytes as they are read.
+        """Fill every planned destination, computing the file's digest over the bytes as they are read.
 
         See :func:`read_files` (this file alone).
 
         Raises:
-            CorruptCheckpointError: The bytes read do not match the manifest's CRC-32.
+            CorruptCheckpointError: The bytes read do not match the manifest's digest.
         """
         read_files([self])
 
@@ -355,18 +355,18 @@ class StreamedTensorFile:
             pos = max(pos, offset + len(view))
         return pieces
 
-    def _check_crc(self, crc: int) -> None:
-        """Close the file and compare the CRC-32 of the bytes read with the manifest's."""
+    def _check_digest(self, digest: Digest) -> None:
+        """Close the file and compare the digest of the bytes read with the manifest's."""
         self.close()
-        if crc != self.crc32 and not self.verified:
+        if digest != self.digest and not self.verified:
             raise CorruptCheckpointError(
-                f"{self.where} fails its checksum (crc32 {crc:08x}, manifest says {self.crc32:08x}): the file "
+                f"{self.where} fails its checksum ({digest}, manifest says {self.digest}): the file "
                 "is corrupted. Restore it from a good copy."
             )
-        if crc != self.crc32:
+        if digest != self.digest:
             raise ChangedInPlaceError(
-                f"{self.where} changed while it was being restored (crc32 {crc:08x}, manifest says "
-                f"{self.crc32:08x}), after it had passed its checksum: some values of the object restored in place "
+                f"{self.where} changed while it was being restored ({digest}, manifest says "
+                f"{self.digest}), after it had passed its checksum: some values of the object restored in place "
                 "may come from the changed file. Nothing of cairn changes a committed file; find what writes "
                 "into the checkpoint, then restore again from a checkpoint nothing is writing to."
             )
@@ -438,23 +438,27 @@ def _read_pieces(pieces: list[_Piece], stop: threading.Event) -> None:
         p.ready.set()
 
 
-def _crc_pieces(pieces: list[_Piece]) -> dict[StreamedTensorFile, int]:
-    """The CRC-32 of each file over its pieces, in file order, each once it is read."""
-    crcs: dict[StreamedTensorFile, int] = {}
+def _hash_pieces(pieces: list[_Piece]) -> dict[StreamedTensorFile, Digest]:
+    """The digest of each file over its pieces, in file order, each once it is read."""
+    hashers: dict[StreamedTensorFile, Hasher] = {}
     for p in pieces:
         p.ready.wait()
         if p.error is not None:
-            return crcs  # the reader that failed reports it
+            return {}  # the reader that failed reports it
         data = p.view if p.data is None else p.data
-        crcs[p.source] = crc32(data, crcs.get(p.source, 0))
+        hasher = hashers.get(p.source)
+        if hasher is None:
+            hasher = hashers[p.source] = Hasher(p.source.digest.algorithm)
+        if data is not None:  # a piece is a destination view or, for a gap, the bytes read
+            hasher.update(data)
         p.data = None
-    return crcs
+    return {s: h.digest() for s, h in hashers.items()}
 
 
 def read_files(sources: list[StreamedTensorFile]) -> None:
-    """Fill every planned destination of ``sources``, checking each file's CRC-32 over the bytes as they are read.
+    """Fill every planned destination of ``sources``, checking each file's digest over the bytes as they are read.
 
-    One pass: the CRC runs in the helper thread, behind the reads (both release the
+    One pass: the hashing runs in the helper thread, behind the reads (both release the
     GIL). When there are at least :data:`PARALLEL_MIN` bytes to read, the bytes are
     split in two halves read by two threads (this one and a reader thread): a read
     from the page cache (the second pass of a file verified first) is a copy by the
@@ -465,7 +469,7 @@ def read_files(sources: list[StreamedTensorFile]) -> None:
     before the first mismatch is raised, in file order.
 
     Raises:
-        CorruptCheckpointError: The bytes read do not match a manifest's CRC-32, or a file became shorter.
+        CorruptCheckpointError: The bytes read do not match a manifest's digest, or a file became shorter.
     """
     if not sources:
         return
@@ -481,7 +485,7 @@ def read_files(sources: list[StreamedTensorFile]) -> None:
                 half = i + 1
                 break
         mine, theirs = pieces[:half], pieces[half:]
-    crc_job = _pool().submit(_crc_pieces, pieces)
+    hash_job = _pool().submit(_hash_pieces, pieces)
     second: Future[None] | None = None
     errors: list[BaseException] = []
     try:
@@ -499,7 +503,7 @@ def read_files(sources: list[StreamedTensorFile]) -> None:
                 second.result()
             except BaseException as err:
                 errors.append(err)
-        crcs = crc_job.result()
+        digests = hash_job.result()
     finally:
         if errors:
             for s in sources:
@@ -510,7 +514,7 @@ def read_files(sources: list[StreamedTensorFile]) -> None:
     failed: CorruptCheckpointError | None = None
     for s in sources:
         try:
-            s._check_crc(crcs.get(s, 0))
+            s._check_digest(digests.get(s) or Digest.of(b"", s.digest.algorithm))  # none: an empty file
         except CorruptCheckpointError as err:
             failed = failed or err
     if failed is not None:
@@ -536,7 +540,7 @@ def verify_files(sources: list[StreamedTensorFile]) -> None:
     todo = iter(range(len(sources)))
     failures: dict[int, BaseException] = {}
 
-    def work(crc_here: bool) -> None:
+    def work(hash_here: bool) -> None:
         while True:
             with lock:
                 if failures:
@@ -545,14 +549,14 @@ def verify_files(sources: list[StreamedTensorFile]) -> None:
             if i is None:
                 return
             try:
-                sources[i].verify(crc_here=crc_here)
+                sources[i].verify(hash_here=hash_here)
             except BaseException as err:
                 with lock:
                     failures[i] = err
                 return
 
     try:
-        # The reader thread computes its CRCs itself: it never waits on the CRC thread (see read_pool).
+        # The reader thread hashes itself: it never waits on the hashing thread (see read_pool).
         other: Future[None] | None = read_pool().submit(work, True)
     except RuntimeError:  # the pool is shut down (interpreter exit): verify everything here
         other = None

@@ -215,6 +215,7 @@ class CheckpointManager:
         filesystem: Any = None,
         incremental: bool = True,
         recheck_linked_files: bool = False,
+        recheck_every: int | None = None,
         deadline: float | None = None,
     ) -> None:
         """Open (or create) a manager at ``root``.
@@ -227,13 +228,18 @@ class CheckpointManager:
             mode: ``"max"`` or ``"min"``: which end of ``metric`` is best.
             async_save: Write in a background thread after taking a snapshot.
             filesystem: An fsspec filesystem ``root`` lives on.
-            incremental: Reuse unchanged files of the previous checkpoint. A file is linked only
-                if it still holds the bytes its manifest records: it is read back, once; later
-                saves of this manager trust it while its device, inode, size and mtime stay the
-                same (a write changes them; see ``cairn._save.CheckedFiles`` for the limits).
+            incremental: Reuse unchanged files of the previous checkpoint (same size and SHA-256).
+                A file is linked only if it still holds the bytes its manifest records: it is
+                read back, once; the next saves of this manager trust it while its device, inode,
+                size, mtime and ctime stay the same (any write or ``os.utime`` changes them), up to
+                ``recheck_every`` saves (see ``cairn._save.CheckedFiles``).
             recheck_linked_files: Read back every file before it is linked, at every save
                 (also those this manager checked before): catches bytes changed underneath the
-                filesystem, at the cost of reading the whole previous checkpoint per save.
+                filesystem at once, at the cost of reading the whole previous checkpoint per save.
+            recheck_every: Every this many saves, one reads every file it links back (bytes
+                changed underneath the filesystem keep their stamps). Until a save has done so,
+                retention keeps the newest checkpoint that was (see :meth:`save`). Default
+                ``keep_last`` (at least 2), or 8 when every checkpoint is kept.
             deadline: Seconds each storage call of this manager (a file written, a listing,
                 a delete; retries included) may take before it fails with a ``CheckpointError``
                 naming the path. Default ``$CAIRN_STORAGE_DEADLINE``, else 60. Restores through
@@ -249,7 +255,14 @@ class CheckpointManager:
         self.async_save = async_save
         self.incremental = incremental
         # Files of earlier steps this manager read back and found sound (per process, never shared).
-        self._checked = None if recheck_linked_files else _engine.CheckedFiles()
+        if recheck_every is None:
+            recheck_every = max(2, keep_last) if keep_last else 8
+        if isinstance(recheck_every, bool) or not isinstance(recheck_every, int) or recheck_every < 1:
+            raise CheckpointError(f"CheckpointManager: recheck_every must be an int >= 1, got {recheck_every!r}.")
+        self._checked = None if recheck_linked_files else _engine.CheckedFiles(recheck_every)
+        # Steps whose save hashed every byte they hold (written, or linked after a read-back):
+        # retention keeps the newest of them until a newer one is (WriteStats.fully_checked).
+        self._fully_checked: set[int] = set()
         self.last_stats: _engine.WriteStats | None = None
         self._lock = threading.Lock()
         self._pending: Future[None] | None = None
@@ -543,20 +556,37 @@ class CheckpointManager:
                 started.abort()
             raise
         stats = _engine.WriteStats()
+        if self._checked is not None:
+            self._checked.new_save()
         _engine.commit_plan(
             self.storage, final, plan, previous=previous, stats=stats, started=started, checked=self._checked
         )
         self.last_stats = stats
+        if stats.fully_checked:
+            self._fully_checked.add(step)
+        else:
+            self._fully_checked.discard(step)  # a step saved again over an earlier one
         self._apply_retention(just_saved=step)
 
     def _apply_retention(self, *, just_saved: int) -> None:
         infos = self.checkpoints()
         entries = [(i.step, i.metrics) for i in infos]
         paths = {i.step: i for i in infos}
-        # Never delete the newest checkpoint that verifies. The one just committed counts as
-        # verified (its checksums were computed while writing it), so when it is the newest,
-        # as it almost always is, this reads nothing; otherwise check from the newest down.
-        verdicts: dict[int, bool | None] = {just_saved: True} if just_saved in paths else {}
+        # Never delete the newest checkpoint that verifies. A step this manager saved counts as
+        # verified when its save hashed every byte it holds (written, or linked after reading
+        # it back); one that linked files on the word of their stamps does not (a byte flipped
+        # underneath the filesystem keeps the stamp), and the newest fully checked step is
+        # kept until a newer one is. So when the step just saved is the newest, as it almost
+        # always is, this reads nothing; otherwise it checks from the newest down.
+        verdicts: dict[int, bool | None] = {}
+        if just_saved in paths and just_saved not in self._fully_checked:
+            checked = [s for s in self._fully_checked if s in paths]
+            if checked:
+                newest = max(checked)
+                # Newer steps (linked by stamp) are "not known to verify": kept by policy only.
+                verdicts = {s: s == newest for s in paths if s >= newest}
+        elif just_saved in paths:
+            verdicts = {just_saved: True}
         while (step := next_to_verify(entries, self.policy, verdicts)) is not None:
             try:
                 verdicts[step] = not self.verify(paths[step])
@@ -567,6 +597,7 @@ class CheckpointManager:
         for info in infos:
             if info.step not in keep:
                 self.storage.remove_tree(self._path(info.step))
+        self._fully_checked &= keep
 
     def _cleanup_uncommitted(self) -> bool:
         """Remove what interrupted saves left under the root; True when the storage could be asked.

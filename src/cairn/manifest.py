@@ -1,15 +1,27 @@
-"""The per-folder manifest and metadata: what a checkpoint folder holds and how to check it.
+"""The checkpoint format's one owner: file names, format versions, digests and manifests.
 
 Every folder of a checkpoint holds ``metadata.json`` and ``manifest.json``.
-The manifest lists each file of the folder with its size and CRC-32, and each
-sub-folder's ``manifest.json`` with its own size and CRC-32, so the root
-manifest seals the whole tree (a Merkle tree). It carries a CRC-32 of its own
+The manifest lists each file of the folder with its size and digest, and each
+sub-folder's ``manifest.json`` with its own size and digest, so the root
+manifest seals the whole tree (a Merkle tree). It carries a digest of its own
 canonical JSON, so a flipped bit anywhere is caught. It is written last, which
 makes the root manifest the commit marker on object stores.
+
+Format 2 (written since cairn 0.3): every digest is SHA-256, the only one that
+decides whether bytes are the recorded ones. Each file entry also records a
+CRC-32, a fast pre-check an incremental save uses to skip hashing a file that
+certainly changed; a matching CRC-32 decides nothing. Format 1 (CRC-32 only, which
+guards against accidents, not against anyone who chooses the bytes) is still read;
+``cairn upgrade`` rewrites it as format 2. A tree never mixes formats: a folder's
+manifest is in its parent's format.
+
+Every reader, writer, storage backend, command and test helper takes the names,
+the version check and the digest from here.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -19,8 +31,98 @@ from cairn._crc import crc32
 from cairn._limits import check_json_cost
 from cairn.errors import CorruptCheckpointError, IncompatibleCheckpointError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """The on-disk format version this cairn writes; it reads every version up to this one."""
+
+DIGEST_ALGORITHM = "sha256"
+"""The digest of the format this cairn writes."""
+
+_ALGORITHM_OF_VERSION = {1: "crc32", 2: "sha256"}
+_DIGEST_HEX_LENGTH = {"crc32": 8, "sha256": 64}
+
+
+def check_format_version(version: Any, *, where: str) -> int:
+    """The format version ``version`` read at ``where``, checked: an int this cairn reads.
+
+    The one home of the version rule, for manifests and ``metadata.json`` alike.
+
+    Raises:
+        CorruptCheckpointError: Not a positive int.
+        IncompatibleCheckpointError: Newer than :data:`FORMAT_VERSION`.
+    """
+    if type(version) is not int or version < 1:
+        raise CorruptCheckpointError(f"{where} has an invalid format_version {version!r}.")
+    if version > FORMAT_VERSION:
+        raise IncompatibleCheckpointError(
+            f"{where} is in checkpoint format {version}, newer than the format {FORMAT_VERSION} "
+            "this version of cairn reads. Upgrade cairn (pip install -U cairn-rl) to load it."
+        )
+    return version
+
+
+@dataclass(frozen=True)
+class Digest:
+    """The digest of a file or of a manifest: ``algorithm`` (``"sha256"``, or ``"crc32"`` in format 1) and hex.
+
+    Two digests are equal only when algorithm and value both are: bytes are never
+    accepted on the word of a weaker algorithm than the one the format records.
+    """
+
+    algorithm: str
+    hex: str
+
+    def __str__(self) -> str:
+        return f"{self.algorithm}:{self.hex}"
+
+    @classmethod
+    def of(cls, data: bytes | bytearray | memoryview, algorithm: str = DIGEST_ALGORITHM) -> Digest:
+        """The digest of ``data``."""
+        hasher = Hasher(algorithm)
+        hasher.update(data)
+        return hasher.digest()
+
+
+class Hasher:
+    """Digests bytes fed in order, the way a file's bytes are read or written.
+
+    ``update`` releases the GIL on large buffers (hashlib and ISA-L both do), so a
+    helper thread hashes while another reads or writes. With ``with_crc`` it also
+    keeps the CRC-32 a format 2 manifest records beside the digest.
+    """
+
+    __slots__ = ("_crc", "_sha", "algorithm", "with_crc")
+
+    def __init__(self, algorithm: str = DIGEST_ALGORITHM, *, with_crc: bool = False) -> None:
+        """Start a digest of ``algorithm`` (``"sha256"`` or ``"crc32"``)."""
+        if algorithm not in _DIGEST_HEX_LENGTH:
+            raise ValueError(f"Unknown digest algorithm {algorithm!r}.")
+        self.algorithm = algorithm
+        self.with_crc = with_crc or algorithm == "crc32"
+        self._sha = hashlib.sha256() if algorithm == "sha256" else None
+        self._crc = 0
+
+    def update(self, data: bytes | bytearray | memoryview) -> None:
+        """Feed the next bytes."""
+        if self._sha is not None:
+            self._sha.update(data)
+        if self.with_crc:
+            self._crc = crc32(data, self._crc)
+
+    def digest(self) -> Digest:
+        """The digest of everything fed so far."""
+        if self._sha is not None:
+            return Digest("sha256", self._sha.hexdigest())
+        return Digest("crc32", f"{self._crc:08x}")
+
+    @property
+    def crc(self) -> int:
+        """The CRC-32 of everything fed so far (only with ``with_crc``)."""
+        return self._crc
+
+    def entry(self, size: int) -> FileEntry:
+        """The manifest entry of the ``size`` bytes fed."""
+        return FileEntry(size, self.digest(), self._crc if self.with_crc and self._sha is not None else None)
+
 
 MANIFEST = "manifest.json"
 METADATA = "metadata.json"
@@ -81,16 +183,57 @@ def component_name_problem(name: Any) -> str | None:
 
 
 def canonical_json(obj: Any) -> bytes:
-    """The bytes whose CRC seals a manifest: sorted keys, no spaces."""
+    """The bytes whose digest seals a manifest: sorted keys, no spaces."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
 @dataclass(frozen=True)
 class FileEntry:
-    """A file listed in a manifest."""
+    """A file listed in a manifest: its size, its digest and (format 2) a CRC-32 pre-check."""
 
     size: int
-    crc32: int
+    digest: Digest
+    crc32: int | None = None  # never decides trust: see the module docstring
+
+    @classmethod
+    def of(cls, data: bytes | bytearray | memoryview) -> FileEntry:
+        """The entry of ``data`` in the current format."""
+        hasher = Hasher(with_crc=True)
+        hasher.update(data)
+        return hasher.entry(len(memoryview(data).cast("B")))
+
+    def same_bytes(self, other: FileEntry) -> bool:
+        """Whether both entries record the same bytes: same size and the same digest (CRC-32s decide nothing)."""
+        return self.size == other.size and self.digest == other.digest
+
+
+def entry_json(entry: FileEntry) -> dict[str, Any]:
+    """A file entry as a manifest of its format writes it."""
+    out: dict[str, Any] = {"size": entry.size, entry.digest.algorithm: entry.digest.hex}
+    if entry.digest.algorithm == "sha256":
+        out["crc32"] = f"{entry.crc32 or 0:08x}"
+    return out
+
+
+def seal_manifest_body(body: dict[str, Any]) -> bytes:
+    """The bytes of the manifest ``body`` with its own digest (its ``checksum``) set, as cairn writes them.
+
+    The one place that seals a manifest: :meth:`Manifest.to_bytes` and the test
+    helpers that re-seal a tampered tree both use it. The algorithm follows the
+    body's ``format_version`` (an unknown version is sealed as the current format).
+    """
+    body = {k: v for k, v in body.items() if k != "checksum"}
+    version = body.get("format_version")
+    algorithm = _ALGORITHM_OF_VERSION.get(version, DIGEST_ALGORITHM) if type(version) is int else DIGEST_ALGORITHM
+    body["checksum"] = Digest.of(canonical_json(body), algorithm).hex
+    return json.dumps(body, indent=1, sort_keys=True).encode("utf-8") + b"\n"
+
+
+def raw_entry(data: bytes | bytearray | memoryview, *, format_version: int = FORMAT_VERSION) -> dict[str, Any]:
+    """The JSON entry of a file holding ``data`` in a manifest of ``format_version`` (for re-sealing tools)."""
+    if _ALGORITHM_OF_VERSION.get(format_version) == "crc32":
+        return {"size": len(data), "crc32": f"{crc32(data):08x}"}
+    return entry_json(FileEntry.of(data))
 
 
 @dataclass
@@ -101,17 +244,21 @@ class Manifest:
     components: list[str] = field(default_factory=list)
     format_version: int = FORMAT_VERSION
 
+    @property
+    def algorithm(self) -> str:
+        """The digest algorithm of this manifest's format (a version this cairn does not know: the current one)."""
+        return _ALGORITHM_OF_VERSION.get(self.format_version, DIGEST_ALGORITHM)
+
     def to_bytes(self) -> bytes:
-        """Serialize, with the self-checksum."""
+        """Serialize, with the self-digest."""
         body: dict[str, Any] = {
             "format": "cairn.manifest",
             "format_version": self.format_version,
-            "algorithm": "crc32",
-            "files": {k: {"size": v.size, "crc32": f"{v.crc32:08x}"} for k, v in sorted(self.files.items())},
+            "algorithm": self.algorithm,
+            "files": {k: entry_json(v) for k, v in sorted(self.files.items())},
             "components": list(self.components),
         }
-        body["checksum"] = f"{crc32(canonical_json(body)):08x}"
-        return json.dumps(body, indent=1, sort_keys=True).encode("utf-8") + b"\n"
+        return seal_manifest_body(body)
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray, *, where: str) -> Manifest:
@@ -124,21 +271,18 @@ class Manifest:
         body = load_json(data, where=where)
         if not isinstance(body, dict) or body.get("format") != "cairn.manifest":
             raise CorruptCheckpointError(f"{where} is not a cairn manifest.")
+        version = check_format_version(body.get("format_version"), where=where)
+        algorithm = _ALGORITHM_OF_VERSION.get(version)
+        if algorithm is None or body.get("algorithm") != algorithm:
+            raise CorruptCheckpointError(
+                f"{where} names the checksum algorithm {body.get('algorithm')!r}, not the {algorithm!r} of "
+                f"format {version}: it was edited or damaged."
+            )
         recorded = body.pop("checksum", None)
-        if not isinstance(recorded, str) or recorded != f"{crc32(canonical_json(body)):08x}":
+        if not isinstance(recorded, str) or recorded != Digest.of(canonical_json(body), algorithm).hex:
             raise CorruptCheckpointError(
                 f"{where} fails its own checksum: it was corrupted or edited. Restore the checkpoint from a good copy."
             )
-        version = body.get("format_version")
-        if type(version) is not int or version < 1:
-            raise CorruptCheckpointError(f"{where} has an invalid format_version {version!r}.")
-        if version > FORMAT_VERSION:
-            raise IncompatibleCheckpointError(
-                f"{where} is in checkpoint format {version}, newer than the format {FORMAT_VERSION} "
-                "this version of cairn reads. Upgrade cairn (pip install -U cairn-rl) to load it."
-            )
-        if body.get("algorithm") != "crc32":
-            raise CorruptCheckpointError(f"{where} names an unknown checksum algorithm {body.get('algorithm')!r}.")
         files_raw, comps = body.get("files"), body.get("components")
         if not isinstance(files_raw, dict) or not isinstance(comps, list):
             raise CorruptCheckpointError(f"{where} lacks its 'files' or 'components' lists.")
@@ -149,18 +293,7 @@ class Manifest:
         files: dict[str, FileEntry] = {}
         for name, info in files_raw.items():
             _check_entry_name(name, comps, where)
-            if not (
-                isinstance(info, dict)
-                and type(info.get("size")) is int
-                and info["size"] >= 0
-                and isinstance(info.get("crc32"), str)
-            ):
-                raise CorruptCheckpointError(f"{where} has a malformed entry for {name!r}.")
-            try:
-                crc = int(info["crc32"], 16)
-            except ValueError as err:
-                raise CorruptCheckpointError(f"{where} has a malformed checksum for {name!r}.") from err
-            files[name] = FileEntry(info["size"], crc)
+            files[name] = _parse_entry(info, algorithm, f"{where} ({name!r})")
         for c in comps:
             if f"{c}/{MANIFEST}" not in files:
                 raise CorruptCheckpointError(f"{where} lists the component {c!r} without its manifest's checksum.")
@@ -171,6 +304,25 @@ class Manifest:
                 "extra keys): it was edited or damaged. Restore the checkpoint from a good copy."
             )
         return manifest
+
+
+_HEX = re.compile(r"[0-9a-f]+")
+
+
+def _parse_hex(value: Any, length: int, where: str) -> str:
+    if not isinstance(value, str) or len(value) != length or _HEX.fullmatch(value) is None:
+        raise CorruptCheckpointError(f"{where} has a malformed checksum {str(value)[:80]!r}.")
+    return value
+
+
+def _parse_entry(info: Any, algorithm: str, where: str) -> FileEntry:
+    if not (isinstance(info, dict) and type(info.get("size")) is int and info["size"] >= 0):
+        raise CorruptCheckpointError(f"{where} is a malformed entry.")
+    digest = Digest(algorithm, _parse_hex(info.get(algorithm), _DIGEST_HEX_LENGTH[algorithm], where))
+    crc = None
+    if algorithm == "sha256":
+        crc = int(_parse_hex(info.get("crc32"), 8, where), 16)
+    return FileEntry(info["size"], digest, crc)
 
 
 def _check_entry_name(name: Any, comps: list[str], where: str) -> None:

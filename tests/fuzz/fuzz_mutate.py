@@ -17,15 +17,15 @@ import os
 import socket
 import stat
 import struct
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
 
-MANIFEST = "manifest.json"
-DATA_FILES = ("state.msgpack", "tensors.safetensors")
+from cairn.manifest import DIGEST_ALGORITHM, FORMAT_VERSION, MANIFEST, STATE, TENSORS, Digest, raw_entry
+
+DATA_FILES = (STATE, TENSORS)
 
 
 # --------------------------------------------------------------------------- sealing
@@ -39,11 +39,16 @@ def canonical(body: Any) -> bytes:
         return json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode("utf-8")
 
 
+def _algorithm(version: Any) -> str:
+    """The digest algorithm of a manifest of ``version`` (cairn.manifest's rule; unknown: the current one)."""
+    return "crc32" if version == 1 and type(version) is int else DIGEST_ALGORITHM
+
+
 def seal_bytes(body: Any) -> bytes:
     """A manifest's bytes whose own checksum matches ``body`` (non-dict bodies are written as they are)."""
     if isinstance(body, dict):
         body = {k: v for k, v in body.items() if k != "checksum"}
-        body["checksum"] = f"{zlib.crc32(canonical(body)):08x}"
+        body["checksum"] = Digest.of(canonical(body), _algorithm(body.get("format_version"))).hex
     return dumps_json(body, sort_keys=True)
 
 
@@ -72,10 +77,10 @@ def _is_regular(path: str) -> bool:
         return False
 
 
-def _entry(path: str) -> dict[str, Any]:
+def _entry(path: str, version: Any) -> dict[str, Any]:
     with open(path, "rb") as f:
         data = f.read()
-    return {"size": len(data), "crc32": f"{zlib.crc32(data):08x}"}
+    return raw_entry(data, format_version=1 if _algorithm(version) == "crc32" else FORMAT_VERSION)
 
 
 ManifestEdit = Callable[[str, Any], Any]
@@ -108,7 +113,7 @@ def reseal(ckpt: str, edit: ManifestEdit | None = None) -> None:
             for name in list(body["files"]):
                 path = os.path.join(folder, name)
                 if isinstance(name, str) and ".." not in name.split("/") and _is_regular(path):
-                    body["files"][name] = _entry(path)
+                    body["files"][name] = _entry(path, body.get("format_version"))
         if edit is not None:
             body = edit(rel, body)
         with open(mpath, "wb") as f:
@@ -534,7 +539,7 @@ class ManifestFileName:
             if folder == rel and isinstance(body, dict) and isinstance(body.get("files"), dict):
                 files = body["files"]
                 victim = sorted(k for k in files if "/" not in k)
-                entry = {"size": 3, "crc32": "00000000"}
+                entry = {"size": 3, "sha256": "0" * 64, "crc32": "00000000"}
                 if self.rename and victim:
                     entry = files.pop(victim[len(self.name) % len(victim)])
                 files[self.name] = entry
@@ -676,7 +681,7 @@ class DeepComponents:
             mpath = os.path.join(f, MANIFEST)
             body = json.loads(_read(mpath))
             body["components"] = [*body.get("components", []), "d"] if i == 0 else ["d"]
-            body["files"][f"d/{MANIFEST}"] = {"size": 0, "crc32": "00000000"}
+            body["files"][f"d/{MANIFEST}"] = {"size": 0, "sha256": "0" * 64, "crc32": "00000000"}
             _write(mpath, dumps_json(body))
         reseal(ckpt)
         out = Applied(ckpt)

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import zlib
 from pathlib import Path
 
 import pytest
@@ -29,7 +28,7 @@ def reseal(folder: Path) -> None:
     files = {}
     for name in data["files"]:
         raw = (folder / name).read_bytes()
-        files[name] = FileEntry(len(raw), zlib.crc32(raw))
+        files[name] = FileEntry.of(raw)
     manifest = Manifest(files=files, components=data["components"], format_version=data["format_version"])
     (folder / "manifest.json").write_bytes(manifest.to_bytes())
 

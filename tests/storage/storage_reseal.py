@@ -2,7 +2,7 @@
 
 A hostile checkpoint is only a real test of the loader's defences when the
 integrity layer does not already refuse it: after editing a file, these
-helpers rewrite each folder's ``manifest.json`` with the true sizes and CRC-32s
+helpers rewrite each folder's ``manifest.json`` with the true sizes and digests
 (and the manifest's own checksum), bottom-up, so that the root manifest seals
 the tampered tree again.
 
@@ -14,11 +14,10 @@ they can also seal manifests that ``cairn.manifest.Manifest`` would refuse
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Callable
 from typing import Any
 
-from cairn.manifest import MANIFEST, canonical_json
+from cairn.manifest import FORMAT_VERSION, MANIFEST, raw_entry, seal_manifest_body
 
 ManifestEdit = Callable[[str, dict[str, Any]], None]
 """Called with (folder path relative to the root, "" for the root; manifest body) before sealing."""
@@ -26,9 +25,7 @@ ManifestEdit = Callable[[str, dict[str, Any]], None]
 
 def seal_body(body: dict[str, Any]) -> bytes:
     """The bytes of a manifest whose own checksum matches ``body`` (any 'checksum' key is replaced)."""
-    body = {k: v for k, v in body.items() if k != "checksum"}
-    body["checksum"] = f"{zlib.crc32(canonical_json(body)):08x}"
-    return json.dumps(body, indent=1, sort_keys=True).encode("utf-8") + b"\n"
+    return seal_manifest_body(body)
 
 
 def read_body(fs: Any, folder: str) -> dict[str, Any]:
@@ -37,12 +34,12 @@ def read_body(fs: Any, folder: str) -> dict[str, Any]:
     return body
 
 
-def _entry(data: bytes) -> dict[str, Any]:
-    return {"size": len(data), "crc32": f"{zlib.crc32(data):08x}"}
+def _entry(data: bytes, version: Any = FORMAT_VERSION) -> dict[str, Any]:
+    return raw_entry(data, format_version=version if type(version) is int else FORMAT_VERSION)
 
 
 def reseal(fs: Any, root: str, *, edit: ManifestEdit | None = None, rel: str = "") -> bytes:
-    """Rewrite the manifests of the tree at ``root`` with the files' true sizes and CRC-32s.
+    """Rewrite the manifests of the tree at ``root`` with the files' true sizes and digests.
 
     Every file a manifest lists is re-measured when it exists (a missing one keeps
     its entry, so it stays missing); components are sealed first, so the parent
@@ -57,13 +54,13 @@ def reseal(fs: Any, root: str, *, edit: ManifestEdit | None = None, rel: str = "
     for comp in body.get("components", []):
         if isinstance(comp, str) and fs.exists(f"{folder}/{comp}/{MANIFEST}"):
             sub = f"{rel}/{comp}" if rel else comp
-            files[f"{comp}/{MANIFEST}"] = _entry(reseal(fs, root, edit=edit, rel=sub))
+            files[f"{comp}/{MANIFEST}"] = _entry(reseal(fs, root, edit=edit, rel=sub), body.get("format_version"))
     for name in list(files):
         if name.endswith("/" + MANIFEST) or "/" in name or name.startswith(".."):
             continue
         path = f"{folder}/{name}"
         if fs.exists(path) and fs.isfile(path):
-            files[name] = _entry(fs.cat_file(path))
+            files[name] = _entry(fs.cat_file(path), body.get("format_version"))
     if edit is not None:
         edit(rel, body)
     data = seal_body(body)

@@ -58,15 +58,18 @@ def test_a_save_outside_a_staging_folder_is_still_fsynced(tmp_path: Path, monkey
 
 
 def test_many_small_tensors_are_written_exactly(tmp_path: Path) -> None:
-    """Small chunks go out batched (writev); the file and its CRC are those of every byte in order."""
+    """Small chunks go out batched (writev); the file and its digests are those of every byte in order."""
+    import hashlib
     import zlib
 
     storage = local.LocalStorage()
     chunks: list[Any] = [os.urandom(n % 97) for n in range(2000)] + [os.urandom(3 << 20), b"tail"]
-    size, crc = storage.write_file(str(tmp_path / "f"), chunks)
+    entry = storage.write_file(str(tmp_path / "f"), chunks)
     data = b"".join(chunks)
     assert (tmp_path / "f").read_bytes() == data
-    assert (size, crc) == (len(data), zlib.crc32(data))
+    assert entry.size == len(data)
+    assert (entry.digest.algorithm, entry.digest.hex) == ("sha256", hashlib.sha256(data).hexdigest())
+    assert entry.crc32 == zlib.crc32(data)
 
 
 def test_a_storage_sent_to_another_process_fsyncs_into_the_staging_it_did_not_begin(

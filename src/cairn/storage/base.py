@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.errors import CheckpointError, CorruptCheckpointError
+from cairn.manifest import RESERVED_NAMES, FileEntry
 
 Chunk = bytes | bytearray | memoryview
 
@@ -49,7 +50,7 @@ class FileTooLargeError(CorruptCheckpointError):
     """A file is larger than the bound its reader set (``read_file(max_bytes=...)``)."""
 
 
-CHECKPOINT_FILES = frozenset({"manifest.json", "metadata.json", "ctor.json", "state.msgpack", "tensors.safetensors"})
+CHECKPOINT_FILES = RESERVED_NAMES
 """The names of the files a checkpoint folder holds (``cairn.manifest.RESERVED_NAMES``).
 
 A save replaces an existing folder only when every file in it has one of these
@@ -84,11 +85,14 @@ class FileStamp:
         size: Bytes.
         mtime_ns: When its bytes were last written, in ns since the epoch; every write
             through the filesystem sets it (only ``os.utime`` can put it back).
+        ctime_ns: When its bytes or its inode last changed (a write, ``os.utime``, a new
+            link), in ns since the epoch; nothing can put it back.
     """
 
     file_id: tuple[int, ...]
     size: int
     mtime_ns: int
+    ctime_ns: int
 
 
 class Storage(abc.ABC):
@@ -124,7 +128,7 @@ class Storage(abc.ABC):
       deletes the record. A reader treats a folder without a root manifest as
       absent, and ``check_committed`` refuses any folder below one that holds
       the record and no root manifest.
-    * ``write_file`` returns the size and CRC-32 of exactly what was written,
+    * ``write_file`` returns the size and digests of exactly what was written,
       once the bytes are durable (the object store acknowledged the upload, or
       fsync) or, for a file below a staging place that the same storage object
       began, once ``commit`` made the whole tree durable before its rename (local
@@ -178,8 +182,8 @@ class Storage(abc.ABC):
         """The string a user passes back to reach ``path`` (with protocol where remote)."""
 
     @abc.abstractmethod
-    def write_file(self, path: str, chunks: Iterable[Chunk]) -> tuple[int, int]:
-        """Write ``chunks`` to ``path`` durably; return (size, crc32) of what was written."""
+    def write_file(self, path: str, chunks: Iterable[Chunk]) -> FileEntry:
+        """Write ``chunks`` to ``path`` durably; return the manifest entry (size, digests) of what was written."""
 
     @abc.abstractmethod
     def read_file(self, path: str, *, max_bytes: int | None = None) -> bytearray:

@@ -17,15 +17,14 @@ import time
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, TypeVar
 
-from cairn._crc import crc32
 from cairn.errors import CheckpointError, CheckpointNotFoundError
+from cairn.manifest import MANIFEST, FileEntry, Hasher
 from cairn.storage import writers
 from cairn.storage.base import Chunk, Storage, foreign_file_error, replaceable_file
 
 T = TypeVar("T")
 monotonic = time.monotonic  # the real clock, also where tests replace ``time`` to record the backoff sleeps
 
-MANIFEST = "manifest.json"
 RETRY_ATTEMPTS = 5
 RETRY_BASE_DELAY = 0.05
 RETRY_MAX_DELAY = 2.0
@@ -340,14 +339,14 @@ class FsspecStorage(Storage):
         """``fs.unstrip_protocol`` (``memory://...``, ``s3://...``)."""
         return str(self.fs.unstrip_protocol(path))
 
-    def write_file(self, path: str, chunks: Iterable[Chunk]) -> tuple[int, int]:
+    def write_file(self, path: str, chunks: Iterable[Chunk]) -> FileEntry:
         """Write all chunks in one object upload; the chunks are materialized once for retries."""
         # Object stores upload whole objects; keeping the chunks lets a retry resend them.
         parts = [memoryview(c).cast("B") for c in chunks]
-        crc = 0
+        hasher = Hasher(with_crc=True)
         size = 0
         for mv in parts:
-            crc = crc32(mv, crc)
+            hasher.update(mv)
             size += len(mv)
 
         def put() -> None:
@@ -356,7 +355,7 @@ class FsspecStorage(Storage):
                     f.write(mv)
 
         self._retry("Writing", path, put, write=True, nbytes=size)
-        return size, crc
+        return hasher.entry(size)
 
     def read_file(self, path: str, *, max_bytes: int | None = None) -> bytearray:
         """``fs.cat_file`` with retries and an optional size bound.

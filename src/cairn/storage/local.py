@@ -14,9 +14,9 @@ from concurrent.futures import Future
 from stat import S_IFBLK, S_IFCHR, S_IFIFO, S_IFLNK, S_IFMT, S_IFSOCK, S_ISDIR, S_ISREG
 from typing import Any
 
-from cairn._crc import crc32, crc_pool
+from cairn._crc import hash_pool
 from cairn.errors import CheckpointError, CorruptCheckpointError
-from cairn.manifest import MANIFEST
+from cairn.manifest import MANIFEST, FileEntry, Hasher
 from cairn.storage import writers
 from cairn.storage.base import Chunk, FileStamp, FileTooLargeError, Storage, foreign_file_error, replaceable_file
 from cairn.storage.writers import TMP_MARK
@@ -40,8 +40,8 @@ def _load_renameat2() -> object | None:
 
 _renameat2 = _load_renameat2()
 
-_SLICE = 32 << 20  # CRC and write granularity
-_INLINE_CRC = 1 << 20  # below this the helper thread costs more than it saves
+_SLICE = 32 << 20  # hashing and write granularity
+_INLINE_HASH = 1 << 20  # below this the helper thread costs more than it saves
 _WRITEBACK = 64 << 20  # start the device write-back after this many new bytes
 _SYNC_FILE_RANGE_WRITE = 2
 
@@ -308,7 +308,7 @@ class LocalStorage(Storage):
         """Local paths are returned as plain paths."""
         return path
 
-    def write_file(self, path: str, chunks: Iterable[Chunk]) -> tuple[int, int]:
+    def write_file(self, path: str, chunks: Iterable[Chunk]) -> FileEntry:
         """Write, checksum as the bytes go out, and make durable.
 
         Below a staging folder this object's ``begin_write`` made, durability is
@@ -324,21 +324,19 @@ class LocalStorage(Storage):
         with self._lock:
             return any(path.startswith(s + os.sep) for s in self._stagings)
 
-    def _write_file(self, path: str, chunks: Iterable[Chunk]) -> tuple[int, int]:
-        # The CRC of each large slice runs in a helper thread while the slice is written (both
+    def _write_file(self, path: str, chunks: Iterable[Chunk]) -> FileEntry:
+        # The digest of each large slice runs in a helper thread while the slice is written (both
         # release the GIL), and the kernel is asked to start write-back every few slices so
         # that the final sync only waits for the tail: together close to raw disk speed.
-        # Small slices (most tensors of an RL checkpoint) are checksummed inline and written
+        # Small slices (most tensors of an RL checkpoint) are hashed inline and written
         # together with one writev: a system call per tensor costs more than its bytes.
         sync = not self._synced_by_commit(path)
-        crc = [0]
+        hasher = Hasher(with_crc=True)
         size = 0
         flushed = 0
+        crc_of = hasher.update
 
-        def crc_of(mv: memoryview) -> None:
-            crc[0] = crc32(mv, crc[0])
-
-        pool = crc_pool()
+        pool = hash_pool()
         pending: list[Future[None]] = []
         batch: list[memoryview] = []
         batched = 0
@@ -362,14 +360,14 @@ class LocalStorage(Storage):
                 whole = memoryview(chunk).cast("B")
                 for start in range(0, len(whole), _SLICE):
                     mv = whole[start : start + _SLICE]
-                    if len(mv) < _INLINE_CRC:
+                    if len(mv) < _INLINE_HASH:
                         for f in pending:
                             f.result()
                         pending.clear()
                         crc_of(mv)
                         batch.append(mv)
                         batched += len(mv)
-                        if len(batch) < _IOV_MAX and batched < _INLINE_CRC:
+                        if len(batch) < _IOV_MAX and batched < _INLINE_HASH:
                             continue
                     else:
                         pending.append(pool.submit(crc_of, mv))
@@ -393,7 +391,7 @@ class LocalStorage(Storage):
             for f in pending:
                 f.result()
             os.close(fd)
-        return size, crc[0]
+        return hasher.entry(size)
 
     def open_regular(self, path: str) -> int:
         """Open a regular file for reading (links, pipes, sockets, devices refused); see :func:`open_regular`."""
@@ -434,11 +432,11 @@ class LocalStorage(Storage):
         return os.lstat(path).st_size
 
     def stamp(self, path: str) -> FileStamp | None:
-        """Device, inode, size and mtime of a regular file (links not followed); None for anything else."""
+        """Device, inode, size, mtime and ctime of a regular file (links not followed); None for anything else."""
         st = os.lstat(path)
         if not stat.S_ISREG(st.st_mode):
             return None
-        return FileStamp((st.st_dev, st.st_ino), st.st_size, st.st_mtime_ns)
+        return FileStamp((st.st_dev, st.st_ino), st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
     def exists(self, path: str) -> bool:
         """``os.path.lexists``."""
