@@ -248,16 +248,19 @@ class CheckedFiles:
     Why that is sound:
 
     * any write through the filesystem changes mtime and ctime, and putting the
-      mtime back with ``os.utime`` changes the ctime (no call sets it back), so a
-      file changed through the filesystem is read back at the next save;
-    * racy stamps (as git's index has them): a file whose mtime or ctime lies less
-      than :attr:`RACY_NS` before the moment it was checked could still be written
-      within the same timestamp tick without its stamp changing; it is not
+      mtime back with ``os.utime`` changes the ctime, which no call sets back. The
+      manager's own links and deletes change the ctime too: once a save and its
+      retention are done, :meth:`refresh` takes the new ctime of each file linked,
+      if its size and mtime are unchanged. So a file changed through the filesystem
+      between two saves is read back at the next one;
+    * racy stamps (as git's index has them): a file whose mtime lies less than
+      :attr:`RACY_NS` before the moment it was checked could still be written
+      within the same timestamp tick without its mtime changing; it is not
       remembered, and is read back again next time;
     * bytes changed underneath the filesystem (a failing disk) keep their stamp:
       the re-read every ``window`` saves catches them, and until a save has read
       every file back (:attr:`WriteStats.fully_checked`), the manager keeps the
-      newest checkpoint that was, whatever its retention policy says;
+      newest checkpoint that did, whatever its retention policy says;
     * the record lives in this process only (one per :class:`cairn.CheckpointManager`):
       files another process wrote or checked are always read back.
     """
@@ -271,7 +274,8 @@ class CheckedFiles:
             raise ValueError(f"window must be at least 1, got {window}.")
         self.window = window
         self._saves = 0
-        self._known: dict[tuple[int, ...], tuple[int, int, int, FileEntry]] = {}
+        # file_id -> (size, mtime_ns, ctime_ns, entry, path of its newest link relative to the save's root)
+        self._known: dict[tuple[int, ...], tuple[int, int, int, FileEntry, str | None]] = {}
 
     def new_save(self) -> None:
         """Count a save; every ``window``-th forgets every stamp, so that it reads every linked file back."""
@@ -291,25 +295,35 @@ class CheckedFiles:
         if stamp is None:
             return
         if stamp.size == entry.size and stamp.mtime_ns < checked_at_ns - self.RACY_NS:
-            self._known[stamp.file_id] = (stamp.size, stamp.mtime_ns, stamp.ctime_ns, entry)
+            self._known[stamp.file_id] = (stamp.size, stamp.mtime_ns, stamp.ctime_ns, entry, None)
         else:
             self._known.pop(stamp.file_id, None)
 
-    def linked(self, stamp: FileStamp | None) -> None:
-        """Take the new ctime of a known file this save has just linked (a new link changes the ctime).
-
-        Only the ctime may differ from what is known: a file whose size or mtime changed
-        meanwhile is forgotten, and read back at the next save.
-        """
+    def linked(self, stamp: FileStamp | None, rel_path: str) -> None:
+        """Note that this save linked a known file as ``rel_path`` (relative to the checkpoint being written)."""
         if stamp is None:
             return
         known = self._known.get(stamp.file_id)
-        if known is None:
-            return
-        if known[:2] == (stamp.size, stamp.mtime_ns):
-            self._known[stamp.file_id] = (stamp.size, stamp.mtime_ns, stamp.ctime_ns, known[3])
-        else:
-            del self._known[stamp.file_id]
+        if known is not None:
+            self._known[stamp.file_id] = (*known[:4], rel_path)
+
+    def refresh(self, stamp_of: Callable[[str], FileStamp | None]) -> None:
+        """Once a save and its retention are done: take the ctime this manager's links and deletes gave each file.
+
+        ``stamp_of(rel_path)`` stamps a file of the checkpoint just committed. A file
+        this save did not link, or whose identity, size or mtime changed, is forgotten.
+        """
+        fresh: dict[tuple[int, ...], tuple[int, int, int, FileEntry, str | None]] = {}
+        for file_id, (size, mtime_ns, _, entry, rel) in self._known.items():
+            if rel is None:
+                continue
+            try:
+                stamp = stamp_of(rel)
+            except (OSError, CheckpointError):
+                continue
+            if stamp is not None and stamp.file_id == file_id and (stamp.size, stamp.mtime_ns) == (size, mtime_ns):
+                fresh[file_id] = (size, mtime_ns, stamp.ctime_ns, entry, None)
+        self._known = fresh
 
     def forget(self, stamp: FileStamp | None) -> None:
         """Drop what is known of a file (it failed its check)."""
@@ -384,10 +398,9 @@ def write_planned(
             # manifest records (a flipped bit linked into every later step would leave no
             # good copy once retention deletes the damaged one).
             if entry is not None and _still_matches(previous, fname, prev, checked, stats):
-                src = previous.storage.join(previous.folder, fname)
-                storage.link_or_copy(src, dst)
+                storage.link_or_copy(previous.storage.join(previous.folder, fname), dst)
                 if checked is not None:
-                    checked.linked(previous.storage.stamp(src))
+                    checked.linked(storage.stamp(dst), f"{where}/{fname}" if where else fname)
                 manifest.files[fname] = entry
                 stats.bytes_linked += entry.size
                 stats.files_linked += 1

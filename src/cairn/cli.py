@@ -220,10 +220,18 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     # them up front, whatever the checkpoint names; other packages come in through --import.
     with contextlib.suppress(ImportError):
         importlib.import_module("cairn.rl.algorithms.ppo.ppo")
+    from cairn.manifest import FORMAT_VERSION
+    from cairn.tools import format_version_of
+
     changes = upgrade_checkpoint(args.checkpoint, args.out, dry_run=args.dry_run)
     for comp, cls, old, new in changes:
         status = "unchanged" if old == new else f"v{old} -> v{new}"
         print(f"{comp:<50} {cls:<50} {status}")
+    fmt = format_version_of(args.checkpoint)
+    if fmt != FORMAT_VERSION:
+        print(f"checkpoint format {fmt} -> {FORMAT_VERSION} (SHA-256 digests; CRC-32 guards against accidents only)")
+    else:
+        print(f"checkpoint format {fmt} (current)")
     if args.dry_run:
         n = sum(1 for c in changes if c[2] != c[3])
         print(f"dry run: {n} component(s) would change; nothing was written.")

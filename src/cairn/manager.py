@@ -567,6 +567,10 @@ class CheckpointManager:
         else:
             self._fully_checked.discard(step)  # a step saved again over an earlier one
         self._apply_retention(just_saved=step)
+        if self._checked is not None:
+            # The links this save made and the deletes of retention changed the ctimes of the
+            # files it linked; take them now, so that only a change made by others is seen.
+            self._checked.refresh(lambda rel: self.storage.stamp(self.storage.join(final, rel)))
 
     def _apply_retention(self, *, just_saved: int) -> None:
         infos = self.checkpoints()

@@ -299,10 +299,22 @@ def _copy_tree(reader: _engine.FolderReader, storage: Any, folder: str) -> None:
     storage.write_file(storage.join(folder, MANIFEST), [raw])
 
 
+def format_version_of(path: str | os.PathLike[str], *, filesystem: Any = None) -> int:
+    """The checkpoint format version of the checkpoint at ``path`` (its root manifest's, checked).
+
+    ``cairn upgrade`` rewrites a checkpoint of an older format (format 1: CRC-32 only)
+    in the current one (:data:`cairn.FORMAT_VERSION`).
+    """
+    return _engine.open_checkpoint(path, filesystem).manifest.format_version
+
+
 def upgrade_checkpoint(
     path: str, out: str | None, *, dry_run: bool = False, filesystem: Any = None, allow_pickle: bool = False
 ) -> list[tuple[str, str, int, int]]:
-    """Bring every component to its class's current ``STATE_VERSION``.
+    """Bring every component to its class's current ``STATE_VERSION``, in the current checkpoint format.
+
+    The new checkpoint is written in :data:`cairn.FORMAT_VERSION` whatever the
+    format of ``path`` (see :func:`format_version_of`).
 
     Returns:
         (component, class, from_version, to_version) for every folder.

@@ -1,23 +1,28 @@
-"""The golden PPO checkpoint (format v1) written by an earlier cairn still loads, acts and trains."""
+"""The golden PPO checkpoints (formats 1 and 2) written by earlier cairns still load, act and train."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
 import cairn
 from cairn.rl import PPO, RLModule
 
-GOLDEN = Path(__file__).parents[1] / "data" / "golden_format_v1_ppo"
+DATA = Path(__file__).parents[1] / "data"
+GOLDEN = DATA / "golden_format_v1_ppo"
 POLICY = GOLDEN / "learner_group" / "learner" / "rl_module" / "default_policy"
 
 
-def test_golden_ppo_verifies_and_resumes_training() -> None:
-    assert cairn.verify_checkpoint(GOLDEN) == []
-    algo = PPO.from_checkpoint(GOLDEN)
-    saved = load_file(str(POLICY / "tensors.safetensors"))
+@pytest.mark.parametrize("version", [1, 2])
+def test_golden_ppo_verifies_and_resumes_training(version: int) -> None:
+    golden = DATA / f"golden_format_v{version}_ppo"
+    policy = golden / "learner_group" / "learner" / "rl_module" / "default_policy"
+    assert cairn.verify_checkpoint(golden) == []
+    algo = PPO.from_checkpoint(golden)
+    saved = load_file(str(policy / "tensors.safetensors"))
     live = algo.get_state(components="learner_group")["learner_group"]["learner"]["rl_module"]["default_policy"]
     assert set(saved) == set(live)
     for name, tensor in saved.items():
