@@ -152,6 +152,20 @@ def test_moved_checkpoint_still_verifies_and_signing_again_replaces(signed: Path
     cairn.verify_signature(moved, keys.pub)
 
 
+def test_an_interrupted_signing_is_named_and_cleaned_up_by_the_next(signed: Path, keys: Keys, tmp_path: Path) -> None:
+    # What a kill between the write of the temporary file and its rename leaves behind.
+    leftover = signed / f".{SIGNATURE}.{'0123456789abcdef' * 2}.tmp"
+    leftover.write_bytes((signed / SIGNATURE).read_bytes()[:10])
+    with pytest.raises(cairn.SignatureError, match="interrupted"):
+        cairn.verify_signature(signed, keys.pub)
+    cairn.sign_checkpoint(signed, keys.pem)
+    assert not leftover.exists()
+    cairn.verify_signature(signed, keys.pub)
+    (tmp_path / "link").symlink_to(signed)  # a link to a signed checkpoint is refused like cairn's readers do
+    with pytest.raises(cairn.SignatureError, match="symbolic link"):
+        cairn.verify_signature(tmp_path / "link", keys.pub)
+
+
 def test_a_signature_made_by_model_signing_verifies_with_cairn(ckpt: Path, keys: Keys) -> None:
     import model_signing
 
@@ -448,6 +462,12 @@ def test_keys(ckpt: Path, keys: Keys, tmp_path: Path) -> None:
     assert not (ckpt / SIGNATURE).exists()
     cairn.sign_checkpoint(ckpt, encrypted, password=b"pw")
     cairn.verify_signature(ckpt, keys.pub)
+
+
+def test_signature_error_is_a_corrupt_checkpoint_error() -> None:
+    # Code that skips damaged checkpoints (restore_latest's fallback) skips a wrongly signed one too.
+    assert issubclass(cairn.SignatureError, cairn.CorruptCheckpointError)
+    assert "SignatureError" in (cairn.errors.__doc__ or "")
 
 
 def test_import_cairn_does_not_import_the_crypto() -> None:

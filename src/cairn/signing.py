@@ -32,6 +32,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -64,8 +65,8 @@ _CURVE_HASHES = {"secp256r1": "SHA256", "secp384r1": "SHA384", "secp521r1": "SHA
 _MAX_KEY_BYTES = 1 << 20  # a PEM key is a few hundred bytes
 _HASH_BUFFER = 1 << 20  # bytes read per call when hashing: memory stays bounded whatever the file size
 _HASH_THREADS = 4  # hashlib releases the GIL: files hash in parallel with each other's reads
-_TMP_PREFIX = f".{SIGNATURE}."
-_TMP_SUFFIX = ".tmp"
+# The temporary file a local signing writes before renaming it to model.sig.
+_TEMPORARY = re.compile(re.escape(f".{SIGNATURE}.") + "[0-9a-f]{32}" + re.escape(".tmp"))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -108,6 +109,7 @@ def sign_checkpoint(
     key = _load_private_key(private_key, password)  # a bad key fails before any file is read
     storage, root = resolve_storage(path, filesystem)
     digests = _file_digests(storage, root)
+    _remove_stale_temporaries(storage, root)
     extra = sorted(_present_files(storage, root, refuse=CorruptCheckpointError) - set(digests) - {SIGNATURE})
     if extra:
         raise CorruptCheckpointError(
@@ -291,6 +293,8 @@ def _present_files(storage: Storage, root: str, *, refuse: type[CorruptCheckpoin
             else:
                 found.add(prefix + name)
 
+    if storage.is_symlink(root):
+        raise refuse(f"{storage.uri(root)} is a symbolic link; cairn never follows links to a checkpoint.")
     if not storage.isdir(root):
         raise CheckpointNotFoundError(f"No checkpoint at {storage.uri(root)}: the folder does not exist.")
     walk(root, "", 0)
@@ -304,6 +308,12 @@ def _compare_names(where_ckpt: str, where_sig: str, signed: dict[str, str], pres
     """Refuse unless the folder holds exactly the signed files (the signature file aside)."""
     unsigned = sorted(present - set(signed))
     if unsigned:
+        if all(_TEMPORARY.fullmatch(n) for n in unsigned):
+            raise SignatureError(
+                f"{where_ckpt} holds {_names(unsigned)}, left by a `cairn sign` that was interrupted; its "
+                f"signature {where_sig} may be stale or missing. Sign the checkpoint again (cairn sign), which "
+                "removes it."
+            )
         raise SignatureError(
             f"{where_ckpt} holds {_names(unsigned)}, which its signature {where_sig} does not cover: files were "
             f"added after it was signed. {_FIX}"
@@ -655,12 +665,26 @@ def _key_hint(key: EllipticCurvePublicKey) -> str:
 # Writing
 
 
+def _remove_stale_temporaries(storage: Storage, root: str) -> None:
+    """Delete what an interrupted signing left in the root folder (only files of :data:`_TEMPORARY`'s name).
+
+    Another signer's file in flight may go too: its rename then fails with a clear
+    error, and this signer's signature (over the same files) is the one that stays.
+    """
+    if not (storage.atomic_rename and storage.file_descriptors):
+        return  # object stores: the signature is one upload, no temporary file
+    for name in storage.listdir(root):
+        if _TEMPORARY.fullmatch(name):
+            with contextlib.suppress(FileNotFoundError):
+                storage.remove(storage.join(root, name))
+
+
 def _write_atomically(storage: Storage, root: str, target: str, data: bytes) -> None:
     """Put ``data`` at ``target``: a temporary file renamed into place on local disks, one upload elsewhere."""
     if not (storage.atomic_rename and storage.file_descriptors):
         storage.write_file(target, [data])  # an object store's PUT replaces the object whole
         return
-    tmp = os.path.join(root, f"{_TMP_PREFIX}{uuid.uuid4().hex}{_TMP_SUFFIX}")
+    tmp = os.path.join(root, f".{SIGNATURE}.{uuid.uuid4().hex}.tmp")  # matches _TEMPORARY
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
