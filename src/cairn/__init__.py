@@ -15,6 +15,7 @@ from cairn.errors import (
     CorruptCheckpointError,
     DamagedCheckpointWarning,
     IncompatibleCheckpointError,
+    SignatureError,
     UnsafeCheckpointError,
 )
 from cairn.manifest import FORMAT_VERSION
@@ -22,6 +23,7 @@ from cairn.registry import register_class_alias, register_type
 
 if TYPE_CHECKING:
     from cairn.manager import CheckpointInfo, CheckpointManager
+    from cairn.signing import sign_checkpoint, verify_signature
     from cairn.tools import verify_checkpoint
 
 # Names whose modules need numpy are loaded on first access, so that `import cairn`
@@ -30,6 +32,9 @@ _LAZY = {
     "CheckpointInfo": "cairn.manager",
     "CheckpointManager": "cairn.manager",
     "verify_checkpoint": "cairn.tools",
+    # cairn.signing imports `cryptography` only inside its functions, when a key is used.
+    "sign_checkpoint": "cairn.signing",
+    "verify_signature": "cairn.signing",
 }
 
 
@@ -59,9 +64,12 @@ __all__ = [
     "CorruptCheckpointError",
     "DamagedCheckpointWarning",
     "IncompatibleCheckpointError",
+    "SignatureError",
     "UnsafeCheckpointError",
     "__version__",
     "register_class_alias",
     "register_type",
+    "sign_checkpoint",
     "verify_checkpoint",
+    "verify_signature",
 ]

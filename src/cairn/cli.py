@@ -55,9 +55,22 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Check every checksum; exit 1 when something is broken."""
+    """Check every checksum (and, with ``--public-key``, the signature first); exit 1 when something is broken."""
     from cairn.tools import verify_checkpoint
 
+    if args.public_key is not None:
+        from cairn.errors import SignatureError
+        from cairn.signing import verify_signature
+
+        # The signature first: it is cheap, and a checkpoint it refuses is not worth reading further.
+        try:
+            verify_signature(args.checkpoint, args.public_key)
+        except SignatureError as err:
+            print(f"cairn verify: SIGNATURE FAILED: {err}", file=sys.stderr)
+            return 1
+        except CheckpointError as err:
+            print(f"cairn verify: {err}", file=sys.stderr)
+            return 2
     try:
         problems = verify_checkpoint(args.checkpoint, progress=_progress("verifying"))
     except CheckpointError as err:
@@ -68,7 +81,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
             print(f"BROKEN  {p}")
         print(f"{args.checkpoint}: {len(problems)} broken file(s)", file=sys.stderr)
         return 1
-    print(f"OK  {args.checkpoint}: every file matches its manifest")
+    signed = f", signed by {args.public_key}" if args.public_key is not None else ""
+    print(f"OK  {args.checkpoint}: every file matches its manifest{signed}")
+    return 0
+
+
+def cmd_sign(args: argparse.Namespace) -> int:
+    """Write the checkpoint's signature (model.sig, OpenSSF model-signing format)."""
+    from cairn.signing import sign_checkpoint
+
+    where = sign_checkpoint(args.checkpoint, args.key)
+    print(f"Signed {args.checkpoint}: wrote {where} (check: cairn verify --public-key, or model_signing verify key)")
     return 0
 
 
@@ -301,7 +324,18 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 
     p = sub.add_parser("verify", help="check every checksum (exit 1 when broken, 2 on error)")
     p.add_argument("checkpoint")
+    p.add_argument(
+        "--public-key",
+        metavar="KEY.pub",
+        help="also check the checkpoint's signature (model.sig) with this PEM public key; exit 1 when it is "
+        "missing or wrong",
+    )
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("sign", help="sign a checkpoint (model.sig, OpenSSF model-signing format)")
+    p.add_argument("checkpoint")
+    p.add_argument("--key", required=True, metavar="KEY.pem", help="elliptic-curve private key (P-256/384/521) in PEM")
+    p.set_defaults(func=cmd_sign)
 
     p = sub.add_parser("diff", help="components and tensors that differ (exit 0 equal, 1 different)")
     p.add_argument("a")

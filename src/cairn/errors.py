@@ -7,6 +7,7 @@ built-in exception a caller already catches::
     └── CheckpointError
         ├── CheckpointNotFoundError        (also FileNotFoundError)
         ├── CorruptCheckpointError
+        │   └── SignatureError             (cairn.signing: missing, wrong or not matching the files)
         ├── UnsafeCheckpointError
         ├── IncompatibleCheckpointError
         └── ComponentNotFoundError         (also KeyError)
@@ -29,6 +30,7 @@ __all__ = [
     "CorruptCheckpointError",
     "DamagedCheckpointWarning",
     "IncompatibleCheckpointError",
+    "SignatureError",
     "UnsafeCheckpointError",
 ]
 
@@ -47,6 +49,14 @@ class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
 
 class CorruptCheckpointError(CheckpointError):
     """A file of the checkpoint is truncated, corrupted, half-written or tampered with."""
+
+
+class SignatureError(CorruptCheckpointError):
+    """The checkpoint's signature (``model.sig``) is missing, unreadable or made with another key, or the
+    checkpoint's files are not exactly the signed ones (changed, added or removed since it was signed).
+
+    A ``CorruptCheckpointError``: code that skips damaged checkpoints skips one that fails its signature.
+    """
 
 
 class UnsafeCheckpointError(CheckpointError):

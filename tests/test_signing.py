@@ -1,0 +1,504 @@
+"""Signed checkpoints: cairn.sign_checkpoint / verify_signature, `cairn sign`, `cairn verify --public-key`.
+
+Real keys (made with cryptography), real checkpoints saved through the public API, and
+OpenSSF model-signing's own verifier (its Python API and its command line) as the
+independent judge of the format.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+
+import cairn
+from cairn.manifest import SIGNATURE
+from cairn_test_components import Tree
+
+TESTS = Path(__file__).parent
+MODEL_SIGNING = Path(sys.executable).with_name("model_signing")
+MEDIA_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+
+
+class Keys:
+    """A P-256 key pair written as PEM files, and the private key object."""
+
+    def __init__(self, folder: Path, name: str, curve: ec.EllipticCurve) -> None:
+        self.private = ec.generate_private_key(curve)
+        self.pem = folder / f"{name}.pem"
+        self.pub = folder / f"{name}.pub"
+        self.pem.write_bytes(
+            self.private.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+        self.pub.write_bytes(
+            self.private.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
+    return Keys(tmp_path_factory.mktemp("keys"), "signer", ec.SECP256R1())
+
+
+@pytest.fixture(scope="module")
+def other_keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
+    return Keys(tmp_path_factory.mktemp("keys"), "other", ec.SECP384R1())
+
+
+@pytest.fixture
+def ckpt(tmp_path: Path) -> Path:
+    t = Tree()
+    t.mutate()
+    return Path(t.save_to_path(tmp_path / "ck"))
+
+
+@pytest.fixture
+def signed(ckpt: Path, keys: Keys) -> Path:
+    assert cairn.sign_checkpoint(ckpt, keys.pem) == str(ckpt / SIGNATURE)
+    return ckpt
+
+
+def model_signing_error(folder: Path, pub: Path) -> str | None:
+    """None when model-signing's own verifier (its Python API) accepts the folder's model.sig, else why not."""
+    import model_signing
+
+    try:
+        model_signing.verifying.Config().use_elliptic_key_verifier(public_key=pub).verify(folder, folder / SIGNATURE)
+    except (ValueError, OSError) as err:
+        return str(err) or type(err).__name__
+    return None
+
+
+def model_signing_cli(folder: Path, pub: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            str(MODEL_SIGNING),
+            "verify",
+            "key",
+            str(folder),
+            "--signature",
+            str(folder / SIGNATURE),
+            "--public_key",
+            str(pub),
+        ],
+        capture_output=True,
+        text=True,
+    )
+
+
+def cairn_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "cairn", *args], capture_output=True, text=True, env=env)
+
+
+def flip(path: Path, at: int | None = None) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2 if at is None else at] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def files_of(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != SIGNATURE)
+
+
+# ----------------------------------------------------------------------------------------------
+# Round trips
+
+
+def test_signature_verifies_with_cairn_and_with_model_signing(signed: Path, keys: Keys) -> None:
+    cairn.verify_signature(signed, keys.pub)
+    cairn.verify_signature(str(signed), keys.pub.read_bytes())  # a key as PEM bytes
+    assert model_signing_error(signed, keys.pub) is None
+    out = model_signing_cli(signed, keys.pub)
+    assert out.returncode == 0 and "Verification succeeded" in out.stdout, out.stdout + out.stderr
+    # The statement lists exactly the checkpoint's files, each with its SHA-256.
+    bundle = json.loads((signed / SIGNATURE).read_bytes())
+    statement = json.loads(base64.b64decode(bundle["dsseEnvelope"]["payload"]))
+    resources = {r["name"]: r["digest"] for r in statement["predicate"]["resources"]}
+    expected = {p.relative_to(signed).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files_of(signed)}
+    assert resources == expected
+    assert statement["predicate"]["serialization"]["ignore_paths"] == [SIGNATURE]
+    # A flipped byte fails model-signing's command line too.
+    flip(signed / "leaf" / "tensors.safetensors")
+    bad = model_signing_cli(signed, keys.pub)
+    assert bad.returncode == 1 and "leaf/tensors.safetensors" in bad.stderr, bad.stdout + bad.stderr
+
+
+def test_moved_checkpoint_still_verifies_and_signing_again_replaces(signed: Path, keys: Keys, tmp_path: Path) -> None:
+    moved = tmp_path / "elsewhere" / "renamed"
+    shutil.copytree(signed, moved)
+    cairn.verify_signature(moved, keys.pub)  # the subject's name is informative only
+    assert model_signing_error(moved, keys.pub) is None
+    before = (moved / SIGNATURE).read_bytes()
+    cairn.sign_checkpoint(moved, keys.pem.read_bytes())
+    assert (moved / SIGNATURE).read_bytes() != before  # ECDSA signatures differ each time
+    assert sorted(p.name for p in moved.iterdir()) == sorted(p.name for p in signed.iterdir())  # no temp file left
+    cairn.verify_signature(moved, keys.pub)
+
+
+def test_an_interrupted_signing_is_named_and_cleaned_up_by_the_next(signed: Path, keys: Keys, tmp_path: Path) -> None:
+    # What a kill between the write of the temporary file and its rename leaves behind.
+    leftover = signed / f".{SIGNATURE}.{'0123456789abcdef' * 2}.tmp"
+    leftover.write_bytes((signed / SIGNATURE).read_bytes()[:10])
+    with pytest.raises(cairn.SignatureError, match="interrupted"):
+        cairn.verify_signature(signed, keys.pub)
+    cairn.sign_checkpoint(signed, keys.pem)
+    assert not leftover.exists()
+    cairn.verify_signature(signed, keys.pub)
+    (tmp_path / "link").symlink_to(signed)  # a link to a signed checkpoint is refused like cairn's readers do
+    with pytest.raises(cairn.SignatureError, match="symbolic link"):
+        cairn.verify_signature(tmp_path / "link", keys.pub)
+
+
+def test_a_signature_made_by_model_signing_verifies_with_cairn(ckpt: Path, keys: Keys) -> None:
+    import model_signing
+
+    hashing = model_signing.hashing.Config().set_ignored_paths(paths=[SIGNATURE])
+    model_signing.signing.Config().use_elliptic_key_signer(private_key=keys.pem).set_hashing_config(hashing).sign(
+        ckpt, ckpt / SIGNATURE
+    )
+    cairn.verify_signature(ckpt, keys.pub)
+    flip(ckpt / "branch" / "state.msgpack")
+    with pytest.raises(cairn.SignatureError, match=r"state\.msgpack"):
+        cairn.verify_signature(ckpt, keys.pub)
+
+
+def test_object_store_round_trip(keys: Keys) -> None:
+    import fsspec
+
+    t = Tree()
+    t.mutate()
+    uri = t.save_to_path("memory://cairn-sign-tests/ck")
+    assert cairn.sign_checkpoint(uri, keys.pem) == f"{uri}/{SIGNATURE}"
+    cairn.verify_signature(uri, keys.pub)
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/cairn-sign-tests/ck/branch/extra.bin", b"x")
+    with pytest.raises(cairn.SignatureError, match=r"extra\.bin"):
+        cairn.verify_signature(uri, keys.pub)
+    fs.rm("/cairn-sign-tests/ck/branch/extra.bin")
+    data = bytearray(fs.cat("/cairn-sign-tests/ck/leaf/state.msgpack"))
+    data[0] ^= 0x01
+    fs.pipe("/cairn-sign-tests/ck/leaf/state.msgpack", bytes(data))
+    with pytest.raises(cairn.SignatureError, match=r"leaf/state\.msgpack"):
+        cairn.verify_signature(uri, keys.pub)
+    fs.rm("/cairn-sign-tests", recursive=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Tampering after signing
+
+
+def test_every_flipped_byte_fails_both_verifiers(signed: Path, keys: Keys) -> None:
+    files = files_of(signed)
+    assert len(files) > 20  # every kind of file: manifests, metadata, ctor, state, tensors, nested
+    for f in files:
+        original = f.read_bytes()
+        for at in (0, len(original) // 2, len(original) - 1):
+            flip(f, at)
+            with pytest.raises(cairn.SignatureError) as info:
+                cairn.verify_signature(signed, keys.pub)
+            assert str(f.relative_to(signed)).rsplit("/", 1)[-1] in str(info.value)
+            assert model_signing_error(signed, keys.pub) is not None, f
+            f.write_bytes(original)
+    cairn.verify_signature(signed, keys.pub)
+
+
+@pytest.mark.parametrize("where", ["", "branch/left/", "new_folder/"])
+def test_a_file_added_after_signing_fails_both_verifiers(signed: Path, keys: Keys, where: str) -> None:
+    extra = signed / where / "notes.txt"
+    extra.parent.mkdir(exist_ok=True)
+    extra.write_bytes(b"")
+    with pytest.raises(cairn.SignatureError, match=r"notes\.txt.*added after it was signed"):
+        cairn.verify_signature(signed, keys.pub)
+    assert model_signing_error(signed, keys.pub) is not None
+
+
+def test_a_removed_file_fails(signed: Path, keys: Keys) -> None:
+    (signed / "branch" / "right" / "ctor.json").unlink()
+    with pytest.raises(cairn.SignatureError, match=r"branch/right/ctor\.json.*removed"):
+        cairn.verify_signature(signed, keys.pub)
+    assert model_signing_error(signed, keys.pub) is not None
+
+
+def test_a_consistent_resave_under_the_signature_fails(signed: Path, keys: Keys, tmp_path: Path) -> None:
+    # A valid checkpoint (manifests all consistent) that is not the signed one.
+    t = Tree()
+    t.mutate()
+    t.mutate()
+    other = Path(t.save_to_path(tmp_path / "other"))
+    shutil.copy(signed / SIGNATURE, other / SIGNATURE)
+    assert cairn.verify_checkpoint(other) == []
+    with pytest.raises(cairn.SignatureError, match="changed after the checkpoint was signed"):
+        cairn.verify_signature(other, keys.pub)
+
+
+def test_unsigned_and_wrongly_signed(ckpt: Path, keys: Keys, other_keys: Keys) -> None:
+    with pytest.raises(cairn.SignatureError, match=r"is not signed: it has no model\.sig"):
+        cairn.verify_signature(ckpt, keys.pub)
+    cairn.sign_checkpoint(ckpt, other_keys.pem)
+    with pytest.raises(cairn.SignatureError, match="made with another key"):
+        cairn.verify_signature(ckpt, keys.pub)
+    assert model_signing_error(ckpt, keys.pub) is not None
+    # Without the key hint the signature itself decides.
+    bundle = json.loads((ckpt / SIGNATURE).read_bytes())
+    del bundle["verificationMaterial"]["publicKey"]["hint"]
+    (ckpt / SIGNATURE).write_text(json.dumps(bundle))
+    with pytest.raises(cairn.SignatureError, match="does not verify with the public key given"):
+        cairn.verify_signature(ckpt, keys.pub)
+    with pytest.raises(cairn.CheckpointNotFoundError):
+        cairn.verify_signature(ckpt.parent / "nothing", keys.pub)
+
+
+# ----------------------------------------------------------------------------------------------
+# Hostile signature files
+
+
+def forged(statement: Any, key: ec.EllipticCurvePrivateKey, **envelope: Any) -> bytes:
+    """A bundle over ``statement`` really signed by ``key`` (written here, independently of cairn)."""
+    payload = statement if isinstance(statement, bytes) else json.dumps(statement).encode()
+    pae = b"DSSEv1 %d %s %d %s" % (len(PAYLOAD_TYPE), PAYLOAD_TYPE.encode(), len(payload), payload)
+    sig = key.sign(pae, ec.ECDSA(hashes.SHA256()))
+    env = {
+        "payload": base64.b64encode(payload).decode(),
+        "payloadType": PAYLOAD_TYPE,
+        "signatures": [{"sig": base64.b64encode(sig).decode(), "keyid": ""}],
+        **envelope,
+    }
+    return json.dumps(
+        {"mediaType": MEDIA_TYPE, "verificationMaterial": {"tlogEntries": []}, "dsseEnvelope": env}
+    ).encode()
+
+
+def statement_for(folder: Path, names: dict[str, str] | None = None, **predicate: Any) -> dict[str, Any]:
+    digests = names or {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files_of(folder)
+    }
+    resources = [{"name": n, "algorithm": "sha256", "digest": d} for n, d in digests.items()]
+    valid = [d for d in digests.values() if len(d) == 64]  # a hostile digest leaves the subject's wrong
+    whole = hashlib.sha256(b"".join(bytes.fromhex(d) for d in valid)).hexdigest()
+    return {
+        "_type": "https://in-toto.io/Statement/v1",
+        "subject": [{"name": "ck", "digest": {"sha256": whole}}],
+        "predicateType": "https://model_signing/signature/v1.0",
+        "predicate": {
+            "serialization": {"method": "files", "hash_type": "sha256", "allow_symlinks": False},
+            "resources": resources,
+            **predicate,
+        },
+    }
+
+
+def _with(statement: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    change(statement)
+    return statement
+
+
+HOSTILE: dict[str, tuple[Callable[[Path, ec.EllipticCurvePrivateKey], bytes], str]] = {
+    "not json": (lambda ck, k: b"\x00\xffnot json at all", "not valid JSON"),
+    "json list": (lambda ck, k: b"[1, 2, 3]", "not a JSON object"),
+    "deep nesting": (lambda ck, k: b"[" * 100_000 + b"]" * 100_000, "JSON"),
+    "wrong media type": (lambda ck, k: forged(statement_for(ck), k).replace(b"v0.3", b"v9.9"), "mediaType"),
+    "no envelope": (lambda ck, k: json.dumps({"mediaType": MEDIA_TYPE}).encode(), "no DSSE envelope"),
+    "no signature": (lambda ck, k: forged(statement_for(ck), k, signatures=[]), "holds no signature"),
+    "bad base64": (lambda ck, k: forged(statement_for(ck), k, payload="@@@not base64@@@"), "not valid base64"),
+    "wrong payload type": (
+        lambda ck, k: forged(statement_for(ck), k, payloadType="application/vnd.evil+json"),
+        "DSSE payload type",
+    ),
+    "statement not json": (lambda ck, k: forged(b"{{{", k), "signed statement is not valid JSON"),
+    "not in-toto": (lambda ck, k: forged(_with(statement_for(ck), lambda s: s.pop("_type")), k), "in-toto"),
+    "old predicate": (
+        lambda ck, k: forged(
+            _with(statement_for(ck), lambda s: s.update(predicateType="https://model_signing/Digests/v0.1")), k
+        ),
+        "predicate type",
+    ),
+    "sharded": (
+        lambda ck, k: forged(
+            _with(statement_for(ck), lambda s: s["predicate"]["serialization"].update(method="shards")), k
+        ),
+        "not made file by file",
+    ),
+    "path outside": (lambda ck, k: forged(statement_for(ck, {"../outside.bin": "ab" * 32}), k), "leads outside"),
+    "absolute path": (lambda ck, k: forged(statement_for(ck, {"/etc/passwd": "ab" * 32}), k), "not a relative path"),
+    "missing files": (
+        lambda ck, k: forged(
+            _with(
+                statement_for(ck),
+                lambda s: s["predicate"]["resources"].append(
+                    {"name": "ghost.bin", "algorithm": "sha256", "digest": "00" * 32}
+                ),
+            ),
+            k,
+        ),
+        "inconsistent",  # the subject's digest no longer matches; the next case checks the file list
+    ),
+    "missing files, consistent": (
+        lambda ck, k: forged(
+            statement_for(
+                ck,
+                {
+                    **{p.relative_to(ck).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files_of(ck)},
+                    "ghost.bin": "00" * 32,
+                },
+            ),
+            k,
+        ),
+        r"lacks 'ghost\.bin'.*removed",
+    ),
+    "subject digest": (
+        lambda ck, k: forged(_with(statement_for(ck), lambda s: s["subject"][0]["digest"].update(sha256="0" * 64)), k),
+        "inconsistent",
+    ),
+    "bad digest": (
+        lambda ck, k: forged(statement_for(ck, {"manifest.json": "xyz"}), k),
+        "not a file with a SHA-256",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_signature_files_give_a_clear_error(ckpt: Path, keys: Keys, case: str) -> None:
+    make, message = HOSTILE[case]
+    (ckpt / SIGNATURE).write_bytes(make(ckpt, keys.private))
+    with pytest.raises(cairn.SignatureError, match=message) as info:
+        cairn.verify_signature(ckpt, keys.pub)
+    assert str(ckpt) in str(info.value)
+    assert len(str(info.value)) < 2000
+
+
+def test_forged_statement_of_the_real_files_verifies(ckpt: Path, keys: Keys) -> None:
+    # The control for the hostile cases above: the forging helper itself makes valid signatures.
+    (ckpt / SIGNATURE).write_bytes(forged(statement_for(ckpt), keys.private))
+    cairn.verify_signature(ckpt, keys.pub)
+
+
+def test_a_huge_signature_file_is_refused_unread(ckpt: Path, keys: Keys) -> None:
+    with open(ckpt / SIGNATURE, "wb") as f:
+        f.truncate(cairn.signing.MAX_SIGNATURE_BYTES + 1)  # sparse: no disk used
+    with pytest.raises(cairn.SignatureError, match="larger than any signature"):
+        cairn.verify_signature(ckpt, keys.pub)
+
+
+def test_links_and_pipes_are_refused_without_following(signed: Path, keys: Keys, tmp_path: Path) -> None:
+    real = tmp_path / "real.sig"
+    (signed / SIGNATURE).rename(real)
+    (signed / SIGNATURE).symlink_to(real)  # a link to a valid signature is still refused
+    with pytest.raises(cairn.SignatureError, match="symbolic link"):
+        cairn.verify_signature(signed, keys.pub)
+    (signed / SIGNATURE).unlink()
+    os.mkfifo(signed / SIGNATURE)  # opening it for reading would block without a writer
+    with pytest.raises(cairn.SignatureError, match="named pipe"):
+        cairn.verify_signature(signed, keys.pub)
+    (signed / SIGNATURE).unlink()
+    real.rename(signed / SIGNATURE)
+    cairn.verify_signature(signed, keys.pub)
+    (signed / "branch" / "link").symlink_to(signed / "leaf")
+    with pytest.raises(cairn.SignatureError, match="symbolic link"):
+        cairn.verify_signature(signed, keys.pub)
+
+
+# ----------------------------------------------------------------------------------------------
+# Signing: what it refuses, and its keys
+
+
+def test_sign_refuses_damaged_or_foreign_files(ckpt: Path, keys: Keys) -> None:
+    (ckpt / "README.txt").write_text("mine")
+    with pytest.raises(cairn.CorruptCheckpointError, match=r"README\.txt.*manifests do not list"):
+        cairn.sign_checkpoint(ckpt, keys.pem)
+    (ckpt / "README.txt").unlink()
+    flip(ckpt / "branch" / "left" / "tensors.safetensors")
+    with pytest.raises(cairn.CorruptCheckpointError, match="fails its checksum"):
+        cairn.sign_checkpoint(ckpt, keys.pem)
+    assert not (ckpt / SIGNATURE).exists()
+    with pytest.raises(cairn.CheckpointNotFoundError):
+        cairn.sign_checkpoint(ckpt.parent / "nothing", keys.pem)
+
+
+def test_keys(ckpt: Path, keys: Keys, tmp_path: Path) -> None:
+    ed = tmp_path / "ed.pem"
+    ed.write_bytes(
+        ed25519.Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    with pytest.raises(cairn.CheckpointError, match="P-256"):
+        cairn.sign_checkpoint(ckpt, ed)
+    k1 = ec.generate_private_key(ec.SECP256K1())  # an elliptic curve model-signing does not verify
+    with pytest.raises(cairn.CheckpointError, match="secp256k1"):
+        cairn.sign_checkpoint(
+            ckpt,
+            k1.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            ),
+        )
+    encrypted = keys.private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.BestAvailableEncryption(b"pw")
+    )
+    with pytest.raises(cairn.CheckpointError, match="password"):
+        cairn.sign_checkpoint(ckpt, encrypted)
+    with pytest.raises(cairn.CheckpointError, match="password is wrong"):
+        cairn.sign_checkpoint(ckpt, encrypted, password=b"nope")
+    with pytest.raises(cairn.CheckpointError, match="as bytes"):
+        cairn.sign_checkpoint(ckpt, keys.pem.read_text())
+    with pytest.raises(cairn.CheckpointError, match="not a PEM public key"):
+        cairn.verify_signature(ckpt, keys.pem)  # the private key where the public one belongs
+    assert not (ckpt / SIGNATURE).exists()
+    cairn.sign_checkpoint(ckpt, encrypted, password=b"pw")
+    cairn.verify_signature(ckpt, keys.pub)
+
+
+def test_signature_error_is_a_corrupt_checkpoint_error() -> None:
+    # Code that skips damaged checkpoints (restore_latest's fallback) skips a wrongly signed one too.
+    assert issubclass(cairn.SignatureError, cairn.CorruptCheckpointError)
+    assert "SignatureError" in (cairn.errors.__doc__ or "")
+
+
+def test_import_cairn_does_not_import_the_crypto() -> None:
+    code = (
+        "import sys, cairn\n"
+        "assert callable(cairn.sign_checkpoint) and callable(cairn.verify_signature)\n"
+        "print(','.join(m for m in ('cryptography', 'model_signing') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "", out.stdout + out.stderr
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+
+
+def test_cli_sign_and_verify(ckpt: Path, keys: Keys, other_keys: Keys) -> None:
+    unsigned = cairn_cli("verify", str(ckpt), "--public-key", str(keys.pub))
+    assert unsigned.returncode == 1 and "is not signed" in unsigned.stderr
+    assert len(unsigned.stderr.strip().splitlines()) == 1 and "Traceback" not in unsigned.stderr
+    done = cairn_cli("sign", str(ckpt), "--key", str(keys.pem))
+    assert done.returncode == 0 and SIGNATURE in done.stdout, done.stderr
+    ok = cairn_cli("verify", str(ckpt), "--public-key", str(keys.pub))
+    assert ok.returncode == 0 and "signed by" in ok.stdout, ok.stderr
+    wrong = cairn_cli("verify", str(ckpt), "--public-key", str(other_keys.pub))
+    assert wrong.returncode == 1 and "another key" in wrong.stderr and len(wrong.stderr.strip().splitlines()) == 1
+    no_key = cairn_cli("verify", str(ckpt), "--public-key", str(ckpt / "missing.pub"))
+    assert no_key.returncode == 2 and "missing.pub" in no_key.stderr and "Traceback" not in no_key.stderr
+    flip(ckpt / "leaf" / "ctor.json")
+    bad = cairn_cli("verify", str(ckpt), "--public-key", str(keys.pub))
+    assert bad.returncode == 1 and "SIGNATURE FAILED" in bad.stderr and "leaf/ctor.json" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+    refused = cairn_cli("sign", str(ckpt), "--key", str(keys.pem))
+    assert refused.returncode == 1 and "ctor.json" in refused.stderr and "Traceback" not in refused.stderr
