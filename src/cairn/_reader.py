@@ -411,11 +411,13 @@ def _leaf_map(tree: Any) -> dict[str, Any]:
     return out
 
 
-def open_checkpoint(path: str | os.PathLike[str], filesystem: Any) -> FolderReader:
-    """A reader for the checkpoint folder at ``path``."""
+def open_checkpoint(
+    path: str | os.PathLike[str], filesystem: Any, *, expected: FileEntry | None = None
+) -> FolderReader:
+    """A reader for the checkpoint folder at ``path``; with ``expected``, its root manifest must be that one."""
     storage, folder = resolve_storage(path, filesystem)
     storage.check_committed(folder)  # object stores: not a sub-folder of a save in flight
-    return FolderReader(storage, folder)
+    return FolderReader(storage, folder, expected=expected)
 
 
 def iter_folders(reader: FolderReader, label: str = "") -> Iterator[tuple[str, FolderReader]]:

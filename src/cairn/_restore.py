@@ -297,6 +297,7 @@ def restore(
     filesystem: Any,
     allow_pickle: bool,
     built_from: bytes | None = None,
+    signed_root: FileEntry | None = None,
 ) -> None:
     """Restore ``obj`` (or its subcomponent ``component``) from the checkpoint folder ``path``.
 
@@ -311,7 +312,7 @@ def restore(
     applies, then ``obj``'s part is applied, only once every read passed.
     """
     target = obj if not component else find_component(obj, component)
-    reader = open_checkpoint(path, filesystem)
+    reader = open_checkpoint(path, filesystem, expected=signed_root)
     label = component.strip("/") if component else ""
     parts = delegations(obj)
 
@@ -433,6 +434,7 @@ def build_from_checkpoint(
     filesystem: Any,
     allow_pickle: bool,
     ctor_overrides: dict[str, Any],
+    signed_root: FileEntry | None = None,
 ) -> Checkpointable:
     """Construct the recorded class with the recorded (or overridden) arguments, then restore it.
 
@@ -440,7 +442,7 @@ def build_from_checkpoint(
     another process saves over ``path`` meanwhile (see :func:`read_consistently`).
     """
     return read_consistently(
-        open_checkpoint(path, filesystem),
+        open_checkpoint(path, filesystem, expected=signed_root),
         lambda reader: _build_once(
             cls, reader, path, filesystem=filesystem, allow_pickle=allow_pickle, ctor_overrides=ctor_overrides
         ),

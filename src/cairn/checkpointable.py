@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 if TYPE_CHECKING:
     from cairn.delegation import DelegatedComponent
+    from cairn.manifest import FileEntry
 
 __all__ = ["Checkpointable"]
 
@@ -205,7 +206,13 @@ class Checkpointable(abc.ABC):
         return _engine.save(self, path, state=state, filesystem=filesystem, allow_pickle=allow_pickle)
 
     def restore_from_path(
-        self, path: PathLike, *, component: str | None = None, filesystem: Any = None, allow_pickle: bool = False
+        self,
+        path: PathLike,
+        *,
+        component: str | None = None,
+        filesystem: Any = None,
+        allow_pickle: bool = False,
+        public_key: str | os.PathLike[str] | bytes | None = None,
     ) -> None:
         """Restore this object (or one subcomponent) from a checkpoint folder.
 
@@ -218,16 +225,26 @@ class Checkpointable(abc.ABC):
                 restore; the rest of ``self`` is untouched.
             filesystem: An fsspec filesystem ``path`` lives on.
             allow_pickle: Allow loading a checkpoint written with pickle.
+            public_key: Restore only a checkpoint signed with this key (``cairn sign``; an
+                EC public key in PEM, as a path or bytes): an unsigned or wrongly signed one
+                raises :class:`~cairn.errors.SignatureError` before any state is read. A
+                signature covers a whole checkpoint: ``path`` must be its root folder.
 
         Raises:
             CheckpointNotFoundError: No committed checkpoint at ``path``.
             CorruptCheckpointError: A file is damaged (named in the message).
+            SignatureError: With ``public_key``: the checkpoint is not signed by it.
             UnsafeCheckpointError: The checkpoint needs pickle and it is not allowed.
             IncompatibleCheckpointError: Wrong class, or a format or state version too new.
             ComponentNotFoundError: ``component`` does not exist.
         """
         self._restore_checkpoint(
-            path, component=component, filesystem=filesystem, allow_pickle=allow_pickle, built_from=None
+            path,
+            component=component,
+            filesystem=filesystem,
+            allow_pickle=allow_pickle,
+            built_from=None,
+            signed_root=_signed_root(path, public_key, filesystem, component=component),
         )
 
     def _restore_checkpoint(
@@ -238,6 +255,7 @@ class Checkpointable(abc.ABC):
         filesystem: Any,
         allow_pickle: bool,
         built_from: bytes | None,
+        signed_root: FileEntry | None = None,
     ) -> None:
         """The restore behind :meth:`restore_from_path` and :meth:`from_checkpoint`.
 
@@ -246,17 +264,30 @@ class Checkpointable(abc.ABC):
         (see ``cairn._engine.restore``). Parts restored elsewhere (remote actors)
         are delegated (:meth:`get_delegated_components`), not routed here; a class
         that must act after every restore, whole or partial (an algorithm syncing
-        its workers), extends this so that both entry points do it.
+        its workers), extends this so that both entry points do it. ``signed_root``: the
+        root manifest's entry a checked signature vouches for; the restore reads that one.
         """
         from cairn import _engine
 
         _engine.restore(
-            self, path, component=component, filesystem=filesystem, allow_pickle=allow_pickle, built_from=built_from
+            self,
+            path,
+            component=component,
+            filesystem=filesystem,
+            allow_pickle=allow_pickle,
+            built_from=built_from,
+            signed_root=signed_root,
         )
 
     @classmethod
     def from_checkpoint(
-        cls, path: PathLike, *, filesystem: Any = None, allow_pickle: bool = False, **ctor_overrides: Any
+        cls,
+        path: PathLike,
+        *,
+        filesystem: Any = None,
+        allow_pickle: bool = False,
+        public_key: str | os.PathLike[str] | bytes | None = None,
+        **ctor_overrides: Any,
     ) -> Self:
         """Build a new object of the recorded class with the recorded arguments, then restore it.
 
@@ -264,17 +295,25 @@ class Checkpointable(abc.ABC):
             path: The checkpoint folder (any component's folder works on its own).
             filesystem: An fsspec filesystem ``path`` lives on.
             allow_pickle: Allow loading a checkpoint written with pickle.
+            public_key: Build only from a checkpoint signed with this key (see
+                :meth:`restore_from_path`): checked before any class is constructed.
             **ctor_overrides: Constructor parameters replacing the recorded values,
                 e.g. ``PPO.from_checkpoint(path, config=new_config)``.
 
         Raises:
             IncompatibleCheckpointError: When the recorded class is not ``cls`` or a
                 subclass of it; there is never a silent fallback to another class.
+            SignatureError: With ``public_key``: the checkpoint is not signed by it.
         """
         from cairn import _engine
 
         obj = _engine.build_from_checkpoint(
-            cls, path, filesystem=filesystem, allow_pickle=allow_pickle, ctor_overrides=ctor_overrides
+            cls,
+            path,
+            filesystem=filesystem,
+            allow_pickle=allow_pickle,
+            ctor_overrides=ctor_overrides,
+            signed_root=_signed_root(path, public_key, filesystem),
         )
         return obj  # type: ignore[return-value]
 
@@ -330,3 +369,22 @@ class Checkpointable(abc.ABC):
         for name, comp in self.get_checkpointable_components():
             if name in state:
                 comp.set_state(state[name])
+
+
+def _signed_root(
+    path: PathLike, public_key: str | os.PathLike[str] | bytes | None, filesystem: Any, *, component: str | None = None
+) -> FileEntry | None:
+    """The signed root manifest's entry when a ``public_key`` is given (checked first), else None."""
+    if public_key is None:
+        return None
+    if component:
+        from cairn.errors import CheckpointError
+
+        raise CheckpointError(
+            f"Cannot check a signature for component {component!r} at {path}: a signature covers a whole "
+            "checkpoint. Verify its root with cairn.verify_signature(root, public_key), then restore the "
+            "component without public_key."
+        )
+    from cairn.signing import signed_root
+
+    return signed_root(path, public_key, filesystem=filesystem)

@@ -217,6 +217,8 @@ class CheckpointManager:
         recheck_linked_files: bool = False,
         recheck_every: int | None = None,
         deadline: float | None = None,
+        private_key: str | os.PathLike[str] | bytes | None = None,
+        public_key: str | os.PathLike[str] | bytes | None = None,
     ) -> None:
         """Open (or create) a manager at ``root``.
 
@@ -244,6 +246,12 @@ class CheckpointManager:
                 a delete; retries included) may take before it fails with a ``CheckpointError``
                 naming the path. Default ``$CAIRN_STORAGE_DEADLINE``, else 60. Restores through
                 :meth:`restore_latest` use the same default (set the variable to change it).
+            private_key: Sign every checkpoint this manager saves (``cairn sign``'s format, an
+                EC private key in PEM as a path or bytes), once committed and before retention
+                runs. A failed signing fails the save (the checkpoint stays, unsigned).
+            public_key: Accept only checkpoints signed with this key: :meth:`restore_latest`,
+                :meth:`load_latest`, :meth:`latest`, :meth:`best` and :meth:`verify` treat an
+                unsigned or wrongly signed checkpoint as damaged (skipped with a warning).
         """
         try:
             self.policy = RetentionPolicy(keep_last=keep_last, keep_best=keep_best, metric=metric, mode=mode)
@@ -269,6 +277,16 @@ class CheckpointManager:
         self._error: BaseException | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._pool = SnapshotPool()
+        self.private_key = private_key
+        self.public_key = public_key
+        if private_key is not None or public_key is not None:
+            from cairn import signing
+
+            # A bad key fails here, not at the first save or restore.
+            if private_key is not None:
+                signing._load_private_key(private_key, None)
+            if public_key is not None:
+                signing._load_public_key(public_key)
         self.storage.makedirs(self.root)
         # Leftovers of interrupted saves are removed by the first save, not here: a manager
         # opened only to read (`cairn ls` while training runs) must never delete the files
@@ -355,6 +373,10 @@ class CheckpointManager:
             CheckpointError: The storage failed, so it could not be told whether the checkpoint is sound.
         """
         try:
+            if self.public_key is not None:
+                from cairn.signing import signed_root
+
+                signed_root(info.path, self.public_key, filesystem=self.filesystem)
             return _engine.verify(info.path, self.filesystem)
         except _DAMAGE as err:
             return [str(err)]
@@ -448,6 +470,10 @@ class CheckpointManager:
         for found in self._newest_first():
             if isinstance(found, CheckpointInfo):
                 try:
+                    if self.public_key is not None:
+                        from cairn.signing import signed_root
+
+                        signed_root(found.path, self.public_key, filesystem=self.filesystem)
                     return found, load(found)
                 except _DAMAGE as err:
                     path, reason = found.path, err
@@ -477,7 +503,9 @@ class CheckpointManager:
         """
 
         def load(info: CheckpointInfo) -> None:
-            obj.restore_from_path(info.path, filesystem=self.filesystem, allow_pickle=allow_pickle)
+            obj.restore_from_path(
+                info.path, filesystem=self.filesystem, allow_pickle=allow_pickle, public_key=self.public_key
+            )
 
         found = self._load_latest(load)
         return None if found is None else found[0]
@@ -562,6 +590,11 @@ class CheckpointManager:
             self.storage, final, plan, previous=previous, stats=stats, started=started, checked=self._checked
         )
         self.last_stats = stats
+        if self.private_key is not None:
+            from cairn.signing import sign_checkpoint
+
+            # The digests were computed as the bytes were written (or linked after a check).
+            sign_checkpoint(final, self.private_key, filesystem=self.filesystem, check_files=False)
         if stats.fully_checked:
             self._fully_checked.add(step)
         else:

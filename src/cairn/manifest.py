@@ -132,6 +132,8 @@ TENSORS = "tensors.safetensors"
 SIGNATURE = "model.sig"
 """A root folder's signature (``cairn sign``): OpenSSF model-signing's file name. No manifest lists it
 (it is written after the root manifest it signs); it is never a component name."""
+SIGNATURE_TEMPORARY = re.compile(re.escape(f".{SIGNATURE}.") + "[0-9a-f]{32}" + re.escape(".tmp"))
+"""What ``cairn sign`` names the signature while it writes it, before the rename into place."""
 RESERVED_NAMES = frozenset({MANIFEST, METADATA, CTOR, STATE, TENSORS})
 STANDARD_METADATA_KEYS = frozenset(
     {

@@ -32,7 +32,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -40,14 +39,23 @@ from typing import TYPE_CHECKING, Any
 from cairn._crc import crc32
 from cairn._reader import FolderReader
 from cairn.errors import CheckpointError, CheckpointNotFoundError, CorruptCheckpointError, SignatureError
-from cairn.manifest import MANIFEST, MAX_COMPONENT_DEPTH, MAX_JSON_BYTES, SIGNATURE, load_json
+from cairn.manifest import (
+    MANIFEST,
+    MAX_COMPONENT_DEPTH,
+    MAX_JSON_BYTES,
+    SIGNATURE,
+    SIGNATURE_TEMPORARY,
+    Digest,
+    FileEntry,
+    load_json,
+)
 from cairn.storage.base import FileTooLargeError, Storage, resolve_storage
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey, EllipticCurvePublicKey
     from cryptography.hazmat.primitives.hashes import HashAlgorithm
 
-__all__ = ["MAX_SIGNATURE_BYTES", "KeySource", "sign_checkpoint", "verify_signature"]
+__all__ = ["MAX_SIGNATURE_BYTES", "KeySource", "sign_checkpoint", "signed_root", "verify_signature"]
 
 KeySource = str | os.PathLike[str] | bytes
 """A key: the path of a PEM file (``str`` or path-like, on the local disk), or the PEM bytes themselves."""
@@ -66,7 +74,7 @@ _MAX_KEY_BYTES = 1 << 20  # a PEM key is a few hundred bytes
 _HASH_BUFFER = 1 << 20  # bytes read per call when hashing: memory stays bounded whatever the file size
 _HASH_THREADS = 4  # hashlib releases the GIL: files hash in parallel with each other's reads
 # The temporary file a local signing writes before renaming it to model.sig.
-_TEMPORARY = re.compile(re.escape(f".{SIGNATURE}.") + "[0-9a-f]{32}" + re.escape(".tmp"))
+_TEMPORARY = SIGNATURE_TEMPORARY
 
 
 # ----------------------------------------------------------------------------------------------
@@ -79,6 +87,7 @@ def sign_checkpoint(
     *,
     password: bytes | None = None,
     filesystem: Any = None,
+    check_files: bool = True,
 ) -> str:
     """Sign the committed checkpoint at ``path``; write its ``model.sig`` and return where.
 
@@ -94,6 +103,10 @@ def sign_checkpoint(
             the path of the file, or its bytes.
         password: The key's password, when the PEM file is encrypted.
         filesystem: An fsspec filesystem ``path`` lives on (see ``save_to_path``).
+        check_files: Read every file first and refuse one that does not match its
+            manifest (the default: a damaged checkpoint is never sealed). A
+            :class:`cairn.CheckpointManager` signing the checkpoint it just wrote passes
+            False: its digests were computed from the bytes as they were written.
 
     Returns:
         The location of the signature file (``<path>/model.sig``).
@@ -109,6 +122,12 @@ def sign_checkpoint(
     key = _load_private_key(private_key, password)  # a bad key fails before any file is read
     storage, root = resolve_storage(path, filesystem)
     digests = _file_digests(storage, root)
+    if check_files:
+        from cairn._verify import verify
+
+        problems = verify(path, filesystem)
+        if problems:
+            raise CorruptCheckpointError(f"Cannot sign {storage.uri(root)}: {problems[0]}")
     _remove_stale_temporaries(storage, root)
     extra = sorted(_present_files(storage, root, refuse=CorruptCheckpointError) - set(digests) - {SIGNATURE})
     if extra:
@@ -131,9 +150,13 @@ def verify_signature(
 ) -> None:
     """Check that the checkpoint at ``path`` is signed by ``public_key`` and unchanged since.
 
-    Reads the signature file, the manifests and (today) every file's bytes to hash
-    them; it never decodes state, constructs classes or follows links, so it is the
-    check to run before a restore of a checkpoint from elsewhere. Signatures made by
+    Checks the signature over the statement, that the statement lists exactly the
+    checkpoint's files with the SHA-256 its manifests record, and then every file's
+    bytes against those digests (``cairn verify``). It never decodes state,
+    constructs classes or follows links, so it is the check to run before a restore
+    of a checkpoint from elsewhere; ``restore_from_path(public_key=...)`` and
+    ``from_checkpoint(public_key=...)`` do the same in one pass (:func:`signed_root`,
+    then the restore's own check of every byte it reads). Signatures made by
     ``model_signing sign key`` verify as well as cairn's own.
 
     Args:
@@ -149,6 +172,27 @@ def verify_signature(
         CheckpointNotFoundError: No checkpoint at ``path``.
         CheckpointError: The public key cannot be read, or ``cryptography`` is missing.
     """
+    signed_root(path, public_key, filesystem=filesystem)
+    from cairn._verify import verify
+
+    problems = verify(path, filesystem)
+    if problems:
+        raise SignatureError(
+            f"{path} does not match its signature: {problems[0]}"
+            + (f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else "")
+        )
+
+
+def signed_root(path: str | os.PathLike[str], public_key: KeySource, *, filesystem: Any = None) -> FileEntry:
+    """:func:`verify_signature`, returning the signed root manifest's entry (size and SHA-256).
+
+    ``restore_from_path(public_key=...)`` and ``from_checkpoint(public_key=...)`` read the
+    checkpoint through a root manifest checked against this entry, so a checkpoint
+    swapped between the signature check and the restore is refused, not read.
+
+    Raises:
+        SignatureError: See :func:`verify_signature`.
+    """
     key = _load_public_key(public_key)
     storage, root = resolve_storage(path, filesystem)
     where = storage.uri(storage.join(root, SIGNATURE))
@@ -162,6 +206,11 @@ def verify_signature(
     except CorruptCheckpointError as err:
         raise SignatureError(f"{storage.uri(root)} does not match its signature {where}: {err}") from err
     _compare_digests(storage.uri(root), where, signed, claimed)
+    manifest = storage.read_file(storage.join(root, MANIFEST), max_bytes=MAX_JSON_BYTES)
+    entry = FileEntry(len(manifest), Digest("sha256", signed[MANIFEST]))
+    if Digest.of(manifest, "sha256") != entry.digest:  # replaced since its digest was taken above
+        raise SignatureError(f"{storage.uri(root)}: its root manifest changed while its signature was checked.")
+    return entry
 
 
 # ----------------------------------------------------------------------------------------------
@@ -171,43 +220,51 @@ def verify_signature(
 def _file_digests(storage: Storage, root: str) -> dict[str, str]:
     """The SHA-256 (hex) of every file the checkpoint's manifests list, by ``/``-joined relative path.
 
-    The one source of per-file digests for signing and verifying. In checkpoint
-    format 1 a manifest records only a size and a CRC-32 per file (which anyone can
-    forge), so this function reads every listed file and hashes it with SHA-256
-    itself (streamed, :data:`_HASH_BUFFER` bytes at a time, a few files in
-    parallel), checking the size and CRC-32 the manifest records on the way: what
-    it returns is what the checkpoint claims, and a damaged file is never signed.
+    The one source of per-file digests for signing and verifying. In format 2 each
+    folder's manifest records its files' SHA-256 and is sealed by its parent's, up to
+    the root manifest, whose own SHA-256 is computed here: the manifests are read
+    (and checked), no other file is. Whether the bytes still match the digests is
+    checked by whoever reads them next (a restore, ``cairn verify``), against those
+    same manifests, whose root the signature binds (:func:`signed_root`).
 
-    Format 2 records each file's SHA-256 in its folder's manifest, and a folder's
-    manifest is sealed by its parent's, up to the root. This function will then
-    hash only the root ``manifest.json`` and return the digests the verified
-    manifests record, reading no other file; callers do not change.
+    A format 1 checkpoint records only CRC-32s (which anyone can forge): its files
+    are read and hashed here (streamed, :data:`_HASH_BUFFER` bytes at a time, a few
+    files in parallel), checking the recorded size and CRC-32 on the way, so a
+    damaged file is never signed. ``cairn upgrade`` makes it format 2.
 
     Raises:
         CheckpointNotFoundError: No committed checkpoint at ``root``.
-        CorruptCheckpointError: A manifest is unreadable, or a listed file is missing,
-            not a regular file, or does not match its manifest's size or CRC-32.
+        CorruptCheckpointError: A manifest is unreadable, or (format 1) a listed file is
+            missing, not a regular file, or does not match its manifest's size or CRC-32.
     """
-    files: dict[str, tuple[int, int | None]] = {}  # path -> (size, crc32); None for the root manifest
+    entries: dict[str, FileEntry] = {}
 
     def walk(reader: FolderReader, prefix: str) -> None:
         # A folder's manifest lists its own files and each component's manifest ("comp/manifest.json").
         for name, entry in reader.manifest.files.items():
-            files[prefix + name] = (entry.size, entry.crc32)
+            entries[prefix + name] = entry
         for comp in reader.manifest.components:
             walk(reader.child(comp), f"{prefix}{comp}/")
 
     top = FolderReader(storage, root)
     storage.check_committed(root)
     walk(top, "")
-    files[MANIFEST] = (len(top.manifest_bytes()), None)  # checked by its own checksum when it was read
+    out = {MANIFEST: Digest.of(top.manifest_bytes(), "sha256").hex}
+    legacy: dict[str, tuple[int, int]] = {}
+    for rel, entry in entries.items():
+        if entry.digest.algorithm == "sha256":
+            out[rel] = entry.digest.hex
+        else:
+            legacy[rel] = (entry.size, int(entry.digest.hex, 16))
 
-    def one(item: tuple[str, tuple[int, int | None]]) -> tuple[str, str]:
+    def one(item: tuple[str, tuple[int, int]]) -> tuple[str, str]:
         rel, (size, crc) = item
         return rel, _hash_file(storage, storage.join(root, *rel.split("/")), size, crc)
 
-    with ThreadPoolExecutor(max_workers=min(_HASH_THREADS, max(1, len(files)))) as pool:
-        return dict(pool.map(one, sorted(files.items())))
+    if legacy:
+        with ThreadPoolExecutor(max_workers=min(_HASH_THREADS, len(legacy))) as pool:
+            out.update(pool.map(one, sorted(legacy.items())))
+    return out
 
 
 def _hash_file(storage: Storage, path: str, size: int, crc: int | None) -> str:

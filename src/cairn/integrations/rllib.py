@@ -496,15 +496,22 @@ class RLlibCheckpointable(Checkpointable):
         component: str | None = None,
         filesystem: Any = None,
         allow_pickle: bool = False,
+        public_key: str | os.PathLike[str] | bytes | None = None,
     ) -> None:
         """Restore from a cairn checkpoint; with ``component``, only that subcomponent (its folder at ``path``).
 
         After a component under ``learner_group`` of an algorithm is restored, the
-        new weights are synced to the env runners, as RLlib does.
+        new weights are synced to the env runners, as RLlib does. ``public_key``: see
+        :meth:`cairn.Checkpointable.restore_from_path` (whole checkpoints only).
         """
         if not component:
-            super().restore_from_path(path, filesystem=filesystem, allow_pickle=allow_pickle)
+            super().restore_from_path(path, filesystem=filesystem, allow_pickle=allow_pickle, public_key=public_key)
             return
+        if public_key is not None:
+            raise CheckpointError(
+                "A signature covers a whole checkpoint: verify its root with cairn.verify_signature(root, "
+                "public_key), then restore the component without public_key."
+            )
         from cairn._engine import find_component
 
         target = find_component(self, component)

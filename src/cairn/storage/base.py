@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.errors import CheckpointError, CorruptCheckpointError
-from cairn.manifest import RESERVED_NAMES, FileEntry
+from cairn.manifest import RESERVED_NAMES, SIGNATURE, SIGNATURE_TEMPORARY, FileEntry
 
 Chunk = bytes | bytearray | memoryview
 
@@ -60,10 +60,15 @@ user's data, and a save never deletes it.
 
 
 def replaceable_file(name: str) -> bool:
-    """Whether a save may replace a file named ``name``: a checkpoint's file, or a writer's record."""
+    """Whether a save may replace a file named ``name``: a checkpoint's file or signature, or a writer's record."""
     from cairn.storage.writers import WRITER_FILES
 
-    return name in CHECKPOINT_FILES or name in WRITER_FILES
+    return (
+        name in CHECKPOINT_FILES
+        or name == SIGNATURE
+        or SIGNATURE_TEMPORARY.fullmatch(name) is not None
+        or name in WRITER_FILES
+    )
 
 
 def foreign_file_error(final: str, foreign: str) -> CheckpointError:

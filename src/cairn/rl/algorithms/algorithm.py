@@ -52,6 +52,7 @@ from cairn.rl.utils.metrics.metrics_logger import MetricsLogger, flatten_metrics
 
 if TYPE_CHECKING:
     from cairn.delegation import DelegatedComponent
+    from cairn.manifest import FileEntry
 
 __all__ = ["Algorithm", "AlgorithmConfig"]
 
@@ -347,6 +348,7 @@ class Algorithm(Checkpointable, abc.ABC):
         filesystem: Any,
         allow_pickle: bool,
         built_from: bytes | None,
+        signed_root: FileEntry | None = None,
     ) -> None:
         """Restore as :meth:`cairn.Checkpointable.restore_from_path`, then sync the env runners.
 
@@ -359,7 +361,12 @@ class Algorithm(Checkpointable, abc.ABC):
         syncs_before = self._num_syncs
         try:
             super()._restore_checkpoint(
-                path, component=component, filesystem=filesystem, allow_pickle=allow_pickle, built_from=built_from
+                path,
+                component=component,
+                filesystem=filesystem,
+                allow_pickle=allow_pickle,
+                built_from=built_from,
+                signed_root=signed_root,
             )
             if self._num_syncs == syncs_before:  # set_state of the whole algorithm already synced
                 self._sync_env_runners()

@@ -26,6 +26,7 @@ from cairn.rl.utils._util import Names
 
 if TYPE_CHECKING:
     from cairn.delegation import DelegatedComponent
+    from cairn.manifest import FileEntry
     from cairn.rl.distributed.learners import RemoteLearners
 
 __all__ = ["LearnerGroup"]
@@ -169,6 +170,7 @@ class LearnerGroup(Checkpointable):
         filesystem: Any,
         allow_pickle: bool,
         built_from: bytes | None,
+        signed_root: FileEntry | None = None,
     ) -> None:
         """Restore as :meth:`cairn.Checkpointable.restore_from_path`; a failed ``from_checkpoint`` stops the actors.
 
@@ -178,7 +180,12 @@ class LearnerGroup(Checkpointable):
         """
         try:
             super()._restore_checkpoint(
-                path, component=component, filesystem=filesystem, allow_pickle=allow_pickle, built_from=built_from
+                path,
+                component=component,
+                filesystem=filesystem,
+                allow_pickle=allow_pickle,
+                built_from=built_from,
+                signed_root=signed_root,
             )
         except BaseException:
             if built_from is not None:
