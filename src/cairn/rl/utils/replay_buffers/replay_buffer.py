@@ -12,7 +12,7 @@ buffer's columns, so each chunk is its own folder and its own tensor file::
       chunk_00001.3f9a1c2e/...
 
 Only chunks that hold rows are saved. A manager save compares each file with
-the previous step's (size and CRC-32) and links the unchanged ones, so after
+the previous step's (size and SHA-256) and links the unchanged ones, so after
 ``add`` a save writes the chunks the new rows landed in (also those a full ring
 overwrote) and links the rest; every step folder stays complete.
 
