@@ -83,6 +83,10 @@ T = TypeVar("T")
 # fails) are the caller's to see: an older checkpoint would fail the same way or hide them.
 _DAMAGE = (CorruptCheckpointError, CheckpointNotFoundError)
 
+LOAD_ATTEMPTS = 8
+"""How often :meth:`CheckpointManager.load_latest` lists the checkpoints again when the one it read was
+deleted meanwhile (a writer's retention), before it gives up with a plain CheckpointError."""
+
 
 def step_folder_name(step: int) -> str:
     """``step_000000123``: zero-padded so that names sort like steps."""
@@ -467,23 +471,39 @@ class CheckpointManager:
         self.wait()  # a save still in flight would be the newest
         skipped: list[str] = []
         reason: CheckpointError
-        for found in self._newest_first():
-            if isinstance(found, CheckpointInfo):
-                try:
-                    if self.public_key is not None:
-                        from cairn.signing import signed_root
+        for _ in range(LOAD_ATTEMPTS):
+            vanished: list[str] = []
+            for found in self._newest_first():
+                if isinstance(found, CheckpointInfo):
+                    try:
+                        if self.public_key is not None:
+                            from cairn.signing import signed_root
 
-                        signed_root(found.path, self.public_key, filesystem=self.filesystem)
-                    return found, load(found)
-                except _DAMAGE as err:
-                    path, reason = found.path, err
-            else:
-                path, reason = found
-            skipped.append(f"{path}: {reason}")
-            warnings.warn(
-                f"Skipped the damaged checkpoint {path}; falling back to an older one. {reason}",
-                DamagedCheckpointWarning,
-                stacklevel=3,
+                            signed_root(found.path, self.public_key, filesystem=self.filesystem)
+                        return found, load(found)
+                    except _DAMAGE as err:
+                        if self._vanished(found):
+                            # Retention (here or in another process) deleted it while it was read:
+                            # a race, not damage. Newer checkpoints exist; the listing is taken again.
+                            vanished.append(found.path)
+                            break
+                        path, reason = found.path, err
+                else:
+                    path, reason = found
+                skipped.append(f"{path}: {reason}")
+                warnings.warn(
+                    f"Skipped the damaged checkpoint {path}; falling back to an older one. {reason}",
+                    DamagedCheckpointWarning,
+                    stacklevel=3,
+                )
+            if not vanished:
+                break
+            skipped.clear()  # listed again from the newest: each damaged one is named again if still there
+        else:
+            raise CheckpointError(
+                f"Every checkpoint under {self.storage.uri(self.root)} that was tried was deleted while it was "
+                f"being read, {LOAD_ATTEMPTS} times in a row (another process saves with a short retention). "
+                "Try again, or read while that process is paused."
             )
         if skipped:
             raise CorruptCheckpointError(
@@ -491,6 +511,15 @@ class CheckpointManager:
                 f"({len(skipped)}): " + " | ".join(skipped) + " Check them with `cairn ls --verify`."
             )
         return None
+
+    def _vanished(self, info: CheckpointInfo) -> bool:
+        """Whether the checkpoint ``info`` names was deleted (or replaced) since it was listed."""
+        try:
+            now = self._open(info.step, step_folder_name(info.step))
+        except CheckpointError:
+            return False  # the storage fails: not known to be a race
+        # None: no committed checkpoint there any more; another info: saved again meanwhile.
+        return now is None or (isinstance(now, CheckpointInfo) and now != info)
 
     def restore_latest(self, obj: Checkpointable, *, allow_pickle: bool = False) -> CheckpointInfo | None:
         """Restore ``obj`` from the newest checkpoint that verifies; return it (None if there is none).
