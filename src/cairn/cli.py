@@ -125,11 +125,12 @@ def cmd_ls(args: argparse.Namespace) -> int:
     """List a manager's checkpoints; with ``--verify``, check each and exit 1 when one is damaged."""
     from cairn.errors import CheckpointNotFoundError
     from cairn.manager import CheckpointManager
+    from cairn._reader import resolve_user_link
     from cairn.retention import best_steps
     from cairn.storage.base import resolve_storage
 
     storage, root = resolve_storage(args.root)
-    if not storage.isdir(root):
+    if not storage.isdir(resolve_user_link(storage, root)):  # the root the user typed may be a link
         raise CheckpointNotFoundError(f"No checkpoint folder at {args.root}.")
     mgr = CheckpointManager(args.root, metric=args.metric, mode=args.mode)
     infos = mgr.checkpoints()
