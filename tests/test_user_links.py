@@ -111,7 +111,7 @@ def test_a_link_inside_a_checkpoint_is_still_refused(run: tuple[Path, Tree], tmp
     best = tmp_path / "best"
     best.symlink_to(step)
     for path in (step, best):
-        with pytest.raises(cairn.CorruptCheckpointError, match="symbolic link|not a regular file|link"):
+        with pytest.raises(cairn.CorruptCheckpointError, match=r"symbolic link|not a regular file"):
             Tree().restore_from_path(str(path))
         with pytest.raises(cairn.CorruptCheckpointError):
             Tree.from_checkpoint(str(path))

@@ -123,9 +123,9 @@ def cmd_extract(args: argparse.Namespace) -> int:
 
 def cmd_ls(args: argparse.Namespace) -> int:
     """List a manager's checkpoints; with ``--verify``, check each and exit 1 when one is damaged."""
+    from cairn._reader import resolve_user_link
     from cairn.errors import CheckpointNotFoundError
     from cairn.manager import CheckpointManager
-    from cairn._reader import resolve_user_link
     from cairn.retention import best_steps
     from cairn.storage.base import resolve_storage
 
