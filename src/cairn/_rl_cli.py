@@ -133,6 +133,8 @@ def parse_settings(pairs: list[str], config_cls: type[Any]) -> dict[str, Any]:
             value: Any = json.loads(text)
         except json.JSONDecodeError:
             value = text
+        except (RecursionError, ValueError) as err:  # nested too deeply; an integer of too many digits
+            raise ValueError(f"--set {key}: the value cannot be read ({type(err).__name__}: {err}).") from err
         default = getattr(defaults, key)
         if isinstance(default, tuple) and isinstance(value, list):
             value = tuple(value)

@@ -360,7 +360,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"cairn {args.command}: error: cannot import {err.name or err}: {err}", file=sys.stderr)
         return 2 if args.command in ("verify", "diff") else 1
-    except (CheckpointError, OSError, ValueError) as err:
+    except (CheckpointError, OSError, ValueError, RecursionError) as err:
+        # RecursionError: the last net under every reader of user input (each names its
+        # file and line itself); never a traceback without --debug (SPEC 7).
         if args.debug:
             raise
         print(f"cairn {args.command}: error: {err}", file=sys.stderr)
