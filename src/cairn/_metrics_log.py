@@ -72,28 +72,84 @@ def jsonable(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+MAX_LINE_BYTES = 1 << 20
+"""The longest line a metrics reader accepts: a row of ``cairn train`` takes a few KB."""
+
+
+class _BadLine(ValueError):
+    """A line of a metrics file that no reader can use (the message says why)."""
+
+
+def _decode_row(raw: bytes) -> Any:
+    """One line's JSON value, NaN and infinities read as None (what :class:`MetricsLog` writes for them).
+
+    Raises:
+        json.JSONDecodeError: Not JSON, or cut short.
+        _BadLine: Not UTF-8, nested deeper than the interpreter can parse, or a number
+            beyond any float.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise _BadLine(f"not UTF-8 text ({err.reason} at byte {err.start})") from err
+    try:
+        # json.dumps writes NaN and Infinity (not JSON) for non-finite floats; read them as null.
+        row = json.loads(text, parse_constant=lambda _name: None)
+    except RecursionError as err:
+        raise _BadLine("JSON nested too deeply to parse (a metrics row is one flat object)") from err
+    except json.JSONDecodeError:
+        raise
+    except ValueError as err:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+        raise _BadLine(f"a number cairn cannot read ({err})") from err
+    if isinstance(row, dict):
+        for key, value in row.items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                try:
+                    float(value)  # what a plot does with it
+                except OverflowError as err:
+                    raise _BadLine(f"the value of {key[:80]!r} is an integer beyond any float") from err
+    return row
+
+
 def _parse_lines(path: str, *, strict: bool) -> list[dict[str, Any]]:
     """The JSON objects of ``path``; a cut last line is skipped.
 
-    With ``strict``, another line that is not a JSON object raises ``ValueError``;
-    without, it is skipped.
+    A cut line is the file's last line without its newline (:meth:`MetricsLog.append`
+    writes each line and its newline in one ``write``, so a kill leaves at most that).
+    Lines are read one at a time and at most :data:`MAX_LINE_BYTES` long, so that a
+    hostile or damaged file cannot take the memory or the stack.
+
+    With ``strict``, another line that is not a JSON object raises ``ValueError`` naming
+    the file and line; without, it is skipped.
     """
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
     rows: list[dict[str, Any]] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            if number == len(lines) or not strict:
-                continue  # the last line of a run killed while writing it
-            raise ValueError(f"{path}, line {number}: not JSON ({err}).") from err
-        if isinstance(row, dict):
+    with open(path, "rb") as f:
+        number = 0
+        while raw := f.readline(MAX_LINE_BYTES + 1):
+            number += 1
+            try:
+                if len(raw) > MAX_LINE_BYTES:
+                    while raw and not raw.endswith(b"\n"):  # skip the rest of the line, bounded
+                        raw = f.readline(MAX_LINE_BYTES)
+                    raise _BadLine(f"longer than {MAX_LINE_BYTES} bytes (a metrics row takes a few KB)")
+                if not raw.strip():
+                    continue
+                try:
+                    row = _decode_row(raw)
+                except json.JSONDecodeError as err:
+                    if not raw.endswith(b"\n"):
+                        continue  # the last line of a run killed while writing it
+                    raise _BadLine(f"not JSON ({err})") from err
+                if not isinstance(row, dict):
+                    raise _BadLine(f"expected a JSON object, found {type(row).__name__}")
+            except _BadLine as err:
+                if not strict:
+                    continue
+                raise ValueError(
+                    f"{path}, line {number}: {err}. Remove or fix that line (each line of a metrics file "
+                    "is one JSON object, as cairn train writes it)."
+                ) from err
             rows.append(row)
-        elif strict:
-            raise ValueError(f"{path}, line {number}: expected a JSON object, found {type(row).__name__}.")
     return rows
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import escape
 
+from cairn._display import safe_text
 from cairn._metrics_log import METRICS_FILE, read_metrics
 
 __all__ = ["cmd_plot", "load_metrics", "register"]
@@ -296,10 +297,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
             last = series[0][-1]
             best = max(y for s in series for _, y in s)
             print(
-                f"{run}: {len(rows)} iterations, {int(last[0])} env steps, "
-                f"{main.metric} last {last[1]:.4g}, best {best:.4g}"
+                f"{safe_text(run)}: {len(rows)} iterations, {int(last[0])} env steps, "
+                f"{safe_text(main.metric)} last {last[1]:.4g}, best {best:.4g}"
             )
         else:
-            print(f"{run}: {len(rows)} iterations, no {main.metric}")
-    print(f"wrote {output}", file=sys.stderr)
+            print(f"{safe_text(run)}: {len(rows)} iterations, no {safe_text(main.metric)}")
+    print(f"wrote {safe_text(output)}", file=sys.stderr)
     return 0

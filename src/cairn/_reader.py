@@ -411,11 +411,23 @@ def _leaf_map(tree: Any) -> dict[str, Any]:
     return out
 
 
+def resolve_user_link(storage: Storage, folder: str) -> str:
+    """``folder`` with a link the user typed (``best -> run/step_000000040``) resolved, once.
+
+    Only links *inside* a checkpoint are damage (:class:`FolderReader` refuses them); the
+    path given to cairn may itself be a link, as may its parent folders. It is resolved
+    here, before anything is read, so that every later read goes to one real folder
+    (``is_symlink`` is true only on local disks, where ``realpath`` applies).
+    """
+    return os.path.realpath(folder) if storage.is_symlink(folder) else folder
+
+
 def open_checkpoint(
     path: str | os.PathLike[str], filesystem: Any, *, expected: FileEntry | None = None
 ) -> FolderReader:
     """A reader for the checkpoint folder at ``path``; with ``expected``, its root manifest must be that one."""
     storage, folder = resolve_storage(path, filesystem)
+    folder = resolve_user_link(storage, folder)
     storage.check_committed(folder)  # object stores: not a sub-folder of a save in flight
     return FolderReader(storage, folder, expected=expected)
 

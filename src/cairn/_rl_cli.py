@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from cairn._display import safe_text
 from cairn._metrics_log import METRICS_FILE, MetricsLog, TensorBoardLog, jsonable
 
 if TYPE_CHECKING:
@@ -133,6 +134,8 @@ def parse_settings(pairs: list[str], config_cls: type[Any]) -> dict[str, Any]:
             value: Any = json.loads(text)
         except json.JSONDecodeError:
             value = text
+        except (RecursionError, ValueError) as err:  # nested too deeply; an integer of too many digits
+            raise ValueError(f"--set {key}: the value cannot be read ({type(err).__name__}: {err}).") from err
         default = getattr(defaults, key)
         if isinstance(default, tuple) and isinstance(value, list):
             value = tuple(value)
@@ -228,7 +231,7 @@ def _load_newest_sound(manager: CheckpointManager, load: Callable[[str], T]) -> 
         finally:
             for w in caught:
                 if issubclass(w.category, DamagedCheckpointWarning):
-                    print(f"cairn train: {w.message}", file=sys.stderr, flush=True)
+                    print(f"cairn train: {safe_text(w.message)}", file=sys.stderr, flush=True)
                 else:  # not ours to swallow: show it as it would have been shown
                     warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
 
@@ -240,7 +243,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from cairn.manager import CheckpointManager
 
     algo, how = _build_algorithm(args)
-    print(f"cairn train: {algo.config.env}, {how}", file=sys.stderr)
+    # The env id and paths may come from a checkpoint (--resume): printed through safe_text.
+    print(f"cairn train: {safe_text(algo.config.env)}, {safe_text(how)}", file=sys.stderr)
     manager = None
     log: MetricsLog | None = None
     board: TensorBoardLog | None = None
@@ -295,7 +299,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                 bar.update(1)
                 bar.set_postfix_str(line.split("  ", 2)[2])
             else:
-                print(line, file=sys.stderr, flush=True)
+                print(safe_text(line), file=sys.stderr, flush=True)
             if manager is not None and (iteration % args.checkpoint_every == 0 or iteration == args.iterations):
                 manager.save(algo, iteration, metrics=jsonable(results))
         if manager is not None:
@@ -317,7 +321,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     summary += f", {elapsed:.1f} s"
     if manager is not None:
         summary += f", latest checkpoint {manager.latest(verified=False)}"
-    print(summary)
+    print(safe_text(summary))
     return 0
 
 
@@ -503,7 +507,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     returns = evaluate_module(module, str(env_id), episodes=args.episodes, seed=args.seed, obs_filter=obs_filter)
     mean = sum(returns) / len(returns)
     print(
-        f"cairn evaluate: {module_folder} on {env_id}"
+        f"cairn evaluate: {safe_text(module_folder)} on {safe_text(env_id)}"
         + (" (with the checkpoint's observation filter)" if obs_filter is not None else ""),
         file=sys.stderr,
     )

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from cairn._display import safe_text
 from cairn.errors import CheckpointError
 
 RL_COMMANDS = ("train", "evaluate")
@@ -39,15 +40,18 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print(json.dumps([i.to_json() for i in infos], indent=1))
         return 0
     total = sum(i.size for i in infos)
-    print(f"{args.checkpoint}  ({_human(total)}, {len(infos)} components)")
+    # Names, classes and versions come from the checkpoint's files: printed through safe_text.
+    print(f"{safe_text(args.checkpoint)}  ({_human(total)}, {len(infos)} components)")
     for info in infos:
         depth = 0 if info.path == "." else info.path.count("/") + 1
         name = "." if info.path == "." else info.path.rsplit("/", 1)[-1]
         flags = " PICKLE" if info.uses_pickle else ""
-        print(f"{'  ' * depth}{name}  [{info.cls}]  v{info.state_version}  {_human(info.size)}{flags}")
+        line = f"{'  ' * depth}{safe_text(name)}  [{safe_text(info.cls)}]  v{safe_text(info.state_version)}"
+        print(f"{line}  {_human(info.size)}{flags}")
         if args.tensors:
             for t in info.tensors:
-                print(f"{'  ' * (depth + 1)}- {t.name}: {t.dtype}{t.shape}  {_human(t.nbytes)}")
+                what = f"{safe_text(t.name)}: {safe_text(t.dtype)}{safe_text(t.shape)}"
+                print(f"{'  ' * (depth + 1)}- {what}  {_human(t.nbytes)}")
         elif info.tensors:
             n = sum(t.nbytes for t in info.tensors)
             print(f"{'  ' * (depth + 1)}{len(info.tensors)} tensors, {_human(n)} (--tensors to list)")
@@ -60,29 +64,30 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     if args.public_key is not None:
         from cairn.errors import SignatureError
-        from cairn.signing import verify_signature
+        from cairn.signing import signed_root
 
-        # The signature first: it is cheap, and a checkpoint it refuses is not worth reading further.
+        # The signature first, against the manifests: it is cheap, and a checkpoint it refuses is
+        # not worth reading further. The bytes are checked against those manifests just below.
         try:
-            verify_signature(args.checkpoint, args.public_key)
+            signed_root(args.checkpoint, args.public_key)
         except SignatureError as err:
-            print(f"cairn verify: SIGNATURE FAILED: {err}", file=sys.stderr)
+            print(f"cairn verify: SIGNATURE FAILED: {safe_text(err)}", file=sys.stderr)
             return 1
         except CheckpointError as err:
-            print(f"cairn verify: {err}", file=sys.stderr)
+            print(f"cairn verify: {safe_text(err)}", file=sys.stderr)
             return 2
     try:
         problems = verify_checkpoint(args.checkpoint, progress=_progress("verifying"))
     except CheckpointError as err:
-        print(f"cairn verify: {err}", file=sys.stderr)
+        print(f"cairn verify: {safe_text(err)}", file=sys.stderr)
         return 2 if not isinstance(err, _corrupt()) else 1
     if problems:
         for p in problems:
-            print(f"BROKEN  {p}")
-        print(f"{args.checkpoint}: {len(problems)} broken file(s)", file=sys.stderr)
+            print(f"BROKEN  {safe_text(p)}")
+        print(f"{safe_text(args.checkpoint)}: {len(problems)} broken file(s)", file=sys.stderr)
         return 1
-    signed = f", signed by {args.public_key}" if args.public_key is not None else ""
-    print(f"OK  {args.checkpoint}: every file matches its manifest{signed}")
+    signed = f", signed by {safe_text(args.public_key)}" if args.public_key is not None else ""
+    print(f"OK  {safe_text(args.checkpoint)}: every file matches its manifest{signed}")
     return 0
 
 
@@ -91,7 +96,10 @@ def cmd_sign(args: argparse.Namespace) -> int:
     from cairn.signing import sign_checkpoint
 
     where = sign_checkpoint(args.checkpoint, args.key)
-    print(f"Signed {args.checkpoint}: wrote {where} (check: cairn verify --public-key, or model_signing verify key)")
+    print(
+        f"Signed {safe_text(args.checkpoint)}: wrote {safe_text(where)} "
+        "(check: cairn verify --public-key, or model_signing verify key)"
+    )
     return 0
 
 
@@ -121,7 +129,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     try:
         diffs = diff_checkpoints(args.a, args.b)
     except CheckpointError as err:
-        print(f"cairn diff: {err}", file=sys.stderr)
+        print(f"cairn diff: {safe_text(err)}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps({"equal": not diffs, "differences": [d.to_json() for d in diffs]}, indent=1))
@@ -130,8 +138,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     else:
         for d in diffs:
             extra = f"  max|a-b|={d.max_abs_diff:.6g}" if d.max_abs_diff is not None else ""
-            key = f" {d.key}" if d.key else ""
-            print(f"{d.kind:<9} {d.component}:{key}  {d.detail}{extra}")
+            key = f" {safe_text(d.key)}" if d.key else ""
+            print(f"{safe_text(d.kind):<9} {safe_text(d.component)}:{key}  {safe_text(d.detail)}{extra}")
     return 1 if diffs else 0
 
 
@@ -140,19 +148,20 @@ def cmd_extract(args: argparse.Namespace) -> int:
     from cairn.tools import extract_component
 
     out = extract_component(args.checkpoint, args.component, args.out)
-    print(f"Extracted {args.component} to {out} (verified)")
+    print(f"Extracted {safe_text(args.component)} to {safe_text(out)} (verified)")
     return 0
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
     """List a manager's checkpoints; with ``--verify``, check each and exit 1 when one is damaged."""
+    from cairn._reader import resolve_user_link
     from cairn.errors import CheckpointNotFoundError
     from cairn.manager import CheckpointManager
     from cairn.retention import best_steps
     from cairn.storage.base import resolve_storage
 
     storage, root = resolve_storage(args.root)
-    if not storage.isdir(root):
+    if not storage.isdir(resolve_user_link(storage, root)):  # the root the user typed may be a link
         raise CheckpointNotFoundError(f"No checkpoint folder at {args.root}.")
     mgr = CheckpointManager(args.root, metric=args.metric, mode=args.mode)
     infos = mgr.checkpoints()
@@ -190,7 +199,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         rows.sort(key=lambda r: int(r["step"]))
     damaged = [r for r in rows if r["verified"] is False]
     if damaged:
-        names = ", ".join(str(r["path"]) for r in damaged)
+        names = ", ".join(safe_text(r["path"]) for r in damaged)
         print(
             f"cairn ls: {len(damaged)} of {len(rows)} checkpoints are damaged: {names} "
             "(cairn verify PATH names the broken files).",
@@ -201,24 +210,24 @@ def cmd_ls(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=1))
         return status
     if not rows:
-        print(f"No committed checkpoints under {args.root}.")
+        print(f"No committed checkpoints under {safe_text(args.root)}.")
         return status
     keys = [args.metric] if args.metric else sorted({k for r in rows for k in r["metrics"]})[:4]
-    header = f"{'step':>10}  {'created':<25}  {'size':>9}  " + "  ".join(f"{k[-24:]:>24}" for k in keys)
+    header = f"{'step':>10}  {'created':<25}  {'size':>9}  " + "  ".join(f"{safe_text(k)[-24:]:>24}" for k in keys)
     print(header)
     for r in rows:
         marks = ("DAMAGED " if r["verified"] is False else "") + ("latest " if r["latest"] else "")
         marks += "best" if r["best"] else ""
         size = "?" if r["size"] is None else _human(r["size"])
         vals = "  ".join(f"{_fmt(r['metrics'].get(k)):>24}" for k in keys)
-        print(f"{r['step']:>10}  {r['created']:<25}  {size:>9}  {vals}  {marks}".rstrip())
+        print(f"{r['step']:>10}  {safe_text(r['created']):<25}  {size:>9}  {vals}  {marks}".rstrip())
     return status
 
 
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
-    return "-" if v is None else str(v)
+    return "-" if v is None else safe_text(v)
 
 
 def _folder_size(path: str) -> int | None:
@@ -249,7 +258,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     changes = upgrade_checkpoint(args.checkpoint, args.out, dry_run=args.dry_run)
     for comp, cls, old, new in changes:
         status = "unchanged" if old == new else f"v{old} -> v{new}"
-        print(f"{comp:<50} {cls:<50} {status}")
+        print(f"{safe_text(comp):<50} {safe_text(cls):<50} {safe_text(status)}")
     fmt = format_version_of(args.checkpoint)
     if fmt != FORMAT_VERSION:
         print(f"checkpoint format {fmt} -> {FORMAT_VERSION} (SHA-256 digests; CRC-32 guards against accidents only)")
@@ -259,7 +268,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         n = sum(1 for c in changes if c[2] != c[3])
         print(f"dry run: {n} component(s) would change; nothing was written.")
     else:
-        print(f"Wrote the upgraded checkpoint to {args.out} (verified).")
+        print(f"Wrote the upgraded checkpoint to {safe_text(args.out)} (verified).")
     return 0
 
 
@@ -275,14 +284,15 @@ def cmd_convert(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     infos = inspect_checkpoint(out)
     print(
-        f"Converted the RLlib checkpoint {args.src} to {out}: {len(infos)} components, "
+        f"Converted the RLlib checkpoint {safe_text(args.src)} to {safe_text(out)}: {len(infos)} components, "
         f"{_human(sum(i.size for i in infos))}, {seconds:.2f} s, no pickle."
     )
     for info in infos:
         unrecorded = info.metadata.get("rllib_unrecorded") or []
         if unrecorded:
             print(
-                f"  {info.path}: not recorded without pickle (pass config= to from_checkpoint): {', '.join(unrecorded)}"
+                f"  {safe_text(info.path)}: not recorded without pickle (pass config= to from_checkpoint): "
+                + safe_text(", ".join(map(str, unrecorded)))
             )
     return 0
 
@@ -399,12 +409,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError as err:
         if args.debug:
             raise
-        print(f"cairn {args.command}: error: cannot import {err.name or err}: {err}", file=sys.stderr)
+        print(
+            f"cairn {args.command}: error: cannot import {safe_text(err.name or err)}: {safe_text(err)}",
+            file=sys.stderr,
+        )
         return 2 if args.command in ("verify", "diff") else 1
-    except (CheckpointError, OSError, ValueError) as err:
+    except (CheckpointError, OSError, ValueError, RecursionError) as err:
+        # RecursionError: the last net under every reader of user input (each names its
+        # file and line itself); never a traceback without --debug (SPEC 7).
         if args.debug:
             raise
-        print(f"cairn {args.command}: error: {err}", file=sys.stderr)
+        print(f"cairn {args.command}: error: {safe_text(err)}", file=sys.stderr)
         return 2 if args.command in ("verify", "diff") else 1
 
 

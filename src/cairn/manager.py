@@ -712,7 +712,9 @@ def _shutdown(ref: weakref.ref[CheckpointManager]) -> None:
         try:
             mgr.close()
         except CheckpointError as err:
-            print(f"cairn: {err}", file=sys.stderr)
+            from cairn._display import safe_text
+
+            print(f"cairn: {safe_text(err)}", file=sys.stderr)  # the message may quote a hostile path
 
 
 def _jsonable_metrics(metrics: dict[str, Any] | None) -> dict[str, Any]:

@@ -29,6 +29,8 @@ This module imports torch; ``import cairn`` does not import it.
 
 from __future__ import annotations
 
+import contextlib
+import math
 import random
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -76,6 +78,90 @@ def _clone(tree: Any) -> Any:
     if type(tree) is tuple:
         return tuple(_clone(v) for v in tree)
     return tree
+
+
+_REAL = (int, float, np.integer, np.floating)
+
+
+def _tname(value: Any) -> str:
+    return type(value).__qualname__
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    """The shape of a tensor or array, None for anything else."""
+    if isinstance(value, torch.Tensor | np.ndarray | np.generic):
+        return tuple(int(n) for n in value.shape)
+    return None
+
+
+def _unfit(saved: Any, own: Any, where: str, *, loose: bool) -> str | None:
+    """Why ``saved`` cannot take the place of ``own`` (a live object's state value), or None when it can.
+
+    PyTorch's ``load_state_dict`` methods check little: a scheduler's is ``__dict__.update``
+    (any key replaces any attribute), an optimizer takes every hyperparameter of its saved
+    groups as it is, and a value of another type or length surfaces only at the next
+    ``step()``, far from the checkpoint that caused it. So a state is compared with the live
+    object's own ``state_dict()``, recursively: the same kinds of values (numbers, flags,
+    strings, None, tensors of the same shape, lists and tuples of the same length, dicts),
+    and, unless ``loose``, no key the live object does not save (nested schedulers'
+    states included) and the same strings (a scheduler's mode or phase names) and Nones.
+    With ``loose`` (an optimizer's param groups), extra keys are allowed (torch ignores
+    them) and a live ``None`` (``foreach``, ``fused``: "the default") takes a flag, number
+    or string. The recursion follows ``own``, a live object's finite state, so a hostile
+    file's depth cannot drive it.
+    """
+    if isinstance(own, dict):
+        if not isinstance(saved, dict):
+            return f"{where} is a {_tname(saved)}, not a dict"
+        unknown = [repr(k)[:60] for k in saved if k not in own]
+        if unknown and not loose:
+            saves = sorted(map(str, own))
+            return f"{where} sets {', '.join(unknown[:5])}, which this object does not save (it saves {saves})"
+        for key, value in saved.items():
+            if key in own:
+                problem = _unfit(value, own[key], f"{where}[{key!r}]", loose=loose)
+                if problem:
+                    return problem
+        return None
+    if isinstance(own, list | tuple):
+        if loose and _shape(saved) == (len(own),) and all(isinstance(v, _REAL) for v in own):
+            return None  # numbers as an array (RLlib's convert_to_numpy): normalize_optimizer_state converts them
+        if not isinstance(saved, list | tuple):
+            return f"{where} is a {_tname(saved)}, not a {_tname(own)} of {len(own)}"
+        if len(saved) != len(own):
+            return f"{where} has {len(saved)} entries where this object has {len(own)}"
+        for index, (value, reference) in enumerate(zip(saved, own, strict=True)):
+            problem = _unfit(value, reference, f"{where}[{index}]", loose=loose)
+            if problem:
+                return problem
+        return None
+    if isinstance(own, torch.Tensor | np.ndarray):
+        shape = _shape(saved)
+        if shape is None:
+            if not isinstance(saved, _REAL) or isinstance(saved, bool):
+                return f"{where} is a {_tname(saved)}, not a tensor"
+            shape = ()
+        own_shape = _shape(own) or ()
+        if shape != own_shape and not math.prod(shape) == 1 == math.prod(own_shape):  # () and (1,): one value
+            return f"{where} has shape {shape} where this object has {_shape(own)}"
+        return None
+    if isinstance(own, bool | np.bool_):
+        return None if isinstance(saved, bool | np.bool_) else f"{where} is a {_tname(saved)}, not a flag (bool)"
+    if isinstance(own, _REAL):
+        if isinstance(saved, bool) or not (isinstance(saved, _REAL) or _shape(saved) in ((), (1,))):
+            return f"{where} is a {_tname(saved)}, not a number"
+        return None
+    if isinstance(own, str):
+        if not isinstance(saved, str):
+            return f"{where} is a {_tname(saved)}, not a string"
+        if saved != own and not loose:
+            return f"{where} is {saved[:60]!r} where this object has {own!r}"
+        return None
+    if own is None:
+        if saved is None or (loose and isinstance(saved, bool | int | float | str)):
+            return None
+        return f"{where} is a {_tname(saved)} where this object has None"
+    return None  # a value of a kind torch's states do not hold: the object's own load decides
 
 
 # --------------------------------------------------------------------------- module
@@ -210,6 +296,87 @@ def normalize_optimizer_state(state: Mapping[str, Any], optimizer: torch.optim.O
     return {"state": per_param, "param_groups": groups}
 
 
+# Per-parameter buffers of torch's optimizers that have their parameter's shape (Adam's moments,
+# SGD's momentum, ...): torch's load_state_dict casts their dtype but never checks their shape.
+_PARAM_SHAPED = frozenset(
+    {"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "square_avg", "grad_avg", "acc_delta"}
+    | {"sum", "exp_inf", "prev", "step_size", "ax"}
+)
+
+
+def _is_index(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def _buffer_unfit(value: Any, where: str) -> str | None:
+    """Why a per-parameter value of another optimizer's kind is no state at all (strings, dicts...)."""
+    if value is None or isinstance(value, bool | _REAL) or _shape(value) is not None:
+        return None
+    if isinstance(value, list | tuple):  # LBFGS keeps lists of tensors
+        for i, item in enumerate(value):
+            if not (isinstance(item, bool | _REAL) or _shape(item) is not None):
+                return f"{where}[{i}] is a {_tname(item)}, not a tensor or number"
+        return None
+    return f"{where} is a {_tname(value)}, not a tensor or number"
+
+
+def _optimizer_unfit(state: Mapping[str, Any], optimizer: torch.optim.Optimizer) -> str | None:
+    """Why ``state`` (a saved ``state_dict()``) cannot be loaded into ``optimizer``, or None."""
+    groups, per_param = state["param_groups"], state["state"]
+    live = optimizer.param_groups
+    if not isinstance(groups, list | tuple) or len(groups) != len(live):
+        found = f"{len(groups)} param groups" if isinstance(groups, list | tuple) else f"a {_tname(groups)}"
+        return f"param_groups is {found}; this optimizer has {len(live)}"
+    id_map: dict[int, torch.Tensor] = {}
+    for i, (group, reference) in enumerate(zip(groups, live, strict=True)):
+        if not isinstance(group, dict):
+            return f"param_groups[{i}] is a {_tname(group)}, not a dict"
+        params = group.get("params")
+        if not isinstance(params, list | tuple) or not all(_is_index(p) for p in params):
+            return f"param_groups[{i}]['params'] is not a list of parameter indices"
+        if len(params) != len(reference["params"]):
+            return f"param_groups[{i}] has {len(params)} parameters; this optimizer's has {len(reference['params'])}"
+        for index, param in zip(params, reference["params"], strict=True):
+            if int(index) in id_map:
+                return f"parameter index {int(index)} appears twice in param_groups"
+            id_map[int(index)] = param
+        hyper = {k: v for k, v in group.items() if k != "params"}
+        own = {k: v for k, v in reference.items() if k != "params"}
+        problem = _unfit(hyper, own, f"param_groups[{i}]", loose=True)
+        if problem:
+            return problem
+    if not isinstance(per_param, dict):
+        return f"state is a {_tname(per_param)}, not a dict"
+    for key, entry in per_param.items():
+        if not _is_index(key) or int(key) not in id_map:
+            return f"state holds an entry {repr(key)[:40]} for no parameter of param_groups"
+        if not isinstance(entry, dict):
+            return f"state[{key}] is a {_tname(entry)}, not a dict"
+        param = id_map[int(key)]
+        live_entry = optimizer.state.get(param, {})
+        for name, value in entry.items():
+            where = f"state[{key}][{name!r}]"
+            if not isinstance(name, str):
+                return f"state[{key}] has a key {repr(name)[:40]}, not a name"
+            if name in live_entry:
+                problem = _unfit(value, live_entry[name], where, loose=True)
+            elif name in _PARAM_SHAPED and value is not None:
+                shape = _shape(value)
+                ok = shape == tuple(param.shape)
+                problem = None if ok else f"{where} has shape {shape}, its parameter {tuple(param.shape)}"
+            elif name == "step":
+                shape = _shape(value)
+                one = (isinstance(value, _REAL) and not isinstance(value, bool)) or (
+                    shape is not None and math.prod(shape) == 1
+                )
+                problem = None if one else f"{where} is a {_tname(value)}, not a step count"
+            else:
+                problem = _buffer_unfit(value, where)
+            if problem:
+                return problem
+    return None
+
+
 class Optimizer(Checkpointable):
     """A ``torch.optim.Optimizer``'s state (moments, step counts, param groups), restored in place.
 
@@ -232,14 +399,33 @@ class Optimizer(Checkpointable):
         """The live per-parameter tensors (Adam's moments): a restore reads into them when they exist."""
         return dict(self.optimizer.state_dict())
 
+    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
+        """Refuse, before a restore changes anything, a state the next ``step()`` would crash on.
+
+        Raises:
+            IncompatibleCheckpointError: Another number of parameter groups or parameters,
+                hyperparameters of other types or lengths than this optimizer's, per-parameter
+                buffers of other shapes than their parameters, or entries for no parameter.
+        """
+        if "state" not in state or "param_groups" not in state:
+            return  # nothing of the optimizer was saved (a partial state)
+        problem = _optimizer_unfit(state, self.optimizer)
+        if problem:
+            raise IncompatibleCheckpointError(
+                f"The checkpoint of the optimizer {class_path(type(self.optimizer))} does not fit this optimizer: "
+                f"{problem}. It was written for another model, optimizer class or set of parameter groups, or "
+                "tampered with; build the optimizer the checkpoint was written for."
+            )
+
     def set_state(self, state: dict[str, Any]) -> None:
         """Load ``state`` (with the hyperparameter types this optimizer uses).
 
         Raises:
-            IncompatibleCheckpointError: Another number of parameter groups or parameters.
+            IncompatibleCheckpointError: What :meth:`check_state` refuses.
         """
         if "state" not in state or "param_groups" not in state:
             return  # nothing of the optimizer was saved (a partial state)
+        self.check_state(state, ())
         try:
             self.optimizer.load_state_dict(normalize_optimizer_state(state, self.optimizer))
         except (ValueError, KeyError, RuntimeError, TypeError) as err:
@@ -292,9 +478,15 @@ class StateDict(Checkpointable):
         """
         if "state_dict" not in state:
             return
+        self.check_state(state, ())
+        # torch's load_state_dict methods change the object as they go (a scheduler's
+        # __dict__.update comes before its checks): on a refusal, put the old state back.
+        before = _clone(self.obj.state_dict())
         try:
             self.obj.load_state_dict(state["state_dict"])
-        except (ValueError, KeyError, RuntimeError, TypeError, IndexError) as err:
+        except (ValueError, KeyError, RuntimeError, TypeError, IndexError, AttributeError) as err:
+            with contextlib.suppress(Exception):
+                self.obj.load_state_dict(before)
             raise IncompatibleCheckpointError(
                 f"The checkpoint of {class_path(type(self.obj))} does not fit this object: {type(err).__name__}: {err}"
             ) from err
@@ -318,27 +510,29 @@ class LRScheduler(StateDict):
     def __init__(self, scheduler: Any) -> None:
         super().__init__(scheduler)
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Load the scheduler's counters; only the keys its own ``state_dict()`` has.
+    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
+        """Refuse, before a restore changes anything, what the scheduler cannot take.
+
+        Only the keys its own ``state_dict()`` has, at every depth (the states of the
+        schedulers inside a ``SequentialLR`` or ``ChainedScheduler``, a ``LambdaLR``'s
+        lambda objects), with values of the same kinds, lengths and strings.
 
         Raises:
             IncompatibleCheckpointError: A key the scheduler does not save: torch's
-                ``load_state_dict`` is ``__dict__.update(state)``, so a key from a file
-                (``optimizer``) would replace any attribute of the live scheduler.
+                ``load_state_dict`` is ``__dict__.update(state)``, also for nested
+                schedulers, so a key from a file (``optimizer``) would replace any
+                attribute of the live scheduler; or a value the next ``step()`` would
+                crash on.
         """
         if "state_dict" not in state:
             return  # nothing of the scheduler was saved (a partial state)
-        saved = state["state_dict"]
-        own = self.obj.state_dict()
-        unknown = [repr(k)[:60] for k in saved if k not in own] if isinstance(saved, dict) else None
-        if unknown is None or unknown:
+        problem = _unfit(state["state_dict"], self.obj.state_dict(), "state_dict", loose=False)
+        if problem:
             raise IncompatibleCheckpointError(
-                f"The checkpoint of the LR scheduler {class_path(type(self.obj))} "
-                + ("holds no state dict" if unknown is None else f"sets {', '.join(unknown)}")
-                + f", which this scheduler does not save (it saves {sorted(own)}). It was written for another "
-                "scheduler class, or tampered with; build the scheduler the checkpoint was written for."
+                f"The checkpoint of the LR scheduler {class_path(type(self.obj))} does not fit this scheduler: "
+                f"{problem}. It was written for another scheduler class or configuration, or tampered with; "
+                "build the scheduler the checkpoint was written for."
             )
-        super().set_state(state)
 
 
 class GradScaler(StateDict):
@@ -347,20 +541,42 @@ class GradScaler(StateDict):
     def __init__(self, scaler: Any) -> None:
         super().__init__(scaler)
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Load the scale; a checkpoint of a disabled scaler holds nothing to load.
+    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
+        """Refuse, before a restore changes anything, a state this scaler cannot take.
 
         Raises:
-            IncompatibleCheckpointError: A state of a disabled scaler for an enabled one.
+            IncompatibleCheckpointError: A state of a disabled scaler for an enabled one;
+                keys, types or values an enabled scaler cannot take (torch reads every key
+                and sets them one by one; its constructor's rules: a scale > 0, a growth
+                factor > 1, a backoff factor in (0, 1), a growth interval >= 1).
         """
-        saved = state.get("state_dict")
-        if isinstance(saved, dict) and not saved and getattr(self.obj, "is_enabled", lambda: False)():
+        if "state_dict" not in state or not getattr(self.obj, "is_enabled", lambda: False)():
+            return  # a disabled scaler loads nothing
+        saved = state["state_dict"]
+        if isinstance(saved, dict) and not saved:
             raise IncompatibleCheckpointError(
                 "The checkpoint holds the state of a disabled GradScaler (no loss scale), and this "
                 "GradScaler is enabled: it would start from its initial scale. Build the scaler with "
                 "enabled=False, or restore a checkpoint of an enabled one."
             )
-        super().set_state(state)
+        own = self.obj.state_dict()
+        problem = _unfit(saved, own, "state_dict", loose=False)
+        if problem is None and isinstance(saved, dict):
+            missing = sorted(set(own) - set(saved))
+            rules: dict[str, Callable[[Any], bool]] = {
+                "scale": lambda v: 0 < v < math.inf,
+                "growth_factor": lambda v: 1 < v < math.inf,
+                "backoff_factor": lambda v: 0 < v < 1,
+                "growth_interval": lambda v: _is_index(v) and v >= 1,
+                "_growth_tracker": lambda v: _is_index(v) and v >= 0,
+            }
+            bad = [f"{k}={saved[k]!r}" for k, rule in rules.items() if k in saved and not rule(saved[k])]
+            problem = f"it lacks {missing}" if missing else f"{', '.join(bad)} out of range" if bad else None
+        if problem:
+            raise IncompatibleCheckpointError(
+                f"The checkpoint of the GradScaler does not fit this scaler: {problem}. It was not written by a "
+                "GradScaler, or tampered with; restore a checkpoint of an enabled GradScaler."
+            )
 
 
 # --------------------------------------------------------------------------- RNG

@@ -756,7 +756,9 @@ def _read_rllib_folder(folder: Path, where: str) -> RLlibCheckpointable:
     if meta_file.is_file():
         try:
             meta = json.loads(meta_file.read_text())
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
+            meta = {}
+        if not isinstance(meta, dict):  # RLlib writes an object; anything else holds nothing we read
             meta = {}
     children = {
         sub.name: _read_rllib_folder(sub, f"{where}/{sub.name}")
