@@ -519,7 +519,14 @@ def save(
         path = os.path.join(tempfile.gettempdir(), f"cairn-{uuid.uuid4().hex[:16]}")
     storage, final = resolve_storage(path, filesystem)
     plan = plan_checkpoint(obj, state=state, allow_pickle=allow_pickle)
-    return commit_plan(storage, final, plan)
+    # One deadline for the whole save, its cleanup included (SPEC 8), not one per storage call.
+    return commit_plan(storage.bounded(plan_bytes(plan)), final, plan)
+
+
+def plan_bytes(plan: _PlannedFolder) -> int:
+    """How many bytes a plan writes (its delegated folders aside): what a save's deadline allows time for."""
+    total = sum(memoryview(c).nbytes for chunks in plan.files.values() for c in chunks)
+    return total + sum(plan_bytes(child) for child in plan.children.values())
 
 
 class _Once:

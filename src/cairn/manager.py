@@ -306,9 +306,10 @@ class CheckpointManager:
     def _path(self, step: int) -> str:
         return self.storage.join(self.root, step_folder_name(step))
 
-    def _scan(self) -> list[tuple[int, str]]:
+    def _scan(self, storage: Storage | None = None) -> list[tuple[int, str]]:
+        storage = storage or self.storage
         try:
-            names = self.storage.listdir(self.root)
+            names = storage.listdir(self.root)
         except CheckpointError:
             raise
         except OSError as err:
@@ -324,13 +325,14 @@ class CheckpointManager:
                 out.append((step, name))
         return sorted(out)
 
-    def _open(self, step: int, name: str) -> CheckpointInfo | CheckpointError | None:
+    def _open(self, step: int, name: str, storage: Storage | None = None) -> CheckpointInfo | CheckpointError | None:
         """The checkpoint in folder ``name``: its info, the error that makes it damaged, or None.
 
         None means not committed (a save in flight or interrupted): not a checkpoint yet.
         """
-        path = self.storage.join(self.root, name)
-        reader = _engine.FolderReader(self.storage, path)
+        storage = storage or self.storage
+        path = storage.join(self.root, name)
+        reader = _engine.FolderReader(storage, path)
         try:
             meta = reader.metadata
             rec = meta.get(MANAGER_KEY)
@@ -339,7 +341,7 @@ class CheckpointManager:
             metrics = metrics if isinstance(metrics, dict) else {}
             return CheckpointInfo(
                 step=step,
-                path=self.storage.uri(path),
+                path=storage.uri(path),
                 metrics={str(k): v for k, v in metrics.items()},
                 created=str(meta.get("created", "")),
             )
@@ -348,8 +350,8 @@ class CheckpointManager:
         except CheckpointError as err:
             return err
 
-    def _info(self, step: int, name: str) -> CheckpointInfo | None:
-        found = self._open(step, name)
+    def _info(self, step: int, name: str, storage: Storage | None = None) -> CheckpointInfo | None:
+        found = self._open(step, name, storage)
         return found if isinstance(found, CheckpointInfo) else None  # damaged: never offered
 
     def checkpoints(self) -> list[CheckpointInfo]:
@@ -361,9 +363,12 @@ class CheckpointManager:
         Raises:
             CheckpointError: The root cannot be listed (and no other exception type).
         """
+        return self._checkpoints(self.storage)
+
+    def _checkpoints(self, storage: Storage) -> list[CheckpointInfo]:
         infos = []
-        for step, name in self._scan():
-            info = self._info(step, name)
+        for step, name in self._scan(storage):
+            info = self._info(step, name, storage)
             if info is not None:
                 infos.append(info)
         return infos
@@ -556,8 +561,6 @@ class CheckpointManager:
         if type(step) is not int or step < 0:
             raise CheckpointError(f"CheckpointManager.save: step must be an int >= 0, got {step!r}.")
         self.wait()  # at most one save in flight; raises a previous failure
-        if not self._cleaned:
-            self._cleaned = self._cleanup_uncommitted()
         clean_metrics = _jsonable_metrics(metrics)
         extra = {MANAGER_KEY: {"step": step, "metrics": clean_metrics}}
         taken: list[tuple[tuple[Any, ...], Any]] = []
@@ -569,14 +572,18 @@ class CheckpointManager:
             snapshot=(lambda state: snapshot_state(state, self._pool, taken)) if self.async_save else None,
         )
         final = self._path(step)
+        # One deadline for the whole save (its cleanup, writes and retention), not one per call.
+        storage = self.storage.bounded(_engine.plan_bytes(plan))
+        if not self._cleaned:
+            self._cleaned = self._cleanup_uncommitted(storage)
         # Delegated folders (cairn.delegation) are started here, before an async save returns:
         # each delegate takes its state now, while training waits.
-        started = _engine.start_write(self.storage, final, plan) if _engine.has_delegates(plan) else None
+        started = _engine.start_write(storage, final, plan) if _engine.has_delegates(plan) else None
         if self._executor is None:
-            self._write(plan, step, final, taken, started)
+            self._write(plan, step, final, taken, started, storage)
         else:
             with self._lock:
-                self._pending = self._executor.submit(self._write, plan, step, final, taken, started)
+                self._pending = self._executor.submit(self._write, plan, step, final, taken, started, storage)
         return self.storage.uri(final)
 
     def _write(
@@ -585,23 +592,26 @@ class CheckpointManager:
         step: int,
         final: str,
         taken: list[tuple[tuple[Any, ...], Any]],
-        started: _engine.StartedWrite | None = None,
+        started: _engine.StartedWrite | None,
+        storage: Storage,
     ) -> None:
         try:
-            self._write_plan(plan, step, final, started)
+            self._write_plan(plan, step, final, started, storage)
         finally:
             # The plan holds views of the snapshot; drop it before the buffers are reused.
             del plan
             if taken:
                 self._pool.give_back(taken)
 
-    def _write_plan(self, plan: Any, step: int, final: str, started: _engine.StartedWrite | None) -> None:
+    def _write_plan(
+        self, plan: Any, step: int, final: str, started: _engine.StartedWrite | None, storage: Storage
+    ) -> None:
         previous = None
         try:
             if self.incremental:
-                prev = [s for s, _ in self._scan() if s != step]
+                prev = [s for s, _ in self._scan(storage) if s != step]
                 for s in reversed(prev):
-                    reader = _engine.FolderReader(self.storage, self._path(s))
+                    reader = _engine.FolderReader(storage, self._path(s))
                     try:
                         reader.manifest  # noqa: B018 - committed only
                     except CheckpointError:
@@ -616,7 +626,7 @@ class CheckpointManager:
         if self._checked is not None:
             self._checked.new_save()
         _engine.commit_plan(
-            self.storage, final, plan, previous=previous, stats=stats, started=started, checked=self._checked
+            storage, final, plan, previous=previous, stats=stats, started=started, checked=self._checked
         )
         self.last_stats = stats
         if self.private_key is not None:
@@ -628,14 +638,14 @@ class CheckpointManager:
             self._fully_checked.add(step)
         else:
             self._fully_checked.discard(step)  # a step saved again over an earlier one
-        self._apply_retention(just_saved=step)
+        self._apply_retention(just_saved=step, storage=storage)
         if self._checked is not None:
             # The links this save made and the deletes of retention changed the ctimes of the
             # files it linked; take them now, so that only a change made by others is seen.
             self._checked.refresh(lambda rel: self.storage.stamp(self.storage.join(final, rel)))
 
-    def _apply_retention(self, *, just_saved: int) -> None:
-        infos = self.checkpoints()
+    def _apply_retention(self, *, just_saved: int, storage: Storage) -> None:
+        infos = self._checkpoints(storage)
         entries = [(i.step, i.metrics) for i in infos]
         paths = {i.step: i for i in infos}
         # Never delete the newest checkpoint that verifies. A step this manager saved counts as
@@ -662,10 +672,10 @@ class CheckpointManager:
         keep.add(just_saved)
         for info in infos:
             if info.step not in keep:
-                self.storage.remove_tree(self._path(info.step))
+                storage.remove_tree(self._path(info.step))
         self._fully_checked &= keep
 
-    def _cleanup_uncommitted(self) -> bool:
+    def _cleanup_uncommitted(self, storage: Storage) -> bool:
         """Remove what interrupted saves left under the root; True when the storage could be asked.
 
         Staging folders, half-deleted folders and step folders without a committed
@@ -674,7 +684,7 @@ class CheckpointManager:
         ``cairn.storage.writers``). A storage that fails here does not fail the save.
         """
         try:
-            self.storage.remove_leftovers(self.root, lambda name: parse_step_folder(name) is not None)
+            storage.remove_leftovers(self.root, lambda name: parse_step_folder(name) is not None)
         except CheckpointError:
             return False
         return True

@@ -743,7 +743,7 @@ def test_hostile_ctor(hostile: Backend, case: str) -> None:
 
 
 MANIFEST_CASES: dict[str, Callable[[dict[str, Any]], Any]] = {
-    "wrong-crc-for-a-file": lambda b: b["files"]["state.msgpack"].update(crc32="00000000"),
+    "wrong-digest-for-a-file": lambda b: b["files"]["state.msgpack"].update(sha256="0" * 64),
     "wrong-size-for-a-file": lambda b: b["files"]["state.msgpack"].update(size=b["files"]["state.msgpack"]["size"] + 1),
     "negative-size": lambda b: b["files"]["state.msgpack"].update(size=-1),
     "crc-not-hex": lambda b: b["files"]["state.msgpack"].update(crc32="zzzz"),
@@ -751,7 +751,7 @@ MANIFEST_CASES: dict[str, Callable[[dict[str, Any]], Any]] = {
     "size-a-bool": lambda b: b["files"]["state.msgpack"].update(size=True),
     "ghost-component": lambda b: (
         b["components"].append("ghost"),
-        b["files"].update({"ghost/manifest.json": {"size": 10, "crc32": "00000000"}}),
+        b["files"].update({"ghost/manifest.json": {"size": 10, "sha256": "0" * 64, "crc32": "00000000"}}),
     ),
     "component-without-entry": lambda b: b["components"].append("ghost2"),
     "component-not-a-string": lambda b: b["components"].append(7),
@@ -772,7 +772,7 @@ def test_tampered_manifest(hostile: Backend, case: str, level: str) -> None:
     folder = "" if level == "root" else "stats"
     reseal(hostile.fs, hostile.path("ckpt"), edit=lambda f, b: MANIFEST_CASES[case](b) if f == folder else None)
     rel = f"{folder}/manifest.json" if folder else "manifest.json"
-    if case in ("wrong-crc-for-a-file", "wrong-size-for-a-file", "huge-size"):
+    if case in ("wrong-digest-for-a-file", "wrong-size-for-a-file", "huge-size"):
         rel = f"{folder}/state.msgpack" if folder else "state.msgpack"
     if case == "ghost-component":
         # A restore reads only the components the target has (by design: a MultiRLModule with fewer

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import errno
 import random
 import threading
@@ -247,6 +248,21 @@ class FsspecStorage(Storage):
         from cairn.storage.base import check_deadline
 
         self.deadline: float = check_deadline(deadline)
+        self._until: float | None = None  # the shared end of a bounded view (see bounded); None: per call
+
+    def bounded(self, nbytes: int = 0) -> FsspecStorage:
+        """See :meth:`cairn.storage.base.Storage.bounded`."""
+        view = copy.copy(self)
+        view._until = self._end(monotonic() + self.deadline + nbytes / TRANSFER_FLOOR_RATE)
+        return view
+
+    def _end(self, end: float) -> float:
+        """``end``, or the bounded view's shared end when that comes first."""
+        return end if self._until is None else min(end, self._until)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A monotonic time means nothing in another process (remote actors get their own deadlines).
+        return {**self.__dict__, "_until": None}
 
     def _retry(
         self,
@@ -268,7 +284,7 @@ class FsspecStorage(Storage):
         ``CheckpointError`` naming the path for writes (``write=True``).
         """
         started = monotonic()
-        end = started + self.deadline + nbytes / TRANSFER_FLOOR_RATE
+        end = self._end(started + self.deadline + nbytes / TRANSFER_FLOOR_RATE)
         if until is not None:
             end = min(end, until)
         delay = self.base_delay
@@ -463,7 +479,7 @@ class FsspecStorage(Storage):
         so that the cleanup after a failed save is bounded as the save was; when
         it runs out, the error says what is left behind.
         """
-        until = monotonic() + self.deadline
+        until = self._end(monotonic() + self.deadline)
         marker = self.join(path, MANIFEST)
 
         def rm_marker() -> None:
@@ -704,7 +720,11 @@ class FsspecStorage(Storage):
     def abort(self, staging: str, final: str) -> None:
         """Remove the partial files (the owner record last), unless another writer took the place over."""
         claim = writers.release(self.uri(staging))
-        until = monotonic() + self.deadline  # the cleanup after a failed save is bounded as the save was
+        # The cleanup after a failed save is bounded with the save (a bounded view's end); once that
+        # has passed, the uncommitted files are left for the next save's remove_leftovers.
+        until = self._end(monotonic() + self.deadline)
+        if until <= monotonic():
+            return
         with contextlib.suppress(Exception):
             record = self.join(staging, writers.INFLIGHT)
             owner = writers.Owner.from_bytes(self._read_many([record], until=until)[record])
@@ -779,7 +799,7 @@ class FsspecStorage(Storage):
                 owner = writers.Owner.from_bytes(data)
                 if writers.gone_because(owner, owner.beat if owner is not None else None) is None:
                     continue  # a save in flight: never another writer's to delete
-            self._remove_save(folder, until=monotonic() + self.deadline)
+            self._remove_save(folder, until=self._end(monotonic() + self.deadline))
             removed.append(name)
         return removed
 
