@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import importlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import FunctionType, ModuleType
 from typing import Any, TypeVar
@@ -22,6 +23,7 @@ from typing import Any, TypeVar
 from cairn.errors import CheckpointError, IncompatibleCheckpointError, UnsafeCheckpointError
 
 __all__ = [
+    "AllowedModules",
     "RegisteredType",
     "class_argument_problem",
     "class_path",
@@ -240,6 +242,65 @@ def loaded_module(module_name: str, *, where: str, what: str = "module", hint: s
             f"import {module_name} first (cairn CLI: --import {module_name}).{' ' + hint if hint else ''}"
         )
     return module
+
+
+@dataclass(frozen=True)
+class AllowedModules:
+    """The modules a driver process lets its remote workers (Ray actors) import.
+
+    A worker starts with none of the driver's modules, and a config it receives
+    names some by reference (a ``"module:function"`` policy mapping, a
+    ``"module:Class"`` environment). The driver resolves those names with the one
+    rule (:func:`loaded_module`: registered, or already imported there before the
+    load began) and sends the result, built only by :meth:`resolve`, with the
+    config; the worker imports exactly these modules (:meth:`import_here`) and
+    then resolves the config's names with the same resolver as the driver, which
+    refuses any other module because the worker has not imported it. Classes
+    (module classes, callbacks) travel as class objects, which the driver
+    resolved (:func:`resolve_class`), and Ray imports their modules.
+
+    Attributes:
+        names: The dotted module names, sorted, without duplicates.
+    """
+
+    names: tuple[str, ...] = ()
+
+    @classmethod
+    def resolve(cls, refs: Iterable[tuple[str, str]]) -> AllowedModules:
+        """On the driver: check each ``(module name, what names it)`` with :func:`loaded_module`.
+
+        Raises:
+            UnsafeCheckpointError: A ``__main__`` module.
+            IncompatibleCheckpointError: A module this process has not imported.
+        """
+        names: set[str] = set()
+        for name, what in refs:
+            loaded_module(name, where=what, what="module")
+            names.add(name)
+        return cls(tuple(sorted(names)))
+
+    def import_here(self, *, where: str) -> None:
+        """On a worker: import the modules the driver resolved, and nothing else.
+
+        Raises:
+            UnsafeCheckpointError: A name that is no module path or names a ``__main__`` module.
+            IncompatibleCheckpointError: A module the worker cannot import (an
+                environment that differs from the driver's).
+        """
+        for name in self.names:
+            problem = _path_problem(name) if isinstance(name, str) else "it is not a str"
+            if problem is not None:
+                raise UnsafeCheckpointError(f"{where}: the driver allowed the module {name!r:.200}, which {problem}.")
+            if name in sys.modules:
+                continue
+            try:
+                importlib.import_module(name)
+            except Exception as err:  # an ImportError, or whatever the module's own code raised
+                raise IncompatibleCheckpointError(
+                    f"{where}: the module {name!r}, which the driver had imported, cannot be imported in this "
+                    f"worker ({type(err).__name__}: {err}). Install it on every node of the cluster (or add its "
+                    "folder to the workers' PYTHONPATH)."
+                ) from err
 
 
 def resolve_class(path: str, *, where: str, expected: type | None = None) -> type:
