@@ -27,6 +27,7 @@ __all__ = [
     "RegisteredType",
     "class_argument_problem",
     "class_path",
+    "framework_problem",
     "loaded_module",
     "register_class_alias",
     "register_type",
@@ -408,6 +409,41 @@ def function_problem(fn: Any) -> str | None:
         return problem
     if module.partition(".")[0] in sys.stdlib_module_names:
         return "it is a function of the standard library, which a checkpoint may not make cairn call"
+    return None
+
+
+FRAMEWORK_PACKAGES = frozenset(
+    {
+        "cairn", "fsspec", "gym", "gymnasium", "jax", "jaxlib", "msgpack", "numpy", "pandas", "pettingzoo",
+        "pyarrow", "ray", "s3fs", "safetensors", "scipy", "tensorboard", "tensorflow", "torch", "tree",
+    }
+)  # fmt: skip
+"""Top-level packages of the frameworks a training program loads (torch, ray, numpy...). A recorded
+callback (a class whose hooks run, a function called with the algorithm) may not name their
+classes and functions: among their thousands, some download and run code (``torch.hub.load``),
+unpickle (``numpy.load``), or start processes; a user's callbacks live in the user's own modules."""
+
+
+def framework_problem(obj: Any) -> str | None:
+    """Why ``obj`` (a class or function read from a file) may not be a callback, or None when it may.
+
+    The rule for what a recorded config makes a framework call back
+    (RLlib's ``callbacks_class``, ``callbacks_on_*``): a class or function of
+    a module outside :data:`FRAMEWORK_PACKAGES` and outside the standard library,
+    or one the program registered (:func:`register_type`, or the new class of
+    :func:`register_class_alias`).
+    """
+    if isinstance(obj, type) and (obj in _TYPES_BY_CLASS or any(obj is cls for cls in _ALIASES.values())):
+        return None
+    module = str(getattr(obj, "__module__", "") or "")
+    top = module.partition(".")[0]
+    if top in FRAMEWORK_PACKAGES:
+        return (
+            f"it belongs to the package {top!r}, and a checkpoint may make cairn call back only the program's "
+            "own code (a module outside the frameworks it uses) or a class the program registered"
+        )
+    if not top or top in sys.stdlib_module_names:
+        return "it belongs to the standard library, whose classes and functions a checkpoint may not make cairn call"
     return None
 
 
