@@ -499,3 +499,30 @@ def test_manifest_listing_a_name_with_a_newline_is_corrupt(tmp_path: Path, bad: 
         Holder().restore_from_path(path)
     with pytest.raises(cairn.CorruptCheckpointError, match="unsafe name"):
         cairn.verify_checkpoint(str(path))
+
+
+def test_framework_problem_refuses_the_frameworks_and_accepts_the_programs_own_code() -> None:
+    """The rule the RLlib bridge applies to recorded callbacks (issue 24, finding 1; RLlib's test:
+    tests/integrations/test_redteam_rllib.py, in the RLlib venv)."""
+    import subprocess
+
+    import numpy as np
+    import torch
+
+    import cairn_test_components
+    from cairn.registry import framework_problem
+
+    for obj in (np.load, torch.hub.load, torch.nn.Module, cairn.CheckpointManager):
+        assert "a checkpoint may make cairn call back only the program's own code" in str(framework_problem(obj))
+    assert "standard library" in str(framework_problem(subprocess.Popen))
+    assert framework_problem(cairn_test_components.Tree) is None
+    assert framework_problem(with_ctor_arg) is None
+    # A class the program registered is its own choice, wherever it lives.
+
+    class FrameworkCallback(torch.nn.Module):
+        pass
+
+    FrameworkCallback.__module__ = "torch.nn.modules.fake"
+    assert framework_problem(FrameworkCallback) is not None
+    cairn.register_class_alias("tests.gone:FrameworkCallback", FrameworkCallback)
+    assert framework_problem(FrameworkCallback) is None

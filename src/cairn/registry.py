@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import importlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import FunctionType, ModuleType
 from typing import Any, TypeVar
@@ -22,9 +23,11 @@ from typing import Any, TypeVar
 from cairn.errors import CheckpointError, IncompatibleCheckpointError, UnsafeCheckpointError
 
 __all__ = [
+    "AllowedModules",
     "RegisteredType",
     "class_argument_problem",
     "class_path",
+    "framework_problem",
     "loaded_module",
     "register_class_alias",
     "register_type",
@@ -242,6 +245,65 @@ def loaded_module(module_name: str, *, where: str, what: str = "module", hint: s
     return module
 
 
+@dataclass(frozen=True)
+class AllowedModules:
+    """The modules a driver process lets its remote workers (Ray actors) import.
+
+    A worker starts with none of the driver's modules, and a config it receives
+    names some by reference (a ``"module:function"`` policy mapping, a
+    ``"module:Class"`` environment). The driver resolves those names with the one
+    rule (:func:`loaded_module`: registered, or already imported there before the
+    load began) and sends the result, built only by :meth:`resolve`, with the
+    config; the worker imports exactly these modules (:meth:`import_here`) and
+    then resolves the config's names with the same resolver as the driver, which
+    refuses any other module because the worker has not imported it. Classes
+    (module classes, callbacks) travel as class objects, which the driver
+    resolved (:func:`resolve_class`), and Ray imports their modules.
+
+    Attributes:
+        names: The dotted module names, sorted, without duplicates.
+    """
+
+    names: tuple[str, ...] = ()
+
+    @classmethod
+    def resolve(cls, refs: Iterable[tuple[str, str]]) -> AllowedModules:
+        """On the driver: check each ``(module name, what names it)`` with :func:`loaded_module`.
+
+        Raises:
+            UnsafeCheckpointError: A ``__main__`` module.
+            IncompatibleCheckpointError: A module this process has not imported.
+        """
+        names: set[str] = set()
+        for name, what in refs:
+            loaded_module(name, where=what, what="module")
+            names.add(name)
+        return cls(tuple(sorted(names)))
+
+    def import_here(self, *, where: str) -> None:
+        """On a worker: import the modules the driver resolved, and nothing else.
+
+        Raises:
+            UnsafeCheckpointError: A name that is no module path or names a ``__main__`` module.
+            IncompatibleCheckpointError: A module the worker cannot import (an
+                environment that differs from the driver's).
+        """
+        for name in self.names:
+            problem = _path_problem(name) if isinstance(name, str) else "it is not a str"
+            if problem is not None:
+                raise UnsafeCheckpointError(f"{where}: the driver allowed the module {name!r:.200}, which {problem}.")
+            if name in sys.modules:
+                continue
+            try:
+                importlib.import_module(name)
+            except Exception as err:  # an ImportError, or whatever the module's own code raised
+                raise IncompatibleCheckpointError(
+                    f"{where}: the module {name!r}, which the driver had imported, cannot be imported in this "
+                    f"worker ({type(err).__name__}: {err}). Install it on every node of the cluster (or add its "
+                    "folder to the workers' PYTHONPATH)."
+                ) from err
+
+
 def resolve_class(path: str, *, where: str, expected: type | None = None) -> type:
     """Return the class a checkpoint records as ``"module:QualName"``; never import anything.
 
@@ -347,6 +409,41 @@ def function_problem(fn: Any) -> str | None:
         return problem
     if module.partition(".")[0] in sys.stdlib_module_names:
         return "it is a function of the standard library, which a checkpoint may not make cairn call"
+    return None
+
+
+FRAMEWORK_PACKAGES = frozenset(
+    {
+        "cairn", "fsspec", "gym", "gymnasium", "jax", "jaxlib", "msgpack", "numpy", "pandas", "pettingzoo",
+        "pyarrow", "ray", "s3fs", "safetensors", "scipy", "tensorboard", "tensorflow", "torch", "tree",
+    }
+)  # fmt: skip
+"""Top-level packages of the frameworks a training program loads (torch, ray, numpy...). A recorded
+callback (a class whose hooks run, a function called with the algorithm) may not name their
+classes and functions: among their thousands, some download and run code (``torch.hub.load``),
+unpickle (``numpy.load``), or start processes; a user's callbacks live in the user's own modules."""
+
+
+def framework_problem(obj: Any) -> str | None:
+    """Why ``obj`` (a class or function read from a file) may not be a callback, or None when it may.
+
+    The rule for what a recorded config makes a framework call back
+    (RLlib's ``callbacks_class``, ``callbacks_on_*``): a class or function of
+    a module outside :data:`FRAMEWORK_PACKAGES` and outside the standard library,
+    or one the program registered (:func:`register_type`, or the new class of
+    :func:`register_class_alias`).
+    """
+    if isinstance(obj, type) and (obj in _TYPES_BY_CLASS or any(obj is cls for cls in _ALIASES.values())):
+        return None
+    module = str(getattr(obj, "__module__", "") or "")
+    top = module.partition(".")[0]
+    if top in FRAMEWORK_PACKAGES:
+        return (
+            f"it belongs to the package {top!r}, and a checkpoint may make cairn call back only the program's "
+            "own code (a module outside the frameworks it uses) or a class the program registered"
+        )
+    if not top or top in sys.stdlib_module_names:
+        return "it belongs to the standard library, whose classes and functions a checkpoint may not make cairn call"
     return None
 
 

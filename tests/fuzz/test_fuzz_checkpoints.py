@@ -680,3 +680,32 @@ def test_oracle_sees_wrong_values(
         fuzz_worker, fuzz_templates["golden_leaf"], _Unannounced(), fuzz_workdir, "oracle self-test", ops=("restore",)
     )
     assert any("wrong-values" in f for f in case.findings), case.findings
+
+
+# --------------------------------------------------------------------------- what a save accepts loads
+
+
+@budget(4)
+@example(one={"r": 1}, count=100_000)  # issue 24 finding 3: refused by every load, although 18 MB decoded
+@example(one={}, count=400_000)
+@given(
+    one=st.sampled_from([{}, [], {"r": 1}, {"ab": []}, "ab", "", -7, 0.5, [0, "x"], (1,)]),
+    count=st.sampled_from([1_000, 50_000, 300_000, *([1_000_000, 3_000_000] if LONG else [])]),
+)
+def test_a_state_the_save_accepts_loads(one: Any, count: int) -> None:
+    """A state of many small objects: the save refuses it with the load's reason, or it loads back equal."""
+    import tempfile
+
+    import cairn
+    from cairn_test_components import Leaf
+
+    leaf = Leaf()
+    leaf.extra = {"bulk": [one] * count}
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = leaf.save_to_path(os.path.join(tmp, "ck"))
+        except cairn.CheckpointError as err:
+            assert "so every load would refuse it" in str(err), err
+            assert not os.path.exists(os.path.join(tmp, "ck"))
+            return
+        assert Leaf.from_checkpoint(path).extra == leaf.extra

@@ -160,3 +160,31 @@ def test_a_recorded_env_class_never_runs_a_command(saved: str, tmp_path: Path, e
     with pytest.raises(cairn.CheckpointError, match=r"standard library|neither a gymnasium id"):
         cairn_rllib.from_checkpoint(str(dst))
     assert not mark.exists()
+
+
+@pytest.mark.parametrize(
+    ("key", "record"),
+    [
+        ("callbacks_class", {"__cairn__": "class", "class": "ray.rllib.algorithms.ppo.ppo:PPO"}),
+        ("callbacks_class", {"__cairn__": "class", "class": "torch.nn.modules.module:Module"}),
+        ("callbacks_on_train_result", {"__rllib__": "function", "ref": "numpy:load"}),
+        ("callbacks_on_algorithm_init", [{"__rllib__": "function", "ref": "torch.hub:load"}]),
+    ],
+)
+def test_recorded_callbacks_never_name_a_framework(saved: str, tmp_path: Path, key: str, record: Any) -> None:
+    # Before (issue 24, finding 1): a recorded callbacks_class or callbacks_on_* could name any class or
+    # function of a loaded module (torch, ray, numpy), which RLlib then builds or calls with the algorithm.
+    path = Path(saved)
+    ctor = json.loads((path / "ctor.json").read_text())
+    config = ctor["kwargs"]["args"][0]
+    state = config["state"] if isinstance(config.get("state"), dict) else config
+    assert "callbacks_class" in state, sorted(state)
+    state[key] = record
+    dst = tmp_path / "ckpt"
+    import shutil
+
+    shutil.copytree(saved, dst)
+    (dst / "ctor.json").write_text(json.dumps(ctor))
+    reseal(str(dst))
+    with pytest.raises(cairn.UnsafeCheckpointError, match=f"{key} names .*refuses to call back"):
+        cairn_rllib.from_checkpoint(str(dst))

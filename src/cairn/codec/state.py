@@ -267,6 +267,7 @@ def encode_state(state: Any, *, allow_pickle: bool) -> EncodedState:
     except RecursionError as err:
         raise CheckpointError(f"The state nests deeper than {MAX_DEPTH} levels; flatten it.") from err
     skeleton = _pack(tree)
+    check_saved_skeleton(skeleton)
     # Largest elements first, so every tensor starts aligned to its element size.
     enc.tensors.sort(key=lambda e: -e.align)
     total = sum(int(e.data.nbytes) for e in enc.tensors)
@@ -287,8 +288,56 @@ _PAYLOAD_EXTS = frozenset({EXT_ARRAY, EXT_TUPLE, EXT_CUSTOM, EXT_NPSCALAR})  # p
 _EXT_COST = {EXT_ARRAY: 1024, EXT_NPSCALAR: 160}  # an array object (torch's is larger), a numpy scalar
 
 
+def _too_costly(limit: int, size: int) -> str:
+    """The one message of the memory bound, for the load (corrupt or hostile) and the save (refused)."""
+    return (
+        f"decoding the state would take more than {limit} bytes of memory for a file of {size} bytes "
+        f"(at most {DECODE_BYTES_PER_BYTE}x its size plus {DECODE_BYTES_CONSTANT >> 20} MB)"
+    )
+
+
+_MAX_COST_PER_BYTE = 400
+"""More than :func:`check_skeleton` charges for any byte of a skeleton (an array reference in a 3-byte
+extension record is charged 1,120 bytes): a skeleton whose size times this is within
+:func:`cairn._limits.decode_limit` cannot be refused for its cost, and a save need not scan it."""
+
+
+def check_saved_skeleton(skeleton: bytes, *, what: str = "the state") -> None:
+    """Refuse to save a skeleton that every load would refuse for the memory its decoding takes.
+
+    A save must not write what cannot be read back (data loss): the same estimate
+    as the load's (:func:`check_skeleton`), with the same bound.
+
+    Raises:
+        CheckpointError: The skeleton is over the bound; the message says how to make it fit.
+    """
+    n = len(skeleton)
+    limit = decode_limit(n)
+    if n * _MAX_COST_PER_BYTE <= limit:
+        return
+    try:
+        check_skeleton(skeleton, where=what)
+    except CorruptCheckpointError as err:
+        raise CheckpointError(
+            f"Cannot save {what}: {_too_costly(limit, n)}, so every load would refuse it. It holds too many small "
+            "Python objects (empty lists or dicts, short strings) for its size: store such data as numpy arrays "
+            "or torch tensors, which are saved apart and cost nothing here."
+        ) from err
+
+
 def check_skeleton(data: bytes | bytearray | memoryview, *, where: str) -> None:
     """Walk an msgpack skeleton without decoding it: structure, depth and the memory it would take.
+
+    :func:`skeleton_cost` with the bound ``cairn._limits.decode_limit(len(data))``.
+    """
+    skeleton_cost(data, where=where, limit=decode_limit(len(data)))
+
+
+def skeleton_cost(data: bytes | bytearray | memoryview, *, where: str, limit: int) -> int:
+    """Walk an msgpack skeleton without decoding it: structure, depth and the memory it would take.
+
+    Returns the estimated memory of the decoded values (an upper estimate of CPython's
+    sizes), which ``limit`` bounds: the walk stops as soon as the estimate is over it.
 
     Every length in the data is checked against the bytes that remain, nesting against
     the depth bounds, and the estimated memory of the decoded values against
@@ -300,7 +349,6 @@ def check_skeleton(data: bytes | bytearray | memoryview, *, where: str) -> None:
     """
     buf = bytes(data)
     n = len(buf)
-    limit = decode_limit(n)
     cost = 0
     pos = 0
     rem = [1]  # items still to read at each open level
@@ -347,7 +395,9 @@ def check_skeleton(data: bytes | bytearray | memoryview, *, where: str) -> None:
             items = 2 * count if is_map else count
             if items > n - pos:
                 raise bad(f"a container claiming {count} items with {n - pos} bytes left")
-            cost += (224 + 64 * count) if is_map else (64 + 8 * count)
+            # CPython's sizes (3.11-3.13): a list is 56 bytes + 8 per item; a dict 64 bytes empty,
+            # 184 with up to 5 items, and at most 64 per item beyond (its hash table grows by doubling).
+            cost += ((120 + 64 * count) if count else 64) if is_map else (56 + 8 * count)
             if cost > limit:
                 break
             if items:
@@ -363,7 +413,8 @@ def check_skeleton(data: bytes | bytearray | memoryview, *, where: str) -> None:
             if pos + size > n:
                 raise bad("a truncated string")
             pos += size
-            cost += 80 + size
+            if size > 1:  # "" and one-character (ASCII) strings are CPython's cached singletons
+                cost += 80 + size
             continue
         info = fixed.get(b)
         if info is not None:
@@ -416,13 +467,10 @@ def check_skeleton(data: bytes | bytearray | memoryview, *, where: str) -> None:
             continue
         raise bad(f"the reserved type byte 0x{b:02x}")
     if cost > limit:
-        raise CorruptCheckpointError(
-            f"{where}: decoding the state would take more than {limit} bytes of memory for a file of {n} bytes "
-            f"(at most {DECODE_BYTES_PER_BYTE}x its size plus {DECODE_BYTES_CONSTANT >> 20} MB); it is corrupt "
-            "or hostile."
-        )
+        raise CorruptCheckpointError(f"{where}: {_too_costly(limit, n)}; it is corrupt or hostile.")
     if pos != n:
         raise bad("trailing bytes after the state")
+    return cost
 
 
 ArrayLoader = Callable[[str, int, Any, list[int]], Any]

@@ -55,7 +55,7 @@ from cairn.errors import (
     IncompatibleCheckpointError,
     UnsafeCheckpointError,
 )
-from cairn.registry import class_path, function_problem, registered_for_value, resolve_function
+from cairn.registry import class_path, framework_problem, function_problem, registered_for_value, resolve_function
 
 try:
     import ray
@@ -277,6 +277,39 @@ def _check_env(state: Any, where: str) -> None:
         check_env_config(state.get("env_config") or {})
     except ValueError as err:
         raise IncompatibleCheckpointError(f"{where}: the recorded algorithm config is refused: {err}") from err
+
+
+def _check_callbacks(state: Any, where: str) -> None:
+    """Refuse a recorded RLlib config whose callbacks name a framework's class or function (SPEC 8).
+
+    RLlib instantiates ``callbacks_class`` and calls ``callbacks_on_*`` with the
+    algorithm; a recorded config could otherwise name any class or function of
+    a module the program has loaded (``torch.hub:load``, ``numpy:load``).
+    Allowed: RLlib's own default ``RLlibCallback`` (which does nothing), and
+    what :func:`cairn.registry.framework_problem` accepts (the program's own
+    modules, registered classes).
+    """
+    from ray.rllib.callbacks.callbacks import RLlibCallback
+
+    if isinstance(state, AlgorithmConfig):
+        items = dict(vars(state))
+    elif isinstance(state, dict):
+        items = state
+    else:
+        return
+    for key, value in items.items():
+        if not (key == "callbacks_class" or (isinstance(key, str) and key.startswith("callbacks_on_"))):
+            continue
+        for obj in value if isinstance(value, list | tuple) else [value]:
+            if obj is None or (key == "callbacks_class" and obj is RLlibCallback):
+                continue
+            problem = framework_problem(obj)
+            if problem is not None:
+                name = class_path(obj) if isinstance(obj, type) else repr(obj)[:120]
+                raise UnsafeCheckpointError(
+                    f"{where}: the recorded config's {key} names {name}, which cairn refuses to call back: "
+                    f"{problem}. If the checkpoint is yours, pass config= (with your callbacks) to from_checkpoint."
+                )
 
 
 def rebuild_ctor_value(value: Any, missing: list[str], where: str) -> Any:
@@ -571,6 +604,9 @@ def _build(rllib_class: Any, args: Any, kwargs: dict[str, Any], overrides: dict[
     missing: list[str] = []
     args = list(rebuild_ctor_value(list(args), missing, where))
     kwargs = dict(rebuild_ctor_value(dict(kwargs), missing, where))
+    for value in [*args, *kwargs.values()]:
+        # The recorded values only: a config= the caller passes is the caller's own choice.
+        _check_callbacks(value, where)
     sig = inspect.signature(rllib_class)
     names = [n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     for key, value in overrides.items():

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cairn.delegation import DelegatedFolder, LoadedComponent, Waiter, read_folder, write_folder
+from cairn.registry import AllowedModules
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.distributed._ray import (
     HEALTH_PROBE_TIMEOUT_S,
@@ -64,6 +65,7 @@ from cairn.rl.distributed._ray import (
 )
 from cairn.rl.distributed.checkpoint import storage_is_shared
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
+from cairn.rl.env.multi_agent_env import driver_modules
 
 if TYPE_CHECKING:
     from cairn.manifest import FileEntry
@@ -97,16 +99,16 @@ def _own_part(env_runner_state: Mapping[str, Any], worker_index: int) -> dict[st
     return {key: source[key] for key in OWN_KEYS if key in source}
 
 
-def _import_driver_modules(config: AlgorithmConfig) -> None:
-    """Import what ``config`` names (its env, its mapping function), as the driver that sent it had.
+def _import_driver_modules(allowed: AllowedModules) -> None:
+    """Import the modules the driver resolved for the config it sends (and nothing else).
 
     A config arrives from the driver: when the runner starts, and with ``add_module`` /
     ``remove_module``, whose new mapping function may live in a module the driver imported
-    since. The driver checked those names (it had imported their modules); this worker imports them.
+    since. The driver resolved its names (:func:`~cairn.rl.env.multi_agent_env.driver_modules`);
+    this worker imports those modules, then resolves the names with the same resolver,
+    which refuses whatever else the config names.
     """
-    from cairn.rl.env.multi_agent_env import import_driver_modules
-
-    import_driver_modules(config)
+    allowed.import_here(where="a remote env runner")
 
 
 class EnvRunnerActor:
@@ -119,12 +121,18 @@ class EnvRunnerActor:
             ``MultiAgentEnvRunner``).
     """
 
-    def __init__(self, config: AlgorithmConfig, worker_index: int, runner_class: type[EnvRunner] = EnvRunner) -> None:
+    def __init__(
+        self,
+        config: AlgorithmConfig,
+        worker_index: int,
+        runner_class: type[EnvRunner],
+        allowed: AllowedModules,
+    ) -> None:
         import torch
 
         if config.num_torch_threads is not None:
             torch.set_num_threads(int(config.num_torch_threads))
-        _import_driver_modules(config)
+        _import_driver_modules(allowed)
         self.runner = runner_class(config, worker_index=worker_index)
         self.weights_version = -1
         self._pending: LoadedComponent | None = None
@@ -147,14 +155,14 @@ class EnvRunnerActor:
             self.weights_version = version
         return self.weights_version
 
-    def add_module(self, module_id: str, spec: RLModuleSpec, config: AlgorithmConfig) -> None:
+    def add_module(self, module_id: str, spec: RLModuleSpec, config: AlgorithmConfig, allowed: AllowedModules) -> None:
         """Add an inference copy of a new module (its weights come with the next broadcast)."""
-        _import_driver_modules(config)
+        _import_driver_modules(allowed)
         self.runner.add_module(module_id, spec, config=config)
 
-    def prepare_remove_module(self, module_id: str, config: AlgorithmConfig) -> None:
+    def prepare_remove_module(self, module_id: str, config: AlgorithmConfig, allowed: AllowedModules) -> None:
         """Check that ``module_id`` can be dropped, changing nothing (``EnvRunner.prepare_remove_module``)."""
-        _import_driver_modules(config)
+        _import_driver_modules(allowed)
         self.runner.prepare_remove_module(module_id, config=config)
 
     def apply_remove_module(self) -> None:
@@ -265,6 +273,8 @@ class RemoteEnvRunners:
     """
 
     def __init__(self, config: AlgorithmConfig, local: EnvRunner) -> None:
+        # Resolved before Ray starts anything: what a (recorded) config names is refused here, on the driver.
+        self._allowed = driver_modules(config)
         self._ray = init_ray(f"num_env_runners={config.num_env_runners}")
         self.config = config
         self.local = local
@@ -284,7 +294,7 @@ class RemoteEnvRunners:
             raise
 
     def _make_actor(self, worker_index: int) -> Any:
-        return self._actor_cls.remote(self.config, worker_index, type(self.local))
+        return self._actor_cls.remote(self.config, worker_index, type(self.local), self._allowed)
 
     def label(self, position: int) -> str:
         """How messages name the runner at ``position`` (0-based; its worker index is position + 1)."""
@@ -404,13 +414,14 @@ class RemoteEnvRunners:
 
     def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
         """Add an inference copy of a new module to every runner; runners started later build it from ``config``."""
+        allowed = driver_modules(config)
         self._flush("adding a module")
         get_all(
             self._ray,
-            [(self.label(i), a.add_module.remote(module_id, spec, config)) for i, a in enumerate(self.actors)],
+            [(self.label(i), a.add_module.remote(module_id, spec, config, allowed)) for i, a in enumerate(self.actors)],
             doing="adding a module",
         )
-        self.config = config
+        self.config, self._allowed = config, allowed
 
     def prepare_remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
         """Every runner checks that it can drop ``module_id``, in parallel; nothing changes.
@@ -418,8 +429,12 @@ class RemoteEnvRunners:
         Raises:
             ValueError: A runner refused (the first refusal in runner order, with the runner named).
         """
+        allowed = driver_modules(config)
         self._flush("removing a module")
-        calls = [(self.label(i), a.prepare_remove_module.remote(module_id, config)) for i, a in enumerate(self.actors)]
+        calls = [
+            (self.label(i), a.prepare_remove_module.remote(module_id, config, allowed))
+            for i, a in enumerate(self.actors)
+        ]
         try:
             get_all(self._ray, calls, doing="checking a module's removal")
         except ActorFailedError as err:
@@ -430,12 +445,13 @@ class RemoteEnvRunners:
 
     def apply_remove_module(self, *, config: AlgorithmConfig) -> None:
         """Every runner drops the module it checked; runners started later build from ``config``."""
+        allowed = driver_modules(config)
         get_all(
             self._ray,
             [(self.label(i), a.apply_remove_module.remote()) for i, a in enumerate(self.actors)],
             doing="removing a module",
         )
-        self.config = config
+        self.config, self._allowed = config, allowed
 
     def discard_remove_module(self) -> None:
         """Every runner forgets a prepared removal (best effort: a dead runner holds none)."""

@@ -30,7 +30,6 @@ sub-environment ``e * n + i``, seeded ``seed + e * n + i``).
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from cairn.registry import resolve_function
+from cairn.registry import AllowedModules, resolve_function
 from cairn.rl.algorithms.algorithm_config import (
     MULTI_AGENT_PREFIX,
     AlgorithmConfig,
@@ -60,7 +59,7 @@ __all__ = [
     "build_module_specs",
     "check_env_config",
     "check_env_id",
-    "import_driver_modules",
+    "driver_modules",
     "make_multi_agent_env",
     "multi_agent_env_creator",
     "parse_env",
@@ -227,23 +226,38 @@ def multi_agent_env_creator(env: str) -> EnvCreator | None:
     return None
 
 
-def import_driver_modules(config: AlgorithmConfig) -> None:
-    """Import the modules a config names by path (env, policy mapping); only for remote env runners.
+def driver_modules(config: AlgorithmConfig) -> AllowedModules:
+    """On the driver: resolve what ``config`` names by path, and return the modules a remote worker may import.
 
-    A Ray worker starts with none of the driver's modules. The driver checked
-    the config's ``"module:Class"`` env and ``"module:function"`` mapping (their
-    modules were imported there: :func:`check_env_id`,
-    :func:`~cairn.registry.resolve_function`) before it started the worker, so
-    the worker imports the same modules, as gymnasium does for
-    ``"module:Env-v0"`` ids (:func:`make_env`). Never called for a config read
-    from a checkpoint in this process.
+    The env (``"module:Class"`` of a multi-agent environment, or a gymnasium id
+    ``"module:Env-v0"``) and the policy mapping function (``"module:function"``)
+    go through the one resolver (:func:`check_env_id`,
+    :func:`resolve_policy_mapping_fn`), exactly as when this process builds
+    them; their modules are what a Ray env runner imports before it builds its
+    runner (:meth:`~cairn.registry.AllowedModules.import_here`), and nothing
+    else: a config recorded in a checkpoint cannot make a worker import a module.
+
+    Raises:
+        ValueError: The env id names a module this process has not imported.
+        cairn.CheckpointError: The mapping function is refused by
+            :func:`~cairn.registry.resolve_function`.
     """
-    for ref in (config.env, config.policy_mapping_fn):
-        if not isinstance(ref, str) or ref.startswith(MULTI_AGENT_PREFIX):
-            continue
-        module_name, sep, _ = ref.partition(":")
-        if sep and module_name not in sys.modules:
-            importlib.import_module(module_name)
+    refs: list[tuple[str, str]] = []
+    env = config.env
+    check_env_id(env)
+    env_id = env.removeprefix(MULTI_AGENT_PREFIX)
+    module_name, sep, _ = env_id.partition(":")
+    if sep:
+        refs.append((module_name, f"env={env!r}"))
+    ref = config.policy_mapping_fn
+    if ref is not None:
+        if not isinstance(ref, str):
+            raise ValueError(f"policy_mapping_fn must be recorded as a str, got a {type(ref).__qualname__}.")
+        fn = resolve_policy_mapping_fn(ref)
+        module = getattr(fn, "__module__", None)
+        if ref not in _MAPPING_FNS and isinstance(module, str):
+            refs.append((module, f"policy_mapping_fn={ref!r}"))
+    return AllowedModules.resolve(refs)
 
 
 def make_multi_agent_env(env: str, env_config: Mapping[str, Any]) -> MultiAgentEnv:
@@ -353,11 +367,17 @@ def resolve_policy_mapping(
 def make_env(env: str, env_config: Mapping[str, Any]) -> gym.Env[Any, Any]:
     """Build one (single-agent) gymnasium environment of ``env`` (``multi:`` stripped).
 
-    ``env`` comes from a config that :func:`check_env_id` accepted in the
-    program that built it; remote env runners (Ray workers) make it here
-    without checking again, so that a ``"mymod:Env-v0"`` id the driver had
-    imported lets each worker import ``mymod`` to register the environment.
+    Checked here again, on every process: gymnasium imports the module of a
+    ``"mymod:Env-v0"`` id, so the id may name only an imported module. A remote
+    env runner (a Ray worker) has imported ``mymod`` first when its driver had
+    (:func:`driver_modules`), and nothing a config names otherwise.
+
+    Raises:
+        ValueError: The id names a module this process has not imported, or
+            ``env_config`` asks for a window.
     """
+    check_env_id(env)
+    check_env_config(env_config)
     env_id, _ = parse_env(env)
     return gym.make(env_id, **dict(env_config))
 

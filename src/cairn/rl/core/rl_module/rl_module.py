@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from cairn import Checkpointable
+from cairn._ctor_bounds import FolderSizes, alloc_limit, mlp_parameter_bytes
 from cairn.errors import IncompatibleCheckpointError
 from cairn.registry import register_type
 from cairn.rl._aliases import register_old_paths
@@ -287,6 +288,29 @@ class RLModule(nn.Module, Checkpointable):
                 tensor = torch.as_tensor(value)
                 target = own[name]
                 target.copy_(tensor.to(dtype=target.dtype, device=target.device))
+
+    @classmethod
+    def ctor_args_problem(cls, args: tuple[Any, ...], kwargs: dict[str, Any], folder: FolderSizes) -> str | None:
+        """Why recorded constructor arguments cannot belong to a checkpoint folder of these sizes, or None.
+
+        The hook of :mod:`cairn._ctor_bounds`, asked before the module is built: a
+        ``model_config["hidden_sizes"]`` whose hidden-to-hidden weights alone are
+        more than the folder can hold (it holds the parameters) is refused. The
+        default modules (PPO, DQN, SAC) and any subclass that reads ``hidden_sizes``
+        as MLP widths get it; a subclass that allocates by other arguments overrides it.
+        """
+        model_config = kwargs.get("model_config", args[2] if len(args) > 2 else None)
+        hidden = model_config.get("hidden_sizes") if isinstance(model_config, Mapping) else None
+        try:
+            lower = mlp_parameter_bytes(hidden)
+        except ValueError:
+            return None  # not MLP widths: the module's own constructor judges them
+        if lower > alloc_limit(folder.tree_bytes):
+            return (
+                f"model_config hidden_sizes={str(hidden)[:80]} make at least {lower} bytes of parameters, and the "
+                f"module's folder holds {folder.tree_bytes} bytes"
+            )
+        return None
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((observation_space, action_space), {"model_config": ..., "seed": ...})``."""

@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from cairn import Checkpointable
+from cairn._ctor_bounds import FolderSizes
 from cairn.rl.utils._util import Names, check_component_name
-from cairn.rl.utils.replay_buffers.replay_buffer import ColumnSpecs, ReplayBuffer
+from cairn.rl.utils.replay_buffers.replay_buffer import ColumnSpecs, ReplayBuffer, _chunks_problem
 
 __all__ = ["MultiAgentReplayBuffer"]
 
@@ -115,6 +116,14 @@ class MultiAgentReplayBuffer(Checkpointable):
     def set_state(self, state: dict[str, Any]) -> None:
         """Apply the states of the modules present in both; other modules are left as they are."""
         self._set_components_state(state)
+
+    @classmethod
+    def ctor_args_problem(cls, args: tuple[Any, ...], kwargs: dict[str, Any], folder: FolderSizes) -> str | None:
+        """The hook of :mod:`cairn._ctor_bounds`: one buffer per module, each with its chunk objects
+        (:meth:`ReplayBuffer.ctor_args_problem`)."""
+        columns = args[1] if len(args) > 1 else kwargs.get("columns")
+        buffers = len(columns) if isinstance(columns, Mapping) else 1
+        return _chunks_problem(args, kwargs, folder, buffers=max(1, buffers))
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``(capacity, columns of the current modules)`` with ``chunk_rows`` and ``seed``."""

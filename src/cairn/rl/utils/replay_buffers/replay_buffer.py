@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from cairn import Checkpointable, CorruptCheckpointError, IncompatibleCheckpointError
+from cairn._ctor_bounds import FolderSizes, alloc_limit
 from cairn.rl.utils._util import Names
 
 __all__ = ["DEFAULT_CHUNK_BYTES", "ColumnSpecs", "ReplayBuffer", "ReplayBufferChunk"]
@@ -80,6 +81,28 @@ def _normalize_columns(columns: ColumnSpecs) -> _Layout:
             raise ValueError(f"Column {name!r}: dtype {dtype} is not a plain numeric or bool dtype.")
         out[name] = (shape, dtype.name)
     return out
+
+
+CHUNK_OBJECT_BYTES = 800
+"""Memory of one chunk object with its views (3,000,000 of them took 2.4 GB)."""
+
+
+def _chunks_problem(
+    args: tuple[Any, ...], kwargs: Mapping[str, Any], folder: FolderSizes, *, buffers: int
+) -> str | None:
+    """Why ``buffers`` buffers of the recorded capacity and chunk_rows make more chunks than ``folder`` allows."""
+    capacity = args[0] if args else kwargs.get("capacity")
+    chunk_rows = kwargs.get("chunk_rows")
+    if type(capacity) is not int or type(chunk_rows) is not int or capacity < 1 or chunk_rows < 1:
+        return None  # the default chunk size (about 16 MB of rows), or values the constructor refuses
+    chunks = buffers * -(-capacity // chunk_rows)
+    need = chunks * CHUNK_OBJECT_BYTES
+    if need > alloc_limit(folder.tree_bytes):
+        return (
+            f"capacity={capacity} in chunks of chunk_rows={chunk_rows} make {chunks} chunk objects (about {need} "
+            f"bytes), and the buffer's folder holds {folder.tree_bytes} bytes"
+        )
+    return None
 
 
 def _layout_tag(capacity: int, chunk_rows: int, columns: _Layout) -> str:
@@ -194,6 +217,19 @@ class ReplayBufferChunk(Checkpointable):
                 np.copyto(self.arrays[name], value)
         if self._on_loaded is not None:
             self._on_loaded(self.index)
+
+    @classmethod
+    def ctor_args_problem(cls, args: tuple[Any, ...], kwargs: dict[str, Any], folder: FolderSizes) -> str | None:
+        """The hook of :mod:`cairn._ctor_bounds`: a standalone chunk allocates ``rows`` rows of every column,
+        which its folder (its tensors file) holds."""
+        rows = args[2] if len(args) > 2 else kwargs.get("rows")
+        columns = args[3] if len(args) > 3 else kwargs.get("columns")
+        if type(rows) is not int or not isinstance(columns, Mapping):
+            return None  # the constructor refuses them
+        need = rows * _row_bytes(dict(columns))
+        if need > alloc_limit(folder.tree_bytes):
+            return f"a chunk of {rows} rows takes {need} bytes, and its folder holds {folder.tree_bytes} bytes"
+        return None
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``(index, start, rows, columns)``: a standalone chunk with arrays of its own."""
@@ -480,6 +516,18 @@ class ReplayBuffer(Checkpointable):
                 "tampered with; restore the buffer from another checkpoint."
             )
         return size
+
+    @classmethod
+    def ctor_args_problem(cls, args: tuple[Any, ...], kwargs: dict[str, Any], folder: FolderSizes) -> str | None:
+        """The hook of :mod:`cairn._ctor_bounds`: the chunk objects the constructor makes are bounded.
+
+        A buffer builds ``capacity / chunk_rows`` chunk objects (about
+        :data:`CHUNK_OBJECT_BYTES` each) whether or not they hold rows, and saves
+        only the chunks holding rows, so their number is bounded by what the folder
+        holds plus the constant of :func:`cairn._ctor_bounds.alloc_limit` (about
+        80,000 empty chunks). The column arrays are zero pages until rows are written.
+        """
+        return _chunks_problem(args, kwargs, folder, buffers=1)
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``(capacity, columns)`` with ``chunk_rows`` and ``seed``."""
