@@ -258,7 +258,7 @@ def test_on_sample_end_peeks_the_runners_sampling_counters() -> None:
     steps = 2 * 32  # num_envs_per_env_runner x rollout_length
     results = _results(algo, 2)
     algo.stop()
-    assert callback_helpers.SAMPLE_END_PEEKS == [(steps, steps), (steps, steps)]  # one sample each, not a running sum
+    assert [(steps, steps), (steps, steps)] == callback_helpers.SAMPLE_END_PEEKS  # one sample each, not a running sum
     for result in results:
         assert result["env_runners/num_env_steps_sampled"] == steps
         assert result["env_runners/num_agent_steps_sampled"] == steps

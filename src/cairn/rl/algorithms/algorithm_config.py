@@ -24,6 +24,7 @@ __all__ = [
     "check_env_config",
     "check_env_id",
     "function_reference",
+    "multi_env_mapping_fn_refusal",
 ]
 
 DEFAULT_MODULE_ID = "default_policy"
@@ -110,6 +111,17 @@ def function_reference(fn: str | Callable[..., Any], *, what: str) -> str:
             "module you import (not __main__), and pass it or its 'module:function' path."
         )
     return f"{fn.__module__}:{fn.__qualname__}"
+
+
+def multi_env_mapping_fn_refusal(env: str, what: str) -> str:
+    """The message that refuses a policy mapping function on a ``"multi:"`` env (one home for its wording)."""
+    return (
+        f"{what} is refused on env={env!r}: its independent env copies give every agent a fixed module "
+        "(config.policy_mapping, agent_0 -> ...), and a mapping function would never be called. Give the mapping "
+        "as policy_mapping={'agent_0': ..., ...} when you build the config (a checkpoint restores into it), or use "
+        "a MultiAgentEnv, whose episodes call the function (e.g. "
+        "cairn.rl.examples.envs.classes.multi_agent.MultiAgentCartPole)."
+    )
 
 
 @register_type
@@ -326,6 +338,8 @@ class AlgorithmConfig:
         for name in ("checkpoint_timeout_s", "env_runner_restore_timeout_s"):
             if not getattr(self, name) > 0:  # also refuses NaN
                 raise ValueError(f"{name} must be a positive number of seconds, got {getattr(self, name)}.")
+        if self.policy_mapping_fn is not None and self.env.startswith(MULTI_AGENT_PREFIX):
+            raise ValueError(multi_env_mapping_fn_refusal(self.env, f"policy_mapping_fn={self.policy_mapping_fn!r}"))
         unknown = sorted(set(self.policies_to_train or ()) - set(self.policies))
         if unknown:
             raise ValueError(f"policies_to_train names {unknown}, which are not in policies={list(self.policies)}.")
