@@ -1,6 +1,8 @@
 """AlgorithmConfig: the settings every algorithm shares (environment, sampling, modules, scale).
 
-This module imports nothing else of ``cairn.rl`` (only, when a setting asks
+This module imports nothing else of ``cairn.rl`` but the leaf
+``cairn.rl.algorithms._config_builders`` (RLlib's builder methods, a base class)
+(and only, when a setting asks
 for Ray, the leaf ``cairn.rl.distributed._ray`` to see whether Ray is
 installed), so that every other part (env runners, learners, algorithms) can
 import it without a cycle. The checks
@@ -16,6 +18,7 @@ from typing import Any, ClassVar
 
 from cairn.errors import CheckpointError
 from cairn.registry import function_problem, loaded_module, register_type
+from cairn.rl.algorithms._config_builders import ConfigBuilders
 
 __all__ = [
     "DEFAULT_MODULE_ID",
@@ -126,8 +129,13 @@ def multi_env_mapping_fn_refusal(env: str, what: str) -> str:
 
 @register_type
 @dataclass
-class AlgorithmConfig:
-    """Settings every algorithm shares: the environment, sampling, modules, scale."""
+class AlgorithmConfig(ConfigBuilders):
+    """Settings every algorithm shares: the environment, sampling, modules, scale.
+
+    Build one with keywords (``PPOConfig(env="CartPole-v1", lr=1e-4)``) or with RLlib's
+    builders (``PPOConfig().environment("CartPole-v1").training(lr=1e-4)``, see
+    :class:`~cairn.rl.algorithms._config_builders.ConfigBuilders`): both give equal configs.
+    """
 
     env: str = "CartPole-v1"
     """A gymnasium environment id, or ``"multi:<id>"`` for ``num_agents`` independent

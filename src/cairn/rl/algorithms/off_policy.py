@@ -30,6 +30,7 @@ import torch
 
 from cairn import Checkpointable
 from cairn.registry import register_type
+from cairn.rl.algorithms._config_builders import Accept, Rule, integer, number, replay_buffer_config
 from cairn.rl.algorithms.algorithm import Algorithm
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.core.learner.learner import Learner
@@ -59,6 +60,22 @@ class OffPolicyConfig(AlgorithmConfig):
     """
 
     sample_next_obs: ClassVar[bool] = True
+
+    RLLIB_RULES: ClassVar[dict[str, dict[str, Rule]]] = {
+        "training": {
+            "train_batch_size_per_learner": integer("minibatch_size", name="train_batch_size_per_learner"),
+            "train_batch_size": integer("minibatch_size", name="train_batch_size"),
+            "gamma": number("gamma"),
+            "n_step": integer("n_step"),
+            "tau": number("tau"),
+            "replay_buffer_config": replay_buffer_config,
+            "store_buffer_in_checkpoints": Accept(
+                (True, False), "cairn's checkpoints always hold the replay buffer (saved incrementally)"
+            ),
+            "training_intensity": Accept((None,), "cairn: training(train_frequency=<env steps per gradient step>)"),
+        }
+    }
+    """RLlib's off-policy ``training()`` settings: the train batch is the rows of one gradient step."""
 
     num_envs_per_env_runner: int = 1
     """Vectorized environments per env runner (CleanRL: 1)."""
