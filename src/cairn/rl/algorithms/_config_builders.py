@@ -65,7 +65,7 @@ Translate = Callable[[Any, Any], dict[str, Any]]
 """``(config, value) -> {cairn field: value}``: a setting that is not one field under another name."""
 
 Rule = str | Accept | Refuse | Translate
-"""How a builder takes one RLlib setting: a cairn field name, :class:`Accept`, :class:`Refuse`, or a :data:`Translate`."""
+"""How a builder takes one RLlib setting: a cairn field name, :class:`Accept`, :class:`Refuse`, or a Translate."""
 
 _PENDING_BATCH = "_rllib_train_batch_size"
 """Instance attribute (not a field) keeping the train batch size the last ``training()`` asked for,
