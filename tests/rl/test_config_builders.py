@@ -137,7 +137,7 @@ def test_dqn_and_sac_training_settings() -> None:
     )
     assert (dqn.epsilon_start, dqn.epsilon_end, dqn.epsilon_timesteps) == (1.0, 0.1, 500)
     assert (dqn.replay_buffer_capacity, dqn.minibatch_size, dqn.n_step, dqn.double_q) == (1_000, 16, 2, False)
-    with pytest.raises(ValueError, match="no\\s+prioritized replay|samples uniformly"):
+    with pytest.raises(ValueError, match=r"samples uniformly"):
         DQNConfig().training(replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer"})
     with pytest.raises(ValueError, match="not dueling"):
         DQNConfig().training(dueling=True)
