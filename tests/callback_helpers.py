@@ -80,3 +80,16 @@ class WinsPerModule(RLlibCallback):
         EVENTS.append(("ma", "end", env_index, episode.agent_id, episode.module_id, len(episode)))
         metrics_logger.log_value(f"wins/{episode.module_id}", int(episode.get_return() > 0), reduce="sum")
         metrics_logger.log_value("agent_episodes", 1, reduce="sum")
+
+
+SAMPLE_END_PEEKS: list[tuple[int, int]] = []
+"""``(num_env_steps_sampled, num_agent_steps_sampled)`` that :class:`PeekSampledSteps` peeked (this process)."""
+
+
+class PeekSampledSteps(RLlibCallback):
+    """Peeks the runner's sampling counters in ``on_sample_end``, as RLlib users do."""
+
+    def on_sample_end(self, *, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
+        SAMPLE_END_PEEKS.append(
+            (metrics_logger.peek("num_env_steps_sampled"), metrics_logger.peek("num_agent_steps_sampled"))
+        )

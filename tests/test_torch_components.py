@@ -266,3 +266,41 @@ def test_reserved_names_are_refused() -> None:
     for name in ("values", "get_state", "_live"):
         with pytest.raises(cairn.CheckpointError, match="reserved"):
             ct.TrainState(**{name: 1})
+
+
+def test_a_module_wrapped_as_a_state_dict_saves_and_loads_back(tmp_path: Path) -> None:
+    """A module's ``state_dict()`` is an ``OrderedDict``: ``StateDict`` saves it and loads it back (issue 25)."""
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(3, 2)
+    wrapped = ct.StateDict(linear)
+    path = wrapped.save_to_path(tmp_path / "linear")
+    saved = {k: v.clone() for k, v in linear.state_dict().items()}
+    with torch.no_grad():
+        linear.weight.add_(1.0)
+    wrapped.restore_from_path(path)
+    for name, value in linear.state_dict().items():
+        assert torch.equal(value, saved[name])
+    other = torch.nn.Linear(3, 2)
+    ct.StateDict.from_checkpoint(path, obj=other)
+    assert torch.equal(other.weight, saved["weight"])
+
+
+def test_copies_of_an_ordered_dict_state_do_not_share_its_tensors() -> None:
+    """The tree copies of a save (``StateDict.get_state``, the manager's async snapshot) copy an
+    ``OrderedDict``'s tensors: training that goes on cannot change what is written."""
+    from collections import OrderedDict
+
+    from cairn.manager import snapshot_state
+
+    linear = torch.nn.Linear(3, 2)
+    state = linear.state_dict()
+    assert type(state) is OrderedDict
+    gotten = ct.StateDict(linear).get_state()["state_dict"]
+    snapshot = snapshot_state({"nested": state})["nested"]
+    assert type(gotten) is dict
+    assert type(snapshot) is OrderedDict  # its class is kept: the save decides about it as about the live state
+    before = linear.weight.detach().clone()
+    with torch.no_grad():
+        linear.weight.add_(1.0)
+    assert torch.equal(gotten["weight"], before)
+    assert torch.equal(snapshot["weight"], before)

@@ -40,6 +40,7 @@ is several times faster than copying into fresh memory.
 from __future__ import annotations
 
 import atexit
+import copy
 import os
 import re
 import sys
@@ -162,6 +163,13 @@ def snapshot_state(
     t = type(state)
     if t is dict:
         return {k: snapshot_state(v, pool, taken) for k, v in state.items()}
+    if isinstance(state, dict):
+        # A dict subclass (a module's OrderedDict state_dict) keeps its class, so that the save refuses
+        # or accepts it exactly as it would the live state, but its tensors are copied like a dict's.
+        copied = copy.copy(state)
+        for k, v in state.items():
+            copied[k] = snapshot_state(v, pool, taken)
+        return copied
     if t is list:
         return [snapshot_state(v, pool, taken) for v in state]
     if t is tuple:

@@ -66,12 +66,17 @@ class Stateful(Protocol):
 
 
 def _clone(tree: Any) -> Any:
-    """A copy of a state tree that training can no longer change (tensors and arrays copied)."""
+    """A copy of a state tree that training can no longer change (tensors and arrays copied).
+
+    Dicts of any dict class (``OrderedDict``, ``defaultdict``) come back as plain dicts.
+    """
     if isinstance(tree, torch.Tensor):
         return tree.detach().clone()
     if isinstance(tree, np.ndarray):
         return tree.copy()
-    if type(tree) is dict:
+    if isinstance(tree, dict):
+        # A module's state_dict() is an OrderedDict (a dict subclass the codec refuses): it becomes a
+        # plain dict here, with its tensors copied, and load_state_dict takes a plain dict back.
         return {k: _clone(v) for k, v in tree.items()}
     if type(tree) is list:
         return [_clone(v) for v in tree]

@@ -248,3 +248,30 @@ def test_a_checkpoint_never_imports_its_callbacks_module(tmp_path: Path) -> None
     assert "callback_helpers:LongEpisodes" in out and "import callback_helpers first" in out, out
     assert out.strip().endswith("not imported")
     assert callback_helpers.LongEpisodes is LongEpisodes
+
+
+def test_on_sample_end_peeks_the_runners_sampling_counters() -> None:
+    """RLlib's env runner logs ``num_env_steps_sampled`` before ``on_sample_end`` (issue 25): a callback
+    peeks this sample's counts, and ``train()`` reports the iteration's under ``env_runners/``."""
+    callback_helpers.SAMPLE_END_PEEKS.clear()
+    algo = PPO(small_config(callbacks_class=callback_helpers.PeekSampledSteps))
+    steps = 2 * 32  # num_envs_per_env_runner x rollout_length
+    results = _results(algo, 2)
+    algo.stop()
+    assert [(steps, steps), (steps, steps)] == callback_helpers.SAMPLE_END_PEEKS  # one sample each, not a running sum
+    for result in results:
+        assert result["env_runners/num_env_steps_sampled"] == steps
+        assert result["env_runners/num_agent_steps_sampled"] == steps
+
+
+def test_on_sample_end_counts_agent_steps_of_a_multi_agent_copy_env() -> None:
+    """On ``"multi:"`` env copies every agent's action is an agent step."""
+    callback_helpers.SAMPLE_END_PEEKS.clear()
+    algo = PPO(
+        small_config(
+            env="multi:CartPole-v1", num_agents=2, callbacks_class=callback_helpers.PeekSampledSteps, rollout_length=8
+        )
+    )
+    algo.train()
+    algo.stop()
+    assert callback_helpers.SAMPLE_END_PEEKS == [(2 * 8, 2 * 2 * 8)]

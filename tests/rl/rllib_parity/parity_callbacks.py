@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cairn.rl import RLlibCallback
+from cairn.rl.env.env_runner import NUM_ENV_STEPS_SAMPLED
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 
 NUM_ENV_STEPS_IN_CALLBACK_LIFETIME = "num_env_steps_in_callback"
@@ -12,13 +13,9 @@ NUM_ENV_STEPS_IN_CALLBACK_LIFETIME = "num_env_steps_in_callback"
 
 
 class CountEnvSteps(RLlibCallback):
-    """Counts the env steps of every ``sample()`` in a custom lifetime sum, as RLlib's test does.
-
-    RLlib's callback logs ``metrics_logger.peek(NUM_ENV_STEPS_SAMPLED)``; cairn's env
-    runner logger holds no such counter, so the steps are counted in ``samples``
-    (module id -> time-major batch, one column per sub-environment).
-    """
+    """Counts the env steps of every ``sample()`` in a custom lifetime sum, as RLlib's test does:
+    the env runner has logged ``num_env_steps_sampled`` before ``on_sample_end`` runs."""
 
     def on_sample_end(self, *, metrics_logger: MetricsLogger, samples: Any, **kwargs: Any) -> None:
-        steps = sum(int(batch["rewards"].size) for batch in samples.values())
+        steps = metrics_logger.peek(NUM_ENV_STEPS_SAMPLED)
         metrics_logger.log_value(NUM_ENV_STEPS_IN_CALLBACK_LIFETIME, steps, reduce="sum", clear_on_reduce=False)

@@ -25,7 +25,7 @@ from parity_helpers import (
     tiny_config,
 )
 
-from cairn.rl import DEFAULT_MODULE_ID, PPO, Algorithm, EpisodeInfo
+from cairn.rl import DEFAULT_MODULE_ID, PPO, Algorithm, EpisodeInfo, MultiRLModuleSpec
 from cairn.rl.env.multi_agent_env import resolve_policy_mapping_fn
 from cairn.testing import assert_states_equal
 
@@ -113,12 +113,14 @@ def test_add_module_and_remove_module(phase: str, tmp_path: Path) -> None:
 
     for i in (1, 2):
         mid = f"p{i}"
-        algo.add_module(
+        multi_spec = algo.add_module(
             mid,
             mod0.spec,
             new_agent_to_module_mapping_fn=NEW_MAPPING_AFTER_ADDING[i],
             new_should_module_be_updated=[f"p{i}", f"p{i - 1}"],
         )
+        assert isinstance(multi_spec, MultiRLModuleSpec)  # RLlib returns the new MultiRLModuleSpec
+        assert sorted(multi_spec.rl_module_specs) == [f"p{j}" for j in range(i + 1)]
         new_module = algo.get_module(mid)
         assert_modules_added(algo, mids=[0, i], trainable=[i, i - 1], mapped=[i, i - 1], not_mapped=[i - 2])
         assert new_module is not mod0

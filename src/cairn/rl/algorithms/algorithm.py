@@ -34,7 +34,12 @@ import torch
 
 from cairn import Checkpointable
 from cairn.rl._aliases import register_old_paths
-from cairn.rl.algorithms.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
+from cairn.rl.algorithms.algorithm_config import (
+    DEFAULT_MODULE_ID,
+    MULTI_AGENT_PREFIX,
+    AlgorithmConfig,
+    multi_env_mapping_fn_refusal,
+)
 from cairn.rl.callbacks.callbacks import make_callbacks
 from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.multi_rl_module import (
@@ -126,8 +131,8 @@ class Algorithm(Checkpointable, abc.ABC):
         config_overrides: Mapping[str, Any] | None = None,
         new_agent_to_module_mapping_fn: Any = None,
         new_should_module_be_updated: Sequence[str] | None = None,
-    ) -> RLModule:
-        """Add a module while training runs (RLlib's ``Algorithm.add_module``); returns the learner's module.
+    ) -> MultiRLModuleSpec:
+        """Add a module while training runs (RLlib's ``Algorithm.add_module``).
 
         The learners get the module and an optimizer, every env runner (local and
         remote) an inference copy with the same weights, and the config its new
@@ -143,15 +148,22 @@ class Algorithm(Checkpointable, abc.ABC):
             config_overrides: The module's own settings (``{"lr": 1e-3}``), kept in
                 ``algorithm_config_overrides_per_module``.
             new_agent_to_module_mapping_fn: Stored as ``config.policy_mapping_fn``
-                (``None`` keeps the current one).
+                (``None`` keeps the current one). Refused on a ``"multi:"`` env, whose
+                agents keep the modules of ``config.policy_mapping``.
             new_should_module_be_updated: Stored as ``config.policies_to_train``
                 (``None`` keeps the current one).
 
+        Returns:
+            The :class:`MultiRLModuleSpec` of all modules now (as RLlib; also ``config.rl_module_spec``).
+            The new module itself is ``get_module(module_id)``.
+
         Raises:
-            ValueError: An invalid or existing id, or an unknown setting in ``config_overrides``.
+            ValueError: An invalid or existing id, an unknown setting in ``config_overrides``,
+                or a mapping function on a ``"multi:"`` env.
         """
         if module_id in self.config.policies:
             raise ValueError(f"Module id {module_id!r} already exists (policies={list(self.config.policies)}).")
+        self._check_mapping_fn_allowed(new_agent_to_module_mapping_fn, "add_module")
         runner = self.env_runner
         spec = module_spec.with_defaults(
             module_class=self.config.get_default_rl_module_class(),
@@ -162,10 +174,9 @@ class Algorithm(Checkpointable, abc.ABC):
         )
         weights = None if spec.load_state_path is None else load_module_state(spec, spec.load_state_path)
         spec = replace(spec, load_state_path=None)
-        module = self.learner_group.add_module(module_id, spec, config_overrides=config_overrides)
+        self.learner_group.add_module(module_id, spec, config_overrides=config_overrides)
         if weights is not None:
             self.learner_group.set_state({"learner": {"rl_module": {module_id: weights}}})
-            module = self.learner_group.get_module(module_id)
         self.config = self._config_with_modules(
             policies=(*self.config.policies, module_id),
             policy_mapping_fn=new_agent_to_module_mapping_fn,
@@ -173,7 +184,18 @@ class Algorithm(Checkpointable, abc.ABC):
         )
         self.env_runner_group.add_module(module_id, spec, config=self.config)
         self._sync_env_runners()
-        return module
+        added: MultiRLModuleSpec = self.config.rl_module_spec
+        return added
+
+    def _check_mapping_fn_allowed(self, mapping_fn: Any, what: str) -> None:
+        """Refuse a mapping function on a ``"multi:"`` env, before anything changes.
+
+        Its env copies have fixed agent -> module assignments (``config.policy_mapping``),
+        and a function given there would never be called: input is refused, never ignored.
+        """
+        if mapping_fn is not None and self.config.env.startswith(MULTI_AGENT_PREFIX):
+            what = f"{what}(new_agent_to_module_mapping_fn=...)"
+            raise ValueError(multi_env_mapping_fn_refusal(self.config.env, what))
 
     def remove_module(
         self,
@@ -181,7 +203,7 @@ class Algorithm(Checkpointable, abc.ABC):
         *,
         new_agent_to_module_mapping_fn: Any = None,
         new_should_module_be_updated: Sequence[str] | None = None,
-    ) -> None:
+    ) -> MultiRLModuleSpec:
         """Remove a module while training runs (RLlib's ``Algorithm.remove_module``).
 
         The learners drop it with its optimizer and overrides, the env runners
@@ -192,13 +214,17 @@ class Algorithm(Checkpointable, abc.ABC):
         dropped (they would train a module that no longer exists; see
         :meth:`~cairn.rl.env.multi_agent_env_runner.MultiAgentEnvRunner.remove_module`).
 
+        Returns:
+            The :class:`MultiRLModuleSpec` of the modules left (as RLlib; also ``config.rl_module_spec``).
+
         Raises:
             KeyError: No such module.
             ValueError: It is the last module, agents still act with it
-                (``config.policy_mapping`` names it), or the mapping function
+                (``config.policy_mapping`` names it), the mapping function
                 maps an agent of an episode in flight back to it (nothing is
-                changed then).
+                changed then), or a mapping function is given on a ``"multi:"`` env.
         """
+        self._check_mapping_fn_allowed(new_agent_to_module_mapping_fn, "remove_module")
         policies = tuple(p for p in self.config.policies if p != module_id)
         if len(policies) == len(self.config.policies):
             raise KeyError(f"No module {module_id!r}; the modules are {list(self.config.policies)}.")
@@ -222,6 +248,8 @@ class Algorithm(Checkpointable, abc.ABC):
         self.env_runner_group.remove_module(module_id, config=config)
         self.learner_group.remove_module(module_id)
         self.config = config
+        left: MultiRLModuleSpec = config.rl_module_spec
+        return left
 
     def _config_with_modules(
         self,

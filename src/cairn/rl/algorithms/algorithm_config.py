@@ -1,6 +1,8 @@
 """AlgorithmConfig: the settings every algorithm shares (environment, sampling, modules, scale).
 
-This module imports nothing else of ``cairn.rl`` (only, when a setting asks
+This module imports nothing else of ``cairn.rl`` but the leaf
+``cairn.rl.algorithms._config_builders`` (RLlib's builder methods, a base class)
+(and only, when a setting asks
 for Ray, the leaf ``cairn.rl.distributed._ray`` to see whether Ray is
 installed), so that every other part (env runners, learners, algorithms) can
 import it without a cycle. The checks
@@ -16,6 +18,7 @@ from typing import Any, ClassVar
 
 from cairn.errors import CheckpointError
 from cairn.registry import function_problem, loaded_module, register_type
+from cairn.rl.algorithms._config_builders import ConfigBuilders
 
 __all__ = [
     "DEFAULT_MODULE_ID",
@@ -24,6 +27,7 @@ __all__ = [
     "check_env_config",
     "check_env_id",
     "function_reference",
+    "multi_env_mapping_fn_refusal",
 ]
 
 DEFAULT_MODULE_ID = "default_policy"
@@ -112,10 +116,26 @@ def function_reference(fn: str | Callable[..., Any], *, what: str) -> str:
     return f"{fn.__module__}:{fn.__qualname__}"
 
 
+def multi_env_mapping_fn_refusal(env: str, what: str) -> str:
+    """The message that refuses a policy mapping function on a ``"multi:"`` env (one home for its wording)."""
+    return (
+        f"{what} is refused on env={env!r}: its independent env copies give every agent a fixed module "
+        "(config.policy_mapping, agent_0 -> ...), and a mapping function would never be called. Give the mapping "
+        "as policy_mapping={'agent_0': ..., ...} when you build the config (a checkpoint restores into it), or use "
+        "a MultiAgentEnv, whose episodes call the function (e.g. "
+        "cairn.rl.examples.envs.classes.multi_agent.MultiAgentCartPole)."
+    )
+
+
 @register_type
 @dataclass
-class AlgorithmConfig:
-    """Settings every algorithm shares: the environment, sampling, modules, scale."""
+class AlgorithmConfig(ConfigBuilders):
+    """Settings every algorithm shares: the environment, sampling, modules, scale.
+
+    Build one with keywords (``PPOConfig(env="CartPole-v1", lr=1e-4)``) or with RLlib's
+    builders (``PPOConfig().environment("CartPole-v1").training(lr=1e-4)``, see
+    :class:`~cairn.rl.algorithms._config_builders.ConfigBuilders`): both give equal configs.
+    """
 
     env: str = "CartPole-v1"
     """A gymnasium environment id, or ``"multi:<id>"`` for ``num_agents`` independent
@@ -326,6 +346,8 @@ class AlgorithmConfig:
         for name in ("checkpoint_timeout_s", "env_runner_restore_timeout_s"):
             if not getattr(self, name) > 0:  # also refuses NaN
                 raise ValueError(f"{name} must be a positive number of seconds, got {getattr(self, name)}.")
+        if self.policy_mapping_fn is not None and self.env.startswith(MULTI_AGENT_PREFIX):
+            raise ValueError(multi_env_mapping_fn_refusal(self.env, f"policy_mapping_fn={self.policy_mapping_fn!r}"))
         unknown = sorted(set(self.policies_to_train or ()) - set(self.policies))
         if unknown:
             raise ValueError(f"policies_to_train names {unknown}, which are not in policies={list(self.policies)}.")

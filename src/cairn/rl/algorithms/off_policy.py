@@ -30,11 +30,12 @@ import torch
 
 from cairn import Checkpointable
 from cairn.registry import register_type
+from cairn.rl.algorithms._config_builders import Accept, Rule, integer, number, replay_buffer_config
 from cairn.rl.algorithms.algorithm import Algorithm
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.core.learner.learner import Learner
 from cairn.rl.core.learner.learner_group import LearnerGroup
-from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
+from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule, MultiRLModuleSpec
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
 from cairn.rl.utils._util import Names
@@ -59,6 +60,22 @@ class OffPolicyConfig(AlgorithmConfig):
     """
 
     sample_next_obs: ClassVar[bool] = True
+
+    RLLIB_RULES: ClassVar[dict[str, dict[str, Rule]]] = {
+        "training": {
+            "train_batch_size_per_learner": integer("minibatch_size", name="train_batch_size_per_learner"),
+            "train_batch_size": integer("minibatch_size", name="train_batch_size"),
+            "gamma": number("gamma"),
+            "n_step": integer("n_step"),
+            "tau": number("tau"),
+            "replay_buffer_config": replay_buffer_config,
+            "store_buffer_in_checkpoints": Accept(
+                (True, False), "cairn's checkpoints always hold the replay buffer (saved incrementally)"
+            ),
+            "training_intensity": Accept((None,), "cairn: training(train_frequency=<env steps per gradient step>)"),
+        }
+    }
+    """RLlib's off-policy ``training()`` settings: the train batch is the rows of one gradient step."""
 
     num_envs_per_env_runner: int = 1
     """Vectorized environments per env runner (CleanRL: 1)."""
@@ -392,17 +409,21 @@ class OffPolicyAlgorithm(Algorithm):
         config_overrides: Mapping[str, Any] | None = None,
         new_agent_to_module_mapping_fn: Any = None,
         new_should_module_be_updated: Sequence[str] | None = None,
-    ) -> RLModule:
+    ) -> MultiRLModuleSpec:
         """Add a module (see :meth:`Algorithm.add_module`) and an empty replay buffer for it."""
-        module = super().add_module(
+        specs = super().add_module(
             module_id,
             module_spec,
             config_overrides=config_overrides,
             new_agent_to_module_mapping_fn=new_agent_to_module_mapping_fn,
             new_should_module_be_updated=new_should_module_be_updated,
         )
-        self.replay_buffer.add_module(module_id, replay_columns(module.observation_space, module.action_space))
-        return module
+        # The spec the env runners built the module from: its spaces are filled in (add_module did).
+        spec = self.env_runner.module_specs[module_id]
+        observation_space = spec.observation_space or self.env_runner.observation_space
+        action_space = spec.action_space or self.env_runner.action_space
+        self.replay_buffer.add_module(module_id, replay_columns(observation_space, action_space))
+        return specs
 
     def remove_module(
         self,
@@ -410,14 +431,15 @@ class OffPolicyAlgorithm(Algorithm):
         *,
         new_agent_to_module_mapping_fn: Any = None,
         new_should_module_be_updated: Sequence[str] | None = None,
-    ) -> None:
+    ) -> MultiRLModuleSpec:
         """Remove a module (see :meth:`Algorithm.remove_module`) and its replay buffer."""
-        super().remove_module(
+        specs = super().remove_module(
             module_id,
             new_agent_to_module_mapping_fn=new_agent_to_module_mapping_fn,
             new_should_module_be_updated=new_should_module_be_updated,
         )
         self.replay_buffer.remove_module(module_id)
+        return specs
 
     def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
         """``env_runner``, ``learner_group`` and ``replay_buffer``."""

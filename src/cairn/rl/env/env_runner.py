@@ -48,7 +48,14 @@ from cairn.rl.env.multi_agent_env import (
 from cairn.rl.utils._util import Names
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 
-__all__ = ["EnvRunner", "ModuleRemoval", "SampleBatch"]
+__all__ = ["NUM_AGENT_STEPS_SAMPLED", "NUM_ENV_STEPS_SAMPLED", "EnvRunner", "ModuleRemoval", "SampleBatch"]
+
+NUM_ENV_STEPS_SAMPLED = "num_env_steps_sampled"
+"""Env steps of a runner's last ``sample()`` in its metrics logger (RLlib's name), logged before
+``on_sample_end``; the algorithm reports the iteration's sum as ``env_runners/num_env_steps_sampled``."""
+
+NUM_AGENT_STEPS_SAMPLED = "num_agent_steps_sampled"
+"""Agent steps of a runner's last ``sample()`` (every agent's action is one), as :data:`NUM_ENV_STEPS_SAMPLED`."""
 
 SampleBatch = dict[str, npt.NDArray[Any]]
 """One module's rollout: time-major arrays ``[T, N, ...]`` plus ``bootstrap_vf`` ``[N]``.
@@ -237,6 +244,7 @@ class EnvRunner(Checkpointable):
         final_vf_buf = np.zeros((horizon, n), dtype=np.float32)
         off_policy = bool(self.config.sample_next_obs)
         next_obs_buf = np.zeros_like(obs_buf) if off_policy else None
+        self._begin_sample()
         self._episodes_this_iteration = 0
         self.last_episodes = []
         if not self._episodes_started:
@@ -296,8 +304,23 @@ class EnvRunner(Checkpointable):
             }
             if next_obs_buf is not None:
                 batches[module_id]["next_obs"] = next_obs_buf[:, slots]
-        self.callbacks.on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=batches)
+        self._end_sample(batches, agent_steps=n * horizon)
         return batches
+
+    def _begin_sample(self) -> None:
+        """Reduce this runner's logger before a ``sample()``, as RLlib's env runners do after each one:
+        what a callback logged with ``clear_on_reduce=True`` counts one sample (the values were already
+        handed to the algorithm with :meth:`MetricsLogger.pop_deltas`)."""
+        self.metrics.reduce()
+
+    def _end_sample(self, batches: dict[str, SampleBatch], *, agent_steps: int) -> None:
+        """Log the sample's counters, then call ``on_sample_end`` (RLlib's order: the callback may
+        ``metrics_logger.peek("num_env_steps_sampled")``). Reported each iteration under
+        ``env_runners/`` (summed over the runners)."""
+        env_steps = self.num_envs * int(self.config.rollout_length)
+        self.metrics.log_value(NUM_ENV_STEPS_SAMPLED, env_steps, reduce="sum", clear_on_reduce=True)
+        self.metrics.log_value(NUM_AGENT_STEPS_SAMPLED, agent_steps, reduce="sum", clear_on_reduce=True)
+        self.callbacks.on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=batches)
 
     def _end_episode(self, slot: int) -> None:
         self._episode_hook("on_episode_end", slot, done=True)

@@ -355,6 +355,7 @@ class MultiAgentEnvRunner(EnvRunner):
             :data:`~cairn.rl.env.env_runner.SampleBatch` of shape ``[T, 1, ...]``
             (see the module docstring); modules without one are left out.
         """
+        self._begin_sample()
         self._episodes_this_iteration = 0
         self.last_episodes = []
         agent_steps = 0
@@ -394,7 +395,7 @@ class MultiAgentEnvRunner(EnvRunner):
             self.num_agent_steps_sampled_lifetime += len(acting)
         self._last_agent_steps = agent_steps
         batches = self._collect()
-        self.callbacks.on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=batches)
+        self._end_sample(batches, agent_steps=agent_steps)
         return batches
 
     def _agent_episode_hook(self, hook: str, env_index: int, agent: str, *, done: bool) -> None:

@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 import torch
 
 from cairn.registry import register_type
+from cairn.rl.algorithms._config_builders import Accept, Refuse, Rule, epsilon_schedule, integer
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.algorithms.dqn.default_dqn_rl_module import DefaultDQNRLModule
 from cairn.rl.algorithms.dqn.dqn_learner import DQNLearner
@@ -81,6 +82,28 @@ class DQNConfig(OffPolicyConfig):
 
     td_error_loss_fn: str = "huber"
     """``"huber"`` (smooth L1, as SB3 and RLlib) or ``"mse"`` (CleanRL)."""
+
+    RLLIB_RULES: ClassVar[dict[str, dict[str, Rule]]] = {
+        "training": {
+            "epsilon": epsilon_schedule,
+            "target_network_update_freq": integer("target_network_update_freq"),
+            "dueling": Accept((False,), "cairn's default Q-network is not dueling"),
+            "num_atoms": Accept((1,), "cairn's DQN is not distributional"),
+            "noisy": Accept((False,), "cairn's DQN explores epsilon-greedily"),
+            "hiddens": Refuse(
+                "cairn's Q-network has no separate head: use rl_module(model_config={'fcnet_hiddens': [...]})"
+            ),
+            "adam_epsilon": Accept((1e-8,), "cairn's learners use Adam with torch's default eps"),
+            "lr_schedule": Accept((None,), "use training(lr_anneal_timesteps=...)"),
+            "before_learn_on_batch": Accept((None,), "cairn has no such hook"),
+        }
+    }
+    """RLlib's DQN ``training()`` settings (see :class:`~cairn.rl.algorithms._config_builders.ConfigBuilders`)."""
+
+    @classmethod
+    def algo_class(cls) -> type[OffPolicyAlgorithm]:
+        """:class:`DQN`."""
+        return DQN
 
     def get_default_learner_class(self) -> type[Learner]:
         """:class:`~cairn.rl.algorithms.dqn.dqn_learner.DQNLearner`."""

@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from cairn.registry import register_type
 from cairn.rl._aliases import register_old_paths
+from cairn.rl.algorithms._config_builders import Accept, Refuse, Rule, number
 from cairn.rl.algorithms.algorithm import Algorithm
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
@@ -67,6 +68,31 @@ class PPOConfig(AlgorithmConfig):
 
     normalize_advantages: bool = True
     """Normalize advantages per minibatch."""
+
+    RLLIB_RULES: ClassVar[dict[str, dict[str, Rule]]] = {
+        "training": {
+            "lambda_": number("gae_lambda", name="lambda_"),
+            "lambda": number("gae_lambda", name="lambda"),
+            "gamma": number("gamma"),
+            "clip_param": number("clip_param"),
+            "vf_loss_coeff": number("vf_loss_coeff"),
+            "entropy_coeff": number("entropy_coeff"),
+            "use_critic": Accept((True,), "cairn's PPO always learns a value function"),
+            "use_gae": Accept((True,), "cairn's PPO always uses GAE"),
+            "use_kl_loss": Accept((False,), "cairn's PPO has no KL penalty (it clips the ratio)"),
+            "kl_coeff": Accept((0.0, 0), "cairn's PPO has no KL penalty (it clips the ratio)"),
+            "kl_target": Refuse("cairn's PPO has no KL penalty (it clips the ratio)"),
+            "vf_clip_param": Accept((float("inf"),), "cairn's PPO does not clip the value loss"),
+            "entropy_coeff_schedule": Accept((None,), "cairn's entropy_coeff is constant"),
+            "lr_schedule": Accept((None,), "use training(lr_anneal_timesteps=...)"),
+        }
+    }
+    """RLlib's PPO ``training()`` settings (see :class:`~cairn.rl.algorithms._config_builders.ConfigBuilders`)."""
+
+    @classmethod
+    def algo_class(cls) -> type[Algorithm]:
+        """:class:`PPO`."""
+        return PPO
 
     def get_default_learner_class(self) -> type[Learner]:
         """:class:`~cairn.rl.algorithms.ppo.ppo_learner.PPOLearner`."""

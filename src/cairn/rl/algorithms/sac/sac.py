@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from cairn.registry import register_type
+from cairn.rl.algorithms._config_builders import Accept, Refuse, Rule, integer, number
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
 from cairn.rl.algorithms.sac.default_sac_rl_module import DefaultSACRLModule
@@ -35,6 +36,24 @@ from cairn.rl.core.learner.learner import Learner
 from cairn.rl.core.rl_module.rl_module import RLModule
 
 __all__ = ["SAC", "SACConfig"]
+
+
+def _initial_alpha(config: Any, value: Any) -> dict[str, Any]:
+    alpha = number("initial_alpha")(config, value)["initial_alpha"]
+    return {"model_config": {**config.model_config, "initial_alpha": alpha}}  # the module holds log_alpha
+
+
+def _target_entropy(config: Any, value: Any) -> dict[str, Any]:
+    if value == "auto":
+        return {"target_entropy": None}  # cairn's None is RLlib's "auto": -|A|
+    return number("target_entropy")(config, value)
+
+
+def _optimization_config(config: Any, value: Any) -> dict[str, Any]:
+    names = {"actor_learning_rate": "policy_lr", "critic_learning_rate": "q_lr", "entropy_learning_rate": "alpha_lr"}
+    if not isinstance(value, dict) or set(value) - set(names):
+        raise ValueError(f"optimization_config must be a dict with keys from {sorted(names)}, got {value!r:.80}.")
+    return {names[k]: number(names[k], name=k)(config, v)[names[k]] for k, v in value.items()}
 
 
 @register_type
@@ -75,6 +94,30 @@ class SACConfig(OffPolicyConfig):
 
     target_entropy: float | None = None
     """The entropy alpha tuning aims for; ``None``: ``-|A|`` (minus the action dimension)."""
+
+    RLLIB_RULES: ClassVar[dict[str, dict[str, Rule]]] = {
+        "training": {
+            "twin_q": Accept((True,), "cairn's SAC always has twin Q-networks"),
+            "initial_alpha": _initial_alpha,
+            "target_entropy": _target_entropy,
+            "actor_lr": number("policy_lr", name="actor_lr"),
+            "critic_lr": number("q_lr", name="critic_lr"),
+            "alpha_lr": number("alpha_lr"),
+            "optimization_config": _optimization_config,
+            "lr": Accept((None,), "SAC's rates are actor_lr, critic_lr and alpha_lr"),
+            "target_network_update_freq": integer("target_network_update_freq"),
+            "q_model_config": Refuse("use rl_module(model_config={'fcnet_hiddens': [...]}) for both networks"),
+            "policy_model_config": Refuse("use rl_module(model_config={'fcnet_hiddens': [...]}) for both networks"),
+            "_deterministic_loss": Accept((False,), "cairn's SAC samples actions in its loss"),
+            "_use_beta_distribution": Accept((False,), "cairn's SAC uses a squashed Gaussian"),
+        }
+    }
+    """RLlib's SAC ``training()`` settings (see :class:`~cairn.rl.algorithms._config_builders.ConfigBuilders`)."""
+
+    @classmethod
+    def algo_class(cls) -> type[OffPolicyAlgorithm]:
+        """:class:`SAC`."""
+        return SAC
 
     def get_default_learner_class(self) -> type[Learner]:
         """:class:`~cairn.rl.algorithms.sac.sac_learner.SACLearner`."""

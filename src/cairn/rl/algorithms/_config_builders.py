@@ -1,0 +1,743 @@
+"""RLlib's builder methods on cairn's config dataclasses (issue 25).
+
+RLlib users build a config by chaining ``PPOConfig().environment(...).env_runners(...)
+.training(...)``; cairn's configs are dataclasses. :class:`ConfigBuilders` (a base of
+:class:`~cairn.rl.algorithms.algorithm_config.AlgorithmConfig`) gives every config
+RLlib's builders. Each sets the dataclass's fields and returns ``self`` (RLlib's
+semantics), so the builder form and the keyword form give equal dataclasses and equal
+checkpoints: nothing a builder is told lives outside the fields, except
+``train_batch_size_per_learner``, which cairn turns into ``rollout_length`` from the
+number of env runners, envs and learners whenever one of them changes (in any order).
+
+Every RLlib setting a builder takes is one of:
+
+* a cairn field under RLlib's name or another (``lambda_`` -> ``gae_lambda``);
+* a translation (``train_batch_size_per_learner`` -> ``rollout_length``, DQN's
+  ``epsilon`` schedule -> ``epsilon_start/_end/_timesteps``, ``fcnet_hiddens`` ->
+  ``hidden_sizes``);
+* accepted only at the values cairn behaves like (RLlib's default, mostly:
+  ``framework("torch")``, ``use_gae=True``), anything else refused;
+* refused: what cairn does not implement.
+
+A refusal is a ``ValueError`` that names the setting, says why, and what to do; an
+unknown name a ``TypeError`` listing the names the builder takes. Nothing is ignored.
+A builder also takes cairn's own field names of its group (``training(lr_anneal_timesteps=...)``).
+The full table is docs/rllib_parity.md ("RLlib's config builders").
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self
+
+__all__ = [
+    "Accept",
+    "ConfigBuilders",
+    "Refuse",
+    "Rule",
+    "epsilon_schedule",
+    "integer",
+    "number",
+    "replay_buffer_config",
+    "translate_model_config",
+]
+
+
+@dataclass(frozen=True)
+class Accept:
+    """An RLlib setting cairn takes only at ``values`` (what cairn does anyway); ``why`` says what cairn does."""
+
+    values: tuple[Any, ...]
+    why: str
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """An RLlib setting cairn does not implement; ``why`` says what to do instead."""
+
+    why: str
+
+
+Translate = Callable[[Any, Any], dict[str, Any]]
+"""``(config, value) -> {cairn field: value}``: a setting that is not one field under another name."""
+
+Rule = str | Accept | Refuse | Translate
+"""How a builder takes one RLlib setting: a cairn field name, :class:`Accept`, :class:`Refuse`, or a Translate."""
+
+_PENDING_BATCH = "_rllib_train_batch_size"
+"""Instance attribute (not a field) keeping the train batch size the last ``training()`` asked for,
+as ``("per_learner" | "total", size)``, so that later ``env_runners()`` / ``learners()`` recompute
+``rollout_length`` (RLlib resolves the batch when the algorithm is built, whatever the call order)."""
+
+_GROUPS: dict[str, tuple[str, ...]] = {
+    "environment": ("env", "env_config", "num_agents"),
+    "env_runners": (
+        "num_env_runners",
+        "num_envs_per_env_runner",
+        "rollout_length",
+        "num_cpus_per_env_runner",
+        "observation_filter",
+    ),
+    "learners": ("num_learners", "num_cpus_per_learner"),
+    "multi_agent": (
+        "policies",
+        "policy_mapping",
+        "policy_mapping_fn",
+        "policies_to_train",
+        "algorithm_config_overrides_per_module",
+    ),
+    "rl_module": ("rl_module_spec", "model_config"),
+    "callbacks": ("callbacks_class",),
+    "reporting": ("episode_return_window",),
+    "debugging": ("seed",),
+    "resources": ("num_torch_threads",),
+    "fault_tolerance": ("checkpoint_timeout_s", "env_runner_restore_timeout_s"),
+    "framework": (),
+    "api_stack": (),
+    "evaluation": (),
+}
+"""Builder -> the cairn fields it takes by their own names; ``training`` takes every other field."""
+
+
+def _same(value: Any, accepted: Any) -> bool:
+    """Equal, and a bool only equals a bool (``0 == False`` must not accept ``False`` for ``0``)."""
+    if isinstance(value, bool) or isinstance(accepted, bool):
+        return type(value) is type(accepted) and value == accepted
+    try:
+        return bool(value == accepted)
+    except Exception:  # an array or another value without a plain truth value
+        return False
+
+
+def _must_be_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an int, got {value!r:.80}.")
+    return value
+
+
+def _number(name: str, value: Any, hint: str = "") -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(
+            f"{name}={value!r:.80} is refused: cairn takes a number here"
+            + (f" ({hint})" if hint else "")
+            + ". RLlib's schedules (lists of [timestep, value]) are not implemented."
+        )
+    return float(value)
+
+
+def number(field: str, *, name: str | None = None, hint: str = "") -> Translate:
+    """A rule: a number (not a schedule) into ``field``."""
+    return lambda config, value: {field: _number(name or field, value, hint)}
+
+
+def integer(field: str, *, name: str | None = None) -> Translate:
+    """A rule: an int (not a range or a schedule) into ``field``."""
+    return lambda config, value: {field: _must_be_int(name or field, value)}
+
+
+_UNIFORM_BUFFERS = ("EpisodeReplayBuffer", "MultiAgentEpisodeReplayBuffer", "ReplayBuffer", "MultiAgentReplayBuffer")
+
+
+def replay_buffer_config(config: Any, value: Any) -> dict[str, Any]:
+    """RLlib's ``replay_buffer_config``: a uniform buffer's ``type`` and ``capacity``."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"replay_buffer_config must be a dict, got {value!r:.80}.")
+    kind = value.get("type", "EpisodeReplayBuffer")
+    if kind not in _UNIFORM_BUFFERS:
+        raise ValueError(
+            f"replay_buffer_config type={kind!r:.80} is refused: cairn's replay buffer samples uniformly (no "
+            f"prioritized replay); use one of {list(_UNIFORM_BUFFERS)} or leave type out."
+        )
+    unknown = sorted(set(value) - {"type", "capacity"})
+    if unknown:
+        raise ValueError(
+            f"replay_buffer_config keys {unknown} are refused: cairn's buffer takes type and capacity "
+            "(prioritized replay's alpha/beta are not implemented); its chunking is replay_buffer_chunk_rows."
+        )
+    return {} if "capacity" not in value else {"replay_buffer_capacity": _must_be_int("capacity", value["capacity"])}
+
+
+def epsilon_schedule(config: Any, value: Any) -> dict[str, Any]:
+    """RLlib's DQN ``epsilon``: a number, or ``[[0, start], [timesteps, end]]`` (a linear schedule)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return {"epsilon_start": float(value), "epsilon_end": float(value), "epsilon_timesteps": 0}
+    points = list(value) if isinstance(value, list | tuple) else []
+    if len(points) == 1 and points[0][0] == 0:
+        return {"epsilon_start": float(points[0][1]), "epsilon_end": float(points[0][1]), "epsilon_timesteps": 0}
+    if len(points) == 2 and all(len(p) == 2 for p in points) and points[0][0] == 0 and points[1][0] >= 0:
+        return {
+            "epsilon_start": float(points[0][1]),
+            "epsilon_end": float(points[1][1]),
+            "epsilon_timesteps": _must_be_int("epsilon timesteps", points[1][0]),
+        }
+    raise ValueError(
+        f"training(epsilon={value!r:.80}) is refused: cairn's epsilon falls linearly once: give a number or "
+        "[[0, start], [timesteps, end]]."
+    )
+
+
+def _lr(config: Any, value: Any) -> dict[str, Any]:
+    return {"lr": _number("lr", value, "anneal it with training(lr_anneal_timesteps=...)")}
+
+
+def _grad_clip(config: Any, value: Any) -> dict[str, Any]:
+    return {"max_grad_norm": None if value is None else _number("grad_clip", value)}
+
+
+def _batch(kind: str) -> Translate:
+    def translate(config: Any, value: Any) -> dict[str, Any]:
+        size = _must_be_int(f"train_batch_size{'_per_learner' if kind == 'per_learner' else ''}", value)
+        config.__dict__[_PENDING_BATCH] = (kind, size)
+        return {}
+
+    return translate
+
+
+def _rollout_fragment_length(config: Any, value: Any) -> dict[str, Any]:
+    if value == "auto":  # RLlib computes it from the train batch: so does cairn (train_batch_size_per_learner)
+        return {}
+    config.__dict__.pop(_PENDING_BATCH, None)  # an explicit fragment wins over an earlier batch size
+    return {"rollout_length": _must_be_int("rollout_fragment_length", value)}
+
+
+def _observation_filter(config: Any, value: Any) -> dict[str, Any]:
+    filters = {"NoFilter": None, None: None, "MeanStdFilter": "MeanStdFilter"}
+    if value not in filters:
+        raise ValueError(f"observation_filter={value!r:.80} is refused: cairn has 'NoFilter' and 'MeanStdFilter'.")
+    return {"observation_filter": filters[value]}
+
+
+def _env(config: Any, value: Any) -> dict[str, Any]:
+    """A gymnasium id, a registered name, or a ``MultiAgentEnv`` subclass (recorded by reference)."""
+    if isinstance(value, str):
+        return {"env": value}
+    if isinstance(value, type):
+        from cairn.registry import class_path
+
+        path = class_path(value)
+        module = value.__module__
+        if module == "__main__" or "<locals>" in value.__qualname__:
+            raise ValueError(
+                f"environment({value.__qualname__}) cannot be recorded by reference: it is defined in "
+                f"{'a script (__main__)' if module == '__main__' else 'a function'}. Define it at the top level of a "
+                "module you import, or register it: cairn.rl.env.multi_agent_env.register_env(name, cls)."
+            )
+        return {"env": path}
+    raise ValueError(
+        f"environment(env={value!r:.80}) is refused: cairn takes a gymnasium id, a name given to "
+        "cairn.rl.env.multi_agent_env.register_env, or a MultiAgentEnv subclass (recorded by reference). "
+        "An env creator function: register_env(name, creator) and pass the name."
+    )
+
+
+def _deep_update(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _deep_update(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _env_config(config: Any, value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"env_config must be a dict, got {value!r:.80}.")
+    return {"env_config": _deep_update(config.env_config, value)}  # RLlib deep-updates it
+
+
+def _space(name: str) -> Translate:
+    def translate(config: Any, value: Any) -> dict[str, Any]:
+        if value is None:
+            return {}
+        raise ValueError(
+            f"environment({name}=...) is refused: cairn reads the spaces from the environment (a MultiAgentEnv "
+            "gives each agent's). For a module with other spaces give them in its RLModuleSpec "
+            "(rl_module(rl_module_spec=RLModuleSpec(observation_space=..., action_space=...)))."
+        )
+
+    return translate
+
+
+_MODEL_CONFIG_NAMES = {"fcnet_hiddens": "hidden_sizes", "fcnet_activation": "activation"}
+_MODEL_CONFIG_DEFAULTS = {"vf_share_layers": False, "use_lstm": False, "use_attention": False}
+
+
+def translate_model_config(model_config: Any) -> dict[str, Any]:
+    """RLlib's ``model_config`` keys in cairn's names (``fcnet_hiddens`` -> ``hidden_sizes``, ...).
+
+    RLlib keys cairn's default modules do not have are kept, and refused by the module
+    that is built (a module of your own reads its own keys); RLlib's ``vf_share_layers``,
+    ``use_lstm`` and ``use_attention`` are taken at ``False`` (cairn's default modules
+    share no layers and have no memory) and refused otherwise.
+    """
+    if not isinstance(model_config, Mapping):
+        raise ValueError(f"model_config must be a dict, got {model_config!r:.80}.")
+    out: dict[str, Any] = {}
+    for key, value in model_config.items():
+        if key in _MODEL_CONFIG_DEFAULTS:
+            if value != _MODEL_CONFIG_DEFAULTS[key]:
+                raise ValueError(
+                    f"model_config[{key!r}]={value!r} is refused: cairn's default modules have separate policy and "
+                    "value networks without memory. Write your own RLModule (RLModuleSpec(module_class=...))."
+                )
+            continue
+        if key == "fcnet_activation" and value not in ("tanh", "relu"):
+            raise ValueError(f"model_config['fcnet_activation']={value!r} is refused: cairn has 'tanh' and 'relu'.")
+        out[_MODEL_CONFIG_NAMES.get(str(key), str(key))] = list(value) if key == "fcnet_hiddens" else value
+    return out
+
+
+def _model_config(config: Any, value: Any) -> dict[str, Any]:
+    return {"model_config": translate_model_config(value)}
+
+
+def _policies(config: Any, value: Any) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        specs = {k: v for k, v in value.items() if v is not None}
+        if specs:
+            raise ValueError(
+                f"multi_agent(policies=...) gives specs for {sorted(specs)}: cairn takes module ids "
+                "(a set or list); give each module's spec in rl_module(rl_module_spec=MultiRLModuleSpec(...)) and its "
+                "settings in multi_agent(algorithm_config_overrides_per_module=...)."
+            )
+        ids = list(value)
+    elif isinstance(value, set | frozenset):
+        ids = sorted(value)  # a set has no order: sorted, so that a checkpoint is the same every run
+    elif isinstance(value, list | tuple):
+        ids = list(value)
+    else:
+        raise ValueError(f"multi_agent(policies={value!r:.80}) is refused: give a set or list of module ids.")
+    if not ids or not all(isinstance(i, str) and i for i in ids):
+        raise ValueError(f"multi_agent(policies=...) must name at least one module id (str), got {value!r:.80}.")
+    return {"policies": tuple(ids)}
+
+
+def _policies_to_train(config: Any, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {"policies_to_train": None}
+    if callable(value):
+        raise ValueError(
+            "multi_agent(policies_to_train=<function>) is refused: cairn takes the list of module ids that learn."
+        )
+    return {"policies_to_train": tuple(sorted(value) if isinstance(value, set | frozenset) else value)}
+
+
+def _overrides_per_module(config: Any, value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"algorithm_config_overrides_per_module must be a dict, got {value!r:.80}.")
+    return {
+        "algorithm_config_overrides_per_module": {
+            str(module_id): type(config).overrides(**dict(settings)) for module_id, settings in value.items()
+        }
+    }
+
+
+def _seed(config: Any, value: Any) -> dict[str, Any]:
+    if value is None:
+        raise ValueError(
+            "debugging(seed=None) is refused: cairn always seeds (same seed on CPU, same results); give an int."
+        )
+    return {"seed": _must_be_int("seed", value)}
+
+
+def _framework(config: Any, value: Any) -> dict[str, Any]:
+    if value != "torch":
+        raise ValueError(f"framework({value!r}) is refused: cairn runs on PyTorch only; use framework('torch').")
+    return {}
+
+
+_DEFAULT_ONLY = "cairn has no such option; RLlib's default is what cairn does"
+
+_BASE_RULES: dict[str, dict[str, Rule]] = {
+    "environment": {
+        "env": _env,
+        "env_config": _env_config,
+        "observation_space": _space("observation_space"),
+        "action_space": _space("action_space"),
+        "render_env": Accept((False,), "cairn renders nothing while training"),
+        "clip_rewards": Accept((None, False), "cairn does not clip rewards"),
+        "clip_actions": Accept((True,), "cairn clips Box actions into the action space"),
+        "normalize_actions": Accept((True,), "cairn's default modules act in the action space's bounds"),
+        "disable_env_checking": Accept((False,), _DEFAULT_ONLY),
+        "is_atari": Accept((None, False), "cairn has no Atari preprocessing"),
+        "action_mask_key": Accept(("action_mask",), _DEFAULT_ONLY),
+        "env_task_fn": Refuse("cairn has no task curriculum: change env_config between runs"),
+    },
+    "env_runners": {
+        "num_env_runners": "num_env_runners",
+        "num_envs_per_env_runner": "num_envs_per_env_runner",
+        "rollout_fragment_length": _rollout_fragment_length,
+        "num_cpus_per_env_runner": "num_cpus_per_env_runner",
+        "num_gpus_per_env_runner": Accept((0, 0.0), "cairn's env runners run on CPU"),
+        "custom_resources_per_env_runner": Accept(({},), _DEFAULT_ONLY),
+        "observation_filter": _observation_filter,
+        "batch_mode": Accept(("truncate_episodes",), "cairn samples rollout_length steps per env, cutting episodes"),
+        "explore": Accept((True,), "cairn's env runners always explore (forward_exploration)"),
+        "create_env_on_local_worker": Accept((False,), _DEFAULT_ONLY),
+        "create_local_env_runner": Accept((True,), "cairn always has a local env runner"),
+        "env_to_module_connector": Accept(
+            (None,), "cairn's pipelines are fixed (observation_filter); custom connectors are not implemented"
+        ),
+        "module_to_env_connector": Accept((None,), "cairn's module-to-env pipeline (action clipping) is fixed"),
+        "add_default_connectors_to_env_to_module_pipeline": Accept((True,), _DEFAULT_ONLY),
+        "add_default_connectors_to_module_to_env_pipeline": Accept((True,), _DEFAULT_ONLY),
+        "episode_lookback_horizon": Accept((1,), _DEFAULT_ONLY),
+        "gym_env_vectorize_mode": Accept(("SYNC", "sync"), "cairn steps its sub-environments in one process"),
+        "validate_env_runners_after_construction": Accept((True,), _DEFAULT_ONLY),
+        "merge_env_runner_states": Accept(("training_only", True), "cairn merges connector states on every save"),
+        "broadcast_env_runner_states": Accept((True,), _DEFAULT_ONLY),
+        "episodes_to_numpy": Accept((False, True), "cairn's batches are numpy arrays either way"),
+        "sample_timeout_s": Refuse("cairn's sampling has no timeout; checkpoint calls have checkpoint_timeout_s"),
+        "max_requests_in_flight_per_env_runner": Accept((1, 2), "cairn samples synchronously"),
+        "compress_observations": Accept((False,), _DEFAULT_ONLY),
+    },
+    "learners": {
+        "num_learners": "num_learners",
+        "num_cpus_per_learner": lambda config, value: (
+            {} if value == "auto" else {"num_cpus_per_learner": _number("num_cpus_per_learner", value)}
+        ),
+        "num_gpus_per_learner": Accept((0, 0.0), "cairn's learners train on CPU"),
+        "local_gpu_idx": Accept((0,), "cairn's learners train on CPU"),
+        "num_aggregator_actors_per_learner": Accept((0,), _DEFAULT_ONLY),
+        "max_requests_in_flight_per_learner": Accept((3,), _DEFAULT_ONLY),
+    },
+    "training": {
+        "lr": _lr,
+        "grad_clip": _grad_clip,
+        "grad_clip_by": Accept(("global_norm",), "cairn clips the global norm (max_grad_norm)"),
+        "train_batch_size_per_learner": _batch("per_learner"),
+        "train_batch_size": _batch("total"),
+        "num_epochs": "num_epochs",
+        "minibatch_size": "minibatch_size",
+        "shuffle_batch_per_epoch": Accept((True,), "cairn shuffles every epoch"),
+        "optimizer": Accept(({},), "cairn's learners use Adam with torch's defaults"),
+        "learner_class": Accept((None,), "each config names its learner (get_default_learner_class)"),
+        "learner_connector": Accept((None,), "cairn's learner pipeline is fixed"),
+        "add_default_connectors_to_learner_pipeline": Accept((True,), _DEFAULT_ONLY),
+        "learner_config_dict": Accept(({},), _DEFAULT_ONLY),
+        "model": Refuse("it is RLlib's old API stack: use rl_module(model_config={'fcnet_hiddens': [...]})"),
+    },
+    "multi_agent": {
+        "policies": _policies,
+        "policy_mapping_fn": "policy_mapping_fn",
+        "policies_to_train": _policies_to_train,
+        "algorithm_config_overrides_per_module": _overrides_per_module,
+        "count_steps_by": Accept(("env_steps",), "cairn counts env steps"),
+        "policy_map_capacity": Accept((100,), _DEFAULT_ONLY),
+        "policy_states_are_swappable": Accept((False,), _DEFAULT_ONLY),
+        "observation_fn": Accept((None,), _DEFAULT_ONLY),
+    },
+    "rl_module": {
+        "rl_module_spec": "rl_module_spec",
+        "model_config": _model_config,
+        "algorithm_config_overrides_per_module": _overrides_per_module,
+        "model_config_dict": _model_config,
+    },
+    "callbacks": {"callbacks_class": "callbacks_class"},
+    "reporting": {
+        "metrics_num_episodes_for_smoothing": "episode_return_window",
+        "keep_per_episode_custom_metrics": Accept((False,), _DEFAULT_ONLY),
+        "metrics_episode_collection_timeout_s": Accept((60.0, 60), _DEFAULT_ONLY),
+        "min_time_s_per_iteration": Accept((None, 0, 0.0), "one train() call is one iteration"),
+        "min_train_timesteps_per_iteration": Accept((0,), "one train() call is one iteration"),
+        "min_sample_timesteps_per_iteration": Accept((0,), "one train() call is one iteration"),
+        "log_gradients": Accept((True, False), "cairn reports the gradient norm either way"),
+    },
+    "debugging": {
+        "seed": _seed,
+        "log_level": Accept(("WARN", "INFO", "ERROR", "DEBUG"), "cairn logs through Python's logging"),
+        "log_sys_usage": Accept((True,), _DEFAULT_ONLY),
+        "logger_creator": Accept((None,), _DEFAULT_ONLY),
+        "logger_config": Accept((None,), _DEFAULT_ONLY),
+        "fake_sampler": Accept((False,), _DEFAULT_ONLY),
+    },
+    "resources": {
+        "num_gpus": Accept((0, 0.0), "cairn trains on CPU"),
+        "num_cpus_for_main_process": Accept((1,), _DEFAULT_ONLY),
+        "placement_strategy": Accept(("PACK",), _DEFAULT_ONLY),
+        "_fake_gpus": Accept((False,), _DEFAULT_ONLY),
+    },
+    "framework": {
+        "framework": _framework,
+        "eager_tracing": Accept((False, True), "PyTorch has no tracing option"),
+        "torch_compile_learner": Accept((False,), "cairn does not torch.compile"),
+        "torch_compile_worker": Accept((False,), "cairn does not torch.compile"),
+        "torch_skip_nan_gradients": Accept((False,), _DEFAULT_ONLY),
+        "torch_ddp_kwargs": Accept(({},), _DEFAULT_ONLY),
+    },
+    "api_stack": {
+        "enable_rl_module_and_learner": Accept((True,), "cairn has only RLlib's new API stack"),
+        "enable_env_runner_and_connector_v2": Accept((True,), "cairn has only RLlib's new API stack"),
+    },
+    "fault_tolerance": {
+        "env_runner_restore_timeout_s": "env_runner_restore_timeout_s",
+        "restart_failed_env_runners": Accept((True,), "cairn restarts a remote env runner that died"),
+        "max_num_env_runner_restarts": Accept((1000,), _DEFAULT_ONLY),
+    },
+    "evaluation": {
+        "evaluation_interval": Accept((None, 0), "cairn has no evaluation runners: run `cairn evaluate CKPT`"),
+        "evaluation_num_env_runners": Accept((0,), "cairn has no evaluation runners: run `cairn evaluate CKPT`"),
+        "evaluation_duration": Accept((10,), _DEFAULT_ONLY),
+        "evaluation_config": Accept((None,), "cairn has no evaluation runners: run `cairn evaluate CKPT`"),
+    },
+}
+
+_CALLBACK_HOOKS = (
+    "on_algorithm_init",
+    "on_env_runners_recreated",
+    "on_checkpoint_loaded",
+    "on_environment_created",
+    "on_episode_created",
+    "on_episode_start",
+    "on_episode_step",
+    "on_episode_end",
+    "on_evaluate_start",
+    "on_evaluate_end",
+    "on_sample_end",
+    "on_train_result",
+)
+for _hook in _CALLBACK_HOOKS:
+    _BASE_RULES["callbacks"][_hook] = Accept(
+        (None,),
+        f"cairn records callbacks by class, never a function by value: subclass "
+        f"cairn.rl.callbacks.callbacks.RLlibCallback, override {_hook}, and pass callbacks(callbacks_class=YourClass)",
+    )
+
+
+class ConfigBuilders:
+    """RLlib's config builders; see the module docstring. A base of ``AlgorithmConfig``."""
+
+    RLLIB_RULES: ClassVar[dict[str, dict[str, Rule]]] = {}
+    """Per builder, the RLlib settings an algorithm's config adds (``training``: PPO's ``lambda_``, ...)."""
+
+    @classmethod
+    def _rules(cls, builder: str) -> dict[str, Rule]:
+        rules: dict[str, Rule] = {}
+        for klass in reversed(cls.__mro__):
+            own = klass.__dict__.get("RLLIB_RULES")
+            if isinstance(own, dict) and builder in own:
+                rules.update(own[builder])
+        merged = dict(_BASE_RULES[builder])
+        merged.update(rules)
+        return merged
+
+    @classmethod
+    def _own_fields(cls, builder: str) -> set[str]:
+        """The cairn fields ``builder`` takes under their own names."""
+        names: set[str] = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+        if builder == "training":
+            grouped = {name for group in _GROUPS.values() for name in group}
+            return names - grouped
+        return names & set(_GROUPS[builder])
+
+    @classmethod
+    def _translate(cls, builder: str, settings: Mapping[str, Any], config: Any) -> dict[str, Any]:
+        """The cairn field updates of ``settings`` given to ``builder`` (refusals raise here)."""
+        rules = cls._rules(builder)
+        own = cls._own_fields(builder)
+        updates: dict[str, Any] = {}
+        for key, value in settings.items():
+            rule = rules.get(key)
+            if rule is None and key in own:
+                rule = key
+            if rule is None:
+                raise TypeError(
+                    f"{cls.__name__}.{builder}() got an unexpected setting {key!r}. It takes RLlib's "
+                    f"{sorted(rules)} and cairn's {sorted(own)}; docs/rllib_parity.md lists where each RLlib "
+                    "setting lives."
+                )
+            if isinstance(rule, str):
+                updates[rule] = copy.deepcopy(value) if isinstance(value, dict | list) else value
+            elif isinstance(rule, Accept):
+                if not any(_same(value, v) for v in rule.values):
+                    raise ValueError(
+                        f"{cls.__name__}.{builder}({key}={value!r:.80}) is refused: {rule.why}. cairn accepts "
+                        f"{key} only as {' or '.join(repr(v) for v in rule.values)}."
+                    )
+            elif isinstance(rule, Refuse):
+                raise ValueError(f"{cls.__name__}.{builder}({key}=...) is refused: {rule.why}.")
+            else:
+                updates.update(rule(config, value))
+        return updates
+
+    def _apply(self, builder: str, settings: Mapping[str, Any]) -> Self:
+        trial = copy.copy(self)  # refuse before anything changes: translate against a copy
+        trial.__dict__ = copy.deepcopy(self.__dict__)
+        updates = type(self)._translate(builder, settings, trial)
+        for name, value in updates.items():
+            setattr(trial, name, value)
+        _resolve_batch(trial)
+        post_init = getattr(trial, "__post_init__", None)
+        if post_init is not None:
+            post_init()  # the checks and normalisations a keyword-built config gets
+        self.__dict__.clear()
+        self.__dict__.update(trial.__dict__)
+        return self
+
+    # ------------------------------------------------------------------ RLlib's builders
+
+    def environment(self, env: Any = None, **settings: Any) -> Self:
+        """RLlib's ``environment(env, env_config=..., ...)``: the env id or ``MultiAgentEnv`` class, its config."""
+        if env is not None:
+            settings = {"env": env, **settings}
+        return self._apply("environment", settings)
+
+    def env_runners(self, **settings: Any) -> Self:
+        """RLlib's ``env_runners(num_env_runners=, num_envs_per_env_runner=, rollout_fragment_length=, ...)``."""
+        return self._apply("env_runners", settings)
+
+    def learners(self, **settings: Any) -> Self:
+        """RLlib's ``learners(num_learners=, ...)``."""
+        return self._apply("learners", settings)
+
+    def training(self, **settings: Any) -> Self:
+        """RLlib's ``training(lr=, train_batch_size_per_learner=, minibatch_size=, num_epochs=, gamma=, ...)``
+        with the algorithm's own keys (PPO's ``clip_param``, DQN's ``replay_buffer_config``, ...)."""
+        return self._apply("training", settings)
+
+    def multi_agent(self, **settings: Any) -> Self:
+        """RLlib's ``multi_agent(policies=, policy_mapping_fn=, policies_to_train=,
+        algorithm_config_overrides_per_module=)``."""
+        return self._apply("multi_agent", settings)
+
+    def rl_module(self, **settings: Any) -> Self:
+        """RLlib's ``rl_module(rl_module_spec=, model_config=)``."""
+        return self._apply("rl_module", settings)
+
+    def callbacks(self, callbacks_class: Any = None, **settings: Any) -> Self:
+        """RLlib's ``callbacks(callbacks_class)``: an ``RLlibCallback`` subclass or a list of them."""
+        if callbacks_class is not None:
+            settings = {"callbacks_class": callbacks_class, **settings}
+        return self._apply("callbacks", settings)
+
+    def reporting(self, **settings: Any) -> Self:
+        """RLlib's ``reporting(metrics_num_episodes_for_smoothing=, ...)``."""
+        return self._apply("reporting", settings)
+
+    def debugging(self, **settings: Any) -> Self:
+        """RLlib's ``debugging(seed=, ...)``."""
+        return self._apply("debugging", settings)
+
+    def resources(self, **settings: Any) -> Self:
+        """RLlib's ``resources(...)``: CPU only (``num_gpus=0``); cairn's ``num_torch_threads``."""
+        return self._apply("resources", settings)
+
+    def framework(self, framework: Any = "torch", **settings: Any) -> Self:
+        """RLlib's ``framework("torch")``; other frameworks are refused."""
+        return self._apply("framework", {"framework": framework, **settings})
+
+    def api_stack(self, **settings: Any) -> Self:
+        """RLlib's ``api_stack(...)``: the new API stack only."""
+        return self._apply("api_stack", settings)
+
+    def fault_tolerance(self, **settings: Any) -> Self:
+        """RLlib's ``fault_tolerance(env_runner_restore_timeout_s=, ...)``; cairn's ``checkpoint_timeout_s``."""
+        return self._apply("fault_tolerance", settings)
+
+    def evaluation(self, **settings: Any) -> Self:
+        """RLlib's ``evaluation(...)``: accepted only without evaluation (cairn evaluates with ``cairn evaluate``)."""
+        return self._apply("evaluation", settings)
+
+    # ------------------------------------------------------------------ RLlib's helpers
+
+    def copy(self, copy_frozen: bool | None = None) -> Self:
+        """A deep copy (RLlib's ``copy``); cairn's configs are never frozen."""
+        return copy.deepcopy(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as a dict of cairn's field names (``from_dict`` takes it back)."""
+        assert dataclasses.is_dataclass(self)
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self) if f.init}
+
+    def update_from_dict(self, config_dict: Mapping[str, Any]) -> Self:
+        """Apply a dict of cairn field names and RLlib setting names (each routed to its builder)."""
+        fields: set[str] = {f.name for f in dataclasses.fields(self)} if dataclasses.is_dataclass(self) else set()
+        per_builder: dict[str, dict[str, Any]] = {}
+        for key, value in config_dict.items():
+            builder = _builder_of(type(self), key, fields)
+            per_builder.setdefault(builder, {})[key] = value
+        for builder, settings in per_builder.items():
+            self._apply(builder, settings)
+        return self
+
+    @classmethod
+    def from_dict(cls, config_dict: Mapping[str, Any]) -> Self:
+        """A config from :meth:`to_dict`'s dict, or from RLlib's setting names."""
+        return cls().update_from_dict(config_dict)
+
+    @classmethod
+    def overrides(cls, **settings: Any) -> dict[str, Any]:
+        """RLlib's ``AlgorithmConfig.overrides(...)``: the settings in cairn's names, checked, for
+        ``algorithm_config_overrides_per_module`` (``PPOConfig.overrides(lambda_=0.9)`` -> ``{"gae_lambda": 0.9}``).
+
+        Raises:
+            TypeError: A setting no builder of this config takes.
+            ValueError: A refused setting, or one that cannot differ per module (batch sizes).
+        """
+        default = cls()
+        fields: set[str] = {f.name for f in dataclasses.fields(default)} if dataclasses.is_dataclass(default) else set()
+        out: dict[str, Any] = {}
+        for key, value in settings.items():
+            if key in ("train_batch_size_per_learner", "train_batch_size", "rollout_fragment_length"):
+                raise ValueError(
+                    f"{cls.__name__}.overrides({key}=...) is refused: every module trains on the same sampled "
+                    "batch in cairn; override per module what the learner reads (lr, num_epochs, minibatch_size, ...)."
+                )
+            builder = _builder_of(cls, key, fields)
+            out.update(cls._translate(builder, {key: value}, default))
+        return out
+
+    def build_algo(self, env: Any = None) -> Any:
+        """The algorithm of this config (RLlib's ``build_algo``), e.g. ``PPO(self)``."""
+        if env is not None:
+            self.environment(env)
+        return self.algo_class()(self)
+
+    def build(self, env: Any = None) -> Any:
+        """RLlib's older name of :meth:`build_algo`."""
+        return self.build_algo(env)
+
+    @classmethod
+    def algo_class(cls) -> type[Any]:
+        """The algorithm this config builds; each algorithm's config names it."""
+        raise NotImplementedError(f"{cls.__name__} belongs to no algorithm: use PPOConfig, DQNConfig or SACConfig.")
+
+
+def _builder_of(cls: type[ConfigBuilders], key: str, fields: set[str]) -> str:
+    for builder in _GROUPS:
+        if key in cls._rules(builder):
+            return builder
+    for builder, group in _GROUPS.items():
+        if key in group:
+            return builder
+    if key in fields or key in cls._rules("training"):
+        return "training"
+    raise TypeError(f"{cls.__name__} has no setting {key!r} (neither cairn's field nor an RLlib setting it takes).")
+
+
+def _resolve_batch(config: Any) -> None:
+    """``rollout_length`` from the pending train batch size (see :data:`_PENDING_BATCH`).
+
+    PPO samples ``rollout_length`` steps in each of ``num_envs_per_env_runner`` envs of
+    each sampling runner (``max(1, num_env_runners)``) per iteration, and splits that
+    batch over ``max(1, num_learners)`` learners; the batch must divide evenly.
+    """
+    pending = config.__dict__.get(_PENDING_BATCH)
+    if pending is None:
+        return
+    kind, size = pending
+    total = size * max(1, int(config.num_learners)) if kind == "per_learner" else size
+    envs = max(1, int(config.num_env_runners)) * int(config.num_envs_per_env_runner)
+    if total < envs or total % envs:
+        name = "train_batch_size_per_learner" if kind == "per_learner" else "train_batch_size"
+        raise ValueError(
+            f"{name}={size} is refused: cairn samples rollout_length steps in each of {envs} envs "
+            f"(num_env_runners x num_envs_per_env_runner) per iteration, so the train batch ({total}"
+            f"{' = per learner x num_learners' if kind == 'per_learner' else ''}) must be a multiple of {envs}. "
+            "Choose a multiple, or set env_runners(rollout_fragment_length=...) instead."
+        )
+    config.rollout_length = total // envs
