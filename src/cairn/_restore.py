@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cairn._ctor_bounds import FolderSizes, check_ctor_args
 from cairn._reader import FolderReader, _ReadRace, open_checkpoint, read_consistently
 from cairn._save import _Once
 from cairn._tensorio import MemoryTensorFile, StreamedTensorFile, read_files, verify_files
@@ -449,6 +450,17 @@ def build_from_checkpoint(
     )
 
 
+def _folder_sizes(reader: FolderReader) -> FolderSizes:
+    """What ``reader``'s folder holds, from its verified manifests (no data file is read)."""
+    own = {n: e.size for n, e in reader.manifest.files.items() if "/" not in n}
+    total, stack = 0, [reader]
+    while stack:
+        r = stack.pop()
+        total += sum(e.size for e in r.manifest.files.values())
+        stack.extend(r.child(c) for c in r.manifest.components)
+    return FolderSizes(files=own, components=tuple(reader.manifest.components), tree_bytes=total)
+
+
 def _build_once(
     cls: type[Checkpointable],
     reader: FolderReader,
@@ -471,6 +483,11 @@ def _build_once(
             "or cairn.Checkpointable.from_checkpoint()."
         )
     args, kwargs = reader.ctor(allow_pickle)
+    if hasattr(rec_cls, "ctor_args_problem"):
+        # What the constructor will allocate, bounded by what the folder holds (SPEC 8), before it
+        # runs. The recorded arguments are checked, overridden or not: a file that records more
+        # than it could hold is hostile whatever replaces it.
+        check_ctor_args(rec_cls, args, kwargs, _folder_sizes(reader), where=reader.where(CTOR))
     if ctor_overrides:
         try:
             sig = inspect.signature(rec_cls)
