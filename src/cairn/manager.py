@@ -56,7 +56,15 @@ import numpy as np
 
 from cairn import _engine
 from cairn.errors import CheckpointError, CheckpointNotFoundError, CorruptCheckpointError, DamagedCheckpointWarning
-from cairn.retention import RetentionPolicy, next_to_verify, steps_to_keep
+from cairn.retention import (
+    KeepBest,
+    Policy,
+    RetentionPolicy,
+    newest_kept,
+    next_to_verify,
+    ranking,
+    steps_to_keep,
+)
 from cairn.storage.base import Storage, resolve_storage
 
 if TYPE_CHECKING:
@@ -208,6 +216,10 @@ class CheckpointManager:
 
         mgr = cairn.CheckpointManager("runs/ppo", keep_last=3, keep_best=1,
                                       metric="episode_return_mean", mode="max")
+        # the same, as composable policies (cairn.retention), plus every 1000th step:
+        from cairn.retention import KeepBest, KeepEvery, KeepLast
+        mgr = cairn.CheckpointManager(
+            "runs/ppo", retention=KeepLast(3) | KeepBest(1, "episode_return_mean") | KeepEvery(1000))
         for it in range(100):
             metrics = algo.train()
             mgr.save(algo, it, metrics=metrics)
@@ -219,6 +231,7 @@ class CheckpointManager:
         self,
         root: str | os.PathLike[str],
         *,
+        retention: Policy | None = None,
         keep_last: int | None = None,
         keep_best: int = 0,
         metric: str | None = None,
@@ -236,6 +249,10 @@ class CheckpointManager:
 
         Args:
             root: The folder holding the step folders; local path or fsspec URI.
+            retention: Which checkpoints to keep, as a policy of :mod:`cairn.retention`
+                (``KeepLast(3) | KeepBest(1, "episode_return_mean") | KeepEvery(1000)``, or
+                any object with ``keep(entries) -> set[int]``). ``keep_last`` and
+                ``keep_best`` are its shorthand: give one or the other. Default: keep all.
             keep_last: Keep this many newest checkpoints (None keeps all).
             keep_best: Also keep this many best checkpoints by ``metric``.
             metric: The metric ranking checkpoints for ``keep_best`` and :meth:`best`.
@@ -265,8 +282,24 @@ class CheckpointManager:
                 :meth:`load_latest`, :meth:`latest`, :meth:`best` and :meth:`verify` treat an
                 unsigned or wrongly signed checkpoint as damaged (skipped with a warning).
         """
+        if retention is not None and (keep_last is not None or keep_best):
+            raise CheckpointError(
+                "CheckpointManager: give retention= or its shorthand keep_last=/keep_best=, not both "
+                "(e.g. retention=KeepLast(3) | KeepBest(1, metric))."
+            )
+        if retention is not None and not callable(getattr(retention, "keep", None)):
+            raise CheckpointError(
+                f"CheckpointManager: retention must be a policy with keep(entries) -> set[int] (cairn.retention), "
+                f"got {type(retention).__name__}."
+            )
         try:
-            self.policy = RetentionPolicy(keep_last=keep_last, keep_best=keep_best, metric=metric, mode=mode)
+            self.policy: Policy = (
+                retention
+                if retention is not None
+                else RetentionPolicy(keep_last=keep_last, keep_best=keep_best, metric=metric, mode=mode)
+            )
+            # best() ranks by the policy's KeepBest, else by metric= (which may be given alone).
+            self._ranking = ranking(self.policy) or (KeepBest(0, metric, mode) if metric else None)
         except ValueError as err:
             raise CheckpointError(f"CheckpointManager: {err}") from err
         self.storage: Storage
@@ -276,7 +309,8 @@ class CheckpointManager:
         self.incremental = incremental
         # Files of earlier steps this manager read back and found sound (per process, never shared).
         if recheck_every is None:
-            recheck_every = max(2, keep_last) if keep_last else 8
+            newest = newest_kept(self.policy)
+            recheck_every = max(2, newest) if newest else 8
         if isinstance(recheck_every, bool) or not isinstance(recheck_every, int) or recheck_every < 1:
             raise CheckpointError(f"CheckpointManager: recheck_every must be an int >= 1, got {recheck_every!r}.")
         self._checked = None if recheck_linked_files else _engine.CheckedFiles(recheck_every)
@@ -451,10 +485,10 @@ class CheckpointManager:
         """
         from cairn.retention import best_steps
 
-        if not self.policy.metric:
+        if self._ranking is None:
             return None
         infos = self.checkpoints()
-        ranked = best_steps([(i.step, i.metrics) for i in infos], self.policy.metric, self.policy.mode, len(infos))
+        ranked = best_steps([(i.step, i.metrics) for i in infos], self._ranking.metric, self._ranking.mode, len(infos))
         by_step = {i.step: i for i in infos}
         for step in ranked:
             if not verified or not self.verify(by_step[step]):

@@ -1,16 +1,150 @@
-"""Which checkpoints to keep: pure functions, tested without I/O."""
+"""Which checkpoints to keep: policies as small dataclasses and pure functions, tested without I/O.
+
+``CheckpointManager(root, retention=KeepLast(3) | KeepBest(1, "episode_return_mean") | KeepEvery(1000))``
+keeps the 3 newest, the best one and every 1000th step; the keywords ``keep_last``,
+``keep_best``, ``metric`` and ``mode`` are the shorthand (:class:`RetentionPolicy`).
+A policy of your own is any object with ``keep(entries) -> set[int]`` (:class:`Policy`).
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
+
+Entries = Sequence[tuple[int, Mapping[str, Any] | None]]
+"""Committed checkpoints as (step, metrics), in any order."""
+
+
+class Policy(Protocol):
+    """Which checkpoints to keep: a pure function of the (step, metrics) of the committed ones.
+
+    Policies combine with ``|`` (keep what either keeps), as Orbax's preservation
+    policies do. The manager adds its own safety rule on top (never delete the newest
+    checkpoint that verifies), whatever the policy says.
+    """
+
+    def keep(self, entries: Entries) -> set[int]:
+        """The steps to keep among ``entries``."""
+        ...
+
+    def __or__(self, other: Policy) -> Policy:
+        """A policy keeping what either keeps."""
+        ...
+
+
+class _Combinable:
+    def __or__(self, other: Policy) -> Policy:
+        return AnyOf((self, other))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
-class RetentionPolicy:
+class KeepAll(_Combinable):
+    """Keep every checkpoint (the manager's default)."""
+
+    def keep(self, entries: Entries) -> set[int]:
+        """Every step."""
+        return {step for step, _ in entries}
+
+
+@dataclass(frozen=True)
+class KeepLast(_Combinable):
+    """Keep the ``n`` newest checkpoints."""
+
+    n: int
+
+    def __post_init__(self) -> None:
+        """Refuse n < 1."""
+        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
+            raise ValueError(f"keep_last must be an int >= 1 (or None to keep all), got {self.n!r}.")
+
+    def keep(self, entries: Entries) -> set[int]:
+        """The ``n`` highest steps."""
+        return set(sorted(step for step, _ in entries)[-self.n :])
+
+
+@dataclass(frozen=True)
+class KeepEvery(_Combinable):
+    """Keep every checkpoint whose step is a multiple of ``steps`` (milestones: 0, 1000, 2000, ...)."""
+
+    steps: int
+
+    def __post_init__(self) -> None:
+        """Refuse steps < 1."""
+        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
+            raise ValueError(f"keep_every must be an int >= 1, got {self.steps!r}.")
+
+    def keep(self, entries: Entries) -> set[int]:
+        """The steps that are multiples of ``steps``."""
+        return {step for step, _ in entries if step % self.steps == 0}
+
+
+@dataclass(frozen=True)
+class KeepBest(_Combinable):
+    """Keep the ``n`` best checkpoints by ``metric`` (``mode`` ``"max"`` or ``"min"``); ties go to the newer.
+
+    Checkpoints without a finite value of ``metric`` are not ranked (and not kept by this policy).
+    """
+
+    n: int
+    metric: str
+    mode: Literal["max", "min"] = "max"
+
+    def __post_init__(self) -> None:
+        """Refuse settings that make no sense."""
+        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 0:
+            raise ValueError(f"keep_best must be >= 0, got {self.n!r}.")
+        if not isinstance(self.metric, str) or not self.metric:
+            raise ValueError("keep_best needs metric= to rank checkpoints by.")
+        if self.mode not in ("max", "min"):
+            raise ValueError(f"mode must be 'max' or 'min', got {self.mode!r}.")
+
+    def keep(self, entries: Entries) -> set[int]:
+        """The ``n`` best steps."""
+        return set(best_steps(entries, self.metric, self.mode, self.n))
+
+
+@dataclass(frozen=True)
+class AnyOf(_Combinable):
+    """Keep what any of ``policies`` keeps (what ``a | b`` builds)."""
+
+    policies: tuple[Policy, ...]
+
+    def keep(self, entries: Entries) -> set[int]:
+        """The union of what each policy keeps."""
+        out: set[int] = set()
+        for policy in self.policies:
+            out |= policy.keep(entries)
+        return out
+
+
+def parts(policy: Policy) -> list[Policy]:
+    """The policies a combined policy is made of (``policy`` itself when it is not combined)."""
+    if isinstance(policy, AnyOf):
+        return [p for sub in policy.policies for p in parts(sub)]
+    if isinstance(policy, RetentionPolicy):
+        return parts(policy.as_policy())
+    return [policy]
+
+
+def ranking(policy: Policy) -> KeepBest | None:
+    """The first :class:`KeepBest` of ``policy``: the metric the manager's ``best()`` ranks by."""
+    return next((p for p in parts(policy) if isinstance(p, KeepBest)), None)
+
+
+def newest_kept(policy: Policy) -> int | None:
+    """How many newest checkpoints ``policy`` keeps at least (its smallest :class:`KeepLast`), or None."""
+    counts = [p.n for p in parts(policy) if isinstance(p, KeepLast)]
+    return min(counts) if counts else None
+
+
+@dataclass(frozen=True)
+class RetentionPolicy(_Combinable):
     """Keep the ``keep_last`` newest checkpoints and the ``keep_best`` best by ``metric``.
+
+    The keyword shorthand of ``CheckpointManager(keep_last=, keep_best=, metric=, mode=)``:
+    the same as ``KeepLast(keep_last) | KeepBest(keep_best, metric, mode)``.
 
     Attributes:
         keep_last: How many of the newest checkpoints to keep; None keeps all.
@@ -35,6 +169,18 @@ class RetentionPolicy:
         if self.mode not in ("max", "min"):
             raise ValueError(f"mode must be 'max' or 'min', got {self.mode!r}.")
 
+    def as_policy(self) -> Policy:
+        """The same as composed policies."""
+        policy: Policy = KeepAll() if self.keep_last is None else KeepLast(self.keep_last)
+        if self.metric:
+            # keep_best=0 still records the metric that best() ranks by.
+            policy = AnyOf((policy, KeepBest(self.keep_best, self.metric, self.mode)))
+        return policy
+
+    def keep(self, entries: Entries) -> set[int]:
+        """The steps to keep."""
+        return self.as_policy().keep(entries)
+
 
 def metric_value(metrics: Mapping[str, Any] | None, metric: str) -> float | None:
     """The metric as a float, or None when absent or not a finite number."""
@@ -57,8 +203,8 @@ def best_steps(
 
 
 def steps_to_keep(
-    entries: Sequence[tuple[int, Mapping[str, Any] | None]],
-    policy: RetentionPolicy,
+    entries: Entries,
+    policy: Policy,
     *,
     verified: Mapping[int, bool | None] | None = None,
 ) -> set[int]:
@@ -69,10 +215,7 @@ def steps_to_keep(
     that could not be checked: retention never deletes the newest checkpoint that verifies,
     nor one it cannot tell apart from it.
     """
-    steps = sorted(step for step, _ in entries)
-    keep = set(steps if policy.keep_last is None else steps[-policy.keep_last :])
-    if policy.keep_best and policy.metric:
-        keep.update(best_steps(entries, policy.metric, policy.mode, policy.keep_best))
+    keep = policy.keep(entries)
     if verified:
         good = [step for step, ok in verified.items() if ok]
         if good:
@@ -82,8 +225,8 @@ def steps_to_keep(
 
 
 def next_to_verify(
-    entries: Sequence[tuple[int, Mapping[str, Any] | None]],
-    policy: RetentionPolicy,
+    entries: Entries,
+    policy: Policy,
     verified: Mapping[int, bool | None],
 ) -> int | None:
     """The step to verify next before deleting, or None when deleting is safe as it stands.
