@@ -334,7 +334,7 @@ class LocalStorage(Storage):
         hasher = Hasher(with_crc=True)
         size = 0
         flushed = 0
-        crc_of = hasher.update
+        hash_of = hasher.update
 
         pool = hash_pool()
         pending: list[Future[None]] = []
@@ -364,13 +364,13 @@ class LocalStorage(Storage):
                         for f in pending:
                             f.result()
                         pending.clear()
-                        crc_of(mv)
+                        hash_of(mv)
                         batch.append(mv)
                         batched += len(mv)
                         if len(batch) < _IOV_MAX and batched < _INLINE_HASH:
                             continue
                     else:
-                        pending.append(pool.submit(crc_of, mv))
+                        pending.append(pool.submit(hash_of, mv))
                         batch.append(mv)
                         batched += len(mv)
                     size += write_all(batch)
