@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from cairn._crc import crc32
-from cairn._reader import FolderReader
+from cairn._reader import FolderReader, resolve_user_link
 from cairn.errors import CheckpointError, CheckpointNotFoundError, CorruptCheckpointError, SignatureError
 from cairn.manifest import (
     MANIFEST,
@@ -121,6 +121,7 @@ def sign_checkpoint(
     """
     key = _load_private_key(private_key, password)  # a bad key fails before any file is read
     storage, root = resolve_storage(path, filesystem)
+    root = resolve_user_link(storage, root)  # the path typed may be a link; links inside are refused
     digests = _file_digests(storage, root)
     if check_files:
         from cairn._verify import verify
@@ -195,6 +196,7 @@ def signed_root(path: str | os.PathLike[str], public_key: KeySource, *, filesyst
     """
     key = _load_public_key(public_key)
     storage, root = resolve_storage(path, filesystem)
+    root = resolve_user_link(storage, root)  # the path typed may be a link; links inside are refused
     where = storage.uri(storage.join(root, SIGNATURE))
     data = _read_signature(storage, root, where)
     payload = _verified_payload(data, key, where)
