@@ -271,17 +271,51 @@ def _pristine_ppo() -> cairn.Checkpointable:
     )
 
 
+def _pristine_module() -> cairn.Checkpointable:
+    import gymnasium as gym
+
+    from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
+
+    box = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    return DefaultPPORLModule(box, gym.spaces.Discrete(2), {"hidden_sizes": [16, 16]}, seed=1)
+
+
+def _pristine_buffer() -> cairn.Checkpointable:
+    from cairn.rl.utils.replay_buffers import ReplayBuffer
+
+    buf = ReplayBuffer(64, {"obs": ((4,), "float32"), "reward": ((), "float32")}, chunk_rows=8, seed=1)
+    buf.add({"obs": np.ones((3, 4), np.float32), "reward": np.ones(3, np.float32)})
+    return buf
+
+
+def _saved_buffer() -> cairn.Checkpointable:
+    buf = _pristine_buffer()
+    buf.add({"obs": _values(3, 40).reshape(10, 4), "reward": _values(4, 10)})
+    return buf
+
+
 def templates(workdir: str) -> dict[str, Template]:
     """Every template; the fuzz tree is saved into ``workdir`` on first use."""
     from cairn.rl import PPO
+    from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
+    from cairn.rl.utils.replay_buffers import ReplayBuffer
     from cairn_test_components import Leaf, Tree
 
     fuzz_path = os.path.join(workdir, "template_fuzz_tree")
     if not os.path.exists(fuzz_path):
         saved_fuzz_root().save_to_path(fuzz_path)
+    # Components that allocate by a constructor argument (issue 24, finding 2).
+    module_path = os.path.join(workdir, "template_ppo_module")
+    if not os.path.exists(module_path):
+        _pristine_module().save_to_path(module_path)
+    buffer_path = os.path.join(workdir, "template_replay_buffer")
+    if not os.path.exists(buffer_path):
+        _saved_buffer().save_to_path(buffer_path)
     return {
+        "ppo_module": Template("ppo_module", DefaultPPORLModule, _pristine_module, module_path),
+        "replay_buffer": Template("replay_buffer", ReplayBuffer, _pristine_buffer, buffer_path),
         "fuzz_tree": Template("fuzz_tree", FuzzRoot, _pristine_fuzz, fuzz_path),
-        "golden_tree": Template("golden_tree", Tree, _pristine_tree, str(DATA / "golden_format_v1")),
+        "golden_tree": Template("golden_tree", Tree, _pristine_tree, str(DATA / "golden_format_v2")),
         "golden_leaf": Template("golden_leaf", Leaf, _pristine_leaf, str(DATA / "golden_format_v1_leaf")),
-        "golden_ppo": Template("golden_ppo", PPO, _pristine_ppo, str(DATA / "golden_format_v1_ppo")),
+        "golden_ppo": Template("golden_ppo", PPO, _pristine_ppo, str(DATA / "golden_format_v2_ppo")),
     }

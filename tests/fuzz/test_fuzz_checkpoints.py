@@ -709,3 +709,39 @@ def test_a_state_the_save_accepts_loads(one: Any, count: int) -> None:
             assert not os.path.exists(os.path.join(tmp, "ck"))
             return
         assert Leaf.from_checkpoint(path).extra == leaf.extra
+
+
+# --------------------------------------------------------------------------- constructor sizes (issue 24, 2)
+
+MODULE_SIZES = ("kwargs", "model_config", "hidden_sizes")
+module_sizes = st.builds(
+    fm.JsonSet,
+    rel=st.just("ctor.json"),
+    path=st.just(MODULE_SIZES),
+    value=st.lists(st.sampled_from([1, 16, 512, 4096, 6144, 2**20, 2**31]), min_size=1, max_size=6),
+)
+buffer_sizes = st.builds(
+    fm.JsonSet,
+    rel=st.just("ctor.json"),
+    path=st.sampled_from([("args", 0), ("kwargs", "chunk_rows")]),
+    value=st.sampled_from([1, 8, 64, 3_000_000, 2**31, *HUGE[:6]]),
+)
+ctor_size_cases = st.one_of(
+    st.tuples(st.just("ppo_module"), module_sizes), st.tuples(st.just("replay_buffer"), buffer_sizes)
+)
+
+
+@budget(6)
+@example(case=("ppo_module", fm.JsonSet("ctor.json", MODULE_SIZES, [6144] * 4)))  # the issue's 1.3 GB
+@example(case=("replay_buffer", fm.JsonSet("ctor.json", ("args", 0), 3_000_000)))
+@example(case=("replay_buffer", fm.JsonSet("ctor.json", ("kwargs", "chunk_rows"), 1)))
+@given(case=ctor_size_cases)
+def test_ctor_sizes(
+    request: pytest.FixtureRequest,
+    fuzz_workdir: str,
+    fuzz_templates: dict[str, Any],
+    fuzz_worker: fh.WorkerClient,
+    case: tuple[str, Any],
+) -> None:
+    """Sizes a constructor allocates by are bounded by what the checkpoint holds, before it runs."""
+    run(request, fuzz_workdir, fuzz_templates, fuzz_worker, case[0], case[1])
