@@ -29,7 +29,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cairn._crc import hash_pool, read_pool
+from cairn._crc import hash_pool, hash_pool_2, read_pool
 from cairn.codec.tensors import NUMPY_TO_ST, TensorRecord, parse_header
 from cairn.errors import CorruptCheckpointError
 from cairn.manifest import Digest, Hasher
@@ -485,7 +485,15 @@ def read_files(sources: list[StreamedTensorFile]) -> None:
                 half = i + 1
                 break
         mine, theirs = pieces[:half], pieces[half:]
-    hash_job = _pool().submit(_hash_pieces, pieces)
+    # SHA-256 of one file is sequential; files are hashed by two threads, in two groups of
+    # about equal bytes (a restore of one big file hashes on one).
+    groups = _two_groups(sources)
+    hash_jobs = [_pool().submit(_hash_pieces, [p for p in pieces if p.source in groups[0]])]
+    if groups[1]:
+        try:
+            hash_jobs.append(hash_pool_2().submit(_hash_pieces, [p for p in pieces if p.source in groups[1]]))
+        except RuntimeError:  # the pool is shut down (interpreter exit): hash everything on the first
+            hash_jobs = [_pool().submit(_hash_pieces, pieces)]
     second: Future[None] | None = None
     errors: list[BaseException] = []
     try:
@@ -503,7 +511,7 @@ def read_files(sources: list[StreamedTensorFile]) -> None:
                 second.result()
             except BaseException as err:
                 errors.append(err)
-        digests = hash_job.result()
+        digests = {s: d for job in hash_jobs for s, d in job.result().items()}
     finally:
         if errors:
             for s in sources:
@@ -519,6 +527,21 @@ def read_files(sources: list[StreamedTensorFile]) -> None:
             failed = failed or err
     if failed is not None:
         raise failed
+
+
+def _two_groups(sources: list[StreamedTensorFile]) -> tuple[set[StreamedTensorFile], set[StreamedTensorFile]]:
+    """The files split in two groups of about equal bytes (the second empty for one file)."""
+    first: set[StreamedTensorFile] = set()
+    second: set[StreamedTensorFile] = set()
+    a = b = 0
+    for s in sorted(sources, key=lambda s: -s.size):  # largest first: the greedy split stays even
+        if a <= b:
+            first.add(s)
+            a += s.size
+        else:
+            second.add(s)
+            b += s.size
+    return first, second
 
 
 def verify_files(sources: list[StreamedTensorFile]) -> None:
