@@ -60,7 +60,6 @@ from cairn.retention import (
     KeepBest,
     Policy,
     RetentionPolicy,
-    newest_kept,
     next_to_verify,
     ranking,
     steps_to_keep,
@@ -91,6 +90,9 @@ T = TypeVar("T")
 # checkpoint may skip. Others (a class that does not fit, pickle not allowed, a storage that
 # fails) are the caller's to see: an older checkpoint would fail the same way or hide them.
 _DAMAGE = (CorruptCheckpointError, CheckpointNotFoundError)
+
+RECHECK_EVERY = 8
+"""The default ``recheck_every`` of :class:`CheckpointManager`."""
 
 LOAD_ATTEMPTS = 8
 """How often :meth:`CheckpointManager.load_latest` lists the checkpoints again when the one it read was
@@ -269,8 +271,10 @@ class CheckpointManager:
                 filesystem at once, at the cost of reading the whole previous checkpoint per save.
             recheck_every: Every this many saves, one reads every file it links back (bytes
                 changed underneath the filesystem keep their stamps). Until a save has done so,
-                retention keeps the newest checkpoint that was (see :meth:`save`). Default
-                ``keep_last`` (at least 2), or 8 when every checkpoint is kept.
+                retention keeps the newest checkpoint that was (one more than the policy
+                asks, at most; see docs/format.md, "The retention rule"). Default 8: a 1.2 GB
+                replay buffer is read back once per 8 saves. The stamps' ctime already catches
+                any change made through the filesystem (``os.utime`` included) at the next save.
             deadline: Seconds each storage call of this manager (a file written, a listing,
                 a delete; retries included) may take before it fails with a ``CheckpointError``
                 naming the path. Default ``$CAIRN_STORAGE_DEADLINE``, else 60. Restores through
@@ -309,8 +313,7 @@ class CheckpointManager:
         self.incremental = incremental
         # Files of earlier steps this manager read back and found sound (per process, never shared).
         if recheck_every is None:
-            newest = newest_kept(self.policy)
-            recheck_every = max(2, newest) if newest else 8
+            recheck_every = RECHECK_EVERY
         if isinstance(recheck_every, bool) or not isinstance(recheck_every, int) or recheck_every < 1:
             raise CheckpointError(f"CheckpointManager: recheck_every must be an int >= 1, got {recheck_every!r}.")
         self._checked = None if recheck_linked_files else _engine.CheckedFiles(recheck_every)
