@@ -137,8 +137,8 @@ def main(
             result = algo.train()
             path = str(algo.save_to_path(str(root / f"iter_{result['training_iteration']:03d}")))
             checkpoints.append((float(np.nan_to_num(result[metric], nan=-np.inf)), path))
-            crashed_at = {"iteration": algo.training_iteration, "weights": algo.get_module(
-                "p0" if num_agents else "default_policy").state_dict()}
+            module = algo.get_module("p0" if num_agents else "default_policy")
+            crashed_at = {"iteration": algo.training_iteration, "weights": module.get_state()}  # a copy
     except RuntimeError as crash:
         print(f"The experiment crashed: {crash}")
     finally:
@@ -169,7 +169,7 @@ def main(
     restored = Algorithm.from_checkpoint(last_checkpoint_path, config=config)
     try:
         resumed_at = restored.training_iteration
-        resumed_weights = restored.get_module("p0" if num_agents else "default_policy").state_dict()
+        resumed_weights = restored.get_module("p0" if num_agents else "default_policy").get_state()
         for _ in range(continue_iterations):
             result = restored.train()
     finally:
