@@ -182,7 +182,7 @@ def main(
     algo = base_config.build_algo()
     try:
         first_result: dict[str, Any] = {}
-        for i in range(iterations):
+        for _ in range(iterations):
             result = algo.train()
             first_result = first_result or result
     finally:

@@ -77,7 +77,7 @@ def main(iterations: int = 2, num_env_runners: int = 0, checkpoint_dir: str | No
 
     # train for NUM_ITERS iterations
     results: dict[str, Any] = {}
-    for i in range(NUM_ITERS):
+    for _ in range(NUM_ITERS):
         results = base_ppo_algo.train()
 
     # evaluate (cairn: the mean return of the training episodes; it has no evaluation runners)
@@ -110,7 +110,7 @@ def main(iterations: int = 2, num_env_runners: int = 0, checkpoint_dir: str | No
         assert base_iter == new_iter
 
         # Continue training the restored algorithm for NUM_ITERS iterations
-        for i in range(NUM_ITERS):
+        for _ in range(NUM_ITERS):
             results = new_base_ppo_algo.train()
     finally:
         new_base_ppo_algo.stop()

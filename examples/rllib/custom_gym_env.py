@@ -6,7 +6,8 @@ single-agent gymnasium Env (``SimpleCorridor``: walk right to the goal) learned 
 Every line that differs from RLlib's, and why:
 
 * ``.environment(SimpleCorridor, env_config=...)`` -> ``gymnasium.register("SimpleCorridor-v0",
-  entry_point=SimpleCorridor)`` when this module is imported and ``.environment("custom_gym_env:SimpleCorridor-v0", ...)``:
+  entry_point=SimpleCorridor)`` when this module is imported, and
+  ``.environment("custom_gym_env:SimpleCorridor-v0", ...)``:
   cairn's ``environment()`` takes a gymnasium id or a ``MultiAgentEnv`` class, not a
   single-agent ``gym.Env`` class; an id ``"module:Env-v0"`` of a module the program has
   imported is how a checkpoint finds it again (RLlib's commented ``register_env`` lines
@@ -100,12 +101,9 @@ if "SimpleCorridor-v0" not in gym.registry and __name__ != "__main__":
 
 def main(iterations: int = 2, corridor_length: int = 10) -> dict[str, Any]:
     """Train ``iterations`` times; return the last result."""
-    base_config = (
-        PPOConfig()
-        .environment(
-            "custom_gym_env:SimpleCorridor-v0",
-            env_config={"corridor_length": corridor_length},
-        )
+    base_config = PPOConfig().environment(
+        "custom_gym_env:SimpleCorridor-v0",
+        env_config={"corridor_length": corridor_length},
     )
 
     algo = base_config.build_algo()

@@ -55,7 +55,9 @@ from cairn.rl.examples.envs.classes.multi_agent.rock_paper_scissors import RockP
 
 def policy_mapping_fn(aid: str, episode: EpisodeInfo, **kwargs: Any) -> str:
     """Let the learning module always play against either heuristic one: ``always_same`` or ``beat_last``."""
-    return "learned" if aid == "player1" else str(np.random.default_rng(episode.seed).choice(["always_same", "beat_last"]))
+    return (
+        "learned" if aid == "player1" else str(np.random.default_rng(episode.seed).choice(["always_same", "beat_last"]))
+    )
 
 
 def main(iterations: int = 2) -> dict[str, Any]:
