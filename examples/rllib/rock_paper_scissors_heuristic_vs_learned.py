@@ -1,0 +1,111 @@
+"""RLlib's ``rllib/examples/multi_agent/rock_paper_scissors_heuristic_vs_learned.py``, ported to cairn.
+
+Ported from ray-project/ray at commit 0fb84ff42cd485baf37b576768589056aa1e347d: a learning
+PPO module (``"learned"``) plays rock-paper-scissors against one of two hand-coded
+modules, ``"always_same"`` or ``"beat_last"``, drawn per episode; only ``"learned"`` trains.
+
+Every line that differs from RLlib's, and why:
+
+* ``from pettingzoo.classic import rps_v2`` and ``register_env("pettingzoo_rps", lambda _:
+  ParallelPettingZooEnv(rps_v2.parallel_env()))`` -> ``.environment(RockPaperScissors)``
+  (``cairn.rl.examples.envs.classes.multi_agent.rock_paper_scissors``, RLlib's own env
+  class of this game), agents ``"player1"``/``"player2"`` (PettingZoo's: ``"player_0"``/
+  ``"player_1"``): PettingZoo's game observes a ``Discrete`` move, which RLlib one-hots
+  with its ``FlattenObservations`` connector; cairn has no such connector, and its
+  ``RockPaperScissors`` observes the opponent's last move one-hot (a ``Box``).
+* ``env_to_module_connector=lambda env: (FlattenObservations(...),)`` dropped (see above).
+* ``AlwaysSameHeuristicRLM``, ``BeatLastHeuristicRLM`` from ``example_rl_modules`` beside this
+  script (RLlib: ``ray.rllib.examples.rl_modules.classes``); how they differ is said there.
+* ``policy_mapping_fn=lambda aid, episode: ("learned" if aid == "player_0" else
+  random.choice([...]))`` -> the module-level :func:`policy_mapping_fn`, drawing with
+  ``numpy.random.default_rng(episode.seed)`` instead of ``random.choice``: cairn records
+  the function by reference, and a draw from the episode's seed maps the same way after a
+  restore (the global ``random`` would not).
+* ``DefaultModelConfig(use_lstm=args.use_lstm, fcnet_hiddens=[32] if args.use_lstm else
+  [256, 256], lstm_cell_size=256, max_seq_len=15, vf_share_layers=True)`` ->
+  ``{"hidden_sizes": [256, 256]}``: cairn's default module has no LSTM and no shared value
+  layers (the builder refuses ``use_lstm=True``/``vf_share_layers=True``); ``--use-lstm`` goes.
+  An ``RLModuleSpec``'s ``model_config`` takes cairn's key names (``hidden_sizes``): only the
+  ``rl_module(model_config=...)`` builder translates RLlib's (``fcnet_hiddens``).
+* ``get_trainable_cls(args.algo).get_default_config()`` -> ``PPOConfig()``;
+  ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment`` -> ``main(iterations)``;
+  the stop criterion ``env_runners/module_episode_returns_mean/learned`` -> cairn's key
+  ``env_runner/learned/episode_return_mean`` in the returned result.
+* ``TRAINING_ITERATION``, ``ENV_RUNNER_RESULTS``, ``NUM_ENV_STEPS_SAMPLED_LIFETIME``: cairn has
+  no such constants.
+
+Run it::
+
+    python examples/rllib/rock_paper_scissors_heuristic_vs_learned.py
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from example_rl_modules import AlwaysSameHeuristicRLM, BeatLastHeuristicRLM
+
+from cairn.rl.algorithms.ppo import PPOConfig
+from cairn.rl.core.rl_module.multi_rl_module import MultiRLModuleSpec
+from cairn.rl.core.rl_module.rl_module import RLModuleSpec
+from cairn.rl.env.multi_agent_env import EpisodeInfo
+from cairn.rl.examples.envs.classes.multi_agent.rock_paper_scissors import RockPaperScissors
+
+
+def policy_mapping_fn(aid: str, episode: EpisodeInfo, **kwargs: Any) -> str:
+    """Let the learning module always play against either heuristic one: ``always_same`` or ``beat_last``."""
+    return (
+        "learned" if aid == "player1" else str(np.random.default_rng(episode.seed).choice(["always_same", "beat_last"]))
+    )
+
+
+def main(iterations: int = 2) -> dict[str, Any]:
+    """Train ``iterations`` times; return the last result."""
+    base_config = (
+        PPOConfig()
+        .environment(RockPaperScissors)
+        .multi_agent(
+            policies={"always_same", "beat_last", "learned"},
+            # Let learning Policy always play against either heuristic one:
+            # `always_same` or `beat_last`.
+            policy_mapping_fn=policy_mapping_fn,
+            # Must define this as both heuristic RLMs will throw an error, if their
+            # `forward_train` is called.
+            policies_to_train=["learned"],
+        )
+        .training(
+            vf_loss_coeff=0.005,
+        )
+        .rl_module(
+            rl_module_spec=MultiRLModuleSpec(
+                rl_module_specs={
+                    "always_same": RLModuleSpec(
+                        module_class=AlwaysSameHeuristicRLM,
+                    ),
+                    "beat_last": RLModuleSpec(
+                        module_class=BeatLastHeuristicRLM,
+                    ),
+                    "learned": RLModuleSpec(
+                        model_config={"hidden_sizes": [256, 256]},
+                    ),
+                }
+            ),
+        )
+    )
+
+    algo = base_config.build_algo()
+    try:
+        result: dict[str, Any] = {}
+        for _ in range(iterations):
+            result = algo.train()
+            print({k: v for k, v in result.items() if "return" in k or k == "training_iteration"})
+        return result
+    finally:
+        algo.stop()
+
+
+if __name__ == "__main__":
+    import rock_paper_scissors_heuristic_vs_learned as example  # run the module, not __main__
+
+    example.main()

@@ -1,0 +1,171 @@
+"""examples/rllib/: RLlib's example scripts, ported to cairn, each run in-process with 1-2 iterations (issue 25).
+
+Each script's ``main`` is imported and called with tiny settings; the checks are the
+point of each example (a restore that gives back the saved counters and weights, a
+module that starts from a checkpoint, a per-module learning rate, ...), not learning.
+docs/rllib_parity.md lists every example and what differs from RLlib's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rllib"
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+@pytest.fixture
+def examples_on_path() -> Iterator[None]:
+    """The scripts import each other (``example_rl_modules``) and record classes under their own names."""
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(EXAMPLES))
+
+
+def load(name: str) -> ModuleType:
+    return importlib.import_module(name)
+
+
+def equal_states(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def module_state(checkpoint: str, module_id: str) -> dict[str, Any]:
+    from cairn.rl.core.rl_module.rl_module import RLModule
+
+    return RLModule.from_checkpoint(f"{checkpoint}/learner_group/learner/rl_module/{module_id}").get_state()
+
+
+def test_every_script_is_tested() -> None:
+    scripts = {p.stem for p in EXAMPLES.glob("*.py")} - {"example_rl_modules"}
+    assert scripts == set(PORTED), "add the new example to PORTED (and docs/rllib_parity.md)"
+    assert len(PORTED) >= 12
+
+
+def check_multi_agent_returns(result: dict[str, Any], modules: list[str]) -> None:
+    assert result["training_iteration"] == 2
+    for module_id in modules:
+        assert f"env_runner/{module_id}/episode_return_mean" in result
+
+
+def run_multi_agent_cartpole(tmp_path: Path) -> None:
+    check_multi_agent_returns(load("multi_agent_cartpole").main(iterations=2), ["p0", "p1"])
+
+
+def run_multi_agent_pendulum(tmp_path: Path) -> None:
+    result = load("multi_agent_pendulum").main(iterations=2)
+    check_multi_agent_returns(result, ["p0", "p1"])
+    assert result["learner/p0/num_module_steps_trained"] == 512  # train_batch_size_per_learner=512
+
+
+def run_custom_heuristic_policy(tmp_path: Path) -> None:
+    result = load("custom_heuristic_policy").main(iterations=2)
+    check_multi_agent_returns(result, ["learnable_policy", "random"])
+    assert "learner/learnable_policy/total_loss" in result
+    assert not any(k.startswith("learner/random/") for k in result)  # policies_to_train
+
+
+def run_rock_paper_scissors_heuristic_vs_learned(tmp_path: Path) -> None:
+    result = load("rock_paper_scissors_heuristic_vs_learned").main(iterations=2)
+    check_multi_agent_returns(result, ["learned", "always_same", "beat_last"])  # both opponents drawn
+    assert [k for k in result if k.startswith("learner/") and k.endswith("/total_loss")] == [
+        "learner/learned/total_loss"
+    ]
+
+
+def run_agents_act_simultaneously(tmp_path: Path) -> None:
+    result = load("agents_act_simultaneously").main(iterations=2)
+    check_multi_agent_returns(result, ["player1", "player2"])
+    # A zero-sum game: the two players' mean returns cancel.
+    assert math.isclose(
+        result["env_runner/player1/episode_return_mean"], -result["env_runner/player2/episode_return_mean"]
+    )
+
+
+def run_mean_std_filtering(tmp_path: Path) -> None:
+    result, algo = load("mean_std_filtering").main(iterations=2)
+    assert result["num_env_steps_sampled_lifetime"] == 1024
+    # The filter saw every sampled observation, and its statistics are part of the checkpoint.
+    state = algo.env_runner.get_state()["env_to_module_connector"]["MeanStdFilter"]
+    assert state["count"] == 1024
+
+
+def run_custom_gym_env(tmp_path: Path) -> None:
+    result = load("custom_gym_env").main(iterations=2, corridor_length=5)
+    assert result["training_iteration"] == 2 and result["num_episodes_lifetime"] > 0
+
+
+def run_checkpointable_guide(tmp_path: Path) -> None:
+    out = load("checkpointable_guide").main(iterations=1, checkpoint_dir=str(tmp_path))
+    assert out["restored_iteration"] == 1 and out["restored_env_steps"] == out["saved_env_steps"] == 128
+    assert out["last_result"]["training_iteration"] == 2  # the restored algorithm trained on
+    assert (Path(out["checkpoint_path"]) / "learner_group" / "learner" / "rl_module" / "default_policy").is_dir()
+
+
+def run_change_config_during_training(tmp_path: Path) -> None:
+    out = load("change_config_during_training").main(iterations=1, train_batch_size=500, checkpoint_dir=str(tmp_path))
+    first = out["first_result"]
+    # The second config's first iteration goes on from the restored one, with its own settings.
+    assert first["training_iteration"] == 2
+    assert first["learner/default_policy/lr"] == 0.0003
+    assert first["num_env_steps_sampled"] == 500
+
+
+def run_continue_training_from_checkpoint(tmp_path: Path) -> None:
+    out = load("continue_training_from_checkpoint").main(iterations=2, checkpoint_dir=str(tmp_path))
+    assert out["crashed_at"]["iteration"] == out["resumed_at"] == 2
+    assert equal_states(out["crashed_at"]["weights"], out["resumed_weights"])  # where it left off
+    assert out["last_result"]["training_iteration"] == 3
+
+
+def run_restore_1_of_n_agents_from_checkpoint(tmp_path: Path) -> None:
+    out = load("restore_1_of_n_agents_from_checkpoint").main(iterations=1, checkpoint_dir=str(tmp_path / "ckpt"))
+    start = out["start_weights"]
+    assert equal_states(start["p0"], module_state(out["checkpoint_path"], "p0"))  # p0 from the checkpoint
+    assert not equal_states(start["p1"], module_state(out["checkpoint_path"], "p1"))  # p1 fresh
+
+
+def run_pretraining_single_agent_training_multi_agent(tmp_path: Path) -> None:
+    out = load("pretraining_single_agent_training_multi_agent").main(
+        pretraining_iterations=1, iterations=1, checkpoint_dir=str(tmp_path / "pre")
+    )
+    pretrained = module_state(out["checkpoint_path"], "default_policy")
+    assert equal_states(out["start_weights"]["policy_0"], pretrained)
+    assert out["start_weights"]["policy_1"]["pi.0.weight"].shape != pretrained["pi.0.weight"].shape  # 32 vs 64
+    check_multi_agent_returns({**out["last_result"], "training_iteration": 2}, ["policy_0", "policy_1"])
+
+
+PORTED = {
+    "multi_agent_cartpole": run_multi_agent_cartpole,
+    "multi_agent_pendulum": run_multi_agent_pendulum,
+    "custom_heuristic_policy": run_custom_heuristic_policy,
+    "rock_paper_scissors_heuristic_vs_learned": run_rock_paper_scissors_heuristic_vs_learned,
+    "agents_act_simultaneously": run_agents_act_simultaneously,
+    "mean_std_filtering": run_mean_std_filtering,
+    "custom_gym_env": run_custom_gym_env,
+    "checkpointable_guide": run_checkpointable_guide,
+    "change_config_during_training": run_change_config_during_training,
+    "continue_training_from_checkpoint": run_continue_training_from_checkpoint,
+    "restore_1_of_n_agents_from_checkpoint": run_restore_1_of_n_agents_from_checkpoint,
+    "pretraining_single_agent_training_multi_agent": run_pretraining_single_agent_training_multi_agent,
+}
+
+
+@pytest.mark.parametrize("name", sorted(PORTED))
+def test_rllib_example(name: str, tmp_path: Path, examples_on_path: None) -> None:
+    PORTED[name](tmp_path)
