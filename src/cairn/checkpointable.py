@@ -262,22 +262,46 @@ class Checkpointable(abc.ABC):
         ``built_from`` is None for a restore into an existing object; from
         ``from_checkpoint`` it is the root manifest the new object was built from
         (see ``cairn._engine.restore``). Parts restored elsewhere (remote actors)
-        are delegated (:meth:`get_delegated_components`), not routed here; a class
-        that must act after every restore, whole or partial (an algorithm syncing
-        its workers), extends this so that both entry points do it. ``signed_root``: the
-        root manifest's entry a checked signature vouches for; the restore reads that one.
+        are delegated (:meth:`get_delegated_components`), not routed here. Both entry
+        points call :meth:`after_restore`, and :meth:`on_from_checkpoint_failed` when
+        a built object's restore fails. ``signed_root``: the root manifest's entry a
+        checked signature vouches for; the restore reads that one.
         """
         from cairn import _engine
 
-        _engine.restore(
-            self,
-            path,
-            component=component,
-            filesystem=filesystem,
-            allow_pickle=allow_pickle,
-            built_from=built_from,
-            signed_root=signed_root,
-        )
+        try:
+            _engine.restore(
+                self,
+                path,
+                component=component,
+                filesystem=filesystem,
+                allow_pickle=allow_pickle,
+                built_from=built_from,
+                signed_root=signed_root,
+            )
+            self.after_restore(component=component)
+        except BaseException:
+            if built_from is not None:  # from_checkpoint drops this object: let it release what it holds
+                self.on_from_checkpoint_failed()
+            raise
+
+    def after_restore(self, *, component: str | None) -> None:
+        """Optional: act after every restore of this object, whole or partial; default nothing.
+
+        Called by :meth:`restore_from_path` and :meth:`from_checkpoint` once the
+        restored state is applied (an algorithm sends the restored weights to its
+        workers). ``component`` is the restored subcomponent's path, None for all.
+        """
+        return  # most objects hold nothing outside their state
+
+    def on_from_checkpoint_failed(self) -> None:
+        """Optional: :meth:`from_checkpoint` built this object and restoring it failed; default nothing.
+
+        The object is dropped (or, after a race with an overwrite, a new one is built):
+        stop the processes, threads or actors it started, or they outlive it.
+        Called once, before the error goes up.
+        """
+        return  # most objects hold nothing that outlives them
 
     @classmethod
     def from_checkpoint(

@@ -16,6 +16,7 @@ import torch
 from cairn import CheckpointManager
 from cairn.rl import DQN, DQNConfig, EnvRunner, RLModule
 from cairn.rl.algorithms.off_policy import n_step_transitions
+from cairn.rl.utils.replay_buffers import MultiAgentReplayBuffer, ReplayBuffer
 from cairn.testing import assert_states_equal
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -247,3 +248,41 @@ def test_cairn_train_algo_dqn_and_resume(tmp_path: Path) -> None:
     algo = DQN.from_checkpoint(latest)
     assert algo.training_iteration == 5 and len(algo.replay_buffer["default_policy"]) == 5 * 16
     algo.stop()
+
+
+class _CountingBuffer(ReplayBuffer):
+    """A per-module buffer that counts the rows it was given (a user's own buffer)."""
+
+    def add(self, batch: Any) -> None:
+        self.rows_added = getattr(self, "rows_added", 0) + len(next(iter(batch.values())))
+        super().add(batch)
+
+
+class CountingMultiBuffer(MultiAgentReplayBuffer):
+    """The algorithm's buffer with :class:`_CountingBuffer` per module."""
+
+    buffer_class = _CountingBuffer
+
+
+def test_replay_buffer_class_builds_the_configured_buffer_and_from_checkpoint_rebuilds_it(tmp_path: Path) -> None:
+    algo = DQN(tiny(replay_buffer_class=CountingMultiBuffer))
+    try:
+        algo.train()
+        assert type(algo.replay_buffer) is CountingMultiBuffer
+        buffer = algo.replay_buffer["default_policy"]
+        assert type(buffer) is _CountingBuffer and buffer.rows_added == len(buffer) > 0
+        path = algo.save_to_path(str(tmp_path / "ckpt"))
+    finally:
+        algo.stop()
+    restored = DQN.from_checkpoint(path)
+    try:
+        assert restored.config.replay_buffer_class is CountingMultiBuffer  # recorded by reference
+        assert type(restored.replay_buffer["default_policy"]) is _CountingBuffer
+        assert len(restored.replay_buffer) == len(buffer)
+    finally:
+        restored.stop()
+
+
+def test_replay_buffer_class_must_be_the_multi_agent_buffer_or_a_subclass() -> None:
+    with pytest.raises(ValueError, match="replay_buffer_class must be"):
+        DQN(tiny(replay_buffer_class=ReplayBuffer))  # a per-module buffer is not the algorithm's buffer

@@ -125,3 +125,28 @@ def test_old_import_names_still_work() -> None:
         "assert DEFAULT_MODULE_ID == AlgorithmConfig().policies[0] == 'default_policy'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_core_imports_no_algorithm() -> None:
+    """core/ is below the algorithms: an algorithm registers itself (PPO's module sets the spec default)."""
+    graph = _graph()
+    core = {name: deps for name, deps in graph.items() if name.startswith("cairn.rl.core.")}
+    assert core
+    assert {
+        name: sorted(
+            d
+            for d in deps
+            if d.startswith("cairn.rl.algorithms.") and not d.startswith("cairn.rl.algorithms.algorithm_config")
+        )
+        for name, deps in core.items()
+    } == {name: [] for name in core}
+
+
+def test_a_class_less_spec_builds_ppo_module_when_taken_from_the_package() -> None:
+    """``from cairn.rl import RLModuleSpec`` still makes a class-less spec build 0.1's MLP, in a fresh interpreter."""
+    code = (
+        "import gymnasium as gym, sys; from cairn.rl import RLModuleSpec; "
+        "m = RLModuleSpec(observation_space=gym.spaces.Box(-1, 1, (3,)), action_space=gym.spaces.Discrete(2)).build(); "
+        "assert type(m).__name__ == 'DefaultPPORLModule', type(m)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

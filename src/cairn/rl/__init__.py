@@ -173,7 +173,10 @@ _HOMES: dict[str, str] = {
 }
 
 
-_REGISTERS_OLD_MODULE_PATH = frozenset({"RLModule", "RLModuleSpec"})
+# Names whose users may meet 0.1's module: its checkpoints name "cairn.rl.rl_module:RLModule" (PPO's
+# MLP), and its class-less specs build that MLP. PPO's module registers both when imported; the package
+# imports it for them, so that core/ never imports an algorithm.
+_REGISTERS_OLD_MODULE_PATH = frozenset({"MultiRLModule", "MultiRLModuleSpec", "RLModule", "RLModuleSpec"})
 
 
 def __getattr__(name: str) -> Any:
@@ -182,8 +185,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'cairn.rl' has no attribute {name!r}")
     value = getattr(importlib.import_module(home), name)
     if name in _REGISTERS_OLD_MODULE_PATH:
-        # 0.1 checkpoints name "cairn.rl.rl_module:RLModule", PPO's MLP: its alias lives with that class.
-        importlib.import_module("cairn.rl.core.rl_module.multi_rl_module")
+        importlib.import_module("cairn.rl.algorithms.ppo.default_ppo_rl_module")
     globals()[name] = value
     return value
 

@@ -175,6 +175,8 @@ class Storage(abc.ABC):
     #: True when a path is the same file for every process on this machine (and, for a
     #: shared mount, for every node): workers can check that a staging folder exists.
     local_paths: bool = False
+    #: True when other processes (workers, Ray actors) see what this one writes (not ``memory://``).
+    shared_between_processes: bool = True
     #: Seconds each remote call may take before it gives up (None: not bounded here).
     deadline: float | None = None
 

@@ -243,6 +243,8 @@ class FsspecStorage(Storage):
                 ``$CAIRN_STORAGE_DEADLINE``, else 60.
         """
         self.fs = fs
+        protocol = getattr(fs, "protocol", ())  # memory:// lives in this process only
+        self.shared_between_processes = "memory" not in ((protocol,) if isinstance(protocol, str) else protocol)
         self.attempts = attempts
         self.base_delay = base_delay
         from cairn.storage.base import check_deadline

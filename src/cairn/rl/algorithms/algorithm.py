@@ -24,7 +24,6 @@ folders in parallel, as delegates of the engine (:mod:`cairn.delegation`,
 from __future__ import annotations
 
 import abc
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -57,7 +56,6 @@ from cairn.rl.utils.metrics.metrics_logger import MetricsLogger, flatten_metrics
 
 if TYPE_CHECKING:
     from cairn.delegation import DelegatedComponent
-    from cairn.manifest import FileEntry
 
 __all__ = ["Algorithm", "AlgorithmConfig"]
 
@@ -98,7 +96,6 @@ class Algorithm(Checkpointable, abc.ABC):
                 }
                 self.learner_group.set_state({"learner": {"rl_module": weights}})
             self.training_iteration = 0
-            self._num_syncs = 0
             self._sync_env_runners()
             self.callbacks.on_algorithm_init(algorithm=self, metrics_logger=self.metrics)
         except BaseException:
@@ -314,7 +311,6 @@ class Algorithm(Checkpointable, abc.ABC):
 
     def _sync_env_runners(self) -> None:
         """Spread the local runner's state and the learner's weights to the env runners."""
-        self._num_syncs += 1
         self.env_runner_group.sync_local_state_to_others()
         self.env_runner_group.sync_weights(self.get_weights_for_env_runners())
 
@@ -342,8 +338,8 @@ class Algorithm(Checkpointable, abc.ABC):
 
     def get_delegated_components(self) -> dict[str, DelegatedComponent]:
         """``{"env_runner": the remote runners}`` when there are some: runner 1 writes that folder."""
-        remote = self.env_runner_group.remote
-        return {"env_runner": remote} if remote is not None else {}
+        delegate = self.env_runner_group.delegate
+        return {"env_runner": delegate} if delegate is not None else {}
 
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
         """``training_iteration`` plus the states of the selected components."""
@@ -368,17 +364,8 @@ class Algorithm(Checkpointable, abc.ABC):
             self.metrics.set_state(state["metrics"], where="metrics")
         self._sync_env_runners()
 
-    def _restore_checkpoint(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        component: str | None,
-        filesystem: Any,
-        allow_pickle: bool,
-        built_from: bytes | None,
-        signed_root: FileEntry | None = None,
-    ) -> None:
-        """Restore as :meth:`cairn.Checkpointable.restore_from_path`, then sync the env runners.
+    def after_restore(self, *, component: str | None) -> None:
+        """After every restore, whole or partial: sync the env runners, then ``on_checkpoint_loaded``.
 
         After a partial restore (``component="learner_group/learner/rl_module/p1"``)
         the env runners act with the restored weights at once. With remote env
@@ -386,26 +373,16 @@ class Algorithm(Checkpointable, abc.ABC):
         and nothing is applied anywhere until every part was read and verified
         (the engine's delegation, :mod:`cairn.delegation`).
         """
-        syncs_before = self._num_syncs
-        try:
-            super()._restore_checkpoint(
-                path,
-                component=component,
-                filesystem=filesystem,
-                allow_pickle=allow_pickle,
-                built_from=built_from,
-                signed_root=signed_root,
-            )
-            if self._num_syncs == syncs_before:  # set_state of the whole algorithm already synced
-                self._sync_env_runners()
-            self.callbacks.on_checkpoint_loaded(algorithm=self)
-        except BaseException:
-            if built_from is not None:
-                # from_checkpoint built this algorithm for this restore, and drops it on any failure
-                # (a corrupt file, or a read that raced an overwrite and is retried on a new object):
-                # stop its actors, or they would outlive it.
-                self.stop()
-            raise
+        if component and component.strip("/"):  # a whole restore ran set_state, which synced already
+            self._sync_env_runners()
+        self.callbacks.on_checkpoint_loaded(algorithm=self)
+
+    def on_from_checkpoint_failed(self) -> None:
+        """Stop the actors of an algorithm ``from_checkpoint`` built and drops, or they would outlive it.
+
+        A corrupt file, or a read that raced an overwrite and is retried on a new object.
+        """
+        self.stop()
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config,), {})``, without ``load_state_path`` (the checkpoint holds the weights)."""

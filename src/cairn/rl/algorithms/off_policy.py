@@ -37,7 +37,7 @@ from cairn.rl.core.learner.learner import Learner
 from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule, MultiRLModuleSpec
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
-from cairn.rl.env.env_runner import EnvRunner, SampleBatch
+from cairn.rl.env.env_runner import SampleBatch
 from cairn.rl.utils._util import Names
 from cairn.rl.utils.replay_buffers import ColumnSpecs, MultiAgentReplayBuffer
 
@@ -108,6 +108,12 @@ class OffPolicyConfig(AlgorithmConfig):
     replay_buffer_chunk_rows: int | None = None
     """Rows per checkpoint chunk of the buffer (``None``: about 16 MB per chunk)."""
 
+    replay_buffer_class: type[MultiAgentReplayBuffer] = MultiAgentReplayBuffer
+    """The algorithm's ``replay_buffer`` component: :class:`MultiAgentReplayBuffer` or a
+    subclass, built with ``(capacity, columns, chunk_rows=, seed=)``; its
+    ``buffer_class`` is the buffer of each module. Recorded in checkpoints by
+    reference: loading one needs the class's module imported first."""
+
     num_steps_sampled_before_learning_starts: int = 10_000
     """Env steps sampled before the first gradient step (CleanRL's ``learning_starts``)."""
 
@@ -128,6 +134,13 @@ class OffPolicyConfig(AlgorithmConfig):
             raise ValueError(f"gamma must lie in [0, 1], got {self.gamma}.")
         if not 0.0 < self.tau <= 1.0:
             raise ValueError(f"tau must lie in (0, 1], got {self.tau}.")
+        if not (
+            isinstance(self.replay_buffer_class, type) and issubclass(self.replay_buffer_class, MultiAgentReplayBuffer)
+        ):
+            raise ValueError(
+                "replay_buffer_class must be cairn.rl.utils.replay_buffers.MultiAgentReplayBuffer or a subclass "
+                f"(its buffer_class is the buffer of each module), got {self.replay_buffer_class!r:.80}."
+            )
         for name in ("n_step", "replay_buffer_capacity", "train_frequency", "target_network_update_freq"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}.")
@@ -342,13 +355,13 @@ class OffPolicyAlgorithm(Algorithm):
     def build_learner_group(self, config: Any, module_specs: Mapping[str, RLModuleSpec]) -> LearnerGroup:
         """The learner group, and the replay buffer of the same modules (built here, from the same specs)."""
         runner = self.env_runner_group.local_env_runner
-        if type(runner) is not EnvRunner:
+        if not runner.samples_next_obs:
             raise ValueError(
                 f"{type(self).__name__} samples transitions with their next observation, which "
                 f"{type(runner).__name__} (env={config.env!r}) does not provide yet; use a gymnasium id or "
                 "'multi:<id>' (independent agents)."
             )
-        self.replay_buffer = MultiAgentReplayBuffer(
+        self.replay_buffer = config.replay_buffer_class(
             int(config.replay_buffer_capacity),
             {m: replay_columns(*_spaces(spec)) for m, spec in module_specs.items()},
             chunk_rows=config.replay_buffer_chunk_rows,

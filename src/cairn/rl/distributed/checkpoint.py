@@ -18,26 +18,175 @@ Ray run restores without Ray, and the reverse.
 Storage must be reachable from the actors: a local path (the actors run on
 this machine, or the path is on a shared filesystem) or an object store. For a
 ``memory://`` filesystem (private to each process) a group writes and reads
-the folder in the driver instead (:func:`storage_is_shared`), with the state it
-gathers from, and hands back to, its actors.
+the folder in the driver instead (the storage's ``shared_between_processes``
+capability says so), with the state it gathers from, and hands back to, its actors.
+
+Both groups share one copy of this protocol: :class:`ActorFolderDelegate` is
+the driver side (start a save, start a load in every actor, apply or drop),
+:class:`FolderActor` the actor side (write, read and keep, apply or drop).
+Each group says only what differs: which actor writes, with what state, and
+how a state read in the driver reaches its actors.
 """
 
 from __future__ import annotations
 
+import abc
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from cairn.delegation import DelegatedFolder, LoadedComponent, Waiter, read_folder, write_folder
+
 if TYPE_CHECKING:
+    from cairn.checkpointable import Checkpointable
+    from cairn.manifest import FileEntry
     from cairn.storage.base import Storage
 
-__all__ = ["nest_state", "storage_is_shared"]
+__all__ = ["ActorFolderDelegate", "FolderActor", "nest_state", "storage_is_shared"]
 
 
 def storage_is_shared(storage: Storage) -> bool:
-    """Whether other processes see what this one writes to ``storage`` (not so for ``memory://``)."""
-    fs = getattr(storage, "fs", None)
-    protocol = getattr(fs, "protocol", ())
-    protocols = (protocol,) if isinstance(protocol, str) else tuple(protocol)
-    return "memory" not in protocols
+    """Whether other processes see what this one writes to ``storage`` (not so for ``memory://``).
+
+    Kept for compatibility: the rule is the storage's capability ``shared_between_processes``.
+    """
+    return storage.shared_between_processes
+
+
+class FolderActor(abc.ABC):
+    """The actor side of a delegated folder: write it, read and keep it, then apply or drop it.
+
+    The base of :class:`~cairn.rl.distributed.learners.LearnerActor` and
+    :class:`~cairn.rl.distributed.env_runners.EnvRunnerActor`; the subclass names
+    the component the folder belongs to (:attr:`checkpoint_target`).
+    """
+
+    def __init__(self) -> None:
+        self._pending: LoadedComponent | None = None
+        self._save_delay_s = 0.0
+
+    @property
+    @abc.abstractmethod
+    def checkpoint_target(self) -> Checkpointable:
+        """The component whose folder this actor writes and reads."""
+
+    def inject_save_delay(self, seconds: float) -> None:
+        """Fault injection for tests: make the next checkpoint write wait ``seconds`` first."""
+        self._save_delay_s = float(seconds)
+
+    def _write(
+        self,
+        folder: DelegatedFolder,
+        *,
+        allow_pickle: bool,
+        make_state: Callable[[], dict[str, Any]] | None = None,
+    ) -> FileEntry:
+        """Write the folder, with the state ``make_state`` gives (default: the target's own ``get_state``)."""
+        if self._save_delay_s:
+            delay, self._save_delay_s = self._save_delay_s, 0.0
+            time.sleep(delay)
+        state = None if make_state is None else make_state()
+        return write_folder(self.checkpoint_target, folder, allow_pickle=allow_pickle, state=state)
+
+    def load(self, folder: DelegatedFolder, *, component: str | None, allow_pickle: bool) -> None:
+        """Read and verify the folder; keep it until :meth:`apply_loaded` or :meth:`drop_loaded`."""
+        self._pending = read_folder(self.checkpoint_target, folder, component=component, allow_pickle=allow_pickle)
+
+    def apply_loaded(self) -> None:
+        """Apply what :meth:`load` read (see :meth:`_apply`)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._apply(pending)
+
+    def _apply(self, pending: LoadedComponent) -> None:
+        """Apply a folder read by :meth:`load`; a subclass may take only its share of it."""
+        pending.apply()
+
+    def drop_loaded(self) -> None:
+        """Forget what :meth:`load` read."""
+        self._pending = None
+
+
+class ActorFolderDelegate(abc.ABC):
+    """The driver side of a folder a group of actors writes and reads: a :class:`~cairn.delegation.DelegatedComponent`.
+
+    One actor writes the folder, every actor reads and verifies it in parallel,
+    and nothing is applied until the engine says so. When the actors cannot reach
+    the storage (``memory://``, private to each process) the driver writes the
+    folder from :attr:`local` with the state it gathers, and reads it there and
+    hands the state to the actors. Every call to the actors has the checkpoint
+    deadline (:meth:`_get_in_time`).
+    """
+
+    actors: list[Any]
+    """The Ray actor handles (each a :class:`FolderActor`)."""
+
+    local: Checkpointable
+    """The driver's copy of the component (the folder's shape; for some groups also their totals)."""
+
+    _driver_read: tuple[LoadedComponent, str | None] | None = None
+
+    @property
+    @abc.abstractmethod
+    def restores_local_copy(self) -> bool:
+        """See :attr:`cairn.delegation.DelegatedComponent.restores_local_copy`."""
+
+    @abc.abstractmethod
+    def label(self, position: int) -> str:
+        """How messages name the actor at ``position``."""
+
+    @abc.abstractmethod
+    def _get_in_time(self, calls: list[tuple[str, Any]], *, doing: str) -> list[Any]:
+        """The results of ``calls`` within the checkpoint deadline; actors that miss it are stopped."""
+
+    @abc.abstractmethod
+    def _prepare(self, *, loading: bool) -> None:
+        """Make the group ready for a save or a load (replace dead actors, finish calls in flight)."""
+
+    @abc.abstractmethod
+    def _start_actor_save(self, folder: DelegatedFolder, *, allow_pickle: bool) -> tuple[str, Any]:
+        """Start the writing actor's save; its label and the reference to its ``FileEntry``."""
+
+    @abc.abstractmethod
+    def _driver_state(self) -> dict[str, Any]:
+        """The folder's state gathered in the driver (for storage the actors cannot reach)."""
+
+    @abc.abstractmethod
+    def _apply_driver_read(self, loaded: LoadedComponent, component: str | None) -> None:
+        """Give the actors what the driver read (``component``: the subcomponent read, None for all)."""
+
+    def start_save(self, folder: DelegatedFolder, *, allow_pickle: bool) -> Waiter:
+        """One actor writes the folder (the driver, when the actors cannot reach the storage)."""
+        self._prepare(loading=False)
+        if not folder.storage.shared_between_processes:
+            entry = write_folder(self.local, folder, allow_pickle=allow_pickle, state=self._driver_state())
+            return lambda: entry
+        label, ref = self._start_actor_save(folder, allow_pickle=allow_pickle)
+        return lambda: self._get_in_time([(label, ref)], doing="writing its part of a checkpoint")[0]
+
+    def start_load(self, folder: DelegatedFolder, *, component: str | None, allow_pickle: bool) -> Waiter:
+        """Every actor reads and verifies the folder itself, in parallel (or the driver reads it)."""
+        self._prepare(loading=True)
+        if not folder.storage.shared_between_processes:  # the driver reads; finish_load hands the state over
+            loaded = read_folder(self.local, folder, component=component, allow_pickle=allow_pickle)
+            self._driver_read = (loaded, component)
+            return lambda: None
+        refs = [
+            (self.label(i), a.load.remote(folder, component=component, allow_pickle=allow_pickle))
+            for i, a in enumerate(self.actors)
+        ]
+        return lambda: self._get_in_time(refs, doing="reading its part of a checkpoint")
+
+    def finish_load(self, *, apply: bool) -> None:
+        """Apply (or drop) what every actor (or the driver) read."""
+        if self._driver_read is not None:
+            (loaded, component), self._driver_read = self._driver_read, None
+            if apply:
+                self._apply_driver_read(loaded, component)
+            return
+        method = "apply_loaded" if apply else "drop_loaded"
+        refs = [(self.label(i), getattr(a, method).remote()) for i, a in enumerate(self.actors)]
+        self._get_in_time(refs, doing="applying a restored checkpoint")
 
 
 def nest_state(component: str | None, state: dict[str, Any]) -> dict[str, Any]:

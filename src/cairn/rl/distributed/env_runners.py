@@ -46,13 +46,12 @@ is replaced like a dead one on the group's next use.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cairn.delegation import DelegatedFolder, LoadedComponent, Waiter, read_folder, write_folder
+from cairn.delegation import DelegatedFolder, LoadedComponent
 from cairn.registry import AllowedModules
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.distributed._ray import (
@@ -63,7 +62,7 @@ from cairn.rl.distributed._ray import (
     init_ray,
     stop_named,
 )
-from cairn.rl.distributed.checkpoint import storage_is_shared
+from cairn.rl.distributed.checkpoint import ActorFolderDelegate, FolderActor
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
 from cairn.rl.env.multi_agent_env import driver_modules
 
@@ -111,8 +110,8 @@ def _import_driver_modules(allowed: AllowedModules) -> None:
     allowed.import_here(where="a remote env runner")
 
 
-class EnvRunnerActor:
-    """The body of one remote env runner (run as a Ray actor).
+class EnvRunnerActor(FolderActor):
+    """The body of one remote env runner (run as a Ray actor); runner 1 writes ``env_runner/``, all read it.
 
     Args:
         config: The algorithm's config.
@@ -130,13 +129,17 @@ class EnvRunnerActor:
     ) -> None:
         import torch
 
+        super().__init__()
         if config.num_torch_threads is not None:
             torch.set_num_threads(int(config.num_torch_threads))
         _import_driver_modules(allowed)
         self.runner = runner_class(config, worker_index=worker_index)
         self.weights_version = -1
-        self._pending: LoadedComponent | None = None
-        self._save_delay_s = 0.0
+
+    @property
+    def checkpoint_target(self) -> EnvRunner:
+        """The runner."""
+        return self.runner
 
     def ping(self) -> int:
         """The worker index (a liveness check)."""
@@ -209,10 +212,6 @@ class EnvRunnerActor:
         """Take an ``rng``/``env`` state (from :meth:`get_own_state` or a checkpoint)."""
         self.runner.set_state(state)
 
-    def inject_save_delay(self, seconds: float) -> None:
-        """Fault injection for tests: make the next checkpoint write wait ``seconds`` first."""
-        self._save_delay_s = float(seconds)
-
     def save(
         self,
         folder: DelegatedFolder,
@@ -231,24 +230,17 @@ class EnvRunnerActor:
         """
         import ray
 
-        if self._save_delay_s:
-            delay, self._save_delay_s = self._save_delay_s, 0.0
-            time.sleep(delay)
-        # References inside a list are not resolved by Ray before the call: get them here.
-        other_runners = [ray.get(r) if isinstance(r, ray.ObjectRef) else r for r in other_runners]
-        state = self.runner.get_state()
-        state.update({**overrides, OTHER_RUNNERS_KEY: list(other_runners)})
-        return write_folder(self.runner, folder, allow_pickle=allow_pickle, state=state)
+        def make_state() -> dict[str, Any]:
+            # References inside a list are not resolved by Ray before the call: get them here.
+            others = [ray.get(r) if isinstance(r, ray.ObjectRef) else r for r in other_runners]
+            state = self.runner.get_state()
+            state.update({**overrides, OTHER_RUNNERS_KEY: others})
+            return state
 
-    def load(self, folder: DelegatedFolder, *, component: str | None, allow_pickle: bool) -> None:
-        """Read and verify the folder; keep it until :meth:`apply_loaded` or :meth:`drop_loaded`."""
-        self._pending = read_folder(self.runner, folder, component=component, allow_pickle=allow_pickle)
+        return self._write(folder, allow_pickle=allow_pickle, make_state=make_state)
 
-    def apply_loaded(self) -> None:
-        """Apply what :meth:`load` read: all of it for the checkpoint's runner, else the connectors only."""
-        pending, self._pending = self._pending, None
-        if pending is None:
-            return
+    def _apply(self, pending: LoadedComponent) -> None:
+        """Apply a folder read: all of it for the checkpoint's runner, else the connectors only."""
         if self.runner.worker_index != CHECKPOINT_WRITER_INDEX and pending.target is self.runner:
             # Another runner's RNG and environments would duplicate its data: take this
             # runner's own entry when the checkpoint has one, else only the connectors.
@@ -256,15 +248,12 @@ class EnvRunnerActor:
             return
         pending.apply()
 
-    def drop_loaded(self) -> None:
-        """Forget what :meth:`load` read."""
-        self._pending = None
 
+class RemoteEnvRunners(ActorFolderDelegate):
+    """``num_env_runners`` remote env runners: an ``EnvRunnerGroup``'s remote backend.
 
-class RemoteEnvRunners:
-    """``num_env_runners`` remote env runners; the remote half of an ``EnvRunnerGroup``.
-
-    It is the delegate (:class:`cairn.delegation.DelegatedComponent`) of the
+    It has the methods of :class:`~cairn.rl.env.env_runner_group.EnvRunnerBackend`, and
+    it is the delegate (:class:`cairn.delegation.DelegatedComponent`) of the
     algorithm's ``env_runner`` folder: runner 1 writes it, every runner reads it.
 
     Args:
@@ -277,20 +266,19 @@ class RemoteEnvRunners:
         self._allowed = driver_modules(config)
         self._ray = init_ray(f"num_env_runners={config.num_env_runners}")
         self.config = config
-        self.local = local
+        self.local: EnvRunner = local
         self._actor_cls = self._ray.remote(num_cpus=float(config.num_cpus_per_env_runner))(EnvRunnerActor)
         self.actors: list[Any] = [self._make_actor(i) for i in range(1, int(config.num_env_runners) + 1)]
         self.weights_version = 0
         self._weights_ref: Any = None
         self._pending: list[tuple[str, Any]] = []
-        self._driver_read: LoadedComponent | None = None
-        self._loaded_in_driver = False
+        self._driver_read: tuple[LoadedComponent, str | None] | None = None
         self.last_weights_versions: list[int] = []
         self._metrics: list[list[dict[str, Any]]] = []
         try:
             get_all(self._ray, [(self.label(i), a.ping.remote()) for i, a in enumerate(self.actors)], doing="starting")
         except BaseException:
-            self.close()  # nobody holds this group yet: its actors would outlive it
+            self._kill_actors()  # nobody holds this group yet: its actors would outlive it
             raise
 
     def _make_actor(self, worker_index: int) -> Any:
@@ -299,6 +287,16 @@ class RemoteEnvRunners:
     def label(self, position: int) -> str:
         """How messages name the runner at ``position`` (0-based; its worker index is position + 1)."""
         return actor_label("env runner", position + 1, self.actors[position])
+
+    @property
+    def num_env_runners(self) -> int:
+        """How many runners sample (the remote ones)."""
+        return len(self.actors)
+
+    @property
+    def delegate(self) -> RemoteEnvRunners:
+        """The runners themselves write and read the ``env_runner`` folder."""
+        return self
 
     # ------------------------------------------------------------------ the group's work
 
@@ -413,7 +411,11 @@ class RemoteEnvRunners:
         return metrics
 
     def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
-        """Add an inference copy of a new module to every runner; runners started later build it from ``config``."""
+        """Add an inference copy of a new module to the local runner and every remote one.
+
+        Runners started later build it from ``config``.
+        """
+        self.local.add_module(module_id, spec, config=config)
         allowed = driver_modules(config)
         self._flush("adding a module")
         get_all(
@@ -424,11 +426,14 @@ class RemoteEnvRunners:
         self.config, self._allowed = config, allowed
 
     def prepare_remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
-        """Every runner checks that it can drop ``module_id``, in parallel; nothing changes.
+        """The local runner, then every remote one (in parallel), checks that it can drop ``module_id``.
+
+        Nothing changes.
 
         Raises:
             ValueError: A runner refused (the first refusal in runner order, with the runner named).
         """
+        self.local.prepare_remove_module(module_id, config=config)
         allowed = driver_modules(config)
         self._flush("removing a module")
         calls = [
@@ -445,6 +450,7 @@ class RemoteEnvRunners:
 
     def apply_remove_module(self, *, config: AlgorithmConfig) -> None:
         """Every runner drops the module it checked; runners started later build from ``config``."""
+        self.local.apply_remove_module()
         allowed = driver_modules(config)
         get_all(
             self._ray,
@@ -455,6 +461,7 @@ class RemoteEnvRunners:
 
     def discard_remove_module(self) -> None:
         """Every runner forgets a prepared removal (best effort: a dead runner holds none)."""
+        self.local.discard_remove_module()
         refs = [(self.label(i), a.discard_remove_module.remote()) for i, a in enumerate(self.actors)]
         with contextlib.suppress(ActorFailedError):
             get_all(self._ray, refs, doing="forgetting a module's removal")
@@ -478,6 +485,14 @@ class RemoteEnvRunners:
         ref = self._ray.put(self.local.get_connector_states())
         positions = range(len(self.actors)) if only is None else only
         self._pending.extend((self.label(i), self.actors[i].set_connector_states.remote(ref)) for i in positions)
+
+    def sync_connector_states_to_local(self) -> None:
+        """See :meth:`collect_connector_deltas`."""
+        self.collect_connector_deltas()
+
+    def sync_local_state_to_others(self) -> None:
+        """See :meth:`sync_connector_states`."""
+        self.sync_connector_states()
 
     def collect_connector_deltas(self) -> None:
         """Fold every runner's connector deltas (data not yet reported) into the local runner.
@@ -531,6 +546,11 @@ class RemoteEnvRunners:
         self._get_in_time(calls, doing="taking its state")
 
     def close(self) -> None:
+        """Kill the actors, then close the local runner's environments."""
+        self._kill_actors()
+        self.local.close()
+
+    def _kill_actors(self) -> None:
         """Kill the actors."""
         for actor in self.actors:
             with contextlib.suppress(Exception):  # already gone
@@ -545,15 +565,15 @@ class RemoteEnvRunners:
         """The local runner (group totals, merged connectors) is restored by the driver too."""
         return True
 
-    def start_save(self, folder: DelegatedFolder, *, allow_pickle: bool) -> Waiter:
+    def _prepare(self, *, loading: bool) -> None:
+        """Replace dead or hung runners; before a load, also finish the broadcasts in flight."""
+        self.replace_dead(probe_timeout_s=self._probe_timeout_s())
+        if loading:
+            self._flush("receiving weights", in_time=True)
+
+    def _start_actor_save(self, folder: DelegatedFolder, *, allow_pickle: bool) -> tuple[str, Any]:
         """Runner 1 writes ``env_runner/`` with the group's totals and merged connector states."""
         # The driver merged the deltas (Algorithm.get_state); send the merged states first.
-        self.replace_dead(probe_timeout_s=self._probe_timeout_s())
-        if not storage_is_shared(folder.storage):  # the actors cannot reach it: the driver writes
-            state = self.local.get_state()
-            state.update(self.get_runner_states())
-            entry = write_folder(self.local, folder, allow_pickle=allow_pickle, state=state)
-            return lambda: entry
         self.sync_connector_states()
         self._flush("receiving connector states", in_time=True)
         local_state = self.local.get_state(components=[])
@@ -563,43 +583,22 @@ class RemoteEnvRunners:
         # The other runners' own states go to runner 1 through the object store (a list of
         # references is resolved by the actor; nothing passes through the driver).
         others = [a.get_own_state.remote() for i, a in enumerate(self.actors) if i != position]
-        ref = actor.save.remote(
-            folder,
-            allow_pickle=allow_pickle,
-            overrides=overrides,
-            other_runners=others,
-        )
-        label = self.label(position)
-        return lambda: self._get_in_time([(label, ref)], doing="writing its part of a checkpoint")[0]
+        ref = actor.save.remote(folder, allow_pickle=allow_pickle, overrides=overrides, other_runners=others)
+        return self.label(position), ref
 
-    def start_load(self, folder: DelegatedFolder, *, component: str | None, allow_pickle: bool) -> Waiter:
-        """Every runner reads and verifies the folder, in parallel."""
-        self.replace_dead(probe_timeout_s=self._probe_timeout_s())
-        self._flush("receiving weights", in_time=True)
-        self._loaded_in_driver = not storage_is_shared(folder.storage)
-        if self._loaded_in_driver:
-            # The driver reads; the runners' RNGs and environments go to them on apply (their
-            # connectors come from the local runner, which the engine restores, at the next sync).
-            if component is None:
-                self._driver_read = read_folder(self.local, folder, allow_pickle=allow_pickle)
-            return lambda: None
-        refs = [
-            (self.label(i), a.load.remote(folder, component=component, allow_pickle=allow_pickle))
-            for i, a in enumerate(self.actors)
-        ]
-        return lambda: self._get_in_time(refs, doing="reading its part of a checkpoint")
+    def _driver_state(self) -> dict[str, Any]:
+        """The local runner's state with the runners' own parts (see :meth:`get_runner_states`)."""
+        state = self.local.get_state()
+        state.update(self.get_runner_states())
+        return state
 
-    def finish_load(self, *, apply: bool) -> None:
-        """Apply (or drop) what every runner read."""
-        if self._loaded_in_driver:
-            self._loaded_in_driver = False
-            read, self._driver_read = self._driver_read, None
-            if apply and read is not None:
-                self.set_runner_states(read.own_state())
-            return
-        method = "apply_loaded" if apply else "drop_loaded"
-        refs = [(self.label(i), getattr(a, method).remote()) for i, a in enumerate(self.actors)]
-        self._get_in_time(refs, doing="applying a restored checkpoint")
+    def _apply_driver_read(self, loaded: LoadedComponent, component: str | None) -> None:
+        """A whole folder read: the runners take their RNGs and environments.
+
+        Their connectors come from the local runner, which the engine restores, at the next sync.
+        """
+        if component is None:
+            self.set_runner_states(loaded.own_state())
 
     def _probe_timeout_s(self) -> float:
         """How long a ping may take on a checkpoint path: the deadline, but at most the health probe's."""

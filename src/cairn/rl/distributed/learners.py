@@ -36,19 +36,18 @@ import contextlib
 import math
 import os
 import socket
-import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from cairn.delegation import DelegatedFolder, LoadedComponent, Waiter, read_folder, write_folder
+from cairn.delegation import DelegatedFolder, LoadedComponent
 from cairn.errors import CheckpointError
 from cairn.rl.core.learner.learner import Learner, TrainBatch
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.distributed._ray import HEALTH_PROBE_TIMEOUT_S, actor_label, get_all, init_ray, stop_named
-from cairn.rl.distributed.checkpoint import nest_state, storage_is_shared
+from cairn.rl.distributed.checkpoint import ActorFolderDelegate, FolderActor, nest_state
 
 if TYPE_CHECKING:
     from cairn.manifest import FileEntry
@@ -153,8 +152,8 @@ def data_parallel(learner_class: type[Learner]) -> type[DataParallelLearner]:
     return cls
 
 
-class LearnerActor:
-    """The body of one remote learner (run as a Ray actor).
+class LearnerActor(FolderActor):
+    """The body of one remote learner (run as a Ray actor); it writes and reads ``learner/``.
 
     Args:
         config: The algorithm's config.
@@ -166,14 +165,18 @@ class LearnerActor:
     def __init__(
         self, config: AlgorithmConfig, module_specs: Mapping[str, RLModuleSpec], rank: int, world_size: int
     ) -> None:
+        super().__init__()
         if config.num_torch_threads is not None:
             torch.set_num_threads(int(config.num_torch_threads))
         self.rank = int(rank)
         self.world_size = int(world_size)
         learner_class = data_parallel(config.get_default_learner_class())
         self.learner = learner_class(config, module_specs, rank=rank, world_size=world_size)
-        self._pending: LoadedComponent | None = None
-        self._save_delay_s = 0.0
+
+    @property
+    def checkpoint_target(self) -> Learner:
+        """The learner."""
+        return self.learner
 
     def ping(self) -> int:
         """The rank (a liveness check)."""
@@ -234,30 +237,9 @@ class LearnerActor:
         """Apply a learner state."""
         self.learner.set_state(state)
 
-    def inject_save_delay(self, seconds: float) -> None:
-        """Fault injection for tests: make the next checkpoint write wait ``seconds`` first."""
-        self._save_delay_s = float(seconds)
-
     def save(self, folder: DelegatedFolder, *, allow_pickle: bool) -> FileEntry:
         """Write ``learner_group/learner/`` (and its module folders)."""
-        if self._save_delay_s:
-            delay, self._save_delay_s = self._save_delay_s, 0.0
-            time.sleep(delay)
-        return write_folder(self.learner, folder, allow_pickle=allow_pickle)
-
-    def load(self, folder: DelegatedFolder, *, component: str | None, allow_pickle: bool) -> None:
-        """Read and verify the folder; keep it until :meth:`apply_loaded` or :meth:`drop_loaded`."""
-        self._pending = read_folder(self.learner, folder, component=component, allow_pickle=allow_pickle)
-
-    def apply_loaded(self) -> None:
-        """Apply what :meth:`load` read."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.apply()
-
-    def drop_loaded(self) -> None:
-        """Forget what :meth:`load` read."""
-        self._pending = None
+        return self._write(folder, allow_pickle=allow_pickle)
 
     def shutdown(self) -> None:
         """Leave the process group."""
@@ -267,10 +249,11 @@ class LearnerActor:
             dist.destroy_process_group()
 
 
-class RemoteLearners:
-    """``num_learners`` data-parallel learners on Ray; the remote half of a ``LearnerGroup``.
+class RemoteLearners(ActorFolderDelegate):
+    """``num_learners`` data-parallel learners on Ray: a ``LearnerGroup``'s remote backend.
 
-    It is the delegate (:class:`cairn.delegation.DelegatedComponent`) of the group's
+    It has the methods of :class:`~cairn.rl.core.learner.learner_group.LearnerBackend`, and
+    it is the delegate (:class:`cairn.delegation.DelegatedComponent`) of the group's
     ``learner`` folder: learner 0 writes it, every learner reads it.
 
     Args:
@@ -285,7 +268,7 @@ class RemoteLearners:
         self._ray = init_ray(f"num_learners={config.num_learners}")
         self.config = config
         self.module_specs = dict(module_specs)
-        self.local = local
+        self.local: Learner = local
         self._driver_read: tuple[LoadedComponent, str | None] | None = None
         self._actor_cls = self._ray.remote(num_cpus=float(config.num_cpus_per_learner))(LearnerActor)
         self.actors: list[Any] = []
@@ -295,9 +278,19 @@ class RemoteLearners:
             self.close()  # nobody holds this group yet: its actors would outlive it
             raise
 
-    def label(self, rank: int) -> str:
-        """How messages name the learner of ``rank``."""
-        return actor_label("learner", rank, self.actors[rank])
+    def label(self, position: int) -> str:
+        """How messages name the learner of rank ``position``."""
+        return actor_label("learner", position, self.actors[position])
+
+    @property
+    def num_learners(self) -> int:
+        """How many learners train."""
+        return len(self.actors)
+
+    @property
+    def delegate(self) -> RemoteLearners:
+        """The learners themselves write and read the ``learner`` folder."""
+        return self
 
     def _start(self, state: Any = None) -> None:
         """Create the actors, join them in a process group, and give them ``state`` if any."""
@@ -380,11 +373,16 @@ class RemoteLearners:
         return metrics
 
     def add_module(
-        self, module_id: str, spec: RLModuleSpec, config_overrides: Mapping[str, Any] | None, weights: dict[str, Any]
-    ) -> None:
-        """Add a module to every learner, all with ``weights``; a restart after a failure keeps it."""
+        self, module_id: str, module_spec: RLModuleSpec | RLModule, config_overrides: Mapping[str, Any] | None
+    ) -> RLModule:
+        """Add a module to the local learner, then to every learner with its weights; return the local one.
+
+        A restart after a failure keeps it.
+        """
+        module = self.local.add_module(module_id, module_spec, config_overrides=config_overrides)
+        spec = module.spec
         self.replace_dead()
-        ref = self._ray.put(weights)
+        ref = self._ray.put(module.get_state())
         get_all(
             self._ray,
             [
@@ -395,9 +393,11 @@ class RemoteLearners:
         )
         self.module_specs[module_id] = spec
         self.config = self._updated_config(module_id, config_overrides)
+        return module
 
-    def remove_module(self, module_id: str) -> None:
-        """Remove a module from every learner."""
+    def remove_module(self, module_id: str) -> RLModule:
+        """Remove a module from the local learner, then from every learner; return the local one."""
+        module = self.local.remove_module(module_id)
         self.replace_dead()
         get_all(
             self._ray,
@@ -406,6 +406,7 @@ class RemoteLearners:
         )
         self.module_specs.pop(module_id, None)
         self.config = self._updated_config(module_id, None)
+        return module
 
     def _updated_config(self, module_id: str, overrides: Mapping[str, Any] | None) -> AlgorithmConfig:
         import dataclasses
@@ -426,6 +427,12 @@ class RemoteLearners:
             self._ray, [(self.label(0), self.actors[0].get_weights.remote())], doing="reporting its weights"
         )[0]
         return weights
+
+    def get_module(self, module_id: str) -> RLModule:
+        """The local module ``module_id`` with learner 0's weights."""
+        module = self.local.module[module_id]
+        module.set_state(self.get_weights()[module_id])
+        return module
 
     def get_state(self, components: Any = None, not_components: Any = None) -> dict[str, Any]:
         """Learner 0's state (all learners hold the same)."""
@@ -461,38 +468,18 @@ class RemoteLearners:
         """The driver's learner is only a shape (class, components, constructor); it is not restored."""
         return False
 
-    def start_save(self, folder: DelegatedFolder, *, allow_pickle: bool) -> Waiter:
+    def _prepare(self, *, loading: bool) -> None:
+        """Replace dead learners first: every learner takes part in a load, learner 0 writes."""
+        self.replace_dead()
+
+    def _start_actor_save(self, folder: DelegatedFolder, *, allow_pickle: bool) -> tuple[str, Any]:
         """Learner 0 writes ``learner_group/learner/`` (all learners hold the same state)."""
-        self.replace_dead()
-        if not storage_is_shared(folder.storage):  # the actors cannot reach it: the driver writes
-            entry = write_folder(self.local, folder, allow_pickle=allow_pickle, state=self.get_state())
-            return lambda: entry
-        ref = self.actors[0].save.remote(folder, allow_pickle=allow_pickle)
-        label = self.label(0)
-        return lambda: self._get_in_time([(label, ref)], doing="writing its part of a checkpoint")[0]
+        return self.label(0), self.actors[0].save.remote(folder, allow_pickle=allow_pickle)
 
-    def start_load(self, folder: DelegatedFolder, *, component: str | None, allow_pickle: bool) -> Waiter:
-        """Every learner reads and verifies the folder itself, in parallel."""
-        self.replace_dead()
-        if not storage_is_shared(folder.storage):  # the driver reads; finish_load hands the state over
-            self._driver_read = (
-                read_folder(self.local, folder, component=component, allow_pickle=allow_pickle),
-                component,
-            )
-            return lambda: None
-        refs = [
-            (self.label(r), a.load.remote(folder, component=component, allow_pickle=allow_pickle))
-            for r, a in enumerate(self.actors)
-        ]
-        return lambda: self._get_in_time(refs, doing="reading its part of a checkpoint")
+    def _driver_state(self) -> dict[str, Any]:
+        """Learner 0's state."""
+        return self.get_state()
 
-    def finish_load(self, *, apply: bool) -> None:
-        """Apply (or drop) what every learner read."""
-        if self._driver_read is not None:
-            (read, component), self._driver_read = self._driver_read, None
-            if apply:
-                self.set_state(nest_state(component, read.state()))
-            return
-        method = "apply_loaded" if apply else "drop_loaded"
-        refs = [(self.label(r), getattr(a, method).remote()) for r, a in enumerate(self.actors)]
-        self._get_in_time(refs, doing="applying a restored checkpoint")
+    def _apply_driver_read(self, loaded: LoadedComponent, component: str | None) -> None:
+        """Every learner takes the state read (of ``component`` only, when given)."""
+        self.set_state(nest_state(component, loaded.state()))

@@ -22,7 +22,7 @@ import functools
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -109,6 +109,10 @@ class EnvRunner(Checkpointable):
 
     # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
     STATE_VERSION = 1
+
+    samples_next_obs: ClassVar[bool] = True
+    """A capability: whether this runner's batches carry ``next_obs`` when the config's
+    ``sample_next_obs`` asks (off-policy algorithms refuse a runner without it)."""
 
     def __init__(self, config: AlgorithmConfig, *, worker_index: int = 0) -> None:
         self.config = config

@@ -23,7 +23,7 @@ The interface is the same either way: :meth:`sample`, :meth:`get_metrics`,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
@@ -32,9 +32,138 @@ from cairn.rl.env.multi_agent_env import multi_agent_env_creator
 from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
 
 if TYPE_CHECKING:
+    from cairn.delegation import DelegatedComponent
     from cairn.rl.distributed.env_runners import RemoteEnvRunners
 
-__all__ = ["EnvRunnerGroup"]
+__all__ = ["EnvRunnerBackend", "EnvRunnerGroup", "LocalEnvRunners"]
+
+
+class EnvRunnerBackend(Protocol):
+    """Where an :class:`EnvRunnerGroup`'s sampling runners run: the local runner, or Ray actors.
+
+    The group picks one when it is built (:class:`LocalEnvRunners`, or
+    :class:`~cairn.rl.distributed.env_runners.RemoteEnvRunners` for
+    ``num_env_runners`` > 0) and hands every operation to it.
+    """
+
+    @property
+    def num_env_runners(self) -> int:
+        """How many runners sample."""
+
+    @property
+    def delegate(self) -> DelegatedComponent | None:
+        """Who writes and reads the local runner's checkpoint folder; None: the engine itself."""
+
+    def sample(self) -> list[dict[str, SampleBatch]]:
+        """One rollout from each sampling runner: a list of module id -> batch."""
+
+    def pop_metrics(self) -> list[list[dict[str, Any]]]:
+        """What each sampling runner's callbacks logged since the last call."""
+
+    def sync_weights(self, weights: Any) -> None:
+        """Load module weights (a dict, or a Ray object reference to one) into every sampling runner."""
+
+    def sync_connector_states_to_local(self) -> None:
+        """Merge the sampling runners' connector statistics into the local runner."""
+
+    def sync_local_state_to_others(self) -> None:
+        """Send the local runner's (merged) connector states to the other runners."""
+
+    def get_runner_states(self) -> dict[str, Any]:
+        """What the sampling runners hold beyond the local runner's state, as ``env_runner`` state keys."""
+
+    def set_runner_states(self, state: Mapping[str, Any]) -> None:
+        """Give each sampling runner its part of an ``env_runner`` state."""
+
+    def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
+        """Add an inference copy of a new module to every runner."""
+
+    def prepare_remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
+        """Every runner checks that it can drop ``module_id``; nothing changes."""
+
+    def discard_remove_module(self) -> None:
+        """Every runner forgets a prepared removal."""
+
+    def apply_remove_module(self, *, config: AlgorithmConfig) -> None:
+        """Every runner drops the module it checked."""
+
+    def close(self) -> None:
+        """Close every runner's environments (stop actors)."""
+
+
+class LocalEnvRunners:
+    """The :class:`EnvRunnerBackend` of ``num_env_runners=0``: the local runner samples.
+
+    Args:
+        runner: The group's local runner.
+    """
+
+    def __init__(self, runner: EnvRunner) -> None:
+        self.runner = runner
+
+    @property
+    def num_env_runners(self) -> int:
+        """One."""
+        return 1
+
+    @property
+    def delegate(self) -> DelegatedComponent | None:
+        """None: the engine writes and reads the runner's folder."""
+        return None
+
+    def sample(self) -> list[dict[str, SampleBatch]]:
+        """The runner's rollout."""
+        return [self.runner.sample()]
+
+    def pop_metrics(self) -> list[list[dict[str, Any]]]:
+        """The runner's logged deltas."""
+        return [self.runner.metrics.pop_deltas()]
+
+    def sync_weights(self, weights: Any) -> None:
+        """Load ``weights`` (a dict, or a Ray object reference from remote learners) into the runner."""
+        if not isinstance(weights, Mapping):
+            import numpy as np
+            import ray
+
+            # Arrays from the object store are read-only views; the module copies them in.
+            weights = {
+                module_id: {k: np.array(v) if isinstance(v, np.ndarray) else v for k, v in state.items()}
+                for module_id, state in ray.get(weights).items()
+            }
+        self.runner.set_weights(weights)
+
+    def sync_connector_states_to_local(self) -> None:
+        """Nothing: the local runner is the only one."""
+
+    def sync_local_state_to_others(self) -> None:
+        """Nothing: there are no others."""
+
+    def get_runner_states(self) -> dict[str, Any]:
+        """Nothing beyond the local runner's state."""
+        return {}
+
+    def set_runner_states(self, state: Mapping[str, Any]) -> None:
+        """Nothing: the engine restores the local runner."""
+
+    def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
+        """The runner's ``add_module``."""
+        self.runner.add_module(module_id, spec, config=config)
+
+    def prepare_remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
+        """The runner's ``prepare_remove_module``."""
+        self.runner.prepare_remove_module(module_id, config=config)
+
+    def discard_remove_module(self) -> None:
+        """The runner's ``discard_remove_module``."""
+        self.runner.discard_remove_module()
+
+    def apply_remove_module(self, *, config: AlgorithmConfig) -> None:
+        """The runner's ``apply_remove_module``."""
+        self.runner.apply_remove_module()
+
+    def close(self) -> None:
+        """Close the runner's environments."""
+        self.runner.close()
 
 
 class EnvRunnerGroup:
@@ -53,22 +182,30 @@ class EnvRunnerGroup:
         runner_class = MultiAgentEnvRunner if multi_agent_env_creator(config.env) is not None else EnvRunner
         self.local_env_runner: EnvRunner = runner_class(config, worker_index=0)
         self.remote: RemoteEnvRunners | None = None
+        """The Ray runners when ``num_env_runners`` > 0 (for inspection; the group works through :attr:`backend`)."""
+        self.backend: EnvRunnerBackend = LocalEnvRunners(self.local_env_runner)
         if int(config.num_env_runners) > 0:
             from cairn.rl.distributed.env_runners import RemoteEnvRunners
 
             self.remote = RemoteEnvRunners(config, self.local_env_runner)
+            self.backend = self.remote
 
     @property
     def num_env_runners(self) -> int:
         """How many runners sample (the remote ones, or the one local runner)."""
-        return len(self.remote.actors) if self.remote is not None else 1
+        return self.backend.num_env_runners
+
+    @property
+    def delegate(self) -> DelegatedComponent | None:
+        """Who writes and reads the local runner's checkpoint folder: the remote runners, or None (the engine)."""
+        return self.backend.delegate
 
     def sample(self) -> list[dict[str, SampleBatch]]:
         """One rollout from each sampling runner (in parallel when remote): a list of module id -> batch.
 
         Only the modules of ``policies_to_train`` (all when it is ``None``) have batches.
         """
-        per_runner = self.remote.sample() if self.remote is not None else [self.local_env_runner.sample()]
+        per_runner = self.backend.sample()
         trainable = self.config.policies_to_train
         if trainable is None:
             return per_runner
@@ -84,9 +221,7 @@ class EnvRunnerGroup:
         Each list is a :meth:`~cairn.rl.utils.metrics.metrics_logger.MetricsLogger.pop_deltas`,
         for the algorithm's :meth:`~cairn.rl.utils.metrics.metrics_logger.MetricsLogger.aggregate`.
         """
-        if self.remote is not None:
-            return self.remote.pop_metrics()
-        return [self.local_env_runner.metrics.pop_deltas()]
+        return self.backend.pop_metrics()
 
     def sync_weights(self, weights: Mapping[str, Any] | Any) -> None:
         """Load module weights (module id -> RLModule state) into every sampling runner.
@@ -94,29 +229,15 @@ class EnvRunnerGroup:
         ``weights`` may also be a Ray object reference to such a dict (what a remote
         learner group hands out), so that the weights never pass through the driver.
         """
-        if self.remote is not None:
-            self.remote.sync_weights(weights)
-            return
-        if not isinstance(weights, Mapping):
-            import numpy as np
-            import ray
-
-            # Arrays from the object store are read-only views; the module copies them in.
-            weights = {
-                module_id: {k: np.array(v) if isinstance(v, np.ndarray) else v for k, v in state.items()}
-                for module_id, state in ray.get(weights).items()
-            }
-        self.local_env_runner.set_weights(weights)
+        self.backend.sync_weights(weights)
 
     def sync_connector_states_to_local(self) -> None:
         """Merge the connector statistics of all runners into the local runner."""
-        if self.remote is not None:
-            self.remote.collect_connector_deltas()
+        self.backend.sync_connector_states_to_local()
 
     def sync_local_state_to_others(self) -> None:
         """Send the local runner's (merged) connector states to every remote runner."""
-        if self.remote is not None:
-            self.remote.sync_connector_states()
+        self.backend.sync_local_state_to_others()
 
     def get_runner_states(self) -> dict[str, Any]:
         """What the sampling runners hold beyond the local runner's state, as ``env_runner`` state keys.
@@ -125,18 +246,15 @@ class EnvRunnerGroup:
         ``env``, and ``other_env_runners`` (those of runners 2..N), the same as
         runner 1 writes into ``env_runner/`` itself.
         """
-        return self.remote.get_runner_states() if self.remote is not None else {}
+        return self.backend.get_runner_states()
 
     def set_runner_states(self, env_runner_state: Mapping[str, Any]) -> None:
         """Give each remote runner its part of an ``env_runner`` state (see :meth:`get_runner_states`)."""
-        if self.remote is not None:
-            self.remote.set_runner_states(env_runner_state)
+        self.backend.set_runner_states(env_runner_state)
 
     def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
         """Add an inference copy of a new module to every runner (weights follow with :meth:`sync_weights`)."""
-        self.local_env_runner.add_module(module_id, spec, config=config)
-        if self.remote is not None:
-            self.remote.add_module(module_id, spec, config=config)
+        self.backend.add_module(module_id, spec, config=config)
         self.config = config
 
     def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
@@ -152,21 +270,13 @@ class EnvRunnerGroup:
             ValueError: A runner refused (its message names the agent and env copy).
         """
         try:
-            self.local_env_runner.prepare_remove_module(module_id, config=config)
-            if self.remote is not None:
-                self.remote.prepare_remove_module(module_id, config=config)
+            self.backend.prepare_remove_module(module_id, config=config)
         except BaseException:
-            self.local_env_runner.discard_remove_module()
-            if self.remote is not None:
-                self.remote.discard_remove_module()
+            self.backend.discard_remove_module()
             raise
-        self.local_env_runner.apply_remove_module()
-        if self.remote is not None:
-            self.remote.apply_remove_module(config=config)
+        self.backend.apply_remove_module(config=config)
         self.config = config
 
     def close(self) -> None:
         """Close every runner's environments; stop the remote runners."""
-        if self.remote is not None:
-            self.remote.close()
-        self.local_env_runner.close()
+        self.backend.close()

@@ -29,7 +29,7 @@ handler, the checkpoint says that episodes restart on restore.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -82,6 +82,9 @@ class MultiAgentEnvRunner(EnvRunner):
     """
 
     STATE_VERSION = 1
+
+    # Turn-based episodes: an agent's next observation comes after the others acted; not sampled yet.
+    samples_next_obs: ClassVar[bool] = False
 
     def __init__(self, config: AlgorithmConfig, *, worker_index: int = 0) -> None:
         self.config = config

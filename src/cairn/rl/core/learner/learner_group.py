@@ -13,9 +13,8 @@ learner reads it in parallel.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cairn import Checkpointable
 from cairn.rl._aliases import register_old_paths
@@ -26,10 +25,114 @@ from cairn.rl.utils._util import Names
 
 if TYPE_CHECKING:
     from cairn.delegation import DelegatedComponent
-    from cairn.manifest import FileEntry
     from cairn.rl.distributed.learners import RemoteLearners
 
-__all__ = ["LearnerGroup"]
+__all__ = ["LearnerBackend", "LearnerGroup", "LocalLearners"]
+
+
+class LearnerBackend(Protocol):
+    """Where a :class:`LearnerGroup`'s learners run: this process, or Ray actors.
+
+    The group picks one when it is built (:class:`LocalLearners`, or
+    :class:`~cairn.rl.distributed.learners.RemoteLearners` for ``num_learners`` > 1)
+    and hands every operation to it; both keep the group's local learner as the
+    shape of the checkpoint.
+    """
+
+    @property
+    def num_learners(self) -> int:
+        """How many learners train."""
+
+    @property
+    def delegate(self) -> DelegatedComponent | None:
+        """Who writes and reads the ``learner`` folder of a checkpoint; None: the engine itself."""
+
+    def update(self, batches: Mapping[str, TrainBatch]) -> dict[str, float]:
+        """Update on ``batches``; the (first) learner's metrics."""
+
+    def get_weights(self) -> dict[str, Any]:
+        """Module id -> RLModule state of the (first) learner."""
+
+    def get_weights_ref(self) -> dict[str, Any] | Any:
+        """The weights for a broadcast (a Ray object reference when remote)."""
+
+    def get_module(self, module_id: str) -> RLModule:
+        """The local module ``module_id`` holding the current weights."""
+
+    def add_module(
+        self, module_id: str, module_spec: RLModuleSpec | RLModule, config_overrides: Mapping[str, Any] | None
+    ) -> RLModule:
+        """Add a module to every learner; return the local one."""
+
+    def remove_module(self, module_id: str) -> RLModule:
+        """Remove a module from every learner; return the local one."""
+
+    def get_state(self, components: Names, not_components: Names) -> dict[str, Any]:
+        """The (first) learner's state, the selected parts."""
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Give every learner a learner state."""
+
+    def close(self) -> None:
+        """Release the learners (stop actors)."""
+
+
+class LocalLearners:
+    """The :class:`LearnerBackend` of ``num_learners`` 0 or 1: the group's learner trains in this process.
+
+    Args:
+        learner: The group's learner.
+    """
+
+    def __init__(self, learner: Learner) -> None:
+        self.learner = learner
+
+    @property
+    def num_learners(self) -> int:
+        """One."""
+        return 1
+
+    @property
+    def delegate(self) -> DelegatedComponent | None:
+        """None: the engine writes and reads the learner's folder."""
+        return None
+
+    def update(self, batches: Mapping[str, TrainBatch]) -> dict[str, float]:
+        """The learner's update."""
+        return self.learner.update(batches)
+
+    def get_weights(self) -> dict[str, Any]:
+        """The learner's weights."""
+        return self.learner.get_weights()
+
+    def get_weights_ref(self) -> dict[str, Any]:
+        """The learner's weights (no object store in one process)."""
+        return self.learner.get_weights()
+
+    def get_module(self, module_id: str) -> RLModule:
+        """The learner's module."""
+        return self.learner.module[module_id]
+
+    def add_module(
+        self, module_id: str, module_spec: RLModuleSpec | RLModule, config_overrides: Mapping[str, Any] | None
+    ) -> RLModule:
+        """The learner's ``add_module``."""
+        return self.learner.add_module(module_id, module_spec, config_overrides=config_overrides)
+
+    def remove_module(self, module_id: str) -> RLModule:
+        """The learner's ``remove_module``."""
+        return self.learner.remove_module(module_id)
+
+    def get_state(self, components: Names, not_components: Names) -> dict[str, Any]:
+        """The learner's state."""
+        return self.learner.get_state(components, not_components=not_components)
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """The learner's ``set_state``."""
+        self.learner.set_state(state)
+
+    def close(self) -> None:
+        """Nothing to release."""
 
 
 class LearnerGroup(Checkpointable):
@@ -52,33 +155,30 @@ class LearnerGroup(Checkpointable):
         self.module_specs = dict(module_specs)
         self.learner: Learner = config.get_default_learner_class()(config, self.module_specs)
         self.remote: RemoteLearners | None = None
+        """The Ray learners when ``num_learners`` > 1 (for inspection; the group works through :attr:`backend`)."""
+        self.backend: LearnerBackend = LocalLearners(self.learner)
         if int(config.num_learners) > 1:
             from cairn.rl.distributed.learners import RemoteLearners
 
             self.remote = RemoteLearners(config, self.module_specs, local=self.learner)
+            self.backend = self.remote
 
     @property
     def num_learners(self) -> int:
         """How many learners the group runs."""
-        return len(self.remote.actors) if self.remote is not None else 1
+        return self.backend.num_learners
 
     def update(self, batches: Mapping[str, TrainBatch]) -> dict[str, float]:
         """Update on ``batches`` (module id -> flat batch); returns the (first) learner's metrics."""
-        if self.remote is not None:
-            return self.remote.update(batches)
-        return self.learner.update(batches)
+        return self.backend.update(batches)
 
     def get_weights(self) -> dict[str, Any]:
         """Module id -> RLModule state of the (first) learner."""
-        if self.remote is not None:
-            return self.remote.get_weights()
-        return self.learner.get_weights()
+        return self.backend.get_weights()
 
     def get_weights_ref(self) -> dict[str, Any] | Any:
         """The weights for a broadcast: a Ray object reference when the learners are remote, else the dict."""
-        if self.remote is not None:
-            return self.remote.get_weights_ref()
-        return self.learner.get_weights()
+        return self.backend.get_weights_ref()
 
     def add_module(
         self,
@@ -99,11 +199,9 @@ class LearnerGroup(Checkpointable):
             module_spec: A spec (its class defaults to the algorithm's module) or a module.
             config_overrides: The module's own settings (``{"lr": 1e-3}``).
         """
-        module = self.learner.add_module(module_id, module_spec, config_overrides=config_overrides)
+        module = self.backend.add_module(module_id, module_spec, config_overrides)
         self.config = self.learner.config
         self.module_specs = self.learner.module_specs
-        if self.remote is not None:
-            self.remote.add_module(module_id, module.spec, config_overrides, module.get_state())
         return module
 
     def remove_module(self, module_id: str) -> RLModule:
@@ -112,24 +210,18 @@ class LearnerGroup(Checkpointable):
         Raises:
             KeyError: No such module.
         """
-        module = self.learner.remove_module(module_id)
+        module = self.backend.remove_module(module_id)
         self.config = self.learner.config
         self.module_specs = self.learner.module_specs
-        if self.remote is not None:
-            self.remote.remove_module(module_id)
         return module
 
     def get_module(self, module_id: str) -> RLModule:
         """The module ``module_id`` with the current weights (fetched from learner 0 when remote)."""
-        module = self.learner.module[module_id]
-        if self.remote is not None:
-            module.set_state(self.get_weights()[module_id])
-        return module
+        return self.backend.get_module(module_id)
 
     def close(self) -> None:
         """Stop the remote learners, if any."""
-        if self.remote is not None:
-            self.remote.close()
+        self.backend.close()
 
     # ------------------------------------------------------------------ Checkpointable
 
@@ -139,58 +231,28 @@ class LearnerGroup(Checkpointable):
 
     def get_delegated_components(self) -> dict[str, DelegatedComponent]:
         """``{"learner": the remote learners}`` when remote: they write and read that folder."""
-        return {"learner": self.remote} if self.remote is not None else {}
+        delegate = self.backend.delegate
+        return {"learner": delegate} if delegate is not None else {}
 
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
         """``{"learner": learner state}`` for the selected parts (learner 0's when remote)."""
-        if self.remote is not None:
-            if not self._check_component("learner", components, not_components):
-                return {}
-            return {
-                "learner": self.remote.get_state(
-                    self._get_subcomponents("learner", components),
-                    self._get_not_subcomponents("learner", not_components),
-                )
-            }
-        return self._get_components_state(components, not_components=not_components)
+        if not self._check_component("learner", components, not_components):
+            return {}
+        return {
+            "learner": self.backend.get_state(
+                self._get_subcomponents("learner", components),
+                self._get_not_subcomponents("learner", not_components),
+            )
+        }
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Forward ``state["learner"]`` to the learner(s) if present."""
-        if self.remote is not None:
-            if "learner" in state:
-                self.remote.set_state(state["learner"])
-            return
-        self._set_components_state(state)
+        if "learner" in state:
+            self.backend.set_state(state["learner"])
 
-    def _restore_checkpoint(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        component: str | None,
-        filesystem: Any,
-        allow_pickle: bool,
-        built_from: bytes | None,
-        signed_root: FileEntry | None = None,
-    ) -> None:
-        """Restore as :meth:`cairn.Checkpointable.restore_from_path`; a failed ``from_checkpoint`` stops the actors.
-
-        ``from_checkpoint`` drops the group it built when the restore fails (or retries
-        it on a new group after a race with an overwrite): its remote learners must not
-        outlive it.
-        """
-        try:
-            super()._restore_checkpoint(
-                path,
-                component=component,
-                filesystem=filesystem,
-                allow_pickle=allow_pickle,
-                built_from=built_from,
-                signed_root=signed_root,
-            )
-        except BaseException:
-            if built_from is not None:
-                self.close()
-            raise
+    def on_from_checkpoint_failed(self) -> None:
+        """Stop the remote learners: the group ``from_checkpoint`` built is dropped, they must not outlive it."""
+        self.close()
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config, module_specs), {})`` of the modules trained now (after add_module / remove_module)."""

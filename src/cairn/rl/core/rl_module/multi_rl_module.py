@@ -15,7 +15,6 @@ from cairn import Checkpointable
 from cairn.registry import register_type
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
-from cairn.rl.algorithms.ppo import default_ppo_rl_module  # noqa: F401 - 0.1's class-less specs build its MLP
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.utils._util import (
     Names,

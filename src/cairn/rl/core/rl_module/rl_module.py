@@ -89,7 +89,8 @@ class RLModuleSpec:
 
     default_module_class: ClassVar[type[RLModule] | None] = None
     """What a spec without ``module_class`` builds outside an algorithm: PPO's
-    ``DefaultPPORLModule`` (0.1's only module), which sets it when imported (``import cairn.rl`` does)."""
+    ``DefaultPPORLModule`` (0.1's only module), which sets it when imported (``from cairn.rl import
+    RLModuleSpec`` and every PPO import do; core/ never imports an algorithm)."""
 
     module_class: type[RLModule] | None = None
     observation_space: gym.Space[Any] | None = None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -43,6 +43,10 @@ class MultiAgentReplayBuffer(Checkpointable):
 
     STATE_VERSION = 1
 
+    buffer_class: ClassVar[type[ReplayBuffer]] = ReplayBuffer
+    """The buffer of each module; a subclass sets its own (built with ``(capacity, columns,
+    chunk_rows=, seed=)``). An algorithm's config names the subclass (``replay_buffer_class``)."""
+
     def __init__(
         self,
         capacity: int,
@@ -67,7 +71,9 @@ class MultiAgentReplayBuffer(Checkpointable):
         check_component_name(module_id, what="Module id")
         if module_id in self.buffers:
             raise ValueError(f"MultiAgentReplayBuffer already has a buffer for module {module_id!r}.")
-        buf = ReplayBuffer(self.capacity, columns, chunk_rows=self.chunk_rows, seed=_module_seed(self.seed, module_id))
+        buf = self.buffer_class(
+            self.capacity, columns, chunk_rows=self.chunk_rows, seed=_module_seed(self.seed, module_id)
+        )
         self.buffers[module_id] = buf
         return buf
 
