@@ -14,10 +14,12 @@ import cairn
 from cairn_test_components import Tree
 
 TESTS = Path(__file__).parent
+# The subprocesses run this checkout's cairn (not whichever one is installed) and find the test components.
+CHILD_PATH = os.pathsep.join([str(TESTS.parent / "src"), str(TESTS)])
 
 
 def cairn_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    env = {**os.environ, "PYTHONPATH": CHILD_PATH}
     return subprocess.run([sys.executable, "-m", "cairn", *args], capture_output=True, text=True, env=env)
 
 
@@ -122,7 +124,7 @@ def test_verify_reports_progress(ckpt: str) -> None:
 def test_verify_shows_progress_on_a_terminal(ckpt: str) -> None:
     import pty
 
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    env = {**os.environ, "PYTHONPATH": CHILD_PATH}
     pid, fd = pty.fork()
     if pid == 0:  # the child: stdout and stderr are the terminal
         os.execve(sys.executable, [sys.executable, "-m", "cairn", "verify", ckpt], env)
