@@ -195,38 +195,59 @@ def _open_manager(args: argparse.Namespace) -> CheckpointManager | None:
     )
 
 
-def _open_metrics(args: argparse.Namespace, start_iteration: int, stack: contextlib.ExitStack) -> MetricsLog | None:
-    """The run's metrics.jsonl, with TensorBoard events beside it (closed by ``stack``), or None.
+class _RunRecords:
+    """The run's ``metrics.jsonl`` and TensorBoard events, one row of each per iteration.
 
-    They are written only into a local ``--checkpoint-dir``; for a URI the user is told so.
+    Args:
+        folder: The local ``--checkpoint-dir``.
+        start_iteration: The iteration training starts from (see :class:`MetricsLog`).
     """
-    if args.checkpoint_dir is None:
-        return None
-    if "://" in str(args.checkpoint_dir):
-        print(
-            f"cairn train: no {METRICS_FILE} or TensorBoard events: they are written only when "
-            "--checkpoint-dir is a local folder.",
-            file=sys.stderr,
-        )
-        return None
-    log = MetricsLog(args.checkpoint_dir, start_iteration=start_iteration)
-    stack.callback(log.close)
-    return log
+
+    def __init__(self, folder: str, *, start_iteration: int) -> None:
+        self._log = MetricsLog(folder, start_iteration=start_iteration)
+        try:
+            self._board = TensorBoardLog.open(folder, start_iteration=start_iteration)
+        except BaseException:
+            self._log.close()
+            raise
+
+    @classmethod
+    def open(cls, args: argparse.Namespace, start_iteration: int) -> _RunRecords | None:
+        """The records of ``--checkpoint-dir``, or None: they are written only into a local folder."""
+        if args.checkpoint_dir is None:
+            return None
+        if "://" in str(args.checkpoint_dir):
+            print(
+                f"cairn train: no {METRICS_FILE} or TensorBoard events: they are written only when "
+                "--checkpoint-dir is a local folder.",
+                file=sys.stderr,
+            )
+            return None
+        return cls(args.checkpoint_dir, start_iteration=start_iteration)
+
+    def append(self, results: dict[str, Any], *, iteration_time_s: float) -> None:
+        """Write one iteration's row to both (the events get the row as the metrics file has it)."""
+        self._board.append(self._log.append(results, iteration_time_s=iteration_time_s))
+
+    def close(self) -> None:
+        """Close both files."""
+        try:
+            self._log.close()
+        finally:
+            self._board.close()
 
 
-def _train(algo: Algorithm, args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[dict[str, Any], str]:
-    """Train up to ``--iterations``, logging and checkpointing; the last results and the latest checkpoint's path.
+def _train(algo: Algorithm, args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[dict[str, Any], str | None]:
+    """Train up to ``--iterations``, recording and checkpointing; the last results and the latest checkpoint.
 
     Everything opened here is closed by ``stack``, also when training fails.
     """
     manager = _open_manager(args)
     if manager is not None:
         stack.callback(manager.close)
-    log = _open_metrics(args, algo.training_iteration, stack)
-    board = None
-    if log is not None:
-        board = TensorBoardLog.open(args.checkpoint_dir, start_iteration=algo.training_iteration)
-        stack.callback(board.close)
+    records = _RunRecords.open(args, algo.training_iteration)
+    if records is not None:
+        stack.callback(records.close)
     shown = _Progress(total=args.iterations, initial=min(algo.training_iteration, args.iterations))
     stack.callback(shown.close)
     results: dict[str, Any] = {}
@@ -234,8 +255,8 @@ def _train(algo: Algorithm, args: argparse.Namespace, stack: contextlib.ExitStac
         began = time.perf_counter()
         results = algo.train()
         iteration = int(results["training_iteration"])
-        if log is not None and board is not None:
-            board.append(log.append(results, iteration_time_s=time.perf_counter() - began))
+        if records is not None:
+            records.append(results, iteration_time_s=time.perf_counter() - began)
         shown.show(
             f"iter {iteration}/{args.iterations}  "
             f"steps {results['num_env_steps_sampled_lifetime']}  "
@@ -245,9 +266,9 @@ def _train(algo: Algorithm, args: argparse.Namespace, stack: contextlib.ExitStac
         if manager is not None and (iteration % args.checkpoint_every == 0 or iteration == args.iterations):
             manager.save(algo, iteration, metrics=jsonable(results))
     if manager is None:
-        return results, ""
+        return results, None
     manager.wait()
-    return results, f", latest checkpoint {manager.latest(verified=False)}"
+    return results, manager.latest(verified=False)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -264,7 +285,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     summary = f"cairn train: iteration {algo.training_iteration}"
     if results:
         summary += f", episode_return_mean {results['episode_return_mean']:.1f}"
-    print(safe_text(f"{summary}, {time.perf_counter() - start:.1f} s{latest}"))
+    summary += f", {time.perf_counter() - start:.1f} s"
+    if latest is not None:
+        summary += f", latest checkpoint {latest}"
+    print(safe_text(summary))
     return 0
 
 
