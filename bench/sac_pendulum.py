@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from cairn._metrics_log import MetricsLog, jsonable
+from cairn.cli.metrics_log import MetricsLog, jsonable
 from cairn.rl.algorithms.sac.sac import SAC, SACConfig
 
 

@@ -14,10 +14,12 @@ import cairn
 from cairn_test_components import Tree
 
 TESTS = Path(__file__).parent
+# The subprocesses run this checkout's cairn (not whichever one is installed) and find the test components.
+CHILD_PATH = os.pathsep.join([str(TESTS.parent / "src"), str(TESTS)])
 
 
 def cairn_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    env = {**os.environ, "PYTHONPATH": CHILD_PATH}
     return subprocess.run([sys.executable, "-m", "cairn", *args], capture_output=True, text=True, env=env)
 
 
@@ -122,7 +124,7 @@ def test_verify_reports_progress(ckpt: str) -> None:
 def test_verify_shows_progress_on_a_terminal(ckpt: str) -> None:
     import pty
 
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    env = {**os.environ, "PYTHONPATH": CHILD_PATH}
     pid, fd = pty.fork()
     if pid == 0:  # the child: stdout and stderr are the terminal
         os.execve(sys.executable, [sys.executable, "-m", "cairn", "verify", ckpt], env)
@@ -138,3 +140,37 @@ def test_verify_shows_progress_on_a_terminal(ckpt: str) -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert b"verifying" in out and b"100.0%" in out
+
+
+def test_help_lists_every_command_of_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """One table: `cairn --help` names each command, and each has its own parser and help."""
+    from cairn.cli import COMMANDS, main
+
+    names = [command.name for command in COMMANDS]
+    assert len(set(names)) == len(names)
+    assert {"inspect", "verify", "sign", "diff", "extract", "ls", "upgrade", "convert"} <= set(names)
+    assert {"train", "evaluate", "plot"} <= set(names)
+    with pytest.raises(SystemExit) as top:
+        main(["--help"])
+    listing = capsys.readouterr().out
+    assert top.value.code == 0
+    for command in COMMANDS:
+        assert f"    {command.name} " in listing, command.name
+        with pytest.raises(SystemExit) as one:
+            main([command.name, "--help"])
+        assert one.value.code == 0
+        assert capsys.readouterr().out.startswith(f"usage: cairn {command.name} "), command.name
+
+
+def test_an_import_error_is_one_line_with_the_commands_error_status(
+    ckpt: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cairn.cli import main
+
+    # verify and diff say 2 ("could not check"), since 1 means "broken" or "different" there.
+    for argv, status in ((["verify", ckpt], 2), (["diff", ckpt, ckpt], 2), (["inspect", ckpt], 1)):
+        code = main(["--import", "no_such_module_\x1b[31m", *argv])
+        err = capsys.readouterr().err
+        assert code == status, argv
+        assert err.count("\n") == 1 and f"cairn {argv[0]}: error: cannot import" in err
+        assert "\x1b" not in err  # the module name came from the user: printed through safe_text

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from cairn._metrics_log import MAX_LINE_BYTES, METRICS_FILE, MetricsLog, read_metrics
 from cairn.cli import main as cairn_main
+from cairn.cli.metrics_log import MAX_LINE_BYTES, METRICS_FILE, MetricsLog, read_metrics
 
 
 def _row(i: int, **extra: object) -> dict[str, object]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from cairn._metrics_log import METRICS_FILE, MetricsLog, TensorBoardLog, read_metrics
+from cairn.cli.metrics_log import METRICS_FILE, MetricsLog, TensorBoardLog, read_metrics
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 ITERATIONS = 16

@@ -76,6 +76,8 @@ def test_evaluate_a_root_skips_a_corrupted_latest_checkpoint(
     code, out, err = main(capsys, "evaluate", run, "--episodes", "1")
     assert code == 0, err
     assert "step_000000002" in err and "skipped" in err.lower()
+    skipped = [line for line in err.splitlines() if "Skipped the damaged checkpoint" in line]
+    assert len(skipped) == 1 and skipped[0].startswith("cairn evaluate: ")  # the command that skipped it
     assert "step_000000001" in err and "mean return over 1 episodes:" in out
     # A damaged checkpoint named directly is an error, not a silent fallback.
     code, _, err = main(capsys, "evaluate", str(Path(run) / "step_000000002"), "--episodes", "1")

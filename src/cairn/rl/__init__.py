@@ -15,7 +15,7 @@ The layout follows RLlib's new API stack (SPEC 9)::
     cairn.rl.utils                         compute_gae, metrics.MetricsLogger
     cairn.rl.distributed                   Ray actors behind the groups
 
-Public names here (imported on first use, so that ``cairn._rl_cli`` can register the
+Public names here (imported on first use, so that ``cairn.cli`` can register the
 ``train``/``evaluate`` commands without importing torch)::
 
     PPO, PPOConfig, PPOLearner     the algorithm, its config and its learner
@@ -45,6 +45,8 @@ from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
+
+from cairn.rl.algorithms.catalog import ALGORITHMS as _ALGORITHMS
 
 if TYPE_CHECKING:
     from cairn.rl.algorithms.algorithm import Algorithm
@@ -126,14 +128,12 @@ __all__ = [
     "register_env_state_handler",
 ]
 
+# Public name -> its module. The algorithms' names come from their one table (the CLI's --algo
+# reads it too); the rest of the stack is listed here.
 _HOMES: dict[str, str] = {
+    **{name: home for entry in _ALGORITHMS.values() for name, home in entry.homes().items()},
     "DEFAULT_AGENT_ID": "cairn.rl.env.multi_agent_env",
     "DEFAULT_MODULE_ID": "cairn.rl.algorithms.algorithm_config",
-    "PPO": "cairn.rl.algorithms.ppo.ppo",
-    "DQN": "cairn.rl.algorithms.dqn.dqn",
-    "DQNConfig": "cairn.rl.algorithms.dqn.dqn",
-    "DQNLearner": "cairn.rl.algorithms.dqn.dqn_learner",
-    "DefaultDQNRLModule": "cairn.rl.algorithms.dqn.default_dqn_rl_module",
     "OffPolicyAlgorithm": "cairn.rl.algorithms.off_policy",
     "OffPolicyConfig": "cairn.rl.algorithms.off_policy",
     "TargetNetworkLearner": "cairn.rl.algorithms.off_policy",
@@ -142,7 +142,6 @@ _HOMES: dict[str, str] = {
     "ClipActions": "cairn.rl.connectors.connectors",
     "Connector": "cairn.rl.connectors.connectors",
     "ConnectorPipeline": "cairn.rl.connectors.connectors",
-    "DefaultPPORLModule": "cairn.rl.algorithms.ppo.default_ppo_rl_module",
     "EnvRunner": "cairn.rl.env.env_runner",
     "EnvRunnerGroup": "cairn.rl.env.env_runner_group",
     "Episode": "cairn.rl.callbacks.callbacks",
@@ -159,16 +158,10 @@ _HOMES: dict[str, str] = {
     "MetricsLogger": "cairn.rl.utils.metrics.metrics_logger",
     "MultiRLModule": "cairn.rl.core.rl_module.multi_rl_module",
     "MultiRLModuleSpec": "cairn.rl.core.rl_module.multi_rl_module",
-    "PPOConfig": "cairn.rl.algorithms.ppo.ppo",
-    "PPOLearner": "cairn.rl.algorithms.ppo.ppo_learner",
     "RLModule": "cairn.rl.core.rl_module.rl_module",
     "RLModuleSpec": "cairn.rl.core.rl_module.rl_module",
     "RLlibCallback": "cairn.rl.callbacks.callbacks",
     "compute_gae": "cairn.rl.utils.gae",
-    "SAC": "cairn.rl.algorithms.sac.sac",
-    "SACConfig": "cairn.rl.algorithms.sac.sac",
-    "SACLearner": "cairn.rl.algorithms.sac.sac_learner",
-    "DefaultSACRLModule": "cairn.rl.algorithms.sac.default_sac_rl_module",
     "register_env_state_handler": "cairn.rl.env.env_state",
 }
 

@@ -2,7 +2,7 @@
 
 Reads ``RUN_DIR/metrics.jsonl`` (one JSON object per training iteration, as
 written by ``cairn train --checkpoint-dir RUN_DIR``; see
-:mod:`cairn._metrics_log`) and draws metrics against env steps
+:mod:`cairn.cli.metrics_log`) and draws metrics against env steps
 (``num_env_steps_sampled_lifetime``). By default the main panel is
 ``episode_return_mean`` and smaller panels below show the PPO losses and the
 policy entropy (``learner/<module id>/policy_loss``, ``vf_loss``,
@@ -28,9 +28,10 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from cairn._display import safe_text
-from cairn._metrics_log import METRICS_FILE, read_metrics
+from cairn.cli.command import Command
+from cairn.cli.metrics_log import METRICS_FILE, read_metrics
 
-__all__ = ["cmd_plot", "load_metrics", "register"]
+__all__ = ["COMMAND", "build_panels", "cmd_plot"]
 
 X_KEY = "num_env_steps_sampled_lifetime"
 MAIN_METRIC = "episode_return_mean"
@@ -62,48 +63,6 @@ class Panel:
     def modules(self) -> list[str]:
         """The distinct module labels of the curves, in first-seen order."""
         return list(dict.fromkeys(c.module for c in self.curves))
-
-
-def register(subparsers: argparse._SubParsersAction[Any]) -> None:
-    """Add the ``plot`` subcommand to the ``cairn`` parser."""
-    p = subparsers.add_parser(
-        "plot",
-        help="plot learning curves of training runs",
-        description=(
-            "Plot the learning curves of cairn train runs (RUN_DIR/metrics.jsonl) against env steps: "
-            "episode_return_mean in the main panel, the policy and value losses and the entropy "
-            "below. Several runs go on one figure, one colour each."
-        ),
-    )
-    p.add_argument("run_dir", nargs="+", help="a --checkpoint-dir of cairn train (or its metrics.jsonl)")
-    p.add_argument(
-        "-o",
-        "--output",
-        default=None,
-        help="image file: .png (default RUN_DIR/curves.png) or .pdf with matplotlib, .svg without",
-    )
-    p.add_argument(
-        "--metric",
-        action="append",
-        default=None,
-        help=(
-            "metric to plot instead of the defaults, repeatable; the first is the main panel; "
-            "a bare name such as entropy matches every learner/<module>/entropy"
-        ),
-    )
-    p.set_defaults(func=cmd_plot)
-
-
-def load_metrics(run: str) -> list[dict[str, Any]]:
-    """The rows of a run's ``metrics.jsonl`` (a folder or the file itself), one per iteration.
-
-    See :func:`cairn._metrics_log.read_metrics`.
-
-    Raises:
-        FileNotFoundError: No metrics file.
-        ValueError: A line that is not JSON (other than a last line cut by a crash).
-    """
-    return read_metrics(run)
 
 
 def _series(rows: list[dict[str, Any]], key: str) -> Points:
@@ -281,7 +240,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         required = len(metrics)
     else:
         metrics, required = [MAIN_METRIC, *SMALL_METRICS], 1
-    rows_by_run = [load_metrics(run) for run in args.run_dir]
+    rows_by_run = [read_metrics(run) for run in args.run_dir]
     panels = build_panels(rows_by_run, metrics, required=required)
     labels = _run_labels(args.run_dir)
     first = args.run_dir[0]
@@ -304,3 +263,36 @@ def cmd_plot(args: argparse.Namespace) -> int:
             print(f"{safe_text(run)}: {len(rows)} iterations, no {safe_text(main.metric)}")
     print(f"wrote {safe_text(output)}", file=sys.stderr)
     return 0
+
+
+def _plot_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", nargs="+", help="a --checkpoint-dir of cairn train (or its metrics.jsonl)")
+    p.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        help="image file: .png (default RUN_DIR/curves.png) or .pdf with matplotlib, .svg without",
+    )
+    p.add_argument(
+        "--metric",
+        action="append",
+        default=None,
+        help=(
+            "metric to plot instead of the defaults, repeatable; the first is the main panel; "
+            "a bare name such as entropy matches every learner/<module>/entropy"
+        ),
+    )
+
+
+COMMAND = Command(
+    "plot",
+    "plot learning curves of training runs",
+    _plot_arguments,
+    cmd_plot,
+    description=(
+        "Plot the learning curves of cairn train runs (RUN_DIR/metrics.jsonl) against env steps: "
+        "episode_return_mean in the main panel, the policy and value losses and the entropy "
+        "below. Several runs go on one figure, one colour each."
+    ),
+)
+"""The ``plot`` command."""

@@ -1,0 +1,230 @@
+"""``cairn evaluate``: run episodes with one module of a checkpoint and print the mean return.
+
+It loads the module, gymnasium and the verified reader, and nothing of training
+(no algorithm, learner or env runner: ``tests/rl/test_rl_cli_startup.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import os
+import posixpath
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from cairn._display import safe_text
+from cairn.cli.command import Command
+from cairn.cli.loading import checkpoint_metadata, load_newest_sound
+from cairn.rl.algorithms.catalog import ALGORITHMS
+
+if TYPE_CHECKING:
+    from cairn.rl.connectors.connectors import ConnectorPipeline
+    from cairn.rl.core.rl_module.rl_module import RLModule
+
+__all__ = ["COMMAND", "cmd_evaluate", "evaluate_module"]
+
+MODULE_PATH = ("learner_group", "learner", "rl_module")
+"""Where an algorithm checkpoint keeps its modules, one folder per module id below."""
+
+
+class _Evaluated(NamedTuple):
+    module_folder: str
+    algo_root: str | None
+    algo_metadata: dict[str, Any] | None
+    module: RLModule
+
+
+def _join(base: str, *parts: str) -> str:
+    if "://" in base:
+        return posixpath.join(base, *parts)
+    return os.path.join(base, *parts)
+
+
+def _load_for_evaluation(checkpoint: str, module_id: str) -> _Evaluated:
+    """The module ``cairn evaluate CKPT`` runs, with where it came from.
+
+    CKPT is an algorithm checkpoint, a module folder, a MultiRLModule folder, or a manager's
+    root: there the newest checkpoint that loads is used, as ``--resume`` does (damaged ones are
+    skipped with a warning).
+    """
+    from cairn.errors import CheckpointNotFoundError
+    from cairn.manager import CheckpointManager
+
+    metadata = checkpoint_metadata(checkpoint)
+    if metadata is not None:
+        with _single_threaded():
+            return _load_module(checkpoint.rstrip("/"), metadata, module_id)
+    with _single_threaded():
+        found = load_newest_sound(
+            CheckpointManager(checkpoint), lambda path: _load_module(path, None, module_id), command="evaluate"
+        )
+    if found is None:
+        raise CheckpointNotFoundError(
+            f"No checkpoint at {checkpoint}: expected an algorithm checkpoint, a module folder, "
+            "or a checkpoint manager's root with step_* checkpoints."
+        )
+    return found[1]
+
+
+@contextlib.contextmanager
+def _single_threaded() -> Iterator[None]:
+    """Run the block with one torch intra-op thread, then restore the caller's setting.
+
+    Building a module initialises weights that the restore then overwrites, and that
+    initialisation (an orthogonal init's QR decomposition) is the first parallel call:
+    it starts the OpenMP/MKL thread team, 0.2-0.5 s of wall time on a busy 2-core machine,
+    for nothing. One thread computes it in a millisecond. The module's forward passes then
+    run with the user's thread count; batch-of-one inference on small networks never starts
+    the team, and a network large enough to use it starts it on its first forward as before.
+    """
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _load_module(root: str, metadata: dict[str, Any] | None, module_id: str) -> _Evaluated:
+    """Load module ``module_id`` of the checkpoint at ``root`` (whose metadata is read when None)."""
+    from cairn._reader import open_checkpoint
+    from cairn.errors import CheckpointNotFoundError
+    from cairn.rl.core.rl_module.rl_module import RLModule
+
+    # A checkpoint names its module's class, and only classes of imported modules load (SPEC 8):
+    # every shipped algorithm's default module (PPO's also under its 0.1 path), and MultiRLModule.
+    for entry in ALGORITHMS.values():
+        importlib.import_module(entry.default_module_module)
+    importlib.import_module("cairn.rl.core.rl_module.multi_rl_module")
+    if metadata is None:
+        metadata = open_checkpoint(root, None).metadata
+    cls = str(metadata.get("class", ""))
+    algo_root: str | None = None
+    algo_metadata: dict[str, Any] | None = None
+    if "num_parameters" in metadata:  # RLModule.get_metadata's key: a module of any class
+        # A module folder; its algorithm (for the env and the observation filter) may be above.
+        module_folder = root
+        parts = root.split("/")
+        if len(parts) > 4 and tuple(parts[-4:-1]) == MODULE_PATH:
+            algo_root = "/".join(parts[:-4])
+            algo_metadata = checkpoint_metadata(algo_root)
+            algo_root = algo_root if algo_metadata is not None else None
+    elif cls.endswith(":MultiRLModule"):
+        module_folder = f"{root}/{module_id}"
+    else:
+        module_folder = "/".join([root, *MODULE_PATH, module_id])
+        algo_root, algo_metadata = root, metadata
+        if checkpoint_metadata(module_folder) is None:
+            multi = checkpoint_metadata("/".join([root, *MODULE_PATH]))
+            modules = (multi or metadata).get("module_ids")
+            raise CheckpointNotFoundError(
+                f"The checkpoint {root} has no module {module_id!r}"
+                + (f"; its modules are {modules}." if modules else ".")
+            )
+    return _Evaluated(module_folder, algo_root, algo_metadata, RLModule.from_checkpoint(module_folder))
+
+
+def _load_filter(algo_root: str | None) -> ConnectorPipeline | None:
+    """The observation filter the algorithm at ``algo_root`` trained with, or None."""
+    if algo_root is None:
+        return None
+    from cairn.errors import CheckpointNotFoundError
+    from cairn.rl.connectors.connectors import ConnectorPipeline
+
+    try:
+        return ConnectorPipeline.from_checkpoint(_join(algo_root, "env_runner", "env_to_module_connector"))
+    except CheckpointNotFoundError:
+        return None
+
+
+def evaluate_module(
+    module: RLModule,
+    env_id: str,
+    *,
+    episodes: int,
+    seed: int,
+    obs_filter: ConnectorPipeline | None = None,
+) -> list[float]:
+    """Run ``episodes`` greedy episodes of ``module`` on ``env_id``; returns their returns."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    from cairn.rl.env.multi_agent_env import check_env_id, make_env
+
+    check_env_id(env_id)  # the id may come from a checkpoint's metadata: never import what it names
+    env = make_env(env_id, {})
+    returns: list[float] = []
+    try:
+        for episode in range(episodes):
+            obs, _ = env.reset(seed=seed + episode)
+            total, done = 0.0, False
+            while not done:
+                batch = np.asarray(obs)[None]
+                if obs_filter is not None:
+                    batch = obs_filter(batch, update=False)
+                action = module.forward_inference({"obs": torch.as_tensor(batch)})["actions"][0]
+                env_action: Any = action.numpy()
+                if isinstance(env.action_space, gym.spaces.Box):
+                    env_action = np.clip(env_action, env.action_space.low, env.action_space.high)
+                else:
+                    env_action = int(env_action)
+                obs, reward, terminated, truncated, _ = env.step(env_action)
+                total += float(reward)
+                done = bool(terminated or truncated)
+            returns.append(total)
+    finally:
+        env.close()
+    return returns
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Handler of ``cairn evaluate``; returns the exit status."""
+    if args.episodes < 1:
+        raise ValueError("--episodes must be at least 1.")
+    module_folder, algo_root, algo_metadata, module = _load_for_evaluation(args.checkpoint, args.module)
+    env_id = args.env
+    if env_id is None and algo_metadata is not None:
+        env_id = algo_metadata.get("env")
+    if env_id is None:
+        raise ValueError(
+            f"{module_folder} is a module checkpoint without its algorithm; pass --env to say "
+            "which environment to run it in."
+        )
+    obs_filter = _load_filter(algo_root)
+    returns = evaluate_module(module, str(env_id), episodes=args.episodes, seed=args.seed, obs_filter=obs_filter)
+    mean = sum(returns) / len(returns)
+    print(
+        f"cairn evaluate: {safe_text(module_folder)} on {safe_text(env_id)}"
+        + (" (with the checkpoint's observation filter)" if obs_filter is not None else ""),
+        file=sys.stderr,
+    )
+    print(f"mean return over {len(returns)} episodes: {mean:.2f}")
+    return 0
+
+
+def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("checkpoint")
+    p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--module", default="default_policy", help="module id")
+    p.add_argument("--env", default=None, help="environment (default: the checkpoint's)")
+    p.add_argument("--seed", type=int, default=0)
+
+
+COMMAND = Command(
+    "evaluate",
+    "run episodes with a checkpoint's policy",
+    _evaluate_arguments,
+    cmd_evaluate,
+    description=(
+        "Load one module of a checkpoint (an algorithm checkpoint, a module folder, or a "
+        "checkpoint manager's root, whose latest checkpoint is used), run episodes with "
+        "greedy actions and print the mean return."
+    ),
+)
+"""The ``evaluate`` command."""
