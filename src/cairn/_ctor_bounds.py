@@ -25,7 +25,14 @@ from typing import Any
 
 from cairn.errors import CheckpointError, CorruptCheckpointError
 
-__all__ = ["ALLOC_BYTES_CONSTANT", "ALLOC_BYTES_PER_BYTE", "FolderSizes", "alloc_limit", "check_ctor_args"]
+__all__ = [
+    "ALLOC_BYTES_CONSTANT",
+    "ALLOC_BYTES_PER_BYTE",
+    "FolderSizes",
+    "alloc_limit",
+    "check_ctor_args",
+    "mlp_parameter_bytes",
+]
 
 ALLOC_BYTES_PER_BYTE = 4
 """What a constructor may allocate per byte its checkpoint folder holds (a module's parameters are

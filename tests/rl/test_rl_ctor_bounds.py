@@ -124,3 +124,17 @@ def test_from_checkpoint_refuses_a_buffer_recording_millions_of_chunks_before_bu
     _reseal_ctor(folder, huge)
     with pytest.raises(CorruptCheckpointError, match=r"ctor\.json.*do not fit what the checkpoint holds"):
         ReplayBuffer.from_checkpoint(folder)
+
+
+def test_from_checkpoint_refuses_an_algorithm_whose_config_asks_for_huge_modules(tmp_path: Path) -> None:
+    """The sibling at the algorithm's level: its config builds the modules (and their copies)."""
+    from cairn.rl import PPO, PPOConfig
+
+    algo = PPO(PPOConfig(env="CartPole-v1", rollout_length=32, minibatch_size=32, model_config={"hidden_sizes": [8]}))
+    try:
+        folder = Path(algo.save_to_path(tmp_path / "algo"))
+    finally:
+        algo.stop()
+    _reseal_ctor(folder, lambda c: c["args"][0]["value"]["model_config"].update(hidden_sizes=[6144] * 4))
+    with pytest.raises(CorruptCheckpointError, match=r"ctor\.json.*at least .* bytes of parameters"):
+        PPO.from_checkpoint(folder)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from cairn import Checkpointable
+from cairn._ctor_bounds import FolderSizes, alloc_limit, mlp_parameter_bytes
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.algorithm_config import (
     DEFAULT_MODULE_ID,
@@ -383,6 +384,40 @@ class Algorithm(Checkpointable, abc.ABC):
         A corrupt file, or a read that raced an overwrite and is retried on a new object.
         """
         self.stop()
+
+    @classmethod
+    def ctor_args_problem(cls, args: tuple[Any, ...], kwargs: dict[str, Any], folder: FolderSizes) -> str | None:
+        """The hook of :mod:`cairn._ctor_bounds`: the modules a recorded config builds must fit the checkpoint.
+
+        Building the algorithm builds a module per policy (and copies of it: target
+        networks, env runners' inference copies); the hidden-to-hidden weights their
+        ``hidden_sizes`` ask for (a lower bound) must fit what the whole checkpoint
+        folder holds, or the file is hostile (``hidden_sizes=[6144] * 4`` is 1.3 GB).
+        """
+        config = args[0] if args else kwargs.get("config")
+        if not isinstance(config, AlgorithmConfig):
+            return None  # not a config: the constructor judges it
+        default = config.model_config
+        specs = getattr(config.rl_module_spec, "rl_module_specs", None)
+        configs: dict[str, Any] = {}
+        for module_id in config.policies:
+            spec = specs.get(module_id) if isinstance(specs, Mapping) else config.rl_module_spec
+            own = getattr(spec, "model_config", None)
+            configs[module_id] = own if isinstance(own, Mapping) else default
+        total = 0
+        for model_config in configs.values():
+            try:
+                total += mlp_parameter_bytes(
+                    model_config.get("hidden_sizes") if isinstance(model_config, Mapping) else None
+                )
+            except ValueError:
+                continue  # not MLP widths: the module's own constructor judges them
+        if total > alloc_limit(folder.tree_bytes):
+            return (
+                f"the modules of its config ({len(configs)}) make at least {total} bytes of parameters, and the "
+                f"checkpoint holds {folder.tree_bytes} bytes"
+            )
+        return None
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config,), {})``, without ``load_state_path`` (the checkpoint holds the weights)."""
