@@ -347,130 +347,141 @@ def skeleton_cost(data: bytes | bytearray | memoryview, *, where: str, limit: in
     Raises:
         CorruptCheckpointError: Malformed, truncated, too deep, or too costly to decode.
     """
-    buf = bytes(data)
-    n = len(buf)
-    cost = 0
-    pos = 0
-    rem = [1]  # items still to read at each open level
-    ends = [-1]  # for an extension record's level, where its payload ends; else -1
-    ext_depth = 0
-    fixed = _FIXED
+    return _SkeletonScan(bytes(data), where, limit).run()
 
-    def bad(what: str) -> CorruptCheckpointError:
-        return CorruptCheckpointError(f"{where}: the msgpack data is malformed ({what} at byte {pos}).")
 
-    def length(size: int) -> int:
-        if pos + size > n:
-            raise bad("truncated length")
-        return int.from_bytes(buf[pos : pos + size], "big")
+class _SkeletonScan:
+    """The walk of :func:`skeleton_cost`: scalars inline in :meth:`run`, the rarer records in methods."""
 
-    while rem:
-        if rem[-1] == 0:
-            rem.pop()
-            end = ends.pop()
-            if end >= 0:
-                if pos != end:
-                    raise bad("an extension payload with trailing bytes")
-                ext_depth -= 1
-            continue
-        rem[-1] -= 1
-        if pos >= n:
-            raise bad("truncated data")
-        b = buf[pos]
-        pos += 1
-        if b < 0x80:  # positive fixint: a cached small int
-            continue
-        if b >= 0xE0:  # negative fixint
-            cost += 32
-            continue
-        if b <= 0x9F or b in (0xDC, 0xDD, 0xDE, 0xDF):
-            if b <= 0x8F:
-                count, is_map = b & 0x0F, True
-            elif b <= 0x9F:
-                count, is_map = b & 0x0F, False
+    def __init__(self, buf: bytes, where: str, limit: int) -> None:
+        self.buf, self.n, self.where, self.limit = buf, len(buf), where, limit
+        self.pos = 0
+        self.cost = 0
+        self.rem = [1]  # items still to read at each open level
+        self.ends = [-1]  # for an extension record's level, where its payload ends; else -1
+        self.ext_depth = 0
+
+    def bad(self, what: str) -> CorruptCheckpointError:
+        return CorruptCheckpointError(f"{self.where}: the msgpack data is malformed ({what} at byte {self.pos}).")
+
+    def length(self, size: int) -> int:
+        if self.pos + size > self.n:
+            raise self.bad("truncated length")
+        return int.from_bytes(self.buf[self.pos : self.pos + size], "big")
+
+    def run(self) -> int:
+        buf, n, rem, fixed, limit = self.buf, self.n, self.rem, _FIXED, self.limit
+        while rem:
+            if rem[-1] == 0:
+                self.close_level()
+                continue
+            rem[-1] -= 1
+            if self.pos >= n:
+                raise self.bad("truncated data")
+            b = buf[self.pos]
+            self.pos += 1
+            if b < 0x80:  # positive fixint: a cached small int
+                continue
+            if b >= 0xE0:  # negative fixint
+                self.cost += 32
+            elif b <= 0x9F or b in (0xDC, 0xDD, 0xDE, 0xDF):
+                self.container(b)
+            elif b <= 0xBF:  # fixstr
+                size = b & 0x1F
+                if self.pos + size > n:
+                    raise self.bad("a truncated string")
+                self.pos += size
+                if size > 1:  # "" and one-character (ASCII) strings are CPython's cached singletons
+                    self.cost += 80 + size
+            elif (info := fixed.get(b)) is not None:
+                if self.pos + info[0] > n:
+                    raise self.bad("a truncated number")
+                self.pos += info[0]
+                self.cost += info[1]
+            elif b in (0xC4, 0xC5, 0xC6, 0xD9, 0xDA, 0xDB):  # bin / str with a length
+                self.sized(b)
+            elif 0xC7 <= b <= 0xC9 or 0xD4 <= b <= 0xD8:  # extension records
+                self.extension(b)
             else:
-                size = 2 if b in (0xDC, 0xDE) else 4
-                count, is_map = length(size), b >= 0xDE
-                pos += size
-            items = 2 * count if is_map else count
-            if items > n - pos:
-                raise bad(f"a container claiming {count} items with {n - pos} bytes left")
-            # CPython's sizes (3.11-3.13): a list is 56 bytes + 8 per item; a dict 64 bytes empty,
-            # 184 with up to 5 items, and at most 64 per item beyond (its hash table grows by doubling).
-            cost += ((120 + 64 * count) if count else 64) if is_map else (56 + 8 * count)
-            if cost > limit:
-                break
-            if items:
-                if len(rem) >= _SCAN_MAX_DEPTH:
-                    raise CorruptCheckpointError(
-                        f"{where}: the state nests deeper than {_SCAN_MAX_DEPTH} levels; it is corrupt or hostile."
-                    )
-                rem.append(items)
-                ends.append(-1)
-            continue
-        if b <= 0xBF:  # fixstr
-            size = b & 0x1F
-            if pos + size > n:
-                raise bad("a truncated string")
-            pos += size
-            if size > 1:  # "" and one-character (ASCII) strings are CPython's cached singletons
-                cost += 80 + size
-            continue
-        info = fixed.get(b)
-        if info is not None:
-            if pos + info[0] > n:
-                raise bad("a truncated number")
-            pos += info[0]
-            cost += info[1]
-            continue
-        if b in (0xC4, 0xC5, 0xC6, 0xD9, 0xDA, 0xDB):  # bin / str with a length
-            size = 1 << ((b - 0xC4) if b <= 0xC6 else (b - 0xD9))
-            ln = length(size)
-            pos += size
-            if ln > n - pos:
-                raise bad(f"a string or bytes claiming {ln} bytes with {n - pos} left")
-            pos += ln
-            cost += 80 + ln
-            continue
-        if 0xC7 <= b <= 0xC9 or 0xD4 <= b <= 0xD8:  # extension records
-            if b <= 0xC9:
-                size = 1 << (b - 0xC7)
-                ln = length(size)
-                pos += size
-            else:
-                ln = 1 << (b - 0xD4)
-            if pos + 1 + ln > n:
-                raise bad(f"an extension record claiming {ln} bytes with {n - pos - 1} left")
-            code = int.from_bytes(buf[pos : pos + 1], "big", signed=True)
-            pos += 1
-            if code in _PAYLOAD_EXTS:
-                ext_depth += 1
-                if ext_depth > MAX_EXT_DEPTH or len(rem) >= _SCAN_MAX_DEPTH:
-                    raise CorruptCheckpointError(
-                        f"{where}: the state nests more than {MAX_EXT_DEPTH} tuples or custom values, or deeper "
-                        f"than {_SCAN_MAX_DEPTH} levels; it is corrupt or hostile."
-                    )
-                cost += 96 + _EXT_COST.get(code, 0)
-                if code == EXT_TUPLE and ln:  # the tuple copies the list its payload decodes to
-                    h = buf[pos]
-                    if 0x90 <= h <= 0x9F:
-                        cost += 8 * (h & 0x0F)
-                    elif h in (0xDC, 0xDD) and pos + 1 + (2 if h == 0xDC else 4) <= n:
-                        cost += 8 * int.from_bytes(buf[pos + 1 : pos + 1 + (2 if h == 0xDC else 4)], "big")
-                rem.append(1)
-                ends.append(pos + ln)
-            else:  # raw payloads (big ints, pickles) or unknown codes, refused when decoded
-                pos += ln
-                cost += 96 + ln
-            if cost > limit:
-                break
-            continue
-        raise bad(f"the reserved type byte 0x{b:02x}")
-    if cost > limit:
-        raise CorruptCheckpointError(f"{where}: {_too_costly(limit, n)}; it is corrupt or hostile.")
-    if pos != n:
-        raise bad("trailing bytes after the state")
-    return cost
+                raise self.bad(f"the reserved type byte 0x{b:02x}")
+            if self.cost > limit:
+                raise CorruptCheckpointError(f"{self.where}: {_too_costly(limit, n)}; it is corrupt or hostile.")
+        if self.pos != n:
+            raise self.bad("trailing bytes after the state")
+        return self.cost
+
+    def close_level(self) -> None:
+        self.rem.pop()
+        end = self.ends.pop()
+        if end >= 0:
+            if self.pos != end:
+                raise self.bad("an extension payload with trailing bytes")
+            self.ext_depth -= 1
+
+    def container(self, b: int) -> None:
+        if b <= 0x8F:
+            count, is_map = b & 0x0F, True
+        elif b <= 0x9F:
+            count, is_map = b & 0x0F, False
+        else:
+            size = 2 if b in (0xDC, 0xDE) else 4
+            count, is_map = self.length(size), b >= 0xDE
+            self.pos += size
+        items = 2 * count if is_map else count
+        if items > self.n - self.pos:
+            raise self.bad(f"a container claiming {count} items with {self.n - self.pos} bytes left")
+        # CPython's sizes (3.11-3.13): a list is 56 bytes + 8 per item; a dict 64 bytes empty,
+        # 184 with up to 5 items, and at most 64 per item beyond (its hash table grows by doubling).
+        self.cost += ((120 + 64 * count) if count else 64) if is_map else (56 + 8 * count)
+        if items and self.cost <= self.limit:
+            if len(self.rem) >= _SCAN_MAX_DEPTH:
+                raise CorruptCheckpointError(
+                    f"{self.where}: the state nests deeper than {_SCAN_MAX_DEPTH} levels; it is corrupt or hostile."
+                )
+            self.rem.append(items)
+            self.ends.append(-1)
+
+    def sized(self, b: int) -> None:
+        size = 1 << ((b - 0xC4) if b <= 0xC6 else (b - 0xD9))
+        ln = self.length(size)
+        self.pos += size
+        if ln > self.n - self.pos:
+            raise self.bad(f"a string or bytes claiming {ln} bytes with {self.n - self.pos} left")
+        self.pos += ln
+        self.cost += 80 + ln
+
+    def extension(self, b: int) -> None:
+        buf, n = self.buf, self.n
+        if b <= 0xC9:
+            size = 1 << (b - 0xC7)
+            ln = self.length(size)
+            self.pos += size
+        else:
+            ln = 1 << (b - 0xD4)
+        if self.pos + 1 + ln > n:
+            raise self.bad(f"an extension record claiming {ln} bytes with {n - self.pos - 1} left")
+        code = int.from_bytes(buf[self.pos : self.pos + 1], "big", signed=True)
+        self.pos += 1
+        if code not in _PAYLOAD_EXTS:  # raw payloads (big ints, pickles) or unknown codes, refused when decoded
+            self.pos += ln
+            self.cost += 96 + ln
+            return
+        self.ext_depth += 1
+        if self.ext_depth > MAX_EXT_DEPTH or len(self.rem) >= _SCAN_MAX_DEPTH:
+            raise CorruptCheckpointError(
+                f"{self.where}: the state nests more than {MAX_EXT_DEPTH} tuples or custom values, or deeper "
+                f"than {_SCAN_MAX_DEPTH} levels; it is corrupt or hostile."
+            )
+        self.cost += 96 + _EXT_COST.get(code, 0)
+        pos = self.pos
+        if code == EXT_TUPLE and ln:  # the tuple copies the list its payload decodes to
+            h = buf[pos]
+            if 0x90 <= h <= 0x9F:
+                self.cost += 8 * (h & 0x0F)
+            elif h in (0xDC, 0xDD) and pos + 1 + (2 if h == 0xDC else 4) <= n:
+                self.cost += 8 * int.from_bytes(buf[pos + 1 : pos + 1 + (2 if h == 0xDC else 4)], "big")
+        self.rem.append(1)
+        self.ends.append(pos + ln)
 
 
 ArrayLoader = Callable[[str, int, Any, list[int]], Any]
