@@ -498,82 +498,106 @@ def decode_state(
         UnsafeCheckpointError: When a pickled value is found and pickle is not allowed.
     """
     check_skeleton(skeleton, where=where)
-    depth = [0]
-
-    def hook(code: int, data: bytes) -> Any:
-        depth[0] += 1
-        try:
-            if depth[0] > MAX_EXT_DEPTH:
-                raise CorruptCheckpointError(
-                    f"{where}: the state nests more than {MAX_EXT_DEPTH} tuples or custom values; "
-                    "it is corrupt or hostile."
-                )
-            if code == EXT_TUPLE:
-                items = _unpack(data)
-                if not isinstance(items, list):
-                    raise CorruptCheckpointError(f"{where}: a tuple record is malformed.")
-                return tuple(items)
-            if code == EXT_ARRAY:
-                ref = _unpack(data)
-                if not (
-                    isinstance(ref, list)
-                    and len(ref) == 4
-                    and isinstance(ref[0], str)
-                    and ref[1] in (KIND_NUMPY, KIND_TORCH)
-                    and isinstance(ref[3], list)
-                ):
-                    raise CorruptCheckpointError(f"{where}: an array reference is malformed.")
-                return load_array(ref[0], ref[1], ref[2], ref[3])
-            if code == EXT_BIGINT:
-                try:
-                    return int(data.decode("ascii"))
-                except ValueError as err:
-                    raise CorruptCheckpointError(f"{where}: a big integer record is malformed.") from err
-            if code == EXT_NPSCALAR:
-                rec = _unpack(data)
-                if not (isinstance(rec, list) and len(rec) == 2 and isinstance(rec[1], bytes)):
-                    raise CorruptCheckpointError(f"{where}: a numpy scalar record is malformed.")
-                dtype = numpy_dtype_from_descr(rec[0], where=where)
-                if len(rec[1]) != dtype.itemsize:
-                    raise CorruptCheckpointError(f"{where}: a numpy scalar has the wrong byte size.")
-                return np.frombuffer(rec[1], dtype=dtype)[0]
-            if code == EXT_CUSTOM:
-                rec = _unpack(data)
-                if not (isinstance(rec, list) and len(rec) == 2 and isinstance(rec[0], str)):
-                    raise CorruptCheckpointError(f"{where}: a custom value record is malformed.")
-                reg = registered_by_name(rec[0])
-                if reg is None:
-                    raise IncompatibleCheckpointError(
-                        f"{where} holds a value of the registered type {rec[0]!r}, but no type is "
-                        "registered under that name in this program. Import the module that calls "
-                        "cairn.register_type for it, or register it before loading."
-                    )
-                try:
-                    return reg.decode(rec[1])
-                except Exception as err:
-                    raise CheckpointError(f"{where}: the decoder registered for {rec[0]!r} failed: {err}") from err
-            if code == EXT_PICKLE:
-                if not allow_pickle:
-                    raise UnsafeCheckpointError(
-                        f"{where} holds a pickled value, and unpickling can run arbitrary code. "
-                        "Load it with allow_pickle=True only if you trust where it came from."
-                    )
-                try:
-                    return pickle.loads(data)
-                except Exception as err:
-                    raise CorruptCheckpointError(f"{where}: a pickled value cannot be loaded: {err}") from err
-            raise CorruptCheckpointError(f"{where}: unknown msgpack extension code {code}.")
-        finally:
-            depth[0] -= 1
-
-    def _unpack(data: bytes | bytearray | memoryview) -> Any:
-        return msgpack.unpackb(data, ext_hook=hook, raw=False, strict_map_key=False, use_list=True)
-
+    decoder = _Decoder(load_array, allow_pickle, where)
     try:
-        return _unpack(skeleton)
+        return decoder.unpack(skeleton)
     except CheckpointError:
         raise
     except RecursionError as err:
         raise CorruptCheckpointError(f"{where}: the state nests too deeply to load.") from err
     except Exception as err:  # msgpack raises a handful of types for malformed input
         raise CorruptCheckpointError(f"{where}: the msgpack data is malformed ({type(err).__name__}: {err}).") from err
+
+
+class _Decoder:
+    """msgpack's extension hook for :func:`decode_state`: one method per record kind, nesting bounded."""
+
+    def __init__(self, load_array: ArrayLoader, allow_pickle: bool, where: str) -> None:
+        self.load_array, self.allow_pickle, self.where = load_array, allow_pickle, where
+        self.depth = 0
+        self.by_code: dict[int, Callable[[bytes], Any]] = {
+            EXT_TUPLE: self.tuple_,
+            EXT_ARRAY: self.array,
+            EXT_BIGINT: self.bigint,
+            EXT_NPSCALAR: self.npscalar,
+            EXT_CUSTOM: self.custom,
+            EXT_PICKLE: self.pickled,
+        }
+
+    def unpack(self, data: bytes | bytearray | memoryview) -> Any:
+        return msgpack.unpackb(data, ext_hook=self.hook, raw=False, strict_map_key=False, use_list=True)
+
+    def hook(self, code: int, data: bytes) -> Any:
+        self.depth += 1
+        try:
+            if self.depth > MAX_EXT_DEPTH:
+                raise CorruptCheckpointError(
+                    f"{self.where}: the state nests more than {MAX_EXT_DEPTH} tuples or custom values; "
+                    "it is corrupt or hostile."
+                )
+            decode = self.by_code.get(code)
+            if decode is None:
+                raise CorruptCheckpointError(f"{self.where}: unknown msgpack extension code {code}.")
+            return decode(data)
+        finally:
+            self.depth -= 1
+
+    def tuple_(self, data: bytes) -> Any:
+        items = self.unpack(data)
+        if not isinstance(items, list):
+            raise CorruptCheckpointError(f"{self.where}: a tuple record is malformed.")
+        return tuple(items)
+
+    def array(self, data: bytes) -> Any:
+        ref = self.unpack(data)
+        if not (
+            isinstance(ref, list)
+            and len(ref) == 4
+            and isinstance(ref[0], str)
+            and ref[1] in (KIND_NUMPY, KIND_TORCH)
+            and isinstance(ref[3], list)
+        ):
+            raise CorruptCheckpointError(f"{self.where}: an array reference is malformed.")
+        return self.load_array(ref[0], ref[1], ref[2], ref[3])
+
+    def bigint(self, data: bytes) -> Any:
+        try:
+            return int(data.decode("ascii"))
+        except ValueError as err:
+            raise CorruptCheckpointError(f"{self.where}: a big integer record is malformed.") from err
+
+    def npscalar(self, data: bytes) -> Any:
+        rec = self.unpack(data)
+        if not (isinstance(rec, list) and len(rec) == 2 and isinstance(rec[1], bytes)):
+            raise CorruptCheckpointError(f"{self.where}: a numpy scalar record is malformed.")
+        dtype = numpy_dtype_from_descr(rec[0], where=self.where)
+        if len(rec[1]) != dtype.itemsize:
+            raise CorruptCheckpointError(f"{self.where}: a numpy scalar has the wrong byte size.")
+        return np.frombuffer(rec[1], dtype=dtype)[0]
+
+    def custom(self, data: bytes) -> Any:
+        rec = self.unpack(data)
+        if not (isinstance(rec, list) and len(rec) == 2 and isinstance(rec[0], str)):
+            raise CorruptCheckpointError(f"{self.where}: a custom value record is malformed.")
+        reg = registered_by_name(rec[0])
+        if reg is None:
+            raise IncompatibleCheckpointError(
+                f"{self.where} holds a value of the registered type {rec[0]!r}, but no type is "
+                "registered under that name in this program. Import the module that calls "
+                "cairn.register_type for it, or register it before loading."
+            )
+        try:
+            return reg.decode(rec[1])
+        except Exception as err:
+            raise CheckpointError(f"{self.where}: the decoder registered for {rec[0]!r} failed: {err}") from err
+
+    def pickled(self, data: bytes) -> Any:
+        if not self.allow_pickle:
+            raise UnsafeCheckpointError(
+                f"{self.where} holds a pickled value, and unpickling can run arbitrary code. "
+                "Load it with allow_pickle=True only if you trust where it came from."
+            )
+        try:
+            return pickle.loads(data)
+        except Exception as err:
+            raise CorruptCheckpointError(f"{self.where}: a pickled value cannot be loaded: {err}") from err
