@@ -132,7 +132,7 @@ def test_the_restore_pipeline_has_no_hidden_channel() -> None:
     """The from_checkpoint option is a parameter of the restore, not a context variable (DESIGN)."""
     import importlib
 
-    for name in ("_engine", "_tree", "_save", "_reader", "_restore", "_verify", "_tensorio"):
+    for name in ("_delegate_protocol", "_tree", "_save", "_reader", "_restore", "_verify", "_tensorio", "delegation"):
         module = importlib.import_module(f"cairn.{name}")
         assert not any(type(v).__name__ == "ContextVar" for v in vars(module).values()), name
 

@@ -35,7 +35,8 @@ from cairn.manifest import (
     check_format_version,
     load_json,
 )
-from cairn.storage.base import FileTooLargeError, Storage, resolve_storage
+from cairn.storage.base import FileTooLargeError, Storage
+from cairn.storage.resolve import resolve_storage
 
 # numpy, msgpack and the codecs are imported inside the functions that encode or
 # decode, so that reading manifests and metadata (cairn inspect, ls) stays fast.

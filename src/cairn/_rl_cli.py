@@ -340,11 +340,11 @@ def _checkpoint_metadata(path: str) -> dict[str, Any] | None:
     Read through the engine's reader, like any load: manifest first, sizes and checksums checked,
     bounded, regular files only. Damage raises (a damaged checkpoint is not "no checkpoint").
     """
-    from cairn import _engine
+    from cairn._reader import open_checkpoint
     from cairn.errors import CheckpointNotFoundError
 
     try:
-        return _engine.open_checkpoint(path, None).metadata
+        return open_checkpoint(path, None).metadata
     except CheckpointNotFoundError:
         return None
 
@@ -405,12 +405,12 @@ def _load_module(root: str, metadata: dict[str, Any] | None, module_id: str) -> 
     import cairn.rl.algorithms.dqn.default_dqn_rl_module
     import cairn.rl.algorithms.sac.default_sac_rl_module
     import cairn.rl.core.rl_module.multi_rl_module  # noqa: F401 - registers PPO's default module (0.1 paths too)
-    from cairn import _engine
+    from cairn._reader import open_checkpoint
     from cairn.errors import CheckpointNotFoundError
     from cairn.rl.core.rl_module.rl_module import RLModule
 
     if metadata is None:
-        metadata = _engine.open_checkpoint(root, None).metadata
+        metadata = open_checkpoint(root, None).metadata
     cls = str(metadata.get("class", ""))
     algo_root: str | None = None
     algo_metadata: dict[str, Any] | None = None

@@ -158,7 +158,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     from cairn.errors import CheckpointNotFoundError
     from cairn.manager import CheckpointManager
     from cairn.retention import best_steps
-    from cairn.storage.base import resolve_storage
+    from cairn.storage.resolve import resolve_storage
 
     storage, root = resolve_storage(args.root)
     if not storage.isdir(resolve_user_link(storage, root)):  # the root the user typed may be a link
