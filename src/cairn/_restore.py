@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn._ctor_bounds import FolderSizes, check_ctor_args
 from cairn._delegate_protocol import DelegatedComponent, DelegatedFolder, Once, Waiter
-from cairn._reader import FolderReader, _ReadRace, open_checkpoint, read_consistently
+from cairn._reader import FolderReader, ReadRace, open_checkpoint, read_consistently
 from cairn._tensorio import MemoryTensorFile, StreamedTensorFile, read_files, verify_files
 from cairn._tree import ComponentNode
 from cairn.errors import (
@@ -320,12 +320,12 @@ def restore(
         # Any retry must build a new object, so the race goes back to from_checkpoint.
         try:
             if reader.manifest_bytes() != built_from:
-                raise _ReadRace(
+                raise ReadRace(
                     CheckpointError(f"{reader.where(MANIFEST)} changed after the object was built."), changed=True
                 )
             done = read(reader, into_new_object=True)
         except CorruptCheckpointError as err:
-            raise _ReadRace(err, changed=reader.changed()) from err
+            raise ReadRace(err, changed=reader.changed()) from err
     for delegate in done.delegates:  # first: the owners' set_state may then sync from them
         delegate.finish_load(apply=True)
     if done.local is not None:
