@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     import ray
     import torch
 
-    from cairn import _engine
+    from cairn._reader import open_checkpoint
+    from cairn._restore import LoadedFolder, load_folder
+    from cairn._tree import ComponentNode
     from cairn.rl import PPO, PPOConfig
 
     torch.set_num_threads(1)
@@ -97,10 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         def via_driver_restore() -> None:
             # What a driver-side restore does: read and verify everything here, then push
             # the state to the actors (set_state) and resync the runners.
-            reader = _engine.open_checkpoint(driver_path, None)
-            loaded = _engine.load_folder(remote, reader, allow_pickle=False, label="", in_place=False)
+            reader = open_checkpoint(driver_path, None)
+            loaded = load_folder(ComponentNode(remote), reader, allow_pickle=False, in_place=False)
 
-            def nested(folder: _engine.LoadedFolder) -> dict[str, Any]:
+            def nested(folder: LoadedFolder) -> dict[str, Any]:
                 return {**folder.state, **{name: nested(child) for name, child in folder.children.items()}}
 
             remote.set_state(nested(loaded))

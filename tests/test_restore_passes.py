@@ -132,7 +132,7 @@ def test_the_restore_pipeline_has_no_hidden_channel() -> None:
     """The from_checkpoint option is a parameter of the restore, not a context variable (DESIGN)."""
     import importlib
 
-    for name in ("_engine", "_tree", "_save", "_reader", "_restore", "_verify", "_tensorio"):
+    for name in ("_delegate_protocol", "_tree", "_save", "_reader", "_restore", "_verify", "_tensorio", "delegation"):
         module = importlib.import_module(f"cairn.{name}")
         assert not any(type(v).__name__ == "ContextVar" for v in vars(module).values()), name
 
@@ -352,3 +352,87 @@ def test_bytes_nothing_refers_to_are_checksummed_in_pieces(
     with pytest.raises(cairn.CorruptCheckpointError, match=r"tensors\.safetensors fails its checksum"):
         fresh.restore_from_path(path)
     np.testing.assert_array_equal(fresh.a, before)
+
+
+# --------------------------------------------------------------------------- one tree per restore
+
+
+class CountedLeaf(Plain):
+    """A leaf that counts how often a restore asks it for its components."""
+
+    def __init__(self, n: int = 16, seed: int = 0) -> None:
+        super().__init__(n, seed)
+        self.asked = 0
+
+    def get_checkpointable_components(self) -> list[tuple[str, cairn.Checkpointable]]:
+        self.asked += 1
+        return []
+
+
+class CountedPair(cairn.Checkpointable):
+    """Two counted leaves under a parent that counts too (three levels with :class:`CountedRoot`)."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.a, self.b = CountedLeaf(seed=seed), CountedLeaf(seed=seed + 1)
+        self.asked = self.asked_delegated = 0
+
+    def get_state(self, components: Any = None, *, not_components: Any = None, **kwargs: Any) -> dict[str, Any]:
+        return {name: comp.get_state() for name, comp in self.get_checkpointable_components()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        # Not _set_components_state: it asks for the components, and only the engine's asking is counted.
+        for name in ("a", "b", "pair"):
+            if name in state:
+                getattr(self, name).set_state(state[name])
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (), {}
+
+    def get_checkpointable_components(self) -> list[tuple[str, cairn.Checkpointable]]:
+        self.asked += 1
+        return [("a", self.a), ("b", self.b)]
+
+    def get_delegated_components(self) -> dict[str, Any]:
+        self.asked_delegated += 1
+        return {}
+
+
+class CountedRoot(CountedPair):
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__(seed)
+        self.pair = CountedPair(seed + 2)
+
+    def get_checkpointable_components(self) -> list[tuple[str, cairn.Checkpointable]]:
+        return [*super().get_checkpointable_components(), ("pair", self.pair)]
+
+
+def _counts(root: CountedRoot) -> list[int]:
+    objs: list[Any] = [root, root.a, root.b, root.pair, root.pair.a, root.pair.b]
+    return [o.asked for o in objs] + [root.asked_delegated, root.pair.asked_delegated]
+
+
+def _reset(root: CountedRoot) -> None:
+    for o in (root, root.a, root.b, root.pair, root.pair.a, root.pair.b):
+        o.asked = 0
+    root.asked_delegated = root.pair.asked_delegated = 0
+
+
+def test_a_restore_asks_each_object_for_its_components_once(tmp_path: Path) -> None:
+    """One validated tree per restore, passed down verify, decode, upgrade, check and apply (issue 26).
+
+    Asking again per phase (as the restore once did, five times) could let the phases see
+    different objects; each object is asked once, a partial restore and from_checkpoint included.
+    """
+    path = CountedRoot(seed=1).save_to_path(tmp_path / "ck")
+    target = CountedRoot(seed=7)
+    _reset(target)
+    target.restore_from_path(path)
+    assert _counts(target) == [1, 1, 1, 1, 1, 1, 1, 1]
+    np.testing.assert_array_equal(target.pair.b.w, CountedRoot(seed=1).pair.b.w)
+
+    _reset(target)
+    target.restore_from_path(Path(path) / "pair", component="pair")
+    assert _counts(target) == [1, 1, 1, 1, 1, 1, 1, 1]  # the whole tree, once: a delegate may sit anywhere
+
+    built = CountedRoot.from_checkpoint(path)
+    assert _counts(built) == [1, 1, 1, 1, 1, 1, 1, 1]

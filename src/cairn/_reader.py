@@ -35,7 +35,8 @@ from cairn.manifest import (
     check_format_version,
     load_json,
 )
-from cairn.storage.base import FileTooLargeError, Storage, resolve_storage
+from cairn.storage.base import FileTooLargeError, Storage
+from cairn.storage.resolve import resolve_storage
 
 # numpy, msgpack and the codecs are imported inside the functions that encode or
 # decode, so that reading manifests and metadata (cairn inspect, ls) stays fast.
@@ -323,10 +324,11 @@ def _exists(reader: FolderReader) -> bool:
         return False
 
 
-class _ReadRace(CheckpointError):
+class ReadRace(CheckpointError):
     """A read of a fresh object failed; the caller that built the object decides to retry."""
 
     def __init__(self, cause: CheckpointError, *, changed: bool) -> None:
+        """Wrap ``cause``; ``changed``: whether the checkpoint was overwritten meanwhile (a retry may pass)."""
         super().__init__(str(cause))
         self.cause = cause
         self.changed = changed
@@ -365,10 +367,10 @@ def read_consistently(reader: FolderReader, read: Callable[[FolderReader], T], *
             last = err
         except ChangedInPlaceError:
             raise  # live values may hold the changed bytes: a retry would hide that (see the class)
-        except (CorruptCheckpointError, _ReadRace) as err:
+        except (CorruptCheckpointError, ReadRace) as err:
             seen = seen or reader._manifest_bytes is not None
-            changed = err.changed if isinstance(err, _ReadRace) else reader.changed()
-            cause = err.cause if isinstance(err, _ReadRace) else err
+            changed = err.changed if isinstance(err, ReadRace) else reader.changed()
+            cause = err.cause if isinstance(err, ReadRace) else err
             last = cause
             if not changed:
                 if unconfirmed or not confirm:

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cairn._ctor_bounds import FolderSizes, check_ctor_args
-from cairn._reader import FolderReader, _ReadRace, open_checkpoint, read_consistently
-from cairn._save import _Once
+from cairn._delegate_protocol import DelegatedComponent, DelegatedFolder, Once, Waiter
+from cairn._reader import FolderReader, ReadRace, open_checkpoint, read_consistently
 from cairn._tensorio import MemoryTensorFile, StreamedTensorFile, read_files, verify_files
-from cairn._tree import checkpointable_components, delegations, find_component
+from cairn._tree import ComponentNode
 from cairn.errors import (
     CheckpointError,
     ComponentNotFoundError,
@@ -39,7 +39,6 @@ from cairn.registry import class_path, resolve_class
 
 if TYPE_CHECKING:
     from cairn.checkpointable import Checkpointable
-    from cairn.delegation import DelegatedComponent, DelegatedFolder, Waiter
 
 
 @dataclass
@@ -104,20 +103,18 @@ def upgrade(cls: type[Checkpointable], state: dict[str, Any], from_version: int,
 
 @dataclass
 class _VerifiedFolder:
-    target: Checkpointable
+    node: ComponentNode
     reader: FolderReader
-    label: str
     skeleton: bytearray
     tensors: MemoryTensorFile | StreamedTensorFile | None
     children: dict[str, _VerifiedFolder]
 
 
 def _verify_tree(
-    target: Checkpointable,
+    node: ComponentNode,
     reader: FolderReader,
     *,
     allow_pickle: bool,
-    label: str,
     opened: list[MemoryTensorFile | StreamedTensorFile],
     skip: frozenset[str] = frozenset(),
 ) -> _VerifiedFolder:
@@ -125,7 +122,7 @@ def _verify_tree(
 
     ``skip``: component paths (relative to ``reader``'s folder) not to read.
     """
-    _check_class(target, reader)
+    _check_class(node.obj, reader)
     reader.check_pickle(allow_pickle)
     # The constructor arguments are not needed to restore, but a damaged file anywhere in
     # the folders being restored must be reported, not left for a later from_checkpoint.
@@ -134,7 +131,7 @@ def _verify_tree(
     tensors = reader.tensor_source()
     if tensors is not None:
         opened.append(tensors)
-    comps = checkpointable_components(target, where=label or "<root>")
+    comps = node.children
     children: dict[str, _VerifiedFolder] = {}
     for name in reader.manifest.components:
         comp = comps.get(name)
@@ -144,11 +141,10 @@ def _verify_tree(
             comp,
             reader.child(name),
             allow_pickle=allow_pickle,
-            label=f"{label}/{name}" if label else name,
             opened=opened,
             skip=frozenset(s[len(name) + 1 :] for s in skip if s.startswith(name + "/")),
         )
-    return _VerifiedFolder(target, reader, label, skeleton, tensors, children)
+    return _VerifiedFolder(node, reader, skeleton, tensors, children)
 
 
 def _decode_tree(v: _VerifiedFolder, allow_pickle: bool, in_place: bool) -> tuple[LoadedFolder, int]:
@@ -160,7 +156,8 @@ def _decode_tree(v: _VerifiedFolder, allow_pickle: bool, in_place: bool) -> tupl
     """
     version = v.reader.metadata["state_version"]
     # Read in place only when no upgrade will run: an upgrade may fail or reshape the state.
-    buffers = v.target.get_state_buffers() if in_place and version == v.target.STATE_VERSION else None
+    target = v.node.obj
+    buffers = target.get_state_buffers() if in_place and version == target.STATE_VERSION else None
     unplaced: list[str] = []
     state = v.reader.decode(v.skeleton, v.tensors, allow_pickle, buffers, unplaced=unplaced)
     if unplaced and v.tensors is not None and v.tensors.live:
@@ -171,35 +168,31 @@ def _decode_tree(v: _VerifiedFolder, allow_pickle: bool, in_place: bool) -> tupl
     return loaded, version
 
 
-def _upgrade_tree(target: Checkpointable, loaded: LoadedFolder, reader: FolderReader, label: str) -> None:
-    loaded.state = upgrade(
-        type(target), loaded.state, loaded.version, f"{reader.where()} (component {label or '<root>'})"
-    )
-    comps = checkpointable_components(target, where=label or "<root>")
+def _upgrade_tree(node: ComponentNode, loaded: LoadedFolder, reader: FolderReader) -> None:
+    loaded.state = upgrade(type(node.obj), loaded.state, loaded.version, f"{reader.where()} (component {node.label})")
     for name, child in loaded.children.items():
-        _upgrade_tree(comps[name], child, reader.child(name), f"{label}/{name}" if label else name)
+        _upgrade_tree(node.children[name], child, reader.child(name))
 
 
-def _refusal(target: Checkpointable, loaded: LoadedFolder, label: str, method: str, err: Exception) -> CheckpointError:
+def _refusal(node: ComponentNode, loaded: LoadedFolder, method: str, err: Exception) -> CheckpointError:
     """A component's own error about a state read from a file, as the checkpoint's problem to report."""
     return IncompatibleCheckpointError(
-        f"{type(target).__qualname__}.{method} failed on the state of component {label or '<root>'!r}"
+        f"{type(node.obj).__qualname__}.{method} failed on the state of component {node.label!r}"
         f"{' read from ' + loaded.where if loaded.where else ''}: {type(err).__name__}: {err}. The "
         "checkpoint's state does not fit this object: it was written by other code, or tampered with."
     )
 
 
-def check_loaded(target: Checkpointable, loaded: LoadedFolder, label: str = "") -> None:
+def check_loaded(node: ComponentNode, loaded: LoadedFolder) -> None:
     """Let every object of the restore refuse its state (``check_state``), top-down, before anything changes."""
     try:
-        target.check_state(loaded.state, tuple(loaded.children))
+        node.obj.check_state(loaded.state, tuple(loaded.children))
     except CheckpointError:
         raise
     except Exception as err:
-        raise _refusal(target, loaded, label, "check_state", err) from err
-    comps = checkpointable_components(target, where=label or "<root>")
+        raise _refusal(node, loaded, "check_state", err) from err
     for name, child in loaded.children.items():
-        check_loaded(comps[name], child, f"{label}/{name}" if label else name)
+        check_loaded(node.children[name], child)
 
 
 def read_sources(
@@ -230,16 +223,17 @@ def read_sources(
 
 
 def load_folder(
-    target: Checkpointable,
+    target: ComponentNode,
     reader: FolderReader,
     *,
     allow_pickle: bool,
-    label: str,
     into_new_object: bool = False,
     in_place: bool = True,
     skip: frozenset[str] = frozenset(),
 ) -> LoadedFolder:
     """Read, verify and decode ``reader``'s folder and the folders of ``target``'s components in it.
+
+    ``target``: the node of the object restored (its path names it in messages).
 
     Nothing of ``target`` is touched until every file is verified, every state decoded
     and upgraded, and every object has accepted its state (``check_state``, top-down);
@@ -255,13 +249,13 @@ def load_folder(
     """
     opened: list[MemoryTensorFile | StreamedTensorFile] = []
     try:
-        verified = _verify_tree(target, reader, allow_pickle=allow_pickle, label=label, opened=opened, skip=skip)
+        verified = _verify_tree(target, reader, allow_pickle=allow_pickle, opened=opened, skip=skip)
         loaded, _ = _decode_tree(verified, allow_pickle, in_place)
 
         def before_live() -> None:
             # Upgrades run on folders read into fresh arrays only (see _decode_tree), all filled by now.
-            _upgrade_tree(target, loaded, reader, label)
-            check_loaded(target, loaded, label)
+            _upgrade_tree(target, loaded, reader)
+            check_loaded(target, loaded)
 
         read_sources(opened, into_new_object=into_new_object, before_live=before_live)
     finally:
@@ -270,20 +264,19 @@ def load_folder(
     return loaded
 
 
-def apply_loaded(target: Checkpointable, loaded: LoadedFolder, label: str = "") -> None:
+def apply_loaded(node: ComponentNode, loaded: LoadedFolder) -> None:
     """Apply loaded states bottom-up: components first, then the object's own state."""
-    comps = checkpointable_components(target, where=label or "<root>")
     for name, child in loaded.children.items():
-        apply_loaded(comps[name], child, f"{label}/{name}" if label else name)
+        apply_loaded(node.children[name], child)
     try:
-        target.set_state(loaded.state)
+        node.obj.set_state(loaded.state)
     except CheckpointError:
         raise
     except Exception as err:
         # A state read from a file that does not fit (other code wrote it, or it was tampered
         # with) is the checkpoint's problem to report, never a raw TypeError from deep inside.
         raise IncompatibleCheckpointError(
-            f"{_refusal(target, loaded, label, 'set_state', err)} Its components were restored before it "
+            f"{_refusal(node, loaded, 'set_state', err)} Its components were restored before it "
             "(bottom-up), so the object is partly restored: discard it, or restore it again from a checkpoint "
             "that fits (from_checkpoint never returns such an object). A check_state method that refuses what "
             "set_state refuses prevents this."
@@ -312,13 +305,14 @@ def restore(
     delegates while this process reads the rest into fresh arrays; every delegate
     applies, then ``obj``'s part is applied, only once every read passed.
     """
-    target = obj if not component else find_component(obj, component)
+    # The one tree of this restore: every phase below walks it, none asks the objects again.
+    tree = ComponentNode(obj)
+    target = tree.find(component) if component else tree
     reader = open_checkpoint(path, filesystem, expected=signed_root)
-    label = component.strip("/") if component else ""
-    parts = delegations(obj)
+    parts = tree.delegations()
 
     def read(r: FolderReader, *, into_new_object: bool = False) -> _Read:
-        return _read(target, r, allow_pickle=allow_pickle, label=label, parts=parts, into_new_object=into_new_object)
+        return _read(target, r, allow_pickle=allow_pickle, parts=parts, into_new_object=into_new_object)
 
     if built_from is None:
         done = read_consistently(reader, read)
@@ -326,16 +320,16 @@ def restore(
         # Any retry must build a new object, so the race goes back to from_checkpoint.
         try:
             if reader.manifest_bytes() != built_from:
-                raise _ReadRace(
+                raise ReadRace(
                     CheckpointError(f"{reader.where(MANIFEST)} changed after the object was built."), changed=True
                 )
             done = read(reader, into_new_object=True)
         except CorruptCheckpointError as err:
-            raise _ReadRace(err, changed=reader.changed()) from err
+            raise ReadRace(err, changed=reader.changed()) from err
     for delegate in done.delegates:  # first: the owners' set_state may then sync from them
         delegate.finish_load(apply=True)
     if done.local is not None:
-        apply_loaded(target, done.local, label)
+        apply_loaded(target, done.local)
 
 
 @dataclass
@@ -362,8 +356,6 @@ def _delegated_jobs(
     process restores the target at all (not when the target lies inside a delegated
     folder whose delegate restores it alone).
     """
-    from cairn.delegation import DelegatedFolder
-
     jobs: list[tuple[DelegatedComponent, DelegatedFolder, str | None]] = []
     skip: set[str] = set()
     local = True
@@ -371,9 +363,7 @@ def _delegated_jobs(
         if label and (label == part_path or label.startswith(part_path + "/")):
             # The target is (inside) this delegated component: ``reader`` is the target's own folder.
             sub = label[len(part_path) + 1 :] or None
-            folder = DelegatedFolder(
-                reader.storage, reader.folder, reader.folder, part_path, _entry_of(reader)
-            )
+            folder = DelegatedFolder(reader.storage, reader.folder, reader.folder, part_path, _entry_of(reader))
             jobs.append((part, folder, sub))
             local = part.restores_local_copy
         elif not label or part_path.startswith(label + "/"):
@@ -392,28 +382,25 @@ def _delegated_jobs(
 
 
 def _read(
-    target: Checkpointable,
+    target: ComponentNode,
     reader: FolderReader,
     *,
     allow_pickle: bool,
-    label: str,
     parts: dict[str, DelegatedComponent],
     into_new_object: bool,
 ) -> _Read:
     """Read and verify everything a restore needs, here and in the delegates; apply nothing."""
-    jobs, skip, local = _delegated_jobs(reader, label, parts) if parts else ([], frozenset(), True)
+    jobs, skip, local = _delegated_jobs(reader, target.path, parts) if parts else ([], frozenset(), True)
     if not jobs:
-        return _Read(
-            load_folder(target, reader, allow_pickle=allow_pickle, label=label, into_new_object=into_new_object)
-        )
+        return _Read(load_folder(target, reader, allow_pickle=allow_pickle, into_new_object=into_new_object))
     started: list[tuple[DelegatedComponent, Waiter]] = []
     try:
         for delegate, folder, sub in jobs:
-            started.append((delegate, _Once(delegate.start_load(folder, component=sub, allow_pickle=allow_pickle))))
+            started.append((delegate, Once(delegate.start_load(folder, component=sub, allow_pickle=allow_pickle))))
         loaded: LoadedFolder | None = None
         if local:
             # Fresh arrays: live buffers would change before the delegates' reads passed.
-            loaded = load_folder(target, reader, allow_pickle=allow_pickle, label=label, in_place=False, skip=skip)
+            loaded = load_folder(target, reader, allow_pickle=allow_pickle, in_place=False, skip=skip)
         for _, waiter in started:
             waiter()
     except BaseException:

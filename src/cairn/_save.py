@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cairn._crc import crc32
+from cairn._delegate_protocol import DelegatedComponent, DelegatedFolder, Once, Waiter
 from cairn._reader import FolderReader
 from cairn._tree import checkpointable_components, delegated_components, delegations
 from cairn._version import __version__
@@ -46,12 +47,12 @@ from cairn.manifest import (
     Manifest,
 )
 from cairn.registry import class_path
-from cairn.storage.base import Chunk, FileStamp, Storage, resolve_storage
+from cairn.storage.base import Chunk, FileStamp, Storage
+from cairn.storage.resolve import resolve_storage
 
 if TYPE_CHECKING:
     from cairn.checkpointable import Checkpointable
     from cairn.codec.state import EncodedState
-    from cairn.delegation import DelegatedComponent, Waiter
 
 # numpy, msgpack and the codecs are imported inside the functions that encode or
 # decode, so that reading manifests and metadata (cairn inspect, ls) stays fast.
@@ -118,17 +119,7 @@ def plan_save(
     from cairn.codec.state import encode_state
 
     label = where or "<root>"
-    if where and where.count("/") + 1 > MAX_COMPONENT_DEPTH:
-        raise CheckpointError(
-            f"{type(obj).__qualname__} at {where[:200]}... nests components more than {MAX_COMPONENT_DEPTH} "
-            "levels deep, which cairn refuses (a reader could not tell it from a hostile checkpoint). "
-            "Flatten the component tree."
-        )
-    if not isinstance(state, dict):
-        raise CheckpointError(
-            f"{type(obj).__qualname__}.get_state() at {label} returned a {type(state).__name__}; "
-            "a state must be a dict."
-        )
+    _check_plannable(obj, state, where)
     comps = checkpointable_components(obj, where=label)
     own = {k: v for k, v in state.items() if k not in comps}
     try:
@@ -155,6 +146,46 @@ def plan_save(
                 where=f"{where}/{name}" if where else name,
                 delegate=delegate,
             )
+    meta_bytes = _metadata_bytes(
+        obj,
+        uses_pickle=bool(encoded.used_pickle or ctor_pickle),
+        has_tensors=bool(encoded.tensors),
+        components=sorted(children),
+        extra_metadata=extra_metadata,
+    )
+    files: dict[str, list[Chunk]] = {STATE: [encoded.skeleton], CTOR: [_json_bytes(ctor)]}
+    if encoded.tensors:
+        files[TENSORS] = _tensor_chunks(encoded)
+    files[METADATA] = [meta_bytes]
+    return _PlannedFolder(
+        files=files, children=children, array_bytes=encoded.num_array_bytes, allow_pickle=allow_pickle
+    )
+
+
+def _check_plannable(obj: Checkpointable, state: Any, where: str) -> None:
+    """Refuse a component nested too deep to read back, or a state that is not a dict."""
+    if where and where.count("/") + 1 > MAX_COMPONENT_DEPTH:
+        raise CheckpointError(
+            f"{type(obj).__qualname__} at {where[:200]}... nests components more than {MAX_COMPONENT_DEPTH} "
+            "levels deep, which cairn refuses (a reader could not tell it from a hostile checkpoint). "
+            "Flatten the component tree."
+        )
+    if not isinstance(state, dict):
+        raise CheckpointError(
+            f"{type(obj).__qualname__}.get_state() at {where or '<root>'} returned a {type(state).__name__}; "
+            "a state must be a dict."
+        )
+
+
+def _metadata_bytes(
+    obj: Checkpointable,
+    *,
+    uses_pickle: bool,
+    has_tensors: bool,
+    components: list[str],
+    extra_metadata: dict[str, Any] | None,
+) -> bytes:
+    """A folder's ``metadata.json``: the standard keys, then ``obj``'s own, then ``extra_metadata``."""
     user_meta = obj.get_metadata()
     if not isinstance(user_meta, dict):
         raise CheckpointError(f"{type(obj).__qualname__}.get_metadata() must return a dict.")
@@ -170,23 +201,16 @@ def plan_save(
         "state_version": int(type(obj).STATE_VERSION),
         "frameworks": _frameworks(),
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "uses_pickle": bool(encoded.used_pickle or ctor_pickle),
-        "has_tensors": bool(encoded.tensors),
-        "components": sorted(children),
+        "uses_pickle": uses_pickle,
+        "has_tensors": has_tensors,
+        "components": components,
         **user_meta,
         **(extra_metadata or {}),
     }
     try:
-        meta_bytes = _json_bytes(metadata)
+        return _json_bytes(metadata)
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"{type(obj).__qualname__}.get_metadata() is not JSON-able: {err}") from err
-    files: dict[str, list[Chunk]] = {STATE: [encoded.skeleton], CTOR: [_json_bytes(ctor)]}
-    if encoded.tensors:
-        files[TENSORS] = _tensor_chunks(encoded)
-    files[METADATA] = [meta_bytes]
-    return _PlannedFolder(
-        files=files, children=children, array_bytes=encoded.num_array_bytes, allow_pickle=allow_pickle
-    )
 
 
 def plan_checkpoint(
@@ -391,20 +415,10 @@ def write_planned(
         )
     for fname, chunks in plan.files.items():
         dst = storage.join(folder, fname)
-        prev = _previous_entry(previous, fname)
-        if prev is not None and fname != METADATA and previous is not None:
-            entry = _unchanged_entry(chunks, prev)
-            # Damage never spreads: a file is reused only if it still holds the bytes its
-            # manifest records (a flipped bit linked into every later step would leave no
-            # good copy once retention deletes the damaged one).
-            if entry is not None and _still_matches(previous, fname, prev, checked, stats):
-                storage.link_or_copy(previous.storage.join(previous.folder, fname), dst)
-                if checked is not None:
-                    checked.linked(storage.stamp(dst), f"{where}/{fname}" if where else fname)
-                manifest.files[fname] = entry
-                stats.bytes_linked += entry.size
-                stats.files_linked += 1
-                continue
+        linked = _link_unchanged(storage, dst, fname, chunks, previous, stats, checked, where)
+        if linked is not None:
+            manifest.files[fname] = linked
+            continue
         entry = storage.write_file(dst, chunks)
         stats.bytes_written += entry.size
         stats.files_written += 1
@@ -424,6 +438,34 @@ def write_planned(
     if before_manifest is not None:
         before_manifest()
     return storage.write_file(storage.join(folder, MANIFEST), [data])
+
+
+def _link_unchanged(
+    storage: Storage,
+    dst: str,
+    fname: str,
+    chunks: list[Chunk],
+    previous: FolderReader | None,
+    stats: WriteStats,
+    checked: CheckedFiles | None,
+    where: str,
+) -> FileEntry | None:
+    """Link ``previous``'s file ``fname`` as ``dst`` when it holds exactly ``chunks``; its entry, else None."""
+    prev = _previous_entry(previous, fname)
+    if prev is None or fname == METADATA or previous is None:
+        return None
+    entry = _unchanged_entry(chunks, prev)
+    # Damage never spreads: a file is reused only if it still holds the bytes its
+    # manifest records (a flipped bit linked into every later step would leave no
+    # good copy once retention deletes the damaged one).
+    if entry is None or not _still_matches(previous, fname, prev, checked, stats):
+        return None
+    storage.link_or_copy(previous.storage.join(previous.folder, fname), dst)
+    if checked is not None:
+        checked.linked(storage.stamp(dst), f"{where}/{fname}" if where else fname)
+    stats.bytes_linked += entry.size
+    stats.files_linked += 1
+    return entry
 
 
 _REUSE_CHECK_CHUNK = 16 << 20
@@ -529,26 +571,6 @@ def plan_bytes(plan: _PlannedFolder) -> int:
     return total + sum(plan_bytes(child) for child in plan.children.values())
 
 
-class _Once:
-    """A waiter that runs once and then returns (or raises) the same outcome."""
-
-    def __init__(self, fn: Waiter) -> None:
-        self._fn: Waiter | None = fn
-        self._result: Any = None
-        self._error: BaseException | None = None
-
-    def __call__(self) -> Any:
-        if self._fn is not None:
-            fn, self._fn = self._fn, None
-            try:
-                self._result = fn()
-            except BaseException as err:
-                self._error = err
-        if self._error is not None:
-            raise self._error
-        return self._result
-
-
 def has_delegates(plan: _PlannedFolder) -> bool:
     """Whether some folder of the plan is written by a delegate."""
     return bool(_delegated_nodes(plan))
@@ -581,8 +603,6 @@ def start_write(storage: Storage, final: str, plan: _PlannedFolder) -> StartedWr
     Called before the rest is written; an async save calls it before it returns, so
     that every delegate takes its state while the caller waits.
     """
-    from cairn.delegation import DelegatedFolder
-
     staging = storage.begin_write(final)
     started = StartedWrite(storage, final, staging, {})
     try:
@@ -590,7 +610,7 @@ def start_write(storage: Storage, final: str, plan: _PlannedFolder) -> StartedWr
             delegate = node.delegate
             if delegate is not None:  # always, for the nodes _delegated_nodes returns
                 folder = DelegatedFolder(storage, storage.join(staging, *path.split("/")), staging, path)
-                started.waiters[path] = _Once(delegate.start_save(folder, allow_pickle=node.allow_pickle))
+                started.waiters[path] = Once(delegate.start_save(folder, allow_pickle=node.allow_pickle))
     except BaseException:
         started.abort()
         raise

@@ -8,7 +8,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 if TYPE_CHECKING:
-    from cairn.delegation import DelegatedComponent
+    from cairn._delegate_protocol import DelegatedComponent
     from cairn.manifest import FileEntry
 
 __all__ = ["Checkpointable"]
@@ -201,9 +201,11 @@ class Checkpointable(abc.ABC):
             CheckpointError: For a value that cannot be saved (naming its path in the
                 state) or a storage failure; a previous checkpoint at ``path`` is intact.
         """
-        from cairn import _engine  # imported on first use: keeps `import cairn` light (no numpy)
+        # The engine is imported on first use: it sits below this class (it walks Checkpointables),
+        # and importing it here keeps `import cairn` light (no numpy).
+        from cairn._save import save
 
-        return _engine.save(self, path, state=state, filesystem=filesystem, allow_pickle=allow_pickle)
+        return save(self, path, state=state, filesystem=filesystem, allow_pickle=allow_pickle)
 
     def restore_from_path(
         self,
@@ -261,16 +263,16 @@ class Checkpointable(abc.ABC):
 
         ``built_from`` is None for a restore into an existing object; from
         ``from_checkpoint`` it is the root manifest the new object was built from
-        (see ``cairn._engine.restore``). Parts restored elsewhere (remote actors)
+        (see ``cairn._restore.restore``). Parts restored elsewhere (remote actors)
         are delegated (:meth:`get_delegated_components`), not routed here. Both entry
         points call :meth:`after_restore`, and :meth:`on_from_checkpoint_failed` when
         a built object's restore fails. ``signed_root``: the root manifest's entry a
         checked signature vouches for; the restore reads that one.
         """
-        from cairn import _engine
+        from cairn._restore import restore  # on first use, as in save_to_path
 
         try:
-            _engine.restore(
+            restore(
                 self,
                 path,
                 component=component,
@@ -329,9 +331,9 @@ class Checkpointable(abc.ABC):
                 subclass of it; there is never a silent fallback to another class.
             SignatureError: With ``public_key``: the checkpoint is not signed by it.
         """
-        from cairn import _engine
+        from cairn._restore import build_from_checkpoint  # on first use, as in save_to_path
 
-        obj = _engine.build_from_checkpoint(
+        obj = build_from_checkpoint(
             cls,
             path,
             filesystem=filesystem,

@@ -37,6 +37,10 @@ The folder a delegate writes is an ordinary component folder
 delegates, at any scale. The delegate side uses :func:`write_folder` and
 :func:`read_folder`, which run anywhere the storage is reachable.
 
+This module sits above the engine: the protocol the engine calls
+(:class:`DelegatedComponent`, :class:`DelegatedFolder`, ``Waiter``) lives in
+``cairn._delegate_protocol``, below it, and is re-exported here.
+
 Example, a delegate that writes from a thread::
 
     class ThreadDelegate:
@@ -71,17 +75,16 @@ Example, a delegate that writes from a thread::
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
+from cairn._delegate_protocol import DelegatedComponent, DelegatedFolder, Waiter
+from cairn._reader import FolderReader
+from cairn._restore import LoadedFolder, apply_loaded, load_folder
+from cairn._save import plan_save, write_planned
+from cairn._tree import ComponentNode
+from cairn.checkpointable import Checkpointable
 from cairn.errors import CheckpointError
 from cairn.manifest import FileEntry
-
-if TYPE_CHECKING:
-    from cairn._restore import LoadedFolder
-    from cairn.checkpointable import Checkpointable
-    from cairn.storage.base import Storage
 
 __all__ = [
     "DelegatedComponent",
@@ -91,76 +94,6 @@ __all__ = [
     "read_folder",
     "write_folder",
 ]
-
-Waiter = Callable[[], Any]
-"""Blocks until a delegate's work is done; returns its result or raises its error.
-
-The engine calls it exactly once. It must give up (raise a ``CheckpointError``
-naming what it waited for) rather than block forever.
-"""
-
-
-@dataclass(frozen=True)
-class DelegatedFolder:
-    """Where a delegated component's folder is, for the delegate (picklable: it may travel).
-
-    Attributes:
-        storage: The checkpoint's storage.
-        path: The folder, on ``storage``. On save, inside the staging place.
-        root: The staging place (save) or the folder the restore was opened at;
-            on storage with local paths, a delegate that cannot see it is on
-            another filesystem and refuses with a clear error.
-        component: The folder's component path in the checkpoint (for messages).
-        expected: On restore, the entry of the folder's ``manifest.json`` that the
-            parent's manifest records (None when ``path`` is the restore's own
-            folder and no parent seals it); the delegate's read checks it.
-    """
-
-    storage: Storage
-    path: str
-    root: str
-    component: str
-    expected: FileEntry | None = None
-
-    def uri(self) -> str:
-        """The folder as a user names it (with the protocol on remote storage)."""
-        return self.storage.uri(self.path)
-
-
-class DelegatedComponent(Protocol):
-    """Someone else who writes and reads one component folder of a checkpoint.
-
-    Offered by the component's owner through
-    :meth:`~cairn.Checkpointable.get_delegated_components`. See the module docs
-    for the order of calls.
-    """
-
-    @property
-    def restores_local_copy(self) -> bool:
-        """Whether the engine also restores the owner's own component object from the folder.
-
-        True when that object holds something of its own (group totals, say); False
-        when it is only the shape of what the delegate holds (class, constructor,
-        components), which the engine then neither reads nor applies.
-        """
-
-    def start_save(self, folder: DelegatedFolder, *, allow_pickle: bool) -> Waiter:
-        """Start writing the component's checkpoint folder at ``folder.path``.
-
-        Take the state before returning. The waiter returns the
-        :class:`~cairn.manifest.FileEntry` of the folder's ``manifest.json``
-        (what :func:`write_folder` returns).
-        """
-
-    def start_load(self, folder: DelegatedFolder, *, component: str | None, allow_pickle: bool) -> Waiter:
-        """Start reading and verifying ``folder``, applying nothing yet (:func:`read_folder`).
-
-        With ``component`` (a ``/``-joined path below the delegated component),
-        ``folder`` is the folder of that subcomponent and only it is restored.
-        """
-
-    def finish_load(self, *, apply: bool) -> None:
-        """Apply what :meth:`start_load` read, or with ``apply=False`` drop it."""
 
 
 def _check_reachable(folder: DelegatedFolder) -> None:
@@ -194,8 +127,6 @@ def write_folder(
         CheckpointError: An unsavable value (named), storage failure, or a
             storage this process does not reach.
     """
-    from cairn._save import plan_save, write_planned
-
     _check_reachable(folder)
     plan = plan_save(
         obj, obj.get_state() if state is None else state, allow_pickle=allow_pickle, where=folder.component
@@ -204,13 +135,17 @@ def write_folder(
 
 
 class LoadedComponent:
-    """A component folder read and verified by :func:`read_folder`, not applied yet."""
+    """A component folder read and verified by :func:`read_folder`, not applied yet.
 
-    def __init__(self, target: Checkpointable, loaded: LoadedFolder, label: str) -> None:
-        """Wrap what the engine read for ``target`` (component path ``label``)."""
-        self.target = target
+    Attributes:
+        target: The object the folder is applied to.
+    """
+
+    def __init__(self, node: ComponentNode, loaded: LoadedFolder) -> None:
+        """Wrap what the engine read for the object of ``node`` (whose path names it in messages)."""
+        self.target = node.obj
+        self._node = node
         self._loaded = loaded
-        self._label = label
 
     def own_state(self) -> dict[str, Any]:
         """The folder's own state (without its components), upgraded to the class's version."""
@@ -231,12 +166,10 @@ class LoadedComponent:
             own_state: Apply this as the target's own state instead of the one read
                 (a worker taking only its share of a group's folder).
         """
-        from cairn._restore import LoadedFolder, apply_loaded
-
         loaded = self._loaded
         if own_state is not None:
             loaded = LoadedFolder(own_state, loaded.children, loaded.version, loaded.where)
-        apply_loaded(self.target, loaded, self._label)
+        apply_loaded(self._node, loaded)
 
 
 def read_folder(
@@ -251,13 +184,10 @@ def read_folder(
     Raises:
         The errors of ``Checkpointable.restore_from_path``.
     """
-    from cairn._reader import FolderReader
-    from cairn._restore import load_folder
-    from cairn._tree import find_component
-
     _check_reachable(folder)
-    target = obj if not component else find_component(obj, component)
-    label = f"{folder.component}/{component.strip('/')}" if component else folder.component
+    # One tree for the read and the later apply, named from the delegated folder's path.
+    tree = ComponentNode(obj, folder.component)
+    target = tree.find(component) if component else tree
     reader = FolderReader(folder.storage, folder.path, expected=folder.expected)
-    loaded = load_folder(target, reader, allow_pickle=allow_pickle, label=label, in_place=False)
-    return LoadedComponent(target, loaded, label)
+    loaded = load_folder(target, reader, allow_pickle=allow_pickle, in_place=False)
+    return LoadedComponent(target, loaded)

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
-from cairn import _engine
+from cairn import _reader, _save, _verify
 from cairn.errors import CheckpointError, CheckpointNotFoundError, CorruptCheckpointError, DamagedCheckpointWarning
 from cairn.retention import (
     KeepBest,
@@ -64,7 +64,8 @@ from cairn.retention import (
     ranking,
     steps_to_keep,
 )
-from cairn.storage.base import Storage, resolve_storage
+from cairn.storage.base import Storage
+from cairn.storage.resolve import resolve_storage
 
 if TYPE_CHECKING:
     from cairn.checkpointable import Checkpointable
@@ -316,11 +317,11 @@ class CheckpointManager:
             recheck_every = RECHECK_EVERY
         if isinstance(recheck_every, bool) or not isinstance(recheck_every, int) or recheck_every < 1:
             raise CheckpointError(f"CheckpointManager: recheck_every must be an int >= 1, got {recheck_every!r}.")
-        self._checked = None if recheck_linked_files else _engine.CheckedFiles(recheck_every)
+        self._checked = None if recheck_linked_files else _save.CheckedFiles(recheck_every)
         # Steps whose save hashed every byte they hold (written, or linked after a read-back):
         # retention keeps the newest of them until a newer one is (WriteStats.fully_checked).
         self._fully_checked: set[int] = set()
-        self.last_stats: _engine.WriteStats | None = None
+        self.last_stats: _save.WriteStats | None = None
         self._lock = threading.Lock()
         self._pending: Future[None] | None = None
         self._error: BaseException | None = None
@@ -377,7 +378,7 @@ class CheckpointManager:
         """
         storage = storage or self.storage
         path = storage.join(self.root, name)
-        reader = _engine.FolderReader(storage, path)
+        reader = _reader.FolderReader(storage, path)
         try:
             meta = reader.metadata
             rec = meta.get(MANAGER_KEY)
@@ -431,7 +432,7 @@ class CheckpointManager:
                 from cairn.signing import signed_root
 
                 signed_root(info.path, self.public_key, filesystem=self.filesystem)
-            return _engine.verify(info.path, self.filesystem)
+            return _verify.verify(info.path, self.filesystem)
         except _DAMAGE as err:
             return [str(err)]
 
@@ -609,7 +610,7 @@ class CheckpointManager:
         clean_metrics = _jsonable_metrics(metrics)
         extra = {MANAGER_KEY: {"step": step, "metrics": clean_metrics}}
         taken: list[tuple[tuple[Any, ...], Any]] = []
-        plan = _engine.plan_checkpoint(
+        plan = _save.plan_checkpoint(
             obj,
             state=None,
             allow_pickle=allow_pickle,
@@ -618,12 +619,12 @@ class CheckpointManager:
         )
         final = self._path(step)
         # One deadline for the whole save (its cleanup, writes and retention), not one per call.
-        storage = self.storage.bounded(_engine.plan_bytes(plan))
+        storage = self.storage.bounded(_save.plan_bytes(plan))
         if not self._cleaned:
             self._cleaned = self._cleanup_uncommitted(storage)
         # Delegated folders (cairn.delegation) are started here, before an async save returns:
         # each delegate takes its state now, while training waits.
-        started = _engine.start_write(storage, final, plan) if _engine.has_delegates(plan) else None
+        started = _save.start_write(storage, final, plan) if _save.has_delegates(plan) else None
         if self._executor is None:
             self._write(plan, step, final, taken, started, storage)
         else:
@@ -637,7 +638,7 @@ class CheckpointManager:
         step: int,
         final: str,
         taken: list[tuple[tuple[Any, ...], Any]],
-        started: _engine.StartedWrite | None,
+        started: _save.StartedWrite | None,
         storage: Storage,
     ) -> None:
         try:
@@ -649,14 +650,14 @@ class CheckpointManager:
                 self._pool.give_back(taken)
 
     def _write_plan(
-        self, plan: Any, step: int, final: str, started: _engine.StartedWrite | None, storage: Storage
+        self, plan: Any, step: int, final: str, started: _save.StartedWrite | None, storage: Storage
     ) -> None:
         previous = None
         try:
             if self.incremental:
                 prev = [s for s, _ in self._scan(storage) if s != step]
                 for s in reversed(prev):
-                    reader = _engine.FolderReader(storage, self._path(s))
+                    reader = _reader.FolderReader(storage, self._path(s))
                     try:
                         reader.manifest  # noqa: B018 - committed only
                     except CheckpointError:
@@ -667,12 +668,10 @@ class CheckpointManager:
             if started is not None:  # the delegates already write into the claimed staging place
                 started.abort()
             raise
-        stats = _engine.WriteStats()
+        stats = _save.WriteStats()
         if self._checked is not None:
             self._checked.new_save()
-        _engine.commit_plan(
-            storage, final, plan, previous=previous, stats=stats, started=started, checked=self._checked
-        )
+        _save.commit_plan(storage, final, plan, previous=previous, stats=stats, started=started, checked=self._checked)
         self.last_stats = stats
         if self.private_key is not None:
             from cairn.signing import sign_checkpoint

@@ -49,7 +49,8 @@ from cairn.manifest import (
     FileEntry,
     load_json,
 )
-from cairn.storage.base import FileTooLargeError, Storage, resolve_storage
+from cairn.storage.base import FileTooLargeError, Storage
+from cairn.storage.resolve import resolve_storage
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey, EllipticCurvePublicKey

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from cairn._engine import component_tree, find_component
+from cairn._tree import component_tree, find_component
 from cairn.checkpointable import Checkpointable
 from cairn.errors import CheckpointNotFoundError, CorruptCheckpointError
 from cairn.manifest import MANIFEST

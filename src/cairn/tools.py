@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cairn import _engine
+from cairn import _reader, _verify
 from cairn.codec.tensors import MAX_HEADER_BYTES, parse_header
 from cairn.errors import CheckpointError, ComponentNotFoundError, CorruptCheckpointError
 from cairn.manifest import MANIFEST, STANDARD_METADATA_KEYS, TENSORS
@@ -43,7 +43,7 @@ def verify_checkpoint(
         CheckpointNotFoundError: No committed checkpoint at ``path``.
         CorruptCheckpointError: The root manifest itself is unreadable.
     """
-    return _engine.verify(path, filesystem, progress=progress)
+    return _verify.verify(path, filesystem, progress=progress)
 
 
 @dataclass
@@ -85,7 +85,7 @@ class ComponentInfo:
         }
 
 
-def _tensor_header(reader: _engine.FolderReader) -> list[TensorInfo]:
+def _tensor_header(reader: _reader.FolderReader) -> list[TensorInfo]:
     """Read only the header of the folder's tensor file (not the tensors)."""
     if TENSORS not in reader.manifest.files:
         return []
@@ -135,7 +135,7 @@ def inspect_checkpoint(path: str | os.PathLike[str], *, filesystem: Any = None) 
     Reads no tensor data, so it is fast on large checkpoints.
     """
     out = []
-    for label, reader in _engine.iter_folders(_engine.open_checkpoint(path, filesystem)):
+    for label, reader in _reader.iter_folders(_reader.open_checkpoint(path, filesystem)):
         meta = reader.metadata
         size = sum(e.size for n, e in reader.manifest.files.items() if not n.endswith("/" + MANIFEST))
         out.append(
@@ -232,8 +232,8 @@ def diff_checkpoints(
     path_a: str, path_b: str, *, filesystem: Any = None, allow_pickle: bool = False
 ) -> list[Difference]:
     """The components and values that differ between two checkpoints (verified reads)."""
-    ra = dict(_engine.iter_folders(_engine.open_checkpoint(path_a, filesystem)))
-    rb = dict(_engine.iter_folders(_engine.open_checkpoint(path_b, filesystem)))
+    ra = dict(_reader.iter_folders(_reader.open_checkpoint(path_a, filesystem)))
+    rb = dict(_reader.iter_folders(_reader.open_checkpoint(path_b, filesystem)))
     diffs: list[Difference] = []
     for comp in sorted(set(ra) | set(rb)):
         name = comp or "."
@@ -261,16 +261,16 @@ def diff_checkpoints(
 
 def extract_component(path: str, component: str, out: str, *, filesystem: Any = None) -> str:
     """Copy one component's folder out of a checkpoint as a standalone, verified checkpoint."""
-    reader = _engine.open_checkpoint(path, filesystem)
+    reader = _reader.open_checkpoint(path, filesystem)
     for part in [p for p in component.strip("/").split("/") if p]:
         try:
             reader = reader.child(part)
         except ComponentNotFoundError as err:
             raise ComponentNotFoundError(f"Cannot extract {component!r}: {err}") from err
-    problems = _engine.verify(reader.storage.uri(reader.folder), filesystem)
+    problems = _verify.verify(reader.storage.uri(reader.folder), filesystem)
     if problems:
         raise CorruptCheckpointError(f"Cannot extract {component!r}; the source is damaged: {problems[0]}")
-    from cairn.storage.base import resolve_storage
+    from cairn.storage.resolve import resolve_storage
 
     dst_storage, final = resolve_storage(out, filesystem)
     staging = dst_storage.begin_write(final)
@@ -281,13 +281,13 @@ def extract_component(path: str, component: str, out: str, *, filesystem: Any = 
         dst_storage.abort(staging, final)
         raise
     written = dst_storage.uri(final)
-    problems = _engine.verify(written, filesystem)
+    problems = _verify.verify(written, filesystem)
     if problems:
         raise CorruptCheckpointError(f"The extracted checkpoint at {written} does not verify: {problems[0]}")
     return written
 
 
-def _copy_tree(reader: _engine.FolderReader, storage: Any, folder: str) -> None:
+def _copy_tree(reader: _reader.FolderReader, storage: Any, folder: str) -> None:
     storage.makedirs(folder)
     for comp in reader.manifest.components:
         _copy_tree(reader.child(comp), storage, storage.join(folder, comp))
@@ -305,7 +305,7 @@ def format_version_of(path: str | os.PathLike[str], *, filesystem: Any = None) -
     ``cairn upgrade`` rewrites a checkpoint of an older format (format 1: CRC-32 only)
     in the current one (:data:`cairn.FORMAT_VERSION`).
     """
-    return _engine.open_checkpoint(path, filesystem).manifest.format_version
+    return _reader.open_checkpoint(path, filesystem).manifest.format_version
 
 
 def upgrade_checkpoint(
@@ -322,9 +322,9 @@ def upgrade_checkpoint(
     from cairn.checkpointable import Checkpointable
     from cairn.registry import resolve_class
 
-    root = _engine.open_checkpoint(path, filesystem)
+    root = _reader.open_checkpoint(path, filesystem)
     changes: list[tuple[str, str, int, int]] = []
-    for label, reader in _engine.iter_folders(root):
+    for label, reader in _reader.iter_folders(root):
         cls = resolve_class(str(reader.metadata["class"]), where=reader.where("metadata.json"))
         if not issubclass(cls, Checkpointable):
             raise CheckpointError(f"{reader.where()} names {cls.__qualname__}, not a Checkpointable.")
@@ -337,7 +337,7 @@ def upgrade_checkpoint(
         raise CheckpointError("upgrade needs an output path (or dry_run=True).")
     obj = Checkpointable.from_checkpoint(path, filesystem=filesystem, allow_pickle=allow_pickle)
     obj.save_to_path(out, filesystem=filesystem, allow_pickle=allow_pickle)
-    problems = _engine.verify(out, filesystem)
+    problems = _verify.verify(out, filesystem)
     if problems:
         raise CorruptCheckpointError(f"The upgraded checkpoint at {out} does not verify: {problems[0]}")
     return changes

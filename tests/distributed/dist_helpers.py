@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cairn import _engine
+from cairn import _reader
 from cairn.rl import PPO, PPOConfig
 from cairn.testing import assert_states_equal
 
@@ -67,8 +67,8 @@ def no_leftovers(parent: str | Path) -> list[str]:
 
 def assert_same_states(a: str, b: str) -> None:
     """Every folder of checkpoint ``a`` holds the same state as that of ``b``."""
-    folders_a = dict(_engine.iter_folders(_engine.open_checkpoint(a, None)))
-    folders_b = dict(_engine.iter_folders(_engine.open_checkpoint(b, None)))
+    folders_a = dict(_reader.iter_folders(_reader.open_checkpoint(a, None)))
+    folders_b = dict(_reader.iter_folders(_reader.open_checkpoint(b, None)))
     assert folders_a.keys() == folders_b.keys()
     for name, reader in folders_a.items():
         assert_states_equal(reader.state(False), folders_b[name].state(False))

@@ -16,7 +16,7 @@ from storage_backends import Backend, MotoS3
 from storage_components import Agent, ArrayLeaf, Group, TorchLeaf, expected_state
 
 import cairn
-from cairn._engine import component_tree, find_component
+from cairn._tree import component_tree, find_component
 from cairn.cli import main as cli_main
 from cairn.testing import assert_states_equal, states_equal
 

@@ -34,10 +34,10 @@ from storage_backends import Backend, MotoS3
 from storage_components import Agent, expected_state
 
 import cairn
-from cairn._engine import FolderReader
+from cairn._reader import FolderReader
 from cairn.manager import STEP_RE
-from cairn.storage.base import resolve_storage
 from cairn.storage.local import TMP_MARK
+from cairn.storage.resolve import resolve_storage
 from cairn.testing import assert_states_equal
 
 CHILD = str(Path(__file__).with_name("storage_crash_child.py"))

@@ -28,7 +28,7 @@ from storage_components import Agent, ArrayLeaf, expected_state
 from storage_faults import FaultyFS
 
 import cairn
-from cairn._engine import FolderReader
+from cairn._reader import FolderReader
 from cairn.manager import STEP_RE
 from cairn.storage import LocalStorage, resolve_storage, writers
 from cairn.testing import assert_states_equal

@@ -184,7 +184,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     """List a manager's checkpoints; with ``--verify``, check each and exit 1 when one is damaged."""
     from cairn._reader import resolve_user_link
     from cairn.errors import CheckpointNotFoundError
-    from cairn.storage.base import resolve_storage
+    from cairn.storage.resolve import resolve_storage
 
     storage, root = resolve_storage(args.root)
     if not storage.isdir(resolve_user_link(storage, root)):  # the root the user typed may be a link

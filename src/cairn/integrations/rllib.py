@@ -545,7 +545,7 @@ class RLlibCheckpointable(Checkpointable):
                 "A signature covers a whole checkpoint: verify its root with cairn.verify_signature(root, "
                 "public_key), then restore the component without public_key."
             )
-        from cairn._engine import find_component
+        from cairn._tree import find_component
 
         target = find_component(self, component)
         assert isinstance(target, RLlibCheckpointable)

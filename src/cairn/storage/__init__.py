@@ -28,8 +28,9 @@ profile). In Python, an ``s3fs.S3FileSystem(client_kwargs={"endpoint_url":
 ...})`` can also be passed as ``filesystem=`` with a path on it.
 """
 
-from cairn.storage.base import Storage, resolve_storage
+from cairn.storage.base import Storage
 from cairn.storage.fsspec_storage import FsspecStorage
 from cairn.storage.local import LocalStorage
+from cairn.storage.resolve import resolve_storage
 
 __all__ = ["FsspecStorage", "LocalStorage", "Storage", "resolve_storage"]
