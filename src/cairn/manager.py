@@ -228,6 +228,43 @@ class CheckpointManager:
             mgr.save(algo, it, metrics=metrics)
         mgr.wait()
         mgr.restore_latest(algo)
+
+    Args:
+        root: The folder holding the step folders; local path or fsspec URI.
+        retention: Which checkpoints to keep, as a policy of :mod:`cairn.retention`
+            (``KeepLast(3) | KeepBest(1, "episode_return_mean") | KeepEvery(1000)``, or
+            any object with ``keep(entries) -> set[int]``). ``keep_last`` and
+            ``keep_best`` are its shorthand: give one or the other. Default: keep all.
+        keep_last: Keep this many newest checkpoints (None keeps all).
+        keep_best: Also keep this many best checkpoints by ``metric``.
+        metric: The metric ranking checkpoints for ``keep_best`` and :meth:`best`.
+        mode: ``"max"`` or ``"min"``: which end of ``metric`` is best.
+        async_save: Write in a background thread after taking a snapshot.
+        filesystem: An fsspec filesystem ``root`` lives on.
+        incremental: Reuse unchanged files of the previous checkpoint (same size and SHA-256).
+            A file is linked only if it still holds the bytes its manifest records: it is
+            read back, once; the next saves of this manager trust it while its device, inode,
+            size, mtime and ctime stay the same (any write or ``os.utime`` changes them), up to
+            ``recheck_every`` saves (see ``cairn._save.CheckedFiles``).
+        recheck_linked_files: Read back every file before it is linked, at every save
+            (also those this manager checked before): catches bytes changed underneath the
+            filesystem at once, at the cost of reading the whole previous checkpoint per save.
+        recheck_every: Every this many saves, one reads every file it links back (bytes
+            changed underneath the filesystem keep their stamps). Until a save has done so,
+            retention keeps the newest checkpoint that was (one more than the policy
+            asks, at most; see docs/format.md, "The retention rule"). Default 8: a 1.2 GB
+            replay buffer is read back once per 8 saves. The stamps' ctime already catches
+            any change made through the filesystem (``os.utime`` included) at the next save.
+        deadline: Seconds each storage call of this manager (a file written, a listing,
+            a delete; retries included) may take before it fails with a ``CheckpointError``
+            naming the path. Default ``$CAIRN_STORAGE_DEADLINE``, else 60. Restores through
+            :meth:`restore_latest` use the same default (set the variable to change it).
+        private_key: Sign every checkpoint this manager saves (``cairn sign``'s format, an
+            EC private key in PEM as a path or bytes), once committed and before retention
+            runs. A failed signing fails the save (the checkpoint stays, unsigned).
+        public_key: Accept only checkpoints signed with this key: :meth:`restore_latest`,
+            :meth:`load_latest`, :meth:`latest`, :meth:`best` and :meth:`verify` treat an
+            unsigned or wrongly signed checkpoint as damaged (skipped with a warning).
     """
 
     def __init__(
@@ -248,76 +285,15 @@ class CheckpointManager:
         private_key: str | os.PathLike[str] | bytes | None = None,
         public_key: str | os.PathLike[str] | bytes | None = None,
     ) -> None:
-        """Open (or create) a manager at ``root``.
-
-        Args:
-            root: The folder holding the step folders; local path or fsspec URI.
-            retention: Which checkpoints to keep, as a policy of :mod:`cairn.retention`
-                (``KeepLast(3) | KeepBest(1, "episode_return_mean") | KeepEvery(1000)``, or
-                any object with ``keep(entries) -> set[int]``). ``keep_last`` and
-                ``keep_best`` are its shorthand: give one or the other. Default: keep all.
-            keep_last: Keep this many newest checkpoints (None keeps all).
-            keep_best: Also keep this many best checkpoints by ``metric``.
-            metric: The metric ranking checkpoints for ``keep_best`` and :meth:`best`.
-            mode: ``"max"`` or ``"min"``: which end of ``metric`` is best.
-            async_save: Write in a background thread after taking a snapshot.
-            filesystem: An fsspec filesystem ``root`` lives on.
-            incremental: Reuse unchanged files of the previous checkpoint (same size and SHA-256).
-                A file is linked only if it still holds the bytes its manifest records: it is
-                read back, once; the next saves of this manager trust it while its device, inode,
-                size, mtime and ctime stay the same (any write or ``os.utime`` changes them), up to
-                ``recheck_every`` saves (see ``cairn._save.CheckedFiles``).
-            recheck_linked_files: Read back every file before it is linked, at every save
-                (also those this manager checked before): catches bytes changed underneath the
-                filesystem at once, at the cost of reading the whole previous checkpoint per save.
-            recheck_every: Every this many saves, one reads every file it links back (bytes
-                changed underneath the filesystem keep their stamps). Until a save has done so,
-                retention keeps the newest checkpoint that was (one more than the policy
-                asks, at most; see docs/format.md, "The retention rule"). Default 8: a 1.2 GB
-                replay buffer is read back once per 8 saves. The stamps' ctime already catches
-                any change made through the filesystem (``os.utime`` included) at the next save.
-            deadline: Seconds each storage call of this manager (a file written, a listing,
-                a delete; retries included) may take before it fails with a ``CheckpointError``
-                naming the path. Default ``$CAIRN_STORAGE_DEADLINE``, else 60. Restores through
-                :meth:`restore_latest` use the same default (set the variable to change it).
-            private_key: Sign every checkpoint this manager saves (``cairn sign``'s format, an
-                EC private key in PEM as a path or bytes), once committed and before retention
-                runs. A failed signing fails the save (the checkpoint stays, unsigned).
-            public_key: Accept only checkpoints signed with this key: :meth:`restore_latest`,
-                :meth:`load_latest`, :meth:`latest`, :meth:`best` and :meth:`verify` treat an
-                unsigned or wrongly signed checkpoint as damaged (skipped with a warning).
-        """
-        if retention is not None and (keep_last is not None or keep_best):
-            raise CheckpointError(
-                "CheckpointManager: give retention= or its shorthand keep_last=/keep_best=, not both "
-                "(e.g. retention=KeepLast(3) | KeepBest(1, metric))."
-            )
-        if retention is not None and not callable(getattr(retention, "keep", None)):
-            raise CheckpointError(
-                f"CheckpointManager: retention must be a policy with keep(entries) -> set[int] (cairn.retention), "
-                f"got {type(retention).__name__}."
-            )
-        try:
-            self.policy: Policy = (
-                retention
-                if retention is not None
-                else RetentionPolicy(keep_last=keep_last, keep_best=keep_best, metric=metric, mode=mode)
-            )
-            # best() ranks by the policy's KeepBest, else by metric= (which may be given alone).
-            self._ranking = ranking(self.policy) or (KeepBest(0, metric, mode) if metric else None)
-        except ValueError as err:
-            raise CheckpointError(f"CheckpointManager: {err}") from err
+        """Open (or create) a manager at ``root`` (the arguments: see the class docstring)."""
+        self.policy, self._ranking = _policy_of(retention, keep_last, keep_best, metric, mode)
         self.storage: Storage
         self.storage, self.root = resolve_storage(root, filesystem, deadline=deadline)
         self.filesystem = filesystem
         self.async_save = async_save
         self.incremental = incremental
         # Files of earlier steps this manager read back and found sound (per process, never shared).
-        if recheck_every is None:
-            recheck_every = RECHECK_EVERY
-        if isinstance(recheck_every, bool) or not isinstance(recheck_every, int) or recheck_every < 1:
-            raise CheckpointError(f"CheckpointManager: recheck_every must be an int >= 1, got {recheck_every!r}.")
-        self._checked = None if recheck_linked_files else _save.CheckedFiles(recheck_every)
+        self._checked = None if recheck_linked_files else _save.CheckedFiles(_recheck_every(recheck_every))
         # Steps whose save hashed every byte they hold (written, or linked after a read-back):
         # retention keeps the newest of them until a newer one is (WriteStats.fully_checked).
         self._fully_checked: set[int] = set()
@@ -330,13 +306,9 @@ class CheckpointManager:
         self.private_key = private_key
         self.public_key = public_key
         if private_key is not None or public_key is not None:
-            from cairn import signing
+            from cairn.signing import check_keys
 
-            # A bad key fails here, not at the first save or restore.
-            if private_key is not None:
-                signing._load_private_key(private_key, None)
-            if public_key is not None:
-                signing._load_public_key(public_key)
+            check_keys(private_key=private_key, public_key=public_key)  # a bad key fails here, not at first use
         self.storage.makedirs(self.root)
         # Leftovers of interrupted saves are removed by the first save, not here: a manager
         # opened only to read (`cairn ls` while training runs) must never delete the files
@@ -758,6 +730,41 @@ class CheckpointManager:
     def __exit__(self, *exc: object) -> None:
         """Wait for pending saves."""
         self.close()
+
+
+def _policy_of(
+    retention: Policy | None, keep_last: int | None, keep_best: int, metric: str | None, mode: Literal["max", "min"]
+) -> tuple[Policy, KeepBest | None]:
+    """The manager's retention policy and the ranking of its ``best()``, from ``retention`` or its shorthand."""
+    if retention is not None and (keep_last is not None or keep_best):
+        raise CheckpointError(
+            "CheckpointManager: give retention= or its shorthand keep_last=/keep_best=, not both "
+            "(e.g. retention=KeepLast(3) | KeepBest(1, metric))."
+        )
+    if retention is not None and not callable(getattr(retention, "keep", None)):
+        raise CheckpointError(
+            f"CheckpointManager: retention must be a policy with keep(entries) -> set[int] (cairn.retention), "
+            f"got {type(retention).__name__}."
+        )
+    try:
+        policy: Policy = (
+            retention
+            if retention is not None
+            else RetentionPolicy(keep_last=keep_last, keep_best=keep_best, metric=metric, mode=mode)
+        )
+        # best() ranks by the policy's KeepBest, else by metric= (which may be given alone).
+        return policy, ranking(policy) or (KeepBest(0, metric, mode) if metric else None)
+    except ValueError as err:
+        raise CheckpointError(f"CheckpointManager: {err}") from err
+
+
+def _recheck_every(value: int | None) -> int:
+    """``recheck_every`` checked (None: :data:`RECHECK_EVERY`)."""
+    if value is None:
+        return RECHECK_EVERY
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise CheckpointError(f"CheckpointManager: recheck_every must be an int >= 1, got {value!r}.")
+    return value
 
 
 def _shutdown(ref: weakref.ref[CheckpointManager]) -> None:

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey, EllipticCurvePublicKey
     from cryptography.hazmat.primitives.hashes import HashAlgorithm
 
-__all__ = ["MAX_SIGNATURE_BYTES", "KeySource", "sign_checkpoint", "signed_root", "verify_signature"]
+__all__ = ["MAX_SIGNATURE_BYTES", "KeySource", "check_keys", "sign_checkpoint", "signed_root", "verify_signature"]
 
 KeySource = str | os.PathLike[str] | bytes
 """A key: the path of a PEM file (``str`` or path-like, on the local disk), or the PEM bytes themselves."""
@@ -80,6 +80,19 @@ _TEMPORARY = SIGNATURE_TEMPORARY
 
 # ----------------------------------------------------------------------------------------------
 # Public API
+
+
+def check_keys(*, private_key: KeySource | None = None, public_key: KeySource | None = None) -> None:
+    """Load the keys given, so that a missing, unreadable or unsupported key fails now, not at first use.
+
+    Raises:
+        CheckpointError: A key cannot be read, is encrypted (a private key: sign with
+            :func:`sign_checkpoint`'s ``password``), or is of a kind model-signing does not verify.
+    """
+    if private_key is not None:
+        _load_private_key(private_key, None)
+    if public_key is not None:
+        _load_public_key(public_key)
 
 
 def sign_checkpoint(

@@ -289,17 +289,7 @@ class _CtorDecoder:
         if tag == "bytes":
             return _unb64(v["b64"], self.at(path))
         if tag == "ndarray":
-            dtype = numpy_dtype(v["dtype"], where=self.at(path))
-            shape, count = self._shape(v["shape"], path)
-            raw = _unb64(v["b64"], self.at(path))
-            if dtype.itemsize == 0:
-                # numpy cannot view bytes as zero-size elements; nothing bounds their count but this.
-                if raw or count > MAX_ZERO_SIZE_ELEMENTS:
-                    raise self.fail(path, "an array of zero-size elements is malformed or too large.")
-                return np.zeros(shape, dtype=dtype)
-            if len(raw) != count * dtype.itemsize:
-                raise self.fail(path, "an array's bytes do not match its shape and dtype.")
-            return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+            return self._ndarray(v, path)
         if tag == "npscalar":
             dtype = numpy_dtype(v["dtype"], where=self.at(path))
             raw = _unb64(v["b64"], self.at(path))
@@ -315,44 +305,11 @@ class _CtorDecoder:
         if tag == "space":
             return self._space(v, path)
         if tag == "enum":
-            cls = resolve_class(v["class"], where=self.at(path))
-            if not issubclass(cls, enum.Enum):
-                raise self.fail(path, f"{v['class']!r} is not an enum class.")
-            name = v["name"]
-            members = cls.__members__
-            if not isinstance(name, str) or name not in members:
-                raise IncompatibleCheckpointError(
-                    f"{self.at(path)}: the enum {v['class']} has no member {str(name)[:80]!r} any more. "
-                    f"Its members are {', '.join(list(members)[:20])}."
-                )
-            return members[name]
+            return self._enum(v, path)
         if tag == "class":
-            cls = resolve_class(v["class"], where=self.at(path))
-            problem = class_argument_problem(cls)
-            if problem is not None:
-                raise UnsafeCheckpointError(
-                    f"{self.at(path)} names a class cairn refuses as a constructor argument: {problem}. If you "
-                    "trust the file, pass the argument to from_checkpoint() as a keyword."
-                )
-            return cls
+            return self._class(v, path)
         if tag == "registered":
-            name = v["type"]
-            reg = registered_by_name(name)
-            if reg is None:
-                raise IncompatibleCheckpointError(
-                    f"{self.at(path)} holds a value of the registered type {str(name)[:200]!r}, but no type is "
-                    "registered under that name in this program, and cairn never imports a module a file "
-                    "names. Import the module that registers it first (cairn CLI: --import MODULE), or use "
-                    "cairn.register_class_alias if it moved."
-                )
-            value = self.decode(v["value"], (*path, f"<{reg.name}>"))
-            try:
-                return reg.decode(value)
-            except Exception as err:  # the program's own decoder (or dataclass) refused the recorded value
-                raise IncompatibleCheckpointError(
-                    f"{self.at(path)}: the recorded value does not fit the registered type {reg.name!r} "
-                    f"({type(err).__name__}: {err})."
-                ) from err
+            return self._registered(v, path)
         if tag == "pickle":
             if not self.allow_pickle:
                 raise UnsafeCheckpointError(
@@ -361,6 +318,61 @@ class _CtorDecoder:
                 )
             return pickle.loads(_unb64(v["b64"], self.at(path)))
         raise self.fail(path, f"unknown type tag {str(tag)[:80]!r}.")
+
+    def _ndarray(self, v: dict[str, Any], path: tuple[Any, ...]) -> Any:
+        dtype = numpy_dtype(v["dtype"], where=self.at(path))
+        shape, count = self._shape(v["shape"], path)
+        raw = _unb64(v["b64"], self.at(path))
+        if dtype.itemsize == 0:
+            # numpy cannot view bytes as zero-size elements; nothing bounds their count but this.
+            if raw or count > MAX_ZERO_SIZE_ELEMENTS:
+                raise self.fail(path, "an array of zero-size elements is malformed or too large.")
+            return np.zeros(shape, dtype=dtype)
+        if len(raw) != count * dtype.itemsize:
+            raise self.fail(path, "an array's bytes do not match its shape and dtype.")
+        return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+
+    def _enum(self, v: dict[str, Any], path: tuple[Any, ...]) -> Any:
+        cls = resolve_class(v["class"], where=self.at(path))
+        if not issubclass(cls, enum.Enum):
+            raise self.fail(path, f"{v['class']!r} is not an enum class.")
+        name = v["name"]
+        members = cls.__members__
+        if not isinstance(name, str) or name not in members:
+            raise IncompatibleCheckpointError(
+                f"{self.at(path)}: the enum {v['class']} has no member {str(name)[:80]!r} any more. "
+                f"Its members are {', '.join(list(members)[:20])}."
+            )
+        return members[name]
+
+    def _class(self, v: dict[str, Any], path: tuple[Any, ...]) -> Any:
+        cls = resolve_class(v["class"], where=self.at(path))
+        problem = class_argument_problem(cls)
+        if problem is not None:
+            raise UnsafeCheckpointError(
+                f"{self.at(path)} names a class cairn refuses as a constructor argument: {problem}. If you "
+                "trust the file, pass the argument to from_checkpoint() as a keyword."
+            )
+        return cls
+
+    def _registered(self, v: dict[str, Any], path: tuple[Any, ...]) -> Any:
+        name = v["type"]
+        reg = registered_by_name(name)
+        if reg is None:
+            raise IncompatibleCheckpointError(
+                f"{self.at(path)} holds a value of the registered type {str(name)[:200]!r}, but no type is "
+                "registered under that name in this program, and cairn never imports a module a file "
+                "names. Import the module that registers it first (cairn CLI: --import MODULE), or use "
+                "cairn.register_class_alias if it moved."
+            )
+        value = self.decode(v["value"], (*path, f"<{reg.name}>"))
+        try:
+            return reg.decode(value)
+        except Exception as err:  # the program's own decoder (or dataclass) refused the recorded value
+            raise IncompatibleCheckpointError(
+                f"{self.at(path)}: the recorded value does not fit the registered type {reg.name!r} "
+                f"({type(err).__name__}: {err})."
+            ) from err
 
     def _tensor(self, v: dict[str, Any], path: tuple[Any, ...]) -> Any:
         t_dtype = torch_dtype(v["dtype"], where=self.at(path), what="tensors in its constructor arguments")
