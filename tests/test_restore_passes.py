@@ -197,6 +197,29 @@ def test_two_readers_restore_every_byte_in_place_and_fresh(tmp_path: Path) -> No
 
 
 @pytest.mark.usefixtures("two_readers")
+def test_the_second_pass_of_a_settled_file_is_checked_by_its_stamp_not_hashed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SHA-256 is the slowest part of a restore: a file verified by the first pass, whose stamp did not
+    move since before it, is read into place without a second digest, and restores every byte."""
+    monkeypatch.setattr(cairn._tensorio, "RACY_NS", 0)  # the files were just written: settle them now
+    path = Chunked(seed=1).save_to_path(tmp_path / "ck")
+    hashed: list[int] = []
+    real = cairn._tensorio._hash_pieces
+
+    def counting(pieces: list[Any]) -> Any:
+        hashed.append(sum(p.length for p in pieces))
+        return real(pieces)
+
+    monkeypatch.setattr(cairn._tensorio, "_hash_pieces", counting)
+    target = Chunked(seed=9)
+    target.restore_from_path(path)
+    assert sum(hashed) == 0, hashed  # the first pass hashed (verify), the second only read
+    for a, b in zip(target.items, Chunked(seed=1).items, strict=True):
+        np.testing.assert_array_equal(a.w, b.w)
+
+
+@pytest.mark.usefixtures("two_readers")
 def test_two_readers_find_damage_in_the_second_half(tmp_path: Path) -> None:
     """from_checkpoint reads in one pass: damage near the end is found, by file, and the object is dropped."""
     path = Chunked(seed=1).save_to_path(tmp_path / "ck")
@@ -212,12 +235,19 @@ def test_two_readers_find_damage_in_the_second_half(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("two_readers")
 @pytest.mark.parametrize("how", ["shortened", "changed"])
-def test_a_file_changed_between_the_passes_is_reported_not_used_silently(tmp_path: Path, how: str) -> None:
+@pytest.mark.parametrize("second_pass", ["hashed", "stamped"])
+def test_a_file_changed_between_the_passes_is_reported_not_used_silently(
+    tmp_path: Path, how: str, second_pass: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A live file verified by the first pass and then truncated or rewritten: an error, and no hang.
 
     The change is made from ``check_state``, which runs after the verifying pass and before
-    the bytes are read into place: exactly the window a concurrent writer would use.
+    the bytes are read into place: exactly the window a concurrent writer would use. A file
+    saved just now is hashed again by the second pass (its stamp is racy); one older than
+    ``RACY_NS`` is checked by its stamp instead (ctime), which the write moves as well.
     """
+    if second_pass == "stamped":
+        monkeypatch.setattr(cairn._tensorio, "RACY_NS", 0)
     path = Chunked(seed=1).save_to_path(tmp_path / "ck")
     victim = _files(path)[-1]
     target = Chunked(seed=9)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
     from cairn.manifest import FileEntry
 
 CHUNK = 16 << 20
+RACY_NS = 2_000_000_000
+"""A file changed less than this long before it was opened is hashed again by the second pass (a write
+in the same timestamp tick could keep its ctime: git's racy-stamp rule, as in cairn._save.CheckedFiles)."""
 MAX_NDIM = 64  # numpy's limit; a longer shape in a file is refused before numpy sees it
 _local = threading.local()
 _pool = hash_pool
@@ -259,8 +263,13 @@ class StreamedTensorFile:
             raise
 
     def _open(self, entry: FileEntry) -> None:
-        size = os.fstat(self.fd).st_size
+        st = os.fstat(self.fd)
+        size = st.st_size
         self.size, self.digest = size, entry.digest
+        # Taken before any byte is read: any write to the file after it (or os.utime) changes the
+        # ctime. "Settled": its last change lies RACY_NS back, so a write now lands in another tick.
+        self.stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        self.settled = max(st.st_mtime_ns, st.st_ctime_ns) < time.time_ns() - RACY_NS
         if size != entry.size:
             raise CorruptCheckpointError(
                 f"{self.where} is {size} bytes but the manifest records {entry.size}; the file is truncated "
@@ -371,6 +380,25 @@ class StreamedTensorFile:
                 "into the checkpoint, then restore again from a checkpoint nothing is writing to."
             )
 
+    def _unchanged_since_open(self) -> bool:
+        """Whether the open file's stamp (identity, size, mtime, ctime) is still the one taken at open."""
+        st = os.fstat(self.fd)
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) == self.stamp
+
+    def _check_second_pass(self) -> None:
+        """Close the file, refusing it if it changed since the first pass verified it (by its stamp)."""
+        try:
+            unchanged = self._unchanged_since_open()
+        finally:
+            self.close()
+        if not unchanged:
+            raise ChangedInPlaceError(
+                f"{self.where} changed while it was being restored (its size, mtime or ctime moved), after it "
+                "had passed its checksum: some values of the object restored in place may come from the changed "
+                "file. Nothing of cairn changes a committed file; find what writes into the checkpoint, then "
+                "restore again from a checkpoint nothing is writing to."
+            )
+
     def _shortened(self) -> CorruptCheckpointError:
         """The error for a file found shorter than its manifest says while its tensors are read."""
         if not self.verified:
@@ -473,7 +501,12 @@ def read_files(sources: list[StreamedTensorFile]) -> None:
     """
     if not sources:
         return
-    pieces = [p for s in sources for p in s._pieces()]
+    # The second pass of a file the first pass verified (SHA-256) needs no second digest when its
+    # stamp shows no write since before that pass: any write, or os.utime, moves the ctime, which
+    # nothing sets back (racy stamps excluded: see StreamedTensorFile.settled). Only its planned
+    # destinations are read then, not the bytes nothing refers to.
+    stamped = {s for s in sources if s.verified and s.settled}
+    pieces = [p for s in sources for p in s._pieces() if not (s in stamped and p.view is None)]
     total = sum(p.length for p in pieces)
     stop = threading.Event()
     mine, theirs = pieces, []
@@ -487,13 +520,13 @@ def read_files(sources: list[StreamedTensorFile]) -> None:
         mine, theirs = pieces[:half], pieces[half:]
     # SHA-256 of one file is sequential; files are hashed by two threads, in two groups of
     # about equal bytes (a restore of one big file hashes on one).
-    groups = _two_groups(sources)
+    groups = _two_groups([s for s in sources if s not in stamped])
     hash_jobs = [_pool().submit(_hash_pieces, [p for p in pieces if p.source in groups[0]])]
     if groups[1]:
         try:
             hash_jobs.append(hash_pool_2().submit(_hash_pieces, [p for p in pieces if p.source in groups[1]]))
         except RuntimeError:  # the pool is shut down (interpreter exit): hash everything on the first
-            hash_jobs = [_pool().submit(_hash_pieces, pieces)]
+            hash_jobs = [_pool().submit(_hash_pieces, [p for p in pieces if p.source not in stamped])]
     second: Future[None] | None = None
     errors: list[BaseException] = []
     try:
@@ -522,7 +555,10 @@ def read_files(sources: list[StreamedTensorFile]) -> None:
     failed: CorruptCheckpointError | None = None
     for s in sources:
         try:
-            s._check_digest(digests.get(s) or Digest.of(b"", s.digest.algorithm))  # none: an empty file
+            if s in stamped:
+                s._check_second_pass()
+            else:
+                s._check_digest(digests.get(s) or Digest.of(b"", s.digest.algorithm))  # none: an empty file
         except CorruptCheckpointError as err:
             failed = failed or err
     if failed is not None:

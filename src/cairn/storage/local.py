@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import errno
@@ -337,7 +338,7 @@ class LocalStorage(Storage):
         hash_of = hasher.update
 
         pool = hash_pool()
-        pending: list[Future[None]] = []
+        pending: collections.deque[Future[None]] = collections.deque()
         batch: list[memoryview] = []
         batched = 0
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
@@ -361,10 +362,12 @@ class LocalStorage(Storage):
                 for start in range(0, len(whole), _SLICE):
                     mv = whole[start : start + _SLICE]
                     if len(mv) < _INLINE_HASH:
-                        for f in pending:
-                            f.result()
-                        pending.clear()
-                        hash_of(mv)
+                        while pending and pending[0].done():
+                            pending.popleft().result()
+                        if pending:  # the hash thread is behind: queue this slice after it, never wait here
+                            pending.append(pool.submit(hash_of, mv))
+                        else:
+                            hash_of(mv)
                         batch.append(mv)
                         batched += len(mv)
                         if len(batch) < _IOV_MAX and batched < _INLINE_HASH:
