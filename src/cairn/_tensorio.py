@@ -57,7 +57,7 @@ def _chunk_buffers() -> list[memoryview]:
     return bufs
 
 
-class _SizedView:
+class SizedView:
     """A header buffer that reports the whole file's length (for header-only parsing)."""
 
     def __init__(self, data: bytes, size: int) -> None:
@@ -280,7 +280,7 @@ class StreamedTensorFile:
         head = os.pread(self.fd, 8, 0)
         n = int.from_bytes(head, "little") if len(head) == 8 else 0
         header = os.pread(self.fd, 8 + min(n, size), 0)
-        self.records, _ = parse_header(_SizedView(header, size), where=self.where)  # type: ignore[arg-type]
+        self.records, _ = parse_header(SizedView(header, size), where=self.where)  # type: ignore[arg-type]
 
     def verify(self, *, hash_here: bool = False) -> None:
         """Stream the whole file once and check its digest (a pass before any byte is put in place).

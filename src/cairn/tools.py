@@ -122,9 +122,9 @@ def _tensor_header(reader: _reader.FolderReader) -> list[TensorInfo]:
     if len(header) != 8 + n:
         raise CorruptCheckpointError(f"{where} became shorter while its header was read.")
     # parse_header checks the tiling against the file size; give it the recorded size.
-    from cairn._tensorio import _SizedView
+    from cairn._tensorio import SizedView
 
-    padded = _SizedView(header, entry.size)
+    padded = SizedView(header, entry.size)
     records, _ = parse_header(padded, where=reader.where(TENSORS))  # type: ignore[arg-type]
     return [TensorInfo(name, r.st_dtype, list(r.shape), r.end - r.begin) for name, r in records.items()]
 

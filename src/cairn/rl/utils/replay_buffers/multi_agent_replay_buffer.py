@@ -21,7 +21,7 @@ import numpy as np
 from cairn import Checkpointable
 from cairn._ctor_bounds import FolderSizes
 from cairn.rl.utils._util import Names, check_component_name
-from cairn.rl.utils.replay_buffers.replay_buffer import ColumnSpecs, ReplayBuffer, _chunks_problem
+from cairn.rl.utils.replay_buffers.replay_buffer import ColumnSpecs, ReplayBuffer, chunks_problem
 
 __all__ = ["MultiAgentReplayBuffer"]
 
@@ -129,7 +129,7 @@ class MultiAgentReplayBuffer(Checkpointable):
         (:meth:`ReplayBuffer.ctor_args_problem`)."""
         columns = args[1] if len(args) > 1 else kwargs.get("columns")
         buffers = len(columns) if isinstance(columns, Mapping) else 1
-        return _chunks_problem(args, kwargs, folder, buffers=max(1, buffers))
+        return chunks_problem(args, kwargs, folder, buffers=max(1, buffers))
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``(capacity, columns of the current modules)`` with ``chunk_rows`` and ``seed``."""

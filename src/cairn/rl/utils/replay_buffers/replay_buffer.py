@@ -87,7 +87,7 @@ CHUNK_OBJECT_BYTES = 800
 """Memory of one chunk object with its views (3,000,000 of them took 2.4 GB)."""
 
 
-def _chunks_problem(
+def chunks_problem(
     args: tuple[Any, ...], kwargs: Mapping[str, Any], folder: FolderSizes, *, buffers: int
 ) -> str | None:
     """Why ``buffers`` buffers of the recorded capacity and chunk_rows make more chunks than ``folder`` allows."""
@@ -527,7 +527,7 @@ class ReplayBuffer(Checkpointable):
         holds plus the constant of :func:`cairn._ctor_bounds.alloc_limit` (about
         80,000 empty chunks). The column arrays are zero pages until rows are written.
         """
-        return _chunks_problem(args, kwargs, folder, buffers=1)
+        return chunks_problem(args, kwargs, folder, buffers=1)
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``(capacity, columns)`` with ``chunk_rows`` and ``seed``."""
