@@ -29,9 +29,6 @@ Every line that differs from RLlib's, and why:
   iteration until the callback raises; the best checkpoint is the one of the highest
   ``episode_return_mean``. Reward thresholds are dropped from the checks (a CI-sized run
   does not reach them); the crash is triggered by ``crash_after_iterations`` instead.
-* ``config.callbacks(None)`` -> ``config = replace(config, callbacks_class=None)``: cairn's
-  ``callbacks(None)`` keeps the callback class it has (RLlib's resets it to the default);
-  docs/rllib_parity.md lists it as a gap of the builders.
 * ``config.build()`` + ``test_algo.restore(best_result.checkpoint)`` ->
   ``restore_from_path(best_checkpoint_path)`` (cairn's ``Checkpointable`` API; it has no
   ``restore``). ``test_algo.evaluate()`` and its check dropped (no evaluation runners).
@@ -50,7 +47,6 @@ Run it::
 from __future__ import annotations
 
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -148,7 +144,7 @@ def main(
     best_checkpoint_path = max(checkpoints, key=lambda c: c[0])[1]
     # - Change our config, such that the restored algo won't crash anymore (remove the
     #   crashing callback).
-    config = replace(config, callbacks_class=None)  # RLlib: config.callbacks(None), see the docstring
+    config.callbacks(None)
     # Rebuild the algorithm (just for testing purposes).
     test_algo = config.build()
     try:

@@ -239,3 +239,14 @@ def test_example_env_rules() -> None:
     cartpole = MultiAgentCartPole({"num_agents": 3})
     observations, _ = cartpole.reset(seed=1)
     assert sorted(observations) == ["0", "1", "2"]
+
+
+def test_an_explicit_none_is_applied_as_rllib_applies_it_never_ignored() -> None:
+    """callbacks(None) resets to the default callbacks; environment(None) is refused by name; left out keeps."""
+    config = PPOConfig().environment("CartPole-v1").callbacks(callback_helpers.RecordEvents)
+    assert config.callbacks_class is callback_helpers.RecordEvents
+    assert config.copy().callbacks().callbacks_class is callback_helpers.RecordEvents  # left out: kept
+    assert config.copy().callbacks(None).callbacks_class is None  # RLlib: back to the default callbacks
+    assert config.copy().environment(env_config={}).env == "CartPole-v1"  # left out: kept
+    with pytest.raises((TypeError, ValueError), match="env"):
+        config.copy().environment(None)

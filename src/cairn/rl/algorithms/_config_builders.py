@@ -46,6 +46,16 @@ __all__ = [
 ]
 
 
+class _NotProvided:
+    """RLlib's ``NotProvided``: an argument left out, told apart from an explicit ``None``."""
+
+    def __repr__(self) -> str:
+        return "NotProvided"
+
+
+NOT_PROVIDED: Any = _NotProvided()
+
+
 @dataclass(frozen=True)
 class Accept:
     """An RLlib setting cairn takes only at ``values`` (what cairn does anyway); ``why`` says what cairn does."""
@@ -580,9 +590,13 @@ class ConfigBuilders:
 
     # ------------------------------------------------------------------ RLlib's builders
 
-    def environment(self, env: Any = None, **settings: Any) -> Self:
-        """RLlib's ``environment(env, env_config=..., ...)``: the env id or ``MultiAgentEnv`` class, its config."""
-        if env is not None:
+    def environment(self, env: Any = NOT_PROVIDED, **settings: Any) -> Self:
+        """RLlib's ``environment(env, env_config=..., ...)``: the env id or ``MultiAgentEnv`` class, its config.
+
+        As in RLlib, an ``env`` that is given is applied, ``None`` included (which the config
+        then refuses, by name); only an ``env`` left out keeps the current one.
+        """
+        if env is not NOT_PROVIDED:
             settings = {"env": env, **settings}
         return self._apply("environment", settings)
 
@@ -608,9 +622,13 @@ class ConfigBuilders:
         """RLlib's ``rl_module(rl_module_spec=, model_config=)``."""
         return self._apply("rl_module", settings)
 
-    def callbacks(self, callbacks_class: Any = None, **settings: Any) -> Self:
-        """RLlib's ``callbacks(callbacks_class)``: an ``RLlibCallback`` subclass or a list of them."""
-        if callbacks_class is not None:
+    def callbacks(self, callbacks_class: Any = NOT_PROVIDED, **settings: Any) -> Self:
+        """RLlib's ``callbacks(callbacks_class)``: an ``RLlibCallback`` subclass or a list of them.
+
+        As in RLlib, ``callbacks(None)`` resets to the default callbacks; only a
+        ``callbacks_class`` left out keeps the current one.
+        """
+        if callbacks_class is not NOT_PROVIDED:
             settings = {"callbacks_class": callbacks_class, **settings}
         return self._apply("callbacks", settings)
 
