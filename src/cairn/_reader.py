@@ -72,7 +72,7 @@ class FolderReader:
                 f"{self.where()} is a symbolic link; cairn never follows links inside a checkpoint."
             )
         try:
-            data = self.storage.read_file(path, max_bytes=MAX_JSON_BYTES)
+            data = self._read_root_or_listed(path)
         except FileNotFoundError as err:
             if self.expected is not None:
                 raise CorruptCheckpointError(
@@ -103,6 +103,22 @@ class FolderReader:
                 "another format; cairn never mixes formats in one checkpoint, so it is tampered or damaged."
             )
         return manifest
+
+    def _read_root_or_listed(self, path: str) -> bytearray:
+        """Read the folder's manifest, once more if the folder was swapped for a new version meanwhile.
+
+        A local read opens the folder, then the file inside it (``open_regular``): a save
+        that swaps a new version into place (an atomic exchange) and removes the old one in
+        between leaves the opened folder empty, while the path holds a complete checkpoint
+        again. That is a race, not a missing checkpoint: the manifest is read again.
+        """
+        for attempt in range(3):
+            try:
+                return self.storage.read_file(path, max_bytes=MAX_JSON_BYTES)
+            except FileNotFoundError:
+                if attempt == 2 or not self.storage.exists(path):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def manifest_bytes(self) -> bytes:
         """The bytes of the folder's manifest as read (reading it first if needed)."""
