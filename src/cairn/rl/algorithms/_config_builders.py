@@ -90,6 +90,8 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         "rollout_length",
         "num_cpus_per_env_runner",
         "observation_filter",
+        "env_to_module_connector",
+        "module_to_env_connector",
     ),
     "learners": ("num_learners", "num_cpus_per_learner"),
     "multi_agent": (
@@ -389,10 +391,8 @@ _BASE_RULES: dict[str, dict[str, Rule]] = {
         "explore": Accept((True,), "cairn's env runners always explore (forward_exploration)"),
         "create_env_on_local_worker": Accept((False,), _DEFAULT_ONLY),
         "create_local_env_runner": Accept((True,), "cairn always has a local env runner"),
-        "env_to_module_connector": Accept(
-            (None,), "cairn's pipelines are fixed (observation_filter); custom connectors are not implemented"
-        ),
-        "module_to_env_connector": Accept((None,), "cairn's module-to-env pipeline (action clipping) is fixed"),
+        "env_to_module_connector": "env_to_module_connector",
+        "module_to_env_connector": "module_to_env_connector",
         "add_default_connectors_to_env_to_module_pipeline": Accept((True,), _DEFAULT_ONLY),
         "add_default_connectors_to_module_to_env_pipeline": Accept((True,), _DEFAULT_ONLY),
         "episode_lookback_horizon": Accept((1,), _DEFAULT_ONLY),
@@ -426,7 +426,7 @@ _BASE_RULES: dict[str, dict[str, Rule]] = {
         "shuffle_batch_per_epoch": Accept((True,), "cairn shuffles every epoch"),
         "optimizer": Accept(({},), "cairn's learners use Adam with torch's defaults"),
         "learner_class": Accept((None,), "each config names its learner (get_default_learner_class)"),
-        "learner_connector": Accept((None,), "cairn's learner pipeline is fixed"),
+        "learner_connector": "learner_connector",
         "add_default_connectors_to_learner_pipeline": Accept((True,), _DEFAULT_ONLY),
         "learner_config_dict": Accept(({},), _DEFAULT_ONLY),
         "model": Refuse("it is RLlib's old API stack: use rl_module(model_config={'fcnet_hiddens': [...]})"),

@@ -12,6 +12,7 @@ when it is built, also when a checkpoint rebuilds it (SPEC 8).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
@@ -26,6 +27,7 @@ __all__ = [
     "AlgorithmConfig",
     "check_env_config",
     "check_env_id",
+    "connector_reference",
     "function_reference",
     "multi_env_mapping_fn_refusal",
 ]
@@ -114,6 +116,74 @@ def function_reference(fn: str | Callable[..., Any], *, what: str) -> str:
             "module you import (not __main__), and pass it or its 'module:function' path."
         )
     return f"{fn.__module__}:{fn.__qualname__}"
+
+
+_PLAIN = (type(None), bool, int, float, str)
+
+
+def _plain_data(value: Any, *, where: str) -> Any:
+    """``value`` as plain data a config records (tuples as lists), or ``ValueError``."""
+    if isinstance(value, _PLAIN):
+        return value
+    if isinstance(value, list | tuple):
+        return [_plain_data(v, where=f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
+        return {k: _plain_data(v, where=f"{where}[{k!r}]") for k, v in value.items()}
+    raise ValueError(
+        f"{where}={value!r:.80} cannot be recorded in a config: connector factory arguments must be plain data "
+        "(None, bool, int, float, str, and lists and str-keyed dicts of them)."
+    )
+
+
+def connector_reference(factory: Any, *, what: str) -> dict[str, Any] | None:
+    """How a config records a connector factory: ``{"ref": "module:QualName", "kwargs": {...}}`` (or None).
+
+    Takes what RLlib users pass (``env_to_module_connector=...``): a function defined at the
+    top level of an imported module, a connector class, a ``functools.partial`` of either with
+    keyword arguments of plain data, a ``"module:QualName"`` string, or an already recorded
+    dict. Nothing is called or imported here; env runners resolve the reference with
+    :mod:`cairn.registry` (``cairn.rl.connectors.build``).
+
+    Raises:
+        ValueError: A lambda, a closure, something of ``__main__``, positional partial
+            arguments, or arguments that are not plain data; the message says what to write.
+    """
+    if factory is None:
+        return None
+    kwargs: dict[str, Any] = {}
+    if isinstance(factory, Mapping):
+        ref, kwargs = factory.get("ref"), factory.get("kwargs", {})
+        if set(factory) - {"ref", "kwargs"} or not isinstance(ref, str) or not isinstance(kwargs, Mapping):
+            raise ValueError(f"{what}={factory!r:.120} is not a recorded connector factory {{'ref', 'kwargs'}}.")
+        factory = ref
+    if isinstance(factory, functools.partial):
+        if factory.args:
+            raise ValueError(
+                f"{what}=functools.partial({factory.func!r:.60}, ...) has positional arguments; give them as keywords."
+            )
+        kwargs, factory = dict(factory.keywords), factory.func
+    kwargs = _plain_data(dict(kwargs), where=f"{what} kwargs")
+    if isinstance(factory, str):
+        if ":" not in factory:
+            raise ValueError(f"{what}={factory!r:.80} is not a 'module:QualName' reference.")
+        return {"ref": factory, "kwargs": kwargs}
+    if isinstance(factory, type):
+        module, qualname = factory.__module__, factory.__qualname__
+        problem = "it is defined in a script (__main__)" if module == "__main__" else None
+        if "<locals>" in qualname:
+            problem = "it is defined inside a function"
+        if problem is None:
+            return {"ref": f"{module}:{qualname}", "kwargs": kwargs}
+    else:
+        problem = function_problem(factory)
+        if problem is None:
+            return {"ref": f"{factory.__module__}:{factory.__qualname__}", "kwargs": kwargs}
+    raise ValueError(
+        f"{what}={factory!r:.80} cannot be recorded by reference: {problem}. A config records connector factories "
+        "by name so that a checkpoint never holds code. Instead of a lambda such as `lambda env: "
+        "FrameStackingEnvToModule(num_frames=4)`, pass functools.partial(FrameStackingEnvToModule, num_frames=4), "
+        "or define `def make_connectors(env): ...` at the top level of a module you import (not __main__) and pass it."
+    )
 
 
 def multi_env_mapping_fn_refusal(env: str, what: str) -> str:
@@ -268,6 +338,25 @@ class AlgorithmConfig(ConfigBuilders):
     (called in order), or ``None``. Recorded in checkpoints by reference: loading one
     needs the class's module imported first."""
 
+    # --- connectors (issue 27, part "connectors"): RLlib's connector factories, recorded by reference.
+    env_to_module_connector: dict[str, Any] | None = None
+    """RLlib's ``env_runners(env_to_module_connector=fn)``: ``fn(env)`` (or ``fn(env, spaces, device)``)
+    returns a connector piece or a list of them, put before the observation filter in every env
+    runner's env-to-module pipeline. Give a top-level function, a connector class, or a
+    ``functools.partial`` of one with keyword arguments of plain data
+    (``partial(FrameStackingEnvToModule, num_frames=4)``); the config records
+    ``{"ref": "module:QualName", "kwargs": {...}}`` (see :func:`connector_reference`)."""
+
+    module_to_env_connector: dict[str, Any] | None = None
+    """RLlib's ``env_runners(module_to_env_connector=fn)``: pieces put before the action clipping
+    of the module-to-env pipeline; recorded as :attr:`env_to_module_connector`."""
+
+    learner_connector: dict[str, Any] | None = None
+    """RLlib's ``training(learner_connector=fn)``: ``fn(input_observation_space, input_action_space)``.
+    cairn's batches already hold the module's input, so the only piece accepted is
+    ``FrameStackingLearner`` paired with an env-to-module ``FrameStackingEnvToModule`` of the
+    same ``num_frames`` (docs/rl.md, "Connectors"); recorded as :attr:`env_to_module_connector`."""
+
     sample_next_obs: ClassVar[bool] = False
     """Whether env runners add a ``next_obs`` column to their sample batches (the
     observation after each step, ``final_obs`` where an episode ended). Off-policy
@@ -284,6 +373,8 @@ class AlgorithmConfig(ConfigBuilders):
             self.policy_mapping_fn = function_reference(self.policy_mapping_fn, what="policy_mapping_fn")
         if self.policies_to_train is not None:
             self.policies_to_train = tuple(str(p) for p in self.policies_to_train)
+        for name in ("env_to_module_connector", "module_to_env_connector", "learner_connector"):
+            setattr(self, name, connector_reference(getattr(self, name), what=name))
 
     def get_default_learner_class(self) -> type[Any]:
         """The :class:`~cairn.rl.core.learner.learner.Learner` subclass that holds this algorithm's loss.

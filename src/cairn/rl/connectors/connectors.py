@@ -57,6 +57,22 @@ class Connector(Checkpointable):
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement __call__.")
 
+    def apply(self, data: Any, *, update: bool = True, **context: Any) -> Any:
+        """How a :class:`ConnectorPipeline` calls this connector: ``self(data, update=update)``.
+
+        ``context`` (the runner's module, which rows start an episode, ...) is
+        for :class:`~cairn.rl.connectors.connector_v2.ConnectorV2` pieces;
+        array connectors ignore it.
+        """
+        return self(data, update=update)
+
+    def set_input_spaces(self, observation_space: gym.Space[Any], action_space: gym.Space[Any]) -> gym.Space[Any]:
+        """Take the spaces this connector's input has in its pipeline; return its output observation space.
+
+        A pipeline builder calls it for each piece in order. Array connectors keep the space.
+        """
+        return observation_space
+
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
         """Stateless by default."""
         return {}
@@ -102,8 +118,11 @@ class MeanStdFilter(Connector):
         epsilon: Added to the standard deviation.
     """
 
-    def __init__(self, *, shape: Sequence[int], clip: float = 10.0, epsilon: float = 1e-8) -> None:
-        self.shape = tuple(int(d) for d in shape)
+    def __init__(self, *, shape: Sequence[int] | None = None, clip: float = 10.0, epsilon: float = 1e-8) -> None:
+        # Without a shape (RLlib's ``MeanStdFilter()`` in a connector factory), the pipeline
+        # builder gives it the shape of its input space (set_input_spaces) before any data.
+        self._shape_given = shape is not None
+        self.shape = tuple(int(d) for d in shape) if shape is not None else ()
         self.clip = float(clip)
         self.epsilon = float(epsilon)
         self.count = 0
@@ -111,6 +130,29 @@ class MeanStdFilter(Connector):
         self.m2 = np.zeros(self.shape, dtype=np.float64)
         # Statistics of the data seen since the last pop_delta (not part of the state).
         self._delta = _empty_stats(self.shape)
+
+    def set_input_spaces(self, observation_space: gym.Space[Any], action_space: gym.Space[Any]) -> gym.Space[Any]:
+        """Take the shape of ``observation_space`` when none was given; it must be an array space of that shape.
+
+        Raises:
+            ValueError: A Dict or Tuple space (flatten it first), or another shape than the one given.
+        """
+        if observation_space.shape is None or isinstance(observation_space, gym.spaces.Dict | gym.spaces.Tuple):
+            raise ValueError(
+                f"MeanStdFilter normalises arrays, but its input space is {observation_space}. Put "
+                "cairn.rl.connectors.env_to_module.FlattenObservations before it (env_to_module_connector), or set "
+                "observation_filter=None."
+            )
+        shape = tuple(int(d) for d in observation_space.shape)
+        if not self._shape_given:
+            self.shape, self._shape_given = shape, True
+            self.count = 0
+            self.mean = np.zeros(shape, dtype=np.float64)
+            self.m2 = np.zeros(shape, dtype=np.float64)
+            self._delta = _empty_stats(shape)
+        elif shape != self.shape:
+            raise ValueError(f"MeanStdFilter(shape={list(self.shape)}) is given observations of shape {list(shape)}.")
+        return observation_space
 
     @property
     def var(self) -> npt.NDArray[np.float64]:
@@ -315,10 +357,19 @@ class ConnectorPipeline(Checkpointable):
             )
         self.connectors.append(connector)
 
-    def __call__(self, data: Array, *, update: bool = True) -> Array:
-        """Run ``data`` through every connector in order."""
+    def __call__(self, data: Any, *, update: bool = True, **context: Any) -> Any:
+        """Run ``data`` through every connector in order (:meth:`Connector.apply`).
+
+        Args:
+            data: A batch, leading dimension = rows (a dict or tuple of such arrays for
+                Dict/Tuple observations).
+            update: Whether statistics and histories take this batch into account;
+                ``False`` for a look that changes nothing (a final observation's value).
+            context: What :class:`~cairn.rl.connectors.connector_v2.ConnectorV2` pieces
+                receive (see :meth:`ConnectorV2.apply`).
+        """
         for connector in self.connectors:
-            data = connector(data, update=update)
+            data = connector.apply(data, update=update, **context)
         return data
 
     def __getitem__(self, name: str) -> Connector:

@@ -33,7 +33,8 @@ from cairn import Checkpointable
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.callbacks.callbacks import Episode, make_callbacks, overrides
-from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
+from cairn.rl.connectors.build import build_env_to_module, build_module_to_env, check_learner_connector
+from cairn.rl.connectors.nested import copy_rows, from_state, same_layout, set_rows, stack_rows, to_state
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
@@ -71,8 +72,6 @@ truncated; the environments reset in the same step). ``action_logp`` and
 ``vf_preds`` are then zeros unless the module returns them, and ``final_vf`` /
 ``bootstrap_vf`` are zeros (no value function is asked).
 """
-
-_OBSERVATION_FILTERS: dict[str, type[Connector]] = {"MeanStdFilter": MeanStdFilter}
 
 
 @dataclass(frozen=True)
@@ -137,6 +136,8 @@ class EnvRunner(Checkpointable):
         self.env_state_saved = supports_env_state(self.env.envs[0])
         obs, _ = self.env.reset(seed=int(seeds[0]))
         self._obs: npt.NDArray[Any] = obs
+        self._episode_starts = np.ones(self.num_slots, dtype=np.bool_)
+        """Which slots' current observation is the first of an episode (told to the connectors)."""
         self._episode_returns = np.zeros(self.num_slots, dtype=np.float64)
         self._episode_lengths = np.zeros(self.num_slots, dtype=np.int64)
         self._multi_agent = self.slot_agents[0] != DEFAULT_AGENT_ID
@@ -154,28 +155,21 @@ class EnvRunner(Checkpointable):
         Shared by the multi-agent runner. Returns the runner's two seeds (the
         first seeds the environments, the second the action-sampling RNG).
         """
-        self.observation_space = observation_space
+        # The connector pipelines (the user's pieces, then the observation filter / action clipping);
+        # the modules are built for what the env-to-module pipeline outputs (stacked, flattened).
+        self.env_observation_space = observation_space
+        env = getattr(self, "env", None)
+        self.env_to_module, self.observation_space = build_env_to_module(
+            config, observation_space, action_space, env=env, multi_agent=not isinstance(env, gym.vector.VectorEnv)
+        )
         self.action_space = action_space
+        self.module_to_env = build_module_to_env(config, observation_space, action_space, env=env)
+        check_learner_connector(config, self.env_to_module, self.observation_space, action_space)
         self.module_specs: dict[str, RLModuleSpec] = build_module_specs(
             config, self.observation_space, self.action_space
         )
         self.module = MultiRLModule(self.module_specs)
         self.module.eval()
-
-        filters: list[tuple[type[Connector], Mapping[str, Any]]] = []
-        if config.observation_filter is not None:
-            filter_cls = _OBSERVATION_FILTERS.get(config.observation_filter)
-            if filter_cls is None:
-                raise ValueError(
-                    f"observation_filter={config.observation_filter!r} is not one of "
-                    f"{sorted(_OBSERVATION_FILTERS)} or None."
-                )
-            filters.append((filter_cls, {"shape": list(self.observation_space.shape or ())}))
-        self.env_to_module = ConnectorPipeline(filters)
-        to_env: list[tuple[type[Connector], Mapping[str, Any]]] = []
-        if isinstance(self.action_space, gym.spaces.Box):
-            to_env.append((ClipActions, {"low": self.action_space.low, "high": self.action_space.high}))
-        self.module_to_env = ConnectorPipeline(to_env)
 
         seeds = np.random.SeedSequence([config.seed, 104729, self.worker_index]).generate_state(2)
         self._generator = torch.Generator().manual_seed(int(seeds[1]))
@@ -238,7 +232,7 @@ class EnvRunner(Checkpointable):
         """
         horizon = int(self.config.rollout_length)
         n = self.num_slots
-        obs_buf = np.zeros((horizon, n, *self._obs.shape[1:]), dtype=np.float32)
+        obs_buf = np.zeros((horizon, n, *(self.observation_space.shape or ())), dtype=np.float32)
         act_buf: npt.NDArray[Any] | None = None
         logp_buf = np.zeros((horizon, n), dtype=np.float32)
         vf_buf = np.zeros((horizon, n), dtype=np.float32)
@@ -248,6 +242,7 @@ class EnvRunner(Checkpointable):
         final_vf_buf = np.zeros((horizon, n), dtype=np.float32)
         off_policy = bool(self.config.sample_next_obs)
         next_obs_buf = np.zeros_like(obs_buf) if off_policy else None
+        all_slots = np.arange(n)
         self._begin_sample()
         self._episodes_this_iteration = 0
         self.last_episodes = []
@@ -256,26 +251,31 @@ class EnvRunner(Checkpointable):
             for slot in range(n):
                 self._episode_hook("on_episode_start", slot, done=False)
         for t in range(horizon):
-            filtered = self.env_to_module(self._obs, update=True)
+            filtered = self._to_module(self._obs, all_slots, update=True, starts=self._episode_starts)
+            self._episode_starts = np.zeros(n, dtype=np.bool_)
             obs_buf[t] = filtered
             actions, logp, values = self._act(torch.from_numpy(filtered))
             if act_buf is None:
                 act_buf = np.zeros((horizon, *actions.shape), dtype=actions.dtype)
             act_buf[t], logp_buf[t], vf_buf[t] = actions, logp, values
-            env_actions = self.module_to_env(actions, update=True)
+            env_actions = self.module_to_env(
+                actions, update=True, column="actions", rl_module=self.module, explore=True, slots=all_slots
+            )
             next_obs, rewards, terminateds, truncateds, infos = self.env.step(env_actions)
+            self._episode_starts = terminateds | truncateds  # same-step autoreset: next_obs begins a new episode
             rew_buf[t], term_buf[t], trunc_buf[t] = rewards, terminateds, truncateds
             if next_obs_buf is not None:
                 followed = next_obs
                 done = np.flatnonzero(terminateds | truncateds)
                 if done.size:  # same-step autoreset: next_obs is the new episode's first; the transition's is final_obs
-                    followed = np.array(next_obs, copy=True)
-                    followed[done] = np.stack([np.asarray(infos["final_obs"][i]) for i in done])
-                next_obs_buf[t] = self.env_to_module(followed, update=False)
+                    followed = copy_rows(next_obs)
+                    set_rows(followed, done, stack_rows([infos["final_obs"][i] for i in done]))
+                # The obs that followed continues the stack the module just saw (never an episode start).
+                next_obs_buf[t] = self._to_module(followed, all_slots, update=False)
             cut = np.flatnonzero(truncateds & ~terminateds)
             if cut.size and not off_policy:
-                final_obs = np.stack([np.asarray(infos["final_obs"][i]) for i in cut])
-                filtered_final = self.env_to_module(final_obs, update=False)
+                final_obs = stack_rows([infos["final_obs"][i] for i in cut])
+                filtered_final = self._to_module(final_obs, cut, update=False)
                 final_vf_buf[t, cut] = self._values(torch.from_numpy(filtered_final), cut)
             self._episode_returns += rewards
             self._episode_lengths += 1
@@ -290,7 +290,7 @@ class EnvRunner(Checkpointable):
         if off_policy:
             bootstrap_vf = np.zeros(n, dtype=np.float32)
         else:
-            last = torch.from_numpy(self.env_to_module(self._obs, update=False))
+            last = torch.from_numpy(self._to_module(self._obs, all_slots, update=False, starts=self._episode_starts))
             bootstrap_vf = self._values(last, np.arange(n))
         assert act_buf is not None
         batches: dict[str, SampleBatch] = {}
@@ -310,6 +310,19 @@ class EnvRunner(Checkpointable):
                 batches[module_id]["next_obs"] = next_obs_buf[:, slots]
         self._end_sample(batches, agent_steps=n * horizon)
         return batches
+
+    def _to_module(
+        self, obs: Any, slots: npt.NDArray[Any], *, update: bool, starts: npt.NDArray[np.bool_] | None = None
+    ) -> npt.NDArray[Any]:
+        """Run raw observations of the env slots ``slots`` through the env-to-module pipeline.
+
+        ``update=False`` looks without changing any connector's state (a final observation's
+        value, ``next_obs``); ``starts`` marks the rows whose observation begins an episode.
+        """
+        out: npt.NDArray[Any] = self.env_to_module(
+            obs, update=update, column="obs", rl_module=self.module, explore=True, slots=slots, episode_starts=starts
+        )
+        return out
 
     def _begin_sample(self) -> None:
         """Reduce this runner's logger before a ``sample()``, as RLlib's env runners do after each one:
@@ -532,7 +545,8 @@ class EnvRunner(Checkpointable):
             "num_slots": self.num_slots,
         }
         if self.env_state_saved:
-            state["obs"] = np.array(self._obs, copy=True)
+            state["obs"] = to_state(self._obs)
+            state["episode_starts"] = self._episode_starts.copy()
             state["sub_envs"] = [get_env_state(env) for env in self.env.envs]
             state["autoreset"] = np.array(self.env._autoreset_envs, copy=True)
             state["episode_returns"] = self._episode_returns.copy()
@@ -603,20 +617,25 @@ class EnvRunner(Checkpointable):
             and self.env_state_saved
             and env_state.get("env") == self.config.env
             and int(env_state.get("num_slots", -1)) == self.num_slots
-            and np.shape(env_state.get("obs", ())) == np.shape(self._obs)
+            and same_layout(self._obs, env_state.get("obs"))
         )
         if not fits:
             self.episodes_restarted = True
+            self._episode_starts[:] = True  # connectors (frame stacks) start afresh with the runner's episodes
             return
         sub_states = list(env_state.get("sub_envs", ()))
         if len(sub_states) != self.num_slots or any(
             env_state_mismatch(env, sub) is not None for env, sub in zip(self.env.envs, sub_states, strict=True)
         ):
             self.episodes_restarted = True
+            self._episode_starts[:] = True
             return
         for env, sub_state in zip(self.env.envs, sub_states, strict=True):
             set_env_state(env, sub_state)
-        self._obs = np.array(env_state["obs"], copy=True)
+        self._obs = from_state(self._obs, env_state["obs"])
+        self._episode_starts = np.array(
+            env_state.get("episode_starts", np.zeros(self.num_slots)), dtype=np.bool_, copy=True
+        ).reshape(self.num_slots)
         self.env._autoreset_envs = np.array(env_state["autoreset"], dtype=np.bool_, copy=True)
         self._episode_returns = np.array(env_state["episode_returns"], dtype=np.float64, copy=True)
         self._episode_lengths = np.array(env_state["episode_lengths"], dtype=np.int64, copy=True)

@@ -1,0 +1,220 @@
+"""Building an env runner's connector pipelines from a config (RLlib's connector factories).
+
+:func:`build_env_to_module` and :func:`build_module_to_env` build the pipelines of
+one observation/action space pair: the single-agent :class:`~cairn.rl.env.env_runner.EnvRunner`
+calls them once, a multi-agent runner once per module. Factories are recorded by
+reference in the config (:func:`~cairn.rl.algorithms.algorithm_config.connector_reference`)
+and resolved here with :mod:`cairn.registry`, which imports nothing: a connector class
+must be a :class:`~cairn.rl.connectors.connectors.Connector` subclass, a function must
+be the program's own (not of a framework such as torch or numpy, nor of the standard
+library). Remote env runners import the factories' modules first
+(:func:`connector_modules`, which the driver adds to its allowed modules).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+
+from cairn.errors import IncompatibleCheckpointError
+from cairn.registry import framework_problem, loaded_module, resolve_class, resolve_function
+from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
+from cairn.rl.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
+from cairn.rl.connectors.learner.frame_stacking import FrameStackingLearner
+
+__all__ = [
+    "OBSERVATION_FILTERS",
+    "build_env_to_module",
+    "build_module_to_env",
+    "check_learner_connector",
+    "connector_modules",
+    "resolve_connector_factory",
+]
+
+OBSERVATION_FILTERS: dict[str, type[Connector]] = {"MeanStdFilter": MeanStdFilter}
+"""``config.observation_filter`` name -> the connector class appended after the user's pieces."""
+
+_FIELDS = ("env_to_module_connector", "module_to_env_connector", "learner_connector")
+
+
+def resolve_connector_factory(recorded: Mapping[str, Any], *, where: str) -> tuple[Any, dict[str, Any]]:
+    """The class or function a recorded factory names, and its keyword arguments; never imports anything.
+
+    Raises:
+        cairn.CheckpointError: The reference names no loaded module, a class that is no
+            :class:`Connector`, or a function of a framework or the standard library.
+    """
+    ref = recorded.get("ref")
+    kwargs = recorded.get("kwargs", {})
+    if not isinstance(ref, str) or not isinstance(kwargs, Mapping):
+        raise IncompatibleCheckpointError(
+            f"{where}={recorded!r:.120} is not {{'ref': 'module:QualName', 'kwargs': {{}}}}."
+        )
+    module_name, _, qualname = ref.partition(":")
+    module = loaded_module(module_name, where=where, what=f"connector factory {ref!r}")
+    if isinstance(vars(module).get(qualname.split(".")[0]), type):
+        cls = resolve_class(ref, where=where)
+        if not issubclass(cls, Connector):
+            raise IncompatibleCheckpointError(
+                f"{where} names the class {ref!r}, which is not a cairn connector (a subclass of "
+                "cairn.rl.connectors.connector_v2.ConnectorV2); a factory class must build a connector piece."
+            )
+        return cls, dict(kwargs)
+    fn = resolve_function(ref, where=where)
+    problem = framework_problem(fn)
+    if problem is not None:
+        raise IncompatibleCheckpointError(f"{where} names the function {ref!r}, which cairn refuses: {problem}.")
+    return fn, dict(kwargs)
+
+
+def connector_modules(config: AlgorithmConfig) -> list[tuple[str, str]]:
+    """``(module, what names it)`` of every connector factory of ``config``, for a driver's allowed modules.
+
+    Raises:
+        cairn.CheckpointError: A factory :func:`resolve_connector_factory` refuses.
+    """
+    refs: list[tuple[str, str]] = []
+    for name in _FIELDS:
+        recorded = getattr(config, name, None)
+        if recorded is not None:
+            factory, _ = resolve_connector_factory(recorded, where=name)
+            refs.append((factory.__module__, f"{name}={recorded['ref']!r}"))
+    return refs
+
+
+def _pieces(
+    config: AlgorithmConfig, name: str, args: tuple[Any, ...], spaces_args: tuple[Any, ...] = ()
+) -> list[Connector]:
+    """Call the factory of ``config.<name>``; a class is built from its kwargs alone."""
+    recorded = getattr(config, name, None)
+    if recorded is None:
+        return []
+    factory, kwargs = resolve_connector_factory(recorded, where=name)
+    if isinstance(factory, type):
+        built: Any = factory(**kwargs)
+    else:
+        # RLlib calls fn(env, spaces, device) when the function takes them, else fn(env).
+        params = inspect.signature(factory).parameters.values()
+        positional = [
+            p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in kwargs
+        ]
+        takes_all = any(p.kind is p.VAR_POSITIONAL for p in params) or len(positional) >= len(args) + len(spaces_args)
+        built = factory(*args, *spaces_args, **kwargs) if spaces_args and takes_all else factory(*args, **kwargs)
+    pieces = list(built) if isinstance(built, list | tuple) else [built]
+    for piece in pieces:
+        if not isinstance(piece, Connector):
+            raise TypeError(
+                f"{name}={recorded['ref']!r} returned a {type(piece).__qualname__}, not a connector piece (a "
+                "cairn.rl.connectors.connector_v2.ConnectorV2) or a list of them."
+            )
+    return pieces
+
+
+def _chain(
+    pipeline: ConnectorPipeline, pieces: list[Connector], obs: gym.Space[Any], act: gym.Space[Any]
+) -> gym.Space[Any]:
+    for piece in pieces:
+        pipeline.append(piece)
+        obs = piece.set_input_spaces(obs, act)
+    return obs
+
+
+def build_env_to_module(
+    config: AlgorithmConfig,
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
+    *,
+    env: Any = None,
+    multi_agent: bool = False,
+) -> tuple[ConnectorPipeline, gym.Space[Any]]:
+    """The env-to-module pipeline of one observation/action space, and the space its output has.
+
+    The pipeline is the pieces of ``config.env_to_module_connector`` (called as
+    ``fn(env)``, or ``fn(env, spaces, device)`` when it takes three arguments, as
+    RLlib does), then the ``config.observation_filter`` (unless the pieces
+    already hold a ``MeanStdFilter``). The module is built for the returned space.
+
+    Args:
+        config: The algorithm's config.
+        observation_space: The observation space of the rows the pipeline gets (one agent's).
+        action_space: The matching action space.
+        env: What the factory receives as ``env`` (the runner's vector env, or the multi-agent env).
+        multi_agent: Whether the runner is multi-agent (given to the factory in ``spaces`` only).
+
+    Raises:
+        ValueError: An unknown observation filter, an observation space the filter or
+            cairn's array batches cannot take (Dict/Tuple without FlattenObservations).
+    """
+    spaces = {"__env__": (observation_space, action_space), "__env_single__": (observation_space, action_space)}
+    pieces = _pieces(config, "env_to_module_connector", (env,), (spaces, "cpu"))
+    pipeline = ConnectorPipeline()
+    out = _chain(pipeline, pieces, observation_space, action_space)
+    name = config.observation_filter
+    if name is not None and not any(isinstance(p, MeanStdFilter) for p in pieces):
+        filter_cls = OBSERVATION_FILTERS.get(name)
+        if filter_cls is None:
+            raise ValueError(f"observation_filter={name!r} is not one of {sorted(OBSERVATION_FILTERS)} or None.")
+        if isinstance(out, gym.spaces.Dict | gym.spaces.Tuple):
+            raise ValueError(_unflattened(out, f"observation_filter={name!r} normalises arrays"))
+        out = _chain(pipeline, [filter_cls()], out, action_space)
+    if isinstance(out, gym.spaces.Dict | gym.spaces.Tuple):
+        raise ValueError(_unflattened(out, "cairn's sample batches and default modules take arrays"))
+    return pipeline, out
+
+
+def _unflattened(space: gym.Space[Any], why: str) -> str:
+    return (
+        f"The observation space {space} reaches the module unflattened, and {why}. Flatten it: "
+        "config.env_runners(env_to_module_connector=functools.partial(FlattenObservations)) with "
+        "FlattenObservations from cairn.rl.connectors.env_to_module (RLlib's piece of that name)."
+    )
+
+
+def build_module_to_env(
+    config: AlgorithmConfig,
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
+    *,
+    env: Any = None,
+    multi_agent: bool = False,
+) -> ConnectorPipeline:
+    """The module-to-env pipeline of one space pair: the pieces of ``config.module_to_env_connector``,
+    then :class:`ClipActions` for a Box action space (arguments as :func:`build_env_to_module`)."""
+    spaces = {"__env__": (observation_space, action_space), "__env_single__": (observation_space, action_space)}
+    pieces = _pieces(config, "module_to_env_connector", (env,), (spaces, "cpu"))
+    pipeline = ConnectorPipeline()
+    _chain(pipeline, pieces, observation_space, action_space)
+    if isinstance(action_space, gym.spaces.Box):
+        pipeline.append(ClipActions.for_space(action_space))
+    return pipeline
+
+
+def check_learner_connector(
+    config: AlgorithmConfig, env_to_module: ConnectorPipeline, observation_space: gym.Space[Any], action_space: Any
+) -> None:
+    """Accept ``config.learner_connector`` only as what cairn's learners already do (see FrameStackingLearner).
+
+    Raises:
+        ValueError: A learner piece other than ``FrameStackingLearner``, or one without an
+            env-to-module ``FrameStackingEnvToModule`` of the same ``num_frames``.
+    """
+    pieces = _pieces(config, "learner_connector", (observation_space, action_space))
+    stackers = [p.num_frames for p in env_to_module.connectors if isinstance(p, FrameStackingEnvToModule)]
+    for piece in pieces:
+        if not isinstance(piece, FrameStackingLearner):
+            raise ValueError(
+                f"learner_connector gives a {type(piece).__qualname__}: cairn's learners train on the batches the "
+                "env runners made (the module's input, as it acted), and a learner pipeline that changes them is "
+                "not implemented. Put the transformation in env_to_module_connector instead."
+            )
+        if piece.num_frames not in stackers:
+            raise ValueError(
+                f"learner_connector gives FrameStackingLearner(num_frames={piece.num_frames}) but the env-to-module "
+                f"pipeline stacks {stackers or 'no'} frames. cairn's batches hold the env runner's stacks, so the "
+                "learner piece only confirms them: pair it with env_to_module_connector="
+                f"functools.partial(FrameStackingEnvToModule, num_frames={piece.num_frames})."
+            )

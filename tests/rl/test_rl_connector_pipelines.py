@@ -1,0 +1,198 @@
+"""RLlib's connector pipelines on cairn (issue 27 items 1-2): factories, frame stacking, flattening, user pieces.
+
+The exact-resume test trains PPO with FlattenObservations + FrameStackingEnvToModule +
+MeanStdFilter on a Dict-observation env with episodes in flight at the save.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from connector_helpers import ADD_STEP, AddEpisodeStep, flatten_and_stack, with_spaces
+
+from cairn.rl import PPO, PPOConfig
+from cairn.rl.connectors.env_to_module import FlattenObservations, FrameStackingEnvToModule, MeanStdFilter
+from cairn.rl.connectors.learner import FrameStackingLearner
+from cairn.rl.env.env_runner import EnvRunner
+from cairn.testing import assert_states_equal
+
+
+def config(env: str = "CartPole-v1", **settings: Any) -> PPOConfig:
+    return PPOConfig(
+        env=env,
+        seed=5,
+        num_envs_per_env_runner=2,
+        rollout_length=16,
+        minibatch_size=16,
+        num_epochs=1,
+        model_config={"hidden_sizes": [8]},
+        **settings,
+    )
+
+
+def stacking(num_frames: int = 3) -> Any:
+    return functools.partial(FrameStackingEnvToModule, num_frames=num_frames)
+
+
+def test_frame_stacking_on_cartpole_the_module_sees_stacks_reset_at_episode_starts() -> None:
+    cfg = config(observation_filter=None).env_runners(env_to_module_connector=stacking(3))
+    assert cfg.env_to_module_connector == {
+        "ref": "cairn.rl.connectors.env_to_module.frame_stacking:FrameStackingEnvToModule",
+        "kwargs": {"num_frames": 3},
+    }
+    runner = EnvRunner(cfg.env_runners(rollout_fragment_length=40))
+    assert runner.observation_space.shape == (12,)
+    assert runner.module_specs["default_policy"].observation_space.shape == (12,)
+    first = np.array(runner._obs, copy=True)
+    batch = runner.sample()["default_policy"]
+    obs = batch["obs"]  # [T, N, 12]: oldest frame first
+    np.testing.assert_array_equal(obs[0, :, :8], 0.0)  # the first episode has no older frames
+    np.testing.assert_array_equal(obs[0, :, 8:], first)
+    ended = batch["terminateds"] | batch["truncateds"]
+    assert ended[:-1].any(), "CartPole ends some episode within 40 steps of random actions"
+    for t in range(obs.shape[0] - 1):
+        for slot in range(2):
+            if ended[t, slot]:  # the next episode's first stack holds no frame of the ended one
+                np.testing.assert_array_equal(obs[t + 1, slot, :8], 0.0)
+            else:  # within an episode, each stack is the last one shifted by a frame
+                np.testing.assert_array_equal(obs[t + 1, slot, :8], obs[t, slot, 4:])
+
+
+def test_flatten_observations_on_a_dict_env_matches_gymnasium_flatten() -> None:
+    cfg = config("CairnDictObs-v0", observation_filter=None).env_runners(
+        env_to_module_connector=FlattenObservations
+    )
+    runner = EnvRunner(cfg)
+    space = runner.env.single_observation_space
+    assert runner.observation_space == gym.spaces.Box(
+        gym.spaces.flatten_space(space).low.astype(np.float32),
+        gym.spaces.flatten_space(space).high.astype(np.float32),
+        dtype=np.float32,
+    )
+    raw = {k: np.array(v, copy=True) for k, v in runner._obs.items()}
+    obs = runner.sample()["default_policy"]["obs"]
+    for slot in range(2):
+        row = {k: v[slot] for k, v in raw.items()}
+        np.testing.assert_array_equal(obs[0, slot], gym.spaces.flatten(space, row).astype(np.float32))
+
+
+def test_flatten_observations_on_tuple_and_discrete_spaces() -> None:
+    runner = EnvRunner(config("CairnTupleObs-v0").env_runners(env_to_module_connector=FlattenObservations))
+    assert runner.observation_space.shape == (5,)  # one-hot of Discrete(4), then Box(1)
+    assert runner.env_to_module.connectors[-1].name == "MeanStdFilter"  # the default filter, after the user's piece
+    batch = runner.sample()["default_policy"]
+    assert batch["obs"].shape == (16, 2, 5)
+
+    piece = FlattenObservations()
+    space = gym.spaces.Tuple((gym.spaces.Discrete(3, start=1), gym.spaces.MultiDiscrete([2, 3])))
+    assert piece.set_input_spaces(space, gym.spaces.Discrete(2)).shape == (8,)
+    rows = (np.array([1, 3]), np.array([[0, 2], [1, 0]]))
+    out = piece.apply(rows)
+    for i in range(2):
+        np.testing.assert_array_equal(out[i], gym.spaces.flatten(space, (rows[0][i], rows[1][i])))
+
+
+def test_a_dict_space_without_flattening_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="FlattenObservations"):
+        EnvRunner(config("CairnDictObs-v0"))
+
+
+def test_a_user_connector_with_state_and_rllib_factory_signatures(tmp_path: Path) -> None:
+    cfg = config().env_runners(env_to_module_connector=ADD_STEP)
+    algo = PPO(cfg)
+    try:
+        assert algo.env_runner.observation_space.shape == (5,)
+        names = [c.name for c in algo.env_runner.env_to_module.connectors]
+        assert names == ["AddEpisodeStep", "MeanStdFilter"]  # user pieces first, then the filter (RLlib's order)
+        algo.train()
+        steps = algo.env_runner.get_state()["env_to_module_connector"]["AddEpisodeStep"]["steps"]
+        assert steps.shape == (2,) and steps.min() >= 1
+        path = algo.save_to_path(tmp_path / "ckpt")
+    finally:
+        algo.stop()
+    restored = PPO.from_checkpoint(path)
+    try:
+        piece = restored.env_runner.env_to_module["AddEpisodeStep"]
+        assert isinstance(piece, AddEpisodeStep) and piece.scale == 0.5
+        np.testing.assert_array_equal(piece.steps, steps)
+    finally:
+        restored.stop()
+
+    runner = EnvRunner(config("CairnDictObs-v0", observation_filter=None).env_runners(env_to_module_connector=with_spaces))
+    env, spaces, device = with_spaces.seen  # type: ignore[attr-defined]
+    assert env is runner.env and device == "cpu" and spaces["__env__"][0] == runner.env.single_observation_space
+
+
+def lambda_factory_refused() -> None:
+    config().env_runners(env_to_module_connector=lambda env: FrameStackingEnvToModule(num_frames=4))
+
+
+def test_lambdas_closures_and_bad_factories_are_refused_with_what_to_write() -> None:
+    with pytest.raises(ValueError, match=r"functools.partial\(FrameStackingEnvToModule, num_frames=4\)"):
+        lambda_factory_refused()
+    before = config()
+
+    def local_factory(env: Any) -> Any:
+        return FlattenObservations()
+
+    with pytest.raises(ValueError, match="cannot be recorded by reference"):
+        before.env_runners(env_to_module_connector=local_factory)
+    assert before.env_to_module_connector is None  # refused before anything changed
+    with pytest.raises(ValueError, match="plain data"):
+        config().env_runners(env_to_module_connector=functools.partial(FlattenObservations, agent_ids={1, 2}))
+    with pytest.raises(ValueError, match="positional"):
+        config().env_runners(env_to_module_connector=functools.partial(FrameStackingEnvToModule, None))
+    # A recorded reference to something that is no connector (a hostile config) is refused when resolved.
+    bad = config()
+    bad.env_to_module_connector = {"ref": "numpy:load", "kwargs": {}}
+    with pytest.raises(Exception, match="numpy"):
+        EnvRunner(bad)
+
+
+def test_frame_stacking_learner_is_accepted_only_paired_with_the_same_stacking() -> None:
+    learner = functools.partial(FrameStackingLearner, num_frames=3)
+    EnvRunner(config().env_runners(env_to_module_connector=stacking(3)).training(learner_connector=learner))
+    with pytest.raises(ValueError, match="num_frames=3"):
+        EnvRunner(config().env_runners(env_to_module_connector=stacking(2)).training(learner_connector=learner))
+    with pytest.raises(ValueError, match="env_to_module_connector"):
+        EnvRunner(config().training(learner_connector=ADD_STEP))
+
+
+def test_mean_std_filter_at_rllibs_path_replaces_the_default_filter() -> None:
+    runner = EnvRunner(config().env_runners(env_to_module_connector=MeanStdFilter))
+    assert [c.name for c in runner.env_to_module.connectors] == ["MeanStdFilter"]
+    assert runner.env_to_module["MeanStdFilter"].shape == (4,)
+
+
+def exact_resume_config() -> PPOConfig:
+    return (
+        config("CairnDictObs-v0")
+        .env_runners(env_to_module_connector=flatten_and_stack)
+        .training(learner_connector=functools.partial(FrameStackingLearner, num_frames=3))
+    )
+
+
+def test_exact_resume_with_frame_stacking_flattening_and_a_filter(tmp_path: Path) -> None:
+    straight = PPO(exact_resume_config())
+    try:
+        straight.train()
+        straight.train()
+        path = straight.save_to_path(tmp_path / "mid")
+        frames = straight.env_runner.get_state()["env_to_module_connector"]["FrameStackingEnvToModule"]["frames"]
+        assert np.abs(frames).sum() > 0  # episodes in flight, with frames to carry over
+        result = straight.train()
+        expected = straight.get_state()
+    finally:
+        straight.stop()
+    resumed = PPO.from_checkpoint(path)
+    try:
+        again = resumed.train()
+        assert_states_equal(resumed.get_state(), expected)  # weights, optimizer, connector states, envs, RNGs
+        assert again["episode_return_mean"] == result["episode_return_mean"]
+    finally:
+        resumed.stop()
