@@ -265,13 +265,7 @@ class EnvRunner(Checkpointable):
             self._episode_starts = terminateds | truncateds  # same-step autoreset: next_obs begins a new episode
             rew_buf[t], term_buf[t], trunc_buf[t] = rewards, terminateds, truncateds
             if next_obs_buf is not None:
-                followed = next_obs
-                done = np.flatnonzero(terminateds | truncateds)
-                if done.size:  # same-step autoreset: next_obs is the new episode's first; the transition's is final_obs
-                    followed = copy_rows(next_obs)
-                    set_rows(followed, done, stack_rows([infos["final_obs"][i] for i in done]))
-                # The obs that followed continues the stack the module just saw (never an episode start).
-                next_obs_buf[t] = self._to_module(followed, all_slots, update=False)
+                next_obs_buf[t] = self._followed(next_obs, infos, np.flatnonzero(self._episode_starts))
             cut = np.flatnonzero(truncateds & ~terminateds)
             if cut.size and not off_policy:
                 final_obs = stack_rows([infos["final_obs"][i] for i in cut])
@@ -310,6 +304,18 @@ class EnvRunner(Checkpointable):
                 batches[module_id]["next_obs"] = next_obs_buf[:, slots]
         self._end_sample(batches, agent_steps=n * horizon)
         return batches
+
+    def _followed(self, next_obs: Any, infos: Mapping[str, Any], done: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+        """The module's view of the observation that followed each step (``next_obs`` of off-policy batches).
+
+        Same-step autoreset: for the slots ``done``, ``next_obs`` is the new episode's first; the
+        transition's is ``final_obs``. It continues the stack the module just saw (never an episode start).
+        """
+        followed = next_obs
+        if done.size:
+            followed = copy_rows(next_obs)
+            set_rows(followed, done, stack_rows([infos["final_obs"][i] for i in done]))
+        return self._to_module(followed, np.arange(self.num_slots), update=False)
 
     def _to_module(
         self, obs: Any, slots: npt.NDArray[Any], *, update: bool, starts: npt.NDArray[np.bool_] | None = None
