@@ -64,9 +64,7 @@ def test_frame_stacking_on_cartpole_the_module_sees_stacks_reset_at_episode_star
 
 
 def test_flatten_observations_on_a_dict_env_matches_gymnasium_flatten() -> None:
-    cfg = config("CairnDictObs-v0", observation_filter=None).env_runners(
-        env_to_module_connector=FlattenObservations
-    )
+    cfg = config("CairnDictObs-v0", observation_filter=None).env_runners(env_to_module_connector=FlattenObservations)
     runner = EnvRunner(cfg)
     space = runner.env.single_observation_space
     assert runner.observation_space == gym.spaces.Box(
@@ -123,7 +121,9 @@ def test_a_user_connector_with_state_and_rllib_factory_signatures(tmp_path: Path
     finally:
         restored.stop()
 
-    runner = EnvRunner(config("CairnDictObs-v0", observation_filter=None).env_runners(env_to_module_connector=with_spaces))
+    runner = EnvRunner(
+        config("CairnDictObs-v0", observation_filter=None).env_runners(env_to_module_connector=with_spaces)
+    )
     env, spaces, device = with_spaces.seen  # type: ignore[attr-defined]
     assert env is runner.env and device == "cpu" and spaces["__env__"][0] == runner.env.single_observation_space
 

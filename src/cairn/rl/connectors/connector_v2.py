@@ -23,12 +23,17 @@ sub-environments at once and hand the module one array per step:
 * State: a stateful piece implements ``get_state`` / ``set_state`` (numpy
   arrays, numbers, strings, lists and dicts of them); it is a component of the
   env runner's checkpoint (``env_runner/env_to_module_connector/<name>/``), on
-  local and remote runners alike.
+  local and remote runners alike. By default a piece's state is its runner's
+  own (``RUNNER_LOCAL_STATE = True``: per-slot histories of the episodes in
+  flight): remote runners each keep theirs, and each one's is also saved with
+  its environments, so each resumes its own. A piece whose statistics should be
+  merged across runners (as ``MeanStdFilter``'s) sets ``RUNNER_LOCAL_STATE =
+  False`` and implements ``pop_delta`` / ``merge_delta`` / ``set_synced_state``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 
@@ -45,6 +50,8 @@ class ConnectorV2(Connector):
             the pipeline builder (leave it out).
         input_action_space: The action space; set by the pipeline builder.
     """
+
+    RUNNER_LOCAL_STATE: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -12,7 +12,7 @@ too, with each connector a component named by the connector's ``name``
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -42,6 +42,12 @@ class Connector(Checkpointable):
 
     # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
     STATE_VERSION = 1
+
+    RUNNER_LOCAL_STATE: ClassVar[bool] = False
+    """Whether this connector's state belongs to its own env runner's episodes in flight (a
+    frame stack), not to all runners (filter statistics). Such state is never replaced by the
+    group's synced state, and each runner's is also kept with its environments in the
+    checkpoint (the runner's ``env`` state), so that every remote runner resumes its own."""
 
     @property
     def name(self) -> str:
@@ -419,10 +425,27 @@ class ConnectorPipeline(Checkpointable):
             self[name].merge_delta(delta)
 
     def set_synced_states(self, state: Mapping[str, Any]) -> None:
-        """Take the group's merged states (connector name -> state, as :meth:`get_state` gives)."""
+        """Take the group's merged states (connector name -> state, as :meth:`get_state` gives).
+
+        Connectors with :attr:`Connector.RUNNER_LOCAL_STATE` keep their own.
+        """
         for connector in self.connectors:
-            if connector.name in state:
+            if connector.name in state and not connector.RUNNER_LOCAL_STATE:
                 connector.set_synced_state(dict(state[connector.name]))
+
+    def get_runner_local_states(self) -> dict[str, Any]:
+        """Connector name -> state of the connectors whose state is their runner's own (see RUNNER_LOCAL_STATE)."""
+        states = {c.name: c.get_state() for c in self.connectors if c.RUNNER_LOCAL_STATE}
+        return {name: state for name, state in states.items() if state}
+
+    def set_runner_local_states(self, states: Mapping[str, Any]) -> None:
+        """Load :meth:`get_runner_local_states` of the same pipeline; names it does not hold are ignored."""
+        if not isinstance(states, Mapping):
+            raise IncompatibleCheckpointError(f"Runner-local connector states must be a dict, got {type(states)}.")
+        for connector in self.connectors:
+            state = states.get(connector.name)
+            if connector.RUNNER_LOCAL_STATE and isinstance(state, Mapping):
+                connector.set_state(dict(state))
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``(([(class, kwargs), ...],), {})``."""

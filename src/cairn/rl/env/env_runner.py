@@ -553,12 +553,22 @@ class EnvRunner(Checkpointable):
         if self.env_state_saved:
             state["obs"] = to_state(self._obs)
             state["episode_starts"] = self._episode_starts.copy()
+            local = self._runner_local_connector_states()
+            if local:  # the connectors' part of the episodes in flight (frame stacks), this runner's own
+                state["connectors"] = local
             state["sub_envs"] = [get_env_state(env) for env in self.env.envs]
             state["autoreset"] = np.array(self.env._autoreset_envs, copy=True)
             state["episode_returns"] = self._episode_returns.copy()
             state["episode_lengths"] = self._episode_lengths.copy()
             state["episodes_started"] = self._episodes_started  # whether on_episode_start fired for them
         return state
+
+    def _runner_local_connector_states(self) -> dict[str, Any]:
+        states = {
+            "env_to_module_connector": self.env_to_module.get_runner_local_states(),
+            "module_to_env_connector": self.module_to_env.get_runner_local_states(),
+        }
+        return {name: value for name, value in states.items() if value}
 
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
         """Counters, the action-sampling RNG, episode windows, env state, and components."""
@@ -646,6 +656,9 @@ class EnvRunner(Checkpointable):
         self._episode_returns = np.array(env_state["episode_returns"], dtype=np.float64, copy=True)
         self._episode_lengths = np.array(env_state["episode_lengths"], dtype=np.int64, copy=True)
         self.episodes_restarted = False
+        connectors = env_state.get("connectors", {})
+        self.env_to_module.set_runner_local_states(connectors.get("env_to_module_connector", {}))
+        self.module_to_env.set_runner_local_states(connectors.get("module_to_env_connector", {}))
         # Their on_episode_start fired before the checkpoint, unless it was taken before the first sample.
         self._episodes_started = bool(env_state.get("episodes_started", True))
 
