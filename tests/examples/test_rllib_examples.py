@@ -169,3 +169,21 @@ PORTED = {
 @pytest.mark.parametrize("name", sorted(PORTED))
 def test_rllib_example(name: str, tmp_path: Path, examples_on_path: None) -> None:
     PORTED[name](tmp_path)
+
+
+def run_frame_stacking(tmp_path: Path) -> None:
+    out = load("frame_stacking").main(iterations=1, num_frames=4, train_batch_size=32, num_epochs=1)
+    assert out["observation_shape"] == (16,)  # CartPole's 4 values x 4 frames, oldest first
+    assert out["frames"].shape == (2, 3, 4)  # each env slot's last 3 frames, in the checkpoint state
+    assert out["result"]["training_iteration"] == 1
+    wrapped = load("frame_stacking").main(
+        iterations=1, num_frames=4, use_gym_wrapper_framestacking=True, train_batch_size=32, num_epochs=1
+    )
+    assert wrapped["observation_shape"] == (16,) and wrapped["frames"].size == 0
+
+
+PORTED["frame_stacking"] = run_frame_stacking  # after the parametrized test: run by the test below
+
+
+def test_rllib_example_frame_stacking(tmp_path: Path, examples_on_path: None) -> None:
+    run_frame_stacking(tmp_path)

@@ -81,7 +81,7 @@ class FrameStackingEnvToModule(ConnectorV2):
         return gym.spaces.Box(
             low=np.concatenate([space.low] * self.num_frames, axis=-1),
             high=np.concatenate([space.high] * self.num_frames, axis=-1),
-            dtype=space.dtype,  # type: ignore[arg-type]
+            dtype=space.dtype,
         )
 
     def __call__(  # type: ignore[override]
