@@ -394,7 +394,9 @@ def space_mismatch(agent: AgentID, agent_spaces: Spaces, other: AgentID | None, 
 
     ``other`` is the agent that gave the module its spaces, when one did.
     """
-    holder = f"agent {other!r} ({spaces[0]}, {spaces[1]})" if other is not None else f"its spec ({spaces[0]}, {spaces[1]})"
+    holder = (
+        f"agent {other!r} ({spaces[0]}, {spaces[1]})" if other is not None else f"its spec ({spaces[0]}, {spaces[1]})"
+    )
     return (
         f"agent {agent!r} ({agent_spaces[0]}, {agent_spaces[1]}) and {holder} both map to module {module_id!r}, "
         "but one module has one observation space and one action space. Map agents with other spaces to "

@@ -47,8 +47,8 @@ import torch
 
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.callbacks.callbacks import Episode
-from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
+from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner, ModuleRemoval, SampleBatch
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
 from cairn.rl.env.module_pipelines import ModulePipelines
@@ -382,9 +382,7 @@ class MultiAgentEnvRunner(EnvRunner):
         filtered = self.env_to_module[module_id](raw, update=False)
         return float(self.module[module_id].compute_values({"obs": torch.from_numpy(filtered)})[0])
 
-    def _complete(
-        self, env_index: int, agent: AgentID, *, terminated: bool, truncated: bool, final_vf: float
-    ) -> None:
+    def _complete(self, env_index: int, agent: AgentID, *, terminated: bool, truncated: bool, final_vf: float) -> None:
         """Turn the agent's open transition into a row of its trajectory."""
         pending = self._pending[env_index].pop(agent)
         key = (env_index, agent)
