@@ -1,4 +1,4 @@
-"""Agents with different spaces, int agent ids, register_env / environment(EnvClass) for single-agent envs (issue 27)."""
+"""Agents with different spaces, int agent ids, register_env and environment(EnvClass) for single-agent envs."""
 
 from __future__ import annotations
 
