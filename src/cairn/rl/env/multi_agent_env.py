@@ -394,13 +394,14 @@ def space_mismatch(agent: AgentID, agent_spaces: Spaces, other: AgentID | None, 
 
     ``other`` is the agent that gave the module its spaces, when one did.
     """
-    holder = (
-        f"agent {other!r} ({spaces[0]}, {spaces[1]})" if other is not None else f"its spec ({spaces[0]}, {spaces[1]})"
-    )
+    mine = f"agent {agent!r} ({agent_spaces[0]}, {agent_spaces[1]})"
+    if other is not None:
+        what = f"{mine} and agent {other!r} ({spaces[0]}, {spaces[1]}) both map to module {module_id!r}"
+    else:
+        what = f"{mine} is mapped to module {module_id!r}, whose spaces are ({spaces[0]}, {spaces[1]})"
     return (
-        f"agent {agent!r} ({agent_spaces[0]}, {agent_spaces[1]}) and {holder} both map to module {module_id!r}, "
-        "but one module has one observation space and one action space. Map agents with other spaces to "
-        "modules of their own (policy_mapping / policy_mapping_fn), or give the module's spaces in its "
+        f"{what}, but one module has one observation space and one action space. Map agents with other spaces "
+        "to modules of their own (policy_mapping / policy_mapping_fn), or give the module's spaces in its "
         "RLModuleSpec if it should serve these agents."
     )
 

@@ -197,12 +197,14 @@ class MultiAgentEnvRunner(EnvRunner):
     def _check_spaces(self, agent: AgentID, module_id: str) -> None:
         """Refuse acting with ``module_id`` for an agent of other spaces (a mapping made per episode)."""
         spec = self.module_specs[module_id]
-        module_spaces = (spec.observation_space, spec.action_space)
         agent_spaces = self._spaces_of(agent)
-        if agent_spaces != module_spaces:
+        obs_space, act_space = spec.observation_space, spec.action_space
+        if obs_space != agent_spaces[0] or act_space != agent_spaces[1]:
+            # The runner's specs are complete (built with spaces), so neither is None here.
+            assert obs_space is not None and act_space is not None
             raise ValueError(
-                f"env={self.config.env!r}: policy_mapping_fn={self.config.policy_mapping_fn!r} maps "
-                + space_mismatch(agent, agent_spaces, None, module_id, module_spaces)
+                f"env={self.config.env!r}, policy_mapping_fn={self.config.policy_mapping_fn!r}: "
+                + space_mismatch(agent, agent_spaces, None, module_id, (obs_space, act_space))
             )
 
     # ------------------------------------------------------------------ policy mapping
@@ -231,7 +233,7 @@ class MultiAgentEnvRunner(EnvRunner):
 
         return only
 
-    def _static_mapping(self) -> dict[AgentID, str]:
+    def _static_mapping(self) -> dict[Any, str]:
         """:attr:`policy_mapping` for the current config."""
         if self.config.policy_mapping_fn is not None:
             return {}
@@ -502,9 +504,11 @@ class MultiAgentEnvRunner(EnvRunner):
         As the metrics do, each agent's part of a game is an episode of its own: it
         starts with the agent's first action and ends when the agent is done.
         """
+        # The id as the env gives it (an int too); Episode's annotation says str, written before int ids.
+        agent_id: Any = agent
         episode = Episode(
             env_index=env_index,
-            agent_id=agent,
+            agent_id=agent_id,
             module_id=self._mappings[env_index][agent],
             episode_return=float(self._agent_returns[env_index].get(agent, 0.0)),
             length=int(self._agent_steps[env_index].get(agent, 0)),
