@@ -301,3 +301,19 @@ def test_an_env_creator_function_or_a_local_class_is_refused_with_what_to_do() -
         PPOConfig().environment(Local)
     with pytest.raises(ValueError, match=r"no gymnasium\.Env"):
         PPOConfig().environment(dict)
+
+
+def test_saved_episodes_of_str_ids_do_not_resume_in_an_env_whose_ids_are_ints(tmp_path: Path) -> None:
+    """ "0" is not 0: a checkpoint taken before an env switched to int ids restarts its episodes."""
+    as_str = spaces_config(env_config={"ids": ["0", "1"]}, policy_mapping={"0": "m0", "1": "m1"})
+    algo = PPO(as_str)
+    train_results(algo, 1)
+    path = algo.save_to_path(tmp_path / "ckpt")
+    same = PPO.from_checkpoint(path)
+    assert not same.env_runner.episodes_restarted
+    as_int = dataclasses.replace(as_str, env_config={"ids": [0, 1]}, policy_mapping={0: "m0", 1: "m1"})
+    switched = PPO.from_checkpoint(path, config=as_int)
+    assert switched.env_runner.episodes_restarted
+    train_results(switched, 1)  # its own episodes, with int ids
+    for a in (algo, same, switched):
+        a.stop()

@@ -413,20 +413,24 @@ def infer_module_spaces(
 ) -> dict[str, Spaces]:
     """Module id -> the spaces of the agents mapped to it (RLlib's ``infer_spaces``).
 
-    Each possible agent is mapped once with ``mapping_fn`` and a dummy episode
-    (``id_="space-inference"``, seed 0; RLlib calls its mapping function with a
-    dummy episode too), and each module gets the spaces of the agents mapped to
-    it. A module no agent was mapped to (a mapping that picks modules at random
-    per episode) gets the agents' spaces when all agents share one pair, and no
-    spaces otherwise: its RLModuleSpec must give them (else building it fails,
-    saying so). Episodes check every mapping again when it is made
-    (:func:`space_mismatch`).
+    When all agents share one pair of spaces, every module gets it and
+    ``mapping_fn`` is not called. Otherwise each possible agent is mapped once
+    with ``mapping_fn`` and a dummy episode (``id_="space-inference"``, seed 0;
+    RLlib calls its mapping function with a dummy episode too), and each module
+    gets the spaces of the agents mapped to it. A module no agent was mapped to
+    (a mapping that picks modules at random per episode) is left out: the
+    runner gives it the first agent's spaces unless its RLModuleSpec gives
+    them. Episodes check every mapping again when it is made
+    (:func:`space_mismatch`), so an agent of other spaces is refused then.
 
     Raises:
         ValueError: Two agents with other spaces map to one module, or an agent
             maps to no module of ``config.policies``.
     """
     policies = tuple(config.policies)
+    pairs = list(agent_spaces.values())
+    if all(spaces == pairs[0] for spaces in pairs):
+        return dict.fromkeys(policies, pairs[0])
     episode = EpisodeInfo(id_="space-inference", seed=0, env_index=0, worker_index=0, module_ids=policies)
     found: dict[str, tuple[AgentID, Spaces]] = {}
     for agent, spaces in agent_spaces.items():
@@ -440,12 +444,7 @@ def infer_module_spaces(
             other, other_spaces = found[module_id]
             raise ValueError(f"env={config.env!r}: " + space_mismatch(agent, spaces, other, module_id, other_spaces))
         found.setdefault(module_id, (agent, spaces))
-    inferred = {module_id: spaces for module_id, (_, spaces) in found.items()}
-    distinct = {repr(spaces): spaces for spaces in agent_spaces.values()}
-    if len(distinct) == 1:
-        only = next(iter(distinct.values()))
-        inferred.update({m: only for m in policies if m not in inferred})
-    return inferred
+    return {module_id: spaces for module_id, (_, spaces) in found.items()}
 
 
 def resolve_policy_mapping_fn(ref: str) -> Callable[[Any, EpisodeInfo], str]:

@@ -601,7 +601,7 @@ class MultiAgentEnvRunner(EnvRunner):
                 isinstance(ep, Mapping) and all(m in self.module for m in dict(ep.get("mapping", {})).values())
                 for ep in episodes
             )
-            and all(_agent_keyed(ep) for ep in episodes)
+            and all(_agent_keyed(ep, self.possible_agents) for ep in episodes)
         )
         if not fits:
             self.episodes_restarted = True
@@ -636,12 +636,17 @@ class MultiAgentEnvRunner(EnvRunner):
 _EPISODE_AGENT_KEYS = ("obs", "mapping", "pending", "returns", "steps")
 
 
-def _agent_keyed(episode: Mapping[str, Any]) -> bool:
-    """Whether every per-agent dict of a saved episode is keyed by agent ids (``str``/``int``, no ``bool``)."""
+def _agent_keyed(episode: Mapping[str, Any], possible_agents: list[AgentID]) -> bool:
+    """Whether every per-agent dict of a saved episode is keyed by ids of ``possible_agents``.
+
+    Compared with their types: a checkpoint of an env whose agents were ``"0"``, ``"1"``
+    does not fit one whose agents are ``0``, ``1`` (its episodes restart instead).
+    """
+    known = {(type(agent), agent) for agent in possible_agents}
     for key in _EPISODE_AGENT_KEYS:
         table = episode.get(key)
         if not isinstance(table, Mapping):
             return False
-        if any(isinstance(agent, bool) or not isinstance(agent, str | int) for agent in table):
+        if any(isinstance(agent, bool) or (type(agent), agent) not in known for agent in table):
             return False
     return True
