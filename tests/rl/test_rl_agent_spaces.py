@@ -317,3 +317,25 @@ def test_saved_episodes_of_str_ids_do_not_resume_in_an_env_whose_ids_are_ints(tm
     train_results(switched, 1)  # its own episodes, with int ids
     for a in (algo, same, switched):
         a.stop()
+
+
+def test_filter_deltas_merge_module_by_module_across_runners() -> None:
+    """What a group does with remote runners: each runner's deltas go into the same module's filter."""
+    from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
+
+    config = spaces_config()
+    local = MultiAgentEnvRunner(config, worker_index=0)
+    remotes = [MultiAgentEnvRunner(config, worker_index=i) for i in (1, 2)]
+    for runner in remotes:
+        runner.sample()
+        local.absorb_sample_report(runner.sample_report())
+    for module_id, dim in (("m0", 3), ("m1", 5)):
+        merged = local.env_to_module[module_id]["MeanStdFilter"]
+        seen = [r.env_to_module[module_id]["MeanStdFilter"].get_state() for r in remotes]
+        expected = merged.merge_states(seen)
+        assert merged.count == expected["count"] == 2 * 2 * 8  # 2 runners x 2 env copies x 8 steps, one agent
+        assert merged.mean.shape == (dim,) and np.allclose(merged.mean, expected["mean"])
+    remotes[0].set_synced_connector_states(local.get_connector_states())
+    assert remotes[0].env_to_module["m1"]["MeanStdFilter"].count == 2 * 2 * 8
+    for runner in (local, *remotes):
+        runner.close()
