@@ -339,3 +339,13 @@ def test_filter_deltas_merge_module_by_module_across_runners() -> None:
     assert remotes[0].env_to_module["m1"]["MeanStdFilter"].count == 2 * 2 * 8
     for runner in (local, *remotes):
         runner.close()
+
+
+def test_gymnasium_classes_and_wrappers_are_not_built_from_a_recorded_class_path() -> None:
+    """A checkpoint may name any imported class: only env classes written for env_config are built by path."""
+    from cairn.rl.env.multi_agent_env import single_agent_env_creator
+
+    assert single_agent_env_creator(f"{__name__}:Corridor") is Corridor
+    assert single_agent_env_creator("gymnasium.envs.classic_control.cartpole:CartPoleEnv") is None
+    assert single_agent_env_creator("gymnasium.wrappers:TimeLimit") is None
+    assert single_agent_env_creator("CartPole-v1") is None

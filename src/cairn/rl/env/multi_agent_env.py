@@ -265,11 +265,20 @@ def single_agent_env_creator(env: str) -> EnvCreator | None:
     ``gymnasium.Env`` subclass (not a :class:`MultiAgentEnv`) in an imported
     module, built as ``Class(env_config)`` (RLlib's ``environment(EnvClass)``).
     ``None`` for a gymnasium id (``"CartPole-v1"``, ``"module:Env-v0"``).
+
+    Wrappers and gymnasium's own classes are never built this way: they take
+    no ``env_config`` dict (gymnasium's envs are made by id), and a name read
+    from a checkpoint must not reach a constructor that was not written for one.
     """
     if env in _ENVS:
         return _ENVS[env]
     klass = _env_class(env)
-    if klass is not None and issubclass(klass, gym.Env) and not issubclass(klass, MultiAgentEnv):
+    if (
+        klass is not None
+        and issubclass(klass, gym.Env)
+        and not issubclass(klass, MultiAgentEnv | gym.Wrapper)
+        and klass.__module__.partition(".")[0] != "gymnasium"
+    ):
         creator: EnvCreator = klass
         return creator
     return None
