@@ -231,9 +231,9 @@ def test_example_env_rules() -> None:
     assert terminateds["__all__"]
     game = TwoStepGame()
     game.reset(seed=0)
-    game.step({"0": 1, "1": 0})  # agent 0 picks the second matrix
-    _, rewards, terminateds, _, _ = game.step({"0": 1, "1": 1})
-    assert rewards == {"0": 4.0, "1": 4.0} and terminateds["__all__"]
+    game.step({0: 1, 1: 0})  # agent 0 picks the second matrix
+    _, rewards, terminateds, _, _ = game.step({0: 1, 1: 1})
+    assert rewards == {0: 4.0, 1: 4.0} and terminateds["__all__"]
     with pytest.raises(ValueError, match="QMIX"):
         TwoStepGame({"actions_are_logits": True})
     cartpole = MultiAgentCartPole({"num_agents": 3})
