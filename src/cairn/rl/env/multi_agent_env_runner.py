@@ -214,7 +214,7 @@ class MultiAgentEnvRunner(EnvRunner):
             return resolve_policy_mapping_fn(str(config.policy_mapping_fn))
         policies = tuple(config.policies)
         if config.policy_mapping is not None:
-            static = dict(config.policy_mapping)
+            static: dict[Any, str] = dict(config.policy_mapping)
 
             def by_table(agent_id: Any, episode: EpisodeInfo) -> str:
                 if agent_id not in static:
