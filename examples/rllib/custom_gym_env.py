@@ -5,13 +5,12 @@ single-agent gymnasium Env (``SimpleCorridor``: walk right to the goal) learned 
 
 Every line that differs from RLlib's, and why:
 
-* ``.environment(SimpleCorridor, env_config=...)`` -> ``gymnasium.register("SimpleCorridor-v0",
-  entry_point=SimpleCorridor)`` when this module is imported, and
-  ``.environment("custom_gym_env:SimpleCorridor-v0", ...)``:
-  cairn's ``environment()`` takes a gymnasium id or a ``MultiAgentEnv`` class, not a
-  single-agent ``gym.Env`` class; an id ``"module:Env-v0"`` of a module the program has
-  imported is how a checkpoint finds it again (RLlib's commented ``register_env`` lines
-  are the same idea).
+* ``.environment(SimpleCorridor, env_config=...)`` is RLlib's line: cairn records the class
+  by reference (``"custom_gym_env:SimpleCorridor"``, found again in a module the program
+  has imported) and builds ``SimpleCorridor(env_config)`` as RLlib does. Run as a script, the
+  module imports itself under its own name (a class of ``__main__`` cannot be found again).
+  RLlib's commented ``register_env("corridor-env", lambda config: SimpleCorridor(config))``
+  works too (``cairn.rl.env.multi_agent_env.register_env``; the config records the name).
 * ``SimpleCorridor.reset``/``step`` draw the goal reward with the env's seeded ``np_random``
   (``super().reset(seed=seed)``) instead of ``random.seed(seed)`` / ``random.uniform``: the
   global ``random`` is the whole process's (every env copy reseeds it), and a restored run
@@ -53,9 +52,8 @@ class SimpleCorridor(gym.Env[np.ndarray, int]):  # type: ignore[type-arg]
     `config.environment(env_config={"corridor_length": ..})`.
     """
 
-    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        # cairn passes env_config as gymnasium.make keyword arguments.
-        config = {**(config or {}), **kwargs}
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        config = config or {}
         self.end_pos = config.get("corridor_length", 7)
         self.cur_pos = 0
         self.action_space = Discrete(2)
@@ -93,16 +91,10 @@ class SimpleCorridor(gym.Env[np.ndarray, int]):  # type: ignore[type-arg]
         )
 
 
-if "SimpleCorridor-v0" not in gym.registry and __name__ != "__main__":
-    # gymnasium reads "custom_gym_env:SimpleCorridor-v0" as: import custom_gym_env (which
-    # registers the id here), then make "SimpleCorridor-v0".
-    gym.register("SimpleCorridor-v0", entry_point=SimpleCorridor)
-
-
 def main(iterations: int = 2, corridor_length: int = 10) -> dict[str, Any]:
     """Train ``iterations`` times; return the last result."""
     base_config = PPOConfig().environment(
-        "custom_gym_env:SimpleCorridor-v0",
+        SimpleCorridor,  # or "corridor-env" after register_env("corridor-env", lambda config: SimpleCorridor(config))
         env_config={"corridor_length": corridor_length},
     )
 
@@ -118,6 +110,6 @@ def main(iterations: int = 2, corridor_length: int = 10) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    import custom_gym_env  # run the module, not __main__ (the env id names this module)
+    import custom_gym_env  # run the module, not __main__ (the config names the class in this module)
 
     custom_gym_env.main()

@@ -16,9 +16,8 @@ Every line that differs from RLlib's, and why:
   example modules, and cairn's differs as that file says).
 * ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment`` -> ``main(iterations)``.
 * ``policy_mapping_fn=lambda agent_id, *args, **kwargs: [...][agent_id % 2]`` -> the
-  module-level :func:`policy_mapping_fn` with ``int(agent_id) % 2``: cairn records the
-  function by reference (never pickled), and ``MultiAgentCartPole``'s agent ids are the
-  strings ``"0"``, ``"1"`` (RLlib: ints).
+  module-level :func:`policy_mapping_fn` (same body): cairn records the function by
+  reference (never pickled). ``MultiAgentCartPole``'s agent ids are ints, as RLlib's.
 
 Run it::
 
@@ -38,12 +37,12 @@ from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole
 
 
-def policy_mapping_fn(agent_id: str, *args: Any, **kwargs: Any) -> str:
+def policy_mapping_fn(agent_id: int, *args: Any, **kwargs: Any) -> str:
     """Map to either random behavior or PPO learning behavior based on the agent's ID."""
     return [
         "learnable_policy",
         "random",
-    ][int(agent_id) % 2]
+    ][agent_id % 2]
 
 
 def main(iterations: int = 2, num_agents: int = 2) -> dict[str, Any]:

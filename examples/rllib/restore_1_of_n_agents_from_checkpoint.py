@@ -26,7 +26,6 @@ Every line that differs from RLlib's, and why:
   | {"fcnet_activation": "relu"}`` -> ``module_spec.model_config = base_config.model_config |
   {"activation": "relu"}``: a spec's ``model_config`` takes cairn's key names (only the
   ``rl_module()`` builder translates RLlib's ``fcnet_*``).
-* ``env.envs[0]`` -> ``env.envs["0"]``: cairn's agent ids (and copies) are strings.
 * ``os.path.join(chkpt_path, "learner", "module_state", "p0")`` (RLlib's old layout) ->
   ``os.path.join(chkpt_path, "learner_group", "learner", "rl_module", "p0")``: RLlib's
   current layout, which cairn's checkpoints have.
@@ -111,8 +110,8 @@ def main(iterations: int = 2, num_agents: int = 2, checkpoint_dir: str | None = 
     module_spec.model_config = base_config.model_config | {
         "activation": "relu",
     }
-    module_spec.observation_space = env.envs["0"].observation_space
-    module_spec.action_space = env.envs["0"].action_space
+    module_spec.observation_space = env.envs[0].observation_space
+    module_spec.action_space = env.envs[0].action_space
     env.close()
     # Create the module for each policy, but policy 0.
     module_specs = {}

@@ -187,3 +187,20 @@ PORTED["frame_stacking"] = run_frame_stacking  # after the parametrized test: ru
 
 def test_rllib_example_frame_stacking(tmp_path: Path, examples_on_path: None) -> None:
     run_frame_stacking(tmp_path)
+
+
+def run_different_spaces_for_agents(tmp_path: Path) -> None:
+    out = load("different_spaces_for_agents").main(iterations=2, train_batch_size=64, max_episode_len=8)
+    check_multi_agent_returns(out["result"], ["main0", "main1"])
+    (obs0, act0), (obs1, act1) = out["spaces"]["main0"], out["spaces"]["main1"]
+    assert obs0.shape == (10,) and act0.n == 2  # agent0's spaces, inferred through the mapping function
+    assert obs1.shape == (20,) and act1.n == 3
+    assert any(k.startswith("learner/main0/") for k in out["result"])
+    assert not any(k.startswith("learner/main1/") for k in out["result"])  # policies_to_train=["main0"]
+
+
+PORTED["different_spaces_for_agents"] = run_different_spaces_for_agents
+
+
+def test_different_spaces_for_agents(tmp_path: Path, examples_on_path: None) -> None:
+    run_different_spaces_for_agents(tmp_path)

@@ -177,7 +177,7 @@ def map_player_to_module(agent_id: str, episode: Any, **kwargs: Any) -> str:
     return "p0" if agent_id == "player1" else "p1"
 
 
-def map_by_agent_number(agent_id: str, episode: Any, **kwargs: Any) -> str:
+def map_by_agent_number(agent_id: str | int, episode: Any, **kwargs: Any) -> str:
     return f"p{agent_id}"
 
 
@@ -231,14 +231,14 @@ def test_example_env_rules() -> None:
     assert terminateds["__all__"]
     game = TwoStepGame()
     game.reset(seed=0)
-    game.step({"0": 1, "1": 0})  # agent 0 picks the second matrix
-    _, rewards, terminateds, _, _ = game.step({"0": 1, "1": 1})
-    assert rewards == {"0": 4.0, "1": 4.0} and terminateds["__all__"]
+    game.step({0: 1, 1: 0})  # agent 0 picks the second matrix
+    _, rewards, terminateds, _, _ = game.step({0: 1, 1: 1})
+    assert rewards == {0: 4.0, 1: 4.0} and terminateds["__all__"]
     with pytest.raises(ValueError, match="QMIX"):
         TwoStepGame({"actions_are_logits": True})
     cartpole = MultiAgentCartPole({"num_agents": 3})
     observations, _ = cartpole.reset(seed=1)
-    assert sorted(observations) == ["0", "1", "2"]
+    assert sorted(observations) == [0, 1, 2]  # RLlib's int agent ids
 
 
 def test_an_explicit_none_is_applied_as_rllib_applies_it_never_ignored() -> None:

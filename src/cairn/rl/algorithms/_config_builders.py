@@ -223,12 +223,19 @@ def _observation_filter(config: Any, value: Any) -> dict[str, Any]:
 
 
 def _env(config: Any, value: Any) -> dict[str, Any]:
-    """A gymnasium id, a registered name, or a ``MultiAgentEnv`` subclass (recorded by reference)."""
+    """A gymnasium id, a registered name, or a ``gymnasium.Env`` / ``MultiAgentEnv`` subclass (by reference)."""
     if isinstance(value, str):
         return {"env": value}
     if isinstance(value, type):
+        import gymnasium
+
         from cairn.registry import class_path
 
+        if not issubclass(value, gymnasium.Env):
+            raise ValueError(
+                f"environment({value.__qualname__}) is refused: the class is no gymnasium.Env (nor a MultiAgentEnv); "
+                "give an env class, a gymnasium id, or a name given to register_env."
+            )
         path = class_path(value)
         module = value.__module__
         if module == "__main__" or "<locals>" in value.__qualname__:
@@ -240,8 +247,9 @@ def _env(config: Any, value: Any) -> dict[str, Any]:
         return {"env": path}
     raise ValueError(
         f"environment(env={value!r:.80}) is refused: cairn takes a gymnasium id, a name given to "
-        "cairn.rl.env.multi_agent_env.register_env, or a MultiAgentEnv subclass (recorded by reference). "
-        "An env creator function: register_env(name, creator) and pass the name."
+        "cairn.rl.env.multi_agent_env.register_env, or a gymnasium.Env or MultiAgentEnv subclass (recorded by "
+        "reference, built as cls(env_config)). A creator function (a lambda, a closure) cannot be recorded: "
+        "register_env('my-env', creator) and pass environment('my-env')."
     )
 
 

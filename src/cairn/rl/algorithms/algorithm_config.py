@@ -297,9 +297,9 @@ class AlgorithmConfig(ConfigBuilders):
     policies: tuple[str, ...] = (DEFAULT_MODULE_ID,)
     """The module ids, one RLModule (and one optimizer) each."""
 
-    policy_mapping: dict[str, str] | None = None
-    """Agent id -> module id. ``None`` maps every agent to the only policy (or
-    leaves the mapping to ``policy_mapping_fn``)."""
+    policy_mapping: dict[Any, str] | None = None
+    """Agent id (a ``str`` or an ``int``, as the env gives it; checkpoints keep it so) -> module id.
+    ``None`` maps every agent to the only policy (or leaves the mapping to ``policy_mapping_fn``)."""
 
     policy_mapping_fn: str | Callable[..., Any] | None = None
     """For a multi-agent environment (:class:`~cairn.rl.env.multi_agent_env.MultiAgentEnv`):

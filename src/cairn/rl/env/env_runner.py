@@ -91,7 +91,7 @@ class ModuleRemoval:
 
     module_id: str
     config: AlgorithmConfig
-    remapped: dict[tuple[int, str], str] = field(default_factory=dict)
+    remapped: dict[tuple[int, Any], str] = field(default_factory=dict)
     mapping_fn: Any = None
 
 
@@ -148,11 +148,17 @@ class EnvRunner(Checkpointable):
         }
 
     def _init_sampling(
-        self, config: AlgorithmConfig, observation_space: gym.Space[Any], action_space: gym.Space[Any]
+        self,
+        config: AlgorithmConfig,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        *,
+        module_spaces: Mapping[str, tuple[gym.Space[Any], gym.Space[Any]]] | None = None,
     ) -> npt.NDArray[Any]:
         """Build what every runner samples with: modules, connectors, the action RNG, counters, windows.
 
-        Shared by the multi-agent runner. Returns the runner's two seeds (the
+        Shared by the multi-agent runner, whose modules may each have their own
+        spaces (``module_spaces``). Returns the runner's two seeds (the
         first seeds the environments, the second the action-sampling RNG).
         """
         # The connector pipelines (the user's pieces, then the observation filter / action clipping);
@@ -166,7 +172,7 @@ class EnvRunner(Checkpointable):
         self.module_to_env = build_module_to_env(config, observation_space, action_space, env=env)
         check_learner_connector(config, self.env_to_module, self.observation_space, action_space)
         self.module_specs: dict[str, RLModuleSpec] = build_module_specs(
-            config, self.observation_space, self.action_space
+            config, self.observation_space, self.action_space, module_spaces=module_spaces
         )
         self.module = MultiRLModule(self.module_specs)
         self.module.eval()

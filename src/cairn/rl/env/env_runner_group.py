@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
-from cairn.rl.env.multi_agent_env import multi_agent_env_creator
+from cairn.rl.env.multi_agent_env import is_multi_agent_env
 from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
 
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ class EnvRunnerGroup:
 
     def __init__(self, config: AlgorithmConfig) -> None:
         self.config = config
-        runner_class = MultiAgentEnvRunner if multi_agent_env_creator(config.env) is not None else EnvRunner
+        runner_class = MultiAgentEnvRunner if is_multi_agent_env(config.env, config.env_config) else EnvRunner
         self.local_env_runner: EnvRunner = runner_class(config, worker_index=0)
         self.remote: RemoteEnvRunners | None = None
         """The Ray runners when ``num_env_runners`` > 0 (for inspection; the group works through :attr:`backend`)."""

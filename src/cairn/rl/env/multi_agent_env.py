@@ -22,6 +22,17 @@ each agent's experience goes to the module its policy mapping names.
 A plain gymnasium id is a single-agent environment whose one agent is
 ``"default_agent"``.
 
+Agent ids are ``str`` or ``int`` (RLlib's ``make_multi_agent`` numbers its agents
+``0 .. n-1``); the runner keeps them as they are, through the policy mapping, the
+callbacks and checkpoints (``1`` and ``"1"`` are two agents). Other hashables
+(tuples, ...) are refused: a checkpoint could not give them back exactly.
+
+:func:`register_env` names single-agent environments too (RLlib's
+``tune.register_env``): a creator that returns a plain ``gymnasium.Env`` is
+sampled by the single-agent :class:`~cairn.rl.env.env_runner.EnvRunner`, as is
+``"module:Class"`` of a ``gymnasium.Env`` subclass (built as ``Class(env_config)``,
+as RLlib builds ``config.environment(EnvClass)``).
+
 :class:`IndependentAgentsEnv` is the same environment with a dict API
 (agent id -> value), for stepping it by hand; the env runner steps exactly
 these per-agent copies inside its vector env (copy ``e``, agent ``i`` is
@@ -53,14 +64,18 @@ __all__ = [
     "ALL_AGENTS",
     "DEFAULT_AGENT_ID",
     "MULTI_AGENT_PREFIX",
+    "AgentID",
     "EpisodeInfo",
     "IndependentAgentsEnv",
     "MultiAgentEnv",
     "agent_ids",
     "build_module_specs",
+    "check_agent_ids",
     "check_env_config",
     "check_env_id",
     "driver_modules",
+    "infer_module_spaces",
+    "is_multi_agent_env",
     "make_multi_agent_env",
     "multi_agent_env_creator",
     "parse_env",
@@ -68,13 +83,21 @@ __all__ = [
     "register_policy_mapping_fn",
     "resolve_policy_mapping",
     "resolve_policy_mapping_fn",
+    "single_agent_env_creator",
+    "space_mismatch",
 ]
 
 ALL_AGENTS = "__all__"
 """The key of ``terminateds``/``truncateds`` that ends the whole episode (RLlib's name)."""
 
-MultiAgentDict = dict[str, Any]
+AgentID = str | int
+"""An agent id: a ``str`` or an ``int`` (not a ``bool``), kept exactly through checkpoints."""
+
+MultiAgentDict = dict[Any, Any]
 """Agent id -> value."""
+
+Spaces = tuple[gym.Space[Any], gym.Space[Any]]
+"""``(observation space, action space)``."""
 
 
 class MultiAgentEnv(gym.Env[MultiAgentDict, MultiAgentDict]):
@@ -91,23 +114,23 @@ class MultiAgentEnv(gym.Env[MultiAgentDict, MultiAgentDict]):
     saved by cairn itself); otherwise checkpoints say that episodes restart.
     """
 
-    possible_agents: list[str]
-    """Every agent id that may ever appear."""
+    possible_agents: list[Any]
+    """Every agent id that may ever appear (``str`` or ``int`` ids, see :data:`AgentID`)."""
 
-    agents: list[str]
+    agents: list[Any]
     """The agents alive now."""
 
-    observation_spaces: dict[str, gym.Space[Any]]
+    observation_spaces: dict[Any, gym.Space[Any]]
     """Agent id -> observation space."""
 
-    action_spaces: dict[str, gym.Space[Any]]
+    action_spaces: dict[Any, gym.Space[Any]]
     """Agent id -> action space."""
 
-    def get_observation_space(self, agent_id: str) -> gym.Space[Any]:
+    def get_observation_space(self, agent_id: Any) -> gym.Space[Any]:
         """The observation space of ``agent_id``."""
         return self.observation_spaces[agent_id]
 
-    def get_action_space(self, agent_id: str) -> gym.Space[Any]:
+    def get_action_space(self, agent_id: Any) -> gym.Space[Any]:
         """The action space of ``agent_id``."""
         return self.action_spaces[agent_id]
 
@@ -155,23 +178,25 @@ class EpisodeInfo:
     module_ids: tuple[str, ...]
 
 
-EnvCreator = Callable[[dict[str, Any]], MultiAgentEnv]
-"""``env_config -> MultiAgentEnv`` (a MultiAgentEnv subclass is one)."""
+EnvCreator = Callable[[dict[str, Any]], gym.Env[Any, Any]]
+"""``env_config -> MultiAgentEnv`` or ``env_config -> gymnasium.Env`` (a subclass of either is one)."""
 
 _ENVS: dict[str, EnvCreator] = {}
-_MAPPING_FNS: dict[str, Callable[[str, EpisodeInfo], str]] = {}
+_MAPPING_FNS: dict[str, Callable[[Any, EpisodeInfo], str]] = {}
 
 
 def register_env(name: str, creator: EnvCreator) -> None:
-    """Name a multi-agent environment, so that ``config.env=name`` builds it.
+    """Name an environment, so that ``config.env=name`` builds it (RLlib's ``tune.register_env``).
 
     ``creator`` is called with the config's ``env_config`` (a dict) and returns
     a :class:`MultiAgentEnv` (a subclass itself, or a function, e.g. one that
-    wraps a PettingZoo env in :class:`~cairn.rl.env.pettingzoo_env.ParallelPettingZooEnv`).
-    Registration lives in this process: a program restoring a checkpoint that
-    names the env registers it first, as it imports the classes it uses. Remote
-    env runners (Ray workers) know only the names registered when the
-    creator's module is imported; name the env ``"module:Class"`` for them.
+    wraps a PettingZoo env in :class:`~cairn.rl.env.pettingzoo_env.ParallelPettingZooEnv`)
+    or a single-agent ``gymnasium.Env``. The creator may be a lambda: the
+    config records only the name. Registration lives in this process: a program
+    restoring a checkpoint that names the env registers it first, as it imports
+    the classes it uses. Remote env runners (Ray workers) know only the names
+    registered when the creator's module is imported; name the env
+    ``"module:Class"`` for them.
 
     Raises:
         ValueError: A name with ``":"`` or the ``"multi:"`` prefix (those are ids
@@ -180,11 +205,11 @@ def register_env(name: str, creator: EnvCreator) -> None:
     if not isinstance(name, str) or not name or ":" in name:
         raise ValueError(f"register_env needs a non-empty name without ':' (got {name!r}); ':' marks module paths.")
     if not callable(creator):
-        raise ValueError(f"register_env({name!r}, ...) needs a callable env_config -> MultiAgentEnv.")
+        raise ValueError(f"register_env({name!r}, ...) needs a callable env_config -> MultiAgentEnv or gymnasium.Env.")
     _ENVS[name] = creator
 
 
-def register_policy_mapping_fn(name: str, fn: Callable[[str, EpisodeInfo], str]) -> None:
+def register_policy_mapping_fn(name: str, fn: Callable[[Any, EpisodeInfo], str]) -> None:
     """Name a policy mapping function, so that ``config.policy_mapping_fn=name`` finds it.
 
     Like :func:`register_env`, the registration lives in this process.
@@ -203,17 +228,8 @@ def _static_class(module: Any, qualname: str) -> Any:
     return obj
 
 
-def multi_agent_env_creator(env: str) -> EnvCreator | None:
-    """The creator of ``env`` if it names a multi-agent environment, else ``None`` (a gymnasium id).
-
-    ``env`` names one when it is a name given to :func:`register_env`, or
-    ``"module:Class"`` where the module is imported and ``Class`` (looked up
-    without running attribute hooks) is a :class:`MultiAgentEnv` subclass.
-    Nothing is imported: a module not yet imported makes ``env`` a gymnasium
-    id, which :func:`check_env_id` then refuses.
-    """
-    if env in _ENVS:
-        return _ENVS[env]
+def _env_class(env: str) -> type | None:
+    """The class ``"module:Class"`` names (module imported, no attribute hooks run), else ``None``."""
     module_name, sep, qualname = env.partition(":")
     if not sep or not all(part.isidentifier() for part in qualname.split(".")):
         return None
@@ -221,10 +237,85 @@ def multi_agent_env_creator(env: str) -> EnvCreator | None:
     if module is None:
         return None
     klass = _static_class(module, qualname)
-    if isinstance(klass, type) and issubclass(klass, MultiAgentEnv):
+    return klass if isinstance(klass, type) else None
+
+
+def multi_agent_env_creator(env: str) -> EnvCreator | None:
+    """The creator of ``env`` if it may name a multi-agent environment, else ``None`` (a gymnasium id).
+
+    ``env`` names one when it is a name given to :func:`register_env` (whose
+    creator may also build a single-agent env: :func:`is_multi_agent_env` tells),
+    or ``"module:Class"`` where the module is imported and ``Class`` (looked up
+    without running attribute hooks) is a :class:`MultiAgentEnv` subclass.
+    Nothing is imported: a module not yet imported makes ``env`` a gymnasium
+    id, which :func:`check_env_id` then refuses.
+    """
+    if env in _ENVS:
+        return _ENVS[env]
+    klass = _env_class(env)
+    if klass is not None and issubclass(klass, MultiAgentEnv):
         creator: EnvCreator = klass
         return creator
     return None
+
+
+def single_agent_env_creator(env: str) -> EnvCreator | None:
+    """The creator of a single-agent ``env`` that gymnasium does not make, else ``None``.
+
+    A name given to :func:`register_env`, or ``"module:Class"`` of a
+    ``gymnasium.Env`` subclass (not a :class:`MultiAgentEnv`) in an imported
+    module, built as ``Class(env_config)`` (RLlib's ``environment(EnvClass)``).
+    ``None`` for a gymnasium id (``"CartPole-v1"``, ``"module:Env-v0"``).
+
+    Wrappers and gymnasium's own classes are never built this way: they take
+    no ``env_config`` dict (gymnasium's envs are made by id), and a name read
+    from a checkpoint must not reach a constructor that was not written for one.
+    """
+    if env in _ENVS:
+        return _ENVS[env]
+    klass = _env_class(env)
+    if (
+        klass is not None
+        and issubclass(klass, gym.Env)
+        and not issubclass(klass, MultiAgentEnv | gym.Wrapper)
+        and klass.__module__.partition(".")[0] != "gymnasium"
+    ):
+        creator: EnvCreator = klass
+        return creator
+    return None
+
+
+def is_multi_agent_env(env: str, env_config: Mapping[str, Any]) -> bool:
+    """Whether ``env`` is sampled by the multi-agent runner.
+
+    A ``"module:Class"`` says so by its class. A name given to
+    :func:`register_env` does not (a function may return either kind): its
+    creator is called once with ``env_config`` and the env it built is closed
+    (RLlib too builds an env to learn its spaces).
+    """
+    if env in _ENVS:
+        built = make_multi_agent_env_or_env(env, env_config)
+        try:
+            return isinstance(built, MultiAgentEnv)
+        finally:
+            built.close()
+    return multi_agent_env_creator(env) is not None
+
+
+def make_multi_agent_env_or_env(env: str, env_config: Mapping[str, Any]) -> gym.Env[Any, Any]:
+    """The env a registered name's creator builds, checked to be a ``gymnasium.Env`` (either kind).
+
+    Raises:
+        ValueError: The creator returned something else.
+    """
+    check_env_config(env_config)
+    built = _ENVS[env](dict(env_config))
+    if not isinstance(built, gym.Env):
+        raise ValueError(
+            f"env={env!r}: its register_env creator returned a {type(built).__qualname__}, neither a "
+            "gymnasium.Env nor a MultiAgentEnv; return the environment itself from the creator."
+        )
+    return built
 
 
 def driver_modules(config: AlgorithmConfig) -> AllowedModules:
@@ -286,7 +377,88 @@ def make_multi_agent_env(env: str, env_config: Mapping[str, Any]) -> MultiAgentE
     return built
 
 
-def resolve_policy_mapping_fn(ref: str) -> Callable[[str, EpisodeInfo], str]:
+def check_agent_ids(agents: Sequence[Any], *, env: str) -> list[AgentID]:
+    """``agents`` as a list, each checked to be an :data:`AgentID`.
+
+    Raises:
+        ValueError: An id that is no ``str``/``int`` (a ``bool`` is refused too:
+            ``True == 1`` would make two agents one), ``"__all__"``, or a repeated id.
+    """
+    checked: list[AgentID] = []
+    for agent in agents:
+        if isinstance(agent, bool) or not isinstance(agent, str | int):
+            raise ValueError(
+                f"env={env!r} has the agent id {agent!r} ({type(agent).__qualname__}): cairn takes str or int agent "
+                "ids, which checkpoints keep exactly (a tuple or other hashable would not come back as it was). "
+                "Give the env str or int ids, e.g. '_'.join(map(str, agent)) for a tuple."
+            )
+        if agent == ALL_AGENTS:
+            raise ValueError(f"env={env!r} has an agent named {ALL_AGENTS!r}, the key that ends a whole episode.")
+        checked.append(agent)
+    if len({(type(a), a) for a in checked}) != len(checked):
+        raise ValueError(f"env={env!r} lists an agent id twice in possible_agents: {checked}.")
+    return checked
+
+
+def space_mismatch(agent: AgentID, agent_spaces: Spaces, other: AgentID | None, module_id: str, spaces: Spaces) -> str:
+    """Why ``agent`` (with ``agent_spaces``) cannot act with ``module_id`` (whose spaces are ``spaces``).
+
+    ``other`` is the agent that gave the module its spaces, when one did.
+    """
+    mine = f"agent {agent!r} ({agent_spaces[0]}, {agent_spaces[1]})"
+    if other is not None:
+        what = f"{mine} and agent {other!r} ({spaces[0]}, {spaces[1]}) both map to module {module_id!r}"
+    else:
+        what = f"{mine} is mapped to module {module_id!r}, whose spaces are ({spaces[0]}, {spaces[1]})"
+    return (
+        f"{what}, but one module has one observation space and one action space. Map agents with other spaces "
+        "to modules of their own (policy_mapping / policy_mapping_fn), or give the module's spaces in its "
+        "RLModuleSpec if it should serve these agents."
+    )
+
+
+def infer_module_spaces(
+    config: AlgorithmConfig,
+    agent_spaces: Mapping[Any, Spaces],
+    mapping_fn: Callable[[Any, EpisodeInfo], str],
+) -> dict[str, Spaces]:
+    """Module id -> the spaces of the agents mapped to it (RLlib's ``infer_spaces``).
+
+    When all agents share one pair of spaces, every module gets it and
+    ``mapping_fn`` is not called. Otherwise each possible agent is mapped once
+    with ``mapping_fn`` and a dummy episode (``id_="space-inference"``, seed 0;
+    RLlib calls its mapping function with a dummy episode too), and each module
+    gets the spaces of the agents mapped to it. A module no agent was mapped to
+    (a mapping that picks modules at random per episode) is left out: the
+    runner gives it the first agent's spaces unless its RLModuleSpec gives
+    them. Episodes check every mapping again when it is made
+    (:func:`space_mismatch`), so an agent of other spaces is refused then.
+
+    Raises:
+        ValueError: Two agents with other spaces map to one module, or an agent
+            maps to no module of ``config.policies``.
+    """
+    policies = tuple(config.policies)
+    pairs = list(agent_spaces.values())
+    if all(spaces == pairs[0] for spaces in pairs):
+        return dict.fromkeys(policies, pairs[0])
+    episode = EpisodeInfo(id_="space-inference", seed=0, env_index=0, worker_index=0, module_ids=policies)
+    found: dict[str, tuple[AgentID, Spaces]] = {}
+    for agent, spaces in agent_spaces.items():
+        module_id = mapping_fn(agent, episode)
+        if module_id not in policies:
+            raise ValueError(
+                f"env={config.env!r}: the policy mapping maps agent {agent!r} to {module_id!r}, which is not one of "
+                f"the modules {list(policies)}."
+            )
+        if module_id in found and found[module_id][1] != spaces:
+            other, other_spaces = found[module_id]
+            raise ValueError(f"env={config.env!r}: " + space_mismatch(agent, spaces, other, module_id, other_spaces))
+        found.setdefault(module_id, (agent, spaces))
+    return {module_id: spaces for module_id, (_, spaces) in found.items()}
+
+
+def resolve_policy_mapping_fn(ref: str) -> Callable[[Any, EpisodeInfo], str]:
     """The function a config's ``policy_mapping_fn`` names; never imports anything.
 
     A name registered with :func:`register_policy_mapping_fn`, else a
@@ -367,21 +539,34 @@ def resolve_policy_mapping(
 
 
 def make_env(env: str, env_config: Mapping[str, Any]) -> gym.Env[Any, Any]:
-    """Build one (single-agent) gymnasium environment of ``env`` (``multi:`` stripped).
+    """Build one (single-agent) environment of ``env`` (``multi:`` stripped).
 
+    A name given to :func:`register_env` is built by its creator, ``"module:Class"``
+    of a ``gymnasium.Env`` subclass as ``Class(env_config)``
+    (:func:`single_agent_env_creator`), anything else by ``gymnasium.make``.
     Checked here again, on every process: gymnasium imports the module of a
     ``"mymod:Env-v0"`` id, so the id may name only an imported module. A remote
     env runner (a Ray worker) has imported ``mymod`` first when its driver had
     (:func:`driver_modules`), and nothing a config names otherwise.
 
     Raises:
-        ValueError: The id names a module this process has not imported, or
-            ``env_config`` asks for a window.
+        ValueError: The id names a module this process has not imported,
+            ``env_config`` asks for a window, or a creator built a multi-agent env
+            or no env.
     """
     check_env_id(env)
     check_env_config(env_config)
     env_id, _ = parse_env(env)
-    return gym.make(env_id, **dict(env_config))
+    creator = single_agent_env_creator(env_id)
+    if creator is None:
+        return gym.make(env_id, **dict(env_config))
+    built = creator(dict(env_config))
+    if isinstance(built, MultiAgentEnv) or not isinstance(built, gym.Env):
+        raise ValueError(
+            f"env={env!r} built a {type(built).__qualname__} where a single-agent gymnasium.Env is needed "
+            "(a MultiAgentEnv is named without the 'multi:' prefix and sampled by the multi-agent runner)."
+        )
+    return built
 
 
 class IndependentAgentsEnv:
@@ -447,7 +632,21 @@ class IndependentAgentsEnv:
 
 
 def build_module_specs(
-    config: AlgorithmConfig, observation_space: gym.Space[Any], action_space: gym.Space[Any]
+    config: AlgorithmConfig,
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
+    *,
+    module_spaces: Mapping[str, Spaces] | None = None,
 ) -> dict[str, RLModuleSpec]:
-    """Module id -> spec for every policy of ``config`` (see :func:`module_specs_from_config`)."""
-    return module_specs_from_config(config, observation_space, action_space)
+    """Module id -> spec for every policy of ``config`` (see :func:`module_specs_from_config`).
+
+    ``module_spaces`` gives a module its own spaces (agents with different
+    spaces, :func:`infer_module_spaces`); the others get ``observation_space``
+    and ``action_space``. Spaces a module's RLModuleSpec gives always win.
+    """
+    specs = module_specs_from_config(config, observation_space, action_space)
+    for module_id, (obs_space, act_space) in (module_spaces or {}).items():
+        if module_id in specs:
+            # The same spec with other defaults: seeds stay those of the module's index.
+            specs[module_id] = module_specs_from_config(config, obs_space, act_space)[module_id]
+    return specs

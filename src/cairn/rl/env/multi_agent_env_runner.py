@@ -1,12 +1,21 @@
 """MultiAgentEnvRunner: samples :class:`~cairn.rl.env.multi_agent_env.MultiAgentEnv` environments.
 
 The runner steps ``num_envs_per_env_runner`` copies of the environment. Each
-step, the agents that were given an observation act; their observations go
-through the ``env_to_module_connector`` together, each agent's module (named
-for the episode by ``policy_mapping_fn(agent_id, episode)``, called once per
-agent per episode, and again when its module is removed mid-episode, see
-:meth:`MultiAgentEnvRunner.remove_module`) samples its action, and each copy is stepped with its
-agents' actions. A copy whose episode ends (``"__all__"``) is reset at once.
+step, the agents that were given an observation act: each agent's module is
+named for the episode by ``policy_mapping_fn(agent_id, episode)`` (called once
+per agent per episode, and again when its module is removed mid-episode, see
+:meth:`MultiAgentEnvRunner.remove_module`), the observations of the agents of
+one module go through that module's ``env_to_module`` pipeline together, the
+module samples their actions, its ``module_to_env`` pipeline turns them into env
+actions, and each copy is stepped with its agents' actions. A copy whose
+episode ends (``"__all__"``) is reset at once.
+
+Agents may have different spaces: each module is built from the spaces of the
+agents mapped to it (:func:`~cairn.rl.env.multi_agent_env.infer_module_spaces`),
+has connector pipelines of its own (:class:`~cairn.rl.env.module_pipelines.ModulePipelines`,
+checkpointed as ``env_to_module_connector/<module_id>/``), and an agent mapped
+to a module of other spaces is refused when the mapping is made. Agent ids are
+kept as the env gives them (``str`` or ``int``), also in checkpoints.
 
 Every agent builds its own trajectory. A transition is complete when the
 agent acts again or its episode ends, so the reward of a transition is all
@@ -38,15 +47,22 @@ import torch
 
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.callbacks.callbacks import Episode
+from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner, ModuleRemoval, SampleBatch
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
+from cairn.rl.env.module_pipelines import ModulePipelines
 from cairn.rl.env.multi_agent_env import (
     ALL_AGENTS,
+    AgentID,
     EpisodeInfo,
     MultiAgentEnv,
+    Spaces,
+    check_agent_ids,
+    infer_module_spaces,
     make_multi_agent_env,
     resolve_policy_mapping_fn,
+    space_mismatch,
 )
 
 __all__ = ["MultiAgentEnvRunner"]
@@ -66,8 +82,12 @@ class _Trajectory:
 class MultiAgentEnvRunner(EnvRunner):
     """Samples a multi-agent environment; one module per agent per episode.
 
-    All agents must share one observation space and one action space (the
-    modules are built from them, and one observation filter serves all agents).
+    Each module gets the spaces of the agents mapped to it: with
+    ``policy_mapping`` (or one policy) those of the agents it names; with a
+    ``policy_mapping_fn``, those of the agents it maps a dummy episode's agents
+    to (RLlib's space inference; :func:`~cairn.rl.env.multi_agent_env.infer_module_spaces`).
+    The :attr:`observation_space` and :attr:`action_space` attributes are those
+    of the first agent (what ``Algorithm.add_module`` gives a spec without spaces).
 
     Args:
         config: The algorithm's config; ``env`` names a
@@ -77,14 +97,20 @@ class MultiAgentEnvRunner(EnvRunner):
         worker_index: Index of this runner in its group; seeds differ per index.
 
     Raises:
-        ValueError: Agents with different spaces, no way to map agents to
-            modules, or an env that is no multi-agent environment.
+        ValueError: Agents with different spaces mapped to one module, agent ids
+            that are no ``str``/``int``, no way to map agents to modules, or an
+            env that is no multi-agent environment.
     """
 
     STATE_VERSION = 1
 
     # Turn-based episodes: an agent's next observation comes after the others acted; not sampled yet.
     samples_next_obs: ClassVar[bool] = False
+
+    # One pipeline per module (agents with other spaces need other connectors); the base class's
+    # group methods (deltas, synced states, components) take it as they take one pipeline.
+    env_to_module: ModulePipelines  # type: ignore[assignment]
+    module_to_env: ModulePipelines  # type: ignore[assignment]
 
     def __init__(self, config: AlgorithmConfig, *, worker_index: int = 0) -> None:
         self.config = config
@@ -95,48 +121,102 @@ class MultiAgentEnvRunner(EnvRunner):
         self.num_envs = num_envs
         self.envs: list[MultiAgentEnv] = [make_multi_agent_env(config.env, config.env_config) for _ in range(num_envs)]
         first = self.envs[0]
-        self.possible_agents = [str(agent) for agent in first.possible_agents]
-        observation_space = first.get_observation_space(self.possible_agents[0])
-        action_space = first.get_action_space(self.possible_agents[0])
-        for agent in self.possible_agents[1:]:
-            if first.get_observation_space(agent) != observation_space or first.get_action_space(agent) != action_space:
-                raise ValueError(
-                    f"env={config.env!r}: agent {agent!r} has other spaces than {self.possible_agents[0]!r} "
-                    f"({first.get_observation_space(agent)}, {first.get_action_space(agent)} vs {observation_space}, "
-                    f"{action_space}); the MultiAgentEnvRunner builds every module from one pair of spaces."
-                )
+        # The ids as the env gives them (RLlib's make_multi_agent numbers agents 0..n-1): never str()-ed.
+        self.possible_agents: list[AgentID] = check_agent_ids(first.possible_agents, env=config.env)
+        if not self.possible_agents:
+            raise ValueError(f"env={config.env!r} has no possible_agents; a MultiAgentEnv lists every agent id.")
+        self._agent_spaces: dict[AgentID, Spaces] = {}
+        for agent in self.possible_agents:
+            self._spaces_of(agent)
         self.env_id = config.env
-        seeds = self._init_sampling(config, observation_space, action_space)
-        self._multi_agent = True
         self._mapping_fn = self._resolve_mapping(config)
+        module_spaces = infer_module_spaces(config, self._agent_spaces, self._mapping_fn)
+        observation_space, action_space = self._agent_spaces[self.possible_agents[0]]
+        seeds = self._init_sampling(config, observation_space, action_space, module_spaces=module_spaces)
+        self.env_to_module = ModulePipelines()
+        self.module_to_env = ModulePipelines()
+        for module_id, (to_module, to_env) in self._build_module_pipelines(config, self.module_specs).items():
+            self.env_to_module.add(module_id, to_module)
+            self.module_to_env.add(module_id, to_env)
+        self._multi_agent = True
         self.policy_mapping = self._static_mapping()
         """Agent id -> module id for every episode when no ``policy_mapping_fn`` decides per
         episode (``config.policy_mapping``, or every agent to the only policy); empty when a
         function maps agents. ``Algorithm.add_module`` records it, keeping the mapping in effect."""
         self.env_state_saved = supports_env_state(first)
         self._episode_numbers = [0] * num_envs
-        self._mappings: list[dict[str, str]] = [{} for _ in range(num_envs)]
-        self._pending: list[dict[str, dict[str, Any]]] = [{} for _ in range(num_envs)]
-        self._agent_returns: list[dict[str, float]] = [{} for _ in range(num_envs)]
-        self._agent_steps: list[dict[str, int]] = [{} for _ in range(num_envs)]
-        self._obs_dicts: list[dict[str, Any]] = []
+        self._mappings: list[dict[AgentID, str]] = [{} for _ in range(num_envs)]
+        self._pending: list[dict[AgentID, dict[str, Any]]] = [{} for _ in range(num_envs)]
+        self._agent_returns: list[dict[AgentID, float]] = [{} for _ in range(num_envs)]
+        self._agent_steps: list[dict[AgentID, int]] = [{} for _ in range(num_envs)]
+        self._obs_dicts: list[dict[AgentID, Any]] = []
         for index, env in enumerate(self.envs):
             obs, _ = env.reset(seed=int(seeds[0]) + index)
             self._obs_dicts.append(dict(obs))
-        self._open: dict[tuple[int, str], _Trajectory] = {}
+        self._open: dict[tuple[int, AgentID], _Trajectory] = {}
         self._closed: list[_Trajectory] = []
         self._last_agent_steps = 0
 
+    # ------------------------------------------------------------------ spaces and pipelines
+
+    def _spaces_of(self, agent: AgentID) -> Spaces:
+        """The (observation, action) spaces of ``agent``, as the env gives them (asked once per agent)."""
+        spaces = self._agent_spaces.get(agent)
+        if spaces is None:
+            check_agent_ids([agent], env=self.config.env)
+            first = self.envs[0]
+            spaces = self._agent_spaces[agent] = (first.get_observation_space(agent), first.get_action_space(agent))
+        return spaces
+
+    def _build_module_pipelines(
+        self, config: AlgorithmConfig, specs: Mapping[str, RLModuleSpec]
+    ) -> dict[str, tuple[ConnectorPipeline, ConnectorPipeline]]:
+        """Module id -> (``env_to_module``, ``module_to_env``) pipeline of each module of ``specs``.
+
+        The one place the multi-agent runner builds connectors, from each
+        module's own spaces: the config's observation filter (of the module's
+        observation shape) and, for a ``Box`` action space, action clipping.
+        """
+        if config.observation_filter not in (None, "MeanStdFilter"):
+            raise ValueError(
+                f"observation_filter={config.observation_filter!r} is not one of ['MeanStdFilter'] or None."
+            )
+        pipelines: dict[str, tuple[ConnectorPipeline, ConnectorPipeline]] = {}
+        for module_id, spec in specs.items():
+            obs_space, act_space = spec.observation_space, spec.action_space
+            to_module: list[tuple[type[Connector], Mapping[str, Any]]] = []
+            if config.observation_filter is not None:
+                shape = list(getattr(obs_space, "shape", None) or ())
+                to_module.append((MeanStdFilter, {"shape": shape}))
+            to_env: list[tuple[type[Connector], Mapping[str, Any]]] = []
+            if isinstance(act_space, gym.spaces.Box):
+                to_env.append((ClipActions, {"low": act_space.low, "high": act_space.high}))
+            pipelines[module_id] = (ConnectorPipeline(to_module), ConnectorPipeline(to_env))
+        return pipelines
+
+    def _check_spaces(self, agent: AgentID, module_id: str) -> None:
+        """Refuse acting with ``module_id`` for an agent of other spaces (a mapping made per episode)."""
+        spec = self.module_specs[module_id]
+        agent_spaces = self._spaces_of(agent)
+        obs_space, act_space = spec.observation_space, spec.action_space
+        if obs_space != agent_spaces[0] or act_space != agent_spaces[1]:
+            # The runner's specs are complete (built with spaces), so neither is None here.
+            assert obs_space is not None and act_space is not None
+            raise ValueError(
+                f"env={self.config.env!r}, policy_mapping_fn={self.config.policy_mapping_fn!r}: "
+                + space_mismatch(agent, agent_spaces, None, module_id, (obs_space, act_space))
+            )
+
     # ------------------------------------------------------------------ policy mapping
 
-    def _resolve_mapping(self, config: AlgorithmConfig) -> Callable[[str, EpisodeInfo], str]:
+    def _resolve_mapping(self, config: AlgorithmConfig) -> Callable[[Any, EpisodeInfo], str]:
         if config.policy_mapping_fn is not None:
             return resolve_policy_mapping_fn(str(config.policy_mapping_fn))
         policies = tuple(config.policies)
         if config.policy_mapping is not None:
-            static = dict(config.policy_mapping)
+            static: dict[Any, str] = dict(config.policy_mapping)
 
-            def by_table(agent_id: str, episode: EpisodeInfo) -> str:
+            def by_table(agent_id: Any, episode: EpisodeInfo) -> str:
                 if agent_id not in static:
                     raise ValueError(f"policy_mapping has no entry for agent {agent_id!r} of env={config.env!r}.")
                 return static[agent_id]
@@ -148,12 +228,12 @@ class MultiAgentEnvRunner(EnvRunner):
                 "say which module each agent uses."
             )
 
-        def only(agent_id: str, episode: EpisodeInfo) -> str:
+        def only(agent_id: Any, episode: EpisodeInfo) -> str:
             return policies[0]
 
         return only
 
-    def _static_mapping(self) -> dict[str, str]:
+    def _static_mapping(self) -> dict[Any, str]:
         """:attr:`policy_mapping` for the current config."""
         if self.config.policy_mapping_fn is not None:
             return {}
@@ -164,12 +244,19 @@ class MultiAgentEnvRunner(EnvRunner):
         return {}
 
     def _map_agent(
-        self, env_index: int, agent: str, mapping_fn: Callable[[str, EpisodeInfo], str], module_ids: tuple[str, ...]
+        self,
+        env_index: int,
+        agent: AgentID,
+        mapping_fn: Callable[[Any, EpisodeInfo], str],
+        module_ids: tuple[str, ...],
     ) -> str:
         """The module ``mapping_fn`` picks for ``agent`` in copy ``env_index``'s current episode.
 
         The episode's seed depends only on the runner, the copy and the episode
         number, so the same call picks the same module after a restore.
+
+        Raises:
+            ValueError: No such module, or one of other spaces than the agent's.
         """
         number = self._episode_numbers[env_index]
         seed = np.random.SeedSequence([self.config.seed, 31337, self.worker_index, env_index, number])
@@ -186,9 +273,10 @@ class MultiAgentEnvRunner(EnvRunner):
                 f"policy_mapping_fn={self.config.policy_mapping_fn!r} mapped agent {agent!r} to {module_id!r}, "
                 f"which is not one of the modules {list(module_ids)}."
             )
+        self._check_spaces(agent, module_id)
         return str(module_id)
 
-    def _module_for(self, env_index: int, agent: str) -> str:
+    def _module_for(self, env_index: int, agent: AgentID) -> str:
         mapping = self._mappings[env_index]
         if agent not in mapping:
             mapping[agent] = self._map_agent(env_index, agent, self._mapping_fn, tuple(self.module.keys()))
@@ -200,7 +288,11 @@ class MultiAgentEnvRunner(EnvRunner):
         Episodes in flight keep the mapping they have.
         """
         mapping_fn = self._resolve_mapping(config)
+        pipelines = self._build_module_pipelines(config, {module_id: spec})
         super().add_module(module_id, spec, config=config)
+        to_module, to_env = pipelines[module_id]
+        self.env_to_module.add(module_id, to_module)
+        self.module_to_env.add(module_id, to_env)
         self._mapping_fn = mapping_fn
         self.policy_mapping = self._static_mapping()
 
@@ -229,7 +321,7 @@ class MultiAgentEnvRunner(EnvRunner):
         """
         mapping_fn = self._resolve_mapping(config)
         remaining = tuple(m for m in self.module if m != module_id)
-        remapped: dict[tuple[int, str], str] = {}
+        remapped: dict[tuple[int, AgentID], str] = {}
         for e, mapping in enumerate(self._mappings):
             for agent, m in mapping.items():
                 if m == module_id:
@@ -253,38 +345,46 @@ class MultiAgentEnvRunner(EnvRunner):
         self._open = {key: t for key, t in self._open.items() if t.module_id != module_id}
         self._closed = [t for t in self._closed if t.module_id != module_id]
         super()._apply_removal(removal)
+        self.env_to_module.remove(module_id)
+        self.module_to_env.remove(module_id)
         self._mapping_fn = removal.mapping_fn
         self.policy_mapping = self._static_mapping()
 
     # ------------------------------------------------------------------ sampling
 
-    def _forward(
-        self, filtered: npt.NDArray[np.float32], modules: list[str]
-    ) -> tuple[npt.NDArray[Any], npt.NDArray[np.float32], npt.NDArray[np.float32]]:
-        count = len(modules)
-        if isinstance(self.action_space, gym.spaces.Discrete):
-            actions: npt.NDArray[Any] = np.zeros(count, dtype=np.int64)
-        else:
-            actions = np.zeros((count, *(self.action_space.shape or ())), dtype=np.float32)
-        logp = np.zeros(count, dtype=np.float32)
-        values = np.zeros(count, dtype=np.float32)
-        obs = torch.from_numpy(filtered)
-        chosen = np.asarray(modules)
-        for module_id in self.module:  # a fixed order: the action RNG is drawn module by module
-            rows = np.flatnonzero(chosen == module_id)
-            if rows.size:
-                out = self.module[module_id].forward_exploration({"obs": obs[rows]}, generator=self._generator)
-                actions[rows] = out["actions"].numpy()
-                logp[rows] = out["action_logp"].numpy()
-                values[rows] = out["vf_preds"].numpy()
-        return actions, logp, values
+    def _act(  # type: ignore[override]  # per agent, not per slot: the base runner's _act is for vector envs
+        self, acting: list[tuple[int, AgentID]], modules: list[str]
+    ) -> list[tuple[npt.NDArray[Any], npt.NDArray[Any], float, float, Any]]:
+        """``(filtered obs, action, logp, value, env action)`` of each acting agent, in ``acting``'s order.
+
+        The agents of one module go through its ``env_to_module`` pipeline, its
+        forward pass and its ``module_to_env`` pipeline together; modules go in
+        a fixed order (the action RNG is drawn module by module).
+        """
+        out: list[Any] = [None] * len(acting)
+        for module_id in self.module:
+            rows = [i for i, m in enumerate(modules) if m == module_id]
+            if not rows:
+                continue
+            raw = np.stack([np.asarray(self._obs_dicts[acting[i][0]][acting[i][1]], dtype=np.float32) for i in rows])
+            filtered = self.env_to_module[module_id](raw, update=True)
+            result = self.module[module_id].forward_exploration(
+                {"obs": torch.from_numpy(filtered)}, generator=self._generator
+            )
+            actions = result["actions"].numpy()
+            logp = result["action_logp"].numpy()
+            values = result["vf_preds"].numpy()
+            env_actions = self.module_to_env[module_id](actions, update=True)
+            for k, i in enumerate(rows):
+                out[i] = (filtered[k], np.asarray(actions[k]), float(logp[k]), float(values[k]), env_actions[k])
+        return out
 
     def _final_value(self, module_id: str, final_obs: Any) -> float:
         raw = np.asarray(final_obs, dtype=np.float32)[None]
-        filtered = self.env_to_module(raw, update=False)
+        filtered = self.env_to_module[module_id](raw, update=False)
         return float(self.module[module_id].compute_values({"obs": torch.from_numpy(filtered)})[0])
 
-    def _complete(self, env_index: int, agent: str, *, terminated: bool, truncated: bool, final_vf: float) -> None:
+    def _complete(self, env_index: int, agent: AgentID, *, terminated: bool, truncated: bool, final_vf: float) -> None:
         """Turn the agent's open transition into a row of its trajectory."""
         pending = self._pending[env_index].pop(agent)
         key = (env_index, agent)
@@ -306,7 +406,7 @@ class MultiAgentEnvRunner(EnvRunner):
         if terminated or truncated:
             self._closed.append(self._open.pop(key))
 
-    def _step_env(self, env_index: int, actions: dict[str, Any]) -> int:
+    def _step_env(self, env_index: int, actions: dict[AgentID, Any]) -> int:
         """Step copy ``env_index``; close what ended; reset it if its episode ended. Returns episodes ended."""
         env = self.envs[env_index]
         obs, rewards, terminateds, truncateds, _ = env.step(actions)
@@ -319,7 +419,7 @@ class MultiAgentEnvRunner(EnvRunner):
         all_terminated = bool(terminateds.get(ALL_AGENTS, False))
         all_done = all_terminated or bool(truncateds.get(ALL_AGENTS, False))
         candidates = [*pending, *[a for a in (*terminateds, *truncateds) if a != ALL_AGENTS and a not in pending]]
-        ended: list[str] = []
+        ended: list[AgentID] = []
         for agent in dict.fromkeys(candidates):
             terminated = all_terminated or bool(terminateds.get(agent, False))
             truncated = not terminated and (all_done or bool(truncateds.get(agent, False)))
@@ -364,28 +464,25 @@ class MultiAgentEnvRunner(EnvRunner):
         agent_steps = 0
         for _ in range(int(self.config.rollout_length)):
             acting = [(e, agent) for e in range(self.num_envs) for agent in self._obs_dicts[e]]
-            actions_per_env: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+            actions_per_env: list[dict[AgentID, Any]] = [{} for _ in range(self.num_envs)]
             if acting:
-                raw = np.stack([np.asarray(self._obs_dicts[e][agent], dtype=np.float32) for e, agent in acting])
-                filtered = self.env_to_module(raw, update=True)
                 modules = [self._module_for(e, agent) for e, agent in acting]
-                actions, logp, values = self._forward(filtered, modules)
-                env_actions = self.module_to_env(actions, update=True)
+                acted = self._act(acting, modules)
                 for i, (e, agent) in enumerate(acting):
+                    filtered, action, logp, value, env_action = acted[i]
                     if agent in self._pending[e]:
                         self._complete(e, agent, terminated=False, truncated=False, final_vf=0.0)
                     self._pending[e][agent] = {
-                        "obs": filtered[i],
-                        "action": np.asarray(actions[i]),
-                        "logp": float(logp[i]),
-                        "vf": float(values[i]),
+                        "obs": filtered,
+                        "action": action,
+                        "logp": logp,
+                        "vf": value,
                         "reward": 0.0,
                     }
                     if agent not in self._agent_steps[e]:  # the agent's first action of this episode
                         self._agent_steps[e][agent] = 0
                         self._agent_episode_hook("on_episode_start", e, agent, done=False)
                     self._agent_steps[e][agent] += 1
-                    env_action = env_actions[i]
                     actions_per_env[e][agent] = int(env_action) if np.ndim(env_action) == 0 else env_action
             for e in range(self.num_envs):
                 self._step_env(e, actions_per_env[e])
@@ -401,15 +498,17 @@ class MultiAgentEnvRunner(EnvRunner):
         self._end_sample(batches, agent_steps=agent_steps)
         return batches
 
-    def _agent_episode_hook(self, hook: str, env_index: int, agent: str, *, done: bool) -> None:
+    def _agent_episode_hook(self, hook: str, env_index: int, agent: AgentID, *, done: bool) -> None:
         """Call the callbacks' ``hook`` for one agent's episode in env copy ``env_index``.
 
         As the metrics do, each agent's part of a game is an episode of its own: it
         starts with the agent's first action and ends when the agent is done.
         """
+        # The id as the env gives it (an int too); Episode's annotation says str, written before int ids.
+        agent_id: Any = agent
         episode = Episode(
             env_index=env_index,
-            agent_id=agent,
+            agent_id=agent_id,
             module_id=self._mappings[env_index][agent],
             episode_return=float(self._agent_returns[env_index].get(agent, 0.0)),
             length=int(self._agent_steps[env_index].get(agent, 0)),
@@ -502,6 +601,7 @@ class MultiAgentEnvRunner(EnvRunner):
                 isinstance(ep, Mapping) and all(m in self.module for m in dict(ep.get("mapping", {})).values())
                 for ep in episodes
             )
+            and all(_agent_keyed(ep, self.possible_agents) for ep in episodes)
         )
         if not fits:
             self.episodes_restarted = True
@@ -510,10 +610,11 @@ class MultiAgentEnvRunner(EnvRunner):
             set_env_state(env, sub_state)
         for e, episode in enumerate(episodes):
             self._episode_numbers[e] = int(episode["number"])
-            self._obs_dicts[e] = {str(agent): np.array(o, copy=True) for agent, o in episode["obs"].items()}
-            self._mappings[e] = {str(agent): str(m) for agent, m in episode["mapping"].items()}
+            # Agent ids come back as they were saved (an int stays an int: the codec keeps int keys).
+            self._obs_dicts[e] = {agent: np.array(o, copy=True) for agent, o in episode["obs"].items()}
+            self._mappings[e] = {agent: str(m) for agent, m in episode["mapping"].items()}
             self._pending[e] = {
-                str(agent): {
+                agent: {
                     "obs": np.array(p["obs"], dtype=np.float32, copy=True),
                     "action": np.array(p["action"], copy=True),
                     "logp": float(p["logp"]),
@@ -522,11 +623,30 @@ class MultiAgentEnvRunner(EnvRunner):
                 }
                 for agent, p in episode["pending"].items()
             }
-            self._agent_returns[e] = {str(agent): float(r) for agent, r in episode["returns"].items()}
-            self._agent_steps[e] = {str(agent): int(n) for agent, n in episode["steps"].items()}
+            self._agent_returns[e] = {agent: float(r) for agent, r in episode["returns"].items()}
+            self._agent_steps[e] = {agent: int(n) for agent, n in episode["steps"].items()}
         self.episodes_restarted = False
 
     def close(self) -> None:
         """Close the environments."""
         for env in self.envs:
             env.close()
+
+
+_EPISODE_AGENT_KEYS = ("obs", "mapping", "pending", "returns", "steps")
+
+
+def _agent_keyed(episode: Mapping[str, Any], possible_agents: list[AgentID]) -> bool:
+    """Whether every per-agent dict of a saved episode is keyed by ids of ``possible_agents``.
+
+    Compared with their types: a checkpoint of an env whose agents were ``"0"``, ``"1"``
+    does not fit one whose agents are ``0``, ``1`` (its episodes restart instead).
+    """
+    known = {(type(agent), agent) for agent in possible_agents}
+    for key in _EPISODE_AGENT_KEYS:
+        table = episode.get(key)
+        if not isinstance(table, Mapping):
+            return False
+        if any(isinstance(agent, bool) or (type(agent), agent) not in known for agent in table):
+            return False
+    return True

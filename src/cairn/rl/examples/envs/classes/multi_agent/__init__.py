@@ -8,10 +8,10 @@ ends when every agent's has (RLlib's ``MultiEnv``). As in RLlib, a config names 
 by class (``PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 2})``),
 which cairn records by reference (``"cairn.rl.examples.envs.classes.multi_agent:MultiAgentCartPole"``).
 
-What differs from RLlib (docs/rllib_parity.md): agent ids are the strings ``"0"``,
-``"1"``, ... (RLlib: the ints ``0``, ``1``, ...; ``f"p{agent_id}"`` gives the same
-module ids), and each copy is seeded from the episode's seed (RLlib: every copy with
-the same seed), so that the agents do not play the same game.
+Agent ids are the ints ``0``, ``1``, ... as in RLlib (a mapping function gets the int,
+``agent_id % 2`` works; checkpoints keep them ints). What differs from RLlib
+(docs/rllib_parity.md): each copy is seeded from the episode's seed (RLlib: every copy
+with the same seed), so that the agents do not play the same game.
 """
 
 from __future__ import annotations
@@ -42,31 +42,35 @@ class MultiAgentSingleEnvCopies(MultiAgentEnv):
         num_agents = int(settings.pop("num_agents", 1))
         if num_agents < 1:
             raise ValueError(f"{type(self).__name__} needs num_agents >= 1, got {num_agents}.")
-        self.possible_agents = [str(i) for i in range(num_agents)]
+        self.possible_agents: list[int] = list(range(num_agents))  # RLlib's ids: ints
         self.agents = list(self.possible_agents)
         self.envs = {agent: gym.make(self.ENV_ID, **settings) for agent in self.possible_agents}
         self.observation_spaces = {agent: env.observation_space for agent, env in self.envs.items()}
         self.action_spaces = {agent: env.action_space for agent, env in self.envs.items()}
-        self._done: set[str] = set()
+        self._done: set[int] = set()
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+    ) -> tuple[dict[Any, Any], dict[Any, Any]]:
         """Reset every copy (each with its own seed drawn from the episode's), all agents act."""
         gym.Env.reset(self, seed=seed)
         self.agents = list(self.possible_agents)
         self._done = set()
-        observations: dict[str, Any] = {}
-        infos: dict[str, Any] = {}
+        observations: dict[Any, Any] = {}
+        infos: dict[Any, Any] = {}
         for agent, env in self.envs.items():
             observations[agent], infos[agent] = env.reset(seed=int(self.np_random.integers(2**31)), options=options)
         return observations, infos
 
     def step(  # type: ignore[override]  # dicts of rewards and flags, as MultiAgentEnv.step
-        self, action_dict: dict[str, Any]
-    ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+        self, action_dict: dict[Any, Any]
+    ) -> tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any], dict[Any, Any], dict[Any, Any]]:
         """Step the copies of the agents that act; an agent whose copy's episode ended stops acting."""
-        observations, rewards, terminateds, truncateds, infos = {}, {}, {}, {}, {}
+        observations: dict[Any, Any] = {}
+        rewards: dict[Any, Any] = {}
+        terminateds: dict[Any, Any] = {}
+        truncateds: dict[Any, Any] = {}
+        infos: dict[Any, Any] = {}
         for agent, action in action_dict.items():
             obs, reward, terminated, truncated, info = self.envs[agent].step(action)
             observations[agent], rewards[agent], infos[agent] = obs, float(reward), info

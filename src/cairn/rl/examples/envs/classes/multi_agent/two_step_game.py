@@ -1,10 +1,10 @@
 """RLlib's ``TwoStepGame`` (``ray.rllib.examples.envs.classes.multi_agent.two_step_game``).
 
-The cooperative matrix game of QMIX (Rashid et al., 2018): agent ``"0"`` picks one of
+The cooperative matrix game of QMIX (Rashid et al., 2018): agent ``0`` picks one of
 two matrix games in step one; in step two the pair is paid 7 in the first, or 0, 1 or 8
 in the second (8 when both pick action 1), split evenly.
 
-Differs from RLlib: agent ids are ``"0"`` and ``"1"`` (RLlib: ``0`` and ``1``), and the
+Agent ids are ``0`` and ``1``, as in RLlib. Differs from RLlib: the
 observations are ``Box``es (cairn's default modules take ``Box`` observations): the
 one-hot of RLlib's ``Discrete(6)`` observation, or with
 ``one_hot_state_encoding=True`` RLlib's ``[state one-hot, agent number]`` as floats.
@@ -45,7 +45,7 @@ class TwoStepGame(MultiAgentEnv):
                     "have."
                 )
         self.one_hot_state_encoding = bool(settings.get("one_hot_state_encoding", False))
-        self.agent_1, self.agent_2 = "0", "1"
+        self.agent_1, self.agent_2 = 0, 1  # RLlib's int agent ids
         self.agents = [self.agent_1, self.agent_2]
         self.possible_agents = list(self.agents)
         size = 4 if self.one_hot_state_encoding else 6
@@ -54,16 +54,16 @@ class TwoStepGame(MultiAgentEnv):
         self.state = np.array([1, 0, 0])
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        self, *, seed: int | None = None, options: dict[Any, Any] | None = None
+    ) -> tuple[dict[Any, Any], dict[Any, Any]]:
         """Back to the first state."""
         gym.Env.reset(self, seed=seed)
         self.state = np.array([1, 0, 0])
         return self._obs(), {}
 
     def step(  # type: ignore[override]  # dicts of rewards and flags, as MultiAgentEnv.step
-        self, action_dict: dict[str, Any]
-    ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+        self, action_dict: dict[Any, Any]
+    ) -> tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any], dict[Any, Any], dict[Any, Any]]:
         """RLlib's rules: agent 1 picks the game, then the game pays the pair."""
         state_index = int(np.flatnonzero(self.state)[0])
         if state_index == 0:
@@ -79,7 +79,7 @@ class TwoStepGame(MultiAgentEnv):
         infos = {self.agent_1: {"done": terminated}, self.agent_2: {"done": terminated}}
         return self._obs(), rewards, {ALL_AGENTS: terminated}, {ALL_AGENTS: False}, infos
 
-    def _obs(self) -> dict[str, npt.NDArray[np.float32]]:
+    def _obs(self) -> dict[Any, npt.NDArray[np.float32]]:
         return {self.agent_1: self._agent_obs(1), self.agent_2: self._agent_obs(2)}
 
     def _agent_obs(self, number: int) -> npt.NDArray[np.float32]:
