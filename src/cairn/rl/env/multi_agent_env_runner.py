@@ -270,9 +270,13 @@ class MultiAgentEnvRunner(EnvRunner):
         values = np.zeros(count, dtype=np.float32)
         obs = torch.from_numpy(filtered)
         chosen = np.asarray(modules)
+        explore = bool(getattr(self.config, "explore", True))  # False: evaluation runners act greedily
         for module_id in self.module:  # a fixed order: the action RNG is drawn module by module
             rows = np.flatnonzero(chosen == module_id)
             if rows.size:
+                if not explore:  # forward_inference gives actions only
+                    actions[rows] = self.module[module_id].forward_inference({"obs": obs[rows]})["actions"].numpy()
+                    continue
                 out = self.module[module_id].forward_exploration({"obs": obs[rows]}, generator=self._generator)
                 actions[rows] = out["actions"].numpy()
                 logp[rows] = out["action_logp"].numpy()
