@@ -401,9 +401,7 @@ class Algorithm(Checkpointable, abc.ABC):
             ValueError: The config asks for no evaluation runners.
         """
         evaluation = self._run_evaluation()
-        return nest_results(
-            {f"{EVALUATION_RESULTS}/{ENV_RUNNER_RESULTS}/{k}": v for k, v in evaluation.items()}
-        )
+        return nest_results({f"{EVALUATION_RESULTS}/{ENV_RUNNER_RESULTS}/{k}": v for k, v in evaluation.items()})
 
     def _run_evaluation(self) -> dict[str, Any]:
         """One evaluation; its ``env_runners`` results, with what the evaluation runners' callbacks logged."""

@@ -107,6 +107,9 @@ class EvaluationRunners:
             the steps it sampled and the evaluation runners' lifetime counters.
         """
         runner = self.local_env_runner
+        # What the last evaluation added to the filters is dropped (never reported to anyone, and not in
+        # a checkpoint): every evaluation starts from the training runners' statistics, restored or not.
+        runner.pop_connector_deltas()
         runner.set_synced_connector_states(connector_states)
         self.group.sync_local_state_to_others()
         self.group.sync_weights(weights)

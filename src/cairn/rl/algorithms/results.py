@@ -208,7 +208,9 @@ def nest_results(flat: Mapping[str, Any], *, single_agent_module: str | None = N
     if isinstance(learners, dict):
         sums: dict[str, Any] = {}
         for stat in (NUM_MODULE_STEPS_TRAINED, NUM_MODULE_STEPS_TRAINED_LIFETIME):
-            values = [m[stat] for mid, m in learners.items() if mid != ALL_MODULES and isinstance(m, dict) and stat in m]
+            values = [
+                m[stat] for mid, m in learners.items() if mid != ALL_MODULES and isinstance(m, dict) and stat in m
+            ]
             if values:
                 sums[stat] = sum(values)
         if sums:
