@@ -39,7 +39,6 @@ from cairn.rl.algorithms.algorithm_config import (
     DEFAULT_MODULE_ID,
     MULTI_AGENT_PREFIX,
     AlgorithmConfig,
-    function_reference,
     multi_env_mapping_fn_refusal,
 )
 from cairn.rl.algorithms.evaluation import EvaluationRunners, wants_evaluation_runners

@@ -141,12 +141,14 @@ class ResultDict(dict[str, Any]):
         found = self._find(key)
         return default if found is _MISSING else found
 
-    def flatten(self, *, wall_clock: bool = True) -> dict[str, Any]:
+    def flatten(self, *, wall_clock: bool = True, aliases: bool = False) -> dict[str, Any]:
         """The values under ``"/"``-joined keys (``"env_runners/episode_return_mean"``), sorted.
 
         Args:
             wall_clock: ``False`` leaves out the wall-clock measurements (``timers/``,
                 ``perf/``), which differ from run to run: what is left is reproducible.
+            aliases: Also give each value under its old flat name (``episode_return_mean``,
+                ``learner/<module>/...``; deprecated), for logs and rankings that read them.
         """
         out: dict[str, Any] = {}
 
@@ -158,9 +160,26 @@ class ResultDict(dict[str, Any]):
                     out[f"{prefix}{name}"] = value
 
         walk(self, "")
+        if aliases:
+            out.update(_old_names(out))
         if not wall_clock:
             out = {k: v for k, v in out.items() if not k.startswith(WALL_CLOCK_PREFIXES)}
         return dict(sorted(out.items()))
+
+
+def _old_names(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """The deprecated flat names of the values of ``flat`` (``"/"``-joined new keys) that have one."""
+    paths = {"/".join(path): old for old, path in FLAT_ALIASES.items()}
+    module_returns = f"{ENV_RUNNER_RESULTS}/{MODULE_EPISODE_RETURNS_MEAN}/"
+    old: dict[str, Any] = {}
+    for key, value in flat.items():
+        if key in paths:
+            old[paths[key]] = value
+        elif key.startswith(f"{LEARNER_RESULTS}/") and not key.startswith(f"{LEARNER_RESULTS}/{ALL_MODULES}/"):
+            old["learner/" + key[len(LEARNER_RESULTS) + 1 :]] = value
+        elif key.startswith(module_returns):
+            old[f"env_runner/{key[len(module_returns) :]}/{EPISODE_RETURN_MEAN}"] = value
+    return {k: v for k, v in old.items() if k not in flat}
 
 
 def _place(nested: dict[str, Any], path: tuple[str, ...], value: Any, *, source: str) -> None:
