@@ -308,6 +308,7 @@ class AlgorithmConfig(ConfigBuilders):
             self.policy_mapping_fn = function_reference(self.policy_mapping_fn, what="policy_mapping_fn")
         if self.policies_to_train is not None:
             self.policies_to_train = tuple(str(p) for p in self.policies_to_train)
+        self.validate_evaluation()  # cheap; a builder's evaluation(...) is refused at once, by name
 
     def validate_evaluation(self) -> None:
         """Raise ``ValueError`` when an evaluation setting is out of range or ``evaluation_config``
@@ -337,6 +338,8 @@ class AlgorithmConfig(ConfigBuilders):
                 "give settings of this config (explore, env_config, num_envs_per_env_runner, ...), or use "
                 "evaluation(evaluation_config={...}) with RLlib's names."
             )
+        if self.evaluation_config:  # the evaluation runners' config is checked as any config is
+            replace(self, **dict(self.evaluation_config), evaluation_config={})
 
     def get_default_learner_class(self) -> type[Any]:
         """The :class:`~cairn.rl.core.learner.learner.Learner` subclass that holds this algorithm's loss.
