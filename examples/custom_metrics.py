@@ -86,7 +86,9 @@ def main(argv: list[str] | None = None) -> None:
         while algo.training_iteration < last:
             result = algo.train()
             manager.save(algo, result["training_iteration"])
-            shown = {k: v for k, v in result.items() if k.startswith("env_runners/") or k == "long_episode_share"}
+            shown = {
+                k: v for k, v in result.flatten().items() if k.startswith("env_runners/") or k == "long_episode_share"
+            }
             print(json.dumps({"training_iteration": result["training_iteration"], **shown}, sort_keys=True))
     finally:
         algo.stop()

@@ -145,8 +145,8 @@ def make_config(**overrides: Any) -> PPOConfig:
 
 
 def metrics(result: Mapping[str, Any]) -> dict[str, Any]:
-    """The reproducible part of ``train()``'s result (no wall-clock ``perf/`` keys)."""
-    return {k: v for k, v in result.items() if not k.startswith("perf/")}
+    """The reproducible part of ``train()``'s result, flat (no wall-clock ``timers/`` or ``perf/`` keys)."""
+    return result.flatten(wall_clock=False)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
 
     # Train for a few iterations, print the results.
     for _ in range(args.iterations):
-        pprint({k: v for k, v in ppo.train().items() if "return" in k or k == "training_iteration"})
+        pprint({k: v for k, v in ppo.train().flatten().items() if "return" in k or k == "training_iteration"})
 
     # Save a checkpoint, then restore a new algorithm from it.
     checkpoint_path = ppo.save_to_path(args.checkpoint_dir)

@@ -87,11 +87,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         results = algo.train()
         if algo.training_iteration % args.freeze_every == 0:
             print(f"iteration {algo.training_iteration}: froze main into {freeze_main(algo)}", flush=True)
-        row = {k: v for k, v in results.items() if not k.startswith("perf/")}
+        row = results.flatten(wall_clock=False)
         history.append(row)
         print(
             f"iteration {row['training_iteration']}: main's return "
-            f"{row.get(f'env_runner/{MAIN_MODULE_ID}/episode_return_mean', float('nan')):+.3f}",
+            f"{row.get(f'env_runners/module_episode_returns_mean/{MAIN_MODULE_ID}', float('nan')):+.3f}",
             flush=True,
         )
         manager.save(algo, algo.training_iteration, metrics=row)

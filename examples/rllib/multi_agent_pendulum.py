@@ -76,7 +76,7 @@ def main(iterations: int = 2, num_agents: int = 2) -> dict[str, Any]:
         result: dict[str, Any] = {}
         for _ in range(iterations):
             result = algo.train()
-            print({k: v for k, v in result.items() if "return" in k or k == "training_iteration"})
+            print({k: v for k, v in result.flatten().items() if "return" in k or k == "training_iteration"})
         return result
     finally:
         algo.stop()

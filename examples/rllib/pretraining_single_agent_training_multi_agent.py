@@ -134,7 +134,7 @@ def main(
         result: dict[str, Any] = {}
         for _ in range(iterations):
             result = algo.train()
-            print({k: v for k, v in result.items() if "return" in k or k == "training_iteration"})
+            print({k: v for k, v in result.flatten().items() if "return" in k or k == "training_iteration"})
     finally:
         algo.stop()
     return {"checkpoint_path": module_chkpt_path, "start_weights": start_weights, "last_result": result}

@@ -47,7 +47,7 @@ import sys
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -778,10 +778,29 @@ def _shutdown(ref: weakref.ref[CheckpointManager]) -> None:
             print(f"cairn: {safe_text(err)}", file=sys.stderr)  # the message may quote a hostile path
 
 
-def _jsonable_metrics(metrics: dict[str, Any] | None) -> dict[str, Any]:
-    """Keep JSON-able scalars (numpy scalars become Python numbers); drop the rest."""
+def _flat_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """Nested dicts flattened to ``"/"``-joined keys. A ``train()`` result flattens itself, with its
+    deprecated flat names too (``episode_return_mean``), so ``KeepBest(1, "episode_return_mean")`` still ranks."""
+    flatten = getattr(metrics, "flatten", None)
+    if callable(flatten):
+        flat: dict[str, Any] = flatten(aliases=True)
+        return flat
     out: dict[str, Any] = {}
-    for k, v in (metrics or {}).items():
+    for key, value in metrics.items():
+        if isinstance(value, Mapping):
+            out.update({f"{key}/{k}": v for k, v in _flat_metrics(value).items()})
+        else:
+            out[key] = value
+    return out
+
+
+def _jsonable_metrics(metrics: dict[str, Any] | None) -> dict[str, Any]:
+    """Keep JSON-able scalars (numpy scalars become Python numbers); drop the rest.
+
+    Nested dicts (a ``train()`` result) are flattened to ``"/"``-joined keys first.
+    """
+    out: dict[str, Any] = {}
+    for k, v in _flat_metrics(metrics or {}).items():
         if isinstance(v, np.generic):
             v = v.item()
         if isinstance(v, bool | int | str) or v is None:

@@ -34,7 +34,7 @@ from cairn.rl import PPO
 
 algo = PPO.from_checkpoint(sys.argv[2])
 try:
-    results = [{k: v for k, v in algo.train().items() if not k.startswith("perf/")} for _ in range(int(sys.argv[4]))]
+    results = [algo.train().flatten(wall_clock=False) for _ in range(int(sys.argv[4]))]
     runners = [s["metrics"] for s in ray.get([a.get_own_state.remote() for a in algo.env_runner_group.remote.actors])]
     print(json.dumps({"results": results, "algorithm": algo.metrics.get_state(), "runners": runners}))
 finally:
@@ -43,7 +43,7 @@ finally:
 
 
 def _results(algo: PPO, n: int) -> list[dict[str, Any]]:
-    return [{k: v for k, v in algo.train().items() if not k.startswith("perf/")} for _ in range(n)]
+    return [algo.train().flatten(wall_clock=False) for _ in range(n)]
 
 
 def _runner_metrics(algo: PPO) -> list[dict[str, Any]]:

@@ -47,7 +47,7 @@ from cairn.rl import DQN
 
 algo = DQN.from_checkpoint(sys.argv[2])
 try:
-    results = [{k: v for k, v in algo.train().items() if not k.startswith("perf/")} for _ in range(int(sys.argv[4]))]
+    results = [algo.train().flatten(wall_clock=False) for _ in range(int(sys.argv[4]))]
     algo.save_to_path(sys.argv[5])
     print(json.dumps(results))
 finally:
@@ -56,7 +56,7 @@ finally:
 
 
 def _results(algo: DQN, n: int) -> list[dict[str, Any]]:
-    return [{k: v for k, v in algo.train().items() if not k.startswith("perf/")} for _ in range(n)]
+    return [algo.train().flatten(wall_clock=False) for _ in range(n)]
 
 
 def test_dqn_two_remote_runners_resume_in_a_new_driver_is_exact(ray_cluster: Any, tmp_path: Path) -> None:

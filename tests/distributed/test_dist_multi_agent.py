@@ -18,7 +18,7 @@ from cairn.testing import assert_states_equal
 
 
 def _results(algo: PPO) -> dict[str, Any]:
-    return {k: v for k, v in algo.train().items() if not k.startswith("perf/")}
+    return algo.train().flatten(wall_clock=False)
 
 
 def test_self_play_on_remote_env_runners_resumes_exactly(ray_cluster: Any, tmp_path: Path) -> None:
@@ -42,8 +42,8 @@ def test_self_play_on_remote_env_runners_resumes_exactly(ray_cluster: Any, tmp_p
     algo.set_state({"learner_group": {"learner": {"rl_module": {"main_v1": algo.get_module("main").get_state()}}}})
     for _ in range(2):
         results = _results(algo)
-    assert "env_runner/main_v1/episode_return_mean" in results
-    assert not any(k.startswith("learner/main_v1/") for k in results)
+    assert "env_runners/module_episode_returns_mean/main_v1" in results
+    assert not any(k.startswith("learners/main_v1/") for k in results)
 
     restored = PPO.from_checkpoint(algo.save_to_path(tmp_path / "ckpt"))
     assert restored.env_runner_group.num_env_runners == 2 and not restored.env_runner.episodes_restarted

@@ -77,14 +77,14 @@ def run_custom_heuristic_policy(tmp_path: Path) -> None:
     result = load("custom_heuristic_policy").main(iterations=2)
     check_multi_agent_returns(result, ["learnable_policy", "random"])
     assert "learner/learnable_policy/total_loss" in result
-    assert not any(k.startswith("learner/random/") for k in result)  # policies_to_train
+    assert "random" not in result["learners"]  # policies_to_train
 
 
 def run_rock_paper_scissors_heuristic_vs_learned(tmp_path: Path) -> None:
     result = load("rock_paper_scissors_heuristic_vs_learned").main(iterations=2)
     check_multi_agent_returns(result, ["learned", "always_same", "beat_last"])  # both opponents drawn
-    assert [k for k in result if k.startswith("learner/") and k.endswith("/total_loss")] == [
-        "learner/learned/total_loss"
+    assert [k for k in result.flatten() if k.startswith("learners/") and k.endswith("/total_loss")] == [
+        "learners/learned/total_loss"
     ]
 
 

@@ -43,7 +43,7 @@ def tiny(**overrides: Any) -> DQNConfig:
 
 
 def _metrics(algo: DQN, n: int) -> list[dict[str, Any]]:
-    return [{k: v for k, v in algo.train().items() if not k.startswith("perf/")} for _ in range(n)]
+    return [algo.train().flatten(wall_clock=False) for _ in range(n)]
 
 
 def test_n_step_transitions_stop_at_episode_and_rollout_ends() -> None:
@@ -133,7 +133,7 @@ metrics = [algo.train() for _ in range(m)]
 algo.save_to_path(out + "/final")
 algo.stop()
 with open(out + "/metrics.json", "w") as f:
-    json.dump([{k: v for k, v in r.items() if not k.startswith("perf/")} for r in metrics], f)
+    json.dump([r.flatten(wall_clock=False) for r in metrics], f)
 """
 
 

@@ -31,7 +31,7 @@ else:
 metrics = [algo.train() for _ in range(m)]
 algo.save_to_path(out + "/final")
 with open(out + "/metrics.json", "w") as f:
-    json.dump([{k: v for k, v in r.items() if not k.startswith("perf/")} for r in metrics], f)
+    json.dump([r.flatten(wall_clock=False) for r in metrics], f)
 """
 
 

@@ -160,7 +160,7 @@ algo = PPO.from_checkpoint(sys.argv[1])
 metrics = [algo.train() for _ in range(int(sys.argv[2]))]
 algo.save_to_path(sys.argv[3])
 algo.stop()
-print(json.dumps([{k: v for k, v in r.items() if not k.startswith("perf/")} for r in metrics]))
+print(json.dumps([r.flatten(wall_clock=False) for r in metrics]))
 """
 
 
@@ -189,11 +189,14 @@ def test_ppo_on_pettingzoos_rps_resumes_in_a_new_process_bit_for_bit(tmp_path: P
         algo.train()
     mid = algo.save_to_path(tmp_path / "mid")
     assert json.loads((Path(mid) / "metadata.json").read_text())["episodes_restart_on_restore"] is False
-    straight = [{k: v for k, v in algo.train().items() if not k.startswith("perf/")} for _ in range(2)]
+    straight = [algo.train().flatten(wall_clock=False) for _ in range(2)]
     algo.save_to_path(tmp_path / "straight")
     algo.stop()
-    assert straight[-1]["learner/p0/num_module_steps_trained"] > 0
-    assert straight[-1]["env_runner/p0/episode_return_mean"] == -straight[-1]["env_runner/p1/episode_return_mean"]
+    assert straight[-1]["learners/p0/num_module_steps_trained"] > 0
+    assert (
+        straight[-1]["env_runners/module_episode_returns_mean/p0"]
+        == -straight[-1]["env_runners/module_episode_returns_mean/p1"]
+    )
 
     env = dict(os.environ)
     tests = str(Path(__file__).resolve().parents[1])

@@ -28,7 +28,7 @@ def multi_agent_config(**overrides: object) -> PPOConfig:
 
 
 def without_perf(results: dict) -> dict:  # type: ignore[type-arg]
-    return {k: v for k, v in results.items() if not k.startswith("perf/")}
+    return results.flatten(wall_clock=False)
 
 
 class TestPPOContract(CheckpointableContract):

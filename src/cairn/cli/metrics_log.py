@@ -45,6 +45,7 @@ __all__ = [
     "METRICS_FILE",
     "MetricsLog",
     "TensorBoardLog",
+    "flat_metrics",
     "jsonable",
     "read_metrics",
 ]
@@ -58,17 +59,37 @@ TIME_TOTAL_KEY = "perf/time_total_s"
 
 
 def jsonable(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON-ready part of ``metrics``: numbers, booleans and strings.
+    """The JSON-ready part of ``metrics``: numbers, booleans and strings, under flat keys.
 
-    Non-finite floats become ``None`` (JSON has no NaN); values of other types
-    (arrays, nested dicts) are left out.
+    Nested dicts (``train()``'s RLlib layout) are flattened to ``"/"``-joined keys
+    (``env_runners/episode_return_mean``); a ``train()`` result
+    (:class:`~cairn.rl.algorithms.results.ResultDict`) also gives its deprecated flat names
+    (``episode_return_mean``, ``learner/<module>/...``), so that rankings and plots of older
+    runs go on reading them. Non-finite floats become ``None`` (JSON has no NaN); values of
+    other types (arrays) are left out.
     """
     out: dict[str, Any] = {}
-    for key, value in metrics.items():
+    for key, value in flat_metrics(metrics).items():
         if isinstance(value, bool | int | str):
             out[key] = value
         elif isinstance(value, float):
             out[key] = value if math.isfinite(value) else None
+    return out
+
+
+def flat_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """``metrics`` with nested dicts flattened to ``"/"``-joined keys (a ``train()`` result's own
+    ``flatten(aliases=True)``, which adds its deprecated flat names)."""
+    flatten = getattr(metrics, "flatten", None)
+    if callable(flatten):
+        flat: dict[str, Any] = flatten(aliases=True)
+        return flat
+    out: dict[str, Any] = {}
+    for key, value in metrics.items():
+        if isinstance(value, Mapping):
+            out.update({f"{key}/{k}": v for k, v in flat_metrics(value).items()})
+        else:
+            out[key] = value
     return out
 
 

@@ -92,6 +92,7 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         "observation_filter",
         "env_to_module_connector",
         "module_to_env_connector",
+        "explore",
     ),
     "learners": ("num_learners", "num_cpus_per_learner"),
     "multi_agent": (
@@ -109,7 +110,13 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "fault_tolerance": ("checkpoint_timeout_s", "env_runner_restore_timeout_s"),
     "framework": (),
     "api_stack": (),
-    "evaluation": (),
+    "evaluation": (
+        "evaluation_interval",
+        "evaluation_duration",
+        "evaluation_duration_unit",
+        "evaluation_num_env_runners",
+        "evaluation_config",
+    ),
 }
 """Builder -> the cairn fields it takes by their own names; ``training`` takes every other field."""
 
@@ -311,6 +318,51 @@ def translate_model_config(model_config: Any) -> dict[str, Any]:
     return out
 
 
+def _evaluation_interval(config: Any, value: Any) -> dict[str, Any]:
+    # RLlib reads 0 as "no evaluation" too.
+    if value is None or (not isinstance(value, bool) and value == 0):
+        return {"evaluation_interval": None}
+    return {"evaluation_interval": _must_be_int("evaluation_interval", value)}
+
+
+def _evaluation_duration(config: Any, value: Any) -> dict[str, Any]:
+    if value == "auto":
+        raise ValueError(
+            "evaluation(evaluation_duration='auto') is refused: 'auto' evaluates as long as a parallel training "
+            "step takes, and cairn evaluates after the training step. Give a number of episodes or timesteps."
+        )
+    return {"evaluation_duration": _must_be_int("evaluation_duration", value)}
+
+
+_NOT_PER_EVALUATION = ("train_batch_size_per_learner", "train_batch_size")
+
+
+def _evaluation_config(config: Any, value: Any) -> dict[str, Any]:
+    """RLlib's ``evaluation_config`` (a dict, or ``AlgorithmConfig.overrides(...)``'s) in cairn's field names.
+
+    Each setting is translated by the builder that takes it (``explore`` -> ``env_runners``),
+    so what a builder refuses is refused here too, before anything changes.
+    """
+    if value is None:
+        return {"evaluation_config": {}}
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            f"evaluation_config must be a dict of settings (or AlgorithmConfig.overrides(...)), got {type(value)}."
+        )
+    cls = type(config)
+    fields = {f.name for f in dataclasses.fields(config)} if dataclasses.is_dataclass(config) else set()
+    translated: dict[str, Any] = {}
+    for key, setting in value.items():
+        if key in _NOT_PER_EVALUATION or str(key).startswith("evaluation_"):
+            raise ValueError(
+                f"evaluation(evaluation_config={{{key!r}: ...}}) is refused: evaluation runners do not train and "
+                "cannot nest another evaluation; set the evaluation's length with evaluation_duration."
+            )
+        builder = _builder_of(cls, str(key), fields)
+        translated.update(cls._translate(builder, {key: setting}, copy.deepcopy(config)))
+    return {"evaluation_config": translated}
+
+
 def _model_config(config: Any, value: Any) -> dict[str, Any]:
     return {"model_config": translate_model_config(value)}
 
@@ -396,7 +448,7 @@ _BASE_RULES: dict[str, dict[str, Rule]] = {
         "custom_resources_per_env_runner": Accept(({},), _DEFAULT_ONLY),
         "observation_filter": _observation_filter,
         "batch_mode": Accept(("truncate_episodes",), "cairn samples rollout_length steps per env, cutting episodes"),
-        "explore": Accept((True,), "cairn's env runners always explore (forward_exploration)"),
+        "explore": "explore",
         "create_env_on_local_worker": Accept((False,), _DEFAULT_ONLY),
         "create_local_env_runner": Accept((True,), "cairn always has a local env runner"),
         "env_to_module_connector": "env_to_module_connector",
@@ -497,10 +549,24 @@ _BASE_RULES: dict[str, dict[str, Rule]] = {
         "max_num_env_runner_restarts": Accept((1000,), _DEFAULT_ONLY),
     },
     "evaluation": {
-        "evaluation_interval": Accept((None, 0), "cairn has no evaluation runners: run `cairn evaluate CKPT`"),
-        "evaluation_num_env_runners": Accept((0,), "cairn has no evaluation runners: run `cairn evaluate CKPT`"),
-        "evaluation_duration": Accept((10,), _DEFAULT_ONLY),
-        "evaluation_config": Accept((None,), "cairn has no evaluation runners: run `cairn evaluate CKPT`"),
+        "evaluation_interval": _evaluation_interval,
+        "evaluation_duration": _evaluation_duration,
+        "evaluation_duration_unit": "evaluation_duration_unit",
+        "evaluation_num_env_runners": "evaluation_num_env_runners",
+        "evaluation_config": _evaluation_config,
+        "evaluation_parallel_to_training": Accept(
+            (False,), "cairn evaluates after the iteration's training step, in train() (not in parallel)"
+        ),
+        "evaluation_force_reset_envs_before_iteration": Accept(
+            (False,),
+            "cairn's evaluation runners go on with their episodes from one evaluation to the next "
+            "(their environments are checkpointed with them)",
+        ),
+        "evaluation_sample_timeout_s": Accept((120.0, 120), _DEFAULT_ONLY),
+        "custom_evaluation_function": Refuse(
+            "cairn records no functions by value in a config: call algo.evaluate() and compute what you need "
+            "from its result, or subclass the algorithm"
+        ),
     },
 }
 
@@ -665,7 +731,9 @@ class ConfigBuilders:
         return self._apply("fault_tolerance", settings)
 
     def evaluation(self, **settings: Any) -> Self:
-        """RLlib's ``evaluation(...)``: accepted only without evaluation (cairn evaluates with ``cairn evaluate``)."""
+        """RLlib's ``evaluation(evaluation_interval=, evaluation_duration=, evaluation_duration_unit=,
+        evaluation_num_env_runners=, evaluation_config=)``: evaluation runners that ``train()`` runs every
+        ``evaluation_interval`` iterations and ``Algorithm.evaluate()`` on demand."""
         return self._apply("evaluation", settings)
 
     # ------------------------------------------------------------------ RLlib's helpers

@@ -5,6 +5,7 @@ Components (SPEC section 5)::
     env_runner/                 the local EnvRunner (connectors, RNG, env state, counters)
       env_to_module_connector/
       module_to_env_connector/
+    eval_env_runner/            the local evaluation runner, when the config asks for evaluation
     learner_group/
       learner/                  optimizers, RNG, counters
         rl_module/              the MultiRLModule
@@ -40,6 +41,8 @@ from cairn.rl.algorithms.algorithm_config import (
     AlgorithmConfig,
     multi_env_mapping_fn_refusal,
 )
+from cairn.rl.algorithms.evaluation import EvaluationRunners, wants_evaluation_runners
+from cairn.rl.algorithms.results import ResultDict, nest_results
 from cairn.rl.callbacks.callbacks import make_callbacks
 from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.multi_rl_module import (
@@ -52,7 +55,16 @@ from cairn.rl.core.rl_module.multi_rl_module import (
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.rl.env.env_runner_group import EnvRunnerGroup
+from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
 from cairn.rl.utils._util import Names
+from cairn.rl.utils.metrics.constants import (
+    ENV_RUNNER_RESULTS,
+    EVALUATION_RESULTS,
+    NUM_AGENT_STEPS_SAMPLED_LIFETIME,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    NUM_EPISODES_LIFETIME,
+    NUM_TRAINING_STEP_CALLS_PER_ITERATION,
+)
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger, flatten_metrics
 
 if TYPE_CHECKING:
@@ -86,7 +98,12 @@ class Algorithm(Checkpointable, abc.ABC):
         if config.num_torch_threads is not None:
             torch.set_num_threads(int(config.num_torch_threads))
         self.env_runner_group = EnvRunnerGroup(config)
+        self.eval_runners: EvaluationRunners | None = None
+        """The evaluation env runners, when the config asks for them (``evaluation_interval`` or
+        ``evaluation_num_env_runners``); their group is :attr:`eval_env_runner_group`."""
         try:
+            if wants_evaluation_runners(config):
+                self.eval_runners = EvaluationRunners(config)
             module_specs = self.env_runner_group.local_env_runner.module_specs
             self.learner_group = self.build_learner_group(config, module_specs)
             start_paths = load_state_paths(config)
@@ -117,8 +134,32 @@ class Algorithm(Checkpointable, abc.ABC):
         """The local env runner."""
         return self.env_runner_group.local_env_runner
 
+    @property
+    def eval_env_runner_group(self) -> EnvRunnerGroup | None:
+        """The evaluation env runners' group (RLlib's name), or ``None`` without evaluation."""
+        return None if self.eval_runners is None else self.eval_runners.group
+
+    @property
+    def eval_env_runner(self) -> EnvRunner | None:
+        """The local evaluation env runner (the ``eval_env_runner`` component), or ``None``."""
+        return None if self.eval_runners is None else self.eval_runners.local_env_runner
+
+    @property
+    def iteration(self) -> int:
+        """The number of :meth:`train` calls so far, restored with a checkpoint (RLlib's name of
+        :attr:`training_iteration`)."""
+        return self.training_iteration
+
     def get_module(self, module_id: str = DEFAULT_MODULE_ID) -> RLModule:
-        """The learner's module ``module_id`` (the weights being trained; fetched when remote)."""
+        """The learner's module ``module_id`` with the weights being trained (RLlib's ``get_module``).
+
+        With a local learner (``num_learners`` <= 1) it is the live module the learner
+        trains: what you change in it (``load_state_dict``) is trained on. With remote
+        learners (``num_learners`` > 1, Ray actors) the live modules are in other
+        processes: it is then the driver's copy, refreshed with learner 0's weights at
+        this call, and changes to it stay in the driver (give new weights with
+        ``algo.learner_group.set_state``). Call it again after :meth:`train` for newer weights.
+        """
         return self.learner_group.get_module(module_id)
 
     def add_module(
@@ -181,6 +222,8 @@ class Algorithm(Checkpointable, abc.ABC):
             policies_to_train=new_should_module_be_updated,
         )
         self.env_runner_group.add_module(module_id, spec, config=self.config)
+        if self.eval_runners is not None:
+            self.eval_runners.add_module(module_id, spec, config=self.config)
         self._sync_env_runners()
         added: MultiRLModuleSpec = self.config.rl_module_spec
         return added
@@ -244,6 +287,8 @@ class Algorithm(Checkpointable, abc.ABC):
             without=module_id,
         )
         self.env_runner_group.remove_module(module_id, config=config)
+        if self.eval_runners is not None:
+            self.eval_runners.remove_module(module_id, config=config)
         self.learner_group.remove_module(module_id)
         self.config = config
         left: MultiRLModuleSpec = config.rl_module_spec
@@ -282,33 +327,99 @@ class Algorithm(Checkpointable, abc.ABC):
             policies_to_train=self.config.policies_to_train if policies_to_train is None else tuple(policies_to_train),
         )
 
-    def train(self) -> dict[str, Any]:
-        """Run one training iteration.
+    def train(self) -> ResultDict:
+        """Run one training iteration, and an evaluation when ``evaluation_interval`` says so.
 
         Returns:
-            Metrics: ``training_iteration``, ``num_env_steps_sampled_lifetime``,
-            ``episode_return_mean`` and more, among them ``"learner/<module id>/..."``,
-            and every value of :attr:`metrics` (what callbacks logged; the env
-            runners' under ``"env_runners/"``), flattened with ``/``. Keys under
-            ``"perf/"`` are wall-clock measurements (not reproducible). The callbacks'
-            ``on_train_result`` sees the dict last and may change it.
+            RLlib's nested result (:class:`~cairn.rl.algorithms.results.ResultDict`):
+            ``env_runners/...`` (episode statistics, step counters, what the env runners'
+            callbacks logged), ``learners/<module id>/...`` and ``learners/__all_modules__/...``,
+            ``timers/training_iteration`` (wall clock), ``evaluation/env_runners/...`` in
+            iterations that evaluated, ``training_iteration``, ``num_env_steps_sampled_lifetime``,
+            and every other value of :attr:`metrics` (what callbacks logged) at its key.
+            The keys are the constants of :mod:`cairn.rl.utils.metrics`. cairn's old flat names
+            (``result["episode_return_mean"]``, ``result["learner/<module id>/lr"]``) still
+            read (deprecated, for one release); ``result.flatten()`` gives ``"/"``-joined keys.
+            ``timers/`` and ``perf/`` are wall-clock measurements (not reproducible). The
+            callbacks' ``on_train_result`` sees the result last and may change it.
         """
         start = time.perf_counter()
         steps_before = self.env_runner.num_env_steps_sampled_lifetime
         training_results = self.training_step()
         self.training_iteration += 1
         # The env runners' metrics are reduced into the algorithm's logger each iteration (as in RLlib).
-        self.metrics.aggregate(self.env_runner_group.pop_metrics(), key="env_runners")
-        results = {**flatten_metrics(self.metrics.reduce()), **training_results}
+        self.metrics.aggregate(self.env_runner_group.pop_metrics(), key=ENV_RUNNER_RESULTS)
+        self._log_env_runner_counters()
+        interval = self.config.evaluation_interval
+        evaluation = None
+        if interval is not None and self.training_iteration % int(interval) == 0:
+            evaluation = self._run_evaluation()
+        flat = {**flatten_metrics(self.metrics.reduce()), **training_results}
         elapsed = time.perf_counter() - start
         steps = self.env_runner.num_env_steps_sampled_lifetime - steps_before
-        results["training_iteration"] = self.training_iteration
-        results["num_env_steps_sampled"] = steps
-        results["perf/iteration_time_s"] = elapsed
-        results["perf/env_steps_per_second"] = steps / elapsed if elapsed > 0 else float("nan")
-        results = dict(sorted(results.items()))
+        flat["training_iteration"] = self.training_iteration
+        flat["num_env_steps_sampled"] = steps
+        flat[NUM_TRAINING_STEP_CALLS_PER_ITERATION] = 1  # one training_step() per train() call, always
+        flat["perf/iteration_time_s"] = elapsed
+        flat["perf/env_steps_per_second"] = steps / elapsed if elapsed > 0 else float("nan")
+        if evaluation is not None:
+            flat.update({f"{EVALUATION_RESULTS}/{ENV_RUNNER_RESULTS}/{k}": v for k, v in evaluation.items()})
+        results = nest_results(flat, single_agent_module=self._single_agent_module())
         self.callbacks.on_train_result(algorithm=self, metrics_logger=self.metrics, result=results)
         return results
+
+    def _log_env_runner_counters(self) -> None:
+        """The env runners' lifetime counters into :attr:`metrics` under ``env_runners/`` (RLlib's
+        ``algo.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME))``); checkpointed with it."""
+        runner = self.env_runner
+        for name, value in (
+            (NUM_ENV_STEPS_SAMPLED_LIFETIME, runner.num_env_steps_sampled_lifetime),
+            (NUM_AGENT_STEPS_SAMPLED_LIFETIME, runner.num_agent_steps_sampled_lifetime),
+            (NUM_EPISODES_LIFETIME, runner.num_episodes_lifetime),
+        ):
+            # "max" of a count that only grows: the stat holds the current value, an int.
+            self.metrics.log_value((ENV_RUNNER_RESULTS, name), int(value), reduce="max")
+
+    def _single_agent_module(self) -> str | None:
+        """The module id when one agent plays one module (a gymnasium env), else None."""
+        single = not isinstance(self.env_runner, MultiAgentEnvRunner) and len(self.config.policies) == 1
+        return self.config.policies[0] if single and not self.config.env.startswith(MULTI_AGENT_PREFIX) else None
+
+    def evaluate(self) -> ResultDict:
+        """Run one evaluation now (RLlib's ``Algorithm.evaluate``), with the learners' current weights.
+
+        The evaluation runners (``config.evaluation(...)``) sample ``evaluation_duration``
+        episodes or timesteps with ``evaluation_config`` applied (``{"explore": False}``:
+        greedy actions). Their state is the checkpoint component ``eval_env_runner``.
+
+        Returns:
+            ``{"evaluation": {"env_runners": {"episode_return_mean": ..., "num_episodes": ..., ...}}}``
+            (``EVALUATION_RESULTS`` / ``ENV_RUNNER_RESULTS``), as RLlib's.
+
+        Raises:
+            ValueError: The config asks for no evaluation runners.
+        """
+        evaluation = self._run_evaluation()
+        return nest_results({f"{EVALUATION_RESULTS}/{ENV_RUNNER_RESULTS}/{k}": v for k, v in evaluation.items()})
+
+    def _run_evaluation(self) -> dict[str, Any]:
+        """One evaluation; its ``env_runners`` results, with what the evaluation runners' callbacks logged."""
+        if self.eval_runners is None:
+            raise ValueError(
+                "This algorithm has no evaluation runners: build it with config.evaluation(evaluation_interval=N) "
+                "(train() evaluates every N iterations) or evaluation_num_env_runners=M > 0, then call evaluate()."
+            )
+        # The training runners' merged connector states (observation filter): evaluation normalises as training does.
+        self.env_runner_group.sync_connector_states_to_local()
+        evaluation = self.eval_runners.run(
+            self.get_weights_for_env_runners(),
+            self.env_runner.get_connector_states(),
+            single_agent_module=self._single_agent_module(),
+        )
+        key = (EVALUATION_RESULTS, ENV_RUNNER_RESULTS)
+        self.metrics.aggregate(self.eval_runners.pop_metrics(), key=key)
+        logged = flatten_metrics(self.metrics.peek(key, default={}))
+        return {**logged, **flatten_metrics(evaluation)}
 
     def _sync_env_runners(self) -> None:
         """Spread the local runner's state and the learner's weights to the env runners."""
@@ -324,9 +435,37 @@ class Algorithm(Checkpointable, abc.ABC):
         """
         return self.learner_group.get_weights_ref()
 
+    def restore(self, path: Any, **kwargs: Any) -> None:
+        """RLlib's ``Algorithm.restore(path)``: :meth:`restore_from_path` (same arguments)."""
+        self.restore_from_path(path, **kwargs)
+
+    def foreach_env_runner(self, func: Any, *, local_env_runner: bool = True) -> list[Any]:
+        """Call ``func(env_runner)`` on every env runner; the results in runner order (RLlib's
+        ``algo.env_runner_group.foreach_env_runner(func)``).
+
+        Args:
+            func: A function of one env runner. With remote runners (Ray actors) it must be a
+                function defined at the top level of an imported module (or its
+                ``"module:function"`` path): cairn sends workers references, never code,
+                so lambdas and closures are refused. Its results must be plain data.
+            local_env_runner: Also call it on the local runner, first (with remote runners the
+                local runner does not sample: it keeps the group's totals).
+
+        Raises:
+            ValueError: ``func`` cannot be sent by reference to remote runners.
+        """
+        return self.env_runner_group.foreach_env_runner(func, local_env_runner=local_env_runner)
+
+    def cleanup(self) -> None:
+        """RLlib's (Tune's) name of :meth:`stop`; calling it again does nothing."""
+        self.stop()
+
     def stop(self) -> None:
-        """Release the environments and stop the remote actors, if any."""
+        """Release the environments and stop the remote actors, if any (idempotent)."""
         self.env_runner_group.close()
+        eval_runners = getattr(self, "eval_runners", None)  # absent when building the env runners failed
+        if eval_runners is not None:
+            eval_runners.close()
         learner_group = getattr(self, "learner_group", None)  # absent when building it failed in __init__
         if learner_group is not None:
             learner_group.close()
@@ -334,17 +473,32 @@ class Algorithm(Checkpointable, abc.ABC):
     # ------------------------------------------------------------------ Checkpointable
 
     def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
-        """``env_runner`` (the local runner) and ``learner_group``."""
-        return [("env_runner", self.env_runner), ("learner_group", self.learner_group)]
+        """``env_runner`` (the local runner), ``learner_group``, and ``eval_env_runner`` with evaluation."""
+        components: list[tuple[str, Checkpointable]] = [
+            ("env_runner", self.env_runner),
+            ("learner_group", self.learner_group),
+        ]
+        if self.eval_runners is not None:
+            components.append(("eval_env_runner", self.eval_runners.local_env_runner))
+        return components
 
     def get_delegated_components(self) -> dict[str, DelegatedComponent]:
-        """``{"env_runner": the remote runners}`` when there are some: runner 1 writes that folder."""
+        """``{"env_runner": the remote runners}`` when there are some: runner 1 writes that folder
+        (``eval_env_runner`` likewise, for remote evaluation runners)."""
+        delegated: dict[str, DelegatedComponent] = {}
         delegate = self.env_runner_group.delegate
-        return {"env_runner": delegate} if delegate is not None else {}
+        if delegate is not None:
+            delegated["env_runner"] = delegate
+        eval_delegate = None if self.eval_runners is None else self.eval_runners.group.delegate
+        if eval_delegate is not None:
+            delegated["eval_env_runner"] = eval_delegate
+        return delegated
 
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
         """``training_iteration`` plus the states of the selected components."""
         self.env_runner_group.sync_connector_states_to_local()
+        if self.eval_runners is not None:
+            self.eval_runners.group.sync_connector_states_to_local()
         state = {
             "training_iteration": self.training_iteration,
             "metrics": self.metrics.get_state(),
@@ -352,6 +506,8 @@ class Algorithm(Checkpointable, abc.ABC):
         }
         if "env_runner" in state:  # remote runners: their RNGs and environments
             state["env_runner"].update(self.env_runner_group.get_runner_states())
+        if "eval_env_runner" in state and self.eval_runners is not None:
+            state["eval_env_runner"].update(self.eval_runners.group.get_runner_states())
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -359,6 +515,8 @@ class Algorithm(Checkpointable, abc.ABC):
         self._set_components_state(state)
         if "env_runner" in state:
             self.env_runner_group.set_runner_states(state["env_runner"])
+        if "eval_env_runner" in state and self.eval_runners is not None:
+            self.eval_runners.group.set_runner_states(state["eval_env_runner"])
         if "training_iteration" in state:
             self.training_iteration = int(state["training_iteration"])
         if "metrics" in state:

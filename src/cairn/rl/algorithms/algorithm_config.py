@@ -357,6 +357,30 @@ class AlgorithmConfig(ConfigBuilders):
     ``FrameStackingLearner`` paired with an env-to-module ``FrameStackingEnvToModule`` of the
     same ``num_frames`` (docs/rl.md, "Connectors"); recorded as :attr:`env_to_module_connector`."""
 
+    # --- part `algo` (issue 28): exploration switch and evaluation runners ---
+    explore: bool = True
+    """Env runners act with ``forward_exploration`` (sampled actions); ``False``: with
+    ``forward_inference`` (greedy). RLlib's ``env_runners(explore=...)``; evaluation runners
+    take it from ``evaluation_config`` (``{"explore": False}``)."""
+
+    evaluation_interval: int | None = None
+    """Run an evaluation every this many ``train()`` iterations (its results under
+    ``result["evaluation"]``); ``None``: never from ``train()``."""
+
+    evaluation_duration: int = 10
+    """How long one evaluation runs, in ``evaluation_duration_unit``."""
+
+    evaluation_duration_unit: str = "episodes"
+    """``"episodes"`` (the first ``evaluation_duration`` episodes that end count) or
+    ``"timesteps"`` (sample until at least that many env steps)."""
+
+    evaluation_num_env_runners: int = 0
+    """Evaluation env runners on Ray; 0: one local evaluation runner in this process."""
+
+    evaluation_config: dict[str, Any] = field(default_factory=dict)
+    """Settings in which the evaluation runners differ from the training ones, by cairn field
+    name (``evaluation(evaluation_config={"explore": False})`` translates RLlib's names)."""
+
     sample_next_obs: ClassVar[bool] = False
     """Whether env runners add a ``next_obs`` column to their sample batches (the
     observation after each step, ``final_obs`` where an episode ended). Off-policy
@@ -375,6 +399,38 @@ class AlgorithmConfig(ConfigBuilders):
             self.policies_to_train = tuple(str(p) for p in self.policies_to_train)
         for name in ("env_to_module_connector", "module_to_env_connector", "learner_connector"):
             setattr(self, name, connector_reference(getattr(self, name), what=name))
+        self.validate_evaluation()  # cheap; a builder's evaluation(...) is refused at once, by name
+
+    def validate_evaluation(self) -> None:
+        """Raise ``ValueError`` when an evaluation setting is out of range or ``evaluation_config``
+        names something that is not a field of this config (part of :meth:`validate`)."""
+        if not isinstance(self.explore, bool):
+            raise ValueError(f"explore must be True or False, got {self.explore!r}.")
+        interval = self.evaluation_interval
+        if interval is not None and (isinstance(interval, bool) or not isinstance(interval, int) or interval < 1):
+            raise ValueError(f"evaluation_interval must be None or an int >= 1, got {interval!r}.")
+        duration = self.evaluation_duration
+        if isinstance(duration, bool) or not isinstance(duration, int) or duration < 1:
+            raise ValueError(f"evaluation_duration must be an int >= 1, got {duration!r}.")
+        if self.evaluation_duration_unit not in ("episodes", "timesteps"):
+            raise ValueError(
+                f"evaluation_duration_unit must be 'episodes' or 'timesteps', got {self.evaluation_duration_unit!r}."
+            )
+        runners = self.evaluation_num_env_runners
+        if isinstance(runners, bool) or not isinstance(runners, int) or runners < 0:
+            raise ValueError(f"evaluation_num_env_runners must be an int >= 0, got {runners!r}.")
+        if not isinstance(self.evaluation_config, Mapping):
+            raise ValueError(f"evaluation_config must be a dict of settings, got {type(self.evaluation_config)}.")
+        names = {f.name for f in fields(self)}
+        bad = sorted(str(k) for k in self.evaluation_config if k not in names or str(k).startswith("evaluation_"))
+        if bad:
+            raise ValueError(
+                f"evaluation_config names {bad}, which are not settings an evaluation runner can differ in; "
+                "give settings of this config (explore, env_config, num_envs_per_env_runner, ...), or use "
+                "evaluation(evaluation_config={...}) with RLlib's names."
+            )
+        if self.evaluation_config:  # the evaluation runners' config is checked as any config is
+            replace(self, **dict(self.evaluation_config), evaluation_config={})
 
     def get_default_learner_class(self) -> type[Any]:
         """The :class:`~cairn.rl.core.learner.learner.Learner` subclass that holds this algorithm's loss.
@@ -439,6 +495,7 @@ class AlgorithmConfig(ConfigBuilders):
                 raise ValueError(f"{name} must be a positive number of seconds, got {getattr(self, name)}.")
         if self.policy_mapping_fn is not None and self.env.startswith(MULTI_AGENT_PREFIX):
             raise ValueError(multi_env_mapping_fn_refusal(self.env, f"policy_mapping_fn={self.policy_mapping_fn!r}"))
+        self.validate_evaluation()
         unknown = sorted(set(self.policies_to_train or ()) - set(self.policies))
         if unknown:
             raise ValueError(f"policies_to_train names {unknown}, which are not in policies={list(self.policies)}.")

@@ -187,6 +187,13 @@ class EnvRunnerActor(FolderActor):
         report["weights_version"] = self.weights_version
         return batches, report
 
+    def call_function(self, ref: str, allowed: AllowedModules) -> Any:
+        """``fn(runner)`` for the function ``ref`` names (``foreach_env_runner``), resolved here, never unpickled."""
+        from cairn.registry import resolve_function
+
+        _import_driver_modules(allowed)
+        return resolve_function(ref, where="foreach_env_runner(func=...)")(self.runner)
+
     def pop_connector_deltas(self) -> dict[str, Any]:
         """The connectors' deltas (data seen since the last report), without sampling."""
         return self.runner.pop_connector_deltas()
@@ -516,6 +523,24 @@ class RemoteEnvRunners(ActorFolderDelegate):
         self._flush("receiving weights")
         refs = [(self.label(i), a.get_module_state.remote()) for i, a in enumerate(self.actors)]
         return get_all(self._ray, refs, doing="reporting weights")
+
+    def foreach_env_runner(self, func: Any) -> list[Any]:
+        """``func(runner)`` on every remote runner, in order; ``func`` travels by reference only.
+
+        Raises:
+            ValueError: ``func`` has no reference a worker could resolve (a lambda, a closure,
+                a function of ``__main__``).
+        """
+        from cairn.registry import resolve_function
+        from cairn.rl.algorithms.algorithm_config import function_reference
+
+        what = "foreach_env_runner(func=...) with remote env runners"
+        ref = function_reference(func, what=what)
+        resolve_function(ref, where=what)  # refused here, on the driver, before any worker runs anything
+        allowed = AllowedModules.resolve([(ref.partition(":")[0], what)])
+        self._flush("receiving weights")
+        calls = [(self.label(i), a.call_function.remote(ref, allowed)) for i, a in enumerate(self.actors)]
+        return list(get_all(self._ray, calls, doing="running foreach_env_runner's function"))
 
     def get_connector_states(self) -> list[dict[str, Any]]:
         """Every runner's connector states, in order."""

@@ -19,6 +19,7 @@ stopped. For environments whose state cannot be saved, the state records
 from __future__ import annotations
 
 import functools
+import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -212,9 +213,14 @@ class EnvRunner(Checkpointable):
         logp = np.zeros(self.num_slots, dtype=np.float32)
         values = np.zeros(self.num_slots, dtype=np.float32)
         # Off-policy modules (DQN's Q-network) return actions only: no log-probabilities, no values.
-        optional = bool(self.config.sample_next_obs)
+        # explore=False (evaluation runners): greedy actions of forward_inference, which gives actions only.
+        explore = bool(getattr(self.config, "explore", True))
+        optional = bool(self.config.sample_next_obs) or not explore
         for module_id, slots in self._module_slots.items():
-            out = self.module[module_id].forward_exploration({"obs": obs[slots]}, generator=self._generator)
+            if explore:
+                out = self.module[module_id].forward_exploration({"obs": obs[slots]}, generator=self._generator)
+            else:
+                out = self.module[module_id].forward_inference({"obs": obs[slots]})
             actions[slots] = out["actions"].numpy()
             if not optional or "action_logp" in out:
                 logp[slots] = out["action_logp"].numpy()
@@ -450,6 +456,8 @@ class EnvRunner(Checkpointable):
         """Episode and counter metrics (NaN means: no episode has ended yet)."""
         metrics: dict[str, float | int] = {
             "episode_return_mean": _mean(self._recent_returns),
+            "episode_return_min": min(self._recent_returns, default=math.nan),
+            "episode_return_max": max(self._recent_returns, default=math.nan),
             "episode_len_mean": _mean(self._recent_lengths),
             "num_episodes": self._episodes_this_iteration,
             "num_episodes_lifetime": self.num_episodes_lifetime,

@@ -22,7 +22,7 @@ The interface is the same either way: :meth:`sample`, :meth:`get_metrics`,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
@@ -89,6 +89,9 @@ class EnvRunnerBackend(Protocol):
 
     def close(self) -> None:
         """Close every runner's environments (stop actors)."""
+
+    def foreach_env_runner(self, func: Callable[[EnvRunner], Any]) -> list[Any]:
+        """``func(runner)`` on every sampling runner, in order (remote ones get it by reference)."""
 
 
 class LocalEnvRunners:
@@ -164,6 +167,10 @@ class LocalEnvRunners:
     def close(self) -> None:
         """Close the runner's environments."""
         self.runner.close()
+
+    def foreach_env_runner(self, func: Callable[[EnvRunner], Any]) -> list[Any]:
+        """``[func(runner)]``."""
+        return [func(self.runner)]
 
 
 class EnvRunnerGroup:
@@ -277,6 +284,38 @@ class EnvRunnerGroup:
         self.backend.apply_remove_module(config=config)
         self.config = config
 
+    def foreach_env_runner(self, func: Callable[[EnvRunner], Any] | str, *, local_env_runner: bool = True) -> list[Any]:
+        """Call ``func(env_runner)`` on the runners; the results in order (RLlib's ``foreach_env_runner``).
+
+        With ``num_env_runners=0`` the local runner is the one runner (called once). With
+        remote runners, the local runner first when ``local_env_runner`` (it keeps the
+        group's totals and does not sample), then each remote runner, which gets ``func``
+        by reference (``"module:function"``, resolved on the worker with
+        :func:`cairn.registry.resolve_function`; cairn sends no code to workers) and returns
+        plain data.
+
+        Raises:
+            ValueError: ``func`` is not callable, or remote runners would need it by reference and it
+                has none (a lambda, a closure, a function of ``__main__``): define it at the top level
+                of a module you import.
+        """
+        if self.remote is None:
+            fn = _callable(func)
+            return self.backend.foreach_env_runner(fn) if local_env_runner else []
+        results = [_callable(func)(self.local_env_runner)] if local_env_runner else []
+        return results + self.remote.foreach_env_runner(func)
+
     def close(self) -> None:
         """Close every runner's environments; stop the remote runners."""
         self.backend.close()
+
+
+def _callable(func: Callable[[EnvRunner], Any] | str) -> Callable[[EnvRunner], Any]:
+    """``func``, or the function its ``"module:function"`` path names (resolved, never imported)."""
+    if isinstance(func, str):
+        from cairn.registry import resolve_function
+
+        return resolve_function(func, where="foreach_env_runner(func=...)")
+    if not callable(func):
+        raise ValueError(f"foreach_env_runner needs a function of one env runner, got {type(func).__qualname__}.")
+    return func

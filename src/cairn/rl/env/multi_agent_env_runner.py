@@ -362,18 +362,23 @@ class MultiAgentEnvRunner(EnvRunner):
         a fixed order (the action RNG is drawn module by module).
         """
         out: list[Any] = [None] * len(acting)
+        explore = bool(self.config.explore)  # False: evaluation runners act greedily
         for module_id in self.module:
             rows = [i for i, m in enumerate(modules) if m == module_id]
             if not rows:
                 continue
             raw = np.stack([np.asarray(self._obs_dicts[acting[i][0]][acting[i][1]], dtype=np.float32) for i in rows])
             filtered = self.env_to_module[module_id](raw, update=True)
-            result = self.module[module_id].forward_exploration(
-                {"obs": torch.from_numpy(filtered)}, generator=self._generator
-            )
+            if explore:
+                result = self.module[module_id].forward_exploration(
+                    {"obs": torch.from_numpy(filtered)}, generator=self._generator
+                )
+                logp = result["action_logp"].numpy()
+                values = result["vf_preds"].numpy()
+            else:  # evaluation runners act greedily; forward_inference gives actions only
+                result = self.module[module_id].forward_inference({"obs": torch.from_numpy(filtered)})
+                logp = values = np.zeros(len(rows), dtype=np.float32)
             actions = result["actions"].numpy()
-            logp = result["action_logp"].numpy()
-            values = result["vf_preds"].numpy()
             env_actions = self.module_to_env[module_id](actions, update=True)
             for k, i in enumerate(rows):
                 out[i] = (filtered[k], np.asarray(actions[k]), float(logp[k]), float(values[k]), env_actions[k])

@@ -1,1 +1,58 @@
-"""Metrics: the :class:`~cairn.rl.utils.metrics.metrics_logger.MetricsLogger` (RLlib's home for it)."""
+"""Metrics: RLlib's result key names and the :class:`~cairn.rl.utils.metrics.metrics_logger.MetricsLogger`.
+
+``from cairn.rl.utils.metrics import ENV_RUNNER_RESULTS, EPISODE_RETURN_MEAN`` works as
+``from ray.rllib.utils.metrics import ...`` does (the same strings; see
+:mod:`cairn.rl.utils.metrics.constants`).
+"""
+
+from cairn.rl.utils.metrics.constants import (
+    AGENT_EPISODE_RETURNS_MEAN,
+    ALL_MODULES,
+    ENV_RUNNER_RESULTS,
+    EPISODE_LEN_MEAN,
+    EPISODE_RETURN_MAX,
+    EPISODE_RETURN_MEAN,
+    EPISODE_RETURN_MIN,
+    EVALUATION_RESULTS,
+    LEARNER_RESULTS,
+    MODULE_EPISODE_RETURNS_MEAN,
+    NUM_AGENT_STEPS_SAMPLED,
+    NUM_AGENT_STEPS_SAMPLED_LIFETIME,
+    NUM_ENV_STEPS_SAMPLED,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    NUM_EPISODES,
+    NUM_EPISODES_LIFETIME,
+    NUM_MODULE_STEPS_TRAINED,
+    NUM_MODULE_STEPS_TRAINED_LIFETIME,
+    NUM_TRAINING_STEP_CALLS_PER_ITERATION,
+    REPLAY_BUFFER_RESULTS,
+    TIMERS,
+    TRAINING_ITERATION,
+    TRAINING_ITERATION_TIMER,
+)
+
+__all__ = [
+    "AGENT_EPISODE_RETURNS_MEAN",
+    "ALL_MODULES",
+    "ENV_RUNNER_RESULTS",
+    "EPISODE_LEN_MEAN",
+    "EPISODE_RETURN_MAX",
+    "EPISODE_RETURN_MEAN",
+    "EPISODE_RETURN_MIN",
+    "EVALUATION_RESULTS",
+    "LEARNER_RESULTS",
+    "MODULE_EPISODE_RETURNS_MEAN",
+    "NUM_AGENT_STEPS_SAMPLED",
+    "NUM_AGENT_STEPS_SAMPLED_LIFETIME",
+    "NUM_ENV_STEPS_SAMPLED",
+    "NUM_ENV_STEPS_SAMPLED_LIFETIME",
+    "NUM_EPISODES",
+    "NUM_EPISODES_LIFETIME",
+    "NUM_MODULE_STEPS_TRAINED",
+    "NUM_MODULE_STEPS_TRAINED_LIFETIME",
+    "NUM_TRAINING_STEP_CALLS_PER_ITERATION",
+    "REPLAY_BUFFER_RESULTS",
+    "TIMERS",
+    "TRAINING_ITERATION",
+    "TRAINING_ITERATION_TIMER",
+]

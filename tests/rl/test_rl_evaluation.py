@@ -1,0 +1,138 @@
+"""Evaluation runners: RLlib's evaluation(...) config, evaluate(), explore=False, exact resume with them."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from rl_helpers import small_config
+
+from cairn.rl import PPO, PPOConfig
+from cairn.rl.core import COMPONENT_EVAL_ENV_RUNNER, DEFAULT_MODULE_ID
+from cairn.rl.env.env_runner import EnvRunner
+from cairn.rl.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    EPISODE_RETURN_MEAN,
+    EVALUATION_RESULTS,
+    NUM_ENV_STEPS_SAMPLED,
+    NUM_EPISODES,
+)
+
+
+def tiny_config(**overrides: object) -> PPOConfig:
+    return small_config(
+        rollout_length=16, minibatch_size=16, num_epochs=1, model_config={"hidden_sizes": [8]}, **overrides
+    )
+
+
+def test_train_evaluates_every_interval_and_evaluate_runs_one_on_demand() -> None:
+    config = tiny_config().evaluation(
+        evaluation_interval=2,
+        evaluation_duration=3,
+        evaluation_duration_unit="episodes",
+        evaluation_num_env_runners=0,
+        evaluation_config=PPOConfig.overrides(explore=False),
+        evaluation_parallel_to_training=False,
+    )
+    assert config.evaluation_config == {"explore": False} and config.evaluation_interval == 2
+    algo = config.build_algo()
+    try:
+        first = algo.train()
+        assert EVALUATION_RESULTS not in first
+        second = algo.train()
+        evaluation = second[EVALUATION_RESULTS][ENV_RUNNER_RESULTS]
+        assert evaluation[NUM_EPISODES] == 3  # exactly the duration: the first 3 episodes that ended
+        assert evaluation[NUM_ENV_STEPS_SAMPLED] % (2 * 16) == 0  # whole rounds of rollout_length x envs
+        assert evaluation["module_episode_returns_mean"] == {DEFAULT_MODULE_ID: evaluation[EPISODE_RETURN_MEAN]}
+        # The evaluation runners' steps are not training steps.
+        assert second[ENV_RUNNER_RESULTS]["num_env_steps_sampled_lifetime"] == 2 * 2 * 16
+        on_demand = algo.evaluate()
+        assert set(on_demand) == {EVALUATION_RESULTS} and set(on_demand[EVALUATION_RESULTS]) == {ENV_RUNNER_RESULTS}
+        again = on_demand[EVALUATION_RESULTS][ENV_RUNNER_RESULTS]
+        assert again[NUM_EPISODES] == 3
+        assert (
+            again["num_env_steps_sampled_lifetime"]
+            == evaluation["num_env_steps_sampled_lifetime"] + again[NUM_ENV_STEPS_SAMPLED]
+        )
+        assert algo.env_runner.num_env_steps_sampled_lifetime == 2 * 2 * 16  # training runners untouched
+    finally:
+        algo.stop()
+
+
+def test_timesteps_unit_samples_at_least_the_duration() -> None:
+    algo = PPO(
+        tiny_config(
+            evaluation_num_env_runners=0,
+            evaluation_interval=1,
+            evaluation_duration=40,
+            evaluation_duration_unit="timesteps",
+        )
+    )
+    try:
+        evaluation = algo.evaluate()[EVALUATION_RESULTS][ENV_RUNNER_RESULTS]
+    finally:
+        algo.stop()
+    assert evaluation[NUM_ENV_STEPS_SAMPLED] == 64  # 2 rounds of 2 envs x 16 steps: the first >= 40
+
+
+def test_explore_false_acts_with_forward_inference() -> None:
+    greedy = EnvRunner(tiny_config(explore=False, observation_filter=None))
+    exploring = EnvRunner(tiny_config(observation_filter=None))
+    try:
+        for runner, expect_greedy in ((greedy, True), (exploring, False)):
+            batch = runner.sample()[DEFAULT_MODULE_ID]
+            module = runner.module[DEFAULT_MODULE_ID]
+            obs = torch.from_numpy(batch["obs"].reshape(-1, 4))
+            argmax = module.forward_inference({"obs": obs})["actions"].numpy()
+            same = np.array_equal(argmax, batch["actions"].reshape(-1))
+            assert same is expect_greedy  # a fresh policy is near uniform: sampled actions differ somewhere
+    finally:
+        greedy.close()
+        exploring.close()
+
+
+def test_exact_resume_with_evaluation_runners(tmp_path: Path) -> None:
+    config = tiny_config(evaluation_interval=1, evaluation_duration=2, evaluation_config={"explore": False})
+    straight = PPO(config)
+    try:
+        straight.train()
+        path = straight.save_to_path(tmp_path / "mid")
+        expected = [straight.train().flatten(wall_clock=False) for _ in range(2)]
+        expected.append(straight.evaluate().flatten())
+    finally:
+        straight.stop()
+    assert (Path(path) / COMPONENT_EVAL_ENV_RUNNER).is_dir()
+    assert all("evaluation/env_runners/episode_return_mean" in r for r in expected[:2])
+    resumed = PPO.from_checkpoint(path)
+    try:
+        got = [resumed.train().flatten(wall_clock=False) for _ in range(2)]
+        got.append(resumed.evaluate().flatten())
+    finally:
+        resumed.stop()
+    assert got == expected
+
+
+def test_evaluation_settings_are_checked_before_anything_changes() -> None:
+    config = tiny_config()
+    before = dataclasses.replace(config)
+    for settings, match in (
+        ({"evaluation_parallel_to_training": True}, "not in parallel"),
+        ({"evaluation_duration": "auto"}, "evaluates after the training step"),
+        ({"evaluation_interval": 2, "evaluation_config": {"train_batch_size": 64}}, "do not train"),
+        ({"evaluation_config": {"explore": "no"}}, "explore must be True or False"),
+        ({"evaluation_duration_unit": "hours"}, "'episodes' or 'timesteps'"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            config.evaluation(**settings)
+        assert config == before
+    with pytest.raises(TypeError, match="has no setting 'no_such_thing'"):
+        config.evaluation(evaluation_config={"no_such_thing": 1})
+    algo = PPO(tiny_config())
+    try:
+        with pytest.raises(ValueError, match="no evaluation runners"):
+            algo.evaluate()
+    finally:
+        algo.stop()

@@ -1,0 +1,186 @@
+"""train()'s result in RLlib's nested layout, RLlib's key constants, the old flat names, Algorithm methods."""
+
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+from rl_helpers import small_config
+
+import cairn.rl.core as core
+from cairn.rl import PPO
+from cairn.rl.algorithms import algorithm_config
+from cairn.rl.algorithms.results import ResultDict
+from cairn.rl.env import multi_agent_env
+from cairn.rl.env.env_runner import EnvRunner
+from cairn.rl.utils import metrics as m
+from cairn.testing import assert_states_equal, states_equal
+
+
+def tiny(**overrides: object) -> PPO:
+    return PPO(
+        small_config(
+            rollout_length=16, minibatch_size=16, num_epochs=1, model_config={"hidden_sizes": [8]}, **overrides
+        )
+    )
+
+
+def test_train_returns_rllibs_nested_result_under_rllibs_key_constants() -> None:
+    algo = tiny()
+    try:
+        algo.train()
+        result = algo.train()
+    finally:
+        algo.stop()
+    assert isinstance(result, ResultDict) and isinstance(result, dict)
+    runners = result[m.ENV_RUNNER_RESULTS]
+    assert runners[m.NUM_ENV_STEPS_SAMPLED] == 2 * 16
+    assert runners[m.NUM_ENV_STEPS_SAMPLED_LIFETIME] == result[m.NUM_ENV_STEPS_SAMPLED_LIFETIME] == 2 * 2 * 16
+    assert runners[m.NUM_AGENT_STEPS_SAMPLED_LIFETIME] == 2 * 2 * 16
+    assert runners[m.NUM_EPISODES_LIFETIME] >= runners[m.NUM_EPISODES] > 0  # CartPole ends in 8..~40 steps at first
+    assert runners[m.EPISODE_RETURN_MIN] <= runners[m.EPISODE_RETURN_MEAN] <= runners[m.EPISODE_RETURN_MAX]
+    assert runners[m.EPISODE_LEN_MEAN] == runners[m.EPISODE_RETURN_MEAN]  # CartPole: +1 a step
+    assert runners[m.MODULE_EPISODE_RETURNS_MEAN] == {core.DEFAULT_MODULE_ID: runners[m.EPISODE_RETURN_MEAN]}
+    assert runners[m.AGENT_EPISODE_RETURNS_MEAN] == {core.DEFAULT_AGENT_ID: runners[m.EPISODE_RETURN_MEAN]}
+    learner = result[m.LEARNER_RESULTS][core.DEFAULT_MODULE_ID]
+    assert {"total_loss", "policy_loss", "vf_loss", "entropy", "lr"} <= set(learner)
+    assert learner[m.NUM_MODULE_STEPS_TRAINED] == 2 * 16
+    assert result[m.LEARNER_RESULTS][m.ALL_MODULES][m.NUM_MODULE_STEPS_TRAINED] == 2 * 16
+    assert result[m.TIMERS][m.TRAINING_ITERATION_TIMER] > 0
+    assert result[m.TRAINING_ITERATION] == 2 and result[m.NUM_TRAINING_STEP_CALLS_PER_ITERATION] == 1
+    assert m.EVALUATION_RESULTS not in result  # no evaluation configured
+    # The strings are RLlib's (ray.rllib.utils.metrics / ray.rllib.core).
+    assert (m.ENV_RUNNER_RESULTS, m.LEARNER_RESULTS, m.EVALUATION_RESULTS, m.ALL_MODULES) == (
+        "env_runners",
+        "learners",
+        "evaluation",
+        "__all_modules__",
+    )
+
+
+def test_multi_agent_results_are_per_module() -> None:
+    algo = tiny(
+        env="multi:CartPole-v1", num_agents=2, policies=("p0", "p1"), policy_mapping={"agent_0": "p0", "agent_1": "p1"}
+    )
+    try:
+        result = algo.train()
+    finally:
+        algo.stop()
+    assert set(result[m.LEARNER_RESULTS]) == {"p0", "p1", m.ALL_MODULES}
+    all_modules = result[m.LEARNER_RESULTS][m.ALL_MODULES][m.NUM_MODULE_STEPS_TRAINED]
+    assert all_modules == sum(result[m.LEARNER_RESULTS][p][m.NUM_MODULE_STEPS_TRAINED] for p in ("p0", "p1"))
+    runners = result[m.ENV_RUNNER_RESULTS]
+    assert set(runners[m.MODULE_EPISODE_RETURNS_MEAN]) == {"p0", "p1"}
+    assert m.AGENT_EPISODE_RETURNS_MEAN not in runners  # cairn keeps no per-agent window: no invented value
+    assert result["env_runner/p0/episode_return_mean"] == runners[m.MODULE_EPISODE_RETURNS_MEAN]["p0"]  # old name
+
+
+def test_old_flat_names_paths_and_serialisation() -> None:
+    algo = tiny()
+    try:
+        result = algo.train()
+    finally:
+        algo.stop()
+    runners = result["env_runners"]
+    assert result["episode_return_mean"] == runners["episode_return_mean"] == result["env_runners/episode_return_mean"]
+    assert result["num_env_steps_sampled"] == runners["num_env_steps_sampled"] == 32
+    assert result["learner/default_policy/lr"] == result["learners"]["default_policy"]["lr"]
+    assert result["perf/iteration_time_s"] == result["timers"]["training_iteration"]
+    assert "learner/default_policy/total_loss" in result and "learner/nobody/total_loss" not in result
+    assert result.get("no/such/path", 7) == 7 and result.get("num_episodes") == runners["num_episodes"]
+    with pytest.raises(KeyError):
+        result["no_such_metric"]
+    flat = result.flatten()
+    assert (
+        flat["env_runners/episode_return_mean"] == runners["episode_return_mean"] and "episode_return_mean" not in flat
+    )
+    assert not any(k.startswith(("timers/", "perf/")) for k in result.flatten(wall_clock=False))
+    legacy = result.flatten(aliases=True)
+    assert legacy["episode_return_mean"] == runners["episode_return_mean"]
+    assert legacy["learner/default_policy/lr"] == flat["learners/default_policy/lr"]
+    # A plain dict for JSON, deepcopy and pickling (Ray, Tune).
+    assert json.loads(json.dumps(result)) == json.loads(json.dumps(dict(result)))
+    for twin in (copy.deepcopy(result), pickle.loads(pickle.dumps(result))):
+        assert (
+            isinstance(twin, ResultDict)
+            and twin == result
+            and twin["episode_return_mean"] == result["episode_return_mean"]
+        )
+
+
+def test_component_constants_name_the_checkpoints_folders(tmp_path: Path) -> None:
+    assert core.DEFAULT_MODULE_ID == algorithm_config.DEFAULT_MODULE_ID
+    assert core.DEFAULT_AGENT_ID == multi_agent_env.DEFAULT_AGENT_ID
+    algo = tiny(evaluation_interval=1, evaluation_duration=1)
+    try:
+        algo.train()
+        names = [name for name, _ in algo.get_checkpointable_components()]
+        path = Path(algo.save_to_path(tmp_path / "ckpt"))
+    finally:
+        algo.stop()
+    assert names == [core.COMPONENT_ENV_RUNNER, core.COMPONENT_LEARNER_GROUP, core.COMPONENT_EVAL_ENV_RUNNER]
+    for folder in (
+        (core.COMPONENT_ENV_RUNNER, core.COMPONENT_ENV_TO_MODULE_CONNECTOR),
+        (core.COMPONENT_ENV_RUNNER, core.COMPONENT_MODULE_TO_ENV_CONNECTOR),
+        (core.COMPONENT_EVAL_ENV_RUNNER, core.COMPONENT_ENV_TO_MODULE_CONNECTOR),
+        (core.COMPONENT_LEARNER_GROUP, core.COMPONENT_LEARNER, core.COMPONENT_RL_MODULE, core.DEFAULT_MODULE_ID),
+    ):
+        assert path.joinpath(*folder).is_dir(), folder
+
+
+def test_env_runner_counters_in_algo_metrics_are_exact_after_a_restore(tmp_path: Path) -> None:
+    key = (m.ENV_RUNNER_RESULTS, m.NUM_ENV_STEPS_SAMPLED_LIFETIME)
+    algo = tiny()
+    try:
+        algo.train()
+        algo.train()
+        assert algo.metrics.peek(key) == algo.env_runner.num_env_steps_sampled_lifetime == 64
+        assert (
+            algo.metrics.peek((m.ENV_RUNNER_RESULTS, m.NUM_EPISODES_LIFETIME)) == algo.env_runner.num_episodes_lifetime
+        )
+        path = algo.save_to_path(tmp_path / "ckpt")
+        restored = PPO.from_checkpoint(path)
+        try:
+            assert restored.metrics.peek(key) == 64 and restored.iteration == 2
+            assert algo.train().flatten(wall_clock=False) == restored.train().flatten(wall_clock=False)
+            assert restored.metrics.peek(key) == 96
+        finally:
+            restored.cleanup()
+    finally:
+        algo.stop()
+
+
+def module_level_steps(runner: EnvRunner) -> int:
+    """What foreach_env_runner calls (a function by reference: it could go to remote runners too)."""
+    return runner.num_env_steps_sampled_lifetime
+
+
+def test_restore_iteration_cleanup_foreach_env_runner_and_get_module(tmp_path: Path) -> None:
+    algo = tiny()
+    other = tiny(seed=11)
+    try:
+        algo.train()
+        path = algo.save_to_path(tmp_path / "ckpt")
+        assert algo.iteration == algo.training_iteration == 1
+        other.restore(path)  # RLlib's restore(path) = restore_from_path
+        assert other.iteration == 1
+        assert states_equal(other.get_state(), algo.get_state())
+        assert algo.foreach_env_runner(module_level_steps) == [32]
+        assert algo.foreach_env_runner(lambda runner: runner.worker_index) == [0]  # local runners take any function
+        assert algo.foreach_env_runner(f"{__name__}:module_level_steps") == [32]
+        # get_module with a local learner: the live module the learner trains.
+        module = algo.get_module()
+        assert module is algo.learner_group.learner.module[core.DEFAULT_MODULE_ID]
+        with torch.no_grad():
+            for p in module.parameters():
+                p.zero_()
+        zeroed = algo.get_module().get_state()
+        assert_states_equal(algo.learner_group.get_weights()[core.DEFAULT_MODULE_ID], zeroed)
+    finally:
+        algo.cleanup()
+        algo.cleanup()  # idempotent, as stop()
+        other.stop()
