@@ -37,6 +37,7 @@ from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipe
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
+from cairn.rl.env.module_outputs import owed_output, owes_logp_and_values
 from cairn.rl.env.multi_agent_env import (
     DEFAULT_AGENT_ID,
     agent_ids,
@@ -45,6 +46,7 @@ from cairn.rl.env.multi_agent_env import (
     parse_env,
     resolve_policy_mapping,
 )
+from cairn.rl.env.pretrained_connectors import restore_pretrained_connectors
 from cairn.rl.utils._util import Names
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 
@@ -176,6 +178,7 @@ class EnvRunner(Checkpointable):
         if isinstance(self.action_space, gym.spaces.Box):
             to_env.append((ClipActions, {"low": self.action_space.low, "high": self.action_space.high}))
         self.module_to_env = ConnectorPipeline(to_env)
+        restore_pretrained_connectors(self.env_to_module, config)  # load_state_path's observation filter
 
         seeds = np.random.SeedSequence([config.seed, 104729, self.worker_index]).generate_state(2)
         self._generator = torch.Generator().manual_seed(int(seeds[1]))
@@ -211,23 +214,25 @@ class EnvRunner(Checkpointable):
             actions = np.zeros((self.num_slots, *(self.action_space.shape or ())), dtype=np.float32)
         logp = np.zeros(self.num_slots, dtype=np.float32)
         values = np.zeros(self.num_slots, dtype=np.float32)
-        # Off-policy modules (DQN's Q-network) return actions only: no log-probabilities, no values.
-        optional = bool(self.config.sample_next_obs)
+        # Off-policy modules (DQN's Q-network) and modules that are not trained (heuristics) may return
+        # actions only: no log-probabilities, no values.
         for module_id, slots in self._module_slots.items():
             out = self.module[module_id].forward_exploration({"obs": obs[slots]}, generator=self._generator)
             actions[slots] = out["actions"].numpy()
-            if not optional or "action_logp" in out:
-                logp[slots] = out["action_logp"].numpy()
-            if not optional or "vf_preds" in out:
-                values[slots] = out["vf_preds"].numpy()
+            owed = owes_logp_and_values(self.config, module_id)
+            if owed or "action_logp" in out:
+                logp[slots] = owed_output(out, "action_logp", module_id).numpy()
+            if owed or "vf_preds" in out:
+                values[slots] = owed_output(out, "vf_preds", module_id).numpy()
         return actions, logp, values
 
     def _values(self, obs: torch.Tensor, slots: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
         values = np.zeros(len(slots), dtype=np.float32)
         for module_id, module_slots in self._module_slots.items():
             pick = np.isin(slots, module_slots)
-            if pick.any():
-                values[pick] = self.module[module_id].compute_values({"obs": obs[pick]}).numpy()
+            if pick.any() and owes_logp_and_values(self.config, module_id):
+                with torch.no_grad():  # an RLlib-style compute_values keeps gradients for the learner
+                    values[pick] = self.module[module_id].compute_values({"obs": obs[pick]}).numpy()
         return values
 
     def sample(self) -> dict[str, SampleBatch]:

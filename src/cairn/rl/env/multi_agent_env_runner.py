@@ -41,6 +41,7 @@ from cairn.rl.callbacks.callbacks import Episode
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner, ModuleRemoval, SampleBatch
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
+from cairn.rl.env.module_outputs import owed_output, owes_logp_and_values
 from cairn.rl.env.multi_agent_env import (
     ALL_AGENTS,
     EpisodeInfo,
@@ -275,14 +276,19 @@ class MultiAgentEnvRunner(EnvRunner):
             if rows.size:
                 out = self.module[module_id].forward_exploration({"obs": obs[rows]}, generator=self._generator)
                 actions[rows] = out["actions"].numpy()
-                logp[rows] = out["action_logp"].numpy()
-                values[rows] = out["vf_preds"].numpy()
+                if owes_logp_and_values(self.config, module_id) or "action_logp" in out:  # not: heuristics
+                    logp[rows] = owed_output(out, "action_logp", module_id).numpy()
+                if owes_logp_and_values(self.config, module_id) or "vf_preds" in out:
+                    values[rows] = owed_output(out, "vf_preds", module_id).numpy()
         return actions, logp, values
 
     def _final_value(self, module_id: str, final_obs: Any) -> float:
+        if not owes_logp_and_values(self.config, module_id):
+            return 0.0  # a module that is not trained owes no values (its rows are never trained)
         raw = np.asarray(final_obs, dtype=np.float32)[None]
         filtered = self.env_to_module(raw, update=False)
-        return float(self.module[module_id].compute_values({"obs": torch.from_numpy(filtered)})[0])
+        with torch.no_grad():  # an RLlib-style compute_values keeps gradients for the learner
+            return float(self.module[module_id].compute_values({"obs": torch.from_numpy(filtered)})[0])
 
     def _complete(self, env_index: int, agent: str, *, terminated: bool, truncated: bool, final_vf: float) -> None:
         """Turn the agent's open transition into a row of its trajectory."""
