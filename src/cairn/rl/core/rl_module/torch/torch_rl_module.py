@@ -117,7 +117,7 @@ class TorchRLModule(RLModule):
         self.setup()
 
     def setup(self) -> None:
-        """Build the layers (RLlib's hook) from ``self.observation_space``, ``self.action_space``, ``self.model_config``."""
+        """Build the layers (RLlib's hook) from the spaces and ``self.model_config``."""
 
     @property
     def sampling_generator(self) -> torch.Generator | None:
