@@ -8,12 +8,12 @@ that is never trained.
 
 Every line that differs from RLlib's, and why:
 
-* Imports: ``ray.rllib`` -> ``cairn.rl`` for ``PPOConfig``, ``MultiRLModuleSpec`` and
-  ``RLModuleSpec`` (same module paths); ``MultiAgentCartPole`` from
-  ``cairn.rl.examples.envs.classes.multi_agent``; ``register_env`` from
-  ``cairn.rl.env.multi_agent_env``; ``RandomRLModule`` from ``example_rl_modules`` beside
-  this script (RLlib: ``ray.rllib.examples.rl_modules.classes.random_rlm``; cairn ships no
-  example modules, and cairn's differs as that file says).
+* Imports: ``ray.rllib`` -> ``cairn.rl`` for ``PPOConfig``, ``MultiRLModuleSpec``,
+  ``RLModuleSpec`` and ``RandomRLModule`` (same module paths:
+  ``cairn.rl.examples.rl_modules.classes.random_rlm``, a parameterless ``TorchRLModule``
+  written as RLlib's, drawing with the env runner's checkpointed RNG); ``MultiAgentCartPole``
+  from ``cairn.rl.examples.envs.classes.multi_agent``; ``register_env`` from
+  ``cairn.rl.env.multi_agent_env``.
 * ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment`` -> ``main(iterations)``.
 * ``policy_mapping_fn=lambda agent_id, *args, **kwargs: [...][agent_id % 2]`` -> the
   module-level :func:`policy_mapping_fn` (same body): cairn records the function by
@@ -28,13 +28,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from example_rl_modules import RandomRLModule
-
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole
+from cairn.rl.examples.rl_modules.classes.random_rlm import RandomRLModule
 
 
 def policy_mapping_fn(agent_id: int, *args: Any, **kwargs: Any) -> str:

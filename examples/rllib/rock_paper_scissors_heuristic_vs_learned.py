@@ -14,8 +14,10 @@ Every line that differs from RLlib's, and why:
   with its ``FlattenObservations`` connector; cairn has no such connector, and its
   ``RockPaperScissors`` observes the opponent's last move one-hot (a ``Box``).
 * ``env_to_module_connector=lambda env: (FlattenObservations(...),)`` dropped (see above).
-* ``AlwaysSameHeuristicRLM``, ``BeatLastHeuristicRLM`` from ``example_rl_modules`` beside this
-  script (RLlib: ``ray.rllib.examples.rl_modules.classes``); how they differ is said there.
+* ``AlwaysSameHeuristicRLM``, ``BeatLastHeuristicRLM`` from
+  ``cairn.rl.examples.rl_modules.classes.rock_paper_scissors_heuristic_rlm`` (RLlib's path):
+  parameterless ``TorchRLModule`` classes as RLlib's, without per-episode state (how they differ
+  is said there).
 * ``policy_mapping_fn=lambda aid, episode: ("learned" if aid == "player_0" else
   random.choice([...]))`` -> the module-level :func:`policy_mapping_fn`, drawing with
   ``numpy.random.default_rng(episode.seed)`` instead of ``random.choice``: cairn records
@@ -23,10 +25,9 @@ Every line that differs from RLlib's, and why:
   restore (the global ``random`` would not).
 * ``DefaultModelConfig(use_lstm=args.use_lstm, fcnet_hiddens=[32] if args.use_lstm else
   [256, 256], lstm_cell_size=256, max_seq_len=15, vf_share_layers=True)`` ->
-  ``{"hidden_sizes": [256, 256]}``: cairn's default module has no LSTM and no shared value
-  layers (the builder refuses ``use_lstm=True``/``vf_share_layers=True``); ``--use-lstm`` goes.
-  An ``RLModuleSpec``'s ``model_config`` takes cairn's key names (``hidden_sizes``): only the
-  ``rl_module(model_config=...)`` builder translates RLlib's (``fcnet_hiddens``).
+  ``DefaultModelConfig(fcnet_hiddens=[256, 256])``: cairn's default module has no LSTM and no
+  shared value layers (``DefaultModelConfig`` refuses ``use_lstm=True``/``vf_share_layers=True``
+  and the LSTM fields); ``--use-lstm`` goes.
 * ``get_trainable_cls(args.algo).get_default_config()`` -> ``PPOConfig()``;
   ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment`` -> ``main(iterations)``;
   the stop criterion ``env_runners/module_episode_returns_mean/learned`` -> cairn's key
@@ -44,13 +45,17 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from example_rl_modules import AlwaysSameHeuristicRLM, BeatLastHeuristicRLM
 
 from cairn.rl.algorithms.ppo import PPOConfig
+from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.multi_agent_env import EpisodeInfo
 from cairn.rl.examples.envs.classes.multi_agent.rock_paper_scissors import RockPaperScissors
+from cairn.rl.examples.rl_modules.classes.rock_paper_scissors_heuristic_rlm import (
+    AlwaysSameHeuristicRLM,
+    BeatLastHeuristicRLM,
+)
 
 
 def policy_mapping_fn(aid: str, episode: EpisodeInfo, **kwargs: Any) -> str:
@@ -87,7 +92,7 @@ def main(iterations: int = 2) -> dict[str, Any]:
                         module_class=BeatLastHeuristicRLM,
                     ),
                     "learned": RLModuleSpec(
-                        model_config={"hidden_sizes": [256, 256]},
+                        model_config=DefaultModelConfig(fcnet_hiddens=[256, 256]),
                     ),
                 }
             ),

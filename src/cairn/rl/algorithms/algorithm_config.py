@@ -381,6 +381,16 @@ class AlgorithmConfig(ConfigBuilders):
     """Settings in which the evaluation runners differ from the training ones, by cairn field
     name (``evaluation(evaluation_config={"explore": False})`` translates RLlib's names)."""
 
+    # --- part `rlmodule` (issue 28 item 6): the observation filter travels with load_state_path.
+    load_pretrained_connectors: bool = True
+    """When a module's spec has a ``load_state_path`` that is exactly
+    ``<algo ckpt>/learner_group/learner/rl_module/<module id>`` of a cairn algorithm
+    checkpoint, the env runners start their ``env_to_module`` connectors (the
+    observation filter) from ``<algo ckpt>/env_runner/env_to_module_connector``, so the
+    module sees observations as where it was trained (:mod:`cairn.rl.env.pretrained_connectors`).
+    ``False``: start them fresh (the opt-out, also of the refusal of a config whose
+    ``observation_filter`` differs from the checkpoint's)."""
+
     sample_next_obs: ClassVar[bool] = False
     """Whether env runners add a ``next_obs`` column to their sample batches (the
     observation after each step, ``final_obs`` where an episode ended). Off-policy
@@ -450,6 +460,19 @@ class AlgorithmConfig(ConfigBuilders):
             "get_default_rl_module_class (PPOConfig returns DefaultPPORLModule), or give every module's "
             "class in rl_module_spec."
         )
+
+    def get_default_rl_module_spec(self) -> Any:
+        """The spec of this algorithm's default module (RLlib's ``get_default_rl_module_spec``).
+
+        An :class:`~cairn.rl.core.rl_module.rl_module.RLModuleSpec` with
+        :meth:`get_default_rl_module_class`; spaces and ``model_config`` are left
+        ``None`` (an algorithm fills them from its env and :attr:`model_config`).
+        Typed ``Any`` because this module imports nothing of ``cairn.rl.core`` at import time.
+        """
+        # Imported here: this module stays importable without torch and without a cycle.
+        from cairn.rl.core.rl_module.rl_module import RLModuleSpec
+
+        return RLModuleSpec(module_class=self.get_default_rl_module_class())
 
     def get_config_for_module(self, module_id: str) -> AlgorithmConfig:
         """This config with :attr:`algorithm_config_overrides_per_module` of ``module_id`` applied.

@@ -39,6 +39,7 @@ from cairn.rl.connectors.nested import copy_rows, from_state, same_layout, set_r
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
+from cairn.rl.env.module_outputs import owed_output, owes_logp_and_values
 from cairn.rl.env.multi_agent_env import (
     DEFAULT_AGENT_ID,
     agent_ids,
@@ -47,6 +48,7 @@ from cairn.rl.env.multi_agent_env import (
     parse_env,
     resolve_policy_mapping,
 )
+from cairn.rl.env.pretrained_connectors import restore_pretrained_connectors
 from cairn.rl.utils._util import Names
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 
@@ -178,6 +180,8 @@ class EnvRunner(Checkpointable):
         self.module = MultiRLModule(self.module_specs)
         self.module.eval()
 
+        restore_pretrained_connectors(self.env_to_module, config)  # load_state_path's observation filter
+
         seeds = np.random.SeedSequence([config.seed, 104729, self.worker_index]).generate_state(2)
         self._generator = torch.Generator().manual_seed(int(seeds[1]))
         window = int(config.episode_return_window)
@@ -212,28 +216,30 @@ class EnvRunner(Checkpointable):
             actions = np.zeros((self.num_slots, *(self.action_space.shape or ())), dtype=np.float32)
         logp = np.zeros(self.num_slots, dtype=np.float32)
         values = np.zeros(self.num_slots, dtype=np.float32)
-        # Off-policy modules (DQN's Q-network) return actions only: no log-probabilities, no values.
-        # explore=False (evaluation runners): greedy actions of forward_inference, which gives actions only.
+        # Off-policy modules (DQN's Q-network) and modules that are not trained (heuristics) may return
+        # actions only: no log-probabilities, no values. explore=False (evaluation runners): greedy
+        # actions of forward_inference, which gives actions only.
         explore = bool(getattr(self.config, "explore", True))
-        optional = bool(self.config.sample_next_obs) or not explore
         for module_id, slots in self._module_slots.items():
             if explore:
                 out = self.module[module_id].forward_exploration({"obs": obs[slots]}, generator=self._generator)
             else:
                 out = self.module[module_id].forward_inference({"obs": obs[slots]})
             actions[slots] = out["actions"].numpy()
-            if not optional or "action_logp" in out:
-                logp[slots] = out["action_logp"].numpy()
-            if not optional or "vf_preds" in out:
-                values[slots] = out["vf_preds"].numpy()
+            owed = owes_logp_and_values(self.config, module_id)
+            if owed or "action_logp" in out:
+                logp[slots] = owed_output(out, "action_logp", module_id).numpy()
+            if owed or "vf_preds" in out:
+                values[slots] = owed_output(out, "vf_preds", module_id).numpy()
         return actions, logp, values
 
     def _values(self, obs: torch.Tensor, slots: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
         values = np.zeros(len(slots), dtype=np.float32)
         for module_id, module_slots in self._module_slots.items():
             pick = np.isin(slots, module_slots)
-            if pick.any():
-                values[pick] = self.module[module_id].compute_values({"obs": obs[pick]}).numpy()
+            if pick.any() and owes_logp_and_values(self.config, module_id):
+                with torch.no_grad():  # an RLlib-style compute_values keeps gradients for the learner
+                    values[pick] = self.module[module_id].compute_values({"obs": obs[pick]}).numpy()
         return values
 
     def sample(self) -> dict[str, SampleBatch]:

@@ -52,6 +52,7 @@ from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner, ModuleRemoval, SampleBatch
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
 from cairn.rl.env.module_pipelines import ModulePipelines
+from cairn.rl.env.module_outputs import owed_output, owes_logp_and_values
 from cairn.rl.env.multi_agent_env import (
     ALL_AGENTS,
     AgentID,
@@ -373,8 +374,10 @@ class MultiAgentEnvRunner(EnvRunner):
                 result = self.module[module_id].forward_exploration(
                     {"obs": torch.from_numpy(filtered)}, generator=self._generator
                 )
-                logp = result["action_logp"].numpy()
-                values = result["vf_preds"].numpy()
+                owed = owes_logp_and_values(self.config, module_id)  # not: heuristics, untrained modules
+                zeros = torch.zeros(len(rows))
+                logp = (owed_output(result, "action_logp", module_id) if owed else result.get("action_logp", zeros)).numpy()
+                values = (owed_output(result, "vf_preds", module_id) if owed else result.get("vf_preds", zeros)).numpy()
             else:  # evaluation runners act greedily; forward_inference gives actions only
                 result = self.module[module_id].forward_inference({"obs": torch.from_numpy(filtered)})
                 logp = values = np.zeros(len(rows), dtype=np.float32)
@@ -385,9 +388,12 @@ class MultiAgentEnvRunner(EnvRunner):
         return out
 
     def _final_value(self, module_id: str, final_obs: Any) -> float:
+        if not owes_logp_and_values(self.config, module_id):
+            return 0.0  # a module that is not trained owes no values (its rows are never trained)
         raw = np.asarray(final_obs, dtype=np.float32)[None]
         filtered = self.env_to_module[module_id](raw, update=False)
-        return float(self.module[module_id].compute_values({"obs": torch.from_numpy(filtered)})[0])
+        with torch.no_grad():  # an RLlib-style compute_values keeps gradients for the learner
+            return float(self.module[module_id].compute_values({"obs": torch.from_numpy(filtered)})[0])
 
     def _complete(self, env_index: int, agent: AgentID, *, terminated: bool, truncated: bool, final_vf: float) -> None:
         """Turn the agent's open transition into a row of its trajectory."""

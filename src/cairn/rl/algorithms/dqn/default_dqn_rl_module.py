@@ -15,6 +15,7 @@ import gymnasium as gym
 import torch
 from torch import nn
 
+from cairn.rl.core.rl_module.default_model_config import default_module_model_config
 from cairn.rl.core.rl_module.rl_module import RLModule, box_observation_size
 
 __all__ = ["DEFAULT_DQN_MODEL_CONFIG", "DefaultDQNRLModule"]
@@ -51,6 +52,7 @@ class DefaultDQNRLModule(RLModule):
         seed: int | None = None,
     ) -> None:
         obs_dim = box_observation_size(observation_space, module_class=type(self))
+        model_config = default_module_model_config(model_config)  # RLlib's key names (fcnet_hiddens) too
         if not isinstance(action_space, gym.spaces.Discrete):
             raise ValueError(
                 f"DQN needs a Discrete action space, got {action_space!r}; use SAC for continuous actions."

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from cairn.rl._aliases import register_old_paths
+from cairn.rl.core.rl_module.default_model_config import default_module_model_config
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec, box_observation_size
 
 __all__ = ["DEFAULT_MODEL_CONFIG", "DefaultPPORLModule"]
@@ -83,6 +84,7 @@ class DefaultPPORLModule(RLModule):
         seed: int | None = None,
     ) -> None:
         obs_dim = box_observation_size(observation_space, module_class=type(self))
+        model_config = default_module_model_config(model_config)  # RLlib's key names (fcnet_hiddens) too
         if isinstance(action_space, gym.spaces.Discrete):
             discrete = True
             out_dim = int(action_space.n)

@@ -15,6 +15,7 @@ import torch
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.core.learner.learner import Learner
 from cairn.rl.core.rl_module.rl_module import RLModule
+from cairn.rl.core.rl_module.torch.torch_rl_module import complete_train_outputs
 
 __all__ = ["PPOLearner", "PPOLossSettings"]
 
@@ -47,7 +48,9 @@ class PPOLearner(Learner):
         """PPO's clipped surrogate + ``vf_loss_coeff`` x value loss - ``entropy_coeff`` x entropy."""
         config = cast(PPOLossSettings, self.config_for_module(module_id))
         mb = minibatch
-        out = module.forward_train({"obs": mb["obs"], "actions": mb["actions"]})
+        batch = {"obs": mb["obs"], "actions": mb["actions"]}
+        # A module written the RLlib way returns action_dist_inputs (and has compute_values): complete it.
+        out = complete_train_outputs(module, batch, module.forward_train(batch))
         logratio = out["action_logp"] - mb["action_logp"]
         ratio = logratio.exp()
         with torch.no_grad():

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from cairn.rl.core.rl_module.default_model_config import default_module_model_config
 from cairn.rl.core.rl_module.rl_module import RLModule, box_observation_size
 
 __all__ = ["DEFAULT_SAC_MODEL_CONFIG", "DefaultSACRLModule"]
@@ -88,6 +89,7 @@ class DefaultSACRLModule(RLModule):
         seed: int | None = None,
     ) -> None:
         obs_dim = box_observation_size(observation_space, module_class=type(self))
+        model_config = default_module_model_config(model_config)  # RLlib's key names (fcnet_hiddens) too
         if not (
             isinstance(action_space, gym.spaces.Box)
             and len(action_space.shape) == 1

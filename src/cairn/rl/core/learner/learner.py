@@ -112,6 +112,11 @@ class Learner(Checkpointable):
     Q-networks, the policy and the entropy coefficient). A module with one
     optimizer is checkpointed as before (``optimizers/<module id>`` is that
     optimizer's state), one with several as ``optimizers/<module id>/<name>``.
+    A module without trainable parameters (a heuristic policy, RLlib's
+    ``RandomRLModule``) has no optimizer and no entry; it acts but cannot be updated.
+    Modules outside ``policies_to_train`` that have parameters keep their optimizer
+    (a later ``add_module(new_should_module_be_updated=...)`` may train them, and
+    checkpoints of earlier versions hold it).
 
     Each module trains with its own config (:meth:`config_for_module`: the
     config with ``algorithm_config_overrides_per_module`` applied): its
@@ -187,6 +192,12 @@ class Learner(Checkpointable):
     def _add_optimizer(self, module_id: str, module: RLModule) -> None:
         module_config = self.config_for_module(module_id)
         self.lr_schedules[module_id] = LinearSchedule(module_config.lr, 0.0, module_config.lr_anneal_timesteps)
+        self.num_module_steps_trained_lifetime.setdefault(module_id, 0)
+        if not any(param.requires_grad for param in module.parameters()):
+            # A module with nothing to learn (a heuristic policy) gets no optimizer: torch refuses an empty
+            # parameter list, and its checkpoint then holds no optimizers/<module id> (RLlib builds none either).
+            self.named_optimizers[module_id] = {}
+            return
         named = self.configure_optimizers_for_module(module_id, module)
         clash = sorted(set(named) & {"state", "param_groups"})
         if not named or clash:
@@ -196,7 +207,6 @@ class Learner(Checkpointable):
                 "(those keys mark a single optimizer's state in a checkpoint)."
             )
         self.named_optimizers[module_id] = named
-        self.num_module_steps_trained_lifetime.setdefault(module_id, 0)
 
     def _set_overrides(self, module_id: str, overrides: Mapping[str, Any] | None) -> None:
         # A new config object (never a change to the shared one): the constructor arguments this
@@ -327,6 +337,11 @@ class Learner(Checkpointable):
         config = self.config_for_module(module_id)
         module = self.module[module_id]
         optimizers = self.named_optimizers[module_id]
+        if not optimizers:
+            raise ValueError(
+                f"Module {module_id!r} ({type(module).__qualname__}) has no trainable parameters, so it cannot be "
+                "updated; leave it out of policies_to_train (config.multi_agent(policies_to_train=[...]))."
+            )
         data = {key: torch.as_tensor(_writable(value)) for key, value in batch.items()}
         size = int(next(iter(data.values())).shape[0])
         # The schedule drives the default optimizer; named ones keep the rates their learner gave them.
@@ -466,6 +481,7 @@ class Learner(Checkpointable):
             if set(named) == {DEFAULT_OPTIMIZER}
             else {name: optimizer.state_dict() for name, optimizer in named.items()}
             for module_id, named in self.named_optimizers.items()
+            if named  # a module without parameters has no optimizer, and no entry
         }
 
     def set_state(self, state: dict[str, Any]) -> None:

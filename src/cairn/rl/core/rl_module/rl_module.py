@@ -40,6 +40,7 @@ from cairn._ctor_bounds import FolderSizes, alloc_limit, mlp_parameter_bytes
 from cairn.errors import IncompatibleCheckpointError
 from cairn.registry import register_type
 from cairn.rl._aliases import register_old_paths
+from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
 from cairn.rl.utils._util import Names
 
 __all__ = ["RLModule", "RLModuleSpec", "box_observation_size"]
@@ -76,11 +77,22 @@ class RLModuleSpec:
         observation_space: The module's observation space; ``None``: taken from the env.
         action_space: The module's action space; ``None``: taken from the env.
         model_config: Passed to the module's constructor; ``None``: the
-            algorithm config's ``model_config``.
+            algorithm config's ``model_config``. A
+            :class:`~cairn.rl.core.rl_module.default_model_config.DefaultModelConfig`
+            is recorded as the dict of its set fields (RLlib's key names, which
+            cairn's default modules read as well as their own).
         load_state_path: A checkpoint of an RLModule (e.g.
             ``<algo ckpt>/learner_group/learner/rl_module/<module id>``) whose
             weights the module starts from when an algorithm is built with this
-            spec (read through cairn's verified restore, never pickle).
+            spec (read through cairn's verified restore, never pickle). When the
+            path is exactly that folder of a cairn algorithm checkpoint, the
+            observation filter travels with the weights: the new algorithm's env
+            runners start their ``env_to_module`` connectors from the state of
+            ``<algo ckpt>/env_runner/env_to_module_connector`` (a *companion
+            component*, see :mod:`cairn.rl.env.pretrained_connectors`), so the module
+            sees observations normalised as where it was trained. A new config
+            without the filter the module was trained with is refused; opt out
+            with ``config.load_pretrained_connectors = False``.
         seed: Seed of the weight initialisation: the module is built with
             torch's global RNG seeded with it (and restored afterwards), so any
             module class initialises bit for bit the same; ``None`` draws from
@@ -98,6 +110,30 @@ class RLModuleSpec:
     model_config: dict[str, Any] | None = None
     load_state_path: str | None = None
     seed: int | None = None
+
+    def __post_init__(self) -> None:
+        # RLlib's DefaultModelConfig is recorded as a plain dict: checkpoints hold msgpack-safe values.
+        given: Any = self.model_config
+        if isinstance(given, DefaultModelConfig):
+            self.model_config = given.to_dict()
+
+    @classmethod
+    def from_module(cls, module: RLModule) -> RLModuleSpec:
+        """The spec that builds a module like ``module`` (RLlib's ``RLModuleSpec.from_module``).
+
+        Its class, spaces, ``model_config`` and seed; not its weights (save the
+        module and give the folder as ``load_state_path`` for those).
+
+        Raises:
+            TypeError: ``module`` is not an :class:`RLModule` (a MultiRLModule's specs
+                are its ``specs``; RLlib: ``MultiRLModuleSpec.from_module``).
+        """
+        if not isinstance(module, RLModule):
+            raise TypeError(
+                f"RLModuleSpec.from_module takes an RLModule, got {type(module).__name__}; for a MultiRLModule "
+                "use MultiRLModuleSpec(rl_module_specs=multi_module.specs)."
+            )
+        return module.spec
 
     def build(self) -> RLModule:
         """Build a new module (random weights; :attr:`load_state_path` is applied by the algorithm).
@@ -172,13 +208,15 @@ class RLModule(nn.Module, Checkpointable):
         self,
         observation_space: gym.Space[Any],
         action_space: gym.Space[Any],
-        model_config: Mapping[str, Any] | None = None,
+        model_config: Mapping[str, Any] | DefaultModelConfig | None = None,
         *,
         seed: int | None = None,
     ) -> None:
         nn.Module.__init__(self)
         self.observation_space = observation_space
         self.action_space = action_space
+        if isinstance(model_config, DefaultModelConfig):
+            model_config = model_config.to_dict()
         self.model_config: dict[str, Any] = dict(model_config or {})
         self.seed = seed
 

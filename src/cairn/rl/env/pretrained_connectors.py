@@ -1,0 +1,136 @@
+"""The observation filter travels with ``load_state_path``: a pre-trained module's *companion component*.
+
+A module trained behind a ``MeanStdFilter`` has learned on normalised
+observations. Loaded into a new algorithm with
+``RLModuleSpec(load_state_path=<algo ckpt>/learner_group/learner/rl_module/<mid>)``,
+its weights alone would meet raw observations (RLlib #49424-style silent
+mismatch). So cairn treats ``<algo ckpt>/env_runner/env_to_module_connector``
+as the module's companion: every env runner of the new algorithm starts its
+``env_to_module`` pipeline from that state (:func:`restore_pretrained_connectors`,
+called once after the runner built its pipelines).
+
+The companion is found from the checkpoint's manifests, never guessed: only when
+the path is exactly ``<root>/learner_group/learner/rl_module/<mid>`` and
+``<root>`` is a cairn checkpoint whose manifests list that module folder and the
+``env_runner/env_to_module_connector`` folder (a module saved on its own, or
+any other folder, has no companion and loads weights only, as before). The
+state is read through cairn's verified restore (no pickle).
+
+The connectors must match: a checkpoint trained with connectors (by name,
+e.g. ``MeanStdFilter``) that the new config does not have, or the other way
+round, is refused with a ``ValueError`` before the algorithm is built; set the
+config's ``observation_filter`` as where the module was trained, or opt out with
+``config.load_pretrained_connectors = False`` (the pipeline then starts fresh).
+One pipeline serves all modules (single-agent runners, and the multi-agent
+runner with one filter), so the modules of one config may load companions from
+one checkpoint only. After the algorithm's own first checkpoint, its connectors
+are its own state: its recorded config has no ``load_state_path``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from cairn.errors import CheckpointError
+from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.connectors.connectors import ConnectorPipeline
+from cairn.rl.core.rl_module.multi_rl_module import load_state_paths
+from cairn.tools import inspect_checkpoint
+
+__all__ = ["MODULE_FOLDER", "PIPELINE_FOLDER", "companion_root", "restore_pretrained_connectors"]
+
+MODULE_FOLDER = "learner_group/learner/rl_module"
+"""Where an algorithm checkpoint holds its modules (``<root>/<MODULE_FOLDER>/<module id>``)."""
+
+PIPELINE_FOLDER = "env_runner/env_to_module_connector"
+"""Where an algorithm checkpoint holds the local env runner's env_to_module pipeline."""
+
+
+def companion_root(load_state_path: str, pipeline_folder: str = PIPELINE_FOLDER) -> tuple[str, list[str]] | None:
+    """``(root, connector names)`` of the algorithm checkpoint ``load_state_path`` is a module folder of, or None.
+
+    None unless the path is exactly ``<root>/learner_group/learner/rl_module/<mid>``
+    and ``<root>``'s manifests list that folder and ``pipeline_folder``;
+    the names are the connectors that pipeline holds (possibly none).
+    """
+    path = str(load_state_path).rstrip("/")
+    head, sep, module_id = path.rpartition("/")
+    if not sep or not module_id or not head.endswith("/" + MODULE_FOLDER):
+        return None
+    root = head[: -len(MODULE_FOLDER) - 1] or "/"
+    try:
+        folders = {info.path: info for info in inspect_checkpoint(root)}
+    except (CheckpointError, OSError):
+        return None  # not a checkpoint root: a module folder of its own, loaded for its weights only
+    if f"{MODULE_FOLDER}/{module_id}" not in folders or pipeline_folder not in folders:
+        return None
+    names = [p[len(pipeline_folder) + 1 :] for p in folders if p.startswith(pipeline_folder + "/")]
+    return root, sorted(name for name in names if "/" not in name)
+
+
+def restore_pretrained_connectors(
+    pipeline: ConnectorPipeline,
+    config: AlgorithmConfig,
+    module_ids: Collection[str] | None = None,
+    *,
+    pipeline_folder: str = PIPELINE_FOLDER,
+) -> str | None:
+    """Start ``pipeline`` from the connector state the modules' ``load_state_path`` checkpoints were trained with.
+
+    Args:
+        pipeline: The env runner's freshly built env_to_module pipeline (changed only on success).
+        config: The algorithm's config (its ``rl_module_spec`` load paths and
+            ``load_pretrained_connectors``).
+        module_ids: The modules ``pipeline`` serves; ``None``: every module of ``config``.
+            A runner with one pipeline per module calls this once per module.
+        pipeline_folder: The pipeline's folder in the pre-training checkpoint
+            (a per-module layout names its own).
+
+    Returns:
+        The checkpoint root the state came from, or None when there is none to load.
+
+    Raises:
+        ValueError: The modules come from two checkpoints with connectors, or the
+            connectors of the checkpoint and of ``pipeline`` differ (what, where and
+            what to do are in the message). Raised before ``pipeline`` changes.
+        cairn.CheckpointError: The companion's state is damaged or does not fit (its shape).
+    """
+    if not config.load_pretrained_connectors:
+        return None
+    paths = load_state_paths(config)
+    wanted = paths if module_ids is None else {m: p for m, p in paths.items() if m in set(module_ids)}
+    companions = _companions(wanted, pipeline_folder)
+    if not companions:
+        return None
+    roots = sorted({root for root, _ in companions.values()})
+    if len(roots) > 1:
+        raise ValueError(
+            f"Modules {sorted(companions)} load their weights from {len(roots)} algorithm checkpoints ({roots}); "
+            "one env_to_module pipeline (observation filter) serves them and can start from one checkpoint's "
+            "state only. Load them from one checkpoint, or set config.load_pretrained_connectors = False to "
+            "start the filter fresh."
+        )
+    root, names = next(iter(companions.values()))
+    own = sorted(name for name, _ in pipeline.get_checkpointable_components())
+    if names != own:
+        module_id = sorted(companions)[0]
+        raise ValueError(
+            f"Module {module_id!r} (load_state_path={wanted[module_id]!r}) was trained behind the env_to_module "
+            f"connectors {names} ({root}/{pipeline_folder}), but this config's env runners build {own} "
+            f"(observation_filter={config.observation_filter!r}): the module would see observations unlike those "
+            "it learned on. Set config.observation_filter as where it was trained (its state is then loaded), or "
+            "set config.load_pretrained_connectors = False to start the connectors fresh on purpose."
+        )
+    if names:
+        pipeline.restore_from_path(f"{root.rstrip('/')}/{pipeline_folder}")
+    return root
+
+
+def _companions(paths: Mapping[str, str], pipeline_folder: str) -> dict[str, tuple[str, list[str]]]:
+    out: dict[str, tuple[str, list[str]]] = {}
+    for module_id, path in paths.items():
+        found: Any = companion_root(path, pipeline_folder)
+        if found is not None:
+            out[module_id] = found
+    return out

@@ -1,0 +1,1 @@
+"""RLlib's example RLModules (``ray.rllib.examples.rl_modules``), ported to cairn."""
