@@ -37,10 +37,10 @@ import numpy.typing as npt
 import torch
 
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
-from cairn.rl.callbacks.callbacks import Episode
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner, ModuleRemoval, SampleBatch
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
+from cairn.rl.env.episodes import SingleAgentEpisode, agent_episodes_from_state, agent_episodes_state
 from cairn.rl.env.multi_agent_env import (
     ALL_AGENTS,
     EpisodeInfo,
@@ -126,6 +126,8 @@ class MultiAgentEnvRunner(EnvRunner):
         self._open: dict[tuple[int, str], _Trajectory] = {}
         self._closed: list[_Trajectory] = []
         self._last_agent_steps = 0
+        self._agent_episodes: dict[tuple[int, Any], SingleAgentEpisode] = {}
+        """(env copy, agent) -> the episode object its hooks see (when a callback overrides an episode hook)."""
 
     # ------------------------------------------------------------------ policy mapping
 
@@ -407,10 +409,20 @@ class MultiAgentEnvRunner(EnvRunner):
         As the metrics do, each agent's part of a game is an episode of its own: it
         starts with the agent's first action and ends when the agent is done.
         """
-        episode = Episode(
-            env_index=env_index,
-            agent_id=agent,
-            module_id=self._mappings[env_index][agent],
+        if not self._episode_hooks:  # no callback overrides an episode hook
+            return
+        episode = self._agent_episodes.get((env_index, agent))
+        if episode is None:  # its custom_data lives until the agent's episode ends (and in checkpoints)
+            episode = SingleAgentEpisode(
+                f"{self.worker_index}-{env_index}-{self._episode_numbers[env_index]}-{agent}",
+                env_index=env_index,
+                agent_id=agent,
+                module_id=self._mappings[env_index][agent],
+                keep_history=False,
+            )
+            self._agent_episodes[(env_index, agent)] = episode
+        episode.module_id = self._mappings[env_index][agent]
+        episode.set_summary(
             episode_return=float(self._agent_returns[env_index].get(agent, 0.0)),
             length=int(self._agent_steps[env_index].get(agent, 0)),
             is_done=done,
@@ -421,7 +433,10 @@ class MultiAgentEnvRunner(EnvRunner):
             metrics_logger=self.metrics,
             env=self.envs[env_index],
             env_index=env_index,
+            rl_module=self.module,
         )
+        if done:
+            del self._agent_episodes[(env_index, agent)]
 
     def _collect(self) -> dict[str, SampleBatch]:
         """The rows completed so far, per module; open trajectories end in a cut with their bootstrap value."""
@@ -485,6 +500,7 @@ class MultiAgentEnvRunner(EnvRunner):
                 }
                 for e in range(self.num_envs)
             ]
+            state["episode_api"] = agent_episodes_state(self._agent_episodes)  # custom_data of episodes in flight
         return state
 
     def _set_env_state(self, env_state: Mapping[str, Any]) -> None:
@@ -524,6 +540,7 @@ class MultiAgentEnvRunner(EnvRunner):
             }
             self._agent_returns[e] = {str(agent): float(r) for agent, r in episode["returns"].items()}
             self._agent_steps[e] = {str(agent): int(n) for agent, n in episode["steps"].items()}
+        self._agent_episodes = agent_episodes_from_state(env_state.get("episode_api", []))
         self.episodes_restarted = False
 
     def close(self) -> None:
