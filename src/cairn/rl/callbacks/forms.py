@@ -96,7 +96,8 @@ class CallbackClass(functools.partial):  # type: ignore[type-arg]
 
     def __repr__(self) -> str:
         arguments = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.keywords.items()]
-        return f"functools.partial({class_path(self.func)}, {', '.join(arguments)})"
+        name = class_path(self.func) if isinstance(self.func, type) else repr(self.func)
+        return f"functools.partial({name}, {', '.join(arguments)})"
 
 
 def _encode_callback_class(value: CallbackClass) -> dict[str, Any]:

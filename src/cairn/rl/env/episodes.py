@@ -95,7 +95,11 @@ def slot_info(infos: Mapping[str, Any], slot: int) -> dict[str, Any]:
         if key.startswith("_") or key in ("final_obs", "final_info"):
             continue
         mask = infos.get(f"_{key}")
-        if mask is None or bool(mask[slot]):
+        if mask is not None and not bool(mask[slot]):
+            continue
+        if isinstance(values, Mapping):  # nested infos (RecordEpisodeStatistics' "episode") batch the same way
+            out[key] = slot_info(values, slot)
+        else:
             value = values[slot]
             out[key] = value.item() if isinstance(value, np.generic) else value
     return out
