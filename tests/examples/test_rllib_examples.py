@@ -204,3 +204,20 @@ PORTED["different_spaces_for_agents"] = run_different_spaces_for_agents
 
 def test_different_spaces_for_agents(tmp_path: Path, examples_on_path: None) -> None:
     run_different_spaces_for_agents(tmp_path)
+
+
+def run_custom_metrics_in_env_runners(tmp_path: Path) -> None:
+    out = load("custom_metrics_in_env_runners").main(iterations=2, checkpoint_dir=str(tmp_path / "ckpt"))
+    last = out["last_result"]
+    assert sum(last[f"env_runners/cart_heatmap/bin_{i}"] for i in range(8)) > 0
+    assert last["env_runners/cart_lifetime_distance_travelled"] > 0 and 0 < last["env_runners/pole_angle"] < 0.21
+    assert last["env_runners/episode_lengths/50"] <= last["env_runners/episode_lengths/90"]
+    # The episodes in flight at the save kept their custom_data: the restored run logs the same numbers.
+    assert out["exact"], (out["went_on"], out["resumed"])
+
+
+PORTED["custom_metrics_in_env_runners"] = run_custom_metrics_in_env_runners
+
+
+def test_custom_metrics_in_env_runners(tmp_path: Path, examples_on_path: None) -> None:
+    run_custom_metrics_in_env_runners(tmp_path)

@@ -13,13 +13,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-from connector_helpers import ADD_STEP, AddEpisodeStep, flatten_and_stack, with_spaces
 
 from cairn.rl import PPO, PPOConfig
 from cairn.rl.connectors.env_to_module import FlattenObservations, FrameStackingEnvToModule, MeanStdFilter
 from cairn.rl.connectors.learner import FrameStackingLearner
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.testing import assert_states_equal
+from connector_helpers import ADD_STEP, AddEpisodeStep, flatten_and_stack, with_spaces
 
 
 def config(env: str = "CartPole-v1", **settings: Any) -> PPOConfig:

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
+from cairn.rl.callbacks.forms import CALLBACK_HOOKS
 from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig  # a leaf: imports nothing of cairn
 
 __all__ = [
@@ -105,7 +106,7 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         "algorithm_config_overrides_per_module",
     ),
     "rl_module": ("rl_module_spec", "model_config"),
-    "callbacks": ("callbacks_class",),
+    "callbacks": ("callbacks_class", *(f"callbacks_{hook}" for hook in CALLBACK_HOOKS)),
     "reporting": ("episode_return_window",),
     "debugging": ("seed",),
     "resources": ("num_torch_threads",),
@@ -589,10 +590,12 @@ _CALLBACK_HOOKS = (
     "on_train_result",
 )
 for _hook in _CALLBACK_HOOKS:
-    _BASE_RULES["callbacks"][_hook] = Accept(
-        (None,),
-        f"cairn records callbacks by class, never a function by value: subclass "
-        f"cairn.rl.callbacks.callbacks.RLlibCallback, override {_hook}, and pass callbacks(callbacks_class=YourClass)",
+    # The hooks cairn calls take functions (recorded by reference in callbacks_<hook>; the config checks
+    # them); the others are hooks of parts cairn does not have, so a function given for them would never run.
+    _BASE_RULES["callbacks"][_hook] = (
+        f"callbacks_{_hook}"
+        if _hook in CALLBACK_HOOKS
+        else Accept((None,), f"cairn never calls {_hook} (it has no such event), so the function would never run")
     )
 
 
@@ -701,10 +704,15 @@ class ConfigBuilders:
         return self._apply("rl_module", settings)
 
     def callbacks(self, callbacks_class: Any = NOT_PROVIDED, **settings: Any) -> Self:
-        """RLlib's ``callbacks(callbacks_class)``: an ``RLlibCallback`` subclass or a list of them.
+        """RLlib's ``callbacks(callbacks_class, on_algorithm_init=, on_episode_end=, ...)``.
 
-        As in RLlib, ``callbacks(None)`` resets to the default callbacks; only a
-        ``callbacks_class`` left out keeps the current one.
+        ``callbacks_class``: an ``RLlibCallback`` subclass, a ``functools.partial`` of one
+        with plain-data arguments, or a list of them. ``on_<hook>=``: a function (or a
+        list) defined at the top level of an imported module, recorded as
+        ``"module:function"`` in ``callbacks_on_<hook>`` and called after the classes'
+        hooks, as RLlib does (cairn.rl.callbacks.forms). As in RLlib, ``callbacks(None)``
+        resets to the default callbacks; only a ``callbacks_class`` left out keeps the
+        current one.
         """
         if callbacks_class is not NOT_PROVIDED:
             settings = {"callbacks_class": callbacks_class, **settings}

@@ -43,7 +43,7 @@ from cairn.rl.algorithms.algorithm_config import (
 )
 from cairn.rl.algorithms.evaluation import EvaluationRunners, wants_evaluation_runners
 from cairn.rl.algorithms.results import ResultDict, nest_results
-from cairn.rl.callbacks.callbacks import make_callbacks
+from cairn.rl.callbacks.callbacks import callbacks_from_config
 from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.multi_rl_module import (
     MultiRLModuleSpec,
@@ -92,7 +92,7 @@ class Algorithm(Checkpointable, abc.ABC):
             raise TypeError(f"{type(self).__name__} needs a {self.config_class.__name__}, got {type(config).__name__}.")
         config.validate()
         self.config = config
-        self.callbacks = make_callbacks(config.callbacks_class)
+        self.callbacks = callbacks_from_config(config)
         self.metrics = MetricsLogger()
         """The algorithm's metrics: its callbacks' and, under ``env_runners/``, the env runners'."""
         if config.num_torch_threads is not None:

@@ -1,7 +1,8 @@
 """AlgorithmConfig: the settings every algorithm shares (environment, sampling, modules, scale).
 
-This module imports nothing else of ``cairn.rl`` but the leaf
+This module imports nothing else of ``cairn.rl`` but the leaves
 ``cairn.rl.algorithms._config_builders`` (RLlib's builder methods, a base class)
+and ``cairn.rl.callbacks.forms`` (how callbacks are recorded)
 (and only, when a setting asks
 for Ray, the leaf ``cairn.rl.distributed._ray`` to see whether Ray is
 installed), so that every other part (env runners, learners, algorithms) can
@@ -20,6 +21,7 @@ from typing import Any, ClassVar
 from cairn.errors import CheckpointError
 from cairn.registry import function_problem, loaded_module, register_type
 from cairn.rl.algorithms._config_builders import ConfigBuilders
+from cairn.rl.callbacks.forms import CALLBACK_HOOKS, callback_functions, callbacks_class_value, function_field
 
 __all__ = [
     "DEFAULT_MODULE_ID",
@@ -333,10 +335,30 @@ class AlgorithmConfig(ConfigBuilders):
     """Applied with ``torch.set_num_threads`` when the algorithm is built (results
     are bit-for-bit reproducible for one thread count); ``None`` leaves it alone."""
 
-    callbacks_class: type[Any] | list[type[Any]] | None = None
+    callbacks_class: Any = None
     """A subclass of :class:`cairn.rl.callbacks.callbacks.RLlibCallback`, or a list of them
     (called in order), or ``None``. Recorded in checkpoints by reference: loading one
-    needs the class's module imported first."""
+    needs the class's module imported first. ``functools.partial(MyCallbacks, arg=1)`` of a
+    top-level class with plain-data arguments is kept as a
+    :class:`~cairn.rl.callbacks.forms.CallbackClass` (the class path plus the arguments)."""
+
+    # --- part `callbacks`: RLlib's per-hook callback functions, config.callbacks(on_episode_end=fn).
+    # Each is None or a list of "module:function" references (functions are never recorded by value),
+    # called after the callbacks_class hooks, in list order (RLlib's make_callback order).
+    callbacks_on_algorithm_init: list[str] | None = None
+    """Functions called as ``on_algorithm_init`` (RLlib's name); see :mod:`cairn.rl.callbacks.forms`."""
+    callbacks_on_checkpoint_loaded: list[str] | None = None
+    """Functions called as ``on_checkpoint_loaded``."""
+    callbacks_on_episode_start: list[str] | None = None
+    """Functions called as ``on_episode_start`` (in every env runner)."""
+    callbacks_on_episode_step: list[str] | None = None
+    """Functions called as ``on_episode_step`` (in every env runner)."""
+    callbacks_on_episode_end: list[str] | None = None
+    """Functions called as ``on_episode_end`` (in every env runner)."""
+    callbacks_on_sample_end: list[str] | None = None
+    """Functions called as ``on_sample_end`` (in every env runner)."""
+    callbacks_on_train_result: list[str] | None = None
+    """Functions called as ``on_train_result``."""
 
     # --- connectors (issue 27, part "connectors"): RLlib's connector factories, recorded by reference.
     env_to_module_connector: dict[str, Any] | None = None
@@ -409,6 +431,10 @@ class AlgorithmConfig(ConfigBuilders):
             self.policies_to_train = tuple(str(p) for p in self.policies_to_train)
         for name in ("env_to_module_connector", "module_to_env_connector", "learner_connector"):
             setattr(self, name, connector_reference(getattr(self, name), what=name))
+        self.callbacks_class = callbacks_class_value(self.callbacks_class)
+        for hook in CALLBACK_HOOKS:
+            name = function_field(hook)
+            setattr(self, name, callback_functions(getattr(self, name), hook))
         self.validate_evaluation()  # cheap; a builder's evaluation(...) is refused at once, by name
 
     def validate_evaluation(self) -> None:

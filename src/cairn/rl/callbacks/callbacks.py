@@ -44,42 +44,20 @@ runners import it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cairn.registry import class_path
+from cairn.rl.callbacks.forms import CALLBACK_HOOKS, CallbackClass, function_field, resolve_callback_function
+from cairn.rl.env.episodes import SingleAgentEpisode
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 
-__all__ = ["Episode", "RLlibCallback", "make_callbacks", "overrides"]
+__all__ = ["Episode", "RLlibCallback", "callbacks_from_config", "make_callbacks", "overrides"]
 
 
-@dataclass(frozen=True)
-class Episode:
-    """What the episode hooks see of one single-agent episode (a small part of RLlib's ``SingleAgentEpisode``).
-
-    Attributes:
-        env_index: The sub-environment (slot) of the env runner it runs in.
-        agent_id: The agent (``"default_agent"`` for single-agent envs).
-        module_id: The module that acts for the agent.
-        episode_return: The sum of its rewards so far.
-        length: Its steps so far.
-        is_done: Whether it ended (terminated or truncated).
-    """
-
-    env_index: int
-    agent_id: str
-    module_id: str
-    episode_return: float
-    length: int
-    is_done: bool
-
-    def get_return(self) -> float:
-        """The sum of the episode's rewards so far (RLlib's ``episode.get_return()``)."""
-        return self.episode_return
-
-    def __len__(self) -> int:
-        return self.length
+Episode = SingleAgentEpisode
+"""What the episode hooks see: RLlib's ``SingleAgentEpisode`` API (``custom_data``, ``id_``, ``get_rewards()``,
+``get_infos()``, ``get_return()``, ...), see :mod:`cairn.rl.env.episodes`."""
 
 
 class RLlibCallback:
@@ -143,49 +121,56 @@ class RLlibCallback:
 
 
 class _CallbackList(RLlibCallback):
-    """Several callbacks, called in the order given (RLlib: a list of classes in ``callbacks_class``)."""
+    """Several callbacks objects, then per-hook functions, called in that order (RLlib's ``make_callback``)."""
 
-    def __init__(self, callbacks: Sequence[RLlibCallback]) -> None:
+    def __init__(
+        self, callbacks: Sequence[RLlibCallback], functions: Mapping[str, Sequence[Callable[..., Any]]] | None = None
+    ) -> None:
         self.callbacks = list(callbacks)
+        self.functions = {hook: list(fns) for hook, fns in (functions or {}).items() if fns}
+
+    def _call(self, hook: str, kwargs: dict[str, Any]) -> None:
+        for callback in self.callbacks:
+            getattr(callback, hook)(**kwargs)
+        for fn in self.functions.get(hook, ()):
+            fn(**kwargs)
 
     def on_algorithm_init(self, **kwargs: Any) -> None:
-        for callback in self.callbacks:
-            callback.on_algorithm_init(**kwargs)
+        self._call("on_algorithm_init", kwargs)
 
     def on_episode_start(self, **kwargs: Any) -> None:
-        for callback in self.callbacks:
-            callback.on_episode_start(**kwargs)
+        self._call("on_episode_start", kwargs)
 
     def on_episode_step(self, **kwargs: Any) -> None:
-        for callback in self.callbacks:
-            callback.on_episode_step(**kwargs)
+        self._call("on_episode_step", kwargs)
 
     def on_episode_end(self, **kwargs: Any) -> None:
-        for callback in self.callbacks:
-            callback.on_episode_end(**kwargs)
+        self._call("on_episode_end", kwargs)
 
     def on_sample_end(self, **kwargs: Any) -> None:
-        for callback in self.callbacks:
-            callback.on_sample_end(**kwargs)
+        self._call("on_sample_end", kwargs)
 
     def on_train_result(self, **kwargs: Any) -> None:
-        for callback in self.callbacks:
-            callback.on_train_result(**kwargs)
+        self._call("on_train_result", kwargs)
 
     def on_checkpoint_loaded(self, **kwargs: Any) -> None:
-        for callback in self.callbacks:
-            callback.on_checkpoint_loaded(**kwargs)
+        self._call("on_checkpoint_loaded", kwargs)
 
 
 def overrides(callbacks: RLlibCallback, hook: str) -> bool:
-    """Whether ``callbacks`` (or one of a list of them) overrides ``hook``, so that a caller may skip a costly loop."""
+    """Whether ``callbacks`` (or one of a list of them, or a function) overrides ``hook``, so that a caller may
+    skip a costly loop."""
     if isinstance(callbacks, _CallbackList):
-        return any(overrides(callback, hook) for callback in callbacks.callbacks)
+        return bool(callbacks.functions.get(hook)) or any(overrides(c, hook) for c in callbacks.callbacks)
     return getattr(type(callbacks), hook) is not getattr(RLlibCallback, hook)
 
 
-def make_callbacks(callbacks_class: Any) -> RLlibCallback:
-    """Build the callbacks a config's ``callbacks_class`` names: ``None``, a class, or a list of classes.
+def make_callbacks(
+    callbacks_class: Any, functions: Mapping[str, Sequence[Callable[..., Any]]] | None = None
+) -> RLlibCallback:
+    """Build the callbacks a config names: ``callbacks_class`` (``None``, a class, a
+    :class:`~cairn.rl.callbacks.forms.CallbackClass` partial, or a list of them), then ``functions``
+    (hook -> functions, called after the classes' hooks).
 
     Raises:
         ValueError: Something else than subclasses of :class:`RLlibCallback`
@@ -193,16 +178,37 @@ def make_callbacks(callbacks_class: Any) -> RLlibCallback:
             checkpoint's recorded config).
     """
     if callbacks_class is None:
-        return RLlibCallback()
-    classes = list(callbacks_class) if isinstance(callbacks_class, list | tuple) else [callbacks_class]
+        classes: list[Any] = []
+    else:
+        classes = list(callbacks_class) if isinstance(callbacks_class, list | tuple) else [callbacks_class]
     for cls in classes:
-        if not (isinstance(cls, type) and issubclass(cls, RLlibCallback)):
-            what = class_path(cls) if isinstance(cls, type) else repr(cls)[:80]
+        target = cls.func if isinstance(cls, CallbackClass) else cls
+        if not (isinstance(target, type) and issubclass(target, RLlibCallback)):
+            what = class_path(target) if isinstance(target, type) else repr(target)[:80]
             raise ValueError(
-                f"callbacks_class must be a subclass of cairn.rl.callbacks.callbacks.RLlibCallback (or a list of "
-                f"them), got {what}."
+                f"callbacks_class must be a subclass of cairn.rl.callbacks.callbacks.RLlibCallback, a "
+                f"functools.partial of one, or a list of them; got {what}."
             )
-    if len(classes) == 1:
-        built: RLlibCallback = classes[0]()
-        return built
-    return _CallbackList([cls() for cls in classes])
+    built = [cls() for cls in classes]
+    if functions and any(functions.values()):
+        return _CallbackList(built, functions)
+    if not built:
+        return RLlibCallback()
+    if len(built) == 1:
+        only: RLlibCallback = built[0]
+        return only
+    return _CallbackList(built)
+
+
+def callbacks_from_config(config: Any) -> RLlibCallback:
+    """The callbacks of ``config``: its ``callbacks_class`` and its ``callbacks_on_<hook>`` functions.
+
+    The functions are resolved by :func:`~cairn.rl.callbacks.forms.resolve_callback_function`
+    (never an import: their modules must be imported, on a remote worker by the modules
+    its driver allows), all before any callbacks object is built.
+    """
+    functions = {
+        hook: [resolve_callback_function(ref, hook) for ref in getattr(config, function_field(hook), None) or ()]
+        for hook in CALLBACK_HOOKS
+    }
+    return make_callbacks(config.callbacks_class, functions)

@@ -31,14 +31,16 @@ import numpy.typing as npt
 import torch
 
 from cairn import Checkpointable
+from cairn.errors import IncompatibleCheckpointError
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
-from cairn.rl.callbacks.callbacks import Episode, make_callbacks, overrides
+from cairn.rl.callbacks.callbacks import callbacks_from_config, overrides
 from cairn.rl.connectors.build import build_env_to_module, build_module_to_env, check_learner_connector
 from cairn.rl.connectors.nested import copy_rows, from_state, same_layout, set_rows, stack_rows, to_state
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
+from cairn.rl.env.episodes import EpisodeTracker
 from cairn.rl.env.module_outputs import owed_output, owes_logp_and_values
 from cairn.rl.env.multi_agent_env import (
     DEFAULT_AGENT_ID,
@@ -137,10 +139,12 @@ class EnvRunner(Checkpointable):
         self.env_id = env_id
         seeds = self._init_sampling(config, self.env.single_observation_space, self.env.single_action_space)
         self.env_state_saved = supports_env_state(self.env.envs[0])
-        obs, _ = self.env.reset(seed=int(seeds[0]))
+        obs, reset_infos = self.env.reset(seed=int(seeds[0]))
         self._obs: npt.NDArray[Any] = obs
         self._episode_starts = np.ones(self.num_slots, dtype=np.bool_)
         """Which slots' current observation is the first of an episode (told to the connectors)."""
+        self.episode_tracker: EpisodeTracker | None = self._new_episode_tracker(reset_infos)
+        """The episodes in flight as episode hooks see them; ``None`` when no callback overrides an episode hook."""
         self._episode_returns = np.zeros(self.num_slots, dtype=np.float64)
         self._episode_lengths = np.zeros(self.num_slots, dtype=np.int64)
         self._multi_agent = self.slot_agents[0] != DEFAULT_AGENT_ID
@@ -199,12 +203,16 @@ class EnvRunner(Checkpointable):
         self.episodes_restarted = False
         self.metrics = MetricsLogger()
         """What this runner's callbacks log; checkpointed, and handed to the algorithm's logger each iteration."""
-        self.callbacks = make_callbacks(config.callbacks_class)
+        self.callbacks = callbacks_from_config(config)
         # on_episode_start of the first episodes fires in the first sample() (as in RLlib), not here: a
         # runner that never samples (the driver's, with remote runners) or whose episodes in flight a
         # checkpoint restores must not report starts that are not new.
         self._episodes_started = False
         self._step_hook = overrides(self.callbacks, "on_episode_step")  # a call per step and env costs
+        # Episode objects (RLlib's Episode API) cost per-step work: kept only when an episode hook is overridden.
+        self._episode_hooks = any(
+            overrides(self.callbacks, hook) for hook in ("on_episode_start", "on_episode_step", "on_episode_end")
+        )
         return seeds
 
     # ------------------------------------------------------------------ sampling
@@ -291,9 +299,7 @@ class EnvRunner(Checkpointable):
                 final_vf_buf[t, cut] = self._values(torch.from_numpy(filtered_final), cut)
             self._episode_returns += rewards
             self._episode_lengths += 1
-            if self._step_hook:
-                for i in np.flatnonzero(~(terminateds | truncateds)):
-                    self._episode_hook("on_episode_step", int(i), done=False)
+            self._episode_steps(next_obs, actions, rewards, terminateds, truncateds, infos)
             for i in np.flatnonzero(terminateds | truncateds):
                 self._end_episode(int(i))
             self._obs = next_obs
@@ -370,20 +376,44 @@ class EnvRunner(Checkpointable):
         )
         self._episode_returns[slot] = 0.0
         self._episode_lengths[slot] = 0
+        if self.episode_tracker is not None:
+            self.episode_tracker.begin_next(slot)
         self._episode_hook("on_episode_start", slot, done=False)  # same-step autoreset: the next one began
 
+    def _episode_steps(
+        self,
+        next_obs: npt.NDArray[Any],
+        actions: npt.NDArray[Any],
+        rewards: npt.NDArray[Any],
+        terminateds: npt.NDArray[np.bool_],
+        truncateds: npt.NDArray[np.bool_],
+        infos: Mapping[str, Any],
+    ) -> None:
+        """Record a step in the episode objects, then call ``on_episode_step`` for the episodes that go on."""
+        if self.episode_tracker is not None:
+            self.episode_tracker.step(next_obs, actions, rewards, terminateds, truncateds, infos)
+        if self._step_hook:
+            for i in np.flatnonzero(~(terminateds | truncateds)):
+                self._episode_hook("on_episode_step", int(i), done=False)
+
+    def _new_episode_tracker(self, reset_infos: Mapping[str, Any]) -> EpisodeTracker | None:
+        """Episode objects for the slots' current episodes, when a callback overrides an episode hook."""
+        if not self._episode_hooks:
+            return None
+        return EpisodeTracker(self.worker_index, self.slot_agents, self.slot_modules, self._obs, reset_infos)
+
     def _episode_hook(self, hook: str, slot: int, *, done: bool) -> None:
-        """Call the callbacks' ``hook`` (``on_episode_start``/``_step``/``_end``) for the episode of ``slot``."""
-        episode = Episode(
-            env_index=slot,
-            agent_id=self.slot_agents[slot],
-            module_id=self.slot_modules[slot],
-            episode_return=float(self._episode_returns[slot]),
-            length=int(self._episode_lengths[slot]),
-            is_done=done,
-        )
+        """Call the callbacks' ``hook`` (``on_episode_start``/``_step``/``_end``) for the episode of ``slot``
+        (``done``: it ended, which the episode itself says)."""
+        if self.episode_tracker is None:  # no callback overrides an episode hook
+            return
         getattr(self.callbacks, hook)(
-            episode=episode, env_runner=self, metrics_logger=self.metrics, env=self.env.envs[slot], env_index=slot
+            episode=self.episode_tracker.episodes[slot],
+            env_runner=self,
+            metrics_logger=self.metrics,
+            env=self.env.envs[slot],
+            env_index=slot,
+            rl_module=self.module,
         )
 
     def _record_episode(self, episode_return: float, length: int, module_id: str) -> None:
@@ -581,6 +611,8 @@ class EnvRunner(Checkpointable):
             state["episode_returns"] = self._episode_returns.copy()
             state["episode_lengths"] = self._episode_lengths.copy()
             state["episodes_started"] = self._episodes_started  # whether on_episode_start fired for them
+            if self.episode_tracker is not None:
+                state["episode_api"] = self.episode_tracker.get_state()  # custom_data and history, in flight
         return state
 
     def _runner_local_connector_states(self) -> dict[str, Any]:
@@ -681,6 +713,23 @@ class EnvRunner(Checkpointable):
         self.module_to_env.set_runner_local_states(connectors.get("module_to_env_connector", {}))
         # Their on_episode_start fired before the checkpoint, unless it was taken before the first sample.
         self._episodes_started = bool(env_state.get("episodes_started", True))
+        self._set_episode_api_state(env_state.get("episode_api"))
+
+    def _set_episode_api_state(self, state: Mapping[str, Any] | None) -> None:
+        """Take the episodes in flight of a checkpoint; one saved without them starts episode objects
+        from the restored observations (their earlier history and custom_data were never recorded)."""
+        if self.episode_tracker is None:
+            return
+        if state is None:
+            self.episode_tracker = self._new_episode_tracker({})
+            return
+        try:
+            self.episode_tracker.set_state(state)
+        except (KeyError, TypeError, ValueError) as err:
+            raise IncompatibleCheckpointError(
+                f"env_runner/env/episode_api is not the episodes' state of cairn's env runner ({err}). The checkpoint "
+                "was not written by this version of cairn.rl, or was altered."
+            ) from err
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config,), {"worker_index": ...})``."""

@@ -4,7 +4,8 @@ PPO's batches need the log-probability of each sampled action and the value of
 each observation. A module outside ``policies_to_train`` (a heuristic policy,
 RLlib's ``RandomRLModule``) acts, but its rows are never trained, so it may
 return actions only, as in RLlib; off-policy algorithms (``sample_next_obs``)
-ask no module for them, nor do evaluation runners (``explore=False``). The runners fill what a module does not owe with zeros.
+ask no module for them, nor do evaluation runners (``explore=False``). The
+runners fill what a module does not owe with zeros.
 """
 
 from __future__ import annotations

@@ -55,6 +55,7 @@ from cairn.rl.algorithms.algorithm_config import (
     check_env_config,
     check_env_id,
 )
+from cairn.rl.callbacks.forms import callback_function_modules
 from cairn.rl.connectors.build import connector_modules
 from cairn.rl.core.rl_module.multi_rl_module import module_specs_from_config
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
@@ -350,6 +351,7 @@ def driver_modules(config: AlgorithmConfig) -> AllowedModules:
         if ref not in _MAPPING_FNS and isinstance(module, str):
             refs.append((module, f"policy_mapping_fn={ref!r}"))
     refs.extend(connector_modules(config))  # the connector factories' modules (env_to_module_connector, ...)
+    refs.extend(callback_function_modules(config))  # config.callbacks(on_episode_end=fn) runs in the worker too
     return AllowedModules.resolve(refs)
 
 

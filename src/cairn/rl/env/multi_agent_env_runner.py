@@ -46,13 +46,13 @@ import numpy.typing as npt
 import torch
 
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
-from cairn.rl.callbacks.callbacks import Episode
 from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner, ModuleRemoval, SampleBatch
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
-from cairn.rl.env.module_pipelines import ModulePipelines
+from cairn.rl.env.episodes import SingleAgentEpisode, agent_episodes_from_state, agent_episodes_state
 from cairn.rl.env.module_outputs import owed_output, owes_logp_and_values
+from cairn.rl.env.module_pipelines import ModulePipelines
 from cairn.rl.env.multi_agent_env import (
     ALL_AGENTS,
     AgentID,
@@ -157,6 +157,8 @@ class MultiAgentEnvRunner(EnvRunner):
         self._open: dict[tuple[int, AgentID], _Trajectory] = {}
         self._closed: list[_Trajectory] = []
         self._last_agent_steps = 0
+        self._agent_episodes: dict[tuple[int, Any], SingleAgentEpisode] = {}
+        """(env copy, agent) -> the episode object its hooks see (when a callback overrides an episode hook)."""
 
     # ------------------------------------------------------------------ spaces and pipelines
 
@@ -376,8 +378,9 @@ class MultiAgentEnvRunner(EnvRunner):
                 )
                 owed = owes_logp_and_values(self.config, module_id)  # not: heuristics, untrained modules
                 zeros = torch.zeros(len(rows))
-                logp = (owed_output(result, "action_logp", module_id) if owed else result.get("action_logp", zeros)).numpy()
-                values = (owed_output(result, "vf_preds", module_id) if owed else result.get("vf_preds", zeros)).numpy()
+                logp_t = owed_output(result, "action_logp", module_id) if owed else result.get("action_logp", zeros)
+                values_t = owed_output(result, "vf_preds", module_id) if owed else result.get("vf_preds", zeros)
+                logp, values = logp_t.numpy(), values_t.numpy()
             else:  # evaluation runners act greedily; forward_inference gives actions only
                 result = self.module[module_id].forward_inference({"obs": torch.from_numpy(filtered)})
                 logp = values = np.zeros(len(rows), dtype=np.float32)
@@ -515,12 +518,20 @@ class MultiAgentEnvRunner(EnvRunner):
         As the metrics do, each agent's part of a game is an episode of its own: it
         starts with the agent's first action and ends when the agent is done.
         """
-        # The id as the env gives it (an int too); Episode's annotation says str, written before int ids.
-        agent_id: Any = agent
-        episode = Episode(
-            env_index=env_index,
-            agent_id=agent_id,
-            module_id=self._mappings[env_index][agent],
+        if not self._episode_hooks:  # no callback overrides an episode hook
+            return
+        episode = self._agent_episodes.get((env_index, agent))
+        if episode is None:  # its custom_data lives until the agent's episode ends (and in checkpoints)
+            episode = SingleAgentEpisode(
+                f"{self.worker_index}-{env_index}-{self._episode_numbers[env_index]}-{agent}",
+                env_index=env_index,
+                agent_id=agent,
+                module_id=self._mappings[env_index][agent],
+                keep_history=False,
+            )
+            self._agent_episodes[(env_index, agent)] = episode
+        episode.module_id = self._mappings[env_index][agent]
+        episode.set_summary(
             episode_return=float(self._agent_returns[env_index].get(agent, 0.0)),
             length=int(self._agent_steps[env_index].get(agent, 0)),
             is_done=done,
@@ -531,7 +542,10 @@ class MultiAgentEnvRunner(EnvRunner):
             metrics_logger=self.metrics,
             env=self.envs[env_index],
             env_index=env_index,
+            rl_module=self.module,
         )
+        if done:
+            del self._agent_episodes[(env_index, agent)]
 
     def _collect(self) -> dict[str, SampleBatch]:
         """The rows completed so far, per module; open trajectories end in a cut with their bootstrap value."""
@@ -595,6 +609,7 @@ class MultiAgentEnvRunner(EnvRunner):
                 }
                 for e in range(self.num_envs)
             ]
+            state["episode_api"] = agent_episodes_state(self._agent_episodes)  # custom_data of episodes in flight
         return state
 
     def _set_env_state(self, env_state: Mapping[str, Any]) -> None:
@@ -636,6 +651,7 @@ class MultiAgentEnvRunner(EnvRunner):
             }
             self._agent_returns[e] = {agent: float(r) for agent, r in episode["returns"].items()}
             self._agent_steps[e] = {agent: int(n) for agent, n in episode["steps"].items()}
+        self._agent_episodes = agent_episodes_from_state(env_state.get("episode_api", []))
         self.episodes_restarted = False
 
     def close(self) -> None:

@@ -6,11 +6,17 @@ It mirrors RLlib's ``ray.rllib.utils.metrics.metrics_logger.MetricsLogger``
 - A key is a ``"/"``-separated string (``"env_runners/num_long_episodes"``) or a
   tuple of strings (``("env_runners", "num_long_episodes")``); both name the same
   statistic. ``peek`` of a prefix returns the nested dict below it.
-- Each statistic keeps its own way to reduce, fixed by the first ``log_value``:
-  ``"sum"``, ``"min"``, ``"max"`` over all values (``window=None``) or over the
-  last ``window`` values; ``"mean"`` over the last ``window`` values, or, with
-  ``window=None``, an exponential moving average with ``ema_coeff`` (default
-  0.01, as in RLlib). No throughput statistics, no ``reduce_per_index``.
+- Each statistic keeps its own way to reduce, fixed by the first ``log_value``
+  (RLlib's ``Stats`` semantics): ``"sum"``, ``"min"``, ``"max"`` over all values
+  (``window=None``) or over the last ``window`` values; ``"mean"`` over the last
+  ``window`` values, or, with ``window=None``, an exponential moving average
+  with ``ema_coeff`` (default 0.01, as in RLlib); ``reduce=None``: the list of
+  the values (the last ``window`` ones, or all since the last clearing
+  :meth:`reduce` with ``clear_on_reduce=True``), or with ``percentiles`` (``True``:
+  RLlib's 0, 50, 75, 90, 95, 99, 100; or a list) a dict percentile -> value,
+  linearly interpolated between the sorted values. :meth:`log_time` times a
+  ``with`` block (seconds; an EMA by default). No throughput statistics, no
+  ``reduce_per_index_on_aggregate``.
 - ``reduce()`` returns the reduced values and clears the statistics logged with
   ``clear_on_reduce=True`` (per-iteration values); the others go on
   (``clear_on_reduce=False`` with ``reduce="sum"`` is a lifetime sum).
@@ -18,9 +24,11 @@ It mirrors RLlib's ``ray.rllib.utils.metrics.metrics_logger.MetricsLogger``
   each iteration): :meth:`pop_deltas` on the logger of an env runner hands over
   what was logged since the previous call (for sums, min and max: one value
   already reduced; for windows, the last ``window`` values; for moving averages,
-  every value), and :meth:`aggregate` on the algorithm's logger logs them again,
-  in runner order. A lifetime sum at the algorithm is thus the sum over all
-  runners, whatever their number, and the result is deterministic.
+  every value; for lists, the values logged since), and :meth:`aggregate` on the
+  algorithm's logger logs them again, in runner order: sums add up, min and max
+  combine, windows take the runners' values in order, lists are concatenated. A
+  lifetime sum at the algorithm is thus the sum over all runners, whatever
+  their number, and the result is deterministic.
 
 The logger is checkpoint state (:meth:`get_state` / :meth:`set_state`): the
 algorithm's logger lives in the algorithm's state, each env runner's in its
@@ -29,9 +37,11 @@ own, so lifetime sums and windows continue exactly across a checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -41,12 +51,15 @@ __all__ = ["MetricsLogger", "Reduce", "flatten_metrics"]
 
 _MISSING: Any = object()
 
-Reduce = Literal["mean", "sum", "min", "max"]
-"""How a statistic reduces its values."""
+Reduce = Literal["mean", "sum", "min", "max"] | None
+"""How a statistic reduces its values (``None``: it keeps them as a list)."""
 
-_REDUCES: tuple[str, ...] = ("mean", "sum", "min", "max")
+_REDUCES: tuple[str | None, ...] = ("mean", "sum", "min", "max", None)
 DEFAULT_EMA_COEFF = 0.01
 """RLlib's default coefficient of the moving average of a ``mean`` without a window."""
+
+DEFAULT_PERCENTILES: tuple[int, ...] = (0, 50, 75, 90, 95, 99, 100)
+"""The percentiles ``percentiles=True`` reports (RLlib's default)."""
 
 Number = int | float
 Key = str | Sequence[str]
@@ -74,24 +87,38 @@ def _number(value: Any, key: tuple[str, ...]) -> Number:
     raise TypeError(f"Metric {'/'.join(key)!r}: values are numbers, got {type(value).__name__}.")
 
 
+def percentile_values(values: Sequence[Number], percentiles: Sequence[int]) -> dict[int, Number | None]:
+    """Percentile -> value of ``values``, interpolated linearly between the sorted values (numpy's
+    ``"linear"`` method); ``None`` for each when there are no values (as RLlib reports)."""
+    ordered = sorted(values)
+    out: dict[int, Number | None] = {}
+    for p in percentiles:
+        if not ordered:
+            out[p] = None
+            continue
+        index = p / 100 * (len(ordered) - 1)
+        low = int(index)
+        weight = index - low
+        out[p] = ordered[low] if weight == 0 else ordered[low] * (1 - weight) + ordered[low + 1] * weight
+    return out
+
+
 @dataclass
 class _Stat:
-    """One statistic: how it reduces and the values it keeps (at most ``window``, or one)."""
+    """One statistic: how it reduces and the values it keeps (at most ``window``, one, or a list)."""
 
-    reduce: str
+    reduce: str | None
     window: int | None
     clear_on_reduce: bool
     ema_coeff: float | None
     values: list[Number] = field(default_factory=list)
-
-    def settings(self) -> tuple[str, int | None, bool, float | None]:
-        return self.reduce, self.window, self.clear_on_reduce, self.ema_coeff
+    percentiles: tuple[int, ...] | None = None
 
     def push(self, value: Number) -> None:
         if self.window is not None:
             self.values.append(value)
             del self.values[: -self.window]
-        elif not self.values:
+        elif not self.values or self.reduce is None:
             self.values.append(value)
         elif self.reduce == "sum":
             self.values[0] += value
@@ -103,7 +130,11 @@ class _Stat:
             coeff = self.ema_coeff if self.ema_coeff is not None else DEFAULT_EMA_COEFF
             self.values[0] = (1.0 - coeff) * self.values[0] + coeff * value
 
-    def peek(self) -> Number:
+    def peek(self) -> Any:
+        if self.reduce is None:
+            if self.percentiles is not None:
+                return percentile_values(self.values, self.percentiles)
+            return list(self.values)
         if not self.values:
             return 0 if self.reduce == "sum" else math.nan
         if self.reduce == "sum":
@@ -115,7 +146,19 @@ class _Stat:
         return sum(self.values) / len(self.values)
 
     def empty_like(self) -> _Stat:
-        return _Stat(self.reduce, self.window, self.clear_on_reduce, self.ema_coeff)
+        return _Stat(self.reduce, self.window, self.clear_on_reduce, self.ema_coeff, percentiles=self.percentiles)
+
+    def record(self, key: tuple[str, ...]) -> dict[str, Any]:
+        """The plain-data record of this statistic (a checkpoint's, or a delta handed to another logger)."""
+        return {
+            "key": list(key),
+            "reduce": self.reduce,
+            "window": self.window,
+            "ema_coeff": self.ema_coeff,
+            "clear_on_reduce": self.clear_on_reduce,
+            "percentiles": None if self.percentiles is None else list(self.percentiles),
+            "values": list(self.values),
+        }
 
 
 class MetricsLogger:
@@ -142,50 +185,48 @@ class MetricsLogger:
         window: int | None = None,
         ema_coeff: float | None = None,
         clear_on_reduce: bool = False,
+        percentiles: bool | Sequence[int] = False,
     ) -> None:
         """Log ``value`` under ``key``.
 
         The first call for a key fixes how it reduces; later calls must give the
-        same settings (or the defaults of ``window``, ``ema_coeff`` and
-        ``clear_on_reduce``, which then keep the recorded ones).
+        same settings (or the defaults of ``window``, ``ema_coeff``,
+        ``clear_on_reduce`` and ``percentiles``, which then keep the recorded ones).
 
         Args:
             key: ``"a/b"`` or ``("a", "b")``.
             value: A number (int, float, bool, numpy or 0-d torch scalar).
-            reduce: ``"mean"``, ``"sum"``, ``"min"`` or ``"max"``.
-            window: Reduce over the last ``window`` values only; ``None``: over all
+            reduce: ``"mean"``, ``"sum"``, ``"min"``, ``"max"``, or ``None`` (keep the
+                values: :meth:`peek` returns their list).
+            window: Reduce over (or keep) the last ``window`` values only; ``None``: all
                 of them (a moving average for ``"mean"``).
             ema_coeff: Coefficient of the moving average (``"mean"``, ``window=None``).
             clear_on_reduce: Forget the values at each :meth:`reduce` (per-iteration
                 metrics). ``False`` with ``"sum"`` is a lifetime sum.
+            percentiles: With ``reduce=None``: report percentile -> value instead of
+                the list; ``True`` for RLlib's :data:`DEFAULT_PERCENTILES`, or a list
+                of ints in [0, 100].
 
         Raises:
             ValueError: A bad setting, or settings that differ from the key's.
             TypeError: ``value`` is not a number.
         """
         parts = _split(key)
-        if reduce not in _REDUCES:
-            raise ValueError(f"Metric {'/'.join(parts)!r}: reduce must be one of {_REDUCES}, got {reduce!r}.")
-        if window is not None and (not isinstance(window, int) or window < 1):
-            raise ValueError(f"Metric {'/'.join(parts)!r}: window must be a positive int or None, got {window!r}.")
-        if ema_coeff is not None and (reduce != "mean" or window is not None or not 0.0 < ema_coeff <= 1.0):
-            raise ValueError(
-                f"Metric {'/'.join(parts)!r}: ema_coeff (in (0, 1]) applies only to reduce='mean' with window=None."
-            )
+        kept = _check_settings(parts, reduce, window, ema_coeff, percentiles)
         number = _number(value, parts)
         stat = self._stats.get(parts)
         if stat is None:
             self._check_no_clash(parts)
-            stat = _Stat(reduce, window, bool(clear_on_reduce), ema_coeff)
+            stat = _Stat(reduce, window, bool(clear_on_reduce), ema_coeff, percentiles=kept)
             self._stats[parts] = stat
-        elif reduce != stat.reduce or (window, ema_coeff, clear_on_reduce) not in (
-            (stat.window, stat.ema_coeff, stat.clear_on_reduce),
-            (None, None, False),
+        elif reduce != stat.reduce or (window, ema_coeff, clear_on_reduce, kept) not in (
+            (stat.window, stat.ema_coeff, stat.clear_on_reduce, stat.percentiles),
+            (None, None, False, None),
         ):
             raise ValueError(
                 f"Metric {'/'.join(parts)!r} was first logged with reduce={stat.reduce!r}, window={stat.window}, "
-                f"ema_coeff={stat.ema_coeff}, clear_on_reduce={stat.clear_on_reduce}; log it the same way "
-                "(or under another key)."
+                f"ema_coeff={stat.ema_coeff}, clear_on_reduce={stat.clear_on_reduce}, percentiles="
+                f"{stat.percentiles}; log it the same way (or under another key)."
             )
         stat.push(number)
         delta = self._deltas.get(parts)
@@ -195,6 +236,41 @@ class MetricsLogger:
             delta.values.append(number)  # a moving average cannot be pre-reduced: hand over every value
         else:
             delta.push(number)
+
+    @contextlib.contextmanager
+    def log_time(
+        self,
+        key: Key,
+        *,
+        reduce: Reduce = "mean",
+        window: int | None = None,
+        ema_coeff: float | None = None,
+        clear_on_reduce: bool = False,
+        percentiles: bool | Sequence[int] = False,
+    ) -> Iterator[None]:
+        """Time the ``with`` block and log its seconds under ``key`` (RLlib's ``log_time``), as :meth:`log_value`.
+
+        The settings are checked before the block runs. The logged seconds are
+        wall-clock measurements: a resumed run restores the statistic exactly
+        (an EMA's value, a window's values), but new measurements differ from run to run.
+
+        Example::
+
+            with metrics.log_time("timers/my_step"):   # an EMA of the durations
+                do_something()
+        """
+        _check_settings(_split(key), reduce, window, ema_coeff, percentiles)
+        start = time.perf_counter()
+        yield
+        self.log_value(
+            key,
+            time.perf_counter() - start,
+            reduce=reduce,
+            window=window,
+            ema_coeff=ema_coeff,
+            clear_on_reduce=clear_on_reduce,
+            percentiles=percentiles,
+        )
 
     def _check_no_clash(self, parts: tuple[str, ...]) -> None:
         for existing in self._stats:
@@ -214,6 +290,7 @@ class MetricsLogger:
         window: int | None = None,
         ema_coeff: float | None = None,
         clear_on_reduce: bool = False,
+        percentiles: bool | Sequence[int] = False,
     ) -> None:
         """Log every leaf of the nested dict ``values`` (under ``key``, if given), as :meth:`log_value`."""
         prefix = _split(key) if key is not None else ()
@@ -226,6 +303,7 @@ class MetricsLogger:
                     window=window,
                     ema_coeff=ema_coeff,
                     clear_on_reduce=clear_on_reduce,
+                    percentiles=percentiles,
                 )
             else:
                 self.log_value(
@@ -235,6 +313,7 @@ class MetricsLogger:
                     window=window,
                     ema_coeff=ema_coeff,
                     clear_on_reduce=clear_on_reduce,
+                    percentiles=percentiles,
                 )
 
     def peek(self, key: Key, *, default: Any = _MISSING) -> Any:
@@ -264,18 +343,7 @@ class MetricsLogger:
 
     def pop_deltas(self) -> list[dict[str, Any]]:
         """What was logged since the last call, for :meth:`aggregate` in another logger (plain data)."""
-        deltas = [
-            {
-                "key": list(k),
-                "reduce": d.reduce,
-                "window": d.window,
-                "ema_coeff": d.ema_coeff,
-                "clear_on_reduce": d.clear_on_reduce,
-                "values": list(d.values),
-            }
-            for k, d in self._deltas.items()
-            if d.values
-        ]
+        deltas = [d.record(k) for k, d in self._deltas.items() if d.values]
         self._deltas = {}
         return deltas
 
@@ -292,6 +360,7 @@ class MetricsLogger:
                         window=delta["window"],
                         ema_coeff=delta["ema_coeff"],
                         clear_on_reduce=delta["clear_on_reduce"],
+                        percentiles=delta.get("percentiles") or False,
                     )
 
     def __contains__(self, key: object) -> bool:
@@ -308,20 +377,10 @@ class MetricsLogger:
     def get_state(self) -> dict[str, Any]:
         """Every statistic (settings and kept values) and the values not yet handed over."""
 
-        def records(stats: Mapping[tuple[str, ...], _Stat]) -> list[dict[str, Any]]:
-            return [
-                {
-                    "key": list(k),
-                    "reduce": s.reduce,
-                    "window": s.window,
-                    "ema_coeff": s.ema_coeff,
-                    "clear_on_reduce": s.clear_on_reduce,
-                    "values": list(s.values),
-                }
-                for k, s in stats.items()
-            ]
-
-        return {"stats": records(self._stats), "deltas": records(self._deltas)}
+        return {
+            "stats": [s.record(k) for k, s in self._stats.items()],
+            "deltas": [d.record(k) for k, d in self._deltas.items()],
+        }
 
     def set_state(self, state: Mapping[str, Any], *, where: str = "metrics") -> None:
         """Replace every statistic with those of ``state`` (from :meth:`get_state`).
@@ -333,6 +392,34 @@ class MetricsLogger:
         stats = _read_records(state.get("stats", []), where=f"{where}/stats")
         deltas = _read_records(state.get("deltas", []), where=f"{where}/deltas")
         self._stats, self._deltas = stats, deltas
+
+
+def _check_settings(
+    parts: tuple[str, ...], reduce: Any, window: Any, ema_coeff: Any, percentiles: Any
+) -> tuple[int, ...] | None:
+    """Raise ``ValueError`` for settings RLlib's ``Stats`` refuses; return the percentiles to keep (or None)."""
+    name = "/".join(parts)
+    if reduce not in _REDUCES:
+        raise ValueError(f"Metric {name!r}: reduce must be one of {_REDUCES}, got {reduce!r:.40}.")
+    if window is not None and (type(window) is not int or window < 1):
+        raise ValueError(f"Metric {name!r}: window must be a positive int or None, got {window!r:.40}.")
+    if ema_coeff is not None and (
+        reduce != "mean" or window is not None or not isinstance(ema_coeff, float | int) or not 0.0 < ema_coeff <= 1.0
+    ):
+        raise ValueError(f"Metric {name!r}: ema_coeff (in (0, 1]) applies only to reduce='mean' with window=None.")
+    if percentiles is False or percentiles is None:
+        return None
+    if reduce is not None:
+        raise ValueError(
+            f"Metric {name!r}: percentiles apply only to reduce=None (the values are kept), got reduce={reduce!r}."
+        )
+    if percentiles is True:
+        return DEFAULT_PERCENTILES
+    if not isinstance(percentiles, list | tuple) or not all(type(p) is int and 0 <= p <= 100 for p in percentiles):
+        raise ValueError(
+            f"Metric {name!r}: percentiles is True or a list of ints in [0, 100], got {percentiles!r:.80}."
+        )
+    return tuple(percentiles)
 
 
 def _read_records(records: Any, *, where: str) -> dict[tuple[str, ...], _Stat]:
@@ -347,16 +434,15 @@ def _read_records(records: Any, *, where: str) -> dict[tuple[str, ...], _Stat]:
                 raise TypeError(f"a {type(record).__name__}, not a dict")
             parts = _split(tuple(record["key"]))
             reduce, window, ema = record["reduce"], record["window"], record["ema_coeff"]
-            if reduce not in _REDUCES:
-                raise ValueError(f"reduce {reduce!r:.40}")
-            if window is not None and (type(window) is not int or window < 1):
-                raise ValueError(f"window {window!r:.40}")
+            recorded_percentiles = record.get("percentiles")  # absent from records of older versions
+            kept = _check_settings(parts, reduce, window, ema, recorded_percentiles or False)
             if ema is not None and not isinstance(ema, float):
                 raise ValueError(f"ema_coeff {ema!r:.40}")
             values = [_number(v, parts) for v in record["values"]]
-            if len(values) > (window or 1) and not (reduce == "mean" and window is None):
+            unbounded = window is None and (reduce == "mean" or reduce is None)  # EMA deltas, lists
+            if len(values) > (window or 1) and not unbounded:
                 raise ValueError(f"{len(values)} values for a window of {window or 1}")
-            out[parts] = _Stat(reduce, window, bool(record["clear_on_reduce"]), ema, values)
+            out[parts] = _Stat(reduce, window, bool(record["clear_on_reduce"]), ema, values, kept)
         except (KeyError, TypeError, ValueError) as err:
             raise IncompatibleCheckpointError(
                 f"{where}[{i}] is not a metric record of cairn's MetricsLogger ({type(err).__name__}: {err}). "

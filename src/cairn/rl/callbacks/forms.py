@@ -1,0 +1,210 @@
+"""How a config records callbacks: classes, classes with arguments, and per-hook functions.
+
+RLlib's ``config.callbacks(...)`` takes callbacks in three forms, and a cairn
+config records each of them by reference, never by value (SPEC 8: a checkpoint
+never runs code on load):
+
+- ``callbacks_class=MyCallbacks`` (or a list of classes): recorded as
+  ``"module:QualName"``, as before.
+- ``callbacks_class=functools.partial(MyCallbacks, threshold=100)``: a
+  top-level class with plain-data arguments (None, bool, int, float, str, and
+  lists / str-keyed dicts of them). The config turns it into a
+  :class:`CallbackClass` (a ``functools.partial``), recorded as the class path
+  plus the arguments; a load calls the class with those arguments only after
+  the class was resolved by :func:`cairn.registry.resolve_class` (no import).
+- ``on_episode_end=fn`` (one function or a list, for each hook of
+  :data:`CALLBACK_HOOKS`): recorded as ``"module:function"`` in the config's
+  ``callbacks_on_<hook>`` field, as ``policy_mapping_fn`` is, and resolved
+  by :func:`resolve_callback_function` (the registry's resolver, which imports
+  nothing, plus the rule that a recorded callback is the program's own code,
+  :func:`cairn.registry.framework_problem`). A lambda, a closure or a function
+  of ``__main__`` is refused when the config is built, with what to write
+  instead.
+
+This is a leaf module (it imports only :mod:`cairn.registry`), so that the
+config, the callbacks and the env runners can all import it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from cairn.registry import (
+    class_path,
+    framework_problem,
+    function_problem,
+    register_type,
+    resolve_function,
+)
+
+__all__ = [
+    "CALLBACK_HOOKS",
+    "CallbackClass",
+    "callback_function_modules",
+    "callback_functions",
+    "callbacks_class_value",
+    "function_field",
+    "resolve_callback_function",
+]
+
+CALLBACK_HOOKS: tuple[str, ...] = (
+    "on_algorithm_init",
+    "on_checkpoint_loaded",
+    "on_episode_start",
+    "on_episode_step",
+    "on_episode_end",
+    "on_sample_end",
+    "on_train_result",
+)
+"""The hooks cairn calls, in RLlib's ``callbacks()`` keyword names; each has a config field
+``callbacks_<hook>`` holding the ``"module:function"`` references of its functions."""
+
+
+def function_field(hook: str) -> str:
+    """The config field of ``hook``'s functions (RLlib's attribute name): ``callbacks_on_episode_end``."""
+    return f"callbacks_{hook}"
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is plain data a config records and a checkpoint gives back as it was."""
+    if value is None or type(value) in (bool, int, float, str):
+        return True
+    if type(value) in (list, tuple):
+        return all(_plain(v) for v in value)
+    if type(value) is dict:
+        return all(type(k) is str and _plain(v) for k, v in value.items())
+    return False
+
+
+class CallbackClass(functools.partial):  # type: ignore[type-arg]
+    """A callbacks class with constructor arguments, as a config records it (RLlib: ``functools.partial``).
+
+    Built from ``functools.partial(MyCallbacks, *args, **kwargs)`` by the
+    config; calling it builds the callbacks, as the partial did. Two are equal
+    when they name the same class with the same arguments (a config restored
+    from a checkpoint equals the one saved).
+    """
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, functools.partial):
+            return NotImplemented
+        return (self.func, self.args, self.keywords) == (other.func, other.args, other.keywords)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        arguments = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.keywords.items()]
+        name = class_path(self.func) if isinstance(self.func, type) else repr(self.func)
+        return f"functools.partial({name}, {', '.join(arguments)})"
+
+
+def _encode_callback_class(value: CallbackClass) -> dict[str, Any]:
+    return {"class": value.func, "args": list(value.args), "kwargs": dict(value.keywords)}
+
+
+def _decode_callback_class(value: Any) -> CallbackClass:
+    # The class was resolved by the codec's class resolver (imported modules only); the arguments must be
+    # plain data, so that a file can make cairn call the program's own callbacks class and nothing else.
+    if not (isinstance(value, Mapping) and isinstance(value.get("class"), type)):
+        raise ValueError("expected {'class': <class>, 'args': [...], 'kwargs': {...}}")
+    return _callback_class(value["class"], tuple(value.get("args", ())), dict(value.get("kwargs", {})))
+
+
+register_type(
+    CallbackClass,
+    name="cairn.rl.callbacks:CallbackClass",
+    encode=_encode_callback_class,
+    decode=_decode_callback_class,
+)
+
+
+def _callback_class(cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallbackClass:
+    where = f"callbacks_class=functools.partial({getattr(cls, '__qualname__', repr(cls))!s:.80}, ...)"
+    if not isinstance(cls, type) or "<locals>" in cls.__qualname__ or cls.__module__ == "__main__":
+        raise ValueError(
+            f"{where}: a partial of callbacks must wrap a class defined at the top level of a module you import "
+            "(not __main__, not a function's locals), because the config records it by its path."
+        )
+    problem = framework_problem(cls)
+    if problem is not None:
+        raise ValueError(f"{where} is refused: {problem}.")
+    for name, value in [*((str(i), a) for i, a in enumerate(args)), *kwargs.items()]:
+        if not _plain(value):
+            raise ValueError(
+                f"{where}: the argument {name!r} is a {type(value).__name__}; the config records arguments as plain "
+                "data only (None, bool, int, float, str, and lists or str-keyed dicts of them). Pass what the "
+                "class needs to rebuild the value instead."
+            )
+    return CallbackClass(cls, *args, **kwargs)
+
+
+def callbacks_class_value(value: Any) -> Any:
+    """A ``callbacks_class`` as the config keeps it: partials become :class:`CallbackClass`, lists lists.
+
+    Raises:
+        ValueError: A partial of something else than a top-level class, or with
+            arguments that are not plain data.
+    """
+    if isinstance(value, list | tuple):
+        return [callbacks_class_value(v) for v in value]
+    if isinstance(value, functools.partial) and not isinstance(value, CallbackClass):
+        return _callback_class(value.func, tuple(value.args), dict(value.keywords))
+    return value
+
+
+def _reference(fn: Any, hook: str) -> str:
+    if isinstance(fn, str):
+        if ":" not in fn:
+            raise ValueError(f"callbacks({hook}={fn!r}): a function is recorded as 'module:function', got {fn!r}.")
+        return fn
+    problem = function_problem(fn)
+    if problem is None:
+        problem = framework_problem(fn)
+    if problem is not None:
+        raise ValueError(
+            f"callbacks({hook}={fn!r:.80}) cannot be recorded by reference: {problem}. cairn records callback "
+            "functions by their path, never by value: define it at the top level of a module you import (not "
+            "__main__, not a lambda or closure) and pass it or its 'module:function' path, or override "
+            f"{hook} in a subclass of cairn.rl.callbacks.callbacks.RLlibCallback."
+        )
+    return f"{fn.__module__}:{fn.__qualname__}"
+
+
+def callback_functions(value: Any, hook: str) -> list[str] | None:
+    """A hook's functions as the config keeps them: ``None``, or a list of ``"module:function"``.
+
+    Raises:
+        ValueError: A function that cannot be recorded by reference (message says what to write).
+    """
+    if value is None:
+        return None
+    items = list(value) if isinstance(value, list | tuple) else [value]
+    return [_reference(fn, hook) for fn in items]
+
+
+def resolve_callback_function(ref: Any, hook: str) -> Callable[..., Any]:
+    """The function a config's ``callbacks_<hook>`` names; imports nothing.
+
+    Raises:
+        cairn.CheckpointError: The registry refuses the path (module not imported, no
+            plain function, a ``__main__`` module, ...).
+        ValueError: It is a framework's function (``torch.hub.load``), which a
+            recorded config may not make cairn call.
+    """
+    fn = resolve_function(ref, where=f"callbacks({hook}=...)")
+    problem = framework_problem(fn)
+    if problem is not None:
+        raise ValueError(f"callbacks({hook}={ref!r:.200}) is refused: {problem}.")
+    return fn
+
+
+def callback_function_modules(config: Any) -> list[tuple[str, str]]:
+    """``(module, what names it)`` of every callback function of ``config``, for a remote worker's imports."""
+    refs: list[tuple[str, str]] = []
+    for hook in CALLBACK_HOOKS:
+        for ref in getattr(config, function_field(hook), None) or ():
+            if isinstance(ref, str):
+                refs.append((ref.partition(":")[0], f"callbacks({hook}={ref!r})"))
+    return refs

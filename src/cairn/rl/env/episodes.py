@@ -1,0 +1,425 @@
+"""Episodes as callbacks see them: RLlib's ``SingleAgentEpisode`` API, kept whole and checkpointed.
+
+An env runner whose callbacks override an episode hook (``on_episode_start``,
+``on_episode_step``, ``on_episode_end``, a class's method or a function) keeps
+one :class:`SingleAgentEpisode` per sub-environment in an :class:`EpisodeTracker`,
+and passes it to every hook of that episode. The hooks see RLlib's names:
+``custom_data`` (a dict the callbacks fill), ``id_``, ``get_observations()``,
+``get_actions()``, ``get_rewards()``, ``get_infos()``, ``get_return()``,
+``len(episode)``, ``is_done``, ``is_terminated``, ``is_truncated``, ``module_for()``,
+``add_temporary_timestep_data()`` / ``get_temporary_timestep_data()``.
+
+What differs from RLlib:
+
+- cairn's runner keeps the whole episode, not a chunk per ``sample()``: the
+  history of an episode lives until it ends, so its memory is bounded by the
+  environment's episode length (observations, actions, rewards, infos of every
+  step; CartPole: about 100 bytes a step). A runner whose callbacks override
+  no episode hook keeps no episode objects and does no per-step work.
+- Everything an episode in flight holds (``custom_data``, its history, its id,
+  the temporary data) is in the env runner's checkpoint (``env/episode_api``)
+  and restored exactly: save mid-episode, restore in a new process, and
+  ``on_episode_end`` sees the ``custom_data`` the earlier hooks put there.
+  Values there must be plain data a checkpoint holds without pickle (None,
+  bool, int, float, str, bytes, numpy arrays and scalars, and lists, tuples
+  and dicts with str/int keys of them); another value is refused at save time
+  with an error naming the key and the episode.
+- ``id_`` is deterministic (runner index, sub-environment, episode number), so
+  that a run and its resumed copy log the same ids.
+
+This module imports nothing of ``cairn.rl``: both env runners import it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from cairn.errors import IncompatibleCheckpointError
+
+__all__ = [
+    "EpisodeTracker",
+    "SingleAgentEpisode",
+    "agent_episodes_from_state",
+    "agent_episodes_state",
+    "check_episode_data",
+    "slot_info",
+]
+
+Indices = int | slice | Sequence[int] | None
+
+
+def _pick(items: list[Any], indices: Indices) -> Any:
+    """RLlib's ``indices`` argument: all (None), one (an int, negative from the end), a slice, or a list."""
+    if indices is None:
+        return list(items)
+    if isinstance(indices, slice):
+        return items[indices]
+    if isinstance(indices, int):
+        return items[indices]
+    return [items[i] for i in indices]
+
+
+def check_episode_data(value: Any, *, where: str) -> None:
+    """Raise ``TypeError`` unless ``value`` is data a checkpoint holds without pickle (see the module docstring)."""
+    if value is None or type(value) in (bool, int, float, str, bytes):
+        return
+    if isinstance(value, np.ndarray) and not value.dtype.hasobject:
+        return
+    if isinstance(value, np.generic) and not isinstance(value, np.object_):
+        return
+    if type(value) in (list, tuple):
+        for i, item in enumerate(value):
+            check_episode_data(item, where=f"{where}[{i}]")
+        return
+    if type(value) is dict:
+        for key, item in value.items():
+            if not (key is None or type(key) in (str, int)):
+                raise TypeError(f"{where} has the key {key!r:.80} ({type(key).__name__}); keys must be str or int.")
+            check_episode_data(item, where=f"{where}[{key!r}]")
+        return
+    raise TypeError(
+        f"{where} is a {type(value).__module__}.{type(value).__qualname__}, which a checkpoint cannot hold without "
+        "pickle. Keep plain data there (numbers, str, numpy arrays, lists and dicts of them)."
+    )
+
+
+def slot_info(infos: Mapping[str, Any], slot: int) -> dict[str, Any]:
+    """The info dict of sub-environment ``slot`` from a gymnasium vector env's batched infos (without ``final_*``)."""
+    out: dict[str, Any] = {}
+    for key, values in infos.items():
+        if key.startswith("_") or key in ("final_obs", "final_info"):
+            continue
+        mask = infos.get(f"_{key}")
+        if mask is not None and not bool(mask[slot]):
+            continue
+        if isinstance(values, Mapping):  # nested infos (RecordEpisodeStatistics' "episode") batch the same way
+            out[key] = slot_info(values, slot)
+        else:
+            value = values[slot]
+            out[key] = value.item() if isinstance(value, np.generic) else value
+    return out
+
+
+class SingleAgentEpisode:
+    """One agent's episode in one sub-environment (RLlib's ``SingleAgentEpisode``, as hooks use it).
+
+    Attributes:
+        id_: A unique id, stable across a checkpoint (``"<runner>-<env>-<number>"``).
+        env_index: The sub-environment (slot) of the env runner it runs in.
+        agent_id: The agent (``"default_agent"`` for single-agent envs).
+        module_id: The module that acts for the agent.
+        custom_data: What callbacks keep for the episode (RLlib's ``custom_data``); checkpointed.
+        is_terminated: The environment terminated it.
+        is_truncated: It was truncated (a time limit).
+    """
+
+    def __init__(
+        self,
+        id_: str,
+        *,
+        env_index: int,
+        agent_id: str,
+        module_id: str,
+        observation: Any = None,
+        info: Mapping[str, Any] | None = None,
+        keep_history: bool = True,
+    ) -> None:
+        self.id_ = id_
+        self.env_index = env_index
+        self.agent_id = agent_id
+        self.module_id = module_id
+        self.custom_data: dict[str, Any] = {}
+        self.is_terminated = False
+        self.is_truncated = False
+        self.keep_history = keep_history
+        self._return = 0.0
+        self._length = 0
+        self._observations: list[Any] = [observation] if keep_history else []
+        self._infos: list[dict[str, Any]] = [dict(info or {})] if keep_history else []
+        self._actions: list[Any] = []
+        self._rewards: list[float] = []
+        self._temporary: dict[str, list[Any]] = {}
+
+    # ------------------------------------------------------------------ RLlib's API
+
+    @property
+    def is_done(self) -> bool:
+        """Whether it ended (terminated or truncated)."""
+        return self.is_terminated or self.is_truncated
+
+    @property
+    def episode_return(self) -> float:
+        """The sum of its rewards so far (cairn's older name of :meth:`get_return`)."""
+        return self._return
+
+    @property
+    def length(self) -> int:
+        """Its steps so far (cairn's older name of ``len(episode)``)."""
+        return self._length
+
+    @property
+    def t(self) -> int:
+        """Its steps so far (RLlib's ``episode.t`` for an episode that starts at 0)."""
+        return self._length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def get_return(self) -> float:
+        """The sum of the episode's rewards so far (RLlib's ``get_return()``)."""
+        return self._return
+
+    def module_for(self, agent_id: Any = None) -> str:
+        """The module that acts for the agent (RLlib's ``MultiAgentEpisode.module_for``; here the episode's own)."""
+        if agent_id is not None and agent_id != self.agent_id:
+            raise KeyError(f"Episode {self.id_!r} is agent {self.agent_id!r}'s, not {agent_id!r}'s.")
+        return self.module_id
+
+    def _history(self, name: str, items: list[Any], indices: Indices) -> Any:
+        if not self.keep_history:
+            raise ValueError(
+                f"episode.{name}() is not available here: the multi-agent env runner keeps each agent's return, "
+                "length and custom_data, not its per-step history. Log what you need in on_episode_step."
+            )
+        return _pick(items, indices)
+
+    def get_observations(self, indices: Indices = None) -> Any:
+        """The observations as the env returned them (``len + 1``: the reset's, then one per step)."""
+        return self._history("get_observations", self._observations, indices)
+
+    def get_infos(self, indices: Indices = None) -> Any:
+        """The infos (``len + 1``: the reset's, then one per step; the final step's is its ``final_info``)."""
+        return self._history("get_infos", self._infos, indices)
+
+    def get_actions(self, indices: Indices = None) -> Any:
+        """The actions the module chose (before the module_to_env connector clipped them), one per step."""
+        return self._history("get_actions", self._actions, indices)
+
+    def get_rewards(self, indices: Indices = None) -> Any:
+        """The rewards, one per step (a list of floats)."""
+        return self._history("get_rewards", self._rewards, indices)
+
+    def add_temporary_timestep_data(self, key: str, data: Any) -> None:
+        """Append ``data`` to the episode's temporary list ``key`` (RLlib's name; kept until the episode ends)."""
+        self._temporary.setdefault(key, []).append(data)
+
+    def get_temporary_timestep_data(self, key: str) -> list[Any]:
+        """The list :meth:`add_temporary_timestep_data` built under ``key``.
+
+        Raises:
+            KeyError: Nothing was added under ``key``.
+        """
+        if key not in self._temporary:
+            raise KeyError(f"Episode {self.id_!r} has no temporary data {key!r}; it has {sorted(self._temporary)}.")
+        return self._temporary[key]
+
+    def __repr__(self) -> str:
+        return (
+            f"SingleAgentEpisode(id_={self.id_!r}, env_index={self.env_index}, agent_id={self.agent_id!r}, "
+            f"len={self._length}, return={self._return}, done={self.is_done})"
+        )
+
+    # ------------------------------------------------------------------ runner side
+
+    def add_step(self, observation: Any, action: Any, reward: float, info: Mapping[str, Any]) -> None:
+        """Record one step (the runner calls it; a callback never needs to)."""
+        self._return += float(reward)
+        self._length += 1
+        if self.keep_history:
+            self._observations.append(observation)
+            self._actions.append(action)
+            self._rewards.append(float(reward))
+            self._infos.append(dict(info))
+
+    def set_summary(self, *, episode_return: float, length: int, is_done: bool) -> None:
+        """Set the return, length and end of an episode whose steps the runner does not record one by one."""
+        self._return, self._length = float(episode_return), int(length)
+        self.is_terminated = self.is_terminated or is_done
+
+    def get_state(self) -> dict[str, Any]:
+        """Everything the episode holds, as plain data (refuses what a checkpoint cannot hold).
+
+        Raises:
+            TypeError: A value of ``custom_data``, an info or the temporary data
+                is not plain data (the message names the key and the episode).
+        """
+        where = f"episode {self.id_!r} (env {self.env_index}, agent {self.agent_id!r})"
+        check_episode_data(self.custom_data, where=f"{where}: custom_data")
+        check_episode_data(self._infos, where=f"{where}: infos")
+        check_episode_data(self._temporary, where=f"{where}: temporary timestep data")
+        state: dict[str, Any] = {
+            "id": self.id_,
+            "env_index": self.env_index,
+            "agent_id": self.agent_id,
+            "module_id": self.module_id,
+            "custom_data": copy.deepcopy(self.custom_data),
+            "terminated": self.is_terminated,
+            "truncated": self.is_truncated,
+            "keep_history": self.keep_history,
+            "return": self._return,
+            "length": self._length,
+            "rewards": list(self._rewards),
+            "infos": copy.deepcopy(self._infos),
+            "temporary": copy.deepcopy(self._temporary),
+        }
+        if self.keep_history:
+            # One array each (not one per step): a checkpoint's tensors stay few.
+            state["observations"] = np.stack([np.asarray(o) for o in self._observations])
+            state["actions"] = (
+                np.stack([np.asarray(a) for a in self._actions]) if self._actions else np.zeros((0,), np.float32)
+            )
+        return state
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> SingleAgentEpisode:
+        """The episode :meth:`get_state` recorded (values come back as they were saved).
+
+        Raises:
+            ValueError: ``state`` is not an episode's state.
+        """
+        try:
+            episode = cls(
+                str(state["id"]),
+                env_index=int(state["env_index"]),
+                agent_id=state["agent_id"],
+                module_id=str(state["module_id"]),
+                keep_history=bool(state["keep_history"]),
+            )
+            episode.custom_data = dict(state["custom_data"])
+            episode.is_terminated = bool(state["terminated"])
+            episode.is_truncated = bool(state["truncated"])
+            episode._return = float(state["return"])
+            episode._length = int(state["length"])
+            episode._temporary = {str(k): list(v) for k, v in dict(state["temporary"]).items()}
+            if episode.keep_history:
+                observations: npt.NDArray[Any] = np.asarray(state["observations"])
+                actions: npt.NDArray[Any] = np.asarray(state["actions"])
+                episode._observations = [np.array(o, copy=True) for o in observations]
+                episode._actions = [a.item() if a.ndim == 0 else np.array(a, copy=True) for a in actions]
+                episode._rewards = [float(r) for r in state["rewards"]]
+                episode._infos = [dict(i) for i in state["infos"]]
+                if not (
+                    len(episode._rewards) == len(episode._actions) == episode._length
+                    and len(episode._observations) == len(episode._infos) == episode._length + 1
+                ):
+                    raise ValueError("its history's lengths do not match its length")
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"not an episode's state ({type(err).__name__}: {err})") from err
+        return episode
+
+
+class EpisodeTracker:
+    """The episodes in flight of a single-agent env runner's sub-environments (one per slot).
+
+    Args:
+        worker_index: The runner's index (part of every episode id).
+        slot_agents: The agent of each slot.
+        slot_modules: The module of each slot.
+        observations: The slots' first observations (batched, as the vector env returned them).
+    """
+
+    def __init__(
+        self,
+        worker_index: int,
+        slot_agents: Sequence[str],
+        slot_modules: Sequence[str],
+        observations: npt.NDArray[Any],
+        infos: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.worker_index = worker_index
+        self.slot_agents = list(slot_agents)
+        self.slot_modules = list(slot_modules)
+        self.numbers = [0] * len(self.slot_agents)
+        self._next: list[tuple[Any, dict[str, Any]] | None] = [None] * len(self.slot_agents)
+        self.episodes = [self._new(slot, observations[slot], slot_info(infos or {}, slot)) for slot in self.slots]
+
+    @property
+    def slots(self) -> range:
+        """The slot indices."""
+        return range(len(self.slot_agents))
+
+    def _new(self, slot: int, observation: Any, info: dict[str, Any]) -> SingleAgentEpisode:
+        return SingleAgentEpisode(
+            f"{self.worker_index}-{slot}-{self.numbers[slot]}",
+            env_index=slot,
+            agent_id=self.slot_agents[slot],
+            module_id=self.slot_modules[slot],
+            observation=np.array(observation, copy=True),
+            info=info,
+        )
+
+    def step(
+        self,
+        next_obs: npt.NDArray[Any],
+        actions: npt.NDArray[Any],
+        rewards: npt.NDArray[Any],
+        terminateds: npt.NDArray[np.bool_],
+        truncateds: npt.NDArray[np.bool_],
+        infos: Mapping[str, Any],
+    ) -> None:
+        """Record one vector-env step (same-step autoreset: an ended slot's ``next_obs`` is the next episode's)."""
+        final_infos = infos.get("final_info", {})
+        for slot in self.slots:
+            episode = self.episodes[slot]
+            action = actions[slot]
+            action = action.item() if np.ndim(action) == 0 else np.array(action, copy=True)
+            if terminateds[slot] or truncateds[slot]:
+                episode.add_step(
+                    np.array(infos["final_obs"][slot], copy=True), action, rewards[slot], slot_info(final_infos, slot)
+                )
+                episode.is_terminated, episode.is_truncated = bool(terminateds[slot]), bool(truncateds[slot])
+                self._next[slot] = (np.array(next_obs[slot], copy=True), slot_info(infos, slot))
+            else:
+                episode.add_step(np.array(next_obs[slot], copy=True), action, rewards[slot], slot_info(infos, slot))
+
+    def begin_next(self, slot: int) -> SingleAgentEpisode:
+        """Start the episode that follows the one that ended in ``slot`` (after its ``on_episode_end``)."""
+        pending, self._next[slot] = self._next[slot], None
+        if pending is None:
+            raise RuntimeError(f"Slot {slot}'s episode has not ended: there is no next episode to begin.")
+        self.numbers[slot] += 1
+        self.episodes[slot] = self._new(slot, *pending)
+        return self.episodes[slot]
+
+    def get_state(self) -> dict[str, Any]:
+        """The episodes in flight and the episode numbers (raises ``TypeError`` for data a checkpoint cannot hold)."""
+        return {"numbers": list(self.numbers), "episodes": [episode.get_state() for episode in self.episodes]}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Take the episodes :meth:`get_state` recorded.
+
+        Raises:
+            ValueError: ``state`` does not fit this runner's slots (nothing is changed).
+        """
+        numbers = [int(n) for n in state["numbers"]]
+        episodes = [SingleAgentEpisode.from_state(s) for s in state["episodes"]]
+        if len(numbers) != len(self.slot_agents) or len(episodes) != len(self.slot_agents):
+            raise ValueError(f"the state holds {len(episodes)} episodes, this runner has {len(self.slot_agents)} slots")
+        self.numbers, self.episodes = numbers, episodes
+        self._next = [None] * len(self.slot_agents)
+
+
+def agent_episodes_state(episodes: Mapping[tuple[int, Any], SingleAgentEpisode]) -> list[dict[str, Any]]:
+    """The multi-agent runner's episode objects in flight, as a list of episode states."""
+    return [episode.get_state() for episode in episodes.values()]
+
+
+def agent_episodes_from_state(states: Any) -> dict[tuple[int, Any], SingleAgentEpisode]:
+    """The inverse of :func:`agent_episodes_state` ((env copy, agent) -> episode).
+
+    Raises:
+        IncompatibleCheckpointError: ``states`` are not episode states.
+    """
+    try:
+        episodes = [SingleAgentEpisode.from_state(state) for state in states]
+    except (TypeError, ValueError) as err:
+        raise IncompatibleCheckpointError(
+            f"env_runner/env/episode_api is not the episodes' state of cairn's multi-agent env runner ({err}). The "
+            "checkpoint was not written by this version of cairn.rl, or was altered."
+        ) from err
+    return {(episode.env_index, episode.agent_id): episode for episode in episodes}

@@ -1,0 +1,144 @@
+"""Callbacks of the callback-form, Episode API and metrics-option tests, in an importable module.
+
+Checkpoints record classes and functions by path; the Ray tests' workers find this
+module too (the ``ray_cluster`` fixture puts ``tests/`` on their ``PYTHONPATH``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from cairn.rl.callbacks.callbacks import Episode, RLlibCallback
+from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
+
+EVENTS: list[tuple[Any, ...]] = []
+"""What the hooks of this module saw, in order (this process only)."""
+
+
+# ---------------------------------------------------------------------- function-form hooks
+
+
+def fn_algorithm_init(*, algorithm: Any, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
+    """Records the call and logs on the algorithm's logger."""
+    EVENTS.append(("fn", "algorithm_init", algorithm.training_iteration))
+    metrics_logger.log_value("fn_inits", 1, reduce="sum")
+
+
+def fn_episode_end(*, episode: Episode, metrics_logger: MetricsLogger, rl_module: Any, **kwargs: Any) -> None:
+    """Counts episodes on the runner's logger; records that it got the runner's module(s)."""
+    EVENTS.append(("fn", "episode_end", episode.env_index, type(rl_module).__name__))
+    metrics_logger.log_value("fn_episodes", 1, reduce="sum")
+
+
+def fn_train_result_1(*, result: dict[str, Any], **kwargs: Any) -> None:
+    """The first of a list of functions."""
+    EVENTS.append(("fn", "train_result_1", result["training_iteration"]))
+
+
+def fn_train_result_2(*, result: dict[str, Any], **kwargs: Any) -> None:
+    """The second of a list of functions (adds an entry to the result)."""
+    EVENTS.append(("fn", "train_result_2", result["training_iteration"]))
+    result["fn_marker"] = 1
+
+
+class ClassFirst(RLlibCallback):
+    """A class whose hooks must run before the functions of the same hook (RLlib's order)."""
+
+    def on_episode_end(self, **kwargs: Any) -> None:
+        EVENTS.append(("class", "episode_end"))
+
+    def on_train_result(self, **kwargs: Any) -> None:
+        EVENTS.append(("class", "train_result"))
+
+
+class Threshold(RLlibCallback):
+    """A callbacks class with constructor arguments (``functools.partial(Threshold, threshold=..., name=...)``)."""
+
+    def __init__(self, threshold: float = 100.0, name: str = "long", extra: Any = None) -> None:
+        self.threshold = threshold
+        self.name = name
+        self.extra = extra
+
+    def on_episode_end(self, *, episode: Episode, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
+        metrics_logger.log_value(self.name, int(episode.get_return() > self.threshold), reduce="sum")
+
+
+# ---------------------------------------------------------------------- Episode API
+
+
+class PoleAngles(RLlibCallback):
+    """RLlib's custom_metrics_in_env_runners pattern on CartPole: per-episode data in ``custom_data``.
+
+    The pole angle of every step goes into ``episode.custom_data["angles"]``; at the
+    episode's end their mean and max are logged, so an episode that a checkpoint cut
+    in two reports the same numbers only if its ``custom_data`` came back whole.
+    """
+
+    def on_episode_start(self, *, episode: Episode, **kwargs: Any) -> None:
+        episode.custom_data["angles"] = [float(abs(episode.get_observations(-1)[2]))]
+        episode.custom_data["meta"] = {"id": episode.id_, "arr": np.arange(3, dtype=np.int64)}
+
+    def on_episode_step(self, *, episode: Episode, **kwargs: Any) -> None:
+        episode.custom_data["angles"].append(float(abs(episode.get_observations(-1)[2])))
+        episode.add_temporary_timestep_data("rewards", episode.get_rewards(-1))
+
+    def on_episode_end(self, *, episode: Episode, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
+        angles = episode.custom_data["angles"]
+        assert episode.custom_data["meta"]["id"] == episode.id_
+        assert len(angles) == len(episode)  # one per observation but the final one
+        assert len(episode.get_temporary_timestep_data("rewards")) == len(episode) - 1
+        metrics_logger.log_value("pole_angle_mean", float(np.mean(angles)), reduce="mean", window=10)
+        metrics_logger.log_value("pole_angle_max", max(angles), reduce="max")
+        metrics_logger.log_value("episode_ids", int(episode.id_.split("-")[-1]), reduce=None, clear_on_reduce=True)
+
+
+class BadCustomData(RLlibCallback):
+    """Puts a value a checkpoint cannot hold into ``custom_data``."""
+
+    def on_episode_start(self, *, episode: Episode, **kwargs: Any) -> None:
+        episode.custom_data["handle"] = object()
+
+
+class AgentCustomData(RLlibCallback):
+    """Multi-agent: each agent's episode counts its own steps in ``custom_data``."""
+
+    def on_episode_start(self, *, episode: Episode, **kwargs: Any) -> None:
+        episode.custom_data["steps"] = 0
+        episode.custom_data["module"] = episode.module_for(episode.agent_id)
+
+    def on_episode_step(self, *, episode: Episode, **kwargs: Any) -> None:
+        episode.custom_data["steps"] += 1
+
+    def on_episode_end(self, *, episode: Episode, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
+        # Its steps but the first (start) and the last (end) went through on_episode_step.
+        metrics_logger.log_value("agent_steps_counted", episode.custom_data["steps"], reduce="sum")
+        metrics_logger.log_value(f"by_module/{episode.custom_data['module']}", 1, reduce="sum")
+
+
+# ---------------------------------------------------------------------- metrics options
+
+
+class EveryMetricOption(RLlibCallback):
+    """Logs with every MetricsLogger option, on the env runners and on the algorithm."""
+
+    def on_episode_end(self, *, episode: Episode, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
+        ret = episode.get_return()
+        metrics_logger.log_value("returns_list", ret, reduce=None, clear_on_reduce=True)
+        metrics_logger.log_value("returns_window", ret, reduce=None, window=5)
+        metrics_logger.log_value("returns_pct", ret, reduce=None, window=8, percentiles=True)
+        metrics_logger.log_value("returns_pct_list", ret, reduce=None, window=8, percentiles=[10, 50, 90])
+        metrics_logger.log_value("returns_ema", ret, reduce="mean", ema_coeff=0.2)
+        metrics_logger.log_value("returns_win_mean", ret, reduce="mean", window=3)
+        metrics_logger.log_value("returns_min", ret, reduce="min", window=4)
+        metrics_logger.log_value("returns_max", ret, reduce="max")
+        metrics_logger.log_dict({"a": len(episode), "b": 1}, key="lengths", reduce="sum")
+        with metrics_logger.log_time("timers/episode_end"):
+            pass
+
+    def on_train_result(self, *, metrics_logger: MetricsLogger, result: dict[str, Any], **kwargs: Any) -> None:
+        metrics_logger.log_value("algo_list", result["training_iteration"], reduce=None, window=3)
+        metrics_logger.log_value("algo_ema", float(result["training_iteration"]), ema_coeff=0.5)
+        with metrics_logger.log_time("timers/train_result", reduce="max"):
+            pass

@@ -1,0 +1,176 @@
+"""Callbacks in RLlib's forms (issue 28 item 4): per-hook functions, partial classes, lists, ``rl_module``."""
+
+from __future__ import annotations
+
+import functools
+import types
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import pytest
+from rl_helpers import CounterEnv, small_config
+
+import episode_callbacks_helpers as helpers
+from cairn import CheckpointError
+from cairn.rl import PPO, PPOConfig
+from cairn.rl.callbacks.callbacks import callbacks_from_config
+from cairn.rl.callbacks.forms import CallbackClass
+from callback_helpers import RecordEvents
+
+TINY = {"rollout_length": 16, "minibatch_size": 16, "num_epochs": 1, "model_config": {"hidden_sizes": [8]}}
+
+
+def _results(algo: PPO, n: int) -> list[dict[str, Any]]:
+    return [{k: v for k, v in algo.train().items() if not k.startswith("perf/")} for _ in range(n)]
+
+
+def test_functions_are_recorded_by_reference_and_run_after_the_class_hooks() -> None:
+    config = small_config(**TINY).callbacks(
+        helpers.ClassFirst,
+        on_algorithm_init=helpers.fn_algorithm_init,
+        on_episode_end=helpers.fn_episode_end,
+        on_train_result=[helpers.fn_train_result_1, "episode_callbacks_helpers:fn_train_result_2"],
+    )
+    assert config.callbacks_on_episode_end == ["episode_callbacks_helpers:fn_episode_end"]
+    assert config.callbacks_on_train_result == [
+        "episode_callbacks_helpers:fn_train_result_1",
+        "episode_callbacks_helpers:fn_train_result_2",
+    ]
+    assert config.callbacks_on_sample_end is None
+    helpers.EVENTS.clear()
+    algo = PPO(config)
+    try:
+        assert helpers.EVENTS == [("fn", "algorithm_init", 0)]
+        result = algo.train()
+    finally:
+        algo.stop()
+    ends = [e for e in helpers.EVENTS if e[1] == "episode_end"]
+    assert ends and len(ends) % 2 == 0
+    # Per episode: the class's hook, then the function's (RLlib's make_callback order).
+    assert all(a == ("class", "episode_end") and b[0] == "fn" for a, b in zip(ends[::2], ends[1::2], strict=True))
+    assert {b[3] for b in ends[1::2]} == {"MultiRLModule"}  # rl_module: the runner's module(s)
+    assert helpers.EVENTS[-3:] == [("class", "train_result"), ("fn", "train_result_1", 1), ("fn", "train_result_2", 1)]
+    assert result["fn_marker"] == 1 and result["fn_inits"] == 1
+    assert result["env_runners/fn_episodes"] == len(ends) // 2
+
+
+def test_functions_alone_and_a_restored_config_call_them_again(tmp_path: Path) -> None:
+    algo = PPO(small_config(**TINY, callbacks_on_episode_end=helpers.fn_episode_end))
+    try:
+        first = _results(algo, 1)
+        path = algo.save_to_path(tmp_path / "ckpt")
+        expected = _results(algo, 2)
+    finally:
+        algo.stop()
+    assert first[0]["env_runners/fn_episodes"] > 0
+    restored = PPO.from_checkpoint(path)
+    try:
+        assert restored.config.callbacks_on_episode_end == ["episode_callbacks_helpers:fn_episode_end"]
+        assert _results(restored, 2) == expected
+    finally:
+        restored.stop()
+
+
+def _main_function() -> Any:
+    """A function whose module is ``__main__`` (as one defined in a script)."""
+    code = compile("def on_end(**kwargs):\n    pass\n", "<script>", "exec")
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    exec(code, namespace)
+    return namespace["on_end"]
+
+
+@pytest.mark.parametrize(
+    ("fn", "why"),
+    [
+        (lambda **kwargs: None, "<lambda>"),
+        (functools.partial(helpers.fn_episode_end), "not a plain Python function"),
+        (print, "not a plain Python function"),
+        (_main_function(), "__main__"),
+        ("no_colon", "'module:function'"),
+    ],
+)
+def test_a_function_that_cannot_be_found_again_is_refused_with_what_to_write(fn: Any, why: str) -> None:
+    config = PPOConfig(env="CartPole-v1")
+    with pytest.raises(ValueError, match="module:function") as err:
+        config.callbacks(on_episode_end=fn)
+    assert why in str(err.value)
+    assert config.callbacks_on_episode_end is None  # nothing changed
+
+
+def test_a_closure_and_a_framework_function_are_refused() -> None:
+    def closure(**kwargs: Any) -> None:
+        pass
+
+    with pytest.raises(ValueError, match=r"<locals>.*define it at the top level"):
+        PPOConfig(env="CartPole-v1", callbacks_on_episode_start=[closure])
+    with pytest.raises(ValueError, match="package 'gymnasium'"):
+        PPOConfig(env="CartPole-v1").callbacks(on_train_result=gym.make)
+    with pytest.raises(ValueError, match="cairn never calls on_evaluate_start"):
+        PPOConfig(env="CartPole-v1").callbacks(on_evaluate_start=helpers.fn_episode_end)
+
+
+def test_a_recorded_reference_is_resolved_without_importing() -> None:
+    """A config from a file names functions by path; building its callbacks imports nothing."""
+    hostile = [
+        (["no_such_module_xyz:fn"], "has not imported"),
+        (["os:system"], "refuses to load"),
+        (["shutil:rmtree"], "standard library"),
+        (["torch.hub:load"], "package 'torch'"),
+    ]
+    for refs, why in hostile:
+        config = PPOConfig(env="CartPole-v1")
+        config.callbacks_on_episode_end = refs  # as a decoded checkpoint would hold it
+        with pytest.raises((CheckpointError, ValueError), match=why):
+            callbacks_from_config(config)
+
+
+def test_a_partial_class_is_recorded_with_its_arguments(tmp_path: Path) -> None:
+    partial = functools.partial(helpers.Threshold, threshold=20.0, name="over_20")
+    config = small_config(**TINY).callbacks([partial, RecordEvents])
+    kept = config.callbacks_class[0]
+    assert (
+        isinstance(kept, CallbackClass) and kept == partial and kept.keywords == {"threshold": 20.0, "name": "over_20"}
+    )
+    algo = PPO(config)
+    try:
+        first = _results(algo, 2)
+        path = algo.save_to_path(tmp_path / "ckpt")
+        expected = _results(algo, 1)
+    finally:
+        algo.stop()
+    assert "env_runners/over_20" in first[-1]
+    restored = PPO.from_checkpoint(path)
+    try:
+        assert restored.config.callbacks_class == [partial, RecordEvents]
+        built = restored.env_runner.callbacks.callbacks[0]
+        assert (type(built), built.threshold, built.name) == (helpers.Threshold, 20.0, "over_20")
+        assert _results(restored, 1) == expected
+    finally:
+        restored.stop()
+    single = small_config(**TINY).callbacks(functools.partial(helpers.Threshold, 5.0))
+    assert PPO(single).callbacks.threshold == 5.0
+
+
+def test_a_partial_with_other_arguments_or_of_a_local_class_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"argument 'extra' is a object.*plain data"):
+        PPOConfig(env="CartPole-v1").callbacks(functools.partial(helpers.Threshold, extra=object()))
+    with pytest.raises(ValueError, match="argument 'extra' is a ndarray"):
+        PPOConfig(env="CartPole-v1").callbacks(functools.partial(helpers.Threshold, extra=__import__("numpy").ones(2)))
+
+    def local() -> type:
+        class Inner(helpers.RLlibCallback):
+            pass
+
+        return Inner
+
+    with pytest.raises(ValueError, match="top level of a module"):
+        PPOConfig(env="CartPole-v1").callbacks(functools.partial(local()))
+    main_class = types.new_class("Main", (helpers.RLlibCallback,))
+    main_class.__module__ = "__main__"
+    with pytest.raises(ValueError, match="not __main__"):
+        PPOConfig(env="CartPole-v1").callbacks(functools.partial(main_class))
+    with pytest.raises(ValueError, match="standard library"):
+        PPOConfig(env="CartPole-v1").callbacks(functools.partial(dict))
+    with pytest.raises(ValueError, match=r"subclass of cairn\.rl\.callbacks\.callbacks\.RLlibCallback"):
+        PPO(small_config(**TINY, callbacks_class=functools.partial(CounterEnv)))

@@ -1,0 +1,187 @@
+"""RLlib's Episode API in episode hooks (issue 28 item 4, issue 27 item 6): custom_data across a checkpoint."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from rl_helpers import small_config
+
+import cairn.rl.env.games
+from cairn.rl import PPO, PPOConfig
+from cairn.rl.callbacks.callbacks import RLlibCallback
+from cairn.rl.env.env_runner import EnvRunner
+from cairn.rl.env.episodes import SingleAgentEpisode
+from cairn.testing import assert_states_equal
+from callback_helpers import LongEpisodes
+from episode_callbacks_helpers import AgentCustomData, BadCustomData, PoleAngles
+
+TINY = {"rollout_length": 24, "minibatch_size": 24, "num_epochs": 1, "model_config": {"hidden_sizes": [8]}}
+
+
+def _results(algo: PPO, n: int) -> list[dict[str, Any]]:
+    return [{k: v for k, v in algo.train().items() if not k.startswith("perf/")} for _ in range(n)]
+
+
+class Collect(RLlibCallback):
+    """Keeps every ended episode's history (this process only)."""
+
+    ended: list[dict[str, Any]] = []
+
+    def on_episode_end(self, *, episode: SingleAgentEpisode, **kwargs: Any) -> None:
+        Collect.ended.append(
+            {
+                "id": episode.id_,
+                "len": len(episode),
+                "return": episode.get_return(),
+                "rewards": episode.get_rewards(),
+                "obs": episode.get_observations(),
+                "actions": episode.get_actions(),
+                "infos": episode.get_infos(),
+                "last_two": episode.get_rewards(slice(-2, None)),
+                "picked": episode.get_observations([0, -1]),
+                "done": (episode.is_done, episode.is_terminated, episode.is_truncated),
+                "module": episode.module_for(),
+            }
+        )
+
+
+def test_an_ended_episode_holds_its_whole_history() -> None:
+    Collect.ended = []
+    runner = EnvRunner(small_config(**TINY, num_envs_per_env_runner=3, callbacks_class=Collect))
+    try:
+        runner.sample()
+        runner.sample()
+        runner.sample()
+    finally:
+        runner.close()
+    assert Collect.ended
+    ids = [e["id"] for e in Collect.ended]
+    assert len(set(ids)) == len(ids)
+    for e in Collect.ended:
+        n = e["len"]
+        assert len(e["rewards"]) == len(e["actions"]) == n and len(e["obs"]) == len(e["infos"]) == n + 1
+        assert e["return"] == sum(e["rewards"]) == n  # CartPole: a reward of 1 per step
+        assert e["last_two"] == e["rewards"][-2:] and len(e["picked"]) == 2
+        assert np.array_equal(e["picked"][1], e["obs"][-1])
+        assert all(a in (0, 1) for a in e["actions"])
+        assert e["done"][0] and e["done"][1] != e["done"][2] and e["module"] == "default_policy"
+        # The final observation is the one that ended it (a pole past 12 degrees, or a cart out of bounds).
+        final = e["obs"][-1]
+        assert e["done"][1] == bool(abs(final[2]) > 0.2095 or abs(final[0]) > 2.4)
+
+
+def test_no_episode_objects_without_an_episode_hook() -> None:
+    runner = EnvRunner(small_config(**TINY))
+    try:
+        runner.sample()
+        assert runner.episode_tracker is None
+    finally:
+        runner.close()
+    hooked = EnvRunner(small_config(**TINY, callbacks_class=LongEpisodes))
+    try:
+        assert hooked.episode_tracker is not None
+    finally:
+        hooked.close()
+
+
+def test_custom_data_of_episodes_in_flight_survives_a_checkpoint(tmp_path: Path) -> None:
+    straight = PPO(small_config(**TINY, callbacks_class=PoleAngles))
+    try:
+        _results(straight, 1)
+        tracker = straight.env_runner.episode_tracker
+        assert tracker is not None
+        in_flight = [(e.id_, len(e), list(e.custom_data["angles"])) for e in tracker.episodes]
+        assert all(n > 0 for _, n, _ in in_flight)  # the checkpoint cuts episodes in two
+        saved = tracker.get_state()
+        path = straight.save_to_path(tmp_path / "mid")
+        expected = _results(straight, 2)
+        expected_state = straight.env_runner.get_state()
+    finally:
+        straight.stop()
+    assert expected[-1]["env_runners/pole_angle_max"] > 0
+    resumed = PPO.from_checkpoint(path)
+    try:
+        tracker = resumed.env_runner.episode_tracker
+        assert tracker is not None
+        assert [(e.id_, len(e), e.custom_data["angles"]) for e in tracker.episodes] == in_flight
+        assert_states_equal(tracker.get_state(), saved)
+        assert _results(resumed, 2) == expected  # on_episode_end saw the whole episodes' custom_data
+        assert_states_equal(resumed.env_runner.get_state(), expected_state)
+    finally:
+        resumed.stop()
+
+
+def test_a_value_a_checkpoint_cannot_hold_is_refused_at_save_naming_key_and_episode(tmp_path: Path) -> None:
+    algo = PPO(small_config(**TINY, callbacks_class=BadCustomData))
+    try:
+        algo.train()
+        with pytest.raises(TypeError, match=r"episode '0-0-\d+' .*custom_data\['handle'\] is a builtins\.object"):
+            algo.save_to_path(tmp_path / "ckpt")
+    finally:
+        algo.stop()
+
+
+def test_a_checkpoint_without_episode_data_starts_episode_objects_from_the_restored_observations(
+    tmp_path: Path,
+) -> None:
+    algo = PPO(small_config(**TINY))  # no episode hook: no episode objects in the checkpoint
+    try:
+        algo.train()
+        path = algo.save_to_path(tmp_path / "ckpt")
+    finally:
+        algo.stop()
+    restored = PPO.from_checkpoint(path)
+    try:
+        state = restored.env_runner.get_state()
+    finally:
+        restored.stop()
+    runner = EnvRunner(small_config(**TINY, callbacks_class=PoleAngles))
+    try:
+        runner.set_state(state)
+        assert runner.episode_tracker is not None
+        assert all(len(e) == 0 and e.custom_data == {} for e in runner.episode_tracker.episodes)
+        assert np.array_equal(runner.episode_tracker.episodes[0].get_observations(0), runner._obs[0])
+    finally:
+        runner.close()
+
+
+TICTACTOE = f"{cairn.rl.env.games.__name__}:TicTacToe"
+
+
+def _game_config(**overrides: Any) -> PPOConfig:
+    base = PPOConfig(
+        env=TICTACTOE,
+        seed=5,
+        num_envs_per_env_runner=2,
+        rollout_length=7,  # iterations end mid-game
+        minibatch_size=14,
+        num_epochs=1,
+        model_config={"hidden_sizes": [8]},
+        policies=("a", "b"),
+        policy_mapping={"player_0": "a", "player_1": "b"},
+        callbacks_class=AgentCustomData,
+    )
+    return dataclasses.replace(base, **overrides)
+
+
+def test_multi_agent_episodes_keep_custom_data_across_a_checkpoint(tmp_path: Path) -> None:
+    straight = PPO(_game_config())
+    try:
+        _results(straight, 1)
+        in_flight = {k: dict(e.custom_data) for k, e in straight.env_runner._agent_episodes.items()}
+        assert in_flight and any(d["steps"] > 0 for d in in_flight.values())
+        path = straight.save_to_path(tmp_path / "mid")
+        expected = _results(straight, 2)
+    finally:
+        straight.stop()
+    assert expected[-1]["env_runners/by_module/a"] > 0 and expected[-1]["env_runners/by_module/b"] > 0
+    resumed = PPO.from_checkpoint(path)
+    try:
+        assert {k: e.custom_data for k, e in resumed.env_runner._agent_episodes.items()} == in_flight
+        assert _results(resumed, 2) == expected
+    finally:
+        resumed.stop()

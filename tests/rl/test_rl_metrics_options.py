@@ -1,0 +1,175 @@
+"""MetricsLogger options RLlib's examples use (issue 28 item 5), with RLlib's semantics, restored exactly."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from rl_helpers import small_config
+
+from cairn.errors import IncompatibleCheckpointError
+from cairn.rl import PPO
+from cairn.rl.utils.metrics.metrics_logger import DEFAULT_PERCENTILES, MetricsLogger
+from cairn.testing import assert_states_equal
+from episode_callbacks_helpers import EveryMetricOption
+
+TINY = {"rollout_length": 24, "minibatch_size": 24, "num_epochs": 1, "model_config": {"hidden_sizes": [8]}}
+VALUES = [3.0, 1.0, 4.0, 1.5, 5.0, 9.0, 2.0, 6.0]
+
+
+def _pct(values: list[float], percentiles: Any) -> dict[int, float]:
+    """numpy's (linear) percentiles, as a dict percentile -> value."""
+    return dict(zip(percentiles, np.percentile(values, percentiles), strict=True))
+
+
+def test_reduce_none_keeps_a_list_windowed_or_cleared_on_reduce() -> None:
+    m = MetricsLogger()
+    for v in VALUES:
+        m.log_value("all", v, reduce=None)
+        m.log_value("last3", v, reduce=None, window=3)
+        m.log_value("per_iteration", v, reduce=None, clear_on_reduce=True)
+    assert m.peek("all") == VALUES and m.peek("last3") == VALUES[-3:]
+    assert m.reduce()["per_iteration"] == VALUES
+    assert m.peek("per_iteration") == [] and m.peek("all") == VALUES
+    m.log_value("per_iteration", 7, reduce=None, clear_on_reduce=True)
+    assert m.reduce() == {"all": VALUES, "last3": VALUES[-3:], "per_iteration": [7]}
+
+
+def test_percentiles_are_numpys_linear_percentiles_of_the_window() -> None:
+    m = MetricsLogger()
+    for v in VALUES:
+        m.log_value("p", v, reduce=None, window=5, percentiles=True)
+        m.log_value("q", v, reduce=None, percentiles=[10, 50, 90])
+    window = VALUES[-5:]
+    assert list(m.peek("p")) == list(DEFAULT_PERCENTILES) == [0, 50, 75, 90, 95, 99, 100]
+    assert m.peek("p") == pytest.approx(_pct(window, DEFAULT_PERCENTILES))
+    assert m.peek("q") == pytest.approx(_pct(VALUES, [10, 50, 90]))
+    assert MetricsLogger().peek("x", default=None) is None
+    empty = MetricsLogger()
+    empty.log_value("e", 1, reduce=None, percentiles=[50], clear_on_reduce=True)
+    empty.reduce()
+    assert empty.peek("e") == {50: None}  # RLlib reports None when there is no value
+
+
+def test_ema_coeff_window_and_log_time() -> None:
+    m = MetricsLogger()
+    for v in VALUES:
+        m.log_value("ema", v, ema_coeff=0.3)
+    expected = VALUES[0]
+    for v in VALUES[1:]:
+        expected = 0.7 * expected + 0.3 * v
+    assert m.peek("ema") == expected
+    with m.log_time("t"):
+        time.sleep(0.001)
+    with m.log_time("t"):
+        pass
+    with m.log_time("t_max", reduce="max", window=2):
+        pass
+    stats = {tuple(r["key"]): r for r in m.get_state()["stats"]}
+    assert (
+        stats[("t",)]["reduce"] == "mean" and stats[("t",)]["ema_coeff"] is None and len(stats[("t",)]["values"]) == 1
+    )
+    assert m.peek("t") > 0 and stats[("t_max",)]["window"] == 2
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        ({"reduce": "mean", "percentiles": True}, "percentiles apply only to reduce=None"),
+        ({"reduce": None, "percentiles": [50, 101]}, "list of ints in \\[0, 100\\]"),
+        ({"reduce": None, "percentiles": "median"}, "list of ints"),
+        ({"reduce": "sum", "ema_coeff": 0.1}, "ema_coeff"),
+        ({"reduce": "mean", "window": 3, "ema_coeff": 0.1}, "ema_coeff"),
+        ({"reduce": None, "window": 0}, "positive int"),
+        ({"reduce": "median"}, "reduce must be one of"),
+    ],
+)
+def test_settings_rllib_refuses_are_refused_before_anything_is_logged(settings: dict[str, Any], match: str) -> None:
+    m = MetricsLogger()
+    with pytest.raises(ValueError, match=match):
+        m.log_value("x", 1.0, **settings)
+    with pytest.raises(ValueError, match=match), m.log_time("y", **settings):
+        pass
+    assert m.get_state() == {"stats": [], "deltas": []}
+
+
+def test_a_key_keeps_its_list_and_percentile_settings() -> None:
+    m = MetricsLogger()
+    m.log_value("x", 1, reduce=None, window=4, percentiles=[50])
+    m.log_value("x", 2, reduce=None)  # defaults keep the recorded settings
+    with pytest.raises(ValueError, match="first logged with reduce=None"):
+        m.log_value("x", 3, reduce=None, window=4, percentiles=[90])
+    assert m.peek("x") == {50: 1.5}
+
+
+def test_aggregating_runner_deltas_merges_each_kind_as_rllib_does() -> None:
+    runners = [MetricsLogger(), MetricsLogger()]
+    for i, runner in enumerate(runners):
+        for v in VALUES[i * 4 : i * 4 + 4]:
+            runner.log_value("list", v, reduce=None, clear_on_reduce=True)
+            runner.log_value("pct", v, reduce=None, window=6, percentiles=[0, 50, 100])
+            runner.log_value("ema", v, ema_coeff=0.5)
+            runner.log_value("sum", v, reduce="sum")
+            runner.log_value("max", v, reduce="max")
+    algo = MetricsLogger()
+    algo.aggregate([r.pop_deltas() for r in runners], key="env_runners")
+    assert algo.peek("env_runners/list") == VALUES  # lists concatenated in runner order
+    assert algo.peek("env_runners/pct") == pytest.approx(_pct(VALUES[-6:], [0, 50, 100]))
+    assert algo.peek("env_runners/sum") == sum(VALUES) and algo.peek("env_runners/max") == max(VALUES)
+    direct = MetricsLogger()
+    for v in VALUES:
+        direct.log_value("ema", v, ema_coeff=0.5)
+    assert algo.peek("env_runners/ema") == direct.peek("ema")
+    assert all(r.pop_deltas() == [] for r in runners)  # handed over once
+
+
+def test_state_round_trip_and_old_records_without_percentiles() -> None:
+    m = MetricsLogger()
+    for v in VALUES:
+        m.log_value("pct", v, reduce=None, window=3, percentiles=True)
+        m.log_value("lst", v, reduce=None)
+    state = m.get_state()
+    restored = MetricsLogger()
+    restored.set_state(state)
+    assert_states_equal(restored.get_state(), state)
+    assert restored.peek("pct") == m.peek("pct") and restored.peek("lst") == VALUES
+    old = {"stats": [{"key": ["s"], "reduce": "sum", "window": None, "ema_coeff": None, "clear_on_reduce": False,
+                      "values": [3]}]}  # fmt: skip
+    restored.set_state(old)
+    assert restored.peek("s") == 3
+    bad = {"stats": [{**old["stats"][0], "reduce": None, "percentiles": [500]}]}
+    with pytest.raises(IncompatibleCheckpointError, match=r"stats\[0\] is not a metric record"):
+        restored.set_state(bad)
+
+
+def _results(algo: PPO, n: int) -> list[dict[str, Any]]:
+    # perf/ and the log_time timers are wall-clock measurements: the rest must be equal bit for bit.
+    return [
+        {k: v for k, v in algo.train().items() if not k.startswith("perf/") and "timers/" not in k} for _ in range(n)
+    ]
+
+
+def test_every_option_continues_exactly_from_a_checkpoint(tmp_path: Path) -> None:
+    straight = PPO(small_config(**TINY, callbacks_class=EveryMetricOption))
+    try:
+        first = _results(straight, 2)
+        path = straight.save_to_path(tmp_path / "mid")
+        saved = (straight.metrics.get_state(), straight.env_runner.metrics.get_state())
+        expected = _results(straight, 2)
+    finally:
+        straight.stop()
+    last = first[-1]
+    assert isinstance(last["env_runners/returns_list"], list) and last["env_runners/returns_list"]
+    assert set(last) >= {f"env_runners/returns_pct/{p}" for p in DEFAULT_PERCENTILES} | {"algo_list", "algo_ema"}
+    assert last["algo_list"] == [1]  # on_train_result logs after the result was reduced (as in RLlib)
+    resumed = PPO.from_checkpoint(path)
+    try:
+        # Every statistic (windows, lists, EMAs, percentiles, timers) is back as it was saved.
+        assert_states_equal(resumed.metrics.get_state(), saved[0])
+        assert_states_equal(resumed.env_runner.metrics.get_state(), saved[1])
+        assert _results(resumed, 2) == expected
+    finally:
+        resumed.stop()
