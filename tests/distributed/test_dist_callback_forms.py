@@ -17,7 +17,7 @@ from episode_callbacks_helpers import PoleAngles, fn_episode_end
 
 
 def _results(algo: PPO, n: int) -> list[dict[str, Any]]:
-    return [{k: v for k, v in algo.train().items() if not k.startswith("perf/")} for _ in range(n)]
+    return [algo.train().flatten(wall_clock=False) for _ in range(n)]
 
 
 def _remote_episodes(algo: PPO) -> list[Any]:

@@ -22,7 +22,7 @@ TINY = {"rollout_length": 16, "minibatch_size": 16, "num_epochs": 1, "model_conf
 
 
 def _results(algo: PPO, n: int) -> list[dict[str, Any]]:
-    return [{k: v for k, v in algo.train().items() if not k.startswith("perf/")} for _ in range(n)]
+    return [algo.train().flatten(wall_clock=False) for _ in range(n)]
 
 
 def test_functions_are_recorded_by_reference_and_run_after_the_class_hooks() -> None:

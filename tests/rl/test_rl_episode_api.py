@@ -23,7 +23,7 @@ TINY = {"rollout_length": 24, "minibatch_size": 24, "num_epochs": 1, "model_conf
 
 
 def _results(algo: PPO, n: int) -> list[dict[str, Any]]:
-    return [{k: v for k, v in algo.train().items() if not k.startswith("perf/")} for _ in range(n)]
+    return [algo.train().flatten(wall_clock=False) for _ in range(n)]
 
 
 class Collect(RLlibCallback):
