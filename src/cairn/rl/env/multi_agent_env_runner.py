@@ -355,7 +355,7 @@ class MultiAgentEnvRunner(EnvRunner):
 
     # ------------------------------------------------------------------ sampling
 
-    def _act(  # type: ignore[override]  # per agent, not per slot: the base runner's _act is for vector envs
+    def _act_per_module(
         self, acting: list[tuple[int, AgentID]], modules: list[str]
     ) -> list[tuple[npt.NDArray[Any], npt.NDArray[Any], float, float, Any]]:
         """``(filtered obs, action, logp, value, env action)`` of each acting agent, in ``acting``'s order.
@@ -481,7 +481,7 @@ class MultiAgentEnvRunner(EnvRunner):
             actions_per_env: list[dict[AgentID, Any]] = [{} for _ in range(self.num_envs)]
             if acting:
                 modules = [self._module_for(e, agent) for e, agent in acting]
-                acted = self._act(acting, modules)
+                acted = self._act_per_module(acting, modules)
                 for i, (e, agent) in enumerate(acting):
                     filtered, action, logp, value, env_action = acted[i]
                     if agent in self._pending[e]:
