@@ -24,7 +24,9 @@ config's ``observation_filter`` as where the module was trained, or opt out with
 One pipeline serves all modules (single-agent runners, and the multi-agent
 runner with one filter), so the modules of one config may load companions from
 one checkpoint only. After the algorithm's own first checkpoint, its connectors
-are its own state: its recorded config has no ``load_state_path``.
+are its own state: its recorded config has no ``load_state_path``. A module added
+while training runs (``Algorithm.add_module`` with a ``load_state_path``) brings its
+weights only: the running pipeline is the algorithm's own.
 """
 
 from __future__ import annotations
@@ -56,9 +58,14 @@ def companion_root(load_state_path: str, pipeline_folder: str = PIPELINE_FOLDER)
     """
     path = str(load_state_path).rstrip("/")
     head, sep, module_id = path.rpartition("/")
-    if not sep or not module_id or not head.endswith("/" + MODULE_FOLDER):
+    if not sep or not module_id or module_id in (".", ".."):
         return None
-    root = head[: -len(MODULE_FOLDER) - 1] or "/"
+    if head == MODULE_FOLDER:  # a relative path from the checkpoint's own folder
+        root = "."
+    elif head.endswith("/" + MODULE_FOLDER):
+        root = head[: -len(MODULE_FOLDER) - 1] or "/"
+    else:
+        return None
     try:
         folders = {info.path: info for info in inspect_checkpoint(root)}
     except (CheckpointError, OSError):
