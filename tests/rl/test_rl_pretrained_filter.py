@@ -170,3 +170,19 @@ def test_a_remote_runner_starts_from_the_filter_next_to_a_heuristic(
         )  # 2 envs x 2 agents x 16 steps
     finally:
         algo.stop()
+
+
+def test_a_damaged_root_is_an_error_not_a_module_without_its_filter(
+    pretrained: tuple[Path, dict[str, Any], dict[str, Any]], tmp_path: Path
+) -> None:
+    """A root manifest that does not verify is refused: never a silent start from a fresh filter."""
+    import shutil
+
+    from cairn.errors import CheckpointError
+
+    root, _, _ = pretrained
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    (copy / "metadata.json").write_text("{}")
+    with pytest.raises(CheckpointError):
+        companion_root(str(copy / MODULE_FOLDER))

@@ -13,8 +13,9 @@ The companion is found from the checkpoint's manifests, never guessed: only when
 the path is exactly ``<root>/learner_group/learner/rl_module/<mid>`` and
 ``<root>`` is a cairn checkpoint whose manifests list that module folder and the
 ``env_runner/env_to_module_connector`` folder (a module saved on its own, or
-any other folder, has no companion and loads weights only, as before). The
-state is read through cairn's verified restore (no pickle).
+any other folder, has no companion and loads weights only, as before; a damaged
+root is an error, never "no companion"). The state is read through cairn's
+verified restore (no pickle).
 
 The connectors must match: a checkpoint trained with connectors (by name,
 e.g. ``MeanStdFilter``) that the new config does not have, or the other way
@@ -34,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from cairn.errors import CheckpointError
+from cairn.errors import CheckpointNotFoundError
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.connectors.connectors import ConnectorPipeline
 from cairn.rl.core.rl_module.multi_rl_module import load_state_paths
@@ -68,8 +69,9 @@ def companion_root(load_state_path: str, pipeline_folder: str = PIPELINE_FOLDER)
         return None
     try:
         folders = {info.path: info for info in inspect_checkpoint(root)}
-    except (CheckpointError, OSError):
+    except CheckpointNotFoundError:
         return None  # not a checkpoint root: a module folder of its own, loaded for its weights only
+    # Any other error (a damaged root manifest) propagates: a module must not silently lose its filter.
     if f"{MODULE_FOLDER}/{module_id}" not in folders or pipeline_folder not in folders:
         return None
     names = [p[len(pipeline_folder) + 1 :] for p in folders if p.startswith(pipeline_folder + "/")]
