@@ -284,10 +284,11 @@ def translate_model_config(model_config: Any) -> dict[str, Any]:
     ``use_lstm`` and ``use_attention`` are taken at ``False`` (cairn's default modules
     share no layers and have no memory) and refused otherwise.
     """
-    if dataclasses.is_dataclass(model_config) and callable(getattr(model_config, "to_dict", None)):
+    to_dict = getattr(model_config, "to_dict", None)
+    if dataclasses.is_dataclass(model_config) and callable(to_dict):
         # cairn.rl.core.rl_module.default_model_config.DefaultModelConfig (not imported: this module is a
         # leaf): its set fields, by RLlib's names.
-        model_config = model_config.to_dict()
+        model_config = to_dict()
     if not isinstance(model_config, Mapping):
         raise ValueError(f"model_config must be a dict or a DefaultModelConfig, got {model_config!r:.80}.")
     out: dict[str, Any] = {}
