@@ -21,10 +21,10 @@ Every line that differs from RLlib's, and why:
   ``os.path.join(module_chkpt_path, "learner_group", "learner", "rl_module", "default_policy")``:
   cairn's ``load_state_path`` names an RLModule checkpoint, which is that folder of the
   algorithm's (RLlib's layout too).
-* ``model_config={"fcnet_hiddens": [32]}`` / ``[64]`` in the ``RLModuleSpec``s ->
-  ``{"hidden_sizes": [32]}`` / ``[64]``: a spec's ``model_config`` takes cairn's key names
-  (only the ``rl_module(model_config=...)`` builder translates RLlib's, so the pre-training
-  config keeps ``fcnet_hiddens``).
+* Not a difference, but what cairn adds: the pre-training's ``MeanStdFilter`` state travels
+  with ``load_state_path`` (the checkpoint's ``env_runner/env_to_module_connector``), so the
+  main run's observation filter starts from it and ``policy_0`` sees observations normalised
+  as in its pre-training (docs/rl.md, "Your own module").
 * Added ``.multi_agent(policies=..., policy_mapping_fn=policy_mapping_fn)`` to the main run:
   cairn needs the module ids and the agent -> module mapping (agent ``"i"`` ->
   ``policy_i``); RLlib's script gives neither, and its default mapping would send every
@@ -98,7 +98,7 @@ def main(
             module_class=DefaultPPORLModule,
             observation_space=env.observation_space,
             action_space=env.action_space,
-            model_config={"hidden_sizes": [32]},
+            model_config={"fcnet_hiddens": [32]},
         )
 
     # Swap in the pre-trained module for policy 0.
@@ -106,7 +106,7 @@ def main(
         module_class=DefaultPPORLModule,
         observation_space=env.observation_space,
         action_space=env.action_space,
-        model_config={"hidden_sizes": [64]},
+        model_config={"fcnet_hiddens": [64]},
         # Note, we load here the module directly from the checkpoint.
         load_state_path=os.path.join(module_chkpt_path, "learner_group", "learner", "rl_module", "default_policy"),
     )

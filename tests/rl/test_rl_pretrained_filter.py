@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,9 @@ def test_a_loaded_module_brings_its_filter_state(pretrained: tuple[Path, dict[st
         assert_states_equal(algo.get_module().get_state(), weights)
         count = int(filter_state["MeanStdFilter"]["count"])
         algo.train()
-        assert int(algo.env_runner.env_to_module.get_state()["MeanStdFilter"]["count"]) == count + 2 * 16
+        assert (
+            int(algo.env_runner.env_to_module.get_state()["MeanStdFilter"]["count"]) == count + 2 * 16
+        )  # 2 envs x 16 steps
     finally:
         algo.stop()
 
@@ -126,3 +129,60 @@ def test_the_loaded_filter_resumes_exactly(
         assert_states_equal(resumed.env_runner.env_to_module.get_state(), expected_filter)
     finally:
         resumed.stop()
+
+
+def test_a_remote_runner_starts_from_the_filter_next_to_a_heuristic(
+    pretrained: tuple[Path, dict[str, Any], dict[str, Any]], ray_cluster: Any
+) -> None:
+    """On a Ray env runner: the loaded filter state, and a parameterless RandomRLModule (the class travels
+    to the actor) acting beside the pre-trained module, which alone trains."""
+    from cairn.rl.examples.rl_modules.classes import RandomRLModule
+
+    root, filter_state, _ = pretrained
+    specs = {
+        "learned": RLModuleSpec(load_state_path=str(root / MODULE_FOLDER)),
+        "random": RLModuleSpec(module_class=RandomRLModule),
+    }
+    config = small_config(
+        env="multi:CartPole-v1",
+        num_agents=2,
+        num_env_runners=1,
+        policies=("learned", "random"),
+        policy_mapping={"agent_0": "learned", "agent_1": "random"},
+        policies_to_train=("learned",),
+        rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs),
+        rollout_length=16,
+        minibatch_size=16,
+        num_epochs=1,
+    )
+    algo = PPO(config)
+    try:
+        backend: Any = algo.env_runner_group.backend
+        [remote] = backend.get_connector_states()
+        assert_states_equal(remote["env_to_module_connector"], filter_state)
+        result = algo.train()
+        assert math.isfinite(result["learner/learned/total_loss"])
+        assert not any(key.startswith("learner/random/") for key in result)
+        [remote] = backend.get_connector_states()
+        count = int(filter_state["MeanStdFilter"]["count"])
+        assert (
+            int(remote["env_to_module_connector"]["MeanStdFilter"]["count"]) == count + 2 * 2 * 16
+        )  # 2 envs x 2 agents x 16 steps
+    finally:
+        algo.stop()
+
+
+def test_a_damaged_root_is_an_error_not_a_module_without_its_filter(
+    pretrained: tuple[Path, dict[str, Any], dict[str, Any]], tmp_path: Path
+) -> None:
+    """A root manifest that does not verify is refused: never a silent start from a fresh filter."""
+    import shutil
+
+    from cairn.errors import CheckpointError
+
+    root, _, _ = pretrained
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    (copy / "metadata.json").write_text("{}")
+    with pytest.raises(CheckpointError):
+        companion_root(str(copy / MODULE_FOLDER))

@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 from cairn.rl.callbacks.forms import CALLBACK_HOOKS
-from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig  # a leaf: imports nothing of cairn
 
 __all__ = [
     "Accept",
@@ -304,8 +303,11 @@ def translate_model_config(model_config: Any) -> dict[str, Any]:
     ``use_lstm`` and ``use_attention`` are taken at ``False`` (cairn's default modules
     share no layers and have no memory) and refused otherwise.
     """
-    if isinstance(model_config, DefaultModelConfig):  # RLlib's dataclass: its set fields, by RLlib's names
-        model_config = model_config.to_dict()
+    to_dict = getattr(model_config, "to_dict", None)
+    if dataclasses.is_dataclass(model_config) and callable(to_dict):
+        # cairn.rl.core.rl_module.default_model_config.DefaultModelConfig (not imported: this module is a
+        # leaf): its set fields, by RLlib's names.
+        model_config = to_dict()
     if not isinstance(model_config, Mapping):
         raise ValueError(f"model_config must be a dict or a DefaultModelConfig, got {model_config!r:.80}.")
     out: dict[str, Any] = {}

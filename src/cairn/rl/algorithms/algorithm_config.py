@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 from cairn.errors import CheckpointError
-from cairn.registry import function_problem, loaded_module, register_type
+from cairn.registry import function_problem, loaded_module, register_type, resolve_class
 from cairn.rl.algorithms._config_builders import ConfigBuilders
 from cairn.rl.callbacks.forms import CALLBACK_HOOKS, callback_functions, callbacks_class_value, function_field
 
@@ -493,12 +493,15 @@ class AlgorithmConfig(ConfigBuilders):
         An :class:`~cairn.rl.core.rl_module.rl_module.RLModuleSpec` with
         :meth:`get_default_rl_module_class`; spaces and ``model_config`` are left
         ``None`` (an algorithm fills them from its env and :attr:`model_config`).
-        Typed ``Any`` because this module imports nothing of ``cairn.rl.core`` at import time.
+        Typed ``Any`` because this module imports nothing else of ``cairn.rl``.
         """
-        # Imported here: this module stays importable without torch and without a cycle.
-        from cairn.rl.core.rl_module.rl_module import RLModuleSpec
-
-        return RLModuleSpec(module_class=self.get_default_rl_module_class())
+        module_class = self.get_default_rl_module_class()
+        # Found, never imported: the default module's class imported RLModuleSpec's module (this one
+        # imports nothing else of cairn.rl, so that every other part can import it without a cycle).
+        spec_class = resolve_class(
+            "cairn.rl.core.rl_module.rl_module:RLModuleSpec", where=f"{type(self).__name__}.get_default_rl_module_spec"
+        )
+        return spec_class(module_class=module_class)
 
     def get_config_for_module(self, module_id: str) -> AlgorithmConfig:
         """This config with :attr:`algorithm_config_overrides_per_module` of ``module_id`` applied.

@@ -13,8 +13,9 @@ The companion is found from the checkpoint's manifests, never guessed: only when
 the path is exactly ``<root>/learner_group/learner/rl_module/<mid>`` and
 ``<root>`` is a cairn checkpoint whose manifests list that module folder and the
 ``env_runner/env_to_module_connector`` folder (a module saved on its own, or
-any other folder, has no companion and loads weights only, as before). The
-state is read through cairn's verified restore (no pickle).
+any other folder, has no companion and loads weights only, as before; a damaged
+root is an error, never "no companion"). The state is read through cairn's
+verified restore (no pickle).
 
 The connectors must match: a checkpoint trained with connectors (by name,
 e.g. ``MeanStdFilter``) that the new config does not have, or the other way
@@ -24,7 +25,9 @@ config's ``observation_filter`` as where the module was trained, or opt out with
 One pipeline serves all modules (single-agent runners, and the multi-agent
 runner with one filter), so the modules of one config may load companions from
 one checkpoint only. After the algorithm's own first checkpoint, its connectors
-are its own state: its recorded config has no ``load_state_path``.
+are its own state: its recorded config has no ``load_state_path``. A module added
+while training runs (``Algorithm.add_module`` with a ``load_state_path``) brings its
+weights only: the running pipeline is the algorithm's own.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from cairn.errors import CheckpointError
+from cairn.errors import CheckpointNotFoundError
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.connectors.connectors import ConnectorPipeline
 from cairn.rl.core.rl_module.multi_rl_module import load_state_paths
@@ -56,13 +59,19 @@ def companion_root(load_state_path: str, pipeline_folder: str = PIPELINE_FOLDER)
     """
     path = str(load_state_path).rstrip("/")
     head, sep, module_id = path.rpartition("/")
-    if not sep or not module_id or not head.endswith("/" + MODULE_FOLDER):
+    if not sep or not module_id or module_id in (".", ".."):
         return None
-    root = head[: -len(MODULE_FOLDER) - 1] or "/"
+    if head == MODULE_FOLDER:  # a relative path from the checkpoint's own folder
+        root = "."
+    elif head.endswith("/" + MODULE_FOLDER):
+        root = head[: -len(MODULE_FOLDER) - 1] or "/"
+    else:
+        return None
     try:
         folders = {info.path: info for info in inspect_checkpoint(root)}
-    except (CheckpointError, OSError):
+    except CheckpointNotFoundError:
         return None  # not a checkpoint root: a module folder of its own, loaded for its weights only
+    # Any other error (a damaged root manifest) propagates: a module must not silently lose its filter.
     if f"{MODULE_FOLDER}/{module_id}" not in folders or pipeline_folder not in folders:
         return None
     names = [p[len(pipeline_folder) + 1 :] for p in folders if p.startswith(pipeline_folder + "/")]
