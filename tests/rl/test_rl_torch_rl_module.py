@@ -18,6 +18,7 @@ from rllib_style_modules import ActorCriticRLModule, VPGTorchRLModule
 
 from cairn.rl import PPO, MultiRLModuleSpec, PPOConfig, RLModule, RLModuleSpec
 from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
+from cairn.rl.algorithms.results import ResultDict
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.distribution import TorchCategorical, TorchDiagGaussian
 from cairn.rl.core.rl_module.apis import ValueFunctionAPI
@@ -36,7 +37,8 @@ def _actor_critic_config(**overrides: Any) -> PPOConfig:
 
 
 def _metrics(result: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in result.items() if not k.startswith(("perf/", "timers")) and "time" not in k}
+    flat = result.flatten(wall_clock=False) if isinstance(result, ResultDict) else result
+    return {k: v for k, v in flat.items() if "time" not in k}
 
 
 def test_an_rllib_style_module_trains_checkpoints_rebuilds_and_resumes_exactly(tmp_path: Path) -> None:
