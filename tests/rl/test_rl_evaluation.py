@@ -50,8 +50,8 @@ def test_train_evaluates_every_interval_and_evaluate_runs_one_on_demand() -> Non
         # The evaluation runners' steps are not training steps.
         assert second[ENV_RUNNER_RESULTS]["num_env_steps_sampled_lifetime"] == 2 * 2 * 16
         on_demand = algo.evaluate()
-        assert set(on_demand) == {EVALUATION_RESULTS} and set(on_demand[EVALUATION_RESULTS]) == {ENV_RUNNER_RESULTS}
-        again = on_demand[EVALUATION_RESULTS][ENV_RUNNER_RESULTS]
+        assert set(on_demand) == {ENV_RUNNER_RESULTS}  # RLlib's: what train() has under "evaluation"
+        again = on_demand[ENV_RUNNER_RESULTS]
         assert again[NUM_EPISODES] == 3
         assert (
             again["num_env_steps_sampled_lifetime"]
@@ -72,7 +72,7 @@ def test_timesteps_unit_samples_at_least_the_duration() -> None:
         )
     )
     try:
-        evaluation = algo.evaluate()[EVALUATION_RESULTS][ENV_RUNNER_RESULTS]
+        evaluation = algo.evaluate()[ENV_RUNNER_RESULTS]
     finally:
         algo.stop()
     assert evaluation[NUM_ENV_STEPS_SAMPLED] == 64  # 2 rounds of 2 envs x 16 steps: the first >= 40
