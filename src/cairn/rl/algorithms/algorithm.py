@@ -121,6 +121,11 @@ class Algorithm(Checkpointable, abc.ABC):
             self.stop()
             raise
 
+    @classmethod
+    def get_default_config(cls) -> AlgorithmConfig:
+        """A new config of this algorithm with its defaults (RLlib's ``Algorithm.get_default_config``)."""
+        return cls.config_class()
+
     @abc.abstractmethod
     def build_learner_group(self, config: Any, module_specs: Mapping[str, Any]) -> LearnerGroup:
         """Build the learner group for ``config`` and the modules of ``module_specs``."""
