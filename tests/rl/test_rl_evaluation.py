@@ -136,3 +136,29 @@ def test_evaluation_settings_are_checked_before_anything_changes() -> None:
             algo.evaluate()
     finally:
         algo.stop()
+
+
+def test_modules_added_and_removed_while_evaluating() -> None:
+    from cairn.rl import RLModuleSpec
+
+    algo = PPO(
+        tiny_config(
+            env="multi:CartPole-v1",
+            num_agents=2,
+            policies=("p0", "p1"),
+            policy_mapping={"agent_0": "p0", "agent_1": "p1"},
+            evaluation_interval=1,
+            evaluation_duration=2,
+        )
+    )
+    try:
+        algo.train()
+        algo.add_module("p2", RLModuleSpec())
+        assert "p2" in algo.eval_env_runner.module_specs  # the evaluation runners act with every module
+        evaluation = algo.train()[EVALUATION_RESULTS][ENV_RUNNER_RESULTS]
+        assert set(evaluation["module_episode_returns_mean"]) <= {"p0", "p1"}  # p2 plays no agent
+        algo.remove_module("p2")
+        assert "p2" not in algo.eval_env_runner.module_specs
+        assert algo.evaluate()[ENV_RUNNER_RESULTS][NUM_EPISODES] == 2
+    finally:
+        algo.stop()
