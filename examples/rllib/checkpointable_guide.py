@@ -4,32 +4,30 @@ Ported from ray-project/ray at commit 0a5fbaff7f9aa0b853cafd2f9b2a0bfb34b70b3c: 
 on CartPole, save the whole algorithm with ``save_to_path``, build a new algorithm from
 the same config, ``restore_from_path`` into it, check the counters came back, train on.
 cairn's checkpoint has RLlib's tree (``learner_group/learner/rl_module/default_policy``,
-``env_runner``), written atomically and verified on every restore, without pickle.
+``env_runner``, ``eval_env_runner``), written atomically and verified on every restore, without pickle.
 
 Every line that differs from RLlib's, and why:
 
-* ``from ray.rllib.algorithms.ppo import PPOConfig`` -> ``from cairn.rl.algorithms.ppo import PPOConfig``.
-* ``from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, EPISODE_RETURN_MEAN,
-  NUM_ENV_STEPS_SAMPLED_LIFETIME``: cairn has no such constants; its result keys are
-  written out (``"episode_return_mean"``, top level in cairn's flat result).
+* ``from ray.rllib.algorithms.ppo import PPOConfig`` -> ``from cairn.rl.algorithms.ppo import PPOConfig``,
+  ``ray.rllib.utils.metrics`` -> ``cairn.rl.utils.metrics`` (the same constants).
 * ``DefaultModelConfig(fcnet_hiddens=[32], fcnet_activation="linear", vf_share_layers=True)``
   -> ``{"fcnet_hiddens": [32]}``: cairn has no ``DefaultModelConfig`` class (a dict with
   the same keys), no ``"linear"`` activation (``"tanh"``, ``"relu"``) and no shared
   value layers (its default module has separate policy and value networks); the builder
   refuses both rather than ignore them.
-* ``.evaluation(evaluation_num_env_runners=1, evaluation_interval=1, ...)`` dropped and
-  ``base_ppo_algo.evaluate()`` -> the ``episode_return_mean`` of the last ``train()``:
-  cairn has no evaluation env runners (``cairn evaluate CKPT`` evaluates a checkpoint).
-* ``num_env_runners=1`` -> ``main(num_env_runners=...)``, default 0 (sample in this process):
-  remote env runners need Ray, in cairn as in RLlib; ``1`` gives RLlib's setup.
+* ``num_env_runners=1`` and ``evaluation_num_env_runners=1`` -> ``main(num_env_runners=...,
+  evaluation_num_env_runners=...)``, default 0 (sample and evaluate in this process): remote
+  runners need Ray, in cairn as in RLlib; ``1`` gives RLlib's setup.
+* ``evaluation_force_reset_envs_before_iteration=True`` -> ``False``: cairn's evaluation
+  runners go on with their episodes from one evaluation to the next (their environments
+  are checkpointed as the ``eval_env_runner`` component); the builder refuses ``True``.
 * ``NUM_ITERS = 5`` -> ``main(iterations=...)``; ``path = "/tmp/ray/rllib_results/..."`` ->
   a folder under ``main(checkpoint_dir=...)`` (default: a new temporary folder).
-* ``base_ppo_algo.cleanup()`` -> ``base_ppo_algo.stop()`` (cairn's name for releasing the
-  env runners and actors; it has no ``cleanup``).
-* ``algo.metrics.peek(key=(ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME))`` ->
-  ``algo.env_runner.num_env_steps_sampled_lifetime``: cairn keeps the lifetime counter on
-  the env runner (reported as ``num_env_steps_sampled_lifetime``), not in the metrics logger.
-* ``algo.iteration`` -> ``algo.training_iteration`` (cairn has only the latter).
+
+Everything else is RLlib's: the metric constants from ``cairn.rl.utils.metrics``,
+``evaluate()`` (``eval_results[ENV_RUNNER_RESULTS][EPISODE_RETURN_MEAN]``), ``cleanup()``,
+``algo.metrics.peek(key=(ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME))`` and
+``algo.iteration``.
 
 Run it::
 
@@ -43,10 +41,20 @@ from pathlib import Path
 from typing import Any
 
 from cairn.rl.algorithms.ppo import PPOConfig
+from cairn.rl.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    EPISODE_RETURN_MEAN,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+)
 
 
-def main(iterations: int = 2, num_env_runners: int = 0, checkpoint_dir: str | None = None) -> dict[str, Any]:
-    """Run the guide; return what it compared (the two algorithms' counters) and the checkpoint path."""
+def main(
+    iterations: int = 2,
+    num_env_runners: int = 0,
+    evaluation_num_env_runners: int = 0,
+    checkpoint_dir: str | None = None,
+) -> dict[str, Any]:
+    """Run the guide; return what it compared (the two algorithms' counters), the evaluation and the checkpoint."""
     NUM_ITERS = iterations
     root = Path(checkpoint_dir or tempfile.mkdtemp(prefix="cairn_checkpointable_guide_"))
 
@@ -58,6 +66,14 @@ def main(iterations: int = 2, num_env_runners: int = 0, checkpoint_dir: str | No
         .env_runners(
             num_env_runners=num_env_runners,
             num_envs_per_env_runner=16,
+        )
+        .evaluation(
+            evaluation_num_env_runners=evaluation_num_env_runners,
+            evaluation_interval=1,
+            evaluation_duration_unit="episodes",
+            evaluation_duration=10,
+            evaluation_parallel_to_training=False,
+            evaluation_force_reset_envs_before_iteration=False,
         )
         .learners(
             num_learners=1,
@@ -80,8 +96,9 @@ def main(iterations: int = 2, num_env_runners: int = 0, checkpoint_dir: str | No
     for _ in range(NUM_ITERS):
         results = base_ppo_algo.train()
 
-    # evaluate (cairn: the mean return of the training episodes; it has no evaluation runners)
-    mean_return = results["episode_return_mean"]
+    # evaluate
+    eval_results = base_ppo_algo.evaluate()
+    mean_return = eval_results[ENV_RUNNER_RESULTS][EPISODE_RETURN_MEAN]
 
     ###############################################
     # Save and restore the entire algorithm state #
@@ -92,7 +109,7 @@ def main(iterations: int = 2, num_env_runners: int = 0, checkpoint_dir: str | No
     checkpoint_path = base_ppo_algo.save_to_path(path=path)
 
     # Release resources claimed by the base_ppo_algo
-    base_ppo_algo.stop()
+    base_ppo_algo.cleanup()
 
     # Create a new algorithm instance (reusing the same base_config),
     # and restore its state from the checkpoint.
@@ -101,10 +118,14 @@ def main(iterations: int = 2, num_env_runners: int = 0, checkpoint_dir: str | No
         new_base_ppo_algo.restore_from_path(path=checkpoint_path)
 
         # check if the algorithm is restored correctly
-        base_num_env_steps_samples_lifetime = base_ppo_algo.env_runner.num_env_steps_sampled_lifetime
-        new_num_env_steps_samples_lifetime = new_base_ppo_algo.env_runner.num_env_steps_sampled_lifetime
-        base_iter = base_ppo_algo.training_iteration
-        new_iter = new_base_ppo_algo.training_iteration
+        base_num_env_steps_samples_lifetime = base_ppo_algo.metrics.peek(
+            key=(ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME)
+        )
+        new_num_env_steps_samples_lifetime = new_base_ppo_algo.metrics.peek(
+            key=(ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME)
+        )
+        base_iter = base_ppo_algo.iteration
+        new_iter = new_base_ppo_algo.iteration
 
         assert base_num_env_steps_samples_lifetime == new_num_env_steps_samples_lifetime
         assert base_iter == new_iter
@@ -113,12 +134,13 @@ def main(iterations: int = 2, num_env_runners: int = 0, checkpoint_dir: str | No
         for _ in range(NUM_ITERS):
             results = new_base_ppo_algo.train()
     finally:
-        new_base_ppo_algo.stop()
+        new_base_ppo_algo.cleanup()
     return {
         "checkpoint_path": str(checkpoint_path),
         "restored_iteration": new_iter,
         "restored_env_steps": new_num_env_steps_samples_lifetime,
         "saved_env_steps": base_num_env_steps_samples_lifetime,
+        "eval_results": eval_results,
         "last_result": results,
     }
 

@@ -12,16 +12,15 @@ Every line that differs from RLlib's, and why:
   ``MultiAgentCartPole`` from ``cairn.rl.examples.envs.classes.multi_agent``, ``register_env``
   from ``cairn.rl.env.multi_agent_env``. Tune (``tune.Tuner``, ``train.RunConfig``,
   ``CheckpointConfig``), WandB and ``check_learning_achieved`` are gone: cairn is not a
-  tuner. ``ENV_RUNNER_RESULTS``/``EPISODE_RETURN_MEAN``: no such constants in cairn;
-  the flat key ``"episode_return_mean"``.
+  tuner. ``ENV_RUNNER_RESULTS``/``EPISODE_RETURN_MEAN`` from ``cairn.rl.utils.metrics``
+  (RLlib's constants, the same nested result).
 * ``get_trainable_cls(args.algo).get_default_config()`` -> ``PPOConfig()``.
 * ``.api_stack(enable_rl_module_and_learner=..., enable_env_runner_and_connector_v2=...)`` ->
   ``True`` for both (cairn has only the new stack; the builder refuses ``False``).
 * ``.env_runners(create_env_on_local_worker=True)`` dropped: cairn always has a local env
   runner with environments (the builder accepts only RLlib's default, ``False``).
-* ``CrashAfterNIters`` reads ``result["episode_return_mean"]`` and the trigger return from a
-  class attribute (RLlib: the script's global ``args``); cairn builds callbacks without
-  arguments and records them by class.
+* ``CrashAfterNIters`` reads the trigger from a class attribute (RLlib: the script's global
+  ``args``); cairn builds callbacks without arguments and records them by class.
 * ``policies={f"p{aid}": PolicySpec(config=AlgorithmConfig.overrides(lr=...))}`` -> ids plus
   ``algorithm_config_overrides_per_module`` (cairn has no ``PolicySpec``, RLlib's old stack);
   ``policy_mapping_fn=lambda ...`` -> the module-level :func:`policy_mapping_fn`.
@@ -29,9 +28,12 @@ Every line that differs from RLlib's, and why:
   iteration until the callback raises; the best checkpoint is the one of the highest
   ``episode_return_mean``. Reward thresholds are dropped from the checks (a CI-sized run
   does not reach them); the crash is triggered by ``crash_after_iterations`` instead.
-* ``config.build()`` + ``test_algo.restore(best_result.checkpoint)`` ->
-  ``restore_from_path(best_checkpoint_path)`` (cairn's ``Checkpointable`` API; it has no
-  ``restore``). ``test_algo.evaluate()`` and its check dropped (no evaluation runners).
+* ``test_algo.restore(best_result.checkpoint)`` -> ``test_algo.restore(best_checkpoint_path)``
+  (a path: there is no Tune result). ``test_algo.evaluate()`` needs evaluation runners in
+  cairn (RLlib falls back on the training env runner, whose state it then changes), so the
+  test algorithm's config adds ``evaluation(evaluation_num_env_runners=0,
+  evaluation_interval=1, evaluation_duration=...)``; the evaluation's return threshold is
+  dropped like the others.
 * ``tune.Tuner.restore(path, resume_errored=True).fit()`` -> ``Algorithm.from_checkpoint`` of
   the last checkpoint, then ``train()``: the experiment continues where it left off
   (cairn restores the iteration, the counters, the optimizer and the RNGs); the
@@ -58,6 +60,7 @@ from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.callbacks.callbacks import RLlibCallback
 from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole
+from cairn.rl.utils.metrics import ENV_RUNNER_RESULTS, EPISODE_RETURN_MEAN
 
 
 class CrashAfterNIters(RLlibCallback):
@@ -78,7 +81,7 @@ class CrashAfterNIters(RLlibCallback):
             raise RuntimeError("Intended crash after reaching trigger return.")
         # Reached crashing criterion, crash on next iteration.
         elif result["training_iteration"] >= self.crash_after_iterations:
-            print(f"Reached trigger at return {result['episode_return_mean']}")
+            print(f"Reached trigger at return {result[ENV_RUNNER_RESULTS][EPISODE_RETURN_MEAN]}")
             self._should_crash = True
 
 
@@ -91,6 +94,7 @@ def main(
     iterations: int = 2,
     num_agents: int = 0,
     continue_iterations: int = 1,
+    evaluation_episodes: int = 2,
     checkpoint_dir: str | None = None,
 ) -> dict[str, Any]:
     """Crash after ``iterations``, check the best checkpoint, continue; return what the test checks."""
@@ -124,7 +128,7 @@ def main(
         )
 
     # Run some iterations and generate checkpoints (Tune: checkpoint_frequency=1).
-    metric = "episode_return_mean"
+    metric = f"{ENV_RUNNER_RESULTS}/{EPISODE_RETURN_MEAN}"
     checkpoints: list[tuple[float, str]] = []
     crashed_at: dict[str, Any] = {}
     algo = config.build_algo()
@@ -145,13 +149,19 @@ def main(
     # - Change our config, such that the restored algo won't crash anymore (remove the
     #   crashing callback).
     config.callbacks(None)
-    # Rebuild the algorithm (just for testing purposes).
-    test_algo = config.build()
+    # Rebuild the algorithm (just for testing purposes), with evaluation runners (cairn).
+    test_config = config.copy().evaluation(
+        evaluation_num_env_runners=0, evaluation_interval=1, evaluation_duration=evaluation_episodes
+    )
+    test_algo = test_config.build()
     try:
         # Load algo's state from best checkpoint.
-        test_algo.restore_from_path(best_checkpoint_path)
+        test_algo.restore(best_checkpoint_path)
         # Perform some checks on the restored state.
         assert test_algo.training_iteration > 0
+        # Evaluate on the restored algorithm.
+        test_eval_results = test_algo.evaluate()
+        print(f"Evaluation of the restored algorithm: {test_eval_results[ENV_RUNNER_RESULTS][EPISODE_RETURN_MEAN]}")
         # Train one iteration to make sure, the performance does not collapse (e.g. due
         # to the optimizer weights not having been restored properly).
         test_algo.train()
@@ -175,6 +185,7 @@ def main(
         "resumed_at": resumed_at,
         "resumed_weights": resumed_weights,
         "best_checkpoint_path": best_checkpoint_path,
+        "test_eval_results": test_eval_results,
         "last_result": result,
     }
 

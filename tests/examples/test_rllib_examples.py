@@ -117,7 +117,10 @@ def run_checkpointable_guide(tmp_path: Path) -> None:
     out = load("checkpointable_guide").main(iterations=1, checkpoint_dir=str(tmp_path))
     assert out["restored_iteration"] == 1 and out["restored_env_steps"] == out["saved_env_steps"] == 128
     assert out["last_result"]["training_iteration"] == 2  # the restored algorithm trained on
+    assert out["eval_results"]["env_runners"]["num_episodes"] == 10  # evaluation_duration=10 episodes
+    assert "episode_return_mean" in out["last_result"]["evaluation"]["env_runners"]  # evaluation_interval=1
     assert (Path(out["checkpoint_path"]) / "learner_group" / "learner" / "rl_module" / "default_policy").is_dir()
+    assert (Path(out["checkpoint_path"]) / "eval_env_runner").is_dir()
 
 
 def run_change_config_during_training(tmp_path: Path) -> None:
@@ -134,6 +137,7 @@ def run_continue_training_from_checkpoint(tmp_path: Path) -> None:
     assert out["crashed_at"]["iteration"] == out["resumed_at"] == 2
     assert equal_states(out["crashed_at"]["weights"], out["resumed_weights"])  # where it left off
     assert out["last_result"]["training_iteration"] == 3
+    assert out["test_eval_results"]["env_runners"]["num_episodes"] == 2  # evaluate() on the restored algorithm
 
 
 def run_restore_1_of_n_agents_from_checkpoint(tmp_path: Path) -> None:
@@ -150,7 +154,7 @@ def run_pretraining_single_agent_training_multi_agent(tmp_path: Path) -> None:
     pretrained = module_state(out["checkpoint_path"], "default_policy")
     assert equal_states(out["start_weights"]["policy_0"], pretrained)
     assert out["start_weights"]["policy_1"]["pi.0.weight"].shape != pretrained["pi.0.weight"].shape  # 32 vs 64
-    check_multi_agent_returns({**out["last_result"], "training_iteration": 2}, ["policy_0", "policy_1"])
+    check_multi_agent_returns(ResultDict({**out["last_result"], "training_iteration": 2}), ["policy_0", "policy_1"])
 
 
 PORTED = {

@@ -184,3 +184,13 @@ def test_restore_iteration_cleanup_foreach_env_runner_and_get_module(tmp_path: P
         algo.cleanup()
         algo.cleanup()  # idempotent, as stop()
         other.stop()
+
+
+def test_get_trainable_cls_names_cairns_algorithms() -> None:
+    from cairn.rl import DQN, SAC, PPOConfig
+    from cairn.rl.algorithms.catalog import get_trainable_cls
+
+    assert get_trainable_cls("PPO") is PPO and get_trainable_cls("dqn") is DQN and get_trainable_cls("SAC") is SAC
+    assert get_trainable_cls("PPO").get_default_config() == PPOConfig()
+    with pytest.raises(ValueError, match="No algorithm 'APPO'"):
+        get_trainable_cls("APPO")

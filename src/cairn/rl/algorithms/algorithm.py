@@ -121,6 +121,11 @@ class Algorithm(Checkpointable, abc.ABC):
             self.stop()
             raise
 
+    @classmethod
+    def get_default_config(cls) -> AlgorithmConfig:
+        """A new config of this algorithm with its defaults (RLlib's ``Algorithm.get_default_config``)."""
+        return cls.config_class()
+
     @abc.abstractmethod
     def build_learner_group(self, config: Any, module_specs: Mapping[str, Any]) -> LearnerGroup:
         """Build the learner group for ``config`` and the modules of ``module_specs``."""
@@ -393,14 +398,14 @@ class Algorithm(Checkpointable, abc.ABC):
         greedy actions). Their state is the checkpoint component ``eval_env_runner``.
 
         Returns:
-            ``{"evaluation": {"env_runners": {"episode_return_mean": ..., "num_episodes": ..., ...}}}``
-            (``EVALUATION_RESULTS`` / ``ENV_RUNNER_RESULTS``), as RLlib's.
+            ``{"env_runners": {"episode_return_mean": ..., "num_episodes": ..., ...}}``, as RLlib's
+            (what ``train()`` puts under ``result["evaluation"]`` in iterations that evaluate).
 
         Raises:
             ValueError: The config asks for no evaluation runners.
         """
         evaluation = self._run_evaluation()
-        return nest_results({f"{EVALUATION_RESULTS}/{ENV_RUNNER_RESULTS}/{k}": v for k, v in evaluation.items()})
+        return nest_results({f"{ENV_RUNNER_RESULTS}/{k}": v for k, v in evaluation.items()})
 
     def _run_evaluation(self) -> dict[str, Any]:
         """One evaluation; its ``env_runners`` results, with what the evaluation runners' callbacks logged."""

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from cairn.rl.algorithms.algorithm import Algorithm
     from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 
-__all__ = ["ALGORITHMS", "CatalogEntry", "algorithm_of_class"]
+__all__ = ["ALGORITHMS", "CatalogEntry", "algorithm_of_class", "get_trainable_cls"]
 
 
 @dataclass(frozen=True)
@@ -101,3 +101,18 @@ def algorithm_of_class(class_path: str) -> CatalogEntry | None:
     """
     module = class_path.partition(":")[0]
     return next((entry for entry in ALGORITHMS.values() if entry.module == module), None)
+
+
+def get_trainable_cls(name: str) -> type[Algorithm]:
+    """The algorithm class of ``name`` (``"PPO"``, ``"DQN"``, ``"SAC"``, any case): RLlib's
+    ``ray.tune.registry.get_trainable_cls``, as RLlib's example scripts call it
+    (``get_trainable_cls("PPO").get_default_config()``).
+
+    Raises:
+        ValueError: No algorithm of that name (the message lists cairn's).
+    """
+    entry = ALGORITHMS.get(name.lower()) if isinstance(name, str) else None
+    if entry is None:
+        names = ", ".join(repr(e.algorithm) for e in ALGORITHMS.values())
+        raise ValueError(f"No algorithm {name!r:.80}: cairn's are {names}.")
+    return entry.load()[0]
