@@ -13,13 +13,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-from connector_helpers import ADD_STEP, AddEpisodeStep, flatten_and_stack, with_spaces
 
-from cairn.rl import PPO, PPOConfig
+from cairn.rl import PPO, DQNConfig, PPOConfig
 from cairn.rl.connectors.env_to_module import FlattenObservations, FrameStackingEnvToModule, MeanStdFilter
 from cairn.rl.connectors.learner import FrameStackingLearner
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.testing import assert_states_equal
+from connector_helpers import ADD_STEP, AddEpisodeStep, flatten_and_stack, with_spaces
 
 
 def config(env: str = "CartPole-v1", **settings: Any) -> PPOConfig:
@@ -61,6 +61,22 @@ def test_frame_stacking_on_cartpole_the_module_sees_stacks_reset_at_episode_star
                 np.testing.assert_array_equal(obs[t + 1, slot, :8], 0.0)
             else:  # within an episode, each stack is the last one shifted by a frame
                 np.testing.assert_array_equal(obs[t + 1, slot, :8], obs[t, slot, 4:])
+
+
+def test_next_obs_and_final_values_continue_the_stack_the_module_saw() -> None:
+    cfg = DQNConfig(
+        env="CartPole-v1", seed=2, num_envs_per_env_runner=2, rollout_length=40, observation_filter=None
+    ).env_runners(env_to_module_connector=stacking(3))
+    runner = EnvRunner(cfg)
+    batch = runner.sample()["default_policy"]
+    obs, next_obs = batch["obs"], batch["next_obs"]
+    ended = batch["terminateds"] | batch["truncateds"]
+    assert ended[:-1].any()
+    np.testing.assert_array_equal(next_obs[:, :, :8], obs[:, :, 4:])  # the same episode's frames, ended or not
+    going_on = ~ended[:-1]
+    np.testing.assert_array_equal(next_obs[:-1][going_on], obs[1:][going_on])  # what the module saw next
+    # The stack of the episode that ended (final_obs) is a look: the next call starts the new episode afresh.
+    assert not np.array_equal(next_obs[:-1][ended[:-1]], obs[1:][ended[:-1]])
 
 
 def test_flatten_observations_on_a_dict_env_matches_gymnasium_flatten() -> None:
