@@ -7,6 +7,9 @@ MeanStdFilter on a Dict-observation env with episodes in flight at the save.
 from __future__ import annotations
 
 import functools
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -210,5 +213,39 @@ def test_exact_resume_with_frame_stacking_flattening_and_a_filter(tmp_path: Path
         again = resumed.train()
         assert_states_equal(resumed.get_state(), expected)  # weights, optimizer, connector states, envs, RNGs
         assert again["episode_return_mean"] == result["episode_return_mean"]
+    finally:
+        resumed.stop()
+
+
+RESUME_SCRIPT = r"""
+import sys
+import connector_helpers  # registers the env; the factory's module, imported as a program would
+from cairn.rl import PPO
+
+algo = PPO.from_checkpoint(sys.argv[1])
+algo.train()
+algo.save_to_path(sys.argv[2])
+algo.stop()
+"""
+
+
+def test_exact_resume_in_a_new_process(tmp_path: Path) -> None:
+    straight = PPO(exact_resume_config())
+    try:
+        straight.train()
+        straight.train()
+        path = straight.save_to_path(tmp_path / "mid")
+        straight.train()
+        expected = straight.get_state()
+    finally:
+        straight.stop()
+    tests = Path(__file__).resolve().parents[1]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tests.parent / "src"), str(tests), env.get("PYTHONPATH", "")])
+    final = tmp_path / "final"
+    subprocess.run([sys.executable, "-c", RESUME_SCRIPT, str(path), str(final)], check=True, env=env, timeout=300)
+    resumed = PPO.from_checkpoint(final)
+    try:
+        assert_states_equal(resumed.get_state(), expected)
     finally:
         resumed.stop()
