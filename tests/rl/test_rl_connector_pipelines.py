@@ -82,6 +82,25 @@ def test_next_obs_and_final_values_continue_the_stack_the_module_saw() -> None:
     assert not np.array_equal(next_obs[:-1][ended[:-1]], obs[1:][ended[:-1]])
 
 
+def test_multi_copies_stack_per_agent_and_the_multi_agent_runner_refuses_factories_clearly() -> None:
+    cfg = config(
+        "multi:CartPole-v1", num_agents=2, policies=("p0", "p1"), policy_mapping={"agent_0": "p0", "agent_1": "p1"}
+    )
+    runner = EnvRunner(cfg.env_runners(env_to_module_connector=stacking(2)))
+    batches = runner.sample()
+    assert batches["p0"]["obs"].shape == (16, 2, 8) and batches["p1"]["obs"].shape == (16, 2, 8)
+    from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
+    from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole
+
+    ma = config(
+        f"{MultiAgentCartPole.__module__}:MultiAgentCartPole",
+        policies=("p0", "p1"),
+        policy_mapping={"0": "p0", "1": "p1"},
+    )
+    with pytest.raises(ValueError, match="MultiAgentEnvRunner does not run connector factories"):
+        MultiAgentEnvRunner(ma.env_runners(env_to_module_connector=stacking(2)))
+
+
 def test_flatten_observations_on_a_dict_env_matches_gymnasium_flatten() -> None:
     cfg = config("CairnDictObs-v0", observation_filter=None).env_runners(env_to_module_connector=FlattenObservations)
     runner = EnvRunner(cfg)

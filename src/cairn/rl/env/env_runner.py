@@ -159,8 +159,16 @@ class EnvRunner(Checkpointable):
         # the modules are built for what the env-to-module pipeline outputs (stacked, flattened).
         self.env_observation_space = observation_space
         env = getattr(self, "env", None)
+        if not isinstance(env, gym.vector.VectorEnv) and (
+            config.env_to_module_connector is not None or config.module_to_env_connector is not None
+        ):
+            # The multi-agent runner does not pass slots/episode starts to its pipeline yet.
+            raise ValueError(
+                f"{type(self).__name__} does not run connector factories (env_to_module_connector / "
+                "module_to_env_connector) yet; they run on single-agent envs and 'multi:<id>' copies."
+            )
         self.env_to_module, self.observation_space = build_env_to_module(
-            config, observation_space, action_space, env=env, multi_agent=not isinstance(env, gym.vector.VectorEnv)
+            config, observation_space, action_space, env=env
         )
         self.action_space = action_space
         self.module_to_env = build_module_to_env(config, observation_space, action_space, env=env)
