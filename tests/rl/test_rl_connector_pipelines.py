@@ -202,7 +202,9 @@ def test_frame_stacking_learner_is_accepted_only_paired_with_the_same_stacking()
 
 
 def test_mean_std_filter_at_rllibs_path_replaces_the_default_filter() -> None:
-    runner = EnvRunner(config().env_runners(env_to_module_connector=MeanStdFilter))
+    runner = EnvRunner(
+        config().env_runners(env_to_module_connector=functools.partial(MeanStdFilter, multi_agent=False))
+    )
     assert [c.name for c in runner.env_to_module.connectors] == ["MeanStdFilter"]
     assert runner.env_to_module["MeanStdFilter"].shape == (4,)
 
