@@ -166,6 +166,26 @@ def test_a_user_connector_with_state_and_rllib_factory_signatures(tmp_path: Path
     assert env is runner.env and device == "cpu" and spaces["__env__"][0] == runner.env.single_observation_space
 
 
+def test_cairn_evaluate_runs_a_frame_stacked_module_through_the_saved_pipeline(tmp_path: Path) -> None:
+    from cairn.cli.evaluate import evaluate_module
+    from cairn.rl import ConnectorPipeline, RLModule
+
+    algo = PPO(config().env_runners(env_to_module_connector=stacking(3)))
+    try:
+        algo.train()
+        path = algo.save_to_path(tmp_path / "ckpt")
+    finally:
+        algo.stop()
+    path = Path(path)
+    pipeline = ConnectorPipeline.from_checkpoint(path / "env_runner" / "env_to_module_connector")
+    assert [c.name for c in pipeline.connectors] == ["FrameStackingEnvToModule", "MeanStdFilter"]
+    count = pipeline["MeanStdFilter"].get_state()["count"]
+    module = RLModule.from_checkpoint(path / "learner_group" / "learner" / "rl_module" / "default_policy")
+    returns = evaluate_module(module, "CartPole-v1", episodes=2, seed=0, obs_filter=pipeline)
+    assert len(returns) == 2 and min(returns) >= 1.0
+    assert pipeline["MeanStdFilter"].get_state()["count"] == count  # the filter stayed frozen
+
+
 def lambda_factory_refused() -> None:
     config().env_runners(env_to_module_connector=lambda env: FrameStackingEnvToModule(num_frames=4))
 

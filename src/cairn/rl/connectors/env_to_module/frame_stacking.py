@@ -98,7 +98,8 @@ class FrameStackingEnvToModule(ConnectorV2):
 
         Keyword args (from the runner): ``slots`` (required: the rows' slot ids),
         ``episode_starts`` (rows whose observation starts an episode; default none),
-        ``update`` (push the rows into the slots' histories; default True).
+        ``update`` (push the rows into the slots' histories; default True), ``advance``
+        (overrides ``update`` for the histories only).
 
         Raises:
             ValueError: No ``slots``, or a batch of another shape than the input space.
@@ -122,7 +123,9 @@ class FrameStackingEnvToModule(ConnectorV2):
         history = self._frames[rows].copy()
         history[start] = 0  # a new episode: nothing older than its first observation (RLlib's fill=0.0)
         frames = np.concatenate([history, obs.astype(self._dtype)[:, None]], axis=1)
-        if kwargs.get("update", True) and self.num_frames > 1:
+        # ``advance`` (default: ``update``) moves the histories on; an evaluation advances them while
+        # it keeps the filters' statistics frozen (update=False, advance=True).
+        if kwargs.get("advance", kwargs.get("update", True)) and self.num_frames > 1:
             self._frames[rows] = frames[:, 1:]
         batch["obs"] = np.concatenate([frames[:, i] for i in range(self.num_frames)], axis=-1)
         return batch
