@@ -22,7 +22,7 @@ from cairn.rl.connectors.env_to_module import FlattenObservations, FrameStacking
 from cairn.rl.connectors.learner import FrameStackingLearner
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.testing import assert_states_equal
-from connector_helpers import ADD_STEP, AddEpisodeStep, flatten_and_stack, with_spaces
+from connector_helpers import ADD_STEP, AddEpisodeStep, ScaleActions, flatten_and_stack, with_spaces
 
 
 def config(env: str = "CartPole-v1", **settings: Any) -> PPOConfig:
@@ -210,6 +210,16 @@ def test_lambdas_closures_and_bad_factories_are_refused_with_what_to_write() -> 
     bad.env_to_module_connector = {"ref": "numpy:load", "kwargs": {}}
     with pytest.raises(Exception, match="numpy"):
         EnvRunner(bad)
+
+
+def test_module_to_env_pieces_run_before_the_action_clipping() -> None:
+    runner = EnvRunner(
+        config("Pendulum-v1").env_runners(module_to_env_connector=functools.partial(ScaleActions, factor=10.0))
+    )
+    assert [c.name for c in runner.module_to_env.connectors] == ["ScaleActions", "ClipActions"]
+    out = runner.module_to_env(np.array([[0.05], [0.5], [-1.0]], np.float32), column="actions", slots=np.arange(3))
+    np.testing.assert_allclose(out, [[0.5], [2.0], [-2.0]])  # scaled, then clipped to Pendulum's [-2, 2]
+    assert runner.sample()["default_policy"]["actions"].shape == (16, 2, 1)
 
 
 def test_frame_stacking_learner_is_accepted_only_paired_with_the_same_stacking() -> None:
