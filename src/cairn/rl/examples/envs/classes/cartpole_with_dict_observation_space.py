@@ -38,8 +38,9 @@ class CartPoleWithDictObservationSpace(CartPoleEnv):
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         super().__init__()
-        low = self.observation_space.low
-        high = self.observation_space.high
+        box = self.observation_space
+        assert isinstance(box, gym.spaces.Box)
+        low, high = box.low, box.high
         self.observation_space = gym.spaces.Dict(  # type: ignore[assignment]
             {
                 "x-pos": gym.spaces.Box(low[0], high[0], (1,), dtype=np.float32),
@@ -58,12 +59,12 @@ class CartPoleWithDictObservationSpace(CartPoleEnv):
             }
         )
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:  # type: ignore[override]
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """CartPole's step, with the observation rearranged."""
-        next_obs, reward, done, truncated, info = super().step(action)
+        next_obs, reward, done, truncated, info = super().step(action)  # type: ignore[no-untyped-call]
         return self._compile_current_obs(next_obs), float(reward), done, truncated, info
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:  # type: ignore[override]
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """CartPole's reset, with the observation rearranged."""
         init_obs, init_info = super().reset(seed=seed, options=options)
         return self._compile_current_obs(init_obs), init_info
