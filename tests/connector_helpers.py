@@ -147,3 +147,11 @@ class ScaleActions(ConnectorV2):
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         _, kwargs = super().get_ctor_args_and_kwargs()
         return (), {**kwargs, "factor": self.factor}
+
+
+class WrongSpace(ConnectorV2):
+    """A piece whose __call__ does not match the space it announces (it says nothing changes)."""
+
+    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: Any, **kwargs: Any) -> Any:
+        batch["obs"] = np.concatenate([batch["obs"], batch["obs"]], axis=1)
+        return batch

@@ -22,7 +22,7 @@ from cairn.rl.connectors.env_to_module import FlattenObservations, FrameStacking
 from cairn.rl.connectors.learner import FrameStackingLearner
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.testing import assert_states_equal
-from connector_helpers import ADD_STEP, AddEpisodeStep, ScaleActions, flatten_and_stack, with_spaces
+from connector_helpers import ADD_STEP, AddEpisodeStep, ScaleActions, WrongSpace, flatten_and_stack, with_spaces
 
 
 def config(env: str = "CartPole-v1", **settings: Any) -> PPOConfig:
@@ -205,6 +205,11 @@ def test_lambdas_closures_and_bad_factories_are_refused_with_what_to_write() -> 
         config().env_runners(env_to_module_connector=functools.partial(FlattenObservations, agent_ids={1, 2}))
     with pytest.raises(ValueError, match="positional"):
         config().env_runners(env_to_module_connector=functools.partial(FrameStackingEnvToModule, None))
+    with pytest.raises(ValueError, match="from 1 to 1024"):
+        FrameStackingEnvToModule(num_frames=10**9)  # a hostile recorded config must not allocate gigabytes
+    wrong = EnvRunner(config().env_runners(env_to_module_connector=WrongSpace))
+    with pytest.raises(ValueError, match="recompute_output_observation_space"):
+        wrong.sample()
     # A recorded reference to something that is no connector (a hostile config) is refused when resolved.
     bad = config()
     bad.env_to_module_connector = {"ref": "numpy:load", "kwargs": {}}

@@ -336,6 +336,12 @@ class EnvRunner(Checkpointable):
         out: npt.NDArray[Any] = self.env_to_module(
             obs, update=update, column="obs", rl_module=self.module, explore=True, slots=slots, episode_starts=starts
         )
+        if np.shape(out)[1:] != self.observation_space.shape:
+            raise ValueError(
+                f"The env-to-module pipeline {[c.name for c in self.env_to_module.connectors]} gave observations of "
+                f"shape {np.shape(out)[1:]}, but its pieces' recompute_output_observation_space said "
+                f"{self.observation_space.shape}; make the piece's space match what its __call__ returns."
+            )
         return out
 
     def _begin_sample(self) -> None:
