@@ -131,3 +131,27 @@ class AddEpisodeStep(ConnectorV2):
 
 
 ADD_STEP = functools.partial(AddEpisodeStep, scale=0.5)
+
+
+class ScaleActions(ConnectorV2):
+    """A module-to-env piece: multiplies the actions by ``factor`` (stateless)."""
+
+    def __init__(self, input_observation_space: Any = None, input_action_space: Any = None, *, factor: float = 1.0):
+        self.factor = float(factor)
+        super().__init__(input_observation_space, input_action_space)
+
+    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: Any, **kwargs: Any) -> Any:
+        batch["actions"] = np.asarray(batch["actions"]) * self.factor
+        return batch
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        _, kwargs = super().get_ctor_args_and_kwargs()
+        return (), {**kwargs, "factor": self.factor}
+
+
+class WrongSpace(ConnectorV2):
+    """A piece whose __call__ does not match the space it announces (it says nothing changes)."""
+
+    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: Any, **kwargs: Any) -> Any:
+        batch["obs"] = np.concatenate([batch["obs"], batch["obs"]], axis=1)
+        return batch

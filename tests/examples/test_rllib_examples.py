@@ -228,3 +228,16 @@ PORTED["custom_metrics_in_env_runners"] = run_custom_metrics_in_env_runners
 
 def test_custom_metrics_in_env_runners(tmp_path: Path, examples_on_path: None) -> None:
     run_custom_metrics_in_env_runners(tmp_path)
+
+
+def run_flatten_observations_dict_space(tmp_path: Path) -> None:
+    out = load("flatten_observations_dict_space").main(iterations=1, train_batch_size=64, num_epochs=1)
+    assert out["observation_space"].shape == (7,)  # x-pos 1 + value 1 + one-hot 3 + velocs 2
+    assert out["result"]["training_iteration"] == 1 and out["result"]["num_env_steps_sampled_lifetime"] == 64
+
+
+PORTED["flatten_observations_dict_space"] = run_flatten_observations_dict_space  # run by the test below
+
+
+def test_rllib_example_flatten_observations_dict_space(tmp_path: Path, examples_on_path: None) -> None:
+    run_flatten_observations_dict_space(tmp_path)

@@ -7,6 +7,9 @@ MeanStdFilter on a Dict-observation env with episodes in flight at the save.
 from __future__ import annotations
 
 import functools
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +17,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from cairn.rl import PPO, PPOConfig
+from cairn.rl import PPO, DQNConfig, PPOConfig
 from cairn.rl.connectors.env_to_module import FlattenObservations, FrameStackingEnvToModule, MeanStdFilter
 from cairn.rl.connectors.learner import FrameStackingLearner
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.testing import assert_states_equal
-from connector_helpers import ADD_STEP, AddEpisodeStep, flatten_and_stack, with_spaces
+from connector_helpers import ADD_STEP, AddEpisodeStep, ScaleActions, WrongSpace, flatten_and_stack, with_spaces
 
 
 def config(env: str = "CartPole-v1", **settings: Any) -> PPOConfig:
@@ -61,6 +64,41 @@ def test_frame_stacking_on_cartpole_the_module_sees_stacks_reset_at_episode_star
                 np.testing.assert_array_equal(obs[t + 1, slot, :8], 0.0)
             else:  # within an episode, each stack is the last one shifted by a frame
                 np.testing.assert_array_equal(obs[t + 1, slot, :8], obs[t, slot, 4:])
+
+
+def test_next_obs_and_final_values_continue_the_stack_the_module_saw() -> None:
+    cfg = DQNConfig(
+        env="CartPole-v1", seed=2, num_envs_per_env_runner=2, rollout_length=40, observation_filter=None
+    ).env_runners(env_to_module_connector=stacking(3))
+    runner = EnvRunner(cfg)
+    batch = runner.sample()["default_policy"]
+    obs, next_obs = batch["obs"], batch["next_obs"]
+    ended = batch["terminateds"] | batch["truncateds"]
+    assert ended[:-1].any()
+    np.testing.assert_array_equal(next_obs[:, :, :8], obs[:, :, 4:])  # the same episode's frames, ended or not
+    going_on = ~ended[:-1]
+    np.testing.assert_array_equal(next_obs[:-1][going_on], obs[1:][going_on])  # what the module saw next
+    # The stack of the episode that ended (final_obs) is a look: the next call starts the new episode afresh.
+    assert not np.array_equal(next_obs[:-1][ended[:-1]], obs[1:][ended[:-1]])
+
+
+def test_multi_copies_stack_per_agent_and_the_multi_agent_runner_refuses_factories_clearly() -> None:
+    cfg = config(
+        "multi:CartPole-v1", num_agents=2, policies=("p0", "p1"), policy_mapping={"agent_0": "p0", "agent_1": "p1"}
+    )
+    runner = EnvRunner(cfg.env_runners(env_to_module_connector=stacking(2)))
+    batches = runner.sample()
+    assert batches["p0"]["obs"].shape == (16, 2, 8) and batches["p1"]["obs"].shape == (16, 2, 8)
+    from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
+    from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole
+
+    ma = config(
+        f"{MultiAgentCartPole.__module__}:MultiAgentCartPole",
+        policies=("p0", "p1"),
+        policy_mapping={"0": "p0", "1": "p1"},
+    )
+    with pytest.raises(ValueError, match="MultiAgentEnvRunner does not run connector factories"):
+        MultiAgentEnvRunner(ma.env_runners(env_to_module_connector=stacking(2)))
 
 
 def test_flatten_observations_on_a_dict_env_matches_gymnasium_flatten() -> None:
@@ -128,6 +166,26 @@ def test_a_user_connector_with_state_and_rllib_factory_signatures(tmp_path: Path
     assert env is runner.env and device == "cpu" and spaces["__env__"][0] == runner.env.single_observation_space
 
 
+def test_cairn_evaluate_runs_a_frame_stacked_module_through_the_saved_pipeline(tmp_path: Path) -> None:
+    from cairn.cli.evaluate import evaluate_module
+    from cairn.rl import ConnectorPipeline, RLModule
+
+    algo = PPO(config().env_runners(env_to_module_connector=stacking(3)))
+    try:
+        algo.train()
+        path = algo.save_to_path(tmp_path / "ckpt")
+    finally:
+        algo.stop()
+    path = Path(path)
+    pipeline = ConnectorPipeline.from_checkpoint(path / "env_runner" / "env_to_module_connector")
+    assert [c.name for c in pipeline.connectors] == ["FrameStackingEnvToModule", "MeanStdFilter"]
+    count = pipeline["MeanStdFilter"].get_state()["count"]
+    module = RLModule.from_checkpoint(path / "learner_group" / "learner" / "rl_module" / "default_policy")
+    returns = evaluate_module(module, "CartPole-v1", episodes=2, seed=0, obs_filter=pipeline)
+    assert len(returns) == 2 and min(returns) >= 1.0
+    assert pipeline["MeanStdFilter"].get_state()["count"] == count  # the filter stayed frozen
+
+
 def lambda_factory_refused() -> None:
     config().env_runners(env_to_module_connector=lambda env: FrameStackingEnvToModule(num_frames=4))
 
@@ -147,11 +205,26 @@ def test_lambdas_closures_and_bad_factories_are_refused_with_what_to_write() -> 
         config().env_runners(env_to_module_connector=functools.partial(FlattenObservations, agent_ids={1, 2}))
     with pytest.raises(ValueError, match="positional"):
         config().env_runners(env_to_module_connector=functools.partial(FrameStackingEnvToModule, None))
+    with pytest.raises(ValueError, match="from 1 to 1024"):
+        FrameStackingEnvToModule(num_frames=10**9)  # a hostile recorded config must not allocate gigabytes
+    wrong = EnvRunner(config().env_runners(env_to_module_connector=WrongSpace))
+    with pytest.raises(ValueError, match="recompute_output_observation_space"):
+        wrong.sample()
     # A recorded reference to something that is no connector (a hostile config) is refused when resolved.
     bad = config()
     bad.env_to_module_connector = {"ref": "numpy:load", "kwargs": {}}
     with pytest.raises(Exception, match="numpy"):
         EnvRunner(bad)
+
+
+def test_module_to_env_pieces_run_before_the_action_clipping() -> None:
+    runner = EnvRunner(
+        config("Pendulum-v1").env_runners(module_to_env_connector=functools.partial(ScaleActions, factor=10.0))
+    )
+    assert [c.name for c in runner.module_to_env.connectors] == ["ScaleActions", "ClipActions"]
+    out = runner.module_to_env(np.array([[0.05], [0.5], [-1.0]], np.float32), column="actions", slots=np.arange(3))
+    np.testing.assert_allclose(out, [[0.5], [2.0], [-2.0]])  # scaled, then clipped to Pendulum's [-2, 2]
+    assert runner.sample()["default_policy"]["actions"].shape == (16, 2, 1)
 
 
 def test_frame_stacking_learner_is_accepted_only_paired_with_the_same_stacking() -> None:
@@ -164,7 +237,9 @@ def test_frame_stacking_learner_is_accepted_only_paired_with_the_same_stacking()
 
 
 def test_mean_std_filter_at_rllibs_path_replaces_the_default_filter() -> None:
-    runner = EnvRunner(config().env_runners(env_to_module_connector=MeanStdFilter))
+    runner = EnvRunner(
+        config().env_runners(env_to_module_connector=functools.partial(MeanStdFilter, multi_agent=False))
+    )
     assert [c.name for c in runner.env_to_module.connectors] == ["MeanStdFilter"]
     assert runner.env_to_module["MeanStdFilter"].shape == (4,)
 
@@ -194,5 +269,39 @@ def test_exact_resume_with_frame_stacking_flattening_and_a_filter(tmp_path: Path
         again = resumed.train()
         assert_states_equal(resumed.get_state(), expected)  # weights, optimizer, connector states, envs, RNGs
         assert again["episode_return_mean"] == result["episode_return_mean"]
+    finally:
+        resumed.stop()
+
+
+RESUME_SCRIPT = r"""
+import sys
+import connector_helpers  # registers the env; the factory's module, imported as a program would
+from cairn.rl import PPO
+
+algo = PPO.from_checkpoint(sys.argv[1])
+algo.train()
+algo.save_to_path(sys.argv[2])
+algo.stop()
+"""
+
+
+def test_exact_resume_in_a_new_process(tmp_path: Path) -> None:
+    straight = PPO(exact_resume_config())
+    try:
+        straight.train()
+        straight.train()
+        path = straight.save_to_path(tmp_path / "mid")
+        straight.train()
+        expected = straight.get_state()
+    finally:
+        straight.stop()
+    tests = Path(__file__).resolve().parents[1]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tests.parent / "src"), str(tests), env.get("PYTHONPATH", "")])
+    final = tmp_path / "final"
+    subprocess.run([sys.executable, "-c", RESUME_SCRIPT, str(path), str(final)], check=True, env=env, timeout=300)
+    resumed = PPO.from_checkpoint(final)
+    try:
+        assert_states_equal(resumed.get_state(), expected)
     finally:
         resumed.stop()

@@ -163,11 +163,14 @@ def evaluate_module(
     try:
         for episode in range(episodes):
             obs, _ = env.reset(seed=seed + episode)
-            total, done = 0.0, False
+            total, done, steps = 0.0, False, 0
             while not done:
                 batch = np.asarray(obs)[None]
                 if obs_filter is not None:
-                    batch = obs_filter(batch, update=False)
+                    # Filters stay frozen (update=False); frame stacks advance within the episode.
+                    starts = np.array([steps == 0], dtype=np.bool_)
+                    batch = obs_filter(batch, update=False, advance=True, slots=np.zeros(1), episode_starts=starts)
+                steps += 1
                 action = module.forward_inference({"obs": torch.as_tensor(batch)})["actions"][0]
                 env_action: Any = action.numpy()
                 if isinstance(env.action_space, gym.spaces.Box):

@@ -36,6 +36,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import gymnasium as gym
+import numpy as np
 
 from cairn.rl.connectors.connectors import Connector
 
@@ -165,7 +166,15 @@ class ConnectorV2(Connector):
                 f"{type(self).__name__}.__call__ returned {type(out).__name__}, not the batch dict with its "
                 f"{column!r} column; return the batch you were given (changed)."
             )
-        return out[column]
+        result = out[column]
+        space = self._observation_space
+        announced = None if column != "obs" or space is None else space.shape
+        if announced is not None and isinstance(result, np.ndarray) and result.shape[1:] != announced:
+            raise ValueError(
+                f"{type(self).__name__} returned observations of shape {result.shape[1:]}, but its "
+                f"recompute_output_observation_space said {announced}; make them agree."
+            )
+        return result
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((), {"input_observation_space": ..., "input_action_space": ...})``; subclasses add their own."""

@@ -119,12 +119,24 @@ class MeanStdFilter(Connector):
     and ``m2`` (float64 arrays; variance = m2 / count).
 
     Args:
-        shape: Shape of one observation.
+        shape: Shape of one observation; left out, the pipeline builder gives the
+            shape of the filter's input space.
         clip: Normalised values are clipped to ``[-clip, clip]``.
         epsilon: Added to the standard deviation.
+        multi_agent: RLlib's flag, accepted for its signature (pipelines are per module).
     """
 
-    def __init__(self, *, shape: Sequence[int] | None = None, clip: float = 10.0, epsilon: float = 1e-8) -> None:
+    def __init__(
+        self,
+        *,
+        shape: Sequence[int] | None = None,
+        clip: float = 10.0,
+        epsilon: float = 1e-8,
+        multi_agent: bool = False,
+    ) -> None:
+        # multi_agent: RLlib's flag (``MeanStdFilter(multi_agent=True)``); cairn builds one pipeline per
+        # module from one space, so the filter works the same either way and does not record it.
+        del multi_agent
         # Without a shape (RLlib's ``MeanStdFilter()`` in a connector factory), the pipeline
         # builder gives it the shape of its input space (set_input_spaces) before any data.
         self._shape_given = shape is not None

@@ -172,8 +172,16 @@ class EnvRunner(Checkpointable):
         # the modules are built for what the env-to-module pipeline outputs (stacked, flattened).
         self.env_observation_space = observation_space
         env = getattr(self, "env", None)
+        if not isinstance(env, gym.vector.VectorEnv) and (
+            config.env_to_module_connector is not None or config.module_to_env_connector is not None
+        ):
+            # The multi-agent runner does not pass slots/episode starts to its pipeline yet.
+            raise ValueError(
+                f"{type(self).__name__} does not run connector factories (env_to_module_connector / "
+                "module_to_env_connector) yet; they run on single-agent envs and 'multi:<id>' copies."
+            )
         self.env_to_module, self.observation_space = build_env_to_module(
-            config, observation_space, action_space, env=env, multi_agent=not isinstance(env, gym.vector.VectorEnv)
+            config, observation_space, action_space, env=env
         )
         self.action_space = action_space
         self.module_to_env = build_module_to_env(config, observation_space, action_space, env=env)
@@ -352,6 +360,12 @@ class EnvRunner(Checkpointable):
         out: npt.NDArray[Any] = self.env_to_module(
             obs, update=update, column="obs", rl_module=self.module, explore=True, slots=slots, episode_starts=starts
         )
+        if np.shape(out)[1:] != self.observation_space.shape:
+            raise ValueError(
+                f"The env-to-module pipeline {[c.name for c in self.env_to_module.connectors]} gave observations of "
+                f"shape {np.shape(out)[1:]}, but its pieces' recompute_output_observation_space said "
+                f"{self.observation_space.shape}; make the piece's space match what its __call__ returns."
+            )
         return out
 
     def _begin_sample(self) -> None:

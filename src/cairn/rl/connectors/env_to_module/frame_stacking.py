@@ -27,7 +27,11 @@ from cairn.errors import IncompatibleCheckpointError
 from cairn.rl.connectors.connector_v2 import ConnectorV2
 from cairn.rl.utils._util import Names
 
-__all__ = ["FrameStackingEnvToModule"]
+__all__ = ["MAX_NUM_FRAMES", "FrameStackingEnvToModule"]
+
+MAX_NUM_FRAMES = 1024
+"""The most frames a stacker keeps per slot. The number may come from a checkpoint's recorded
+config, and a hostile ``num_frames=10**9`` would allocate gigabytes at the first step."""
 
 
 class FrameStackingEnvToModule(ConnectorV2):
@@ -53,8 +57,14 @@ class FrameStackingEnvToModule(ConnectorV2):
         num_frames: int = 1,
         multi_agent: bool = False,
     ) -> None:
-        if isinstance(num_frames, bool) or not isinstance(num_frames, int | np.integer) or num_frames < 1:
-            raise ValueError(f"FrameStackingEnvToModule(num_frames={num_frames!r}) needs an int >= 1.")
+        if (
+            isinstance(num_frames, bool)
+            or not isinstance(num_frames, int | np.integer)
+            or not 1 <= num_frames <= MAX_NUM_FRAMES
+        ):
+            raise ValueError(
+                f"FrameStackingEnvToModule(num_frames={num_frames!r}) needs an int from 1 to {MAX_NUM_FRAMES}."
+            )
         self.num_frames = int(num_frames)
         self.multi_agent = bool(multi_agent)
         self._frame_shape: tuple[int, ...] = ()
@@ -98,7 +108,8 @@ class FrameStackingEnvToModule(ConnectorV2):
 
         Keyword args (from the runner): ``slots`` (required: the rows' slot ids),
         ``episode_starts`` (rows whose observation starts an episode; default none),
-        ``update`` (push the rows into the slots' histories; default True).
+        ``update`` (push the rows into the slots' histories; default True), ``advance``
+        (overrides ``update`` for the histories only).
 
         Raises:
             ValueError: No ``slots``, or a batch of another shape than the input space.
@@ -122,7 +133,9 @@ class FrameStackingEnvToModule(ConnectorV2):
         history = self._frames[rows].copy()
         history[start] = 0  # a new episode: nothing older than its first observation (RLlib's fill=0.0)
         frames = np.concatenate([history, obs.astype(self._dtype)[:, None]], axis=1)
-        if kwargs.get("update", True) and self.num_frames > 1:
+        # ``advance`` (default: ``update``) moves the histories on; an evaluation advances them while
+        # it keeps the filters' statistics frozen (update=False, advance=True).
+        if kwargs.get("advance", kwargs.get("update", True)) and self.num_frames > 1:
             self._frames[rows] = frames[:, 1:]
         batch["obs"] = np.concatenate([frames[:, i] for i in range(self.num_frames)], axis=-1)
         return batch

@@ -18,6 +18,7 @@ from typing import Any
 import gymnasium as gym
 
 from cairn.rl.connectors.connector_v2 import ConnectorV2
+from cairn.rl.connectors.env_to_module.frame_stacking import MAX_NUM_FRAMES
 
 __all__ = ["FrameStackingLearner"]
 
@@ -43,8 +44,10 @@ class FrameStackingLearner(ConnectorV2):
         num_frames: int = 1,
         multi_agent: bool = False,
     ) -> None:
-        if isinstance(num_frames, bool) or not isinstance(num_frames, int) or num_frames < 1:
-            raise ValueError(f"FrameStackingLearner(num_frames={num_frames!r}) needs an int >= 1.")
+        if isinstance(num_frames, bool) or not isinstance(num_frames, int) or not 1 <= num_frames <= MAX_NUM_FRAMES:
+            raise ValueError(
+                f"FrameStackingLearner(num_frames={num_frames!r}) needs an int from 1 to {MAX_NUM_FRAMES}."
+            )
         self.num_frames = num_frames
         self.multi_agent = bool(multi_agent)
         super().__init__(input_observation_space, input_action_space)

@@ -1,0 +1,91 @@
+"""RLlib's ``rllib/examples/connectors/flatten_observations_dict_space.py``, ported to cairn.
+
+Ported from ray-project/ray at commit 1f233c9f42faebaf685b2556cde9a9240a47e21c: the
+``FlattenObservations`` connector piece flattens CartPole's observation, taken apart into a
+nested Dict/Tuple (``CartPoleWithDictObservationSpace``), into one 1-D array for the module.
+
+Every line that differs from RLlib's, and why:
+
+* ``from ray.rllib.connectors.env_to_module import FlattenObservations`` ->
+  ``cairn.rl.connectors.env_to_module``; ``CartPoleWithDictObservationSpace`` from
+  ``cairn.rl.examples.envs.classes.cartpole_with_dict_observation_space`` (its random extra
+  value is drawn from the env's seeded ``np_random``).
+* ``_env_to_module_pipeline(env, spaces, device)``, defined inside ``if __name__ ==
+  "__main__":`` -> a module-level function (same body): cairn records connector factories
+  by reference and never pickles them, so they cannot be closures. cairn calls it with RLlib's
+  three arguments, as RLlib does.
+* ``register_env("env", lambda _: CartPoleWithDictObservationSpace())`` ->
+  ``gymnasium.register("CartPoleWithDictObs-v1", ...)`` with CartPole's 500-step limit: cairn's
+  ``register_env`` takes multi-agent environments (single-agent ones come with the
+  multi-agent part of issue 27).
+* ``--num-agents`` (``MultiAgentCartPoleWithDictObservationSpace``) dropped: cairn's
+  multi-agent env runner does not call connector factories yet (its per-module pipelines come
+  with the multi-agent part of issue 27).
+* ``DefaultModelConfig(fcnet_hiddens=[32], fcnet_activation="linear", vf_share_layers=True)``
+  -> ``{"fcnet_hiddens": [32]}``: cairn's default module has no linear activation and no
+  shared value layers.
+* ``get_trainable_cls(args.algo).get_default_config()`` -> ``PPOConfig()`` (the IMPALA branch
+  goes with it); ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment``
+  -> ``main(...)``; the train batch and ``num_epochs`` are main() arguments (CI-sized runs).
+
+Run it::
+
+    python examples/rllib/flatten_observations_dict_space.py
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+from cairn.rl.algorithms.ppo import PPOConfig
+from cairn.rl.connectors.env_to_module import FlattenObservations
+from cairn.rl.examples.envs.classes.cartpole_with_dict_observation_space import CartPoleWithDictObservationSpace
+
+if "CartPoleWithDictObs-v1" not in gym.registry:
+    gym.register("CartPoleWithDictObs-v1", entry_point=CartPoleWithDictObservationSpace, max_episode_steps=500)
+
+
+# Define env-to-module-connector pipeline for the new stack.
+def _env_to_module_pipeline(env: Any, spaces: Any, device: Any) -> FlattenObservations:
+    return FlattenObservations(multi_agent=False)
+
+
+def main(iterations: int = 2, train_batch_size: int = 4000, num_epochs: int = 6) -> Any:
+    """Train ``iterations`` times; return the last result and the module's observation space."""
+    # Define the AlgorithmConfig used.
+    base_config = (
+        PPOConfig()
+        .environment("CartPoleWithDictObs-v1")
+        .env_runners(env_to_module_connector=_env_to_module_pipeline)
+        .training(
+            gamma=0.99,
+            lr=0.0003,
+            train_batch_size_per_learner=train_batch_size,
+            minibatch_size=min(128, train_batch_size),
+        )
+        .rl_module(model_config={"fcnet_hiddens": [32]})
+    )
+
+    # PPO-specific settings (for better learning behavior only).
+    base_config.training(
+        num_epochs=num_epochs,
+        vf_loss_coeff=0.01,
+    )
+
+    algo = base_config.build_algo()
+    try:
+        result: dict[str, Any] = {}
+        for _ in range(iterations):
+            result = algo.train()
+            print({k: v for k, v in result.items() if "return" in k or k == "training_iteration"})
+        return {"result": result, "observation_space": algo.env_runner.observation_space}
+    finally:
+        algo.stop()
+
+
+if __name__ == "__main__":
+    import flatten_observations_dict_space  # run the module, not __main__ (functions are recorded by reference)
+
+    flatten_observations_dict_space.main()
