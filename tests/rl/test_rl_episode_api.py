@@ -145,6 +145,8 @@ def test_a_checkpoint_without_episode_data_starts_episode_objects_from_the_resto
         assert runner.episode_tracker is not None
         assert all(len(e) == 0 and e.custom_data == {} for e in runner.episode_tracker.episodes)
         assert np.array_equal(runner.episode_tracker.episodes[0].get_observations(0), runner._obs[0])
+        runner.sample()  # on_episode_start fires for the new episode objects first: PoleAngles' steps find their list
+        assert all(len(e.custom_data["angles"]) == len(e) + 1 for e in runner.episode_tracker.episodes)
     finally:
         runner.close()
 
