@@ -3,8 +3,9 @@
 RLlib's example tracks Ms. Pac-Man's position in every episode with a callback (in
 the episode's ``custom_data`` / temporary timestep data), and at the episode's end logs
 a position heatmap and the distances Pac-Man travelled, with several MetricsLogger
-options (an EMA, windows, a lifetime sum, lists). This port does the same on CartPole:
+options (an EMA, windows, percentiles of a list). This port does the same on CartPole:
 the cart's position stands in for Pac-Man's, the pole's angle for the number of lives.
+Ported from ray-project/ray at commit 14e600aca159c6df251cb8c171485ffe038060d8.
 
 Every line that differs from RLlib's, and why:
 
@@ -12,16 +13,25 @@ Every line that differs from RLlib's, and why:
   ``env.render()`` + ``resize`` + a yellow-pixel search -> ``CartPole-v1`` and the cart's
   position read from the episode's last observation (``episode.get_observations(-1)[0]``):
   Atari is not a test dependency, and a classic-control env keeps the run CI-sized.
-* The 64x64 heatmap array logged with ``reduce=None`` -> a histogram of the cart's
-  positions over 8 bins, logged with ``log_dict(..., reduce="sum", clear_on_reduce=True)``
-  (per-iteration counts): cairn's MetricsLogger holds numbers, not arrays.
+* The 80x100 heatmap image logged with ``reduce=None, window=10`` (matplotlib colour map)
+  -> a histogram of the cart's positions over 8 bins, logged with
+  ``log_dict(..., reduce="sum", clear_on_reduce=True)`` (per-iteration counts): cairn's
+  MetricsLogger holds numbers, not arrays.
+* ``self._episode_start_position[episode.id_]`` (a dict on the callback object) ->
+  ``episode.custom_data["start_x"]``: cairn does not checkpoint callback objects, and an
+  episode in flight at a save would find no start position after the restore.
+* Pac-Man's lives from ``episode.get_infos(-1)["lives"]`` -> the pole's last angle (same
+  EMA settings); the ``(-1, -1)`` "not found" position is gone (the cart is always found).
 * ``MsPacmanHeatmapCallback(env_runner_indices=...)`` is given to the config as
   ``functools.partial(CartPositionCallback, env_runner_indices=[0, 1])`` (RLlib's way to
   pass constructor arguments; cairn records the class path and the arguments).
-* The episode's ``custom_data`` holds the positions (RLlib: temporary timestep data or
-  ``custom_data``); cairn keeps both, and every episode in flight keeps them in the
-  checkpoint too: :func:`main` saves mid-episode and checks that the restored run logs the
-  same numbers as the one that went on (issue 27 item 6).
+* Every episode in flight keeps its ``custom_data`` in the checkpoint: :func:`main` saves
+  mid-episode and checks that the restored run logs the same numbers as the one that went
+  on (issue 27 item 6).
+* ``result["env_runners"]["pacman_max_dist_travelled"]`` in ``on_train_result`` -> the
+  flat keys ``env_runners/cart_max_dist_travelled/<percentile>`` of cairn's result.
+* The ``rl_module(model_config_dict=...)`` CNN settings and the batch sizes -> a small MLP
+  and CI-sized batches.
 * ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment`` / Tune ->
   ``main(iterations=...)``; the WandB logger config is dropped.
 
@@ -48,7 +58,8 @@ BINS = np.linspace(-2.4, 2.4, 9)
 
 
 class CartPositionCallback(RLlibCallback):
-    """Tracks the cart's position in every episode; logs a heatmap and distance metrics at its end.
+    """Logs, per episode: a heatmap of the cart's positions, the max and mean distance it travelled
+    (from its start position), and the pole's angle EMA-smoothed over time (RLlib: Pac-Man's lives).
 
     Args:
         env_runner_indices: Log only on these env runners (``None``: every runner), as RLlib's.
@@ -58,38 +69,53 @@ class CartPositionCallback(RLlibCallback):
         super().__init__()
         self._env_runner_indices = None if env_runner_indices is None else list(env_runner_indices)
 
-    def _active(self, env_runner: Any) -> bool:
-        return self._env_runner_indices is None or env_runner.worker_index in self._env_runner_indices
+    def _skip(self, env_runner: Any) -> bool:
+        return self._env_runner_indices is not None and env_runner.worker_index not in self._env_runner_indices
 
     def on_episode_start(self, *, episode: Any, env_runner: Any, **kwargs: Any) -> None:
-        if self._active(env_runner):
-            episode.custom_data["cart_x"] = [float(episode.get_observations(-1)[0])]
-
-    def on_episode_step(self, *, episode: Any, env_runner: Any, metrics_logger: Any, **kwargs: Any) -> None:
-        if not self._active(env_runner):
+        if self._skip(env_runner):
             return
-        obs = episode.get_observations(-1)
-        episode.custom_data["cart_x"].append(float(obs[0]))
-        # RLlib logs an EMA-smoothed number of lives at each timestep; here: the pole's angle.
-        metrics_logger.log_value("pole_angle", float(abs(obs[2])), ema_coeff=0.01)
+        # RLlib keeps the start position in a dict on the callback object, by episode.id_; cairn does not
+        # checkpoint callback objects, so it goes into custom_data, which an episode in flight keeps.
+        episode.custom_data["start_x"] = float(episode.get_observations(-1)[0])
+        episode.custom_data["cart_x"] = []
+        episode.custom_data["dist_travelled"] = []
+
+    def on_episode_step(self, *, episode: Any, env_runner: Any, **kwargs: Any) -> None:
+        if self._skip(env_runner):
+            return
+        x = float(episode.get_observations(-1)[0])
+        episode.custom_data["cart_x"].append(x)
+        episode.custom_data["dist_travelled"].append(abs(x - episode.custom_data["start_x"]))
 
     def on_episode_end(self, *, episode: Any, env_runner: Any, metrics_logger: Any, **kwargs: Any) -> None:
-        if not self._active(env_runner):
+        if self._skip(env_runner) or not episode.custom_data["cart_x"]:
             return
-        positions = np.asarray(episode.custom_data["cart_x"])
-        counts, _ = np.histogram(positions, bins=BINS)
+        counts, _ = np.histogram(episode.custom_data["cart_x"], bins=BINS)
         metrics_logger.log_dict(
             {f"bin_{i}": int(c) for i, c in enumerate(counts)}, key="cart_heatmap", reduce="sum", clear_on_reduce=True
         )
-        distances = np.abs(positions - positions[0])
-        metrics_logger.log_value("cart_max_distance_travelled", float(distances.max()), reduce="max", window=10)
-        metrics_logger.log_value("cart_mean_distance_travelled", float(distances.mean()), reduce="mean", window=10)
-        metrics_logger.log_value("cart_lifetime_distance_travelled", float(distances.sum()), reduce="sum")
-        metrics_logger.log_value("episode_lengths", len(episode), reduce=None, window=20, percentiles=[50, 90])
+        dist_travelled = float(np.max(episode.custom_data["dist_travelled"]))
+        metrics_logger.log_value(
+            "cart_max_dist_travelled",
+            dist_travelled,
+            reduce=None,
+            window=100,
+            percentiles=[75, 95, 99],
+            clear_on_reduce=True,
+        )
+        metrics_logger.log_value("cart_mean_dist_travelled", dist_travelled, reduce="mean", window=200)
+        metrics_logger.log_value(
+            "pole_angle", float(abs(episode.get_observations(-1)[2])), reduce="mean", ema_coeff=0.01
+        )
+
+    def on_train_result(self, *, result: dict[str, Any], **kwargs: Any) -> None:
+        percentiles = {k: v for k, v in result.items() if k.startswith("env_runners/cart_max_dist_travelled/")}
+        print("Max distance travelled per episode (percentiles) for this training iteration: ", percentiles)
 
 
 def _train(algo: Algorithm, iterations: int) -> list[dict[str, Any]]:
-    keys = ("cart_", "pole_angle", "episode_lengths", "training_iteration")
+    keys = ("cart_", "pole_angle", "training_iteration")
     return [
         {k: v for k, v in algo.train().items() if any(key in k for key in keys) and "timers" not in k}
         for _ in range(iterations)

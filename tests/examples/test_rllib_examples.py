@@ -217,8 +217,9 @@ def run_custom_metrics_in_env_runners(tmp_path: Path) -> None:
     out = load("custom_metrics_in_env_runners").main(iterations=2, checkpoint_dir=str(tmp_path / "ckpt"))
     last = out["last_result"]
     assert sum(last[f"env_runners/cart_heatmap/bin_{i}"] for i in range(8)) > 0
-    assert last["env_runners/cart_lifetime_distance_travelled"] > 0 and 0 < last["env_runners/pole_angle"] < 0.21
-    assert last["env_runners/episode_lengths/50"] <= last["env_runners/episode_lengths/90"]
+    assert last["env_runners/cart_mean_dist_travelled"] > 0 and 0 < last["env_runners/pole_angle"] < 0.3
+    pct = [last[f"env_runners/cart_max_dist_travelled/{p}"] for p in (75, 95, 99)]
+    assert 0 < pct[0] <= pct[1] <= pct[2]
     # The episodes in flight at the save kept their custom_data: the restored run logs the same numbers.
     assert out["exact"], (out["went_on"], out["resumed"])
 

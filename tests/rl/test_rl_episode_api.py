@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from rl_helpers import small_config
@@ -14,7 +15,7 @@ import cairn.rl.env.games
 from cairn.rl import PPO, PPOConfig
 from cairn.rl.callbacks.callbacks import RLlibCallback
 from cairn.rl.env.env_runner import EnvRunner
-from cairn.rl.env.episodes import SingleAgentEpisode
+from cairn.rl.env.episodes import EpisodeTracker, SingleAgentEpisode
 from cairn.testing import assert_states_equal
 from callback_helpers import LongEpisodes
 from episode_callbacks_helpers import AgentCustomData, BadCustomData, PoleAngles
@@ -145,6 +146,8 @@ def test_a_checkpoint_without_episode_data_starts_episode_objects_from_the_resto
         assert runner.episode_tracker is not None
         assert all(len(e) == 0 and e.custom_data == {} for e in runner.episode_tracker.episodes)
         assert np.array_equal(runner.episode_tracker.episodes[0].get_observations(0), runner._obs[0])
+        runner.sample()  # on_episode_start fires for the new episode objects first: PoleAngles' steps find their list
+        assert all(len(e.custom_data["angles"]) == len(e) + 1 for e in runner.episode_tracker.episodes)
     finally:
         runner.close()
 
@@ -185,3 +188,56 @@ def test_multi_agent_episodes_keep_custom_data_across_a_checkpoint(tmp_path: Pat
         assert _results(resumed, 2) == expected
     finally:
         resumed.stop()
+
+
+class DictCorridor(gym.Env[dict[str, Any], int]):
+    """A corridor with a Dict observation (position and a goal id): episodes of 3 steps."""
+
+    observation_space = gym.spaces.Dict({"pos": gym.spaces.Box(0.0, 10.0, (1,)), "goal": gym.spaces.Discrete(3)})
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        self.pos = 0.0
+        return {"pos": np.array([self.pos], np.float32), "goal": 2}, {"start": True}
+
+    def step(self, action: int) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        self.pos += 1.0
+        return (
+            {"pos": np.array([self.pos], np.float32), "goal": 2},
+            float(action),
+            self.pos >= 3,
+            False,
+            {"at": self.pos},
+        )
+
+
+def test_episode_objects_of_a_dict_observation_env_round_trip() -> None:
+    envs = gym.vector.SyncVectorEnv([DictCorridor] * 2, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    obs, infos = envs.reset(seed=0)
+    tracker = EpisodeTracker(0, ["default_agent"] * 2, ["default_policy"] * 2, obs, infos)
+    ended = []
+    for t in range(5):
+        actions = np.array([t % 2, 1])
+        obs, rewards, terms, truncs, infos = envs.step(actions)
+        tracker.step(obs, actions, rewards, terms, truncs, infos)
+        for slot in np.flatnonzero(terms | truncs):
+            ended.append(tracker.episodes[slot])
+            tracker.begin_next(int(slot))
+    first = ended[0]
+    assert [o["pos"][0] for o in first.get_observations()] == [0.0, 1.0, 2.0, 3.0]
+    assert first.get_infos()[0] == {"start": True} and [i["at"] for i in first.get_infos()[1:]] == [1.0, 2.0, 3.0]
+    assert first.get_actions() == [0, 1, 0] and first.get_rewards() == [0.0, 1.0, 0.0] and first.is_terminated
+    restored = EpisodeTracker(0, ["default_agent"] * 2, ["default_policy"] * 2, obs, infos)
+    restored.set_state(tracker.get_state())
+    for mine, back in zip(tracker.episodes, restored.episodes, strict=True):
+        assert (back.id_, len(back), back.get_rewards(), back.get_actions()) == (
+            mine.id_,
+            len(mine),
+            mine.get_rewards(),
+            mine.get_actions(),
+        )
+        assert all(
+            np.array_equal(a["pos"], b["pos"]) and a["goal"] == b["goal"]
+            for a, b in zip(mine.get_observations(), back.get_observations(), strict=True)
+        )

@@ -731,11 +731,13 @@ class EnvRunner(Checkpointable):
 
     def _set_episode_api_state(self, state: Mapping[str, Any] | None) -> None:
         """Take the episodes in flight of a checkpoint; one saved without them starts episode objects
-        from the restored observations (their earlier history and custom_data were never recorded)."""
+        from the restored observations (their earlier history and custom_data were never recorded),
+        and the next sample() calls on_episode_start for them, so that a callback sees every episode start."""
         if self.episode_tracker is None:
             return
         if state is None:
             self.episode_tracker = self._new_episode_tracker({})
+            self._episodes_started = False
             return
         try:
             self.episode_tracker.set_state(state)

@@ -48,6 +48,7 @@ __all__ = [
     "agent_episodes_state",
     "check_episode_data",
     "slot_info",
+    "slot_value",
 ]
 
 Indices = int | slice | Sequence[int] | None
@@ -103,6 +104,15 @@ def slot_info(infos: Mapping[str, Any], slot: int) -> dict[str, Any]:
             value = values[slot]
             out[key] = value.item() if isinstance(value, np.generic) else value
     return out
+
+
+def slot_value(batch: Any, slot: int) -> Any:
+    """Sub-environment ``slot``'s row of a batched observation, copied (Dict and Tuple spaces batch per key/item)."""
+    if isinstance(batch, Mapping):
+        return {key: slot_value(value, slot) for key, value in batch.items()}
+    if isinstance(batch, tuple):
+        return tuple(slot_value(value, slot) for value in batch)
+    return copy.deepcopy(batch[slot])
 
 
 class SingleAgentEpisode:
@@ -268,11 +278,8 @@ class SingleAgentEpisode:
             "temporary": copy.deepcopy(self._temporary),
         }
         if self.keep_history:
-            # One array each (not one per step): a checkpoint's tensors stay few.
-            state["observations"] = np.stack([np.asarray(o) for o in self._observations])
-            state["actions"] = (
-                np.stack([np.asarray(a) for a in self._actions]) if self._actions else np.zeros((0,), np.float32)
-            )
+            state["observations"] = _stacked(self._observations, where=f"{where}: observations")
+            state["actions"] = _stacked(self._actions, where=f"{where}: actions")
         return state
 
     @classmethod
@@ -297,10 +304,9 @@ class SingleAgentEpisode:
             episode._length = int(state["length"])
             episode._temporary = {str(k): list(v) for k, v in dict(state["temporary"]).items()}
             if episode.keep_history:
-                observations: npt.NDArray[Any] = np.asarray(state["observations"])
-                actions: npt.NDArray[Any] = np.asarray(state["actions"])
-                episode._observations = [np.array(o, copy=True) for o in observations]
-                episode._actions = [a.item() if a.ndim == 0 else np.array(a, copy=True) for a in actions]
+                episode._observations = _unstacked(state["observations"])
+                episode._actions = [a.item() if isinstance(a, np.ndarray) and a.ndim == 0 else a
+                                    for a in _unstacked(state["actions"])]  # fmt: skip
                 episode._rewards = [float(r) for r in state["rewards"]]
                 episode._infos = [dict(i) for i in state["infos"]]
                 if not (
@@ -311,6 +317,24 @@ class SingleAgentEpisode:
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"not an episode's state ({type(err).__name__}: {err})") from err
         return episode
+
+
+def _stacked(items: list[Any], *, where: str) -> Any:
+    """Arrays of one shape as one array (a checkpoint's tensors stay few); other values (Dict spaces) as a list."""
+    if items and all(isinstance(i, np.ndarray | np.generic | int | float) for i in items):
+        arrays = [np.asarray(i) for i in items]
+        if len({(a.shape, a.dtype) for a in arrays}) == 1:
+            return {"stacked": np.stack(arrays)}
+    check_episode_data(items, where=where)
+    return {"items": copy.deepcopy(items)}
+
+
+def _unstacked(record: Any) -> list[Any]:
+    if not isinstance(record, Mapping) or len(record) != 1:
+        raise ValueError("expected {'stacked': array} or {'items': [...]}")
+    if "stacked" in record:
+        return [np.array(row, copy=True) for row in np.asarray(record["stacked"])]
+    return list(record["items"])
 
 
 class EpisodeTracker:
@@ -328,7 +352,7 @@ class EpisodeTracker:
         worker_index: int,
         slot_agents: Sequence[str],
         slot_modules: Sequence[str],
-        observations: npt.NDArray[Any],
+        observations: Any,
         infos: Mapping[str, Any] | None = None,
     ) -> None:
         self.worker_index = worker_index
@@ -336,7 +360,9 @@ class EpisodeTracker:
         self.slot_modules = list(slot_modules)
         self.numbers = [0] * len(self.slot_agents)
         self._next: list[tuple[Any, dict[str, Any]] | None] = [None] * len(self.slot_agents)
-        self.episodes = [self._new(slot, observations[slot], slot_info(infos or {}, slot)) for slot in self.slots]
+        self.episodes = [
+            self._new(slot, slot_value(observations, slot), slot_info(infos or {}, slot)) for slot in self.slots
+        ]
 
     @property
     def slots(self) -> range:
@@ -349,13 +375,13 @@ class EpisodeTracker:
             env_index=slot,
             agent_id=self.slot_agents[slot],
             module_id=self.slot_modules[slot],
-            observation=np.array(observation, copy=True),
+            observation=observation,
             info=info,
         )
 
     def step(
         self,
-        next_obs: npt.NDArray[Any],
+        next_obs: Any,
         actions: npt.NDArray[Any],
         rewards: npt.NDArray[Any],
         terminateds: npt.NDArray[np.bool_],
@@ -369,13 +395,12 @@ class EpisodeTracker:
             action = actions[slot]
             action = action.item() if np.ndim(action) == 0 else np.array(action, copy=True)
             if terminateds[slot] or truncateds[slot]:
-                episode.add_step(
-                    np.array(infos["final_obs"][slot], copy=True), action, rewards[slot], slot_info(final_infos, slot)
-                )
+                final_obs = copy.deepcopy(infos["final_obs"][slot])
+                episode.add_step(final_obs, action, rewards[slot], slot_info(final_infos, slot))
                 episode.is_terminated, episode.is_truncated = bool(terminateds[slot]), bool(truncateds[slot])
-                self._next[slot] = (np.array(next_obs[slot], copy=True), slot_info(infos, slot))
+                self._next[slot] = (slot_value(next_obs, slot), slot_info(infos, slot))
             else:
-                episode.add_step(np.array(next_obs[slot], copy=True), action, rewards[slot], slot_info(infos, slot))
+                episode.add_step(slot_value(next_obs, slot), action, rewards[slot], slot_info(infos, slot))
 
     def begin_next(self, slot: int) -> SingleAgentEpisode:
         """Start the episode that follows the one that ended in ``slot`` (after its ``on_episode_end``)."""
