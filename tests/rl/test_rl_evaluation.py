@@ -124,6 +124,8 @@ def test_evaluation_settings_are_checked_before_anything_changes() -> None:
         ({"evaluation_interval": 2, "evaluation_config": {"train_batch_size": 64}}, "do not train"),
         ({"evaluation_config": {"explore": "no"}}, "explore must be True or False"),
         ({"evaluation_duration_unit": "hours"}, "'episodes' or 'timesteps'"),
+        ({"evaluation_config": {"num_env_runners": 2}}, "cannot change"),
+        ({"evaluation_config": {"model_config": {"fcnet_hiddens": [4]}}}, "cannot change"),
     ):
         with pytest.raises(ValueError, match=match):
             config.evaluation(**settings)
