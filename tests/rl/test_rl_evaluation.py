@@ -124,6 +124,8 @@ def test_evaluation_settings_are_checked_before_anything_changes() -> None:
         ({"evaluation_interval": 2, "evaluation_config": {"train_batch_size": 64}}, "do not train"),
         ({"evaluation_config": {"explore": "no"}}, "explore must be True or False"),
         ({"evaluation_duration_unit": "hours"}, "'episodes' or 'timesteps'"),
+        ({"evaluation_config": {"num_env_runners": 2}}, "cannot change"),
+        ({"evaluation_config": {"model_config": {"fcnet_hiddens": [4]}}}, "cannot change"),
     ):
         with pytest.raises(ValueError, match=match):
             config.evaluation(**settings)
@@ -162,3 +164,29 @@ def test_modules_added_and_removed_while_evaluating() -> None:
         assert algo.evaluate()[ENV_RUNNER_RESULTS][NUM_EPISODES] == 2
     finally:
         algo.stop()
+
+
+def test_dqn_with_greedy_evaluation_resumes_exactly(tmp_path: Path) -> None:
+    from cairn.rl import DQN, DQNConfig
+
+    config = DQNConfig(
+        env="CartPole-v1", rollout_length=8, num_envs_per_env_runner=1, model_config={"hidden_sizes": [8]}
+    ).evaluation(
+        evaluation_interval=1,
+        evaluation_duration=16,
+        evaluation_duration_unit="timesteps",
+        evaluation_config={"explore": False},
+    )
+    straight = DQN(config)
+    try:
+        straight.train()
+        path = straight.save_to_path(tmp_path / "mid")
+        expected = [straight.train().flatten(wall_clock=False) for _ in range(2)]
+    finally:
+        straight.stop()
+    assert expected[-1]["evaluation/env_runners/num_env_steps_sampled"] == 16
+    resumed = DQN.from_checkpoint(path)
+    try:
+        assert [resumed.train().flatten(wall_clock=False) for _ in range(2)] == expected
+    finally:
+        resumed.stop()

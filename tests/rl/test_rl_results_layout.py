@@ -104,7 +104,7 @@ def test_old_flat_names_paths_and_serialisation() -> None:
     assert legacy["learner/default_policy/lr"] == flat["learners/default_policy/lr"]
     # A plain dict for JSON, deepcopy and pickling (Ray, Tune).
     assert json.loads(json.dumps(result)) == json.loads(json.dumps(dict(result)))
-    for twin in (copy.deepcopy(result), pickle.loads(pickle.dumps(result))):
+    for twin in (copy.deepcopy(result), pickle.loads(pickle.dumps(result)), result.copy()):
         assert (
             isinstance(twin, ResultDict)
             and twin == result
@@ -194,3 +194,22 @@ def test_get_trainable_cls_names_cairns_algorithms() -> None:
     assert get_trainable_cls("PPO").get_default_config() == PPOConfig()
     with pytest.raises(ValueError, match="No algorithm 'APPO'"):
         get_trainable_cls("APPO")
+
+
+def test_logged_rows_carry_new_and_old_names_and_plot_them_once() -> None:
+    from cairn.cli.metrics_log import jsonable
+    from cairn.cli.plot import build_panels
+
+    algo = tiny(
+        env="multi:CartPole-v1", num_agents=2, policies=("p0", "p1"), policy_mapping={"agent_0": "p0", "agent_1": "p1"}
+    )
+    try:
+        rows = [jsonable(algo.train()) for _ in range(2)]
+    finally:
+        algo.stop()
+    row = rows[-1]
+    assert row["learners/p0/entropy"] == row["learner/p0/entropy"]
+    assert row["env_runners/episode_return_mean"] == row["episode_return_mean"]
+    assert "env_runners" not in row  # flat: no nested dicts in a metrics row
+    (panel,) = build_panels([rows], ["entropy"], required=1)
+    assert panel.modules == ["p0", "p1"]  # one curve per module, not one per name

@@ -84,7 +84,10 @@ def _curves(rows: list[dict[str, Any]], metric: str) -> dict[str, Points]:
     out: dict[str, Points] = {}
     for key in sorted(k for k in keys if k.endswith(suffix)):
         label = key[: -len(suffix)]
-        label = label.removeprefix("learner/").removeprefix("env_runner/")
+        # RLlib's sections (learners/p0) and cairn's deprecated flat names (learner/p0) of one
+        # module are one label: rows of this release carry both, with the same values.
+        for prefix in ("learners/", "learner/", "env_runners/", "env_runner/"):
+            label = label.removeprefix(prefix)
         out[label] = _series(rows, key)
     return out
 

@@ -34,6 +34,9 @@ __all__ = [
     "multi_env_mapping_fn_refusal",
 ]
 
+_SAME_FOR_EVALUATION = ("num_env_runners", "seed", "policies", "rl_module_spec", "model_config")
+"""Settings ``evaluation_config`` may not change (the evaluation runners take the learners' weights)."""
+
 DEFAULT_MODULE_ID = "default_policy"
 """The module id of a single-policy algorithm (RLlib's ``DEFAULT_MODULE_ID``)."""
 
@@ -459,6 +462,13 @@ class AlgorithmConfig(ConfigBuilders):
             raise ValueError(f"evaluation_config must be a dict of settings, got {type(self.evaluation_config)}.")
         names = {f.name for f in fields(self)}
         bad = sorted(str(k) for k in self.evaluation_config if k not in names or str(k).startswith("evaluation_"))
+        fixed = sorted(set(map(str, self.evaluation_config)) & set(_SAME_FOR_EVALUATION))
+        if fixed:
+            raise ValueError(
+                f"evaluation_config sets {fixed}, which the evaluation runners cannot change: they act with the "
+                "learners' modules (policies, rl_module_spec, model_config), run evaluation_num_env_runners runners "
+                "and derive their own seed. Set those outside evaluation_config."
+            )
         if bad:
             raise ValueError(
                 f"evaluation_config names {bad}, which are not settings an evaluation runner can differ in; "

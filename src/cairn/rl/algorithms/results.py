@@ -141,6 +141,10 @@ class ResultDict(dict[str, Any]):
         found = self._find(key)
         return default if found is _MISSING else found
 
+    def copy(self) -> ResultDict:
+        """A shallow copy that is a :class:`ResultDict` too (paths and old names keep working)."""
+        return ResultDict(self)
+
     def flatten(self, *, wall_clock: bool = True, aliases: bool = False) -> dict[str, Any]:
         """The values under ``"/"``-joined keys (``"env_runners/episode_return_mean"``), sorted.
 
