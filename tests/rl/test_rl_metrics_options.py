@@ -147,9 +147,7 @@ def test_state_round_trip_and_old_records_without_percentiles() -> None:
 
 def _results(algo: PPO, n: int) -> list[dict[str, Any]]:
     # perf/ and the log_time timers are wall-clock measurements: the rest must be equal bit for bit.
-    return [
-        {k: v for k, v in algo.train().flatten(wall_clock=False).items() if "timers/" not in k} for _ in range(n)
-    ]
+    return [{k: v for k, v in algo.train().flatten(wall_clock=False).items() if "timers/" not in k} for _ in range(n)]
 
 
 def test_every_option_continues_exactly_from_a_checkpoint(tmp_path: Path) -> None:

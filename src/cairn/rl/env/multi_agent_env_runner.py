@@ -213,9 +213,10 @@ class MultiAgentEnvRunner(EnvRunner):
             self._register_pipelines(module_id, env_spaces, to_module, to_env)
             specs[module_id] = replace(env_spec, observation_space=out)
         first = self.possible_agents[0]
-        first_module = next((m for m, listed in agents.items() if _holds(listed, first)), None)
-        if first_module in specs and self._module_env_spaces[first_module] == (observation_space, action_space):
-            self.observation_space = specs[first_module].observation_space
+        first_module = next((m for m, listed in agents.items() if _holds(listed, first) and m in specs), "")
+        first_out = specs[first_module].observation_space if first_module else None
+        if first_out is not None and self._module_env_spaces[first_module] == (observation_space, action_space):
+            self.observation_space = first_out
         else:  # the module side of the first agent's spaces, what Algorithm.add_module gives a spec without spaces
             self.observation_space = self._module_pipelines(config, (observation_space, action_space), [first])[2]
         return specs

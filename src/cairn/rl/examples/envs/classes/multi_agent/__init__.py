@@ -140,6 +140,7 @@ def _set_copies_state(env: MultiAgentSingleEnvCopies, state: Any) -> None:
         )
     for agent, copy_state in zip(env.possible_agents, copies, strict=True):
         set_env_state(env.envs[agent], copy_state)
+    assert isinstance(done, list) and isinstance(agents, list)  # checked above (indices is not None)
     env._done = {env.possible_agents[i] for i in done}
     env.agents = [env.possible_agents[i] for i in agents]
 
