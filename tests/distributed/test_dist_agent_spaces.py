@@ -15,7 +15,7 @@ from cairn.testing import assert_states_equal
 
 
 def _results(algo: PPO) -> dict[str, Any]:
-    return {k: v for k, v in algo.train().items() if not k.startswith("perf/")}
+    return dict(algo.train().flatten(wall_clock=False))
 
 
 def test_remote_runners_keep_int_ids_and_per_module_filters_through_a_checkpoint(
