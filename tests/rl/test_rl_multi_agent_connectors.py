@@ -132,3 +132,31 @@ def test_frame_stacking_alone_stacks_each_modules_own_space() -> None:
         assert batches["m0"]["obs"].shape[-1] == 6 and batches["m1"]["obs"].shape[-1] == 10
     finally:
         runner.close()
+
+
+def test_pettingzoo_rps_discrete_observations_train_with_flatten_observations_and_resume_exactly(
+    tmp_path: Path,
+) -> None:
+    """RLlib's rock_paper_scissors examples on PettingZoo's rps_v2: its Discrete(4) observations are one-hot
+    by FlattenObservations(multi_agent=True), so PPO's default module takes them (no custom module)."""
+    pytest.importorskip("pettingzoo")
+    from pettingzoo_games import RockPaperScissors
+
+    cfg = config(
+        functools.partial(FlattenObservations, multi_agent=True),
+        env=f"{RockPaperScissors.__module__}:RockPaperScissors",
+        env_config={"max_cycles": 5},
+        policies=("p0", "p1"),
+        policy_mapping={"player_0": "p0", "player_1": "p1"},
+    )
+    algo = PPO(cfg)
+    try:
+        assert algo.get_module("p0").observation_space == gym.spaces.Box(0.0, 1.0, (4,), np.float32)
+        train_results(algo, 1)
+        restored = PPO.from_checkpoint(algo.save_to_path(tmp_path / "rps"))
+        try:
+            assert train_results(algo, 1) == train_results(restored, 1)
+        finally:
+            restored.stop()
+    finally:
+        algo.stop()
