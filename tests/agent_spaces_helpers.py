@@ -11,6 +11,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from cairn.rl.connectors.env_to_module import FlattenObservations, FrameStackingEnvToModule
 from cairn.rl.env.env_state import register_env_state_handler
 from cairn.rl.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
 
@@ -61,3 +62,73 @@ class SpacesEnv(MultiAgentEnv):
 
 
 register_env_state_handler(SpacesEnv, lambda env: {"t": env.t}, lambda env, state: setattr(env, "t", int(state["t"])))
+
+
+class DictAndBoxEnv(MultiAgentEnv):
+    """Agent ``"d"`` sees a Dict (``pos``: Box(2,), ``mode``: Discrete(3)), agent ``"b"`` a Box(3,); both act each step.
+
+    Episodes are ``length`` steps (truncated); ``"d"`` is rewarded for picking the action that matches
+    ``mode`` parity, ``"b"`` for the sign of its first entry, so both modules have something to learn.
+    """
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        config = config or {}
+        self.length = int(config.get("length", 5))
+        self.possible_agents = ["d", "b"]
+        self.observation_spaces = {
+            "d": gym.spaces.Dict({"pos": gym.spaces.Box(-2.0, 2.0, (2,), np.float32), "mode": gym.spaces.Discrete(3)}),
+            "b": gym.spaces.Box(-5.0, 5.0, (3,), np.float32),
+        }
+        self.action_spaces = {"d": gym.spaces.Discrete(2), "b": gym.spaces.Discrete(2)}
+        self.agents = list(self.possible_agents)
+        self.t = 0
+        self.last: dict[str, Any] = {}
+
+    def _obs(self) -> dict[str, Any]:
+        rng = self.np_random
+        self.last = {
+            "d": {"mode": int(rng.integers(3)), "pos": rng.uniform(-2, 2, size=2).astype(np.float32)},
+            "b": rng.normal(size=3).astype(np.float32),
+        }
+        return {"d": dict(self.last["d"]), "b": self.last["b"].copy()}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[Any, Any], Any]:
+        gym.Env.reset(self, seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action_dict: dict[Any, Any]) -> tuple[dict[Any, Any], ...]:  # type: ignore[override]
+        self.t += 1
+        rewards = {
+            "d": float(int(action_dict["d"]) == self.last["d"]["mode"] % 2),
+            "b": float(int(action_dict["b"]) == int(self.last["b"][0] > 0)),
+        }
+        done = self.t >= self.length
+        return self._obs(), rewards, {ALL_AGENTS: False}, {"d": done, "b": done, ALL_AGENTS: done}, {}
+
+
+def _dict_and_box_state(env: DictAndBoxEnv) -> dict[str, Any]:
+    return {
+        "t": env.t,
+        "last_d_mode": env.last["d"]["mode"],
+        "last_d_pos": env.last["d"]["pos"],
+        "last_b": env.last["b"],
+    }
+
+
+def _set_dict_and_box_state(env: DictAndBoxEnv, state: dict[str, Any]) -> None:
+    env.t = int(state["t"])
+    pos = np.array(state["last_d_pos"], np.float32)
+    env.last = {"d": {"mode": int(state["last_d_mode"]), "pos": pos}, "b": np.array(state["last_b"], np.float32)}
+
+
+register_env_state_handler(DictAndBoxEnv, _dict_and_box_state, _set_dict_and_box_state)
+
+
+def flatten_d_and_stack(env: Any) -> list[Any]:
+    """RLlib's multi-agent pieces: flatten only agent ``"d"``'s observations, then stack 3 frames of every agent."""
+    return [
+        FlattenObservations(multi_agent=True, agent_ids=["d"]),
+        FrameStackingEnvToModule(num_frames=3, multi_agent=True),
+    ]

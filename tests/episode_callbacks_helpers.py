@@ -117,6 +117,22 @@ class AgentCustomData(RLlibCallback):
         metrics_logger.log_value(f"by_module/{episode.custom_data['module']}", 1, reduce="sum")
 
 
+class IntAgentIds(RLlibCallback):
+    """MultiAgentCartPole's int agent ids: custom_data keeps the id each hook saw; the end logs per agent."""
+
+    def on_episode_start(self, *, episode: Episode, **kwargs: Any) -> None:
+        episode.custom_data["ids"] = [episode.agent_id]
+
+    def on_episode_step(self, *, episode: Episode, **kwargs: Any) -> None:
+        episode.custom_data["ids"].append(episode.agent_id)
+
+    def on_episode_end(self, *, episode: Episode, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
+        ids = [*episode.custom_data["ids"], episode.agent_id]
+        kinds = sorted({type(agent).__name__ for agent in ids})
+        episode.custom_data["ended_with"] = kinds
+        metrics_logger.log_value(f"agent_{episode.agent_id}/{'_'.join(kinds)}", len(ids), reduce="sum")
+
+
 # ---------------------------------------------------------------------- metrics options
 
 

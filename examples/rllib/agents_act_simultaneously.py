@@ -14,9 +14,13 @@ Every line that differs from RLlib's, and why:
 * ``from ray.rllib.examples.envs.classes.multi_agent.rock_paper_scissors import RockPaperScissors``
   -> ``from cairn.rl.examples.envs.classes.multi_agent.rock_paper_scissors import RockPaperScissors``
   (it observes the opponent's last move one-hot, a ``Box``).
-* ``from ray.rllib.connectors.env_to_module.flatten_observations import FlattenObservations`` and
+* ``from ray.rllib.connectors.env_to_module.flatten_observations import FlattenObservations``
+  -> ``from cairn.rl.connectors.env_to_module import FlattenObservations``, and
   ``env_to_module_connector=(lambda env, spaces, device: FlattenObservations(multi_agent=True))``
-  dropped: cairn has no custom connectors; its env already one-hots the observation.
+  -> the module-level :func:`flatten_observations` (a config records factories by reference,
+  never a lambda). Each module's pipeline flattens its agents' observations; cairn's
+  ``RockPaperScissors`` already observes the opponent's last move one-hot (a ``Box``), which
+  flattening leaves as it is (RLlib's env observes a ``Discrete`` index, which it one-hots).
 * ``get_trainable_cls(args.algo).get_default_config()`` -> ``PPOConfig()``;
   ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment`` ->
   ``main(iterations, sheldon_cooper_mode)``.
@@ -33,12 +37,18 @@ from __future__ import annotations
 from typing import Any
 
 from cairn.rl.algorithms.ppo import PPOConfig
+from cairn.rl.connectors.env_to_module import FlattenObservations
 from cairn.rl.examples.envs.classes.multi_agent.rock_paper_scissors import RockPaperScissors
 
 
 def policy_mapping_fn(agent_id: str, episode: Any, **kw: Any) -> str:
     """Map agent "player1" to policy "player1" and agent "player2" to policy "player2"."""
     return agent_id
+
+
+def flatten_observations(env: Any, spaces: Any, device: Any) -> FlattenObservations:
+    """RLlib's ``lambda env, spaces, device: FlattenObservations(multi_agent=True)``."""
+    return FlattenObservations(multi_agent=True)
 
 
 def main(iterations: int = 2, sheldon_cooper_mode: bool = False) -> dict[str, Any]:
@@ -55,6 +65,9 @@ def main(iterations: int = 2, sheldon_cooper_mode: bool = False) -> dict[str, An
             # Map agent "player1" to policy "player1" and agent "player2" to policy
             # "player2".
             policy_mapping_fn=policy_mapping_fn,
+        )
+        .env_runners(
+            env_to_module_connector=flatten_observations,
         )
     )
 

@@ -117,7 +117,11 @@ class CartPositionCallback(RLlibCallback):
 def _train(algo: Algorithm, iterations: int) -> list[dict[str, Any]]:
     keys = ("cart_", "pole_angle", "training_iteration")
     return [
-        {k: v for k, v in algo.train().items() if any(key in k for key in keys) and "timers" not in k}
+        {
+            k: v
+            for k, v in algo.train().flatten(wall_clock=False).items()
+            if any(key in k for key in keys) and "timers" not in k
+        }
         for _ in range(iterations)
     ]
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 pytest.importorskip("ray", reason="Ray is not installed (pip install 'cairn-rl[ray]')")
 
-from agent_spaces_helpers import SpacesEnv
+from agent_spaces_helpers import DictAndBoxEnv, SpacesEnv, flatten_d_and_stack
 from cairn.rl import PPO, PPOConfig
 from cairn.testing import assert_states_equal
 
@@ -52,3 +53,35 @@ def test_remote_runners_keep_int_ids_and_per_module_filters_through_a_checkpoint
     assert_states_equal(algo.get_state(components="learner_group"), restored.get_state(components="learner_group"))
     restored.stop()
     algo.stop()
+
+
+def test_remote_runners_resume_their_own_per_agent_frame_stacks_of_a_dict_agent(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """Two Ray runners with FlattenObservations(agent_ids=["d"]) + frame stacking per module: each keeps the stacks of
+    its own (env copy, agent) rows with its environments, and a checkpoint taken mid-episode resumes bit for bit."""
+    config = PPOConfig(
+        env=f"{DictAndBoxEnv.__module__}:DictAndBoxEnv",
+        seed=6,
+        num_env_runners=2,
+        num_envs_per_env_runner=2,
+        rollout_length=8,  # episodes of 5 steps: the save falls mid-episode
+        minibatch_size=16,
+        num_epochs=1,
+        model_config={"hidden_sizes": [8]},
+        policies=("md", "mb"),
+        policy_mapping={"d": "md", "b": "mb"},
+    ).env_runners(env_to_module_connector=flatten_d_and_stack)
+    algo = PPO(config)
+    _results(algo)
+    restored = PPO.from_checkpoint(algo.save_to_path(tmp_path / "ckpt"))
+    try:
+        state = restored.get_state(components="env_runner")["env_runner"]
+        remote = [state["env"], *(other["env"] for other in state["other_env_runners"])]  # the two remote runners
+        stacks = [r["connectors"]["env_to_module_connector"]["md"]["FrameStackingEnvToModule"] for r in remote]
+        assert len(stacks) == 2 and not np.array_equal(stacks[0]["frames"], stacks[1]["frames"])
+        for _ in range(2):
+            assert _results(algo) == _results(restored)
+    finally:
+        restored.stop()
+        algo.stop()

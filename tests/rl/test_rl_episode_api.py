@@ -18,7 +18,7 @@ from cairn.rl.env.env_runner import EnvRunner
 from cairn.rl.env.episodes import EpisodeTracker, SingleAgentEpisode
 from cairn.testing import assert_states_equal
 from callback_helpers import LongEpisodes
-from episode_callbacks_helpers import AgentCustomData, BadCustomData, PoleAngles
+from episode_callbacks_helpers import AgentCustomData, BadCustomData, IntAgentIds, PoleAngles
 
 TINY = {"rollout_length": 24, "minibatch_size": 24, "num_epochs": 1, "model_config": {"hidden_sizes": [8]}}
 
@@ -241,3 +241,39 @@ def test_episode_objects_of_a_dict_observation_env_round_trip() -> None:
             np.array_equal(a["pos"], b["pos"]) and a["goal"] == b["goal"]
             for a, b in zip(mine.get_observations(), back.get_observations(), strict=True)
         )
+
+
+def _int_id_config() -> PPOConfig:
+    from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole
+
+    base = small_config(**TINY, num_envs_per_env_runner=2, seed=17, callbacks_class=IntAgentIds)
+    cfg = dataclasses.replace(base, policies=("p0", "p1"), policy_mapping={0: "p0", 1: "p1"})
+    return cfg.environment(MultiAgentCartPole, env_config={"num_agents": 2})
+
+
+def test_int_agent_ids_reach_the_hooks_as_ints_and_come_back_from_a_checkpoint_as_ints(tmp_path: Path) -> None:
+    """MultiAgentCartPole (agents 0, 1): every hook sees an int ``episode.agent_id``; a checkpoint taken
+    mid-episode keeps the ids and custom_data of the episodes in flight as ints, and the run goes on bit for bit."""
+    straight = PPO(_int_id_config())
+    try:
+        _results(straight, 1)
+        in_flight = {
+            k: (e.agent_id, list(e.custom_data["ids"])) for k, e in straight.env_runner._agent_episodes.items()
+        }
+        assert in_flight and all(type(agent) is int and key[1] == agent for key, (agent, _) in in_flight.items())
+        path = straight.save_to_path(tmp_path / "mid")
+        expected = _results(straight, 2)
+    finally:
+        straight.stop()
+    counted = [k for k in expected[-1] if k.startswith("env_runners/agent_")]
+    assert {k.rsplit("/", 1)[-1] for k in counted} == {"int"}  # no hook ever saw a str id
+    assert {"env_runners/agent_0/int", "env_runners/agent_1/int"} <= set(counted)
+    resumed = PPO.from_checkpoint(path)
+    try:
+        runner = resumed.env_runner
+        assert not runner.episodes_restarted
+        got = {k: (e.agent_id, list(e.custom_data["ids"])) for k, e in runner._agent_episodes.items()}
+        assert got == in_flight and all(type(k[1]) is int and type(a) is int for k, (a, _) in got.items())
+        assert _results(resumed, 2) == expected
+    finally:
+        resumed.stop()

@@ -68,7 +68,7 @@ def test_each_agent_episode_starts_once_and_ends_once_with_its_module() -> None:
 def test_lifetime_counts_of_a_multi_agent_run_continue_exactly_across_a_checkpoint(tmp_path: Any) -> None:
     straight = PPO(config())
     try:
-        expected = [straight.train() for _ in range(4)]
+        expected = [straight.train().flatten(wall_clock=False) for _ in range(4)]
     finally:
         straight.stop()
 
@@ -81,7 +81,7 @@ def test_lifetime_counts_of_a_multi_agent_run_continue_exactly_across_a_checkpoi
         first.stop()
     resumed = PPO.from_checkpoint(path)
     try:
-        got = [resumed.train() for _ in range(2)]
+        got = [resumed.train().flatten(wall_clock=False) for _ in range(2)]
     finally:
         resumed.stop()
     keys = [k for k in expected[-1].flatten() if k.startswith("env_runners/") or k == "num_env_steps_sampled_lifetime"]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -173,6 +174,49 @@ def test_a_remote_runner_starts_from_the_filter_next_to_a_heuristic(
         algo.stop()
 
 
+def map_int_agents(agent_id: Any, episode: Any) -> str:
+    """MultiAgentCartPole's int agent ``i`` -> module ``p<i>``."""
+    return f"p{agent_id}"
+
+
+def multi_agent_cartpole_config(**overrides: Any) -> Any:
+    from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole
+
+    base = small_config(seed=13, rollout_length=16, minibatch_size=16, num_epochs=1, **overrides)
+    return base.environment(MultiAgentCartPole, env_config={"num_agents": 2})
+
+
+def test_a_multi_agent_module_loaded_from_a_single_agent_checkpoint_starts_its_own_filter_from_it(
+    pretrained: tuple[Path, dict[str, Any], dict[str, Any]], tmp_path: Path
+) -> None:
+    """pretraining_single_agent_training_multi_agent's flow: p0 loads the single-agent module, so p0's own filter
+    (the multi-agent runner has one pipeline per module) starts from the pre-training's; p1 starts fresh. The new
+    run's own checkpoint then holds its filters and resumes bit for bit."""
+    root, filter_state, weights = pretrained
+    specs = {"p0": RLModuleSpec(load_state_path=str(root / MODULE_FOLDER)), "p1": RLModuleSpec()}
+    config = multi_agent_cartpole_config(
+        policies=("p0", "p1"), policy_mapping_fn=map_int_agents, rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs)
+    )
+    algo = PPO(config)
+    try:
+        assert_states_equal(algo.env_runner.env_to_module["p0"].get_state(), filter_state)
+        assert int(algo.env_runner.env_to_module["p1"]["MeanStdFilter"].count) == 0
+        assert_states_equal(algo.get_module("p0").get_state(), weights)
+        algo.train()
+        count = int(algo.env_runner.env_to_module["p0"]["MeanStdFilter"].count)
+        assert count > int(filter_state["MeanStdFilter"]["count"])
+        restored = PPO.from_checkpoint(algo.save_to_path(tmp_path / "ma"))
+        try:
+            assert algo.train().flatten(wall_clock=False) == restored.train().flatten(wall_clock=False)
+            assert_states_equal(
+                restored.env_runner.env_to_module.get_state(), algo.env_runner.env_to_module.get_state()
+            )
+        finally:
+            restored.stop()
+    finally:
+        algo.stop()
+
+
 def test_a_damaged_root_is_an_error_not_a_module_without_its_filter(
     pretrained: tuple[Path, dict[str, Any], dict[str, Any]], tmp_path: Path
 ) -> None:
@@ -187,3 +231,30 @@ def test_a_damaged_root_is_an_error_not_a_module_without_its_filter(
     (copy / "metadata.json").write_text("{}")
     with pytest.raises(CheckpointError):
         companion_root(str(copy / MODULE_FOLDER))
+
+
+def test_a_module_loaded_from_a_multi_agent_checkpoint_starts_from_its_source_modules_filter(tmp_path: Path) -> None:
+    """Multi-agent -> multi-agent: ``q1`` loads ``<root>/.../rl_module/p1`` and its filter starts from p1's folder
+    ``env_runner/env_to_module_connector/p1/`` (not p0's); a config without the filter is refused."""
+    source = PPO(multi_agent_cartpole_config(policies=("p0", "p1"), policy_mapping_fn=map_int_agents))
+    try:
+        source.train()
+        root = source.save_to_path(tmp_path / "source")
+        p1_filter = source.env_runner.env_to_module["p1"].get_state()
+        p0_filter = source.env_runner.env_to_module["p0"].get_state()
+    finally:
+        source.stop()
+    assert not np.array_equal(p1_filter["MeanStdFilter"]["mean"], p0_filter["MeanStdFilter"]["mean"])
+    path = f"{root}/learner_group/learner/rl_module/p1"
+    specs = {"p0": RLModuleSpec(), "p1": RLModuleSpec(load_state_path=path)}
+    config = multi_agent_cartpole_config(
+        policies=("p0", "p1"), policy_mapping_fn=map_int_agents, rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs)
+    )
+    algo = PPO(config)
+    try:
+        assert_states_equal(algo.env_runner.env_to_module["p1"].get_state(), p1_filter)
+        assert int(algo.env_runner.env_to_module["p0"]["MeanStdFilter"].count) == 0
+    finally:
+        algo.stop()
+    with pytest.raises(ValueError, match="load_pretrained_connectors = False"):
+        PPO(dataclasses.replace(config, observation_filter=None))

@@ -14,7 +14,7 @@ library). Remote env runners import the factories' modules first
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -23,6 +23,7 @@ from cairn.errors import IncompatibleCheckpointError
 from cairn.registry import framework_problem, loaded_module, resolve_class, resolve_function
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
+from cairn.rl.connectors.env_to_module.flatten_observations import FlattenObservations
 from cairn.rl.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
 from cairn.rl.connectors.learner.frame_stacking import FrameStackingLearner
 
@@ -130,6 +131,7 @@ def build_env_to_module(
     *,
     env: Any = None,
     multi_agent: bool = False,
+    agents: Sequence[Any] | None = None,
 ) -> tuple[ConnectorPipeline, gym.Space[Any]]:
     """The env-to-module pipeline of one observation/action space, and the space its output has.
 
@@ -144,13 +146,20 @@ def build_env_to_module(
         action_space: The matching action space.
         env: What the factory receives as ``env`` (the runner's vector env, or the multi-agent env).
         multi_agent: Whether the runner is multi-agent (given to the factory in ``spaces`` only).
+        agents: The agents whose rows the pipeline gets (a multi-agent runner's module's
+            agents); ``FlattenObservations(agent_ids=...)`` flattens only listed agents'
+            observations. ``None``: not known (single-agent runners).
 
     Raises:
         ValueError: An unknown observation filter, an observation space the filter or
-            cairn's array batches cannot take (Dict/Tuple without FlattenObservations).
+            cairn's array batches cannot take (Dict/Tuple without FlattenObservations),
+            a ``FlattenObservations(agent_ids=...)`` whose module serves listed and unlisted agents.
     """
     spaces = {"__env__": (observation_space, action_space), "__env_single__": (observation_space, action_space)}
     pieces = _pieces(config, "env_to_module_connector", (env,), (spaces, "cpu"))
+    for piece in pieces:
+        if isinstance(piece, FlattenObservations):
+            piece.serve_agents(agents)  # before its spaces: they depend on whether it flattens
     pipeline = ConnectorPipeline()
     out = _chain(pipeline, pieces, observation_space, action_space)
     name = config.observation_filter

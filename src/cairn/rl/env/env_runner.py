@@ -168,31 +168,11 @@ class EnvRunner(Checkpointable):
         spaces (``module_spaces``). Returns the runner's two seeds (the
         first seeds the environments, the second the action-sampling RNG).
         """
-        # The connector pipelines (the user's pieces, then the observation filter / action clipping);
-        # the modules are built for what the env-to-module pipeline outputs (stacked, flattened).
-        self.env_observation_space = observation_space
-        env = getattr(self, "env", None)
-        if not isinstance(env, gym.vector.VectorEnv) and (
-            config.env_to_module_connector is not None or config.module_to_env_connector is not None
-        ):
-            # The multi-agent runner does not pass slots/episode starts to its pipeline yet.
-            raise ValueError(
-                f"{type(self).__name__} does not run connector factories (env_to_module_connector / "
-                "module_to_env_connector) yet; they run on single-agent envs and 'multi:<id>' copies."
-            )
-        self.env_to_module, self.observation_space = build_env_to_module(
-            config, observation_space, action_space, env=env
-        )
-        self.action_space = action_space
-        self.module_to_env = build_module_to_env(config, observation_space, action_space, env=env)
-        check_learner_connector(config, self.env_to_module, self.observation_space, action_space)
-        self.module_specs: dict[str, RLModuleSpec] = build_module_specs(
-            config, self.observation_space, self.action_space, module_spaces=module_spaces
+        self.module_specs: dict[str, RLModuleSpec] = self._build_connectors(
+            config, observation_space, action_space, module_spaces=module_spaces
         )
         self.module = MultiRLModule(self.module_specs)
         self.module.eval()
-
-        restore_pretrained_connectors(self.env_to_module, config)  # load_state_path's observation filter
 
         seeds = np.random.SeedSequence([config.seed, 104729, self.worker_index]).generate_state(2)
         self._generator = torch.Generator().manual_seed(int(seeds[1]))
@@ -222,6 +202,34 @@ class EnvRunner(Checkpointable):
             overrides(self.callbacks, hook) for hook in ("on_episode_start", "on_episode_step", "on_episode_end")
         )
         return seeds
+
+    def _build_connectors(
+        self,
+        config: AlgorithmConfig,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        *,
+        module_spaces: Mapping[str, tuple[gym.Space[Any], gym.Space[Any]]] | None = None,
+    ) -> dict[str, RLModuleSpec]:
+        """Build the connector pipelines and return the modules' specs (for the pipelines' output space).
+
+        One pipeline pair for all slots: the user's pieces, then the observation filter /
+        action clipping; the modules are built for what the env-to-module pipeline outputs
+        (stacked, flattened), and the pipeline starts from the observation filter state of
+        the modules' ``load_state_path`` checkpoints. The multi-agent runner overrides this
+        with one pipeline pair per module.
+        """
+        self.env_observation_space = observation_space
+        env = getattr(self, "env", None)
+        self.env_to_module, self.observation_space = build_env_to_module(
+            config, observation_space, action_space, env=env, multi_agent=not isinstance(env, gym.vector.VectorEnv)
+        )
+        self.action_space = action_space
+        self.module_to_env = build_module_to_env(config, observation_space, action_space, env=env)
+        check_learner_connector(config, self.env_to_module, self.observation_space, action_space)
+        specs = build_module_specs(config, self.observation_space, self.action_space, module_spaces=module_spaces)
+        restore_pretrained_connectors(self.env_to_module, config)  # load_state_path's observation filter
+        return specs
 
     # ------------------------------------------------------------------ sampling
 

@@ -121,7 +121,8 @@ class SingleAgentEpisode:
     Attributes:
         id_: A unique id, stable across a checkpoint (``"<runner>-<env>-<number>"``).
         env_index: The sub-environment (slot) of the env runner it runs in.
-        agent_id: The agent (``"default_agent"`` for single-agent envs).
+        agent_id: The agent (``"default_agent"`` for single-agent envs), ``str`` or ``int`` as the env
+            gives it (RLlib's MultiAgentCartPole numbers agents ``0, 1, ...``); checkpoints keep its type.
         module_id: The module that acts for the agent.
         custom_data: What callbacks keep for the episode (RLlib's ``custom_data``); checkpointed.
         is_terminated: The environment terminated it.
@@ -133,7 +134,7 @@ class SingleAgentEpisode:
         id_: str,
         *,
         env_index: int,
-        agent_id: str,
+        agent_id: str | int,
         module_id: str,
         observation: Any = None,
         info: Mapping[str, Any] | None = None,
@@ -290,10 +291,13 @@ class SingleAgentEpisode:
             ValueError: ``state`` is not an episode's state.
         """
         try:
+            agent_id = state["agent_id"]
+            if isinstance(agent_id, bool) or not isinstance(agent_id, str | int):
+                raise ValueError(f"agent id {agent_id!r:.40} is no str or int")
             episode = cls(
                 str(state["id"]),
                 env_index=int(state["env_index"]),
-                agent_id=state["agent_id"],
+                agent_id=agent_id,
                 module_id=str(state["module_id"]),
                 keep_history=bool(state["keep_history"]),
             )

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from cairn import Checkpointable
+from cairn.errors import IncompatibleCheckpointError
 from cairn.rl.connectors.connectors import Connector, ConnectorPipeline
 from cairn.rl.utils._util import Names, check_component_name
 
@@ -139,6 +140,23 @@ class ModulePipelines(Checkpointable):
         for module_id, pipeline in self.pipelines.items():
             if module_id in state:
                 pipeline.set_synced_states(state[module_id])
+
+    def get_runner_local_states(self) -> dict[str, Any]:
+        """Module id -> its pipeline's runner-local states (frame stacks of episodes in flight), modules with some."""
+        states = {m: p.get_runner_local_states() for m, p in self.pipelines.items()}
+        return {module_id: state for module_id, state in states.items() if state}
+
+    def set_runner_local_states(self, states: Mapping[str, Any]) -> None:
+        """Load :meth:`get_runner_local_states`; modules this runner does not have are skipped.
+
+        Raises:
+            IncompatibleCheckpointError: ``states`` is no dict.
+        """
+        if not isinstance(states, Mapping):
+            raise IncompatibleCheckpointError(f"Runner-local connector states must be a dict, got {type(states)}.")
+        for module_id, pipeline in self.pipelines.items():
+            if module_id in states:
+                pipeline.set_runner_local_states(states[module_id])
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``(({module id: [(class, kwargs), ...]},), {})``."""

@@ -37,7 +37,8 @@ handler, the checkpoint says that episodes restart on restore.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -45,8 +46,11 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from cairn.errors import IncompatibleCheckpointError
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
-from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
+from cairn.rl.connectors.build import build_env_to_module, build_module_to_env, check_learner_connector
+from cairn.rl.connectors.connectors import ConnectorPipeline
+from cairn.rl.connectors.nested import stack_rows, to_state
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner, ModuleRemoval, SampleBatch
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
@@ -59,12 +63,14 @@ from cairn.rl.env.multi_agent_env import (
     EpisodeInfo,
     MultiAgentEnv,
     Spaces,
+    build_module_specs,
     check_agent_ids,
     infer_module_spaces,
     make_multi_agent_env,
     resolve_policy_mapping_fn,
     space_mismatch,
 )
+from cairn.rl.env.pretrained_connectors import restore_module_pretrained_connectors
 
 __all__ = ["MultiAgentEnvRunner"]
 
@@ -133,12 +139,14 @@ class MultiAgentEnvRunner(EnvRunner):
         self._mapping_fn = self._resolve_mapping(config)
         module_spaces = infer_module_spaces(config, self._agent_spaces, self._mapping_fn)
         observation_space, action_space = self._agent_spaces[self.possible_agents[0]]
+        # Stable connector row ids of (env copy, agent) pairs (frame stacks are kept per row).
+        self._agent_numbers: dict[tuple[type, AgentID], int] = {
+            (type(agent), agent): i for i, agent in enumerate(self.possible_agents)
+        }
+        self._extra_agents: list[AgentID] = []  # agents outside possible_agents, numbered as they appear
+        self._force_starts: set[tuple[int, AgentID]] = set()
+        """(env copy, agent) rows whose next observation starts their connectors' histories afresh."""
         seeds = self._init_sampling(config, observation_space, action_space, module_spaces=module_spaces)
-        self.env_to_module = ModulePipelines()
-        self.module_to_env = ModulePipelines()
-        for module_id, (to_module, to_env) in self._build_module_pipelines(config, self.module_specs).items():
-            self.env_to_module.add(module_id, to_module)
-            self.module_to_env.add(module_id, to_env)
         self._multi_agent = True
         self.policy_mapping = self._static_mapping()
         """Agent id -> module id for every episode when no ``policy_mapping_fn`` decides per
@@ -171,40 +179,90 @@ class MultiAgentEnvRunner(EnvRunner):
             spaces = self._agent_spaces[agent] = (first.get_observation_space(agent), first.get_action_space(agent))
         return spaces
 
-    def _build_module_pipelines(
-        self, config: AlgorithmConfig, specs: Mapping[str, RLModuleSpec]
-    ) -> dict[str, tuple[ConnectorPipeline, ConnectorPipeline]]:
-        """Module id -> (``env_to_module``, ``module_to_env``) pipeline of each module of ``specs``.
+    def _build_connectors(
+        self,
+        config: AlgorithmConfig,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        *,
+        module_spaces: Mapping[str, Spaces] | None = None,
+    ) -> dict[str, RLModuleSpec]:
+        """One ``env_to_module`` / ``module_to_env`` pipeline pair per module; the specs of their output spaces.
 
-        The one place the multi-agent runner builds connectors, from each
-        module's own spaces: the config's observation filter (of the module's
-        observation shape) and, for a ``Box`` action space, action clipping.
+        Each module's pipelines are built from the spaces of the agents mapped to it
+        (``module_spaces``; the first agent's, ``observation_space`` and ``action_space``,
+        for a module no agent reached; a module's RLModuleSpec spaces win) by the
+        connectors' builders: the config's factories (``FlattenObservations``,
+        ``FrameStackingEnvToModule``, your own pieces), then the observation filter and
+        action clipping. The module is built for its pipeline's output space, and its
+        pipeline starts from its ``load_state_path`` checkpoint's connector state.
         """
-        if config.observation_filter not in (None, "MeanStdFilter"):
-            raise ValueError(
-                f"observation_filter={config.observation_filter!r} is not one of ['MeanStdFilter'] or None."
-            )
-        pipelines: dict[str, tuple[ConnectorPipeline, ConnectorPipeline]] = {}
-        for module_id, spec in specs.items():
-            obs_space, act_space = spec.observation_space, spec.action_space
-            to_module: list[tuple[type[Connector], Mapping[str, Any]]] = []
-            if config.observation_filter is not None:
-                shape = list(getattr(obs_space, "shape", None) or ())
-                to_module.append((MeanStdFilter, {"shape": shape}))
-            to_env: list[tuple[type[Connector], Mapping[str, Any]]] = []
-            if isinstance(act_space, gym.spaces.Box):
-                to_env.append((ClipActions, {"low": act_space.low, "high": act_space.high}))
-            pipelines[module_id] = (ConnectorPipeline(to_module), ConnectorPipeline(to_env))
-        return pipelines
+        env_specs = build_module_specs(config, observation_space, action_space, module_spaces=module_spaces)
+        agents = self._module_agents(config, self._mapping_fn)
+        self.env_observation_space, self.action_space = observation_space, action_space
+        self.env_to_module = ModulePipelines()
+        self.module_to_env = ModulePipelines()
+        self._module_env_spaces: dict[str, Spaces] = {}
+        """Module id -> the (observation, action) spaces its agents give (its pipeline's input)."""
+        specs: dict[str, RLModuleSpec] = {}
+        for module_id, env_spec in env_specs.items():
+            assert env_spec.observation_space is not None and env_spec.action_space is not None
+            env_spaces = (env_spec.observation_space, env_spec.action_space)
+            to_module, to_env, out = self._module_pipelines(config, env_spaces, agents.get(module_id))
+            restore_module_pretrained_connectors(to_module, config, module_id)  # load_state_path's filter
+            self._register_pipelines(module_id, env_spaces, to_module, to_env)
+            specs[module_id] = replace(env_spec, observation_space=out)
+        first = self.possible_agents[0]
+        first_module = next((m for m, listed in agents.items() if _holds(listed, first) and m in specs), "")
+        first_out = specs[first_module].observation_space if first_module else None
+        if first_out is not None and self._module_env_spaces[first_module] == (observation_space, action_space):
+            self.observation_space = first_out
+        else:  # the module side of the first agent's spaces, what Algorithm.add_module gives a spec without spaces
+            self.observation_space = self._module_pipelines(config, (observation_space, action_space), [first])[2]
+        return specs
+
+    def _module_pipelines(
+        self, config: AlgorithmConfig, env_spaces: Spaces, agents: Sequence[AgentID] | None
+    ) -> tuple[ConnectorPipeline, ConnectorPipeline, gym.Space[Any]]:
+        """``(env_to_module, module_to_env, output space)`` for agents of ``env_spaces``; changes nothing."""
+        obs_space, act_space = env_spaces
+        env = self.envs[0]
+        to_module, out = build_env_to_module(config, obs_space, act_space, env=env, multi_agent=True, agents=agents)
+        to_env = build_module_to_env(config, obs_space, act_space, env=env, multi_agent=True)
+        check_learner_connector(config, to_module, out, act_space)
+        return to_module, to_env, out
+
+    def _register_pipelines(
+        self, module_id: str, env_spaces: Spaces, to_module: ConnectorPipeline, to_env: ConnectorPipeline
+    ) -> None:
+        self.env_to_module.add(module_id, to_module)
+        self.module_to_env.add(module_id, to_env)
+        self._module_env_spaces[module_id] = env_spaces
+
+    def _module_agents(
+        self, config: AlgorithmConfig, mapping_fn: Callable[[Any, EpisodeInfo], str]
+    ) -> dict[str, list[AgentID]]:
+        """Module id -> the possible agents the mapping sends to it in a dummy episode (as space inference does).
+
+        Only connector factories care (``FlattenObservations(agent_ids=...)``): without
+        them no mapping function is called (runs without connectors stay as they were).
+        """
+        if config.env_to_module_connector is None:
+            return {}
+        episode = EpisodeInfo(
+            id_="space-inference", seed=0, env_index=0, worker_index=0, module_ids=tuple(config.policies)
+        )
+        out: dict[str, list[AgentID]] = {}
+        for agent in self.possible_agents:
+            out.setdefault(str(mapping_fn(agent, episode)), []).append(agent)
+        return out
 
     def _check_spaces(self, agent: AgentID, module_id: str) -> None:
         """Refuse acting with ``module_id`` for an agent of other spaces (a mapping made per episode)."""
-        spec = self.module_specs[module_id]
+        # The spaces the module's agents give (its pipeline's input), not the module's own (flattened, stacked).
+        obs_space, act_space = self._module_env_spaces[module_id]
         agent_spaces = self._spaces_of(agent)
-        obs_space, act_space = spec.observation_space, spec.action_space
         if obs_space != agent_spaces[0] or act_space != agent_spaces[1]:
-            # The runner's specs are complete (built with spaces), so neither is None here.
-            assert obs_space is not None and act_space is not None
             raise ValueError(
                 f"env={self.config.env!r}, policy_mapping_fn={self.config.policy_mapping_fn!r}: "
                 + space_mismatch(agent, agent_spaces, None, module_id, (obs_space, act_space))
@@ -291,13 +349,45 @@ class MultiAgentEnvRunner(EnvRunner):
         Episodes in flight keep the mapping they have.
         """
         mapping_fn = self._resolve_mapping(config)
-        pipelines = self._build_module_pipelines(config, {module_id: spec})
+        env_spaces, (to_module, to_env, _) = self._pipelines_for_spec(config, module_id, spec, mapping_fn)
         super().add_module(module_id, spec, config=config)
-        to_module, to_env = pipelines[module_id]
-        self.env_to_module.add(module_id, to_module)
-        self.module_to_env.add(module_id, to_env)
+        self._register_pipelines(module_id, env_spaces, to_module, to_env)
         self._mapping_fn = mapping_fn
         self.policy_mapping = self._static_mapping()
+
+    def _pipelines_for_spec(
+        self,
+        config: AlgorithmConfig,
+        module_id: str,
+        spec: RLModuleSpec,
+        mapping_fn: Callable[[Any, EpisodeInfo], str],
+    ) -> tuple[Spaces, tuple[ConnectorPipeline, ConnectorPipeline, gym.Space[Any]]]:
+        """The agent-side spaces and pipelines of an added module whose (complete) spec gives its module-side spaces.
+
+        The spec's observation space is what the module takes (a flattened or stacked
+        one when the config has such connectors): the agent-side spaces are the first
+        of the agents' spaces (the first agent's first), then the spec's own, whose
+        pipeline outputs the spec's observation space.
+
+        Raises:
+            ValueError: No agent's spaces give the spec's spaces through the pipelines.
+        """
+        agents = self._module_agents(config, mapping_fn).get(module_id)
+        candidates: list[tuple[Any, Any]] = []
+        for pair in [*self._agent_spaces.values(), (spec.observation_space, spec.action_space)]:
+            if pair not in candidates:  # spaces are compared, not hashed
+                candidates.append(pair)
+        for obs_space, act_space in candidates:
+            if obs_space is None or act_space is None or act_space != spec.action_space:
+                continue
+            built = self._module_pipelines(config, (obs_space, act_space), agents)
+            if built[2] == spec.observation_space:
+                return (obs_space, act_space), built
+        raise ValueError(
+            f"Module {module_id!r}: its spec's spaces ({spec.observation_space}, {spec.action_space}) are no agent's "
+            f"spaces after the env_to_module connectors of env={self.config.env!r}. Give the spec the spaces its "
+            "agents' observations have after the connectors (leave them out for the first agent's)."
+        )
 
     def _plan_removal(self, module_id: str, config: AlgorithmConfig) -> ModuleRemoval:
         """Drop the inference copy of ``module_id`` at once, also while episodes that use it run.
@@ -344,6 +434,7 @@ class MultiAgentEnvRunner(EnvRunner):
         for (e, agent), new_module in removal.remapped.items():
             self._mappings[e][agent] = new_module
             self._pending[e].pop(agent, None)
+            self._force_starts.add((e, agent))  # the new module's connectors hold no history of this episode
         # Empty between sample() calls (trajectories live within one); the removed module's rows never reach _collect.
         self._open = {key: t for key, t in self._open.items() if t.module_id != module_id}
         self._closed = [t for t in self._closed if t.module_id != module_id]
@@ -370,8 +461,9 @@ class MultiAgentEnvRunner(EnvRunner):
             rows = [i for i, m in enumerate(modules) if m == module_id]
             if not rows:
                 continue
-            raw = np.stack([np.asarray(self._obs_dicts[acting[i][0]][acting[i][1]], dtype=np.float32) for i in rows])
-            filtered = self.env_to_module[module_id](raw, update=True)
+            raw = _stack_obs([self._obs_dicts[acting[i][0]][acting[i][1]] for i in rows])
+            context = self._connector_context([acting[i] for i in rows], explore=explore)
+            filtered = self.env_to_module[module_id](raw, update=True, column="obs", **context)
             if explore:
                 result = self.module[module_id].forward_exploration(
                     {"obs": torch.from_numpy(filtered)}, generator=self._generator
@@ -385,16 +477,56 @@ class MultiAgentEnvRunner(EnvRunner):
                 result = self.module[module_id].forward_inference({"obs": torch.from_numpy(filtered)})
                 logp = values = np.zeros(len(rows), dtype=np.float32)
             actions = result["actions"].numpy()
-            env_actions = self.module_to_env[module_id](actions, update=True)
+            context.pop("episode_starts")
+            env_actions = self.module_to_env[module_id](actions, update=True, column="actions", **context)
             for k, i in enumerate(rows):
                 out[i] = (filtered[k], np.asarray(actions[k]), float(logp[k]), float(values[k]), env_actions[k])
         return out
 
-    def _final_value(self, module_id: str, final_obs: Any) -> float:
+    def _connector_context(self, rows: Sequence[tuple[int, AgentID]], *, explore: bool) -> dict[str, Any]:
+        """What the connector pieces get besides the batch for ``rows`` (env copy, agent) acting now.
+
+        ``slots``: a stable id per (env copy, agent); ``episode_starts``: the agent's
+        observation begins its episode (it has not acted in it yet), so frame stacks
+        restart; ``agent_ids``: the rows' agents.
+        """
+        starts = np.array(
+            [agent not in self._agent_steps[e] or (e, agent) in self._force_starts for e, agent in rows],
+            dtype=np.bool_,
+        )
+        self._force_starts.difference_update(rows)
+        return {
+            "rl_module": self.module,
+            "explore": explore,
+            "slots": np.array([self._row_slot(e, agent) for e, agent in rows], dtype=np.int64),
+            "episode_starts": starts,
+            "agent_ids": [agent for _, agent in rows],
+        }
+
+    def _row_slot(self, env_index: int, agent: AgentID) -> int:
+        """The connectors' stable row id of ``agent`` in env copy ``env_index`` (the same after a restore)."""
+        key = (type(agent), agent)
+        number = self._agent_numbers.get(key)
+        if number is None:  # an agent outside possible_agents: numbered as it appears (kept in the env state)
+            number = self._agent_numbers[key] = len(self._agent_numbers)
+            self._extra_agents.append(agent)
+        return number * self.num_envs + env_index
+
+    def _final_value(self, module_id: str, env_index: int, agent: AgentID, final_obs: Any) -> float:
         if not owes_logp_and_values(self.config, module_id):
             return 0.0  # a module that is not trained owes no values (its rows are never trained)
-        raw = np.asarray(final_obs, dtype=np.float32)[None]
-        filtered = self.env_to_module[module_id](raw, update=False)
+        raw = _stack_obs([final_obs])
+        # The final observation continues the agent's stack (never an episode start); a look changes no state.
+        filtered = self.env_to_module[module_id](
+            raw,
+            update=False,
+            column="obs",
+            rl_module=self.module,
+            explore=bool(self.config.explore),
+            slots=np.array([self._row_slot(env_index, agent)], dtype=np.int64),
+            episode_starts=np.zeros(1, dtype=np.bool_),
+            agent_ids=[agent],
+        )
         with torch.no_grad():  # an RLlib-style compute_values keeps gradients for the learner
             return float(self.module[module_id].compute_values({"obs": torch.from_numpy(filtered)})[0])
 
@@ -443,7 +575,7 @@ class MultiAgentEnvRunner(EnvRunner):
             if agent in pending:
                 final_vf = 0.0
                 if truncated and agent in obs:
-                    final_vf = self._final_value(self._mappings[env_index][agent], obs[agent])
+                    final_vf = self._final_value(self._mappings[env_index][agent], env_index, agent, obs[agent])
                 self._complete(env_index, agent, terminated=terminated, truncated=truncated, final_vf=final_vf)
             if agent in self._agent_steps[env_index]:
                 self._agent_episode_hook("on_episode_end", env_index, agent, done=True)
@@ -592,7 +724,7 @@ class MultiAgentEnvRunner(EnvRunner):
             state["episodes"] = [
                 {
                     "number": self._episode_numbers[e],
-                    "obs": {agent: np.array(o, copy=True) for agent, o in self._obs_dicts[e].items()},
+                    "obs": {agent: to_state(o) for agent, o in self._obs_dicts[e].items()},
                     "mapping": dict(self._mappings[e]),
                     "pending": {
                         agent: {
@@ -610,6 +742,11 @@ class MultiAgentEnvRunner(EnvRunner):
                 for e in range(self.num_envs)
             ]
             state["episode_api"] = agent_episodes_state(self._agent_episodes)  # custom_data of episodes in flight
+            local = self._runner_local_connector_states()
+            if local:  # the connectors' part of the episodes in flight (frame stacks per row), this runner's own
+                state["connectors"] = local
+                state["extra_agents"] = list(self._extra_agents)
+                state["force_starts"] = [[e, agent] for e, agent in sorted(self._force_starts, key=repr)]
         return state
 
     def _set_env_state(self, env_state: Mapping[str, Any]) -> None:
@@ -631,13 +768,19 @@ class MultiAgentEnvRunner(EnvRunner):
         )
         if not fits:
             self.episodes_restarted = True
+            # Connector histories (frame stacks) restart with the runner's own episodes.
+            self._force_starts.update((e, agent) for e in range(self.num_envs) for agent in self._obs_dicts[e])
             return
+        # Agent ids come back as they were saved (an int stays an int: the codec keeps int keys).
+        obs_dicts = [
+            {agent: self._obs_from_state(agent, o) for agent, o in episode["obs"].items()} for episode in episodes
+        ]
+        self._set_connector_rows(env_state)
         for env, sub_state in zip(self.envs, sub_states, strict=True):
             set_env_state(env, sub_state)
         for e, episode in enumerate(episodes):
             self._episode_numbers[e] = int(episode["number"])
-            # Agent ids come back as they were saved (an int stays an int: the codec keeps int keys).
-            self._obs_dicts[e] = {agent: np.array(o, copy=True) for agent, o in episode["obs"].items()}
+            self._obs_dicts[e] = obs_dicts[e]
             self._mappings[e] = {agent: str(m) for agent, m in episode["mapping"].items()}
             self._pending[e] = {
                 agent: {
@@ -653,6 +796,46 @@ class MultiAgentEnvRunner(EnvRunner):
             self._agent_steps[e] = {agent: int(n) for agent, n in episode["steps"].items()}
         self._agent_episodes = agent_episodes_from_state(env_state.get("episode_api", []))
         self.episodes_restarted = False
+
+    def _obs_from_state(self, agent: AgentID, saved: Any) -> Any:
+        """An agent's saved observation in the layout its space has (a Dict observation is a dict again).
+
+        Raises:
+            IncompatibleCheckpointError: The saved observation does not have the layout of the agent's space.
+        """
+        space = self._spaces_of(agent)[0]
+        try:
+            return _from_space_state(space, saved)
+        except (KeyError, IndexError, TypeError) as err:
+            raise IncompatibleCheckpointError(
+                f"env_runner/env: the saved observation of agent {agent!r} does not fit its space {space} ({err!r}). "
+                "The checkpoint was taken on another environment, or was altered."
+            ) from err
+
+    def _set_connector_rows(self, env_state: Mapping[str, Any]) -> None:
+        """Take the saved runner-local connector states (frame stacks) and their row numbering."""
+        extra = env_state.get("extra_agents", [])
+        connectors = env_state.get("connectors", {})
+        starts = env_state.get("force_starts", [])
+        if not isinstance(extra, list) or not isinstance(connectors, Mapping) or not isinstance(starts, list):
+            raise IncompatibleCheckpointError(
+                "env_runner/env: 'extra_agents', 'connectors' or 'force_starts' is not what cairn's multi-agent env "
+                "runner saves. The checkpoint was altered."
+            )
+        try:
+            extra = check_agent_ids(extra, env=self.config.env)
+            force_starts = {(int(e), check_agent_ids([agent], env=self.config.env)[0]) for e, agent in starts}
+        except (TypeError, ValueError) as err:
+            raise IncompatibleCheckpointError(
+                f"env_runner/env: the connectors' agent rows are not what cairn's multi-agent env runner saves ({err})."
+            ) from err
+        self._agent_numbers = {(type(agent), agent): i for i, agent in enumerate(self.possible_agents)}
+        self._extra_agents = []
+        for agent in extra:
+            self._row_slot(0, agent)
+        self._force_starts = force_starts
+        self.env_to_module.set_runner_local_states(connectors.get("env_to_module_connector", {}))
+        self.module_to_env.set_runner_local_states(connectors.get("module_to_env_connector", {}))
 
     def close(self) -> None:
         """Close the environments."""
@@ -677,3 +860,30 @@ def _agent_keyed(episode: Mapping[str, Any], possible_agents: list[AgentID]) -> 
         if any(isinstance(agent, bool) or (type(agent), agent) not in known for agent in table):
             return False
     return True
+
+
+def _holds(agents: Sequence[AgentID], agent: AgentID) -> bool:
+    """Whether ``agent`` is one of ``agents``, types included (``1`` and ``"1"`` are two agents)."""
+    return any(type(a) is type(agent) and a == agent for a in agents)
+
+
+def _stack_obs(items: Sequence[Any]) -> Any:
+    """One batch of single agent observations: float32 rows, or gymnasium's batched dict/tuple layout."""
+    if isinstance(items[0], Mapping | tuple):
+        return stack_rows(items)
+    return np.stack([np.asarray(o, dtype=np.float32) for o in items])
+
+
+def _from_space_state(space: gym.Space[Any], saved: Any) -> Any:
+    """Rebuild :func:`~cairn.rl.connectors.nested.to_state` data of one observation of ``space``."""
+    if isinstance(space, gym.spaces.Dict):
+        if not isinstance(saved, Mapping):
+            raise TypeError(f"a dict for a Dict space, got {type(saved).__name__}")
+        return {key: _from_space_state(sub, saved[str(key)]) for key, sub in space.spaces.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        if not isinstance(saved, list | tuple) or len(saved) != len(space.spaces):
+            raise TypeError(f"a list of {len(space.spaces)} for a Tuple space")
+        return tuple(_from_space_state(sub, saved[i]) for i, sub in enumerate(space.spaces))
+    if isinstance(saved, Mapping | list | tuple):
+        raise TypeError(f"an array for {space}, got {type(saved).__name__}")
+    return np.array(saved, copy=True)

@@ -22,12 +22,17 @@ e.g. ``MeanStdFilter``) that the new config does not have, or the other way
 round, is refused with a ``ValueError`` before the algorithm is built; set the
 config's ``observation_filter`` as where the module was trained, or opt out with
 ``config.load_pretrained_connectors = False`` (the pipeline then starts fresh).
-One pipeline serves all modules (single-agent runners, and the multi-agent
-runner with one filter), so the modules of one config may load companions from
-one checkpoint only. After the algorithm's own first checkpoint, its connectors
-are its own state: its recorded config has no ``load_state_path``. A module added
-while training runs (``Algorithm.add_module`` with a ``load_state_path``) brings its
-weights only: the running pipeline is the algorithm's own.
+One pipeline serves all modules of a single-agent runner, so its modules may
+load companions from one checkpoint only. The multi-agent runner has one
+pipeline per module (:func:`restore_module_pretrained_connectors`): each module's
+pipeline starts from its own module's companion, which in a multi-agent
+checkpoint is the source module's folder
+``<root>/env_runner/env_to_module_connector/<source mid>/`` and in a single-agent
+one the whole ``<root>/env_runner/env_to_module_connector/``. After the algorithm's own first
+checkpoint, its connectors are its own state: its recorded config has no
+``load_state_path``. A module added while training runs (``Algorithm.add_module``
+with a ``load_state_path``) brings its weights only: the running pipeline is the
+algorithm's own.
 """
 
 from __future__ import annotations
@@ -41,7 +46,13 @@ from cairn.rl.connectors.connectors import ConnectorPipeline
 from cairn.rl.core.rl_module.multi_rl_module import load_state_paths
 from cairn.tools import inspect_checkpoint
 
-__all__ = ["MODULE_FOLDER", "PIPELINE_FOLDER", "companion_root", "restore_pretrained_connectors"]
+__all__ = [
+    "MODULE_FOLDER",
+    "PIPELINE_FOLDER",
+    "companion_root",
+    "restore_module_pretrained_connectors",
+    "restore_pretrained_connectors",
+]
 
 MODULE_FOLDER = "learner_group/learner/rl_module"
 """Where an algorithm checkpoint holds its modules (``<root>/<MODULE_FOLDER>/<module id>``)."""
@@ -143,3 +154,30 @@ def _companions(paths: Mapping[str, str], pipeline_folder: str) -> dict[str, tup
         if found is not None:
             out[module_id] = found
     return out
+
+
+def restore_module_pretrained_connectors(
+    pipeline: ConnectorPipeline, config: AlgorithmConfig, module_id: str
+) -> str | None:
+    """Start one module's own env_to_module ``pipeline`` (a multi-agent runner's) from its module's companion.
+
+    The module's ``load_state_path`` is ``<root>/learner_group/learner/rl_module/<source mid>``.
+    When ``<root>`` is a multi-agent checkpoint (its pipelines per module), the state is
+    that of ``<source mid>``'s pipeline (``env_runner/env_to_module_connector/<source mid>/``);
+    otherwise that of the single-agent checkpoint's one pipeline.
+
+    Returns:
+        The checkpoint root the state came from, or None when there is none to load.
+
+    Raises:
+        ValueError: The connectors of the source and of ``pipeline`` differ (see
+            :func:`restore_pretrained_connectors`); raised before ``pipeline`` changes.
+        cairn.CheckpointError: The companion's state is damaged or does not fit (its shape).
+    """
+    path = load_state_paths(config).get(module_id) if config.load_pretrained_connectors else None
+    if path is None:
+        return None
+    source = str(path).rstrip("/").rpartition("/")[2]
+    per_module = f"{PIPELINE_FOLDER}/{source}"
+    folder = per_module if companion_root(path, per_module) is not None else PIPELINE_FOLDER
+    return restore_pretrained_connectors(pipeline, config, [module_id], pipeline_folder=folder)

@@ -12,6 +12,10 @@ Agent ids are the ints ``0``, ``1``, ... as in RLlib (a mapping function gets th
 ``agent_id % 2`` works; checkpoints keep them ints). What differs from RLlib
 (docs/rllib_parity.md): each copy is seeded from the episode's seed (RLlib: every copy
 with the same seed), so that the agents do not play the same game.
+
+Their state is saved in checkpoints (a handler registered with
+:func:`~cairn.rl.env.env_state.register_env_state_handler`: each copy's state as cairn
+saves a gymnasium env, and which agents are done), so episodes in flight resume exactly.
 """
 
 from __future__ import annotations
@@ -21,6 +25,12 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
+from cairn.rl.env.env_state import (
+    env_state_mismatch,
+    get_env_state,
+    register_env_state_handler,
+    set_env_state,
+)
 from cairn.rl.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
 
 __all__ = ["MultiAgentCartPole", "MultiAgentPendulum", "MultiAgentSingleEnvCopies"]
@@ -100,3 +110,41 @@ class MultiAgentPendulum(MultiAgentSingleEnvCopies):
     """RLlib's ``MultiAgentPendulum``: one ``Pendulum-v1`` per agent."""
 
     ENV_ID = "Pendulum-v1"
+
+
+def _copies_state(env: MultiAgentSingleEnvCopies) -> dict[str, Any]:
+    """Each agent's copy (in ``possible_agents`` order), which agents are done, which act."""
+    return {
+        "copies": [get_env_state(env.envs[agent]) for agent in env.possible_agents],
+        "done": [env.possible_agents.index(agent) for agent in sorted(env._done)],
+        "agents": [env.possible_agents.index(agent) for agent in env.agents],
+    }
+
+
+def _set_copies_state(env: MultiAgentSingleEnvCopies, state: Any) -> None:
+    """Apply :func:`_copies_state`; refuses a state of another number or kind of copies before changing any."""
+    n = len(env.possible_agents)
+    copies = state.get("copies") if isinstance(state, dict) else None
+    done, agents = (state.get("done"), state.get("agents")) if isinstance(state, dict) else (None, None)
+    indices = [*(done or []), *(agents or [])] if isinstance(done, list) and isinstance(agents, list) else None
+    if (
+        not isinstance(copies, list)
+        or len(copies) != n
+        or indices is None
+        or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n for i in indices)
+        or any(env_state_mismatch(env.envs[a], c) is not None for a, c in zip(env.possible_agents, copies, strict=True))
+    ):
+        raise ValueError(
+            f"the saved state of {type(env).__qualname__} is not one of {n} copies of {env.ENV_ID} (written by "
+            "other code, another num_agents, or tampered with)."
+        )
+    for agent, copy_state in zip(env.possible_agents, copies, strict=True):
+        set_env_state(env.envs[agent], copy_state)
+    assert isinstance(done, list) and isinstance(agents, list)  # checked above (indices is not None)
+    env._done = {env.possible_agents[i] for i in done}
+    env.agents = [env.possible_agents[i] for i in agents]
+
+
+# Their copies are classic-control envs, whose state cairn saves (CartPole, Pendulum).
+register_env_state_handler(MultiAgentCartPole, _copies_state, _set_copies_state)
+register_env_state_handler(MultiAgentPendulum, _copies_state, _set_copies_state)
