@@ -158,3 +158,28 @@ class EveryMetricOption(RLlibCallback):
         metrics_logger.log_value("algo_ema", float(result["training_iteration"]), ema_coeff=0.5)
         with metrics_logger.log_time("timers/train_result", reduce="max"):
             pass
+
+
+def fn_evaluate_start(*, algorithm: Any, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
+    """on_evaluate_start as a function: counts evaluations in the algorithm's logger."""
+    metrics_logger.log_value("evaluations_started", 1, reduce="sum", clear_on_reduce=False)
+
+
+def fn_evaluate_end(*, algorithm: Any, evaluation_metrics: dict[str, Any], **kwargs: Any) -> None:
+    """on_evaluate_end as a function: adds an entry to the evaluation's results (RLlib lets the hook change them)."""
+    returns = evaluation_metrics["env_runners"]["episode_return_mean"]
+    evaluation_metrics["return_seen_by_hook"] = returns
+
+
+class EvaluationHooks(RLlibCallback):
+    """on_evaluate_start/end as class hooks: they run before the functions (RLlib's order)."""
+
+    order: list[str] = []
+
+    def on_evaluate_start(self, *, algorithm: Any, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
+        EvaluationHooks.order.append("class_start")
+
+    def on_evaluate_end(
+        self, *, algorithm: Any, metrics_logger: MetricsLogger, evaluation_metrics: dict[str, Any], **kwargs: Any
+    ) -> None:
+        EvaluationHooks.order.append("class_end")

@@ -106,8 +106,8 @@ def test_a_closure_and_a_framework_function_are_refused() -> None:
         PPOConfig(env="CartPole-v1", callbacks_on_episode_start=[closure])
     with pytest.raises(ValueError, match="package 'gymnasium'"):
         PPOConfig(env="CartPole-v1").callbacks(on_train_result=gym.make)
-    with pytest.raises(ValueError, match="cairn never calls on_evaluate_start"):
-        PPOConfig(env="CartPole-v1").callbacks(on_evaluate_start=helpers.fn_episode_end)
+    with pytest.raises(ValueError, match="cairn never calls on_environment_created"):
+        PPOConfig(env="CartPole-v1").callbacks(on_environment_created=helpers.fn_episode_end)
 
 
 def test_a_recorded_reference_is_resolved_without_importing() -> None:

@@ -190,3 +190,28 @@ def test_dqn_with_greedy_evaluation_resumes_exactly(tmp_path: Path) -> None:
         assert [resumed.train().flatten(wall_clock=False) for _ in range(2)] == expected
     finally:
         resumed.stop()
+
+
+def test_on_evaluate_start_and_end_run_as_class_hooks_then_functions() -> None:
+    """RLlib's evaluation hooks: start before, end after each evaluation, from train() and evaluate();
+    what on_evaluate_end adds to evaluation_metrics is in the returned results."""
+    from episode_callbacks_helpers import EvaluationHooks, fn_evaluate_end, fn_evaluate_start
+
+    EvaluationHooks.order.clear()
+    config = (
+        tiny_config(callbacks_class=EvaluationHooks)
+        .evaluation(evaluation_interval=1, evaluation_duration=2)
+        .callbacks(on_evaluate_start=fn_evaluate_start, on_evaluate_end=fn_evaluate_end)
+    )
+    assert config.callbacks_on_evaluate_start == ["episode_callbacks_helpers:fn_evaluate_start"]
+    algo = PPO(config)
+    try:
+        result = algo.train()
+        evaluation = result[EVALUATION_RESULTS]
+        assert evaluation["return_seen_by_hook"] == evaluation[ENV_RUNNER_RESULTS][EPISODE_RETURN_MEAN]
+        on_demand = algo.evaluate()
+        assert on_demand["return_seen_by_hook"] == on_demand[ENV_RUNNER_RESULTS][EPISODE_RETURN_MEAN]
+        assert EvaluationHooks.order == ["class_start", "class_end"] * 2
+        assert algo.metrics.peek("evaluations_started") == 2
+    finally:
+        algo.stop()

@@ -368,7 +368,7 @@ class Algorithm(Checkpointable, abc.ABC):
         flat["perf/iteration_time_s"] = elapsed
         flat["perf/env_steps_per_second"] = steps / elapsed if elapsed > 0 else float("nan")
         if evaluation is not None:
-            flat.update({f"{EVALUATION_RESULTS}/{ENV_RUNNER_RESULTS}/{k}": v for k, v in evaluation.items()})
+            flat.update({f"{EVALUATION_RESULTS}/{k}": v for k, v in evaluation.items()})
         results = nest_results(flat, single_agent_module=self._single_agent_module())
         self.callbacks.on_train_result(algorithm=self, metrics_logger=self.metrics, result=results)
         return results
@@ -404,16 +404,17 @@ class Algorithm(Checkpointable, abc.ABC):
         Raises:
             ValueError: The config asks for no evaluation runners.
         """
-        evaluation = self._run_evaluation()
-        return nest_results({f"{ENV_RUNNER_RESULTS}/{k}": v for k, v in evaluation.items()})
+        return nest_results(self._run_evaluation())
 
     def _run_evaluation(self) -> dict[str, Any]:
-        """One evaluation; its ``env_runners`` results, with what the evaluation runners' callbacks logged."""
+        """One evaluation: ``"env_runners/..."`` results (with what the evaluation runners' callbacks logged) and
+        what ``on_evaluate_end`` added, flattened with ``/``."""
         if self.eval_runners is None:
             raise ValueError(
                 "This algorithm has no evaluation runners: build it with config.evaluation(evaluation_interval=N) "
                 "(train() evaluates every N iterations) or evaluation_num_env_runners=M > 0, then call evaluate()."
             )
+        self.callbacks.on_evaluate_start(algorithm=self, metrics_logger=self.metrics)
         # The training runners' merged connector states (observation filter): evaluation normalises as training does.
         self.env_runner_group.sync_connector_states_to_local()
         evaluation = self.eval_runners.run(
@@ -424,7 +425,11 @@ class Algorithm(Checkpointable, abc.ABC):
         key = (EVALUATION_RESULTS, ENV_RUNNER_RESULTS)
         self.metrics.aggregate(self.eval_runners.pop_metrics(), key=key)
         logged = flatten_metrics(self.metrics.peek(key, default={}))
-        return {**logged, **flatten_metrics(evaluation)}
+        results = {**logged, **flatten_metrics(evaluation)}
+        # RLlib's hook sees the evaluation's results nested, as evaluate() returns them; what it adds is kept.
+        nested = nest_results({f"{ENV_RUNNER_RESULTS}/{k}": v for k, v in results.items()})
+        self.callbacks.on_evaluate_end(algorithm=self, metrics_logger=self.metrics, evaluation_metrics=nested)
+        return flatten_metrics(nested)
 
     def _sync_env_runners(self) -> None:
         """Spread the local runner's state and the learner's weights to the env runners."""

@@ -362,6 +362,10 @@ class AlgorithmConfig(ConfigBuilders):
     """Functions called as ``on_sample_end`` (in every env runner)."""
     callbacks_on_train_result: list[str] | None = None
     """Functions called as ``on_train_result``."""
+    callbacks_on_evaluate_start: list[str] | None = None
+    """Functions called as ``on_evaluate_start`` (before each evaluation, in the algorithm's process)."""
+    callbacks_on_evaluate_end: list[str] | None = None
+    """Functions called as ``on_evaluate_end`` (after each evaluation, with its ``evaluation_metrics``)."""
 
     # --- connectors (issue 27, part "connectors"): RLlib's connector factories, recorded by reference.
     env_to_module_connector: dict[str, Any] | None = None

@@ -119,6 +119,14 @@ class RLlibCallback:
     def on_checkpoint_loaded(self, *, algorithm: Any, **kwargs: Any) -> None:
         """The algorithm's state was restored (``restore_from_path``, ``from_checkpoint``)."""
 
+    def on_evaluate_start(self, *, algorithm: Any, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
+        """An evaluation is about to run (``algo.evaluate()``, or ``train()`` every ``evaluation_interval``)."""
+
+    def on_evaluate_end(
+        self, *, algorithm: Any, metrics_logger: MetricsLogger, evaluation_metrics: dict[str, Any], **kwargs: Any
+    ) -> None:
+        """An evaluation ran; ``evaluation_metrics`` is what ``evaluate()`` returns (change it in place to add)."""
+
 
 class _CallbackList(RLlibCallback):
     """Several callbacks objects, then per-hook functions, called in that order (RLlib's ``make_callback``)."""
@@ -155,6 +163,12 @@ class _CallbackList(RLlibCallback):
 
     def on_checkpoint_loaded(self, **kwargs: Any) -> None:
         self._call("on_checkpoint_loaded", kwargs)
+
+    def on_evaluate_start(self, **kwargs: Any) -> None:
+        self._call("on_evaluate_start", kwargs)
+
+    def on_evaluate_end(self, **kwargs: Any) -> None:
+        self._call("on_evaluate_end", kwargs)
 
 
 def overrides(callbacks: RLlibCallback, hook: str) -> bool:

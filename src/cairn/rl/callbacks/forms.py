@@ -57,6 +57,8 @@ CALLBACK_HOOKS: tuple[str, ...] = (
     "on_episode_end",
     "on_sample_end",
     "on_train_result",
+    "on_evaluate_start",
+    "on_evaluate_end",
 )
 """The hooks cairn calls, in RLlib's ``callbacks()`` keyword names; each has a config field
 ``callbacks_<hook>`` holding the ``"module:function"`` references of its functions."""
