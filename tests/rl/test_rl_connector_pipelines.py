@@ -82,7 +82,7 @@ def test_next_obs_and_final_values_continue_the_stack_the_module_saw() -> None:
     assert not np.array_equal(next_obs[:-1][ended[:-1]], obs[1:][ended[:-1]])
 
 
-def test_multi_copies_stack_per_agent_and_the_multi_agent_runner_refuses_factories_clearly() -> None:
+def test_multi_copies_stack_per_agent_and_the_multi_agent_runner_stacks_per_module() -> None:
     cfg = config(
         "multi:CartPole-v1", num_agents=2, policies=("p0", "p1"), policy_mapping={"agent_0": "p0", "agent_1": "p1"}
     )
@@ -95,10 +95,13 @@ def test_multi_copies_stack_per_agent_and_the_multi_agent_runner_refuses_factori
     ma = config(
         f"{MultiAgentCartPole.__module__}:MultiAgentCartPole",
         policies=("p0", "p1"),
-        policy_mapping={"0": "p0", "1": "p1"},
+        policy_mapping={0: "p0", 1: "p1"},
     )
-    with pytest.raises(ValueError, match="MultiAgentEnvRunner does not run connector factories"):
-        MultiAgentEnvRunner(ma.env_runners(env_to_module_connector=stacking(2)))
+    # The multi-agent runner builds one pipeline per module: each module sees its agents' stacked frames.
+    ma_runner = MultiAgentEnvRunner(ma.env_runners(env_to_module_connector=stacking(2)))
+    assert ma_runner.module_specs["p0"].observation_space.shape == (8,)
+    ma_batches = ma_runner.sample()
+    assert ma_batches["p0"]["obs"].shape[-1] == 8
 
 
 def test_flatten_observations_on_a_dict_env_matches_gymnasium_flatten() -> None:

@@ -84,7 +84,7 @@ def test_lifetime_counts_of_a_multi_agent_run_continue_exactly_across_a_checkpoi
         got = [resumed.train().flatten(wall_clock=False) for _ in range(2)]
     finally:
         resumed.stop()
-    keys = [k for k in expected[-1].flatten() if k.startswith("env_runners/") or k == "num_env_steps_sampled_lifetime"]
+    keys = [k for k in expected[-1] if k.startswith("env_runners/") or k == "num_env_steps_sampled_lifetime"]
     assert "env_runners/agent_episodes" in keys
     for want, have in zip(expected[2:], got, strict=True):
         assert {k: have.get(k) for k in keys} == {k: want.get(k) for k in keys}

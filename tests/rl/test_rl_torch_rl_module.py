@@ -56,7 +56,7 @@ def test_an_rllib_style_module_trains_checkpoints_rebuilds_and_resumes_exactly(t
     assert _metrics(resumed.train()) == expected[1]
     assert_states_equal(resumed.get_state(components="learner_group"), expected_state)
     resumed.stop()
-    assert math.isfinite(expected[1]["learner/default_policy/total_loss"])
+    assert math.isfinite(expected[1]["learners/default_policy/total_loss"])
 
     module = RLModule.from_checkpoint(tmp_path / "mid" / MODULE_FOLDER)
     assert type(module) is ActorCriticRLModule and module.model_config == {"hidden_dim": 8}
