@@ -51,7 +51,7 @@ from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.connectors.build import build_env_to_module, build_module_to_env, check_learner_connector
 from cairn.rl.connectors.connectors import ConnectorPipeline
 from cairn.rl.connectors.nested import stack_rows, to_state
-from cairn.rl.core.rl_module.rl_module import RLModuleSpec
+from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner, ModuleRemoval, SampleBatch
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
 from cairn.rl.env.episodes import SingleAgentEpisode, agent_episodes_from_state, agent_episodes_state
@@ -147,6 +147,10 @@ class MultiAgentEnvRunner(EnvRunner):
         self._force_starts: set[tuple[int, AgentID]] = set()
         """(env copy, agent) rows whose next observation starts their connectors' histories afresh."""
         seeds = self._init_sampling(config, observation_space, action_space, module_spaces=module_spaces)
+        for module_id, module in self.module.items():
+            self._check_new_module(module_id, module)
+        self._initial_states: dict[str, dict[str, torch.Tensor]] = {}  # no stateful module acts here
+        self._module_states: dict[str, dict[str, torch.Tensor]] = {}
         self._multi_agent = True
         self.policy_mapping = self._static_mapping()
         """Agent id -> module id for every episode when no ``policy_mapping_fn`` decides per
@@ -354,6 +358,19 @@ class MultiAgentEnvRunner(EnvRunner):
         self._register_pipelines(module_id, env_spaces, to_module, to_env)
         self._mapping_fn = mapping_fn
         self.policy_mapping = self._static_mapping()
+
+    def _check_new_module(self, module_id: str, module: RLModule) -> None:
+        """Refuse a stateful (recurrent) module: this runner does not keep per-agent states yet.
+
+        Raises:
+            ValueError: ``module`` is stateful; the message names it.
+        """
+        if module.is_stateful():
+            raise ValueError(
+                f"Module {module_id!r} ({type(module).__qualname__}) is stateful (get_initial_state() is not empty), "
+                "and cairn's multi-agent env runner does not keep per-agent module states yet: train recurrent "
+                "modules on single-agent environments (EnvRunner), or make the module stateless."
+            )
 
     def _pipelines_for_spec(
         self,

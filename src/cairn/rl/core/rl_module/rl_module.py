@@ -277,6 +277,24 @@ class RLModule(nn.Module, Checkpointable):
         """Same as :meth:`forward_train`."""
         return self.forward_train(batch)
 
+    # ------------------------------------------------------------------ state (recurrent modules)
+
+    def get_initial_state(self) -> dict[str, Any]:
+        """The state a new episode starts from (RLlib's name); ``{}``: the module is stateless.
+
+        A recurrent module returns name -> array (or tensor) of one episode, without a
+        batch dimension (an LSTM: ``{"h": np.zeros(cell), "c": np.zeros(cell)}``). The env
+        runner then gives every forward pass ``batch[Columns.STATE_IN]`` (the same names,
+        the batch first) with observations of one time step (``[B, 1, ...]``), and the
+        pass returns ``Columns.STATE_OUT`` in that layout; PPO trains it on sequences
+        (``obs`` ``[B, T, ...]``, the state at their start). See docs/rl.md, "Recurrent modules".
+        """
+        return {}
+
+    def is_stateful(self) -> bool:
+        """Whether :meth:`get_initial_state` is not empty (RLlib's rule)."""
+        return bool(self.get_initial_state())
+
     # ------------------------------------------------------------------ Checkpointable
 
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
