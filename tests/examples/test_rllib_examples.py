@@ -245,3 +245,20 @@ PORTED["flatten_observations_dict_space"] = run_flatten_observations_dict_space 
 
 def test_rllib_example_flatten_observations_dict_space(tmp_path: Path, examples_on_path: None) -> None:
     run_flatten_observations_dict_space(tmp_path)
+
+
+def run_custom_lstm_rl_module(tmp_path: Path) -> None:
+    out = load("custom_lstm_rl_module").main(
+        iterations=2, lstm_cell_size=16, dense_layers=(16,), train_batch_size=128, num_epochs=1
+    )
+    assert out["result"]["training_iteration"] == 2
+    assert out["module"].is_stateful() and {k: v.shape for k, v in out["state"].items()} == {"h": (16,), "c": (16,)}
+    learner = out["result"]["learners"]["default_policy"]
+    assert learner["num_module_steps_trained"] == 128 and math.isfinite(learner["policy_loss"])
+
+
+PORTED["custom_lstm_rl_module"] = run_custom_lstm_rl_module  # run by the test below
+
+
+def test_rllib_example_custom_lstm_rl_module(tmp_path: Path, examples_on_path: None) -> None:
+    run_custom_lstm_rl_module(tmp_path)
