@@ -395,7 +395,7 @@ class EnvRunner(Checkpointable):
         """The time-major ``[T, slots, ...]`` buffers of a sample (``actions`` comes with the first step)."""
         n = self.num_slots
         obs = np.zeros((horizon, n, *(self.observation_space.shape or ())), dtype=np.float32)
-        buf = {
+        buf: dict[str, npt.NDArray[Any]] = {
             "obs": obs,
             "action_logp": np.zeros((horizon, n), dtype=np.float32),
             "vf_preds": np.zeros((horizon, n), dtype=np.float32),

@@ -245,7 +245,8 @@ class DefaultPPORLModule(RLModule):
             if self.use_lstm:
                 dist_inputs, _, state, timed = self._recurrent(batch)
                 actions = dist_inputs.argmax(-1) if self.discrete else dist_inputs
-                return {"actions": _untimed(actions, timed), Columns.STATE_OUT: state}
+                greedy: dict[str, Any] = {"actions": _untimed(actions, timed), Columns.STATE_OUT: state}
+                return greedy
             dist_inputs = self.pi(self._obs(batch))
             actions = dist_inputs.argmax(-1) if self.discrete else dist_inputs
         return {"actions": actions}
@@ -306,7 +307,9 @@ class DefaultPPORLModule(RLModule):
         if self.use_lstm:
             dist_inputs, values, state, _ = self._recurrent(batch)
             logp, entropy = self._logp_entropy(dist_inputs, torch.as_tensor(batch["actions"]))
-            return {"action_logp": logp, "entropy": entropy, "vf_preds": values, Columns.STATE_OUT: state}
+            train: dict[str, Any] = {"action_logp": logp, "entropy": entropy, "vf_preds": values}
+            train[Columns.STATE_OUT] = state
+            return train
         obs = self._obs(batch)
         dist_inputs = self.pi(obs)
         logp, entropy = self._logp_entropy(dist_inputs, torch.as_tensor(batch["actions"]))

@@ -74,7 +74,7 @@ def _set_state(env: StatelessCartPole, state: dict[str, Any]) -> None:
             "int or None}; the checkpoint was written by other code or tampered with."
         )
     env.state = None if physics is None else np.array(physics, dtype=np.float64, copy=True)
-    env.steps_beyond_terminated = beyond
+    env.steps_beyond_terminated = beyond  # type: ignore[assignment]  # gymnasium's annotation says None only
 
 
 register_env_state_handler(StatelessCartPole, _get_state, _set_state)
