@@ -41,33 +41,31 @@ def _metrics(algo: PPO, n: int) -> list[dict[str, Any]]:
 
 
 def test_lstm_remote_runner_two_learners_resume_exactly_and_split_by_sequence(ray_cluster: Any, tmp_path: Path) -> None:
-    straight = PPO(lstm_config(num_env_runners=1, num_learners=2))
+    algo = PPO(lstm_config(num_env_runners=1, num_learners=2))
     try:
-        _metrics(straight, 2)
-        path = straight.save_to_path(tmp_path / "mid")
-        expected = _metrics(straight, 2)
-        expected_learner = learner_state(straight)
-        states = straight.learner_group.remote.get_all_states()  # type: ignore[union-attr]
+        _metrics(algo, 2)
+        path = algo.save_to_path(tmp_path / "mid")
+        expected = _metrics(algo, 2)
+        expected_learner = learner_state(algo)
+        states = algo.learner_group.remote.get_all_states()  # type: ignore[union-attr]
         assert_states_equal(states[0], states[1])  # both learners took the same steps
+        # Restored in place: the remote runner's episodes go on with the LSTM memory they had at the
+        # save (the same actions, returns and updates), the learners from the same state.
+        algo.restore(path)
+        assert _metrics(algo, 2) == expected
+        assert_states_equal(learner_state(algo), expected_learner)
 
         # 2 learners on their sequences of each minibatch take the step 1 learner takes on all of them.
-        batch = straight.env_runner_group.sample()[0]["default_policy"]
-        processed = {"default_policy": straight._postprocess(batch, "default_policy")}
+        batch = algo.env_runner_group.sample()[0]["default_policy"]
+        processed = {"default_policy": algo._postprocess(batch, "default_policy")}
         assert processed["default_policy"]["loss_mask"].shape[1] == 5
-        single = PPOLearner(straight.config, straight.learner_group.module_specs)
-        single.set_state(learner_state(straight))
-        straight.learner_group.update(processed)
+        single = PPOLearner(algo.config, algo.learner_group.module_specs)
+        single.set_state(learner_state(algo))
+        algo.learner_group.update(processed)
         single.update(processed)
-        remote, local = learner_state(straight), single.get_state()
+        remote, local = learner_state(algo), single.get_state()
         for name, tensor in local["rl_module"]["default_policy"].items():
             torch.testing.assert_close(remote["rl_module"]["default_policy"][name], tensor, rtol=1e-4, atol=1e-5)
         assert remote["counters"] == local["counters"]
     finally:
-        straight.stop()
-    resumed = PPO.from_checkpoint(path)
-    try:
-        # The remote runner's episodes go on with their LSTM memory: the same actions, returns, updates.
-        assert _metrics(resumed, 2) == expected
-        assert_states_equal(learner_state(resumed), expected_learner)
-    finally:
-        resumed.stop()
+        algo.stop()
