@@ -19,8 +19,8 @@ Every line that differs from RLlib's, and why:
   ``gymnasium.register("StatelessCartPole-v1", ..., max_episode_steps=500)``: cairn's
   ``register_env`` takes multi-agent environments; the 500-step limit is CartPole-v1's (RLlib's
   env has none, so a good policy's episodes never end).
-* ``--num-agents`` (``MultiAgentStatelessCartPole``) dropped: cairn's multi-agent env runner
-  refuses stateful modules (it does not keep per-agent states yet).
+* ``--num-agents`` (``MultiAgentStatelessCartPole``) dropped: that env class is not ported
+  (cairn's multi-agent env runner keeps per-agent LSTM states; see docs/rl.md).
 * ``get_trainable_cls(args.algo).get_default_config()`` -> ``PPOConfig()``;
   ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment`` (stop at a return
   of 300 or 2M timesteps) -> ``main(...)``, whose arguments size the run (``lstm_cell_size``,

@@ -136,22 +136,55 @@ def test_default_model_config_use_lstm_builds_encoder_lstm_heads_and_refuses_wha
         DQNConfig().environment("CartPole-v1").rl_module(model_config=DefaultModelConfig(use_lstm=True)).build_algo()
 
 
-def test_a_learner_without_a_sequence_loss_and_the_multi_agent_runner_refuse_stateful_modules() -> None:
+def test_a_learner_without_a_sequence_loss_refuses_stateful_modules() -> None:
     from cairn.rl.algorithms.dqn import DQNConfig
 
     spec = RLModuleSpec(module_class=LSTMContainingRLModule, model_config={"lstm_cell_size": 4, "dense_layers": [4]})
     with pytest.raises(ValueError, match=r"is stateful.*trains stateless modules only"):
         DQNConfig().environment(ENV).rl_module(rl_module_spec=spec).build_algo()
+
+
+def test_multi_agent_runners_keep_each_agents_state_and_checkpoint_it() -> None:
+    """A MultiAgentEnv: each (env copy, agent) has its own state; "multi:<env>" copies: one per slot."""
+    from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
     from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole
 
-    multi = (
+    config = (
         PPOConfig()
         .environment(MultiAgentCartPole, env_config={"num_agents": 2})
-        .rl_module(model_config=DefaultModelConfig(use_lstm=True, lstm_cell_size=4))
+        .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=40)
+        .training(minibatch_size=32, num_epochs=2)
+        .rl_module(model_config=DefaultModelConfig(fcnet_hiddens=[8], use_lstm=True, lstm_cell_size=8, max_seq_len=6))
     )
-    with pytest.raises(ValueError, match=r"Module 'default_policy' .*is stateful.*multi-agent env runner"):
-        multi.build_algo()
-    # "multi:<env>" copies act in cairn's EnvRunner, one slot per agent: each keeps its own state there.
+    algo = config.build_algo()
+    try:
+        # The learner's sequences (cut at each agent's trajectory end) reproduce what was sampled. (Only in a
+        # first sample: a transition pending at a sample's end completes in the next, sampled by older weights.)
+        first = algo.env_runner_group.sample()[0]["default_policy"]
+        mb = {k: torch.as_tensor(v) for k, v in algo._postprocess(first, "default_policy").items()}
+        out, rows = sequence_train_outputs(algo.get_module(), mb)
+        assert torch.allclose(out["action_logp"], rows["action_logp"], atol=1e-5)
+        algo.train()
+        runner = algo.env_runner
+        assert isinstance(runner, MultiAgentEnvRunner)
+        state = runner.get_state()
+        episodes = state["env"]["episodes"]
+        assert all(set(ep["module_states"]) == set(ep["steps"]) for ep in episodes)  # every agent in flight
+        assert 0 in episodes[0]["module_states"]  # int agent ids stay ints
+        other = MultiAgentEnvRunner(algo.config)
+        other.set_weights(runner.module.get_state())
+        other.set_state(state)
+        a, b = runner.sample()["default_policy"], other.sample()["default_policy"]
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+        bad = runner.get_state()
+        bad["env"]["episodes"][0]["module_states"][0]["h"] = np.zeros(9, dtype=np.float32)
+        with pytest.raises(IncompatibleCheckpointError, match=r"episodes/0/module_states/0/h has shape \(9,\)"):
+            other.set_state(bad)
+        del bad["env"]["episodes"][0]["module_states"][0]
+        with pytest.raises(IncompatibleCheckpointError, match="agents in flight of stateful modules"):
+            other.set_state(bad)
+    finally:
+        algo.stop()
     algo = PPO(tiny_lstm_config(env="multi:CartPole-v1", num_agents=2))
     try:
         assert algo.env_runner._module_states["default_policy"]["h"].shape == (6, 8)

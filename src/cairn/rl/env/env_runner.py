@@ -39,7 +39,7 @@ from cairn.rl.connectors.build import build_env_to_module, build_module_to_env, 
 from cairn.rl.connectors.nested import copy_rows, from_state, same_layout, set_rows, stack_rows, to_state
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
-from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
+from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.core.rl_module.stateful import batched_state, initial_state, state_columns, state_out, strip_time_dim
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
 from cairn.rl.env.episodes import EpisodeTracker
@@ -621,16 +621,11 @@ class EnvRunner(Checkpointable):
             spec: Its complete spec (class and spaces given).
             config: The algorithm's config with the module added (its ``policies``).
         """
-        built = spec.build()
-        self._check_new_module(module_id, built)
-        self.module.add_module(module_id, built)
+        self.module.add_module(module_id, spec.build())
         self.module.eval()
         self.module_specs[module_id] = spec
         self._recent_module_returns.setdefault(module_id, deque(maxlen=int(self.config.episode_return_window)))
         self.config = config
-
-    def _check_new_module(self, module_id: str, module: RLModule) -> None:
-        """Refuse a module this runner cannot act with (the multi-agent runner: a stateful one)."""
 
     _prepared_removal: ModuleRemoval | None = None
     """What :meth:`prepare_remove_module` checked, until :meth:`apply_remove_module`."""
