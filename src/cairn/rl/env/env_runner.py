@@ -167,6 +167,15 @@ class EnvRunner(Checkpointable):
         }
         """Module id -> the state to feed with each of its slots' current observation (``[slots, ...]``
         per name): the memory of the episodes in flight, checkpointed with them."""
+        self._passes_prev = any(
+            getattr(piece, "NEEDS_PREV_ACTIONS_REWARDS", False) for piece in self.env_to_module.connectors
+        )
+        """Whether a connector piece reads each slot's previous action and reward (PrevActionsPrevRewards)."""
+        act_shape = (self.num_slots, *(self.env.single_action_space.shape or ()))
+        act_dtype = np.int64 if isinstance(self.env.single_action_space, gym.spaces.Discrete) else np.float32
+        self._prev_actions: npt.NDArray[Any] = np.zeros(act_shape, dtype=act_dtype)
+        self._prev_rewards = np.zeros(self.num_slots, dtype=np.float32)
+        """Each slot's last action (as the module chose it) and reward, for those pieces; checkpointed."""
 
     def _init_sampling(
         self,
@@ -365,6 +374,8 @@ class EnvRunner(Checkpointable):
             )
             next_obs, rewards, terminateds, truncateds, infos = self.env.step(env_actions)
             self._episode_starts = terminateds | truncateds  # same-step autoreset: next_obs begins a new episode
+            if self._passes_prev:  # what the next observations (and final ones) follow
+                self._prev_actions, self._prev_rewards = actions.copy(), np.asarray(rewards, dtype=np.float32)
             buf["rewards"][t], buf["terminateds"][t], buf["truncateds"][t] = rewards, terminateds, truncateds
             if off_policy:
                 buf["next_obs"][t] = self._followed(next_obs, infos, np.flatnonzero(self._episode_starts))
@@ -447,8 +458,21 @@ class EnvRunner(Checkpointable):
         ``update=False`` looks without changing any connector's state (a final observation's
         value, ``next_obs``); ``starts`` marks the rows whose observation begins an episode.
         """
+        # The previous actions and rewards only for a pipeline that reads them: other pieces get what they always got.
+        prev = (
+            {"prev_actions": self._prev_actions[slots], "prev_rewards": self._prev_rewards[slots]}
+            if self._passes_prev
+            else {}
+        )
         out: npt.NDArray[Any] = self.env_to_module(
-            obs, update=update, column="obs", rl_module=self.module, explore=True, slots=slots, episode_starts=starts
+            obs,
+            update=update,
+            column="obs",
+            rl_module=self.module,
+            explore=True,
+            slots=slots,
+            episode_starts=starts,
+            **prev,
         )
         if np.shape(out)[1:] != self.observation_space.shape:
             raise ValueError(
@@ -715,6 +739,8 @@ class EnvRunner(Checkpointable):
             state["episode_returns"] = self._episode_returns.copy()
             state["episode_lengths"] = self._episode_lengths.copy()
             state["episodes_started"] = self._episodes_started  # whether on_episode_start fired for them
+            if self._passes_prev:  # each slot's last action and reward, which its next observation follows
+                state["prev_actions"], state["prev_rewards"] = self._prev_actions.copy(), self._prev_rewards.copy()
             if self._module_states:  # the memory of stateful modules, per slot: the episodes go on with it
                 state["module_states"] = {
                     module_id: {name: value.numpy().copy() for name, value in states.items()}
@@ -807,7 +833,7 @@ class EnvRunner(Checkpointable):
             self.episodes_restarted = True
             self._episode_starts[:] = True
             return
-        self._module_states = self._restored_module_states(env_state.get("module_states", {}))  # checked first
+        self._restore_memory(env_state)  # recurrent states, previous actions and rewards: checked before any change
         for env, sub_state in zip(self.env.envs, sub_states, strict=True):
             set_env_state(env, sub_state)
         self._obs = from_state(self._obs, env_state["obs"])
@@ -824,6 +850,38 @@ class EnvRunner(Checkpointable):
         # Their on_episode_start fired before the checkpoint, unless it was taken before the first sample.
         self._episodes_started = bool(env_state.get("episodes_started", True))
         self._set_episode_api_state(env_state.get("episode_api"))
+
+    def _restore_memory(self, env_state: Mapping[str, Any]) -> None:
+        """Take the memory of the episodes in flight: the stateful modules' states and, for a pipeline that reads
+        them, each slot's previous action and reward; everything is checked before anything is set.
+
+        Raises:
+            IncompatibleCheckpointError: See :meth:`_restored_module_states`; previous actions or rewards
+                missing or of another shape or kind.
+        """
+        states = self._restored_module_states(env_state.get("module_states", {}))
+        prev = None
+        if self._passes_prev:
+            actions, rewards = env_state.get("prev_actions"), env_state.get("prev_rewards")
+            if not (
+                isinstance(actions, np.ndarray)
+                and isinstance(rewards, np.ndarray)
+                and actions.shape == self._prev_actions.shape
+                and rewards.shape == self._prev_rewards.shape
+                and actions.dtype.kind in "fiu"
+                and rewards.dtype.kind in "fiu"
+                and np.isfinite(actions).all()
+                and np.isfinite(rewards).all()
+            ):
+                raise IncompatibleCheckpointError(
+                    "env_runner/env/prev_actions and prev_rewards must be finite arrays of shapes "
+                    f"{self._prev_actions.shape} and {self._prev_rewards.shape} (each slot's last action and reward, "
+                    "which PrevActionsPrevRewards reads); the checkpoint was written without that piece or altered."
+                )
+            prev = (actions.astype(self._prev_actions.dtype), rewards.astype(np.float32))
+        self._module_states = states
+        if prev is not None:
+            self._prev_actions, self._prev_rewards = prev
 
     def _restored_module_states(self, saved: Any) -> dict[str, dict[str, torch.Tensor]]:
         """The stateful modules' states of a checkpoint's episodes in flight, checked against this runner's.
