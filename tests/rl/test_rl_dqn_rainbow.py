@@ -46,7 +46,9 @@ SETTINGS: dict[str, Any] = {
 
 def test_the_dueling_head_is_value_plus_centred_advantage() -> None:
     obs_space, act_space = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(3)
-    module = DefaultDQNRLModule(obs_space, act_space, {"dueling": True, "hidden_sizes": [8], "fcnet_bias_initializer": "zeros_"})
+    module = DefaultDQNRLModule(
+        obs_space, act_space, {"dueling": True, "hidden_sizes": [8], "fcnet_bias_initializer": "zeros_"}
+    )
     obs = torch.randn(6, 4)
     features = module.encoder(obs)
     value, advantage = module.value_head(features), module.advantage_head(features)
@@ -55,7 +57,12 @@ def test_the_dueling_head_is_value_plus_centred_advantage() -> None:
     torch.testing.assert_close(q.mean(-1, keepdim=True), value)  # the centred advantages leave V as the mean
     assert not module.encoder[0].bias.any()
     plain = DefaultDQNRLModule(obs_space, act_space, {"hidden_sizes": [8]})
-    assert [k for k in plain.state_dict() if k != "epsilon"] == ["q_net.0.weight", "q_net.0.bias", "q_net.2.weight", "q_net.2.bias"]
+    assert [k for k in plain.state_dict() if k != "epsilon"] == [
+        "q_net.0.weight",
+        "q_net.0.bias",
+        "q_net.2.weight",
+        "q_net.2.bias",
+    ]
     with pytest.raises(ValueError, match="'zeros_'"):
         DefaultDQNRLModule(obs_space, act_space, {"fcnet_bias_initializer": "ones_"})
 

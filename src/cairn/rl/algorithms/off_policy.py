@@ -198,9 +198,18 @@ class OffPolicyConfig(AlgorithmConfig):
                 "replay_buffer_class must be cairn.rl.utils.replay_buffers.MultiAgentReplayBuffer or a subclass "
                 f"(its buffer_class is the buffer of each module), got {self.replay_buffer_class!r:.80}."
             )
-        for name, low in (("prioritized_replay_alpha", 0.0), ("prioritized_replay_beta", 0.0), ("prioritized_replay_eps", 0.0)):
+        for name, low in (
+            ("prioritized_replay_alpha", 0.0),
+            ("prioritized_replay_beta", 0.0),
+            ("prioritized_replay_eps", 0.0),
+        ):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= low or value == float("inf"):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not value >= low
+                or value == float("inf")
+            ):
                 raise ValueError(f"{name} must be a finite number >= {low}, got {value!r:.80}.")
         for name in ("replay_buffer_capacity", "train_frequency", "target_network_update_freq"):
             if int(getattr(self, name)) < 1:

@@ -63,7 +63,9 @@ def _check_model_config(config: dict[str, Any]) -> dict[str, Any]:
         if isinstance(sizes, str | bytes) or not all(
             isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in sizes
         ):
-            raise ValueError(f"DefaultDQNRLModule: model_config[{key!r}]={sizes!r:.80} must be a list of positive ints.")
+            raise ValueError(
+                f"DefaultDQNRLModule: model_config[{key!r}]={sizes!r:.80} must be a list of positive ints."
+            )
         config[key] = [int(h) for h in sizes]
     for key in ("activation", "head_fcnet_activation"):
         if config[key] not in _ACTIVATIONS:
@@ -87,7 +89,9 @@ def dqn_parameter_bytes(model_config: Any) -> int:
     hidden-to-hidden weights of the shared layers and the head (0 for values the module refuses)."""
     if not isinstance(model_config, Mapping):
         return 0
-    hidden = model_config.get("hidden_sizes", model_config.get("fcnet_hiddens", DEFAULT_DQN_MODEL_CONFIG["hidden_sizes"]))
+    hidden = model_config.get(
+        "hidden_sizes", model_config.get("fcnet_hiddens", DEFAULT_DQN_MODEL_CONFIG["hidden_sizes"])
+    )
     head = model_config.get("head_fcnet_hiddens", [])
     try:
         return mlp_parameter_bytes([*hidden, *head])

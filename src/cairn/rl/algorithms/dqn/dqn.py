@@ -55,7 +55,11 @@ _PRIORITIZED_TYPES = (
     "PrioritizedReplayBuffer",
     "MultiAgentPrioritizedReplayBuffer",
 )
-_PRIORITIZED_KEYS = {"alpha": "prioritized_replay_alpha", "beta": "prioritized_replay_beta", "epsilon": "prioritized_replay_eps"}
+_PRIORITIZED_KEYS = {
+    "alpha": "prioritized_replay_alpha",
+    "beta": "prioritized_replay_beta",
+    "epsilon": "prioritized_replay_eps",
+}
 
 
 def dqn_replay_buffer_config(config: Any, value: Any) -> dict[str, Any]:
@@ -184,9 +188,7 @@ class DQNConfig(OffPolicyConfig):
         if self.dueling:
             given = self.model_config.get("dueling")
             if given is False:
-                raise ValueError(
-                    "dueling=True but model_config={'dueling': False}: the two disagree; set one of them."
-                )
+                raise ValueError("dueling=True but model_config={'dueling': False}: the two disagree; set one of them.")
             # The modules read their model_config: fold the algorithm's setting in (whatever the order
             # of training(dueling=True) and rl_module(model_config=...) was).
             self.model_config = {**self.model_config, "dueling": True}

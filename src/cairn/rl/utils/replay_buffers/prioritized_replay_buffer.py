@@ -189,9 +189,9 @@ class PriorityPage(Checkpointable):
             CorruptCheckpointError: Any of those: the checkpoint was damaged or tampered with.
         """
         if not isinstance(state, dict) or state.get("index") != self.index or state.get("start") != self.start:
-            got = (state.get("index"), state.get("start")) if isinstance(state, dict) else type(state).__name__
+            seen = (state.get("index"), state.get("start")) if isinstance(state, dict) else type(state).__name__
             raise CorruptCheckpointError(
-                f"The state restored into {self._where} is not this page's (index, start: {got!r:.80}); the page "
+                f"The state restored into {self._where} is not this page's (index, start: {seen!r:.80}); the page "
                 "folders were renamed or the checkpoint was tampered with. Restore from another checkpoint."
             )
         values = state.get("priorities")
@@ -385,8 +385,10 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         if idx.size == 0:
             return
         if idx.min() < 0 or idx.max() >= self.size:
-            raise ValueError(f"update_priorities: indices must be rows held (0..{self.size - 1}), got "
-                             f"{int(idx.min())}..{int(idx.max())}.")
+            raise ValueError(
+                f"update_priorities: indices must be rows held (0..{self.size - 1}), got "
+                f"{int(idx.min())}..{int(idx.max())}."
+            )
         if not np.isfinite(td).all():
             raise ValueError(
                 "update_priorities: the TD errors hold NaN or infinite values (the loss diverged); lower the "
@@ -435,9 +437,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         """
         super().check_state(state, components)
         brought = set(components)
-        self._pending = self._check_priority_state(
-            state, {page.index for name, page in self._pages if name in brought}
-        )
+        self._pending = self._check_priority_state(state, {page.index for name, page in self._pages if name in brought})
 
     def _check_priority_state(self, state: dict[str, Any], loaded: set[int]) -> tuple[int, list[float]]:
         """The size and the page sums of ``state``, once they fit this buffer."""
@@ -456,8 +456,10 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         if state.get("priority_pages") != needed:
             problem = f"its page list is not the {len(needed)} pages that {size} rows fill"
         elif not isinstance(sums, list) or len(sums) != len(needed):
-            problem = f"it records {len(sums) if isinstance(sums, list) else repr(sums)[:40]} page sums for " \
+            problem = (
+                f"it records {len(sums) if isinstance(sums, list) else repr(sums)[:40]} page sums for "
                 f"{len(needed)} pages"
+            )
         elif not all(isinstance(s, float) and math.isfinite(s) and s >= 0 for s in sums):
             problem = "its page sums are not finite floats >= 0"
         elif size and not all(s > 0 for s in sums):
@@ -476,6 +478,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
                 f"{needed[0]} .. {needed[-1]}, but {len(missing)} of them are not in it ({', '.join(missing[:3])}"
                 f"{' ...' if len(missing) > 3 else ''}). The checkpoint is incomplete or was tampered with."
             )
+        assert isinstance(sums, list)  # checked above
         return size, list(sums)
 
     def _check_page(self, index: int, values: npt.NDArray[np.float64]) -> None:
@@ -487,9 +490,12 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         if held and not (values[:held] > 0).all():
             problem = f"row {page.start + int(np.argmin(values[:held] > 0))} is held but has priority 0"
         elif (values[held:] != 0).any():
-            problem = f"rows past the {size} held have priorities (row {page.start + held + int(np.argmax(values[held:] != 0))})"
+            first = page.start + held + int(np.argmax(values[held:] != 0))
+            problem = f"rows past the {size} held have priorities (row {first})"
         elif sums is not None and index < len(sums) and not _close(float(values.sum()), sums[index]):
-            problem = f"they sum to {float(values.sum())!r}, but the buffer records {sums[index]!r}: the tree does not sum"
+            problem = (
+                f"they sum to {float(values.sum())!r}, but the buffer records {sums[index]!r}: the tree does not sum"
+            )
         if problem:
             raise CorruptCheckpointError(
                 f"The priorities of {page._where} do not fit the buffer's: {problem}. The checkpoint was damaged "
@@ -531,7 +537,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return chunks_problem(args, kwargs, folder, buffers=1) or pages_problem(args, kwargs, folder, buffers=1)
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """``(capacity, columns)`` with ``chunk_rows``, ``seed``, ``alpha``, ``beta``, ``epsilon``, ``priority_page_rows``."""
+        """``(capacity, columns)`` with ``chunk_rows``, ``seed`` and :meth:`priority_kwargs`."""
         args, kwargs = super().get_ctor_args_and_kwargs()
         return args, {**kwargs, **self.priority_kwargs()}
 
@@ -618,4 +624,3 @@ class PrioritizedMultiAgentReplayBuffer(MultiAgentReplayBuffer):
         return chunks_problem(args, kwargs, folder, buffers=buffers) or pages_problem(
             args, kwargs, folder, buffers=buffers
         )
-
