@@ -4,16 +4,18 @@ Two buffers of CartPole rows (49 bytes each: the worst case for the priorities'
 share, 8 bytes a row) of 1,000,000 rows (200,000 with ``--quick``), filled alike, one
 uniform (:class:`ReplayBuffer`), one prioritized (:class:`PrioritizedReplayBuffer`,
 pages of 65,536 rows). Each is saved by its own ``CheckpointManager``; then, round by
-round, 5% new rows are added to both, the prioritized one also gets the priority updates
-of training in between (``--updates`` scenarios below), and both are saved again. The
-ratio is bytes written (and save time) of the prioritized save over the uniform one.
+round, new rows are added to both, the prioritized one also gets the priority updates
+of the gradient steps a DQN takes over those env steps (one per 5 env steps, 32 rows
+each, spread over the whole buffer), and both are saved again. The ratio is bytes
+written (and save time) of the prioritized save over the uniform one.
 
-Scenarios for the updates between two saves:
+Scenarios (new rows and gradient steps between two saves):
 
-* ``DQN``: the gradient steps a DQN takes over those env steps (one per 5 env steps, 32
-  rows each: 320,000 row updates for 50,000 new rows), spread over the whole buffer:
-  every page changes, the save rewrites all priorities;
-* ``few``: 200 gradient steps of 32 rows (a save every 1,000 env steps): fewer pages change.
+* ``rare``: 50,000 new rows (5%), 10,000 gradient steps: 320,000 row updates, about 27%
+  of the rows change: every page is written again (each changed in more than an eighth);
+* ``frequent``: 1,000 new rows, 200 gradient steps (6,400 row updates): the changed rows
+  go into the overlay, a page is written again once an eighth of it changed (20 rounds,
+  so that the overlay grows and pages get written again, as in a long run).
 """
 
 from __future__ import annotations
@@ -69,18 +71,19 @@ def case_replay_per(ctx: Any) -> None:
     uniform.add(first)
     per.add(first)
     _train(per, 2_000, rng)
-    new = int(capacity * NEW_FRACTION)
+    rare_new = int(capacity * NEW_FRACTION)
     ctx.log(f"    {capacity} rows of {uniform.nbytes // capacity} bytes ({uniform.nbytes / MB:,.0f} MB), data chunks "
             f"of {uniform.chunk_rows} rows, priority pages of {per.priority_page_rows} rows")  # fmt: skip
 
-    for scenario, steps in (("DQN", new // 5), ("few", 200)):
+    for scenario, new, rounds in (("rare", rare_new, ctx.reps), ("frequent", 1_000, max(ctx.reps, 20))):
+        steps = new // 5
         mgr_u = cairn.CheckpointManager(ctx.path("replay_per", f"uniform_{scenario}"), keep_last=2)
         mgr_p = cairn.CheckpointManager(ctx.path("replay_per", f"per_{scenario}"), keep_last=2)
         mgr_u.save(uniform, 0)
         mgr_p.save(per, 0)
         times: dict[str, list[float]] = {"uniform": [], "per": []}
         written: dict[str, list[int]] = {"uniform": [], "per": []}
-        for r in range(1 + ctx.reps):  # one untimed round, then the timed ones
+        for r in range(1 + rounds):  # one untimed round, then the timed ones
             batch = _rows(new, rng)
             uniform.add(batch)
             per.add(batch)
@@ -102,7 +105,7 @@ def case_replay_per(ctx: Any) -> None:
         wu, wp = statistics.median(written["uniform"]), statistics.median(written["per"])
         priority_bytes = 8 * len(per)
         ctx.add(
-            Row("replay_per", f"save after 5% new rows + {steps} gradient steps ({scenario}): bytes written",
+            Row("replay_per", f"save after {new} new rows + {steps} gradient steps ({scenario}): bytes written",
                 f"{wp / MB:,.1f} MB", f"uniform buffer {wu / MB:,.1f} MB", wp / wu,
                 data={"uniform": written["uniform"], "per": written["per"], "all_priorities": priority_bytes,
                       "buffer_bytes": uniform.nbytes})

@@ -109,23 +109,39 @@ def test_a_save_writes_only_the_new_chunks_and_the_changed_priority_pages(tmp_pa
     chunks = buf.get_state()["chunks"]
     pages = buf.get_state()["priority_pages"]
     assert len(chunks) == len(pages) == 4
-    with cairn.CheckpointManager(tmp_path / "run", keep_last=3) as mgr:
+    with cairn.CheckpointManager(tmp_path / "run", keep_last=4) as mgr:
         first = mgr.save(buf, 1)
-        buf.update_priorities(np.arange(0, 200), np.full(200, 2.0))  # rows of page 0 only
+        # 200 of page 0's 256 rows change (at least an eighth): the save writes page 0 again.
+        buf.update_priorities(np.arange(0, 200), np.full(200, 2.0))
         second = mgr.save(buf, 2)
         assert [p for p in pages if _inode(second, p) != _inode(first, p)] == pages[:1]
         assert all(_inode(second, c) == _inode(first, c) for c in chunks)
-        # 300 new rows (1000..1299): chunks and pages 3, 4 and 5 change; the rest is linked.
-        buf.add(rows(300, 1))
+        # 10 rows of page 1 change: no page is written, the rows go into the buffer's overlay.
+        buf.update_priorities(np.arange(300, 310), np.full(10, 3.0))
         third = mgr.save(buf, 3)
+        assert all(_inode(third, p) == _inode(second, p) for p in pages)
+        assert mgr.last_stats is not None and mgr.last_stats.bytes_written < 8 * len(buf)  # < all priorities
+        assert buf.get_state()["priority_overlay_rows"].tolist() == list(range(300, 310))
+        # 300 new rows (1000..1299): chunks 3..5 change; page 4 (all new) is written, the new rows of
+        # pages 3 and 5 join the overlay (page 5 is written once, as its base of zeros).
+        buf.add(rows(300, 1))
+        fourth = mgr.save(buf, 4)
         chunks, pages = buf.get_state()["chunks"], buf.get_state()["priority_pages"]
-        assert [c for c in chunks[:4] if _inode(third, c) != _inode(second, c)] == chunks[3:4]
-        assert [p for p in pages[:4] if _inode(third, p) != _inode(second, p)] == pages[3:4]
+        assert [c for c in chunks[:4] if _inode(fourth, c) != _inode(third, c)] == chunks[3:4]
+        assert all(_inode(fourth, p) == _inode(third, p) for p in pages[:4])
         assert len(chunks) == len(pages) == 6
-    back = PrioritizedReplayBuffer.from_checkpoint(third)
+        overlay = buf.get_state()["priority_overlay_rows"].tolist()
+        assert overlay == [*range(300, 310), *range(1000, 1024), *range(1280, 1300)]
+    back = PrioritizedReplayBuffer.from_checkpoint(fourth)
     np.testing.assert_array_equal(back._trees.sum, buf._trees.sum)
     np.testing.assert_array_equal(back._trees.min, buf._trees.min)
     assert digest(back.sample(64)) == digest(buf.sample(64))
+    # A restore in place over a fuller buffer: its rows past 1300 are gone from the trees too.
+    live = make(seed=8)
+    live.add(rows(2000, 2))
+    live.restore_from_path(fourth)
+    np.testing.assert_array_equal(live._trees.sum, buf._trees.sum)
+    np.testing.assert_array_equal(live._trees.min, buf._trees.min)
 
 
 RESUME = r"""
@@ -210,6 +226,10 @@ def _page(state: dict[str, Any], k: int) -> dict[str, Any]:
     return page
 
 
+def _overlay(state: dict[str, Any], rows: Any, values: Any) -> None:
+    state["priority_overlay_rows"], state["priority_overlay_values"] = rows, values
+
+
 def _set(page: dict[str, Any], row: int, value: float) -> None:
     page["priorities"][row] = value
     page["sum"] = float(page["priorities"].sum())  # the page holds together: only the value is bad
@@ -241,6 +261,30 @@ HOSTILE: list[tuple[str, Any, type[Exception], str]] = [
     ("page_gone", lambda s: s.pop(s["priority_pages"][2]), CorruptCheckpointError, "are not in it"),
     ("max_nan", lambda s: s.update(max_priority=float("nan")), CorruptCheckpointError, "largest priority"),
     ("alpha", lambda s: s.update(alpha=0.9), IncompatibleCheckpointError, "alpha=0.9"),
+    (
+        "overlay_past_size",
+        lambda s: _overlay(s, np.array([5, 1000]), np.array([1.0, 1.0])),
+        CorruptCheckpointError,
+        r"overlay rows are not increasing rows held \(0..999\)",
+    ),
+    (
+        "overlay_unsorted",
+        lambda s: _overlay(s, np.array([9, 5]), np.array([1.0, 1.0])),
+        CorruptCheckpointError,
+        "not increasing",
+    ),
+    (
+        "overlay_nan",
+        lambda s: _overlay(s, np.array([5]), np.array([np.nan])),
+        CorruptCheckpointError,
+        "not finite and > 0",
+    ),
+    (
+        "overlay_lengths",
+        lambda s: _overlay(s, np.array([5, 6]), np.array([1.0])),
+        CorruptCheckpointError,
+        "of one length",
+    ),
 ]
 
 
@@ -250,8 +294,10 @@ def test_hostile_priorities_are_refused_and_nothing_changes(
 ) -> None:
     buf = make()
     buf.add(rows(1000, 0))
-    batch = buf.sample(100)
-    buf.update_priorities(batch["batch_indexes"], batch["obs"][:, 1])
+    buf.get_state()  # the pages' bases: the rows as added
+    # Few changes (an overlay of rows 100..109), and rows 700..799 of page 2 changed enough to rewrite it.
+    buf.update_priorities(np.r_[100:110, 700:800], np.linspace(0.5, 2.0, 110))
+    assert buf.get_state()["priority_overlay_rows"].tolist() == list(range(100, 110))
     path = _crafted(buf, tmp_path, name, change)
     live = make(seed=9)
     live.add(rows(700, 3))

@@ -21,19 +21,25 @@ after a restore goes on exactly as it would have.
 Checkpoints. Only the leaves are saved, in pages of ``priority_page_rows`` rows
 (65,536 by default, 512 KB), each page a checkpoint component of its own
 (``priorities_<k>.<layout hash>``) beside the data chunks; pages past the rows the
-buffer holds are not saved. A manager save links a page whose bytes did not change
-and writes the others. Unlike data rows, priorities change wherever the learner
-sampled, and it samples the whole buffer: after a few hundred gradient steps
-between two saves every page has changed, so in steady training a save writes
-all ``8 * size`` bytes of priorities plus the new data chunks (about a sixth of a
-CartPole row, 0.01% of an Atari frame row; measured: ``python -m bench --only replay_per``).
-A log of the changed priorities would be smaller per save, but every step
-folder would then depend on a chain of earlier ones, which cairn's folders never do.
+buffer holds are not saved. Priorities change wherever the learner sampled, and it
+samples the whole buffer, so after a few hundred gradient steps every page has some
+changed rows: rewriting each changed page would rewrite all ``8 * size`` bytes at
+nearly every save. So a save writes a page again only once an eighth of its rows
+changed since it was last written; the changed rows of the other pages go, with their
+values, into an overlay in the buffer's own state (12 bytes a row), and their page
+files are the same bytes as before, which a manager save links. A restore reads the
+pages, then the overlay over them. Every step folder stays complete: the overlay is
+relative to the pages in the same folder (linked files, not earlier folders). Saving
+every few thousand gradient steps, a save writes the overlay and a page now and then;
+saving rarely, every page is written again (measured: ``python -m bench --only replay_per``).
+The buffer keeps the pages' bases (8 bytes a row) to tell what changed.
 
 A hostile checkpoint is refused before anything changes (``check_state``): each
-page's priorities must be float64 of the page's length, finite, ``> 0`` on the
-rows the buffer holds and ``0`` past them, and sum to the page sum the buffer
-recorded (the tree must sum); ``alpha`` must be this buffer's.
+page's priorities must be float64 of the page's length, finite and ``>= 0``, and sum
+to the sum the page and the buffer recorded (the tree must sum); the overlay's rows
+must be increasing rows held and its values finite and ``> 0``; with the overlay
+applied, every row held must be ``> 0`` and every row past them ``0``; ``alpha``
+must be this buffer's.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -69,6 +76,20 @@ DEFAULT_PRIORITY_PAGE_ROWS = 1 << 16
 (16 pages for a million rows), small enough that a save after little training rewrites little."""
 
 _MIN_PRIORITY = 1e-12  # a row's priority never falls below this (RLlib's floor): every row stays drawable
+
+_REWRITE_EVERY = 8
+"""A save writes a page again once at least ``1 / _REWRITE_EVERY`` of its rows changed since it was
+last written (its overlay would cost 12 bytes a row at every save, the page 8 bytes a row once)."""
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """What a buffer's checked state says its pages must add up to, while the restore runs."""
+
+    size: int
+    sums: list[float]
+    overlay_rows: npt.NDArray[np.int64]
+    overlay_values: npt.NDArray[np.float64]
 
 
 def _check_param(name: str, value: Any, *, low: float, high: float = math.inf, low_open: bool = False) -> float:
@@ -148,7 +169,8 @@ class _Trees:
 
 
 class PriorityPage(Checkpointable):
-    """Priorities (sum-tree leaves, ``p^alpha``) of rows ``start .. start + rows - 1`` of a buffer.
+    """Priorities (sum-tree leaves, ``p^alpha``) of rows ``start .. start + rows - 1`` of a buffer,
+    as the page was last written (the buffer's overlay holds the rows changed since).
 
     Its state: ``{"index", "start", "priorities": float64 array, "sum": float}``. It
     offers no live buffers: a restore reads the priorities into a fresh array, so that
@@ -307,15 +329,17 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.priority_page_rows = page_rows
         self.max_priority = 1.0
         self._trees = _Trees(capacity)
-        leaves = self._trees.leaves
+        # The leaves as the pages last saved them: a save rewrites a page that changed much and
+        # lists the few changed rows of the others (the overlay) in the buffer's own state.
+        self._base = np.zeros(capacity, dtype=np.float64)
         tag = _page_tag(capacity, page_rows)
         self._pages: list[tuple[str, PriorityPage]] = [
-            (f"priorities_{k:05d}.{tag}", PriorityPage._of(k, start, leaves[start : start + page_rows], self))
+            (f"priorities_{k:05d}.{tag}", PriorityPage._of(k, start, self._base[start : start + page_rows], self))
             for k, start in enumerate(range(0, capacity, page_rows))
         ]
         # While a restore runs: what the buffer's own state (checked first, top-down) says the pages
         # must hold, and which pages the restore applied (bottom-up, before the buffer's set_state).
-        self._pending: tuple[int, list[float]] | None = None
+        self._pending: _Pending | None = None
         self._pages_loaded: set[int] = set()
 
     # ------------------------------------------------------------------ the buffer
@@ -412,15 +436,33 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return [*super().get_checkpointable_components(), *self._pages]
 
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
-        """The buffer's state, plus alpha, the largest priority, and the pages holding rows with their sums."""
+        """The buffer's state, plus alpha, the largest priority, the pages with their sums, and the overlay.
+
+        Page by page: a page whose leaves changed in at least an eighth of its rows since it
+        was last written is written again (its base becomes the leaves); the changed rows of
+        the others go into the overlay (``priority_overlay_rows`` / ``_values``, 12 bytes a
+        row, in this buffer's own folder), and their page files stay the same bytes (linked).
+        """
         state = super().get_state(components, not_components=not_components, **kwargs)
         needed = self._pages[: self._needed_pages(self.size)]
+        leaves = self._trees.leaves
+        overlay: list[npt.NDArray[np.int64]] = []
+        for _, page in needed:
+            live = leaves[page.start : page.start + page.rows]
+            changed = np.flatnonzero(live != page.values)
+            if len(changed) >= max(1, page.rows // _REWRITE_EVERY):
+                page.values[:] = live
+            elif len(changed):
+                overlay.append(changed + page.start)
+        rows = np.concatenate(overlay) if overlay else np.zeros(0, dtype=np.int64)
         state.update(
             alpha=self.alpha,
             max_priority=self.max_priority,
             priority_page_rows=self.priority_page_rows,
             priority_pages=[name for name, _ in needed],
             priority_sums=[float(page.values.sum()) for _, page in needed],
+            priority_overlay_rows=rows.astype(np.int64),
+            priority_overlay_values=leaves[rows].astype(np.float64),
         )
         for name, page in needed:
             if self._check_component(name, components, not_components):
@@ -432,15 +474,15 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
         Raises:
             IncompatibleCheckpointError: Another layout, page size or alpha.
-            CorruptCheckpointError: A page list, page sums or largest priority that do not hold
-                together, or a page the rows need that is not in the checkpoint.
+            CorruptCheckpointError: A page list, page sums, overlay or largest priority that do not
+                hold together, or a page the rows need that is not in the checkpoint.
         """
         super().check_state(state, components)
         brought = set(components)
         self._pending = self._check_priority_state(state, {page.index for name, page in self._pages if name in brought})
 
-    def _check_priority_state(self, state: dict[str, Any], loaded: set[int]) -> tuple[int, list[float]]:
-        """The size and the page sums of ``state``, once they fit this buffer."""
+    def _check_priority_state(self, state: dict[str, Any], loaded: set[int]) -> _Pending:
+        """What ``state`` says the pages must add up to, once its own priority keys fit this buffer."""
         alpha, page_rows = state.get("alpha"), state.get("priority_page_rows")
         if page_rows != self.priority_page_rows or not isinstance(alpha, float) or alpha != self.alpha:
             raise IncompatibleCheckpointError(
@@ -451,21 +493,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             )
         size = int(state["size"])  # checked by ReplayBuffer's own check
         needed = [name for name, _ in self._pages[: self._needed_pages(size)]]
-        sums, max_priority = state.get("priority_sums"), state.get("max_priority")
-        problem = ""
-        if state.get("priority_pages") != needed:
-            problem = f"its page list is not the {len(needed)} pages that {size} rows fill"
-        elif not isinstance(sums, list) or len(sums) != len(needed):
-            problem = (
-                f"it records {len(sums) if isinstance(sums, list) else repr(sums)[:40]} page sums for "
-                f"{len(needed)} pages"
-            )
-        elif not all(isinstance(s, float) and math.isfinite(s) and s >= 0 for s in sums):
-            problem = "its page sums are not finite floats >= 0"
-        elif size and not all(s > 0 for s in sums):
-            problem = "a page holding rows has a priority sum of 0 (no row of it could be drawn)"
-        elif not isinstance(max_priority, float) or not math.isfinite(max_priority) or max_priority < 1.0:
-            problem = f"its largest priority {max_priority!r:.40} is not a finite float >= 1 (it starts at 1)"
+        sums = state.get("priority_sums")
+        problem = _priority_keys_problem(state, size, needed)
         if problem:
             raise CorruptCheckpointError(
                 f"The prioritized replay buffer checkpoint's priorities do not hold together: {problem}. It was "
@@ -479,22 +508,31 @@ class PrioritizedReplayBuffer(ReplayBuffer):
                 f"{' ...' if len(missing) > 3 else ''}). The checkpoint is incomplete or was tampered with."
             )
         assert isinstance(sums, list)  # checked above
-        return size, list(sums)
+        return _Pending(size, list(sums), state["priority_overlay_rows"], state["priority_overlay_values"])
 
     def _check_page(self, index: int, values: npt.NDArray[np.float64]) -> None:
-        """A page's check against the rows the restore brings (or, restored alone, the rows held)."""
-        size, sums = self._pending if self._pending is not None else (self.size, None)
+        """A page's check against the buffer's checked state: its sum, and its rows with the overlay applied.
+
+        A page restored alone (no buffer state checked) is checked by itself only.
+        """
+        pending = self._pending
+        if pending is None:
+            return
         page = self._pages[index][1]
-        held = min(max(size - page.start, 0), page.rows)
+        final = values.copy()
+        lo, hi = np.searchsorted(pending.overlay_rows, [page.start, page.start + page.rows])
+        final[pending.overlay_rows[lo:hi] - page.start] = pending.overlay_values[lo:hi]
+        held = min(max(pending.size - page.start, 0), page.rows)
         problem = ""
-        if held and not (values[:held] > 0).all():
-            problem = f"row {page.start + int(np.argmin(values[:held] > 0))} is held but has priority 0"
-        elif (values[held:] != 0).any():
-            first = page.start + held + int(np.argmax(values[held:] != 0))
-            problem = f"rows past the {size} held have priorities (row {first})"
-        elif sums is not None and index < len(sums) and not _close(float(values.sum()), sums[index]):
+        if held and not (final[:held] > 0).all():
+            problem = f"row {page.start + int(np.argmin(final[:held] > 0))} is held but has priority 0"
+        elif (final[held:] != 0).any():
+            first = page.start + held + int(np.argmax(final[held:] != 0))
+            problem = f"rows past the {pending.size} held have priorities (row {first})"
+        elif index < len(pending.sums) and not _close(float(values.sum()), pending.sums[index]):
             problem = (
-                f"they sum to {float(values.sum())!r}, but the buffer records {sums[index]!r}: the tree does not sum"
+                f"they sum to {float(values.sum())!r}, but the buffer records {pending.sums[index]!r}: the tree "
+                "does not sum"
             )
         if problem:
             raise CorruptCheckpointError(
@@ -503,12 +541,14 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             )
 
     def _page_loaded(self, index: int) -> None:
+        """A page's base was restored: the leaves of its rows follow (the overlay comes after)."""
         self._pages_loaded.add(index)
         page = self._pages[index][1]
+        self._trees.leaves[page.start : page.start + page.rows] = page.values
         self._trees.refresh_range(page.start, page.start + page.rows)
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Apply a state: the checks of :meth:`check_state` first, then rows, pages, trees and counters.
+        """Apply a state: the checks of :meth:`check_state` first, then rows, pages, overlay, trees, counters.
 
         Raises:
             IncompatibleCheckpointError: Another layout, page size or alpha.
@@ -516,17 +556,23 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         """
         loaded, old_size = self._pages_loaded, self.size
         try:
-            self._pending = self._check_priority_state(state, loaded)
+            self._pending = pending = self._check_priority_state(state, loaded)
             inline = [(name, page) for name, page in self._pages if name in state]
             for name, page in inline:  # pages given in memory: check them all before anything changes
                 page.check_state(state[name], ())
             super().set_state(state)
+            leaves = self._trees.leaves
             for name, page in inline:
                 np.copyto(page.values, state[name]["priorities"])
-            # Leaves past the new size were rows of the live buffer: empty again. Then every inner node
-            # over the rows either buffer held is recomputed from the leaves: the saved trees, bit for bit.
-            self._trees.leaves[self.size : max(old_size, self.size)] = 0.0
-            self._trees.refresh_range(0, max(old_size, self.size))
+                leaves[page.start : page.start + page.rows] = page.values
+            # Rows past the new size were the live buffer's: empty again, in the leaves and the bases.
+            end = max(old_size, self.size)
+            leaves[self.size : end] = 0.0
+            self._base[self.size : end] = 0.0
+            leaves[pending.overlay_rows] = pending.overlay_values
+            # Every inner node over the rows either buffer held, recomputed from the leaves: the
+            # saved trees, bit for bit.
+            self._trees.refresh_range(0, end)
             self.max_priority = float(state["max_priority"])
         finally:
             self._pending, self._pages_loaded = None, set()
@@ -549,6 +595,36 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             "epsilon": self.epsilon,
             "priority_page_rows": self.priority_page_rows,
         }
+
+
+def _priority_keys_problem(state: dict[str, Any], size: int, needed: list[str]) -> str:
+    """What does not hold together in a buffer state's own priority keys ("" when they do)."""
+    sums, max_priority = state.get("priority_sums"), state.get("max_priority")
+    rows, values = state.get("priority_overlay_rows"), state.get("priority_overlay_values")
+    if state.get("priority_pages") != needed:
+        return f"its page list is not the {len(needed)} pages that {size} rows fill"
+    if not isinstance(sums, list) or len(sums) != len(needed):
+        return (
+            f"it records {len(sums) if isinstance(sums, list) else repr(sums)[:40]} page sums for {len(needed)} pages"
+        )
+    if not all(isinstance(x, float) and math.isfinite(x) and x >= 0 for x in sums):
+        return "its page sums are not finite floats >= 0"
+    if not isinstance(max_priority, float) or not math.isfinite(max_priority) or max_priority < 1.0:
+        return f"its largest priority {max_priority!r:.40} is not a finite float >= 1 (it starts at 1)"
+    if not (
+        isinstance(rows, np.ndarray)
+        and isinstance(values, np.ndarray)
+        and rows.dtype == np.int64
+        and values.dtype == np.float64
+        and rows.ndim == 1
+        and values.shape == rows.shape
+    ):
+        return "its overlay is not an int64 row array and a float64 value array of one length"
+    if rows.size and (rows[0] < 0 or rows[-1] >= size or not (np.diff(rows) > 0).all()):
+        return f"its overlay rows are not increasing rows held (0..{size - 1})"
+    if not (np.isfinite(values) & (values > 0)).all():
+        return "its overlay holds priorities that are not finite and > 0"
+    return ""
 
 
 def pages_problem(args: tuple[Any, ...], kwargs: Mapping[str, Any], folder: FolderSizes, *, buffers: int) -> str | None:
