@@ -87,22 +87,37 @@ def test_an_n_step_range_sums_each_transitions_own_n() -> None:
             np.testing.assert_array_equal(mixed[name][rows], fixed[name][rows])
 
 
-def test_prioritized_dqn_learns_from_weights_and_updates_priorities() -> None:
-    algo = DQN(DQNConfig(**SETTINGS))
+MULTI = {"env": "multi:CartPole-v1", "policies": ("p0", "p1"), "policy_mapping": {"agent_0": "p0", "agent_1": "p1"}}
+
+
+@pytest.mark.parametrize("extra", [{}, MULTI], ids=["single", "multi-agent"])
+def test_prioritized_dqn_updates_priorities_per_module(extra: dict[str, Any], tmp_path: Path) -> None:
+    algo = DQN(DQNConfig(**{**SETTINGS, **extra}))
     try:
-        buffer = algo.replay_buffer["default_policy"]
-        assert isinstance(buffer, PrioritizedReplayBuffer) and buffer.alpha == 0.6
         for _ in range(4):
             result = algo.train().flatten(wall_clock=False)
         assert result["num_gradient_steps"] == 8
-        assert result["learners/default_policy/num_module_steps_trained"] == 8 * 16
-        held = buffer.priorities[: len(buffer)]
-        # The TD errors set priorities: they are no longer all the first max priority (1.0).
-        assert len(np.unique(held)) > 10 and buffer.max_priority > 1.0
-        np.testing.assert_allclose(buffer._trees.total, held.sum())
-        # Every draw of n came from [2, 5): discounts are gamma^n with n in {2, 3, 4} or shorter at ends.
-        n = np.round(np.log(buffer.columns["discounts"][: len(buffer)]) / np.log(0.99)).astype(int)
-        assert set(n.tolist()) <= {1, 2, 3, 4} and {2, 3, 4} <= set(n.tolist())
+        for module_id in algo.replay_buffer:
+            buffer = algo.replay_buffer[module_id]
+            assert isinstance(buffer, PrioritizedReplayBuffer) and buffer.alpha == 0.6
+            assert result[f"learners/{module_id}/num_module_steps_trained"] == 8 * 16
+            held = buffer.priorities[: len(buffer)]
+            # The TD errors set priorities: they are no longer all the first max priority (1.0).
+            assert len(np.unique(held)) > 10 and buffer.max_priority > 1.0
+            np.testing.assert_allclose(buffer._trees.total, held.sum())
+            # Every n came from [2, 5): discounts are gamma^n, n in {2, 3, 4}, or fewer at episode ends.
+            n = np.round(np.log(buffer.columns["discounts"][: len(buffer)]) / np.log(0.99)).astype(int)
+            assert set(n.tolist()) <= {1, 2, 3, 4} and {2, 3, 4} <= set(n.tolist())
+        # In-process resume of every module's priorities (the new-process test below is single-agent).
+        again = DQN.from_checkpoint(algo.save_to_path(tmp_path / "ckpt"))
+        try:
+            assert again.train().flatten(wall_clock=False) == algo.train().flatten(wall_clock=False)
+            for module_id in algo.replay_buffer:
+                np.testing.assert_array_equal(
+                    again.replay_buffer[module_id]._trees.sum, algo.replay_buffer[module_id]._trees.sum
+                )
+        finally:
+            again.stop()
     finally:
         algo.stop()
 
@@ -170,3 +185,35 @@ def test_resume_in_a_new_process_is_bit_for_bit(tmp_path: Path) -> None:
     finally:
         a.stop()
         b.stop()
+
+
+def test_recorded_head_widths_and_page_counts_are_bounded_before_anything_is_built(tmp_path: Path) -> None:
+    from cairn import CorruptCheckpointError
+    from cairn._ctor_bounds import FolderSizes, check_ctor_args
+
+    def sizes(folder: Path) -> FolderSizes:
+        manifest = json.loads((folder / "manifest.json").read_text())
+        files = {name: (folder / name).stat().st_size for name in manifest["files"] if "/" not in name}
+        tree = sum(os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(folder) for f in names)
+        return FolderSizes(files=files, components=tuple(manifest["components"]), tree_bytes=tree)
+
+    module = DefaultDQNRLModule(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), {"dueling": True}, seed=0)
+    folder = Path(module.save_to_path(tmp_path / "module"))
+    args, kwargs = module.get_ctor_args_and_kwargs()
+    check_ctor_args(DefaultDQNRLModule, args, kwargs, sizes(folder), where="module")  # what it recorded fits
+    hostile = {**kwargs, "model_config": {**kwargs["model_config"], "head_fcnet_hiddens": [6144] * 4}}
+    with pytest.raises(CorruptCheckpointError, match=r"head_fcnet_hiddens.*bytes of parameters.*nothing was built"):
+        check_ctor_args(DefaultDQNRLModule, args, hostile, sizes(folder), where="module")
+    buffer = PrioritizedReplayBuffer(64, {"obs": ((4,), "float32")}, chunk_rows=16, priority_page_rows=16)
+    buffer.add({"obs": np.ones((20, 4), np.float32)})
+    folder = Path(buffer.save_to_path(tmp_path / "buffer"))
+    args, kwargs = buffer.get_ctor_args_and_kwargs()
+    check_ctor_args(PrioritizedReplayBuffer, args, kwargs, sizes(folder), where="buffer")
+    with pytest.raises(CorruptCheckpointError, match=r"priority pages of 1 rows make 3000000 page objects"):
+        check_ctor_args(
+            PrioritizedReplayBuffer,
+            (3_000_000, *args[1:]),
+            {**kwargs, "priority_page_rows": 1, "chunk_rows": 3_000_000},
+            sizes(folder),
+            where="buffer",
+        )

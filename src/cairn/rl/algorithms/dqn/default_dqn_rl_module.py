@@ -180,6 +180,9 @@ class DefaultDQNRLModule(RLModule):
     def ctor_args_problem(cls, args: tuple[Any, ...], kwargs: dict[str, Any], folder: FolderSizes) -> str | None:
         """The hook of :mod:`cairn._ctor_bounds`: the shared layers and the head (``head_fcnet_hiddens``)
         must fit what the module's folder holds."""
+        problem = super().ctor_args_problem(args, kwargs, folder)  # the shared layers alone
+        if problem is not None:
+            return problem
         model_config = kwargs.get("model_config", args[2] if len(args) > 2 else None)
         lower = dqn_parameter_bytes(model_config)
         if lower > alloc_limit(folder.tree_bytes):
