@@ -267,7 +267,8 @@ def n_step_transitions(
     total = rewards.copy()
     last = np.broadcast_to(np.arange(horizon)[:, None], (horizon, n)).copy()  # index of the last summed step
     open_ = ~ended  # whether the sum of (t, i) goes on past its last step
-    for k in range(1, int(per_row.max(initial=1))):
+    # A sum never reaches past the rollout: n beyond its length changes nothing (and costs nothing).
+    for k in range(1, min(int(per_row.max(initial=1)), horizon)):
         nxt = last + 1
         go = open_ & (nxt < horizon) & (k < per_row)
         idx = np.minimum(nxt, horizon - 1)
