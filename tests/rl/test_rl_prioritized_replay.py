@@ -310,3 +310,16 @@ def test_hostile_priorities_are_refused_and_nothing_changes(
     assert (len(live), live.max_priority) == before[2:]
     with pytest.raises(error, match=match):
         PrioritizedReplayBuffer.from_checkpoint(path)
+
+
+def test_a_page_restored_alone_never_makes_rows_past_the_buffer_drawable(tmp_path: Path) -> None:
+    buf = make()
+    buf.add(rows(600, 0))
+    path = buf.save_to_path(tmp_path / "ck")
+    page = buf.get_state()["priority_pages"][1]  # rows 256..511
+    live = make(seed=2)
+    live.add(rows(300, 1))
+    live.restore_from_path(os.path.join(path, page), component=page)
+    assert (live.priorities[300:] == 0).all() and (live.priorities[:300] > 0).all()
+    assert live.sample(2_000)["batch_indexes"].max() < 300
+    np.testing.assert_allclose(live._trees.total, live.priorities.sum())

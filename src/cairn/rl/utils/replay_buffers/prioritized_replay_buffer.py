@@ -544,7 +544,10 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         """A page's base was restored: the leaves of its rows follow (the overlay comes after)."""
         self._pages_loaded.add(index)
         page = self._pages[index][1]
-        self._trees.leaves[page.start : page.start + page.rows] = page.values
+        leaves = self._trees.leaves
+        leaves[page.start : page.start + page.rows] = page.values
+        if self._pending is None:  # restored alone (no buffer state): rows past those held stay undrawable
+            leaves[max(self.size, page.start) : page.start + page.rows] = 0.0
         self._trees.refresh_range(page.start, page.start + page.rows)
 
     def set_state(self, state: dict[str, Any]) -> None:
