@@ -154,7 +154,8 @@ class DQNConfig(OffPolicyConfig):
             "num_atoms": Accept((1,), "cairn's DQN is not distributional"),
             "noisy": Accept((False,), "cairn's DQN explores epsilon-greedily"),
             "hiddens": Refuse(
-                "cairn's Q-network has no separate head: use rl_module(model_config={'fcnet_hiddens': [...]})"
+                "it is RLlib's old name of the head's widths: use rl_module(model_config={'head_fcnet_hiddens': "
+                "[...]}) (and 'fcnet_hiddens' for the shared layers)"
             ),
             "adam_epsilon": Accept((1e-8,), "cairn's learners use Adam with torch's default eps"),
             "lr_schedule": Accept((None,), "use training(lr_anneal_timesteps=...)"),

@@ -48,6 +48,12 @@ class DQNLearner(TargetNetworkLearner):
         # Module id -> (buffer rows, |TD errors|) of each minibatch since the last pop_td_errors.
         self._td_errors: dict[str, list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]]] = {}
 
+    def update(self, batches: Mapping[str, Any]) -> dict[str, float]:
+        """:meth:`Learner.update <cairn.rl.core.learner.learner.Learner.update>`; the TD errors kept
+        are this update's only (nobody popping them must not make them pile up)."""
+        self._td_errors.clear()
+        return super().update(batches)
+
     def pop_td_errors(self, module_id: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """The buffer rows and ``|TD errors|`` of module ``module_id``'s minibatches since the last call.
 
