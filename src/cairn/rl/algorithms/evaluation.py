@@ -91,6 +91,8 @@ class EvaluationRunners:
         self.duration = int(config.evaluation_duration)
         self.unit = str(config.evaluation_duration_unit)
         self.group = EnvRunnerGroup(self.config)
+        # Refusals of a restore name its folder: the algorithm's checkpoint holds it as eval_env_runner.
+        self.group.local_env_runner.checkpoint_label = "eval_env_runner"
 
     @property
     def local_env_runner(self) -> EnvRunner:

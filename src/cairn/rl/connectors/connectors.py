@@ -263,9 +263,12 @@ class MeanStdFilter(Connector):
 
         Raises:
             IncompatibleCheckpointError: The statistics have another shape.
-            CorruptCheckpointError: A count or array that no filter saves.
+            ValueError: A count or array that no filter saves (a restore reports it with the
+                component's path in the checkpoint).
         """
         self._read_layout(state)
+        fresh = [key for key in ("mean", "m2") if key in state and state[key] is not getattr(self, key)]
+        self._values_problem({key: state[key] for key in fresh})  # fresh arrays hold their values already
         self._before_restore = (self.count, self.mean.copy(), self.m2.copy())
 
     def _read_layout(self, state: Mapping[str, Any]) -> int | None:
@@ -276,7 +279,7 @@ class MeanStdFilter(Connector):
             value = state[key]
             if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
                 what = value.dtype if isinstance(value, np.ndarray) else type(value).__name__
-                raise CorruptCheckpointError(
+                raise ValueError(
                     f"MeanStdFilter {key!r} is a {what} in the checkpoint, not an array of numbers; the checkpoint "
                     "was damaged or altered."
                 )
@@ -290,11 +293,25 @@ class MeanStdFilter(Connector):
             return None
         count = state["count"]
         if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
-            raise CorruptCheckpointError(
+            raise ValueError(
                 f"MeanStdFilter 'count' is {count!r:.60} in the checkpoint, not a non-negative int (the number of "
                 "observations seen); the checkpoint was damaged or altered."
             )
         return int(count)
+
+    def _values_problem(self, state: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` for a NaN or infinite mean, or an ``m2`` that is negative or not finite."""
+        bad = [
+            key
+            for key in ("mean", "m2")
+            if key in state
+            and (not np.isfinite(state[key]).all() or (key == "m2" and (np.asarray(state[key]) < 0).any()))
+        ]
+        if bad:
+            raise ValueError(
+                f"MeanStdFilter {bad} hold NaN, infinite or (m2) negative values in the checkpoint; normalising with "
+                "them gives NaN observations (the checkpoint was damaged or altered)."
+            )
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Load statistics; keys missing from ``state`` are left as they are.
@@ -305,21 +322,16 @@ class MeanStdFilter(Connector):
                 or a negative or non-finite ``m2`` (the filter would turn every observation
                 into NaN). The filter is left as it was.
         """
-        count = self._read_layout(state)
-        arrays = {key: np.asarray(state[key], dtype=np.float64) for key in ("mean", "m2") if key in state}
-        bad = [
-            key for key, value in arrays.items() if not np.isfinite(value).all() or (key == "m2" and (value < 0).any())
-        ]
-        if bad:
-            in_place = [key for key in ("mean", "m2") if state.get(key) is getattr(self, key)]
-            if in_place and self._before_restore is not None:  # already read into the live arrays: put them back
-                self.count, mean, m2 = self._before_restore
+        try:
+            count = self._read_layout(state)
+            self._values_problem(state)
+        except ValueError as err:
+            if self._before_restore is not None and any(state.get(k) is getattr(self, k) for k in ("mean", "m2")):
+                self.count, mean, m2 = self._before_restore  # read into the live arrays already: put them back
                 self.mean[...], self.m2[...] = mean, m2
             self._before_restore = None
-            raise CorruptCheckpointError(
-                f"MeanStdFilter {bad} hold NaN, infinite or (m2) negative values in the checkpoint; normalising with "
-                "them gives NaN observations. The checkpoint was damaged or altered; the filter keeps its statistics."
-            )
+            raise CorruptCheckpointError(f"{err} The filter keeps the statistics it had.") from err
+        arrays = {key: np.asarray(state[key], dtype=np.float64) for key in ("mean", "m2") if key in state}
         for key, value in arrays.items():
             if state[key] is not getattr(self, key):  # else restored in place (get_state_buffers): already here
                 setattr(self, key, value.copy())

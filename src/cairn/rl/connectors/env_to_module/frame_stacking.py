@@ -157,7 +157,13 @@ class FrameStackingEnvToModule(ConnectorV2):
         return {"slots": np.array(order, dtype=np.int64), "frames": self._frames.copy()}
 
     def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
-        """Refuse histories this piece cannot take (see :meth:`set_state`), before a restore changes anything."""
+        """Refuse histories this piece cannot take (see :meth:`set_state`), before a restore changes anything.
+
+        Raises:
+            IncompatibleCheckpointError: Frames of another shape or count than this piece keeps.
+            ValueError: Slot ids or frames that no stacker saves (a restore reports it with the
+                component's path in the checkpoint).
+        """
         self._read_state(state)
 
     def _read_state(self, state: Mapping[str, Any]) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any]] | None:
@@ -166,12 +172,12 @@ class FrameStackingEnvToModule(ConnectorV2):
             return None
         slots, frames = state["slots"], state["frames"]
         if not isinstance(slots, np.ndarray) or slots.dtype.kind not in "iu" or slots.ndim != 1 or (slots < 0).any():
-            raise CorruptCheckpointError(
+            raise ValueError(
                 f"FrameStackingEnvToModule 'slots' is {slots!r:.80} in the checkpoint, not a vector of non-negative "
                 "slot ids; the checkpoint was damaged or altered."
             )
         if not isinstance(frames, np.ndarray) or frames.dtype.kind not in "biuf":
-            raise CorruptCheckpointError(
+            raise ValueError(
                 "FrameStackingEnvToModule 'frames' is no array of numbers in the checkpoint; the checkpoint was "
                 "damaged or altered."
             )
@@ -191,7 +197,10 @@ class FrameStackingEnvToModule(ConnectorV2):
             IncompatibleCheckpointError: Frames of another shape or count than this piece keeps.
             CorruptCheckpointError: Slot ids or frames that no stacker saves.
         """
-        read = self._read_state(state)
+        try:
+            read = self._read_state(state)
+        except ValueError as err:
+            raise CorruptCheckpointError(str(err)) from err
         if read is None:
             return
         slots, frames = read
