@@ -154,9 +154,6 @@ class MeanStdFilter(Connector):
         self.m2 = np.zeros(self.shape, dtype=np.float64)
         # Statistics of the data seen since the last pop_delta (not part of the state).
         self._delta = _empty_stats(self.shape)
-        # The statistics as check_state found them: a restore that reads into the live arrays
-        # (get_state_buffers) and then meets values set_state refuses puts these back.
-        self._before_restore: _Stats | None = None
 
     def set_input_spaces(self, observation_space: gym.Space[Any], action_space: gym.Space[Any]) -> gym.Space[Any]:
         """Take the shape of ``observation_space`` when none was given; it must be an array space of that shape.
@@ -254,9 +251,9 @@ class MeanStdFilter(Connector):
         """``{"count": int, "mean": float64 array, "m2": float64 array}`` (copies)."""
         return {"count": int(self.count), "mean": self.mean.copy(), "m2": self.m2.copy()}
 
-    def get_state_buffers(self) -> dict[str, Any]:
-        """The live ``mean`` and ``m2`` arrays: a restore from local disk reads into them."""
-        return {"mean": self.mean, "m2": self.m2}
+    # No get_state_buffers: a restore reads the statistics into fresh arrays, so that check_state sees
+    # their values (a NaN mean, a negative m2) before any live array changes; set_state then copies
+    # them into the live arrays (their identity stays, as a read in place would keep it).
 
     def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
         """Refuse statistics of another shape, a count that is no non-negative int (before any restore changes).
@@ -267,9 +264,7 @@ class MeanStdFilter(Connector):
                 component's path in the checkpoint).
         """
         self._read_layout(state)
-        fresh = [key for key in ("mean", "m2") if key in state and state[key] is not getattr(self, key)]
-        self._values_problem({key: state[key] for key in fresh})  # fresh arrays hold their values already
-        self._before_restore = (self.count, self.mean.copy(), self.m2.copy())
+        self._values_problem(state)
 
     def _read_layout(self, state: Mapping[str, Any]) -> int | None:
         """The state's count (None: absent), after checking it and the arrays' shapes and dtypes."""
@@ -326,18 +321,12 @@ class MeanStdFilter(Connector):
             count = self._read_layout(state)
             self._values_problem(state)
         except ValueError as err:
-            if self._before_restore is not None and any(state.get(k) is getattr(self, k) for k in ("mean", "m2")):
-                self.count, mean, m2 = self._before_restore  # read into the live arrays already: put them back
-                self.mean[...], self.m2[...] = mean, m2
-            self._before_restore = None
             raise CorruptCheckpointError(f"{err} The filter keeps the statistics it had.") from err
         arrays = {key: np.asarray(state[key], dtype=np.float64) for key in ("mean", "m2") if key in state}
         for key, value in arrays.items():
-            if state[key] is not getattr(self, key):  # else restored in place (get_state_buffers): already here
-                setattr(self, key, value.copy())
+            getattr(self, key)[...] = value  # into the live arrays (same shape, checked above)
         if count is not None:
             self.count = count
-        self._before_restore = None
         # A restored state starts a new timeline: data seen before it is not reported.
         self._delta = _empty_stats(self.shape)
 

@@ -1,0 +1,248 @@
+"""Hostile and damaged checkpoints against the RL readers of issues 27 and 28 (round 4).
+
+Every test writes a real checkpoint with cairn, rewrites one value of a component's
+state as an attacker would (decoded with cairn's reader, encoded with its codec,
+every manifest re-sealed so that the integrity layer lets it through), and restores
+it into a live object. The reader must refuse it with a
+:class:`~cairn.errors.CheckpointError` that names the value's path, and leave the live
+object as it was (it still samples); never a raw ``KeyError`` or a numpy broadcast
+error later, deep in sampling.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from episode_callbacks_helpers import AgentCustomData, PoleAngles
+from rl_helpers import small_config
+
+import cairn
+import cairn.rl.env.games
+from cairn._reader import open_checkpoint
+from cairn.codec.state import encode_state
+from cairn.codec.tensors import build_header
+from cairn.manifest import MANIFEST, STATE, TENSORS, FileEntry, Manifest
+from cairn.rl import PPO, PPOConfig
+from cairn.rl.connectors.connectors import MAX_FILTER_SIZE, ConnectorPipeline, MeanStdFilter
+from cairn.rl.connectors.env_to_module import FrameStackingEnvToModule
+from cairn.rl.env.env_runner import EnvRunner
+from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
+from cairn.testing import assert_states_equal
+
+Edit = Callable[[dict[str, Any]], None]
+
+# --------------------------------------------------------------------------- an attacker's tools
+
+
+def reseal(root: Path) -> None:
+    """Rewrite every manifest under ``root`` (deepest first) with the true digests of the files it lists."""
+    for folder in sorted((p.parent for p in root.rglob(MANIFEST)), key=lambda p: -len(p.parts)):
+        body = json.loads((folder / MANIFEST).read_text())
+        names = set(body["files"]) | ({TENSORS} if (folder / TENSORS).exists() else set())
+        files = {name: FileEntry.of((folder / name).read_bytes()) for name in sorted(names)}
+        manifest = Manifest(files=files, components=body["components"], format_version=body["format_version"])
+        (folder / MANIFEST).write_bytes(manifest.to_bytes())
+
+
+def rewrite(root: Path, rel: str, edit: Edit) -> Path:
+    """Decode the own state of the folder ``rel`` of the checkpoint ``root``, ``edit`` it, encode and re-seal."""
+    folder = root / rel if rel else root
+    state = open_checkpoint(str(folder), None).state(allow_pickle=False)
+    edit(state)
+    encoded = encode_state(state, allow_pickle=False)
+    (folder / STATE).write_bytes(encoded.skeleton)
+    data = b"".join(bytes(memoryview(e.data)) for e in encoded.tensors)
+    (folder / TENSORS).write_bytes(build_header(encoded.tensors, {"format": "cairn"}) + data)
+    reseal(root)
+    return root
+
+
+def copy_of(src: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "hostile"
+    shutil.copytree(src, dst)
+    return dst
+
+
+def at(*keys: Any) -> Callable[[Any], Edit]:
+    """An edit that sets ``state[k1][k2]...`` to a value, or to ``value(old)`` when it is callable."""
+
+    def make(value: Any) -> Edit:
+        def edit(state: dict[str, Any]) -> None:
+            node = state
+            for key in keys[:-1]:
+                node = node[key]
+            node[keys[-1]] = value(node[keys[-1]]) if callable(value) else value
+
+        return edit
+
+    return make
+
+
+# --------------------------------------------------------------------------- single-agent runner
+
+TINY = {"num_envs_per_env_runner": 2, "rollout_length": 9}
+
+
+def runner_config() -> PPOConfig:
+    """CartPole, two slots, frame stacks, the default MeanStdFilter and episode objects (PoleAngles)."""
+    stack = functools.partial(FrameStackingEnvToModule, num_frames=3)
+    return small_config(**TINY, callbacks_class=PoleAngles).env_runners(env_to_module_connector=stack)
+
+
+@pytest.fixture(scope="module")
+def runner_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    runner = EnvRunner(runner_config())
+    try:
+        runner.sample()  # episodes in flight, frames stacked, metrics logged
+        yield Path(runner.save_to_path(tmp_path_factory.mktemp("runner") / "ck"))
+    finally:
+        runner.close()
+
+
+def refused_and_unchanged(runner: EnvRunner, restore: Callable[[], Any], match: str) -> None:
+    """``restore`` raises a CheckpointError matching ``match``; the runner's state is as it was and it samples."""
+    before = runner.get_state()
+    with pytest.raises(cairn.CheckpointError, match=match):
+        restore()
+    assert_states_equal(runner.get_state(), before)
+    runner.sample()
+
+
+FRAMES = ("env", "connectors", "env_to_module_connector", "FrameStackingEnvToModule")
+EPISODE0 = ("env", "episode_api", "episodes", 0)
+
+RUNNER_ATTACKS: list[Any] = [
+    ("counter_nan", at("counters", "num_env_steps_sampled_lifetime")(float("nan")), r"counters/num_env_steps_sampled"),
+    ("counter_negative", at("counters", "num_episodes_lifetime")(-3), r"counters/num_episodes_lifetime.*-3"),
+    ("counter_str", at("counters", "num_agent_steps_sampled_lifetime")("7"), r"non-negative int.*'7'"),
+    ("rng_truncated", at("rng", "torch")(lambda t: t[:100]), r"env_runner/rng/torch.*generator's state"),
+    ("window_nan_length", at("episodes", "recent_lengths")([float("nan")]), r"episodes/recent_lengths/0"),
+    ("returns_wrong_length", at("env", "episode_returns")(np.zeros(3)), r"env/episode_returns: has shape \(3,\)"),
+    ("starts_wrong_length", at("env", "episode_starts")(np.zeros(5, np.bool_)), r"env/episode_starts: has shape"),
+    ("lengths_negative", at("env", "episode_lengths")(np.array([-1, 2])), r"env/episode_lengths: holds negative"),
+    ("autoreset_strings", at("env", "autoreset")(np.array(["a", "b"])), r"env/autoreset: expected an array of bool"),
+    ("obs_strings", at("env", "obs")(np.full((2, 4), "x")), r"env/obs: the current observations are not arrays"),
+    ("cartpole_state_shape", at("env", "sub_envs", 0, "env", "state", "value")(np.zeros(7)), r"sub_envs/0.*\(7,\)"),
+    ("cartpole_state_nan", at("env", "sub_envs", 1, "env", "state", "value")(np.full(4, np.nan)), r"NaN or infinite"),
+    ("env_rng_foreign", at("env", "sub_envs", 0, "np_random")({"bit_generator": "X"}), r"sub_envs/0.*RNG state"),
+    ("time_limit_negative", at("env", "sub_envs", 0, "time_limit_steps")([-4]), r"TimeLimit step counters \[-4\]"),
+    (
+        "env_attribute_injection",
+        at("env", "sub_envs", 0, "env", "render_mode")({"kind": "py", "value": "human"}),
+        r"sets the attribute 'render_mode'",
+    ),
+    ("frames_wrong_shape", at(*FRAMES, "frames")(lambda f: f[:, :1]), r"FrameStacking.*frames of shape"),
+    ("frames_foreign_slot", at(*FRAMES, "slots")(np.array([0, 99])), r"frames of slot 99.*slots are 0..1"),
+    ("frames_strings", at(*FRAMES, "frames")(lambda f: np.full(f.shape, "x")), r"'frames' is no array of numbers"),
+    ("episode_other_slot", at(*EPISODE0, "env_index")(1), r"episode_api/episodes/0: is the episode of env 1"),
+    ("episode_int_agent", at(*EPISODE0, "agent_id")(0), r"agent 0; slot 0 runs agent 'default_agent'"),
+    ("episode_unknown_module", at(*EPISODE0, "module_id")("nope"), r"acts with module 'nope'"),
+    ("episode_custom_data_list", at(*EPISODE0, "custom_data")([1, 2]), r"episode_api/episodes/0: is not an episode"),
+    ("episode_numbers_negative", at("env", "episode_api", "numbers")([-1, 0]), r"episode_api/numbers/0"),
+    ("episode_length_huge", at(*EPISODE0, "length")(10**12), r"history's lengths do not match"),
+    ("metrics_not_a_dict", at("metrics")([1, 2]), r"env_runner/metrics: expected a metrics logger's state"),
+    (
+        "metrics_key_clash",
+        at("metrics", "stats")(lambda s: [*s, {**s[0], "key": [*s[0]["key"], "sub"]}]),
+        r"also the prefix of other metrics",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "edit", "match"), RUNNER_ATTACKS, ids=[a[0] for a in RUNNER_ATTACKS])
+def test_a_hostile_runner_state_is_refused_and_the_runner_is_unchanged(
+    runner_ckpt: Path, tmp_path: Path, name: str, edit: Edit, match: str
+) -> None:
+    ck = rewrite(copy_of(runner_ckpt, tmp_path), "", edit)
+    runner = EnvRunner(runner_config())
+    try:
+        runner.sample()
+        refused_and_unchanged(runner, lambda: runner.restore_from_path(ck), match)
+        # The state handed over directly (a remote runner's own state, EnvRunnerActor.set_own_state).
+        state = runner.get_state()
+        edit(state)
+        refused_and_unchanged(runner, lambda: runner.set_state(state), match)
+    finally:
+        runner.close()
+    # from_checkpoint refuses it too (and drops the object it built).
+    with pytest.raises(cairn.CheckpointError, match=match):
+        EnvRunner.from_checkpoint(ck)
+
+
+def test_the_untouched_runner_checkpoint_still_restores_exactly(runner_ckpt: Path, tmp_path: Path) -> None:
+    """The attacker's tools change nothing by themselves: a rewrite without an edit restores and resumes."""
+    ck = rewrite(copy_of(runner_ckpt, tmp_path), "", lambda state: None)
+    a, b = EnvRunner.from_checkpoint(runner_ckpt), EnvRunner.from_checkpoint(ck)
+    try:
+        assert_states_equal(a.get_state(), b.get_state())
+        for module_id, batch in a.sample().items():
+            np.testing.assert_array_equal(batch["obs"], b.sample()[module_id]["obs"])
+    finally:
+        a.close()
+        b.close()
+
+
+FILTER = "env_to_module_connector/MeanStdFilter"
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (at("m2")(lambda m2: -np.ones_like(m2)), r"MeanStdFilter \['m2'\] hold NaN, infinite or \(m2\) negative"),
+        (at("mean")(lambda m: np.full_like(m, np.inf)), r"MeanStdFilter \['mean'\]"),
+        (at("count")(float("nan")), r"'count' is nan.*not a non-negative int"),
+        (at("count")(-2), r"'count' is -2"),
+        (at("mean")(lambda m: np.full(m.shape, "a")), r"'mean' is a <U1 in the checkpoint"),
+    ],
+    ids=["m2_negative", "mean_inf", "count_nan", "count_negative", "mean_strings"],
+)
+def test_a_hostile_filter_state_is_refused_before_it_reaches_the_live_statistics(
+    runner_ckpt: Path, tmp_path: Path, edit: Edit, match: str
+) -> None:
+    ck = rewrite(copy_of(runner_ckpt, tmp_path), FILTER, edit)
+    runner = EnvRunner(runner_config())
+    try:
+        runner.sample()
+        # The filter reads its arrays in place (get_state_buffers): values it refuses are put back.
+        refused_and_unchanged(runner, lambda: runner.restore_from_path(ck), match)
+        pipeline = ck / FILTER.split("/")[0]
+        refused_and_unchanged(runner, lambda: runner.env_to_module.restore_from_path(pipeline), match)
+        filter_ = runner.env_to_module["MeanStdFilter"]
+        refused_and_unchanged(runner, lambda: filter_.restore_from_path(ck / FILTER), match)
+    finally:
+        runner.close()
+
+
+def test_a_filter_recording_a_huge_shape_is_refused_before_it_allocates(tmp_path: Path) -> None:
+    """A checkpoint's recorded factory arguments or pipeline arguments name the filter's shape."""
+    with pytest.raises(ValueError, match=rf"normalises {10**12} numbers per observation, more than {MAX_FILTER_SIZE}"):
+        MeanStdFilter(shape=[10**6, 10**6])
+    pipeline = ConnectorPipeline([(MeanStdFilter, {"shape": [4]})])
+    ck = Path(pipeline.save_to_path(tmp_path / "pipe"))
+    ctor = json.loads((ck / "ctor.json").read_text())
+    text = json.dumps(ctor).replace("[4]", f"[{10**6}, {10**6}]")
+    assert text != json.dumps(ctor)
+    (ck / "ctor.json").write_text(text)
+    reseal(ck)
+    with pytest.raises(cairn.CheckpointError, match=r"more than 16777216 \(MAX_FILTER_SIZE\)"):
+        ConnectorPipeline.from_checkpoint(ck)
+    algo_ck = Path(PPO(small_config(**TINY)).save_to_path(tmp_path / "algo"))
+    text = (algo_ck / "ctor.json").read_text()
+    factory = {"ref": "cairn.rl.connectors.connectors:MeanStdFilter", "kwargs": {"shape": [10**6, 10**6]}}
+    (algo_ck / "ctor.json").write_text(
+        text.replace('"env_to_module_connector": null', f'"env_to_module_connector": {json.dumps(factory)}')
+    )
+    reseal(algo_ck)
+    with pytest.raises((cairn.CheckpointError, ValueError), match=r"MAX_FILTER_SIZE"):
+        PPO.from_checkpoint(algo_ck)
