@@ -246,3 +246,110 @@ def test_a_filter_recording_a_huge_shape_is_refused_before_it_allocates(tmp_path
     reseal(algo_ck)
     with pytest.raises((cairn.CheckpointError, ValueError), match=r"MAX_FILTER_SIZE"):
         PPO.from_checkpoint(algo_ck)
+
+
+# --------------------------------------------------------------------------- multi-agent runner
+
+
+def game_config(**overrides: Any) -> PPOConfig:
+    """TicTacToe (iterations end mid-game), a module per player, per-agent episode objects."""
+    base = PPOConfig(
+        env=f"{cairn.rl.env.games.__name__}:TicTacToe",
+        seed=5,
+        num_envs_per_env_runner=2,
+        rollout_length=7,
+        minibatch_size=14,
+        num_epochs=1,
+        model_config={"hidden_sizes": [8]},
+        policies=("a", "b"),
+        policy_mapping={"player_0": "a", "player_1": "b"},
+        callbacks_class=AgentCustomData,
+    )
+    return dataclasses.replace(base, **overrides)
+
+
+@pytest.fixture(scope="module")
+def game_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    runner = MultiAgentEnvRunner(game_config())
+    try:
+        runner.sample()
+        assert runner._agent_episodes and all(runner._pending)  # games, open transitions and episode objects in flight
+        yield Path(runner.save_to_path(tmp_path_factory.mktemp("game") / "ck"))
+    finally:
+        runner.close()
+
+
+EP0 = ("env", "episodes", 0)
+API0 = ("env", "episode_api", 0)
+PENDING = (*EP0, "pending", "player_0")
+
+
+def _drop_mapping(agent: str) -> Edit:
+    def edit(state: dict[str, Any]) -> None:
+        del state["env"]["episodes"][0]["mapping"][agent]
+
+    return edit
+
+
+def _duplicate_episode(state: dict[str, Any]) -> None:
+    state["env"]["episode_api"].append(dict(state["env"]["episode_api"][0]))
+
+
+GAME_ATTACKS: list[Any] = [
+    ("pending_obs_shape", at(*PENDING, "obs")(np.zeros(5, np.float32)), r"pending/'player_0'/obs: module 'a'.*\(5,\)"),
+    ("pending_action_strings", at(*PENDING, "action")(np.array("x")), r"pending/'player_0'/action.*not of numbers"),
+    ("pending_reward_str", at(*PENDING, "reward")("1.0"), r"pending/'player_0'/reward: expected a number"),
+    ("pending_unmapped", _drop_mapping("player_1"), r"'player_1' has an open transition but no module"),
+    ("obs_shape", at(*EP0, "obs", "player_0")(np.zeros(3)), r"episodes/0/obs/'player_0'.*shape \(3,\)"),
+    ("steps_negative", at(*EP0, "steps", "player_0")(-1), r"episodes/0/steps/'player_0'"),
+    ("number_nan", at(*EP0, "number")(float("nan")), r"episodes/0/number: a count"),
+    ("returns_str", at(*EP0, "returns", "player_1")("x"), r"episodes/0/returns/'player_1'"),
+    ("api_int_agent", at(*API0, "agent_id")(0), r"episode_api/0: is the episode of agent 0 in env copy"),
+    ("api_other_env", at(*API0, "env_index")(7), r"episode_api/0.*env copy 7"),
+    ("api_unknown_module", at(*API0, "module_id")("zz"), r"episode_api/0.*module 'zz'"),
+    ("api_duplicate", _duplicate_episode, r"listed twice"),
+    ("api_custom_data_str", at(*API0, "custom_data")("x"), r"episode_api/0: is not an episode's state"),
+    ("board_out_of_range", at("env", "sub_envs", 1, "env", "board")(np.full(9, 7, np.int8)), r"sub_envs/1.*range"),
+    ("board_shape", at("env", "sub_envs", 0, "env", "board")(np.zeros(4, np.int8)), r"board is not 9 ints"),
+]
+
+
+@pytest.mark.parametrize(("name", "edit", "match"), GAME_ATTACKS, ids=[a[0] for a in GAME_ATTACKS])
+def test_a_hostile_multi_agent_state_is_refused_and_the_runner_is_unchanged(
+    game_ckpt: Path, tmp_path: Path, name: str, edit: Edit, match: str
+) -> None:
+    ck = rewrite(copy_of(game_ckpt, tmp_path), "", edit)
+    runner = MultiAgentEnvRunner(game_config())
+    try:
+        runner.sample()
+        refused_and_unchanged(runner, lambda: runner.restore_from_path(ck), match)
+        state = runner.get_state()
+        edit(state)
+        refused_and_unchanged(runner, lambda: runner.set_state(state), match)
+    finally:
+        runner.close()
+
+
+def test_a_mapping_to_a_module_of_other_spaces_is_refused(tmp_path: Path) -> None:
+    """A Dict agent mapped to the Box agent's module would feed it observations of another shape."""
+    from agent_spaces_helpers import DictAndBoxEnv, flatten_d_and_stack
+
+    config = PPOConfig(
+        env=f"{DictAndBoxEnv.__module__}:DictAndBoxEnv",
+        seed=11,
+        num_envs_per_env_runner=1,
+        rollout_length=3,
+        minibatch_size=8,
+        num_epochs=1,
+        model_config={"hidden_sizes": [8]},
+        policies=("md", "mb"),
+        policy_mapping={"d": "md", "b": "mb"},
+    ).env_runners(env_to_module_connector=flatten_d_and_stack)
+    runner = MultiAgentEnvRunner(config)
+    try:
+        runner.sample()
+        ck = Path(runner.save_to_path(tmp_path / "ck"))
+        rewrite(ck, "", at(*EP0, "mapping", "d")("mb"))
+        refused_and_unchanged(runner, lambda: runner.restore_from_path(ck), r"episodes/0/mapping: .*'d'.*'mb'")
+    finally:
+        runner.close()
