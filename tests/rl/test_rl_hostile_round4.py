@@ -33,7 +33,7 @@ from cairn._reader import open_checkpoint
 from cairn.codec.state import encode_state
 from cairn.codec.tensors import build_header
 from cairn.manifest import MANIFEST, STATE, TENSORS, FileEntry, Manifest
-from cairn.rl import PPO, PPOConfig
+from cairn.rl import PPO, PPOConfig, RLModuleSpec
 from cairn.rl.connectors.connectors import MAX_FILTER_SIZE, ConnectorPipeline, MeanStdFilter
 from cairn.rl.connectors.env_to_module import FrameStackingEnvToModule
 from cairn.rl.env.env_runner import EnvRunner
@@ -353,3 +353,109 @@ def test_a_mapping_to_a_module_of_other_spaces_is_refused(tmp_path: Path) -> Non
         refused_and_unchanged(runner, lambda: runner.restore_from_path(ck), r"episodes/0/mapping: .*'d'.*'mb'")
     finally:
         runner.close()
+
+
+def test_a_hostile_state_of_another_remote_runner_is_refused_by_every_runner_first(
+    runner_ckpt: Path, tmp_path: Path
+) -> None:
+    """Runner 1 writes the own states of runners 2..N under ``other_env_runners``; each applies its own. A
+    hostile entry is refused by every runner's check (the driver's local copy's too) before any applies."""
+
+    def add_peer(state: dict[str, Any]) -> None:
+        peer = {"worker_index": 2, "rng": state["rng"], "env": dict(state["env"]), "metrics": state["metrics"]}
+        peer["env"]["episode_returns"] = np.zeros(5)
+        state["other_env_runners"] = [peer]
+
+    ck = rewrite(copy_of(runner_ckpt, tmp_path), "", add_peer)
+    runner = EnvRunner(runner_config())
+    try:
+        runner.sample()
+        refused_and_unchanged(runner, lambda: runner.restore_from_path(ck), r"env/episode_returns: has shape \(5,\)")
+    finally:
+        runner.close()
+
+
+# --------------------------------------------------------------------------- code named by a recorded config
+
+
+@pytest.fixture(scope="module")
+def algo_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    algo = PPO(small_config(**TINY))
+    try:
+        yield Path(algo.save_to_path(tmp_path_factory.mktemp("algo") / "ck"))
+    finally:
+        algo.stop()
+
+
+def _record(ck: Path, field: str, value: Any) -> None:
+    """Make the checkpoint's recorded config (its root ctor.json) hold ``field = value``, re-sealed."""
+    ctor = json.loads((ck / "ctor.json").read_text())
+    text = json.dumps(ctor)
+    needle = f'"{field}": null'
+    assert needle in text, field
+    (ck / "ctor.json").write_text(text.replace(needle, f'"{field}": {json.dumps(value)}'))
+    reseal(ck)
+
+
+def _callbacks_partial(cls: str, args: list[Any]) -> dict[str, Any]:
+    """A recorded ``functools.partial(cls, *args)`` of callbacks (the codec's form of CallbackClass)."""
+    return {
+        "__cairn__": "registered",
+        "type": "cairn.rl.callbacks:CallbackClass",
+        "value": {"class": {"__cairn__": "class", "class": cls}, "args": args, "kwargs": {}},
+    }
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("env_to_module_connector", {"ref": "os:system", "kwargs": {}}),
+        ("env_to_module_connector", {"ref": "builtins:eval", "kwargs": {}}),
+        ("env_to_module_connector", {"ref": "subprocess:Popen", "kwargs": {"args": ["MARK"]}}),
+        ("env_to_module_connector", {"ref": "subprocess:run", "kwargs": {"args": ["MARK"]}}),
+        ("module_to_env_connector", {"ref": "torch.hub:load", "kwargs": {"repo_or_dir": "MARK"}}),
+        ("learner_connector", {"ref": "shutil:rmtree", "kwargs": {"path": "MARK"}}),
+        ("callbacks_class", _callbacks_partial("subprocess:Popen", [["MARK"]])),
+        ("callbacks_class", _callbacks_partial("cairn.rl.connectors.connectors:MeanStdFilter", [])),
+        ("callbacks_on_episode_end", ["os:system"]),
+        ("callbacks_on_algorithm_init", ["subprocess:run"]),
+    ],
+    ids=lambda v: v if isinstance(v, str) else json.dumps(v)[:60],
+)
+def test_a_recorded_reference_never_makes_cairn_call_foreign_code(
+    algo_ckpt: Path, tmp_path: Path, field: str, value: Any
+) -> None:
+    """Connector factories and callbacks recorded by reference obey the registry's rules: never a builtin,
+    a standard-library or framework function or class, never a class that is no connector / callbacks."""
+    mark = tmp_path / "ran"
+    value = json.loads(json.dumps(value).replace('"MARK"', json.dumps(f"touch {mark}")))
+    ck = copy_of(algo_ckpt, tmp_path)
+    _record(ck, field, value)
+    with pytest.raises((cairn.CheckpointError, ValueError), match=r"refuse|not a cairn connector|RLlibCallback"):
+        PPO.from_checkpoint(ck)
+    assert not mark.exists()
+
+
+# --------------------------------------------------------------------------- the filter companion of load_state_path
+
+MODULE_FOLDER = "learner_group/learner/rl_module/default_policy"
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (at("mean")(np.zeros(7)), r"'mean' has shape \(7,\) in the checkpoint but this filter normalises .*\(4,\)"),
+        (at("m2")(lambda m2: np.full_like(m2, -1.0)), r"MeanStdFilter.*m2.*negative"),
+        (at("count")(-1), r"env_to_module_connector/MeanStdFilter.*'count' is -1"),
+    ],
+    ids=["wrong_shape", "m2_negative", "count_negative"],
+)
+def test_a_hostile_filter_companion_is_refused_before_the_algorithm_is_built(
+    algo_ckpt: Path, tmp_path: Path, edit: Edit, match: str
+) -> None:
+    """``load_state_path``'s module brings its filter from ``env_runner/env_to_module_connector``: a companion
+    of another shape, or with values no filter saves, is refused with its path, and nothing is built."""
+    ck = rewrite(copy_of(algo_ckpt, tmp_path), f"env_runner/{FILTER}", edit)
+    spec = RLModuleSpec(load_state_path=str(ck / MODULE_FOLDER))
+    with pytest.raises(cairn.CheckpointError, match=match):
+        PPO(small_config(**TINY, rl_module_spec=spec))

@@ -276,7 +276,7 @@ class MeanStdFilter(Connector):
                 what = value.dtype if isinstance(value, np.ndarray) else type(value).__name__
                 raise ValueError(
                     f"MeanStdFilter {key!r} is a {what} in the checkpoint, not an array of numbers; the checkpoint "
-                    "was damaged or altered."
+                    "was damaged or altered"
                 )
             if value.shape != self.shape:
                 raise IncompatibleCheckpointError(
@@ -290,7 +290,7 @@ class MeanStdFilter(Connector):
         if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
             raise ValueError(
                 f"MeanStdFilter 'count' is {count!r:.60} in the checkpoint, not a non-negative int (the number of "
-                "observations seen); the checkpoint was damaged or altered."
+                "observations seen); the checkpoint was damaged or altered"
             )
         return int(count)
 
@@ -305,7 +305,7 @@ class MeanStdFilter(Connector):
         if bad:
             raise ValueError(
                 f"MeanStdFilter {bad} hold NaN, infinite or (m2) negative values in the checkpoint; normalising with "
-                "them gives NaN observations (the checkpoint was damaged or altered)."
+                "them gives NaN observations (the checkpoint was damaged or altered)"
             )
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -321,7 +321,7 @@ class MeanStdFilter(Connector):
             count = self._read_layout(state)
             self._values_problem(state)
         except ValueError as err:
-            raise CorruptCheckpointError(f"{err} The filter keeps the statistics it had.") from err
+            raise CorruptCheckpointError(f"{err}. The filter keeps the statistics it had.") from err
         arrays = {key: np.asarray(state[key], dtype=np.float64) for key in ("mean", "m2") if key in state}
         for key, value in arrays.items():
             getattr(self, key)[...] = value  # into the live arrays (same shape, checked above)

@@ -57,6 +57,8 @@ from cairn.rl.env.multi_agent_env import (
 )
 from cairn.rl.env.pretrained_connectors import restore_pretrained_connectors
 from cairn.rl.env.state_checks import (
+    PEER_OWN_KEYS,
+    PEER_STATES_KEY,
     check_state_tree,
     corrupt,
     count,
@@ -698,6 +700,13 @@ class EnvRunner(Checkpointable):
             IncompatibleCheckpointError: A metrics logger state of another layout.
         """
         self._read_state(state)
+        # The own states of remote runners 2..N, which each of them applies: all checked here first.
+        peers = state.get(PEER_STATES_KEY, [])
+        if not isinstance(peers, list | tuple):
+            raise corrupt(f"{self.checkpoint_label}/{PEER_STATES_KEY}", "is not a list of runner states")
+        for i, peer in enumerate(peers):
+            peer = mapping(peer, where=f"{self.checkpoint_label}/{PEER_STATES_KEY}/{i}")
+            self._read_state({key: peer[key] for key in PEER_OWN_KEYS if key in peer})
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Apply what ``state`` holds; what it does not hold is left as it is.

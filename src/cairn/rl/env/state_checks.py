@@ -36,6 +36,8 @@ from cairn.rl.env.episodes import SingleAgentEpisode, check_episode_data
 
 __all__ = [
     "ALTERED",
+    "PEER_OWN_KEYS",
+    "PEER_STATES_KEY",
     "check_state_tree",
     "corrupt",
     "count",
@@ -57,6 +59,15 @@ ALTERED = (
     "checkpoint. Nothing was changed."
 )
 """The end of every refusal here: what happened and what to do."""
+
+
+PEER_STATES_KEY = "other_env_runners"
+"""Key of an ``env_runner`` state that holds the own states of remote runners 2..N (written by remote
+runner 1, see :mod:`cairn.rl.distributed.env_runners`); every runner checks them all before a restore
+applies anything, so that one runner's hostile entry never leaves the group half restored."""
+
+PEER_OWN_KEYS = ("rng", "env", "metrics")
+"""The keys of an ``env_runner`` state that belong to one runner: RNG, environments, its callbacks' metrics."""
 
 
 def corrupt(where: str, problem: str) -> CorruptCheckpointError:

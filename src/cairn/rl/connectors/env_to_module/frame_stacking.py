@@ -174,12 +174,12 @@ class FrameStackingEnvToModule(ConnectorV2):
         if not isinstance(slots, np.ndarray) or slots.dtype.kind not in "iu" or slots.ndim != 1 or (slots < 0).any():
             raise ValueError(
                 f"FrameStackingEnvToModule 'slots' is {slots!r:.80} in the checkpoint, not a vector of non-negative "
-                "slot ids; the checkpoint was damaged or altered."
+                "slot ids; the checkpoint was damaged or altered"
             )
         if not isinstance(frames, np.ndarray) or frames.dtype.kind not in "biuf":
             raise ValueError(
                 "FrameStackingEnvToModule 'frames' is no array of numbers in the checkpoint; the checkpoint was "
-                "damaged or altered."
+                "damaged or altered"
             )
         expected = (len(slots), self.num_frames - 1, *self._frame_shape)
         if frames.shape != expected or len(set(slots.tolist())) != len(slots):
@@ -200,7 +200,7 @@ class FrameStackingEnvToModule(ConnectorV2):
         try:
             read = self._read_state(state)
         except ValueError as err:
-            raise CorruptCheckpointError(str(err)) from err
+            raise CorruptCheckpointError(f"{err}. The piece keeps the histories it had.") from err
         if read is None:
             return
         slots, frames = read
