@@ -15,7 +15,6 @@ import dataclasses
 import functools
 import json
 import shutil
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-import torch
-from episode_callbacks_helpers import AgentCustomData, PoleAngles
 from rl_helpers import small_config
 
 import cairn
@@ -39,6 +36,7 @@ from cairn.rl.connectors.env_to_module import FrameStackingEnvToModule
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
 from cairn.testing import assert_states_equal
+from episode_callbacks_helpers import AgentCustomData, PoleAngles
 
 Edit = Callable[[dict[str, Any]], None]
 
@@ -459,3 +457,70 @@ def test_a_hostile_filter_companion_is_refused_before_the_algorithm_is_built(
     spec = RLModuleSpec(load_state_path=str(ck / MODULE_FOLDER))
     with pytest.raises(cairn.CheckpointError, match=match):
         PPO(small_config(**TINY, rl_module_spec=spec))
+
+
+# ------------------------------------------------------------- add_module / remove_module with evaluation runners
+
+
+def by_player(agent_id: str, episode: Any) -> str:
+    """player_0 plays module a, player_1 module b."""
+    return "a" if agent_id == "player_0" else "b"
+
+
+def to_missing_module(agent_id: str, episode: Any) -> str:
+    """A new mapping that sends player_1 to a module nobody has (a runner with it in flight must refuse)."""
+    return "a" if agent_id == "player_0" else "gone"
+
+
+def test_a_removal_the_evaluation_runners_refuse_changes_nothing_anywhere() -> None:
+    """The training runners have no games in flight, the evaluation runner has: it refuses the new mapping.
+    Before, the training runners had already dropped the module while the learner and config kept it, and
+    the next train() failed; now every group prepares before any applies."""
+    config = dataclasses.replace(
+        game_config(callbacks_class=None),
+        policy_mapping=None,
+        policy_mapping_fn=f"{__name__}:by_player",
+    ).evaluation(evaluation_interval=1, evaluation_duration=1)
+    algo = PPO(config)
+    try:
+        algo.evaluate()  # the evaluation runner's games are in flight, the training runner's not yet
+        before = algo.env_runner.get_state()
+        with pytest.raises(ValueError, match=r"cannot be removed: agent 'player_1'.*env copy"):
+            algo.remove_module("b", new_agent_to_module_mapping_fn=f"{__name__}:to_missing_module")
+        assert algo.config.policies == ("a", "b")
+        assert "b" in algo.env_runner.module and "b" in algo.eval_env_runner.module
+        assert_states_equal(algo.env_runner.get_state(), before)
+        algo.train()  # goes on with both modules
+    finally:
+        algo.stop()
+
+
+def test_an_added_module_the_runners_refuse_leaves_no_trace_in_the_learner(tmp_path: Path) -> None:
+    """The learner added the module before the runners refused its spec (spaces of no agent). Before, the learner
+    kept it while the config did not: the next checkpoint held a module its config could not rebuild."""
+    from agent_spaces_helpers import DictAndBoxEnv, flatten_d_and_stack
+
+    config = PPOConfig(
+        env=f"{DictAndBoxEnv.__module__}:DictAndBoxEnv",
+        seed=11,
+        num_envs_per_env_runner=1,
+        rollout_length=8,
+        minibatch_size=8,
+        num_epochs=1,
+        model_config={"hidden_sizes": [8]},
+        policies=("md", "mb"),
+        policy_mapping={"d": "md", "b": "mb"},
+    ).env_runners(env_to_module_connector=flatten_d_and_stack)
+    algo = PPO(config.evaluation(evaluation_interval=1, evaluation_duration=1))
+    try:
+        learner_state = algo.learner_group.get_state()
+        spec = RLModuleSpec(observation_space=gym.spaces.Box(-1.0, 1.0, (13,)), action_space=gym.spaces.Discrete(2))
+        with pytest.raises(ValueError, match=r"Module 'ghost': its spec's spaces"):
+            algo.add_module("ghost", spec)
+        assert "ghost" not in algo.learner_group.module_specs and algo.config.policies == ("md", "mb")
+        assert_states_equal(algo.learner_group.get_state(), learner_state)
+        algo.train()
+        resumed = PPO.from_checkpoint(algo.save_to_path(tmp_path / "ck"))
+        resumed.stop()
+    finally:
+        algo.stop()
