@@ -14,7 +14,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -524,3 +528,54 @@ def test_an_added_module_the_runners_refuse_leaves_no_trace_in_the_learner(tmp_p
         resumed.stop()
     finally:
         algo.stop()
+
+
+# --------------------------------------------------------------------------- a kill at the worst moment
+
+CHILD = Path(__file__).with_name("eval_kill_child.py")
+ITERATIONS = 3
+STALL_AT = 2  # killed inside the evaluation of iteration 2, after iteration 1's checkpoint
+
+
+def _child(run: Path, *extra: str) -> list[str]:
+    return [sys.executable, str(CHILD), str(run), str(ITERATIONS), *extra]
+
+
+def _child_env() -> dict[str, str]:
+    root = Path(__file__).resolve().parents[2]
+    paths = [str(root / "src"), str(root / "tests"), str(root / "tests" / "rl")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def test_a_run_killed_inside_an_evaluation_resumes_as_if_never_stopped(tmp_path: Path) -> None:
+    """SIGKILL inside ``evaluate()`` (iteration 2's ``on_evaluate_start``): the newest checkpoint is iteration 1's,
+    whole; the resumed run evaluates iteration 2 again and ends where an unstopped run ends, bit for bit."""
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    subprocess.run(_child(whole), check=True, capture_output=True, timeout=600, env=_child_env())
+    proc = subprocess.Popen(
+        _child(killed, "--stall-at", str(STALL_AT)), stdout=subprocess.PIPE, text=True, env=_child_env()
+    )
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            if line.strip() == f"evaluating {STALL_AT}":
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+        proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+    steps = sorted(p.name for p in (killed / "checkpoints").glob("step_*"))
+    assert steps == ["step_000000001"], steps
+    subprocess.run(_child(killed, "--resume"), check=True, capture_output=True, timeout=600, env=_child_env())
+    lines = (killed / "evaluation.jsonl").read_text().splitlines()
+    assert lines == (whole / "evaluation.jsonl").read_text().splitlines()  # iteration 1 once, then 2 and 3
+    last = f"step_{ITERATIONS:09d}"
+    diff = subprocess.run(
+        [sys.executable, "-m", "cairn", "diff", str(whole / "checkpoints" / last), str(killed / "checkpoints" / last)],
+        capture_output=True,
+        text=True,
+        env=_child_env(),
+    )
+    assert diff.returncode == 0, diff.stdout + diff.stderr
