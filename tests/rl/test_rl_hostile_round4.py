@@ -551,7 +551,7 @@ def test_a_run_killed_inside_an_evaluation_resumes_as_if_never_stopped(tmp_path:
     """SIGKILL inside ``evaluate()`` (iteration 2's ``on_evaluate_start``): the newest checkpoint is iteration 1's,
     whole; the resumed run evaluates iteration 2 again and ends where an unstopped run ends, bit for bit."""
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    subprocess.run(_child(whole), check=True, capture_output=True, timeout=600, env=_child_env())
+    unstopped = subprocess.Popen(_child(whole), stdout=subprocess.DEVNULL, env=_child_env())  # meanwhile
     proc = subprocess.Popen(
         _child(killed, "--stall-at", str(STALL_AT)), stdout=subprocess.PIPE, text=True, env=_child_env()
     )
@@ -565,6 +565,7 @@ def test_a_run_killed_inside_an_evaluation_resumes_as_if_never_stopped(tmp_path:
         proc.kill()
         proc.wait(timeout=60)
         proc.stdout.close()
+        assert unstopped.wait(timeout=600) == 0
     assert proc.returncode == -signal.SIGKILL
     steps = sorted(p.name for p in (killed / "checkpoints").glob("step_*"))
     assert steps == ["step_000000001"], steps
