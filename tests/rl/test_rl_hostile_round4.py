@@ -580,3 +580,33 @@ def test_a_run_killed_inside_an_evaluation_resumes_as_if_never_stopped(tmp_path:
         env=_child_env(),
     )
     assert diff.returncode == 0, diff.stdout + diff.stderr
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (at("training_iteration")(float("nan")), r"training_iteration: a count must be a non-negative int"),
+        (at("training_iteration")(-1), r"training_iteration: a count"),
+        (at("metrics")({"stats": [{"key": ["a"]}]}), r"metrics/stats\[0\] is not a metric record"),
+    ],
+    ids=["iteration_nan", "iteration_negative", "metrics_record"],
+)
+def test_a_hostile_algorithm_state_is_refused_before_its_runners_change(
+    algo_ckpt: Path, tmp_path: Path, edit: Edit, match: str
+) -> None:
+    """Before, a NaN training_iteration raised a raw ValueError after the env runners had taken their state."""
+    ck = rewrite(copy_of(algo_ckpt, tmp_path), "", edit)
+    algo = PPO(small_config(**TINY))
+    try:
+        algo.train()
+        before = algo.get_state()
+        with pytest.raises(cairn.CheckpointError, match=match):
+            algo.restore_from_path(ck)
+        assert_states_equal(algo.get_state(), before)
+        state = dict(before)
+        edit(state)
+        with pytest.raises(cairn.CheckpointError, match=match):
+            algo.set_state(state)
+        assert_states_equal(algo.get_state(), before)
+    finally:
+        algo.stop()

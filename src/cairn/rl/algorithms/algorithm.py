@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -56,6 +56,7 @@ from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.rl.env.env_runner_group import EnvRunnerGroup
 from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
+from cairn.rl.env.state_checks import check_state_tree, count
 from cairn.rl.utils._util import Names
 from cairn.rl.utils.metrics.constants import (
     ENV_RUNNER_RESULTS,
@@ -66,6 +67,7 @@ from cairn.rl.utils.metrics.constants import (
     NUM_TRAINING_STEP_CALLS_PER_ITERATION,
 )
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger, flatten_metrics
+from cairn.rl.utils.metrics.metrics_logger import read_state as read_metrics_state
 
 if TYPE_CHECKING:
     from cairn.delegation import DelegatedComponent
@@ -548,15 +550,31 @@ class Algorithm(Checkpointable, abc.ABC):
             state["eval_env_runner"].update(self.eval_runners.group.get_runner_states())
         return state
 
+    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
+        """Refuse a ``training_iteration`` that is no count, or metrics of another layout, before anything changes.
+
+        Raises:
+            CorruptCheckpointError: A NaN, negative or non-int ``training_iteration``.
+            IncompatibleCheckpointError: A metrics logger state of another layout (key clashes, bad records).
+        """
+        if "training_iteration" in state:
+            count(state["training_iteration"], where="training_iteration")
+        if "metrics" in state:
+            read_metrics_state(state["metrics"], where="metrics")
+
     def set_state(self, state: dict[str, Any]) -> None:
-        """Apply ``state`` (missing parts are left as they are), then sync the env runners."""
+        """Apply ``state`` (missing parts are left as they are), then sync the env runners.
+
+        Every part (the components' too) is checked before any is applied (``check_state``).
+        """
+        check_state_tree(self, state, where="algorithm")
         self._set_components_state(state)
         if "env_runner" in state:
             self.env_runner_group.set_runner_states(state["env_runner"])
         if "eval_env_runner" in state and self.eval_runners is not None:
             self.eval_runners.group.set_runner_states(state["eval_env_runner"])
         if "training_iteration" in state:
-            self.training_iteration = int(state["training_iteration"])
+            self.training_iteration = count(state["training_iteration"], where="training_iteration")
         if "metrics" in state:
             self.metrics.set_state(state["metrics"], where="metrics")
         self._sync_env_runners()
