@@ -610,3 +610,15 @@ def test_a_hostile_algorithm_state_is_refused_before_its_runners_change(
         assert_states_equal(algo.get_state(), before)
     finally:
         algo.stop()
+
+
+def test_the_evaluation_runner_refuses_by_its_own_path(tmp_path: Path) -> None:
+    algo = PPO(small_config(**TINY).evaluation(evaluation_interval=1, evaluation_duration=1))
+    try:
+        algo.train()
+        ck = Path(algo.save_to_path(tmp_path / "ck"))
+    finally:
+        algo.stop()
+    rewrite(ck, "eval_env_runner", at("env", "episode_lengths")(np.array([3, -3])))
+    with pytest.raises(cairn.CheckpointError, match=r"eval_env_runner/env/episode_lengths: holds negative counts"):
+        PPO.from_checkpoint(ck)

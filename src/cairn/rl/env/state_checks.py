@@ -302,14 +302,14 @@ def runner_local_states(runner: Any, states: Any, *, max_slot: int, where: str) 
     Raises:
         CheckpointError: A connector refuses its state, or a stack of a slot the runner does not have.
     """
-    states = mapping(states, where=where)
+    checked = mapping(states, where=where)
     for name, pipelines in (
         ("env_to_module_connector", runner.env_to_module),
         ("module_to_env_connector", runner.module_to_env),
     ):
-        if name not in states:
+        if name not in checked:
             continue
-        state = mapping(states[name], where=f"{where}/{name}")
+        state = mapping(checked[name], where=f"{where}/{name}")
         if hasattr(pipelines, "pipelines"):  # one pipeline per module (the multi-agent runner)
             for module_id, pipeline in pipelines.pipelines.items():
                 if module_id in state:
@@ -317,7 +317,7 @@ def runner_local_states(runner: Any, states: Any, *, max_slot: int, where: str) 
                     _check_pipeline_local(pipeline, sub, max_slot=max_slot, where=f"{where}/{name}/{module_id}")
         else:
             _check_pipeline_local(pipelines, state, max_slot=max_slot, where=f"{where}/{name}")
-    return states
+    return checked
 
 
 def _check_pipeline_local(pipeline: Any, states: Mapping[str, Any], *, max_slot: int, where: str) -> None:
@@ -332,8 +332,9 @@ def _check_pipeline_local(pipeline: Any, states: Mapping[str, Any], *, max_slot:
         except Exception as err:  # a user's piece: its refusal, as the checkpoint's problem
             raise corrupt(f"{where}/{connector.name}", f"the piece refuses it ({type(err).__name__}: {err})") from err
         slots = state.get("slots")
-        stacker = isinstance(connector, FrameStackingEnvToModule) and isinstance(slots, np.ndarray) and slots.size
-        if stacker and int(slots.max()) >= max_slot:
+        if not (isinstance(connector, FrameStackingEnvToModule) and isinstance(slots, np.ndarray) and slots.size):
+            continue
+        if int(slots.max()) >= max_slot:
             raise corrupt(
                 f"{where}/{connector.name}/slots",
                 f"holds the frames of slot {int(slots.max())}, and this runner's slots are 0..{max_slot - 1}",
