@@ -34,7 +34,7 @@ from cairn._reader import open_checkpoint
 from cairn.codec.state import encode_state
 from cairn.codec.tensors import build_header
 from cairn.manifest import MANIFEST, STATE, TENSORS, FileEntry, Manifest
-from cairn.rl import PPO, PPOConfig, RLModuleSpec
+from cairn.rl import PPO, MultiRLModuleSpec, PPOConfig, RLModuleSpec
 from cairn.rl.connectors.connectors import MAX_FILTER_SIZE, ConnectorPipeline, MeanStdFilter
 from cairn.rl.connectors.env_to_module import FrameStackingEnvToModule
 from cairn.rl.env.env_runner import EnvRunner
@@ -622,3 +622,31 @@ def test_the_evaluation_runner_refuses_by_its_own_path(tmp_path: Path) -> None:
     rewrite(ck, "eval_env_runner", at("env", "episode_lengths")(np.array([3, -3])))
     with pytest.raises(cairn.CheckpointError, match=r"eval_env_runner/env/episode_lengths: holds negative counts"):
         PPO.from_checkpoint(ck)
+
+
+# --------------------------------------------------------------------------- per-module spaces a config records
+
+
+def test_a_recorded_module_spec_of_other_spaces_is_refused_when_the_runner_is_built(tmp_path: Path) -> None:
+    """A spec's own spaces win over the env's. Before, a recorded spec of other spaces built, and the first
+    sample() died in the module's forward pass (``RuntimeError: shape '[2, 7]' is invalid``)."""
+    box = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    spec = RLModuleSpec(observation_space=box, action_space=gym.spaces.Discrete(2))
+    algo = PPO(small_config(**TINY, rl_module_spec=spec))  # bounds may differ from the env's: shapes fit
+    ck = Path(algo.save_to_path(tmp_path / "ck"))
+    algo.stop()
+    text = (ck / "ctor.json").read_text()
+    assert text.count('"n": 2') == 1
+    (ck / "ctor.json").write_text(text.replace('"n": 2', '"n": 3'))
+    reseal(ck)
+    with pytest.raises(
+        cairn.CheckpointError, match=r"its RLModuleSpec gives the spaces .*Discrete\(3\).*act in Discrete\(2\)"
+    ):
+        PPO.from_checkpoint(ck)
+    games = game_config(callbacks_class=None)
+    seven = RLModuleSpec(
+        observation_space=gym.spaces.Box(0.0, 1.0, (7,), np.float32), action_space=gym.spaces.Discrete(9)
+    )
+    config = dataclasses.replace(games, rl_module_spec=MultiRLModuleSpec({"a": seven, "b": RLModuleSpec()}))
+    with pytest.raises(ValueError, match=r"agent 'player_0' .* is mapped to module 'a', whose spaces are"):
+        PPO(config)

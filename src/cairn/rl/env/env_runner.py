@@ -68,6 +68,7 @@ from cairn.rl.env.state_checks import (
     rng_state,
     runner_local_states,
     slot_rows,
+    spec_spaces_problem,
     tracker_state,
 )
 from cairn.rl.utils._util import Names
@@ -248,6 +249,11 @@ class EnvRunner(Checkpointable):
         self.module_to_env = build_module_to_env(config, observation_space, action_space, env=env)
         check_learner_connector(config, self.env_to_module, self.observation_space, action_space)
         specs = build_module_specs(config, self.observation_space, self.action_space, module_spaces=module_spaces)
+        # A spec's own spaces win (a recorded config may give them): refuse now what the first forward pass would.
+        for module_id in dict.fromkeys(self.slot_modules):
+            problem = spec_spaces_problem(specs.get(module_id), self.observation_space, self.action_space)
+            if problem is not None:
+                raise ValueError(f"Module {module_id!r} of env={config.env!r}: {problem}")
         restore_pretrained_connectors(self.env_to_module, config)  # load_state_path's observation filter
         return specs
 

@@ -237,6 +237,14 @@ class MultiAgentEnvRunner(EnvRunner):
             self.observation_space = first_out
         else:  # the module side of the first agent's spaces, what Algorithm.add_module gives a spec without spaces
             self.observation_space = self._module_pipelines(config, (observation_space, action_space), [first])[2]
+        # A fixed mapping is known now: an agent mapped to a module of other spaces (a recorded spec's) is
+        # refused when the runner is built, not at its first action.
+        static = dict(config.policy_mapping or {}) if config.policy_mapping_fn is None else {}
+        if config.policy_mapping_fn is None and config.policy_mapping is None and len(specs) == 1:
+            static = dict.fromkeys(self.possible_agents, next(iter(specs)))
+        for agent, module_id in static.items():
+            if module_id in self._module_env_spaces and _holds(self.possible_agents, agent):
+                self._check_spaces(agent, module_id)
         return specs
 
     def _module_pipelines(

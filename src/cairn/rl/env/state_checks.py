@@ -50,6 +50,7 @@ __all__ = [
     "rng_state",
     "runner_local_states",
     "slot_rows",
+    "spec_spaces_problem",
     "tracker_state",
     "unique",
 ]
@@ -373,3 +374,35 @@ def tracker_state(
                 f"acts with module {episode.module_id!r:.60}; slot {slot} acts with {slot_modules[slot]!r}",
             )
     return numbers, episodes
+
+
+def _space_fits(given: gym.Space[Any] | None, actual: gym.Space[Any]) -> bool:
+    """Whether a spec's space takes what ``actual`` gives: same kind and shape (bounds may differ), same ``n``."""
+    if given is None:
+        return True
+    if type(given) is not type(actual):
+        return False
+    if isinstance(given, gym.spaces.Discrete) and isinstance(actual, gym.spaces.Discrete):
+        return int(given.n) == int(actual.n)
+    if isinstance(given, gym.spaces.Box | gym.spaces.MultiDiscrete | gym.spaces.MultiBinary):
+        return given.shape == actual.shape
+    return bool(given == actual)
+
+
+def spec_spaces_problem(spec: Any, observation_space: gym.Space[Any], action_space: gym.Space[Any]) -> str | None:
+    """Why a module spec's own spaces cannot take a runner's observations and actions, or None.
+
+    A spec (from a config, possibly a checkpoint's recorded one) that gives its spaces
+    wins over the env's; spaces of another kind or shape would fail the module's first
+    forward pass deep in sampling.
+    """
+    if spec is None:
+        return None
+    given = (getattr(spec, "observation_space", None), getattr(spec, "action_space", None))
+    if _space_fits(given[0], observation_space) and _space_fits(given[1], action_space):
+        return None
+    return (
+        f"its RLModuleSpec gives the spaces ({given[0]}, {given[1]}), but its agents' observations reach it as "
+        f"{observation_space} (after the env_to_module connectors) and they act in {action_space}. Leave the "
+        "spaces out of the spec (the env's are used), or give ones of these shapes."
+    )
