@@ -112,6 +112,13 @@ def runner_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         runner.close()
 
 
+def advance(runner: EnvRunner) -> None:
+    """Two samples: the live runner's state then differs from the checkpoint's (taken after one), everywhere
+    (counters, RNG, environments, frames, filter, metrics), so that a partial restore would show."""
+    runner.sample()
+    runner.sample()
+
+
 def refused_and_unchanged(runner: EnvRunner, restore: Callable[[], Any], match: str) -> None:
     """``restore`` raises a CheckpointError matching ``match``; the runner's state is as it was and it samples."""
     before = runner.get_state()
@@ -169,7 +176,7 @@ def test_a_hostile_runner_state_is_refused_and_the_runner_is_unchanged(
     ck = rewrite(copy_of(runner_ckpt, tmp_path), "", edit)
     runner = EnvRunner(runner_config())
     try:
-        runner.sample()
+        advance(runner)
         refused_and_unchanged(runner, lambda: runner.restore_from_path(ck), match)
         # The state handed over directly (a remote runner's own state, EnvRunnerActor.set_own_state).
         state = runner.get_state()
@@ -215,7 +222,7 @@ def test_a_hostile_filter_state_is_refused_before_it_reaches_the_live_statistics
     ck = rewrite(copy_of(runner_ckpt, tmp_path), FILTER, edit)
     runner = EnvRunner(runner_config())
     try:
-        runner.sample()
+        advance(runner)
         # The filter reads its arrays in place (get_state_buffers): values it refuses are put back.
         refused_and_unchanged(runner, lambda: runner.restore_from_path(ck), match)
         pipeline = ck / FILTER.split("/")[0]
@@ -274,7 +281,7 @@ def game_config(**overrides: Any) -> PPOConfig:
 def game_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     runner = MultiAgentEnvRunner(game_config())
     try:
-        runner.sample()
+        advance(runner)
         assert runner._agent_episodes and all(runner._pending)  # games, open transitions and episode objects in flight
         yield Path(runner.save_to_path(tmp_path_factory.mktemp("game") / "ck"))
     finally:
@@ -323,10 +330,10 @@ def test_a_hostile_multi_agent_state_is_refused_and_the_runner_is_unchanged(
     ck = rewrite(copy_of(game_ckpt, tmp_path), "", edit)
     runner = MultiAgentEnvRunner(game_config())
     try:
-        runner.sample()
+        advance(runner)
         refused_and_unchanged(runner, lambda: runner.restore_from_path(ck), match)
-        state = runner.get_state()
-        edit(state)
+        # The hostile state handed over directly (a remote runner's own state, EnvRunnerActor.set_own_state).
+        state = open_checkpoint(str(ck), None).state(allow_pickle=False)
         refused_and_unchanged(runner, lambda: runner.set_state(state), match)
     finally:
         runner.close()
@@ -349,7 +356,7 @@ def test_a_mapping_to_a_module_of_other_spaces_is_refused(tmp_path: Path) -> Non
     ).env_runners(env_to_module_connector=flatten_d_and_stack)
     runner = MultiAgentEnvRunner(config)
     try:
-        runner.sample()
+        advance(runner)
         ck = Path(runner.save_to_path(tmp_path / "ck"))
         rewrite(ck, "", at(*EP0, "mapping", "d")("mb"))
         refused_and_unchanged(runner, lambda: runner.restore_from_path(ck), r"episodes/0/mapping: .*'d'.*'mb'")
@@ -371,7 +378,7 @@ def test_a_hostile_state_of_another_remote_runner_is_refused_by_every_runner_fir
     ck = rewrite(copy_of(runner_ckpt, tmp_path), "", add_peer)
     runner = EnvRunner(runner_config())
     try:
-        runner.sample()
+        advance(runner)
         refused_and_unchanged(runner, lambda: runner.restore_from_path(ck), r"env/episode_returns: has shape \(5,\)")
     finally:
         runner.close()
