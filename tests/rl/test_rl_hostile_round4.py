@@ -160,6 +160,11 @@ RUNNER_ATTACKS: list[Any] = [
     ("episode_custom_data_list", at(*EPISODE0, "custom_data")([1, 2]), r"episode_api/episodes/0: is not an episode"),
     ("episode_numbers_negative", at("env", "episode_api", "numbers")([-1, 0]), r"episode_api/numbers/0"),
     ("episode_length_huge", at(*EPISODE0, "length")(10**12), r"history's lengths do not match"),
+    (
+        "episode_history_obs_shape",
+        at(*EPISODE0, "observations")(lambda o: {"stacked": o["stacked"][:, :1]}),
+        r"episodes/0/observations: an item of the episode's history has shape \(1,\)",
+    ),
     ("metrics_not_a_dict", at("metrics")([1, 2]), r"env_runner/metrics: expected a metrics logger's state"),
     (
         "metrics_key_clash",

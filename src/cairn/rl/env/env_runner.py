@@ -819,7 +819,10 @@ class EnvRunner(Checkpointable):
             raise corrupt(f"{where}/episodes_started", f"expected True or False, found {read['started']!r:.40}")
         api = env_state.get("episode_api")
         if self.episode_tracker is not None and api is not None:
-            read["episode_api"] = tracker_state(api, self.slot_agents, self.slot_modules, where=f"{where}/episode_api")
+            spaces = (self.env.single_observation_space, self.env.single_action_space)
+            read["episode_api"] = tracker_state(
+                api, self.slot_agents, self.slot_modules, spaces, where=f"{where}/episode_api"
+            )
         return read
 
     def _set_env_state(self, env_state: Mapping[str, Any]) -> None:

@@ -343,12 +343,18 @@ def _check_pipeline_local(pipeline: Any, states: Mapping[str, Any], *, max_slot:
 
 
 def tracker_state(
-    state: Any, slot_agents: Sequence[Any], slot_modules: Sequence[str], *, where: str
+    state: Any,
+    slot_agents: Sequence[Any],
+    slot_modules: Sequence[str],
+    spaces: tuple[gym.Space[Any], gym.Space[Any]],
+    *,
+    where: str,
 ) -> tuple[list[int], list[SingleAgentEpisode]]:
     """``(episode numbers, episodes)`` of a single-agent runner's episode API state, one per slot.
 
     Each episode must be that of its slot: its ``env_index``, its agent (``1`` is not
-    ``"1"``) and its module.
+    ``"1"``) and its module; the observations and actions of its history must have the
+    env's ``spaces`` (callbacks index them: ``episode.get_observations(-1)[2]``).
 
     Raises:
         CorruptCheckpointError: Another number of slots, or an episode of another slot, agent or module.
@@ -373,7 +379,20 @@ def tracker_state(
                 f"{where}/episodes/{slot}",
                 f"acts with module {episode.module_id!r:.60}; slot {slot} acts with {slot_modules[slot]!r}",
             )
+        _check_history(episode, spaces, where=f"{where}/episodes/{slot}")
     return numbers, episodes
+
+
+def _check_history(episode: SingleAgentEpisode, spaces: tuple[gym.Space[Any], gym.Space[Any]], *, where: str) -> None:
+    if not episode.keep_history:
+        return
+    for name, items, space in (
+        ("observations", episode.get_observations(), spaces[0]),
+        ("actions", episode.get_actions(), spaces[1]),
+    ):
+        problem = next((p for p in (layout_problem(space, item) for item in items) if p is not None), None)
+        if problem is not None:
+            raise corrupt(f"{where}/{name}", f"an item of the episode's history {problem}")
 
 
 def _space_fits(given: gym.Space[Any] | None, actual: gym.Space[Any]) -> bool:
