@@ -24,13 +24,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench import replay, util
+from bench import replay, replay_per, util
 from bench.util import MB, Method, interleave
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASES = (
     "save", "savecpu", "restore", "partial", "async", "incremental", "small", "memory", "import", "inspect",
-    "startup", "ppo", "replay",
+    "startup", "ppo", "replay", "replay_per",
 )  # fmt: skip
 
 
@@ -836,6 +836,7 @@ CASE_FUNCS: dict[str, Callable[[Context], None]] = {
     "startup": case_startup,
     "ppo": case_ppo,
     "replay": replay.case_replay,
+    "replay_per": replay_per.case_replay_per,
 }
 
 

@@ -47,7 +47,7 @@ import sys
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import numpy as np
 
 from cairn import _reader, _save, _verify
+from cairn._metrics import jsonable_metrics
 from cairn.errors import CheckpointError, CheckpointNotFoundError, CorruptCheckpointError, DamagedCheckpointWarning
 from cairn.retention import (
     KeepBest,
@@ -579,7 +580,7 @@ class CheckpointManager:
         if type(step) is not int or step < 0:
             raise CheckpointError(f"CheckpointManager.save: step must be an int >= 0, got {step!r}.")
         self.wait()  # at most one save in flight; raises a previous failure
-        clean_metrics = _jsonable_metrics(metrics)
+        clean_metrics = jsonable_metrics(metrics)
         extra = {MANAGER_KEY: {"step": step, "metrics": clean_metrics}}
         taken: list[tuple[tuple[Any, ...], Any]] = []
         plan = _save.plan_checkpoint(
@@ -776,35 +777,3 @@ def _shutdown(ref: weakref.ref[CheckpointManager]) -> None:
             from cairn._display import safe_text
 
             print(f"cairn: {safe_text(err)}", file=sys.stderr)  # the message may quote a hostile path
-
-
-def _flat_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """Nested dicts flattened to ``"/"``-joined keys. A ``train()`` result flattens itself, with its
-    deprecated flat names too (``episode_return_mean``), so ``KeepBest(1, "episode_return_mean")`` still ranks."""
-    flatten = getattr(metrics, "flatten", None)
-    if callable(flatten):
-        flat: dict[str, Any] = flatten(aliases=True)
-        return flat
-    out: dict[str, Any] = {}
-    for key, value in metrics.items():
-        if isinstance(value, Mapping):
-            out.update({f"{key}/{k}": v for k, v in _flat_metrics(value).items()})
-        else:
-            out[key] = value
-    return out
-
-
-def _jsonable_metrics(metrics: dict[str, Any] | None) -> dict[str, Any]:
-    """Keep JSON-able scalars (numpy scalars become Python numbers); drop the rest.
-
-    Nested dicts (a ``train()`` result) are flattened to ``"/"``-joined keys first.
-    """
-    out: dict[str, Any] = {}
-    for k, v in _flat_metrics(metrics or {}).items():
-        if isinstance(v, np.generic):
-            v = v.item()
-        if isinstance(v, bool | int | str) or v is None:
-            out[str(k)] = v
-        elif isinstance(v, float):
-            out[str(k)] = v if np.isfinite(v) else None
-    return out

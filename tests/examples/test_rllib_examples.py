@@ -160,7 +160,22 @@ def run_pretraining_single_agent_training_multi_agent(tmp_path: Path) -> None:
     check_multi_agent_returns(out["last_result"], ["policy_0", "policy_1"], iteration=1)
 
 
+def run_cartpole_dqn(tmp_path: Path) -> None:
+    from cairn.rl.utils.replay_buffers import PrioritizedReplayBuffer
+
+    result, algo = load("cartpole_dqn").main(iterations=2, learning_starts=100)
+    result = flat(result)
+    assert result["num_gradient_steps"] == 20  # 100 env steps per iteration, one gradient step per 5
+    buffer = algo.replay_buffer["default_policy"]
+    assert isinstance(buffer, PrioritizedReplayBuffer) and (buffer.alpha, buffer.beta) == (0.6, 0.4)
+    assert buffer.max_priority > 1.0  # the learner's TD errors set priorities
+    module = algo.get_module("default_policy")
+    assert module.dueling and module.advantage_head[0].out_features == 256
+    assert algo.config.n_step == (2, 5) and algo.config.minibatch_size == 32
+
+
 PORTED = {
+    "cartpole_dqn": run_cartpole_dqn,
     "multi_agent_cartpole": run_multi_agent_cartpole,
     "multi_agent_pendulum": run_multi_agent_pendulum,
     "custom_heuristic_policy": run_custom_heuristic_policy,

@@ -244,3 +244,46 @@ def test_tensorboard_event_file_records(tmp_path: Path) -> None:
     assert (events[3].step, events[3].wall_time) == (5, 1005.0)
     values = {v.tag: v.simple_value for v in events[3].summary.value}
     assert values == {"num_env_steps_sampled_lifetime": 50.0, "perf/time_total_s": 5.0, "big": math.inf, "neg": -2.0}
+
+
+def test_metrics_log_and_manager_record_the_same_row(tmp_path: Path) -> None:
+    """One rule for both records of an iteration: numpy scalars kept as numbers, NaN as null.
+
+    metrics.jsonl once dropped numpy integers and float32 values that the manager's recorded
+    metrics kept (two copies of the rule had drifted).
+    """
+    import numpy as np
+    import torch
+
+    from cairn import CheckpointManager
+    from cairn.cli.metrics_log import jsonable
+    from cairn.torch import Module
+
+    results = {
+        "training_iteration": np.int64(4),
+        "env_runners": {"episode_return_mean": np.float32(12.5), "num_episodes": np.int64(3)},
+        "loss": float("nan"),
+        "skip": np.zeros(3),
+        "note": None,
+    }
+    row = jsonable(results)
+    assert row == {
+        "training_iteration": 4,
+        "env_runners/episode_return_mean": 12.5,
+        "env_runners/num_episodes": 3,
+        "loss": None,
+        "note": None,
+    }
+    assert type(row["training_iteration"]) is int and type(row["env_runners/num_episodes"]) is int
+
+    log = MetricsLog(str(tmp_path / "run"), start_iteration=0)
+    try:
+        logged = log.append(results, iteration_time_s=0.5)
+    finally:
+        log.close()
+    assert {k: logged[k] for k in row} == row
+
+    with CheckpointManager(str(tmp_path / "ckpts")) as manager:
+        manager.save(Module(torch.nn.Linear(2, 1)), 4, metrics=results)
+        (info,) = manager.checkpoints()
+    assert info.metrics == row

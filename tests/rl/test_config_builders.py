@@ -19,6 +19,7 @@ from cairn.rl.algorithms.sac.sac import SAC, SACConfig
 from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole, MultiAgentPendulum
 from cairn.rl.examples.envs.classes.multi_agent.rock_paper_scissors import RockPaperScissors
 from cairn.rl.examples.envs.classes.multi_agent.two_step_game import TwoStepGame
+from cairn.rl.utils.replay_buffers import MultiAgentReplayBuffer, PrioritizedMultiAgentReplayBuffer
 
 
 def test_the_builder_form_equals_the_keyword_form_and_writes_the_same_config(tmp_path: Path) -> None:
@@ -137,10 +138,23 @@ def test_dqn_and_sac_training_settings() -> None:
     )
     assert (dqn.epsilon_start, dqn.epsilon_end, dqn.epsilon_timesteps) == (1.0, 0.1, 500)
     assert (dqn.replay_buffer_capacity, dqn.minibatch_size, dqn.n_step, dqn.double_q) == (1_000, 16, 2, False)
-    with pytest.raises(ValueError, match=r"samples uniformly"):
-        DQNConfig().training(replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer"})
-    with pytest.raises(ValueError, match="not dueling"):
-        DQNConfig().training(dueling=True)
+    per = DQNConfig().training(
+        replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer", "capacity": 500, "alpha": 0.5, "beta": 0.3},
+        n_step=(2, 5),
+        dueling=True,
+    )
+    assert per.replay_buffer_class is PrioritizedMultiAgentReplayBuffer and per.prioritized
+    assert (per.replay_buffer_capacity, per.prioritized_replay_alpha, per.prioritized_replay_beta) == (500, 0.5, 0.3)
+    assert (per.n_step, per.dueling) == ((2, 5), True)
+    assert DQNConfig.from_dict(per.to_dict()) == per  # the range survives the round trip as a tuple
+    back = per.training(replay_buffer_config={"type": "EpisodeReplayBuffer"})
+    assert back.replay_buffer_class is MultiAgentReplayBuffer and not back.prioritized
+    with pytest.raises(ValueError, match=r"keys \['gamma'\] are refused"):
+        DQNConfig().training(replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer", "gamma": 0.9})
+    with pytest.raises(ValueError, match=r"1 <= low < high"):
+        DQNConfig().training(n_step=(5, 2))
+    with pytest.raises(ValueError, match=r"samples uniformly \(prioritized replay is DQN's only\)"):
+        SACConfig().training(replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer"})
     sac = SACConfig().training(initial_alpha=0.2, target_entropy="auto", actor_lr=1e-4, critic_lr=2e-4, tau=0.01)
     assert sac == SACConfig(model_config={"initial_alpha": 0.2}, policy_lr=1e-4, q_lr=2e-4, tau=0.01)
     with pytest.raises(ValueError, match="actor_lr, critic_lr and alpha_lr"):

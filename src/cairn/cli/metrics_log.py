@@ -41,6 +41,8 @@ import time
 from collections.abc import Mapping
 from typing import Any, BinaryIO, TextIO
 
+from cairn._metrics import flat_metrics, jsonable_metrics
+
 __all__ = [
     "METRICS_FILE",
     "MetricsLog",
@@ -65,32 +67,11 @@ def jsonable(metrics: Mapping[str, Any]) -> dict[str, Any]:
     (``env_runners/episode_return_mean``); a ``train()`` result
     (:class:`~cairn.rl.algorithms.results.ResultDict`) also gives its deprecated flat names
     (``episode_return_mean``, ``learner/<module>/...``), so that rankings and plots of older
-    runs go on reading them. Non-finite floats become ``None`` (JSON has no NaN); values of
-    other types (arrays) are left out.
+    runs go on reading them. Numpy scalars become Python numbers, non-finite floats become
+    ``None`` (JSON has no NaN); values of other types (arrays) are left out. It is the rule
+    of the manager's recorded metrics (:func:`cairn._metrics.jsonable_metrics`).
     """
-    out: dict[str, Any] = {}
-    for key, value in flat_metrics(metrics).items():
-        if isinstance(value, bool | int | str):
-            out[key] = value
-        elif isinstance(value, float):
-            out[key] = value if math.isfinite(value) else None
-    return out
-
-
-def flat_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """``metrics`` with nested dicts flattened to ``"/"``-joined keys (a ``train()`` result's own
-    ``flatten(aliases=True)``, which adds its deprecated flat names)."""
-    flatten = getattr(metrics, "flatten", None)
-    if callable(flatten):
-        flat: dict[str, Any] = flatten(aliases=True)
-        return flat
-    out: dict[str, Any] = {}
-    for key, value in metrics.items():
-        if isinstance(value, Mapping):
-            out.update({f"{key}/{k}": v for k, v in flat_metrics(value).items()})
-        else:
-            out[key] = value
-    return out
+    return jsonable_metrics(metrics)
 
 
 MAX_LINE_BYTES = 1 << 20

@@ -169,14 +169,14 @@ def replay_buffer_config(config: Any, value: Any) -> dict[str, Any]:
     kind = value.get("type", "EpisodeReplayBuffer")
     if kind not in _UNIFORM_BUFFERS:
         raise ValueError(
-            f"replay_buffer_config type={kind!r:.80} is refused: cairn's replay buffer samples uniformly (no "
-            f"prioritized replay); use one of {list(_UNIFORM_BUFFERS)} or leave type out."
+            f"replay_buffer_config type={kind!r:.80} is refused: this algorithm's replay buffer samples uniformly "
+            f"(prioritized replay is DQN's only); use one of {list(_UNIFORM_BUFFERS)} or leave type out."
         )
     unknown = sorted(set(value) - {"type", "capacity"})
     if unknown:
         raise ValueError(
-            f"replay_buffer_config keys {unknown} are refused: cairn's buffer takes type and capacity "
-            "(prioritized replay's alpha/beta are not implemented); its chunking is replay_buffer_chunk_rows."
+            f"replay_buffer_config keys {unknown} are refused: a uniform buffer takes type and capacity "
+            "(alpha/beta are prioritized replay's, DQN's only); its chunking is replay_buffer_chunk_rows."
         )
     return {} if "capacity" not in value else {"replay_buffer_capacity": _must_be_int("capacity", value["capacity"])}
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -56,6 +56,7 @@ from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec, recurrent_
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.rl.env.env_runner_group import EnvRunnerGroup
 from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
+from cairn.rl.env.state_checks import check_state_tree, count
 from cairn.rl.utils._util import Names
 from cairn.rl.utils.metrics.constants import (
     ENV_RUNNER_RESULTS,
@@ -66,6 +67,7 @@ from cairn.rl.utils.metrics.constants import (
     NUM_TRAINING_STEP_CALLS_PER_ITERATION,
 )
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger, flatten_metrics
+from cairn.rl.utils.metrics.metrics_logger import read_state as read_metrics_state
 
 if TYPE_CHECKING:
     from cairn.delegation import DelegatedComponent
@@ -218,20 +220,40 @@ class Algorithm(Checkpointable, abc.ABC):
         )
         weights = None if spec.load_state_path is None else load_module_state(spec, spec.load_state_path)
         spec = replace(spec, load_state_path=None)
+        old_config = self.config
         self.learner_group.add_module(module_id, spec, config_overrides=config_overrides)
-        if weights is not None:
-            self.learner_group.set_state({"learner": {"rl_module": {module_id: weights}}})
-        self.config = self._config_with_modules(
-            policies=(*self.config.policies, module_id),
-            policy_mapping_fn=new_agent_to_module_mapping_fn,
-            policies_to_train=new_should_module_be_updated,
-        )
-        self.env_runner_group.add_module(module_id, spec, config=self.config)
-        if self.eval_runners is not None:
-            self.eval_runners.add_module(module_id, spec, config=self.config)
+        try:
+            if weights is not None:
+                self.learner_group.set_state({"learner": {"rl_module": {module_id: weights}}})
+            self.config = self._config_with_modules(
+                policies=(*self.config.policies, module_id),
+                policy_mapping_fn=new_agent_to_module_mapping_fn,
+                policies_to_train=new_should_module_be_updated,
+            )
+            self._add_to_runners(module_id, spec, old_config)
+        except BaseException:
+            # A runner refused it (a spec of no agent's spaces): the learners, the config and every
+            # runner are as they were, so that training, add_module and checkpoints go on consistently.
+            self.learner_group.remove_module(module_id)
+            self.config = old_config
+            if self.eval_runners is not None:
+                self.eval_runners.update_config(old_config)
+            raise
         self._sync_env_runners()
         added: MultiRLModuleSpec = self.config.rl_module_spec
         return added
+
+    def _add_to_runners(self, module_id: str, spec: RLModuleSpec, old_config: AlgorithmConfig) -> None:
+        """Add the module to the training runners, then the evaluation runners; if those refuse, the
+        training runners drop it again (with ``old_config``), so that a refusal changes no runner."""
+        self.env_runner_group.add_module(module_id, spec, config=self.config)
+        if self.eval_runners is None:
+            return
+        try:
+            self.eval_runners.add_module(module_id, spec, config=self.config)
+        except BaseException:
+            self.env_runner_group.remove_module(module_id, config=old_config)
+            raise
 
     def _check_mapping_fn_allowed(self, mapping_fn: Any, what: str) -> None:
         """Refuse a mapping function on a ``"multi:"`` env, before anything changes.
@@ -291,9 +313,17 @@ class Algorithm(Checkpointable, abc.ABC):
             policies_to_train=None if trainable is None else [p for p in trainable if p != module_id],
             without=module_id,
         )
-        self.env_runner_group.remove_module(module_id, config=config)
+        # Every runner of both groups checks first; only then does any drop it (a refusal changes nothing).
+        self.env_runner_group.prepare_remove_module(module_id, config=config)
         if self.eval_runners is not None:
-            self.eval_runners.remove_module(module_id, config=config)
+            try:
+                self.eval_runners.prepare_remove_module(module_id, config=config)
+            except BaseException:
+                self.env_runner_group.discard_remove_module()
+                raise
+        self.env_runner_group.apply_remove_module(config=config)
+        if self.eval_runners is not None:
+            self.eval_runners.apply_remove_module(config=config)
         self.learner_group.remove_module(module_id)
         self.config = config
         left: MultiRLModuleSpec = config.rl_module_spec
@@ -520,15 +550,31 @@ class Algorithm(Checkpointable, abc.ABC):
             state["eval_env_runner"].update(self.eval_runners.group.get_runner_states())
         return state
 
+    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
+        """Refuse a ``training_iteration`` that is no count, or metrics of another layout, before anything changes.
+
+        Raises:
+            CorruptCheckpointError: A NaN, negative or non-int ``training_iteration``.
+            IncompatibleCheckpointError: A metrics logger state of another layout (key clashes, bad records).
+        """
+        if "training_iteration" in state:
+            count(state["training_iteration"], where="training_iteration")
+        if "metrics" in state:
+            read_metrics_state(state["metrics"], where="metrics")
+
     def set_state(self, state: dict[str, Any]) -> None:
-        """Apply ``state`` (missing parts are left as they are), then sync the env runners."""
+        """Apply ``state`` (missing parts are left as they are), then sync the env runners.
+
+        Every part (the components' too) is checked before any is applied (``check_state``).
+        """
+        check_state_tree(self, state, where="algorithm")
         self._set_components_state(state)
         if "env_runner" in state:
             self.env_runner_group.set_runner_states(state["env_runner"])
         if "eval_env_runner" in state and self.eval_runners is not None:
             self.eval_runners.group.set_runner_states(state["eval_env_runner"])
         if "training_iteration" in state:
-            self.training_iteration = int(state["training_iteration"])
+            self.training_iteration = count(state["training_iteration"], where="training_iteration")
         if "metrics" in state:
             self.metrics.set_state(state["metrics"], where="metrics")
         self._sync_env_runners()

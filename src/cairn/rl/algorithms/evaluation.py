@@ -91,6 +91,8 @@ class EvaluationRunners:
         self.duration = int(config.evaluation_duration)
         self.unit = str(config.evaluation_duration_unit)
         self.group = EnvRunnerGroup(self.config)
+        # Refusals of a restore name its folder: the algorithm's checkpoint holds it as eval_env_runner.
+        self.group.local_env_runner.checkpoint_label = "eval_env_runner"
 
     @property
     def local_env_runner(self) -> EnvRunner:
@@ -160,8 +162,21 @@ class EvaluationRunners:
 
     def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
         """Drop ``module_id`` from every evaluation runner, or from none (see ``EnvRunnerGroup.remove_module``)."""
-        self.group.remove_module(module_id, config=evaluation_runner_config(config))
+        self.prepare_remove_module(module_id, config=config)
+        self.apply_remove_module(config=config)
+
+    def prepare_remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
+        """Check that every evaluation runner can drop ``module_id`` (``EnvRunnerGroup.prepare_remove_module``)."""
+        self.group.prepare_remove_module(module_id, config=evaluation_runner_config(config))
+
+    def apply_remove_module(self, *, config: AlgorithmConfig) -> None:
+        """Apply the prepared removal; take the algorithm's new ``config``."""
+        self.group.apply_remove_module(config=evaluation_runner_config(config))
         self.update_config(config)
+
+    def discard_remove_module(self) -> None:
+        """Forget the prepared removal (the training runners refused it)."""
+        self.group.discard_remove_module()
 
     def close(self) -> None:
         """Close the evaluation runners' environments; stop the remote ones."""

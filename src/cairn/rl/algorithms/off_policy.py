@@ -39,15 +39,47 @@ from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule, MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.env.env_runner import SampleBatch
 from cairn.rl.utils._util import Names
-from cairn.rl.utils.replay_buffers import ColumnSpecs, MultiAgentReplayBuffer
+from cairn.rl.utils.replay_buffers import ColumnSpecs, MultiAgentReplayBuffer, PrioritizedMultiAgentReplayBuffer
 
 __all__ = [
+    "NStep",
     "OffPolicyAlgorithm",
     "OffPolicyConfig",
     "TargetNetworkLearner",
+    "n_step_rule",
     "n_step_transitions",
     "replay_columns",
 ]
+
+NStep = int | tuple[int, int]
+"""An n-step setting: an int, or RLlib's range ``(low, high)`` from which each transition draws
+its n uniformly, ``low <= n < high`` (numpy's ``integers(low, high)``, as RLlib's buffers)."""
+
+
+def check_n_step(value: Any, *, where: str = "n_step") -> NStep:
+    """``value`` as an :data:`NStep` (a list of two ints, as a checkpoint records a tuple, becomes a tuple).
+
+    Raises:
+        ValueError: Not an int >= 1 nor a pair ``(low, high)`` of ints with ``1 <= low < high``.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    if (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        and 1 <= value[0] < value[1]
+    ):
+        return (int(value[0]), int(value[1]))
+    raise ValueError(
+        f"{where} must be an int >= 1 or a range (low, high) of ints with 1 <= low < high (each transition "
+        f"sums n rewards, n drawn from low .. high - 1, as RLlib), got {value!r:.80}."
+    )
+
+
+def n_step_rule(config: Any, value: Any) -> dict[str, Any]:
+    """RLlib's ``training(n_step=...)``: an int, or a range ``(low, high)``."""
+    return {"n_step": check_n_step(value)}
 
 
 @register_type
@@ -66,7 +98,7 @@ class OffPolicyConfig(AlgorithmConfig):
             "train_batch_size_per_learner": integer("minibatch_size", name="train_batch_size_per_learner"),
             "train_batch_size": integer("minibatch_size", name="train_batch_size"),
             "gamma": number("gamma"),
-            "n_step": integer("n_step"),
+            "n_step": n_step_rule,
             "tau": number("tau"),
             "replay_buffer_config": replay_buffer_config,
             "store_buffer_in_checkpoints": Accept(
@@ -98,9 +130,12 @@ class OffPolicyConfig(AlgorithmConfig):
     gamma: float = 0.99
     """Discount factor."""
 
-    n_step: int = 1
+    n_step: NStep = 1
     """Rewards summed per transition. A transition whose episode ends, or whose rollout
-    ends, sooner sums fewer and bootstraps from there (its ``discounts`` say how far)."""
+    ends, sooner sums fewer and bootstraps from there (its ``discounts`` say how far).
+    A range ``(low, high)`` (RLlib's): each transition draws its own n, ``low <= n < high``,
+    from its module buffer's seeded RNG when it is added (checkpointed with the buffer,
+    so a resumed run draws the same n's); RLlib draws it when the row is sampled."""
 
     replay_buffer_capacity: int = 10_000
     """Transitions each module's buffer holds (CleanRL's ``buffer_size``)."""
@@ -113,6 +148,16 @@ class OffPolicyConfig(AlgorithmConfig):
     subclass, built with ``(capacity, columns, chunk_rows=, seed=)``; its
     ``buffer_class`` is the buffer of each module. Recorded in checkpoints by
     reference: loading one needs the class's module imported first."""
+
+    prioritized_replay_alpha: float = 0.6
+    """With a prioritized buffer (``replay_buffer_class=PrioritizedMultiAgentReplayBuffer``):
+    how much priorities count, 0 uniform, 1 fully proportional (Schaul et al.; RLlib's ``alpha``)."""
+
+    prioritized_replay_beta: float = 0.4
+    """With a prioritized buffer: the importance-weight exponent, 0 no correction, 1 full (RLlib's ``beta``)."""
+
+    prioritized_replay_eps: float = 1e-6
+    """With a prioritized buffer: a row's priority is ``|TD error| + eps`` (RLlib's old ``prioritized_replay_eps``)."""
 
     num_steps_sampled_before_learning_starts: int = 10_000
     """Env steps sampled before the first gradient step (CleanRL's ``learning_starts``)."""
@@ -127,9 +172,21 @@ class OffPolicyConfig(AlgorithmConfig):
     """Env steps between target updates (CleanRL's ``target_network_frequency``), counted
     in gradient steps of ``train_frequency`` env steps each."""
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.n_step = check_n_step(self.n_step)  # a checkpoint's list [2, 5] is the range (2, 5)
+
+    @property
+    def prioritized(self) -> bool:
+        """Whether the replay buffer is prioritized (:class:`PrioritizedMultiAgentReplayBuffer` or a subclass)."""
+        return isinstance(self.replay_buffer_class, type) and issubclass(
+            self.replay_buffer_class, PrioritizedMultiAgentReplayBuffer
+        )
+
     def validate(self) -> None:
         """Check ranges; see :meth:`AlgorithmConfig.validate`."""
         super().validate()
+        self.n_step = check_n_step(self.n_step)
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"gamma must lie in [0, 1], got {self.gamma}.")
         if not 0.0 < self.tau <= 1.0:
@@ -141,7 +198,20 @@ class OffPolicyConfig(AlgorithmConfig):
                 "replay_buffer_class must be cairn.rl.utils.replay_buffers.MultiAgentReplayBuffer or a subclass "
                 f"(its buffer_class is the buffer of each module), got {self.replay_buffer_class!r:.80}."
             )
-        for name in ("n_step", "replay_buffer_capacity", "train_frequency", "target_network_update_freq"):
+        for name, low in (
+            ("prioritized_replay_alpha", 0.0),
+            ("prioritized_replay_beta", 0.0),
+            ("prioritized_replay_eps", 0.0),
+        ):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not value >= low
+                or value == float("inf")
+            ):
+                raise ValueError(f"{name} must be a finite number >= {low}, got {value!r:.80}.")
+        for name in ("replay_buffer_capacity", "train_frequency", "target_network_update_freq"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}.")
         if self.num_steps_sampled_before_learning_starts < 0:
@@ -171,7 +241,9 @@ def replay_columns(observation_space: gym.Space[Any], action_space: gym.Space[An
     }
 
 
-def n_step_transitions(batch: Mapping[str, npt.NDArray[Any]], *, gamma: float, n_step: int) -> dict[str, Any]:
+def n_step_transitions(
+    batch: Mapping[str, npt.NDArray[Any]], *, gamma: float, n_step: int | npt.NDArray[np.integer[Any]]
+) -> dict[str, Any]:
     """Flat n-step transitions ``[T * N, ...]`` (time-major) from a rollout ``[T, N, ...]``.
 
     For the step ``t`` of sub-environment ``i``, the sum runs over ``k`` steps,
@@ -184,18 +256,21 @@ def n_step_transitions(batch: Mapping[str, npt.NDArray[Any]], *, gamma: float, n
     Args:
         batch: An env runner's batch with ``next_obs`` (``sample_next_obs``).
         gamma: Discount factor.
-        n_step: The most steps a transition sums.
+        n_step: The most steps a transition sums: one for all, or an array ``[T, N]``
+            of ints >= 1, each transition's own (an n-step range draws them).
     """
     rewards = np.asarray(batch["rewards"], dtype=np.float64)
     terminateds = np.asarray(batch["terminateds"], dtype=np.bool_)
     ended = terminateds | np.asarray(batch["truncateds"], dtype=np.bool_)
     horizon, n = rewards.shape
+    per_row = np.broadcast_to(np.asarray(n_step, dtype=np.int64), (horizon, n))
     total = rewards.copy()
     last = np.broadcast_to(np.arange(horizon)[:, None], (horizon, n)).copy()  # index of the last summed step
     open_ = ~ended  # whether the sum of (t, i) goes on past its last step
-    for k in range(1, n_step):
+    # A sum never reaches past the rollout: n beyond its length changes nothing (and costs nothing).
+    for k in range(1, min(int(per_row.max(initial=1)), horizon)):
         nxt = last + 1
-        go = open_ & (nxt < horizon)
+        go = open_ & (nxt < horizon) & (k < per_row)
         idx = np.minimum(nxt, horizon - 1)
         cols = np.arange(n)[None, :].repeat(horizon, 0)
         total = np.where(go, total + gamma**k * rewards[idx, cols], total)
@@ -323,6 +398,37 @@ def _spaces(spec: RLModuleSpec) -> tuple[gym.Space[Any], gym.Space[Any]]:
     return spec.observation_space, spec.action_space
 
 
+def _check_prioritized(config: OffPolicyConfig) -> None:
+    """Refuse a prioritized buffer where the TD errors cannot come back to it."""
+    learner_class = config.get_default_learner_class()
+    if not callable(getattr(learner_class, "pop_td_errors", None)):
+        raise ValueError(
+            f"A prioritized replay buffer needs the learner's TD errors to set priorities, and "
+            f"{learner_class.__name__} does not report them (DQN's learner does; SAC's does not yet). Use "
+            "replay_buffer_class=MultiAgentReplayBuffer (uniform sampling)."
+        )
+    if int(config.num_learners) > 1:
+        raise ValueError(
+            f"Prioritized replay takes the TD errors from the one local learner; num_learners={config.num_learners} "
+            "runs data-parallel learners on Ray, whose TD errors do not come back yet. Use num_learners=0 or 1, "
+            "or a uniform buffer (replay_buffer_class=MultiAgentReplayBuffer)."
+        )
+
+
+def _merge_step_metrics(steps: list[dict[str, float]]) -> dict[str, float]:
+    """One update's metrics from several: means, but lifetime counters last and rows trained summed."""
+    out: dict[str, float] = {}
+    for key in {k: None for step in steps for k in step}:
+        values = [step[key] for step in steps if key in step]
+        if key.endswith("_lifetime"):
+            out[key] = values[-1]
+        elif key.endswith("/num_module_steps_trained"):
+            out[key] = float(sum(values))
+        else:
+            out[key] = float(sum(values) / len(values))
+    return out
+
+
 class OffPolicyAlgorithm(Algorithm):
     """An algorithm that learns from a replay buffer (DQN, SAC).
 
@@ -361,11 +467,20 @@ class OffPolicyAlgorithm(Algorithm):
                 f"{type(runner).__name__} (env={config.env!r}) does not provide yet; use a gymnasium id or "
                 "'multi:<id>' (independent agents)."
             )
+        extra: dict[str, Any] = {}
+        if config.prioritized:
+            _check_prioritized(config)
+            extra = {
+                "alpha": float(config.prioritized_replay_alpha),
+                "beta": float(config.prioritized_replay_beta),
+                "epsilon": float(config.prioritized_replay_eps),
+            }
         self.replay_buffer = config.replay_buffer_class(
             int(config.replay_buffer_capacity),
             {m: replay_columns(*_spaces(spec)) for m, spec in module_specs.items()},
             chunk_rows=config.replay_buffer_chunk_rows,
             seed=int(config.seed),
+            **extra,
         )
         return LearnerGroup(config, module_specs)
 
@@ -377,6 +492,20 @@ class OffPolicyAlgorithm(Algorithm):
         freq = int(self.config.train_frequency)
         return steps_after // freq - max(steps_before, start) // freq
 
+    def _n_steps(self, module_id: str, batch: SampleBatch) -> int | npt.NDArray[np.int64]:
+        """The n-step of a rollout's transitions: the config's int, or one per transition drawn from its range.
+
+        The draws come from the module's buffer RNG (seeded, checkpointed with the buffer).
+        """
+        n_step = self.config.n_step
+        if isinstance(n_step, int):
+            return n_step
+        buffer = self.replay_buffer.buffers.get(module_id)
+        if buffer is None:
+            raise ValueError(f"No replay buffer for module {module_id!r}; add_module it first.")
+        shape = np.shape(batch["rewards"])
+        return buffer.rng.integers(n_step[0], n_step[1], size=shape, dtype=np.int64)
+
     def add_to_buffer(self, per_runner: list[dict[str, SampleBatch]]) -> None:
         """Turn each runner's rollouts into n-step transitions and add them, runner by runner."""
         for runner_batches in per_runner:
@@ -384,7 +513,7 @@ class OffPolicyAlgorithm(Algorithm):
                 module_id: n_step_transitions(
                     batch,
                     gamma=float(self.config.get_config_for_module(module_id).gamma),  # type: ignore[attr-defined]
-                    n_step=int(self.config.n_step),
+                    n_step=self._n_steps(module_id, batch),
                 )
                 for module_id, batch in runner_batches.items()
             }
@@ -397,22 +526,46 @@ class OffPolicyAlgorithm(Algorithm):
         steps_after = self.env_runner.num_env_steps_sampled_lifetime
         num_steps = self.num_gradient_steps_for(steps_before, steps_after)
         results: dict[str, Any] = {}
-        if num_steps > 0:
-            trainable = self.config.policies_to_train
-            batches = {
-                module_id: self.replay_buffer[module_id].sample(
-                    num_steps * int(self.config.get_config_for_module(module_id).minibatch_size)
-                )
-                for module_id in self.replay_buffer
-                if len(self.replay_buffer[module_id]) and (trainable is None or module_id in trainable)
-            }
-            results.update(self.learner_group.update(batches))
+        if num_steps > 0 and isinstance(self.replay_buffer, PrioritizedMultiAgentReplayBuffer):
+            results.update(self._learn_prioritized(num_steps))
+        elif num_steps > 0:
+            results.update(self.learner_group.update(self._sample_batches(num_steps)))
         self._sync_env_runners()
         results["num_gradient_steps"] = num_steps
         for module_id in self.replay_buffer:
             results[f"replay_buffer/{module_id}/size"] = len(self.replay_buffer[module_id])
         results.update(self.env_runner_group.get_metrics())
         return results
+
+    def _sample_batches(self, num_steps: int) -> dict[str, dict[str, Any]]:
+        """``num_steps`` minibatches of rows of each trained module with rows, in one batch per module."""
+        trainable = self.config.policies_to_train
+        return {
+            module_id: self.replay_buffer[module_id].sample(
+                num_steps * int(self.config.get_config_for_module(module_id).minibatch_size)
+            )
+            for module_id in self.replay_buffer
+            if len(self.replay_buffer[module_id]) and (trainable is None or module_id in trainable)
+        }
+
+    def _learn_prioritized(self, num_steps: int) -> dict[str, float]:
+        """RLlib's loop: per gradient step, sample a minibatch by priority, update, set the rows' priorities.
+
+        The TD errors come from the local learner (:meth:`DQNLearner.pop_td_errors
+        <cairn.rl.algorithms.dqn.dqn_learner.DQNLearner.pop_td_errors>`); the metrics are
+        the steps' means (lifetime counters: the last step's; rows trained: their sum).
+        """
+        buffer = self.replay_buffer
+        assert isinstance(buffer, PrioritizedMultiAgentReplayBuffer)  # the caller checked
+        learner: Any = self.learner_group.learner
+        steps: list[dict[str, float]] = []
+        for _ in range(num_steps):
+            batches = self._sample_batches(1)
+            steps.append(self.learner_group.update(batches))
+            for module_id in batches:
+                rows, td_errors = learner.pop_td_errors(module_id)
+                buffer.update_priorities(module_id, rows, td_errors)
+        return _merge_step_metrics(steps)
 
     def add_module(
         self,

@@ -11,7 +11,8 @@ too, with each connector a component named by the connector's ``name``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -19,14 +20,19 @@ import numpy as np
 import numpy.typing as npt
 
 from cairn import Checkpointable
-from cairn.errors import IncompatibleCheckpointError
+from cairn.errors import CorruptCheckpointError, IncompatibleCheckpointError
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.utils._util import (
     Names,
     check_component_name,
 )
 
-__all__ = ["ClipActions", "Connector", "ConnectorPipeline", "MeanStdFilter"]
+__all__ = ["MAX_FILTER_SIZE", "ClipActions", "Connector", "ConnectorPipeline", "MeanStdFilter"]
+
+MAX_FILTER_SIZE = 1 << 24
+"""The most numbers one observation a :class:`MeanStdFilter` normalises may hold (an 84x84x4 frame
+holds 28,224). Its ``shape`` may come from a checkpoint's recorded config or constructor arguments,
+and ``shape=[10**6, 10**6]`` would allocate terabytes before any check."""
 
 Array = npt.NDArray[Any]
 
@@ -140,7 +146,7 @@ class MeanStdFilter(Connector):
         # Without a shape (RLlib's ``MeanStdFilter()`` in a connector factory), the pipeline
         # builder gives it the shape of its input space (set_input_spaces) before any data.
         self._shape_given = shape is not None
-        self.shape = tuple(int(d) for d in shape) if shape is not None else ()
+        self.shape = _filter_shape(shape) if shape is not None else ()
         self.clip = float(clip)
         self.epsilon = float(epsilon)
         self.count = 0
@@ -161,7 +167,7 @@ class MeanStdFilter(Connector):
                 "cairn.rl.connectors.env_to_module.FlattenObservations before it (env_to_module_connector), or set "
                 "observation_filter=None."
             )
-        shape = tuple(int(d) for d in observation_space.shape)
+        shape = _filter_shape(observation_space.shape)
         if not self._shape_given:
             self.shape, self._shape_given = shape, True
             self.count = 0
@@ -245,30 +251,82 @@ class MeanStdFilter(Connector):
         """``{"count": int, "mean": float64 array, "m2": float64 array}`` (copies)."""
         return {"count": int(self.count), "mean": self.mean.copy(), "m2": self.m2.copy()}
 
-    def get_state_buffers(self) -> dict[str, Any]:
-        """The live ``mean`` and ``m2`` arrays: a restore from local disk reads into them."""
-        return {"mean": self.mean, "m2": self.m2}
+    # No get_state_buffers: a restore reads the statistics into fresh arrays, so that check_state sees
+    # their values (a NaN mean, a negative m2) before any live array changes; set_state then copies
+    # them into the live arrays (their identity stays, as a read in place would keep it).
+
+    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
+        """Refuse statistics of another shape, a count that is no non-negative int (before any restore changes).
+
+        Raises:
+            IncompatibleCheckpointError: The statistics have another shape.
+            ValueError: A count or array that no filter saves (a restore reports it with the
+                component's path in the checkpoint).
+        """
+        self._read_layout(state)
+        self._values_problem(state)
+
+    def _read_layout(self, state: Mapping[str, Any]) -> int | None:
+        """The state's count (None: absent), after checking it and the arrays' shapes and dtypes."""
+        for key in ("mean", "m2"):
+            if key not in state:
+                continue
+            value = state[key]
+            if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
+                what = value.dtype if isinstance(value, np.ndarray) else type(value).__name__
+                raise ValueError(
+                    f"MeanStdFilter {key!r} is a {what} in the checkpoint, not an array of numbers; the checkpoint "
+                    "was damaged or altered"
+                )
+            if value.shape != self.shape:
+                raise IncompatibleCheckpointError(
+                    f"MeanStdFilter {key!r} has shape {value.shape} in the checkpoint but "
+                    f"this filter normalises observations of shape {self.shape}; the "
+                    "checkpoint was taken on another environment."
+                )
+        if "count" not in state:
+            return None
+        count = state["count"]
+        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
+            raise ValueError(
+                f"MeanStdFilter 'count' is {count!r:.60} in the checkpoint, not a non-negative int (the number of "
+                "observations seen); the checkpoint was damaged or altered"
+            )
+        return int(count)
+
+    def _values_problem(self, state: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` for a NaN or infinite mean, or an ``m2`` that is negative or not finite."""
+        bad = [
+            key
+            for key in ("mean", "m2")
+            if key in state
+            and (not np.isfinite(state[key]).all() or (key == "m2" and (np.asarray(state[key]) < 0).any()))
+        ]
+        if bad:
+            raise ValueError(
+                f"MeanStdFilter {bad} hold NaN, infinite or (m2) negative values in the checkpoint; normalising with "
+                "them gives NaN observations (the checkpoint was damaged or altered)"
+            )
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Load statistics; keys missing from ``state`` are left as they are.
 
         Raises:
             IncompatibleCheckpointError: The statistics have another shape.
+            CorruptCheckpointError: A negative or non-int count, a NaN or infinite mean,
+                or a negative or non-finite ``m2`` (the filter would turn every observation
+                into NaN). The filter is left as it was.
         """
-        for key in ("mean", "m2"):
-            if key in state:
-                if state[key] is getattr(self, key):
-                    continue  # restored in place (get_state_buffers): already this filter's array
-                value = np.asarray(state[key], dtype=np.float64)
-                if value.shape != self.shape:
-                    raise IncompatibleCheckpointError(
-                        f"MeanStdFilter {key!r} has shape {value.shape} in the checkpoint but "
-                        f"this filter normalises observations of shape {self.shape}; the "
-                        "checkpoint was taken on another environment."
-                    )
-                setattr(self, key, value.copy())
-        if "count" in state:
-            self.count = int(state["count"])
+        try:
+            count = self._read_layout(state)
+            self._values_problem(state)
+        except ValueError as err:
+            raise CorruptCheckpointError(f"{err}. The filter keeps the statistics it had.") from err
+        arrays = {key: np.asarray(state[key], dtype=np.float64) for key in ("mean", "m2") if key in state}
+        for key, value in arrays.items():
+            getattr(self, key)[...] = value  # into the live arrays (same shape, checked above)
+        if count is not None:
+            self.count = count
         # A restored state starts a new timeline: data seen before it is not reported.
         self._delta = _empty_stats(self.shape)
 
@@ -278,6 +336,24 @@ class MeanStdFilter(Connector):
 
 
 _Stats = tuple[int, npt.NDArray[np.float64], npt.NDArray[np.float64]]
+
+
+def _filter_shape(shape: Any) -> tuple[int, ...]:
+    """A filter's observation shape: non-negative ints holding at most :data:`MAX_FILTER_SIZE` numbers.
+
+    Raises:
+        ValueError: Another shape (it may come from a checkpoint's recorded arguments).
+    """
+    dims = list(shape) if isinstance(shape, list | tuple) else None
+    if dims is None or any(isinstance(d, bool) or not isinstance(d, int | np.integer) or d < 0 for d in dims):
+        raise ValueError(f"MeanStdFilter(shape={shape!r:.80}) needs a list of non-negative ints.")
+    size = math.prod(int(d) for d in dims)
+    if size > MAX_FILTER_SIZE:
+        raise ValueError(
+            f"MeanStdFilter(shape={[int(d) for d in dims]}) normalises {size} numbers per observation, more than "
+            f"{MAX_FILTER_SIZE} (MAX_FILTER_SIZE); a recorded shape that large is a damaged or hostile checkpoint."
+        )
+    return tuple(int(d) for d in dims)
 
 
 def _empty_stats(shape: tuple[int, ...]) -> _Stats:

@@ -65,6 +65,7 @@ from cairn.rl.distributed._ray import (
 from cairn.rl.distributed.checkpoint import ActorFolderDelegate, FolderActor
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
 from cairn.rl.env.multi_agent_env import driver_modules
+from cairn.rl.env.state_checks import PEER_OWN_KEYS, PEER_STATES_KEY
 
 if TYPE_CHECKING:
     from cairn.manifest import FileEntry
@@ -75,10 +76,10 @@ __all__ = ["EnvRunnerActor", "RemoteEnvRunners"]
 CHECKPOINT_WRITER_INDEX = 1
 """The worker index of the remote runner that writes (and fully restores) ``env_runner/``."""
 
-OTHER_RUNNERS_KEY = "other_env_runners"
+OTHER_RUNNERS_KEY = PEER_STATES_KEY
 """Key of ``env_runner/``'s state holding the RNG and environments of runners 2..N."""
 
-OWN_KEYS = ("rng", "env", "metrics")
+OWN_KEYS = PEER_OWN_KEYS
 """The keys of an ``env_runner`` state that belong to one runner: RNG, environments, its callbacks' metrics."""
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -41,7 +41,13 @@ from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.core.rl_module.stateful import batched_state, initial_state, state_columns, state_out, strip_time_dim
-from cairn.rl.env.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
+from cairn.rl.env.env_state import (
+    env_state_mismatch,
+    env_state_problem,
+    get_env_state,
+    set_env_state,
+    supports_env_state,
+)
 from cairn.rl.env.episodes import EpisodeTracker
 from cairn.rl.env.module_outputs import owed_output, owes_logp_and_values
 from cairn.rl.env.multi_agent_env import (
@@ -53,8 +59,24 @@ from cairn.rl.env.multi_agent_env import (
     resolve_policy_mapping,
 )
 from cairn.rl.env.pretrained_connectors import restore_pretrained_connectors
+from cairn.rl.env.state_checks import (
+    PEER_OWN_KEYS,
+    PEER_STATES_KEY,
+    check_state_tree,
+    corrupt,
+    count,
+    episode_windows,
+    mapping,
+    numeric_leaves,
+    rng_state,
+    runner_local_states,
+    slot_rows,
+    spec_spaces_problem,
+    tracker_state,
+)
 from cairn.rl.utils._util import Names
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
+from cairn.rl.utils.metrics.metrics_logger import read_state as read_metrics_state
 
 __all__ = ["NUM_AGENT_STEPS_SAMPLED", "NUM_ENV_STEPS_SAMPLED", "EnvRunner", "ModuleRemoval", "SampleBatch"]
 
@@ -251,6 +273,11 @@ class EnvRunner(Checkpointable):
         self.module_to_env = build_module_to_env(config, observation_space, action_space, env=env)
         check_learner_connector(config, self.env_to_module, self.observation_space, action_space)
         specs = build_module_specs(config, self.observation_space, self.action_space, module_spaces=module_spaces)
+        # A spec's own spaces win (a recorded config may give them): refuse now what the first forward pass would.
+        for module_id in dict.fromkeys(self.slot_modules):
+            problem = spec_spaces_problem(specs.get(module_id), self.observation_space, self.action_space)
+            if problem is not None:
+                raise ValueError(f"Module {module_id!r} of env={config.env!r}: {problem}")
         restore_pretrained_connectors(self.env_to_module, config)  # load_state_path's observation filter
         return specs
 
@@ -780,80 +807,178 @@ class EnvRunner(Checkpointable):
         state.update(self._get_components_state(components, not_components=not_components))
         return state
 
+    checkpoint_label: str = "env_runner"
+    """How refusals of a restore name this runner's folder (the evaluation runner's is ``eval_env_runner``)."""
+
+    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
+        """Refuse a hostile or damaged state before a restore changes anything (:mod:`~cairn.rl.env.state_checks`).
+
+        Raises:
+            CorruptCheckpointError: A value that does not hold together (a NaN or negative
+                counter, per-slot arrays of another length, a foreign RNG state, an episode
+                of another slot); the message names its path in the checkpoint.
+            IncompatibleCheckpointError: A metrics logger state of another layout.
+        """
+        self._read_state(state)
+        # The own states of remote runners 2..N, which each of them applies: all checked here first.
+        peers = state.get(PEER_STATES_KEY, [])
+        if not isinstance(peers, list | tuple):
+            raise corrupt(f"{self.checkpoint_label}/{PEER_STATES_KEY}", "is not a list of runner states")
+        for i, peer in enumerate(peers):
+            peer = mapping(peer, where=f"{self.checkpoint_label}/{PEER_STATES_KEY}/{i}")
+            self._read_state({key: peer[key] for key in PEER_OWN_KEYS if key in peer})
+
     def set_state(self, state: dict[str, Any]) -> None:
         """Apply what ``state`` holds; what it does not hold is left as it is.
 
         The environments are restored when the state saved them and they fit
         (same env, same number of sub-environments); otherwise the runner
         keeps its current episodes and sets :attr:`episodes_restarted`.
-        """
-        self._set_components_state(state)
-        counters = state.get("counters", {})
-        self.num_env_steps_sampled_lifetime = int(
-            counters.get("num_env_steps_sampled_lifetime", self.num_env_steps_sampled_lifetime)
-        )
-        self.num_agent_steps_sampled_lifetime = int(
-            counters.get("num_agent_steps_sampled_lifetime", self.num_agent_steps_sampled_lifetime)
-        )
-        self.num_episodes_lifetime = int(counters.get("num_episodes_lifetime", self.num_episodes_lifetime))
-        self._episodes_this_iteration = int(counters.get("num_episodes", self._episodes_this_iteration))
-        if "rng" in state and "torch" in state["rng"]:
-            self._generator.set_state(torch.as_tensor(state["rng"]["torch"], dtype=torch.uint8))
-        if "episodes" in state:
-            episodes = state["episodes"]
-            window = int(self.config.episode_return_window)
-            if "recent_returns" in episodes:
-                self._recent_returns = deque((float(x) for x in episodes["recent_returns"]), maxlen=window)
-            if "recent_lengths" in episodes:
-                self._recent_lengths = deque((int(x) for x in episodes["recent_lengths"]), maxlen=window)
-            for module_id, returns in episodes.get("recent_module_returns", {}).items():
-                if module_id in self._recent_module_returns:
-                    self._recent_module_returns[module_id] = deque((float(x) for x in returns), maxlen=window)
-        if "env" in state:
-            self._set_env_state(state["env"])
-        if "metrics" in state:
-            self.metrics.set_state(state["metrics"], where="env_runner/metrics")
+        Everything (also the components' parts) is checked before anything is
+        applied: a refused state leaves the runner as it was.
 
-    def _set_env_state(self, env_state: Mapping[str, Any]) -> None:
+        Raises:
+            CorruptCheckpointError: See :meth:`check_state`.
+        """
+        check_state_tree(self, state, where=self.checkpoint_label)
+        read = self._read_state(state)
+        self._set_components_state(state)
+        counters = read["counters"]
+        self.num_env_steps_sampled_lifetime = counters.get(
+            "num_env_steps_sampled_lifetime", self.num_env_steps_sampled_lifetime
+        )
+        self.num_agent_steps_sampled_lifetime = counters.get(
+            "num_agent_steps_sampled_lifetime", self.num_agent_steps_sampled_lifetime
+        )
+        self.num_episodes_lifetime = counters.get("num_episodes_lifetime", self.num_episodes_lifetime)
+        self._episodes_this_iteration = counters.get("num_episodes", self._episodes_this_iteration)
+        if "rng" in read:
+            self._generator.set_state(read["rng"])
+        if "episodes" in read:
+            window = int(self.config.episode_return_window)
+            returns, lengths, module_returns = read["episodes"]
+            if returns is not None:
+                self._recent_returns = deque(returns, maxlen=window)
+            if lengths is not None:
+                self._recent_lengths = deque(lengths, maxlen=window)
+            for module_id, values in module_returns.items():
+                self._recent_module_returns[module_id] = deque(values, maxlen=window)
+        if "env" in read:
+            self._apply_env_state(read["env"])
+        if "metrics" in read:
+            self.metrics.set_state(state["metrics"], where=f"{self.checkpoint_label}/metrics")
+
+    def _read_state(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """``state``'s own values, checked and parsed for :meth:`set_state`; changes nothing."""
+        where = self.checkpoint_label
+        read: dict[str, Any] = {}
+        counters = mapping(state.get("counters", {}), where=f"{where}/counters")
+        read["counters"] = {
+            name: count(counters[name], where=f"{where}/counters/{name}") for name in _COUNTERS if name in counters
+        }
+        rng = mapping(state.get("rng", {}), where=f"{where}/rng")
+        if "torch" in rng:
+            read["rng"] = rng_state(self._generator, rng["torch"], where=f"{where}/rng/torch")
+        if "episodes" in state:
+            read["episodes"] = episode_windows(
+                state["episodes"], self._recent_module_returns, where=f"{where}/episodes"
+            )
+        if "env" in state:
+            read["env"] = self._read_env_state(mapping(state["env"], where=f"{where}/env"))
+        if "metrics" in state:
+            read["metrics"] = read_metrics_state(state["metrics"], where=f"{where}/metrics")
+        return read
+
+    def _read_env_state(self, env_state: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The environments' part of a state, checked; None when it does not fit (the episodes restart)."""
+        where = f"{self.checkpoint_label}/env"
+        sub_states = env_state.get("sub_envs")
         fits = (
-            bool(env_state.get("saved"))
+            env_state.get("saved") is True
             and self.env_state_saved
             and env_state.get("env") == self.config.env
-            and int(env_state.get("num_slots", -1)) == self.num_slots
+            and _is_int(env_state.get("num_slots"), self.num_slots)
             and same_layout(self._obs, env_state.get("obs"))
+            and isinstance(sub_states, list | tuple)
+            and len(sub_states) == self.num_slots
+            and all(env_state_mismatch(env, sub) is None for env, sub in zip(self.env.envs, sub_states, strict=True))
         )
         if not fits:
+            return None
+        assert isinstance(sub_states, list | tuple)
+        for i, (env, sub) in enumerate(zip(self.env.envs, sub_states, strict=True)):
+            problem = env_state_problem(env, sub)
+            if problem is not None:
+                raise corrupt(f"{where}/sub_envs/{i}", f"the environment's saved state does not fit: {problem}")
+        if not numeric_leaves(env_state["obs"]):
+            raise corrupt(f"{where}/obs", "the current observations are not arrays of numbers")
+        n = self.num_slots
+        starts = env_state.get("episode_starts")
+
+        def rows(key: str, kind: str) -> npt.NDArray[Any]:
+            return slot_rows(env_state.get(key), length=n, kind=kind, where=f"{where}/{key}")
+
+        connectors = env_state.get("connectors", {})
+        read: dict[str, Any] = {
+            "sub_envs": list(sub_states),
+            "obs": env_state["obs"],
+            "episode_starts": None if starts is None else rows("episode_starts", "bool"),
+            "autoreset": rows("autoreset", "bool"),
+            "returns": rows("episode_returns", "float"),
+            "lengths": rows("episode_lengths", "int"),
+            "started": env_state.get("episodes_started", True),
+            "connectors": runner_local_states(self, connectors, max_slot=n, where=f"{where}/connectors"),
+            "memory": self._read_memory(env_state),  # recurrent module states, previous actions and rewards
+        }
+        if not isinstance(read["started"], bool | np.bool_):
+            raise corrupt(f"{where}/episodes_started", f"expected True or False, found {read['started']!r:.40}")
+        api = env_state.get("episode_api")
+        if self.episode_tracker is not None and api is not None:
+            spaces = (self.env.single_observation_space, self.env.single_action_space)
+            read["episode_api"] = tracker_state(
+                api, self.slot_agents, self.slot_modules, spaces, where=f"{where}/episode_api"
+            )
+        return read
+
+    def _set_env_state(self, env_state: Mapping[str, Any]) -> None:
+        """Check, then apply, the environments' part of a state (see :meth:`set_state`)."""
+        self._apply_env_state(self._read_env_state(mapping(env_state, where=f"{self.checkpoint_label}/env")))
+
+    def _apply_env_state(self, read: dict[str, Any] | None) -> None:
+        """Apply :meth:`_read_env_state`'s result (None: the episodes restart)."""
+        if read is None:
             self.episodes_restarted = True
             self._episode_starts[:] = True  # connectors (frame stacks) start afresh with the runner's episodes
             return
-        sub_states = list(env_state.get("sub_envs", ()))
-        if len(sub_states) != self.num_slots or any(
-            env_state_mismatch(env, sub) is not None for env, sub in zip(self.env.envs, sub_states, strict=True)
-        ):
-            self.episodes_restarted = True
-            self._episode_starts[:] = True
-            return
-        self._restore_memory(env_state)  # recurrent states, previous actions and rewards: checked before any change
-        for env, sub_state in zip(self.env.envs, sub_states, strict=True):
+        self._apply_memory(read["memory"])  # recurrent states, previous actions and rewards (checked when read)
+        for env, sub_state in zip(self.env.envs, read["sub_envs"], strict=True):
             set_env_state(env, sub_state)
-        self._obs = from_state(self._obs, env_state["obs"])
-        self._episode_starts = np.array(
-            env_state.get("episode_starts", np.zeros(self.num_slots)), dtype=np.bool_, copy=True
-        ).reshape(self.num_slots)
-        self.env._autoreset_envs = np.array(env_state["autoreset"], dtype=np.bool_, copy=True)
-        self._episode_returns = np.array(env_state["episode_returns"], dtype=np.float64, copy=True)
-        self._episode_lengths = np.array(env_state["episode_lengths"], dtype=np.int64, copy=True)
+        self._obs = from_state(self._obs, read["obs"])
+        starts = read["episode_starts"]
+        self._episode_starts = np.zeros(self.num_slots, dtype=np.bool_) if starts is None else starts
+        self.env._autoreset_envs = read["autoreset"]
+        self._episode_returns = read["returns"]
+        self._episode_lengths = read["lengths"]
         self.episodes_restarted = False
-        connectors = env_state.get("connectors", {})
+        connectors = read["connectors"]
         self.env_to_module.set_runner_local_states(connectors.get("env_to_module_connector", {}))
         self.module_to_env.set_runner_local_states(connectors.get("module_to_env_connector", {}))
         # Their on_episode_start fired before the checkpoint, unless it was taken before the first sample.
-        self._episodes_started = bool(env_state.get("episodes_started", True))
-        self._set_episode_api_state(env_state.get("episode_api"))
+        self._episodes_started = bool(read["started"])
+        if self.episode_tracker is None:
+            return
+        if "episode_api" in read:
+            self.episode_tracker.take(*read["episode_api"])
+        else:
+            # Saved without episode objects: they start from the restored observations (their earlier
+            # history and custom_data were never recorded), and the next sample() calls on_episode_start
+            # for them, so that a callback sees every episode start.
+            self.episode_tracker = self._new_episode_tracker({})
+            self._episodes_started = False
 
-    def _restore_memory(self, env_state: Mapping[str, Any]) -> None:
-        """Take the memory of the episodes in flight: the stateful modules' states and, for a pipeline that reads
-        them, each slot's previous action and reward; everything is checked before anything is set.
+    def _read_memory(self, env_state: Mapping[str, Any]) -> tuple[dict[str, dict[str, torch.Tensor]], Any]:
+        """The memory of the episodes in flight, checked: the stateful modules' states and, for a pipeline
+        that reads them, each slot's previous action and reward (``None`` otherwise).
 
         Raises:
             IncompatibleCheckpointError: See :meth:`_restored_module_states`; previous actions or rewards
@@ -879,6 +1004,11 @@ class EnvRunner(Checkpointable):
                     "which PrevActionsPrevRewards reads); the checkpoint was written without that piece or altered."
                 )
             prev = (actions.astype(self._prev_actions.dtype), rewards.astype(np.float32))
+        return states, prev
+
+    def _apply_memory(self, memory: tuple[dict[str, dict[str, torch.Tensor]], Any]) -> None:
+        """Take what :meth:`_read_memory` checked."""
+        states, prev = memory
         self._module_states = states
         if prev is not None:
             self._prev_actions, self._prev_rewards = prev
@@ -923,24 +1053,6 @@ class EnvRunner(Checkpointable):
                 restored[module_id][name] = torch.as_tensor(array.copy()).to(value.dtype)
         return restored
 
-    def _set_episode_api_state(self, state: Mapping[str, Any] | None) -> None:
-        """Take the episodes in flight of a checkpoint; one saved without them starts episode objects
-        from the restored observations (their earlier history and custom_data were never recorded),
-        and the next sample() calls on_episode_start for them, so that a callback sees every episode start."""
-        if self.episode_tracker is None:
-            return
-        if state is None:
-            self.episode_tracker = self._new_episode_tracker({})
-            self._episodes_started = False
-            return
-        try:
-            self.episode_tracker.set_state(state)
-        except (KeyError, TypeError, ValueError) as err:
-            raise IncompatibleCheckpointError(
-                f"env_runner/env/episode_api is not the episodes' state of cairn's env runner ({err}). The checkpoint "
-                "was not written by this version of cairn.rl, or was altered."
-            ) from err
-
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config,), {"worker_index": ...})``."""
         return (self.config,), {"worker_index": self.worker_index}
@@ -960,6 +1072,19 @@ class EnvRunner(Checkpointable):
     def close(self) -> None:
         """Close the environments."""
         self.env.close()
+
+
+_COUNTERS = (
+    "num_env_steps_sampled_lifetime",
+    "num_agent_steps_sampled_lifetime",
+    "num_episodes_lifetime",
+    "num_episodes",
+)
+
+
+def _is_int(value: Any, expected: int) -> bool:
+    """Whether ``value`` is the int ``expected`` (a NaN or a str is not; nothing is converted)."""
+    return not isinstance(value, bool) and isinstance(value, int | np.integer) and int(value) == expected
 
 
 def _mean(values: deque[float] | deque[int]) -> float:

@@ -276,13 +276,32 @@ class EnvRunnerGroup:
         Raises:
             ValueError: A runner refused (its message names the agent and env copy).
         """
+        self.prepare_remove_module(module_id, config=config)
+        self.apply_remove_module(config=config)
+
+    def prepare_remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
+        """Let every runner check that it can drop ``module_id`` (changes nothing); a refusal forgets them all.
+
+        With :meth:`apply_remove_module` (or :meth:`discard_remove_module`), an algorithm removes a
+        module from several groups (training and evaluation runners) only when all of them agreed.
+
+        Raises:
+            ValueError: A runner refused (nothing is prepared anywhere then).
+        """
         try:
             self.backend.prepare_remove_module(module_id, config=config)
         except BaseException:
             self.backend.discard_remove_module()
             raise
+
+    def apply_remove_module(self, *, config: AlgorithmConfig) -> None:
+        """Apply the removal :meth:`prepare_remove_module` checked on every runner; take ``config``."""
         self.backend.apply_remove_module(config=config)
         self.config = config
+
+    def discard_remove_module(self) -> None:
+        """Forget a removal :meth:`prepare_remove_module` checked (another group refused it)."""
+        self.backend.discard_remove_module()
 
     def foreach_env_runner(self, func: Callable[[EnvRunner], Any] | str, *, local_env_runner: bool = True) -> list[Any]:
         """Call ``func(env_runner)`` on the runners; the results in order (RLlib's ``foreach_env_runner``).

@@ -21,6 +21,7 @@ import numpy as np
 __all__ = [
     "EnvStateHandler",
     "env_state_mismatch",
+    "env_state_problem",
     "get_env_state",
     "register_env_state_handler",
     "set_env_state",
@@ -47,12 +48,21 @@ class EnvStateHandler:
 
     get: Callable[[Any], Any]
     set: Callable[[Any, Any], None]
+    check: Callable[[Any, Any], str | None] | None = None
+    """``(unwrapped env, state tree) -> why set would refuse or break the env, or None``: run
+    before any environment of a restore changes (handlers registered without one are not checked)."""
 
 
 _HANDLERS: dict[type, EnvStateHandler] = {}
 
 
-def register_env_state_handler(env_class: type, get: Callable[[Any], Any], set: Callable[[Any, Any], None]) -> None:
+def register_env_state_handler(
+    env_class: type,
+    get: Callable[[Any], Any],
+    set: Callable[[Any, Any], None],
+    *,
+    check: Callable[[Any, Any], str | None] | None = None,
+) -> None:
     """Teach cairn how to save the state of ``env_class`` (an unwrapped env class).
 
     The env's ``np_random`` and the ``TimeLimit`` counter are saved by cairn
@@ -62,8 +72,12 @@ def register_env_state_handler(env_class: type, get: Callable[[Any], Any], set: 
         env_class: The class of ``env.unwrapped``.
         get: Returns the state (cairn state leaves: arrays, numbers, str, lists, dicts).
         set: Applies a state returned by ``get``.
+        check: Optional: why a state read from a checkpoint would break the env (wrong
+            shapes, NaN where counts go), or None when ``set`` may apply it. A restore asks it
+            for every environment before it changes any, so that a refused checkpoint leaves
+            them all as they were.
     """
-    _HANDLERS[env_class] = EnvStateHandler(get=get, set=set)
+    _HANDLERS[env_class] = EnvStateHandler(get=get, set=set, check=check)
 
 
 def _encode_value(value: Any) -> dict[str, Any]:
@@ -111,7 +125,75 @@ def _attribute_handler(attrs: tuple[str, ...]) -> EnvStateHandler:
         for name, encoded in state.items():
             setattr(env, name, _decode_value(encoded))
 
-    return EnvStateHandler(get=get, set=set_)
+    def check(env: Any, state: Any) -> str | None:
+        if not isinstance(state, dict):
+            return "its saved attributes are not a dict"
+        for name, encoded in state.items():
+            if name not in attrs:
+                return f"it sets the attribute {str(name)[:60]!r}, and it may set only {list(attrs)}"
+            try:
+                value = _decode_value(encoded)
+            except (KeyError, TypeError, ValueError) as err:
+                return f"its attribute {name!r} is not a saved value ({type(err).__name__}: {err})"
+            problem = _value_problem(getattr(env, name, None), value)
+            if problem is not None:
+                return f"its attribute {name!r} {problem}"
+        return None
+
+    return EnvStateHandler(get=get, set=set_, check=check)
+
+
+def _value_problem(live: Any, saved: Any) -> str | None:
+    """Why ``saved`` cannot replace the live attribute value ``live`` (numbers where numbers are, same shapes).
+
+    Arrays, tuples and lists are compared by shape (MountainCar keeps its state as an
+    array after a reset and as a tuple after a step) and must hold finite numbers.
+    """
+    if isinstance(saved, np.ndarray | tuple | list) or isinstance(live, np.ndarray | tuple | list):
+        try:
+            array = np.asarray(saved)
+        except ValueError as err:  # ragged lists
+            return f"is not an array of numbers ({err})"
+        if not isinstance(saved, np.ndarray | tuple | list) or array.dtype.kind not in "biuf":
+            return f"is a {type(saved).__name__} of {array.dtype}, not an array of numbers"
+        if isinstance(live, np.ndarray | tuple | list) and array.shape != np.shape(live):
+            return f"has shape {array.shape}, the environment's has shape {np.shape(live)}"
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            return "holds NaN or infinite values"
+        return None
+    if saved is None or (live is None and isinstance(saved, int | float | np.generic)):
+        return None  # an attribute that is None until an event (CartPole's steps_beyond_terminated)
+    if isinstance(saved, bool | str) or not isinstance(saved, int | float | np.generic):
+        return f"is a {type(saved).__name__}, not a number"
+    return None
+
+
+def env_state_problem(env: gym.Env[Any, Any], state: Any) -> str | None:
+    """Why :func:`set_env_state` would refuse ``state`` or leave ``env`` unable to step; None when it fits.
+
+    Beyond :func:`env_state_mismatch`: the RNG state must be one the env's bit generator
+    takes (tried on a fresh generator, never on the env's), the ``TimeLimit`` counters
+    non-negative ints, and the handler's own state what its ``check`` accepts (for
+    classic control: only its attributes, of the live shapes, finite).
+    """
+    problem = env_state_mismatch(env, state)
+    if problem is not None:
+        return problem
+    handler = _handler_for(env)
+    assert handler is not None  # env_state_mismatch said there is one
+    generator = env.unwrapped.np_random.bit_generator
+    try:
+        type(generator)().state = state["np_random"]
+    except Exception as err:  # numpy raises ValueError, TypeError or KeyError for a foreign state
+        return f"its RNG state is not one of {type(generator).__name__} ({type(err).__name__}: {err})"
+    steps = state.get("time_limit_steps")
+    if not isinstance(steps, list | tuple) or any(
+        isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0 for n in steps
+    ):
+        return f"its TimeLimit step counters {steps!r:.80} are not non-negative ints"
+    if "env" not in state:
+        return "it holds no environment state"
+    return None if handler.check is None else handler.check(env.unwrapped, state["env"])
 
 
 def _handler_for(env: gym.Env[Any, Any]) -> EnvStateHandler | None:

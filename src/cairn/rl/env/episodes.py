@@ -429,7 +429,11 @@ class EpisodeTracker:
         episodes = [SingleAgentEpisode.from_state(s) for s in state["episodes"]]
         if len(numbers) != len(self.slot_agents) or len(episodes) != len(self.slot_agents):
             raise ValueError(f"the state holds {len(episodes)} episodes, this runner has {len(self.slot_agents)} slots")
-        self.numbers, self.episodes = numbers, episodes
+        self.take(numbers, episodes)
+
+    def take(self, numbers: Sequence[int], episodes: Sequence[SingleAgentEpisode]) -> None:
+        """Take checked episode numbers and episodes, one per slot (a restore's, see ``state_checks``)."""
+        self.numbers, self.episodes = list(numbers), list(episodes)
         self._next = [None] * len(self.slot_agents)
 
 

@@ -119,22 +119,30 @@ def _get_state(env: TicTacToe) -> dict[str, Any]:
     return {"board": env.board.copy(), "to_move": env.to_move, "agents": list(env.agents)}
 
 
-def _set_state(env: TicTacToe, state: Any) -> None:
-    # Only what _get_state saves, checked: the state comes from a file (SPEC 8).
+def _state_problem(env: TicTacToe, state: Any) -> str | None:
+    """Why a saved TicTacToe state cannot be applied (it comes from a file, SPEC 8), or None."""
     if not isinstance(state, dict) or set(state) != {"board", "to_move", "agents"}:
-        raise ValueError("a TicTacToe state holds exactly board, to_move and agents; this one was written elsewhere.")
-    board = np.asarray(state["board"])
-    agents = list(state["agents"])
-    if board.shape != (9,) or not np.isin(board, (0, 1, 2)).all() or state["to_move"] not in (0, 1):
-        raise ValueError("the saved TicTacToe board or player to move is out of range.")
-    if any(agent not in env.possible_agents for agent in agents):
-        raise ValueError(f"the saved TicTacToe agents {agents!r:.80} are not {env.possible_agents}.")
-    env.board = board.astype(np.int8, copy=True)
+        return "a TicTacToe state holds exactly board, to_move and agents; this one was written elsewhere"
+    board, to_move, agents = state["board"], state["to_move"], state["agents"]
+    if not isinstance(board, np.ndarray) or board.dtype.kind not in "iu" or board.shape != (9,):
+        return "the saved TicTacToe board is not 9 ints"
+    if not np.isin(board, (0, 1, 2)).all() or isinstance(to_move, bool) or to_move not in (0, 1):
+        return "the saved TicTacToe board or player to move is out of range"
+    if not isinstance(agents, list) or any(not isinstance(a, str) or a not in env.possible_agents for a in agents):
+        return f"the saved TicTacToe agents {agents!r:.80} are not {env.possible_agents}"
+    return None
+
+
+def _set_state(env: TicTacToe, state: Any) -> None:
+    problem = _state_problem(env, state)
+    if problem is not None:
+        raise ValueError(f"{problem}.")
+    env.board = np.asarray(state["board"]).astype(np.int8, copy=True)
     env.to_move = int(state["to_move"])
-    env.agents = [str(agent) for agent in agents]
+    env.agents = [str(agent) for agent in state["agents"]]
 
 
-register_env_state_handler(TicTacToe, _get_state, _set_state)
+register_env_state_handler(TicTacToe, _get_state, _set_state, check=_state_problem)
 
 
 def self_play_policy_mapping(agent_id: str, episode: EpisodeInfo) -> str:

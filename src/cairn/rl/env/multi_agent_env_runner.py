@@ -54,9 +54,15 @@ from cairn.rl.connectors.nested import stack_rows, to_state
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.core.rl_module.stateful import initial_state, state_columns, state_out, strip_time_dim
-from cairn.rl.env.env_runner import EnvRunner, ModuleRemoval, SampleBatch
-from cairn.rl.env.env_state import env_state_mismatch, get_env_state, set_env_state, supports_env_state
-from cairn.rl.env.episodes import SingleAgentEpisode, agent_episodes_from_state, agent_episodes_state
+from cairn.rl.env.env_runner import EnvRunner, ModuleRemoval, SampleBatch, _is_int
+from cairn.rl.env.env_state import (
+    env_state_mismatch,
+    env_state_problem,
+    get_env_state,
+    set_env_state,
+    supports_env_state,
+)
+from cairn.rl.env.episodes import SingleAgentEpisode, agent_episodes_state
 from cairn.rl.env.module_outputs import owed_output, owes_logp_and_values
 from cairn.rl.env.module_pipelines import ModulePipelines
 from cairn.rl.env.multi_agent_env import (
@@ -73,6 +79,18 @@ from cairn.rl.env.multi_agent_env import (
     space_mismatch,
 )
 from cairn.rl.env.pretrained_connectors import restore_module_pretrained_connectors
+from cairn.rl.env.state_checks import (
+    corrupt,
+    count,
+    episode_from_state,
+    layout_problem,
+    number,
+    runner_local_states,
+    unique,
+)
+from cairn.rl.env.state_checks import (
+    mapping as state_dict,
+)
 
 __all__ = ["MultiAgentEnvRunner"]
 
@@ -229,6 +247,14 @@ class MultiAgentEnvRunner(EnvRunner):
             self.observation_space = first_out
         else:  # the module side of the first agent's spaces, what Algorithm.add_module gives a spec without spaces
             self.observation_space = self._module_pipelines(config, (observation_space, action_space), [first])[2]
+        # A fixed mapping is known now: an agent mapped to a module of other spaces (a recorded spec's) is
+        # refused when the runner is built, not at its first action.
+        static = dict(config.policy_mapping or {}) if config.policy_mapping_fn is None else {}
+        if config.policy_mapping_fn is None and config.policy_mapping is None and len(specs) == 1:
+            static = dict.fromkeys(self.possible_agents, next(iter(specs)))
+        for agent, module_id in static.items():
+            if module_id in self._module_env_spaces and _holds(self.possible_agents, agent):
+                self._check_spaces(agent, module_id)
         return specs
 
     def _module_pipelines(
@@ -819,56 +845,146 @@ class MultiAgentEnvRunner(EnvRunner):
                 state["force_starts"] = [[e, agent] for e, agent in sorted(self._force_starts, key=repr)]
         return state
 
-    def _set_env_state(self, env_state: Mapping[str, Any]) -> None:
-        episodes = list(env_state.get("episodes", ()))
-        sub_states = list(env_state.get("sub_envs", ()))
+    def _read_env_state(self, env_state: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The environments' part of a state, checked (see ``state_checks``); None when it does not fit
+        (another env, number of copies or agents: the episodes restart). Changes nothing."""
+        where = f"{self.checkpoint_label}/env"
+        episodes, sub_states = env_state.get("episodes"), env_state.get("sub_envs")
         fits = (
-            bool(env_state.get("saved"))
+            env_state.get("saved") is True
             and self.env_state_saved
             and env_state.get("env") == self.config.env
-            and int(env_state.get("num_envs", -1)) == self.num_envs
+            and _is_int(env_state.get("num_envs"), self.num_envs)
+            and isinstance(episodes, list | tuple)
             and len(episodes) == self.num_envs
+            and isinstance(sub_states, list | tuple)
             and len(sub_states) == self.num_envs
             and all(env_state_mismatch(env, sub) is None for env, sub in zip(self.envs, sub_states, strict=True))
-            and all(
-                isinstance(ep, Mapping) and all(m in self.module for m in dict(ep.get("mapping", {})).values())
-                for ep in episodes
-            )
-            and all(_agent_keyed(ep, self.possible_agents) for ep in episodes)
+            and all(isinstance(ep, Mapping) and _agent_keyed(ep, self.possible_agents) for ep in episodes)
+            and all(isinstance(m, str) and m in self.module for ep in episodes for m in ep["mapping"].values())
         )
         if not fits:
+            return None
+        assert isinstance(episodes, list | tuple) and isinstance(sub_states, list | tuple)
+        for e, (env, sub) in enumerate(zip(self.envs, sub_states, strict=True)):
+            problem = env_state_problem(env, sub)
+            if problem is not None:
+                raise corrupt(f"{where}/sub_envs/{e}", f"the environment's saved state does not fit: {problem}")
+        rows = self._read_connector_rows(env_state, where=where)
+        read_episodes = [
+            self._read_episode(episode, where=f"{where}/episodes/{e}") for e, episode in enumerate(episodes)
+        ]
+        agents = [*self.possible_agents, *rows["extra"]]
+        api = self._read_agent_episodes(env_state.get("episode_api", []), read_episodes, agents, where=where)
+        memory = self._restored_agent_states(episodes)  # the recurrent states of the agents in flight
+        return {
+            "sub_envs": list(sub_states),
+            "rows": rows,
+            "episodes": read_episodes,
+            "episode_api": api,
+            "memory": memory,
+        }
+
+    def _read_episode(self, episode: Mapping[str, Any], *, where: str) -> dict[str, Any]:
+        """One env copy's saved episode, checked: modules of the agents' spaces, observations and open
+        transitions of the shapes the modules take, numbers where numbers go."""
+        agent_map = {agent: str(m) for agent, m in episode["mapping"].items()}
+        for agent, module_id in agent_map.items():
+            try:
+                self._check_spaces(agent, module_id)
+            except ValueError as err:
+                raise corrupt(f"{where}/mapping", str(err)) from err
+        obs = {}
+        for agent, saved in episode["obs"].items():
+            obs[agent] = self._obs_from_state(agent, saved)
+            problem = layout_problem(self._spaces_of(agent)[0], obs[agent])
+            if problem is not None:
+                raise corrupt(f"{where}/obs/{agent!r}", f"the observation of agent {agent!r} {problem}")
+        pending = {agent: self._read_pending(agent, p, agent_map, where=f"{where}/pending/{agent!r}")
+                   for agent, p in episode["pending"].items()}  # fmt: skip
+        steps = {agent: count(n, where=f"{where}/steps/{agent!r}") for agent, n in episode["steps"].items()}
+        unmapped = [agent for agent in steps if agent not in agent_map]
+        if unmapped:
+            raise corrupt(f"{where}/steps", f"agents {unmapped!r:.80} are in their episode but mapped to no module")
+        return {
+            "number": count(episode.get("number"), where=f"{where}/number"),
+            "obs": obs,
+            "mapping": agent_map,
+            "pending": pending,
+            "returns": {
+                agent: number(r, where=f"{where}/returns/{agent!r}") for agent, r in episode["returns"].items()
+            },
+            "steps": steps,
+        }
+
+    def _read_pending(
+        self, agent: AgentID, saved: Any, agent_map: Mapping[AgentID, str], *, where: str
+    ) -> dict[str, Any]:
+        """An agent's open transition: its module's (filtered) observation and action, and numbers."""
+        saved = state_dict(saved, where=where)
+        module_id = agent_map.get(agent)
+        if module_id is None:
+            raise corrupt(where, f"agent {agent!r} has an open transition but no module")
+        spec = self.module_specs[module_id]
+        assert spec.observation_space is not None and spec.action_space is not None
+        for key, space in (("obs", spec.observation_space), ("action", spec.action_space)):
+            problem = layout_problem(space, saved.get(key))
+            if problem is not None:
+                raise corrupt(f"{where}/{key}", f"module {module_id!r}'s {key} {problem}")
+        return {
+            "obs": np.array(saved["obs"], dtype=np.float32, copy=True),
+            "action": np.array(saved["action"], copy=True),
+            **{key: number(saved.get(key), where=f"{where}/{key}") for key in ("logp", "vf", "reward")},
+        }
+
+    def _read_agent_episodes(
+        self, states: Any, episodes: Sequence[Mapping[str, Any]], agents: Sequence[AgentID], *, where: str
+    ) -> dict[tuple[int, Any], SingleAgentEpisode]:
+        """The episode objects in flight: each of an agent in its episode, in an env copy, with a module."""
+        if not isinstance(states, list | tuple):
+            raise corrupt(f"{where}/episode_api", f"expected a list of episodes, found a {type(states).__name__}")
+        out: dict[tuple[int, Any], SingleAgentEpisode] = {}
+        for i, state in enumerate(states):
+            episode = episode_from_state(state, where=f"{where}/episode_api/{i}")
+            e, agent = episode.env_index, episode.agent_id
+            key = (e, agent)
+            in_flight = e < self.num_envs and _holds(list(episodes[e]["mapping"]), agent) and _holds(agents, agent)
+            if not in_flight or key in out or episode.module_id not in self.module:
+                raise corrupt(
+                    f"{where}/episode_api/{i}",
+                    f"is the episode of agent {agent!r:.40} in env copy {e} with module {episode.module_id!r:.40}, "
+                    "which is no agent in flight there with a module of this runner (or it is listed twice)",
+                )
+            out[key] = episode
+        return out
+
+    def _set_env_state(self, env_state: Mapping[str, Any]) -> None:
+        """Check, then apply, the environments' part of a state (see :meth:`EnvRunner.set_state`)."""
+        self._apply_env_state(self._read_env_state(state_dict(env_state, where=f"{self.checkpoint_label}/env")))
+
+    def _apply_env_state(self, read: dict[str, Any] | None) -> None:
+        """Apply :meth:`_read_env_state`'s result (None: the episodes restart)."""
+        if read is None:
             self.episodes_restarted = True
             # Connector histories (frame stacks) restart with the runner's own episodes.
             self._force_starts.update((e, agent) for e in range(self.num_envs) for agent in self._obs_dicts[e])
             return
         # Agent ids come back as they were saved (an int stays an int: the codec keeps int keys).
-        obs_dicts = [
-            {agent: self._obs_from_state(agent, o) for agent, o in episode["obs"].items()} for episode in episodes
-        ]
-        agent_states, pending_states = self._restored_agent_states(episodes)  # checked before anything changes
-        self._set_connector_rows(env_state)
-        for env, sub_state in zip(self.envs, sub_states, strict=True):
+        self._apply_connector_rows(read["rows"])
+        for env, sub_state in zip(self.envs, read["sub_envs"], strict=True):
             set_env_state(env, sub_state)
-        for e, episode in enumerate(episodes):
-            self._episode_numbers[e] = int(episode["number"])
-            self._obs_dicts[e] = obs_dicts[e]
-            self._mappings[e] = {agent: str(m) for agent, m in episode["mapping"].items()}
-            self._pending[e] = {
-                agent: {
-                    "obs": np.array(p["obs"], dtype=np.float32, copy=True),
-                    "action": np.array(p["action"], copy=True),
-                    "logp": float(p["logp"]),
-                    "vf": float(p["vf"]),
-                    "reward": float(p["reward"]),
-                }
-                for agent, p in episode["pending"].items()
-            }
-            self._agent_returns[e] = {agent: float(r) for agent, r in episode["returns"].items()}
-            self._agent_steps[e] = {agent: int(n) for agent, n in episode["steps"].items()}
+        for e, episode in enumerate(read["episodes"]):
+            self._episode_numbers[e] = episode["number"]
+            self._obs_dicts[e] = episode["obs"]
+            self._mappings[e] = episode["mapping"]
+            self._pending[e] = episode["pending"]
+            self._agent_returns[e] = episode["returns"]
+            self._agent_steps[e] = episode["steps"]
+        agent_states, pending_states = read["memory"]  # the agents' recurrent states (checked when read)
         self._agent_states = agent_states
         for (e, agent), fed in pending_states.items():
             self._pending[e][agent]["state_in"] = fed
-        self._agent_episodes = agent_episodes_from_state(env_state.get("episode_api", []))
+        self._agent_episodes = read["episode_api"]
         self.episodes_restarted = False
 
     def _save_agent_states(self, episodes: list[dict[str, Any]]) -> None:
@@ -957,8 +1073,8 @@ class MultiAgentEnvRunner(EnvRunner):
                 "The checkpoint was taken on another environment, or was altered."
             ) from err
 
-    def _set_connector_rows(self, env_state: Mapping[str, Any]) -> None:
-        """Take the saved runner-local connector states (frame stacks) and their row numbering."""
+    def _read_connector_rows(self, env_state: Mapping[str, Any], *, where: str) -> dict[str, Any]:
+        """The saved runner-local connector states (frame stacks) and their row numbering, checked."""
         extra = env_state.get("extra_agents", [])
         connectors = env_state.get("connectors", {})
         starts = env_state.get("force_starts", [])
@@ -969,16 +1085,27 @@ class MultiAgentEnvRunner(EnvRunner):
             )
         try:
             extra = check_agent_ids(extra, env=self.config.env)
-            force_starts = {(int(e), check_agent_ids([agent], env=self.config.env)[0]) for e, agent in starts}
+            force_starts = {(count(e, where=f"{where}/force_starts"), check_agent_ids([agent], env=self.config.env)[0])
+                            for e, agent in starts}  # fmt: skip
         except (TypeError, ValueError) as err:
             raise IncompatibleCheckpointError(
                 f"env_runner/env: the connectors' agent rows are not what cairn's multi-agent env runner saves ({err})."
             ) from err
+        unique([*self.possible_agents, *extra], where=f"{where}/extra_agents")
+        if any(e >= self.num_envs for e, _ in force_starts):
+            raise corrupt(f"{where}/force_starts", f"names an env copy beyond this runner's {self.num_envs}")
+        max_slot = (len(self.possible_agents) + len(extra)) * self.num_envs
+        states = runner_local_states(self, connectors, max_slot=max_slot, where=f"{where}/connectors")
+        return {"extra": extra, "force_starts": force_starts, "connectors": states}
+
+    def _apply_connector_rows(self, rows: Mapping[str, Any]) -> None:
+        """Take :meth:`_read_connector_rows`'s result."""
         self._agent_numbers = {(type(agent), agent): i for i, agent in enumerate(self.possible_agents)}
         self._extra_agents = []
-        for agent in extra:
+        for agent in rows["extra"]:
             self._row_slot(0, agent)
-        self._force_starts = force_starts
+        self._force_starts = set(rows["force_starts"])
+        connectors = rows["connectors"]
         self.env_to_module.set_runner_local_states(connectors.get("env_to_module_connector", {}))
         self.module_to_env.set_runner_local_states(connectors.get("module_to_env_connector", {}))
 

@@ -1,9 +1,12 @@
 """DefaultDQNRLModule: DQN's default module, an MLP from observations to one Q-value per action.
 
-CleanRL's ``QNetwork``: two ReLU hidden layers (120, 84), torch's default
-initialisation. The exploration epsilon is a buffer of the module (``epsilon``),
-set by the algorithm with every weight sync to the env runners, so that
-exploring needs nothing but the module and the runner's generator.
+CleanRL's ``QNetwork`` by default: two ReLU hidden layers (120, 84), torch's default
+initialisation. RLlib's ``DefaultDQNTorchRLModule`` settings on top: a head of its own
+(``head_fcnet_hiddens``), zero biases, and the dueling architecture (Wang et al.,
+2016; ``dueling=True``): a value stream and an advantage stream on the shared
+layers, ``Q = V + A - mean(A)``. The exploration epsilon is a buffer of the module
+(``epsilon``), set by the algorithm with every weight sync to the env runners, so
+that exploring needs nothing but the module and the runner's generator.
 """
 
 from __future__ import annotations
@@ -15,14 +18,92 @@ import gymnasium as gym
 import torch
 from torch import nn
 
+from cairn._ctor_bounds import FolderSizes, alloc_limit, mlp_parameter_bytes
 from cairn.rl.core.rl_module.default_model_config import default_module_model_config
 from cairn.rl.core.rl_module.rl_module import RLModule, box_observation_size
 
-__all__ = ["DEFAULT_DQN_MODEL_CONFIG", "DefaultDQNRLModule"]
+__all__ = ["DEFAULT_DQN_MODEL_CONFIG", "DefaultDQNRLModule", "dqn_parameter_bytes"]
 
-DEFAULT_DQN_MODEL_CONFIG: dict[str, Any] = {"hidden_sizes": [120, 84]}
-"""Keys a ``model_config`` of :class:`DefaultDQNRLModule` may set: ``hidden_sizes``, the
-widths of the ReLU hidden layers (CleanRL's ``QNetwork``)."""
+DEFAULT_DQN_MODEL_CONFIG: dict[str, Any] = {
+    "hidden_sizes": [120, 84],
+    "activation": "relu",
+    "head_fcnet_hiddens": [],
+    "head_fcnet_activation": "relu",
+    "fcnet_bias_initializer": None,
+    "head_fcnet_bias_initializer": None,
+    "dueling": False,
+}
+"""Keys a ``model_config`` of :class:`DefaultDQNRLModule` may set:
+
+* ``hidden_sizes`` (RLlib's ``fcnet_hiddens``), ``activation`` (``fcnet_activation``,
+  ``"relu"`` or ``"tanh"``): the shared layers (CleanRL's ``QNetwork``: 120, 84, ReLU);
+* ``head_fcnet_hiddens``, ``head_fcnet_activation``: hidden layers of the head (of each
+  stream when dueling) before its output layer (RLlib's names; none by default);
+* ``fcnet_bias_initializer``, ``head_fcnet_bias_initializer``: ``None`` (torch's default)
+  or ``"zeros_"`` (RLlib's names; the only initializer cairn takes);
+* ``dueling``: a value and an advantage stream, ``Q = V + A - mean(A)`` (DQNConfig's
+  ``dueling=True`` sets it)."""
+
+_ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
+
+
+def _layers(sizes: list[int], first: int, activation: str) -> tuple[list[nn.Module], int]:
+    """Linear + activation per width; the layers and the last width."""
+    out: list[nn.Module] = []
+    for width in sizes:
+        out += [nn.Linear(first, width), _ACTIVATIONS[activation]()]
+        first = width
+    return out, first
+
+
+def _check_model_config(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with ints for widths; ``ValueError`` naming the key that cannot be built."""
+    for key in ("hidden_sizes", "head_fcnet_hiddens"):
+        sizes = config[key]
+        if isinstance(sizes, str | bytes) or not all(
+            isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in sizes
+        ):
+            raise ValueError(
+                f"DefaultDQNRLModule: model_config[{key!r}]={sizes!r:.80} must be a list of positive ints."
+            )
+        config[key] = [int(h) for h in sizes]
+    for key in ("activation", "head_fcnet_activation"):
+        if config[key] not in _ACTIVATIONS:
+            raise ValueError(
+                f"DefaultDQNRLModule: model_config[{key!r}]={config[key]!r:.40} is refused: cairn has "
+                f"{sorted(_ACTIVATIONS)}."
+            )
+    for key in ("fcnet_bias_initializer", "head_fcnet_bias_initializer"):
+        if config[key] not in (None, "zeros_"):
+            raise ValueError(
+                f"DefaultDQNRLModule: model_config[{key!r}]={config[key]!r:.40} is refused: cairn takes None "
+                "(torch's default) or 'zeros_'."
+            )
+    if not isinstance(config["dueling"], bool):
+        raise ValueError(f"DefaultDQNRLModule: model_config['dueling'] must be a bool, got {config['dueling']!r:.40}.")
+    return config
+
+
+def dqn_parameter_bytes(model_config: Any) -> int:
+    """A lower bound of the parameter bytes of the Q-network a ``model_config`` asks for: the
+    hidden-to-hidden weights of the shared layers and the head (0 for values the module refuses)."""
+    if not isinstance(model_config, Mapping):
+        return 0
+    hidden = model_config.get(
+        "hidden_sizes", model_config.get("fcnet_hiddens", DEFAULT_DQN_MODEL_CONFIG["hidden_sizes"])
+    )
+    head = model_config.get("head_fcnet_hiddens", [])
+    try:
+        return mlp_parameter_bytes([*hidden, *head])
+    except (ValueError, TypeError):
+        return 0  # not MLP widths: the constructor refuses them
+
+
+def _zero_biases(layers: list[nn.Module]) -> None:
+    with torch.no_grad():
+        for layer in layers:
+            if isinstance(layer, nn.Linear):
+                layer.bias.zero_()
 
 
 class DefaultDQNRLModule(RLModule):
@@ -33,6 +114,12 @@ class DefaultDQNRLModule(RLModule):
     * :meth:`forward_exploration`: epsilon-greedy with the runner's generator:
       with probability :attr:`epsilon` a uniformly random action, else the greedy one.
 
+    Without ``dueling`` the network is one ``nn.Sequential``, ``q_net`` (the shared
+    layers, the head's, the output layer). With ``dueling`` it is ``encoder`` (the shared
+    layers) and two streams on it, ``value_head`` (to one value) and ``advantage_head``
+    (to one advantage per action): ``Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a')``
+    (Wang et al., 2016: the mean keeps V and A identifiable).
+
     Args:
         observation_space: A ``Box`` space; observations are flattened.
         action_space: A ``Discrete`` space.
@@ -40,7 +127,7 @@ class DefaultDQNRLModule(RLModule):
         seed: Recorded; :class:`~cairn.rl.core.rl_module.rl_module.RLModuleSpec` seeds the initialisation.
 
     Raises:
-        ValueError: Other spaces, or an unknown ``model_config`` key.
+        ValueError: Other spaces, or an unknown or bad ``model_config`` key.
     """
 
     def __init__(
@@ -63,21 +150,55 @@ class DefaultDQNRLModule(RLModule):
                 f"Unknown model_config keys {unknown} for DefaultDQNRLModule; the known keys are "
                 f"{sorted(DEFAULT_DQN_MODEL_CONFIG)}."
             )
-        config = {**DEFAULT_DQN_MODEL_CONFIG, **dict(model_config or {})}
-        config["hidden_sizes"] = [int(h) for h in config["hidden_sizes"]]
-        super().__init__(observation_space, action_space, config, seed=seed)
+        config = _check_model_config({**DEFAULT_DQN_MODEL_CONFIG, **dict(model_config or {})})
+        # Recorded: the widths and the keys given (a config of the defaults records as it always did).
+        recorded = {"hidden_sizes": config["hidden_sizes"], **{k: config[k] for k in model_config or {}}}
+        super().__init__(observation_space, action_space, recorded, seed=seed)
         self.obs_dim = obs_dim
         self.num_actions = int(action_space.n)
-        layers: list[nn.Module] = []
-        last = self.obs_dim
-        for width in config["hidden_sizes"]:
-            layers += [nn.Linear(last, width), nn.ReLU()]
-            last = width
-        layers.append(nn.Linear(last, self.num_actions))
-        self.q_net = nn.Sequential(*layers)
+        self.dueling = bool(config["dueling"])
+        trunk, last = _layers(config["hidden_sizes"], self.obs_dim, config["activation"])
+        if config["fcnet_bias_initializer"] == "zeros_":
+            _zero_biases(trunk)
+        heads: list[list[nn.Module]] = []
+        for outputs in (self.num_actions, 1) if self.dueling else (self.num_actions,):
+            hidden, width = _layers(config["head_fcnet_hiddens"], last, config["head_fcnet_activation"])
+            heads.append([*hidden, nn.Linear(width, outputs)])
+            if config["head_fcnet_bias_initializer"] == "zeros_":
+                _zero_biases(heads[-1])
+        if self.dueling:
+            self.encoder = nn.Sequential(*trunk)
+            self.advantage_head = nn.Sequential(*heads[0])
+            self.value_head = nn.Sequential(*heads[1])
+        else:
+            self.q_net = nn.Sequential(*trunk, *heads[0])  # the names of cairn's earlier checkpoints
         # The exploration rate the env runners act with (a buffer: it travels with the weights).
         self.epsilon: torch.Tensor
         self.register_buffer("epsilon", torch.zeros((), dtype=torch.float32))
+
+    @classmethod
+    def ctor_args_problem(cls, args: tuple[Any, ...], kwargs: dict[str, Any], folder: FolderSizes) -> str | None:
+        """The hook of :mod:`cairn._ctor_bounds`: the shared layers and the head (``head_fcnet_hiddens``)
+        must fit what the module's folder holds."""
+        problem = super().ctor_args_problem(args, kwargs, folder)  # the shared layers alone
+        if problem is not None:
+            return problem
+        model_config = kwargs.get("model_config", args[2] if len(args) > 2 else None)
+        lower = dqn_parameter_bytes(model_config)
+        if lower > alloc_limit(folder.tree_bytes):
+            return (
+                f"model_config {str(model_config)[:120]} makes at least {lower} bytes of parameters, and the "
+                f"module's folder holds {folder.tree_bytes} bytes"
+            )
+        return None
+
+    def q_values(self, obs: torch.Tensor) -> torch.Tensor:
+        """``Tensor[B, num_actions]``: the Q-values of flat float observations."""
+        if not self.dueling:
+            return self.q_net(obs)  # type: ignore[no-any-return]
+        features = self.encoder(obs)
+        advantages = self.advantage_head(features)
+        return self.value_head(features) + advantages - advantages.mean(dim=-1, keepdim=True)  # type: ignore[no-any-return]
 
     def _obs(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         obs = torch.as_tensor(batch["obs"])
@@ -85,19 +206,19 @@ class DefaultDQNRLModule(RLModule):
 
     def forward_train(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """``{"q_values": Tensor[B, num_actions]}`` of ``batch["obs"]``, with gradients."""
-        return {"q_values": self.q_net(self._obs(batch))}
+        return {"q_values": self.q_values(self._obs(batch))}
 
     def forward_inference(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """``{"actions": Tensor[B]}`` (int64): the action of the highest Q-value."""
         with torch.no_grad():
-            return {"actions": self.q_net(self._obs(batch)).argmax(-1)}
+            return {"actions": self.q_values(self._obs(batch)).argmax(-1)}
 
     def forward_exploration(
         self, batch: Mapping[str, torch.Tensor], *, generator: torch.Generator | None = None
     ) -> dict[str, torch.Tensor]:
         """``{"actions": Tensor[B]}``: epsilon-greedy, drawing only from ``generator``."""
         with torch.no_grad():
-            greedy = self.q_net(self._obs(batch)).argmax(-1)
+            greedy = self.q_values(self._obs(batch)).argmax(-1)
             size = greedy.shape[0]
             explore = torch.rand(size, generator=generator) < self.epsilon
             random_actions = torch.randint(0, self.num_actions, (size,), generator=generator)

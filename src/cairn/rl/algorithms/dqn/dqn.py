@@ -20,23 +20,80 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 
+from cairn._ctor_bounds import FolderSizes, alloc_limit
 from cairn.registry import register_type
-from cairn.rl.algorithms._config_builders import Accept, Refuse, Rule, epsilon_schedule, integer
+from cairn.rl.algorithms._config_builders import (
+    Accept,
+    Refuse,
+    Rule,
+    epsilon_schedule,
+    integer,
+    number,
+    replay_buffer_config,
+)
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
-from cairn.rl.algorithms.dqn.default_dqn_rl_module import DefaultDQNRLModule
+from cairn.rl.algorithms.dqn.default_dqn_rl_module import DefaultDQNRLModule, dqn_parameter_bytes
 from cairn.rl.algorithms.dqn.dqn_learner import DQNLearner
-from cairn.rl.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
+from cairn.rl.algorithms.off_policy import NStep, OffPolicyAlgorithm, OffPolicyConfig
 from cairn.rl.core.learner.learner import Learner, LinearSchedule
 from cairn.rl.core.rl_module.rl_module import RLModule
+from cairn.rl.utils.replay_buffers import MultiAgentReplayBuffer, PrioritizedMultiAgentReplayBuffer
 
 __all__ = ["DQN", "DQNConfig"]
 
 _TD_ERROR_LOSSES = ("mse", "huber")
+
+_PRIORITIZED_TYPES = (
+    "PrioritizedEpisodeReplayBuffer",
+    "MultiAgentPrioritizedEpisodeReplayBuffer",
+    "PrioritizedReplayBuffer",
+    "MultiAgentPrioritizedReplayBuffer",
+)
+_PRIORITIZED_KEYS = {
+    "alpha": "prioritized_replay_alpha",
+    "beta": "prioritized_replay_beta",
+    "epsilon": "prioritized_replay_eps",
+}
+
+
+def dqn_replay_buffer_config(config: Any, value: Any) -> dict[str, Any]:
+    """RLlib's DQN ``replay_buffer_config``: a uniform buffer (see :func:`replay_buffer_config`) or
+    ``{"type": "PrioritizedEpisodeReplayBuffer", "capacity", "alpha", "beta", "epsilon"}``.
+
+    A prioritized type sets ``replay_buffer_class=PrioritizedMultiAgentReplayBuffer`` and the
+    ``prioritized_replay_*`` fields; a uniform type sets ``MultiAgentReplayBuffer`` back. A dict
+    without ``type`` changes only what it gives (RLlib updates its dict the same way).
+    """
+    if not isinstance(value, Mapping) or value.get("type") not in _PRIORITIZED_TYPES:
+        out = replay_buffer_config(config, value)
+        if isinstance(value, Mapping) and "type" in value:
+            out["replay_buffer_class"] = MultiAgentReplayBuffer
+        elif isinstance(value, Mapping) and config.prioritized:  # capacity only, of a prioritized buffer
+            return {**out, **_prioritized_fields(config, value)}
+        return out
+    return {"replay_buffer_class": PrioritizedMultiAgentReplayBuffer, **_prioritized_fields(config, value)}
+
+
+def _prioritized_fields(config: Any, value: Mapping[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(value) - {"type", "capacity", *_PRIORITIZED_KEYS})
+    if unknown:
+        raise ValueError(
+            f"replay_buffer_config keys {unknown} are refused: cairn's prioritized buffer takes type, capacity, "
+            f"alpha, beta and epsilon; its chunking is replay_buffer_chunk_rows."
+        )
+    out: dict[str, Any] = {}
+    if "capacity" in value:
+        out.update(integer("replay_buffer_capacity", name="capacity")(config, value["capacity"]))
+    for key, field_name in _PRIORITIZED_KEYS.items():
+        if key in value:
+            out.update(number(field_name, name=key)(config, value[key]))
+    return out
 
 
 @register_type
@@ -56,8 +113,9 @@ class DQNConfig(OffPolicyConfig):
     lr: float = 5e-4
     """Adam's learning rate (CleanRL: 2.5e-4)."""
 
-    n_step: int = 3
-    """Rewards summed per transition (CleanRL: 1)."""
+    n_step: NStep = 3
+    """Rewards summed per transition (CleanRL: 1), or RLlib's range ``(low, high)``: each
+    transition draws its n, ``low <= n < high`` (see :attr:`OffPolicyConfig.n_step`)."""
 
     replay_buffer_capacity: int = 50_000
     """Transitions each module's buffer holds (CleanRL: 10,000)."""
@@ -83,15 +141,21 @@ class DQNConfig(OffPolicyConfig):
     td_error_loss_fn: str = "huber"
     """``"huber"`` (smooth L1, as SB3 and RLlib) or ``"mse"`` (CleanRL)."""
 
+    dueling: bool = False
+    """The dueling architecture (Wang et al., 2016) in the default module: value and advantage
+    streams, ``Q = V + A - mean(A)``. Sets ``model_config["dueling"]`` of the modules whose
+    spec gives no ``model_config`` of its own (RLlib's ``dueling``; RLlib's default is True)."""
+
     RLLIB_RULES: ClassVar[dict[str, dict[str, Rule]]] = {
         "training": {
             "epsilon": epsilon_schedule,
             "target_network_update_freq": integer("target_network_update_freq"),
-            "dueling": Accept((False,), "cairn's default Q-network is not dueling"),
+            "replay_buffer_config": dqn_replay_buffer_config,
             "num_atoms": Accept((1,), "cairn's DQN is not distributional"),
             "noisy": Accept((False,), "cairn's DQN explores epsilon-greedily"),
             "hiddens": Refuse(
-                "cairn's Q-network has no separate head: use rl_module(model_config={'fcnet_hiddens': [...]})"
+                "it is RLlib's old name of the head's widths: use rl_module(model_config={'head_fcnet_hiddens': "
+                "[...]}) (and 'fcnet_hiddens' for the shared layers)"
             ),
             "adam_epsilon": Accept((1e-8,), "cairn's learners use Adam with torch's default eps"),
             "lr_schedule": Accept((None,), "use training(lr_anneal_timesteps=...)"),
@@ -120,6 +184,15 @@ class DQNConfig(OffPolicyConfig):
             raise ValueError("epsilon_start and epsilon_end must lie in [0, 1].")
         if self.epsilon_timesteps < 0:
             raise ValueError(f"epsilon_timesteps must be >= 0, got {self.epsilon_timesteps}.")
+        if not isinstance(self.dueling, bool):
+            raise ValueError(f"dueling must be a bool, got {self.dueling!r:.40}.")
+        if self.dueling:
+            given = self.model_config.get("dueling")
+            if given is False:
+                raise ValueError("dueling=True but model_config={'dueling': False}: the two disagree; set one of them.")
+            # The modules read their model_config: fold the algorithm's setting in (whatever the order
+            # of training(dueling=True) and rl_module(model_config=...) was).
+            self.model_config = {**self.model_config, "dueling": True}
         if self.td_error_loss_fn not in _TD_ERROR_LOSSES:
             raise ValueError(
                 f"td_error_loss_fn must be one of {list(_TD_ERROR_LOSSES)}, got {self.td_error_loss_fn!r}."
@@ -135,6 +208,28 @@ class DQN(OffPolicyAlgorithm):
 
     config_class: ClassVar[type[AlgorithmConfig]] = DQNConfig
     config: DQNConfig
+
+    @classmethod
+    def ctor_args_problem(cls, args: tuple[Any, ...], kwargs: dict[str, Any], folder: FolderSizes) -> str | None:
+        """The bound of :meth:`Algorithm.ctor_args_problem
+        <cairn.rl.algorithms.algorithm.Algorithm.ctor_args_problem>`, with the Q-network's head
+        (``head_fcnet_hiddens``) counted too."""
+        problem = super().ctor_args_problem(args, kwargs, folder)
+        config = args[0] if args else kwargs.get("config")
+        if problem is not None or not isinstance(config, AlgorithmConfig):
+            return problem
+        specs = getattr(config.rl_module_spec, "rl_module_specs", None)
+        total = 0
+        for module_id in config.policies:
+            spec = specs.get(module_id) if isinstance(specs, Mapping) else config.rl_module_spec
+            own = getattr(spec, "model_config", None)
+            total += dqn_parameter_bytes(own if isinstance(own, Mapping) else config.model_config)
+        if total > alloc_limit(folder.tree_bytes):
+            return (
+                f"the Q-networks of its config make at least {total} bytes of parameters, and the checkpoint "
+                f"holds {folder.tree_bytes} bytes"
+            )
+        return None
 
     @property
     def epsilon(self) -> float:

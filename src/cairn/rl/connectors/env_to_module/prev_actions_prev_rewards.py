@@ -20,6 +20,7 @@ one-dimensional ``Box`` action spaces.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -190,6 +191,15 @@ class PrevActionsPrevRewards(ConnectorV2):
             "rewards": self._rewards.copy(),
         }
 
+    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
+        """Refuse, before anything is restored, windows :meth:`set_state` would refuse.
+
+        Raises:
+            IncompatibleCheckpointError: Windows of another shape, duplicate slots, or non-finite values.
+        """
+        if "slots" in state:
+            self._checked_windows(state)
+
     def set_state(self, state: dict[str, Any]) -> None:
         """Load the slots' windows.
 
@@ -198,6 +208,14 @@ class PrevActionsPrevRewards(ConnectorV2):
         """
         if "slots" not in state:
             return
+        slots, actions, rewards = self._checked_windows(state)
+        self._rows = {int(s): i for i, s in enumerate(slots.tolist())}
+        self._actions = actions.astype(np.float32, copy=True)
+        self._rewards = rewards.astype(np.float32, copy=True)
+
+    def _checked_windows(
+        self, state: dict[str, Any]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any], npt.NDArray[Any]]:
         slots = np.asarray(state["slots"], dtype=np.int64).reshape(-1)
         actions, rewards = np.asarray(state.get("actions")), np.asarray(state.get("rewards"))
         shapes = ((len(slots), self.n_prev_actions, self._action_size), (len(slots), self.n_prev_rewards))
@@ -213,9 +231,7 @@ class PrevActionsPrevRewards(ConnectorV2):
                 f"in the checkpoint, but this piece keeps {shapes[0]} and {shapes[1]} (finite numbers): the checkpoint "
                 "was taken with other n_prev_actions / n_prev_rewards or action space, or was altered."
             )
-        self._rows = {int(s): i for i, s in enumerate(slots.tolist())}
-        self._actions = actions.astype(np.float32, copy=True)
-        self._rewards = rewards.astype(np.float32, copy=True)
+        return slots, actions, rewards
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The spaces, ``multi_agent``, ``n_prev_actions`` and ``n_prev_rewards``."""

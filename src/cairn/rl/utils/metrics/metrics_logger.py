@@ -47,7 +47,7 @@ from typing import Any, Literal
 
 from cairn.errors import IncompatibleCheckpointError
 
-__all__ = ["MetricsLogger", "Reduce", "flatten_metrics"]
+__all__ = ["MetricsLogger", "Reduce", "flatten_metrics", "read_state"]
 
 _MISSING: Any = object()
 
@@ -389,9 +389,42 @@ class MetricsLogger:
             IncompatibleCheckpointError: ``state`` is not a metrics logger's state
                 (the message names ``where`` and the record).
         """
-        stats = _read_records(state.get("stats", []), where=f"{where}/stats")
-        deltas = _read_records(state.get("deltas", []), where=f"{where}/deltas")
-        self._stats, self._deltas = stats, deltas
+        self._stats, self._deltas = read_state(state, where=where)
+
+
+def read_state(state: Any, *, where: str) -> tuple[dict[tuple[str, ...], _Stat], dict[tuple[str, ...], _Stat]]:
+    """The statistics and pending deltas of a :meth:`MetricsLogger.get_state`, checked; nothing is changed.
+
+    Besides each record (settings RLlib's ``Stats`` accepts, numbers, no more values than
+    the window), the keys must nest: a key is never also the prefix of another one
+    (``reduce()`` would have to put a value and a dict at one place), and a delta (the
+    values logged since the last hand-over) belongs to a statistic of the same settings.
+
+    Raises:
+        IncompatibleCheckpointError: ``state`` is not a metrics logger's state (the message names
+            ``where`` and the record).
+    """
+    if not isinstance(state, Mapping):
+        raise IncompatibleCheckpointError(
+            f"{where}: expected a metrics logger's state (a dict), found a {type(state).__name__}. The checkpoint "
+            "was not written by this version of cairn.rl, or was altered."
+        )
+    stats = _read_records(state.get("stats", []), where=f"{where}/stats")
+    deltas = _read_records(state.get("deltas", []), where=f"{where}/deltas")
+    prefixes = {parts[:i] for parts in stats for i in range(1, len(parts))}
+    clash = next((parts for parts in stats if parts in prefixes), None)
+    stray = next((k for k, d in deltas.items() if k not in stats or d.empty_like() != stats[k].empty_like()), None)
+    if clash is not None or stray is not None:
+        problem = (
+            f"the metric {'/'.join(clash)!r} is also the prefix of other metrics"
+            if clash is not None
+            else f"the pending values of {'/'.join(stray or ())!r} belong to no statistic of their settings"
+        )
+        raise IncompatibleCheckpointError(
+            f"{where}: {problem}, which no MetricsLogger records. The checkpoint was not written by this version "
+            "of cairn.rl, or was altered."
+        )
+    return stats, deltas
 
 
 def _check_settings(

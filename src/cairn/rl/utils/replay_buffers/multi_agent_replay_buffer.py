@@ -45,7 +45,7 @@ class MultiAgentReplayBuffer(Checkpointable):
 
     buffer_class: ClassVar[type[ReplayBuffer]] = ReplayBuffer
     """The buffer of each module; a subclass sets its own (built with ``(capacity, columns,
-    chunk_rows=, seed=)``). An algorithm's config names the subclass (``replay_buffer_class``)."""
+    chunk_rows=, seed=, **buffer_kwargs())``). An algorithm's config names the subclass (``replay_buffer_class``)."""
 
     def __init__(
         self,
@@ -72,10 +72,19 @@ class MultiAgentReplayBuffer(Checkpointable):
         if module_id in self.buffers:
             raise ValueError(f"MultiAgentReplayBuffer already has a buffer for module {module_id!r}.")
         buf = self.buffer_class(
-            self.capacity, columns, chunk_rows=self.chunk_rows, seed=_module_seed(self.seed, module_id)
+            self.capacity,
+            columns,
+            chunk_rows=self.chunk_rows,
+            seed=_module_seed(self.seed, module_id),
+            **self.buffer_kwargs(),
         )
         self.buffers[module_id] = buf
         return buf
+
+    def buffer_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of each module's buffer besides ``chunk_rows`` and ``seed`` (none here; a
+        subclass whose :attr:`buffer_class` takes more returns them, and takes them in its constructor)."""
+        return {}
 
     def remove_module(self, module_id: str) -> None:
         """Drop the buffer of ``module_id`` (the next checkpoint no longer holds it)."""
@@ -134,4 +143,4 @@ class MultiAgentReplayBuffer(Checkpointable):
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``(capacity, columns of the current modules)`` with ``chunk_rows`` and ``seed``."""
         columns = {m: dict(b.layout) for m, b in self.buffers.items()}
-        return (self.capacity, columns), {"chunk_rows": self.chunk_rows, "seed": self.seed}
+        return (self.capacity, columns), {"chunk_rows": self.chunk_rows, "seed": self.seed, **self.buffer_kwargs()}
