@@ -260,3 +260,37 @@ PORTED["flatten_observations_dict_space"] = run_flatten_observations_dict_space 
 
 def test_rllib_example_flatten_observations_dict_space(tmp_path: Path, examples_on_path: None) -> None:
     run_flatten_observations_dict_space(tmp_path)
+
+
+def run_custom_lstm_rl_module(tmp_path: Path) -> None:
+    out = load("custom_lstm_rl_module").main(
+        iterations=2, lstm_cell_size=16, dense_layers=(16,), train_batch_size=128, num_epochs=1
+    )
+    assert out["result"]["training_iteration"] == 2
+    assert out["module"].is_stateful() and {k: v.shape for k, v in out["state"].items()} == {"h": (16,), "c": (16,)}
+    learner = out["result"]["learners"]["default_policy"]
+    assert learner["num_module_steps_trained"] == 128 and math.isfinite(learner["policy_loss"])
+
+
+PORTED["custom_lstm_rl_module"] = run_custom_lstm_rl_module  # run by the test below
+
+
+def test_rllib_example_custom_lstm_rl_module(tmp_path: Path, examples_on_path: None) -> None:
+    run_custom_lstm_rl_module(tmp_path)
+
+
+def run_prev_actions_prev_rewards(tmp_path: Path) -> None:
+    out = load("prev_actions_prev_rewards").main(iterations=2, train_batch_size=64, num_epochs=1, max_seq_len=8)
+    assert out["observation_space"].shape == (2 + 2 + 1,)  # StatelessCartPole's 2 + one-hot action 2 + reward 1
+    assert out["result"]["training_iteration"] == 2
+    env_state = out["env_state"]  # the last actions and the windows of the episodes in flight are checkpointed
+    assert env_state["prev_actions"].shape == (4,)
+    assert set(env_state["connectors"]["env_to_module_connector"]) == {"PrevActionsPrevRewards"}
+    assert env_state["module_states"]["default_policy"]["h"].shape == (4, 256)  # the LSTM's memory too
+
+
+PORTED["prev_actions_prev_rewards"] = run_prev_actions_prev_rewards  # run by the test below
+
+
+def test_rllib_example_prev_actions_prev_rewards(tmp_path: Path, examples_on_path: None) -> None:
+    run_prev_actions_prev_rewards(tmp_path)

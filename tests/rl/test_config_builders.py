@@ -95,7 +95,7 @@ def test_a_refused_setting_changes_nothing_and_names_itself() -> None:
         (lambda: config.callbacks(on_sample_end=print), "records callback functions by their path"),
         (lambda: config.debugging(seed=None), "always seeds"),
         (lambda: config.evaluation(evaluation_duration="auto"), "evaluates after the training step"),
-        (lambda: config.rl_module(model_config={"use_lstm": True}), "without memory"),
+        (lambda: config.rl_module(model_config={"lstm_use_prev_action": True}), "reads observations only"),
         (lambda: config.multi_agent(policies_to_train=lambda mid, batch: True), "list of module ids"),
     ):
         with pytest.raises(ValueError, match=match):

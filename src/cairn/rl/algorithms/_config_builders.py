@@ -292,7 +292,12 @@ def _space(name: str) -> Translate:
 
 
 _MODEL_CONFIG_NAMES = {"fcnet_hiddens": "hidden_sizes", "fcnet_activation": "activation"}
-_MODEL_CONFIG_DEFAULTS = {"vf_share_layers": False, "use_lstm": False, "use_attention": False}
+_MODEL_CONFIG_DEFAULTS = {
+    "vf_share_layers": False,
+    "use_attention": False,
+    "lstm_use_prev_action": False,
+    "lstm_use_prev_reward": False,
+}
 
 
 def translate_model_config(model_config: Any) -> dict[str, Any]:
@@ -300,8 +305,10 @@ def translate_model_config(model_config: Any) -> dict[str, Any]:
 
     RLlib keys cairn's default modules do not have are kept, and refused by the module
     that is built (a module of your own reads its own keys); RLlib's ``vf_share_layers``,
-    ``use_lstm`` and ``use_attention`` are taken at ``False`` (cairn's default modules
-    share no layers and have no memory) and refused otherwise.
+    ``use_attention``, ``lstm_use_prev_action`` and ``lstm_use_prev_reward`` are taken at
+    ``False`` (cairn's default modules share no layers, and their LSTM reads observations only)
+    and refused otherwise. ``use_lstm`` is dropped when ``False`` and kept when ``True``: PPO's
+    default module builds an LSTM, the others refuse it.
     """
     to_dict = getattr(model_config, "to_dict", None)
     if dataclasses.is_dataclass(model_config) and callable(to_dict):
@@ -312,11 +319,14 @@ def translate_model_config(model_config: Any) -> dict[str, Any]:
         raise ValueError(f"model_config must be a dict or a DefaultModelConfig, got {model_config!r:.80}.")
     out: dict[str, Any] = {}
     for key, value in model_config.items():
+        if key == "use_lstm" and value is False:
+            continue
         if key in _MODEL_CONFIG_DEFAULTS:
             if value != _MODEL_CONFIG_DEFAULTS[key]:
                 raise ValueError(
                     f"model_config[{key!r}]={value!r} is refused: cairn's default modules have separate policy and "
-                    "value networks without memory. Write your own RLModule (RLModuleSpec(module_class=...))."
+                    "value networks, and their LSTM (PPO's, use_lstm=True) reads observations only. Write your own "
+                    "RLModule (RLModuleSpec(module_class=...))."
                 )
             continue
         if key == "fcnet_activation" and value not in ("tanh", "relu"):

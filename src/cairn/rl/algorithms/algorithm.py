@@ -52,7 +52,7 @@ from cairn.rl.core.rl_module.multi_rl_module import (
     module_seed,
     without_load_state_paths,
 )
-from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
+from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec, recurrent_parameter_bytes
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.rl.env.env_runner_group import EnvRunnerGroup
 from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
@@ -620,6 +620,7 @@ class Algorithm(Checkpointable, abc.ABC):
             configs[module_id] = own if isinstance(own, Mapping) else default
         total = 0
         for model_config in configs.values():
+            total += recurrent_parameter_bytes(model_config)  # an LSTM's hidden-to-hidden weights
             try:
                 total += mlp_parameter_bytes(
                     model_config.get("hidden_sizes") if isinstance(model_config, Mapping) else None

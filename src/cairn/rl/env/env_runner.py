@@ -31,13 +31,16 @@ import numpy.typing as npt
 import torch
 
 from cairn import Checkpointable
+from cairn.errors import IncompatibleCheckpointError
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.callbacks.callbacks import callbacks_from_config, overrides
 from cairn.rl.connectors.build import build_env_to_module, build_module_to_env, check_learner_connector
 from cairn.rl.connectors.nested import copy_rows, from_state, same_layout, set_rows, stack_rows, to_state
+from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
+from cairn.rl.core.rl_module.stateful import batched_state, initial_state, state_columns, state_out, strip_time_dim
 from cairn.rl.env.env_state import (
     env_state_mismatch,
     env_state_problem,
@@ -174,6 +177,27 @@ class EnvRunner(Checkpointable):
             for module_id in config.policies
             if module_id in self.slot_modules
         }
+        self._initial_states = {
+            module_id: state
+            for module_id in self._module_slots
+            if (state := initial_state(self.module[module_id], module_id))
+        }
+        """Module id -> ``get_initial_state()`` (tensors) of each stateful module that acts here."""
+        self._module_states = {
+            module_id: batched_state(state, len(self._module_slots[module_id]))
+            for module_id, state in self._initial_states.items()
+        }
+        """Module id -> the state to feed with each of its slots' current observation (``[slots, ...]``
+        per name): the memory of the episodes in flight, checkpointed with them."""
+        self._passes_prev = any(
+            getattr(piece, "NEEDS_PREV_ACTIONS_REWARDS", False) for piece in self.env_to_module.connectors
+        )
+        """Whether a connector piece reads each slot's previous action and reward (PrevActionsPrevRewards)."""
+        act_shape = (self.num_slots, *(self.env.single_action_space.shape or ()))
+        act_dtype = np.int64 if isinstance(self.env.single_action_space, gym.spaces.Discrete) else np.float32
+        self._prev_actions: npt.NDArray[Any] = np.zeros(act_shape, dtype=act_dtype)
+        self._prev_rewards = np.zeros(self.num_slots, dtype=np.float32)
+        """Each slot's last action (as the module chose it) and reward, for those pieces; checkpointed."""
 
     def _init_sampling(
         self,
@@ -271,10 +295,13 @@ class EnvRunner(Checkpointable):
         # actions of forward_inference, which gives actions only.
         explore = bool(getattr(self.config, "explore", True))
         for module_id, slots in self._module_slots.items():
+            batch = self._module_batch(module_id, obs[slots])
             if explore:
-                out = self.module[module_id].forward_exploration({"obs": obs[slots]}, generator=self._generator)
+                out = self.module[module_id].forward_exploration(batch, generator=self._generator)
             else:
-                out = self.module[module_id].forward_inference({"obs": obs[slots]})
+                out = self.module[module_id].forward_inference(batch)
+            if module_id in self._module_states:
+                out = self._one_step_outputs(module_id, out, len(slots), explore=explore)
             actions[slots] = out["actions"].numpy()
             owed = owes_logp_and_values(self.config, module_id)
             if owed or "action_logp" in out:
@@ -288,9 +315,57 @@ class EnvRunner(Checkpointable):
         for module_id, module_slots in self._module_slots.items():
             pick = np.isin(slots, module_slots)
             if pick.any() and owes_logp_and_values(self.config, module_id):
+                rows = np.searchsorted(module_slots, slots[pick])  # the slots' rows in the module's state
+                batch = self._module_batch(module_id, obs[pick], rows)
                 with torch.no_grad():  # an RLlib-style compute_values keeps gradients for the learner
-                    values[pick] = self.module[module_id].compute_values({"obs": obs[pick]}).numpy()
+                    module_values = self.module[module_id].compute_values(batch)
+                if module_id in self._module_states:
+                    where = f"compute_values of module {module_id!r}"
+                    module_values = strip_time_dim(module_values, int(pick.sum()), (), key="values", where=where)
+                values[pick] = module_values.numpy()
         return values
+
+    # ------------------------------------------------------------------ state of stateful modules
+
+    def _module_batch(self, module_id: str, obs: torch.Tensor, rows: Any = None) -> dict[str, Any]:
+        """The forward batch of ``module_id``: ``{"obs"}``; for a stateful module, observations of one
+        time step (``[B, 1, ...]``) and ``Columns.STATE_IN`` of its slots (``rows`` of them; all: None)."""
+        states = self._module_states.get(module_id)
+        if states is None:
+            return {"obs": obs}
+        picked = states if rows is None else {name: value[rows] for name, value in states.items()}
+        return {"obs": obs.unsqueeze(1), Columns.STATE_IN: picked}
+
+    def _one_step_outputs(
+        self, module_id: str, out: Mapping[str, Any], rows: int, *, explore: bool
+    ) -> dict[str, torch.Tensor]:
+        """A stateful module's outputs of one step without their time step; its ``STATE_OUT`` kept as the
+        state to feed with the slots' next observations."""
+        where = f"{'forward_exploration' if explore else 'forward_inference'} of module {module_id!r}"
+        self._module_states[module_id] = state_out(out, self._initial_states[module_id], rows, where=where)
+        shapes = {"actions": tuple(self.action_space.shape or ()), "action_logp": (), "vf_preds": ()}
+        return {
+            key: strip_time_dim(value, rows, shapes[key], key=key, where=where) if key in shapes else value
+            for key, value in out.items()
+        }
+
+    def _reset_states(self, starts: npt.NDArray[np.bool_]) -> None:
+        """Give the slots whose current observation begins an episode their module's initial state."""
+        for module_id, states in self._module_states.items():
+            rows = np.flatnonzero(starts[self._module_slots[module_id]])
+            if rows.size:
+                for name, value in states.items():
+                    value[torch.from_numpy(rows)] = self._initial_states[module_id][name]
+
+    def _record_states(self, buffers: dict[str, dict[str, npt.NDArray[Any]]], t: int) -> None:
+        """Write the state fed at step ``t`` into the sample's buffers (``[T, slots, ...]`` per name)."""
+        horizon = int(self.config.rollout_length)
+        for module_id, states in self._module_states.items():
+            module_buffers = buffers.setdefault(module_id, {})
+            for name, value in states.items():
+                if name not in module_buffers:
+                    module_buffers[name] = np.zeros((horizon, *value.shape), dtype=value.numpy().dtype)
+                module_buffers[name][t] = value.numpy()
 
     def sample(self) -> dict[str, SampleBatch]:
         """Run ``rollout_length`` steps in every sub-environment.
@@ -300,16 +375,9 @@ class EnvRunner(Checkpointable):
         """
         horizon = int(self.config.rollout_length)
         n = self.num_slots
-        obs_buf = np.zeros((horizon, n, *(self.observation_space.shape or ())), dtype=np.float32)
-        act_buf: npt.NDArray[Any] | None = None
-        logp_buf = np.zeros((horizon, n), dtype=np.float32)
-        vf_buf = np.zeros((horizon, n), dtype=np.float32)
-        rew_buf = np.zeros((horizon, n), dtype=np.float64)
-        term_buf = np.zeros((horizon, n), dtype=np.bool_)
-        trunc_buf = np.zeros((horizon, n), dtype=np.bool_)
-        final_vf_buf = np.zeros((horizon, n), dtype=np.float32)
         off_policy = bool(self.config.sample_next_obs)
-        next_obs_buf = np.zeros_like(obs_buf) if off_policy else None
+        buf = self._sample_buffers(horizon, off_policy=off_policy)
+        state_bufs: dict[str, dict[str, npt.NDArray[Any]]] = {}  # the states fed (stateful modules)
         all_slots = np.arange(n)
         self._begin_sample()
         self._episodes_this_iteration = 0
@@ -320,25 +388,29 @@ class EnvRunner(Checkpointable):
                 self._episode_hook("on_episode_start", slot, done=False)
         for t in range(horizon):
             filtered = self._to_module(self._obs, all_slots, update=True, starts=self._episode_starts)
+            self._reset_states(self._episode_starts)
+            self._record_states(state_bufs, t)
             self._episode_starts = np.zeros(n, dtype=np.bool_)
-            obs_buf[t] = filtered
+            buf["obs"][t] = filtered
             actions, logp, values = self._act(torch.from_numpy(filtered))
-            if act_buf is None:
-                act_buf = np.zeros((horizon, *actions.shape), dtype=actions.dtype)
-            act_buf[t], logp_buf[t], vf_buf[t] = actions, logp, values
+            if "actions" not in buf:
+                buf["actions"] = np.zeros((horizon, *actions.shape), dtype=actions.dtype)
+            buf["actions"][t], buf["action_logp"][t], buf["vf_preds"][t] = actions, logp, values
             env_actions = self.module_to_env(
                 actions, update=True, column="actions", rl_module=self.module, explore=True, slots=all_slots
             )
             next_obs, rewards, terminateds, truncateds, infos = self.env.step(env_actions)
             self._episode_starts = terminateds | truncateds  # same-step autoreset: next_obs begins a new episode
-            rew_buf[t], term_buf[t], trunc_buf[t] = rewards, terminateds, truncateds
-            if next_obs_buf is not None:
-                next_obs_buf[t] = self._followed(next_obs, infos, np.flatnonzero(self._episode_starts))
+            if self._passes_prev:  # what the next observations (and final ones) follow
+                self._prev_actions, self._prev_rewards = actions.copy(), np.asarray(rewards, dtype=np.float32)
+            buf["rewards"][t], buf["terminateds"][t], buf["truncateds"][t] = rewards, terminateds, truncateds
+            if off_policy:
+                buf["next_obs"][t] = self._followed(next_obs, infos, np.flatnonzero(self._episode_starts))
             cut = np.flatnonzero(truncateds & ~terminateds)
             if cut.size and not off_policy:
                 final_obs = stack_rows([infos["final_obs"][i] for i in cut])
                 filtered_final = self._to_module(final_obs, cut, update=False)
-                final_vf_buf[t, cut] = self._values(torch.from_numpy(filtered_final), cut)
+                buf["final_vf"][t, cut] = self._values(torch.from_numpy(filtered_final), cut)
             self._episode_returns += rewards
             self._episode_lengths += 1
             self._episode_steps(next_obs, actions, rewards, terminateds, truncateds, infos)
@@ -347,28 +419,50 @@ class EnvRunner(Checkpointable):
             self._obs = next_obs
             self.num_env_steps_sampled_lifetime += self.num_envs
             self.num_agent_steps_sampled_lifetime += n
+        self._reset_states(self._episode_starts)  # the next observations that begin episodes: their values
         if off_policy:
             bootstrap_vf = np.zeros(n, dtype=np.float32)
         else:
             last = torch.from_numpy(self._to_module(self._obs, all_slots, update=False, starts=self._episode_starts))
             bootstrap_vf = self._values(last, np.arange(n))
-        assert act_buf is not None
+        batches = self._module_batches(buf, bootstrap_vf, state_bufs)
+        self._end_sample(batches, agent_steps=n * horizon)
+        return batches
+
+    def _sample_buffers(self, horizon: int, *, off_policy: bool) -> dict[str, npt.NDArray[Any]]:
+        """The time-major ``[T, slots, ...]`` buffers of a sample (``actions`` comes with the first step)."""
+        n = self.num_slots
+        obs = np.zeros((horizon, n, *(self.observation_space.shape or ())), dtype=np.float32)
+        buf: dict[str, npt.NDArray[Any]] = {
+            "obs": obs,
+            "action_logp": np.zeros((horizon, n), dtype=np.float32),
+            "vf_preds": np.zeros((horizon, n), dtype=np.float32),
+            "rewards": np.zeros((horizon, n), dtype=np.float64),
+            "terminateds": np.zeros((horizon, n), dtype=np.bool_),
+            "truncateds": np.zeros((horizon, n), dtype=np.bool_),
+            "final_vf": np.zeros((horizon, n), dtype=np.float32),
+        }
+        if off_policy:
+            buf["next_obs"] = np.zeros_like(obs)
+        return buf
+
+    _BATCH_KEYS = ("obs", "actions", "action_logp", "vf_preds", "rewards", "terminateds", "truncateds", "final_vf")
+
+    def _module_batches(
+        self,
+        buf: Mapping[str, npt.NDArray[Any]],
+        bootstrap_vf: npt.NDArray[np.float32],
+        state_bufs: Mapping[str, Mapping[str, npt.NDArray[Any]]],
+    ) -> dict[str, SampleBatch]:
+        """Each module's columns of its slots (a stateful module's: also the states fed, ``state_in/<name>``)."""
         batches: dict[str, SampleBatch] = {}
         for module_id, slots in self._module_slots.items():
-            batches[module_id] = {
-                "obs": obs_buf[:, slots],
-                "actions": act_buf[:, slots],
-                "action_logp": logp_buf[:, slots],
-                "vf_preds": vf_buf[:, slots],
-                "rewards": rew_buf[:, slots],
-                "terminateds": term_buf[:, slots],
-                "truncateds": trunc_buf[:, slots],
-                "final_vf": final_vf_buf[:, slots],
-                "bootstrap_vf": bootstrap_vf[slots],
-            }
-            if next_obs_buf is not None:
-                batches[module_id]["next_obs"] = next_obs_buf[:, slots]
-        self._end_sample(batches, agent_steps=n * horizon)
+            batch = {key: buf[key][:, slots] for key in self._BATCH_KEYS}
+            batch["bootstrap_vf"] = bootstrap_vf[slots]
+            if "next_obs" in buf:
+                batch["next_obs"] = buf["next_obs"][:, slots]
+            batch.update(state_columns(state_bufs.get(module_id, {})))
+            batches[module_id] = batch
         return batches
 
     def _followed(self, next_obs: Any, infos: Mapping[str, Any], done: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
@@ -391,8 +485,21 @@ class EnvRunner(Checkpointable):
         ``update=False`` looks without changing any connector's state (a final observation's
         value, ``next_obs``); ``starts`` marks the rows whose observation begins an episode.
         """
+        # The previous actions and rewards only for a pipeline that reads them: other pieces get what they always got.
+        prev = (
+            {"prev_actions": self._prev_actions[slots], "prev_rewards": self._prev_rewards[slots]}
+            if self._passes_prev
+            else {}
+        )
         out: npt.NDArray[Any] = self.env_to_module(
-            obs, update=update, column="obs", rl_module=self.module, explore=True, slots=slots, episode_starts=starts
+            obs,
+            update=update,
+            column="obs",
+            rl_module=self.module,
+            explore=True,
+            slots=slots,
+            episode_starts=starts,
+            **prev,
         )
         if np.shape(out)[1:] != self.observation_space.shape:
             raise ValueError(
@@ -659,6 +766,13 @@ class EnvRunner(Checkpointable):
             state["episode_returns"] = self._episode_returns.copy()
             state["episode_lengths"] = self._episode_lengths.copy()
             state["episodes_started"] = self._episodes_started  # whether on_episode_start fired for them
+            if self._passes_prev:  # each slot's last action and reward, which its next observation follows
+                state["prev_actions"], state["prev_rewards"] = self._prev_actions.copy(), self._prev_rewards.copy()
+            if self._module_states:  # the memory of stateful modules, per slot: the episodes go on with it
+                state["module_states"] = {
+                    module_id: {name: value.numpy().copy() for name, value in states.items()}
+                    for module_id, states in self._module_states.items()
+                }
             if self.episode_tracker is not None:
                 state["episode_api"] = self.episode_tracker.get_state()  # custom_data and history, in flight
         return state
@@ -814,6 +928,7 @@ class EnvRunner(Checkpointable):
             "lengths": rows("episode_lengths", "int"),
             "started": env_state.get("episodes_started", True),
             "connectors": runner_local_states(self, connectors, max_slot=n, where=f"{where}/connectors"),
+            "memory": self._read_memory(env_state),  # recurrent module states, previous actions and rewards
         }
         if not isinstance(read["started"], bool | np.bool_):
             raise corrupt(f"{where}/episodes_started", f"expected True or False, found {read['started']!r:.40}")
@@ -835,6 +950,7 @@ class EnvRunner(Checkpointable):
             self.episodes_restarted = True
             self._episode_starts[:] = True  # connectors (frame stacks) start afresh with the runner's episodes
             return
+        self._apply_memory(read["memory"])  # recurrent states, previous actions and rewards (checked when read)
         for env, sub_state in zip(self.env.envs, read["sub_envs"], strict=True):
             set_env_state(env, sub_state)
         self._obs = from_state(self._obs, read["obs"])
@@ -859,6 +975,83 @@ class EnvRunner(Checkpointable):
             # for them, so that a callback sees every episode start.
             self.episode_tracker = self._new_episode_tracker({})
             self._episodes_started = False
+
+    def _read_memory(self, env_state: Mapping[str, Any]) -> tuple[dict[str, dict[str, torch.Tensor]], Any]:
+        """The memory of the episodes in flight, checked: the stateful modules' states and, for a pipeline
+        that reads them, each slot's previous action and reward (``None`` otherwise).
+
+        Raises:
+            IncompatibleCheckpointError: See :meth:`_restored_module_states`; previous actions or rewards
+                missing or of another shape or kind.
+        """
+        states = self._restored_module_states(env_state.get("module_states", {}))
+        prev = None
+        if self._passes_prev:
+            actions, rewards = env_state.get("prev_actions"), env_state.get("prev_rewards")
+            if not (
+                isinstance(actions, np.ndarray)
+                and isinstance(rewards, np.ndarray)
+                and actions.shape == self._prev_actions.shape
+                and rewards.shape == self._prev_rewards.shape
+                and actions.dtype.kind in "fiu"
+                and rewards.dtype.kind in "fiu"
+                and np.isfinite(actions).all()
+                and np.isfinite(rewards).all()
+            ):
+                raise IncompatibleCheckpointError(
+                    "env_runner/env/prev_actions and prev_rewards must be finite arrays of shapes "
+                    f"{self._prev_actions.shape} and {self._prev_rewards.shape} (each slot's last action and reward, "
+                    "which PrevActionsPrevRewards reads); the checkpoint was written without that piece or altered."
+                )
+            prev = (actions.astype(self._prev_actions.dtype), rewards.astype(np.float32))
+        return states, prev
+
+    def _apply_memory(self, memory: tuple[dict[str, dict[str, torch.Tensor]], Any]) -> None:
+        """Take what :meth:`_read_memory` checked."""
+        states, prev = memory
+        self._module_states = states
+        if prev is not None:
+            self._prev_actions, self._prev_rewards = prev
+
+    def _restored_module_states(self, saved: Any) -> dict[str, dict[str, torch.Tensor]]:
+        """The stateful modules' states of a checkpoint's episodes in flight, checked against this runner's.
+
+        Raises:
+            IncompatibleCheckpointError: States of modules that are not stateful here, a stateful
+                module without its states, other names, shapes, or non-finite values.
+        """
+        where = "env_runner/env/module_states"
+        if not isinstance(saved, Mapping) or set(saved) != set(self._initial_states):
+            found = sorted(map(str, saved)) if isinstance(saved, Mapping) else type(saved).__name__
+            raise IncompatibleCheckpointError(
+                f"{where} holds states of {found}, but this runner's stateful modules are "
+                f"{sorted(self._initial_states)}: the checkpoint was written with other modules (restore it with the "
+                "modules it was written with) or altered."
+            )
+        restored: dict[str, dict[str, torch.Tensor]] = {}
+        for module_id, initial in self._initial_states.items():
+            entry, rows = saved[module_id], len(self._module_slots[module_id])
+            if not isinstance(entry, Mapping) or set(entry) != set(initial):
+                raise IncompatibleCheckpointError(
+                    f"{where}/{module_id} is not a state with the names {sorted(initial)} of the module's "
+                    "get_initial_state(); the checkpoint was written by another module or altered."
+                )
+            restored[module_id] = {}
+            for name, value in initial.items():
+                array = entry[name]
+                expected = (rows, *value.shape)
+                if not isinstance(array, np.ndarray) or array.dtype.kind not in "fiu" or array.shape != expected:
+                    shape = getattr(array, "shape", type(array).__name__)
+                    raise IncompatibleCheckpointError(
+                        f"{where}/{module_id}/{name} has shape {shape}, but module {module_id!r} "
+                        f"({type(self.module[module_id]).__qualname__}) with {rows} env slots here needs a numeric "
+                        f"array of shape {expected}: the checkpoint was written with another state size "
+                        "(lstm_cell_size) or number of envs. Restore it with the config it was written with."
+                    )
+                if not np.isfinite(array).all():
+                    raise IncompatibleCheckpointError(f"{where}/{module_id}/{name} holds NaN or infinite values.")
+                restored[module_id][name] = torch.as_tensor(array.copy()).to(value.dtype)
+        return restored
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config,), {"worker_index": ...})``."""

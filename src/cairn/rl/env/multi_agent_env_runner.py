@@ -51,7 +51,9 @@ from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.connectors.build import build_env_to_module, build_module_to_env, check_learner_connector
 from cairn.rl.connectors.connectors import ConnectorPipeline
 from cairn.rl.connectors.nested import stack_rows, to_state
+from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
+from cairn.rl.core.rl_module.stateful import initial_state, state_columns, state_out, strip_time_dim
 from cairn.rl.env.env_runner import EnvRunner, ModuleRemoval, SampleBatch, _is_int
 from cairn.rl.env.env_state import (
     env_state_mismatch,
@@ -92,8 +94,8 @@ from cairn.rl.env.state_checks import (
 
 __all__ = ["MultiAgentEnvRunner"]
 
-# (obs, action, action_logp, vf_pred, reward, terminated, truncated, final_vf) of one agent step.
-_Row = tuple[npt.NDArray[Any], npt.NDArray[Any], float, float, float, bool, bool, float]
+# (obs, action, action_logp, vf_pred, reward, terminated, truncated, final_vf, state fed or None) of one agent step.
+_Row = tuple[npt.NDArray[Any], npt.NDArray[Any], float, float, float, bool, bool, float, dict[str, Any] | None]
 
 
 class _Trajectory:
@@ -165,6 +167,14 @@ class MultiAgentEnvRunner(EnvRunner):
         self._force_starts: set[tuple[int, AgentID]] = set()
         """(env copy, agent) rows whose next observation starts their connectors' histories afresh."""
         seeds = self._init_sampling(config, observation_space, action_space, module_spaces=module_spaces)
+        self._initial_states = {
+            module_id: state for module_id, module in self.module.items() if (state := initial_state(module, module_id))
+        }
+        """Module id -> ``get_initial_state()`` (tensors) of each stateful module."""
+        self._module_states: dict[str, dict[str, torch.Tensor]] = {}  # the base class's per-slot states: unused
+        self._agent_states: dict[tuple[int, AgentID], dict[str, torch.Tensor]] = {}
+        """(env copy, agent) -> the state its stateful module feeds with the agent's next observation
+        (``STATE_OUT`` of its last action): the memory of the agents' episodes in flight, checkpointed."""
         self._multi_agent = True
         self.policy_mapping = self._static_mapping()
         """Agent id -> module id for every episode when no ``policy_mapping_fn`` decides per
@@ -377,6 +387,9 @@ class MultiAgentEnvRunner(EnvRunner):
         mapping_fn = self._resolve_mapping(config)
         env_spaces, (to_module, to_env, _) = self._pipelines_for_spec(config, module_id, spec, mapping_fn)
         super().add_module(module_id, spec, config=config)
+        state = initial_state(self.module[module_id], module_id)
+        if state:
+            self._initial_states[module_id] = state
         self._register_pipelines(module_id, env_spaces, to_module, to_env)
         self._mapping_fn = mapping_fn
         self.policy_mapping = self._static_mapping()
@@ -460,11 +473,13 @@ class MultiAgentEnvRunner(EnvRunner):
         for (e, agent), new_module in removal.remapped.items():
             self._mappings[e][agent] = new_module
             self._pending[e].pop(agent, None)
+            self._agent_states.pop((e, agent), None)  # the new module starts from its initial state
             self._force_starts.add((e, agent))  # the new module's connectors hold no history of this episode
         # Empty between sample() calls (trajectories live within one); the removed module's rows never reach _collect.
         self._open = {key: t for key, t in self._open.items() if t.module_id != module_id}
         self._closed = [t for t in self._closed if t.module_id != module_id]
         super()._apply_removal(removal)
+        self._initial_states.pop(module_id, None)
         self.env_to_module.remove(module_id)
         self.module_to_env.remove(module_id)
         self._mapping_fn = removal.mapping_fn
@@ -474,12 +489,14 @@ class MultiAgentEnvRunner(EnvRunner):
 
     def _act_per_module(
         self, acting: list[tuple[int, AgentID]], modules: list[str]
-    ) -> list[tuple[npt.NDArray[Any], npt.NDArray[Any], float, float, Any]]:
-        """``(filtered obs, action, logp, value, env action)`` of each acting agent, in ``acting``'s order.
+    ) -> list[tuple[npt.NDArray[Any], npt.NDArray[Any], float, float, Any, dict[str, Any] | None]]:
+        """``(filtered obs, action, logp, value, env action, state fed)`` of each acting agent, in ``acting``'s order.
 
         The agents of one module go through its ``env_to_module`` pipeline, its
         forward pass and its ``module_to_env`` pipeline together; modules go in
-        a fixed order (the action RNG is drawn module by module).
+        a fixed order (the action RNG is drawn module by module). A stateful module
+        gets each agent's state (its initial state when the agent's episode starts);
+        the state fed is ``None`` for a stateless one.
         """
         out: list[Any] = [None] * len(acting)
         explore = bool(self.config.explore)  # False: evaluation runners act greedily
@@ -490,24 +507,57 @@ class MultiAgentEnvRunner(EnvRunner):
             raw = _stack_obs([self._obs_dicts[acting[i][0]][acting[i][1]] for i in rows])
             context = self._connector_context([acting[i] for i in rows], explore=explore)
             filtered = self.env_to_module[module_id](raw, update=True, column="obs", **context)
+            keys = [acting[i] for i in rows]
+            batch, fed = self._agents_batch(module_id, torch.from_numpy(filtered), keys, context["episode_starts"])
             if explore:
-                result = self.module[module_id].forward_exploration(
-                    {"obs": torch.from_numpy(filtered)}, generator=self._generator
-                )
+                result = self.module[module_id].forward_exploration(batch, generator=self._generator)
+                result = self._one_step_result(module_id, result, keys) if fed is not None else result
                 owed = owes_logp_and_values(self.config, module_id)  # not: heuristics, untrained modules
                 zeros = torch.zeros(len(rows))
                 logp_t = owed_output(result, "action_logp", module_id) if owed else result.get("action_logp", zeros)
                 values_t = owed_output(result, "vf_preds", module_id) if owed else result.get("vf_preds", zeros)
                 logp, values = logp_t.numpy(), values_t.numpy()
             else:  # evaluation runners act greedily; forward_inference gives actions only
-                result = self.module[module_id].forward_inference({"obs": torch.from_numpy(filtered)})
+                result = self.module[module_id].forward_inference(batch)
+                result = self._one_step_result(module_id, result, keys) if fed is not None else result
                 logp = values = np.zeros(len(rows), dtype=np.float32)
             actions = result["actions"].numpy()
             context.pop("episode_starts")
             env_actions = self.module_to_env[module_id](actions, update=True, column="actions", **context)
             for k, i in enumerate(rows):
-                out[i] = (filtered[k], np.asarray(actions[k]), float(logp[k]), float(values[k]), env_actions[k])
+                state = None if fed is None else {name: value[k].numpy().copy() for name, value in fed.items()}
+                out[i] = (filtered[k], np.asarray(actions[k]), float(logp[k]), float(values[k]), env_actions[k], state)
         return out
+
+    def _agents_batch(
+        self, module_id: str, obs: torch.Tensor, keys: Sequence[tuple[int, AgentID]], starts: npt.NDArray[np.bool_]
+    ) -> tuple[dict[str, Any], dict[str, torch.Tensor] | None]:
+        """The forward batch of ``module_id`` for agents ``keys`` and, for a stateful module, the state fed:
+        observations of one time step and each agent's state (the initial one where its episode starts)."""
+        initial = self._initial_states.get(module_id)
+        if initial is None:
+            return {"obs": obs}, None
+        states = [
+            initial if start or key not in self._agent_states else self._agent_states[key]
+            for key, start in zip(keys, starts, strict=True)
+        ]
+        fed = {name: torch.stack([state[name] for state in states]) for name in initial}
+        return {"obs": obs.unsqueeze(1), Columns.STATE_IN: fed}, fed
+
+    def _one_step_result(
+        self, module_id: str, result: Mapping[str, Any], keys: Sequence[tuple[int, AgentID]]
+    ) -> dict[str, Any]:
+        """A stateful module's one-step outputs without their time step; its ``STATE_OUT`` kept per
+        agent, for the agent's next observation."""
+        rows, where = len(keys), f"the forward pass of module {module_id!r}"
+        new_states = state_out(result, self._initial_states[module_id], rows, where=where)
+        for k, key in enumerate(keys):
+            self._agent_states[key] = {name: value[k].clone() for name, value in new_states.items()}
+        shapes = {"actions": tuple(self.module[module_id].action_space.shape or ()), "action_logp": (), "vf_preds": ()}
+        return {
+            column: strip_time_dim(value, rows, shapes[column], key=column, where=where) if column in shapes else value
+            for column, value in result.items()
+        }
 
     def _connector_context(self, rows: Sequence[tuple[int, AgentID]], *, explore: bool) -> dict[str, Any]:
         """What the connector pieces get besides the batch for ``rows`` (env copy, agent) acting now.
@@ -553,8 +603,13 @@ class MultiAgentEnvRunner(EnvRunner):
             episode_starts=np.zeros(1, dtype=np.bool_),
             agent_ids=[agent],
         )
+        key = (env_index, agent)
+        batch, fed = self._agents_batch(module_id, torch.from_numpy(filtered), [key], np.zeros(1, dtype=np.bool_))
         with torch.no_grad():  # an RLlib-style compute_values keeps gradients for the learner
-            return float(self.module[module_id].compute_values({"obs": torch.from_numpy(filtered)})[0])
+            values = self.module[module_id].compute_values(batch)
+        if fed is not None:  # the agent's state after its last action: the one its final observation goes with
+            values = strip_time_dim(values, 1, (), key="values", where=f"compute_values of module {module_id!r}")
+        return float(values[0])
 
     def _complete(self, env_index: int, agent: AgentID, *, terminated: bool, truncated: bool, final_vf: float) -> None:
         """Turn the agent's open transition into a row of its trajectory."""
@@ -573,6 +628,7 @@ class MultiAgentEnvRunner(EnvRunner):
                 terminated,
                 truncated,
                 final_vf,
+                pending.get("state_in"),
             )
         )
         if terminated or truncated:
@@ -603,6 +659,7 @@ class MultiAgentEnvRunner(EnvRunner):
                 if truncated and agent in obs:
                     final_vf = self._final_value(self._mappings[env_index][agent], env_index, agent, obs[agent])
                 self._complete(env_index, agent, terminated=terminated, truncated=truncated, final_vf=final_vf)
+            self._agent_states.pop((env_index, agent), None)  # its episode's memory ends with it
             if agent in self._agent_steps[env_index]:
                 self._agent_episode_hook("on_episode_end", env_index, agent, done=True)
                 self._record_episode(
@@ -614,6 +671,7 @@ class MultiAgentEnvRunner(EnvRunner):
                 self._complete(env_index, agent, terminated=all_terminated, truncated=not all_terminated, final_vf=0.0)
             self._episode_numbers[env_index] += 1
             self._mappings[env_index] = {}
+            self._agent_states = {key: v for key, v in self._agent_states.items() if key[0] != env_index}
             self._agent_returns[env_index] = {}
             self._agent_steps[env_index] = {}
             next_obs, _ = env.reset()
@@ -641,7 +699,7 @@ class MultiAgentEnvRunner(EnvRunner):
                 modules = [self._module_for(e, agent) for e, agent in acting]
                 acted = self._act_per_module(acting, modules)
                 for i, (e, agent) in enumerate(acting):
-                    filtered, action, logp, value, env_action = acted[i]
+                    filtered, action, logp, value, env_action, fed = acted[i]
                     if agent in self._pending[e]:
                         self._complete(e, agent, terminated=False, truncated=False, final_vf=0.0)
                     self._pending[e][agent] = {
@@ -651,6 +709,8 @@ class MultiAgentEnvRunner(EnvRunner):
                         "vf": value,
                         "reward": 0.0,
                     }
+                    if fed is not None:  # a stateful module: the state fed with this observation
+                        self._pending[e][agent]["state_in"] = fed
                     if agent not in self._agent_steps[e]:  # the agent's first action of this episode
                         self._agent_steps[e][agent] = 0
                         self._agent_episode_hook("on_episode_start", e, agent, done=False)
@@ -712,9 +772,9 @@ class MultiAgentEnvRunner(EnvRunner):
         for (env_index, agent), trajectory in self._open.items():
             if trajectory.rows:
                 # The agent acted again (that completed its last row): bootstrap from that value.
-                obs, action, logp, vf, reward, _, _, _ = trajectory.rows[-1]
+                obs, action, logp, vf, reward, _, _, _, fed = trajectory.rows[-1]
                 bootstrap = float(self._pending[env_index][agent]["vf"])
-                trajectory.rows[-1] = (obs, action, logp, vf, reward, False, True, bootstrap)
+                trajectory.rows[-1] = (obs, action, logp, vf, reward, False, True, bootstrap, fed)
         for trajectory in trajectories:
             per_module.setdefault(trajectory.module_id, []).extend(trajectory.rows)
         self._closed = []
@@ -736,6 +796,14 @@ class MultiAgentEnvRunner(EnvRunner):
                 "final_vf": np.asarray(column[7], dtype=np.float32)[:, None],
                 "bootstrap_vf": np.zeros(1, dtype=np.float32),
             }
+            initial = self._initial_states.get(module_id)
+            if initial is not None:  # the state fed at each row (a row of a re-mapped agent: the initial one)
+                states_fed = [
+                    row[8] if row[8] is not None else {k: v.numpy() for k, v in initial.items()} for row in rows
+                ]
+                batches[module_id].update(
+                    state_columns({name: np.stack([f[name] for f in states_fed])[:, None] for name in initial})
+                )
         return batches
 
     def _agent_steps_of_last_sample(self) -> int:
@@ -767,6 +835,8 @@ class MultiAgentEnvRunner(EnvRunner):
                 }
                 for e in range(self.num_envs)
             ]
+            if self._initial_states:  # the memory of the agents of stateful modules, in flight
+                self._save_agent_states(state["episodes"])
             state["episode_api"] = agent_episodes_state(self._agent_episodes)  # custom_data of episodes in flight
             local = self._runner_local_connector_states()
             if local:  # the connectors' part of the episodes in flight (frame stacks per row), this runner's own
@@ -806,7 +876,14 @@ class MultiAgentEnvRunner(EnvRunner):
         ]
         agents = [*self.possible_agents, *rows["extra"]]
         api = self._read_agent_episodes(env_state.get("episode_api", []), read_episodes, agents, where=where)
-        return {"sub_envs": list(sub_states), "rows": rows, "episodes": read_episodes, "episode_api": api}
+        memory = self._restored_agent_states(episodes)  # the recurrent states of the agents in flight
+        return {
+            "sub_envs": list(sub_states),
+            "rows": rows,
+            "episodes": read_episodes,
+            "episode_api": api,
+            "memory": memory,
+        }
 
     def _read_episode(self, episode: Mapping[str, Any], *, where: str) -> dict[str, Any]:
         """One env copy's saved episode, checked: modules of the agents' spaces, observations and open
@@ -903,8 +980,83 @@ class MultiAgentEnvRunner(EnvRunner):
             self._pending[e] = episode["pending"]
             self._agent_returns[e] = episode["returns"]
             self._agent_steps[e] = episode["steps"]
+        agent_states, pending_states = read["memory"]  # the agents' recurrent states (checked when read)
+        self._agent_states = agent_states
+        for (e, agent), fed in pending_states.items():
+            self._pending[e][agent]["state_in"] = fed
         self._agent_episodes = read["episode_api"]
         self.episodes_restarted = False
+
+    def _save_agent_states(self, episodes: list[dict[str, Any]]) -> None:
+        """Add each episode's agent states (``module_states``) and the states fed with its agents'
+        pending transitions (``pending_states``) to the saved episodes."""
+        for e, episode in enumerate(episodes):
+            episode["module_states"] = {
+                agent: {name: value.numpy().copy() for name, value in state.items()}
+                for (env_index, agent), state in self._agent_states.items()
+                if env_index == e
+            }
+            episode["pending_states"] = {
+                agent: {name: np.array(value, copy=True) for name, value in p["state_in"].items()}
+                for agent, p in self._pending[e].items()
+                if "state_in" in p
+            }
+
+    def _restored_agent_states(
+        self, episodes: Sequence[Mapping[str, Any]]
+    ) -> tuple[dict[tuple[int, AgentID], dict[str, torch.Tensor]], dict[tuple[int, AgentID], dict[str, Any]]]:
+        """The saved agent states and pending states, checked against the modules the agents map to.
+
+        Raises:
+            IncompatibleCheckpointError: An agent that is not in its episode or does not act with a stateful
+                module, a state of other names or shapes, non-finite values, or an agent of a stateful module
+                in flight without its state.
+        """
+        checked: dict[str, dict[tuple[int, AgentID], dict[str, torch.Tensor]]] = {}
+        for e, episode in enumerate(episodes):
+            mapping, where = dict(episode["mapping"]), f"env_runner/env/episodes/{e}"
+            for table, needed in (("module_states", episode["steps"]), ("pending_states", episode["pending"])):
+                saved = episode.get(table, {})
+                stateful = {a for a in needed if mapping.get(a) in self._initial_states}
+                if not isinstance(saved, Mapping) or set(saved) != stateful:
+                    found = sorted(map(repr, saved)) if isinstance(saved, Mapping) else type(saved).__name__
+                    raise IncompatibleCheckpointError(
+                        f"{where}/{table} holds states of agents {found}, but the agents in flight of stateful "
+                        f"modules are {sorted(map(repr, stateful))}: the checkpoint was written with other modules "
+                        "or altered."
+                    )
+                for agent, state in saved.items():
+                    checked.setdefault(table, {})[(e, agent)] = self._checked_state(
+                        state, mapping[agent], f"{where}/{table}/{agent!r}"
+                    )
+        pending = {
+            key: {name: value.numpy() for name, value in state.items()}
+            for key, state in checked.get("pending_states", {}).items()
+        }
+        return checked.get("module_states", {}), pending
+
+    def _checked_state(self, state: Any, module_id: str, where: str) -> dict[str, torch.Tensor]:
+        """One agent's saved state as tensors, if it has the names and shapes of ``module_id``'s initial state."""
+        initial = self._initial_states[module_id]
+        if not isinstance(state, Mapping) or set(state) != set(initial):
+            raise IncompatibleCheckpointError(
+                f"{where} is not a state with the names {sorted(initial)} of module {module_id!r}; the checkpoint "
+                "was written by another module or altered."
+            )
+        out: dict[str, torch.Tensor] = {}
+        for name, value in initial.items():
+            array = state[name]
+            if not isinstance(array, np.ndarray) or array.dtype.kind not in "fiu" or array.shape != tuple(value.shape):
+                shape = getattr(array, "shape", type(array).__name__)
+                raise IncompatibleCheckpointError(
+                    f"{where}/{name} has shape {shape}, but module {module_id!r} needs a numeric array of shape "
+                    f"{tuple(value.shape)}: the checkpoint was written with another state size (lstm_cell_size). "
+                    "Restore it with the config it was written with."
+                )
+            if not np.isfinite(array).all():
+                raise IncompatibleCheckpointError(f"{where}/{name} holds NaN or infinite values.")
+            out[name] = torch.as_tensor(array.copy()).to(value.dtype)
+        return out
 
     def _obs_from_state(self, agent: AgentID, saved: Any) -> Any:
         """An agent's saved observation in the layout its space has (a Dict observation is a dict again).

@@ -6,6 +6,13 @@ categorical distribution over logits; ``Box`` actions a diagonal Gaussian
 whose log standard deviation is a learned, state-independent parameter.
 This was cairn 0.1's only ``RLModule``; its checkpoints (class
 ``cairn.rl.rl_module:RLModule``) build this class.
+
+With ``use_lstm=True`` (``DefaultModelConfig(use_lstm=True, lstm_cell_size=...,
+max_seq_len=...)``) it is recurrent, in RLlib's layout: an encoder (the
+``hidden_sizes`` MLP) -> one LSTM layer -> a policy head and a value head, the
+encoder and the LSTM shared by both heads (RLlib's ``vf_share_layers=False`` gives
+the value function an encoder and LSTM of its own). Its state is
+``{"h": [lstm_cell_size], "c": [lstm_cell_size]}``.
 """
 
 from __future__ import annotations
@@ -15,14 +22,16 @@ from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
 from cairn.rl._aliases import register_old_paths
+from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.default_model_config import default_module_model_config
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec, box_observation_size
 
-__all__ = ["DEFAULT_MODEL_CONFIG", "DefaultPPORLModule"]
+__all__ = ["DEFAULT_MODEL_CONFIG", "LSTM_MODEL_CONFIG", "DefaultPPORLModule"]
 
 DEFAULT_MODEL_CONFIG: dict[str, Any] = {
     "hidden_sizes": [64, 64],
@@ -36,6 +45,11 @@ DEFAULT_MODEL_CONFIG: dict[str, Any] = {
 the Gaussian for ``Box`` action spaces.
 """
 
+LSTM_MODEL_CONFIG: dict[str, Any] = {"use_lstm": True, "lstm_cell_size": 256, "max_seq_len": 20}
+"""The keys (and RLlib's defaults) of :class:`DefaultPPORLModule`'s recurrent variant, recorded when
+``use_lstm`` is true: ``lstm_cell_size`` (the LSTM's hidden size), ``max_seq_len`` (the length of
+the sequences PPO trains on)."""
+
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -48,6 +62,37 @@ def _mlp(in_dim: int, hidden: list[int], out_dim: int, activation: type[nn.Modul
         last = width
     layers.append(nn.Linear(last, out_dim))
     return nn.Sequential(*layers)
+
+
+def _untimed(value: torch.Tensor, timed: bool) -> torch.Tensor:
+    """``value`` ``[B, T, ...]`` as given: with its time dim when the observations had one, else ``[B, ...]``."""
+    return value if timed else value.squeeze(1)
+
+
+def _full_config(model_config: Mapping[str, Any]) -> dict[str, Any]:
+    """:data:`DEFAULT_MODEL_CONFIG` (and :data:`LSTM_MODEL_CONFIG` with ``use_lstm``) updated by ``model_config``.
+
+    Raises:
+        ValueError: An unknown key, or an LSTM key without ``use_lstm``.
+    """
+    given = dict(model_config or {})
+    known = set(DEFAULT_MODEL_CONFIG) | set(LSTM_MODEL_CONFIG)
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise ValueError(
+            f"Unknown model_config keys {unknown} for DefaultPPORLModule; the known keys are "
+            f"{sorted(known)}. A module of your own reads its own keys: "
+            "RLModuleSpec(module_class=YourModule, model_config=...)."
+        )
+    if not given.get("use_lstm", False):
+        if "lstm_cell_size" in given:
+            raise ValueError("model_config['lstm_cell_size'] of DefaultPPORLModule needs use_lstm=True.")
+        return {**DEFAULT_MODEL_CONFIG, **given}
+    config = {**DEFAULT_MODEL_CONFIG, **LSTM_MODEL_CONFIG, **given}
+    for name in ("lstm_cell_size", "max_seq_len"):
+        if type(config[name]) is not int or config[name] < 1:
+            raise ValueError(f"model_config[{name!r}]={config[name]!r:.60} of DefaultPPORLModule must be an int >= 1.")
+    return config
 
 
 def _init_mlp(net: nn.Sequential, head_gain: float, generator: torch.Generator | None) -> None:
@@ -84,7 +129,7 @@ class DefaultPPORLModule(RLModule):
         seed: int | None = None,
     ) -> None:
         obs_dim = box_observation_size(observation_space, module_class=type(self))
-        model_config = default_module_model_config(model_config)  # RLlib's key names (fcnet_hiddens) too
+        model_config = default_module_model_config(model_config, recurrent=True)  # RLlib's names too
         if isinstance(action_space, gym.spaces.Discrete):
             discrete = True
             out_dim = int(action_space.n)
@@ -95,14 +140,7 @@ class DefaultPPORLModule(RLModule):
             raise ValueError(
                 f"DefaultPPORLModule supports Discrete and one-dimensional Box action spaces, got {action_space!r}."
             )
-        unknown = sorted(set(model_config or {}) - set(DEFAULT_MODEL_CONFIG))
-        if unknown:
-            raise ValueError(
-                f"Unknown model_config keys {unknown} for DefaultPPORLModule; the known keys are "
-                f"{sorted(DEFAULT_MODEL_CONFIG)}. A module of your own reads its own keys: "
-                "RLModuleSpec(module_class=YourModule, model_config=...)."
-            )
-        config = {**DEFAULT_MODEL_CONFIG, **dict(model_config or {})}
+        config = _full_config(model_config)
         activation = _ACTIVATIONS.get(str(config["activation"]))
         if activation is None:
             raise ValueError(
@@ -114,13 +152,72 @@ class DefaultPPORLModule(RLModule):
         super().__init__(observation_space, action_space, config, seed=seed)
         self.discrete = discrete
         self.obs_dim = obs_dim
-        self.pi = _mlp(self.obs_dim, hidden, out_dim, activation)
-        self.vf = _mlp(self.obs_dim, hidden, 1, activation)
         generator = None if seed is None else torch.Generator().manual_seed(int(seed))
-        _init_mlp(self.pi, 0.01, generator)
-        _init_mlp(self.vf, 1.0, generator)
+        self.use_lstm = bool(config.get("use_lstm", False))
+        if self.use_lstm:
+            self._build_lstm(hidden, out_dim, activation, generator)
+        else:
+            self.pi = _mlp(self.obs_dim, hidden, out_dim, activation)
+            self.vf = _mlp(self.obs_dim, hidden, 1, activation)
+            _init_mlp(self.pi, 0.01, generator)
+            _init_mlp(self.vf, 1.0, generator)
         if not self.discrete:
             self.log_std = nn.Parameter(torch.full((out_dim,), config["log_std_init"]))
+
+    def _build_lstm(
+        self, hidden: list[int], out_dim: int, activation: type[nn.Module], generator: torch.Generator | None
+    ) -> None:
+        """Encoder (the hidden layers) -> LSTM -> policy and value heads (linear)."""
+        cell = int(self.model_config["lstm_cell_size"])
+        layers: list[nn.Module] = []
+        last = self.obs_dim
+        for width in hidden:
+            layers += [nn.Linear(last, width), activation()]
+            last = width
+        self.encoder = nn.Sequential(*layers)
+        self.lstm = nn.LSTM(last, cell, batch_first=True)
+        self.pi_head = nn.Linear(cell, out_dim)
+        self.vf_head = nn.Linear(cell, 1)
+        with torch.no_grad():
+            for layer in self.encoder:
+                if isinstance(layer, nn.Linear):
+                    nn.init.orthogonal_(layer.weight, gain=math.sqrt(2.0), generator=generator)
+                    layer.bias.zero_()
+            bound = 1.0 / math.sqrt(cell)  # torch's own LSTM init, drawn from the module's generator
+            for param in self.lstm.parameters():
+                nn.init.uniform_(param, -bound, bound, generator=generator)
+            for head, gain in ((self.pi_head, 0.01), (self.vf_head, 1.0)):
+                nn.init.orthogonal_(head.weight, gain=gain, generator=generator)
+                head.bias.zero_()
+
+    def get_initial_state(self) -> dict[str, Any]:
+        """``{"h", "c"}`` zeros of ``lstm_cell_size`` with ``use_lstm``; ``{}`` (stateless) without."""
+        if not self.use_lstm:
+            return {}
+        cell = int(self.model_config["lstm_cell_size"])
+        return {"h": np.zeros(cell, dtype=np.float32), "c": np.zeros(cell, dtype=np.float32)}
+
+    def _recurrent(self, batch: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], bool]:
+        """``(dist_inputs, values, state_out, timed)`` of the LSTM variant, outputs ``[B, T, ...]``.
+
+        Observations ``[B, T, *obs_shape]`` (or ``[B, *obs_shape]``: one step, and ``timed`` is false);
+        ``batch["state_in"]`` the state at the sequences' start (the initial state when absent).
+        """
+        obs = torch.as_tensor(batch["obs"]).to(torch.float32)
+        obs_rank = len(self.observation_space.shape or ())
+        timed = obs.dim() == obs_rank + 2
+        if not timed:
+            obs = obs.unsqueeze(1)
+        rows, steps = int(obs.shape[0]), int(obs.shape[1])
+        state = batch.get(Columns.STATE_IN)
+        if state is None:
+            state = {k: torch.as_tensor(v).unsqueeze(0).repeat(rows, 1) for k, v in self.get_initial_state().items()}
+        features, (h, c) = self.lstm(
+            self.encoder(obs.reshape(rows, steps, self.obs_dim)),
+            (torch.as_tensor(state["h"]).unsqueeze(0), torch.as_tensor(state["c"]).unsqueeze(0)),
+        )
+        values = self.vf_head(features).squeeze(-1)
+        return self.pi_head(features), values, {"h": h.squeeze(0), "c": c.squeeze(0)}, timed
 
     def _obs(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         obs = torch.as_tensor(batch["obs"])
@@ -145,6 +242,11 @@ class DefaultPPORLModule(RLModule):
             ``{"actions": Tensor[B]}`` (int64) or ``Tensor[B, act_dim]`` (float32).
         """
         with torch.no_grad():
+            if self.use_lstm:
+                dist_inputs, _, state, timed = self._recurrent(batch)
+                actions = dist_inputs.argmax(-1) if self.discrete else dist_inputs
+                greedy: dict[str, Any] = {"actions": _untimed(actions, timed), Columns.STATE_OUT: state}
+                return greedy
             dist_inputs = self.pi(self._obs(batch))
             actions = dist_inputs.argmax(-1) if self.discrete else dist_inputs
         return {"actions": actions}
@@ -157,6 +259,8 @@ class DefaultPPORLModule(RLModule):
         Returns:
             ``{"actions", "action_logp", "vf_preds", "action_dist_inputs"}``.
         """
+        if self.use_lstm:
+            return self._explore_recurrent(batch, generator)
         with torch.no_grad():
             obs = self._obs(batch)
             dist_inputs = self.pi(obs)
@@ -175,16 +279,48 @@ class DefaultPPORLModule(RLModule):
             "action_dist_inputs": dist_inputs,
         }
 
+    def _explore_recurrent(self, batch: Mapping[str, Any], generator: torch.Generator | None) -> dict[str, Any]:
+        """:meth:`forward_exploration` of the LSTM variant (outputs ``[B, T]``, or ``[B]`` for untimed obs)."""
+        with torch.no_grad():
+            dist_inputs, values, state, timed = self._recurrent(batch)
+            if self.discrete:
+                probs = torch.softmax(dist_inputs.reshape(-1, dist_inputs.shape[-1]), dim=-1)
+                actions = torch.multinomial(probs, 1, generator=generator).reshape(dist_inputs.shape[:-1])
+            else:
+                noise = torch.randn(dist_inputs.shape, generator=generator)
+                actions = dist_inputs + self.log_std.exp() * noise
+            logp, _ = self._logp_entropy(dist_inputs, actions)
+        return {
+            "actions": _untimed(actions, timed),
+            "action_logp": _untimed(logp, timed),
+            "vf_preds": _untimed(values, timed),
+            "action_dist_inputs": _untimed(dist_inputs, timed),
+            Columns.STATE_OUT: state,
+        }
+
     def forward_train(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """``{"action_logp", "entropy", "vf_preds"}`` of ``batch["obs"]``, ``batch["actions"]``, with gradients."""
+        """``{"action_logp", "entropy", "vf_preds"}`` of ``batch["obs"]``, ``batch["actions"]``, with gradients.
+
+        The LSTM variant reads sequences (``obs`` and ``actions`` ``[B, T, ...]``, ``state_in``
+        at their start) and returns ``[B, T]`` outputs and ``state_out``.
+        """
+        if self.use_lstm:
+            dist_inputs, values, state, _ = self._recurrent(batch)
+            logp, entropy = self._logp_entropy(dist_inputs, torch.as_tensor(batch["actions"]))
+            train: dict[str, Any] = {"action_logp": logp, "entropy": entropy, "vf_preds": values}
+            train[Columns.STATE_OUT] = state
+            return train
         obs = self._obs(batch)
         dist_inputs = self.pi(obs)
         logp, entropy = self._logp_entropy(dist_inputs, torch.as_tensor(batch["actions"]))
         return {"action_logp": logp, "entropy": entropy, "vf_preds": self.vf(obs).squeeze(-1)}
 
     def compute_values(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """Value estimates ``Tensor[B]`` without gradients."""
+        """Value estimates ``Tensor[B]`` (``[B, T]`` for sequences) without gradients."""
         with torch.no_grad():
+            if self.use_lstm:
+                _, lstm_values, _, timed = self._recurrent(batch)
+                return _untimed(lstm_values, timed)
             values: torch.Tensor = self.vf(self._obs(batch)).squeeze(-1)
         return values
 

@@ -35,6 +35,7 @@ from cairn.rl.algorithms.ppo.ppo_learner import PPOLearner
 from cairn.rl.core.learner.learner import Learner
 from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
+from cairn.rl.core.rl_module.stateful import STATE_IN_PREFIX, max_seq_len_of, to_sequences
 from cairn.rl.env.env_runner import SampleBatch
 from cairn.rl.utils.gae import compute_gae
 
@@ -129,7 +130,7 @@ class PPO(Algorithm):
         """The learners (PPOLearner) training every module of ``module_specs``."""
         return LearnerGroup(config, module_specs)
 
-    def _postprocess(self, batch: SampleBatch) -> dict[str, npt.NDArray[Any]]:
+    def _postprocess(self, batch: SampleBatch, module_id: str) -> dict[str, npt.NDArray[Any]]:
         advantages, value_targets = compute_gae(
             batch["rewards"],
             batch["vf_preds"],
@@ -140,14 +141,23 @@ class PPO(Algorithm):
             gamma=self.config.gamma,
             gae_lambda=self.config.gae_lambda,
         )
-        return {
-            "obs": _flatten(batch["obs"]),
-            "actions": _flatten(batch["actions"]),
-            "action_logp": _flatten(batch["action_logp"]),
-            "vf_preds": _flatten(batch["vf_preds"]),
-            "advantages": _flatten(advantages.astype(np.float32)),
-            "value_targets": _flatten(value_targets.astype(np.float32)),
+        columns = {
+            "obs": batch["obs"],
+            "actions": batch["actions"],
+            "action_logp": batch["action_logp"],
+            "vf_preds": batch["vf_preds"],
+            "advantages": advantages.astype(np.float32),
+            "value_targets": value_targets.astype(np.float32),
         }
+        states = {key: value for key, value in batch.items() if key.startswith(STATE_IN_PREFIX)}
+        if states:  # a stateful module: sequences of each slot, cut at episode ends and every max_seq_len steps
+            model_config = self.env_runner.module[module_id].model_config
+            return to_sequences(
+                {**columns, **states},
+                np.asarray(batch["terminateds"]) | np.asarray(batch["truncateds"]),
+                max_seq_len=max_seq_len_of(model_config, module_id),
+            )
+        return {key: _flatten(value) for key, value in columns.items()}
 
     def training_step(self) -> dict[str, Any]:
         """Sample, compute GAE, update, sync weights; returns the iteration's metrics."""
@@ -155,7 +165,7 @@ class PPO(Algorithm):
         train_batches: dict[str, dict[str, npt.NDArray[Any]]] = {}
         for runner_batches in per_runner:
             for module_id, batch in runner_batches.items():
-                processed = self._postprocess(batch)
+                processed = self._postprocess(batch, module_id)
                 if module_id in train_batches:
                     previous = train_batches[module_id]
                     processed = {key: np.concatenate([previous[key], value]) for key, value in processed.items()}

@@ -13,8 +13,10 @@ from typing import Protocol, cast
 import torch
 
 from cairn.rl._aliases import register_old_paths
+from cairn.rl.core.columns import Columns
 from cairn.rl.core.learner.learner import Learner
 from cairn.rl.core.rl_module.rl_module import RLModule
+from cairn.rl.core.rl_module.stateful import sequence_train_outputs
 from cairn.rl.core.rl_module.torch.torch_rl_module import complete_train_outputs
 
 __all__ = ["PPOLearner", "PPOLossSettings"]
@@ -36,11 +38,16 @@ class PPOLossSettings(Protocol):
 class PPOLearner(Learner):
     """A :class:`~cairn.rl.core.learner.learner.Learner` with PPO's loss.
 
+    Stateful (recurrent) modules train on zero-padded sequences (``Columns.LOSS_MASK``):
+    the loss and its statistics read the real steps only.
+
     Args:
         config: The PPO config (``clip_param``, ``vf_loss_coeff``,
             ``entropy_coeff``, ``normalize_advantages`` and the learner's settings).
         module_specs: Module id -> spec of each module to train.
     """
+
+    supports_stateful_modules = True
 
     def compute_loss_for_module(
         self, module_id: str, module: RLModule, minibatch: Mapping[str, torch.Tensor]
@@ -48,9 +55,14 @@ class PPOLearner(Learner):
         """PPO's clipped surrogate + ``vf_loss_coeff`` x value loss - ``entropy_coeff`` x entropy."""
         config = cast(PPOLossSettings, self.config_for_module(module_id))
         mb = minibatch
-        batch = {"obs": mb["obs"], "actions": mb["actions"]}
-        # A module written the RLlib way returns action_dist_inputs (and has compute_values): complete it.
-        out = complete_train_outputs(module, batch, module.forward_train(batch))
+        if Columns.LOSS_MASK in mb:
+            # Sequences of a stateful module: its outputs and the columns at the real steps only, so that
+            # every term and statistic below leaves the padding out.
+            out, mb = sequence_train_outputs(module, mb)
+        else:
+            batch = {"obs": mb["obs"], "actions": mb["actions"]}
+            # A module written the RLlib way returns action_dist_inputs (and has compute_values): complete it.
+            out = complete_train_outputs(module, batch, module.forward_train(batch))
         logratio = out["action_logp"] - mb["action_logp"]
         ratio = logratio.exp()
         with torch.no_grad():
@@ -77,9 +89,12 @@ class PPOLearner(Learner):
         }
 
     def compute_metrics_for_module(self, module_id: str, batch: Mapping[str, torch.Tensor]) -> dict[str, float]:
-        """``vf_explained_var`` of the batch's value predictions."""
+        """``vf_explained_var`` of the batch's value predictions (at the real steps of sequences)."""
         targets = batch["value_targets"].to(torch.float64)
         preds = batch["vf_preds"].to(torch.float64)
+        if Columns.LOSS_MASK in batch:
+            valid = batch[Columns.LOSS_MASK].to(torch.bool)
+            targets, preds = targets[valid], preds[valid]
         target_var = float(targets.var(unbiased=False))
         explained = (
             float("nan") if target_var == 0.0 else 1.0 - float((targets - preds).var(unbiased=False)) / target_var

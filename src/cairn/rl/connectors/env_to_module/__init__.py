@@ -9,5 +9,6 @@ from __future__ import annotations
 from cairn.rl.connectors.env_to_module.flatten_observations import FlattenObservations
 from cairn.rl.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
 from cairn.rl.connectors.env_to_module.mean_std_filter import MeanStdFilter
+from cairn.rl.connectors.env_to_module.prev_actions_prev_rewards import PrevActionsPrevRewards
 
-__all__ = ["FlattenObservations", "FrameStackingEnvToModule", "MeanStdFilter"]
+__all__ = ["FlattenObservations", "FrameStackingEnvToModule", "MeanStdFilter", "PrevActionsPrevRewards"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +22,7 @@ import torch
 from cairn import Checkpointable
 from cairn.errors import IncompatibleCheckpointError
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.utils._util import Names, clone_tree
@@ -132,6 +133,10 @@ class Learner(Checkpointable):
     # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
     STATE_VERSION = 1
 
+    supports_stateful_modules: ClassVar[bool] = False
+    """A capability: whether the loss trains stateful (recurrent) modules on sequences
+    (:mod:`cairn.rl.core.rl_module.stateful`); a learner without it refuses them when built."""
+
     def __init__(self, config: AlgorithmConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:
         self.config = config
         self._module_configs: dict[str, AlgorithmConfig] = {}
@@ -140,6 +145,7 @@ class Learner(Checkpointable):
         self.named_optimizers: dict[str, dict[str, torch.optim.Optimizer]] = {}
         self.num_module_steps_trained_lifetime: dict[str, int] = {}
         for module_id, module in self.module.items():
+            self._check_stateful(module_id, module)
             self._add_optimizer(module_id, module)
         seed = int(np.random.SeedSequence([config.seed, 15485863]).generate_state(1)[0])
         self._generator = torch.Generator().manual_seed(seed)
@@ -188,6 +194,20 @@ class Learner(Checkpointable):
         ``"param_groups"`` (the keys of an optimizer's own state).
         """
         return {DEFAULT_OPTIMIZER: self.configure_optimizer_for_module(module_id, module)}
+
+    def _check_stateful(self, module_id: str, module: RLModule) -> None:
+        """Refuse a stateful module with trainable parameters when the loss does not train on sequences.
+
+        Raises:
+            ValueError: It is; the message names the module and the algorithm that trains it.
+        """
+        if self.supports_stateful_modules or not any(p.requires_grad for p in module.parameters()):
+            return
+        if module.is_stateful():
+            raise ValueError(
+                f"Module {module_id!r} ({type(module).__qualname__}) is stateful (get_initial_state() is not empty), "
+                f"and {type(self).__name__} trains stateless modules only: train recurrent modules with PPO."
+            )
 
     def _add_optimizer(self, module_id: str, module: RLModule) -> None:
         module_config = self.config_for_module(module_id)
@@ -246,6 +266,7 @@ class Learner(Checkpointable):
         try:
             self._set_overrides(module_id, config_overrides)
             built = module if isinstance(module, RLModule) else self._complete_spec(module).build()
+            self._check_stateful(module_id, built)
             self.module.add_module(module_id, built)
         except Exception:
             self.config = previous
@@ -344,6 +365,11 @@ class Learner(Checkpointable):
             )
         data = {key: torch.as_tensor(_writable(value)) for key, value in batch.items()}
         size = int(next(iter(data.values())).shape[0])
+        minibatch_size = int(config.minibatch_size)
+        mask = data.get(Columns.LOSS_MASK)
+        if mask is not None:  # rows are zero-padded sequences (stateful modules): a minibatch holds whole ones
+            self._check_sequences(module_id, module, mask)
+            minibatch_size = max(1, minibatch_size // int(mask.shape[1]))
         # The schedule drives the default optimizer; named ones keep the rates their learner gave them.
         lr = self.lr_schedules[module_id].value(self.num_module_steps_trained_lifetime[module_id])
         if DEFAULT_OPTIMIZER in optimizers:
@@ -354,22 +380,43 @@ class Learner(Checkpointable):
         module.train()
         for _ in range(int(config.num_epochs)):
             order = torch.randperm(size, generator=self._generator)
-            for start in range(0, size, int(config.minibatch_size)):
-                idx = self._local_indices(order[start : start + int(config.minibatch_size)])
+            for start in range(0, size, minibatch_size):
+                idx = self._local_indices(order[start : start + minibatch_size])
                 stats = self._minibatch_step(module_id, module, optimizers, {k: v[idx] for k, v in data.items()})
                 for name, value in stats.items():
                     sums[name] = sums.get(name, 0.0) + value
                 steps += 1
                 self.num_updates_lifetime += 1
         module.eval()
-        self.num_module_steps_trained_lifetime[module_id] += size
+        trained = size if mask is None else int(mask.sum())  # env steps, not padding
+        self.num_module_steps_trained_lifetime[module_id] += trained
         metrics = {name: total / max(steps, 1) for name, total in sums.items()}
         metrics.update(self.compute_metrics_for_module(module_id, data))
         if DEFAULT_OPTIMIZER in optimizers:
             metrics["lr"] = lr
-        metrics["num_module_steps_trained"] = float(size)
+        metrics["num_module_steps_trained"] = float(trained)
         metrics["num_module_steps_trained_lifetime"] = float(self.num_module_steps_trained_lifetime[module_id])
         return metrics
+
+    def _check_sequences(self, module_id: str, module: RLModule, mask: torch.Tensor) -> None:
+        """Refuse a batch of sequences this learner cannot train (a learner without a sequence loss).
+
+        Raises:
+            ValueError: The learner does not train stateful modules, or the mask is not ``[S, T]``.
+        """
+        if not self.supports_stateful_modules:
+            raise ValueError(
+                f"{type(self).__name__} got a batch of sequences (Columns.LOSS_MASK) for module {module_id!r} "
+                f"({type(module).__qualname__}): it trains stateless modules only; PPO trains recurrent ones."
+            )
+        if mask.dim() != 2:
+            raise ValueError(f"Columns.LOSS_MASK of module {module_id!r} must be [sequences, max_seq_len].")
+
+    @staticmethod
+    def _num_rows(mb: Mapping[str, torch.Tensor]) -> int:
+        """The rows a minibatch's loss averages over: its env steps (the padding of sequences is not)."""
+        mask = mb.get(Columns.LOSS_MASK)
+        return int(next(iter(mb.values())).shape[0]) if mask is None else int(mask.sum())
 
     # Hooks of data-parallel learners (cairn.rl.distributed); a single learner uses
     # the whole minibatch, normalizes over it and keeps its own gradients.
@@ -404,7 +451,7 @@ class Learner(Checkpointable):
         loss, stats = self.compute_loss_for_module(module_id, module, mb)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]
-        self._reduce_gradients(module, int(next(iter(mb.values())).shape[0]))
+        self._reduce_gradients(module, self._num_rows(mb))
         max_grad_norm = self.config_for_module(module_id).max_grad_norm
         if max_grad_norm is not None:
             grad_norm = torch.nn.utils.clip_grad_norm_(module.parameters(), max_grad_norm)
@@ -439,7 +486,7 @@ class Learner(Checkpointable):
             grads = torch.autograd.grad(losses[name], params, retain_graph=i < len(names) - 1, allow_unused=True)
             for param, grad in zip(params, grads, strict=True):
                 param.grad = grad
-        self._reduce_gradients(module, int(next(iter(mb.values())).shape[0]))
+        self._reduce_gradients(module, self._num_rows(mb))
         max_grad_norm = self.config_for_module(module_id).max_grad_norm
         out: dict[str, float] = dict(stats)
         for name in names:

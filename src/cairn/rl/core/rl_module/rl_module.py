@@ -43,7 +43,7 @@ from cairn.rl._aliases import register_old_paths
 from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
 from cairn.rl.utils._util import Names
 
-__all__ = ["RLModule", "RLModuleSpec", "box_observation_size"]
+__all__ = ["RLModule", "RLModuleSpec", "box_observation_size", "recurrent_parameter_bytes"]
 
 
 def box_observation_size(observation_space: gym.Space[Any], *, module_class: type) -> int:
@@ -63,6 +63,18 @@ def box_observation_size(observation_space: gym.Space[Any], *, module_class: typ
             "RLModule (RLModuleSpec(module_class=...))."
         )
     return int(np.prod(observation_space.shape))
+
+
+def recurrent_parameter_bytes(model_config: Any) -> int:
+    """A lower bound of the parameter bytes a ``model_config["lstm_cell_size"]`` asks for, 0 without one.
+
+    An LSTM of ``cell`` units has hidden-to-hidden weights ``[4 * cell, cell]`` (float32): the
+    bound :meth:`RLModule.ctor_args_problem` and the algorithm's hook check before building.
+    """
+    cell = model_config.get("lstm_cell_size") if isinstance(model_config, Mapping) else None
+    if type(cell) is not int or cell < 1:
+        return 0
+    return 4 * 4 * cell * cell
 
 
 @register_type
@@ -277,6 +289,24 @@ class RLModule(nn.Module, Checkpointable):
         """Same as :meth:`forward_train`."""
         return self.forward_train(batch)
 
+    # ------------------------------------------------------------------ state (recurrent modules)
+
+    def get_initial_state(self) -> dict[str, Any]:
+        """The state a new episode starts from (RLlib's name); ``{}``: the module is stateless.
+
+        A recurrent module returns name -> array (or tensor) of one episode, without a
+        batch dimension (an LSTM: ``{"h": np.zeros(cell), "c": np.zeros(cell)}``). The env
+        runner then gives every forward pass ``batch[Columns.STATE_IN]`` (the same names,
+        the batch first) with observations of one time step (``[B, 1, ...]``), and the
+        pass returns ``Columns.STATE_OUT`` in that layout; PPO trains it on sequences
+        (``obs`` ``[B, T, ...]``, the state at their start). See docs/rl.md, "Recurrent modules".
+        """
+        return {}
+
+    def is_stateful(self) -> bool:
+        """Whether :meth:`get_initial_state` is not empty (RLlib's rule)."""
+        return bool(self.get_initial_state())
+
     # ------------------------------------------------------------------ Checkpointable
 
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
@@ -340,14 +370,16 @@ class RLModule(nn.Module, Checkpointable):
         """
         model_config = kwargs.get("model_config", args[2] if len(args) > 2 else None)
         hidden = model_config.get("hidden_sizes") if isinstance(model_config, Mapping) else None
+        recurrent = recurrent_parameter_bytes(model_config)
         try:
-            lower = mlp_parameter_bytes(hidden)
+            lower = mlp_parameter_bytes(hidden) + recurrent
         except ValueError:
-            return None  # not MLP widths: the module's own constructor judges them
+            lower = recurrent  # not MLP widths: the module's own constructor judges them
         if lower > alloc_limit(folder.tree_bytes):
+            cell = f" and lstm_cell_size={model_config['lstm_cell_size']}" if recurrent else ""  # type: ignore[index]
             return (
-                f"model_config hidden_sizes={str(hidden)[:80]} make at least {lower} bytes of parameters, and the "
-                f"module's folder holds {folder.tree_bytes} bytes"
+                f"model_config hidden_sizes={str(hidden)[:80]}{cell} make at least {lower} bytes of parameters, "
+                f"and the module's folder holds {folder.tree_bytes} bytes"
             )
         return None
 

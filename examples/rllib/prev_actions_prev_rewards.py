@@ -1,0 +1,116 @@
+"""RLlib's ``rllib/examples/connectors/prev_actions_prev_rewards.py``, ported to cairn.
+
+Ported from ray-project/ray at commit 06ec0d1879f053a2db827cf2d8bb762239ab40a2: the
+``PrevActionsPrevRewards`` connector piece adds each episode's last actions and rewards to
+the observation (a ``Dict``), ``FlattenObservations`` flattens it again, and PPO's default
+LSTM module learns ``StatelessCartPole`` (CartPole without velocities) with that context.
+
+cairn's env runner hands the piece each env slot's previous action and reward; the piece's
+per-slot windows and the runner's last actions and rewards are checkpointed with the
+episodes in flight, so a restored run goes on exactly.
+
+Every line that differs from RLlib's, and why:
+
+* ``from ray.rllib...`` -> ``cairn.rl...``; ``StatelessCartPole`` from
+  ``cairn.rl.examples.envs.classes.stateless_cartpole``.
+* ``_env_to_module(env)``, defined inside ``if __name__ == "__main__":`` -> a module-level
+  function (same pieces, ``multi_agent=False``): cairn records connector factories by
+  reference and never pickles them, so they cannot be closures.
+* ``register_env("env", lambda _: StatelessCartPole())`` ->
+  ``gymnasium.register("StatelessCartPole-v1", ..., max_episode_steps=500)`` (cairn's
+  ``register_env`` takes multi-agent environments; RLlib's env has no time limit).
+* ``--num-agents`` (``MultiAgentStatelessCartPole``) dropped: the env class is not ported, and
+  cairn's multi-agent env runner does not pass previous actions and rewards to pieces yet.
+* ``model_config_dict`` -> ``rl_module(model_config=...)`` with ``use_lstm``, ``max_seq_len=50``
+  and ``fcnet_hiddens=[32]``; ``fcnet_activation="linear"``, ``vf_share_layers=True`` and the
+  initializer keys dropped (cairn's default module has tanh/relu, separate value heads and its
+  own initialisation); ``uses_new_env_runners`` dropped (cairn has one kind of runner).
+* ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment`` (stop at a return
+  of 200) -> ``main(...)``; the train batch and ``num_epochs`` are arguments (CI-sized runs).
+
+Run it::
+
+    python examples/rllib/prev_actions_prev_rewards.py
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+from cairn.rl.algorithms.ppo import PPOConfig
+from cairn.rl.connectors.env_to_module import FlattenObservations, PrevActionsPrevRewards
+from cairn.rl.examples.envs.classes.stateless_cartpole import StatelessCartPole
+
+if "StatelessCartPole-v1" not in gym.registry:
+    gym.register("StatelessCartPole-v1", entry_point=StatelessCartPole, max_episode_steps=500)
+
+N_PREV_REWARDS = 1
+N_PREV_ACTIONS = 1
+
+
+# Define our custom connector pipelines.
+def _env_to_module(env: Any, spaces: Any = None, device: Any = None) -> list[Any]:
+    # Create the env-to-module connector pipeline.
+    return [
+        PrevActionsPrevRewards(
+            multi_agent=False,
+            n_prev_rewards=N_PREV_REWARDS,
+            n_prev_actions=N_PREV_ACTIONS,
+        ),
+        FlattenObservations(multi_agent=False),
+    ]
+
+
+def main(
+    iterations: int = 250,
+    *,
+    train_batch_size: int = 4000,
+    num_epochs: int = 6,
+    max_seq_len: int = 50,
+    stop_reward: float = 200.0,
+) -> dict[str, Any]:
+    """Train until the mean return reaches ``stop_reward`` or ``iterations``; return the last result."""
+    config = (
+        PPOConfig()
+        .environment("StatelessCartPole-v1")
+        .env_runners(env_to_module_connector=_env_to_module)
+        .training(
+            num_epochs=num_epochs,
+            lr=0.0003,
+            train_batch_size=train_batch_size,
+            vf_loss_coeff=0.01,
+        )
+        .rl_module(
+            model_config={
+                "use_lstm": True,
+                "max_seq_len": max_seq_len,
+                "fcnet_hiddens": [32],
+            }
+        )
+    )
+
+    algo = config.build_algo()
+    try:
+        result: dict[str, Any] = {}
+        for _ in range(iterations):
+            result = algo.train()
+            returns = result["env_runners"]["episode_return_mean"]
+            print({"training_iteration": result["training_iteration"], "episode_return_mean": returns})
+            if returns >= stop_reward:
+                break
+        runner = algo.env_runner
+        return {
+            "result": result,
+            "observation_space": runner.observation_space,
+            "env_state": runner.get_state()["env"],
+        }
+    finally:
+        algo.stop()
+
+
+if __name__ == "__main__":
+    import prev_actions_prev_rewards  # run the module, not __main__ (functions are recorded by reference)
+
+    prev_actions_prev_rewards.main()
