@@ -364,21 +364,29 @@ class RLModule(nn.Module, Checkpointable):
 
         The hook of :mod:`cairn._ctor_bounds`, asked before the module is built: a
         ``model_config["hidden_sizes"]`` whose hidden-to-hidden weights alone are
-        more than the folder can hold (it holds the parameters) is refused. The
+        more than the folder can hold (it holds the parameters) is refused, and so is a
+        ``head_fcnet_hiddens`` whose head layers are. The
         default modules (PPO, DQN, SAC) and any subclass that reads ``hidden_sizes``
         as MLP widths get it; a subclass that allocates by other arguments overrides it.
         """
         model_config = kwargs.get("model_config", args[2] if len(args) > 2 else None)
         hidden = model_config.get("hidden_sizes") if isinstance(model_config, Mapping) else None
         recurrent = recurrent_parameter_bytes(model_config)
+        head = model_config.get("head_fcnet_hiddens") if isinstance(model_config, Mapping) else None
         try:
             lower = mlp_parameter_bytes(hidden) + recurrent
         except ValueError:
             lower = recurrent  # not MLP widths: the module's own constructor judges them
+        try:  # the heads' hidden layers (PPO's default module has two heads), from the encoder's last width
+            first = hidden[-1:] if isinstance(hidden, list) and not recurrent else []
+            lower += 2 * mlp_parameter_bytes([*first, *head]) if isinstance(head, list) else 0
+        except ValueError:
+            pass  # not widths: the module's own constructor refuses them
         if lower > alloc_limit(folder.tree_bytes):
             cell = f" and lstm_cell_size={model_config['lstm_cell_size']}" if recurrent else ""  # type: ignore[index]
+            heads = f" and head_fcnet_hiddens={str(head)[:80]}" if head else ""
             return (
-                f"model_config hidden_sizes={str(hidden)[:80]}{cell} make at least {lower} bytes of parameters, "
+                f"model_config hidden_sizes={str(hidden)[:80]}{cell}{heads} make at least {lower} bytes of parameters, "
                 f"and the module's folder holds {folder.tree_bytes} bytes"
             )
         return None
