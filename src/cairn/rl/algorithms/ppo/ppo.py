@@ -43,6 +43,22 @@ from cairn.rl.utils.gae import compute_gae
 __all__ = ["PPO", "PPOConfig"]
 
 
+def _check_vf_clip_param(value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or value <= 0.0:
+        raise ValueError(
+            f"vf_clip_param={value!r:.60} is refused: give a positive number (RLlib's 10.0, or float('inf')), "
+            "or None for no clipping."
+        )
+
+
+def _vf_clip_param(config: Any, value: Any) -> dict[str, Any]:
+    """RLlib's ``training(vf_clip_param=...)``: a positive number, or ``None`` (no clipping)."""
+    _check_vf_clip_param(value)
+    return {"vf_clip_param": None if value is None else float(value)}
+
+
 @register_type
 @dataclass
 class PPOConfig(AlgorithmConfig):
@@ -116,26 +132,7 @@ class PPOConfig(AlgorithmConfig):
             raise ValueError("gamma and gae_lambda must lie in [0, 1].")
         if self.clip_param <= 0.0:
             raise ValueError("clip_param must be positive.")
-        _check_vf_clip_param(self.vf_clip_param)
-        for module_id, overrides in (self.algorithm_config_overrides_per_module or {}).items():
-            if "vf_clip_param" in overrides:
-                _check_vf_clip_param(overrides["vf_clip_param"], where=f" (module {module_id!r})")
-
-
-def _check_vf_clip_param(value: Any, *, where: str = "") -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or value <= 0.0:
-        raise ValueError(
-            f"vf_clip_param={value!r:.60}{where} is refused: give a positive number (RLlib's 10.0, or float('inf')), "
-            "or None for no clipping."
-        )
-
-
-def _vf_clip_param(config: Any, value: Any) -> dict[str, Any]:
-    """RLlib's ``training(vf_clip_param=...)``: a positive number, or ``None`` (no clipping)."""
-    _check_vf_clip_param(value)
-    return {"vf_clip_param": None if value is None else float(value)}
+        _check_vf_clip_param(self.vf_clip_param)  # each module's override too (the base validates those)
 
 
 def _flatten(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
