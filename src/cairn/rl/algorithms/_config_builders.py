@@ -291,7 +291,14 @@ def _space(name: str) -> Translate:
     return translate
 
 
-_MODEL_CONFIG_NAMES = {"fcnet_hiddens": "hidden_sizes", "fcnet_activation": "activation"}
+_MODEL_CONFIG_NAMES = {
+    "fcnet_hiddens": "hidden_sizes",
+    "fcnet_activation": "activation",
+    # RLlib's older names of the initializer settings (its model_config_dict scripts use them).
+    "fcnet_weights_initializer": "fcnet_kernel_initializer",
+    "fcnet_weights_initializer_config": "fcnet_kernel_initializer_kwargs",
+    "fcnet_bias_initializer_config": "fcnet_bias_initializer_kwargs",
+}
 _MODEL_CONFIG_DEFAULTS = {
     "use_attention": False,
     "lstm_use_prev_action": False,
@@ -309,7 +316,9 @@ def translate_model_config(model_config: Any) -> dict[str, Any]:
     taken at ``False`` (cairn's LSTM reads observations only) and refused otherwise.
     ``use_lstm`` and ``vf_share_layers`` are dropped when ``False`` (cairn's defaults, so a
     config records as it always did; ``use_lstm=True`` with ``vf_share_layers=False`` is
-    refused by the module) and kept when ``True``.
+    refused by the module) and kept when ``True``. RLlib's older initializer names
+    (``fcnet_weights_initializer``, ``..._config``) are translated, and a ``torch.nn.init``
+    function given as an initializer is recorded by its name (any other callable is refused).
     """
     to_dict = getattr(model_config, "to_dict", None)
     if dataclasses.is_dataclass(model_config) and callable(to_dict):
@@ -332,8 +341,27 @@ def translate_model_config(model_config: Any) -> dict[str, Any]:
                     "RLModule (RLModuleSpec(module_class=...))."
                 )
             continue
-        out[_MODEL_CONFIG_NAMES.get(str(key), str(key))] = list(value) if key == "fcnet_hiddens" else value
+        if key == "uses_new_env_runners" and value is True:
+            continue  # RLlib's flag of its new env runners: cairn has only those
+        if str(key).endswith("_initializer") and callable(value):
+            value = _initializer_by_name(str(key), value)
+        name = _MODEL_CONFIG_NAMES.get(str(key), str(key))
+        if name in out:
+            raise ValueError(f"model_config gives {name!r} twice (as {key!r} and by another name): give one of them.")
+        out[name] = list(value) if key == "fcnet_hiddens" else value
     return out
+
+
+def _initializer_by_name(key: str, value: Any) -> str:
+    """A ``torch.nn.init`` function given as an initializer (RLlib's older scripts) -> its name, which the
+    config records; the module looks it up in its fixed list. Any other callable is refused here."""
+    name = getattr(value, "__name__", None)
+    if getattr(value, "__module__", None) != "torch.nn.init" or not isinstance(name, str):
+        raise ValueError(
+            f"model_config[{key!r}]={value!r:.80} is refused: cairn records initializers by name (a checkpoint "
+            "never holds code); give the name of a torch.nn.init function, e.g. 'xavier_uniform_'."
+        )
+    return name
 
 
 def _evaluation_interval(config: Any, value: Any) -> dict[str, Any]:

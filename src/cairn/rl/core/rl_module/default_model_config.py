@@ -25,7 +25,9 @@ value networks; PPO's has a recurrent variant. This class takes:
 - ``use_lstm=True`` (PPO's default module only), with ``lstm_cell_size`` (RLlib's
   default 256) and ``max_seq_len`` (RLlib's default 20, the length of the sequences
   PPO trains on; a module of your own reads it from its ``model_config`` too):
-  encoder (the ``fcnet_hiddens`` MLP) -> LSTM -> policy and value heads;
+  encoder (the ``fcnet_hiddens`` MLP) -> LSTM -> policy and value heads.
+  ``lstm_cell_size`` with ``use_lstm=False`` sizes nothing and is not recorded (RLlib's
+  scripts write ``use_lstm=args.use_lstm, lstm_cell_size=256``);
 - ``lstm_use_prev_action``, ``lstm_use_prev_reward``, ``use_attention`` at ``False`` only;
 - every other RLlib field (``conv_filters``, ``free_log_std``, ...) at ``None``
   only: set, it is refused with the reason, never ignored.
@@ -166,11 +168,9 @@ class DefaultModelConfig:
             value = getattr(self, name)
             if value is not None and (type(value) is not int or value < 1):
                 raise ValueError(f"DefaultModelConfig({name}={value!r:.60}) must be an int >= 1.")
-        if self.lstm_cell_size is not None and not self.use_lstm:
-            raise ValueError(
-                f"DefaultModelConfig(lstm_cell_size={self.lstm_cell_size}) without use_lstm=True has no effect, "
-                "and cairn does not ignore settings: set use_lstm=True, or leave lstm_cell_size None."
-            )
+        # lstm_cell_size without use_lstm is RLlib's common ``use_lstm=args.use_lstm, lstm_cell_size=256``:
+        # a setting of the LSTM, with nothing to size when there is none. It is kept on the dataclass and
+        # not recorded (to_dict); a model_config dict still refuses it without use_lstm (the module).
 
     def to_dict(self) -> dict[str, Any]:
         """The fields that are set, by RLlib's key names (a plain dict: what a checkpoint records)."""
@@ -182,6 +182,8 @@ class DefaultModelConfig:
         if self.use_lstm:
             out["use_lstm"] = True
         for name in ("lstm_cell_size", "max_seq_len", *_LAYER_KEYS):
+            if name == "lstm_cell_size" and not self.use_lstm:
+                continue  # the LSTM's size, without an LSTM (RLlib's scripts toggle use_lstm alone)
             if getattr(self, name) is not None:
                 value = getattr(self, name)
                 out[name] = dict(value) if isinstance(value, dict) else list(value) if isinstance(value, list) else value
