@@ -315,6 +315,7 @@ def run_prev_actions_prev_rewards(tmp_path: Path) -> None:
     assert env_state["prev_actions"].shape == (4,)
     assert set(env_state["connectors"]["env_to_module_connector"]) == {"PrevActionsPrevRewards"}
     assert env_state["module_states"]["default_policy"]["h"].shape == (4, 256)  # the LSTM's memory too
+    assert out["model_config"]["fcnet_kernel_initializer"] == "xavier_uniform_"  # recorded by name
 
 
 PORTED["prev_actions_prev_rewards"] = run_prev_actions_prev_rewards  # run by the test below
