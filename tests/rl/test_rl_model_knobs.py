@@ -122,7 +122,9 @@ def test_leaving_vf_share_layers_out_builds_what_cairn_always_built() -> None:
     ],
 )
 def test_rllib_activations_build_the_same_layers_in_ppo_and_dqn(name: str | None, layer: type) -> None:
-    ppo = build({"fcnet_hiddens": [8], "fcnet_activation": name, "head_fcnet_hiddens": [3], "head_fcnet_activation": name})
+    ppo = build(
+        {"fcnet_hiddens": [8], "fcnet_activation": name, "head_fcnet_hiddens": [3], "head_fcnet_activation": name}
+    )
     assert type(ppo.pi[1]) is layer and type(ppo.pi[3]) is layer  # the encoder's and the head's
     dqn = DefaultDQNRLModule(OBS, ACT, {"fcnet_hiddens": [8], "fcnet_activation": name})
     assert type(dqn.q_net[1]) is layer
@@ -135,9 +137,9 @@ def test_rllib_activations_build_the_same_layers_in_ppo_and_dqn(name: str | None
 
 @pytest.mark.parametrize("bad", ["gelu", "torch.nn.GELU", "Tanh", 3, ["relu"]])
 def test_an_activation_cairn_lacks_is_refused_by_name(bad: Any) -> None:
-    with pytest.raises(ValueError, match="activation .* is refused"):
+    with pytest.raises(ValueError, match=r"activation .* is refused"):
         build({"fcnet_activation": bad})
-    with pytest.raises(ValueError, match="activation .* is refused"):
+    with pytest.raises(ValueError, match=r"activation .* is refused"):
         build({"head_fcnet_activation": bad})
 
 
@@ -201,7 +203,7 @@ def test_a_checkpoint_recording_a_path_as_initializer_or_huge_heads_is_refused(t
     assert_states_equal(DefaultPPORLModule.from_checkpoint(folder).get_state(), module.get_state())
 
     _reseal_ctor(folder, lambda c: c["kwargs"]["model_config"].update(fcnet_kernel_initializer="os.system"))
-    with pytest.raises(CheckpointError, match="'os.system' is refused") as caught:
+    with pytest.raises(CheckpointError, match=r"'os\.system' is refused") as caught:
         DefaultPPORLModule.from_checkpoint(folder)
     assert "cairn looks initializers up by name" in str(caught.value) + str(caught.value.__cause__)
     _reseal_ctor(folder, lambda c: c["kwargs"]["model_config"].update(
@@ -239,8 +241,10 @@ def test_vf_clip_param_clamps_each_squared_value_error_as_rllib_does() -> None:
     assert clipped["vf_loss"] == float(0.5 * torch.clamp(errors, 0.0, 10.0).mean())  # RLlib's clamp(vf_loss, 0, c)
     assert 0 < clipped["vf_loss"] < unclipped["vf_loss"]
     assert clipped["policy_loss"] == unclipped["policy_loss"]
-    torch.testing.assert_close(clipped_loss - unclipped_loss, torch.tensor(0.5 * (clipped["vf_loss"] - unclipped["vf_loss"])))
-    inf_loss, inf_metrics, _, _ = _loss(float("inf"))
+    torch.testing.assert_close(
+        clipped_loss - unclipped_loss, torch.tensor(0.5 * (clipped["vf_loss"] - unclipped["vf_loss"]))
+    )
+    inf_loss, _, _, _ = _loss(float("inf"))
     assert torch.equal(inf_loss, unclipped_loss)
 
 
@@ -251,7 +255,7 @@ def test_vf_clip_param_and_mini_batch_size_per_learner_through_the_builders() ->
     for bad in (-1.0, 0, True, "10", float("nan")):
         with pytest.raises(ValueError, match="vf_clip_param"):
             PPOConfig().training(vf_clip_param=bad)
-    with pytest.raises(ValueError, match="vf_clip_param=-2.0 is refused"):
+    with pytest.raises(ValueError, match=r"vf_clip_param=-2\.0 is refused"):
         PPOConfig(env="CartPole-v1", algorithm_config_overrides_per_module={"p": {"vf_clip_param": -2.0}}).validate()
     assert PPOConfig().training(mini_batch_size_per_learner=64).minibatch_size == 64
     with pytest.raises(ValueError, match="mini_batch_size_per_learner must be an int"):

@@ -46,6 +46,7 @@ DEFAULT_DQN_MODEL_CONFIG: dict[str, Any] = {
 * ``dueling``: a value and an advantage stream, ``Q = V + A - mean(A)`` (DQNConfig's
   ``dueling=True`` sets it)."""
 
+
 def _layers(sizes: list[int], first: int, activation: str) -> tuple[list[nn.Module], int]:
     """Linear + activation per width (the layers every default module builds); the layers and the last width."""
     return linear_layers(first, sizes, activation, "DefaultDQNRLModule: model_config activation")

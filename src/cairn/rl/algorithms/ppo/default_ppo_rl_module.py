@@ -389,9 +389,9 @@ class DefaultPPORLModule(RLModule):
                 _, lstm_values, _, timed = self._recurrent(batch)
                 return _untimed(lstm_values, timed)
             obs = self._obs(batch)
-            values: torch.Tensor = (
-                self.vf_head(self.encoder(obs)) if self.vf_share_layers else self.vf(obs)
-            ).squeeze(-1)
+            values: torch.Tensor = (self.vf_head(self.encoder(obs)) if self.vf_share_layers else self.vf(obs)).squeeze(
+                -1
+            )
         return values
 
 

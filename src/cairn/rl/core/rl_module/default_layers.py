@@ -118,4 +118,3 @@ def _apply(tensor: torch.Tensor, init: Initializer, generator: torch.Generator |
         raise ValueError(
             f"model_config[{key!r}]={name!r} with kwargs {init[1]!r:.120} gave non-finite values: fix the kwargs."
         )
-

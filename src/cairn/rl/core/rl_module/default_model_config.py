@@ -146,7 +146,8 @@ class DefaultModelConfig:
             raise ValueError(
                 f"DefaultModelConfig sets {unsupported}, which cairn's default modules (MLPs) do not implement; "
                 f"cairn takes fcnet_hiddens, fcnet_activation, {', '.join(_LAYER_KEYS)}, use_lstm, lstm_cell_size "
-                "and max_seq_len. Leave the others None, or write your own TorchRLModule (RLModuleSpec(module_class=...))."
+                "and max_seq_len. Leave the others None, or write your own TorchRLModule "
+                "(RLModuleSpec(module_class=...))."
             )
         for name in ("fcnet_hiddens", "head_fcnet_hiddens"):
             if getattr(self, name) is not None:
@@ -186,7 +187,9 @@ class DefaultModelConfig:
                 continue  # the LSTM's size, without an LSTM (RLlib's scripts toggle use_lstm alone)
             if getattr(self, name) is not None:
                 value = getattr(self, name)
-                out[name] = dict(value) if isinstance(value, dict) else list(value) if isinstance(value, list) else value
+                out[name] = (
+                    dict(value) if isinstance(value, dict) else list(value) if isinstance(value, list) else value
+                )
         return out
 
 
@@ -231,7 +234,9 @@ def check_activation(value: Any, where: str) -> None:
         ValueError: Naming ``where`` and the names cairn has.
     """
     if not (value is None or isinstance(value, str)) or value not in ACTIVATION_NAMES:
-        raise ValueError(f"{where}: activation {value!r:.60} is refused: cairn's default modules have {ACTIVATION_NAMES}.")
+        raise ValueError(
+            f"{where}: activation {value!r:.60} is refused: cairn's default modules have {ACTIVATION_NAMES}."
+        )
 
 
 def initializer_name(value: Any, where: str) -> str | None:
@@ -262,7 +267,9 @@ def check_initializer(value: Any, kwargs: Any, where: str) -> None:
     if kwargs is None:
         return
     if name is None:
-        raise ValueError(f"{where}: _kwargs {kwargs!r:.80} without an initializer have no effect: give both or neither.")
+        raise ValueError(
+            f"{where}: _kwargs {kwargs!r:.80} without an initializer have no effect: give both or neither."
+        )
     if not isinstance(kwargs, Mapping) or len(kwargs) > len(INITIALIZER_KWARGS):
         raise ValueError(f"{where}: _kwargs must be a dict of {INITIALIZER_KWARGS}, got {kwargs!r:.80}.")
     for key, arg in kwargs.items():
