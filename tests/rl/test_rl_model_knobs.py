@@ -188,6 +188,8 @@ def test_initializers_are_torch_s_by_name_drawn_from_the_module_s_seed() -> None
         ("xavier_uniform_", {"gain": float("nan")}, "_kwargs\\['gain'\\]"),
         ("kaiming_uniform_", {"gain": 2.0}, "cannot initialize a tensor"),
         ("normal_", {"std": 1e308, "mean": 1e308}, "non-finite"),
+        ("normal_", {"std": -1.0}, "cannot initialize a tensor"),
+        ("kaiming_normal_", {"mode": "fan_sideways"}, "cannot initialize a tensor"),
         (None, {"gain": 1.0}, "without an initializer"),
     ],
 )

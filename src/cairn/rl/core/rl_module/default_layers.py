@@ -109,7 +109,7 @@ def _apply(tensor: torch.Tensor, init: Initializer, generator: torch.Generator |
         kwargs = {**kwargs, "generator": generator}
     try:
         function(tensor, **kwargs)
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, RuntimeError) as err:  # torch's refusals (a negative std is a RuntimeError)
         raise ValueError(
             f"model_config[{key!r}]={name!r} with kwargs {init[1]!r:.120} cannot initialize a tensor of shape "
             f"{tuple(tensor.shape)}: {err}. Fix the kwargs (torch.nn.init.{name}'s), or pick another initializer."

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -213,18 +214,22 @@ def _why_false(name: str) -> str:
 
 
 def check_widths(value: Any, where: str) -> list[int]:
-    """``value`` as a list of layer widths (positive ints, at most 64 layers of at most 65536).
+    """``value`` as a list of layer widths (ints, numpy's too, in [1, 65536]; at most 64 layers).
 
     Raises:
         ValueError: Not such a list; the message names ``where``.
     """
-    if (
-        not isinstance(value, list | tuple)
-        or len(value) > 64
-        or not all(type(h) is int and 0 < h <= 65536 for h in value)
-    ):
-        raise ValueError(f"{where}: {value!r:.80} must be a list of at most 64 ints in [1, 65536].")
-    return list(value)
+    message = f"{where}: {value!r:.80} must be a list of at most 64 ints in [1, 65536]."
+    if not isinstance(value, list | tuple) or len(value) > 64:
+        raise ValueError(message)
+    widths: list[int] = []
+    for h in value:
+        if isinstance(h, bool) or not hasattr(h, "__index__"):  # ints and numpy's, not bools or floats
+            raise ValueError(message)
+        widths.append(operator.index(h))
+        if not 0 < widths[-1] <= 65536:
+            raise ValueError(message)
+    return widths
 
 
 def check_activation(value: Any, where: str) -> None:
