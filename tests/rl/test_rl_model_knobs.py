@@ -214,6 +214,18 @@ def test_a_checkpoint_recording_a_path_as_initializer_or_huge_heads_is_refused(t
         DefaultPPORLModule.from_checkpoint(folder)
 
 
+def test_an_algorithm_checkpoint_recording_huge_heads_is_refused_before_building(tmp_path: Path) -> None:
+    """The algorithm builds its modules itself: its own bound counts the heads' layers too."""
+    algo = PPO(PPOConfig(env="CartPole-v1", rollout_length=32, minibatch_size=32, model_config={"hidden_sizes": [8]}))
+    try:
+        folder = Path(algo.save_to_path(tmp_path / "algo"))
+    finally:
+        algo.stop()
+    _reseal_ctor(folder, lambda c: c["args"][0]["value"]["model_config"].update(head_fcnet_hiddens=[6144] * 4))
+    with pytest.raises(CorruptCheckpointError, match=r"ctor\.json.*at least .* bytes of parameters"):
+        PPO.from_checkpoint(folder)
+
+
 # ---------------------------------------------------------------------------- vf_clip_param and the alias
 
 
