@@ -165,6 +165,9 @@ def test_initializers_are_torch_s_by_name_drawn_from_the_module_s_seed() -> None
     again = build(module.model_config, seed=7)  # what a checkpoint records rebuilds the same weights
     assert_states_equal(again.get_state(), module.get_state())
 
+    by_function = DefaultModelConfig(fcnet_kernel_initializer=nn.init.orthogonal_)  # RLlib passes the function
+    assert by_function.to_dict() == {"fcnet_kernel_initializer": "orthogonal_"}  # recorded by name
+
     kaiming = build({"fcnet_hiddens": [8], "fcnet_kernel_initializer": "kaiming_normal_",
                      "fcnet_kernel_initializer_kwargs": {"mode": "fan_out", "nonlinearity": "relu"},
                      "fcnet_bias_initializer": "zeros_"}, seed=1)  # fmt: skip

@@ -102,8 +102,10 @@ class DefaultModelConfig:
     """RLlib's ``DefaultModelConfig``, limited to what cairn's default modules build (see the module doc).
 
     Raises:
-        ValueError: A field cairn's default modules do not implement is set, or
-            ``fcnet_activation`` is not ``"tanh"``/``"relu"``; the message names the field.
+        ValueError: A field cairn's default modules do not implement is set, an activation
+            outside :data:`ACTIVATION_NAMES`, an initializer outside :data:`INITIALIZER_NAMES` (or
+            kwargs outside :data:`INITIALIZER_KWARGS`), widths that are not positive ints, or
+            ``use_lstm=True`` with ``vf_share_layers=False``; the message names the field.
     """
 
     fcnet_hiddens: list[int] | None = None
@@ -157,6 +159,9 @@ class DefaultModelConfig:
             if getattr(self, name) is not None:
                 check_activation(getattr(self, name), f"DefaultModelConfig({name}=...)")
         for name in ("fcnet_kernel_initializer", "fcnet_bias_initializer"):
+            value = getattr(self, name)
+            if callable(value) and getattr(value, "__module__", None) == "torch.nn.init":
+                setattr(self, name, getattr(value, "__name__", value))  # RLlib takes the function: record its name
             check_initializer(getattr(self, name), getattr(self, f"{name}_kwargs"), f"DefaultModelConfig({name}=...)")
         if self.vf_share_layers is not None and not isinstance(self.vf_share_layers, bool):
             raise ValueError(f"DefaultModelConfig(vf_share_layers={self.vf_share_layers!r:.60}) must be True or False.")
