@@ -6,8 +6,9 @@ actor-critic, DQN's Q-network, SAC's networks) are MLPs with separate policy and
 value networks; PPO's has a recurrent variant. This class takes:
 
 - ``fcnet_hiddens`` (cairn's ``hidden_sizes``) and ``fcnet_activation``
-  (cairn's ``activation``: ``"tanh"``, ``"relu"``, ``"linear"`` or ``None`` (no
-  activation), ``"swish"``/``"silu"``, ``"elu"``: :data:`ACTIVATION_NAMES`);
+  (cairn's ``activation``: ``"tanh"``, ``"relu"``, ``"linear"`` (no activation; ``None``
+  too in a ``model_config`` dict, where the dataclass's ``None`` means "unset", the
+  module's default), ``"swish"``/``"silu"``, ``"elu"``: :data:`ACTIVATION_NAMES`);
 - ``head_fcnet_hiddens`` / ``head_fcnet_activation``: hidden layers of the heads (PPO's
   policy and value heads, DQN's Q head) before their output layer;
 - ``fcnet_kernel_initializer`` / ``fcnet_bias_initializer`` (+ ``_kwargs``): the
