@@ -6,12 +6,10 @@ observations, whose statistics are part of every checkpoint.
 
 Every line that differs from RLlib's, and why:
 
-* ``from ray.rllib.connectors.env_to_module.mean_std_filter import MeanStdFilter`` and
-  ``env_to_module_connector=(lambda env: MeanStdFilter(multi_agent=...))`` ->
-  ``observation_filter="MeanStdFilter"``: cairn's env-to-module pipeline is fixed (its one
-  piece is cairn.rl.connectors.MeanStdFilter, chosen by RLlib's older setting name), and
-  custom connector pieces are not implemented (the builder refuses any
-  ``env_to_module_connector`` but ``None``).
+* ``env_to_module_connector=(lambda env: MeanStdFilter(multi_agent=args.num_agents > 0))``
+  -> ``functools.partial(MeanStdFilter, multi_agent=num_agents > 0)``: the config records its
+  factories by reference (a checkpoint never holds code), so a lambda becomes a partial of
+  the class; ``MeanStdFilter`` is imported from RLlib's path with ``ray.rllib`` -> ``cairn.rl``.
 * ``MultiAgentPendulum`` and ``register_env`` from ``cairn.rl.examples.envs.classes.multi_agent``
   and ``cairn.rl.env.multi_agent_env``; ``try_import_torch()`` -> ``import torch``.
 * ``get_trainable_cls(args.algo).get_default_config()`` -> ``PPOConfig()``.
@@ -20,14 +18,18 @@ Every line that differs from RLlib's, and why:
 * ``mini_batch_size_per_learner=64`` and ``vf_clip_param=10.0`` are kept as RLlib writes them
   (cairn takes RLlib's older name of ``minibatch_size``, and clips the value loss as RLlib does).
 * ``lr=0.0003 * (args.num_gpus or 1)`` -> ``lr=0.0003``: cairn trains on CPU.
-* ``.evaluation(...)`` dropped: cairn has no evaluation env runners (``cairn evaluate CKPT``
-  evaluates a checkpoint); the stop criterion on evaluation returns goes with it.
+* ``.evaluation(...)`` is kept but for ``evaluation_parallel_to_training=True`` (cairn evaluates
+  after training in each iteration) and ``evaluation_num_env_runners=1`` -> an argument (0 by
+  default: a local evaluation runner, no Ray). ``evaluation_config={"explore": False,
+  "use_worker_filter_stats": False}`` is RLlib's: cairn's evaluation runners always take the
+  training runners' merged filter statistics before each evaluation and drop their own; the
+  stop criterion on evaluation returns -> the returned result.
 * ``model_config_dict`` is kept as RLlib writes it: ``torch.nn.init.xavier_uniform_`` and
   ``torch.nn.init.constant_`` (with ``{"val": 0.0}``) initialize the encoder's layers; the
   config records them by name (``"xavier_uniform_"``), which the module looks up in a fixed
   list of ``torch.nn.init``'s functions (a checkpoint never holds code; another callable is
-  refused); ``uses_new_env_runners=True`` is taken (cairn has only those). The ``else`` branch for the old API stack (``training(model=...)``) is gone:
-  cairn has only the new stack.
+  refused); ``uses_new_env_runners=True`` is taken (cairn has only those). The ``else``
+  branch for the old API stack (``training(model=...)``) is gone: cairn has only the new stack.
 * ``policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}"`` -> module-level :func:`policy_mapping_fn`.
 * ``num_envs_per_env_runner=... else 20`` -> ``... else 4``: a CI-sized run.
 
@@ -38,11 +40,13 @@ Run it::
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
 
 from cairn.rl.algorithms.ppo import PPOConfig
+from cairn.rl.connectors.env_to_module.mean_std_filter import MeanStdFilter
 from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.examples.envs.classes.multi_agent import MultiAgentPendulum
 
@@ -52,7 +56,7 @@ def policy_mapping_fn(aid: str, *a: Any, **kw: Any) -> str:
     return f"p{aid}"
 
 
-def main(iterations: int = 2, num_agents: int = 0) -> Any:
+def main(iterations: int = 2, num_agents: int = 0, evaluation_num_env_runners: int = 0) -> Any:
     """Train ``iterations`` times; return the algorithm's last result and the algorithm (stopped)."""
     # Register our environment with tune.
     if num_agents > 0:
@@ -66,8 +70,9 @@ def main(iterations: int = 2, num_agents: int = 0) -> Any:
         .environment("env" if num_agents > 0 else "Pendulum-v1")
         .env_runners(
             num_envs_per_env_runner=1 if num_agents > 0 else 4,
-            # The running mean/std filter of the env-to-module pipeline.
-            observation_filter="MeanStdFilter",
+            # Define a (single-agent or multi-agent) MeanStdFilter connector piece for the
+            # env-to-module pipeline (RLlib's lambda, as a partial of the class).
+            env_to_module_connector=functools.partial(MeanStdFilter, multi_agent=num_agents > 0),
         )
         .training(
             train_batch_size_per_learner=512,
@@ -77,6 +82,18 @@ def main(iterations: int = 2, num_agents: int = 0) -> Any:
             lambda_=0.1,
             vf_clip_param=10.0,
             vf_loss_coeff=0.01,
+        )
+        .evaluation(
+            evaluation_num_env_runners=evaluation_num_env_runners,
+            evaluation_interval=1,
+            evaluation_duration=10,
+            evaluation_duration_unit="episodes",
+            evaluation_config={
+                "explore": False,
+                # Do NOT use the eval EnvRunners' ConnectorV2 states: before each evaluation they
+                # get the training EnvRunners' merged states and discard their own.
+                "use_worker_filter_stats": False,
+            },
         )
     )
     config = config.rl_module(

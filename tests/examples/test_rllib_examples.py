@@ -132,6 +132,14 @@ def run_mean_std_filtering(tmp_path: Path) -> None:
     # The filter saw every sampled observation, and its statistics are part of the checkpoint.
     state = algo.env_runner.get_state()["env_to_module_connector"]["MeanStdFilter"]
     assert state["count"] == 1024
+    # RLlib's evaluation block: 10 greedy episodes per iteration, started from the training runners'
+    # statistics (use_worker_filter_stats=False): the evaluation runner's filter holds the training
+    # count plus this evaluation's own observations, and none of iteration 1's evaluation.
+    evaluation = result["evaluation"]["env_runners"]
+    assert evaluation["num_episodes"] == 10
+    assert algo.config.evaluation_config["explore"] is False
+    eval_state = algo.eval_env_runner.get_state()["env_to_module_connector"]["MeanStdFilter"]
+    assert eval_state["count"] == 1024 + evaluation["num_env_steps_sampled"]
 
 
 def run_custom_gym_env(tmp_path: Path) -> None:

@@ -126,12 +126,19 @@ def test_evaluation_settings_are_checked_before_anything_changes() -> None:
         ({"evaluation_duration_unit": "hours"}, "'episodes' or 'timesteps'"),
         ({"evaluation_config": {"num_env_runners": 2}}, "cannot change"),
         ({"evaluation_config": {"model_config": {"fcnet_hiddens": [4]}}}, "cannot change"),
+        ({"evaluation_config": {"use_worker_filter_stats": True}}, "drop their own"),
+        ({"evaluation_config": {"update_worker_filter_stats": 0}}, "drop their own"),
     ):
         with pytest.raises(ValueError, match=match):
             config.evaluation(**settings)
         assert config == before
     with pytest.raises(TypeError, match="has no setting 'no_such_thing'"):
         config.evaluation(evaluation_config={"no_such_thing": 1})
+    # RLlib's use_worker_filter_stats=False is what cairn's evaluation runners do: taken, and nothing recorded.
+    taken = tiny_config().evaluation(evaluation_config={"explore": False, "use_worker_filter_stats": False})
+    assert taken.evaluation_config == {"explore": False}
+    with pytest.raises(ValueError, match="only as True"):
+        tiny_config().env_runners(use_worker_filter_stats=False)
     algo = PPO(tiny_config())
     try:
         with pytest.raises(ValueError, match="no evaluation runners"):

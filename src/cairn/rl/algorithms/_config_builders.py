@@ -404,9 +404,28 @@ def _evaluation_config(config: Any, value: Any) -> dict[str, Any]:
                 f"evaluation(evaluation_config={{{key!r}: ...}}) is refused: evaluation runners do not train and "
                 "cannot nest another evaluation; set the evaluation's length with evaluation_duration."
             )
+        if key in _EVALUATION_FILTER_STATS:
+            _evaluation_filter_stats(str(key), setting)
+            continue
         builder = _builder_of(cls, str(key), fields)
         translated.update(cls._translate(builder, {key: setting}, copy.deepcopy(config)))
     return {"evaluation_config": translated}
+
+
+_EVALUATION_FILTER_STATS = ("use_worker_filter_stats", "update_worker_filter_stats")
+"""RLlib's filter-statistics settings, which in ``evaluation_config`` describe what cairn's evaluation
+runners always do: before each evaluation they take the training runners' merged connector states
+and drop what they added (:mod:`cairn.rl.algorithms.evaluation`)."""
+
+
+def _evaluation_filter_stats(key: str, value: Any) -> None:
+    """Accept ``evaluation_config={key: False}`` (what cairn's evaluation runners do); refuse anything else."""
+    if value is not False:
+        raise ValueError(
+            f"evaluation(evaluation_config={{{key!r}: {value!r:.40}}}) is refused: cairn's evaluation runners "
+            "always normalize with the training runners' merged filter statistics, broadcast before each "
+            f"evaluation, and drop their own (RLlib's {key}=False); leave the setting out or set it to False."
+        )
 
 
 def _model_config(config: Any, value: Any) -> dict[str, Any]:
@@ -510,6 +529,8 @@ _BASE_RULES: dict[str, dict[str, Rule]] = {
         "sample_timeout_s": Refuse("cairn's sampling has no timeout; checkpoint calls have checkpoint_timeout_s"),
         "max_requests_in_flight_per_env_runner": Accept((1, 2), "cairn samples synchronously"),
         "compress_observations": Accept((False,), _DEFAULT_ONLY),
+        "update_worker_filter_stats": Accept((True,), "training runners update their filters and merge them"),
+        "use_worker_filter_stats": Accept((True,), "training runners normalize with their own filter statistics"),
     },
     "learners": {
         "num_learners": "num_learners",
