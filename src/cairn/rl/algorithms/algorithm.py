@@ -627,7 +627,7 @@ class Algorithm(Checkpointable, abc.ABC):
                 f"the modules of its config ({len(configs)}) make at least {total} bytes of parameters, and the "
                 f"checkpoint holds {folder.tree_bytes} bytes"
             )
-        return None
+        return _sampling_problem(config, alloc_limit(folder.tree_bytes))
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config,), {})``, without ``load_state_path`` (the checkpoint holds the weights)."""
@@ -647,3 +647,38 @@ class Algorithm(Checkpointable, abc.ABC):
 
 
 register_old_paths(Algorithm, AlgorithmConfig)  # the config's module imports nothing of cairn.rl
+
+
+ENV_BYTES = 1 << 10
+"""A lower bound of what one sub-environment costs to build (its Python objects, its spaces)."""
+
+STEP_BYTES = 1
+"""A lower bound of what one env step of a rollout costs a sample (a float64 reward alone is 8)."""
+
+
+def _sampling_problem(config: AlgorithmConfig, limit: int) -> str | None:
+    """Why a recorded config's env counts and rollout length cannot belong to its checkpoint, or None.
+
+    Building the algorithm builds every env runner's sub-environments, and its first sample fills
+    ``rollout_length`` steps of each: a config recording ``num_envs_per_env_runner=10**9`` would
+    make a small file take the machine's memory before any check. The bound refuses only absurd
+    values: with no checkpoint bytes at all, 65,536 sub-environments or 64 million env steps per
+    sampling round pass, and the allowance grows with what the checkpoint holds.
+    """
+    try:
+        per_runner = int(config.num_envs_per_env_runner)
+        runners = int(config.num_env_runners) + 1
+        if wants_evaluation_runners(config):
+            runners += int(config.evaluation_num_env_runners) + 1
+        rollout = int(config.rollout_length)
+    except (TypeError, ValueError, OverflowError):
+        return None  # not numbers: the config's own validation names the field
+    envs = max(per_runner, 0) * max(runners, 0)
+    needed = envs * ENV_BYTES + envs * max(rollout, 0) * STEP_BYTES
+    if needed > limit:
+        return (
+            f"its config builds {envs} sub-environments ({per_runner} per env runner, {runners} env runners) "
+            f"sampling {rollout} steps each, at least {needed} bytes, and the checkpoint holds only enough for "
+            f"{limit} bytes of construction"
+        )
+    return None
