@@ -44,6 +44,7 @@ import torch
 
 from cairn.delegation import DelegatedFolder, LoadedComponent
 from cairn.errors import CheckpointError
+from cairn.rl.connectors.nested import leading_rows
 from cairn.rl.core.learner.learner import Learner, TrainBatch
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.distributed._ray import HEALTH_PROBE_TIMEOUT_S, actor_label, get_all, init_ray, stop_named
@@ -123,7 +124,7 @@ class DataParallelLearner(Learner):
         mb: Mapping[str, torch.Tensor],
     ) -> dict[str, float]:
         """As the base class; a learner with no rows of this minibatch still joins the all-reduces."""
-        if int(next(iter(mb.values())).shape[0]) > 0:
+        if leading_rows(next(iter(mb.values()))) > 0:
             return super()._minibatch_step(module_id, module, optimizers, mb)
         # No rows here: contribute nothing, but take part in every collective and the step.
         self.join_collectives_without_rows(module_id)
