@@ -236,7 +236,9 @@ class MultiAgentEnvRunner(EnvRunner):
         for module_id, env_spec in env_specs.items():
             assert env_spec.observation_space is not None and env_spec.action_space is not None
             env_spaces = (env_spec.observation_space, env_spec.action_space)
-            to_module, to_env, out = self._module_pipelines(config, env_spaces, agents.get(module_id))
+            to_module, to_env, out = self._module_pipelines(
+                config, env_spaces, agents.get(module_id), module=(module_id, env_spec.module_class)
+            )
             restore_module_pretrained_connectors(to_module, config, module_id)  # load_state_path's filter
             self._register_pipelines(module_id, env_spaces, to_module, to_env)
             specs[module_id] = replace(env_spec, observation_space=out)
@@ -258,12 +260,29 @@ class MultiAgentEnvRunner(EnvRunner):
         return specs
 
     def _module_pipelines(
-        self, config: AlgorithmConfig, env_spaces: Spaces, agents: Sequence[AgentID] | None
+        self,
+        config: AlgorithmConfig,
+        env_spaces: Spaces,
+        agents: Sequence[AgentID] | None,
+        *,
+        module: tuple[str, Any] | None = None,
     ) -> tuple[ConnectorPipeline, ConnectorPipeline, gym.Space[Any]]:
-        """``(env_to_module, module_to_env, output space)`` for agents of ``env_spaces``; changes nothing."""
+        """``(env_to_module, module_to_env, output space)`` for agents of ``env_spaces``; changes nothing.
+
+        ``module``: ``(module id, class)`` of the module the pipelines feed, named when it takes
+        Dict/Tuple observations unflattened, which this runner does not hand a module.
+        """
         obs_space, act_space = env_spaces
         env = self.envs[0]
-        to_module, out = build_env_to_module(config, obs_space, act_space, env=env, multi_agent=True, agents=agents)
+        flat_because = None
+        if module is not None and getattr(module[1], "takes_nested_observations", False) is True:
+            flat_because = (
+                f"module {module[0]!r} ({module[1].__qualname__}) takes Dict/Tuple observations unflattened, which "
+                "cairn's multi-agent env runner does not hand a module yet (the single-agent runner does)"
+            )
+        to_module, out = build_env_to_module(
+            config, obs_space, act_space, env=env, multi_agent=True, agents=agents, flat_because=flat_because
+        )
         to_env = build_module_to_env(config, obs_space, act_space, env=env, multi_agent=True)
         check_learner_connector(config, to_module, out, act_space)
         return to_module, to_env, out

@@ -15,6 +15,9 @@ Differs from RLlib's:
 * Everything random is drawn from the env's seeded ``np_random`` (RLlib samples the spaces'
   own unseeded RNGs and ``np.random``), so that runs are reproducible and a checkpoint holds
   all of it (cairn saves ``np_random``).
+* A mask that allows no action (rounding gives one with probability ``2**-n``; RLlib's env
+  then raises on whatever action is sent) allows one action, drawn at random: a small action
+  space (tests) would otherwise fail every few hundred steps.
 * ``reset`` passes ``seed`` on (RLlib's ignores it), and the env's state (its step count and
   the mask in force) is registered with cairn
   (:func:`~cairn.rl.env.env_state.register_env_state_handler`, with a ``check=``), so that
@@ -117,6 +120,8 @@ class ActionMaskEnv(gym.Env[dict[str, Any], int]):
     def _fix_action_mask(self, obs: dict[str, Any]) -> None:
         # Fix action-mask: Everything larger 0.5 is 1.0, everything else 0.0.
         self.valid_actions = np.round(obs["action_mask"]).astype(np.float32)
+        if not self.valid_actions.any():  # RLlib's may mask every action (1 in 2**n): then allow one
+            self.valid_actions[int(self.np_random.integers(len(self.valid_actions)))] = 1.0
         obs["action_mask"] = self.valid_actions.copy()
 
 

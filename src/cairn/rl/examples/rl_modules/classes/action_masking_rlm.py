@@ -13,10 +13,11 @@ Differs from RLlib's:
   ``PPOTorchRLModule``) -> one class on cairn's
   :class:`~cairn.rl.core.rl_module.torch.torch_rl_module.TorchRLModule` and
   ``ValueFunctionAPI``, with its own MLP policy and value networks (``fcnet_hiddens``,
-  default ``[256, 256]``, tanh as cairn's default module; RLlib's PPO module reads
-  ``head_fcnet_hiddens`` for the heads after its encoder: here the same key, when given,
-  sets the networks' hidden layers): cairn's default PPO module is not written the RLlib
-  way (``_forward`` returning ``action_dist_inputs``), which the masking needs.
+  default ``[256, 256]``, and ``fcnet_activation``, ``"tanh"`` or ``"relu"``, default tanh;
+  RLlib's PPO module reads ``head_fcnet_hiddens`` / ``head_fcnet_activation`` for the heads
+  after its encoder: here those keys, when given, set the networks' layers): cairn's default
+  PPO module is not written the RLlib way (``_forward`` returning ``action_dist_inputs``),
+  which the masking needs.
 * ``takes_nested_observations = True``: cairn hands a module Dict observations unflattened
   only when it says it reads them (RLlib hands any module whatever its pipeline gives).
 * RLlib swaps ``config.observation_space`` around ``super().__init__``; here the module keeps
@@ -45,11 +46,14 @@ FLOAT_MIN = float(torch.finfo(torch.float32).min)
 """RLlib's ``ray.rllib.utils.torch_utils.FLOAT_MIN``: the logit offset of a masked action."""
 
 
-def _mlp(inputs: int, hidden: list[int], outputs: int, gain: float) -> nn.Sequential:
+_ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+def _mlp(inputs: int, hidden: list[int], outputs: int, gain: float, activation: type[nn.Module]) -> nn.Sequential:
     layers: list[nn.Module] = []
     last = inputs
     for width in hidden:
-        layers += [nn.Linear(last, width), nn.Tanh()]
+        layers += [nn.Linear(last, width), activation()]
         last = width
     layers.append(nn.Linear(last, outputs))
     with torch.no_grad():
@@ -91,9 +95,13 @@ class ActionMaskingTorchRLModule(TorchRLModule, ValueFunctionAPI):
         if not isinstance(inner, gym.spaces.Box):
             raise ValueError(f"ActionMaskingTorchRLModule reads Box 'observations', got {inner!r}.")
         hidden = self.model_config.get("head_fcnet_hiddens", self.model_config.get("fcnet_hiddens", [256, 256]))
+        name = self.model_config.get("head_fcnet_activation", self.model_config.get("fcnet_activation", "tanh"))
+        if name not in _ACTIVATIONS:
+            raise ValueError(f"ActionMaskingTorchRLModule's activation is one of {sorted(_ACTIVATIONS)}, got {name!r}.")
         self._obs_dim = int(np.prod(inner.shape))
-        self.pi = _mlp(self._obs_dim, [int(w) for w in hidden], int(self.action_space.n), 0.01)
-        self.vf = _mlp(self._obs_dim, [int(w) for w in hidden], 1, 1.0)
+        widths = [int(w) for w in hidden]
+        self.pi = _mlp(self._obs_dim, widths, int(self.action_space.n), 0.01, _ACTIVATIONS[name])
+        self.vf = _mlp(self._obs_dim, widths, 1, 1.0, _ACTIVATIONS[name])
 
     def _forward(self, batch: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
         """Masked ``action_dist_inputs`` of the batch (every pass: inference, exploration, train)."""
