@@ -23,9 +23,9 @@ from cairn.rl.algorithms.dqn import DQNConfig
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.apis.value_function_api import ValueFunctionAPI
+from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.core.rl_module.torch.torch_rl_module import TorchRLModule
 from cairn.rl.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
-from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.examples.envs.classes.action_mask_env import ActionMaskEnv
 from cairn.rl.examples.rl_modules.classes.action_masking_rlm import FLOAT_MIN, ActionMaskingTorchRLModule
 from cairn.testing import assert_states_equal
@@ -186,7 +186,7 @@ def test_a_recurrent_module_gets_dict_sequences() -> None:
 
 
 def test_default_module_still_refuses_dict_and_off_policy_refuses_nested() -> None:
-    with pytest.raises(ValueError, match="reaches the module unflattened.*takes_nested_observations"):
+    with pytest.raises(ValueError, match=r"reaches the module unflattened.*takes_nested_observations"):
         PPO(config().rl_module(rl_module_spec=RLModuleSpec()))
     dqn = (
         DQNConfig()
@@ -278,6 +278,17 @@ def test_a_saved_runner_state_with_hostile_dict_observations_is_refused(tmp_path
         )
         with pytest.raises(CheckpointError, match="env_runner/env/obs"):
             algo.env_runner.set_state(bad)
+        # The mask in force of the second env: another length, or values other than 0 and 1.
+        for mask, problem in ((np.ones(3, np.float32), "not 10 numbers"), (np.full(10, 0.5), "other than 0 and 1")):
+            sub_envs = list(state["env"]["sub_envs"])
+            sub_envs[1] = dict(sub_envs[1], env=dict(sub_envs[1]["env"], valid_actions=mask))
+            with pytest.raises(CheckpointError, match=f"env_runner/env/sub_envs/1.*{problem}"):
+                algo.env_runner.set_state(dict(state, env=dict(state["env"], sub_envs=sub_envs)))
         assert_states_equal(algo.env_runner.get_state(), state)  # nothing applied
+        # Saved observations of another layout (a key missing) do not fit this env: its episodes restart.
+        other = dict(state, env=dict(state["env"], obs={"observations": state["env"]["obs"]["observations"]}))
+        algo.env_runner.set_state(other)
+        assert algo.env_runner.episodes_restarted
+        algo.train()  # and sampling goes on, obeying the masks
     finally:
         algo.stop()

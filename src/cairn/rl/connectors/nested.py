@@ -18,7 +18,7 @@ __all__ = [
     "concat_rows",
     "copy_rows",
     "from_state",
-    "is_nested",
+    "index_rows",
     "leading_rows",
     "map_leaves",
     "same_layout",
@@ -29,11 +29,6 @@ __all__ = [
 ]
 
 
-def is_nested(batch: Any) -> bool:
-    """Whether ``batch`` is a dict or tuple of arrays (a Dict/Tuple space's batch), not one array."""
-    return isinstance(batch, Mapping | tuple)
-
-
 def map_leaves(fn: Callable[[Any], Any], batch: Any) -> Any:
     """``batch`` with ``fn`` applied to every leaf (array or tensor), in the same dict/tuple structure."""
     if isinstance(batch, Mapping):
@@ -41,6 +36,11 @@ def map_leaves(fn: Callable[[Any], Any], batch: Any) -> Any:
     if isinstance(batch, tuple):
         return tuple(map_leaves(fn, value) for value in batch)
     return fn(batch)
+
+
+def index_rows(batch: Any, rows: Any) -> Any:
+    """``leaf[rows]`` of every leaf of ``batch``, kept as it is (a tensor stays a tensor, unlike :func:`take_rows`)."""
+    return map_leaves(lambda leaf: leaf[rows], batch)
 
 
 def leading_rows(batch: Any) -> int:

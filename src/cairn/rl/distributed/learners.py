@@ -207,9 +207,7 @@ class LearnerActor(FolderActor):
         """One data-parallel update on ``batches``; returns this learner's metrics."""
         # Arrays from the object store are read-only views; torch wants writable memory. A column may be
         # a dict (tuple) of arrays: the Dict/Tuple observations of a module that takes them.
-        return self.learner.update(
-            {m: {k: map_leaves(np.array, v) for k, v in b.items()} for m, b in batches.items()}
-        )
+        return self.learner.update({m: {k: map_leaves(np.array, v) for k, v in b.items()} for m, b in batches.items()})
 
     def get_weights(self) -> dict[str, Any]:
         """Module id -> RLModule state."""

@@ -44,6 +44,7 @@ from cairn.rl.connectors.build import (
 from cairn.rl.connectors.nested import (
     copy_rows,
     from_state,
+    index_rows,
     map_leaves,
     same_layout,
     set_rows,
@@ -315,7 +316,7 @@ class EnvRunner(Checkpointable):
         # actions of forward_inference, which gives actions only.
         explore = bool(getattr(self.config, "explore", True))
         for module_id, slots in self._module_slots.items():
-            batch = self._module_batch(module_id, map_leaves(lambda leaf: leaf[slots], obs))
+            batch = self._module_batch(module_id, index_rows(obs, slots))
             if explore:
                 out = self.module[module_id].forward_exploration(batch, generator=self._generator)
             else:
@@ -336,7 +337,7 @@ class EnvRunner(Checkpointable):
             pick = np.isin(slots, module_slots)
             if pick.any() and owes_logp_and_values(self.config, module_id):
                 rows = np.searchsorted(module_slots, slots[pick])  # the slots' rows in the module's state
-                batch = self._module_batch(module_id, map_leaves(lambda leaf: leaf[pick], obs), rows)
+                batch = self._module_batch(module_id, index_rows(obs, pick), rows)
                 with torch.no_grad():  # an RLlib-style compute_values keeps gradients for the learner
                     module_values = self.module[module_id].compute_values(batch)
                 if module_id in self._module_states:
@@ -477,7 +478,7 @@ class EnvRunner(Checkpointable):
         """Each module's columns of its slots (a stateful module's: also the states fed, ``state_in/<name>``)."""
         batches: dict[str, SampleBatch] = {}
         for module_id, slots in self._module_slots.items():
-            batch = {key: map_leaves(lambda leaf, s=slots: leaf[:, s], buf[key]) for key in self._BATCH_KEYS}
+            batch = {key: index_rows(buf[key], (slice(None), slots)) for key in self._BATCH_KEYS}
             batch["bootstrap_vf"] = bootstrap_vf[slots]
             if "next_obs" in buf:
                 batch["next_obs"] = buf["next_obs"][:, slots]
@@ -495,12 +496,17 @@ class EnvRunner(Checkpointable):
         if done.size:
             followed = copy_rows(next_obs)
             set_rows(followed, done, stack_rows([infos["final_obs"][i] for i in done]))
-        return self._to_module(followed, np.arange(self.num_slots), update=False)
+        # An array: off-policy algorithms refuse Dict/Tuple observations reaching the module (build.py).
+        view: npt.NDArray[Any] = self._to_module(followed, np.arange(self.num_slots), update=False)
+        return view
 
     def _to_module(
         self, obs: Any, slots: npt.NDArray[Any], *, update: bool, starts: npt.NDArray[np.bool_] | None = None
-    ) -> npt.NDArray[Any]:
+    ) -> Any:
         """Run raw observations of the env slots ``slots`` through the env-to-module pipeline.
+
+        Returns an array ``[len(slots), ...]``, or for a module that takes Dict/Tuple observations
+        a dict (tuple) of such arrays.
 
         ``update=False`` looks without changing any connector's state (a final observation's
         value, ``next_obs``); ``starts`` marks the rows whose observation begins an episode.

@@ -22,7 +22,7 @@ import torch
 from cairn import Checkpointable
 from cairn.errors import IncompatibleCheckpointError
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
-from cairn.rl.connectors.nested import leading_rows, map_leaves
+from cairn.rl.connectors.nested import index_rows, leading_rows, map_leaves
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
@@ -384,7 +384,7 @@ class Learner(Checkpointable):
             order = torch.randperm(size, generator=self._generator)
             for start in range(0, size, minibatch_size):
                 idx = self._local_indices(order[start : start + minibatch_size])
-                rows = {k: map_leaves(lambda leaf, i=idx: leaf[i], v) for k, v in data.items()}
+                rows = {k: index_rows(v, idx) for k, v in data.items()}
                 stats = self._minibatch_step(module_id, module, optimizers, rows)
                 for name, value in stats.items():
                     sums[name] = sums.get(name, 0.0) + value

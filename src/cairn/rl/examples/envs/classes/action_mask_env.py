@@ -66,12 +66,9 @@ class ActionMaskEnv(gym.Env[dict[str, Any], int]):
         self.max_episode_len = config.get("max_episode_len")
         self.steps = 0
         # Add action_mask to observations.
-        self.observation_space = Dict(
-            {
-                "action_mask": Box(0.0, 1.0, shape=(int(self.action_space.n),), dtype=np.float32),
-                "observations": inner,
-            }
-        )
+        self._mask_space = Box(0.0, 1.0, shape=(int(action_space.n),), dtype=np.float32)
+        self._inner_space: Box | Discrete = inner
+        self.observation_space = Dict({"action_mask": self._mask_space, "observations": inner})
         self.valid_actions: npt.NDArray[np.float32] | None = None
 
     def _sample(self, space: Box | Discrete) -> Any:
@@ -81,12 +78,7 @@ class ActionMaskEnv(gym.Env[dict[str, Any], int]):
         return self.np_random.uniform(space.low, space.high, size=space.shape).astype(space.dtype)
 
     def _observation(self) -> dict[str, Any]:
-        mask_space = self.observation_space["action_mask"]
-        assert isinstance(mask_space, Box)
-        obs = {
-            "action_mask": self._sample(mask_space),
-            "observations": self._sample(self.observation_space["observations"]),
-        }  # type: ignore[arg-type]
+        obs = {"action_mask": self._sample(self._mask_space), "observations": self._sample(self._inner_space)}
         self._fix_action_mask(obs)
         return obs
 
@@ -139,9 +131,10 @@ def _check_state(env: ActionMaskEnv, state: Any) -> str | None:
     if type(steps) is not int or steps < 0:
         return f"ActionMaskEnv's saved step count {steps!r:.40} is not an int >= 0"
     if valid is not None:
+        n = int(env._mask_space.shape[0])
         array = np.asarray(valid) if isinstance(valid, np.ndarray) else None
-        if array is None or array.shape != (int(env.action_space.n),) or array.dtype.kind not in "biuf":
-            return f"ActionMaskEnv's saved action mask is not {int(env.action_space.n)} numbers"
+        if array is None or array.shape != (n,) or array.dtype.kind not in "biuf":
+            return f"ActionMaskEnv's saved action mask is not {n} numbers"
         if not np.isin(array, (0.0, 1.0)).all():
             return "ActionMaskEnv's saved action mask holds values other than 0 and 1"
     return None
