@@ -21,6 +21,7 @@ from cairn.errors import CheckpointError
 from cairn.rl import PPO
 from cairn.rl.algorithms.dqn import DQNConfig
 from cairn.rl.algorithms.ppo import PPOConfig
+from cairn.rl.connectors.connector_v2 import ConnectorV2
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
@@ -67,6 +68,14 @@ class TwoMaskedAgents(MultiAgentEnv):
             {ALL_AGENTS: False},
             {},
         )
+
+
+class DropsTheMask(ConnectorV2):
+    """A broken piece: says its output is the Dict it gets, but drops the action mask."""
+
+    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: Any, **kwargs: Any) -> Any:
+        batch["obs"] = {"observations": batch["obs"]["observations"]}
+        return batch
 
 
 class RecurrentMaskingModule(TorchRLModule, ValueFunctionAPI):
@@ -198,6 +207,13 @@ def test_default_module_still_refuses_dict_and_off_policy_refuses_nested() -> No
         dqn.build_algo()
     with pytest.raises(ValueError, match="observation_filter=None"):
         PPO(config().env_runners(observation_filter="MeanStdFilter"))
+    # A pipeline whose output is not the Dict it announced: refused at the first step, naming it.
+    broken = PPO(config().env_runners(env_to_module_connector=DropsTheMask))
+    try:
+        with pytest.raises(ValueError, match=r"pipeline \['DropsTheMask'\] gave observations that do not fit"):
+            broken.train()
+    finally:
+        broken.stop()
     # The multi-agent runner hands arrays only: refused, naming the module (the single-agent one with
     # "multi:" copies of the env takes the Dict).
     with pytest.raises(ValueError, match=r"module 'default_policy' \(ActionMaskingTorchRLModule\) takes Dict/Tuple"):

@@ -106,7 +106,8 @@ NUM_AGENT_STEPS_SAMPLED = "num_agent_steps_sampled"
 SampleBatch = dict[str, npt.NDArray[Any]]
 """One module's rollout: time-major arrays ``[T, N, ...]`` plus ``bootstrap_vf`` ``[N]``.
 
-Keys: ``obs`` (filtered), ``actions``, ``action_logp``, ``vf_preds``,
+Keys: ``obs`` (filtered; a dict (tuple) of such arrays, each in its space's dtype, when a
+module that takes Dict/Tuple observations reads them unflattened), ``actions``, ``action_logp``, ``vf_preds``,
 ``rewards``, ``terminateds``, ``truncateds``, ``final_vf`` (value of the final
 observation of a truncated episode), ``bootstrap_vf``.
 

@@ -38,7 +38,9 @@ DEFAULT_OPTIMIZER = "default"
 TrainBatch = Mapping[str, npt.NDArray[Any]]
 """One module's training data, flat ``[B, ...]`` arrays by column name (the
 algorithm decides the columns; PPO's are ``obs``, ``actions``, ``action_logp``,
-``vf_preds``, ``advantages``, ``value_targets``)."""
+``vf_preds``, ``advantages``, ``value_targets``). ``obs`` may be a dict (tuple) of such arrays:
+the Dict/Tuple observations of a module that takes them (``RLModule.takes_nested_observations``);
+every leaf is indexed alike."""
 
 
 class LinearSchedule:

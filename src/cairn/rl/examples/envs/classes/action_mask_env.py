@@ -11,7 +11,7 @@ Differs from RLlib's:
   keys ``action_space`` (a ``Discrete``, default ``Discrete(2)``), ``observation_space``
   (default ``Discrete(2)``; a ``Box`` or ``Discrete``), ``reward_space`` (default
   ``Box(-1, 1, ())``), ``p_terminated`` (default 0.1) and ``max_episode_len``; not
-  ``static_samples`` or ``check_action_bounds``.
+  ``static_samples`` or ``check_action_bounds`` (refused when true).
 * Everything random is drawn from the env's seeded ``np_random`` (RLlib samples the spaces'
   own unseeded RNGs and ``np.random``), so that runs are reproducible and a checkpoint holds
   all of it (cairn saves ``np_random``).
@@ -45,12 +45,16 @@ class ActionMaskEnv(gym.Env[dict[str, Any], int]):
         config: RLlib's ``RandomEnv`` settings (see the module docstring).
 
     Raises:
-        ValueError: An action space that is not ``Discrete``, or an observation or reward space
-            this port cannot sample (not a ``Box`` or ``Discrete``).
+        ValueError: An action space that is not ``Discrete``, an observation or reward space
+            this port cannot sample (not a ``Box`` or ``Discrete``), or a ``RandomEnv`` option
+            it does not implement.
     """
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         config = dict(config or {})
+        for unsupported in ("static_samples", "check_action_bounds"):
+            if config.get(unsupported):
+                raise ValueError(f"ActionMaskEnv (cairn's port) does not implement RandomEnv's {unsupported}=True.")
         action_space = config.get("action_space", Discrete(2))
         # Masking only works for Discrete actions.
         if not isinstance(action_space, Discrete):
