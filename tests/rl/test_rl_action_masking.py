@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -26,6 +27,7 @@ from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.core.rl_module.torch.torch_rl_module import TorchRLModule
+from cairn.rl.env.env_state import register_env_state_handler
 from cairn.rl.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
 from cairn.rl.examples.envs.classes.action_mask_env import ActionMaskEnv
 from cairn.rl.examples.rl_modules.classes.action_masking_rlm import FLOAT_MIN, ActionMaskingTorchRLModule
@@ -44,7 +46,11 @@ class LowActionsPayEnv(ActionMaskEnv):
 
 
 class TwoMaskedAgents(MultiAgentEnv):
-    """Two ActionMaskEnvs as the agents of one MultiAgentEnv (the multi-agent runner's input)."""
+    """Two ActionMaskEnvs as the agents of one MultiAgentEnv (the multi-agent runner's input).
+
+    Both draw from this env's ``np_random`` (which cairn saves); the state handler below saves
+    their step counts and masks, so that episodes in flight resume exactly.
+    """
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         super().__init__()
@@ -54,11 +60,17 @@ class TwoMaskedAgents(MultiAgentEnv):
         self.observation_spaces = {agent: env.observation_space for agent, env in self.envs.items()}
         self.action_spaces = {agent: env.action_space for agent, env in self.envs.items()}
 
+    def _share_rng(self) -> None:
+        for env in self.envs.values():  # after a restore too: cairn may give this env a new generator
+            env.np_random = self.np_random
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, Any]:
-        obs = {a: env.reset(seed=None if seed is None else seed + i)[0] for i, (a, env) in enumerate(self.envs.items())}
-        return obs, {}
+        gym.Env.reset(self, seed=seed)
+        self._share_rng()
+        return {agent: env.reset()[0] for agent, env in self.envs.items()}, {}
 
     def step(self, action_dict: dict[Any, Any]) -> tuple[Any, ...]:  # type: ignore[override]
+        self._share_rng()
         steps = {a: self.envs[a].step(act) for a, act in action_dict.items()}
         done = any(step[2] for step in steps.values())
         return (
@@ -68,6 +80,19 @@ class TwoMaskedAgents(MultiAgentEnv):
             {ALL_AGENTS: False},
             {},
         )
+
+
+def _two_get(env: TwoMaskedAgents) -> dict[str, Any]:
+    return {a: {"steps": e.steps, "valid_actions": np.array(e.valid_actions, copy=True)} for a, e in env.envs.items()}
+
+
+def _two_set(env: TwoMaskedAgents, state: dict[str, Any]) -> None:
+    for agent, inner in env.envs.items():
+        inner.steps = int(state[agent]["steps"])
+        inner.valid_actions = np.array(state[agent]["valid_actions"], dtype=np.float32, copy=True)
+
+
+register_env_state_handler(TwoMaskedAgents, _two_get, _two_set)
 
 
 class DropsTheMask(ConnectorV2):
@@ -176,6 +201,40 @@ def test_the_masked_run_learns() -> None:
         algo.stop()
 
 
+def test_the_multi_agent_runner_hands_dicts_and_resumes_exactly(tmp_path: Path) -> None:
+    env = f"{TwoMaskedAgents.__module__}:TwoMaskedAgents"
+    for spec in (
+        RLModuleSpec(module_class=ActionMaskingTorchRLModule, model_config={"fcnet_hiddens": [16]}),
+        RLModuleSpec(module_class=RecurrentMaskingModule, model_config={"max_seq_len": 4}),
+    ):
+        algo = PPO(config(env=env).rl_module(rl_module_spec=spec))
+        try:
+            algo.train()  # both agents' masks obeyed (the env raises on a masked action)
+            batch = algo.env_runner.sample()["default_policy"]
+            assert batch["obs"]["action_mask"].shape[1:] == (1, 10)  # [rows, 1, n]: the samples keep the Dict
+            path = algo.save_to_path(tmp_path / type(algo.env_runner.module["default_policy"]).__name__)
+            state = algo.env_runner.get_state()
+            pending = state["env"]["episodes"][0]["pending"]["a0"]
+            assert set(pending["obs"]) == {"action_mask", "observations"}
+            # A damaged open transition (its mask of another length) is refused, naming it; nothing applied.
+            bad = {**pending, "obs": {**pending["obs"], "action_mask": np.ones(3, np.float32)}}
+            episodes = [dict(state["env"]["episodes"][0], pending={"a0": bad}), *state["env"]["episodes"][1:]]
+            with pytest.raises(CheckpointError, match=r"pending.*obs.*has shape \(3,\)"):
+                algo.env_runner.set_state(dict(state, env=dict(state["env"], episodes=episodes)))
+            assert_states_equal(algo.env_runner.get_state(), state)
+            went_on = algo.train().flatten(wall_clock=False)
+            expected = algo.get_state()
+        finally:
+            algo.stop()
+        resumed = PPO.from_checkpoint(path)
+        try:  # the open transitions (each agent's last Dict observation, as the module saw it) resume
+            assert not resumed.env_runner.episodes_restarted
+            assert resumed.train().flatten(wall_clock=False) == went_on
+            assert_states_equal(resumed.get_state(), expected)
+        finally:
+            resumed.stop()
+
+
 def test_a_recurrent_module_gets_dict_sequences() -> None:
     spec = RLModuleSpec(module_class=RecurrentMaskingModule, model_config={"max_seq_len": 5})
     algo = PPO(config().rl_module(rl_module_spec=spec))
@@ -214,10 +273,9 @@ def test_default_module_still_refuses_dict_and_off_policy_refuses_nested() -> No
             broken.train()
     finally:
         broken.stop()
-    # The multi-agent runner hands arrays only: refused, naming the module (the single-agent one with
-    # "multi:" copies of the env takes the Dict).
-    with pytest.raises(ValueError, match=r"module 'default_policy' \(ActionMaskingTorchRLModule\) takes Dict/Tuple"):
-        PPO(config(env=f"{TwoMaskedAgents.__module__}:TwoMaskedAgents"))
+    # The multi-agent runner (a MultiAgentEnv) hands the Dict too; a default module there is refused.
+    with pytest.raises(ValueError, match=r"reaches the module unflattened"):
+        PPO(config(env=f"{TwoMaskedAgents.__module__}:TwoMaskedAgents").rl_module(rl_module_spec=RLModuleSpec()))
     algo = PPO(config(env="multi:" + ENV).environment(num_agents=2))
     try:
         algo.train()  # 2 agents' slots, each with its own mask
