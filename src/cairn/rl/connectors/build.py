@@ -135,7 +135,6 @@ def build_env_to_module(
     multi_agent: bool = False,
     agents: Sequence[Any] | None = None,
     nested_module: str | None = None,
-    flat_because: str | None = None,
 ) -> tuple[ConnectorPipeline, gym.Space[Any]]:
     """The env-to-module pipeline of one observation/action space, and the space its output has.
 
@@ -153,11 +152,9 @@ def build_env_to_module(
         agents: The agents whose rows the pipeline gets (a multi-agent runner's module's
             agents); ``FlattenObservations(agent_ids=...)`` flattens only listed agents'
             observations. ``None``: not known (single-agent runners).
-        nested_module: The class name of the module(s) the pipeline feeds when every one of them
-            takes Dict/Tuple observations as they are (``RLModule.takes_nested_observations``);
-            ``None``: they need arrays, and such an output space is refused.
-        flat_because: Why the module must get arrays, for that refusal (the caller knows better
-            than "the module needs arrays": cairn's multi-agent runner hands arrays only).
+        nested_module: The name (for messages) of the module(s) the pipeline feeds when every one
+            of them takes Dict/Tuple observations as they are (``RLModule.takes_nested_observations``):
+            such an output space is then allowed. ``None``: they need arrays, and it is refused.
 
     Raises:
         ValueError: An unknown observation filter, an observation space the filter or
@@ -191,8 +188,7 @@ def build_env_to_module(
             raise ValueError(
                 _unflattened(
                     out,
-                    flat_because
-                    or "the module needs arrays (cairn's default modules do; a module of your own that reads a dict "
+                    "the module needs arrays (cairn's default modules do; a module of your own that reads a dict "
                     "of tensors sets the class attribute takes_nested_observations = True)",
                 )
             )
