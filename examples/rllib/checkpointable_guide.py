@@ -10,11 +10,10 @@ Every line that differs from RLlib's, and why:
 
 * ``from ray.rllib.algorithms.ppo import PPOConfig`` -> ``from cairn.rl.algorithms.ppo import PPOConfig``,
   ``ray.rllib.utils.metrics`` -> ``cairn.rl.utils.metrics`` (the same constants).
-* ``DefaultModelConfig(fcnet_hiddens=[32], fcnet_activation="linear", vf_share_layers=True)``
-  -> ``{"fcnet_hiddens": [32]}``: cairn has no ``DefaultModelConfig`` class (a dict with
-  the same keys), no ``"linear"`` activation (``"tanh"``, ``"relu"``) and no shared
-  value layers (its default module has separate policy and value networks); the builder
-  refuses both rather than ignore them.
+* ``from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig`` ->
+  ``cairn.rl.core.rl_module.default_model_config``; RLlib's
+  ``DefaultModelConfig(fcnet_hiddens=[32], fcnet_activation="linear", vf_share_layers=True)``
+  is kept as RLlib writes it (one shared linear encoder under the policy and value heads).
 * ``num_env_runners=1`` and ``evaluation_num_env_runners=1`` -> ``main(num_env_runners=...,
   evaluation_num_env_runners=...)``, default 0 (sample and evaluate in this process): remote
   runners need Ray, in cairn as in RLlib; ``1`` gives RLlib's setup.
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from cairn.rl.algorithms.ppo import PPOConfig
+from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
 from cairn.rl.utils.metrics import (
     ENV_RUNNER_RESULTS,
     EPISODE_RETURN_MEAN,
@@ -84,7 +84,11 @@ def main(
             train_batch_size_per_learner=128,
         )
         .rl_module(
-            model_config={"fcnet_hiddens": [32]},
+            model_config=DefaultModelConfig(
+                fcnet_hiddens=[32],
+                fcnet_activation="linear",
+                vf_share_layers=True,
+            ),
         )
     )
 

@@ -21,9 +21,9 @@ Every line that differs from RLlib's, and why:
 * ``--num-agents`` (``MultiAgentCartPoleWithDictObservationSpace``) dropped: cairn's
   multi-agent env runner does not call connector factories yet (its per-module pipelines come
   with the multi-agent part of issue 27).
-* ``DefaultModelConfig(fcnet_hiddens=[32], fcnet_activation="linear", vf_share_layers=True)``
-  -> ``{"fcnet_hiddens": [32]}``: cairn's default module has no linear activation and no
-  shared value layers.
+* ``DefaultModelConfig`` from ``cairn.rl.core.rl_module.default_model_config``; RLlib's
+  ``DefaultModelConfig(fcnet_hiddens=[32], fcnet_activation="linear", vf_share_layers=True)``
+  is kept as RLlib writes it.
 * ``get_trainable_cls(args.algo).get_default_config()`` -> ``PPOConfig()`` (the IMPALA branch
   goes with it); ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment``
   -> ``main(...)``; the train batch and ``num_epochs`` are main() arguments (CI-sized runs).
@@ -41,6 +41,7 @@ import gymnasium as gym
 
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.connectors.env_to_module import FlattenObservations
+from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
 from cairn.rl.examples.envs.classes.cartpole_with_dict_observation_space import CartPoleWithDictObservationSpace
 
 if "CartPoleWithDictObs-v1" not in gym.registry:
@@ -53,7 +54,7 @@ def _env_to_module_pipeline(env: Any, spaces: Any, device: Any) -> FlattenObserv
 
 
 def main(iterations: int = 2, train_batch_size: int = 4000, num_epochs: int = 6) -> Any:
-    """Train ``iterations`` times; return the last result and the module's observation space."""
+    """Train ``iterations`` times; return the last result, the module's observation space and the module."""
     # Define the AlgorithmConfig used.
     base_config = (
         PPOConfig()
@@ -65,7 +66,13 @@ def main(iterations: int = 2, train_batch_size: int = 4000, num_epochs: int = 6)
             train_batch_size_per_learner=train_batch_size,
             minibatch_size=min(128, train_batch_size),
         )
-        .rl_module(model_config={"fcnet_hiddens": [32]})
+        .rl_module(
+            model_config=DefaultModelConfig(
+                fcnet_hiddens=[32],
+                fcnet_activation="linear",
+                vf_share_layers=True,
+            ),
+        )
     )
 
     # PPO-specific settings (for better learning behavior only).
@@ -80,7 +87,11 @@ def main(iterations: int = 2, train_batch_size: int = 4000, num_epochs: int = 6)
         for _ in range(iterations):
             result = algo.train()
             print({k: v for k, v in result.items() if "return" in k or k == "training_iteration"})
-        return {"result": result, "observation_space": algo.env_runner.observation_space}
+        return {
+            "result": result,
+            "observation_space": algo.env_runner.observation_space,
+            "module": algo.get_module("default_policy"),
+        }
     finally:
         algo.stop()
 

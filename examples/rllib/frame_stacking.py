@@ -26,8 +26,9 @@ Every line that differs from RLlib's, and why:
 * ``get_trainable_cls(args.algo).get_default_config()`` -> ``PPOConfig()``;
   ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment`` -> ``main(...)``.
 * ``lr=0.00015 * (args.num_gpus or 1)`` -> ``lr=0.00015``: cairn trains on CPU;
-  ``vf_clip_param`` and ``kl_coeff`` dropped (cairn's PPO has neither); ``model_config_dict``
-  -> ``{"fcnet_hiddens": [32]}``; ``num_envs_per_env_runner=2`` kept; the train batch
+  ``kl_coeff`` dropped (cairn's PPO has no KL penalty), ``vf_clip_param=10.0`` kept; ``model_config_dict``
+  -> ``{"vf_share_layers": True, "fcnet_hiddens": [32]}`` (the conv filters, ``post_fcnet_hiddens``
+  and ``uses_new_env_runners`` go with the images); ``num_envs_per_env_runner=2`` kept; the train batch
   (``train_batch_size_per_learner=256``) and ``num_epochs`` are main() arguments: a CI-sized run.
 
 Run it::
@@ -106,7 +107,7 @@ def main(
             grad_clip_by="global_norm",
             train_batch_size_per_learner=train_batch_size,
         )
-        .rl_module(model_config_dict={"fcnet_hiddens": [32]})
+        .rl_module(model_config_dict={"vf_share_layers": True, "fcnet_hiddens": [32]})
     )
 
     # PPO specific settings.
@@ -115,6 +116,7 @@ def main(
         minibatch_size=min(64, train_batch_size),
         lambda_=0.95,
         clip_param=0.1,
+        vf_clip_param=10.0,
     )
 
     algo = base_config.build_algo()

@@ -17,16 +17,17 @@ Every line that differs from RLlib's, and why:
 * ``get_trainable_cls(args.algo).get_default_config()`` -> ``PPOConfig()``.
 * ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment`` -> ``main(...)``;
   the stop criteria (iterations, return, timesteps) -> ``iterations``.
-* ``mini_batch_size_per_learner=64`` -> ``minibatch_size=64`` (RLlib's current name).
-* ``vf_clip_param=10.0`` dropped: cairn's PPO does not clip the value loss.
+* ``mini_batch_size_per_learner=64`` and ``vf_clip_param=10.0`` are kept as RLlib writes them
+  (cairn takes RLlib's older name of ``minibatch_size``, and clips the value loss as RLlib does).
 * ``lr=0.0003 * (args.num_gpus or 1)`` -> ``lr=0.0003``: cairn trains on CPU.
 * ``.evaluation(...)`` dropped: cairn has no evaluation env runners (``cairn evaluate CKPT``
   evaluates a checkpoint); the stop criterion on evaluation returns goes with it.
-* ``model_config_dict``: ``fcnet_weights_initializer``, ``fcnet_bias_initializer(_config)`` and
-  ``uses_new_env_runners`` dropped: cairn's default module has a fixed (orthogonal)
-  initialisation and no such keys (its build refuses unknown keys); ``fcnet_activation`` stays.
-  The ``else`` branch for the old API stack (``training(model=...)``) is gone: cairn has only
-  the new stack.
+* ``model_config_dict`` is kept as RLlib writes it: ``torch.nn.init.xavier_uniform_`` and
+  ``torch.nn.init.constant_`` (with ``{"val": 0.0}``) initialize the encoder's layers; the
+  config records them by name (``"xavier_uniform_"``), which the module looks up in a fixed
+  list of ``torch.nn.init``'s functions (a checkpoint never holds code; another callable is
+  refused); ``uses_new_env_runners=True`` is taken (cairn has only those). The ``else`` branch for the old API stack (``training(model=...)``) is gone:
+  cairn has only the new stack.
 * ``policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}"`` -> module-level :func:`policy_mapping_fn`.
 * ``num_envs_per_env_runner=... else 20`` -> ``... else 4``: a CI-sized run.
 
@@ -38,6 +39,8 @@ Run it::
 from __future__ import annotations
 
 from typing import Any
+
+import torch
 
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.env.multi_agent_env import register_env
@@ -68,16 +71,21 @@ def main(iterations: int = 2, num_agents: int = 0) -> Any:
         )
         .training(
             train_batch_size_per_learner=512,
-            minibatch_size=64,
+            mini_batch_size_per_learner=64,
             gamma=0.95,
             lr=0.0003,
             lambda_=0.1,
+            vf_clip_param=10.0,
             vf_loss_coeff=0.01,
         )
     )
     config = config.rl_module(
         model_config_dict={
             "fcnet_activation": "relu",
+            "fcnet_weights_initializer": torch.nn.init.xavier_uniform_,
+            "fcnet_bias_initializer": torch.nn.init.constant_,
+            "fcnet_bias_initializer_config": {"val": 0.0},
+            "uses_new_env_runners": True,
         }
     )
 

@@ -11,13 +11,12 @@ Every line that differs from RLlib's, and why:
 * ``get_trainable_cls(args.algo).get_default_config()`` -> ``PPOConfig()`` (RLlib's default
   ``--algo``): cairn has no Tune registry of algorithms.
 * ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment`` -> ``main(iterations, num_agents)``.
-* ``mini_batch_size_per_learner=64`` -> ``minibatch_size=64`` (RLlib's current name of the
-  setting; cairn's builders take that one).
+* ``mini_batch_size_per_learner=64`` and ``vf_clip_param=10.0`` are kept as RLlib writes them
+  (cairn's builders take RLlib's older name of ``minibatch_size``; cairn's PPO clips the
+  value loss as RLlib does when ``vf_clip_param`` is set, and does not by default).
 * ``model={"fcnet_activation": "relu"}`` in ``training()`` is dropped: it is RLlib's old API
   stack (cairn refuses it); the same setting is given by the script's
   ``rl_module(model_config_dict={"fcnet_activation": "relu"})``, which stays.
-* ``vf_clip_param=10.0`` is dropped: cairn's PPO does not clip the value loss (the builder
-  refuses any value but ``inf``).
 * ``policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}"`` -> the module-level
   :func:`policy_mapping_fn`: cairn records it by reference, never pickled.
 
@@ -54,10 +53,11 @@ def main(iterations: int = 2, num_agents: int = 2) -> dict[str, Any]:
         .environment("env" if num_agents > 0 else "Pendulum-v1")
         .training(
             train_batch_size_per_learner=512,
-            minibatch_size=64,
+            mini_batch_size_per_learner=64,
             lambda_=0.1,
             gamma=0.95,
             lr=0.0003,
+            vf_clip_param=10.0,
         )
         .rl_module(
             model_config_dict={"fcnet_activation": "relu"},

@@ -21,10 +21,13 @@ Every line that differs from RLlib's, and why:
   ``register_env`` takes multi-agent environments; RLlib's env has no time limit).
 * ``--num-agents`` (``MultiAgentStatelessCartPole``) dropped: the env class is not ported, and
   cairn's multi-agent env runner does not pass previous actions and rewards to pieces yet.
-* ``model_config_dict`` -> ``rl_module(model_config=...)`` with ``use_lstm``, ``max_seq_len=50``
-  and ``fcnet_hiddens=[32]``; ``fcnet_activation="linear"``, ``vf_share_layers=True`` and the
-  initializer keys dropped (cairn's default module has tanh/relu, separate value heads and its
-  own initialisation); ``uses_new_env_runners`` dropped (cairn has one kind of runner).
+* ``model_config_dict`` is RLlib's (``use_lstm``, ``max_seq_len`` (a main() argument, 50),
+  ``fcnet_hiddens=[32]``, ``fcnet_activation="linear"``, ``vf_share_layers=True``,
+  ``nn.init.xavier_uniform_``, ``uses_new_env_runners``) but for
+  ``"fcnet_bias_initializer": functools.partial(nn.init.constant_, 0.0)`` ->
+  ``"fcnet_bias_initializer": "constant_", "fcnet_bias_initializer_kwargs": {"val": 0.0}``: a
+  partial is code, and cairn records initializers by name (a ``torch.nn.init`` function itself
+  is recorded by its name); ``torch, nn = try_import_torch()`` -> ``from torch import nn``.
 * ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment`` (stop at a return
   of 200) -> ``main(...)``; the train batch and ``num_epochs`` are arguments (CI-sized runs).
 
@@ -38,6 +41,7 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+from torch import nn
 
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.connectors.env_to_module import FlattenObservations, PrevActionsPrevRewards
@@ -83,10 +87,16 @@ def main(
             vf_loss_coeff=0.01,
         )
         .rl_module(
-            model_config={
+            model_config_dict={
                 "use_lstm": True,
                 "max_seq_len": max_seq_len,
                 "fcnet_hiddens": [32],
+                "fcnet_activation": "linear",
+                "vf_share_layers": True,
+                "fcnet_weights_initializer": nn.init.xavier_uniform_,
+                "fcnet_bias_initializer": "constant_",
+                "fcnet_bias_initializer_kwargs": {"val": 0.0},
+                "uses_new_env_runners": True,
             }
         )
     )
@@ -105,6 +115,7 @@ def main(
             "result": result,
             "observation_space": runner.observation_space,
             "env_state": runner.get_state()["env"],
+            "model_config": algo.get_module("default_policy").model_config,
         }
     finally:
         algo.stop()

@@ -14,8 +14,7 @@ Every line that differs from RLlib's, and why:
   ``cairn.rl.examples.envs.classes.multi_agent``; ``register_env`` from
   ``cairn.rl.env.multi_agent_env``; ``TRAINING_ITERATION`` and the metrics constants: none in cairn.
 * ``get_trainable_cls(args.algo).get_default_config()`` -> ``PPOConfig()``.
-* ``mini_batch_size_per_learner=64`` -> ``minibatch_size=64`` (RLlib's current name);
-  ``vf_clip_param=10.0`` dropped (cairn's PPO does not clip the value loss).
+* ``mini_batch_size_per_learner=64`` and ``vf_clip_param=10.0`` are kept as RLlib writes them.
 * ``policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}"`` -> module-level :func:`policy_mapping_fn`.
 * ``run_rllib_example_script_experiment(base_config, args)`` (Tune, ``--checkpoint-freq``) ->
   ``iterations`` calls of ``train()`` and ``save_to_path`` at the end; the best result's
@@ -77,10 +76,11 @@ def main(iterations: int = 2, num_agents: int = 2, checkpoint_dir: str | None = 
         .environment("env")
         .training(
             train_batch_size_per_learner=512,
-            minibatch_size=64,
+            mini_batch_size_per_learner=64,
             lambda_=0.1,
             gamma=0.95,
             lr=0.0003,
+            vf_clip_param=10.0,
         )
         .rl_module(
             model_config_dict={"fcnet_activation": "relu"},

@@ -24,10 +24,9 @@ Every line that differs from RLlib's, and why:
   the function by reference, and a draw from the episode's seed maps the same way after a
   restore (the global ``random`` would not).
 * ``DefaultModelConfig(use_lstm=args.use_lstm, fcnet_hiddens=[32] if args.use_lstm else
-  [256, 256], lstm_cell_size=256, max_seq_len=15, vf_share_layers=True)`` ->
-  ``DefaultModelConfig(fcnet_hiddens=[256, 256])``: cairn's default module has no LSTM and no
-  shared value layers (``DefaultModelConfig`` refuses ``use_lstm=True``/``vf_share_layers=True``
-  and the LSTM fields); ``--use-lstm`` goes.
+  [256, 256], lstm_cell_size=256, max_seq_len=15, vf_share_layers=True)`` is kept as RLlib
+  writes it, ``--use-lstm`` -> ``main(use_lstm=...)``: one shared encoder (and LSTM) under the
+  policy and value heads, the LSTM's memory per agent in the env runner's checkpoint.
 * ``get_trainable_cls(args.algo).get_default_config()`` -> ``PPOConfig()``;
   ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment`` -> ``main(iterations)``;
   the stop criterion ``env_runners/module_episode_returns_mean/learned`` -> cairn's key
@@ -65,8 +64,8 @@ def policy_mapping_fn(aid: str, episode: EpisodeInfo, **kwargs: Any) -> str:
     )
 
 
-def main(iterations: int = 2) -> dict[str, Any]:
-    """Train ``iterations`` times; return the last result."""
+def main(iterations: int = 2, use_lstm: bool = False) -> dict[str, Any]:
+    """Train ``iterations`` times (``use_lstm``: RLlib's ``--use-lstm``); return the last result."""
     base_config = (
         PPOConfig()
         .environment(RockPaperScissors)
@@ -92,7 +91,14 @@ def main(iterations: int = 2) -> dict[str, Any]:
                         module_class=BeatLastHeuristicRLM,
                     ),
                     "learned": RLModuleSpec(
-                        model_config=DefaultModelConfig(fcnet_hiddens=[256, 256]),
+                        model_config=DefaultModelConfig(
+                            use_lstm=use_lstm,
+                            # Use a simpler FCNet when we also have an LSTM.
+                            fcnet_hiddens=[32] if use_lstm else [256, 256],
+                            lstm_cell_size=256,
+                            max_seq_len=15,
+                            vf_share_layers=True,
+                        ),
                     ),
                 }
             ),

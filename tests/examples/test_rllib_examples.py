@@ -87,11 +87,30 @@ def run_custom_heuristic_policy(tmp_path: Path) -> None:
 
 
 def run_rock_paper_scissors_heuristic_vs_learned(tmp_path: Path) -> None:
-    result = load("rock_paper_scissors_heuristic_vs_learned").main(iterations=2)
-    check_multi_agent_returns(result, ["learned", "always_same", "beat_last"])  # both opponents drawn
-    assert [k for k in result.flatten() if k.startswith("learners/") and k.endswith("/total_loss")] == [
-        "learners/learned/total_loss"
-    ]
+    for use_lstm, iterations in ((False, 2), (True, 1)):  # RLlib's --use-lstm: a shared encoder and LSTM
+        result = load("rock_paper_scissors_heuristic_vs_learned").main(iterations=iterations, use_lstm=use_lstm)
+        check_multi_agent_returns(result, ["learned", "always_same", "beat_last"], iteration=iterations)
+        assert [k for k in result.flatten() if k.startswith("learners/") and k.endswith("/total_loss")] == [
+            "learners/learned/total_loss"
+        ]
+
+
+def run_rock_paper_scissors_learned_vs_learned(tmp_path: Path) -> None:
+    """PettingZoo's rps_v2 through RLlib's wrapper path, its Discrete observations one-hot by FlattenObservations."""
+    from cairn.rl.env.pettingzoo_env import ParallelPettingZooEnv
+
+    for use_lstm in (False, True):
+        out = load("rock_paper_scissors_learned_vs_learned").main(
+            iterations=2, use_lstm=use_lstm, train_batch_size=64, num_epochs=1
+        )
+        check_multi_agent_returns(out["result"], ["p0", "p1"])
+        module = out["module"]
+        assert module.observation_space.shape == (4,)  # Discrete(4) one-hot
+        assert module.vf_share_layers and module.is_stateful() == use_lstm
+        assert {name.split(".")[0] for name, _ in module.named_parameters()} == (
+            {"encoder", "lstm", "pi_head", "vf_head"} if use_lstm else {"encoder", "pi_head", "vf_head"}
+        )
+    assert ParallelPettingZooEnv.__module__ == "cairn.rl.env.pettingzoo_env"  # the path checkpoints record
 
 
 def run_agents_act_simultaneously(tmp_path: Path) -> None:
@@ -106,6 +125,10 @@ def run_agents_act_simultaneously(tmp_path: Path) -> None:
 def run_mean_std_filtering(tmp_path: Path) -> None:
     result, algo = load("mean_std_filtering").main(iterations=2)
     assert result["num_env_steps_sampled_lifetime"] == 1024
+    # RLlib's lines: mini_batch_size_per_learner, vf_clip_param, torch.nn.init functions recorded by name.
+    assert (algo.config.minibatch_size, algo.config.vf_clip_param) == (64, 10.0)
+    assert algo.config.model_config["fcnet_kernel_initializer"] == "xavier_uniform_"
+    assert algo.config.model_config["fcnet_bias_initializer_kwargs"] == {"val": 0.0}
     # The filter saw every sampled observation, and its statistics are part of the checkpoint.
     state = algo.env_runner.get_state()["env_to_module_connector"]["MeanStdFilter"]
     assert state["count"] == 1024
@@ -124,6 +147,8 @@ def run_checkpointable_guide(tmp_path: Path) -> None:
     assert "episode_return_mean" in out["last_result"]["evaluation"]["env_runners"]  # evaluation_interval=1
     assert (Path(out["checkpoint_path"]) / "learner_group" / "learner" / "rl_module" / "default_policy").is_dir()
     assert (Path(out["checkpoint_path"]) / "eval_env_runner").is_dir()
+    weights = module_state(out["checkpoint_path"], "default_policy")  # vf_share_layers=True: one encoder
+    assert weights["encoder.0.weight"].shape == (32, 4) and not any(k.startswith(("pi.", "vf.")) for k in weights)
 
 
 def run_change_config_during_training(tmp_path: Path) -> None:
@@ -180,6 +205,7 @@ PORTED = {
     "multi_agent_pendulum": run_multi_agent_pendulum,
     "custom_heuristic_policy": run_custom_heuristic_policy,
     "rock_paper_scissors_heuristic_vs_learned": run_rock_paper_scissors_heuristic_vs_learned,
+    "rock_paper_scissors_learned_vs_learned": run_rock_paper_scissors_learned_vs_learned,
     "agents_act_simultaneously": run_agents_act_simultaneously,
     "mean_std_filtering": run_mean_std_filtering,
     "custom_gym_env": run_custom_gym_env,
@@ -253,6 +279,8 @@ def run_flatten_observations_dict_space(tmp_path: Path) -> None:
     out = load("flatten_observations_dict_space").main(iterations=1, train_batch_size=64, num_epochs=1)
     assert out["observation_space"].shape == (7,)  # x-pos 1 + value 1 + one-hot 3 + velocs 2
     assert out["result"]["training_iteration"] == 1 and out["result"]["num_env_steps_sampled_lifetime"] == 64
+    encoder = out["module"].encoder  # RLlib's DefaultModelConfig: one linear encoder under both heads
+    assert isinstance(encoder[1], torch.nn.Identity) and encoder[0].out_features == 32
 
 
 PORTED["flatten_observations_dict_space"] = run_flatten_observations_dict_space  # run by the test below
@@ -287,6 +315,7 @@ def run_prev_actions_prev_rewards(tmp_path: Path) -> None:
     assert env_state["prev_actions"].shape == (4,)
     assert set(env_state["connectors"]["env_to_module_connector"]) == {"PrevActionsPrevRewards"}
     assert env_state["module_states"]["default_policy"]["h"].shape == (4, 256)  # the LSTM's memory too
+    assert out["model_config"]["fcnet_kernel_initializer"] == "xavier_uniform_"  # recorded by name
 
 
 PORTED["prev_actions_prev_rewards"] = run_prev_actions_prev_rewards  # run by the test below

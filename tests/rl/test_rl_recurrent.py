@@ -112,6 +112,11 @@ def test_state_at_each_sequence_start_reproduces_the_sampled_log_probabilities()
 def test_default_model_config_use_lstm_builds_encoder_lstm_heads_and_refuses_what_it_lacks() -> None:
     config = DefaultModelConfig(use_lstm=True, lstm_cell_size=16, max_seq_len=7)
     assert config.to_dict() == {"use_lstm": True, "lstm_cell_size": 16, "max_seq_len": 7}
+    # RLlib's scripts toggle use_lstm alone (use_lstm=args.use_lstm, lstm_cell_size=256): no LSTM, nothing to size.
+    assert DefaultModelConfig(use_lstm=False, lstm_cell_size=16).to_dict() == {}
+    with pytest.raises(ValueError, match="needs use_lstm=True"):
+        RLModuleSpec(observation_space=gym.spaces.Box(-1, 1, (2,)), action_space=gym.spaces.Discrete(2),
+                     model_config={"lstm_cell_size": 16}).build()  # fmt: skip
     spec = RLModuleSpec(
         observation_space=gym.spaces.Box(-1, 1, (2,)), action_space=gym.spaces.Discrete(2), model_config=config
     )
@@ -124,7 +129,6 @@ def test_default_model_config_use_lstm_builds_encoder_lstm_heads_and_refuses_wha
     for kwargs, match in [
         ({"use_lstm": True, "lstm_use_prev_action": True}, "lstm_use_prev_action"),
         ({"use_lstm": True, "lstm_use_prev_reward": True}, "lstm_use_prev_reward"),
-        ({"lstm_cell_size": 16}, "without use_lstm=True"),
         ({"use_lstm": True, "max_seq_len": 0}, "max_seq_len"),
         ({"use_attention": True}, "use_attention"),
     ]:

@@ -178,12 +178,12 @@ def test_default_model_config_in_specs_and_the_builder() -> None:
     config = PPOConfig().rl_module(model_config=DefaultModelConfig(fcnet_hiddens=[6]))
     assert config.model_config == {"hidden_sizes": [6]}
 
-    with pytest.raises(ValueError, match="vf_share_layers"):
-        DefaultModelConfig(vf_share_layers=True)
+    with pytest.raises(ValueError, match="vf_share_layers=False is refused"):
+        DefaultModelConfig(use_lstm=True, vf_share_layers=False)  # cairn builds no separate value LSTM
     with pytest.raises(ValueError, match="conv_filters"):
         DefaultModelConfig(conv_filters=[[16, 4, 2]])
     with pytest.raises(ValueError, match="fcnet_activation"):
-        DefaultModelConfig(fcnet_activation="swish")
+        DefaultModelConfig(fcnet_activation="gelu")
     with pytest.raises(ValueError, match="both"):
         RLModuleSpec(
             DefaultPPORLModule, CARTPOLE_OBS, gym.spaces.Discrete(2), {"fcnet_hiddens": [4], "hidden_sizes": [4]}

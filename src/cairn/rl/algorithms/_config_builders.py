@@ -291,9 +291,15 @@ def _space(name: str) -> Translate:
     return translate
 
 
-_MODEL_CONFIG_NAMES = {"fcnet_hiddens": "hidden_sizes", "fcnet_activation": "activation"}
+_MODEL_CONFIG_NAMES = {
+    "fcnet_hiddens": "hidden_sizes",
+    "fcnet_activation": "activation",
+    # RLlib's older names of the initializer settings (its model_config_dict scripts use them).
+    "fcnet_weights_initializer": "fcnet_kernel_initializer",
+    "fcnet_weights_initializer_config": "fcnet_kernel_initializer_kwargs",
+    "fcnet_bias_initializer_config": "fcnet_bias_initializer_kwargs",
+}
 _MODEL_CONFIG_DEFAULTS = {
-    "vf_share_layers": False,
     "use_attention": False,
     "lstm_use_prev_action": False,
     "lstm_use_prev_reward": False,
@@ -304,11 +310,15 @@ def translate_model_config(model_config: Any) -> dict[str, Any]:
     """RLlib's ``model_config`` keys in cairn's names (``fcnet_hiddens`` -> ``hidden_sizes``, ...).
 
     RLlib keys cairn's default modules do not have are kept, and refused by the module
-    that is built (a module of your own reads its own keys); RLlib's ``vf_share_layers``,
-    ``use_attention``, ``lstm_use_prev_action`` and ``lstm_use_prev_reward`` are taken at
-    ``False`` (cairn's default modules share no layers, and their LSTM reads observations only)
-    and refused otherwise. ``use_lstm`` is dropped when ``False`` and kept when ``True``: PPO's
-    default module builds an LSTM, the others refuse it.
+    that is built (a module of your own reads its own keys), and so are values the default
+    modules judge (activations, initializers, ``vf_share_layers=True``, which PPO's builds).
+    RLlib's ``use_attention``, ``lstm_use_prev_action`` and ``lstm_use_prev_reward`` are
+    taken at ``False`` (cairn's LSTM reads observations only) and refused otherwise.
+    ``use_lstm`` and ``vf_share_layers`` are dropped when ``False`` (cairn's defaults, so a
+    config records as it always did; ``use_lstm=True`` with ``vf_share_layers=False`` is
+    refused by the module) and kept when ``True``. RLlib's older initializer names
+    (``fcnet_weights_initializer``, ``..._config``) are translated, and a ``torch.nn.init``
+    function given as an initializer is recorded by its name (any other callable is refused).
     """
     to_dict = getattr(model_config, "to_dict", None)
     if dataclasses.is_dataclass(model_config) and callable(to_dict):
@@ -319,20 +329,39 @@ def translate_model_config(model_config: Any) -> dict[str, Any]:
         raise ValueError(f"model_config must be a dict or a DefaultModelConfig, got {model_config!r:.80}.")
     out: dict[str, Any] = {}
     for key, value in model_config.items():
-        if key == "use_lstm" and value is False:
+        if key in ("use_lstm", "vf_share_layers") and value is False:
+            if key == "vf_share_layers" and model_config.get("use_lstm") is True:
+                out[key] = False  # kept for the module to refuse (cairn builds no separate value LSTM)
             continue
         if key in _MODEL_CONFIG_DEFAULTS:
             if value != _MODEL_CONFIG_DEFAULTS[key]:
                 raise ValueError(
-                    f"model_config[{key!r}]={value!r} is refused: cairn's default modules have separate policy and "
-                    "value networks, and their LSTM (PPO's, use_lstm=True) reads observations only. Write your own "
+                    f"model_config[{key!r}]={value!r} is refused: cairn's default modules have no attention, and "
+                    "their LSTM (PPO's, use_lstm=True) reads observations only. Write your own "
                     "RLModule (RLModuleSpec(module_class=...))."
                 )
             continue
-        if key == "fcnet_activation" and value not in ("tanh", "relu"):
-            raise ValueError(f"model_config['fcnet_activation']={value!r} is refused: cairn has 'tanh' and 'relu'.")
-        out[_MODEL_CONFIG_NAMES.get(str(key), str(key))] = list(value) if key == "fcnet_hiddens" else value
+        if key == "uses_new_env_runners" and value is True:
+            continue  # RLlib's flag of its new env runners: cairn has only those
+        if str(key).endswith("_initializer") and callable(value):
+            value = _initializer_by_name(str(key), value)
+        name = _MODEL_CONFIG_NAMES.get(str(key), str(key))
+        if name in out:
+            raise ValueError(f"model_config gives {name!r} twice (as {key!r} and by another name): give one of them.")
+        out[name] = list(value) if key == "fcnet_hiddens" else value
     return out
+
+
+def _initializer_by_name(key: str, value: Any) -> str:
+    """A ``torch.nn.init`` function given as an initializer (RLlib's older scripts) -> its name, which the
+    config records; the module looks it up in its fixed list. Any other callable is refused here."""
+    name = getattr(value, "__name__", None)
+    if getattr(value, "__module__", None) != "torch.nn.init" or not isinstance(name, str):
+        raise ValueError(
+            f"model_config[{key!r}]={value!r:.80} is refused: cairn records initializers by name (a checkpoint "
+            "never holds code); give the name of a torch.nn.init function, e.g. 'xavier_uniform_'."
+        )
+    return name
 
 
 def _evaluation_interval(config: Any, value: Any) -> dict[str, Any]:
@@ -500,6 +529,7 @@ _BASE_RULES: dict[str, dict[str, Rule]] = {
         "train_batch_size": _batch("total"),
         "num_epochs": "num_epochs",
         "minibatch_size": "minibatch_size",
+        "mini_batch_size_per_learner": integer("minibatch_size", name="mini_batch_size_per_learner"),
         "shuffle_batch_per_epoch": Accept((True,), "cairn shuffles every epoch"),
         "optimizer": Accept(({},), "cairn's learners use Adam with torch's defaults"),
         "learner_class": Accept((None,), "each config names its learner (get_default_learner_class)"),

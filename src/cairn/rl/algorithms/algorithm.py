@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from cairn import Checkpointable
-from cairn._ctor_bounds import FolderSizes, alloc_limit, mlp_parameter_bytes
+from cairn._ctor_bounds import FolderSizes, alloc_limit
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.algorithm_config import (
     DEFAULT_MODULE_ID,
@@ -52,7 +52,7 @@ from cairn.rl.core.rl_module.multi_rl_module import (
     module_seed,
     without_load_state_paths,
 )
-from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec, recurrent_parameter_bytes
+from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec, layers_parameter_bytes
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.rl.env.env_runner_group import EnvRunnerGroup
 from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
@@ -606,7 +606,8 @@ class Algorithm(Checkpointable, abc.ABC):
         Building the algorithm builds a module per policy (and copies of it: target
         networks, env runners' inference copies); the hidden-to-hidden weights their
         ``hidden_sizes`` ask for (a lower bound) must fit what the whole checkpoint
-        folder holds, or the file is hostile (``hidden_sizes=[6144] * 4`` is 1.3 GB).
+        folder holds, or the file is hostile (``hidden_sizes=[6144] * 4`` is 1.3 GB; the same for
+        an LSTM's ``lstm_cell_size`` and the heads' ``head_fcnet_hiddens``).
         """
         config = args[0] if args else kwargs.get("config")
         if not isinstance(config, AlgorithmConfig):
@@ -620,13 +621,7 @@ class Algorithm(Checkpointable, abc.ABC):
             configs[module_id] = own if isinstance(own, Mapping) else default
         total = 0
         for model_config in configs.values():
-            total += recurrent_parameter_bytes(model_config)  # an LSTM's hidden-to-hidden weights
-            try:
-                total += mlp_parameter_bytes(
-                    model_config.get("hidden_sizes") if isinstance(model_config, Mapping) else None
-                )
-            except ValueError:
-                continue  # not MLP widths: the module's own constructor judges them
+            total += layers_parameter_bytes(model_config)  # hidden layers, an LSTM, the heads' layers
         if total > alloc_limit(folder.tree_bytes):
             return (
                 f"the modules of its config ({len(configs)}) make at least {total} bytes of parameters, and the "

@@ -19,7 +19,8 @@ import torch
 from torch import nn
 
 from cairn._ctor_bounds import FolderSizes, alloc_limit, mlp_parameter_bytes
-from cairn.rl.core.rl_module.default_model_config import default_module_model_config
+from cairn.rl.core.rl_module.default_layers import linear_layers
+from cairn.rl.core.rl_module.default_model_config import check_activation, check_widths, default_module_model_config
 from cairn.rl.core.rl_module.rl_module import RLModule, box_observation_size
 
 __all__ = ["DEFAULT_DQN_MODEL_CONFIG", "DefaultDQNRLModule", "dqn_parameter_bytes"]
@@ -36,7 +37,8 @@ DEFAULT_DQN_MODEL_CONFIG: dict[str, Any] = {
 """Keys a ``model_config`` of :class:`DefaultDQNRLModule` may set:
 
 * ``hidden_sizes`` (RLlib's ``fcnet_hiddens``), ``activation`` (``fcnet_activation``,
-  ``"relu"`` or ``"tanh"``): the shared layers (CleanRL's ``QNetwork``: 120, 84, ReLU);
+  one of ``ACTIVATION_NAMES``: ``"relu"``, ``"tanh"``, ``"linear"``/``None``, ``"swish"``/``"silu"``,
+  ``"elu"``): the shared layers (CleanRL's ``QNetwork``: 120, 84, ReLU);
 * ``head_fcnet_hiddens``, ``head_fcnet_activation``: hidden layers of the head (of each
   stream when dueling) before its output layer (RLlib's names; none by default);
 * ``fcnet_bias_initializer``, ``head_fcnet_bias_initializer``: ``None`` (torch's default)
@@ -44,35 +46,18 @@ DEFAULT_DQN_MODEL_CONFIG: dict[str, Any] = {
 * ``dueling``: a value and an advantage stream, ``Q = V + A - mean(A)`` (DQNConfig's
   ``dueling=True`` sets it)."""
 
-_ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
-
 
 def _layers(sizes: list[int], first: int, activation: str) -> tuple[list[nn.Module], int]:
-    """Linear + activation per width; the layers and the last width."""
-    out: list[nn.Module] = []
-    for width in sizes:
-        out += [nn.Linear(first, width), _ACTIVATIONS[activation]()]
-        first = width
-    return out, first
+    """Linear + activation per width (the layers every default module builds); the layers and the last width."""
+    return linear_layers(first, sizes, activation, "DefaultDQNRLModule: model_config activation")
 
 
 def _check_model_config(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` with ints for widths; ``ValueError`` naming the key that cannot be built."""
     for key in ("hidden_sizes", "head_fcnet_hiddens"):
-        sizes = config[key]
-        if isinstance(sizes, str | bytes) or not all(
-            isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in sizes
-        ):
-            raise ValueError(
-                f"DefaultDQNRLModule: model_config[{key!r}]={sizes!r:.80} must be a list of positive ints."
-            )
-        config[key] = [int(h) for h in sizes]
+        config[key] = check_widths(config[key], f"DefaultDQNRLModule: model_config[{key!r}]")
     for key in ("activation", "head_fcnet_activation"):
-        if config[key] not in _ACTIVATIONS:
-            raise ValueError(
-                f"DefaultDQNRLModule: model_config[{key!r}]={config[key]!r:.40} is refused: cairn has "
-                f"{sorted(_ACTIVATIONS)}."
-            )
+        check_activation(config[key], f"DefaultDQNRLModule: model_config[{key!r}]")
     for key in ("fcnet_bias_initializer", "head_fcnet_bias_initializer"):
         if config[key] not in (None, "zeros_"):
             raise ValueError(

@@ -13,6 +13,15 @@ max_seq_len=...)``) it is recurrent, in RLlib's layout: an encoder (the
 encoder and the LSTM shared by both heads (RLlib's ``vf_share_layers=False`` gives
 the value function an encoder and LSTM of its own). Its state is
 ``{"h": [lstm_cell_size], "c": [lstm_cell_size]}``.
+
+With ``vf_share_layers=True`` (RLlib's layout) the MLP variant is one encoder (the
+``hidden_sizes`` layers) with a policy head and a value head on it (``encoder``,
+``pi_head``, ``vf_head``); the recurrent variant is the same with or without it (its
+encoder and LSTM are always shared). ``head_fcnet_hiddens`` / ``head_fcnet_activation``
+add hidden layers to each head; ``fcnet_kernel_initializer`` / ``fcnet_bias_initializer``
+(+ ``_kwargs``) initialize the encoder's layers (the heads keep cairn's orthogonal
+initialization). A ``model_config`` that sets none of them builds, records and
+initializes the module exactly as before they existed.
 """
 
 from __future__ import annotations
@@ -28,10 +37,11 @@ from torch import nn
 
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.core.columns import Columns
-from cairn.rl.core.rl_module.default_model_config import default_module_model_config
+from cairn.rl.core.rl_module.default_layers import init_linear, linear_layers, read_initializer
+from cairn.rl.core.rl_module.default_model_config import check_activation, check_widths, default_module_model_config
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec, box_observation_size
 
-__all__ = ["DEFAULT_MODEL_CONFIG", "LSTM_MODEL_CONFIG", "DefaultPPORLModule"]
+__all__ = ["DEFAULT_MODEL_CONFIG", "LAYER_MODEL_CONFIG", "LSTM_MODEL_CONFIG", "DefaultPPORLModule"]
 
 DEFAULT_MODEL_CONFIG: dict[str, Any] = {
     "hidden_sizes": [64, 64],
@@ -41,27 +51,33 @@ DEFAULT_MODEL_CONFIG: dict[str, Any] = {
 """Keys a ``model_config`` of :class:`DefaultPPORLModule` may set, with their defaults.
 
 ``hidden_sizes``: widths of the hidden layers of both MLPs. ``activation``:
-``"tanh"`` or ``"relu"``. ``log_std_init``: initial log standard deviation of
-the Gaussian for ``Box`` action spaces.
+one of ``ACTIVATION_NAMES`` (``"tanh"``, ``"relu"``, ``"linear"``/``None``, ``"swish"``/``"silu"``,
+``"elu"``). ``log_std_init``: initial log standard deviation of the Gaussian for ``Box`` action spaces.
 """
+
+LAYER_MODEL_CONFIG: dict[str, Any] = {
+    "vf_share_layers": False,
+    "head_fcnet_hiddens": [],
+    "head_fcnet_activation": "relu",
+    "fcnet_kernel_initializer": None,
+    "fcnet_kernel_initializer_kwargs": None,
+    "fcnet_bias_initializer": None,
+    "fcnet_bias_initializer_kwargs": None,
+}
+"""Optional keys (RLlib's names) with what leaving them out means; recorded only when given, so that
+a module built without them records what it always did. ``vf_share_layers``: one encoder for the
+policy and value heads (the recurrent variant always shares). ``head_fcnet_hiddens`` /
+``head_fcnet_activation`` (RLlib's default ``"relu"``): hidden layers of each head.
+``fcnet_kernel_initializer`` / ``fcnet_bias_initializer`` (+ ``_kwargs``): names of
+``INITIALIZER_NAMES`` for the encoder's layers; ``None`` is cairn's orthogonal (gain sqrt 2) and zero
+biases."""
 
 LSTM_MODEL_CONFIG: dict[str, Any] = {"use_lstm": True, "lstm_cell_size": 256, "max_seq_len": 20}
 """The keys (and RLlib's defaults) of :class:`DefaultPPORLModule`'s recurrent variant, recorded when
 ``use_lstm`` is true: ``lstm_cell_size`` (the LSTM's hidden size), ``max_seq_len`` (the length of
 the sequences PPO trains on)."""
 
-_ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
 _LOG_2PI = math.log(2.0 * math.pi)
-
-
-def _mlp(in_dim: int, hidden: list[int], out_dim: int, activation: type[nn.Module]) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    last = in_dim
-    for width in hidden:
-        layers += [nn.Linear(last, width), activation()]
-        last = width
-    layers.append(nn.Linear(last, out_dim))
-    return nn.Sequential(*layers)
 
 
 def _untimed(value: torch.Tensor, timed: bool) -> torch.Tensor:
@@ -76,7 +92,7 @@ def _full_config(model_config: Mapping[str, Any]) -> dict[str, Any]:
         ValueError: An unknown key, or an LSTM key without ``use_lstm``.
     """
     given = dict(model_config or {})
-    known = set(DEFAULT_MODEL_CONFIG) | set(LSTM_MODEL_CONFIG)
+    known = set(DEFAULT_MODEL_CONFIG) | set(LSTM_MODEL_CONFIG) | set(LAYER_MODEL_CONFIG)
     unknown = sorted(set(given) - known)
     if unknown:
         raise ValueError(
@@ -95,13 +111,48 @@ def _full_config(model_config: Mapping[str, Any]) -> dict[str, Any]:
     return config
 
 
-def _init_mlp(net: nn.Sequential, head_gain: float, generator: torch.Generator | None) -> None:
-    linears = [m for m in net if isinstance(m, nn.Linear)]
-    with torch.no_grad():
+class _Layout:
+    """What a ``model_config`` asks of the layers: widths, activations, initializers (checked)."""
+
+    def __init__(self, config: Mapping[str, Any], generator: torch.Generator | None) -> None:
+        self.hidden = check_widths(config["hidden_sizes"], "DefaultPPORLModule: model_config['hidden_sizes']")
+        self.head_hidden = check_widths(
+            config.get("head_fcnet_hiddens", []), "DefaultPPORLModule: model_config['head_fcnet_hiddens']"
+        )
+        self.activation = config["activation"]
+        self.head_activation = config.get("head_fcnet_activation", "relu")
+        check_activation(self.activation, "DefaultPPORLModule: model_config['activation']")
+        check_activation(self.head_activation, "DefaultPPORLModule: model_config['head_fcnet_activation']")
+        self.kernel = read_initializer(config, "fcnet_kernel_initializer")
+        self.bias = read_initializer(config, "fcnet_bias_initializer")
+        self.generator = generator
+
+    def encoder(self, in_dim: int) -> tuple[list[nn.Module], int]:
+        """The ``hidden_sizes`` layers (RLlib's encoder), not initialized yet; and their last width."""
+        return linear_layers(in_dim, self.hidden, self.activation, "model_config['activation']")
+
+    def head(self, in_dim: int, out_dim: int) -> list[nn.Module]:
+        """The ``head_fcnet_hiddens`` layers and the output layer, not initialized yet."""
+        layers, last = linear_layers(in_dim, self.head_hidden, self.head_activation, "head_fcnet_activation")
+        return [*layers, nn.Linear(last, out_dim)]
+
+    def init_encoder(self, layers: list[nn.Module]) -> None:
+        """The encoder's initializers (``None``: cairn's orthogonal, gain sqrt 2, zero biases)."""
+        for layer in layers:
+            if isinstance(layer, nn.Linear):
+                init_linear(layer, gain=math.sqrt(2.0), kernel=self.kernel, bias=self.bias, generator=self.generator)
+
+    def init_head(self, layers: list[nn.Module], out_gain: float) -> None:
+        """cairn's orthogonal initialization: gain sqrt 2 for hidden layers, ``out_gain`` for the output."""
+        linears = [layer for layer in layers if isinstance(layer, nn.Linear)]
         for i, layer in enumerate(linears):
-            gain = head_gain if i == len(linears) - 1 else math.sqrt(2.0)
-            nn.init.orthogonal_(layer.weight, gain=gain, generator=generator)
-            layer.bias.zero_()
+            gain = out_gain if i == len(linears) - 1 else math.sqrt(2.0)
+            init_linear(layer, gain=gain, kernel=None, bias=None, generator=self.generator)
+
+
+def _one(layers: list[nn.Module]) -> nn.Module:
+    """A head as one module: a bare ``Linear`` without hidden layers (the names of earlier checkpoints)."""
+    return layers[0] if len(layers) == 1 else nn.Sequential(*layers)
 
 
 class DefaultPPORLModule(RLModule):
@@ -141,54 +192,60 @@ class DefaultPPORLModule(RLModule):
                 f"DefaultPPORLModule supports Discrete and one-dimensional Box action spaces, got {action_space!r}."
             )
         config = _full_config(model_config)
-        activation = _ACTIVATIONS.get(str(config["activation"]))
-        if activation is None:
-            raise ValueError(
-                f"model_config['activation']={config['activation']!r} is not one of {sorted(_ACTIVATIONS)}."
-            )
-        hidden = [int(h) for h in config["hidden_sizes"]]
-        config["hidden_sizes"] = hidden
+        generator = None if seed is None else torch.Generator().manual_seed(int(seed))
+        layout = _Layout(config, generator)  # checks widths, activations and initializers before anything is built
+        config["hidden_sizes"] = layout.hidden
         config["log_std_init"] = float(config["log_std_init"])
         super().__init__(observation_space, action_space, config, seed=seed)
         self.discrete = discrete
         self.obs_dim = obs_dim
-        generator = None if seed is None else torch.Generator().manual_seed(int(seed))
         self.use_lstm = bool(config.get("use_lstm", False))
+        self.vf_share_layers = self.use_lstm or config.get("vf_share_layers", False) is True
         if self.use_lstm:
-            self._build_lstm(hidden, out_dim, activation, generator)
+            self._build_lstm(layout, out_dim)
+        elif self.vf_share_layers:
+            self._build_shared(layout, out_dim)
         else:
-            self.pi = _mlp(self.obs_dim, hidden, out_dim, activation)
-            self.vf = _mlp(self.obs_dim, hidden, 1, activation)
-            _init_mlp(self.pi, 0.01, generator)
-            _init_mlp(self.vf, 1.0, generator)
+            # Built in the order of earlier versions (policy, then value), which seed=None's global RNG sees.
+            pi_encoder, last = layout.encoder(self.obs_dim)
+            pi_head = layout.head(last, out_dim)
+            vf_encoder, _ = layout.encoder(self.obs_dim)
+            vf_head = layout.head(last, 1)
+            # One Sequential per network: the parameter names (pi.0.weight, ...) of every earlier checkpoint.
+            self.pi = nn.Sequential(*pi_encoder, *pi_head)
+            self.vf = nn.Sequential(*vf_encoder, *vf_head)
+            layout.init_encoder(pi_encoder)
+            layout.init_head(pi_head, 0.01)
+            layout.init_encoder(vf_encoder)
+            layout.init_head(vf_head, 1.0)
         if not self.discrete:
             self.log_std = nn.Parameter(torch.full((out_dim,), config["log_std_init"]))
 
-    def _build_lstm(
-        self, hidden: list[int], out_dim: int, activation: type[nn.Module], generator: torch.Generator | None
-    ) -> None:
-        """Encoder (the hidden layers) -> LSTM -> policy and value heads (linear)."""
+    def _build_shared(self, layout: _Layout, out_dim: int) -> None:
+        """RLlib's ``vf_share_layers=True``: one encoder, a policy head and a value head on it."""
+        encoder, last = layout.encoder(self.obs_dim)
+        pi_head, vf_head = layout.head(last, out_dim), layout.head(last, 1)
+        self.encoder = nn.Sequential(*encoder)
+        self.pi_head, self.vf_head = _one(pi_head), _one(vf_head)
+        layout.init_encoder(encoder)
+        layout.init_head(pi_head, 0.01)
+        layout.init_head(vf_head, 1.0)
+
+    def _build_lstm(self, layout: _Layout, out_dim: int) -> None:
+        """Encoder (the hidden layers) -> LSTM -> policy and value heads."""
         cell = int(self.model_config["lstm_cell_size"])
-        layers: list[nn.Module] = []
-        last = self.obs_dim
-        for width in hidden:
-            layers += [nn.Linear(last, width), activation()]
-            last = width
-        self.encoder = nn.Sequential(*layers)
+        encoder, last = layout.encoder(self.obs_dim)
+        self.encoder = nn.Sequential(*encoder)
         self.lstm = nn.LSTM(last, cell, batch_first=True)
-        self.pi_head = nn.Linear(cell, out_dim)
-        self.vf_head = nn.Linear(cell, 1)
+        pi_head, vf_head = layout.head(cell, out_dim), layout.head(cell, 1)
+        self.pi_head, self.vf_head = _one(pi_head), _one(vf_head)
+        layout.init_encoder(encoder)
         with torch.no_grad():
-            for layer in self.encoder:
-                if isinstance(layer, nn.Linear):
-                    nn.init.orthogonal_(layer.weight, gain=math.sqrt(2.0), generator=generator)
-                    layer.bias.zero_()
             bound = 1.0 / math.sqrt(cell)  # torch's own LSTM init, drawn from the module's generator
             for param in self.lstm.parameters():
-                nn.init.uniform_(param, -bound, bound, generator=generator)
-            for head, gain in ((self.pi_head, 0.01), (self.vf_head, 1.0)):
-                nn.init.orthogonal_(head.weight, gain=gain, generator=generator)
-                head.bias.zero_()
+                nn.init.uniform_(param, -bound, bound, generator=layout.generator)
+        layout.init_head(pi_head, 0.01)
+        layout.init_head(vf_head, 1.0)
 
     def get_initial_state(self) -> dict[str, Any]:
         """``{"h", "c"}`` zeros of ``lstm_cell_size`` with ``use_lstm``; ``{}`` (stateless) without."""
@@ -223,6 +280,19 @@ class DefaultPPORLModule(RLModule):
         obs = torch.as_tensor(batch["obs"])
         return obs.reshape(obs.shape[0], self.obs_dim).to(torch.float32)
 
+    def _policy(self, obs: torch.Tensor) -> torch.Tensor:
+        """The action distribution's inputs of the MLP variant (shared encoder or the policy network)."""
+        if self.vf_share_layers:
+            return self.pi_head(self.encoder(obs))  # type: ignore[no-any-return]
+        return self.pi(obs)  # type: ignore[no-any-return]
+
+    def _policy_and_values(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(dist_inputs, values [B])`` of the MLP variant; the shared encoder runs once."""
+        if self.vf_share_layers:
+            features = self.encoder(obs)
+            return self.pi_head(features), self.vf_head(features).squeeze(-1)
+        return self.pi(obs), self.vf(obs).squeeze(-1)
+
     def _logp_entropy(self, dist_inputs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.discrete:
             logp_all = torch.log_softmax(dist_inputs, dim=-1)
@@ -247,7 +317,7 @@ class DefaultPPORLModule(RLModule):
                 actions = dist_inputs.argmax(-1) if self.discrete else dist_inputs
                 greedy: dict[str, Any] = {"actions": _untimed(actions, timed), Columns.STATE_OUT: state}
                 return greedy
-            dist_inputs = self.pi(self._obs(batch))
+            dist_inputs = self._policy(self._obs(batch))
             actions = dist_inputs.argmax(-1) if self.discrete else dist_inputs
         return {"actions": actions}
 
@@ -262,8 +332,7 @@ class DefaultPPORLModule(RLModule):
         if self.use_lstm:
             return self._explore_recurrent(batch, generator)
         with torch.no_grad():
-            obs = self._obs(batch)
-            dist_inputs = self.pi(obs)
+            dist_inputs, values = self._policy_and_values(self._obs(batch))
             if self.discrete:
                 probs = torch.softmax(dist_inputs, dim=-1)
                 actions = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
@@ -271,7 +340,6 @@ class DefaultPPORLModule(RLModule):
                 noise = torch.randn(dist_inputs.shape, generator=generator)
                 actions = dist_inputs + self.log_std.exp() * noise
             logp, _ = self._logp_entropy(dist_inputs, actions)
-            values = self.vf(obs).squeeze(-1)
         return {
             "actions": actions,
             "action_logp": logp,
@@ -310,10 +378,9 @@ class DefaultPPORLModule(RLModule):
             train: dict[str, Any] = {"action_logp": logp, "entropy": entropy, "vf_preds": values}
             train[Columns.STATE_OUT] = state
             return train
-        obs = self._obs(batch)
-        dist_inputs = self.pi(obs)
+        dist_inputs, values = self._policy_and_values(self._obs(batch))
         logp, entropy = self._logp_entropy(dist_inputs, torch.as_tensor(batch["actions"]))
-        return {"action_logp": logp, "entropy": entropy, "vf_preds": self.vf(obs).squeeze(-1)}
+        return {"action_logp": logp, "entropy": entropy, "vf_preds": values}
 
     def compute_values(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Value estimates ``Tensor[B]`` (``[B, T]`` for sequences) without gradients."""
@@ -321,7 +388,10 @@ class DefaultPPORLModule(RLModule):
             if self.use_lstm:
                 _, lstm_values, _, timed = self._recurrent(batch)
                 return _untimed(lstm_values, timed)
-            values: torch.Tensor = self.vf(self._obs(batch)).squeeze(-1)
+            obs = self._obs(batch)
+            values: torch.Tensor = (self.vf_head(self.encoder(obs)) if self.vf_share_layers else self.vf(obs)).squeeze(
+                -1
+            )
         return values
 
 

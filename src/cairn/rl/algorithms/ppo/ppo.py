@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -43,6 +44,22 @@ from cairn.rl.utils.gae import compute_gae
 __all__ = ["PPO", "PPOConfig"]
 
 
+def _check_vf_clip_param(value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or value <= 0.0:
+        raise ValueError(
+            f"vf_clip_param={value!r:.60} is refused: give a positive number (RLlib's 10.0, or float('inf')), "
+            "or None for no clipping."
+        )
+
+
+def _vf_clip_param(config: Any, value: Any) -> dict[str, Any]:
+    """RLlib's ``training(vf_clip_param=...)``: a positive number, or ``None`` (no clipping)."""
+    _check_vf_clip_param(value)
+    return {"vf_clip_param": None if value is None else float(value)}
+
+
 @register_type
 @dataclass
 class PPOConfig(AlgorithmConfig):
@@ -65,6 +82,11 @@ class PPOConfig(AlgorithmConfig):
     vf_loss_coeff: float = 0.5
     """Weight of the value loss."""
 
+    vf_clip_param: float | None = None
+    """RLlib's value-loss clipping: each step's squared value error is clamped at this value before
+    the mean (``min((V - target)^2, vf_clip_param)``, RLlib's formula). ``None``, cairn's default,
+    does not clip (RLlib's default is ``10.0``: write ``training(vf_clip_param=10.0)`` for RLlib's loss)."""
+
     entropy_coeff: float = 0.01
     """Weight of the entropy bonus."""
 
@@ -84,7 +106,7 @@ class PPOConfig(AlgorithmConfig):
             "use_kl_loss": Accept((False,), "cairn's PPO has no KL penalty (it clips the ratio)"),
             "kl_coeff": Accept((0.0, 0), "cairn's PPO has no KL penalty (it clips the ratio)"),
             "kl_target": Refuse("cairn's PPO has no KL penalty (it clips the ratio)"),
-            "vf_clip_param": Accept((float("inf"),), "cairn's PPO does not clip the value loss"),
+            "vf_clip_param": _vf_clip_param,
             "entropy_coeff_schedule": Accept((None,), "cairn's entropy_coeff is constant"),
             "lr_schedule": Accept((None,), "use training(lr_anneal_timesteps=...)"),
         }
@@ -111,6 +133,7 @@ class PPOConfig(AlgorithmConfig):
             raise ValueError("gamma and gae_lambda must lie in [0, 1].")
         if self.clip_param <= 0.0:
             raise ValueError("clip_param must be positive.")
+        _check_vf_clip_param(self.vf_clip_param)  # each module's override too (the base validates those)
 
 
 def _flatten(array: npt.NDArray[Any]) -> npt.NDArray[Any]:

@@ -31,6 +31,7 @@ class PPOLossSettings(Protocol):
 
     clip_param: float
     vf_loss_coeff: float
+    vf_clip_param: float | None
     entropy_coeff: float
     normalize_advantages: bool
 
@@ -52,7 +53,11 @@ class PPOLearner(Learner):
     def compute_loss_for_module(
         self, module_id: str, module: RLModule, minibatch: Mapping[str, torch.Tensor]
     ) -> tuple[torch.Tensor, dict[str, float]]:
-        """PPO's clipped surrogate + ``vf_loss_coeff`` x value loss - ``entropy_coeff`` x entropy."""
+        """PPO's clipped surrogate + ``vf_loss_coeff`` x value loss - ``entropy_coeff`` x entropy.
+
+        The value loss is ``0.5 * mean((V - target)^2)`` (CleanRL's), each step's squared error clamped
+        at ``vf_clip_param`` first when it is set (RLlib's clipping; RLlib's loss has no 0.5).
+        """
         config = cast(PPOLossSettings, self.config_for_module(module_id))
         mb = minibatch
         if Columns.LOSS_MASK in mb:
@@ -77,7 +82,7 @@ class PPOLearner(Learner):
             -advantages * torch.clamp(ratio, 1.0 - config.clip_param, 1.0 + config.clip_param),
         )
         policy_loss = surrogate.mean()
-        vf_loss = 0.5 * (out["vf_preds"] - mb["value_targets"].to(torch.float32)).pow(2).mean()
+        vf_loss = 0.5 * _value_errors(out["vf_preds"], mb["value_targets"], config.vf_clip_param).mean()
         entropy = out["entropy"].mean()
         loss = policy_loss - config.entropy_coeff * entropy + config.vf_loss_coeff * vf_loss
         return loss, {
@@ -105,6 +110,14 @@ class PPOLearner(Learner):
         """The advantage normalization's all-reduce, with no rows."""
         if cast(PPOLossSettings, self.config_for_module(module_id)).normalize_advantages:
             self.normalize_over_minibatch(torch.zeros(0, dtype=torch.float32))
+
+
+def _value_errors(values: torch.Tensor, targets: torch.Tensor, vf_clip_param: float | None) -> torch.Tensor:
+    """Squared value errors ``(V - target)^2`` per step, clamped at ``vf_clip_param`` (RLlib's value-loss
+    clipping, ``torch.clamp(vf_loss, 0, vf_clip_param)``) unless it is ``None``. A clamped step passes no
+    gradient, as in RLlib."""
+    errors = (values - targets.to(torch.float32)).pow(2)
+    return errors if vf_clip_param is None else torch.clamp(errors, 0.0, vf_clip_param)
 
 
 register_old_paths(PPOLearner)

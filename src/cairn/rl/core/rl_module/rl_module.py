@@ -26,6 +26,7 @@ the module that defines it. PPO's default module (an MLP actor-critic) is
 from __future__ import annotations
 
 import abc
+import contextlib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
@@ -43,7 +44,7 @@ from cairn.rl._aliases import register_old_paths
 from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
 from cairn.rl.utils._util import Names
 
-__all__ = ["RLModule", "RLModuleSpec", "box_observation_size", "recurrent_parameter_bytes"]
+__all__ = ["RLModule", "RLModuleSpec", "box_observation_size", "layers_parameter_bytes", "recurrent_parameter_bytes"]
 
 
 def box_observation_size(observation_space: gym.Space[Any], *, module_class: type) -> int:
@@ -75,6 +76,29 @@ def recurrent_parameter_bytes(model_config: Any) -> int:
     if type(cell) is not int or cell < 1:
         return 0
     return 4 * 4 * cell * cell
+
+
+def layers_parameter_bytes(model_config: Any) -> int:
+    """A lower bound of the parameter bytes of the layers a default module's ``model_config`` asks for.
+
+    The hidden-to-hidden weights of ``hidden_sizes`` (or RLlib's ``fcnet_hiddens``), an LSTM's
+    (:func:`recurrent_parameter_bytes`) and one head's ``head_fcnet_hiddens`` from the encoder's last
+    width (PPO has two heads, DQN one or two: one is the bound); 0 for values that are not widths
+    (the module's constructor refuses those). The bound :meth:`RLModule.ctor_args_problem` and the
+    algorithm's hook check.
+    """
+    if not isinstance(model_config, Mapping):
+        return 0
+    hidden = model_config.get("hidden_sizes", model_config.get("fcnet_hiddens"))
+    head = model_config.get("head_fcnet_hiddens")
+    recurrent = recurrent_parameter_bytes(model_config)
+    total = recurrent
+    with contextlib.suppress(ValueError):  # not MLP widths: the module's own constructor judges them
+        total += mlp_parameter_bytes(hidden) if hidden is not None else 0
+    with contextlib.suppress(ValueError):  # the head's hidden layers, from the encoder's last width
+        first = hidden[-1:] if isinstance(hidden, list) and not recurrent else []
+        total += mlp_parameter_bytes([*first, *head]) if isinstance(head, list) else 0
+    return total
 
 
 @register_type
@@ -372,21 +396,21 @@ class RLModule(nn.Module, Checkpointable):
 
         The hook of :mod:`cairn._ctor_bounds`, asked before the module is built: a
         ``model_config["hidden_sizes"]`` whose hidden-to-hidden weights alone are
-        more than the folder can hold (it holds the parameters) is refused. The
+        more than the folder can hold (it holds the parameters) is refused, and so is a
+        ``head_fcnet_hiddens`` whose head layers are. The
         default modules (PPO, DQN, SAC) and any subclass that reads ``hidden_sizes``
         as MLP widths get it; a subclass that allocates by other arguments overrides it.
         """
         model_config = kwargs.get("model_config", args[2] if len(args) > 2 else None)
         hidden = model_config.get("hidden_sizes") if isinstance(model_config, Mapping) else None
+        head = model_config.get("head_fcnet_hiddens") if isinstance(model_config, Mapping) else None
         recurrent = recurrent_parameter_bytes(model_config)
-        try:
-            lower = mlp_parameter_bytes(hidden) + recurrent
-        except ValueError:
-            lower = recurrent  # not MLP widths: the module's own constructor judges them
+        lower = layers_parameter_bytes(model_config)
         if lower > alloc_limit(folder.tree_bytes):
             cell = f" and lstm_cell_size={model_config['lstm_cell_size']}" if recurrent else ""  # type: ignore[index]
+            heads = f" and head_fcnet_hiddens={str(head)[:80]}" if head else ""
             return (
-                f"model_config hidden_sizes={str(hidden)[:80]}{cell} make at least {lower} bytes of parameters, "
+                f"model_config hidden_sizes={str(hidden)[:80]}{cell}{heads} make at least {lower} bytes of parameters, "
                 f"and the module's folder holds {folder.tree_bytes} bytes"
             )
         return None
