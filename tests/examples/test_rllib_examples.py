@@ -331,3 +331,24 @@ PORTED["prev_actions_prev_rewards"] = run_prev_actions_prev_rewards  # run by th
 
 def test_rllib_example_prev_actions_prev_rewards(tmp_path: Path, examples_on_path: None) -> None:
     run_prev_actions_prev_rewards(tmp_path)
+
+
+def run_action_masking_rl_module(tmp_path: Path) -> None:
+    # ActionMaskEnv raises on a masked action: every sampled and every evaluation step checks the mask.
+    out = load("action_masking_rl_module").main(iterations=1, train_batch_size=64, num_epochs=1)
+    assert out["result"]["training_iteration"] == 1 and out["result"]["num_env_steps_sampled_lifetime"] == 64
+    assert out["result"]["evaluation"]["env_runners"]["num_episodes"] > 0
+    module = out["module"]
+    assert type(module).__name__ == "ActionMaskingTorchRLModule" and module.takes_nested_observations
+    mask = torch.zeros(4, 100)
+    mask[:, 7] = 1.0  # one allowed action
+    batch = {"obs": {"action_mask": mask, "observations": torch.zeros(4, 5)}}
+    assert (module.forward_inference(batch)["actions"] == 7).all()
+    assert (module.forward_exploration(batch, generator=torch.Generator().manual_seed(0))["actions"] == 7).all()
+
+
+PORTED["action_masking_rl_module"] = run_action_masking_rl_module  # run by the test below
+
+
+def test_rllib_example_action_masking_rl_module(tmp_path: Path, examples_on_path: None) -> None:
+    run_action_masking_rl_module(tmp_path)

@@ -26,6 +26,7 @@ from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipe
 from cairn.rl.connectors.env_to_module.flatten_observations import FlattenObservations
 from cairn.rl.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
 from cairn.rl.connectors.learner.frame_stacking import FrameStackingLearner
+from cairn.rl.core.rl_module.multi_rl_module import module_specs_from_config
 
 __all__ = [
     "OBSERVATION_FILTERS",
@@ -33,6 +34,7 @@ __all__ = [
     "build_module_to_env",
     "check_learner_connector",
     "connector_modules",
+    "nested_module_name",
     "resolve_connector_factory",
 ]
 
@@ -132,6 +134,7 @@ def build_env_to_module(
     env: Any = None,
     multi_agent: bool = False,
     agents: Sequence[Any] | None = None,
+    nested_module: str | None = None,
 ) -> tuple[ConnectorPipeline, gym.Space[Any]]:
     """The env-to-module pipeline of one observation/action space, and the space its output has.
 
@@ -149,10 +152,14 @@ def build_env_to_module(
         agents: The agents whose rows the pipeline gets (a multi-agent runner's module's
             agents); ``FlattenObservations(agent_ids=...)`` flattens only listed agents'
             observations. ``None``: not known (single-agent runners).
+        nested_module: The name (for messages) of the module(s) the pipeline feeds when every one
+            of them takes Dict/Tuple observations as they are (``RLModule.takes_nested_observations``):
+            such an output space is then allowed. ``None``: they need arrays, and it is refused.
 
     Raises:
         ValueError: An unknown observation filter, an observation space the filter or
-            cairn's array batches cannot take (Dict/Tuple without FlattenObservations),
+            a module cannot take (Dict/Tuple without FlattenObservations, unless ``nested_module``;
+            never for an off-policy algorithm, whose replay buffers hold arrays),
             a ``FlattenObservations(agent_ids=...)`` whose module serves listed and unlisted agents.
     """
     spaces = {"__env__": (observation_space, action_space), "__env_single__": (observation_space, action_space)}
@@ -168,11 +175,44 @@ def build_env_to_module(
         if filter_cls is None:
             raise ValueError(f"observation_filter={name!r} is not one of {sorted(OBSERVATION_FILTERS)} or None.")
         if isinstance(out, gym.spaces.Dict | gym.spaces.Tuple):
+            if nested_module is not None:
+                raise ValueError(
+                    f"The observation space {out} reaches {nested_module} unflattened, as it takes them, but "
+                    f"observation_filter={name!r} normalises arrays only: turn the filter off "
+                    "(config.env_runners(observation_filter=None)) or flatten the observations."
+                )
             raise ValueError(_unflattened(out, f"observation_filter={name!r} normalises arrays"))
         out = _chain(pipeline, [filter_cls()], out, action_space)
     if isinstance(out, gym.spaces.Dict | gym.spaces.Tuple):
-        raise ValueError(_unflattened(out, "cairn's sample batches and default modules take arrays"))
+        if nested_module is None:
+            raise ValueError(
+                _unflattened(
+                    out,
+                    "the module needs arrays (cairn's default modules do; a module of your own that reads a dict "
+                    "of tensors sets the class attribute takes_nested_observations = True)",
+                )
+            )
+        if config.sample_next_obs:
+            raise ValueError(
+                _unflattened(
+                    out,
+                    f"{type(config).__name__} is off-policy: its replay buffers store arrays, not the dicts "
+                    f"{nested_module} takes (it may take them with PPO)",
+                )
+            )
     return pipeline, out
+
+
+def nested_module_name(
+    config: AlgorithmConfig, observation_space: gym.Space[Any], action_space: gym.Space[Any], module_ids: Sequence[str]
+) -> str | None:
+    """The class name of the modules ``module_ids`` of ``config`` when all of them take Dict/Tuple
+    observations as they are (``RLModule.takes_nested_observations``), else ``None``."""
+    specs = module_specs_from_config(config, observation_space, action_space)
+    classes = {specs[module_id].module_class for module_id in dict.fromkeys(module_ids) if module_id in specs}
+    if not classes or not all(getattr(cls, "takes_nested_observations", False) is True for cls in classes):
+        return None
+    return " and ".join(sorted(cls.__qualname__ for cls in classes if cls is not None))
 
 
 def _unflattened(space: gym.Space[Any], why: str) -> str:

@@ -9,12 +9,62 @@ rebuilt from the live batch's structure).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["copy_rows", "from_state", "same_layout", "set_rows", "stack_rows", "take_rows", "to_state"]
+__all__ = [
+    "concat_rows",
+    "copy_rows",
+    "from_state",
+    "index_rows",
+    "leading_rows",
+    "map_leaves",
+    "same_layout",
+    "set_rows",
+    "stack_rows",
+    "take_rows",
+    "to_state",
+]
+
+
+def map_leaves(fn: Callable[[Any], Any], batch: Any) -> Any:
+    """``batch`` with ``fn`` applied to every leaf (array or tensor), in the same dict/tuple structure."""
+    if isinstance(batch, Mapping):
+        return {key: map_leaves(fn, value) for key, value in batch.items()}
+    if isinstance(batch, tuple):
+        return tuple(map_leaves(fn, value) for value in batch)
+    return fn(batch)
+
+
+def index_rows(batch: Any, rows: Any) -> Any:
+    """``leaf[rows]`` of every leaf of ``batch``, kept as it is (a tensor stays a tensor, unlike :func:`take_rows`)."""
+    return map_leaves(lambda leaf: leaf[rows], batch)
+
+
+def leading_rows(batch: Any) -> int:
+    """The length of the first dimension of ``batch`` (of its first leaf when nested).
+
+    Raises:
+        ValueError: A dict or tuple without leaves.
+    """
+    while isinstance(batch, Mapping | tuple):
+        leaves = list(batch.values()) if isinstance(batch, Mapping) else list(batch)
+        if not leaves:
+            raise ValueError("An empty dict or tuple of observations has no rows.")
+        batch = leaves[0]
+    return int(batch.shape[0])
+
+
+def concat_rows(batches: Sequence[Any]) -> Any:
+    """One batch of the rows of ``batches`` (arrays, or dicts/tuples of them of one structure), in order."""
+    first = batches[0]
+    if isinstance(first, Mapping):
+        return {key: concat_rows([b[key] for b in batches]) for key in first}
+    if isinstance(first, tuple):
+        return tuple(concat_rows([b[i] for b in batches]) for i in range(len(first)))
+    return np.concatenate([np.asarray(b) for b in batches])
 
 
 def take_rows(batch: Any, rows: Any) -> Any:

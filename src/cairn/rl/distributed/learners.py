@@ -44,6 +44,7 @@ import torch
 
 from cairn.delegation import DelegatedFolder, LoadedComponent
 from cairn.errors import CheckpointError
+from cairn.rl.connectors.nested import leading_rows, map_leaves
 from cairn.rl.core.learner.learner import Learner, TrainBatch
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.distributed._ray import HEALTH_PROBE_TIMEOUT_S, actor_label, get_all, init_ray, stop_named
@@ -123,7 +124,7 @@ class DataParallelLearner(Learner):
         mb: Mapping[str, torch.Tensor],
     ) -> dict[str, float]:
         """As the base class; a learner with no rows of this minibatch still joins the all-reduces."""
-        if int(next(iter(mb.values())).shape[0]) > 0:
+        if leading_rows(next(iter(mb.values()))) > 0:
             return super()._minibatch_step(module_id, module, optimizers, mb)
         # No rows here: contribute nothing, but take part in every collective and the step.
         self.join_collectives_without_rows(module_id)
@@ -204,8 +205,9 @@ class LearnerActor(FolderActor):
 
     def update(self, batches: Mapping[str, TrainBatch]) -> dict[str, float]:
         """One data-parallel update on ``batches``; returns this learner's metrics."""
-        # Arrays from the object store are read-only views; torch wants writable memory.
-        return self.learner.update({m: {k: np.array(v) for k, v in b.items()} for m, b in batches.items()})
+        # Arrays from the object store are read-only views; torch wants writable memory. A column may be
+        # a dict (tuple) of arrays: the Dict/Tuple observations of a module that takes them.
+        return self.learner.update({m: {k: map_leaves(np.array, v) for k, v in b.items()} for m, b in batches.items()})
 
     def get_weights(self) -> dict[str, Any]:
         """Module id -> RLModule state."""

@@ -35,8 +35,23 @@ from cairn.errors import IncompatibleCheckpointError
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.callbacks.callbacks import callbacks_from_config, overrides
-from cairn.rl.connectors.build import build_env_to_module, build_module_to_env, check_learner_connector
-from cairn.rl.connectors.nested import copy_rows, from_state, same_layout, set_rows, stack_rows, to_state
+from cairn.rl.connectors.build import (
+    build_env_to_module,
+    build_module_to_env,
+    check_learner_connector,
+    nested_module_name,
+)
+from cairn.rl.connectors.nested import (
+    copy_rows,
+    from_state,
+    index_rows,
+    map_leaves,
+    same_layout,
+    set_rows,
+    stack_rows,
+    take_rows,
+    to_state,
+)
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
@@ -66,6 +81,7 @@ from cairn.rl.env.state_checks import (
     corrupt,
     count,
     episode_windows,
+    layout_problem,
     mapping,
     numeric_leaves,
     rng_state,
@@ -90,7 +106,8 @@ NUM_AGENT_STEPS_SAMPLED = "num_agent_steps_sampled"
 SampleBatch = dict[str, npt.NDArray[Any]]
 """One module's rollout: time-major arrays ``[T, N, ...]`` plus ``bootstrap_vf`` ``[N]``.
 
-Keys: ``obs`` (filtered), ``actions``, ``action_logp``, ``vf_preds``,
+Keys: ``obs`` (filtered; a dict (tuple) of such arrays, each in its space's dtype, when a
+module that takes Dict/Tuple observations reads them unflattened), ``actions``, ``action_logp``, ``vf_preds``,
 ``rewards``, ``terminateds``, ``truncateds``, ``final_vf`` (value of the final
 observation of a truncated episode), ``bootstrap_vf``.
 
@@ -267,7 +284,12 @@ class EnvRunner(Checkpointable):
         self.env_observation_space = observation_space
         env = getattr(self, "env", None)
         self.env_to_module, self.observation_space = build_env_to_module(
-            config, observation_space, action_space, env=env, multi_agent=not isinstance(env, gym.vector.VectorEnv)
+            config,
+            observation_space,
+            action_space,
+            env=env,
+            multi_agent=not isinstance(env, gym.vector.VectorEnv),
+            nested_module=nested_module_name(config, observation_space, action_space, self.slot_modules),
         )
         self.action_space = action_space
         self.module_to_env = build_module_to_env(config, observation_space, action_space, env=env)
@@ -283,7 +305,7 @@ class EnvRunner(Checkpointable):
 
     # ------------------------------------------------------------------ sampling
 
-    def _act(self, obs: torch.Tensor) -> tuple[npt.NDArray[Any], npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    def _act(self, obs: Any) -> tuple[npt.NDArray[Any], npt.NDArray[np.float32], npt.NDArray[np.float32]]:
         if isinstance(self.action_space, gym.spaces.Discrete):
             actions: npt.NDArray[Any] = np.zeros(self.num_slots, dtype=np.int64)
         else:
@@ -295,7 +317,7 @@ class EnvRunner(Checkpointable):
         # actions of forward_inference, which gives actions only.
         explore = bool(getattr(self.config, "explore", True))
         for module_id, slots in self._module_slots.items():
-            batch = self._module_batch(module_id, obs[slots])
+            batch = self._module_batch(module_id, index_rows(obs, slots))
             if explore:
                 out = self.module[module_id].forward_exploration(batch, generator=self._generator)
             else:
@@ -310,13 +332,13 @@ class EnvRunner(Checkpointable):
                 values[slots] = owed_output(out, "vf_preds", module_id).numpy()
         return actions, logp, values
 
-    def _values(self, obs: torch.Tensor, slots: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
+    def _values(self, obs: Any, slots: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
         values = np.zeros(len(slots), dtype=np.float32)
         for module_id, module_slots in self._module_slots.items():
             pick = np.isin(slots, module_slots)
             if pick.any() and owes_logp_and_values(self.config, module_id):
                 rows = np.searchsorted(module_slots, slots[pick])  # the slots' rows in the module's state
-                batch = self._module_batch(module_id, obs[pick], rows)
+                batch = self._module_batch(module_id, index_rows(obs, pick), rows)
                 with torch.no_grad():  # an RLlib-style compute_values keeps gradients for the learner
                     module_values = self.module[module_id].compute_values(batch)
                 if module_id in self._module_states:
@@ -327,14 +349,14 @@ class EnvRunner(Checkpointable):
 
     # ------------------------------------------------------------------ state of stateful modules
 
-    def _module_batch(self, module_id: str, obs: torch.Tensor, rows: Any = None) -> dict[str, Any]:
+    def _module_batch(self, module_id: str, obs: Any, rows: Any = None) -> dict[str, Any]:
         """The forward batch of ``module_id``: ``{"obs"}``; for a stateful module, observations of one
         time step (``[B, 1, ...]``) and ``Columns.STATE_IN`` of its slots (``rows`` of them; all: None)."""
         states = self._module_states.get(module_id)
         if states is None:
             return {"obs": obs}
         picked = states if rows is None else {name: value[rows] for name, value in states.items()}
-        return {"obs": obs.unsqueeze(1), Columns.STATE_IN: picked}
+        return {"obs": map_leaves(lambda leaf: leaf.unsqueeze(1), obs), Columns.STATE_IN: picked}
 
     def _one_step_outputs(
         self, module_id: str, out: Mapping[str, Any], rows: int, *, explore: bool
@@ -391,8 +413,8 @@ class EnvRunner(Checkpointable):
             self._reset_states(self._episode_starts)
             self._record_states(state_bufs, t)
             self._episode_starts = np.zeros(n, dtype=np.bool_)
-            buf["obs"][t] = filtered
-            actions, logp, values = self._act(torch.from_numpy(filtered))
+            set_rows(buf["obs"], t, filtered)
+            actions, logp, values = self._act(as_tensors(filtered))
             if "actions" not in buf:
                 buf["actions"] = np.zeros((horizon, *actions.shape), dtype=actions.dtype)
             buf["actions"][t], buf["action_logp"][t], buf["vf_preds"][t] = actions, logp, values
@@ -410,7 +432,7 @@ class EnvRunner(Checkpointable):
             if cut.size and not off_policy:
                 final_obs = stack_rows([infos["final_obs"][i] for i in cut])
                 filtered_final = self._to_module(final_obs, cut, update=False)
-                buf["final_vf"][t, cut] = self._values(torch.from_numpy(filtered_final), cut)
+                buf["final_vf"][t, cut] = self._values(as_tensors(filtered_final), cut)
             self._episode_returns += rewards
             self._episode_lengths += 1
             self._episode_steps(next_obs, actions, rewards, terminateds, truncateds, infos)
@@ -423,7 +445,7 @@ class EnvRunner(Checkpointable):
         if off_policy:
             bootstrap_vf = np.zeros(n, dtype=np.float32)
         else:
-            last = torch.from_numpy(self._to_module(self._obs, all_slots, update=False, starts=self._episode_starts))
+            last = as_tensors(self._to_module(self._obs, all_slots, update=False, starts=self._episode_starts))
             bootstrap_vf = self._values(last, np.arange(n))
         batches = self._module_batches(buf, bootstrap_vf, state_bufs)
         self._end_sample(batches, agent_steps=n * horizon)
@@ -432,8 +454,8 @@ class EnvRunner(Checkpointable):
     def _sample_buffers(self, horizon: int, *, off_policy: bool) -> dict[str, npt.NDArray[Any]]:
         """The time-major ``[T, slots, ...]`` buffers of a sample (``actions`` comes with the first step)."""
         n = self.num_slots
-        obs = np.zeros((horizon, n, *(self.observation_space.shape or ())), dtype=np.float32)
-        buf: dict[str, npt.NDArray[Any]] = {
+        obs = zeros_of(self.observation_space, (horizon, n))
+        buf: dict[str, Any] = {
             "obs": obs,
             "action_logp": np.zeros((horizon, n), dtype=np.float32),
             "vf_preds": np.zeros((horizon, n), dtype=np.float32),
@@ -457,7 +479,7 @@ class EnvRunner(Checkpointable):
         """Each module's columns of its slots (a stateful module's: also the states fed, ``state_in/<name>``)."""
         batches: dict[str, SampleBatch] = {}
         for module_id, slots in self._module_slots.items():
-            batch = {key: buf[key][:, slots] for key in self._BATCH_KEYS}
+            batch = {key: index_rows(buf[key], (slice(None), slots)) for key in self._BATCH_KEYS}
             batch["bootstrap_vf"] = bootstrap_vf[slots]
             if "next_obs" in buf:
                 batch["next_obs"] = buf["next_obs"][:, slots]
@@ -475,12 +497,17 @@ class EnvRunner(Checkpointable):
         if done.size:
             followed = copy_rows(next_obs)
             set_rows(followed, done, stack_rows([infos["final_obs"][i] for i in done]))
-        return self._to_module(followed, np.arange(self.num_slots), update=False)
+        # An array: off-policy algorithms refuse Dict/Tuple observations reaching the module (build.py).
+        view: npt.NDArray[Any] = self._to_module(followed, np.arange(self.num_slots), update=False)
+        return view
 
     def _to_module(
         self, obs: Any, slots: npt.NDArray[Any], *, update: bool, starts: npt.NDArray[np.bool_] | None = None
-    ) -> npt.NDArray[Any]:
+    ) -> Any:
         """Run raw observations of the env slots ``slots`` through the env-to-module pipeline.
+
+        Returns an array ``[len(slots), ...]``, or for a module that takes Dict/Tuple observations
+        a dict (tuple) of such arrays.
 
         ``update=False`` looks without changing any connector's state (a final observation's
         value, ``next_obs``); ``starts`` marks the rows whose observation begins an episode.
@@ -491,7 +518,7 @@ class EnvRunner(Checkpointable):
             if self._passes_prev
             else {}
         )
-        out: npt.NDArray[Any] = self.env_to_module(
+        out: Any = self.env_to_module(
             obs,
             update=update,
             column="obs",
@@ -501,13 +528,38 @@ class EnvRunner(Checkpointable):
             episode_starts=starts,
             **prev,
         )
-        if np.shape(out)[1:] != self.observation_space.shape:
+        if isinstance(self.observation_space, gym.spaces.Dict | gym.spaces.Tuple):
+            self._check_nested(out, len(slots))
+        elif np.shape(out)[1:] != self.observation_space.shape:
             raise ValueError(
                 f"The env-to-module pipeline {[c.name for c in self.env_to_module.connectors]} gave observations of "
                 f"shape {np.shape(out)[1:]}, but its pieces' recompute_output_observation_space said "
                 f"{self.observation_space.shape}; make the piece's space match what its __call__ returns."
             )
         return out
+
+    def _check_nested(self, out: Any, rows: int) -> None:
+        """Refuse a pipeline output that is not ``rows`` rows of the Dict/Tuple space the module was built for.
+
+        Raises:
+            ValueError: Another structure, keys, row count or shape; the message names the pipeline.
+        """
+        if rows == 0:
+            return
+        pieces = [c.name for c in self.env_to_module.connectors]
+        counts: set[int] = set()
+        map_leaves(lambda leaf: counts.add(int(np.shape(leaf)[0]) if np.ndim(leaf) else -1), out)
+        problem = (
+            f"has leaves of {sorted(counts)} rows for {rows} env slots"
+            if counts != {rows}
+            else layout_problem(self.observation_space, take_rows(out, 0))
+        )
+        if problem is not None:
+            raise ValueError(
+                f"The env-to-module pipeline {pieces} gave observations that do not fit the space the module was "
+                f"built for ({self.observation_space}): one row {problem}. Make the pieces' "
+                "recompute_output_observation_space match what their __call__ returns."
+            )
 
     def _begin_sample(self) -> None:
         """Reduce this runner's logger before a ``sample()``, as RLlib's env runners do after each one:
@@ -1080,6 +1132,29 @@ _COUNTERS = (
     "num_episodes_lifetime",
     "num_episodes",
 )
+
+
+def as_tensors(obs: Any) -> Any:
+    """Batched observations (an array, or a dict/tuple of them) as tensors sharing their memory where they can."""
+    return map_leaves(lambda leaf: torch.from_numpy(np.ascontiguousarray(leaf)), obs)
+
+
+def zeros_of(space: gym.Space[Any], rows: tuple[int, ...]) -> Any:
+    """Zero buffers ``[*rows, *shape]`` of a module's observation space: float32 for a flat space (what
+    cairn's batches always held); a Dict/Tuple space's leaves in their own dtypes (an action mask of
+    int8 stays int8), in the structure the env-to-module pipeline gives them."""
+    if isinstance(space, gym.spaces.Dict):
+        return {key: _leaf_zeros(sub, rows) for key, sub in space.spaces.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(_leaf_zeros(sub, rows) for sub in space.spaces)
+    return np.zeros((*rows, *(space.shape or ())), dtype=np.float32)
+
+
+def _leaf_zeros(space: gym.Space[Any], rows: tuple[int, ...]) -> Any:
+    if isinstance(space, gym.spaces.Dict | gym.spaces.Tuple):
+        return zeros_of(space, rows)
+    dtype = np.int64 if isinstance(space, gym.spaces.Discrete) else (space.dtype or np.float32)
+    return np.zeros((*rows, *(space.shape or ())), dtype=dtype)
 
 
 def _is_int(value: Any, expected: int) -> bool:

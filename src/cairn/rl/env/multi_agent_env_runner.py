@@ -50,11 +50,11 @@ from cairn.errors import IncompatibleCheckpointError
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.connectors.build import build_env_to_module, build_module_to_env, check_learner_connector
 from cairn.rl.connectors.connectors import ConnectorPipeline
-from cairn.rl.connectors.nested import stack_rows, to_state
+from cairn.rl.connectors.nested import index_rows, map_leaves, stack_rows, to_state
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.core.rl_module.stateful import initial_state, state_columns, state_out, strip_time_dim
-from cairn.rl.env.env_runner import EnvRunner, ModuleRemoval, SampleBatch, _is_int
+from cairn.rl.env.env_runner import EnvRunner, ModuleRemoval, SampleBatch, _is_int, as_tensors
 from cairn.rl.env.env_state import (
     env_state_mismatch,
     env_state_problem,
@@ -236,7 +236,9 @@ class MultiAgentEnvRunner(EnvRunner):
         for module_id, env_spec in env_specs.items():
             assert env_spec.observation_space is not None and env_spec.action_space is not None
             env_spaces = (env_spec.observation_space, env_spec.action_space)
-            to_module, to_env, out = self._module_pipelines(config, env_spaces, agents.get(module_id))
+            to_module, to_env, out = self._module_pipelines(
+                config, env_spaces, agents.get(module_id), module=(module_id, env_spec.module_class)
+            )
             restore_module_pretrained_connectors(to_module, config, module_id)  # load_state_path's filter
             self._register_pipelines(module_id, env_spaces, to_module, to_env)
             specs[module_id] = replace(env_spec, observation_space=out)
@@ -246,7 +248,14 @@ class MultiAgentEnvRunner(EnvRunner):
         if first_out is not None and self._module_env_spaces[first_module] == (observation_space, action_space):
             self.observation_space = first_out
         else:  # the module side of the first agent's spaces, what Algorithm.add_module gives a spec without spaces
-            self.observation_space = self._module_pipelines(config, (observation_space, action_space), [first])[2]
+            # Its module, or the one class of all modules when the mapping is not known yet (no connectors).
+            classes = {spec.module_class for spec in env_specs.values()}
+            first_class = env_specs[first_module].module_class if first_module else None
+            if first_class is None and len(classes) == 1:
+                first_class = next(iter(classes))
+            self.observation_space = self._module_pipelines(
+                config, (observation_space, action_space), [first], module=(first_module, first_class)
+            )[2]
         # A fixed mapping is known now: an agent mapped to a module of other spaces (a recorded spec's) is
         # refused when the runner is built, not at its first action.
         static = dict(config.policy_mapping or {}) if config.policy_mapping_fn is None else {}
@@ -258,12 +267,26 @@ class MultiAgentEnvRunner(EnvRunner):
         return specs
 
     def _module_pipelines(
-        self, config: AlgorithmConfig, env_spaces: Spaces, agents: Sequence[AgentID] | None
+        self,
+        config: AlgorithmConfig,
+        env_spaces: Spaces,
+        agents: Sequence[AgentID] | None,
+        *,
+        module: tuple[str, Any] | None = None,
     ) -> tuple[ConnectorPipeline, ConnectorPipeline, gym.Space[Any]]:
-        """``(env_to_module, module_to_env, output space)`` for agents of ``env_spaces``; changes nothing."""
+        """``(env_to_module, module_to_env, output space)`` for agents of ``env_spaces``; changes nothing.
+
+        ``module``: ``(module id, class)`` of the module the pipelines feed; when its class takes
+        Dict/Tuple observations unflattened (``takes_nested_observations``), the pipeline may output them.
+        """
         obs_space, act_space = env_spaces
         env = self.envs[0]
-        to_module, out = build_env_to_module(config, obs_space, act_space, env=env, multi_agent=True, agents=agents)
+        nested = None
+        if module is not None and getattr(module[1], "takes_nested_observations", False) is True:
+            nested = f"module {module[0]!r} ({module[1].__qualname__})"
+        to_module, out = build_env_to_module(
+            config, obs_space, act_space, env=env, multi_agent=True, agents=agents, nested_module=nested
+        )
         to_env = build_module_to_env(config, obs_space, act_space, env=env, multi_agent=True)
         check_learner_connector(config, to_module, out, act_space)
         return to_module, to_env, out
@@ -419,7 +442,9 @@ class MultiAgentEnvRunner(EnvRunner):
         for obs_space, act_space in candidates:
             if obs_space is None or act_space is None or act_space != spec.action_space:
                 continue
-            built = self._module_pipelines(config, (obs_space, act_space), agents)
+            built = self._module_pipelines(
+                config, (obs_space, act_space), agents, module=(module_id, spec.module_class)
+            )
             if built[2] == spec.observation_space:
                 return (obs_space, act_space), built
         raise ValueError(
@@ -508,7 +533,7 @@ class MultiAgentEnvRunner(EnvRunner):
             context = self._connector_context([acting[i] for i in rows], explore=explore)
             filtered = self.env_to_module[module_id](raw, update=True, column="obs", **context)
             keys = [acting[i] for i in rows]
-            batch, fed = self._agents_batch(module_id, torch.from_numpy(filtered), keys, context["episode_starts"])
+            batch, fed = self._agents_batch(module_id, as_tensors(filtered), keys, context["episode_starts"])
             if explore:
                 result = self.module[module_id].forward_exploration(batch, generator=self._generator)
                 result = self._one_step_result(module_id, result, keys) if fed is not None else result
@@ -526,11 +551,12 @@ class MultiAgentEnvRunner(EnvRunner):
             env_actions = self.module_to_env[module_id](actions, update=True, column="actions", **context)
             for k, i in enumerate(rows):
                 state = None if fed is None else {name: value[k].numpy().copy() for name, value in fed.items()}
-                out[i] = (filtered[k], np.asarray(actions[k]), float(logp[k]), float(values[k]), env_actions[k], state)
+                row = index_rows(filtered, k)  # a Dict/Tuple observation: row k of each leaf
+                out[i] = (row, np.asarray(actions[k]), float(logp[k]), float(values[k]), env_actions[k], state)
         return out
 
     def _agents_batch(
-        self, module_id: str, obs: torch.Tensor, keys: Sequence[tuple[int, AgentID]], starts: npt.NDArray[np.bool_]
+        self, module_id: str, obs: Any, keys: Sequence[tuple[int, AgentID]], starts: npt.NDArray[np.bool_]
     ) -> tuple[dict[str, Any], dict[str, torch.Tensor] | None]:
         """The forward batch of ``module_id`` for agents ``keys`` and, for a stateful module, the state fed:
         observations of one time step and each agent's state (the initial one where its episode starts)."""
@@ -542,7 +568,7 @@ class MultiAgentEnvRunner(EnvRunner):
             for key, start in zip(keys, starts, strict=True)
         ]
         fed = {name: torch.stack([state[name] for state in states]) for name in initial}
-        return {"obs": obs.unsqueeze(1), Columns.STATE_IN: fed}, fed
+        return {"obs": map_leaves(lambda leaf: leaf.unsqueeze(1), obs), Columns.STATE_IN: fed}, fed
 
     def _one_step_result(
         self, module_id: str, result: Mapping[str, Any], keys: Sequence[tuple[int, AgentID]]
@@ -604,7 +630,7 @@ class MultiAgentEnvRunner(EnvRunner):
             agent_ids=[agent],
         )
         key = (env_index, agent)
-        batch, fed = self._agents_batch(module_id, torch.from_numpy(filtered), [key], np.zeros(1, dtype=np.bool_))
+        batch, fed = self._agents_batch(module_id, as_tensors(filtered), [key], np.zeros(1, dtype=np.bool_))
         with torch.no_grad():  # an RLlib-style compute_values keeps gradients for the learner
             values = self.module[module_id].compute_values(batch)
         if fed is not None:  # the agent's state after its last action: the one its final observation goes with
@@ -786,7 +812,7 @@ class MultiAgentEnvRunner(EnvRunner):
                 continue
             column = list(zip(*rows, strict=True))
             batches[module_id] = {
-                "obs": np.stack(column[0]).astype(np.float32)[:, None],
+                "obs": _obs_column(column[0]),
                 "actions": np.stack(column[1])[:, None],
                 "action_logp": np.asarray(column[2], dtype=np.float32)[:, None],
                 "vf_preds": np.asarray(column[3], dtype=np.float32)[:, None],
@@ -822,7 +848,7 @@ class MultiAgentEnvRunner(EnvRunner):
                     "mapping": dict(self._mappings[e]),
                     "pending": {
                         agent: {
-                            "obs": np.array(p["obs"], copy=True),
+                            "obs": to_state(p["obs"]),
                             "action": np.array(p["action"], copy=True),
                             "logp": p["logp"],
                             "vf": p["vf"],
@@ -931,8 +957,12 @@ class MultiAgentEnvRunner(EnvRunner):
             problem = layout_problem(space, saved.get(key))
             if problem is not None:
                 raise corrupt(f"{where}/{key}", f"module {module_id!r}'s {key} {problem}")
+        obs = saved["obs"]
         return {
-            "obs": np.array(saved["obs"], dtype=np.float32, copy=True),
+            # A Dict/Tuple observation of a module that takes them: rebuilt leaf by leaf in the space's layout.
+            "obs": _nested_obs(spec.observation_space, obs)
+            if isinstance(spec.observation_space, gym.spaces.Dict | gym.spaces.Tuple)
+            else np.array(obs, dtype=np.float32, copy=True),
             "action": np.array(saved["action"], copy=True),
             **{key: number(saved.get(key), where=f"{where}/{key}") for key in ("logp", "vf", "reward")},
         }
@@ -1137,6 +1167,24 @@ def _agent_keyed(episode: Mapping[str, Any], possible_agents: list[AgentID]) -> 
 def _holds(agents: Sequence[AgentID], agent: AgentID) -> bool:
     """Whether ``agent`` is one of ``agents``, types included (``1`` and ``"1"`` are two agents)."""
     return any(type(a) is type(agent) and a == agent for a in agents)
+
+
+def _obs_column(rows: Sequence[Any]) -> Any:
+    """The ``obs`` column ``[T, 1, ...]`` of a sample batch: float32 rows, or a dict/tuple of such columns
+    (each leaf in its own dtype) for a module that takes Dict/Tuple observations."""
+    if isinstance(rows[0], Mapping | tuple):
+        return map_leaves(lambda leaf: leaf[:, None], stack_rows(rows))
+    return np.stack(rows).astype(np.float32)[:, None]
+
+
+def _nested_obs(space: gym.Space[Any], saved: Any) -> Any:
+    """A saved Dict/Tuple observation (checked by ``layout_problem``) in the space's structure and dtypes."""
+    if isinstance(space, gym.spaces.Dict):
+        return {key: _nested_obs(sub, saved[str(key)]) for key, sub in space.spaces.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(_nested_obs(sub, saved[i]) for i, sub in enumerate(space.spaces))
+    dtype = np.int64 if isinstance(space, gym.spaces.Discrete) else (space.dtype or np.float32)
+    return np.array(saved, dtype=dtype, copy=True)
 
 
 def _stack_obs(items: Sequence[Any]) -> Any:

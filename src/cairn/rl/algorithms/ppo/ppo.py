@@ -33,6 +33,7 @@ from cairn.rl.algorithms.algorithm import Algorithm
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
 from cairn.rl.algorithms.ppo.ppo_learner import PPOLearner
+from cairn.rl.connectors.nested import concat_rows, map_leaves
 from cairn.rl.core.learner.learner import Learner
 from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
@@ -180,7 +181,7 @@ class PPO(Algorithm):
                 np.asarray(batch["terminateds"]) | np.asarray(batch["truncateds"]),
                 max_seq_len=max_seq_len_of(model_config, module_id),
             )
-        return {key: _flatten(value) for key, value in columns.items()}
+        return {key: map_leaves(_flatten, value) for key, value in columns.items()}
 
     def training_step(self) -> dict[str, Any]:
         """Sample, compute GAE, update, sync weights; returns the iteration's metrics."""
@@ -191,7 +192,7 @@ class PPO(Algorithm):
                 processed = self._postprocess(batch, module_id)
                 if module_id in train_batches:
                     previous = train_batches[module_id]
-                    processed = {key: np.concatenate([previous[key], value]) for key, value in processed.items()}
+                    processed = {key: concat_rows([previous[key], value]) for key, value in processed.items()}
                 train_batches[module_id] = processed
         results: dict[str, Any] = dict(self.learner_group.update(train_batches))
         self._sync_env_runners()

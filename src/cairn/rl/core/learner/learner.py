@@ -22,6 +22,7 @@ import torch
 from cairn import Checkpointable
 from cairn.errors import IncompatibleCheckpointError
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.connectors.nested import index_rows, leading_rows, map_leaves
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
@@ -37,7 +38,9 @@ DEFAULT_OPTIMIZER = "default"
 TrainBatch = Mapping[str, npt.NDArray[Any]]
 """One module's training data, flat ``[B, ...]`` arrays by column name (the
 algorithm decides the columns; PPO's are ``obs``, ``actions``, ``action_logp``,
-``vf_preds``, ``advantages``, ``value_targets``)."""
+``vf_preds``, ``advantages``, ``value_targets``). ``obs`` may be a dict (tuple) of such arrays:
+the Dict/Tuple observations of a module that takes them (``RLModule.takes_nested_observations``);
+every leaf is indexed alike."""
 
 
 class LinearSchedule:
@@ -363,8 +366,9 @@ class Learner(Checkpointable):
                 f"Module {module_id!r} ({type(module).__qualname__}) has no trainable parameters, so it cannot be "
                 "updated; leave it out of policies_to_train (config.multi_agent(policies_to_train=[...]))."
             )
-        data = {key: torch.as_tensor(_writable(value)) for key, value in batch.items()}
-        size = int(next(iter(data.values())).shape[0])
+        # A column may be a dict (tuple) of arrays: the Dict/Tuple observations of a module that takes them.
+        data = {key: map_leaves(lambda leaf: torch.as_tensor(_writable(leaf)), value) for key, value in batch.items()}
+        size = leading_rows(next(iter(data.values())))
         minibatch_size = int(config.minibatch_size)
         mask = data.get(Columns.LOSS_MASK)
         if mask is not None:  # rows are zero-padded sequences (stateful modules): a minibatch holds whole ones
@@ -382,7 +386,8 @@ class Learner(Checkpointable):
             order = torch.randperm(size, generator=self._generator)
             for start in range(0, size, minibatch_size):
                 idx = self._local_indices(order[start : start + minibatch_size])
-                stats = self._minibatch_step(module_id, module, optimizers, {k: v[idx] for k, v in data.items()})
+                rows = {k: index_rows(v, idx) for k, v in data.items()}
+                stats = self._minibatch_step(module_id, module, optimizers, rows)
                 for name, value in stats.items():
                     sums[name] = sums.get(name, 0.0) + value
                 steps += 1
@@ -416,7 +421,7 @@ class Learner(Checkpointable):
     def _num_rows(mb: Mapping[str, torch.Tensor]) -> int:
         """The rows a minibatch's loss averages over: its env steps (the padding of sequences is not)."""
         mask = mb.get(Columns.LOSS_MASK)
-        return int(next(iter(mb.values())).shape[0]) if mask is None else int(mask.sum())
+        return leading_rows(next(iter(mb.values()))) if mask is None else int(mask.sum())
 
     # Hooks of data-parallel learners (cairn.rl.distributed); a single learner uses
     # the whole minibatch, normalizes over it and keeps its own gradients.

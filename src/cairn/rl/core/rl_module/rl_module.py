@@ -240,6 +240,14 @@ class RLModule(nn.Module, Checkpointable):
     # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
     STATE_VERSION = 1
 
+    takes_nested_observations: ClassVar[bool] = False
+    """A capability: whether this module reads Dict/Tuple observations as they are. ``True``: when the
+    observation space reaching it (after the env-to-module pipeline) is a ``Dict`` or ``Tuple``, its
+    ``batch["obs"]`` is a dict (tuple) of tensors with the batch first, in every forward pass and in
+    training minibatches (RLlib's action-masking modules). ``False`` (the default modules, which need
+    flat ``Box`` observations): such a space is refused when the env runner is built, with the way out
+    (``FlattenObservations``)."""
+
     def __init__(
         self,
         observation_space: gym.Space[Any],

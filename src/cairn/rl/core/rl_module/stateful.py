@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from cairn.rl.connectors.nested import map_leaves
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from cairn.rl.core.rl_module.rl_module import RLModule
@@ -191,15 +192,22 @@ def to_sequences(
     time_index = np.where(mask, first[:, None] + offsets[None, :], 0)  # padding reads row 0, then is zeroed
     out: dict[str, npt.NDArray[Any]] = {}
     for key, column in columns.items():
-        column = np.asarray(column)
         if key.startswith(STATE_IN_PREFIX):
-            out[key] = column[first, slot]
+            out[key] = np.asarray(column)[first, slot]
             continue
-        gathered = column[time_index, slot[:, None]]
-        gathered[~mask] = 0
-        out[key] = gathered
+        # A Dict/Tuple observation (a module that takes them as they are): each leaf is cut alike.
+        out[key] = map_leaves(lambda leaf: _gather(np.asarray(leaf), time_index, slot, mask), column)
     out[Columns.LOSS_MASK] = mask
     return out
+
+
+def _gather(
+    column: npt.NDArray[Any], time_index: npt.NDArray[np.int64], slot: npt.NDArray[np.int64], mask: npt.NDArray[Any]
+) -> npt.NDArray[Any]:
+    """The steps ``time_index`` ``[S, T]`` of the slots ``slot`` ``[S]`` of ``column``, zero where not ``mask``."""
+    gathered = column[time_index, slot[:, None]]
+    gathered[~mask] = 0
+    return gathered
 
 
 def _flat_steps(value: Any, rows: int, steps: int, *, key: str, where: str) -> torch.Tensor:
@@ -242,10 +250,13 @@ def sequence_train_outputs(
         if key not in (Columns.STATE_OUT, Columns.EMBEDDINGS) and isinstance(value, torch.Tensor)
     }
     flat_mb = {
-        key: value.reshape(rows * steps, *value.shape[2:])
+        key: map_leaves(lambda leaf: leaf.reshape(rows * steps, *leaf.shape[2:]), value)
         for key, value in minibatch.items()
         if not key.startswith(STATE_IN_PREFIX) and key != Columns.LOSS_MASK
     }
     flat_out = complete_train_outputs(module, flat_mb, flat_out)
     valid = mask.reshape(-1)
-    return {key: value[valid] for key, value in flat_out.items()}, {key: value[valid] for key, value in flat_mb.items()}
+    return (
+        {key: value[valid] for key, value in flat_out.items()},
+        {key: map_leaves(lambda leaf: leaf[valid], value) for key, value in flat_mb.items()},
+    )
