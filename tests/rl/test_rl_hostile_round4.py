@@ -662,3 +662,56 @@ def test_a_recorded_module_spec_of_other_spaces_is_refused_when_the_runner_is_bu
     config = dataclasses.replace(games, rl_module_spec=MultiRLModuleSpec({"a": seven, "b": RLModuleSpec()}))
     with pytest.raises(ValueError, match=r"agent 'player_0' .* is mapped to module 'a', whose spaces are"):
         PPO(config)
+
+
+# --------------------------------------------------------------------------- learners' counters
+
+
+def _dqn_config() -> Any:
+    from cairn.rl.algorithms.dqn import DQNConfig
+
+    return DQNConfig(
+        env="CartPole-v1",
+        seed=3,
+        num_envs_per_env_runner=2,
+        rollout_length=16,
+        replay_buffer_capacity=200,
+        replay_buffer_chunk_rows=64,
+        num_steps_sampled_before_learning_starts=16,
+        minibatch_size=16,
+        model_config={"hidden_sizes": [16]},
+    )
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "key", "value", "match"),
+    [
+        ("ppo", ("counters", "num_updates_lifetime"), float("nan"), r"num_updates_lifetime: a count"),
+        ("ppo", ("counters", "num_module_steps_trained_lifetime", "default_policy"), -5, r"default_policy: a count"),
+        ("ppo", ("counters", "num_module_steps_trained_lifetime"), [1, 2], r"expected a dict of module id"),
+        ("ppo", ("rng", "torch"), np.zeros(3, np.uint8), r"rng/torch: expected the \d+ bytes"),
+        ("dqn", ("counters", "num_gradient_steps", "default_policy"), "7", r"num_gradient_steps/default_policy"),
+        ("dqn", ("counters", "num_gradient_steps", "default_policy"), 1.5e300, r"a count must be"),
+    ],
+    ids=["updates_nan", "steps_negative", "steps_not_dict", "rng_short", "gradient_steps_str", "gradient_steps_float"],
+)
+def test_a_hostile_learner_counter_is_refused_before_anything_changes(
+    tmp_path: Path, algorithm: str, key: tuple[str, ...], value: Any, match: str
+) -> None:
+    """Before, the learner applied its optimizers and modules, then int() raised a raw ValueError on NaN,
+    accepted "7" and a negative count, and a huge float became a 300-digit counter of target updates."""
+    from cairn.rl.algorithms.dqn import DQN
+
+    build = (lambda: PPO(small_config(**TINY))) if algorithm == "ppo" else (lambda: DQN(_dqn_config()))
+    algo = build()
+    try:
+        algo.train()
+        algo.train()
+        ck = rewrite(Path(algo.save_to_path(tmp_path / "ck")), "learner_group/learner", at(*key)(value))
+        algo.train()  # the live learner now differs from the checkpoint: a partial restore would show
+        before = algo.get_state()
+        with pytest.raises(cairn.CheckpointError, match=match):
+            algo.restore_from_path(ck)
+        assert_states_equal(algo.get_state(), before)
+    finally:
+        algo.stop()

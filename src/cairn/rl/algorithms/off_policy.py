@@ -19,7 +19,7 @@ subclass) and, if it likes, :meth:`OffPolicyAlgorithm.get_weights_for_env_runner
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -33,7 +33,7 @@ from cairn.registry import register_type
 from cairn.rl.algorithms._config_builders import Accept, Rule, integer, number, replay_buffer_config
 from cairn.rl.algorithms.algorithm import Algorithm
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
-from cairn.rl.core.learner.learner import Learner
+from cairn.rl.core.learner.learner import Learner, learner_counts
 from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule, MultiRLModuleSpec
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
@@ -382,6 +382,16 @@ class TargetNetworkLearner(Learner):
         state = super().get_state(components, not_components=not_components, **kwargs)
         state["counters"]["num_gradient_steps"] = dict(self.num_gradient_steps)
         return state
+
+    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
+        """:meth:`Learner.check_state`, and the gradient-step counters that time the target updates.
+
+        Raises:
+            CorruptCheckpointError: A gradient-step counter that is no non-negative int.
+        """
+        super().check_state(state, components)
+        counters = state.get("counters", {})
+        learner_counts(counters.get("num_gradient_steps", {}), where="counters/num_gradient_steps")
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Apply ``state``; see :meth:`Learner.set_state`."""

@@ -11,7 +11,7 @@ restored learner takes exactly the steps the original would have.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -20,7 +20,7 @@ import numpy.typing as npt
 import torch
 
 from cairn import Checkpointable
-from cairn.errors import IncompatibleCheckpointError
+from cairn.errors import CorruptCheckpointError, IncompatibleCheckpointError
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.connectors.nested import index_rows, leading_rows, map_leaves
 from cairn.rl.core.columns import Columns
@@ -536,13 +536,53 @@ class Learner(Checkpointable):
             if named  # a module without parameters has no optimizer, and no entry
         }
 
+    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
+        """Refuse counters that are no counts and an RNG state torch would refuse, before anything changes.
+
+        Raises:
+            CorruptCheckpointError: A counter that is NaN, negative, a float or a str, or
+                an RNG state that is no torch generator state.
+        """
+        counters = state.get("counters", {})
+        if not isinstance(counters, Mapping):
+            raise CorruptCheckpointError(f"counters: expected a dict, the checkpoint holds {type(counters).__name__}.")
+        if "num_updates_lifetime" in counters:
+            learner_count(counters["num_updates_lifetime"], where="counters/num_updates_lifetime")
+        trained = counters.get("num_module_steps_trained_lifetime", {})
+        learner_counts(trained, where="counters/num_module_steps_trained_lifetime")
+        self._check_rng(state, values=False)  # during a restore the array does not hold its bytes yet
+
+    def _check_rng(self, state: Mapping[str, Any], *, values: bool) -> None:
+        """The RNG state's layout (and, with ``values``, that a fresh torch generator takes it).
+
+        Raises:
+            CorruptCheckpointError: Not the uint8 bytes of a generator state, or ones torch refuses.
+        """
+        rng = state.get("rng", {})
+        if not (isinstance(rng, Mapping) and "torch" in rng):
+            return
+        value = rng["torch"]
+        array = value.numpy() if isinstance(value, torch.Tensor) else value
+        size = self._generator.get_state().numel()
+        if not (isinstance(array, np.ndarray) and array.dtype == np.uint8 and array.shape == (size,)):
+            raise CorruptCheckpointError(f"rng/torch: expected the {size} bytes of a torch generator's state.")
+        if values:
+            try:
+                torch.Generator().set_state(torch.as_tensor(np.array(array, copy=True), dtype=torch.uint8))
+            except RuntimeError as err:
+                raise CorruptCheckpointError(f"rng/torch: torch refuses it as a generator state ({err}).") from err
+
     def set_state(self, state: dict[str, Any]) -> None:
         """Apply what ``state`` holds; modules, optimizers and keys it lacks are left as is.
 
         Raises:
             IncompatibleCheckpointError: An optimizer state that does not fit its
                 module (another number or shape of parameters).
+            CorruptCheckpointError: What :meth:`check_state` refuses (checked first here too,
+                for a state handed over directly, as a remote learner's is).
         """
+        self.check_state(state, ())
+        self._check_rng(state, values=True)  # the bytes are there now: refused before anything changes
         self._set_components_state(state)
         for module_id, optimizer_state in state.get("optimizers", {}).items():
             named = self.named_optimizers.get(module_id)
@@ -584,3 +624,30 @@ class Learner(Checkpointable):
         """``((config, module_specs), {})`` of the modules trained now, so that from_checkpoint
         rebuilds exactly them (an added module is not dropped, a removed one does not come back)."""
         return (self.config, self.module_specs), {}
+
+
+def learner_count(value: Any, *, where: str) -> int:
+    """A learner's counter from a checkpoint: a non-negative int (numpy ints too; no bool, float or str).
+
+    Raises:
+        CorruptCheckpointError: Anything else, naming ``where``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise CorruptCheckpointError(f"{where}: a count must be a non-negative int, the checkpoint holds {value!r:.60}")
+    return int(value)
+
+
+def learner_counts(value: Any, *, where: str) -> dict[str, int]:
+    """A per-module dict of counters from a checkpoint (:func:`learner_count` for each).
+
+    Raises:
+        CorruptCheckpointError: Not a dict of str keys and counts.
+    """
+    if not isinstance(value, Mapping):
+        raise CorruptCheckpointError(f"{where}: expected a dict of module id -> count, found {type(value).__name__}.")
+    out: dict[str, int] = {}
+    for module_id, steps in value.items():
+        if not isinstance(module_id, str):
+            raise CorruptCheckpointError(f"{where}: module ids are str, the checkpoint holds {module_id!r:.60}.")
+        out[module_id] = learner_count(steps, where=f"{where}/{module_id}")
+    return out
