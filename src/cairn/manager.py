@@ -428,6 +428,11 @@ class CheckpointManager:
         for step, name in reversed(self._scan()):
             found = self._open(step, name)
             if isinstance(found, CheckpointError):
+                # Retention (here or in another process) may have taken the folder away between
+                # its manifest and its metadata: opened again, a deleted one is no checkpoint any
+                # more (None), which is a race, not damage; a damaged one fails the same way twice.
+                found = self._open(step, name)
+            if isinstance(found, CheckpointError):
                 yield self.storage.uri(self.storage.join(self.root, name)), found
             elif found is not None:
                 yield found
