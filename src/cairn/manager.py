@@ -369,6 +369,13 @@ class CheckpointManager:
         except CheckpointError as err:
             return err
 
+    def _open_settled(self, step: int, name: str) -> CheckpointInfo | CheckpointError | None:
+        """:meth:`_open`, once more when it finds damage: retention (here or in another process) may
+        have taken the folder away between its manifest and its metadata. Opened again, a deleted
+        one is no checkpoint any more (None): a race, not damage; a damaged one fails twice."""
+        found = self._open(step, name)
+        return self._open(step, name) if isinstance(found, CheckpointError) else found
+
     def _info(self, step: int, name: str, storage: Storage | None = None) -> CheckpointInfo | None:
         found = self._open(step, name, storage)
         return found if isinstance(found, CheckpointInfo) else None  # damaged: never offered
@@ -418,7 +425,7 @@ class CheckpointManager:
         """
         out = []
         for step, name in self._scan():
-            found = self._open(step, name)
+            found = self._open_settled(step, name)
             if isinstance(found, CheckpointError):
                 out.append((step, self.storage.uri(self.storage.join(self.root, name)), str(found)))
         return out
@@ -426,12 +433,7 @@ class CheckpointManager:
     def _newest_first(self) -> Iterator[CheckpointInfo | tuple[str, CheckpointError]]:
         """Committed checkpoints, newest first; a damaged one as (its path, the error)."""
         for step, name in reversed(self._scan()):
-            found = self._open(step, name)
-            if isinstance(found, CheckpointError):
-                # Retention (here or in another process) may have taken the folder away between
-                # its manifest and its metadata: opened again, a deleted one is no checkpoint any
-                # more (None), which is a race, not damage; a damaged one fails the same way twice.
-                found = self._open(step, name)
+            found = self._open_settled(step, name)
             if isinstance(found, CheckpointError):
                 yield self.storage.uri(self.storage.join(self.root, name)), found
             elif found is not None:
