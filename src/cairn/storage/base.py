@@ -7,7 +7,6 @@ import math
 import os
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from cairn.errors import CheckpointError, CorruptCheckpointError
 from cairn.manifest import RESERVED_NAMES, SIGNATURE, SIGNATURE_TEMPORARY, FileEntry
@@ -317,13 +316,3 @@ class Storage(abc.ABC):
         blocks on them.
         """
         raise CheckpointError(f"{self.uri(path)} cannot be opened as a local file: {type(self).__name__} has none.")
-
-
-def __getattr__(name: str) -> Any:
-    # Kept for compatibility (issue 26): resolve_storage moved to cairn.storage.resolve, above
-    # the backends it builds; this module never imports them. New code imports it from there.
-    if name == "resolve_storage":
-        from cairn.storage.resolve import resolve_storage
-
-        return resolve_storage
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
