@@ -21,7 +21,6 @@ from cairn.errors import (
     CorruptCheckpointError,
     UnsafeCheckpointError,
 )
-from cairn.registry import Trusted
 from cairn.manifest import (
     CTOR,
     MANIFEST,
@@ -36,6 +35,7 @@ from cairn.manifest import (
     check_format_version,
     load_json,
 )
+from cairn.registry import Trusted
 from cairn.storage.base import FileTooLargeError, Storage
 from cairn.storage.resolve import resolve_storage
 

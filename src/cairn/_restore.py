@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cairn._ctor_bounds import FolderSizes, check_ctor_args
+from cairn._ctor_bounds import FolderSizes, check_ctor_args, check_machine
 from cairn._delegate_protocol import DelegatedComponent, DelegatedFolder, Once, Waiter
 from cairn._reader import FolderReader, ReadRace, open_checkpoint, read_consistently
 from cairn._tensorio import MemoryTensorFile, StreamedTensorFile, read_files, verify_files
@@ -515,6 +515,8 @@ def _build_once(
                     f"{', '.join(params) or '(nothing)'}."
                 )
         args, kwargs = bound.args, bound.kwargs
+    # Counts that start processes, threads or actors fit this machine, unless the caller passed them.
+    check_machine(rec_cls, args, kwargs, overridden=frozenset(ctor_overrides), where=reader.where(CTOR))
     try:
         obj = rec_cls(*args, **kwargs)
     except CheckpointError:

@@ -45,6 +45,7 @@ __all__ = [
     "CLASS",
     "CONNECTOR_FACTORY",
     "ENUM",
+    "ENV_CLASS",
     "FUNCTION",
     "MAPPING_FUNCTION",
     "MODULE_CLASS",
@@ -54,6 +55,7 @@ __all__ = [
     "Role",
     "Trusted",
     "allow_lines",
+    "allowed",
     "check_recorded_names",
     "class_argument_problem",
     "class_path",
@@ -62,6 +64,7 @@ __all__ = [
     "object_path",
     "register",
     "register_class_alias",
+    "register_passed",
     "register_type",
     "resolve",
     "resolve_class",
@@ -309,11 +312,12 @@ CLASS = Role("class")
 
 ENUM = Role("enum class", bases=("enum:Enum",))
 FUNCTION = Role("function", classes=False, functions=True)
-CONNECTOR_FACTORY = Role("connector factory", bases=("cairn.rl.connectors.connector_v2:ConnectorV2",), functions=True)
+CONNECTOR_FACTORY = Role("connector factory", bases=("cairn.rl.connectors.connectors:Connector",), functions=True)
 CALLBACKS_CLASS = Role("callbacks class", bases=("cairn.rl.callbacks.callbacks:RLlibCallback",))
 CALLBACK_FUNCTION = Role("callback function", classes=False, functions=True)
 MAPPING_FUNCTION = Role("policy mapping function", classes=False, functions=True)
 MODULE_CLASS = Role("module class", bases=("cairn.rl.core.rl_module.rl_module:RLModule",))
+ENV_CLASS = Role("environment class", bases=("gymnasium.core:Env", "cairn.rl.env.multi_agent_env:MultiAgentEnv"))
 WORKER_FUNCTION = Role("env runner function", classes=False, functions=True)
 
 
@@ -379,6 +383,17 @@ def register(obj: Any = None, *, name: str | None = None) -> Any:
     if obj is None:
         return _register
     return _register(obj)
+
+
+def register_passed(obj: Any) -> None:
+    """Register ``obj`` when a path names it: what the program passed when it built a config in code.
+
+    Building a config registers what the user passed for this process, so that
+    saving and continuing in one process needs nothing more. Objects no path
+    names (closures, ``__main__``) are left alone: a load never finds them.
+    """
+    if _nameable_problem(obj) is None:
+        _REGISTERED[object_path(obj)] = obj
 
 
 @dataclass(frozen=True)
@@ -501,6 +516,15 @@ def allow_lines(path: str) -> str:
     )
 
 
+def allowed(path: Any, role: Role) -> Any:
+    """What the program allows under ``path`` in ``role``, or None; never raises (for names of two kinds,
+    such as an env that is a ``"module:Class"`` or else a gymnasium id)."""
+    if not isinstance(path, str) or ":" not in path:
+        return None
+    obj = _program_allowed(path)
+    return obj if obj is not None and role.problem(obj) is None else None
+
+
 def resolve(path: Any, *, where: str, role: Role, trusted: Trusted | None = None, expected: Any = None) -> Any:
     """The class or function ``path`` (``"module:qualname"``, read from a file) names, if it is allowed in ``role``.
 
@@ -615,8 +639,8 @@ def class_argument_problem(cls: type) -> str | None:
     the standard library's classes but its plain data types (``subprocess.Popen``
     is no value to record).
     """
-    if _program_allowed(object_path(cls)) is cls:
-        return None
+    if _program_allowed(object_path(cls)) is cls or cls.__module__ == "__main__":
+        return None  # a script's class is recorded, and only the caller's from_checkpoint(cls) loads it
     problem = _nameable_problem(cls)
     if problem is None and str(cls.__module__).partition(".")[0] in sys.stdlib_module_names:
         problem = f"{object_path(cls)} is a class of the standard library that is not a plain data type"
@@ -658,23 +682,28 @@ class AllowedNames:
 
     Attributes:
         names: ``"module:qualname"`` paths, sorted, without duplicates.
+        modules: Modules of gymnasium ids (``"mymod:Env-v0"``) the driver had imported
+            (:func:`loaded_module`), which register their environments with gymnasium.
     """
 
     names: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
 
     @classmethod
-    def resolve(cls, refs: Iterable[tuple[str, str, Role]]) -> AllowedNames:
+    def resolve(cls, refs: Iterable[tuple[str, str, Role]], *, modules: Iterable[str] = ()) -> AllowedNames:
         """On the driver: resolve each ``(path, field, role)`` with :func:`resolve`.
 
         Raises:
             UnsafeCheckpointError: A name the driver does not allow in its role.
+            IncompatibleCheckpointError: A module the driver has not imported.
         """
         names: set[str] = set()
         for path, where, role in refs:
             obj = resolve(path, where=where, role=role)
             names.add(path)
             names.add(object_path(obj))
-        return cls(tuple(sorted(names)))
+        mods = {loaded_module(m, where="an environment id").__name__ for m in modules}
+        return cls(tuple(sorted(names)), tuple(sorted(mods)))
 
     def import_here(self, *, where: str) -> None:
         """On a worker: import the modules of the driver's names and register those objects, nothing else.
@@ -684,8 +713,18 @@ class AllowedNames:
             IncompatibleCheckpointError: A module the worker cannot import (an
                 environment that differs from the driver's).
         """
-        for name in self.names:
+        for name in [f"{m}:" for m in self.modules] + list(self.names):
             module_name, _, qualname = name.partition(":") if isinstance(name, str) else ("", "", "")
+            problem = _path_problem(module_name)
+            if problem is None and not qualname:  # a gymnasium id's module: import it, nothing to register
+                try:
+                    importlib.import_module(module_name)
+                except Exception as err:
+                    raise IncompatibleCheckpointError(
+                        f"{where}: the module {module_name!r} cannot be imported in this worker "
+                        f"({type(err).__name__}: {err}). Install it on every node of the cluster."
+                    ) from err
+                continue
             problem = _path_problem(module_name) or _path_problem(qualname)
             if problem is not None:
                 raise UnsafeCheckpointError(f"{where}: the driver allowed the name {name!r:.200}, which {problem}.")

@@ -367,6 +367,8 @@ class _CtorDecoder:
         value = self.decode(v["value"], (*path, f"<{reg.name}>"))
         try:
             return reg.decode(value)
+        except CheckpointError:
+            raise  # the decoder's own refusal (a recorded load_state_path) names what to do
         except Exception as err:  # the program's own decoder (or dataclass) refused the recorded value
             raise IncompatibleCheckpointError(
                 f"{self.at(path)}: the recorded value does not fit the registered type {reg.name!r} "

@@ -28,7 +28,7 @@ from __future__ import annotations
 import abc
 import contextlib
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -38,7 +38,7 @@ from torch import nn
 
 from cairn import Checkpointable
 from cairn._ctor_bounds import FolderSizes, alloc_limit, mlp_parameter_bytes
-from cairn.errors import IncompatibleCheckpointError
+from cairn.errors import IncompatibleCheckpointError, UnsafeCheckpointError
 from cairn.registry import register_type
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
@@ -101,7 +101,6 @@ def layers_parameter_bytes(model_config: Any) -> int:
     return total
 
 
-@register_type
 @dataclass
 class RLModuleSpec:
     """Everything needed to build one :class:`RLModule` (RLlib's ``RLModuleSpec``).
@@ -218,6 +217,28 @@ class RLModuleSpec:
             model_config=dict(self.model_config) if self.model_config is not None else dict(model_config),
             seed=self.seed if self.seed is not None else seed,
         )
+
+
+def _decode_spec(recorded: Any) -> RLModuleSpec:
+    # A checkpoint's own state is the state: cairn never records load_state_path (algorithms and
+    # multi-module specs strip it when saving), and a file that does would make a load read another
+    # checkpoint or a URL (SPEC 8). Only the caller's code passes one.
+    if not isinstance(recorded, dict):
+        raise TypeError(f"expected the recorded of an RLModuleSpec, got {type(recorded).__name__}")
+    if recorded.get("load_state_path") is not None:
+        raise UnsafeCheckpointError(
+            f"A recorded RLModuleSpec names load_state_path={str(recorded['load_state_path'])[:200]!r}, which cairn "
+            "never follows from a checkpoint (the checkpoint's own state is the state). To start a module from "
+            "another checkpoint, pass RLModuleSpec(load_state_path=...) in your own code."
+        )
+    return RLModuleSpec(**recorded)
+
+
+register_type(
+    RLModuleSpec,
+    encode=lambda spec: {f.name: getattr(spec, f.name) for f in fields(spec) if f.init},
+    decode=_decode_spec,
+)
 
 
 class RLModule(nn.Module, Checkpointable):
