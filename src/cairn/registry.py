@@ -548,15 +548,15 @@ def resolve(path: Any, *, where: str, role: Role, trusted: Trusted | None = None
     """
     if not isinstance(path, str):
         raise UnsafeCheckpointError(f"{where} names a {role.what} by a {type(path).__name__}, not a str.")
+    if expected is not None and object_path(expected) == path and role.problem(expected) is None:
+        return expected  # the caller chose it, even from a script's __main__
     module_name, sep, qualname = path.partition(":")
     problem = "it is not of the form 'module:qualname'" if not sep else _path_problem(module_name)
     problem = problem or _path_problem(qualname)
     if problem is not None:
         raise UnsafeCheckpointError(f"{where} names the {role.what} {path[:200]!r}, which cairn refuses: {problem}.")
-    obj: Any = expected if expected is not None and object_path(expected) == path else None
     from_trust = False
-    if obj is None:
-        obj = _program_allowed(path)
+    obj = _program_allowed(path)
     if obj is None:
         obj = (trusted or _NO_TRUST).objects.get(path)
         from_trust = obj is not None

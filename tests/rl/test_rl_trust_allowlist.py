@@ -168,3 +168,10 @@ def test_the_caller_s_config_overrides_the_machine_bound(saved: Path, tmp_path: 
 def test_register_refuses_what_no_path_names() -> None:
     with pytest.raises(CheckpointError, match="inside a function"):
         cairn.register(lambda: None)
+
+
+def test_cli_trust_allows_what_the_user_names(saved: Path, tmp_path: Path) -> None:
+    ref = {"ref": "connector_helpers:ScaleActions", "kwargs": {}}
+    path = forged(saved, tmp_path, set_field(module_to_env_connector=ref))
+    assert cli_main(["--trust", "connector_helpers:ScaleActions", "upgrade", str(path), str(tmp_path / "out")]) == 0
+    assert cli_main(["--trust", "connector_helpers:NoSuchName", "upgrade", str(path), str(tmp_path / "o2")]) != 0

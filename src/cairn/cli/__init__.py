@@ -26,6 +26,7 @@ from cairn._display import safe_text
 from cairn.cli import checkpoints, evaluate, plot, train
 from cairn.cli.command import Command
 from cairn.errors import CheckpointError
+from cairn.registry import Trusted
 
 __all__ = ["COMMANDS", "Command", "build_parser", "console_main", "main"]
 
@@ -47,6 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MODULE",
         help="import MODULE first (the package of your own components, for from_checkpoint and upgrade)",
     )
+    parser.add_argument(
+        "--trust",
+        dest="trust",
+        action="append",
+        default=[],
+        metavar="MODULE:NAME",
+        help="allow checkpoints loaded by this command to name this class or function (as trusted=[...])",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         p = sub.add_parser(command.name, help=command.help, description=command.description or command.help)
@@ -61,6 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for module in args.imports:
             importlib.import_module(module)
+        # The user named these on the command line: what they allow, every load of this command allows.
+        from cairn.registry import register
+
+        for obj in Trusted.from_names(args.trust).objects.values():
+            register(obj)
         return command.run(args)
     except KeyboardInterrupt:
         print("cairn: interrupted", file=sys.stderr)
