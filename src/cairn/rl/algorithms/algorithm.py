@@ -687,7 +687,7 @@ def machine_problem(config: AlgorithmConfig) -> str | None:
             "num_env_runners": int(config.num_env_runners),
             "evaluation_num_env_runners": int(config.evaluation_num_env_runners),
             "num_learners": int(config.num_learners),
-            "num_torch_threads": int(config.num_torch_threads),
+            "num_torch_threads": int(config.num_torch_threads or 0),
         }
     except (TypeError, ValueError, OverflowError):
         return None  # not numbers: the config's own validation names the field

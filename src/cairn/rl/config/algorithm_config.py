@@ -554,7 +554,7 @@ class AlgorithmConfig(ConfigBuilders):
         for name in CONNECTOR_FIELDS:
             recorded = getattr(self, name, None)
             if isinstance(recorded, Mapping):
-                names.append((name, recorded.get("ref"), CONNECTOR_FACTORY))
+                names.append((name, str(recorded.get("ref")), CONNECTOR_FACTORY))
         names.extend((field_name, path, role) for path, field_name, role in callback_names(self))
         if isinstance(self.policy_mapping_fn, str) and ":" in self.policy_mapping_fn:
             names.append(("policy_mapping_fn", self.policy_mapping_fn, MAPPING_FUNCTION))

@@ -70,7 +70,7 @@ def connector_names(config: AlgorithmConfig) -> list[tuple[str, str, Role]]:
     for name in _FIELDS:
         recorded = getattr(config, name, None)
         if isinstance(recorded, Mapping):
-            names.append((recorded.get("ref"), name, CONNECTOR_FACTORY))
+            names.append((str(recorded.get("ref")), name, CONNECTOR_FACTORY))
     return names
 
 
