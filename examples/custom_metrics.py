@@ -34,6 +34,7 @@ LONG_EPISODE_RETURN = 20.0
 """An episode whose return exceeds this counts as long (CartPole: +1 per step)."""
 
 
+@cairn.register
 class LongEpisodes(RLlibCallback):
     """Counts long episodes and sums every episode's rewards: two lifetime sums."""
 

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
+import cairn
 from cairn.rl import PPO, PPOConfig, RLModule, RLModuleSpec, register_env_state_handler
 
 ENV_ID = "cairn_examples/PixelGrid-v0"
@@ -80,6 +81,7 @@ if __name__ != "__main__":  # run as a script, this file registers under its imp
     gym.register(ENV_ID, entry_point=PixelGridEnv, max_episode_steps=20)
 
 
+@cairn.register
 class TinyCNNModule(RLModule):
     """A user's own module: conv(1 -> channels, 3x3) + ReLU, then a policy and a value head.
 

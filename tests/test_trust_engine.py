@@ -32,7 +32,7 @@ from cairn.cli import main as cli_main
 from cairn.manifest import MAX_COMPONENT_DEPTH, FileEntry, Manifest, seal_manifest_body
 from cairn.testing import assert_states_equal
 from cairn.tools import diff_checkpoints, extract_component, inspect_checkpoint, upgrade_checkpoint
-from cairn_test_components import Branch, Leaf, Tree
+from cairn_test_components import Tree
 
 TESTS = Path(__file__).parent
 
@@ -84,8 +84,7 @@ def every_reader_refuses(ck: Path, tmp_path: Path, capsys: pytest.CaptureFixture
         "inspect": lambda: inspect_checkpoint(ck),
         "diff": lambda: diff_checkpoints(str(ck), str(ck)),
         "extract": lambda: extract_component(str(ck), "leaf", str(tmp_path / "out-extract")),
-        # Tree is the caller's choice here as in from_checkpoint: the refusal tested is the file's bytes.
-        "upgrade": lambda: upgrade_checkpoint(str(ck), str(tmp_path / "out-upgrade"), trusted=[Tree, Branch, Leaf]),
+        "upgrade": lambda: upgrade_checkpoint(str(ck), str(tmp_path / "out-upgrade")),
     }
     for what, call in calls.items():
         with pytest.raises(cairn.CheckpointError) as info:
@@ -195,7 +194,7 @@ def test_incremental_saves_still_link_sound_files(tmp_path: Path) -> None:
 
 _WRITER = """
 import os, sys
-from cairn_test_components import Branch, Leaf, Tree
+from cairn_test_components import Tree
 path, stop = sys.argv[1], sys.argv[2]
 i = 0
 while not os.path.exists(stop):

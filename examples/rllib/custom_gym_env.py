@@ -31,9 +31,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.spaces import Box, Discrete
 
+import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 
 
+@cairn.register
 class SimpleCorridor(gym.Env[np.ndarray, int]):  # type: ignore[type-arg]
     """Example of a custom env in which the agent has to walk down a corridor.
 

@@ -354,8 +354,14 @@ def register(obj: Any = None, *, name: str | None = None) -> Any:
     building a config in code registers what it is given), or passed to the
     load as ``trusted=[...]``.
 
+    A class or function of a script's ``__main__`` is returned unchanged and put
+    on no list: no checkpoint may name ``__main__`` (SPEC 8), so there is nothing
+    to allow. This lets a single-file script decorate its definitions and import
+    itself under its module name (``import my_script; my_script.main()``, as the
+    examples do), where the same decorators register the importable names.
+
     Args:
-        obj: The class or function, defined at the top level of a module (not ``__main__``).
+        obj: The class or function, defined at the top level of a module.
         name: Another path that old checkpoints record it by (``"oldpkg.mod:Name"``).
 
     Returns:
@@ -363,10 +369,12 @@ def register(obj: Any = None, *, name: str | None = None) -> Any:
 
     Raises:
         CheckpointError: ``obj`` is no class or function with a path (a lambda, a
-            closure, a callable object, something of ``__main__``).
+            closure, a callable object).
     """
 
     def _register(target: Any) -> Any:
+        if isinstance(target, type | FunctionType) and getattr(target, "__module__", None) == "__main__":
+            return target  # nothing can name it; the script's importable copy registers itself
         problem = _nameable_problem(target)
         if problem is not None:
             raise CheckpointError(

@@ -22,6 +22,7 @@ import cairn
 from cairn.cli import main as cli_main
 from cairn.errors import CheckpointError, UnsafeCheckpointError
 from cairn.manifest import CTOR
+from cairn.registry import CONNECTOR_FACTORY, allowed
 from cairn.rl import PPO, RLModuleSpec
 from cairn.rl.connectors.env_to_module import FrameStackingEnvToModule
 from connector_helpers import ScaleActions
@@ -165,13 +166,39 @@ def test_the_caller_s_config_overrides_the_machine_bound(saved: Path, tmp_path: 
     PPO.from_checkpoint(path, config=small_config()).stop()
 
 
-def test_register_refuses_what_no_path_names() -> None:
+def test_register_refuses_what_no_path_names_and_leaves_main_alone() -> None:
     with pytest.raises(CheckpointError, match="inside a function"):
         cairn.register(lambda: None)
+    # A script's own class: returned unchanged and on no list (no checkpoint may name __main__), so
+    # that a script can decorate its classes and import itself under its module name.
+    script_class = type("ScriptConnector", (ScaleActions,), {"__module__": "__main__"})
+    assert cairn.register(script_class) is script_class
+    assert allowed("__main__:ScriptConnector", CONNECTOR_FACTORY) is None
+
+
+class CliOnlyScale(ScaleActions):
+    """Allowed by nothing but the command line's --trust in the test below (no other test names it)."""
+
+
+class UpgradeOnlyScale(ScaleActions):
+    """Allowed by nothing but upgrade_checkpoint(trusted=) in the test below."""
 
 
 def test_cli_trust_allows_what_the_user_names(saved: Path, tmp_path: Path) -> None:
-    ref = {"ref": "connector_helpers:ScaleActions", "kwargs": {}}
+    name = f"{__name__}:CliOnlyScale"
+    path = forged(saved, tmp_path, set_field(module_to_env_connector={"ref": name, "kwargs": {}}))
+    assert cli_main(["upgrade", str(path), str(tmp_path / "o1")]) != 0  # imported is not enough
+    assert cli_main(["--trust", f"{__name__}:NoSuchName", "upgrade", str(path), str(tmp_path / "o2")]) != 0
+    assert cli_main(["--trust", name, "upgrade", str(path), str(tmp_path / "out")]) == 0
+
+
+def test_upgrade_checkpoint_takes_trusted(saved: Path, tmp_path: Path) -> None:
+    from cairn.tools import upgrade_checkpoint
+
+    ref = {"ref": f"{__name__}:UpgradeOnlyScale", "kwargs": {}}
     path = forged(saved, tmp_path, set_field(module_to_env_connector=ref))
-    assert cli_main(["--trust", "connector_helpers:ScaleActions", "upgrade", str(path), str(tmp_path / "out")]) == 0
-    assert cli_main(["--trust", "connector_helpers:NoSuchName", "upgrade", str(path), str(tmp_path / "o2")]) != 0
+    with pytest.raises(UnsafeCheckpointError, match=r"trusted=\[UpgradeOnlyScale\]"):
+        upgrade_checkpoint(str(path), str(tmp_path / "o1"))
+    assert not (tmp_path / "o1").exists()
+    upgrade_checkpoint(str(path), str(tmp_path / "out"), trusted=[UpgradeOnlyScale])
+    assert (tmp_path / "out" / CTOR).exists()

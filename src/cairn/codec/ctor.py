@@ -44,6 +44,7 @@ from cairn.registry import (
     Trusted,
     class_argument_problem,
     class_path,
+    register_passed,
     registered_by_name,
     registered_for_value,
     resolve_class,
@@ -126,6 +127,8 @@ class CtorEncoder:
         if space is not None:
             return space
         if isinstance(value, enum.Enum):
+            # The program passed a member of this enum: a load in this program finds its class (SPEC 8).
+            register_passed(type(value))
             return {TAG: "enum", "class": class_path(type(value)), "name": value.name}
         reg = registered_for_value(value)
         if reg is not None:
