@@ -202,3 +202,21 @@ def test_upgrade_checkpoint_takes_trusted(saved: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "o1").exists()
     upgrade_checkpoint(str(path), str(tmp_path / "out"), trusted=[UpgradeOnlyScale])
     assert (tmp_path / "out" / CTOR).exists()
+
+
+def test_train_resume_takes_the_user_s_runner_count_as_the_override(
+    saved: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A checkpoint recording more runners than the machine allows resumes with --num-env-runners (SPEC 8);
+    the checkpoint's other counts stay bounded."""
+    root = tmp_path / "run"
+    root.mkdir()
+    path = forged(saved, root, set_field(num_env_runners=500, num_torch_threads=10**6))
+    path.rename(root / "step_000000001")
+    resume = ["train", "--resume", "--checkpoint-dir", str(root), "--iterations", "0"]
+    assert cli_main(resume) != 0
+    assert "num_env_runners=500" in capsys.readouterr().err
+    assert cli_main([*resume, "--num-env-runners", "0"]) != 0  # the threads are still the file's
+    assert "num_torch_threads=1000000" in capsys.readouterr().err
+    assert cli_main([*resume, "--num-env-runners", "0", "--set", "num_torch_threads=1"]) == 0
+    assert "resumed from" in capsys.readouterr().err

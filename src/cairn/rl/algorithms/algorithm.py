@@ -35,6 +35,7 @@ import torch
 
 from cairn import Checkpointable
 from cairn._ctor_bounds import FolderSizes, alloc_limit
+from cairn.errors import IncompatibleCheckpointError
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.evaluation import EvaluationRunners, wants_evaluation_runners
 from cairn.rl.algorithms.results import ResultDict, nest_results
@@ -670,18 +671,26 @@ class Algorithm(Checkpointable, abc.ABC):
 register_old_paths(Algorithm, AlgorithmConfig)  # the config's module imports nothing of cairn.rl
 
 
-def machine_problem(config: AlgorithmConfig) -> str | None:
+MACHINE_FIELDS = ("num_env_runners", "evaluation_num_env_runners", "num_learners", "num_torch_threads", "env_config")
+"""The config fields :func:`machine_problem` bounds when they come from a checkpoint."""
+
+
+def machine_problem(config: AlgorithmConfig, *, overridden: Collection[str] = ()) -> str | None:
     """Why a recorded config starts more processes, threads or env work than this machine allows, or None.
 
     Counts read from a checkpoint start Ray actors (``num_env_runners``,
     ``evaluation_num_env_runners``, ``num_learners``), threads (``num_torch_threads``)
     and env construction (``env_config`` goes to ``gymnasium.make``). Each is bounded
     by the caller's machine (:func:`os.cpu_count`) before use; the caller overrides a
-    bound by passing its own config (``PPO.from_checkpoint(path, config=config)``,
-    ``cairn train --resume`` with the settings on its command line), which is not checked.
+    bound by passing its own config (``PPO.from_checkpoint(path, config=config)``),
+    which is not checked, or by naming the fields it set itself in ``overridden``
+    (``cairn train --resume --num-env-runners 64``: the rest stays bounded).
     """
     cpus = os.cpu_count() or 1
-    fix = "If you mean it, pass your own config: from_checkpoint(path, config=config) (it is not bounded)"
+    fix = (
+        "If you mean it, pass your own config: from_checkpoint(path, config=config) (it is not bounded); "
+        "cairn train --resume: give the field (--num-env-runners, --num-learners, --set FIELD=VALUE)"
+    )
     try:
         counts = {
             "num_env_runners": int(config.num_env_runners),
@@ -698,13 +707,37 @@ def machine_problem(config: AlgorithmConfig) -> str | None:
         "num_torch_threads": cpus,
     }
     for name, value in counts.items():
-        if value > limits[name]:
+        if name not in overridden and value > limits[name]:
             return (
                 f"its config records {name}={value}, more than this machine allows from a checkpoint "
                 f"({limits[name]} for {cpus} CPUs). {fix}"
             )
-    size = _env_config_problem(config.env_config)
+    size = None if "env_config" in overridden else _env_config_problem(config.env_config)
     return f"its config records env_config with {size}. {fix}" if size else None
+
+
+def recorded_config(path: str) -> AlgorithmConfig:
+    """The config an algorithm checkpoint at ``path`` records, read through the engine's verified reader.
+
+    The classes and functions it names resolve through the allow-list (SPEC 8), as in
+    ``from_checkpoint``; nothing is built. For a caller that derives the config it loads
+    with (``cairn train --resume`` with settings on its command line).
+
+    Raises:
+        CheckpointError: The checkpoint is missing, damaged, names what is not allowed, or
+            records no algorithm config.
+    """
+    from cairn._reader import open_checkpoint
+    from cairn.manifest import CTOR
+    from cairn.registry import check_recorded_names
+
+    reader = open_checkpoint(path, None)
+    args, kwargs = reader.ctor(False)
+    config = args[0] if args else kwargs.get("config")
+    if not isinstance(config, AlgorithmConfig):
+        raise IncompatibleCheckpointError(f"{reader.where(CTOR)} records no algorithm config.")
+    check_recorded_names(Algorithm, (config,), {}, trusted=None, where=reader.where(CTOR))
+    return config
 
 
 MAX_ACTORS_PER_CPU = 4
