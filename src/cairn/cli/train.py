@@ -12,6 +12,7 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cairn._display import safe_text
@@ -100,7 +101,7 @@ def _resume(root: str, algo_cls: type[Algorithm], explicit: dict[str, Any]) -> t
     """
     from cairn.manager import CheckpointManager
 
-    found = load_newest_sound(CheckpointManager(root), algo_cls.from_checkpoint, command="train")
+    found = load_newest_sound(CheckpointManager(root), _loader(algo_cls, explicit), command="train")
     if found is None:
         return None
     latest, algo = found[0].path, found[1]
@@ -120,6 +121,28 @@ def _resume(root: str, algo_cls: type[Algorithm], explicit: dict[str, Any]) -> t
         algo = algo_cls.from_checkpoint(latest, config=dataclasses.replace(config, **changes))
     changed = f", with {', '.join(f'{k}={v!r}' for k, v in changes.items())}" if changes else ""
     return algo, f"resumed from {latest} (iteration {algo.training_iteration}){changed}"
+
+
+def _loader(algo_cls: type[Algorithm], explicit: dict[str, Any]) -> Callable[[str], Algorithm]:
+    """``from_checkpoint``, with the machine-bounded settings the user gave (``--num-env-runners``,
+    ``--set num_learners=...``) applied before the algorithm is built: they are the user's explicit
+    override of the bound a checkpoint's counts meet (SPEC 8); the checkpoint's other counts stay bounded.
+    """
+    from cairn.errors import UnsafeCheckpointError
+    from cairn.rl.algorithms.algorithm import MACHINE_FIELDS, machine_problem, recorded_config
+
+    chosen = {k: v for k, v in explicit.items() if k in MACHINE_FIELDS}
+    if not chosen:
+        return algo_cls.from_checkpoint
+
+    def load(path: str) -> Algorithm:
+        recorded = recorded_config(path)
+        problem = machine_problem(recorded, overridden=chosen)
+        if problem is not None:
+            raise UnsafeCheckpointError(f"{path}: not resumed: {problem}.")
+        return algo_cls.from_checkpoint(path, config=dataclasses.replace(recorded, **chosen))
+
+    return load
 
 
 def _refuse_a_second_run(root: str) -> None:
