@@ -10,7 +10,8 @@ classes) goes through :func:`resolve`, which finds it only among:
   functions cairn registered;
 - what the running program registered: :func:`register` (or its decorator
   form), :func:`register_type`, :func:`register_class_alias`; building a
-  config in code registers the functions and classes it was given;
+  config in code registers the functions and classes it was given, and saving
+  an object registers its class and the enum classes of its arguments;
 - what the caller passed to this load (``trusted=[...]`` on ``from_checkpoint``,
   ``restore_from_path`` and the manager; ``--trust module:name`` on the command line).
 
