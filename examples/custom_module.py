@@ -6,8 +6,9 @@ the agent; reaching the goal pays 1 and ends the episode (20 steps at most).
 The module is a user's own :class:`cairn.rl.RLModule` subclass: one conv layer,
 a policy head and a value head. PPO trains it through
 ``RLModuleSpec(module_class=TinyCNNModule)``; the checkpoint records the class
-by reference (``custom_module:TinyCNNModule``), never by pickle, so a new
-process that has imported this file rebuilds it::
+by reference (``custom_module:TinyCNNModule``), never by pickle, and
+``@cairn.register`` allows it, so a new process that has imported this file
+rebuilds it::
 
     python examples/custom_module.py --iterations 3 --checkpoint /tmp/cnn      # train, save
     python examples/custom_module.py --resume /tmp/cnn --iterations 2           # new process: go on

@@ -6,8 +6,8 @@ single-agent gymnasium Env (``SimpleCorridor``: walk right to the goal) learned 
 Every line that differs from RLlib's, and why:
 
 * ``.environment(SimpleCorridor, env_config=...)`` is RLlib's line: cairn records the class
-  by reference (``"custom_gym_env:SimpleCorridor"``, found again in a module the program
-  has imported) and builds ``SimpleCorridor(env_config)`` as RLlib does. Run as a script, the
+  by reference (``"custom_gym_env:SimpleCorridor"``, allowed by ``@cairn.register`` in any
+  program that imports this module) and builds ``SimpleCorridor(env_config)`` as RLlib does. Run as a script, the
   module imports itself under its own name (a class of ``__main__`` cannot be found again).
   RLlib's commented ``register_env("corridor-env", lambda config: SimpleCorridor(config))``
   works too (``cairn.rl.env.multi_agent_env.register_env``; the config records the name).
