@@ -573,7 +573,8 @@ def resolve(path: Any, *, where: str, role: Role, trusted: Trusted | None = None
         raise UnsafeCheckpointError(
             f"{where} names the {role.what} {path!r}, which is not on cairn's allow-list: a checkpoint may name only "
             "cairn's own classes, what this program registered, and what the caller passed as trusted= (that the "
-            f"module is imported is not enough). {allow_lines(path)}."
+            f"module is imported is not enough). {allow_lines(path)}. If the class moved or was renamed: "
+            f"cairn.register_class_alias({path[:200]!r}, NewClass)."
         )
     problem = role.problem(obj)
     if problem is not None:
