@@ -11,11 +11,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+import cairn
 from cairn.rl.connectors.env_to_module import FlattenObservations, FrameStackingEnvToModule
 from cairn.rl.env.env_state import register_env_state_handler
 from cairn.rl.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
 
 
+@cairn.register  # configs name it by path: this library allows it (SPEC 8)
 class SpacesEnv(MultiAgentEnv):
     """Every agent acts every step; agent ``i`` sees ``dims[i]`` numbers and has ``actions[i]`` actions.
 
