@@ -66,6 +66,7 @@ class SpacesEnv(MultiAgentEnv):
 register_env_state_handler(SpacesEnv, lambda env: {"t": env.t}, lambda env, state: setattr(env, "t", int(state["t"])))
 
 
+@cairn.register  # configs name it by path (SPEC 8)
 class DictAndBoxEnv(MultiAgentEnv):
     """Agent ``"d"`` sees a Dict (``pos``: Box(2,), ``mode``: Discrete(3)), agent ``"b"`` a Box(3,); both act each step.
 
