@@ -325,7 +325,8 @@ class AlgorithmConfig(ConfigBuilders):
     and environments (RLlib's field of this name; RLlib waits 1800 s, cairn 300 s, so that a
     checkpoint taken while a lost node's runners cannot be placed anywhere gives up in minutes).
     One that misses it is stopped, the call fails with ``ActorTimeoutError`` naming this setting,
-    and the group tries again on its next use. Training does not wait for replacements: it goes
+    and the group tries again on its next use. Remote learners must start within it too (RLlib
+    has no learner setting of this kind). Training does not wait for replacements: it goes
     on with the healthy runners (``restart_failed_env_runners``)."""
 
     # --- fault tolerance (issue 41 item 3): RLlib's names and defaults.
