@@ -426,11 +426,18 @@ class RemoteEnvRunners(ActorFolderDelegate):
         self._recreated.extend(position + 1 for position in positions)
 
     def _wait_pending(self, positions: Sequence[int]) -> None:
-        """Collect the broadcasts to the runners at ``positions`` (done: their later calls returned)."""
-        wanted = set(positions)
-        calls = [(self.label(p), ref) for p, ref in self._pending if p in wanted]
-        self._pending = [(p, ref) for p, ref in self._pending if p not in wanted]
-        get_all(self._ray, calls, doing="receiving weights")
+        """Collect the finished broadcasts to the runners at ``positions`` (their errors are raised).
+
+        Called when a later call of theirs returned: the broadcasts made before it are done;
+        those made after it (to a late runner) stay pending.
+        """
+        wanted = [(p, ref) for p, ref in self._pending if p in set(positions)]
+        if not wanted:
+            return
+        done, _ = self._ray.wait([ref for _, ref in wanted], num_returns=len(wanted), timeout=0)
+        finished = set(done)
+        self._pending = [(p, ref) for p, ref in self._pending if ref not in finished]
+        get_all(self._ray, [(self.label(p), ref) for p, ref in wanted if ref in finished], doing="receiving weights")
 
     def replace_dead(self, *, probe_timeout_s: float | None = None) -> list[int]:
         """Make every runner healthy and up to date, within deadlines; return the worker indices replaced.
@@ -572,43 +579,7 @@ class RemoteEnvRunners(ActorFolderDelegate):
             if self._status[p] == _HEALTHY and p not in self._late
         }
         was_late = dict(self._late)
-        results: dict[int, Any] = {}
-        while True:
-            waited = {ref: p for p, ref in in_flight.items() if p not in results}
-            waited.update({ref: p for p, ref in self._late.items()})
-            if not waited and (results or not self._starting):
-                break
-            starts = {ref: p for p, ref in self._starting.items()} if not results else {}
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                break
-            refs = [*waited, *starts]
-            ready, _ = self._ray.wait(refs, num_returns=1, timeout=remaining)
-            if not ready:
-                break
-            ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=0)  # everything done by now
-            for ref in ready:
-                if ref in starts:
-                    for position in self._check_started([ref]):
-                        in_flight[position] = self.actors[position].sample.remote()
-                    continue
-                position = waited[ref]
-                try:
-                    result = get_all(self._ray, [(self.label(position), ref)], doing="sampling")[0]
-                except ActorFailedError as err:
-                    if not err.died:
-                        raise
-                    self._fail(position, "died while sampling", err)
-                    in_flight.pop(position, None)
-                    continue
-                self._wait_pending([position])
-                if position in self._late:  # a rollout sampled with older weights: only its report counts
-                    del self._late[position]
-                    self._absorb(result[1])
-                    if position not in in_flight and self._status[position] == _HEALTHY:
-                        in_flight[position] = self.actors[position].sample.remote()
-                else:
-                    results[position] = result
+        results = self._gather(in_flight, deadline)
         for position in list(self._late):  # late before this call, and still not done: hung (or its node is)
             if position in was_late and position not in in_flight:
                 self._fail(position, f"did not finish sampling within sample_timeout_s={timeout} s twice in a row")
@@ -626,6 +597,54 @@ class RemoteEnvRunners(ActorFolderDelegate):
             self.last_weights_versions.append(int(report["weights_version"]))
             batches.append(runner_batches)
         return batches
+
+    def _gather(self, in_flight: dict[int, Any], deadline: float | None) -> dict[int, Any]:
+        """Wait until every sample in ``in_flight`` and every late one is in, or ``deadline``; return the rollouts.
+
+        Dead runners are handled as failures (:meth:`_fail`) on the way; a late sample that
+        comes in gives its report only, and its runner samples again (added to ``in_flight``).
+        While no rollout is in, replacements that come up sample too.
+        """
+        results: dict[int, Any] = {}
+        while True:
+            waited = {ref: p for p, ref in in_flight.items() if p not in results}
+            waited.update({ref: p for p, ref in self._late.items()})
+            if not waited and (results or not self._starting):
+                return results
+            starts = {ref: p for p, ref in self._starting.items()} if not results else {}
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return results
+            refs = [*waited, *starts]
+            ready, _ = self._ray.wait(refs, num_returns=1, timeout=remaining)
+            if not ready:
+                return results
+            ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=0)  # everything done by now
+            for ref in ready:
+                if ref in starts:
+                    for position in self._check_started([ref]):
+                        in_flight[position] = self.actors[position].sample.remote()
+                else:
+                    self._take_sample(waited[ref], ref, in_flight, results)
+
+    def _take_sample(self, position: int, ref: Any, in_flight: dict[int, Any], results: dict[int, Any]) -> None:
+        """One finished sample call of the runner at ``position``: a rollout, a late report, or a failure."""
+        try:
+            result = get_all(self._ray, [(self.label(position), ref)], doing="sampling")[0]
+        except ActorFailedError as err:
+            if not err.died:
+                raise  # the runner's own code raised: not a node loss
+            self._fail(position, "died while sampling", err)
+            in_flight.pop(position, None)
+            return
+        self._wait_pending([position])
+        if position not in self._late:
+            results[position] = result
+            return
+        del self._late[position]  # a rollout sampled with older weights: only its report counts
+        self._absorb(result[1])
+        if position not in in_flight and self._status[position] == _HEALTHY:
+            in_flight[position] = self.actors[position].sample.remote()
 
     def _unavailable_message(self, timeout: float | None) -> str:
         late, starting, gone = len(self._late), len(self._starting), self._status.count(_GONE)
