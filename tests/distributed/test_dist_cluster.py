@@ -34,7 +34,7 @@ from ray import tune
 from ray.cluster_utils import Cluster
 
 import runner_functions
-from cairn.rl import PPO
+from cairn.rl import PPO, PPOConfig
 from cairn.rl.distributed._ray import ActorTimeoutError, EnvRunnersUnavailableError
 from cairn.rl.distributed.placement import resource_bundles
 from ray_session import init_test_ray
@@ -184,9 +184,22 @@ def _log(path: str, **event: Any) -> None:
         f.write(json.dumps(event) + "\n")
 
 
-def tune_config() -> Any:
-    """The trial's algorithm: one remote runner on a node with a ``runner``, reserved with the trial."""
-    return small_config(num_env_runners=1, custom_resources_per_env_runner={"runner": 1})
+def tune_config() -> PPOConfig:
+    """The trial's algorithm: one remote runner on a node with a ``runner``, reserved with the trial.
+
+    Written out (not ``small_config``): Tune's workers get this module by value, not ``dist_helpers``.
+    """
+    return PPOConfig(
+        env="CartPole-v1",
+        seed=5,
+        num_envs_per_env_runner=2,
+        rollout_length=32,
+        minibatch_size=32,
+        num_epochs=2,
+        model_config={"hidden_sizes": [16, 16]},
+        num_env_runners=1,
+        custom_resources_per_env_runner={"runner": 1},
+    )
 
 
 def trainable(config: dict[str, Any]) -> None:
