@@ -31,9 +31,17 @@ bit for bit; its callbacks' metrics logger comes back too), else only the
 connector states, keeping its own environments and RNG (two runners never
 replay the same episodes).
 
-A runner that dies is replaced on the group's next ``sample`` (same worker
-index, fresh environments, the group's connector states and the latest
-weights); the others go on as they were.
+Node loss (RLlib's ``restart_failed_env_runners``, ``ignore_env_runner_failures``,
+``max_num_env_runner_restarts``, ``sample_timeout_s``): a runner that dies, or
+misses ``sample_timeout_s`` twice in a row, is replaced by a new actor (same
+worker index, fresh environments); ``sample`` does not wait for it but goes on
+with the healthy runners, and the replacement samples once it answers a ping,
+after it took the group's connector states and the latest weights (the
+algorithm then calls ``on_env_runners_recreated``). A rollout that misses the
+deadline is dropped when it arrives; its report (counts, connector deltas) is
+kept. Calls that need every runner (saves, restores, ``foreach_env_runner``)
+replace missing runners first and wait for them at most
+``env_runner_restore_timeout_s``.
 
 Every call of a checkpoint operation (gathering the runners' states, writing or
 reading ``env_runner/``, applying it) has a deadline, the config's
