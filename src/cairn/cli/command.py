@@ -79,6 +79,6 @@ def require_folder(path: str, *, what: str = "checkpoint") -> None:
     if "://" in path or not os.path.isfile(path):
         return
     hint = ""
-    if os.path.basename(path) in ("manifest.json", "metadata.json"):
-        hint = f"; the {what} is the folder holding it: {os.path.dirname(path) or '.'}"
+    if what == "checkpoint" and os.path.basename(path) in ("manifest.json", "metadata.json"):
+        hint = f"; the checkpoint is the folder holding it: {os.path.dirname(path) or '.'}"
     raise UsageError(f"{path} is a file, and a {what} is a folder{hint}.")

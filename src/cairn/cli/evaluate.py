@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cairn._display import safe_text
-from cairn.cli.command import Command
+from cairn.cli.command import Command, require_folder
 from cairn.cli.loading import checkpoint_metadata, load_newest_sound
 from cairn.rl.algorithms.catalog import ALGORITHMS
 
@@ -190,6 +190,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     """Handler of ``cairn evaluate``; returns the exit status."""
     if args.episodes < 1:
         raise ValueError("--episodes must be at least 1.")
+    require_folder(args.checkpoint)
     module_folder, algo_root, algo_metadata, module = _load_for_evaluation(args.checkpoint, args.module)
     env_id = args.env
     if env_id is None and algo_metadata is not None:
@@ -212,11 +213,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint")
-    p.add_argument("--episodes", type=int, default=10)
-    p.add_argument("--module", default="default_policy", help="module id")
-    p.add_argument("--env", default=None, help="environment (default: the checkpoint's)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "checkpoint",
+        help="an algorithm checkpoint, a module folder, or a run folder (its newest sound checkpoint), "
+        "e.g. runs/cartpole",
+    )
+    p.add_argument("--episodes", type=int, default=10, metavar="N", help="episodes to run, e.g. --episodes 5")
+    p.add_argument("--module", default="default_policy", metavar="ID", help="the module id to run, e.g. --module p0")
+    p.add_argument(
+        "--env",
+        default=None,
+        metavar="ID",
+        help="the environment, e.g. --env CartPole-v1 (default: the checkpoint's)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the first episode (the next get +1, +2, ...)")
 
 
 COMMAND = Command(
@@ -228,6 +238,11 @@ COMMAND = Command(
         "Load one module of a checkpoint (an algorithm checkpoint, a module folder, or a "
         "checkpoint manager's root, whose latest checkpoint is used), run episodes with "
         "greedy actions and print the mean return."
+    ),
+    examples=(
+        "cairn evaluate runs/cartpole --episodes 5",
+        "cairn evaluate runs/cartpole/step_000000040 --seed 100",
+        "cairn evaluate policy_folder --env CartPole-v1",
     ),
 )
 """The ``evaluate`` command."""
