@@ -50,13 +50,16 @@ DEFAULTS = TrainOptions(iterations=100, checkpoint_every=10, keep_last=3)
 _LOWEST = {"iterations": 0, "checkpoint_every": 1, "keep_last": 1}
 
 
-def check(options: TrainOptions, *, where: str) -> None:
-    """Raise ValueError when an option is out of its range (``where`` says whose options they are)."""
+def check(options: TrainOptions, *, where: str, fix: str = "") -> None:
+    """Raise ValueError when an option is out of its range (``where`` says whose options they are, ``fix``
+    what to do beyond giving a value in range)."""
     for name, lowest in _LOWEST.items():
         value = getattr(options, name)
         if type(value) is not int or not lowest <= value <= _MAX_COUNT:
             flag = "--" + name.replace("_", "-")
-            raise ValueError(f"{where}: {flag} must be an integer from {lowest} to {_MAX_COUNT}, got {value!r:.40}.")
+            raise ValueError(
+                f"{where}: {flag} must be an integer from {lowest} to {_MAX_COUNT}, got {value!r:.40}{fix}."
+            )
 
 
 def read_options(folder: str) -> TrainOptions | None:
@@ -83,7 +86,7 @@ def read_options(folder: str) -> TrainOptions | None:
     if not isinstance(data, dict) or sorted(data) != sorted(names):
         raise ValueError(f"{what} is not a JSON object of {', '.join(names)}; delete it to resume.")
     options = TrainOptions(**data)
-    check(options, where=what)
+    check(options, where=what, fix="; delete it to resume")
     return options
 
 
