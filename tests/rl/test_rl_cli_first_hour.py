@@ -98,9 +98,11 @@ def test_resume_is_safe_and_keeps_the_runs_options(tmp_path: Path, capsys: pytes
     # Without options, a resume takes the run's own: --iterations 2 (nothing to train).
     code, out, err = main(capsys, "train", "--checkpoint-dir", str(run), "--resume")
     assert code == 0 and "nothing to train" in err and "iteration 2" in out
+    assert "INFO" not in err  # the library's info records show with -v only
     # A new --iterations; --checkpoint-every 1 and --keep-last 5 are still the run's.
-    code, _, err = main(capsys, "train", "--checkpoint-dir", str(run), "--resume", "--iterations", "4")
+    code, _, err = main(capsys, "-v", "train", "--checkpoint-dir", str(run), "--resume", "--iterations", "4")
     assert code == 0 and "the run's own --checkpoint-every 1, --keep-last 5" in err
+    assert f"cairn train: INFO: loaded {run / 'step_000000002'} (step 2)" in err  # the manager's logger, -v
     assert sorted(p.name for p in run.glob("step_*")) == [f"step_00000000{i}" for i in range(1, 5)]
     assert json.loads((run / "train_options.json").read_text())["iterations"] == 4
 

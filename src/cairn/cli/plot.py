@@ -104,11 +104,14 @@ def nice_ticks(lo: float, hi: float, *, count: int = 5) -> list[float]:
     The axis labels of the SVG plot. ``lo`` and ``hi`` are finite, ``lo < hi``.
     """
     span = hi / 2 - lo / 2  # half the span: finite for any two finite floats
-    raw = 2 * span / max(1, count - 1) if span < 8e307 else math.inf
+    raw = span / max(1, count - 1) * 2  # the step before rounding (infinite only for two ticks over it all)
     if not math.isfinite(raw) or raw <= 0:
         return [lo, hi] if hi > lo else [lo]
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next((m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw), 10 * magnitude)
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    # The round step nearest the raw one: 1, 2, 5 or 10 times the power of ten below it.
+    step = magnitude * next(m for limit, m in ((1.5, 1), (3.0, 2), (7.0, 5), (math.inf, 10)) if raw / magnitude < limit)
+    if not math.isfinite(step):
+        return [lo, hi]
     first = math.ceil(lo / step)
     ticks = []
     for k in range(first, first + 2 * count + 2):  # bounded: at most 2 * count + 2 ticks
