@@ -106,6 +106,13 @@ def test_resume_is_safe_and_keeps_the_runs_options(tmp_path: Path, capsys: pytes
     assert sorted(p.name for p in run.glob("step_*")) == [f"step_00000000{i}" for i in range(1, 5)]
     assert json.loads((run / "train_options.json").read_text())["iterations"] == 4
 
+    # cairn evaluate on an env whose spaces do not fit names both sides.
+    code, _, err = main(capsys, "evaluate", str(run), "--env", "Pendulum-v1", "--episodes", "1")
+    line = one_line(err)
+    assert code == 1 and "Pendulum-v1 does not fit the module" in line
+    assert "reads observations Box (4,) float32 and acts in Discrete(2)" in line
+    assert "gives observations Box (3,) float32 and takes actions Box (1,) float32" in line
+
 
 def test_a_damaged_options_file_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
