@@ -198,6 +198,10 @@ def _open_manager(args: argparse.Namespace, options: TrainOptions) -> Checkpoint
     )
 
 
+_RECORD_KEYS = ("wall_time", "perf/time_total_s")
+"""What :class:`~cairn.cli.metrics_log.MetricsLog` adds to a result's row (kept in the events too)."""
+
+
 class _RunRecords:
     """The run's ``metrics.jsonl`` and TensorBoard events, one row of each per iteration.
 
@@ -229,8 +233,19 @@ class _RunRecords:
         return cls(args.checkpoint_dir, start_iteration=start_iteration)
 
     def append(self, results: dict[str, Any], *, iteration_time_s: float) -> None:
-        """Write one iteration's row to both (the events get the row as the metrics file has it)."""
-        self._board.append(self._log.append(results, iteration_time_s=iteration_time_s))
+        """Write one iteration's row to both.
+
+        The metrics file keeps the deprecated flat names too (rankings, plots and readers of
+        older runs read them); the events carry each value once, under RLlib's names
+        (``env_runners/episode_return_mean``, ``learners/<module>/entropy``), as RLlib's own
+        TensorBoard logging does.
+        """
+        row = self._log.append(results, iteration_time_s=iteration_time_s)
+        flatten = getattr(results, "flatten", None)
+        if callable(flatten):
+            own = set(flatten(aliases=False))
+            row = {k: v for k, v in row.items() if k in own or k in _RECORD_KEYS}
+        self._board.append(row)
 
     def close(self) -> None:
         """Close both files."""
