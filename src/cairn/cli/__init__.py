@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK (argcomplete completes `cairn` only in modules that carry this mark)
 """The ``cairn`` command line (the ``cairn`` executable and ``python -m cairn``).
 
 Every subcommand is one :class:`~cairn.cli.command.Command` of :data:`COMMANDS`:
