@@ -314,6 +314,7 @@ def _train(algo: Algorithm, args: argparse.Namespace, options: TrainOptions, sta
     total = options.iterations
     shown = _Progress(total=total, initial=min(algo.training_iteration, total))
     stack.callback(shown.close)
+    trackers = _open_trackers(algo, args, stack)
     interrupt = stack.enter_context(_Interrupt())
     outcome = _Outcome()
     while algo.training_iteration < total and not interrupt.requested:
@@ -328,14 +329,35 @@ def _train(algo: Algorithm, args: argparse.Namespace, options: TrainOptions, sta
             f"{results['perf/env_steps_per_second']:.0f} steps/s  "
             f"return {results['episode_return_mean']:.1f}"
         )
+        for tracker in trackers:
+            tracker.log_result(results, step=iteration)
         due = iteration % options.checkpoint_every == 0 or iteration == total or interrupt.requested
         if manager is not None and due:
-            manager.save(algo, iteration, metrics=jsonable(results))
+            path = manager.save(algo, iteration, metrics=jsonable(results))
+            if args.log_checkpoints and trackers:
+                manager.wait()  # an artifact is the committed folder, not a save in flight
+                for tracker in trackers:
+                    tracker.log_checkpoint(path, step=iteration)
     outcome.interrupted = interrupt.requested and algo.training_iteration < total
     if manager is not None:
         manager.wait()
         outcome.latest = manager.latest(verified=False)
     return outcome
+
+
+def _open_trackers(algo: Algorithm, args: argparse.Namespace, stack: contextlib.ExitStack) -> list[Any]:
+    """The runs of ``--log-to`` (each closed by ``stack``), named after the run folder."""
+    if not args.log_to:
+        return []
+    from cairn.integrations.trackers import open_tracker
+
+    name = os.path.basename(os.path.normpath(args.checkpoint_dir)) if args.checkpoint_dir else None
+    trackers = []
+    for kind in dict.fromkeys(args.log_to):  # each tracker once, in the order given
+        tracker = open_tracker(kind, name=name or f"cairn-{algo.config.env}", config=algo.config.to_dict())
+        stack.callback(tracker.close)
+        trackers.append(tracker)
+    return trackers
 
 
 def _run_options(args: argparse.Namespace) -> TrainOptions:
@@ -367,6 +389,8 @@ def _resume_command(args: argparse.Namespace) -> str:
 def cmd_train(args: argparse.Namespace) -> int:
     """Handler of ``cairn train``; returns the exit status (130 when Ctrl-C stopped it)."""
     options = _run_options(args)
+    if args.log_checkpoints and (not args.log_to or args.checkpoint_dir is None or "://" in args.checkpoint_dir):
+        raise UsageError("--log-checkpoints needs --log-to and a local --checkpoint-dir (the folders it logs).")
     algo, how = _build_algorithm(args)
     start = time.perf_counter()
     with contextlib.ExitStack() as stack:
@@ -483,6 +507,20 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="agents of a multi:<id> env, e.g. --env multi:CartPole-v1 --num-agents 2 (default: 2)",
+    )
+    p.add_argument(
+        "--log-to",
+        action="append",
+        choices=("wandb", "mlflow"),
+        default=None,
+        help="also log each iteration's metrics (RLlib's names) to Weights & Biases or MLflow, repeatable, "
+        "e.g. --log-to wandb (settings from WANDB_PROJECT, WANDB_MODE, MLFLOW_TRACKING_URI, ...; needs "
+        "cairn-rl[wandb] or cairn-rl[mlflow]; give it again on --resume)",
+    )
+    p.add_argument(
+        "--log-checkpoints",
+        action="store_true",
+        help="with --log-to, also log each checkpoint folder as an artifact, e.g. --log-to mlflow --log-checkpoints",
     )
     configs = ", ".join(entry.config for entry in ALGORITHMS.values())
     p.add_argument(
