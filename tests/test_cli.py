@@ -256,3 +256,23 @@ def test_the_library_prints_nothing() -> None:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
                 printing.append(f"{path.relative_to(root)}:{node.lineno}")
     assert printing == []
+
+
+def test_shell_completion(tmp_path: Path) -> None:
+    """argcomplete (the completion extra) completes commands and options as the shell asks it."""
+    pytest.importorskip("argcomplete")
+    answer = tmp_path / "completions"
+    line = "cairn train --checkpoint-e"
+    env = {
+        **os.environ,
+        "PYTHONPATH": CHILD_PATH,
+        "_ARGCOMPLETE": "1",
+        "_ARGCOMPLETE_IFS": "\n",
+        "COMP_LINE": line,
+        "COMP_POINT": str(len(line)),
+        "COMP_TYPE": "9",
+        "_ARGCOMPLETE_STDOUT_FILENAME": str(answer),
+    }
+    done = subprocess.run([sys.executable, "-m", "cairn"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert answer.read_text().split() == ["--checkpoint-every"]
