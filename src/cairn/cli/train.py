@@ -484,6 +484,12 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
         help="continue the run in --checkpoint-dir from its newest sound checkpoint, with the options it was "
         "started with unless given again, e.g. --checkpoint-dir runs/cartpole --resume --iterations 80",
     )
+    _config_arguments(p)
+    _tracker_arguments(p)
+
+
+def _config_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments that set the algorithm's config (recorded in every checkpoint)."""
     p.add_argument("--seed", type=int, default=None, help="seed of the run, e.g. --seed 3 (default: 0)")
     p.add_argument(
         "--num-env-runners",
@@ -508,6 +514,22 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="agents of a multi:<id> env, e.g. --env multi:CartPole-v1 --num-agents 2 (default: 2)",
     )
+    configs = ", ".join(entry.config for entry in ALGORITHMS.values())
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help=(
+            f"a setting of the algorithm's config ({configs}) under RLlib's name or cairn's field name, "
+            "VALUE as JSON, e.g. --set lr=1e-3 --set train_batch_size_per_learner=1024 "
+            "--set model_config='{\"fcnet_hiddens\": [32]}' (repeatable; the fields: "
+            "python -c 'import cairn.rl as r; print(r.PPOConfig())')"
+        ),
+    )
+
+
+def _tracker_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments that send the run to experiment trackers."""
     p.add_argument(
         "--log-to",
         action="append",
@@ -521,18 +543,6 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
         "--log-checkpoints",
         action="store_true",
         help="with --log-to, also log each checkpoint folder as an artifact, e.g. --log-to mlflow --log-checkpoints",
-    )
-    configs = ", ".join(entry.config for entry in ALGORITHMS.values())
-    p.add_argument(
-        "--set",
-        action="append",
-        metavar="KEY=VALUE",
-        help=(
-            f"a setting of the algorithm's config ({configs}) under RLlib's name or cairn's field name, "
-            "VALUE as JSON, e.g. --set lr=1e-3 --set train_batch_size_per_learner=1024 "
-            "--set model_config='{\"fcnet_hiddens\": [32]}' (repeatable; the fields: "
-            "python -c 'import cairn.rl as r; print(r.PPOConfig())')"
-        ),
     )
 
 
