@@ -568,7 +568,8 @@ COMMAND = Command(
         "cairn train --checkpoint-dir runs/cartpole --resume --iterations 80   # on to 80",
         "cairn train --algo dqn --env CartPole-v1 --set lr=5e-4 --checkpoint-dir runs/dqn",
         "cairn train --env Pendulum-v1 --set train_batch_size_per_learner=2048 --set lambda_=0.95",
-        'cairn train --env multi:CartPole-v1 --num-agents 2 --set \'policies=["p0", "p1"]\'',
+        'cairn train --env multi:CartPole-v1 --num-agents 2 --set \'policies=["p0", "p1"]\' '
+        '--set \'policy_mapping={"agent_0": "p0", "agent_1": "p1"}\'',
     ),
 )
 """The ``train`` command."""
