@@ -206,7 +206,7 @@ class FolderReader:
 
     def child(self, name: str) -> FolderReader:
         """The reader of component ``name``'s folder."""
-        if name not in self.manifest.components:
+        if not self.manifest.has_component(name):
             raise ComponentNotFoundError(
                 f"The checkpoint at {self.where()} has no component {name!r}; it has: "
                 f"{', '.join(self.manifest.components) or '(none)'}."

@@ -400,7 +400,7 @@ def write_planned(
         prev_child = None
         if previous is not None:
             try:
-                prev_child = previous.child(name) if name in previous.manifest.components else None
+                prev_child = previous.child(name) if previous.manifest.has_component(name) else None
             except CheckpointError:
                 prev_child = None
         manifest.files[f"{name}/{MANIFEST}"] = write_planned(

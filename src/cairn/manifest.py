@@ -159,6 +159,15 @@ further (a hostile checkpoint of thousands of nested folders must not exhaust th
 MAX_NAME_LENGTH = 200
 """The longest component name: a name becomes a folder name on every storage."""
 
+MAX_COMPONENTS = 65_536
+"""The most components one folder may have (a save refuses more; a reader checks the count before it loops).
+
+Parsing a manifest is linear in its components (one set lookup per entry): at this bound
+a manifest is about 10 MB and parses in well under a second."""
+
+MAX_OWN_FILES = len(RESERVED_NAMES) - 1
+"""The most files of a folder's own a manifest may list (every reserved name but the manifest itself)."""
+
 # ASCII only, matched whole with fullmatch: `$` would accept a trailing newline ("kid\n").
 _NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
 
@@ -245,6 +254,13 @@ class Manifest:
     files: dict[str, FileEntry] = field(default_factory=dict)
     components: list[str] = field(default_factory=list)
     format_version: int = FORMAT_VERSION
+    _component_set: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
+
+    def has_component(self, name: str) -> bool:
+        """Whether ``name`` is one of the components (a set lookup: walks of wide trees stay linear)."""
+        if len(self._component_set) != len(self.components):
+            self._component_set = frozenset(self.components)
+        return name in self._component_set
 
     @property
     def algorithm(self) -> str:
@@ -288,13 +304,23 @@ class Manifest:
         files_raw, comps = body.get("files"), body.get("components")
         if not isinstance(files_raw, dict) or not isinstance(comps, list):
             raise CorruptCheckpointError(f"{where} lacks its 'files' or 'components' lists.")
+        # Bounds before loops: every loop below is one pass, each step a set or dict lookup.
+        if len(comps) > MAX_COMPONENTS or len(files_raw) > len(comps) + MAX_OWN_FILES:
+            raise CorruptCheckpointError(
+                f"{where} lists {len(comps)} components and {len(files_raw)} files; cairn reads at most "
+                f"{MAX_COMPONENTS} components per folder, each with one manifest entry, besides at most "
+                f"{MAX_OWN_FILES} files of the folder's own. It is damaged or hostile."
+            )
         for c in comps:
             problem = component_name_problem(c)
             if problem is not None:
                 raise CorruptCheckpointError(f"{where} lists the component {c!r}, an unsafe name: {problem}.")
+        comp_set = frozenset(comps)
+        if len(comp_set) != len(comps):
+            raise CorruptCheckpointError(f"{where} lists a component twice; the checkpoint is tampered.")
         files: dict[str, FileEntry] = {}
         for name, info in files_raw.items():
-            _check_entry_name(name, comps, where)
+            _check_entry_name(name, comp_set, where)
             files[name] = _parse_entry(info, algorithm, f"{where} ({name!r})")
         for c in comps:
             if f"{c}/{MANIFEST}" not in files:
@@ -327,7 +353,7 @@ def _parse_entry(info: Any, algorithm: str, where: str) -> FileEntry:
     return FileEntry(info["size"], digest, crc)
 
 
-def _check_entry_name(name: Any, comps: list[str], where: str) -> None:
+def _check_entry_name(name: Any, comps: frozenset[str], where: str) -> None:
     """Manifest entries are plain file names, or '<component>/manifest.json'; never paths out."""
     if not isinstance(name, str):
         raise CorruptCheckpointError(f"{where} has a non-string file entry.")

