@@ -12,6 +12,9 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +114,62 @@ def test_a_save_over_the_component_bound_is_refused(tmp_path: Path) -> None:
     with pytest.raises(cairn.CheckpointError, match=f"more than {MAX_COMPONENTS} components"):
         TooWide(1).save_to_path(tmp_path / "ck")
     assert not (tmp_path / "ck").exists()
+
+
+# --------------------------------------------------------------------------- F12
+
+
+def _outcome(fn: Any) -> tuple[str, bool, str]:
+    """Run ``fn`` as a user the file permissions apply to: ``(error type, is a CheckpointError, message)``.
+
+    Root reads every file whatever its mode, so as root ``fn`` runs in a forked child that
+    has dropped to the ``nobody`` uid first (nothing else of this process runs in the child).
+    """
+
+    def run() -> tuple[str, bool, str]:
+        try:
+            fn()
+        except BaseException as err:
+            return type(err).__name__, isinstance(err, cairn.CheckpointError), str(err)
+        return "", False, "no error"
+
+    if os.geteuid() != 0:
+        return run()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop privileges, run, report, exit without running any cleanup
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(w, json.dumps(run()).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    name, is_ours, message = json.loads(data)
+    return name, is_ours, message
+
+
+@pytest.mark.parametrize("victim", ["tensors.safetensors", "state.msgpack", "manifest.json", "."])
+def test_an_unreadable_file_or_folder_is_a_checkpoint_error_naming_it(victim: str) -> None:
+    base = Path(tempfile.mkdtemp(prefix="cairn-f12-"))  # not below pytest's 0700 folder: nobody must reach it
+    try:
+        base.chmod(0o755)
+        t = Tree()
+        t.mutate()
+        ck = Path(t.save_to_path(base / "ck"))
+        target = next(p for p in [*sorted(ck.rglob(victim)), ck] if p.name == victim or victim == ".")
+        if victim == ".":
+            target = ck / "leaf"  # a component's folder
+        target.chmod(0)
+        name, is_ours, message = _outcome(lambda: Tree().restore_from_path(ck))
+        target.chmod(0o755 if target.is_dir() else 0o644)
+    finally:
+        shutil.rmtree(base)
+    assert name == "UnreadableCheckpointError" and is_ours, (name, message)
+    assert str(target.resolve()).rstrip("/.") in message and "read access" in message
+    assert issubclass(cairn.UnreadableCheckpointError, PermissionError)
