@@ -31,6 +31,7 @@ from cairn._version import __version__
 from cairn.codec.tensors import build_header
 from cairn.errors import (
     CheckpointError,
+    CorruptCheckpointError,
     DamagedCheckpointWarning,
 )
 from cairn.manifest import (
@@ -219,22 +220,77 @@ def plan_checkpoint(
     state: dict[str, Any] | None,
     allow_pickle: bool,
     extra_metadata: dict[str, Any] | None = None,
-    snapshot: Callable[[Any], Any] | None = None,
 ) -> _PlannedFolder:
     """Plan a save of ``obj``: of ``state`` when given, else of ``obj.get_state()`` with delegation.
 
     With ``state=None`` the engine asks for the state itself, leaving out the
     delegated components (their delegates write them); a given ``state`` is
-    written as it is (components missing from it are not written). ``snapshot``
-    turns the state into a copy that training going on cannot change (async saves).
+    written as it is (components missing from it are not written). An async
+    save then calls :func:`snapshot_plan` before it returns.
     """
     delegate = state is None
     if state is None:
         paths = delegations(obj)
         state = obj.get_state(not_components=sorted(paths)) if paths else obj.get_state()
-    if snapshot is not None:
-        state = snapshot(state)
     return plan_save(obj, state, allow_pickle=allow_pickle, extra_metadata=extra_metadata, delegate=delegate)
+
+
+class BufferPool:
+    """Buffers of an earlier snapshot (:func:`snapshot_plan`), reused by the next one.
+
+    Fresh memory is expensive (page faults and zeroing run at a fraction of memcpy
+    speed), so an async save copies into the buffers the previous save used, once
+    that save is committed (:meth:`give_back`). With at most one save in flight,
+    the pool holds at most one state's worth of memory.
+    """
+
+    def __init__(self) -> None:
+        """An empty pool."""
+        self._free: dict[int, list[Any]] = {}
+
+    def take(self, nbytes: int) -> Any:
+        """A uint8 buffer of ``nbytes`` bytes: a free one of that size, else a new one."""
+        import numpy as np
+
+        bufs = self._free.get(nbytes)
+        return bufs.pop() if bufs else np.empty(nbytes, dtype=np.uint8)
+
+    def give_back(self, taken: list[Any]) -> None:
+        """Return the buffers of a committed (or failed) snapshot; the ones not returned are dropped."""
+        self._free = {}
+        for buf in taken:
+            self._free.setdefault(int(buf.nbytes), []).append(buf)
+
+
+def snapshot_plan(plan: _PlannedFolder, pool: BufferPool) -> list[Any]:
+    """Copy every byte of the plan that the caller's objects still own; return the buffers used.
+
+    A plan is the state as the codec encoded it: its skeletons, constructor and
+    metadata files are ``bytes`` of its own, and its tensor files are views of the
+    arrays the state holds, wherever the codec found them (nested lists, tuples
+    and dicts, the fields of a registered type, numpy arrays, torch tensors). Each
+    such view is copied here, so that whatever the codec accepts is snapshotted by
+    construction: there is no second walk of the state to get out of step with the
+    codec's. Called by an async save before it returns; training may then change
+    any array without touching the checkpoint being written.
+    """
+    taken: list[Any] = []
+
+    def copy(folder: _PlannedFolder) -> None:
+        for chunks in folder.files.values():
+            for i, chunk in enumerate(chunks):
+                if type(chunk) is bytes:  # immutable, and owned by the plan
+                    continue
+                view = memoryview(chunk).cast("B")
+                buf = pool.take(view.nbytes)
+                memoryview(buf.data).cast("B")[:] = view
+                taken.append(buf)
+                chunks[i] = memoryview(buf.data).cast("B")
+        for child in folder.children.values():
+            copy(child)
+
+    copy(plan)
+    return taken
 
 
 @dataclass
@@ -375,8 +431,12 @@ def write_planned(
     waiters: dict[str, Waiter] | None = None,
     where: str = "",
     checked: CheckedFiles | None = None,
+    written: list[tuple[str, FileEntry, list[Chunk]]] | None = None,
 ) -> FileEntry:
     """Write a planned folder bottom-up; return its manifest's entry for the parent.
+
+    ``written`` collects ``(path, entry, chunks)`` of each file written (not linked)
+    below the root manifest, for :func:`check_written`.
 
     With ``previous`` (the same component's folder in an earlier checkpoint), a
     file whose size and SHA-256 match is hard-linked or copied server-side
@@ -412,6 +472,7 @@ def write_planned(
             waiters=waiters,
             where=path,
             checked=checked,
+            written=written,
         )
     for fname, chunks in plan.files.items():
         dst = storage.join(folder, fname)
@@ -423,6 +484,8 @@ def write_planned(
         stats.bytes_written += entry.size
         stats.files_written += 1
         manifest.files[fname] = entry
+        if written is not None:
+            written.append((dst, entry, chunks))
     for name in delegated:  # the delegates wrote meanwhile; their entries seal their folders
         path = f"{where}/{name}" if where else name
         if waiters is None or path not in waiters:
@@ -437,7 +500,51 @@ def write_planned(
     data = manifest.to_bytes()
     if before_manifest is not None:
         before_manifest()
-    return storage.write_file(storage.join(folder, MANIFEST), [data])
+    path = storage.join(folder, MANIFEST)
+    entry = storage.write_file(path, [data])
+    if written is not None and where:  # the root manifest commits (object stores): it is checked before
+        written.append((path, entry, [data]))
+    return entry
+
+
+def check_written(storage: Storage, written: list[tuple[str, FileEntry, list[Chunk]]]) -> None:
+    """Check that each file written holds the bytes its digest records, before the save commits.
+
+    A digest is computed as the bytes go out; if the bytes changed meanwhile (an
+    array of a synchronous save changed by another thread, say), the file would not
+    match its own manifest, and a manager's retention would count a checkpoint that
+    fails its checksum as good. Local files are read back (from the page cache, as
+    they were just written); on other storage, whose reads are downloads, the bytes
+    sent are hashed again.
+
+    Raises:
+        CorruptCheckpointError: A file does not hold the bytes its digest records.
+    """
+    from cairn._tensorio import digest_fd
+
+    for path, entry, chunks in written:
+        if storage.file_descriptors:
+            fd = storage.open_regular(path)
+            try:
+                size, digest = digest_fd(fd, entry.size + 1, entry.digest.algorithm)
+            finally:
+                os.close(fd)
+        else:
+            hasher = Hasher(entry.digest.algorithm)
+            size = 0
+            for chunk in chunks:
+                view = memoryview(chunk).cast("B")
+                hasher.update(view)
+                size += view.nbytes
+            digest = hasher.digest()
+        if size != entry.size or digest != entry.digest:
+            raise CorruptCheckpointError(
+                f"The save wrote {storage.uri(path)}, which does not hold the bytes whose digest it recorded "
+                f"({size} bytes, {digest}; recorded {entry.size} bytes, {entry.digest}): the state changed while "
+                "it was written (another thread changed an array during a synchronous save: use "
+                "CheckpointManager(async_save=True), which saves a snapshot, or pause that thread), or the storage "
+                "returned other bytes. Nothing was committed; save again."
+            )
 
 
 def _link_unchanged(
@@ -644,6 +751,12 @@ def commit_plan(
     staging = started.staging
     try:
         files = _planned_files(plan)
+        written: list[tuple[str, FileEntry, list[Chunk]]] = []
+
+        def before_root_manifest() -> None:
+            check_written(storage, written)  # a save never commits bytes that fail their own digest
+            storage.check_owned(staging, files)
+
         try:
             write_planned(
                 storage,
@@ -651,9 +764,10 @@ def commit_plan(
                 plan,
                 previous=previous,
                 stats=stats,
-                before_manifest=lambda: storage.check_owned(staging, files),
+                before_manifest=before_root_manifest,
                 waiters=started.waiters,
                 checked=checked,
+                written=written,
             )
         except CheckpointError as err:
             if isinstance(err.__cause__, FileNotFoundError):

@@ -291,29 +291,8 @@ class StreamedTensorFile:
         Raises:
             CorruptCheckpointError: The file fails its checksum.
         """
+        off, digest = digest_fd(self.fd, self.size, self.digest.algorithm, hash_here=hash_here)
         size = self.size
-        bufs = _chunk_buffers()
-        hasher = Hasher(self.digest.algorithm)
-        hash_of = hasher.update
-
-        pool = _pool()
-        off, i, pending = 0, 0, None
-        while off < size:
-            mv = bufs[i % 2]
-            n = os.preadv(self.fd, [mv[: min(CHUNK, size - off)]], off)
-            if n == 0:
-                break
-            if hash_here:
-                hash_of(mv[:n])
-            else:
-                if pending is not None:
-                    pending.result()  # the CRC of the other buffer is done: it may be reused next
-                pending = pool.submit(hash_of, mv[:n])
-            off += n
-            i += 1
-        if pending is not None:
-            pending.result()
-        digest = hasher.digest()
         if off != size or digest != self.digest:
             raise CorruptCheckpointError(
                 f"{self.where} fails its checksum ({digest}, manifest says {self.digest}): the file "
@@ -415,6 +394,35 @@ class StreamedTensorFile:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def digest_fd(fd: int, size: int, algorithm: str, *, hash_here: bool = False) -> tuple[int, Digest]:
+    """Stream the first ``size`` bytes of the open file ``fd`` once: ``(bytes read, their digest)``.
+
+    Through two reused :data:`CHUNK` buffers; each buffer's digest runs in the helper thread
+    while the next one is read (with ``hash_here``, in this thread: see :func:`read_pool`).
+    """
+    bufs = _chunk_buffers()
+    hasher = Hasher(algorithm)
+    hash_of = hasher.update
+    pool = _pool()
+    off, i, pending = 0, 0, None
+    while off < size:
+        mv = bufs[i % 2]
+        n = os.preadv(fd, [mv[: min(CHUNK, size - off)]], off)
+        if n == 0:
+            break
+        if hash_here:
+            hash_of(mv[:n])
+        else:
+            if pending is not None:
+                pending.result()  # the digest of the other buffer is done: it may be reused next
+            pending = pool.submit(hash_of, mv[:n])
+        off += n
+        i += 1
+    if pending is not None:
+        pending.result()
+    return off, hasher.digest()
 
 
 PARALLEL_MIN = 64 << 20

@@ -57,6 +57,7 @@ import numpy as np
 from cairn import _reader, _save, _verify
 from cairn._metrics import jsonable_metrics
 from cairn.errors import CheckpointError, CheckpointNotFoundError, CorruptCheckpointError, DamagedCheckpointWarning
+from cairn.registry import registered_for_value
 from cairn.retention import (
     KeepBest,
     Policy,
@@ -170,7 +171,9 @@ def snapshot_state(
 
     Arrays and tensors are copied (into buffers from ``pool`` when it has ones
     of the right kind, dtype and shape; every buffer used is appended to
-    ``taken``); containers are rebuilt; other leaves are immutable.
+    ``taken``); containers, registered values included, are rebuilt; other
+    leaves are immutable. (``CheckpointManager`` itself snapshots the encoded
+    plan instead: ``cairn._save.snapshot_plan``.)
     """
     t = type(state)
     if t is dict:
@@ -210,6 +213,11 @@ def snapshot_state(
         if taken is not None:
             taken.append((key, buf))
         return buf
+    reg = registered_for_value(state)
+    if reg is not None:
+        # A registered value (a dataclass of arrays) is copied as the codec sees it: its encoded
+        # form, rebuilt by its decoder. Returning it as it is would leave its arrays live (issue 33, F4).
+        return reg.decode(snapshot_state(reg.encode(state), pool, taken))
     return state
 
 
@@ -303,7 +311,7 @@ class CheckpointManager:
         self._pending: Future[None] | None = None
         self._error: BaseException | None = None
         self._executor: ThreadPoolExecutor | None = None
-        self._pool = SnapshotPool()
+        self._buffers = _save.BufferPool()
         self.private_key = private_key
         self.public_key = public_key
         if private_key is not None or public_key is not None:
@@ -589,14 +597,10 @@ class CheckpointManager:
         self.wait()  # at most one save in flight; raises a previous failure
         clean_metrics = jsonable_metrics(metrics)
         extra = {MANAGER_KEY: {"step": step, "metrics": clean_metrics}}
-        taken: list[tuple[tuple[Any, ...], Any]] = []
-        plan = _save.plan_checkpoint(
-            obj,
-            state=None,
-            allow_pickle=allow_pickle,
-            extra_metadata=extra,
-            snapshot=(lambda state: snapshot_state(state, self._pool, taken)) if self.async_save else None,
-        )
+        plan = _save.plan_checkpoint(obj, state=None, allow_pickle=allow_pickle, extra_metadata=extra)
+        # An async save copies every byte the state still owns before it returns (whatever container the
+        # codec found an array in: snapshot_plan); training may change anything from then on.
+        taken = _save.snapshot_plan(plan, self._buffers) if self.async_save else []
         final = self._path(step)
         # One deadline for the whole save (its cleanup, writes and retention), not one per call.
         storage = self.storage.bounded(_save.plan_bytes(plan))
@@ -617,7 +621,7 @@ class CheckpointManager:
         plan: Any,
         step: int,
         final: str,
-        taken: list[tuple[tuple[Any, ...], Any]],
+        taken: list[Any],
         started: _save.StartedWrite | None,
         storage: Storage,
     ) -> None:
@@ -627,7 +631,7 @@ class CheckpointManager:
             # The plan holds views of the snapshot; drop it before the buffers are reused.
             del plan
             if taken:
-                self._pool.give_back(taken)
+                self._buffers.give_back(taken)
 
     def _write_plan(
         self, plan: Any, step: int, final: str, started: _save.StartedWrite | None, storage: Storage
