@@ -263,3 +263,51 @@ def test_a_save_never_commits_bytes_that_changed_while_it_wrote_them(tmp_path: P
         stop.set()
         trainer.join()
     print(f"{refused} of 4 saves refused")  # usually all: the race is wide
+
+
+# --------------------------------------------------------------------------- F5
+
+
+def _racing_filesystem() -> Any:
+    """An in-memory fsspec filesystem on which a second writer commits at the worst moment.
+
+    Its server-side copy (how an incremental save links an unchanged file on object
+    stores) first lets "another writer" replace the source file with other bytes of
+    the same size, as a second writer's commit of the same step would, then copies:
+    the bytes linked are not the ones any check of the path saw.
+    """
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    class RacingFS(MemoryFileSystem):
+        cachable = False
+        armed = False
+        replaced: list[str] = []  # one class per test: _racing_filesystem defines it anew
+
+        def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
+            if self.armed and path1.endswith("tensors.safetensors"):
+                data = bytearray(self.cat_file(path1))
+                data[-1] ^= 0xFF  # the other writer's bytes: same size, other content
+                self.pipe_file(path1, bytes(data))
+                self.replaced.append(path1)
+            super().cp_file(path1, path2, **kwargs)
+
+    fs = RacingFS()
+    fs.store = {}  # not the class-wide store of memory://
+    fs.pseudo_dirs = [""]
+    return fs
+
+
+def test_an_incremental_save_checks_the_file_it_linked_not_the_path(tmp_path: Path) -> None:
+    fs = _racing_filesystem()
+    w = Wide(2)
+    mgr = cairn.CheckpointManager("/run", filesystem=fs, incremental=True)
+    mgr.save(w, 0)
+    w.kids[0].v[:] = 100  # k1 is unchanged: its tensor file is reused from step 0
+    fs.armed = True
+    with pytest.warns(cairn.DamagedCheckpointWarning, match="damaged or was replaced"):
+        path = mgr.save(w, 1)
+    assert fs.replaced  # the race happened
+    assert cairn.verify_checkpoint(path, filesystem=fs) == []
+    back = Wide(2)
+    back.restore_from_path(path, filesystem=fs)
+    assert [int(k.v[0]) for k in back.kids] == [100, 1]

@@ -557,79 +557,109 @@ def _link_unchanged(
     checked: CheckedFiles | None,
     where: str,
 ) -> FileEntry | None:
-    """Link ``previous``'s file ``fname`` as ``dst`` when it holds exactly ``chunks``; its entry, else None."""
+    """Link ``previous``'s file ``fname`` as ``dst`` when it holds exactly ``chunks``; its entry, else None.
+
+    Damage never spreads (SPEC 8): a file is reused only if it holds the bytes its
+    manifest records (a flipped bit linked into every later step would leave no good
+    copy once retention deletes the damaged one). What is checked is the new link,
+    after it is made, not the path it was made from: another writer may commit over
+    the previous checkpoint between a check of the path and the link (issue 33, F5).
+    """
     prev = _previous_entry(previous, fname)
     if prev is None or fname == METADATA or previous is None:
         return None
     entry = _unchanged_entry(chunks, prev)
-    # Damage never spreads: a file is reused only if it still holds the bytes its
-    # manifest records (a flipped bit linked into every later step would leave no
-    # good copy once retention deletes the damaged one).
-    if entry is None or not _still_matches(previous, fname, prev, checked, stats):
+    if entry is None:
         return None
-    storage.link_or_copy(previous.storage.join(previous.folder, fname), dst)
-    if checked is not None:
-        checked.linked(storage.stamp(dst), f"{where}/{fname}" if where else fname)
-    stats.bytes_linked += entry.size
-    stats.files_linked += 1
-    return entry
+    src = previous.storage.join(previous.folder, fname)
+    problem = ""
+    src_stamp = None
+    try:
+        if storage.is_symlink(src):
+            problem = "it is a symbolic link"
+        else:
+            # Taken before the link: CheckedFiles vouches for the file of this stamp only if the
+            # link made is that very file (same identity, size and mtime; the link moves the ctime).
+            src_stamp = storage.stamp(src) if checked is not None else None
+            storage.link_or_copy(src, dst)
+    except (OSError, CheckpointError) as err:
+        problem = f"it cannot be linked ({type(err).__name__}: {err})"
+    if not problem:
+        problem = _link_problem(storage, dst, entry, checked, stats, src_stamp)
+        if not problem:
+            if checked is not None:
+                checked.linked(storage.stamp(dst), f"{where}/{fname}" if where else fname)
+            stats.bytes_linked += entry.size
+            stats.files_linked += 1
+            return entry
+        with contextlib.suppress(OSError, CheckpointError):
+            storage.remove(dst)  # written afresh by the caller
+    warnings.warn(
+        f"{storage.uri(src)} of the previous checkpoint is damaged or was replaced: {problem}. The new checkpoint "
+        "gets a fresh copy of the file instead of a link to it. Run `cairn verify` on the previous checkpoint.",
+        DamagedCheckpointWarning,
+        stacklevel=3,
+    )
+    return None
 
 
 _REUSE_CHECK_CHUNK = 16 << 20
 
 
-def _still_matches(
-    previous: FolderReader, name: str, entry: FileEntry, checked: CheckedFiles | None, stats: WriteStats
-) -> bool:
-    """Whether the previous checkpoint's file ``name`` still matches its manifest ``entry``.
+def _link_problem(
+    storage: Storage,
+    dst: str,
+    entry: FileEntry,
+    checked: CheckedFiles | None,
+    stats: WriteStats,
+    src_stamp: FileStamp | None,
+) -> str:
+    """Why the file just linked (or copied) as ``dst`` may not stand for ``entry``; "" when it may.
 
     Read in bounded chunks (never the whole file at once), unless ``checked`` vouches
-    for it. On a mismatch, or any error reading it, the file is not reused and a
-    warning names it.
+    for the file linked: the one whose stamp it recorded, as ``src_stamp`` (taken just
+    before the link) shows, and ``dst`` is that very file.
     """
-    storage = previous.storage
-    path = storage.join(previous.folder, name)
-    problem = ""
     stamp = None
     try:
-        if storage.is_symlink(path):
-            problem = "it is a symbolic link"
-        elif storage.size(path) != entry.size:
-            problem = f"it is {storage.size(path)} bytes but its manifest records {entry.size}"
-        else:
-            # The stamp is taken before the read: a write during the read changes it, so a
-            # file changed after its bytes were checked is never remembered as checked.
-            stamp = storage.stamp(path) if checked is not None else None
-            if checked is not None and checked.vouch(stamp, entry):
-                stats.files_vouched += 1
-                return True
-            started = time.time_ns()
-            hasher, off = Hasher(entry.digest.algorithm), 0
-            while off < entry.size:
-                chunk = storage.read_range(path, off, min(off + _REUSE_CHECK_CHUNK, entry.size))
-                if not chunk:
-                    break
-                hasher.update(chunk)
-                off += len(chunk)
-            stats.bytes_reread += off
-            digest = hasher.digest()
-            if off != entry.size or digest != entry.digest:
-                problem = f"it fails its checksum ({digest}, manifest says {entry.digest})"
-            elif checked is not None:
-                checked.note(stamp, entry, started)
+        if storage.is_symlink(dst):
+            return "it is a symbolic link"
+        size = storage.size(dst)
+        if size != entry.size:
+            return f"it is {size} bytes but its manifest records {entry.size}"
+        # The stamp is taken before the read: a write during the read changes it, so a
+        # file changed after its bytes were checked is never remembered as checked.
+        stamp = storage.stamp(dst) if checked is not None else None
+        if (
+            checked is not None
+            and stamp is not None
+            and src_stamp is not None
+            and checked.vouch(src_stamp, entry)
+            and (stamp.file_id, stamp.size, stamp.mtime_ns) == (src_stamp.file_id, src_stamp.size, src_stamp.mtime_ns)
+        ):
+            stats.files_vouched += 1
+            return ""
+        started = time.time_ns()
+        hasher, off = Hasher(entry.digest.algorithm), 0
+        while off < entry.size:
+            chunk = storage.read_range(dst, off, min(off + _REUSE_CHECK_CHUNK, entry.size))
+            if not chunk:
+                break
+            hasher.update(chunk)
+            off += len(chunk)
+        stats.bytes_reread += off
+        digest = hasher.digest()
+        if off != entry.size or digest != entry.digest:
+            if checked is not None:
+                checked.forget(stamp)
+            return f"the file linked fails its checksum ({digest}, manifest says {entry.digest})"
+        if checked is not None:
+            checked.note(stamp, entry, started)
+        return ""
     except (OSError, CheckpointError) as err:
-        problem = f"it cannot be read ({type(err).__name__}: {err})"
-    if not problem:
-        return True
-    if checked is not None:
-        checked.forget(stamp)
-    warnings.warn(
-        f"{storage.uri(path)} of the previous checkpoint is damaged: {problem}. The new checkpoint gets "
-        "a fresh copy of the file instead of a link to it. Run `cairn verify` on the previous checkpoint.",
-        DamagedCheckpointWarning,
-        stacklevel=2,
-    )
-    return False
+        if checked is not None:
+            checked.forget(stamp)
+        return f"the file linked cannot be read ({type(err).__name__}: {err})"
 
 
 def _unchanged_entry(chunks: list[Chunk], prev: FileEntry) -> FileEntry | None:
