@@ -36,6 +36,7 @@ from cairn.errors import (
 )
 from cairn.manifest import (
     CTOR,
+    DIGEST_ALGORITHM,
     FORMAT_VERSION,
     MANIFEST,
     MAX_COMPONENT_DEPTH,
@@ -46,6 +47,7 @@ from cairn.manifest import (
     FileEntry,
     Hasher,
     Manifest,
+    check_digest_algorithm,
 )
 from cairn.registry import class_path
 from cairn.storage.base import Chunk, FileStamp, Storage
@@ -432,14 +434,18 @@ def write_planned(
     where: str = "",
     checked: CheckedFiles | None = None,
     written: list[tuple[str, FileEntry, list[Chunk]]] | None = None,
+    digest: str = DIGEST_ALGORITHM,
 ) -> FileEntry:
     """Write a planned folder bottom-up; return its manifest's entry for the parent.
+
+    Every file and manifest of the folder is digested with ``digest`` (BLAKE3 or
+    SHA-256: the whole tree uses one).
 
     ``written`` collects ``(path, entry, chunks)`` of each file written (not linked)
     below the root manifest, for :func:`check_written`.
 
     With ``previous`` (the same component's folder in an earlier checkpoint), a
-    file whose size and SHA-256 match is hard-linked or copied server-side
+    file whose size and digest match is hard-linked or copied server-side
     instead of written again, once it is read back and found sound (or
     ``checked`` vouches for it: see :class:`CheckedFiles`). ``before_manifest`` runs just before this folder's
     own manifest is written (the root's is the commit marker on object stores).
@@ -449,7 +455,7 @@ def write_planned(
     """
     stats = stats if stats is not None else WriteStats()
     storage.makedirs(folder)
-    manifest = Manifest()
+    manifest = Manifest(digest=digest)
     delegated: list[str] = []
     for name, child in plan.children.items():
         path = f"{where}/{name}" if where else name
@@ -473,14 +479,15 @@ def write_planned(
             where=path,
             checked=checked,
             written=written,
+            digest=digest,
         )
     for fname, chunks in plan.files.items():
         dst = storage.join(folder, fname)
-        linked = _link_unchanged(storage, dst, fname, chunks, previous, stats, checked, where)
+        linked = _link_unchanged(storage, dst, fname, chunks, previous, stats, checked, where, digest)
         if linked is not None:
             manifest.files[fname] = linked
             continue
-        entry = storage.write_file(dst, chunks)
+        entry = storage.write_file(dst, chunks, algorithm=digest)
         stats.bytes_written += entry.size
         stats.files_written += 1
         manifest.files[fname] = entry
@@ -501,7 +508,7 @@ def write_planned(
     if before_manifest is not None:
         before_manifest()
     path = storage.join(folder, MANIFEST)
-    entry = storage.write_file(path, [data])
+    entry = storage.write_file(path, [data], algorithm=digest)
     if written is not None and where:  # the root manifest commits (object stores): it is checked before
         written.append((path, entry, [data]))
     return entry
@@ -556,6 +563,7 @@ def _link_unchanged(
     stats: WriteStats,
     checked: CheckedFiles | None,
     where: str,
+    digest: str,
 ) -> FileEntry | None:
     """Link ``previous``'s file ``fname`` as ``dst`` when it holds exactly ``chunks``; its entry, else None.
 
@@ -568,7 +576,7 @@ def _link_unchanged(
     prev = _previous_entry(previous, fname)
     if prev is None or fname == METADATA or previous is None:
         return None
-    entry = _unchanged_entry(chunks, prev)
+    entry = _unchanged_entry(chunks, prev, digest)
     if entry is None:
         return None
     src = previous.storage.join(previous.folder, fname)
@@ -662,27 +670,29 @@ def _link_problem(
         return f"the file linked cannot be read ({type(err).__name__}: {err})"
 
 
-def _unchanged_entry(chunks: list[Chunk], prev: FileEntry) -> FileEntry | None:
-    """The entry of ``chunks`` when they are ``prev``'s bytes (same size and SHA-256), else None.
+def _unchanged_entry(chunks: list[Chunk], prev: FileEntry, digest: str) -> FileEntry | None:
+    """The entry of ``chunks`` when they are ``prev``'s bytes (same size and ``digest``), else None.
 
-    Only a matching SHA-256 decides. Size and CRC-32 (ten times faster) only rule
-    out, cheaply, a file that certainly changed, which is then hashed once, as it
-    is written, rather than twice. A ``prev`` of another format (CRC-32 only) is
-    never matched: its file is written again in the current format.
+    Only a matching digest decides; a different size rules a file out at once. A
+    ``prev`` of another algorithm (an older format, or a save with another
+    ``digest=``) is never matched: its file is written again, so one tree never
+    mixes algorithms. A ``prev`` of format 2 carries a CRC-32 (ten times faster than
+    SHA-256), which rules out a file that certainly changed before it is hashed.
     """
     views = [memoryview(c).cast("B") for c in chunks]
-    if sum(len(v) for v in views) != prev.size or prev.crc32 is None or prev.digest.algorithm != "sha256":
+    if sum(len(v) for v in views) != prev.size or prev.digest.algorithm != digest:
         return None
-    crc = 0
-    for v in views:
-        crc = crc32(v, crc)
-    if crc != prev.crc32:
-        return None
-    hasher = Hasher()
+    if prev.crc32 is not None:
+        crc = 0
+        for v in views:
+            crc = crc32(v, crc)
+        if crc != prev.crc32:
+            return None
+    hasher = Hasher(digest)
     for v in views:
         hasher.update(v)
-    digest = hasher.digest()
-    return FileEntry(prev.size, digest, crc) if digest == prev.digest else None
+    entry = FileEntry(prev.size, hasher.digest(), prev.crc32)
+    return entry if entry.digest == prev.digest else None
 
 
 def save(
@@ -692,14 +702,19 @@ def save(
     state: dict[str, Any] | None,
     filesystem: Any,
     allow_pickle: bool,
+    digest: str = DIGEST_ALGORITHM,
 ) -> str:
-    """Save ``obj`` (or the given ``state``) as a checkpoint at ``path``; return the path."""
+    """Save ``obj`` (or the given ``state``) as a checkpoint at ``path``; return the path.
+
+    ``digest``: the checkpoint's digest (:data:`cairn.manifest.DIGEST_ALGORITHMS`).
+    """
+    digest = check_digest_algorithm(digest)
     if path is None:
         path = os.path.join(tempfile.gettempdir(), f"cairn-{uuid.uuid4().hex[:16]}")
     storage, final = resolve_storage(path, filesystem)
     plan = plan_checkpoint(obj, state=state, allow_pickle=allow_pickle)
     # One deadline for the whole save, its cleanup included (SPEC 8), not one per storage call.
-    return commit_plan(storage.bounded(plan_bytes(plan)), final, plan)
+    return commit_plan(storage.bounded(plan_bytes(plan)), final, plan, digest=digest)
 
 
 def plan_bytes(plan: _PlannedFolder) -> int:
@@ -734,7 +749,7 @@ class StartedWrite:
                 waiter()
 
 
-def start_write(storage: Storage, final: str, plan: _PlannedFolder) -> StartedWrite:
+def start_write(storage: Storage, final: str, plan: _PlannedFolder, *, digest: str = DIGEST_ALGORITHM) -> StartedWrite:
     """Claim the staging place of a save at ``final`` and start the plan's delegates.
 
     Called before the rest is written; an async save calls it before it returns, so
@@ -746,7 +761,7 @@ def start_write(storage: Storage, final: str, plan: _PlannedFolder) -> StartedWr
         for path, node in _delegated_nodes(plan):
             delegate = node.delegate
             if delegate is not None:  # always, for the nodes _delegated_nodes returns
-                folder = DelegatedFolder(storage, storage.join(staging, *path.split("/")), staging, path)
+                folder = DelegatedFolder(storage, storage.join(staging, *path.split("/")), staging, path, digest=digest)
                 started.waiters[path] = Once(delegate.start_save(folder, allow_pickle=node.allow_pickle))
     except BaseException:
         started.abort()
@@ -763,8 +778,9 @@ def commit_plan(
     stats: WriteStats | None = None,
     started: StartedWrite | None = None,
     checked: CheckedFiles | None = None,
+    digest: str = DIGEST_ALGORITHM,
 ) -> str:
-    """Write a plan at ``final`` atomically (reusing unchanged files of ``previous``).
+    """Write a plan at ``final`` atomically (reusing unchanged files of ``previous``), digested with ``digest``.
 
     ``checked``: files of earlier checkpoints this process already read back (see
     :class:`CheckedFiles`); None reads back every file before it is linked.
@@ -777,7 +793,7 @@ def commit_plan(
     waited for before the staging place is removed.
     """
     if started is None:
-        started = start_write(storage, final, plan)
+        started = start_write(storage, final, plan, digest=digest)
     staging = started.staging
     try:
         files = _planned_files(plan)
@@ -798,6 +814,7 @@ def commit_plan(
                 waiters=started.waiters,
                 checked=checked,
                 written=written,
+                digest=digest,
             )
         except CheckpointError as err:
             if isinstance(err.__cause__, FileNotFoundError):

@@ -9,7 +9,7 @@ Two sources of arrays for the decoder:
   and header. Decoding then *plans* where each tensor goes: a live buffer the
   component offers (``Checkpointable.get_state_buffers``) when dtype and shape
   match, else a fresh, uninitialized array. :meth:`~StreamedTensorFile.read_all`
-  fills them with ``preadv`` and computes the file's digest (SHA-256) over the same
+  fills them with ``preadv`` and computes the file's digest (BLAKE3 or SHA-256) over the same
   bytes in a helper thread (both release the GIL): one pass over the file.
 
   A file any of whose tensors land in live buffers is verified first, by

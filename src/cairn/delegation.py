@@ -131,7 +131,7 @@ def write_folder(
     plan = plan_save(
         obj, obj.get_state() if state is None else state, allow_pickle=allow_pickle, where=folder.component
     )
-    return write_planned(folder.storage, folder.path, plan)
+    return write_planned(folder.storage, folder.path, plan, digest=folder.digest)
 
 
 class LoadedComponent:

@@ -57,6 +57,7 @@ import numpy as np
 from cairn import _reader, _save, _verify
 from cairn._metrics import jsonable_metrics
 from cairn.errors import CheckpointError, CheckpointNotFoundError, CorruptCheckpointError, DamagedCheckpointWarning
+from cairn.manifest import check_digest_algorithm
 from cairn.registry import registered_for_value
 from cairn.retention import (
     KeepBest,
@@ -250,7 +251,7 @@ class CheckpointManager:
         mode: ``"max"`` or ``"min"``: which end of ``metric`` is best.
         async_save: Write in a background thread after taking a snapshot.
         filesystem: An fsspec filesystem ``root`` lives on.
-        incremental: Reuse unchanged files of the previous checkpoint (same size and SHA-256).
+        incremental: Reuse unchanged files of the previous checkpoint (same size and digest).
             A file is linked only if it still holds the bytes its manifest records: it is
             read back, once; the next saves of this manager trust it while its device, inode,
             size, mtime and ctime stay the same (any write or ``os.utime`` changes them), up to
@@ -274,6 +275,8 @@ class CheckpointManager:
         public_key: Accept only checkpoints signed with this key: :meth:`restore_latest`,
             :meth:`load_latest`, :meth:`latest`, :meth:`best` and :meth:`verify` treat an
             unsigned or wrongly signed checkpoint as damaged (skipped with a warning).
+        digest: The digest of every file and manifest saved: ``"blake3"`` (default) or
+            ``"sha256"`` (recorded in the manifests; restores read either).
     """
 
     def __init__(
@@ -293,8 +296,10 @@ class CheckpointManager:
         deadline: float | None = None,
         private_key: str | os.PathLike[str] | bytes | None = None,
         public_key: str | os.PathLike[str] | bytes | None = None,
+        digest: str = "blake3",
     ) -> None:
         """Open (or create) a manager at ``root`` (the arguments: see the class docstring)."""
+        self.digest = check_digest_algorithm(digest)
         self.policy, self._ranking = _policy_of(retention, keep_last, keep_best, metric, mode)
         self.storage: Storage
         self.storage, self.root = resolve_storage(root, filesystem, deadline=deadline)
@@ -608,7 +613,7 @@ class CheckpointManager:
             self._cleaned = self._cleanup_uncommitted(storage)
         # Delegated folders (cairn.delegation) are started here, before an async save returns:
         # each delegate takes its state now, while training waits.
-        started = _save.start_write(storage, final, plan) if _save.has_delegates(plan) else None
+        started = _save.start_write(storage, final, plan, digest=self.digest) if _save.has_delegates(plan) else None
         if self._executor is None:
             self._write(plan, step, final, taken, started, storage)
         else:
@@ -655,7 +660,16 @@ class CheckpointManager:
         stats = _save.WriteStats()
         if self._checked is not None:
             self._checked.new_save()
-        _save.commit_plan(storage, final, plan, previous=previous, stats=stats, started=started, checked=self._checked)
+        _save.commit_plan(
+            storage,
+            final,
+            plan,
+            previous=previous,
+            stats=stats,
+            started=started,
+            checked=self._checked,
+            digest=self.digest,
+        )
         self.last_stats = stats
         if self.private_key is not None:
             from cairn.signing import sign_checkpoint
