@@ -290,7 +290,8 @@ def test_manager_keeps_newer_format_checkpoints(tmp_path: Path) -> None:
     mgr = cairn.CheckpointManager(root)
     mgr.save(_agent(1), 1)
     mgr.save(_agent(2), 2)
-    reseal(LocalFileSystem(), f"{root}/step_000000002", edit=lambda f, b: b.update(format_version=2) if not f else None)
+    newer = lambda f, b: b.update(format_version=99) if not f else None  # noqa: E731
+    reseal(LocalFileSystem(), f"{root}/step_000000002", edit=newer)
     cairn.CheckpointManager(root)
     assert sorted(os.listdir(root)) == ["step_000000001", "step_000000002"]
 
