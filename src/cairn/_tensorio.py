@@ -425,6 +425,21 @@ def digest_fd(fd: int, size: int, algorithm: str, *, hash_here: bool = False) ->
     return off, hasher.digest()
 
 
+def crc_fd(fd: int, size: int) -> tuple[int, int]:
+    """Stream the first ``size`` bytes of the open file ``fd`` once: ``(bytes read, their CRC-32)``."""
+    from cairn._crc import crc32
+
+    buf = _chunk_buffers()[0]
+    off, crc = 0, 0
+    while off < size:
+        n = os.preadv(fd, [buf[: min(CHUNK, size - off)]], off)
+        if n == 0:
+            break
+        crc = crc32(buf[:n], crc)
+        off += n
+    return off, crc
+
+
 PARALLEL_MIN = 64 << 20
 """A :func:`read_files` call that reads at least this many bytes splits them between two threads."""
 
