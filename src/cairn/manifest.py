@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,9 +46,6 @@ DIGEST_ALGORITHMS = ("blake3", "sha256")
 
 _ALGORITHMS_OF_VERSION: dict[int, tuple[str, ...]] = {1: ("crc32",), 2: ("sha256",), 3: DIGEST_ALGORITHMS}
 _DIGEST_HEX_LENGTH = {"crc32": 8, "sha256": 64, "blake3": 64}
-
-PARALLEL_HASH_BYTES = 4 << 20
-"""A buffer of at least this many bytes is hashed by BLAKE3 on several threads (its own, in Rust)."""
 
 
 def check_digest_algorithm(digest: Any) -> str:
@@ -107,19 +103,12 @@ class Digest:
         return hasher.digest()
 
 
-def _blake3_threads() -> int:
-    """How many threads one BLAKE3 digest may use: every core (``$CAIRN_HASH_THREADS`` to cap it)."""
-    cap = os.environ.get("CAIRN_HASH_THREADS", "")
-    cores = os.cpu_count() or 1
-    return max(1, min(cores, int(cap))) if cap.isdigit() else cores
-
-
 class Hasher:
     """Digests bytes fed in order, the way a file's bytes are read or written.
 
     ``update`` releases the GIL on large buffers (hashlib, blake3 and ISA-L all do),
     so a helper thread hashes while another reads or writes; BLAKE3 hashes a large
-    buffer (:data:`PARALLEL_HASH_BYTES`) on several threads of its own. With
+    buffer on several threads of its own (rayon's pool). With
     ``with_crc`` it also keeps the CRC-32 a format 2 manifest records beside the digest.
     """
 
@@ -136,7 +125,9 @@ class Hasher:
         if algorithm == "blake3":
             import blake3
 
-            self._b3 = blake3.blake3(max_threads=_blake3_threads())
+            # AUTO: rayon's global pool, shared by every digest (RAYON_NUM_THREADS caps it). A number
+            # would start a pool per digest: ~0.2 ms each, more than a small file's whole digest.
+            self._b3 = blake3.blake3(max_threads=blake3.blake3.AUTO)
         self._crc = 0
 
     def update(self, data: bytes | bytearray | memoryview) -> None:
