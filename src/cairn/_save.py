@@ -438,11 +438,8 @@ def write_planned(
 ) -> FileEntry:
     """Write a planned folder bottom-up; return its manifest's entry for the parent.
 
-    Every file and manifest of the folder is digested with ``digest`` (BLAKE3 or
-    SHA-256: the whole tree uses one).
-
-    ``written`` collects ``(path, entry, chunks)`` of each file written (not linked)
-    below the root manifest, for :func:`check_written`.
+    Every file and manifest is digested with ``digest`` (BLAKE3 or SHA-256: one per tree).
+    ``written`` collects ``(path, entry, chunks)`` of each file written (not linked), for :func:`check_written`.
 
     With ``previous`` (the same component's folder in an earlier checkpoint), a
     file whose size and digest match is hard-linked or copied server-side
@@ -494,16 +491,7 @@ def write_planned(
         if written is not None:
             written.append((dst, entry, chunks))
     for name in delegated:  # the delegates wrote meanwhile; their entries seal their folders
-        path = f"{where}/{name}" if where else name
-        if waiters is None or path not in waiters:
-            raise CheckpointError(f"The delegated folder {path!r} was planned but its delegate was never started.")
-        entry = waiters[path]()
-        if not isinstance(entry, FileEntry):
-            raise CheckpointError(
-                f"The delegate of component {path!r} returned {entry!r} from its save instead of the "
-                "FileEntry of the folder's manifest.json (what cairn.delegation.write_folder returns)."
-            )
-        manifest.files[f"{name}/{MANIFEST}"] = entry
+        manifest.files[f"{name}/{MANIFEST}"] = _delegate_entry(f"{where}/{name}" if where else name, waiters)
     data = manifest.to_bytes()
     if before_manifest is not None:
         before_manifest()
@@ -511,6 +499,19 @@ def write_planned(
     entry = storage.write_file(path, [data], algorithm=digest)
     if written is not None and where:  # the root manifest commits (object stores): it is checked before
         written.append((path, entry, [data]))
+    return entry
+
+
+def _delegate_entry(path: str, waiters: dict[str, Waiter] | None) -> FileEntry:
+    """Wait for the delegate writing the folder at component ``path``; the entry of its manifest."""
+    if waiters is None or path not in waiters:
+        raise CheckpointError(f"The delegated folder {path!r} was planned but its delegate was never started.")
+    entry = waiters[path]()
+    if not isinstance(entry, FileEntry):
+        raise CheckpointError(
+            f"The delegate of component {path!r} returned {entry!r} from its save instead of the "
+            "FileEntry of the folder's manifest.json (what cairn.delegation.write_folder returns)."
+        )
     return entry
 
 
