@@ -348,7 +348,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         print(f"{safe_text(comp):<50} {safe_text(cls):<50} {safe_text(status)}")
     fmt = format_version_of(args.checkpoint)
     if fmt != FORMAT_VERSION:
-        print(f"checkpoint format {fmt} -> {FORMAT_VERSION} (SHA-256 digests; CRC-32 guards against accidents only)")
+        print(f"checkpoint format {fmt} -> {FORMAT_VERSION} (BLAKE3 digests, recorded in each manifest)")
     else:
         print(f"checkpoint format {fmt} (current)")
     if args.dry_run:
