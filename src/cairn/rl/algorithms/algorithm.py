@@ -37,7 +37,7 @@ from cairn import Checkpointable
 from cairn._ctor_bounds import FolderSizes, alloc_limit
 from cairn.errors import IncompatibleCheckpointError
 from cairn.rl._aliases import register_old_paths
-from cairn.rl.algorithms.evaluation import EvaluationRunners, wants_evaluation_runners
+from cairn.rl.algorithms.evaluation import EvaluationRunners, evaluation_runner_config, wants_evaluation_runners
 from cairn.rl.algorithms.results import ResultDict, nest_results
 from cairn.rl.callbacks.callbacks import callbacks_from_config
 from cairn.rl.config.algorithm_config import (
@@ -124,6 +124,30 @@ class Algorithm(Checkpointable, abc.ABC):
             # Nobody holds this algorithm: its Ray actors would live on, unreachable, until Ray shuts down.
             self.stop()
             raise
+
+    @classmethod
+    def default_resource_request(cls, config: AlgorithmConfig) -> Any:
+        """What a Tune trial of this algorithm reserves: a ``ray.tune.PlacementGroupFactory`` (RLlib's method).
+
+        One bundle for the algorithm's process (``num_cpus_for_main_process``), one per remote
+        env runner (``num_cpus_per_env_runner``, ``custom_resources_per_env_runner``), one per
+        evaluation env runner, one per remote learner (``num_cpus_per_learner``,
+        ``num_gpus_per_learner``, ``custom_resources_per_learner``), with ``placement_strategy``.
+        Each actor the algorithm starts inside the trial takes its own bundle
+        (:mod:`cairn.rl.distributed.placement`). Actors that reserve nothing get no bundle.
+        Use it as ``tune.with_resources(trainable, PPO.default_resource_request(config))``.
+
+        Raises:
+            ValueError: The config is invalid (checked as when an algorithm is built).
+        """
+        from ray.tune import PlacementGroupFactory
+
+        from cairn.rl.distributed.placement import resource_bundles
+
+        config.validate()
+        evaluation = evaluation_runner_config(config) if wants_evaluation_runners(config) else None
+        bundles = resource_bundles(config, evaluation=evaluation)
+        return PlacementGroupFactory([b.resources for b in bundles], strategy=config.placement_strategy)
 
     @classmethod
     def get_default_config(cls) -> AlgorithmConfig:
@@ -382,7 +406,10 @@ class Algorithm(Checkpointable, abc.ABC):
         """
         start = time.perf_counter()
         steps_before = self.env_runner.num_env_steps_sampled_lifetime
-        training_results = self.training_step()
+        try:
+            training_results = self.training_step()
+        finally:  # also when no runner delivered (EnvRunnersUnavailableError): replacements may be up
+            self._report_recreated_env_runners()
         self.training_iteration += 1
         # The env runners' metrics are reduced into the algorithm's logger each iteration (as in RLlib).
         self.metrics.aggregate(self.env_runner_group.pop_metrics(), key=ENV_RUNNER_RESULTS)
@@ -404,6 +431,18 @@ class Algorithm(Checkpointable, abc.ABC):
         results = nest_results(flat, single_agent_module=self._single_agent_module())
         self.callbacks.on_train_result(algorithm=self, metrics_logger=self.metrics, result=results)
         return results
+
+    def _report_recreated_env_runners(self) -> None:
+        """Call ``on_env_runners_recreated`` for the replaced remote runners that came up (RLlib's hook)."""
+        groups = [(self.env_runner_group, False)]
+        if self.eval_env_runner_group is not None:
+            groups.append((self.eval_env_runner_group, True))
+        for group, is_evaluation in groups:
+            indices = group.pop_recreated()
+            if indices:
+                self.callbacks.on_env_runners_recreated(
+                    algorithm=self, env_runner_group=group, env_runner_indices=indices, is_evaluation=is_evaluation
+                )
 
     def _log_env_runner_counters(self) -> None:
         """The env runners' lifetime counters into :attr:`metrics` under ``env_runners/`` (RLlib's
