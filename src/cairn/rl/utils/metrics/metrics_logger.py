@@ -168,6 +168,19 @@ class MetricsLogger:
             )
         node[parts[-1]] = stats
 
+    def _check_free(self, parts: tuple[str, ...]) -> None:
+        """Raise ``ValueError`` if a new stat at ``parts`` would clash with a stat or group."""
+        node: Any = self.stats
+        for i, part in enumerate(parts):
+            if not isinstance(node, dict) or part not in node:
+                return
+            node = node[part]
+            if isinstance(node, StatsBase) or i == len(parts) - 1:
+                raise ValueError(
+                    f"Metric {'/'.join(parts)!r} clashes with {'/'.join(parts[: i + 1])!r}: a key is either a value or "
+                    "a group of values."
+                )
+
     def __contains__(self, key: object) -> bool:
         if not isinstance(key, str | tuple | list):
             return False
@@ -188,8 +201,13 @@ class MetricsLogger:
         percentiles: Sequence[float] | bool | None,
         clear_on_reduce: bool | None,
         with_throughput: bool | None,
+        register: bool = True,
     ) -> StatsBase:
-        """The stat at ``parts``, created with these settings if there is none (RLlib's rules)."""
+        """The stat at ``parts``, created with these settings if there is none (RLlib's rules).
+
+        ``register=False``: a new stat is not put in place yet (:meth:`log_value` does, once its
+        first value was accepted, so that a refused value leaves nothing behind).
+        """
         name = "/".join(parts)
         explicit_reduce = reduce
         # RLlib's compatibility rules: no reduce -> a windowed mean or an EMA; sum kept -> lifetime sum.
@@ -235,7 +253,8 @@ class MetricsLogger:
             stats = self.stats_cls_lookup[reduce](**kwargs)
         except TypeError as err:
             raise ValueError(f"Metric {name!r}: reduce={reduce!r} does not take these settings ({err}).") from err
-        self._set(parts, stats)
+        if register:
+            self._set(parts, stats)
         return stats
 
     def log_value(
@@ -271,16 +290,23 @@ class MetricsLogger:
             ValueError: Settings that RLlib refuses, or that differ from the key's.
             TypeError: ``value`` is not a value the stat takes.
         """
+        parts = _split(key)
         stats = self._stats_for(
-            _split(key),
+            parts,
             reduce=reduce,
             window=window,
             ema_coeff=ema_coeff,
             percentiles=percentiles,
             clear_on_reduce=clear_on_reduce,
             with_throughput=with_throughput,
+            register=False,
         )
+        if self._get(parts) is stats:
+            stats.push(value)
+            return
+        self._check_free(parts)
         stats.push(value)
+        self._set(parts, stats)
 
     def log_dict(
         self,
