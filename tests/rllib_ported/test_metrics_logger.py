@@ -50,7 +50,9 @@ def intermediate() -> MetricsLogger:
         ("item_series", [0.1, 0.2], [0.1, 0.2]),
     ],
 )
-def test_basic_peek_and_reduce(root_logger: MetricsLogger, reduce_method: str, values: list[Any], expected: Any) -> None:
+def test_basic_peek_and_reduce(
+    root_logger: MetricsLogger, reduce_method: str, values: list[Any], expected: Any
+) -> None:
     name = f"{reduce_method}_metric"
     for value in values:
         root_logger.log_value(name, value, reduce=reduce_method)
@@ -286,9 +288,7 @@ def test_legacy_stats_conversion() -> None:
         "min_metric": Stats(init_values=[10.0, 5.0, 15.0], reduce="min", window=5),
         "max_metric": Stats(init_values=[10.0, 25.0, 15.0], reduce="max", window=5),
         "sum_metric": Stats(init_values=[1.0, 2.0, 3.0], reduce="sum", window=10, clear_on_reduce=True),
-        "lifetime_sum_metric": Stats(
-            init_values=[10.0, 20.0, 30.0], reduce="sum", window=None, clear_on_reduce=False
-        ),
+        "lifetime_sum_metric": Stats(init_values=[10.0, 20.0, 30.0], reduce="sum", window=None, clear_on_reduce=False),
         "nested": {
             "loss": Stats(init_values=[0.5, 0.4, 0.3], reduce="mean", window=100),
             "reward": Stats(init_values=[10.0, 15.0, 20.0], reduce="mean", window=50),

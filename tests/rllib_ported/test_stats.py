@@ -181,7 +181,11 @@ def test_state_save_and_load(stats_class: type[StatsBase], init_kwargs: dict[str
     ],
 )
 def test_merge(
-    stats_class: type[StatsBase], init_kwargs: dict[str, Any], values1: list[Any], values2: list[Any], expected_result: Any
+    stats_class: type[StatsBase],
+    init_kwargs: dict[str, Any],
+    values1: list[Any],
+    values2: list[Any],
+    expected_result: Any,
 ) -> None:
     root = stats_class(**init_kwargs, is_root=True, is_leaf=False)
     parts = []

@@ -67,8 +67,8 @@ from cairn.rl.utils.metrics.constants import (
     NUM_TRAINING_STEP_CALLS_PER_ITERATION,
 )
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger, flatten_metrics
-from cairn.rl.utils.metrics.stats import LifetimeSumStats
 from cairn.rl.utils.metrics.metrics_logger import read_state as read_metrics_state
+from cairn.rl.utils.metrics.stats import LifetimeSumStats
 
 if TYPE_CHECKING:
     from cairn.delegation import DelegatedComponent

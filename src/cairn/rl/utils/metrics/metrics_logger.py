@@ -228,7 +228,9 @@ class MetricsLogger:
                 )
             return existing
         if reduce not in self.stats_cls_lookup:
-            raise ValueError(f"Metric {name!r}: invalid reduce method {reduce!r:.40}; one of {sorted(self.stats_cls_lookup)}.")
+            raise ValueError(
+                f"Metric {name!r}: invalid reduce method {reduce!r:.40}; one of {sorted(self.stats_cls_lookup)}."
+            )
         if ema_coeff is not None and reduce != "ema":
             raise ValueError(
                 f"Metric {name!r}: ema_coeff applies to reduce='ema' (or no reduce and no window) only, got "
@@ -413,13 +415,11 @@ class MetricsLogger:
         if isinstance(node, StatsBase):
             if not node.has_throughputs:
                 raise ValueError(f"Metric {key!r} does not track a throughput (log it with with_throughput=True).")
-            return node.throughputs  # type: ignore[attr-defined]
+            return node.throughputs
         if not isinstance(node, dict):
             return None if default is _MISSING else default
         found = [
-            ((*parts[:-1], f"{parts[-1]}_throughput"), s.throughputs)  # type: ignore[attr-defined]
-            for parts, s in _leaves(node)
-            if s.has_throughputs
+            ((*parts[:-1], f"{parts[-1]}_throughput"), s.throughputs) for parts, s in _leaves(node) if s.has_throughputs
         ]
         if not found:
             return None if default is _MISSING else default
@@ -454,7 +454,8 @@ class MetricsLogger:
             for part in parts[:-1]:
                 node = node.setdefault(part, {})
             node[parts[-1]] = value
-        return _unwrap_singletons(values)
+        compiled: Tree = _unwrap_singletons(values)
+        return compiled
 
     # ------------------------------------------------------------------ aggregation
 
@@ -497,7 +498,9 @@ class MetricsLogger:
                 )
             own.merge(parts_stats)
 
-    def _incoming(self, component: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Iterator[tuple[tuple[str, ...], StatsBase]]:
+    def _incoming(
+        self, component: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    ) -> Iterator[tuple[tuple[str, ...], StatsBase]]:
         if isinstance(component, Mapping):
             for parts, value in _leaves(component):
                 if isinstance(value, list) and len(value) == 1:
@@ -605,7 +608,9 @@ def _read_records(
     records: Any, *, where: str, lookup: Mapping[str, type[StatsBase]], root: bool
 ) -> Iterator[tuple[tuple[str, ...], StatsBase]]:
     if not isinstance(records, list | tuple):
-        raise IncompatibleCheckpointError(f"{where}: expected a list of metric records, found a {type(records).__name__}.")
+        raise IncompatibleCheckpointError(
+            f"{where}: expected a list of metric records, found a {type(records).__name__}."
+        )
     for i, record in enumerate(records):
         try:
             if not isinstance(record, Mapping):
@@ -615,7 +620,7 @@ def _read_records(
             if not isinstance(stats_state, Mapping):
                 raise TypeError(f"a stat's state is a dict, got a {type(stats_state).__name__}")
             identifier = stats_state.get("stats_cls_identifier")
-            if identifier not in lookup:
+            if not isinstance(identifier, str) or identifier not in lookup:
                 raise ValueError(f"unknown stats class {identifier!r:.40}; known: {sorted(lookup)}")
             yield parts, lookup[identifier].from_state(stats_state)
         except (KeyError, TypeError, ValueError, AssertionError) as err:
@@ -632,8 +637,9 @@ def _read_v1(state: Mapping[str, Any], *, where: str, root: bool) -> list[tuple[
     for name in ("deltas", "stats"):
         records = state.get(name, [])
         if not isinstance(records, list | tuple):
-            raise IncompatibleCheckpointError(f"{where}/{name}: expected a list of metric records, found a "
-                                              f"{type(records).__name__}.")
+            raise IncompatibleCheckpointError(
+                f"{where}/{name}: expected a list of metric records, found a {type(records).__name__}."
+            )
         for i, record in enumerate(records):
             try:
                 if not isinstance(record, Mapping):

@@ -157,6 +157,11 @@ class StatsBase(abc.ABC):
         """Whether the stat tracks a throughput (:class:`SumStats`, :class:`LifetimeSumStats`)."""
         return False
 
+    @property
+    def throughputs(self) -> Any:
+        """The throughput(s) of a stat that tracks them (see :attr:`has_throughputs`)."""
+        raise ValueError(f"{type(self).__name__} tracks no throughput.")
+
     def initialize_throughput_reference_time(self, time: float) -> None:
         """Measure throughputs from ``time`` (``time.perf_counter()``); stats with throughputs override it."""
         if self.has_throughputs:
@@ -262,7 +267,9 @@ class StatsBase(abc.ABC):
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Take the values of ``state`` (settings are the constructor's: see :meth:`from_state`)."""
         if state.get("stats_cls_identifier") != self.stats_cls_identifier:
-            raise ValueError(f"state of a {state.get('stats_cls_identifier')!r:.40} stat, not {self.stats_cls_identifier!r}")
+            raise ValueError(
+                f"state of a {state.get('stats_cls_identifier')!r:.40} stat, not {self.stats_cls_identifier!r}"
+            )
         self.is_root = _flag(state, "is_root")
         self.is_leaf = _flag(state, "is_leaf")
         if not self.is_leaf:
@@ -335,7 +342,6 @@ class SeriesStats(StatsBase):
     keeps the values merged into it until its next reduce.
     """
 
-    _reduce_fn: ClassVar[Callable[[Any], Any]]
     _keeps_every_value: ClassVar[bool] = False
     """Without a window, a leaf keeps every value since the last reduce (a mean), not one running value."""
 
@@ -395,12 +401,16 @@ class SeriesStats(StatsBase):
         self.values = [*self.values, *merged]
         self.latest_merged = merged
 
+    @abc.abstractmethod
+    def _reduce(self, values: np.ndarray[Any, Any]) -> Any:
+        """The reduction of ``values`` (NaN left out)."""
+
     def window_reduce(self, values: Sequence[Any] | None = None) -> list[Any]:
         """``[reduction]`` of ``values`` (default: the stat's), NaN values left out; ``[nan]`` if none."""
         numbers_ = _numbers(self.values if values is None else values)
         if not numbers_ or all(isinstance(v, float) and math.isnan(v) for v in numbers_):
             return [math.nan]
-        return [_python(type(self)._reduce_fn(np.asarray(numbers_)))]
+        return [_python(self._reduce(np.asarray(numbers_)))]
 
     def peek(self, compile: bool = True, latest_merged_only: bool = False) -> Any:
         """The reduction of the values (``[it]`` with ``compile=False``); NaN when there are none."""
@@ -449,7 +459,10 @@ class MeanStats(SeriesStats):
     """
 
     stats_cls_identifier = "mean"
-    _reduce_fn = staticmethod(_quiet(np.nanmean))
+
+    def _reduce(self, values: np.ndarray[Any, Any]) -> Any:
+        return _quiet(np.nanmean)(values)
+
     _keeps_every_value = True
 
     def push(self, value: Any) -> None:
@@ -473,14 +486,18 @@ class MinStats(SeriesStats):
     """The min of the last ``window`` values, or a running min (RLlib's ``MinStats``)."""
 
     stats_cls_identifier = "min"
-    _reduce_fn = staticmethod(_quiet(np.nanmin))
+
+    def _reduce(self, values: np.ndarray[Any, Any]) -> Any:
+        return _quiet(np.nanmin)(values)
 
 
 class MaxStats(SeriesStats):
     """The max of the last ``window`` values, or a running max (RLlib's ``MaxStats``)."""
 
     stats_cls_identifier = "max"
-    _reduce_fn = staticmethod(_quiet(np.nanmax))
+
+    def _reduce(self, values: np.ndarray[Any, Any]) -> Any:
+        return _quiet(np.nanmax)(values)
 
 
 class SumStats(SeriesStats):
@@ -491,7 +508,9 @@ class SumStats(SeriesStats):
     """
 
     stats_cls_identifier = "sum"
-    _reduce_fn = staticmethod(np.nansum)
+
+    def _reduce(self, values: np.ndarray[Any, Any]) -> Any:
+        return np.nansum(values)
 
     def __init__(
         self,
@@ -936,7 +955,9 @@ def compute_percentiles(sorted_values: Sequence[Any], percentiles: Sequence[floa
         index = p / 100 * (n - 1)
         low = int(index)
         weight = index - low
-        out[p] = sorted_values[low] if weight == 0 else sorted_values[low] * (1 - weight) + sorted_values[low + 1] * weight
+        out[p] = (
+            sorted_values[low] if weight == 0 else sorted_values[low] * (1 - weight) + sorted_values[low + 1] * weight
+        )
     return out
 
 
@@ -979,7 +1000,7 @@ class PercentilesStats(StatsBase):
     def __eq__(self, other: object) -> bool:
         raise NotImplementedError("Percentiles do not compare as numbers.")
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
     def __format__(self, fmt: str) -> str:
         raise ValueError("Percentiles are not reduced to a single value; format peek() instead.")
@@ -1053,15 +1074,13 @@ class PercentilesStats(StatsBase):
         self._set_values(to_cpu(check_number(v, what="values")) for v in values)
 
 
+def _is_percentile(p: Any) -> bool:
+    return not isinstance(p, bool) and isinstance(p, numbers.Real) and 0 <= float(p) <= 100
+
+
 def _check_percentiles(percentiles: Any) -> list[Any]:
     if percentiles is None or percentiles is True:
         return list(DEFAULT_PERCENTILES)
-    if (
-        not isinstance(percentiles, list | tuple)
-        or not percentiles
-        or not all(
-            not isinstance(p, bool) and isinstance(p, numbers.Real) and 0 <= p <= 100 for p in percentiles
-        )
-    ):
+    if not isinstance(percentiles, list | tuple) or not percentiles or not all(_is_percentile(p) for p in percentiles):
         raise ValueError(f"percentiles must be None, True or a list of numbers in [0, 100], got {percentiles!r:.80}.")
     return list(percentiles)
