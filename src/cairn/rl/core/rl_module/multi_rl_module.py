@@ -12,7 +12,8 @@ import torch
 from torch import nn
 
 from cairn import Checkpointable
-from cairn.registry import register_type
+from cairn.errors import IncompatibleCheckpointError
+from cairn.registry import class_path, register_type
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.config.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
@@ -141,6 +142,97 @@ class MultiRLModuleSpec:
     rl_module_specs: dict[str, RLModuleSpec] = field(default_factory=dict)
     load_state_path: str | None = None
     modules_to_load: list[str] | None = None
+    inference_only: bool | None = None
+    """Whether every module is built for acting only; ``None``: whether all of :attr:`rl_module_specs` are."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rl_module_specs, Mapping) or not all(
+            isinstance(s, RLModuleSpec) for s in self.rl_module_specs.values()
+        ):
+            raise TypeError(
+                "MultiRLModuleSpec(rl_module_specs=...) takes a dict module id -> RLModuleSpec (cairn has no shared "
+                f"single-spec form), got {type(self.rl_module_specs).__name__}."
+            )
+        self.rl_module_specs = dict(self.rl_module_specs)
+        if self.inference_only is None:
+            self.inference_only = bool(self.rl_module_specs) and all(
+                s.inference_only for s in self.rl_module_specs.values()
+            )
+
+    def __contains__(self, module_id: object) -> bool:
+        return module_id in self.rl_module_specs
+
+    def __getitem__(self, module_id: str) -> RLModuleSpec:
+        try:
+            return self.rl_module_specs[module_id]
+        except KeyError:
+            raise KeyError(
+                f"No module {module_id!r} in this MultiRLModuleSpec; it has {list(self.rl_module_specs)}."
+            ) from None
+
+    @classmethod
+    def from_module(cls, module: MultiRLModule) -> MultiRLModuleSpec:
+        """The spec that builds a MultiRLModule like ``module`` (its modules' specs; not its weights)."""
+        if not isinstance(module, MultiRLModule):
+            raise TypeError(
+                f"MultiRLModuleSpec.from_module takes a MultiRLModule, got {type(module).__name__}; for one module "
+                "use RLModuleSpec.from_module."
+            )
+        return cls(rl_module_specs=module.specs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as plain data (RLlib's ``MultiRLModuleSpec.to_dict``): module id -> :meth:`RLModuleSpec.to_dict`."""
+        return {
+            "multi_rl_module_class": class_path(MultiRLModule),
+            "rl_module_specs": {module_id: spec.to_dict() for module_id, spec in self.rl_module_specs.items()},
+            "load_state_path": self.load_state_path,
+            "modules_to_load": None if self.modules_to_load is None else list(self.modules_to_load),
+            "inference_only": self.inference_only,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MultiRLModuleSpec:
+        """The spec :meth:`to_dict` gave (its module classes must be imported; nothing is imported).
+
+        Raises:
+            cairn.errors.CheckpointError: ``data`` is not such a dict.
+        """
+        specs = data.get("rl_module_specs") if isinstance(data, Mapping) else None
+        if not isinstance(specs, Mapping) or not all(isinstance(k, str) for k in specs):
+            raise IncompatibleCheckpointError(
+                "MultiRLModuleSpec.from_dict: expected a dict from MultiRLModuleSpec.to_dict() with rl_module_specs "
+                "(module id -> RLModuleSpec.to_dict())."
+            )
+        assert isinstance(data, Mapping)
+        return cls(
+            rl_module_specs={module_id: RLModuleSpec.from_dict(spec) for module_id, spec in specs.items()},
+            load_state_path=data.get("load_state_path"),
+            modules_to_load=data.get("modules_to_load"),
+            inference_only=data.get("inference_only"),
+        )
+
+    def update(self, other: MultiRLModuleSpec | RLModuleSpec, override: bool = False) -> None:
+        """Take ``other``'s module specs (RLlib's ``MultiRLModuleSpec.update``).
+
+        Args:
+            other: A MultiRLModuleSpec (its modules are added; an existing one is replaced with
+                ``override=True``, else filled in where it leaves fields ``None``) or one
+                RLModuleSpec (applied to every module, as :meth:`RLModuleSpec.update`).
+            override: See ``other``.
+        """
+        if isinstance(other, RLModuleSpec):
+            for spec in self.rl_module_specs.values():
+                spec.update(other, override=override)
+            self.inference_only = other.inference_only if override else self.inference_only
+            return
+        if not isinstance(other, MultiRLModuleSpec):
+            raise TypeError(f"MultiRLModuleSpec.update takes a (Multi)RLModuleSpec, got {type(other).__name__}.")
+        for module_id, spec in other.rl_module_specs.items():
+            mine = self.rl_module_specs.get(module_id)
+            if mine is None or override:
+                self.rl_module_specs[module_id] = spec
+            else:
+                mine.update(spec, override=False)
 
     def load_state_paths(self) -> dict[str, str]:
         """Module id -> the checkpoint that module starts from (its own path, else the multi-module's)."""
@@ -204,11 +296,22 @@ class MultiRLModule(nn.Module, Checkpointable):
     # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
     STATE_VERSION = 1
 
-    def __init__(self, specs: Mapping[str, RLModuleSpec] | None = None) -> None:
+    def __init__(
+        self,
+        specs: Mapping[str, RLModuleSpec] | None = None,
+        *,
+        rl_module_specs: Mapping[str, RLModuleSpec] | None = None,
+    ) -> None:
+        if specs is not None and rl_module_specs is not None:
+            raise TypeError("MultiRLModule takes its module specs once: specs= (cairn's record) or rl_module_specs=.")
         nn.Module.__init__(self)
         self._rl_modules = nn.ModuleDict()
-        for module_id, spec in (specs or {}).items():
+        for module_id, spec in dict(specs or rl_module_specs or {}).items():
             self.add_module(module_id, spec.build())
+
+    def as_multi_rl_module(self) -> MultiRLModule:
+        """This MultiRLModule itself (RLlib's: the method every RLModule has)."""
+        return self
 
     def add_module(  # RLlib's name; overrides nn.Module.add_module on purpose
         self, module_id: str, module: nn.Module | None, *, override: bool = False
@@ -310,3 +413,4 @@ class MultiRLModule(nn.Module, Checkpointable):
 
 
 register_old_paths(MultiRLModule, MultiRLModuleSpec)
+RLModule.multi_rl_module_class = MultiRLModule
