@@ -21,11 +21,6 @@ from cairn.rl.env.multi_agent_env import make_multi_agent
 from cairn.rl.examples.rl_modules.classes.vpg_torch_rlm import VPGTorchRLModule
 from cairn.rl.utils.test_utils import check
 
-SHARED_SPEC = (
-    "cairn has no shared single-spec form of MultiRLModuleSpec (rl_module_specs=one RLModuleSpec): it takes a dict "
-    "module id -> spec, as its checkpoints record it (differs on purpose)"
-)
-
 
 def _vpg(env: object, hidden_dim: int = 32) -> VPGTorchRLModule:
     return VPGTorchRLModule(
@@ -149,40 +144,34 @@ def _shared_spec(**kwargs: object) -> RLModuleSpec:
         module_class=VPGTorchRLModule,
         observation_space=gym.spaces.Box(0, 1, shape=(4,)),
         action_space=gym.spaces.Discrete(2),
-        **kwargs,  # type: ignore[arg-type]
+        **kwargs,
     )
 
 
 class TestMultiRLModuleSpecSingleSpec:
-    @pytest.mark.xfail(strict=True, reason=SHARED_SPEC)
     def test_single_shared_spec_construction_does_not_raise(self) -> None:
         shared = _shared_spec(model_config={"hidden_dim": 32})
-        assert MultiRLModuleSpec(rl_module_specs=shared).rl_module_specs is shared  # type: ignore[arg-type]
+        assert MultiRLModuleSpec(rl_module_specs=shared).rl_module_specs is shared
 
-    @pytest.mark.xfail(strict=True, reason=SHARED_SPEC)
     def test_single_shared_spec_inherits_inference_only_flag(self) -> None:
-        assert MultiRLModuleSpec(rl_module_specs=_shared_spec(inference_only=True)).inference_only  # type: ignore[arg-type]
-        assert not MultiRLModuleSpec(rl_module_specs=_shared_spec(inference_only=False)).inference_only  # type: ignore[arg-type]
+        assert MultiRLModuleSpec(rl_module_specs=_shared_spec(inference_only=True)).inference_only
+        assert not MultiRLModuleSpec(rl_module_specs=_shared_spec(inference_only=False)).inference_only
 
-    @pytest.mark.xfail(strict=True, reason=SHARED_SPEC)
     def test_explicit_inference_only_overrides_shared_spec_default(self) -> None:
-        multi = MultiRLModuleSpec(rl_module_specs=_shared_spec(inference_only=True), inference_only=False)  # type: ignore[arg-type]
+        multi = MultiRLModuleSpec(rl_module_specs=_shared_spec(inference_only=True), inference_only=False)
         assert not multi.inference_only
 
-    @pytest.mark.xfail(strict=True, reason=SHARED_SPEC)
     def test_single_shared_spec_contains_returns_true_for_any_module_id(self) -> None:
-        multi = MultiRLModuleSpec(rl_module_specs=_shared_spec())  # type: ignore[arg-type]
+        multi = MultiRLModuleSpec(rl_module_specs=_shared_spec())
         assert "player1" in multi and "player2" in multi and DEFAULT_MODULE_ID in multi
 
-    @pytest.mark.xfail(strict=True, reason=SHARED_SPEC)
     def test_single_shared_spec_getitem_returns_shared_spec(self) -> None:
         shared = _shared_spec()
-        multi = MultiRLModuleSpec(rl_module_specs=shared)  # type: ignore[arg-type]
+        multi = MultiRLModuleSpec(rl_module_specs=shared)
         assert multi["player1"] is shared and multi["player2"] is shared
 
-    @pytest.mark.xfail(strict=True, reason=SHARED_SPEC)
     def test_single_shared_spec_survives_update_with_rl_module_spec(self) -> None:
-        multi = MultiRLModuleSpec(rl_module_specs=_shared_spec(inference_only=True))  # type: ignore[arg-type]
+        multi = MultiRLModuleSpec(rl_module_specs=_shared_spec(inference_only=True))
         multi.update(_shared_spec(inference_only=False))
         assert not multi.inference_only
 
@@ -195,9 +184,8 @@ class TestMultiRLModuleSpecSingleSpec:
         assert "module_class" in restored.rl_module_specs
         assert isinstance(restored.rl_module_specs["module_class"], RLModuleSpec)
 
-    @pytest.mark.xfail(strict=True, reason=SHARED_SPEC)
     def test_single_shared_spec_round_trips_through_to_dict_from_dict(self) -> None:
-        multi = MultiRLModuleSpec(rl_module_specs=_shared_spec(inference_only=False))  # type: ignore[arg-type]
+        multi = MultiRLModuleSpec(rl_module_specs=_shared_spec(inference_only=False))
         serialized = multi.to_dict()
         assert "module_class" in serialized["rl_module_specs"]
         restored = MultiRLModuleSpec.from_dict(serialized)

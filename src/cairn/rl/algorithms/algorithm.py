@@ -622,7 +622,8 @@ class Algorithm(Checkpointable, abc.ABC):
         specs = getattr(config.rl_module_spec, "rl_module_specs", None)
         configs: dict[str, Any] = {}
         for module_id in config.policies:
-            spec = specs.get(module_id) if isinstance(specs, Mapping) else config.rl_module_spec
+            # A MultiRLModuleSpec's dict, or its one shared spec; else the config's own RLModuleSpec.
+            spec = specs.get(module_id) if isinstance(specs, Mapping) else (specs or config.rl_module_spec)
             own = getattr(spec, "model_config", None)
             configs[module_id] = own if isinstance(own, Mapping) else default
         total = 0

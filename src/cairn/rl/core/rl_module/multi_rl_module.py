@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -59,6 +59,8 @@ def module_specs_from_config(
         one = given if given is not None else RLModuleSpec()
         per_module = {module_id: one for module_id in config.policies}
     elif isinstance(given, MultiRLModuleSpec):
+        given = given.per_module(config.policies)
+        assert isinstance(given.rl_module_specs, dict)
         extra = sorted(set(given.rl_module_specs) - set(config.policies))
         if extra:
             raise ValueError(
@@ -87,7 +89,7 @@ def load_state_paths(config: AlgorithmConfig) -> dict[str, str]:
     """Module id -> the checkpoint each module of ``config`` starts from (``load_state_path``)."""
     given = config.rl_module_spec
     if isinstance(given, MultiRLModuleSpec):
-        return given.load_state_paths()
+        return given.per_module(config.policies).load_state_paths()
     if isinstance(given, RLModuleSpec) and given.load_state_path is not None:
         return {module_id: given.load_state_path for module_id in config.policies}
     return {}
@@ -102,9 +104,10 @@ def without_load_state_paths(rl_module_spec: Any) -> Any:
     if isinstance(rl_module_spec, RLModuleSpec):
         return replace(rl_module_spec, load_state_path=None)
     if isinstance(rl_module_spec, MultiRLModuleSpec):
-        return MultiRLModuleSpec(
-            {module_id: replace(s, load_state_path=None) for module_id, s in rl_module_spec.rl_module_specs.items()}
-        )
+        specs = rl_module_spec.rl_module_specs
+        if isinstance(specs, RLModuleSpec):
+            return MultiRLModuleSpec(replace(specs, load_state_path=None))
+        return MultiRLModuleSpec({module_id: replace(s, load_state_path=None) for module_id, s in specs.items()})
     return rl_module_spec
 
 
@@ -123,6 +126,12 @@ def load_module_state(spec: RLModuleSpec, path: str) -> dict[str, Any]:
     return module.get_state()
 
 
+_SHARED_NEEDS_IDS = (
+    "This MultiRLModuleSpec shares one RLModuleSpec among modules it does not name: build it through an algorithm "
+    "config (its policies name the modules) or call spec.per_module([module ids]) first."
+)
+
+
 @register_type
 @dataclass
 class MultiRLModuleSpec:
@@ -130,7 +139,10 @@ class MultiRLModuleSpec:
 
     Attributes:
         rl_module_specs: Module id -> spec of that module (fields left ``None``
-            are filled in by the algorithm: class, spaces, model_config).
+            are filled in by the algorithm: class, spaces, model_config), or one
+            :class:`RLModuleSpec` shared by every module (RLlib's shared form: the
+            algorithm gives each policy its own module built from it; ``spec[id]``
+            is that spec for any id).
         load_state_path: A checkpoint of a MultiRLModule (e.g.
             ``<algo ckpt>/learner_group/learner/rl_module``); the modules in
             :attr:`modules_to_load` start from its ``<module id>`` sub-folders
@@ -139,30 +151,44 @@ class MultiRLModuleSpec:
             ``None``: every module of :attr:`rl_module_specs`.
     """
 
-    rl_module_specs: dict[str, RLModuleSpec] = field(default_factory=dict)
+    rl_module_specs: dict[str, RLModuleSpec] | RLModuleSpec = field(default_factory=dict)
     load_state_path: str | None = None
     modules_to_load: list[str] | None = None
     inference_only: bool | None = None
     """Whether every module is built for acting only; ``None``: whether all of :attr:`rl_module_specs` are."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.rl_module_specs, Mapping) or not all(
-            isinstance(s, RLModuleSpec) for s in self.rl_module_specs.values()
+        specs = self.rl_module_specs
+        if isinstance(specs, RLModuleSpec):
+            if self.inference_only is None:
+                self.inference_only = specs.inference_only
+            return
+        if not isinstance(specs, Mapping) or not all(
+            isinstance(k, str) and isinstance(s, RLModuleSpec) for k, s in specs.items()
         ):
             raise TypeError(
-                "MultiRLModuleSpec(rl_module_specs=...) takes a dict module id -> RLModuleSpec (cairn has no shared "
-                f"single-spec form), got {type(self.rl_module_specs).__name__}."
+                "MultiRLModuleSpec(rl_module_specs=...) takes a dict module id -> RLModuleSpec, or one RLModuleSpec "
+                f"shared by every module; got {type(specs).__name__}."
             )
-        self.rl_module_specs = dict(self.rl_module_specs)
+        self.rl_module_specs = dict(specs)
         if self.inference_only is None:
-            self.inference_only = bool(self.rl_module_specs) and all(
-                s.inference_only for s in self.rl_module_specs.values()
-            )
+            self.inference_only = bool(specs) and all(s.inference_only for s in specs.values())
+
+    def per_module(self, module_ids: Iterable[str]) -> MultiRLModuleSpec:
+        """The spec with a dict of module specs: a shared spec given to each of ``module_ids``; a dict as it is."""
+        if not isinstance(self.rl_module_specs, RLModuleSpec):
+            return self
+        shared = self.rl_module_specs
+        return replace(self, rl_module_specs={module_id: shared for module_id in module_ids})
 
     def __contains__(self, module_id: object) -> bool:
+        if isinstance(self.rl_module_specs, RLModuleSpec):
+            return isinstance(module_id, str)  # a shared spec is every module's
         return module_id in self.rl_module_specs
 
     def __getitem__(self, module_id: str) -> RLModuleSpec:
+        if isinstance(self.rl_module_specs, RLModuleSpec):
+            return self.rl_module_specs
         try:
             return self.rl_module_specs[module_id]
         except KeyError:
@@ -184,7 +210,11 @@ class MultiRLModuleSpec:
         """The spec as plain data (RLlib's ``MultiRLModuleSpec.to_dict``): module id -> :meth:`RLModuleSpec.to_dict`."""
         return {
             "multi_rl_module_class": class_path(MultiRLModule),
-            "rl_module_specs": {module_id: spec.to_dict() for module_id, spec in self.rl_module_specs.items()},
+            "rl_module_specs": (
+                self.rl_module_specs.to_dict()
+                if isinstance(self.rl_module_specs, RLModuleSpec)
+                else {module_id: spec.to_dict() for module_id, spec in self.rl_module_specs.items()}
+            ),
             "load_state_path": self.load_state_path,
             "modules_to_load": None if self.modules_to_load is None else list(self.modules_to_load),
             "inference_only": self.inference_only,
@@ -204,8 +234,13 @@ class MultiRLModuleSpec:
                 "(module id -> RLModuleSpec.to_dict())."
             )
         assert isinstance(data, Mapping)
+        # The shared form is one RLModuleSpec.to_dict() (a str or None under "module_class"); the
+        # per-module form has a dict under every key, also under a module id named "module_class".
+        shared = "module_class" in specs and (specs["module_class"] is None or isinstance(specs["module_class"], str))
         return cls(
-            rl_module_specs={module_id: RLModuleSpec.from_dict(spec) for module_id, spec in specs.items()},
+            rl_module_specs=RLModuleSpec.from_dict(specs)
+            if shared
+            else {module_id: RLModuleSpec.from_dict(spec) for module_id, spec in specs.items()},
             load_state_path=data.get("load_state_path"),
             modules_to_load=data.get("modules_to_load"),
             inference_only=data.get("inference_only"),
@@ -221,21 +256,36 @@ class MultiRLModuleSpec:
             override: See ``other``.
         """
         if isinstance(other, RLModuleSpec):
-            for spec in self.rl_module_specs.values():
+            mine = self.rl_module_specs
+            targets: list[RLModuleSpec] = [mine] if isinstance(mine, RLModuleSpec) else list(mine.values())
+            for spec in targets:
                 spec.update(other, override=override)
-            self.inference_only = other.inference_only if override else self.inference_only
+            self.inference_only = other.inference_only  # RLlib: the flag follows the spec merged in
             return
         if not isinstance(other, MultiRLModuleSpec):
             raise TypeError(f"MultiRLModuleSpec.update takes a (Multi)RLModuleSpec, got {type(other).__name__}.")
+        if isinstance(other.rl_module_specs, RLModuleSpec) or isinstance(self.rl_module_specs, RLModuleSpec):
+            # A shared spec and module specs do not merge: with override (or nothing of its own) take other's.
+            if override or self.rl_module_specs == {}:
+                self.rl_module_specs = other.rl_module_specs
+            return
+        own: dict[str, RLModuleSpec] = self.rl_module_specs
         for module_id, spec in other.rl_module_specs.items():
-            mine = self.rl_module_specs.get(module_id)
-            if mine is None or override:
-                self.rl_module_specs[module_id] = spec
+            existing = own.get(module_id)
+            if existing is None or override:
+                own[module_id] = spec
             else:
-                mine.update(spec, override=False)
+                existing.update(spec, override=False)
 
     def load_state_paths(self) -> dict[str, str]:
-        """Module id -> the checkpoint that module starts from (its own path, else the multi-module's)."""
+        """Module id -> the checkpoint that module starts from (its own path, else the multi-module's).
+
+        Raises:
+            ValueError: A shared spec (no module ids yet: :meth:`per_module` first), or
+                ``modules_to_load`` naming modules that are not specs.
+        """
+        if isinstance(self.rl_module_specs, RLModuleSpec):
+            raise ValueError(_SHARED_NEEDS_IDS)
         paths: dict[str, str] = {}
         to_load = set(self.rl_module_specs if self.modules_to_load is None else self.modules_to_load)
         unknown = sorted(to_load - set(self.rl_module_specs))
@@ -253,6 +303,8 @@ class MultiRLModuleSpec:
 
     def build(self) -> MultiRLModule:
         """A MultiRLModule of these modules, the ones with a checkpoint path loaded from it."""
+        if isinstance(self.rl_module_specs, RLModuleSpec):
+            raise ValueError(_SHARED_NEEDS_IDS)
         multi = MultiRLModule(
             {module_id: replace(s, load_state_path=None) for module_id, s in self.rl_module_specs.items()}
         )
