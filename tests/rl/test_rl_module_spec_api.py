@@ -8,6 +8,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+import torch
 from rl_helpers import small_config
 
 import cairn
@@ -92,3 +93,38 @@ def test_a_shared_specs_model_config_counts_in_the_bounds_of_a_checkpoint() -> N
         config, rl_module_spec=MultiRLModuleSpec(RLModuleSpec(model_config={"hidden_sizes": [8]}))
     )
     assert PPO.ctor_args_problem((small,), {}, folder) is None
+
+
+def test_a_multi_rl_module_class_wires_a_shared_encoder_and_checkpoints(tmp_path: Path) -> None:
+    from cairn.rl.examples.rl_modules.classes.vpg_using_shared_encoder_rlm import (
+        SHARED_ENCODER_ID,
+        SharedEncoder,
+        VPGMultiRLModuleWithSharedEncoder,
+        VPGPolicyAfterSharedEncoder,
+    )
+
+    act = gym.spaces.Discrete(2)
+    head = {"embedding_dim": 6, "hidden_dim": 5}
+    spec = MultiRLModuleSpec(
+        multi_rl_module_class=VPGMultiRLModuleWithSharedEncoder,
+        rl_module_specs={
+            SHARED_ENCODER_ID: RLModuleSpec(SharedEncoder, BOX, act, model_config={"embedding_dim": 6}),
+            "a": RLModuleSpec(VPGPolicyAfterSharedEncoder, BOX, act, model_config=head),
+            "b": RLModuleSpec(VPGPolicyAfterSharedEncoder, BOX, act, model_config=head),
+        },
+        model_config={"note": 1},
+    )
+    multi = spec.build()
+    assert isinstance(multi, VPGMultiRLModuleWithSharedEncoder) and multi.model_config == {"note": 1}
+    obs = torch.zeros((3, 4))
+    actions = multi.forward_inference({"a": {Columns.OBS: obs}, "b": {Columns.OBS: obs}})
+    assert set(actions) == {"a", "b"} and actions["a"][Columns.ACTIONS].shape == (3,)
+    assert MultiRLModuleSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    multi.save_to_path(tmp_path / "m")
+    again = MultiRLModule.from_checkpoint(tmp_path / "m")
+    assert type(again) is VPGMultiRLModuleWithSharedEncoder and again.model_config == {"note": 1}
+    with pytest.raises(ValueError, match="needs a module 'encoder'"):
+        dataclasses.replace(spec, rl_module_specs={"a": spec["a"]}).build()
+    config = dataclasses.replace(small_config(env="multi:CartPole-v1"), policies=("a",), rl_module_spec=spec)
+    with pytest.raises(ValueError, match="multi_rl_module_class"):
+        PPO(config)

@@ -102,8 +102,8 @@ class TestMultiRLModule:
 
     @pytest.mark.xfail(
         strict=True,
-        reason="cairn's MultiRLModule has no setup() hook or model_config, MultiRLModuleSpec no "
-        "multi_rl_module_class, and RLlib's examples.multi_agent.multi_agent_cartpole path does not exist in cairn",
+        reason="an algorithm builds cairn's own MultiRLModule and refuses multi_rl_module_class (spec.build() "
+        "honours it), and RLlib's examples.multi_agent.multi_agent_cartpole script path does not exist in cairn",
     )
     def test_model_config_propagation(self) -> None:
         from cairn.rl.examples.multi_agent.multi_agent_cartpole import (  # type: ignore[import-not-found]

@@ -9,16 +9,10 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
-import pytest
 
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule, MultiRLModuleSpec
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.examples.rl_modules.classes.vpg_torch_rlm import VPGTorchRLModule
-
-NO_SHARED_ENCODER = (
-    "cairn has no MultiRLModuleSpec(multi_rl_module_class=...) and no VPGMultiRLModuleWithSharedEncoder "
-    "example (a MultiRLModule subclass whose setup() wires modules together)"
-)
 
 
 def _cartpole_spec(hidden_dim: int) -> RLModuleSpec:
@@ -40,9 +34,8 @@ def test_multi_agent_spec() -> None:
     assert isinstance(spec.build(), MultiRLModule)
 
 
-@pytest.mark.xfail(strict=True, reason=NO_SHARED_ENCODER)
 def test_customized_multi_agent_module() -> None:
-    from cairn.rl.examples.rl_modules.classes.vpg_using_shared_encoder_rlm import (  # type: ignore[import-not-found]
+    from cairn.rl.examples.rl_modules.classes.vpg_using_shared_encoder_rlm import (
         SHARED_ENCODER_ID,
         SharedEncoder,
         VPGMultiRLModuleWithSharedEncoder,
@@ -53,7 +46,7 @@ def test_customized_multi_agent_module() -> None:
     act_space = gym.spaces.Discrete(2)
     policy_config = {"embedding_dim": 10, "hidden_dim": 20}
     MultiRLModuleSpec(
-        multi_rl_module_class=VPGMultiRLModuleWithSharedEncoder,  # type: ignore[call-arg]
+        multi_rl_module_class=VPGMultiRLModuleWithSharedEncoder,
         rl_module_specs={
             SHARED_ENCODER_ID: RLModuleSpec(
                 module_class=SharedEncoder,
@@ -91,9 +84,8 @@ def test_update_specs() -> None:
     assert spec_1.model_config == {"hidden_dim": 32}
 
 
-@pytest.mark.xfail(strict=True, reason=NO_SHARED_ENCODER)
 def test_update_specs_multi_agent() -> None:
-    from cairn.rl.examples.rl_modules.classes.vpg_using_shared_encoder_rlm import (  # type: ignore[import-not-found]
+    from cairn.rl.examples.rl_modules.classes.vpg_using_shared_encoder_rlm import (
         VPGMultiRLModuleWithSharedEncoder,
     )
 
@@ -118,11 +110,11 @@ def test_update_specs_multi_agent() -> None:
 
     spec_1 = first()
     multi_1 = MultiRLModuleSpec(
-        multi_rl_module_class=VPGMultiRLModuleWithSharedEncoder,  # type: ignore[call-arg]
+        multi_rl_module_class=VPGMultiRLModuleWithSharedEncoder,
         rl_module_specs={"agent_1": spec_1},
     )
     multi_2 = MultiRLModuleSpec(
-        multi_rl_module_class=VPGMultiRLModuleWithSharedEncoder,  # type: ignore[call-arg]
+        multi_rl_module_class=VPGMultiRLModuleWithSharedEncoder,
         rl_module_specs={"agent_1": spec_2},
     )
     assert multi_1.rl_module_specs["agent_1"].model_config == "Update me!"
@@ -130,7 +122,7 @@ def test_update_specs_multi_agent() -> None:
     assert multi_1.rl_module_specs["agent_1"] == spec_2
 
     multi_3 = MultiRLModuleSpec(
-        multi_rl_module_class=VPGMultiRLModuleWithSharedEncoder,  # type: ignore[call-arg]
+        multi_rl_module_class=VPGMultiRLModuleWithSharedEncoder,
         rl_module_specs={"agent_1": spec_1},
     )
     assert multi_3.rl_module_specs["agent_1"].observation_space == "Do not update me!"
@@ -144,7 +136,7 @@ def test_update_specs_multi_agent() -> None:
         model_config="I'm new!",  # type: ignore[arg-type]
     )
     multi_3 = MultiRLModuleSpec(
-        multi_rl_module_class=VPGMultiRLModuleWithSharedEncoder,  # type: ignore[call-arg]
+        multi_rl_module_class=VPGMultiRLModuleWithSharedEncoder,
         rl_module_specs={"agent_2": spec_3},
     )
     assert multi_1.rl_module_specs.get("agent_2") is None

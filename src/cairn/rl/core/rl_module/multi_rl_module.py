@@ -13,7 +13,7 @@ from torch import nn
 
 from cairn import Checkpointable
 from cairn.errors import IncompatibleCheckpointError
-from cairn.registry import class_path, register_type
+from cairn.registry import class_path, register_type, resolve_class
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.config.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
@@ -59,6 +59,12 @@ def module_specs_from_config(
         one = given if given is not None else RLModuleSpec()
         per_module = {module_id: one for module_id in config.policies}
     elif isinstance(given, MultiRLModuleSpec):
+        if given.multi_rl_module_class not in (None, MultiRLModule):
+            raise ValueError(
+                f"rl_module_spec has multi_rl_module_class={given.multi_rl_module_class!r}: an algorithm builds "
+                "cairn's MultiRLModule (its learner and env runners hold the modules themselves); the class applies "
+                "to MultiRLModuleSpec.build() only. Leave multi_rl_module_class None."
+            )
         given = given.per_module(config.policies)
         assert isinstance(given.rl_module_specs, dict)
         extra = sorted(set(given.rl_module_specs) - set(config.policies))
@@ -126,6 +132,16 @@ def load_module_state(spec: RLModuleSpec, path: str) -> dict[str, Any]:
     return module.get_state()
 
 
+def _multi_class(path: Any) -> type[MultiRLModule] | None:
+    """The MultiRLModule class a :meth:`MultiRLModuleSpec.to_dict` names (imported already; nothing is imported)."""
+    if path is None:
+        return None
+    found = resolve_class(path, where="MultiRLModuleSpec.from_dict: multi_rl_module_class")
+    if not issubclass(found, MultiRLModule):
+        raise IncompatibleCheckpointError(f"MultiRLModuleSpec.from_dict: {path!r} is not a MultiRLModule subclass.")
+    return None if found is MultiRLModule else found
+
+
 _SHARED_NEEDS_IDS = (
     "This MultiRLModuleSpec shares one RLModuleSpec among modules it does not name: build it through an algorithm "
     "config (its policies name the modules) or call spec.per_module([module ids]) first."
@@ -156,6 +172,12 @@ class MultiRLModuleSpec:
     modules_to_load: list[str] | None = None
     inference_only: bool | None = None
     """Whether every module is built for acting only; ``None``: whether all of :attr:`rl_module_specs` are."""
+    multi_rl_module_class: type[MultiRLModule] | None = None
+    """The :class:`MultiRLModule` subclass :meth:`build` makes (``None``: MultiRLModule), e.g. one whose
+    ``setup()`` wires a shared encoder to its policies. An algorithm builds cairn's own MultiRLModule and
+    refuses another class here."""
+    model_config: dict[str, Any] | None = None
+    """The multi-module's own settings (its ``self.model_config``, for its ``setup()``)."""
 
     def __post_init__(self) -> None:
         specs = self.rl_module_specs
@@ -209,7 +231,8 @@ class MultiRLModuleSpec:
     def to_dict(self) -> dict[str, Any]:
         """The spec as plain data (RLlib's ``MultiRLModuleSpec.to_dict``): module id -> :meth:`RLModuleSpec.to_dict`."""
         return {
-            "multi_rl_module_class": class_path(MultiRLModule),
+            "multi_rl_module_class": class_path(self.multi_rl_module_class or MultiRLModule),
+            "model_config": None if self.model_config is None else dict(self.model_config),
             "rl_module_specs": (
                 self.rl_module_specs.to_dict()
                 if isinstance(self.rl_module_specs, RLModuleSpec)
@@ -244,6 +267,8 @@ class MultiRLModuleSpec:
             load_state_path=data.get("load_state_path"),
             modules_to_load=data.get("modules_to_load"),
             inference_only=data.get("inference_only"),
+            multi_rl_module_class=_multi_class(data.get("multi_rl_module_class")),
+            model_config=data.get("model_config"),
         )
 
     def update(self, other: MultiRLModuleSpec | RLModuleSpec, override: bool = False) -> None:
@@ -305,8 +330,16 @@ class MultiRLModuleSpec:
         """A MultiRLModule of these modules, the ones with a checkpoint path loaded from it."""
         if isinstance(self.rl_module_specs, RLModuleSpec):
             raise ValueError(_SHARED_NEEDS_IDS)
-        multi = MultiRLModule(
-            {module_id: replace(s, load_state_path=None) for module_id, s in self.rl_module_specs.items()}
+        multi_class = self.multi_rl_module_class or MultiRLModule
+        if not (isinstance(multi_class, type) and issubclass(multi_class, MultiRLModule)):
+            raise TypeError(
+                f"MultiRLModuleSpec.multi_rl_module_class must be a MultiRLModule subclass, got {multi_class!r}."
+            )
+        multi = multi_class(
+            rl_module_specs={
+                module_id: replace(s, load_state_path=None) for module_id, s in self.rl_module_specs.items()
+            },
+            model_config=self.model_config,
         )
         for module_id, path in self.load_state_paths().items():
             multi[module_id].restore_from_path(path)
@@ -353,13 +386,19 @@ class MultiRLModule(nn.Module, Checkpointable):
         specs: Mapping[str, RLModuleSpec] | None = None,
         *,
         rl_module_specs: Mapping[str, RLModuleSpec] | None = None,
+        model_config: Mapping[str, Any] | None = None,
     ) -> None:
         if specs is not None and rl_module_specs is not None:
             raise TypeError("MultiRLModule takes its module specs once: specs= (cairn's record) or rl_module_specs=.")
         nn.Module.__init__(self)
+        self.model_config: dict[str, Any] = dict(model_config or {})
         self._rl_modules = nn.ModuleDict()
         for module_id, spec in dict(specs or rl_module_specs or {}).items():
             self.add_module(module_id, spec.build())
+        self.setup()
+
+    def setup(self) -> None:
+        """RLlib's hook, called once the modules are built: a subclass wires them together here."""
 
     def as_multi_rl_module(self) -> MultiRLModule:
         """This MultiRLModule itself (RLlib's: the method every RLModule has)."""
@@ -454,8 +493,8 @@ class MultiRLModule(nn.Module, Checkpointable):
         self._set_components_state(state)
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """``((), {"specs": module id -> RLModuleSpec})`` for the current modules."""
-        return (), {"specs": self.specs}
+        """``((), {"specs": module id -> RLModuleSpec})`` for the current modules (and its ``model_config``)."""
+        return (), {"specs": self.specs, **({"model_config": dict(self.model_config)} if self.model_config else {})}
 
     def get_metadata(self) -> dict[str, Any]:
         """Adds the module ids."""
