@@ -185,6 +185,7 @@ def test_nested_keys(root_logger: MetricsLogger) -> None:
     check(root_logger.reduce()["nested"]["key"], 1.01)
 
 
+@pytest.mark.wall_clock
 def test_time_logging(root_logger: MetricsLogger) -> None:
     for seconds in (0.01, 0.02):
         with root_logger.log_time("mean_time", reduce="mean", window=2):
@@ -200,6 +201,7 @@ def test_state_management(root_logger: MetricsLogger) -> None:
     check(restored.peek("state_test"), 0.101)
 
 
+@pytest.mark.wall_clock
 def test_throughput_tracking(root_logger: MetricsLogger, leaf1: MetricsLogger, leaf2: MetricsLogger) -> None:
     root_logger._time_when_initialized = time.perf_counter()
     start = time.perf_counter()
@@ -235,6 +237,7 @@ def test_reset_and_delete(root_logger: MetricsLogger) -> None:
     check(root_logger.reduce(), {})
 
 
+@pytest.mark.wall_clock
 def test_compile(root_logger: MetricsLogger) -> None:
     root_logger._time_when_initialized = time.perf_counter()
     start = time.perf_counter()

@@ -294,6 +294,7 @@ def test_series_stats_no_window(stats_class: type[SeriesStats], values: list[int
         check(stats.peek(), expected)
 
 
+@pytest.mark.wall_clock
 def test_sum_stats_throughput() -> None:
     stats = SumStats(window=None, with_throughput=True)
     check(stats.has_throughputs, True)
@@ -306,6 +307,7 @@ def test_sum_stats_throughput() -> None:
         stats.reduce()
 
 
+@pytest.mark.wall_clock
 @pytest.mark.parametrize(("is_root", "is_leaf"), [(True, True), (False, True)])
 def test_lifetime_sum_stats_throughput(is_root: bool, is_leaf: bool) -> None:
     stats = LifetimeSumStats(with_throughput=True, is_root=is_root, is_leaf=is_leaf)
