@@ -162,8 +162,11 @@ def test_state_round_trip_and_old_records() -> None:
     ema = {"key": ["e"], "reduce": "mean", "window": None, "ema_coeff": 0.5, "clear_on_reduce": False, "values": [4.0]}
     lst = {"key": ["l"], "reduce": None, "window": 2, "ema_coeff": None, "clear_on_reduce": False, "values": [1, 2]}
     pct = {**lst, "key": ["p"], "percentiles": [50]}
-    restored.set_state({"stats": [ema, lst, pct], "deltas": []})
-    assert (restored.peek("e"), restored.peek("l"), restored.peek("p")) == (4.0, [1, 2], {50: 1.5})
+    root.set_state({"stats": [ema, lst, pct], "deltas": []})
+    assert (root.peek("e"), root.peek("l"), root.peek("p")) == (4.0, [1, 2], {50: 1.5})
+    # A leaf (an env runner) keeps only what it had not handed over: the values of its pending deltas.
+    restored.set_state({"stats": [ema, lst], "deltas": [{**lst, "values": [2]}]})
+    assert np.isnan(restored.peek("e")) and restored.peek("l") == [2]
     bad = {"stats": [{**old["stats"][0], "reduce": None, "percentiles": [500]}]}
     with pytest.raises(IncompatibleCheckpointError, match=r"stats\[0\] is not a metric record"):
         restored.set_state(bad)

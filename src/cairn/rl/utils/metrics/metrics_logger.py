@@ -569,8 +569,9 @@ def read_state(
     Besides each stat's own checks (:meth:`StatsBase.from_state`), the keys must nest: a key is
     never also the prefix of another one. A state of cairn's earlier logger (records with
     ``reduce``/``window``/``values``) is converted as RLlib converts its legacy stats: a kept
-    sum becomes a lifetime sum (at a non-root logger, the values not yet handed over), a mean
-    without a window an EMA, a list ``item_series`` (``percentiles`` with percentiles).
+    sum becomes a lifetime sum, a mean without a window an EMA, a list ``item_series``
+    (``percentiles`` with percentiles); a root logger takes the stats' values, any other
+    logger only the values it had not handed over yet (the earlier logger's pending deltas).
 
     Raises:
         IncompatibleCheckpointError: ``state`` is not a metrics logger's state (the message names
@@ -665,14 +666,13 @@ def _stats_from_v1(record: Mapping[str, Any], values: list[Any], pending: list[A
     percentiles = record.get("percentiles")
     kept = not record["clear_on_reduce"]
     common = {"is_root": root, "is_leaf": True}
+    # The root (the algorithm's logger) keeps its stats' values; a leaf (an env runner's) only what it
+    # had not handed over yet (the earlier logger's pending deltas), so that nothing is counted twice.
+    source = values if root else pending
     stats: StatsBase
     if reduce == "sum" and window is None and kept:
-        # A lifetime sum: the root holds the total; a leaf only what it has not handed over yet.
-        stats = LifetimeSumStats(**common)
-        for value in values if root else pending:
-            stats.push(value)
-        return stats
-    if reduce == "mean" and window is None:
+        stats = LifetimeSumStats(**common)  # the root holds the total
+    elif reduce == "mean" and window is None:
         stats = EmaStats(ema_coeff=0.01 if ema is None else ema, **common)
     elif reduce in ("mean", "sum", "min", "max"):
         stats = DEFAULT_STATS_CLS_LOOKUP[reduce](window=window, **common)  # type: ignore[call-arg]
@@ -682,7 +682,7 @@ def _stats_from_v1(record: Mapping[str, Any], values: list[Any], pending: list[A
         stats = ItemSeriesStats(window=window, **common)
     else:
         raise ValueError(f"reduce {reduce!r:.40}")
-    for value in values:
+    for value in source:
         stats.push(value)
     return stats
 
