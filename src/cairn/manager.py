@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import atexit
 import copy
+import logging
 import os
 import re
 import sys
@@ -67,6 +68,10 @@ from cairn.retention import (
 )
 from cairn.storage.base import Storage
 from cairn.storage.resolve import resolve_storage
+
+_LOG = logging.getLogger(__name__)
+"""``cairn.manager``: debug, each save and what it reused; info, what retention deleted and which
+checkpoint a load used; error, a background save that failed at exit."""
 
 if TYPE_CHECKING:
     from cairn.checkpointable import Checkpointable
@@ -511,7 +516,9 @@ class CheckpointManager:
                             from cairn.signing import signed_root
 
                             signed_root(found.path, self.public_key, filesystem=self.filesystem)
-                        return found, load(found)
+                        loaded = load(found)
+                        _LOG.info("loaded %s (step %d), the newest checkpoint that loads", found.path, found.step)
+                        return found, loaded
                     except _DAMAGE as err:
                         if self._vanished(found):
                             # Retention (here or in another process) deleted it while it was read:
@@ -653,6 +660,15 @@ class CheckpointManager:
             self._checked.new_save()
         _save.commit_plan(storage, final, plan, previous=previous, stats=stats, started=started, checked=self._checked)
         self.last_stats = stats
+        _LOG.debug(
+            "saved %s: %d files written (%d bytes), %d linked from the previous checkpoint (%d bytes, %d read back)",
+            self.storage.uri(final),
+            stats.files_written,
+            stats.bytes_written,
+            stats.files_linked,
+            stats.bytes_linked,
+            stats.bytes_reread,
+        )
         if self.private_key is not None:
             from cairn.signing import sign_checkpoint
 
@@ -697,6 +713,7 @@ class CheckpointManager:
         for info in infos:
             if info.step not in keep:
                 storage.remove_tree(self._path(info.step))
+                _LOG.info("retention deleted %s (kept %s)", info.path, self.policy)
         self._fully_checked &= keep
 
     def _cleanup_uncommitted(self, storage: Storage) -> bool:
@@ -783,4 +800,6 @@ def _shutdown(ref: weakref.ref[CheckpointManager]) -> None:
         except CheckpointError as err:
             from cairn._display import safe_text
 
-            print(f"cairn: {safe_text(err)}", file=sys.stderr)  # the message may quote a hostile path
+            # At exit, with nobody left to raise to. The message may quote a hostile path. Shown on
+            # stderr also where nothing configured logging (logging's last-resort handler).
+            _LOG.error("a checkpoint save failed at exit: %s", safe_text(err))
