@@ -70,6 +70,7 @@ from cairn.rl.utils.metrics.constants import (
 )
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger, flatten_metrics
 from cairn.rl.utils.metrics.metrics_logger import read_state as read_metrics_state
+from cairn.rl.utils.metrics.stats import LifetimeSumStats
 
 if TYPE_CHECKING:
     from cairn.delegation import DelegatedComponent
@@ -97,8 +98,8 @@ class Algorithm(Checkpointable, abc.ABC):
         config.validate()
         self.config = config
         self.callbacks = callbacks_from_config(config)
-        self.metrics = MetricsLogger()
-        """The algorithm's metrics: its callbacks' and, under ``env_runners/``, the env runners'."""
+        self.metrics = MetricsLogger(root=True)
+        """The algorithm's metrics (the root logger): its callbacks' and, under ``env_runners/``, the env runners'."""
         if config.num_torch_threads is not None:
             torch.set_num_threads(int(config.num_torch_threads))
         self.env_runner_group = EnvRunnerGroup(config)
@@ -418,7 +419,7 @@ class Algorithm(Checkpointable, abc.ABC):
         evaluation = None
         if interval is not None and self.training_iteration % int(interval) == 0:
             evaluation = self._run_evaluation()
-        flat = {**flatten_metrics(self.metrics.reduce()), **training_results}
+        flat = {**flatten_metrics(self.metrics.compile()), **training_results}
         elapsed = time.perf_counter() - start
         steps = self.env_runner.num_env_steps_sampled_lifetime - steps_before
         flat["training_iteration"] = self.training_iteration
@@ -453,8 +454,13 @@ class Algorithm(Checkpointable, abc.ABC):
             (NUM_AGENT_STEPS_SAMPLED_LIFETIME, runner.num_agent_steps_sampled_lifetime),
             (NUM_EPISODES_LIFETIME, runner.num_episodes_lifetime),
         ):
-            # "max" of a count that only grows: the stat holds the current value, an int.
-            self.metrics.log_value((ENV_RUNNER_RESULTS, name), int(value), reduce="max")
+            key = (ENV_RUNNER_RESULTS, name)
+            if key in self.metrics and not isinstance(self.metrics.stats[ENV_RUNNER_RESULTS][name], LifetimeSumStats):
+                # Checkpoints of cairn 0.x before the RLlib 2.60 logger recorded the counters as maxima.
+                self.metrics.delete(*key)
+            # A root lifetime sum is never cleared: log the increase, the stat holds the count.
+            increase = int(value) - int(self.metrics.peek(key, default=0))
+            self.metrics.log_value(key, increase, reduce="lifetime_sum")
 
     def _single_agent_module(self) -> str | None:
         """The module id when one agent plays one module (a gymnasium env), else None."""
@@ -663,7 +669,8 @@ class Algorithm(Checkpointable, abc.ABC):
         specs = getattr(config.rl_module_spec, "rl_module_specs", None)
         configs: dict[str, Any] = {}
         for module_id in config.policies:
-            spec = specs.get(module_id) if isinstance(specs, Mapping) else config.rl_module_spec
+            # A MultiRLModuleSpec's dict, or its one shared spec; else the config's own RLModuleSpec.
+            spec = specs.get(module_id) if isinstance(specs, Mapping) else (specs or config.rl_module_spec)
             own = getattr(spec, "model_config", None)
             configs[module_id] = own if isinstance(own, Mapping) else default
         total = 0

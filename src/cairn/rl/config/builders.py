@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 from cairn.rl.config.callback_forms import CALLBACK_HOOKS
+from cairn.rl.config.policy_spec import PolicySpec
 
 __all__ = [
     "Accept",
@@ -443,7 +444,8 @@ def _model_config(config: Any, value: Any) -> dict[str, Any]:
 
 def _policies(config: Any, value: Any) -> dict[str, Any]:
     if isinstance(value, Mapping):
-        specs = {k: v for k, v in value.items() if v is not None}
+        # RLlib's new API stack: None or an empty PolicySpec() only names the module.
+        specs = {k: v for k, v in value.items() if v is not None and not (isinstance(v, PolicySpec) and v.names_only)}
         if specs:
             raise ValueError(
                 f"multi_agent(policies=...) gives specs for {sorted(specs)}: cairn takes module ids "

@@ -4,11 +4,11 @@
 one observation/action space pair: the single-agent :class:`~cairn.rl.env.env_runner.EnvRunner`
 calls them once, a multi-agent runner once per module. Factories are recorded by
 reference in the config (:func:`~cairn.rl.config.algorithm_config.connector_reference`)
-and resolved here with :mod:`cairn.registry`, which imports nothing: a connector class
-must be a :class:`~cairn.rl.connectors.connectors.Connector` subclass, a function must
-be the program's own (not of a framework such as torch or numpy, nor of the standard
-library). Remote env runners import the factories' modules first
-(:func:`connector_modules`, which the driver adds to its allowed modules).
+and resolved here through the allow-list (:func:`cairn.registry.resolve`, role
+:data:`~cairn.registry.CONNECTOR_FACTORY`), which imports nothing: a connector class
+must be a :class:`~cairn.rl.connectors.connectors.Connector` subclass, a function one
+the program registered (or a load trusted). Remote env runners register only the names
+their driver resolved (:func:`connector_names`, part of the driver's ``AllowedNames``).
 """
 
 from __future__ import annotations
