@@ -4,6 +4,7 @@ A checkpoint's recorded metrics (:meth:`cairn.manager.CheckpointManager.save`) a
 ``metrics.jsonl`` (:mod:`cairn.cli.metrics_log`) are the same thing: the metrics flattened to
 ``"/"``-joined keys, with only JSON scalars kept. Both used to carry their own copy of this
 code, and the copies had drifted (one dropped numpy integers and ``float32`` values).
+:func:`current_metric_names` reads the names older runs recorded, in one place.
 """
 
 from __future__ import annotations
@@ -14,21 +15,70 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["flat_metrics", "jsonable_metrics"]
+__all__ = ["RETURN_METRIC", "current_metric_name", "current_metric_names", "flat_metrics", "jsonable_metrics"]
+
+RETURN_METRIC = "env_runners/episode_return_mean"
+"""The mean episode return of a ``train()`` result, flattened: what ``cairn train`` keeps the best
+checkpoint by, ``cairn ls`` ranks by and ``cairn plot`` draws in its main panel."""
+
+# The flat names cairn's train() results had before they took RLlib's nested names (issue 37): the
+# env runners' statistics at the top, "learner/<module>/...", "env_runner/<module>/episode_return_mean"
+# and "perf/iteration_time_s". Only current_metric_name reads them.
+_OLD_ENV_RUNNER_NAMES = frozenset(
+    {
+        "episode_return_mean",
+        "episode_return_min",
+        "episode_return_max",
+        "episode_len_mean",
+        "num_episodes",
+        "num_episodes_lifetime",
+        "num_env_steps_sampled",
+        "num_agent_steps_sampled",
+        "num_agent_steps_sampled_lifetime",
+    }
+)
+
+
+def current_metric_name(name: str) -> str:
+    """The name a metric has now, for a name that old ``metrics.jsonl`` rows or checkpoints recorded.
+
+    ``episode_return_mean`` -> ``env_runners/episode_return_mean`` (the other episode statistics
+    and step counters alike), ``learner/<module>/<stat>`` -> ``learners/<module>/<stat>``,
+    ``env_runner/<module>/episode_return_mean`` -> ``env_runners/module_episode_returns_mean/<module>``,
+    ``perf/iteration_time_s`` -> ``timers/training_iteration``; any other name is its own.
+    The one place old names are read (plots, ``cairn ls``, the manager's rankings).
+    To be removed on 2027-06-01, with :func:`current_metric_names`: by then runs and checkpoints
+    recorded before the rename have aged out.
+    """
+    if name in _OLD_ENV_RUNNER_NAMES:
+        return f"env_runners/{name}"
+    if name == "perf/iteration_time_s":
+        return "timers/training_iteration"
+    parts = name.split("/")
+    if parts[0] == "learner" and len(parts) > 1:
+        return "/".join(("learners", *parts[1:]))
+    if parts[0] == "env_runner" and len(parts) == 3 and parts[2] == "episode_return_mean":
+        return f"env_runners/module_episode_returns_mean/{parts[1]}"
+    return name
+
+
+def current_metric_names(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """``flat`` (``"/"``-joined names) under the current names (:func:`current_metric_name`).
+
+    Rows written between the rename in RLlib's layout (issue 28) and issue 37 carry each value
+    under both names: the current name's value wins. To be removed on 2027-06-01.
+    """
+    out = dict(flat)
+    for name, value in flat.items():
+        current = current_metric_name(name)
+        if current != name:
+            del out[name]
+            out.setdefault(current, value)
+    return out
 
 
 def flat_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """``metrics`` with nested dicts flattened to ``"/"``-joined keys.
-
-    A ``train()`` result (:class:`~cairn.rl.algorithms.results.ResultDict`) flattens itself
-    with ``flatten(aliases=True)``, which adds its deprecated flat names
-    (``episode_return_mean``), so that ``KeepBest(1, "episode_return_mean")`` and plots of
-    older runs go on reading them.
-    """
-    flatten = getattr(metrics, "flatten", None)
-    if callable(flatten):
-        flat: dict[str, Any] = flatten(aliases=True)
-        return flat
+    """``metrics`` with nested dicts flattened to ``"/"``-joined keys (a ``train()`` result's paths)."""
     out: dict[str, Any] = {}
     for key, value in metrics.items():
         if isinstance(value, Mapping):

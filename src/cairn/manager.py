@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import numpy as np
 
 from cairn import _reader, _save, _verify
-from cairn._metrics import jsonable_metrics
+from cairn._metrics import current_metric_names, jsonable_metrics
 from cairn.errors import CheckpointError, CheckpointNotFoundError, CorruptCheckpointError, DamagedCheckpointWarning
 from cairn.manifest import check_digest_algorithm
 from cairn.registry import registered_for_value
@@ -233,11 +233,11 @@ class CheckpointManager:
     Example::
 
         mgr = cairn.CheckpointManager("runs/ppo", keep_last=3, keep_best=1,
-                                      metric="episode_return_mean", mode="max")
+                                      metric="env_runners/episode_return_mean", mode="max")
         # the same, as composable policies (cairn.retention), plus every 1000th step:
         from cairn.retention import KeepBest, KeepEvery, KeepLast
         mgr = cairn.CheckpointManager(
-            "runs/ppo", retention=KeepLast(3) | KeepBest(1, "episode_return_mean") | KeepEvery(1000))
+            "runs/ppo", retention=KeepLast(3) | KeepBest(1, "env_runners/episode_return_mean") | KeepEvery(1000))
         for it in range(100):
             metrics = algo.train()
             mgr.save(algo, it, metrics=metrics)
@@ -247,13 +247,14 @@ class CheckpointManager:
     Args:
         root: The folder holding the step folders; local path or fsspec URI.
         retention: Which checkpoints to keep, as a policy of :mod:`cairn.retention`
-            (``KeepLast(3) | KeepBest(1, "episode_return_mean") | KeepEvery(1000)``, or
+            (``KeepLast(3) | KeepBest(1, "env_runners/episode_return_mean") | KeepEvery(1000)``, or
             any object with ``keep(entries) -> set[int]``). ``keep_last`` and
             ``keep_best`` are its shorthand: give one or the other. Default: keep all.
         keep_last: Keep this many newest checkpoints (None keeps all).
         keep_best: Also keep this many best checkpoints by ``metric``.
         metric: The metric ranking checkpoints for ``keep_best`` and :meth:`best`.
-        mode: ``"max"`` or ``"min"``: which end of ``metric`` is best.
+        mode: ``"max"`` or ``"min"``: which end of ``metric`` is best (needed unless ``metric``
+            is one of :data:`cairn.retention.KNOWN_MODES`).
         async_save: Write in a background thread after taking a snapshot.
         filesystem: An fsspec filesystem ``root`` lives on.
         incremental: Reuse unchanged files of the previous checkpoint (same size and digest).
@@ -292,7 +293,7 @@ class CheckpointManager:
         keep_last: int | None = None,
         keep_best: int = 0,
         metric: str | None = None,
-        mode: Literal["max", "min"] = "max",
+        mode: Literal["max", "min"] | None = None,
         async_save: bool = False,
         filesystem: Any = None,
         incremental: bool = True,
@@ -379,7 +380,8 @@ class CheckpointManager:
             return CheckpointInfo(
                 step=step,
                 path=storage.uri(path),
-                metrics={str(k): v for k, v in metrics.items()},
+                # Recorded by older versions under older names, maybe: read under today's.
+                metrics=current_metric_names({str(k): v for k, v in metrics.items()}),
                 created=str(meta.get("created", "")),
             )
         except CheckpointNotFoundError:
@@ -490,7 +492,9 @@ class CheckpointManager:
         if self._ranking is None:
             return None
         infos = self.checkpoints()
-        ranked = best_steps([(i.step, i.metrics) for i in infos], self._ranking.metric, self._ranking.mode, len(infos))
+        ranked = best_steps(
+            [(i.step, i.metrics) for i in infos], self._ranking.metric, self._ranking.better, len(infos)
+        )
         by_step = {i.step: i for i in infos}
         for step in ranked:
             if not verified or not self.verify(by_step[step]):
@@ -776,7 +780,11 @@ class CheckpointManager:
 
 
 def _policy_of(
-    retention: Policy | None, keep_last: int | None, keep_best: int, metric: str | None, mode: Literal["max", "min"]
+    retention: Policy | None,
+    keep_last: int | None,
+    keep_best: int,
+    metric: str | None,
+    mode: Literal["max", "min"] | None,
 ) -> tuple[Policy, KeepBest | None]:
     """The manager's retention policy and the ranking of its ``best()``, from ``retention`` or its shorthand."""
     if retention is not None and (keep_last is not None or keep_best):

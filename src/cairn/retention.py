@@ -1,6 +1,6 @@
 """Which checkpoints to keep: policies as small dataclasses and pure functions, tested without I/O.
 
-``CheckpointManager(root, retention=KeepLast(3) | KeepBest(1, "episode_return_mean") | KeepEvery(1000))``
+``CheckpointManager(root, retention=KeepLast(3) | KeepBest(1, "env_runners/episode_return_mean") | KeepEvery(1000))``
 keeps the 3 newest, the best one and every 1000th step; the keywords ``keep_last``,
 ``keep_best``, ``metric`` and ``mode`` are the shorthand (:class:`RetentionPolicy`).
 A policy of your own is any object with ``keep(entries) -> set[int]`` (:class:`Policy`).
@@ -9,9 +9,20 @@ A policy of your own is any object with ``keep(entries) -> set[int]`` (:class:`P
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+
+from cairn._metrics import RETURN_METRIC, current_metric_name
+
+KNOWN_MODES: Mapping[str, Literal["max", "min"]] = {
+    RETURN_METRIC: "max",
+    f"evaluation/{RETURN_METRIC}": "max",
+    "loss": "min",
+    "val_loss": "min",
+}
+"""The metrics whose better end :class:`KeepBest` knows without ``mode=``; any other needs it."""
 
 Entries = Sequence[tuple[int, Mapping[str, Any] | None]]
 """Committed checkpoints as (step, metrics), in any order."""
@@ -84,25 +95,48 @@ class KeepEvery(_Combinable):
 class KeepBest(_Combinable):
     """Keep the ``n`` best checkpoints by ``metric`` (``mode`` ``"max"`` or ``"min"``); ties go to the newer.
 
-    Checkpoints without a finite value of ``metric`` are not ranked (and not kept by this policy).
+    ``mode`` may be left out only for the metrics of :data:`KNOWN_MODES`
+    (``env_runners/episode_return_mean``: ``"max"``; ``loss``: ``"min"``). Checkpoints
+    without a finite value of ``metric`` are not ranked (and not kept by this policy).
     """
 
     n: int
     metric: str
-    mode: Literal["max", "min"] = "max"
+    mode: Literal["max", "min"] | None = None
 
     def __post_init__(self) -> None:
-        """Refuse settings that make no sense."""
+        """Refuse settings that make no sense; take a metric's name of older runs to its current one."""
         if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 0:
             raise ValueError(f"keep_best must be >= 0, got {self.n!r}.")
         if not isinstance(self.metric, str) or not self.metric:
             raise ValueError("keep_best needs metric= to rank checkpoints by.")
+        current = current_metric_name(self.metric)
+        if current != self.metric:
+            warnings.warn(
+                f"KeepBest: the metric {self.metric!r} is now named {current!r}; ranking by that.",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            object.__setattr__(self, "metric", current)
+        if self.mode is None:
+            if self.metric not in KNOWN_MODES:
+                raise ValueError(
+                    f"KeepBest: say which end of {self.metric!r} is best, mode='max' (larger is better) or "
+                    f"mode='min'; it is known without mode= only for {', '.join(sorted(KNOWN_MODES))}."
+                )
+            object.__setattr__(self, "mode", KNOWN_MODES[self.metric])
         if self.mode not in ("max", "min"):
             raise ValueError(f"mode must be 'max' or 'min', got {self.mode!r}.")
 
+    @property
+    def better(self) -> Literal["max", "min"]:
+        """The resolved ``mode`` (``__post_init__`` fills in a known metric's)."""
+        assert self.mode is not None  # __post_init__ resolved it or raised
+        return self.mode
+
     def keep(self, entries: Entries) -> set[int]:
         """The ``n`` best steps."""
-        return set(best_steps(entries, self.metric, self.mode, self.n))
+        return set(best_steps(entries, self.metric, self.better, self.n))
 
 
 @dataclass(frozen=True)
@@ -150,13 +184,14 @@ class RetentionPolicy(_Combinable):
         keep_last: How many of the newest checkpoints to keep; None keeps all.
         keep_best: How many of the best checkpoints (by ``metric``) to keep as well.
         metric: The metric that ranks checkpoints for ``keep_best``.
-        mode: ``"max"`` when larger is better, ``"min"`` when smaller is.
+        mode: ``"max"`` when larger is better, ``"min"`` when smaller is; needed unless
+            ``metric`` is one of :data:`KNOWN_MODES`.
     """
 
     keep_last: int | None = None
     keep_best: int = 0
     metric: str | None = None
-    mode: Literal["max", "min"] = "max"
+    mode: Literal["max", "min"] | None = None
 
     def __post_init__(self) -> None:
         """Refuse settings that make no sense."""
@@ -166,7 +201,9 @@ class RetentionPolicy(_Combinable):
             raise ValueError(f"keep_best must be >= 0, got {self.keep_best}.")
         if self.keep_best and not self.metric:
             raise ValueError("keep_best needs metric= to rank checkpoints by.")
-        if self.mode not in ("max", "min"):
+        if self.metric:
+            KeepBest(self.keep_best, self.metric, self.mode)  # refuses an unknown metric without mode=
+        elif self.mode not in (None, "max", "min"):
             raise ValueError(f"mode must be 'max' or 'min', got {self.mode!r}.")
 
     def as_policy(self) -> Policy:

@@ -16,7 +16,8 @@ import sys
 from typing import Any
 
 from cairn._display import safe_text
-from cairn.cli.command import Command, did_you_mean, require_folder
+from cairn._metrics import RETURN_METRIC, current_metric_name
+from cairn.cli.command import Command, UsageError, did_you_mean, require_folder
 from cairn.cli.display import format_value, human_size, progress
 from cairn.errors import CheckpointError
 
@@ -198,7 +199,7 @@ def _extract_arguments(p: argparse.ArgumentParser) -> None:
 
 # ---------------------------------------------------------------------- ls
 
-DEFAULT_METRIC = "episode_return_mean"
+DEFAULT_METRIC = RETURN_METRIC
 """The metric ``cairn ls`` ranks by when the checkpoints record it (``cairn train``'s)."""
 
 
@@ -232,21 +233,29 @@ def cmd_ls(args: argparse.Namespace) -> int:
     elif not rows:
         print(f"No committed checkpoints under {safe_text(args.root)}.")
     else:
-        _print_ls_table(rows, args.metric)
+        _print_ls_table(rows, args.metric, args.mode)
     return status
 
 
 def _ls_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     """One row per checkpoint of ``args.root`` (and, with ``--verify``, per damaged step folder)."""
     from cairn.manager import CheckpointManager
-    from cairn.retention import best_steps
+    from cairn.retention import KNOWN_MODES, KeepBest, best_steps
 
-    infos = CheckpointManager(args.root).checkpoints()
+    mgr = CheckpointManager(args.root)
+    infos = mgr.checkpoints()  # their metrics under today's names, whatever version recorded them
     if args.metric is None:
         # cairn train's metric when the run records it; else none (a torch loop's run names its own):
         # the table then shows the metrics the checkpoints record, not a column of dashes.
         args.metric = DEFAULT_METRIC if any(DEFAULT_METRIC in i.metrics for i in infos) else None
-    mgr = CheckpointManager(args.root, metric=args.metric, mode=args.mode)
+    if args.metric is not None:
+        if args.mode is None and current_metric_name(args.metric) not in KNOWN_MODES:
+            raise UsageError(
+                f"cairn ls --metric {args.metric}: say which end is best, --mode max or --mode min "
+                f"(known without it: {', '.join(sorted(KNOWN_MODES))})."
+            )
+        ranking = KeepBest(1, current_metric_name(args.metric), args.mode)  # today's name; the mode given or known
+        args.metric, args.mode = ranking.metric, ranking.better
     # Without --verify only manifests and metadata are read (cheap); with it every file is,
     # and "latest" and "best" are among the checkpoints that verify ("latest": the one a
     # resume would use).
@@ -281,7 +290,9 @@ def _ls_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
-def _print_ls_table(rows: list[dict[str, Any]], metric: str | None) -> None:
+def _print_ls_table(rows: list[dict[str, Any]], metric: str | None, mode: str | None) -> None:
+    if metric:
+        print(f"best: by {safe_text(metric)}, {'largest' if mode == 'max' else 'smallest'} ({mode})")
     keys = [metric] if metric else sorted({k for r in rows for k in r["metrics"]})[:4]
     header = f"{'step':>10}  {'created':<25}  {'size':>9}  " + "  ".join(f"{safe_text(k)[-24:]:>24}" for k in keys)
     print(header)
@@ -313,7 +324,11 @@ def _ls_arguments(p: argparse.ArgumentParser) -> None:
         "when the checkpoints record it, else none: the first four recorded metrics are shown)",
     )
     p.add_argument(
-        "--mode", choices=("max", "min"), default="max", help="which end of --metric is best, e.g. --mode min"
+        "--mode",
+        choices=("max", "min"),
+        default=None,
+        help="which end of --metric is best, e.g. --mode min (needed unless --metric is known: "
+        "env_runners/episode_return_mean is max, loss is min)",
     )
     p.add_argument(
         "--verify",

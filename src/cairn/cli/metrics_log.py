@@ -5,7 +5,7 @@
 ``DIR/metrics.jsonl``
     One JSON object per training iteration, the algorithm's results with their
     own names (``training_iteration``, ``num_env_steps_sampled_lifetime``,
-    ``episode_return_mean``, ``learner/<module id>/policy_loss``, ...) plus
+    ``env_runners/episode_return_mean``, ``learners/<module id>/policy_loss``, ...) plus
     ``wall_time`` (Unix seconds when the iteration ended) and
     ``perf/time_total_s`` (training wall time of the run, summed over resumes).
     Non-finite numbers are written as ``null``. Each line is written with one
@@ -41,7 +41,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, BinaryIO, TextIO
 
-from cairn._metrics import flat_metrics, jsonable_metrics
+from cairn._metrics import current_metric_names, flat_metrics, jsonable_metrics
 
 __all__ = [
     "METRICS_FILE",
@@ -64,10 +64,7 @@ def jsonable(metrics: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON-ready part of ``metrics``: numbers, booleans and strings, under flat keys.
 
     Nested dicts (``train()``'s RLlib layout) are flattened to ``"/"``-joined keys
-    (``env_runners/episode_return_mean``); a ``train()`` result
-    (:class:`~cairn.rl.algorithms.results.ResultDict`) also gives its deprecated flat names
-    (``episode_return_mean``, ``learner/<module>/...``), so that rankings and plots of older
-    runs go on reading them. Numpy scalars become Python numbers, non-finite floats become
+    (``env_runners/episode_return_mean``). Numpy scalars become Python numbers, non-finite floats become
     ``None`` (JSON has no NaN); values of other types (arrays) are left out. It is the rule
     of the manager's recorded metrics (:func:`cairn._metrics.jsonable_metrics`).
     """
@@ -162,7 +159,8 @@ def read_metrics(path: str) -> list[dict[str, Any]]:
         path: A run folder or the file itself.
 
     Returns:
-        The rows sorted by ``training_iteration``; when an iteration appears more
+        The rows sorted by ``training_iteration``, under current names (the names of
+        older runs translated by :func:`cairn._metrics.current_metric_names`); when an iteration appears more
         than once (a file written by another tool, or appended to without
         :class:`MetricsLog`'s rewrite on resume), its last row wins. Rows without
         ``training_iteration`` are kept in file order, after the others.
@@ -179,7 +177,7 @@ def read_metrics(path: str) -> list[dict[str, Any]]:
         )
     by_iteration: dict[int, dict[str, Any]] = {}
     others: list[dict[str, Any]] = []
-    for row in _parse_lines(file, strict=True):
+    for row in map(current_metric_names, _parse_lines(file, strict=True)):
         iteration = row.get(ITERATION_KEY)
         if isinstance(iteration, int) and not isinstance(iteration, bool):
             by_iteration[iteration] = row

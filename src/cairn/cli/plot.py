@@ -4,13 +4,15 @@ Reads ``RUN_DIR/metrics.jsonl`` (one JSON object per training iteration, as
 written by ``cairn train --checkpoint-dir RUN_DIR``; see
 :mod:`cairn.cli.metrics_log`) and draws metrics against env steps
 (``num_env_steps_sampled_lifetime``). By default the main panel is
-``episode_return_mean`` and smaller panels below show the PPO losses and the
-policy entropy (``learner/<module id>/policy_loss``, ``vf_loss``,
-``entropy``), one curve per run and module; several run folders go on one
-figure, one colour per run. ``--metric M`` (repeatable) chooses the panels
-instead: the first is the main one, and a name without an exact key matches
-every ``.../M`` key (``--metric entropy`` finds ``learner/p0/entropy`` and
-``learner/p1/entropy``).
+``env_runners/episode_return_mean`` and smaller panels below show the PPO
+losses and the policy entropy (``learners/<module id>/policy_loss``,
+``vf_loss``, ``entropy``), one curve per run and module; several run folders
+go on one figure, one colour per run. ``--metric M`` (repeatable) chooses the
+panels instead: the first is the main one, and a name without an exact key
+matches every ``.../M`` key (``--metric entropy`` finds
+``learners/p0/entropy`` and ``learners/p1/entropy``). Runs written before
+the metrics took RLlib's names plot the same: :func:`read_metrics` reads
+their rows, and ``--metric`` their names, under today's names.
 
 A ``.svg`` output is written without any plotting library; other formats
 (``.png``, the default, and ``.pdf``) use matplotlib
@@ -29,13 +31,14 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from cairn._display import safe_text
+from cairn._metrics import RETURN_METRIC, current_metric_name
 from cairn.cli.command import Command
 from cairn.cli.metrics_log import METRICS_FILE, read_metrics
 
 __all__ = ["COMMAND", "build_panels", "cmd_plot", "nice_ticks"]
 
 X_KEY = "num_env_steps_sampled_lifetime"
-MAIN_METRIC = "episode_return_mean"
+MAIN_METRIC = RETURN_METRIC
 SMALL_METRICS = ("policy_loss", "vf_loss", "entropy")
 _COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 _STYLES = ["-", "--", ":", "-."]
@@ -131,11 +134,7 @@ def _curves(rows: list[dict[str, Any]], metric: str) -> dict[str, Points]:
     out: dict[str, Points] = {}
     for key in sorted(k for k in keys if k.endswith(suffix)):
         label = key[: -len(suffix)]
-        # RLlib's sections (learners/p0) and cairn's deprecated flat names (learner/p0) of one
-        # module are one label: rows of this release carry both, with the same values.
-        for prefix in ("learners/", "learner/", "env_runners/", "env_runner/"):
-            label = label.removeprefix(prefix)
-        out[label] = _series(rows, key)
+        out[label.removeprefix("learners/")] = _series(rows, key)
     return out
 
 
@@ -312,7 +311,7 @@ def _run_labels(runs: list[str]) -> list[str]:
 def cmd_plot(args: argparse.Namespace) -> int:
     """Handler of ``cairn plot``; returns the exit status."""
     if args.metric:
-        metrics: list[str] = list(args.metric)
+        metrics: list[str] = [current_metric_name(m) for m in args.metric]
         required = len(metrics)
     else:
         metrics, required = [MAIN_METRIC, *SMALL_METRICS], 1
@@ -356,7 +355,7 @@ def _plot_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help=(
             "metric to plot instead of the defaults, repeatable; the first is the main panel; "
-            "a bare name such as entropy matches every learner/<module>/entropy, e.g. --metric entropy"
+            "a bare name such as entropy matches every learners/<module>/entropy, e.g. --metric entropy"
         ),
     )
 
@@ -368,13 +367,13 @@ COMMAND = Command(
     cmd_plot,
     description=(
         "Plot the learning curves of cairn train runs (RUN_DIR/metrics.jsonl) against env steps: "
-        "episode_return_mean in the main panel, the policy and value losses and the entropy "
+        "env_runners/episode_return_mean in the main panel, the policy and value losses and the entropy "
         "below. Several runs go on one figure, one colour each."
     ),
     examples=(
         "cairn plot runs/cartpole                       # runs/cartpole/curves.png",
         "cairn plot runs/seed0 runs/seed1 -o compare.svg # no matplotlib needed",
-        "cairn plot runs/cartpole --metric episode_return_mean --metric entropy",
+        "cairn plot runs/cartpole --metric env_runners/episode_return_mean --metric entropy",
     ),
 )
 """The ``plot`` command."""

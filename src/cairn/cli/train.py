@@ -20,6 +20,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from cairn._display import safe_text
+from cairn._metrics import RETURN_METRIC
 from cairn.cli import train_options
 from cairn.cli.command import Command, UsageError, did_you_mean
 from cairn.cli.loading import checkpoint_metadata, load_newest_sound
@@ -215,14 +216,10 @@ def _open_manager(args: argparse.Namespace, options: TrainOptions) -> Checkpoint
         args.checkpoint_dir,
         keep_last=options.keep_last,
         keep_best=1,
-        metric="episode_return_mean",
+        metric=RETURN_METRIC,
         mode="max",
         async_save=True,
     )
-
-
-_RECORD_KEYS = ("wall_time", "perf/time_total_s")
-"""What :class:`~cairn.cli.metrics_log.MetricsLog` adds to a result's row (kept in the events too)."""
 
 
 class _RunRecords:
@@ -256,19 +253,10 @@ class _RunRecords:
         return cls(args.checkpoint_dir, start_iteration=start_iteration)
 
     def append(self, results: dict[str, Any], *, iteration_time_s: float) -> None:
-        """Write one iteration's row to both.
-
-        The metrics file keeps the deprecated flat names too (rankings, plots and readers of
-        older runs read them); the events carry each value once, under RLlib's names
+        """Write one iteration's row to both, each value once under RLlib's names
         (``env_runners/episode_return_mean``, ``learners/<module>/entropy``), as RLlib's own
-        TensorBoard logging does.
-        """
-        row = self._log.append(results, iteration_time_s=iteration_time_s)
-        flatten = getattr(results, "flatten", None)
-        if callable(flatten):
-            own = set(flatten(aliases=False))
-            row = {k: v for k, v in row.items() if k in own or k in _RECORD_KEYS}
-        self._board.append(row)
+        TensorBoard logging does."""
+        self._board.append(self._log.append(results, iteration_time_s=iteration_time_s))
 
     def close(self) -> None:
         """Close both files."""
@@ -350,7 +338,7 @@ def _train(algo: Algorithm, args: argparse.Namespace, options: TrainOptions, sta
             f"iter {iteration}/{total}  "
             f"steps {results['num_env_steps_sampled_lifetime']}  "
             f"{results['perf/env_steps_per_second']:.0f} steps/s  "
-            f"return {results['episode_return_mean']:.1f}"
+            f"return {results[RETURN_METRIC]:.1f}"
         )
         for tracker in trackers:
             tracker.log_result(results, step=iteration)
@@ -438,7 +426,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         outcome = _train(algo, args, options, stack)
     summary = f"cairn train: iteration {algo.training_iteration}"
     if outcome.results:
-        summary += f", episode_return_mean {outcome.results['episode_return_mean']:.1f}"
+        summary += f", {RETURN_METRIC} {outcome.results[RETURN_METRIC]:.1f}"
     summary += f", {time.perf_counter() - start:.1f} s"
     if outcome.latest is not None:
         summary += f", latest checkpoint {outcome.latest}"
@@ -498,7 +486,7 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="checkpoints to keep, plus the best by episode_return_mean, e.g. --keep-last 5 (default: "
+        help="checkpoints to keep, plus the best by env_runners/episode_return_mean, e.g. --keep-last 5 (default: "
         f"{train_options.DEFAULTS.keep_last}, or with --resume the run's own)",
     )
     p.add_argument(

@@ -53,12 +53,10 @@ class Tracker(Protocol):
 def tracker_metrics(result: Mapping[str, Any]) -> dict[str, float]:
     """The numbers of ``result`` under RLlib's ``"/"``-joined names, each value once.
 
-    A ``train()`` result gives its own names only (no deprecated flat aliases); other
-    mappings are flattened. Booleans, strings and non-finite values are left out (neither
-    tracker plots them).
+    Nested mappings (a ``train()`` result) are flattened. Booleans, strings and non-finite
+    values are left out (neither tracker plots them).
     """
-    flatten = getattr(result, "flatten", None)
-    flat = flatten(aliases=False) if callable(flatten) else flat_metrics(result)
+    flat = flat_metrics(result)
     out: dict[str, float] = {}
     for key, value in flat.items():
         if hasattr(value, "item") and callable(value.item) and getattr(value, "shape", None) == ():

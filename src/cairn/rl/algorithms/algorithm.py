@@ -64,9 +64,12 @@ from cairn.rl.utils.metrics.constants import (
     ENV_RUNNER_RESULTS,
     EVALUATION_RESULTS,
     NUM_AGENT_STEPS_SAMPLED_LIFETIME,
+    NUM_ENV_STEPS_SAMPLED,
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
     NUM_EPISODES_LIFETIME,
     NUM_TRAINING_STEP_CALLS_PER_ITERATION,
+    TIMERS,
+    TRAINING_ITERATION_TIMER,
 )
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger, flatten_metrics
 from cairn.rl.utils.metrics.metrics_logger import read_state as read_metrics_state
@@ -399,9 +402,9 @@ class Algorithm(Checkpointable, abc.ABC):
             ``timers/training_iteration`` (wall clock), ``evaluation/env_runners/...`` in
             iterations that evaluated, ``training_iteration``, ``num_env_steps_sampled_lifetime``,
             and every other value of :attr:`metrics` (what callbacks logged) at its key.
-            The keys are the constants of :mod:`cairn.rl.utils.metrics`. cairn's old flat names
-            (``result["episode_return_mean"]``, ``result["learner/<module id>/lr"]``) still
-            read (deprecated, for one release); ``result.flatten()`` gives ``"/"``-joined keys.
+            The keys are the constants of :mod:`cairn.rl.utils.metrics`; lookups also take a
+            ``"/"``-joined path (``result["env_runners/episode_return_mean"]``), and
+            ``result.flatten()`` gives ``"/"``-joined keys.
             ``timers/`` and ``perf/`` are wall-clock measurements (not reproducible). The
             callbacks' ``on_train_result`` sees the result last and may change it.
         """
@@ -423,9 +426,11 @@ class Algorithm(Checkpointable, abc.ABC):
         elapsed = time.perf_counter() - start
         steps = self.env_runner.num_env_steps_sampled_lifetime - steps_before
         flat["training_iteration"] = self.training_iteration
-        flat["num_env_steps_sampled"] = steps
+        flat[f"{ENV_RUNNER_RESULTS}/{NUM_ENV_STEPS_SAMPLED}"] = steps
+        # RLlib has the lifetime count at the top as well as under env_runners.
+        flat[NUM_ENV_STEPS_SAMPLED_LIFETIME] = self.env_runner.num_env_steps_sampled_lifetime
         flat[NUM_TRAINING_STEP_CALLS_PER_ITERATION] = 1  # one training_step() per train() call, always
-        flat["perf/iteration_time_s"] = elapsed
+        flat[f"{TIMERS}/{TRAINING_ITERATION_TIMER}"] = elapsed
         flat["perf/env_steps_per_second"] = steps / elapsed if elapsed > 0 else float("nan")
         if evaluation is not None:
             flat.update({f"{EVALUATION_RESULTS}/{k}": v for k, v in evaluation.items()})
@@ -461,6 +466,10 @@ class Algorithm(Checkpointable, abc.ABC):
             # A root lifetime sum is never cleared: log the increase, the stat holds the count.
             increase = int(value) - int(self.metrics.peek(key, default=0))
             self.metrics.log_value(key, increase, reduce="lifetime_sum")
+
+    def _env_runner_results(self) -> dict[str, Any]:
+        """The env runners' episode statistics and counters at their result paths (``env_runners/...``)."""
+        return {f"{ENV_RUNNER_RESULTS}/{k}": v for k, v in self.env_runner_group.get_metrics().items()}
 
     def _single_agent_module(self) -> str | None:
         """The module id when one agent plays one module (a gymnasium env), else None."""

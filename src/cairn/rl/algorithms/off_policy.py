@@ -544,7 +544,7 @@ class OffPolicyAlgorithm(Algorithm):
         results["num_gradient_steps"] = num_steps
         for module_id in self.replay_buffer:
             results[f"replay_buffer/{module_id}/size"] = len(self.replay_buffer[module_id])
-        results.update(self.env_runner_group.get_metrics())
+        results.update(self._env_runner_results())
         return results
 
     def _sample_batches(self, num_steps: int) -> dict[str, dict[str, Any]]:

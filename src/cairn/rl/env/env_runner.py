@@ -80,6 +80,7 @@ from cairn.rl.env.state_checks import (
     tracker_state,
 )
 from cairn.rl.utils._util import Names
+from cairn.rl.utils.metrics.constants import MODULE_EPISODE_RETURNS_MEAN
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 from cairn.rl.utils.metrics.metrics_logger import read_state as read_metrics_state
 from cairn.rl.utils.nested import (
@@ -703,7 +704,7 @@ class EnvRunner(Checkpointable):
         }
         if len(self.config.policies) > 1 or self._multi_agent:
             for module_id, returns in self._recent_module_returns.items():
-                metrics[f"env_runner/{module_id}/episode_return_mean"] = _mean(returns)
+                metrics[f"{MODULE_EPISODE_RETURNS_MEAN}/{module_id}"] = _mean(returns)
         return metrics
 
     def set_weights(self, weights: Mapping[str, Any]) -> None:

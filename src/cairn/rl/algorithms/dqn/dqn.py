@@ -13,7 +13,7 @@ Example::
 
     algo = DQN(DQNConfig(env="CartPole-v1", seed=0))
     for _ in range(10):
-        print(algo.train()["episode_return_mean"])
+        print(algo.train()["env_runners"]["episode_return_mean"])
     path = algo.save_to_path("ckpt")          # replay_buffer/ beside learner_group/
     same = DQN.from_checkpoint(path)          # goes on exactly where algo stopped
 """

@@ -11,7 +11,7 @@ Example::
 
     algo = PPO(PPOConfig(env="CartPole-v1", seed=0))
     for _ in range(10):
-        print(algo.train()["episode_return_mean"])
+        print(algo.train()["env_runners"]["episode_return_mean"])
     path = algo.save_to_path("ckpt")
     same = PPO.from_checkpoint(path)          # goes on exactly where algo stopped
 """
@@ -196,7 +196,7 @@ class PPO(Algorithm):
                 train_batches[module_id] = processed
         results: dict[str, Any] = dict(self.learner_group.update(train_batches))
         self._sync_env_runners()
-        results.update(self.env_runner_group.get_metrics())
+        results.update(self._env_runner_results())
         return results
 
 

@@ -26,6 +26,7 @@ from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.utils._util import Names, clone_tree
+from cairn.rl.utils.metrics.constants import LEARNER_RESULTS
 from cairn.rl.utils.nested import index_rows, leading_rows, map_leaves
 
 __all__ = ["DEFAULT_OPTIMIZER", "Learner", "LinearSchedule", "TrainBatch"]
@@ -348,13 +349,13 @@ class Learner(Checkpointable):
             batches: Module id -> flat training batch.
 
         Returns:
-            Metrics named ``"learner/<module id>/<metric>"``.
+            Metrics at their result paths, ``"learners/<module id>/<metric>"`` (RLlib's names).
         """
         metrics: dict[str, float] = {}
         for module_id, batch in batches.items():
             module_metrics = self._update_module(module_id, batch)
             for name, value in module_metrics.items():
-                metrics[f"learner/{module_id}/{name}"] = value
+                metrics[f"{LEARNER_RESULTS}/{module_id}/{name}"] = value
         return metrics
 
     def _update_module(self, module_id: str, batch: TrainBatch) -> dict[str, float]:
