@@ -76,39 +76,38 @@ def test_multi_agent_results_are_per_module() -> None:
     runners = result[m.ENV_RUNNER_RESULTS]
     assert set(runners[m.MODULE_EPISODE_RETURNS_MEAN]) == {"p0", "p1"}
     assert m.AGENT_EPISODE_RETURNS_MEAN not in runners  # cairn keeps no per-agent window: no invented value
-    assert result["env_runner/p0/episode_return_mean"] == runners[m.MODULE_EPISODE_RETURNS_MEAN]["p0"]  # old name
+    assert "env_runner/p0/episode_return_mean" not in result  # the name before issue 37
 
 
-def test_old_flat_names_paths_and_serialisation() -> None:
+def test_one_name_per_value_paths_and_serialisation() -> None:
     algo = tiny()
     try:
         result = algo.train()
     finally:
         algo.stop()
     runners = result["env_runners"]
-    assert result["episode_return_mean"] == runners["episode_return_mean"] == result["env_runners/episode_return_mean"]
-    assert result["num_env_steps_sampled"] == runners["num_env_steps_sampled"] == 32
-    assert result["learner/default_policy/lr"] == result["learners"]["default_policy"]["lr"]
-    assert result["perf/iteration_time_s"] == result["timers"]["training_iteration"]
-    assert "learner/default_policy/total_loss" in result and "learner/nobody/total_loss" not in result
-    assert result.get("no/such/path", 7) == 7 and result.get("num_episodes") == runners["num_episodes"]
+    assert result["env_runners/episode_return_mean"] == runners["episode_return_mean"]
+    assert result["env_runners/num_env_steps_sampled"] == 32
+    assert result["num_env_steps_sampled_lifetime"] == runners["num_env_steps_sampled_lifetime"] == 32
+    assert result["learners/default_policy/lr"] == result["learners"]["default_policy"]["lr"]
+    assert result["timers/training_iteration"] > 0
+    # The names before issue 37 are gone from results (old files are translated on read instead).
+    for old in ("episode_return_mean", "num_env_steps_sampled", "learner/default_policy/lr", "perf/iteration_time_s"):
+        assert old not in result
+    assert result.get("no/such/path", 7) == 7 and result.get("num_episodes") is None
     with pytest.raises(KeyError):
         result["no_such_metric"]
     flat = result.flatten()
-    assert (
-        flat["env_runners/episode_return_mean"] == runners["episode_return_mean"] and "episode_return_mean" not in flat
-    )
+    assert flat["env_runners/episode_return_mean"] == runners["episode_return_mean"]
+    assert not any(k.startswith(("learner/", "env_runner/")) for k in flat)
     assert not any(k.startswith(("timers/", "perf/")) for k in result.flatten(wall_clock=False))
-    legacy = result.flatten(aliases=True)
-    assert legacy["episode_return_mean"] == runners["episode_return_mean"]
-    assert legacy["learner/default_policy/lr"] == flat["learners/default_policy/lr"]
     # A plain dict for JSON, deepcopy and pickling (Ray, Tune).
     assert json.loads(json.dumps(result)) == json.loads(json.dumps(dict(result)))
     for twin in (copy.deepcopy(result), pickle.loads(pickle.dumps(result)), result.copy()):
         assert (
             isinstance(twin, ResultDict)
             and twin == result
-            and twin["episode_return_mean"] == result["episode_return_mean"]
+            and twin["env_runners/episode_return_mean"] == result["env_runners/episode_return_mean"]
         )
 
 
@@ -196,9 +195,9 @@ def test_get_trainable_cls_names_cairns_algorithms() -> None:
         get_trainable_cls("APPO")
 
 
-def test_logged_rows_carry_new_and_old_names_and_plot_them_once() -> None:
-    from cairn.cli.metrics_log import jsonable
-    from cairn.cli.plot import build_panels
+def test_logged_rows_carry_one_name_each_and_old_rows_read_under_it(tmp_path: Path) -> None:
+    from cairn.cli.metrics_log import jsonable, read_metrics
+    from cairn.cli.plot import MAIN_METRIC, SMALL_METRICS, build_panels
 
     algo = tiny(
         env="multi:CartPole-v1", num_agents=2, policies=("p0", "p1"), policy_mapping={"agent_0": "p0", "agent_1": "p1"}
@@ -208,8 +207,27 @@ def test_logged_rows_carry_new_and_old_names_and_plot_them_once() -> None:
     finally:
         algo.stop()
     row = rows[-1]
-    assert row["learners/p0/entropy"] == row["learner/p0/entropy"]
-    assert row["env_runners/episode_return_mean"] == row["episode_return_mean"]
+    assert "learners/p0/entropy" in row and "env_runners/episode_return_mean" in row
+    assert "env_runners/module_episode_returns_mean/p1" in row
+    assert not [k for k in row if k.split("/")[0] in ("learner", "env_runner", "episode_return_mean")]
     assert "env_runners" not in row  # flat: no nested dicts in a metrics row
     (panel,) = build_panels([rows], ["entropy"], required=1)
-    assert panel.modules == ["p0", "p1"]  # one curve per module, not one per name
+    assert panel.modules == ["p0", "p1"]  # one curve per module
+    # Rows cairn wrote before issue 37: old names only (before issue 28), both names (issue 28 on).
+    old = {"training_iteration": 1, "num_env_steps_sampled_lifetime": 8, "episode_return_mean": 9.0}
+    old |= {"learner/p0/entropy": 0.5, "env_runner/p0/episode_return_mean": 4.0, "perf/iteration_time_s": 2.0}
+    both = {"training_iteration": 2, "num_env_steps_sampled_lifetime": 16, "episode_return_mean": 1.0}
+    both |= {"env_runners/episode_return_mean": 11.0, "learner/p0/entropy": 0.4, "learners/p0/entropy": 0.4}
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (old, both)))
+    first, second = read_metrics(str(tmp_path))
+    assert first == {
+        "training_iteration": 1,
+        "num_env_steps_sampled_lifetime": 8,
+        "env_runners/episode_return_mean": 9.0,
+        "learners/p0/entropy": 0.5,
+        "env_runners/module_episode_returns_mean/p0": 4.0,
+        "timers/training_iteration": 2.0,
+    }
+    assert second["env_runners/episode_return_mean"] == 11.0 and "learner/p0/entropy" not in second
+    main, entropy = build_panels([[first, second]], [MAIN_METRIC, *SMALL_METRICS], required=1)
+    assert [p.points for p in main.curves] == [[(8.0, 9.0), (16.0, 11.0)]] and entropy.modules == ["p0"]
