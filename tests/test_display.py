@@ -124,15 +124,15 @@ def test_inspect_diff_verify_print_tensor_names_and_classes_escaped(tmp_path: Pa
 
 def test_ls_prints_metrics_and_created_escaped(tmp_path: Path) -> None:
     root = tmp_path / "run"
-    manager = cairn.CheckpointManager(str(root), metric=f"ret{EVIL}")
+    manager = cairn.CheckpointManager(str(root), metric=f"ret{EVIL}", mode="max")
     manager.save(Leaf(), 1, metrics={f"ret{EVIL}": 1.0, "note": EVIL})
     manager.close()
     _edit_metadata(root / "step_000000001", created=EVIL)
-    for args in (["ls", str(root)], ["ls", str(root), "--metric", "note"], ["ls", str(root), "--verify"]):
+    for args in (["ls", str(root)], ["ls", str(root), "--metric", "note", "--mode", "max"], ["ls", str(root), "--verify"]):
         result = cairn_cli(*args)
         assert_clean(result)
         assert result.returncode == 0, result.stderr
-    assert "\\x1b[2J" in cairn_cli("ls", str(root), "--metric", "note").stdout
+    assert "\\x1b[2J" in cairn_cli("ls", str(root), "--metric", "note", "--mode", "max").stdout
 
 
 def test_error_lines_quoting_hostile_names_are_escaped(tmp_path: Path) -> None:

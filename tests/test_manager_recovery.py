@@ -260,7 +260,7 @@ R = RetentionPolicy
         ([1, 2, 3], R(keep_last=1), {3: False, 2: None, 1: True}, {3, 2, 1}),  # unknown is kept
         ([1, 2, 3, 4], R(keep_last=2), {4: False, 3: True}, {3, 4}),
         ([1, 2, 3], R(keep_last=None), {3: False}, {1, 2, 3}),
-        ([1, 2, 3], R(keep_last=1, keep_best=1, metric="m"), {3: False, 2: True}, {1, 2, 3}),
+        ([1, 2, 3], R(keep_last=1, keep_best=1, metric="m", mode="max"), {3: False, 2: True}, {1, 2, 3}),
     ],
 )
 def test_steps_to_keep_table(
@@ -322,7 +322,7 @@ def test_ls_verify_marks_damaged_and_latest_is_the_newest_that_verifies(tmp_path
     assert [r["latest"] for r in plain] == [False, False, True]  # cheap: reads no data
     assert all(r["verified"] is None for r in plain)
 
-    out = cli("ls", str(root), "--verify", "--json", "--metric", "ret")
+    out = cli("ls", str(root), "--verify", "--json", "--metric", "ret", "--mode", "max")
     assert out.returncode == 1, out.stderr
     rows = json.loads(out.stdout)
     assert [r["verified"] for r in rows] == [True, True, False]

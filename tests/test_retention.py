@@ -15,11 +15,11 @@ E = [(0, {"r": 1.0}), (10, {"r": 5.0}), (20, {"r": 3.0}), (30, {"r": float("nan"
         (RetentionPolicy(), {0, 10, 20, 30, 40, 50}),
         (RetentionPolicy(keep_last=1), {50}),
         (RetentionPolicy(keep_last=3), {30, 40, 50}),
-        (RetentionPolicy(keep_last=1, keep_best=1, metric="r"), {10, 50}),
-        (RetentionPolicy(keep_last=1, keep_best=2, metric="r"), {10, 50}),
-        (RetentionPolicy(keep_last=1, keep_best=3, metric="r"), {10, 20, 50}),
+        (RetentionPolicy(keep_last=1, keep_best=1, metric="r", mode="max"), {10, 50}),
+        (RetentionPolicy(keep_last=1, keep_best=2, metric="r", mode="max"), {10, 50}),
+        (RetentionPolicy(keep_last=1, keep_best=3, metric="r", mode="max"), {10, 20, 50}),
         (RetentionPolicy(keep_last=1, keep_best=1, metric="r", mode="min"), {0, 50}),
-        (RetentionPolicy(keep_last=2, keep_best=1, metric="missing"), {40, 50}),
+        (RetentionPolicy(keep_last=2, keep_best=1, metric="missing", mode="max"), {40, 50}),
     ],
 )
 def test_steps_to_keep(policy: RetentionPolicy, expected: set[int]) -> None:
@@ -58,10 +58,10 @@ from cairn.retention import KeepAll, KeepBest, KeepEvery, KeepLast, newest_kept,
         (KeepAll(), {0, 10, 20, 30, 40, 50}),
         (KeepLast(2), {40, 50}),
         (KeepEvery(20), {0, 20, 40}),
-        (KeepBest(2, "r"), {10, 50}),
+        (KeepBest(2, "r", "max"), {10, 50}),
         (KeepBest(1, "r", "min"), {0}),
         (KeepLast(1) | KeepEvery(20), {0, 20, 40, 50}),
-        (KeepLast(1) | KeepBest(1, "r") | KeepEvery(30), {0, 10, 30, 50}),
+        (KeepLast(1) | KeepBest(1, "r", "max") | KeepEvery(30), {0, 10, 30, 50}),
     ],
 )
 def test_composable_policies(policy: Any, expected: set[int]) -> None:
@@ -71,7 +71,7 @@ def test_composable_policies(policy: Any, expected: set[int]) -> None:
 @pytest.mark.parametrize(
     "shorthand",
     [
-        RetentionPolicy(keep_last=1, keep_best=1, metric="r"),
+        RetentionPolicy(keep_last=1, keep_best=1, metric="r", mode="max"),
         RetentionPolicy(keep_last=3),
         RetentionPolicy(keep_last=2, keep_best=2, metric="r", mode="min"),
     ],
@@ -79,6 +79,17 @@ def test_composable_policies(policy: Any, expected: set[int]) -> None:
 def test_the_keywords_are_shorthand_for_the_policies(shorthand: RetentionPolicy) -> None:
     assert shorthand.keep(E) == shorthand.as_policy().keep(E)
     assert newest_kept(shorthand) == shorthand.keep_last
+
+
+def test_a_mode_is_given_or_known_and_old_names_rank_by_todays() -> None:
+    assert KeepBest(1, "env_runners/episode_return_mean").mode == "max" and KeepBest(1, "loss").mode == "min"
+    with pytest.raises(ValueError, match="mode='max' .* or mode='min'"):
+        KeepBest(1, "score")
+    with pytest.raises(ValueError, match="mode='max'"):
+        RetentionPolicy(keep_last=1, keep_best=1, metric="score")
+    with pytest.warns(DeprecationWarning, match="now named 'env_runners/episode_return_mean'"):
+        old = KeepBest(1, "episode_return_mean")
+    assert old == KeepBest(1, "env_runners/episode_return_mean", "max")
 
 
 def test_ranking_and_newest_kept_read_combined_policies() -> None:
@@ -111,7 +122,7 @@ def test_a_manager_applies_a_composed_policy_and_a_users_own(tmp_path: Path) -> 
     for step in range(1, 8):
         mgr.save(Leaf(), step, metrics={"r": float(step % 4)})
     assert [i.step for i in mgr.checkpoints()] == [3, 6, 7]
-    best = cairn.CheckpointManager(tmp_path / "b", retention=KeepLast(1) | KeepBest(1, "r"))
+    best = cairn.CheckpointManager(tmp_path / "b", retention=KeepLast(1) | KeepBest(1, "r", "max"))
     for step in range(1, 8):
         best.save(Leaf(), step, metrics={"r": -abs(step - 3.0)})
     assert [i.step for i in best.checkpoints()] == [3, 7]
