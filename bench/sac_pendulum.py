@@ -37,7 +37,7 @@ def main() -> None:
             start = time.perf_counter()
             results = algo.train()
             log.append(jsonable(results), iteration_time_s=time.perf_counter() - start)
-            steps, ret = results["num_env_steps_sampled_lifetime"], results.get("episode_return_mean")
+            steps, ret = results["num_env_steps_sampled_lifetime"], results.get("env_runners/episode_return_mean")
             if reached is None and ret is not None and ret >= args.target:
                 reached = steps
             print(f"steps {steps:6d}  episode_return_mean {ret}", flush=True)

@@ -97,9 +97,9 @@ def test_extract_gives_standalone_checkpoint(ckpt: str, tmp_path: Path) -> None:
 def test_ls(tmp_path: Path) -> None:
     mgr = cairn.CheckpointManager(tmp_path / "run", keep_last=5)
     t = Tree()
-    # Recorded under the name cairn train gave the return before issue 37: listed under today's.
+    # Results of train() recorded under the names before issue 37: listed under today's.
     for step, r in [(1, 10.0), (2, 30.0), (3, 20.0)]:
-        mgr.save(t, step, metrics={"episode_return_mean": r, "loss": 1.0 / step})
+        mgr.save(t, step, metrics={"training_iteration": step, "episode_return_mean": r, "loss": 1.0 / step})
     out = cairn_cli("ls", str(tmp_path / "run"))
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
@@ -107,15 +107,17 @@ def test_ls(tmp_path: Path) -> None:
     assert len(lines) == 5 and lines[3].rstrip().endswith("best") and lines[4].rstrip().endswith("latest")
     rows = json.loads(cairn_cli("ls", str(tmp_path / "run"), "--json").stdout)
     assert [r["step"] for r in rows] == [1, 2, 3] and rows[1]["best"] and rows[2]["latest"]
-    assert rows[0]["metrics"] == {"env_runners/episode_return_mean": 10.0, "loss": 1.0} and rows[0]["size"] > 0
+    assert rows[0]["metrics"] == {"training_iteration": 1, "env_runners/episode_return_mean": 10.0, "loss": 1.0}
+    assert rows[0]["size"] > 0
     # A metric's mode: known (loss: smallest is best), given, or asked for.
     loss = cairn_cli("ls", str(tmp_path / "run"), "--metric", "loss").stdout.splitlines()
     assert loss[0] == "best: by loss, smallest (min)" and loss[-1].rstrip().endswith("latest best")
-    mgr.save(t, 4, metrics={"score": 2.0})
+    mgr.save(t, 4, metrics={"score": 2.0, "episode_return_mean": 5.0})  # a loop's own names: kept as they are
     unknown = cairn_cli("ls", str(tmp_path / "run"), "--metric", "score")
     assert unknown.returncode == 2 and "--mode max or --mode min" in unknown.stderr
     given = cairn_cli("ls", str(tmp_path / "run"), "--metric", "score", "--mode", "max").stdout.splitlines()
     assert given[0] == "best: by score, largest (max)" and given[-1].rstrip().endswith("latest best")
+    assert json.loads(cairn_cli("ls", str(tmp_path / "run"), "--json").stdout)[3]["metrics"]["episode_return_mean"] == 5
 
 
 def test_errors_are_one_line_unless_debug(tmp_path: Path) -> None:

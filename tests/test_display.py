@@ -128,7 +128,11 @@ def test_ls_prints_metrics_and_created_escaped(tmp_path: Path) -> None:
     manager.save(Leaf(), 1, metrics={f"ret{EVIL}": 1.0, "note": EVIL})
     manager.close()
     _edit_metadata(root / "step_000000001", created=EVIL)
-    for args in (["ls", str(root)], ["ls", str(root), "--metric", "note", "--mode", "max"], ["ls", str(root), "--verify"]):
+    for args in (
+        ["ls", str(root)],
+        ["ls", str(root), "--metric", "note", "--mode", "max"],
+        ["ls", str(root), "--verify"],
+    ):
         result = cairn_cli(*args)
         assert_clean(result)
         assert result.returncode == 0, result.stderr

@@ -81,15 +81,14 @@ def test_the_keywords_are_shorthand_for_the_policies(shorthand: RetentionPolicy)
     assert newest_kept(shorthand) == shorthand.keep_last
 
 
-def test_a_mode_is_given_or_known_and_old_names_rank_by_todays() -> None:
+def test_a_mode_is_given_or_known() -> None:
     assert KeepBest(1, "env_runners/episode_return_mean").mode == "max" and KeepBest(1, "loss").mode == "min"
-    with pytest.raises(ValueError, match="mode='max' .* or mode='min'"):
+    with pytest.raises(ValueError, match=r"mode='max' .* or mode='min'"):
         KeepBest(1, "score")
     with pytest.raises(ValueError, match="mode='max'"):
         RetentionPolicy(keep_last=1, keep_best=1, metric="score")
-    with pytest.warns(DeprecationWarning, match="now named 'env_runners/episode_return_mean'"):
-        old = KeepBest(1, "episode_return_mean")
-    assert old == KeepBest(1, "env_runners/episode_return_mean", "max")
+    with pytest.raises(ValueError, match="a train\\(\\) result's return is 'env_runners/episode_return_mean'"):
+        KeepBest(1, "episode_return_mean")  # the name before issue 37
 
 
 def test_ranking_and_newest_kept_read_combined_policies() -> None:

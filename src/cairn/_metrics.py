@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RETURN_METRIC", "current_metric_name", "current_metric_names", "flat_metrics", "jsonable_metrics"]
+__all__ = ["RETURN_METRIC", "current_metric_names", "flat_metrics", "jsonable_metrics"]
 
 RETURN_METRIC = "env_runners/episode_return_mean"
 """The mean episode return of a ``train()`` result, flattened: what ``cairn train`` keeps the best
@@ -23,7 +23,7 @@ checkpoint by, ``cairn ls`` ranks by and ``cairn plot`` draws in its main panel.
 
 # The flat names cairn's train() results had before they took RLlib's nested names (issue 37): the
 # env runners' statistics at the top, "learner/<module>/...", "env_runner/<module>/episode_return_mean"
-# and "perf/iteration_time_s". Only current_metric_name reads them.
+# and "perf/iteration_time_s". Only current_metric_names reads them.
 _OLD_ENV_RUNNER_NAMES = frozenset(
     {
         "episode_return_mean",
@@ -39,17 +39,7 @@ _OLD_ENV_RUNNER_NAMES = frozenset(
 )
 
 
-def current_metric_name(name: str) -> str:
-    """The name a metric has now, for a name that old ``metrics.jsonl`` rows or checkpoints recorded.
-
-    ``episode_return_mean`` -> ``env_runners/episode_return_mean`` (the other episode statistics
-    and step counters alike), ``learner/<module>/<stat>`` -> ``learners/<module>/<stat>``,
-    ``env_runner/<module>/episode_return_mean`` -> ``env_runners/module_episode_returns_mean/<module>``,
-    ``perf/iteration_time_s`` -> ``timers/training_iteration``; any other name is its own.
-    The one place old names are read (plots, ``cairn ls``, the manager's rankings).
-    To be removed on 2027-06-01, with :func:`current_metric_names`: by then runs and checkpoints
-    recorded before the rename have aged out.
-    """
+def _current_name(name: str) -> str:
     if name in _OLD_ENV_RUNNER_NAMES:
         return f"env_runners/{name}"
     if name == "perf/iteration_time_s":
@@ -63,14 +53,23 @@ def current_metric_name(name: str) -> str:
 
 
 def current_metric_names(flat: Mapping[str, Any]) -> dict[str, Any]:
-    """``flat`` (``"/"``-joined names) under the current names (:func:`current_metric_name`).
+    """A recorded row of ``train()`` results (``"/"``-joined names) under the names cairn gives them now.
 
-    Rows written between the rename in RLlib's layout (issue 28) and issue 37 carry each value
-    under both names: the current name's value wins. To be removed on 2027-06-01.
+    The one place the names of older runs are read: ``metrics.jsonl`` rows (``cairn plot``) and
+    checkpoints' recorded metrics (``cairn ls``, the manager's rankings). ``episode_return_mean``
+    -> ``env_runners/episode_return_mean`` (the other episode statistics and step counters alike),
+    ``learner/<module>/<stat>`` -> ``learners/<module>/<stat>``,
+    ``env_runner/<module>/episode_return_mean`` -> ``env_runners/module_episode_returns_mean/<module>``,
+    ``perf/iteration_time_s`` -> ``timers/training_iteration``. Only rows of ``train()`` results
+    are renamed (they carry ``training_iteration``): a training loop's own metrics keep the names
+    it chose. Rows of issue 28 to 37 carry both names: the current one's value wins.
+    To be removed on 2027-06-01: by then runs and checkpoints recorded before the rename are gone.
     """
     out = dict(flat)
+    if "training_iteration" not in flat:
+        return out
     for name, value in flat.items():
-        current = current_metric_name(name)
+        current = _current_name(name)
         if current != name:
             del out[name]
             out.setdefault(current, value)

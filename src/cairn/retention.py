@@ -9,12 +9,11 @@ A policy of your own is any object with ``keep(entries) -> set[int]`` (:class:`P
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from cairn._metrics import RETURN_METRIC, current_metric_name
+from cairn._metrics import RETURN_METRIC
 
 KNOWN_MODES: Mapping[str, Literal["max", "min"]] = {
     RETURN_METRIC: "max",
@@ -105,24 +104,20 @@ class KeepBest(_Combinable):
     mode: Literal["max", "min"] | None = None
 
     def __post_init__(self) -> None:
-        """Refuse settings that make no sense; take a metric's name of older runs to its current one."""
+        """Refuse settings that make no sense; fill in a known metric's mode."""
         if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 0:
             raise ValueError(f"keep_best must be >= 0, got {self.n!r}.")
         if not isinstance(self.metric, str) or not self.metric:
             raise ValueError("keep_best needs metric= to rank checkpoints by.")
-        current = current_metric_name(self.metric)
-        if current != self.metric:
-            warnings.warn(
-                f"KeepBest: the metric {self.metric!r} is now named {current!r}; ranking by that.",
-                DeprecationWarning,
-                stacklevel=3,
-            )
-            object.__setattr__(self, "metric", current)
         if self.mode is None:
             if self.metric not in KNOWN_MODES:
+                # A train() result's return was "episode_return_mean" before issue 37: say its name now.
+                renamed = (
+                    f" (a train() result's return is {RETURN_METRIC!r})" if self.metric.endswith("return_mean") else ""
+                )
                 raise ValueError(
                     f"KeepBest: say which end of {self.metric!r} is best, mode='max' (larger is better) or "
-                    f"mode='min'; it is known without mode= only for {', '.join(sorted(KNOWN_MODES))}."
+                    f"mode='min'; it is known without mode= only for {', '.join(sorted(KNOWN_MODES))}{renamed}."
                 )
             object.__setattr__(self, "mode", KNOWN_MODES[self.metric])
         if self.mode not in ("max", "min"):

@@ -127,13 +127,13 @@ def test_training_goes_on_through_a_lost_node_and_recovers_when_one_returns(clus
     remote = algo.env_runner_group.remote
     assert remote is not None
     try:
-        assert algo.train()["num_env_steps_sampled"] == 2 * ROLLOUT
+        assert algo.train()["env_runners/num_env_steps_sampled"] == 2 * ROLLOUT
         lost_index = _node_ids(algo).index(a.node_id) + 1
         cluster.remove_node(a)
 
         # The healthy runner trains on while the lost one's replacement waits for a node with a `runner`.
         for _ in range(2):
-            assert algo.train()["num_env_steps_sampled"] == ROLLOUT
+            assert algo.train()["env_runners/num_env_steps_sampled"] == ROLLOUT
         assert remote.num_healthy_env_runners == 1
         assert runner_functions.recreated == []
 
@@ -152,7 +152,7 @@ def test_training_goes_on_through_a_lost_node_and_recovers_when_one_returns(clus
                 break
             time.sleep(0.2)
         assert runner_functions.recreated == [([lost_index], False)]
-        assert algo.train()["num_env_steps_sampled"] == 2 * ROLLOUT
+        assert algo.train()["env_runners/num_env_steps_sampled"] == 2 * ROLLOUT
         assert sorted(_node_ids(algo)) == sorted([b.node_id, c.node_id])
         assert_runners_on_learner_weights(algo)
         path = algo.save_to_path(tmp_path / "ckpt")

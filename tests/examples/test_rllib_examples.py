@@ -102,15 +102,15 @@ def test_every_script_is_tested() -> None:
 
 
 def flat(result: Any) -> dict[str, Any]:
-    """train()'s nested result under "/"-joined keys, with the deprecated flat names too."""
-    return dict(result.flatten(aliases=True)) if hasattr(result, "flatten") else dict(result)
+    """train()'s nested result under "/"-joined keys."""
+    return dict(result.flatten()) if hasattr(result, "flatten") else dict(result)
 
 
 def check_multi_agent_returns(result: dict[str, Any], modules: list[str], iteration: int = 2) -> None:
     result = flat(result)
     assert result["training_iteration"] == iteration
     for module_id in modules:
-        assert f"env_runner/{module_id}/episode_return_mean" in result
+        assert f"env_runners/module_episode_returns_mean/{module_id}" in result
 
 
 def run_multi_agent_cartpole(tmp_path: Path) -> None:
@@ -120,13 +120,13 @@ def run_multi_agent_cartpole(tmp_path: Path) -> None:
 def run_multi_agent_pendulum(tmp_path: Path) -> None:
     result = load("multi_agent_pendulum").main(iterations=2)
     check_multi_agent_returns(result, ["p0", "p1"])
-    assert result["learner/p0/num_module_steps_trained"] == 512  # train_batch_size_per_learner=512
+    assert result["learners/p0/num_module_steps_trained"] == 512  # train_batch_size_per_learner=512
 
 
 def run_custom_heuristic_policy(tmp_path: Path) -> None:
     result = load("custom_heuristic_policy").main(iterations=2)
     check_multi_agent_returns(result, ["learnable_policy", "random"])
-    assert "learner/learnable_policy/total_loss" in result
+    assert "learners/learnable_policy/total_loss" in result
     assert "random" not in result["learners"]  # policies_to_train
 
 
@@ -162,7 +162,8 @@ def run_agents_act_simultaneously(tmp_path: Path) -> None:
     check_multi_agent_returns(result, ["player1", "player2"])
     # A zero-sum game: the two players' mean returns cancel.
     assert math.isclose(
-        result["env_runner/player1/episode_return_mean"], -result["env_runner/player2/episode_return_mean"]
+        result["env_runners/module_episode_returns_mean/player1"],
+        -result["env_runners/module_episode_returns_mean/player2"],
     )
 
 
@@ -208,8 +209,8 @@ def run_change_config_during_training(tmp_path: Path) -> None:
     first = out["first_result"]
     # The second config's first iteration goes on from the restored one, with its own settings.
     assert first["training_iteration"] == 2
-    assert first["learner/default_policy/lr"] == 0.0003
-    assert first["num_env_steps_sampled"] == 500
+    assert first["learners/default_policy/lr"] == 0.0003
+    assert first["env_runners/num_env_steps_sampled"] == 500
 
 
 def run_continue_training_from_checkpoint(tmp_path: Path) -> None:
@@ -300,8 +301,8 @@ def run_different_spaces_for_agents(tmp_path: Path) -> None:
     (obs0, act0), (obs1, act1) = out["spaces"]["main0"], out["spaces"]["main1"]
     assert obs0.shape == (10,) and act0.n == 2  # agent0's spaces, inferred through the mapping function
     assert obs1.shape == (20,) and act1.n == 3
-    assert any(k.startswith("learner/main0/") for k in flat(out["result"]))
-    assert not any(k.startswith("learner/main1/") for k in flat(out["result"]))  # policies_to_train=["main0"]
+    assert any(k.startswith("learners/main0/") for k in flat(out["result"]))
+    assert not any(k.startswith("learners/main1/") for k in flat(out["result"]))  # policies_to_train=["main0"]
 
 
 PORTED["different_spaces_for_agents"] = run_different_spaces_for_agents

@@ -88,7 +88,9 @@ def test_nan_and_wrong_types_are_left_out_of_the_curves(tmp_path: Path, capsys: 
     assert svg.count("<polyline") == 1
     points = svg.split('points="')[1].split('"')[0].split()
     assert len(points) == 2  # iterations 1 and 7: the others have no usable (x, y)
-    assert read_metrics(str(tmp_path))[1]["episode_return_mean"] is None  # NaN reads as null
+    assert (
+        read_metrics(str(tmp_path))[1]["env_runners/episode_return_mean"] is None
+    )  # NaN reads as null; old name read as new
 
 
 def test_a_cut_last_line_is_still_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

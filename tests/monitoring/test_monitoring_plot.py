@@ -20,7 +20,8 @@ def cairn(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str
 
 
 def _write_run(folder: Path, *, iterations: int, modules: tuple[str, ...], scale: float) -> Path:
-    """A metrics.jsonl shaped like cairn train's: a rising return, falling losses and entropy."""
+    """A metrics.jsonl as cairn train wrote it before issue 37 (old names, read under today's): a rising
+    return, falling losses and entropy."""
     folder.mkdir(parents=True)
     rows = []
     for i in range(1, iterations + 1):
@@ -108,15 +109,15 @@ def test_values_beyond_floats_and_near_their_limits(tmp_path: Path, capsys: pyte
     run = tmp_path / "run"
     run.mkdir()
     (run / "metrics.jsonl").write_text(
-        '{"training_iteration": 1, "num_env_steps_sampled_lifetime": 1e999, "episode_return_mean": 5}\n'
-        '{"training_iteration": 2, "num_env_steps_sampled_lifetime": 100, "episode_return_mean": 1e999}\n'
-        '{"training_iteration": 3, "num_env_steps_sampled_lifetime": 200, "episode_return_mean": 3}\n'
-        '{"training_iteration": 4, "num_env_steps_sampled_lifetime": 300, "episode_return_mean": 4}\n'
+        '{"training_iteration": 1, "num_env_steps_sampled_lifetime": 1e999, "env_runners/episode_return_mean": 5}\n'
+        '{"training_iteration": 2, "num_env_steps_sampled_lifetime": 100, "env_runners/episode_return_mean": 1e999}\n'
+        '{"training_iteration": 3, "num_env_steps_sampled_lifetime": 200, "env_runners/episode_return_mean": 3}\n'
+        '{"training_iteration": 4, "num_env_steps_sampled_lifetime": 300, "env_runners/episode_return_mean": 4}\n'
     )
     out = tmp_path / "c.svg"
     code, stdout, err = cairn(capsys, "plot", str(run), "-o", str(out))
     assert code == 0, err
-    assert stdout.strip() == f"{run}: 4 iterations, 300 env steps, episode_return_mean last 4, best 4"
+    assert stdout.strip() == f"{run}: 4 iterations, 300 env steps, env_runners/episode_return_mean last 4, best 4"
     [line] = [e for e in ET.parse(out).iter() if e.tag.endswith("polyline")]
     assert len(line.attrib["points"].split()) == 2
 

@@ -96,7 +96,7 @@ def killed_run(tmp_path_factory: pytest.TempPathFactory) -> KilledRun:
     # Make sure the file has what a kill can leave: a line of an iteration after the
     # checkpoint (the killed run may or may not have got that far) and a cut last line.
     with metrics.open("a", encoding="utf-8") as f:
-        f.write(json.dumps({"training_iteration": checkpoint + 1, "episode_return_mean": SENTINEL}) + "\n")
+        f.write(json.dumps({"training_iteration": checkpoint + 1, "env_runners/episode_return_mean": SENTINEL}) + "\n")
         f.write('{"training_iteration": 99, "episode_ret')
     resumed = subprocess.run(_train_args(run, "--resume"), env=_env(), capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
@@ -114,11 +114,12 @@ def test_kill_then_resume_leaves_one_line_per_iteration(killed_run: KilledRun) -
     assert [r["training_iteration"] for r in rows] == list(range(1, ITERATIONS + 1))
     # The lines up to the restored checkpoint are kept as they were; the later ones were redone.
     assert lines[:k] == killed_run.before_kill[:k]
-    assert SENTINEL not in [r["episode_return_mean"] for r in rows]
+    assert SENTINEL not in [r["env_runners/episode_return_mean"] for r in rows]
     for i, row in enumerate(rows, 1):
         assert row["num_env_steps_sampled_lifetime"] == i * STEPS_PER_ITERATION
         assert isinstance(row["wall_time"], float) and row["perf/time_total_s"] > 0
-        assert "learner/default_policy/policy_loss" in row and "episode_return_mean" in row
+        assert "learners/default_policy/policy_loss" in row and "env_runners/episode_return_mean" in row
+        assert not [k for k in row if k.split("/")[0] in ("learner", "env_runner", "episode_return_mean")]
     totals = [r["perf/time_total_s"] for r in rows]
     walls = [r["wall_time"] for r in rows]
     assert totals == sorted(totals) and walls == sorted(walls)
@@ -141,12 +142,8 @@ def test_tensorboard_events_after_kill_and_resume(killed_run: KilledRun) -> None
         "perf/time_total_s",
     }
     assert expected <= tags and "training_iteration" not in tags and "wall_time" not in tags
-    # Each value once, under RLlib's names: none of the deprecated flat aliases the metrics file keeps.
-    assert not tags & {
-        "episode_return_mean",
-        "learner/default_policy/entropy",
-        "env_runner/default_policy/episode_return_mean",
-    }
+    # Each value once, under RLlib's names: none of the names before issue 37.
+    assert "episode_return_mean" not in tags and "perf/iteration_time_s" not in tags
     assert not [t for t in tags if t.startswith(("learner/", "env_runner/"))]
     for tag in expected:
         scalars = events.Scalars(tag)

@@ -73,8 +73,8 @@ def test_wandb_offline(tmp_path: Path) -> None:
     assert [h["_step"] for h in history] == [1, 2]
     for logged, row in zip(history, rows(run), strict=True):
         assert logged["env_runners/num_env_steps_sampled_lifetime"] == row["num_env_steps_sampled_lifetime"]
-        assert logged["learners/default_policy/entropy"] == pytest.approx(row["learner/default_policy/entropy"])
-        # each value once, under RLlib's names: no deprecated flat alias
+        assert logged["learners/default_policy/entropy"] == pytest.approx(row["learners/default_policy/entropy"])
+        # each value once, under RLlib's names
         assert "episode_return_mean" not in logged and not [k for k in logged if k.startswith("learner/")]
     artifacts = [r.artifact for r in records if r.WhichOneof("record_type") == "artifact"]
     assert [a.type for a in artifacts] == ["model", "model"]

@@ -271,7 +271,7 @@ def test_exact_resume_with_frame_stacking_flattening_and_a_filter(tmp_path: Path
     try:
         again = resumed.train()
         assert_states_equal(resumed.get_state(), expected)  # weights, optimizer, connector states, envs, RNGs
-        assert again["episode_return_mean"] == result["episode_return_mean"]
+        assert again["env_runners/episode_return_mean"] == result["env_runners/episode_return_mean"]
     finally:
         resumed.stop()
 

@@ -156,16 +156,16 @@ def test_per_module_overrides_are_restored_and_a_new_config_wins(tmp_path: Path)
     config = _multi(algorithm_config_overrides_per_module={"p1": {"lr": 1e-3}})
     algo = PPO(config)
     result = algo.train()
-    assert result["learner/p1/lr"] == 1e-3 and result["learner/p0/lr"] == config.lr
+    assert result["learners/p1/lr"] == 1e-3 and result["learners/p0/lr"] == config.lr
     assert algo.learner_group.learner.optimizers["p1"].param_groups[0]["lr"] == 1e-3
     path = algo.save_to_path(tmp_path / "ck")
     algo.stop()
     restored = PPO.from_checkpoint(path)
-    assert restored.train()["learner/p1/lr"] == 1e-3
+    assert restored.train()["learners/p1/lr"] == 1e-3
     restored.stop()
     newer = PPO.from_checkpoint(path, config=_multi(algorithm_config_overrides_per_module={"p1": {"lr": 5e-4}}))
     result = newer.train()
-    assert result["learner/p1/lr"] == 5e-4 and result["learner/p0/lr"] == config.lr
+    assert result["learners/p1/lr"] == 5e-4 and result["learners/p0/lr"] == config.lr
     newer.stop()
     with pytest.raises(ValueError, match="does not have"):
         PPO(_multi(algorithm_config_overrides_per_module={"p1": {"learning_rate": 1.0}}))

@@ -43,7 +43,7 @@ def test_update_metrics_and_counters() -> None:
     learner = make_learner()
     metrics = learner.update({"default_policy": fake_train_batch(64)})
     for name in ("policy_loss", "vf_loss", "entropy", "approx_kl", "clip_fraction", "lr"):
-        assert f"learner/default_policy/{name}" in metrics
+        assert f"learners/default_policy/{name}" in metrics
     assert learner.num_module_steps_trained_lifetime["default_policy"] == 64
     # 2 epochs x 2 minibatches of 32
     assert learner.num_updates_lifetime == 4
@@ -146,7 +146,7 @@ def test_learner_group_add_module_with_overrides_is_recorded(tmp_path: Path) -> 
     group.add_module("p1", spec, config_overrides={"lr": 1e-3, "num_epochs": 1})
     assert group.learner.optimizers["p1"].param_groups[0]["lr"] == 1e-3
     metrics = group.update({"p1": fake_train_batch(), "default_policy": fake_train_batch()})
-    assert metrics["learner/p1/lr"] == 1e-3 and metrics["learner/default_policy/lr"] == small_config().lr
+    assert metrics["learners/p1/lr"] == 1e-3 and metrics["learners/default_policy/lr"] == small_config().lr
     path = group.save_to_path(tmp_path / "g")
     rebuilt = LearnerGroup.from_checkpoint(path)
     assert set(rebuilt.learner.module.keys()) == {"default_policy", "p1"}

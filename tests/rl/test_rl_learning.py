@@ -7,10 +7,10 @@ from cairn.rl import PPO, PPOConfig
 
 def test_cartpole_return_rises() -> None:
     algo = PPO(PPOConfig(env="CartPole-v1", seed=0))
-    first = algo.train()["episode_return_mean"]
-    results = first_results = {"episode_return_mean": first}
+    first = algo.train()["env_runners/episode_return_mean"]
+    results = first_results = {"env_runners/episode_return_mean": first}
     while results.get("num_env_steps_sampled_lifetime", 0) < 30_000:
         results = algo.train()
-    assert first_results["episode_return_mean"] < 40
+    assert first_results["env_runners/episode_return_mean"] < 40
     # Measured: about 150 at 30k steps with seed 0; random play scores about 22.
-    assert results["episode_return_mean"] > 80, results["episode_return_mean"]
+    assert results["env_runners/episode_return_mean"] > 80, results["env_runners/episode_return_mean"]

@@ -131,8 +131,8 @@ def test_modules_outside_policies_to_train_act_but_do_not_learn() -> None:
     assert_states_equal(algo.get_module("frozen").get_state(), frozen_before)
     with pytest.raises(AssertionError):
         assert_states_equal(algo.get_module("learner").get_state(), learner_before)
-    assert "learner/learner/total_loss" in results and "frozen" not in results["learners"]
-    assert "env_runner/frozen/episode_return_mean" in results  # it played
+    assert "learners/learner/total_loss" in results and "frozen" not in results["learners"]
+    assert "env_runners/module_episode_returns_mean/frozen" in results  # it played
     algo.stop()
 
 
@@ -166,7 +166,7 @@ def test_add_module_maps_new_episodes_and_the_checkpoint_rebuilds_it(tmp_path: P
     )
     assert algo.config.policy_mapping_fn == "random_side"
     results = algo.train()
-    assert "env_runner/frozen/episode_return_mean" in results
+    assert "env_runners/module_episode_returns_mean/frozen" in results
     restored = PPO.from_checkpoint(algo.save_to_path(tmp_path / "ckpt"))
     assert restored.config.policies == ("learner", "frozen") and restored.config.policies_to_train == ("learner",)
     a = algo.train().flatten(wall_clock=False)

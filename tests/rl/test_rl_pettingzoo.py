@@ -134,9 +134,11 @@ def test_ppo_trains_on_a_pettingzoo_env_and_a_checkpoint_resumes_its_episodes(tm
     results = algo.train()
     # Simultaneous moves: both players act every step; each round is one agent step per player.
     assert results["num_agent_steps_sampled_lifetime"] == 2 * results["num_env_steps_sampled_lifetime"] == 40
-    assert results["learner/p0/num_module_steps_trained"] > 0 and results["learner/p1/num_module_steps_trained"] > 0
+    assert results["learners/p0/num_module_steps_trained"] > 0 and results["learners/p1/num_module_steps_trained"] > 0
     # Zero-sum: the two modules' mean returns cancel out.
-    assert results["env_runner/p0/episode_return_mean"] == -results["env_runner/p1/episode_return_mean"]
+    assert (
+        results["env_runners/module_episode_returns_mean/p0"] == -results["env_runners/module_episode_returns_mean/p1"]
+    )
     path = algo.save_to_path(tmp_path / "ckpt")
     metadata = json.loads((Path(path) / "metadata.json").read_text())
     # The adapter saves each episode as its seed and actions, and a restore replays them.

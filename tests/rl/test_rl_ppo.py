@@ -44,9 +44,9 @@ def test_train_metrics() -> None:
     results = algo.train()
     assert results["training_iteration"] == 1
     assert results["num_env_steps_sampled_lifetime"] == 64
-    assert "episode_return_mean" in results
+    assert "env_runners/episode_return_mean" in results and "episode_return_mean" not in results
     for name in ("policy_loss", "vf_loss", "entropy", "approx_kl"):
-        assert f"learner/default_policy/{name}" in results
+        assert f"learners/default_policy/{name}" in results
     assert algo.train()["num_env_steps_sampled_lifetime"] == 128
 
 
@@ -149,7 +149,7 @@ def test_multi_agent_trains_each_policy() -> None:
     results = algo.train()
     for module_id in ("p0", "p1"):
         assert results[f"learner/{module_id}/num_module_steps_trained"] == 64
-        assert f"env_runner/{module_id}/episode_return_mean" in results
+        assert f"env_runners/module_episode_returns_mean/{module_id}" in results
     # One env step of a 2-agent env is 2 agent steps.
     assert results["num_agent_steps_sampled_lifetime"] == 2 * results["num_env_steps_sampled_lifetime"]
 

@@ -163,8 +163,8 @@ def test_a_remote_runner_starts_from_the_filter_next_to_a_heuristic(
         [remote] = backend.get_connector_states()
         assert_states_equal(remote["env_to_module_connector"], filter_state)
         result = algo.train()
-        assert math.isfinite(result["learner/learned/total_loss"])
-        assert not any(key.startswith("learner/random/") for key in result)
+        assert math.isfinite(result["learners/learned/total_loss"])
+        assert not any(key.startswith("learners/random/") for key in result.flatten())
         [remote] = backend.get_connector_states()
         count = int(filter_state["MeanStdFilter"]["count"])
         assert (

@@ -119,8 +119,8 @@ def test_update_trains_q_policy_and_alpha_and_moves_targets_by_tau() -> None:
     target = learner.target_module["default_policy"].get_state()
     torch.testing.assert_close(target["qf2.0.weight"], 0.75 * before["qf2.0.weight"] + 0.25 * after["qf2.0.weight"])
     for name in ("qf_loss", "policy_loss", "alpha_loss", "entropy", "alpha", "qf1_mean"):
-        assert f"learner/default_policy/{name}" in metrics
-    assert metrics["learner/default_policy/alpha"] == 1.0  # alpha of before the step: CleanRL's start
+        assert f"learners/default_policy/{name}" in metrics
+    assert metrics["learners/default_policy/alpha"] == 1.0  # alpha of before the step: CleanRL's start
     assert set(learner.named_optimizers["default_policy"]) == {"qf", "policy", "alpha"}
     assert learner.optimizers == {}  # no default optimizer: the PPO-shaped view is empty
 

@@ -96,8 +96,8 @@ def test_a_module_with_continuous_actions_trains_with_ppo() -> None:
     algo = PPO(_actor_critic_config(env="Pendulum-v1"))
     try:
         result = algo.train()
-        assert math.isfinite(result["learner/default_policy/total_loss"])
-        assert math.isfinite(result["learner/default_policy/entropy"])
+        assert math.isfinite(result["learners/default_policy/total_loss"])
+        assert math.isfinite(result["learners/default_policy/entropy"])
     finally:
         algo.stop()
 
@@ -239,7 +239,7 @@ def test_a_parameterless_module_acts_next_to_a_trained_one_and_resumes_exactly(t
     assert _metrics(resumed.train()) == expected[1]
     assert_states_equal(resumed.get_state(components="learner_group"), state)
     resumed.stop()
-    assert not any(key.startswith("learner/random/") for key in expected[1])
+    assert not any(key.startswith("learners/random/") for key in expected[1])
 
 
 def test_heuristic_modules_act_as_written() -> None:

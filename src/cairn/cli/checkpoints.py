@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from cairn._display import safe_text
-from cairn._metrics import RETURN_METRIC, current_metric_name
+from cairn._metrics import RETURN_METRIC
 from cairn.cli.command import Command, UsageError, did_you_mean, require_folder
 from cairn.cli.display import format_value, human_size, progress
 from cairn.errors import CheckpointError
@@ -249,13 +249,12 @@ def _ls_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
         # the table then shows the metrics the checkpoints record, not a column of dashes.
         args.metric = DEFAULT_METRIC if any(DEFAULT_METRIC in i.metrics for i in infos) else None
     if args.metric is not None:
-        if args.mode is None and current_metric_name(args.metric) not in KNOWN_MODES:
+        if args.mode is None and args.metric not in KNOWN_MODES:
             raise UsageError(
                 f"cairn ls --metric {args.metric}: say which end is best, --mode max or --mode min "
                 f"(known without it: {', '.join(sorted(KNOWN_MODES))})."
             )
-        ranking = KeepBest(1, current_metric_name(args.metric), args.mode)  # today's name; the mode given or known
-        args.metric, args.mode = ranking.metric, ranking.better
+        args.mode = KeepBest(1, args.metric, args.mode).better  # the mode given or known
     # Without --verify only manifests and metadata are read (cheap); with it every file is,
     # and "latest" and "best" are among the checkpoints that verify ("latest": the one a
     # resume would use).

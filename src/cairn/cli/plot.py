@@ -12,7 +12,7 @@ panels instead: the first is the main one, and a name without an exact key
 matches every ``.../M`` key (``--metric entropy`` finds
 ``learners/p0/entropy`` and ``learners/p1/entropy``). Runs written before
 the metrics took RLlib's names plot the same: :func:`read_metrics` reads
-their rows, and ``--metric`` their names, under today's names.
+their rows under today's names.
 
 A ``.svg`` output is written without any plotting library; other formats
 (``.png``, the default, and ``.pdf``) use matplotlib
@@ -31,7 +31,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from cairn._display import safe_text
-from cairn._metrics import RETURN_METRIC, current_metric_name
+from cairn._metrics import RETURN_METRIC
 from cairn.cli.command import Command
 from cairn.cli.metrics_log import METRICS_FILE, read_metrics
 
@@ -311,7 +311,7 @@ def _run_labels(runs: list[str]) -> list[str]:
 def cmd_plot(args: argparse.Namespace) -> int:
     """Handler of ``cairn plot``; returns the exit status."""
     if args.metric:
-        metrics: list[str] = [current_metric_name(m) for m in args.metric]
+        metrics: list[str] = list(args.metric)
         required = len(metrics)
     else:
         metrics, required = [MAIN_METRIC, *SMALL_METRICS], 1
