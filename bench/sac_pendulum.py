@@ -5,7 +5,7 @@ is wired into the command line::
 
     nice -n 10 python bench/sac_pendulum.py --seed 0 --run-dir runs/sac_pendulum_s0
     cairn plot runs/sac_pendulum_s0 -o docs/sac_pendulum_curve.png \
-        --metric episode_return_mean --metric qf_loss --metric alpha
+        --metric env_runners/episode_return_mean --metric qf_loss --metric alpha
 
 It writes ``RUN_DIR/metrics.jsonl`` (what ``cairn train`` writes, so ``cairn
 plot`` reads it) and prints the first env step at which the mean return of

@@ -26,7 +26,7 @@ Every line that differs from RLlib's, and why:
   (the learner trains with the second config's lr) needs it constant.
 * ``run_rllib_example_script_experiment(..., stop={return: --stop-reward-first-config})`` with
   ``checkpoint_freq=1`` (a Tune run) -> ``iterations`` calls of ``train()``, each followed
-  by ``save_to_path``; the best checkpoint is the one of the highest ``episode_return_mean``
+  by ``save_to_path``; the best checkpoint is the one of the highest ``env_runners/episode_return_mean``
   (Tune's ``get_best_result(metric, mode="max")``). The reward thresholds are dropped from
   the checks (a CI-sized run does not reach them); every check of state stays.
 * ``test_algo.evaluate()`` and its check dropped: cairn has no evaluation env runners.
@@ -44,7 +44,7 @@ Every line that differs from RLlib's, and why:
 * ``train_batch_size=5000`` -> ``main(train_batch_size=...)``, default 5000 (the test runs 500).
 * The second Tune run -> ``iterations`` calls of ``train()``; its first result is checked.
 * ``tuner_results[0].metrics[LEARNER_RESULTS][DEFAULT_MODULE_ID]["default_optimizer_learning_rate"]``
-  -> ``result[f"learner/{DEFAULT_MODULE_ID}/lr"]`` (cairn's name of that metric).
+  -> ``result[f"learners/{DEFAULT_MODULE_ID}/lr"]`` (cairn's name of that metric).
 
 Run it::
 
@@ -126,7 +126,7 @@ def main(
         )
 
     # The first run: checkpoint every iteration (Tune's checkpoint_freq=1).
-    metric = "episode_return_mean"
+    metric = "env_runners/episode_return_mean"
     algo = base_config.build_algo()
     checkpoints: list[tuple[float, str]] = []
     try:
@@ -193,7 +193,7 @@ def main(
 
     # Assert that we have continued training with a different learning rate.
     if num_agents == 0:
-        assert first_result[f"learner/{DEFAULT_MODULE_ID}/lr"] == base_config.lr == 0.0003
+        assert first_result[f"learners/{DEFAULT_MODULE_ID}/lr"] == base_config.lr == 0.0003
     return {"best_checkpoint_path": best_checkpoint_path, "first_result": first_result}
 
 

@@ -26,7 +26,7 @@ Every line that differs from RLlib's, and why:
   ``policy_mapping_fn=lambda ...`` -> the module-level :func:`policy_mapping_fn`.
 * The Tune run with ``checkpoint_frequency=1`` -> ``train()`` then ``save_to_path`` per
   iteration until the callback raises; the best checkpoint is the one of the highest
-  ``episode_return_mean``. Reward thresholds are dropped from the checks (a CI-sized run
+  ``env_runners/episode_return_mean``. Reward thresholds are dropped from the checks (a CI-sized run
   does not reach them); the crash is triggered by ``crash_after_iterations`` instead.
 * ``test_algo.restore(best_result.checkpoint)`` -> ``test_algo.restore(best_checkpoint_path)``
   (a path: there is no Tune result). ``test_algo.evaluate()`` needs evaluation runners in

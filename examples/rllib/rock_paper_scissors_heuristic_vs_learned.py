@@ -30,7 +30,7 @@ Every line that differs from RLlib's, and why:
 * ``get_trainable_cls(args.algo).get_default_config()`` -> ``PPOConfig()``;
   ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment`` -> ``main(iterations)``;
   the stop criterion ``env_runners/module_episode_returns_mean/learned`` -> cairn's key
-  ``env_runner/learned/episode_return_mean`` in the returned result.
+  ``env_runners/module_episode_returns_mean/learned`` in the returned result.
 * ``TRAINING_ITERATION``, ``ENV_RUNNER_RESULTS``, ``NUM_ENV_STEPS_SAMPLED_LIFETIME``: cairn has
   no such constants.
 
