@@ -23,13 +23,13 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from cairn._display import safe_text
-from cairn.cli import checkpoints, evaluate, plot, train
+from cairn.cli import checkpoints, deploy, evaluate, plot, train
 from cairn.cli.command import Command
 from cairn.errors import CheckpointError
 
 __all__ = ["COMMANDS", "Command", "build_parser", "console_main", "main"]
 
-COMMANDS: tuple[Command, ...] = (*checkpoints.COMMANDS, train.COMMAND, evaluate.COMMAND, plot.COMMAND)
+COMMANDS: tuple[Command, ...] = (*checkpoints.COMMANDS, train.COMMAND, evaluate.COMMAND, *deploy.COMMANDS, plot.COMMAND)
 """Every subcommand of ``cairn``, in the order ``cairn --help`` lists them."""
 
 _BY_NAME = {command.name: command for command in COMMANDS}

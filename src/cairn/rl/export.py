@@ -1,0 +1,161 @@
+"""A trained policy in one file: TorchScript or ONNX, with its connectors baked in.
+
+::
+
+    from cairn.rl.inference import Policy
+    from cairn.rl.export import export_policy
+
+    export_policy(Policy.from_checkpoint(ckpt), "policy.onnx", format="onnx")
+
+(``cairn export CKPT --format onnx -o policy.onnx``). The file's one input is the raw
+observation, named ``obs``, float32 ``[B, obs_dim]``; its outputs are
+``action_dist_inputs`` (the module's, as ``forward_inference`` returns them) and
+``actions``: the greedy action as the environment takes it (int64 ``[B]`` for
+Discrete, float32 ``[B, act_dim]`` clipped to a Box's bounds). The connectors run
+inside: a ``MeanStdFilter`` with the checkpoint's statistics as constants (computed in
+float64 as the Python filter does), ``ClipActions``. A pipeline with another piece,
+or a recurrent module, is refused with what to do instead (the RLlib idiom in Python);
+their state would have to be explicit inputs and outputs, which this exporter does not
+write yet.
+
+ONNX needs cairn's ``[export]`` extra (onnx, onnxscript; onnxruntime to run the file).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import warnings
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from cairn.rl.connectors.connectors import ClipActions, MeanStdFilter
+from cairn.rl.core.columns import Columns
+from cairn.rl.inference import Policy
+
+__all__ = ["EXPORT_FORMATS", "ExportedPolicy", "export_policy", "load_exported"]
+
+EXPORT_FORMATS = ("onnx", "torchscript")
+"""What :func:`export_policy` writes."""
+
+OUTPUT_NAMES = (Columns.ACTION_DIST_INPUTS, Columns.ACTIONS)
+"""The exported file's outputs, in order."""
+
+
+class ExportedPolicy(nn.Module):
+    """``obs -> (action_dist_inputs, actions)``: a policy's filter, module and action clipping as one torch module.
+
+    Args:
+        policy: The policy (its module and connectors).
+
+    Raises:
+        ValueError: A connector or module this exporter cannot bake in (the message says which, and what to do).
+    """
+
+    mean: torch.Tensor
+    std: torch.Tensor
+    low: torch.Tensor
+    high: torch.Tensor
+
+    def __init__(self, policy: Policy) -> None:
+        super().__init__()
+        module = policy.module
+        if module.is_stateful():
+            raise ValueError(
+                f"{type(module).__qualname__} is recurrent: its state would be extra inputs and outputs of the file, "
+                "which cairn export does not write yet. Run it in Python (cairn.rl.inference.Policy, or RLlib's "
+                "EnvToModulePipeline idiom, docs/deploy.md)."
+            )
+        if not isinstance(module.observation_space, gym.spaces.Box):
+            raise ValueError(
+                f"The module takes {module.observation_space} observations; the exported file takes one float32 "
+                "array [B, obs_dim]. Export a module that reads Box observations (after FlattenObservations)."
+            )
+        self.module = module
+        self.obs_shape = tuple(int(d) for d in (module.observation_space.shape or ()))
+        filters = [piece for piece in policy.env_to_module.connectors if isinstance(piece, MeanStdFilter)]
+        others = [piece.name for piece in policy.env_to_module.connectors if not isinstance(piece, MeanStdFilter)]
+        clips = [piece for piece in policy.module_to_env.connectors if isinstance(piece, ClipActions)]
+        others += [piece.name for piece in policy.module_to_env.connectors if not isinstance(piece, ClipActions)]
+        if others or len(filters) > 1 or len(clips) > 1:
+            raise ValueError(
+                f"The policy's connectors {others or [p.name for p in filters + clips]} cannot be baked into a "
+                "file yet (cairn export bakes in one MeanStdFilter and ClipActions). Run it in Python "
+                "(cairn.rl.inference.Policy, docs/deploy.md)."
+            )
+        self.filtered = bool(filters)
+        if filters:
+            f = filters[0]
+            self.register_buffer("mean", torch.as_tensor(np.asarray(f.mean, dtype=np.float64)))
+            self.register_buffer("std", torch.as_tensor(np.sqrt(f.var) + f.epsilon, dtype=torch.float64))
+            self.clip = float(f.clip)
+        self.clipped = bool(clips)
+        if clips:
+            self.register_buffer("low", torch.as_tensor(clips[0].low, dtype=torch.float32))
+            self.register_buffer("high", torch.as_tensor(clips[0].high, dtype=torch.float32))
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``obs`` float32 ``[B, *obs_shape]`` -> ``(action_dist_inputs, actions)``."""
+        x = obs
+        if self.filtered:
+            # The Python filter computes in float64 and returns float32: the same here, so that the file
+            # and the pipeline agree to float32 rounding.
+            x = ((obs.to(torch.float64) - self.mean) / self.std).clamp(-self.clip, self.clip).to(torch.float32)
+        out = self.module.forward_inference({Columns.OBS: x})
+        if Columns.ACTION_DIST_INPUTS not in out:
+            raise ValueError(
+                f"{type(self.module).__qualname__}.forward_inference returns {sorted(out)}, without "
+                f"{Columns.ACTION_DIST_INPUTS!r}; the exported file returns it (RLlib's modules do)."
+            )
+        actions = out[Columns.ACTIONS]
+        if self.clipped:
+            actions = torch.minimum(torch.maximum(actions, self.low), self.high)
+        return out[Columns.ACTION_DIST_INPUTS], actions
+
+
+def export_policy(
+    policy: Policy, path: str | os.PathLike[str], *, format: Literal["onnx", "torchscript"]
+) -> ExportedPolicy:
+    """Write ``policy`` to ``path`` as one file (see the module doc); returns the module that was exported.
+
+    Raises:
+        ValueError: An unknown format, or a policy :class:`ExportedPolicy` refuses.
+        ImportError: ONNX without the ``[export]`` extra (``pip install 'cairn-rl[export]'``).
+    """
+    if format not in EXPORT_FORMATS:
+        raise ValueError(f"format={format!r:.40}: cairn exports {' or '.join(EXPORT_FORMATS)}.")
+    exported = ExportedPolicy(policy).eval().to("cpu").requires_grad_(False)
+    example = torch.zeros((2, *exported.obs_shape), dtype=torch.float32)
+    if format == "torchscript":
+        # torch.as_tensor of a tensor input is the identity, not the constant the TracerWarning fears.
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", torch.jit._trace.TracerWarning)
+            traced = torch.jit.trace(exported, (example,), check_trace=False)  # type: ignore[no-untyped-call]
+        traced.save(os.fspath(path))
+        return exported
+    missing = [name for name in ("onnx", "onnxscript") if importlib.util.find_spec(name) is None]
+    if missing:  # said before torch's exporter fails deep inside
+        raise ImportError(f"cairn export --format onnx needs {missing}: pip install 'cairn-rl[export]'.")
+    batch = torch.export.Dim("batch", min=1)
+    with torch.no_grad():
+        torch.onnx.export(
+            exported,
+            (example,),
+            os.fspath(path),
+            input_names=["obs"],
+            output_names=list(OUTPUT_NAMES),
+            dynamic_shapes={"obs": {0: batch}},
+            dynamo=True,
+            external_data=False,
+            verbose=False,
+        )
+    return exported
+
+
+def load_exported(path: str | os.PathLike[str]) -> Any:
+    """A TorchScript file written by :func:`export_policy`, ready to call: ``file(obs) -> (inputs, actions)``."""
+    return torch.jit.load(os.fspath(path), map_location="cpu")  # type: ignore[no-untyped-call]
