@@ -498,8 +498,8 @@ class SingleAgentEpisode:
         """
         try:
             agent_id = state["agent_id"]
-            if isinstance(agent_id, bool) or not isinstance(agent_id, str | int):
-                raise ValueError(f"agent id {agent_id!r:.40} is no str or int")
+            if agent_id is not None and (isinstance(agent_id, bool) or not isinstance(agent_id, str | int)):
+                raise ValueError(f"agent id {agent_id!r:.40} is no str, int or None")
             episode = cls(
                 str(state["id"]),
                 env_index=int(state["env_index"]),
