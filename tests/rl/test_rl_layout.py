@@ -104,3 +104,16 @@ def test_a_class_less_spec_builds_ppo_module_when_taken_from_the_package() -> No
         "assert type(m).__name__ == 'DefaultPPORLModule', type(m)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_base_config_is_recorded_under_rllibs_path_before_and_after_the_move() -> None:
+    """Issue 37 moved AlgorithmConfig to rl/config; a checkpoint names it as every 0.3 checkpoint did."""
+    from cairn.codec.ctor import decode_ctor, encode_ctor
+    from cairn.rl.config.algorithm_config import AlgorithmConfig
+
+    config = AlgorithmConfig(env="CartPole-v1", lr=1e-3)
+    encoded, _ = encode_ctor((), {"config": config}, allow_pickle=False)
+    assert "cairn.rl.algorithms.algorithm_config:AlgorithmConfig" in str(encoded)
+    assert "cairn.rl.config.algorithm_config" not in str(encoded)
+    _, kwargs = decode_ctor(encoded, allow_pickle=False, where="test")
+    assert kwargs["config"] == config

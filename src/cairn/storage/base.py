@@ -49,21 +49,17 @@ class FileTooLargeError(CorruptCheckpointError):
     """A file is larger than the bound its reader set (``read_file(max_bytes=...)``)."""
 
 
-CHECKPOINT_FILES = RESERVED_NAMES
-"""The names of the files a checkpoint folder holds (``cairn.manifest.RESERVED_NAMES``).
-
-A save replaces an existing folder only when every file in it has one of these
-names: a checkpoint, or what an interrupted save left. Anything else is the
-user's data, and a save never deletes it.
-"""
-
-
 def replaceable_file(name: str) -> bool:
-    """Whether a save may replace a file named ``name``: a checkpoint's file or signature, or a writer's record."""
+    """Whether a save may replace a file named ``name``: a checkpoint's file or signature, or a writer's record.
+
+    A save replaces an existing folder only when every file in it is one of these: a
+    checkpoint, or what an interrupted save left. Anything else is the user's data, and
+    a save never deletes it.
+    """
     from cairn.storage.writers import WRITER_FILES
 
     return (
-        name in CHECKPOINT_FILES
+        name in RESERVED_NAMES
         or name == SIGNATURE
         or SIGNATURE_TEMPORARY.fullmatch(name) is not None
         or name in WRITER_FILES

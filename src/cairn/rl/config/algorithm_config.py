@@ -202,7 +202,9 @@ def multi_env_mapping_fn_refusal(env: str, what: str) -> str:
     )
 
 
-@register_type
+# Recorded under RLlib's path, where the class lived until cairn 0.4 (issue 37 moved it below
+# core/ and env/): checkpoints written before and after the move name it the same way.
+@register_type(name="cairn.rl.algorithms.algorithm_config:AlgorithmConfig")
 @dataclass
 class AlgorithmConfig(ConfigBuilders):
     """Settings every algorithm shares: the environment, sampling, modules, scale.
