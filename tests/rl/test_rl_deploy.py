@@ -44,8 +44,7 @@ def _train(env: str, path: Path, **settings: Any) -> str:
         rollout_length=32,
         minibatch_size=32,
         num_epochs=1,
-        model_config={"hidden_sizes": [16]},
-        **settings,
+        **{"model_config": {"hidden_sizes": [16]}, **settings},
     )
     algo = PPO(config)
     try:
@@ -253,6 +252,56 @@ def test_exported_files_match_the_python_pipeline(fmt: str, cartpole: str, pendu
             inputs, actions = session.run(None, {"obs": obs})
         assert np.abs(inputs - expected[Columns.ACTION_DIST_INPUTS]).max() < tolerance
         np.testing.assert_allclose(actions, expected[Columns.ACTIONS_FOR_ENV], atol=tolerance, rtol=0)
+
+
+@pytest.mark.parametrize("fmt", ["torchscript", "onnx"])
+def test_an_exported_lstm_takes_and_returns_its_state(fmt: str, tmp_path: Path) -> None:
+    """A recurrent module's state is explicit in the file: fed back step by step, it acts as RLlib's idiom does."""
+    from cairn.rl.examples.envs.classes.stateless_cartpole import StatelessCartPole
+    from cairn.rl.export import export_policy
+
+    if fmt == "onnx":
+        ort = pytest.importorskip("onnxruntime")
+    if "StatelessCartPole-v1" not in gym.registry:
+        gym.register("StatelessCartPole-v1", entry_point=StatelessCartPole, max_episode_steps=500)
+    checkpoint = _train("StatelessCartPole-v1", tmp_path / "lstm", model_config={"use_lstm": True, "lstm_cell_size": 8})
+    policy = Policy.from_checkpoint(checkpoint)
+    out = tmp_path / f"lstm.{fmt}"
+    exported = export_policy(policy, out, format=fmt)
+    assert exported.input_names == ["obs", "state_in_c", "state_in_h"]
+    assert exported.output_names == ["action_dist_inputs", "actions", "state_out_c", "state_out_h"]
+    if fmt == "torchscript":
+        loaded = torch.jit.load(str(out))
+
+        def run(*inputs: np.ndarray) -> list[np.ndarray]:
+            with torch.no_grad():
+                return [t.numpy() for t in loaded(*(torch.from_numpy(i) for i in inputs))]
+    else:
+        session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+
+        def run(*inputs: np.ndarray) -> list[np.ndarray]:
+            return list(session.run(None, dict(zip(exported.input_names, inputs, strict=True))))
+
+    env = StatelessCartPole()
+    obs, _ = env.reset(seed=3)
+    episode = SingleAgentEpisode(observations=[obs], action_space=env.action_space)
+    state = [exported.initial_state[name][None] for name in exported.state_names]
+    for _ in range(15):  # RLlib's idiom (through Policy's pipelines) against the file, one step at a time
+        shared: dict[str, Any] = {}
+        batch = policy.env_to_module(episodes=[episode], rl_module=policy.module, shared_data=shared)
+        to_env = policy.module_to_env(batch=policy.module.forward_inference(batch), episodes=[episode],
+                                      rl_module=policy.module, shared_data=shared)  # fmt: skip
+        inputs, actions, *state = run(obs[None].astype(np.float32), *state)
+        assert np.abs(inputs[0] - to_env[Columns.ACTION_DIST_INPUTS][0]).max() < 1e-4
+        assert int(actions[0]) == int(to_env[Columns.ACTIONS][0])
+        for name, value in zip(exported.state_names, state, strict=True):
+            assert np.abs(value[0] - to_env[Columns.STATE_OUT][0][name]).max() < 1e-4
+        action = to_env.pop(Columns.ACTIONS)[0]
+        obs, reward, terminated, truncated, _ = env.step(action)
+        episode.add_env_step(obs, action, reward, terminated=terminated, truncated=truncated,
+                             extra_model_outputs={k: v[0] for k, v in to_env.items()})  # fmt: skip
+        if episode.is_done:
+            break
 
 
 def test_pack_writes_a_verified_zip_every_loader_reads(cartpole: str, tmp_path: Path) -> None:

@@ -13,10 +13,11 @@ observation, named ``obs``, float32 ``[B, obs_dim]``; its outputs are
 ``actions``: the greedy action as the environment takes it (int64 ``[B]`` for
 Discrete, float32 ``[B, act_dim]`` clipped to a Box's bounds). The connectors run
 inside: a ``MeanStdFilter`` with the checkpoint's statistics as constants (computed in
-float64 as the Python filter does), ``ClipActions``. A pipeline with another piece,
-or a recurrent module, is refused with what to do instead (the RLlib idiom in Python);
-their state would have to be explicit inputs and outputs, which this exporter does not
-write yet.
+float64 as the Python filter does), ``ClipActions``. A pipeline with another piece (a frame
+stack, ``FlattenObservations``) is refused with what to do instead (the RLlib idiom in
+Python). A recurrent module's state is explicit: inputs ``state_in_<name>`` and outputs
+``state_out_<name>`` (an LSTM's ``h`` and ``c``, float32 ``[B, cell]``); feed each step's
+outputs to the next step, and the module's initial state (zeros for cairn's LSTM) at an episode's start.
 
 ONNX needs cairn's ``[export]`` extra (onnx, onnxscript; onnxruntime to run the file).
 """
@@ -64,12 +65,11 @@ class ExportedPolicy(nn.Module):
     def __init__(self, policy: Policy) -> None:
         super().__init__()
         module = policy.module
-        if module.is_stateful():
-            raise ValueError(
-                f"{type(module).__qualname__} is recurrent: its state would be extra inputs and outputs of the file, "
-                "which cairn export does not write yet. Run it in Python (cairn.rl.inference.Policy, or RLlib's "
-                "EnvToModulePipeline idiom, docs/deploy.md)."
-            )
+        initial = module.get_initial_state()
+        self.state_names = tuple(sorted(initial))
+        """A recurrent module's state names: one extra input ``state_in_<name>`` and output
+        ``state_out_<name>`` each, ``[B, *shape]`` float32 (start an episode from ``initial_state``)."""
+        self.initial_state = {name: np.asarray(initial[name], dtype=np.float32) for name in self.state_names}
         if not isinstance(module.observation_space, gym.spaces.Box):
             raise ValueError(
                 f"The module takes {module.observation_space} observations; the exported file takes one float32 "
@@ -98,23 +98,47 @@ class ExportedPolicy(nn.Module):
             self.register_buffer("low", torch.as_tensor(clips[0].low, dtype=torch.float32))
             self.register_buffer("high", torch.as_tensor(clips[0].high, dtype=torch.float32))
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``obs`` float32 ``[B, *obs_shape]`` -> ``(action_dist_inputs, actions)``."""
+    def forward(self, obs: torch.Tensor, *state: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``obs`` float32 ``[B, *obs_shape]`` (and a recurrent module's state, one tensor per name of
+        :attr:`state_names`) -> ``(action_dist_inputs, actions, *state_out)``."""
         x = obs
         if self.filtered:
             # The Python filter computes in float64 and returns float32: the same here, so that the file
             # and the pipeline agree to float32 rounding.
             x = ((obs.to(torch.float64) - self.mean) / self.std).clamp(-self.clip, self.clip).to(torch.float32)
-        out = self.module.forward_inference({Columns.OBS: x})
+        batch: dict[str, Any] = {Columns.OBS: x}
+        if self.state_names:  # one time step, as the env-to-module pipeline gives a recurrent module
+            batch = {Columns.OBS: x.unsqueeze(1), Columns.STATE_IN: dict(zip(self.state_names, state, strict=True))}
+        out = self.module.forward_inference(batch)
         if Columns.ACTION_DIST_INPUTS not in out:
             raise ValueError(
                 f"{type(self.module).__qualname__}.forward_inference returns {sorted(out)}, without "
                 f"{Columns.ACTION_DIST_INPUTS!r}; the exported file returns it (RLlib's modules do)."
             )
-        actions = out[Columns.ACTIONS]
+        inputs, actions = out[Columns.ACTION_DIST_INPUTS], out[Columns.ACTIONS]
+        if self.state_names:  # drop the time step again (RLlib's RemoveSingleTsTimeRankFromBatch)
+            inputs, actions = inputs.squeeze(1), actions.squeeze(1)
         if self.clipped:
             actions = torch.minimum(torch.maximum(actions, self.low), self.high)
-        return out[Columns.ACTION_DIST_INPUTS], actions
+        state_out: Any = out.get(Columns.STATE_OUT, {})
+        states = tuple(state_out[name] for name in self.state_names)
+        return (inputs, actions, *states)
+
+    def example_inputs(self, rows: int = 2) -> tuple[torch.Tensor, ...]:
+        """Zeros of the file's inputs (``obs`` and a recurrent module's initial state), ``rows`` of each."""
+        obs = torch.zeros((rows, *self.obs_shape), dtype=torch.float32)
+        states = (torch.as_tensor(self.initial_state[n]).expand(rows, -1).clone() for n in self.state_names)
+        return (obs, *states)
+
+    @property
+    def input_names(self) -> list[str]:
+        """``["obs", "state_in_<name>", ...]``."""
+        return ["obs", *(f"state_in_{name}" for name in self.state_names)]
+
+    @property
+    def output_names(self) -> list[str]:
+        """``["action_dist_inputs", "actions", "state_out_<name>", ...]``."""
+        return [*OUTPUT_NAMES, *(f"state_out_{name}" for name in self.state_names)]
 
 
 def export_policy(
@@ -129,12 +153,12 @@ def export_policy(
     if format not in EXPORT_FORMATS:
         raise ValueError(f"format={format!r:.40}: cairn exports {' or '.join(EXPORT_FORMATS)}.")
     exported = ExportedPolicy(policy).eval().to("cpu").requires_grad_(False)
-    example = torch.zeros((2, *exported.obs_shape), dtype=torch.float32)
+    example = exported.example_inputs()
     if format == "torchscript":
         # torch.as_tensor of a tensor input is the identity, not the constant the TracerWarning fears.
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", torch.jit._trace.TracerWarning)
-            traced = torch.jit.trace(exported, (example,), check_trace=False)  # type: ignore[no-untyped-call]
+            traced = torch.jit.trace(exported, example, check_trace=False)  # type: ignore[no-untyped-call]
         traced.save(os.fspath(path))
         return exported
     missing = [name for name in ("onnx", "onnxscript") if importlib.util.find_spec(name) is None]
@@ -144,11 +168,12 @@ def export_policy(
     with torch.no_grad():
         torch.onnx.export(
             exported,
-            (example,),
+            example,
             os.fspath(path),
-            input_names=["obs"],
-            output_names=list(OUTPUT_NAMES),
-            dynamic_shapes={"obs": {0: batch}},
+            input_names=exported.input_names,
+            output_names=exported.output_names,
+            # forward(obs, *state): torch.export sees the varargs as one tuple (none when empty).
+            dynamic_shapes=({0: batch}, tuple({0: batch} for _ in example[1:])) if example[1:] else ({0: batch},),
             dynamo=True,
             external_data=False,
             verbose=False,

@@ -265,12 +265,13 @@ class DefaultPPORLModule(RLModule):
         timed = obs.dim() == obs_rank + 2
         if not timed:
             obs = obs.unsqueeze(1)
-        rows, steps = int(obs.shape[0]), int(obs.shape[1])
         state = batch.get(Columns.STATE_IN)
         if state is None:
+            rows = int(obs.shape[0])  # only here: an int of a size would fix the batch size of an export
             state = {k: torch.as_tensor(v).unsqueeze(0).repeat(rows, 1) for k, v in self.get_initial_state().items()}
         features, (h, c) = self.lstm(
-            self.encoder(obs.reshape(rows, steps, self.obs_dim)),
+            # Sizes from the tensor, not ints: a traced export (cairn export) keeps the batch size free.
+            self.encoder(obs.reshape(obs.shape[0], obs.shape[1], self.obs_dim)),
             (torch.as_tensor(state["h"]).unsqueeze(0), torch.as_tensor(state["c"]).unsqueeze(0)),
         )
         values = self.vf_head(features).squeeze(-1)
