@@ -66,6 +66,17 @@ def pendulum(tmp_path_factory: pytest.TempPathFactory) -> str:
     return _train("Pendulum-v1", tmp_path_factory.mktemp("deploy") / "pendulum")
 
 
+@pytest.fixture(scope="module")
+def lstm(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A PPO StatelessCartPole checkpoint of an LSTM module (cell size 8), no filter."""
+    from cairn.rl.examples.envs.classes.stateless_cartpole import StatelessCartPole
+
+    if "StatelessCartPole-v1" not in gym.registry:
+        gym.register("StatelessCartPole-v1", entry_point=StatelessCartPole, max_episode_steps=500)
+    model_config = {"use_lstm": True, "lstm_cell_size": 8}
+    return _train("StatelessCartPole-v1", tmp_path_factory.mktemp("deploy") / "lstm", model_config=model_config)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_notes() -> Iterator[None]:
     """Each test sees the connectors note as a new process would (it is said once per process)."""
@@ -140,13 +151,16 @@ def test_rllib_idiom_policy_and_cairn_evaluate_act_alike(cartpole: str) -> None:
 
 def test_a_raw_module_acts_otherwise_and_says_so_once(cartpole: str) -> None:
     """The filter matters (this checkpoint's module acts differently on raw observations), and the
-    module taken out alone says so once, with the line that applies the filter."""
+    module taken out alone says so once, with the line that applies the filter. Loading it with its
+    connectors (Policy) says nothing, and does not use up the note."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        policy = Policy.from_checkpoint(cartpole)
     with pytest.warns(ModuleWithoutConnectorsWarning, match=r"EnvToModulePipeline\.from_checkpoint\(.*env_runner/"):
         module = RLModule.from_checkpoint(f"{cartpole}/{MODULE}")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         RLModule.from_checkpoint(f"{cartpole}/{MODULE}")  # once per checkpoint and process
-    policy = Policy.from_checkpoint(cartpole)
     obs = np.random.default_rng(0).normal(scale=[1.0, 2.0, 0.1, 2.0], size=(64, 4)).astype(np.float32)
     raw = module.forward_inference({"obs": torch.as_tensor(obs)})[Columns.ACTION_DIST_INPUTS].numpy()
     assert not np.allclose(raw, policy.forward(obs)[Columns.ACTION_DIST_INPUTS], atol=1e-3)
@@ -255,17 +269,14 @@ def test_exported_files_match_the_python_pipeline(fmt: str, cartpole: str, pendu
 
 
 @pytest.mark.parametrize("fmt", ["torchscript", "onnx"])
-def test_an_exported_lstm_takes_and_returns_its_state(fmt: str, tmp_path: Path) -> None:
+def test_an_exported_lstm_takes_and_returns_its_state(fmt: str, lstm: str, tmp_path: Path) -> None:
     """A recurrent module's state is explicit in the file: fed back step by step, it acts as RLlib's idiom does."""
     from cairn.rl.examples.envs.classes.stateless_cartpole import StatelessCartPole
     from cairn.rl.export import export_policy
 
     if fmt == "onnx":
         ort = pytest.importorskip("onnxruntime")
-    if "StatelessCartPole-v1" not in gym.registry:
-        gym.register("StatelessCartPole-v1", entry_point=StatelessCartPole, max_episode_steps=500)
-    checkpoint = _train("StatelessCartPole-v1", tmp_path / "lstm", model_config={"use_lstm": True, "lstm_cell_size": 8})
-    policy = Policy.from_checkpoint(checkpoint)
+    policy = Policy.from_checkpoint(lstm)
     out = tmp_path / f"lstm.{fmt}"
     exported = export_policy(policy, out, format=fmt)
     assert exported.input_names == ["obs", "state_in_c", "state_in_h"]

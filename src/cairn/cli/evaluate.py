@@ -12,7 +12,6 @@ import importlib
 import os
 import posixpath
 import sys
-import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -95,7 +94,7 @@ def _load_module(root: str, metadata: dict[str, Any] | None, module_id: str) -> 
     """Load module ``module_id`` of the checkpoint at ``root`` (whose metadata is read when None)."""
     from cairn._reader import open_checkpoint
     from cairn.errors import CheckpointNotFoundError
-    from cairn.rl.core.rl_module.rl_module import ModuleWithoutConnectorsWarning, RLModule
+    from cairn.rl.core.rl_module.rl_module import RLModule
 
     # A checkpoint names its module's class, and only classes of imported modules load (SPEC 8):
     # every shipped algorithm's default module (PPO's also under its 0.1 path), and MultiRLModule.
@@ -127,10 +126,8 @@ def _load_module(root: str, metadata: dict[str, Any] | None, module_id: str) -> 
                 f"The checkpoint {root} has no module {module_id!r}"
                 + (f"; its modules are {modules}." if modules else ".")
             )
-    with warnings.catch_warnings():
-        if algo_root is not None:  # cmd_evaluate runs the algorithm's connectors before the module
-            warnings.simplefilter("ignore", ModuleWithoutConnectorsWarning)
-        module = RLModule.from_checkpoint(module_folder)
+    # cmd_evaluate runs the algorithm's connectors before the module when it knows the algorithm.
+    module = RLModule.from_checkpoint(module_folder, note_connectors=algo_root is None)
     return _Evaluated(module_folder, algo_root, algo_metadata, module)
 
 

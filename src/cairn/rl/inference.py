@@ -33,7 +33,7 @@ from cairn.rl.connectors.env_to_module.env_to_module_pipeline import EnvToModule
 from cairn.rl.connectors.module_to_env.module_to_env_pipeline import ModuleToEnvPipeline
 from cairn.rl.core import DEFAULT_MODULE_ID
 from cairn.rl.core.columns import Columns
-from cairn.rl.core.rl_module.rl_module import ModuleWithoutConnectorsWarning, RLModule
+from cairn.rl.core.rl_module.rl_module import RLModule
 from cairn.rl.env.single_agent_episode import SingleAgentEpisode
 from cairn.rl.utils.companions import MODULE_FOLDER, PIPELINE_FOLDER
 from cairn.rl.utils.nested import map_leaves, stack_rows
@@ -88,11 +88,8 @@ class Policy:
             raise CheckpointNotFoundError(
                 f"The checkpoint {path} has no module {module_id!r}; its modules are {modules}. Pass module_id=."
             )
-        import warnings
-
-        with warnings.catch_warnings():  # the connectors come along: the note about leaving them does not apply
-            warnings.simplefilter("ignore", ModuleWithoutConnectorsWarning)
-            module = RLModule.from_checkpoint(_join(root, MODULE_FOLDER, module_id), device=device)
+        # The connectors come along: the note about leaving them behind does not apply.
+        module = RLModule.from_checkpoint(_join(root, MODULE_FOLDER, module_id), device=device, note_connectors=False)
         pipeline_id = module_id if len(modules) > 1 else None
         return cls(
             module,

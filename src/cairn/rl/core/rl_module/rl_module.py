@@ -284,6 +284,7 @@ class RLModule(nn.Module, Checkpointable):
         path: str | os.PathLike[str],
         *,
         device: str | torch.device | None = None,
+        note_connectors: bool = True,
         filesystem: Any = None,
         allow_pickle: bool = False,
         public_key: str | os.PathLike[str] | bytes | None = None,
@@ -296,7 +297,8 @@ class RLModule(nn.Module, Checkpointable):
         own, or either inside a zip (``"zip://<folder>::<file>.zip"``). When the algorithm's
         env runner had env-to-module connectors (an observation filter), a
         :class:`ModuleWithoutConnectorsWarning` says so once, with the line that applies them:
-        the module alone acts on raw observations.
+        the module alone acts on raw observations. ``note_connectors=False``: the caller applies
+        them itself (``cairn.rl.inference.Policy``, ``cairn evaluate``), so nothing is said.
 
         Other arguments as :meth:`cairn.Checkpointable.from_checkpoint`.
         """
@@ -305,7 +307,8 @@ class RLModule(nn.Module, Checkpointable):
         )
         if device is not None:
             module.to(torch.device(device))
-        note = connectors_note(str(path)) if filesystem is None and "://" not in str(path) else None
+        local = filesystem is None and "://" not in str(path)
+        note = connectors_note(str(path)) if note_connectors and local else None
         if note is not None:
             warnings.warn(note, ModuleWithoutConnectorsWarning, stacklevel=2)
         return module
