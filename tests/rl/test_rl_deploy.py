@@ -77,6 +77,18 @@ def lstm(tmp_path_factory: pytest.TempPathFactory) -> str:
     return _train("StatelessCartPole-v1", tmp_path_factory.mktemp("deploy") / "lstm", model_config=model_config)
 
 
+@pytest.fixture(scope="module")
+def stacked(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A PPO CartPole checkpoint behind a 3-frame stack and a MeanStdFilter (of the stacked observations)."""
+    import functools
+
+    from cairn.rl.connectors.env_to_module import FrameStackingEnvToModule
+
+    stacking = functools.partial(FrameStackingEnvToModule, num_frames=3)
+    return _train("CartPole-v1", tmp_path_factory.mktemp("deploy") / "stacked", observation_filter="MeanStdFilter",
+                  env_to_module_connector=stacking)  # fmt: skip
+
+
 @pytest.fixture(autouse=True)
 def _fresh_notes() -> Iterator[None]:
     """Each test sees the connectors note as a new process would (it is said once per process)."""
@@ -268,19 +280,29 @@ def test_exported_files_match_the_python_pipeline(fmt: str, cartpole: str, pendu
         np.testing.assert_allclose(actions, expected[Columns.ACTIONS_FOR_ENV], atol=tolerance, rtol=0)
 
 
+STATEFUL = {
+    "lstm": (["obs", "state_in_c", "state_in_h"], ["action_dist_inputs", "actions", "state_out_c", "state_out_h"]),
+    "stacked": (["obs", "frames"], ["action_dist_inputs", "actions", "frames_out"]),
+}
+"""A recurrent module and a frame stack (behind a filter): what the file takes and returns besides ``obs``."""
+
+
 @pytest.mark.parametrize("fmt", ["torchscript", "onnx"])
-def test_an_exported_lstm_takes_and_returns_its_state(fmt: str, lstm: str, tmp_path: Path) -> None:
-    """A recurrent module's state is explicit in the file: fed back step by step, it acts as RLlib's idiom does."""
+@pytest.mark.parametrize("kind", sorted(STATEFUL))
+def test_an_exported_policy_takes_and_returns_its_state(
+    fmt: str, kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A recurrent module's state and a frame stack's history are explicit in the file: fed back step by step,
+    the file acts as RLlib's idiom does (every output compared, a whole episode)."""
     from cairn.rl.examples.envs.classes.stateless_cartpole import StatelessCartPole
     from cairn.rl.export import export_policy
 
     if fmt == "onnx":
         ort = pytest.importorskip("onnxruntime")
-    policy = Policy.from_checkpoint(lstm)
-    out = tmp_path / f"lstm.{fmt}"
+    policy = Policy.from_checkpoint(request.getfixturevalue(kind))
+    out = tmp_path / f"{kind}.{fmt}"
     exported = export_policy(policy, out, format=fmt)
-    assert exported.input_names == ["obs", "state_in_c", "state_in_h"]
-    assert exported.output_names == ["action_dist_inputs", "actions", "state_out_c", "state_out_h"]
+    assert (exported.input_names, exported.output_names) == STATEFUL[kind]
     if fmt == "torchscript":
         loaded = torch.jit.load(str(out))
 
@@ -293,19 +315,20 @@ def test_an_exported_lstm_takes_and_returns_its_state(fmt: str, lstm: str, tmp_p
         def run(*inputs: np.ndarray) -> list[np.ndarray]:
             return list(session.run(None, dict(zip(exported.input_names, inputs, strict=True))))
 
-    env = StatelessCartPole()
+    env = StatelessCartPole() if kind == "lstm" else gym.make("CartPole-v1")
     obs, _ = env.reset(seed=3)
     episode = SingleAgentEpisode(observations=[obs], action_space=env.action_space)
-    state = [exported.initial_state[name][None] for name in exported.state_names]
-    for _ in range(15):  # RLlib's idiom (through Policy's pipelines) against the file, one step at a time
+    carried = [t.numpy()[:1] for t in exported.example_inputs()[1:]]  # an episode's start: zeros
+    for _ in range(40):  # RLlib's idiom (through Policy's pipelines) against the file, one step at a time
         shared: dict[str, Any] = {}
         batch = policy.env_to_module(episodes=[episode], rl_module=policy.module, shared_data=shared)
         to_env = policy.module_to_env(batch=policy.module.forward_inference(batch), episodes=[episode],
                                       rl_module=policy.module, shared_data=shared)  # fmt: skip
-        inputs, actions, *state = run(obs[None].astype(np.float32), *state)
+        inputs, actions, *carried = run(obs[None].astype(np.float32), *carried)
         assert np.abs(inputs[0] - to_env[Columns.ACTION_DIST_INPUTS][0]).max() < 1e-4
         assert int(actions[0]) == int(to_env[Columns.ACTIONS][0])
-        for name, value in zip(exported.state_names, state, strict=True):
+        states = carried[len(carried) - len(exported.state_names) :]  # after frames_out, if any
+        for name, value in zip(exported.state_names, states, strict=True):
             assert np.abs(value[0] - to_env[Columns.STATE_OUT][0][name]).max() < 1e-4
         action = to_env.pop(Columns.ACTIONS)[0]
         obs, reward, terminated, truncated, _ = env.step(action)

@@ -7,17 +7,19 @@
 
     export_policy(Policy.from_checkpoint(ckpt), "policy.onnx", format="onnx")
 
-(``cairn export CKPT --format onnx -o policy.onnx``). The file's one input is the raw
+(``cairn export CKPT --format onnx -o policy.onnx``). The file's input is the raw
 observation, named ``obs``, float32 ``[B, obs_dim]``; its outputs are
 ``action_dist_inputs`` (the module's, as ``forward_inference`` returns them) and
 ``actions``: the greedy action as the environment takes it (int64 ``[B]`` for
 Discrete, float32 ``[B, act_dim]`` clipped to a Box's bounds). The connectors run
 inside: a ``MeanStdFilter`` with the checkpoint's statistics as constants (computed in
-float64 as the Python filter does), ``ClipActions``. A pipeline with another piece (a frame
-stack, ``FlattenObservations``) is refused with what to do instead (the RLlib idiom in
-Python). A recurrent module's state is explicit: inputs ``state_in_<name>`` and outputs
-``state_out_<name>`` (an LSTM's ``h`` and ``c``, float32 ``[B, cell]``); feed each step's
-outputs to the next step, and the module's initial state (zeros for cairn's LSTM) at an episode's start.
+float64 as the Python filter does), ``ClipActions``, and a frame stack whose history is
+explicit (input ``frames`` ``[B, num_frames - 1, *obs_shape]``, zeros at an episode's
+start; output ``frames_out``). A recurrent module's state is explicit too: inputs
+``state_in_<name>`` and outputs ``state_out_<name>`` (an LSTM's ``c`` and ``h``, float32
+``[B, cell]``). Feed each step's outputs to the next step's inputs, and the initial
+values at an episode's start (:meth:`ExportedPolicy.example_inputs`). Other pieces
+(``FlattenObservations``) are refused with what to do instead (the RLlib idiom in Python).
 
 ONNX needs cairn's ``[export]`` extra (onnx, onnxscript; onnxruntime to run the file).
 """
@@ -35,6 +37,7 @@ import torch
 from torch import nn
 
 from cairn.rl.connectors.connectors import ClipActions, MeanStdFilter
+from cairn.rl.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
 from cairn.rl.core.columns import Columns
 from cairn.rl.inference import Policy
 
@@ -77,16 +80,26 @@ class ExportedPolicy(nn.Module):
             )
         self.module = module
         self.obs_shape = tuple(int(d) for d in (module.observation_space.shape or ()))
-        filters = [piece for piece in policy.env_to_module.connectors if isinstance(piece, MeanStdFilter)]
-        others = [piece.name for piece in policy.env_to_module.connectors if not isinstance(piece, MeanStdFilter)]
+        pieces = list(policy.env_to_module.connectors)
+        stacker = pieces[0] if pieces and isinstance(pieces[0], FrameStackingEnvToModule) else None
+        pieces = pieces[1:] if stacker is not None else pieces
+        filters = [piece for piece in pieces if isinstance(piece, MeanStdFilter)]
+        others = [piece.name for piece in pieces if not isinstance(piece, MeanStdFilter)]
         clips = [piece for piece in policy.module_to_env.connectors if isinstance(piece, ClipActions)]
         others += [piece.name for piece in policy.module_to_env.connectors if not isinstance(piece, ClipActions)]
         if others or len(filters) > 1 or len(clips) > 1:
             raise ValueError(
                 f"The policy's connectors {others or [p.name for p in filters + clips]} cannot be baked into a "
-                "file yet (cairn export bakes in one MeanStdFilter and ClipActions). Run it in Python "
-                "(cairn.rl.inference.Policy, docs/deploy.md)."
+                "file yet (cairn export bakes in a FrameStackingEnvToModule, then a MeanStdFilter, and "
+                "ClipActions). Run it in Python (cairn.rl.inference.Policy, docs/deploy.md)."
             )
+        self.history = 0
+        """Frames a baked-in frame stack keeps (``num_frames - 1``): the extra input ``frames``
+        float32 ``[B, history, *obs_shape]`` (zeros at an episode's start) and output ``frames_out``."""
+        if stacker is not None and stacker.num_frames > 1:
+            self.history = stacker.num_frames - 1
+            raw = stacker.input_observation_space
+            self.obs_shape = tuple(int(d) for d in (raw.shape if raw is not None else None) or ())  # one frame
         self.filtered = bool(filters)
         if filters:
             f = filters[0]
@@ -99,13 +112,17 @@ class ExportedPolicy(nn.Module):
             self.register_buffer("high", torch.as_tensor(clips[0].high, dtype=torch.float32))
 
     def forward(self, obs: torch.Tensor, *state: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """``obs`` float32 ``[B, *obs_shape]`` (and a recurrent module's state, one tensor per name of
-        :attr:`state_names`) -> ``(action_dist_inputs, actions, *state_out)``."""
-        x = obs
+        """``obs`` float32 ``[B, *obs_shape]``, a frame stack's ``frames`` and a recurrent module's state (one
+        tensor per name of :attr:`state_names`) -> ``(action_dist_inputs, actions, frames_out, *state_out)``."""
+        x: torch.Tensor = obs
+        frames_out: tuple[torch.Tensor, ...] = ()
+        if self.history:  # RLlib's FrameStackingEnvToModule: oldest first, concatenated along the last axis
+            stack = torch.cat([state[0].to(obs.dtype), obs.unsqueeze(1)], dim=1)
+            x, frames_out, state = torch.cat(torch.unbind(stack, dim=1), dim=-1), (stack[:, 1:],), state[1:]
         if self.filtered:
             # The Python filter computes in float64 and returns float32: the same here, so that the file
             # and the pipeline agree to float32 rounding.
-            x = ((obs.to(torch.float64) - self.mean) / self.std).clamp(-self.clip, self.clip).to(torch.float32)
+            x = ((x.to(torch.float64) - self.mean) / self.std).clamp(-self.clip, self.clip).to(torch.float32)
         batch: dict[str, Any] = {Columns.OBS: x}
         if self.state_names:  # one time step, as the env-to-module pipeline gives a recurrent module
             batch = {Columns.OBS: x.unsqueeze(1), Columns.STATE_IN: dict(zip(self.state_names, state, strict=True))}
@@ -122,23 +139,25 @@ class ExportedPolicy(nn.Module):
             actions = torch.minimum(torch.maximum(actions, self.low), self.high)
         state_out: Any = out.get(Columns.STATE_OUT, {})
         states = tuple(state_out[name] for name in self.state_names)
-        return (inputs, actions, *states)
+        return (inputs, actions, *frames_out, *states)
 
     def example_inputs(self, rows: int = 2) -> tuple[torch.Tensor, ...]:
-        """Zeros of the file's inputs (``obs`` and a recurrent module's initial state), ``rows`` of each."""
+        """The file's inputs at an episode's start: zero ``obs``, empty ``frames``, the initial state; ``rows`` each."""
         obs = torch.zeros((rows, *self.obs_shape), dtype=torch.float32)
+        frames = [torch.zeros((rows, self.history, *self.obs_shape), dtype=torch.float32)] if self.history else []
         states = (torch.as_tensor(self.initial_state[n]).expand(rows, -1).clone() for n in self.state_names)
-        return (obs, *states)
+        return (obs, *frames, *states)
 
     @property
     def input_names(self) -> list[str]:
-        """``["obs", "state_in_<name>", ...]``."""
-        return ["obs", *(f"state_in_{name}" for name in self.state_names)]
+        """``["obs", "frames" (a frame stack), "state_in_<name>" (a recurrent module), ...]``."""
+        return ["obs", *(["frames"] if self.history else []), *(f"state_in_{name}" for name in self.state_names)]
 
     @property
     def output_names(self) -> list[str]:
-        """``["action_dist_inputs", "actions", "state_out_<name>", ...]``."""
-        return [*OUTPUT_NAMES, *(f"state_out_{name}" for name in self.state_names)]
+        """``["action_dist_inputs", "actions", "frames_out", "state_out_<name>", ...]``."""
+        frames = ["frames_out"] if self.history else []
+        return [*OUTPUT_NAMES, *frames, *(f"state_out_{name}" for name in self.state_names)]
 
 
 def export_policy(
