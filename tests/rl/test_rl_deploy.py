@@ -31,6 +31,7 @@ from cairn.rl.core.rl_module.rl_module import ModuleWithoutConnectorsWarning, RL
 from cairn.rl.env.single_agent_episode import SingleAgentEpisode
 from cairn.rl.inference import Policy
 from cairn.rl.utils import companions
+from cairn.rl.utils.nested import stack_rows
 
 MODULE = "learner_group/learner/rl_module/default_policy"
 SRC = str(Path(cairn.__file__).resolve().parents[1])
@@ -75,6 +76,18 @@ def lstm(tmp_path_factory: pytest.TempPathFactory) -> str:
         gym.register("StatelessCartPole-v1", entry_point=StatelessCartPole, max_episode_steps=500)
     model_config = {"use_lstm": True, "lstm_cell_size": 8}
     return _train("StatelessCartPole-v1", tmp_path_factory.mktemp("deploy") / "lstm", model_config=model_config)
+
+
+@pytest.fixture(scope="module")
+def dict_obs(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A PPO checkpoint of CartPole with Dict observations, through FlattenObservations and a MeanStdFilter."""
+    import functools
+
+    from cairn.rl.connectors.env_to_module import FlattenObservations
+
+    env = "cairn.rl.examples.envs.classes.cartpole_with_dict_observation_space:CartPoleWithDictObservationSpace"
+    return _train(env, tmp_path_factory.mktemp("deploy") / "dict_obs", observation_filter="MeanStdFilter",
+                  env_to_module_connector=functools.partial(FlattenObservations))  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -255,19 +268,27 @@ def test_policy_batched_equals_single_and_samples(cartpole: str, pendulum: str) 
 
 
 @pytest.mark.parametrize("fmt", ["torchscript", "onnx"])
-def test_exported_files_match_the_python_pipeline(fmt: str, cartpole: str, pendulum: str, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_exported_files_match_the_python_pipeline(
+    fmt: str, cartpole: str, pendulum: str, dict_obs: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CartPole behind a filter (Discrete), Pendulum (Box, clipped), Dict observations through FlattenObservations
+    (the file takes gymnasium.spaces.flatten of each observation) and a filter."""
     from cairn.cli import main
+    from cairn.rl.export import ExportedPolicy
 
     if fmt == "onnx":
         ort = pytest.importorskip("onnxruntime")
     tolerance = 1e-5 if fmt == "torchscript" else 1e-4
-    for checkpoint, obs_dim in ((cartpole, 4), (pendulum, 3)):
+    for checkpoint in (cartpole, pendulum, dict_obs):
         out = tmp_path / f"{Path(checkpoint).name}.{fmt}"
         assert main(["export", checkpoint, "--format", fmt, "-o", str(out)]) == 0
         assert "outputs action_dist_inputs, actions" in capsys.readouterr().err
-        obs = (np.random.default_rng(3).normal(size=(33, obs_dim)) * 3).astype(np.float32)
-        expected = Policy.from_checkpoint(checkpoint).forward(obs)
+        policy = Policy.from_checkpoint(checkpoint)
+        space = ExportedPolicy(policy).flattened_space or policy.module.observation_space
+        space.seed(3)
+        raw = [space.sample() for _ in range(33)]
+        obs = np.stack([gym.spaces.flatten(space, o) for o in raw]).astype(np.float32)
+        expected = policy.forward(obs if isinstance(space, gym.spaces.Box) else stack_rows(raw))
         if fmt == "torchscript":
             with torch.no_grad():
                 inputs, actions = (t.numpy() for t in torch.jit.load(str(out))(torch.from_numpy(obs)))

@@ -18,8 +18,11 @@ explicit (input ``frames`` ``[B, num_frames - 1, *obs_shape]``, zeros at an epis
 start; output ``frames_out``). A recurrent module's state is explicit too: inputs
 ``state_in_<name>`` and outputs ``state_out_<name>`` (an LSTM's ``c`` and ``h``, float32
 ``[B, cell]``). Feed each step's outputs to the next step's inputs, and the initial
-values at an episode's start (:meth:`ExportedPolicy.example_inputs`). Other pieces
-(``FlattenObservations``) are refused with what to do instead (the RLlib idiom in Python).
+values at an episode's start (:meth:`ExportedPolicy.example_inputs`). Dict (Tuple,
+Discrete) observations go through the flattening connector: with ``FlattenObservations``
+first in the pipeline, ``obs`` is its output, ``gymnasium.spaces.flatten(space, o)`` per row
+(:attr:`ExportedPolicy.flattened_space`). Other pieces are refused with what to do instead
+(the RLlib idiom in Python).
 
 ONNX needs cairn's ``[export]`` extra (onnx, onnxscript; onnxruntime to run the file).
 """
@@ -37,6 +40,7 @@ import torch
 from torch import nn
 
 from cairn.rl.connectors.connectors import ClipActions, MeanStdFilter
+from cairn.rl.connectors.env_to_module.flatten_observations import FlattenObservations
 from cairn.rl.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
 from cairn.rl.core.columns import Columns
 from cairn.rl.inference import Policy
@@ -81,6 +85,11 @@ class ExportedPolicy(nn.Module):
         self.module = module
         self.obs_shape = tuple(int(d) for d in (module.observation_space.shape or ()))
         pieces = list(policy.env_to_module.connectors)
+        flattener = pieces[0] if pieces and isinstance(pieces[0], FlattenObservations) else None
+        pieces = pieces[1:] if flattener is not None else pieces
+        self.flattened_space = flattener.input_observation_space if flattener is not None else None
+        """With a ``FlattenObservations`` first, the space whose observations the file takes flattened:
+        ``gymnasium.spaces.flatten(flattened_space, obs)`` per row (one-hot Discrete, Dict keys in order)."""
         stacker = pieces[0] if pieces and isinstance(pieces[0], FrameStackingEnvToModule) else None
         pieces = pieces[1:] if stacker is not None else pieces
         filters = [piece for piece in pieces if isinstance(piece, MeanStdFilter)]
@@ -90,8 +99,8 @@ class ExportedPolicy(nn.Module):
         if others or len(filters) > 1 or len(clips) > 1:
             raise ValueError(
                 f"The policy's connectors {others or [p.name for p in filters + clips]} cannot be baked into a "
-                "file yet (cairn export bakes in a FrameStackingEnvToModule, then a MeanStdFilter, and "
-                "ClipActions). Run it in Python (cairn.rl.inference.Policy, docs/deploy.md)."
+                "file yet (cairn export takes FlattenObservations's output and bakes in a FrameStackingEnvToModule, "
+                "then a MeanStdFilter, and ClipActions). Run it in Python (cairn.rl.inference.Policy, docs/deploy.md)."
             )
         self.history = 0
         """Frames a baked-in frame stack keeps (``num_frames - 1``): the extra input ``frames``

@@ -36,7 +36,7 @@ from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.rl_module import RLModule
 from cairn.rl.env.single_agent_episode import SingleAgentEpisode
 from cairn.rl.utils.companions import MODULE_FOLDER, PIPELINE_FOLDER
-from cairn.rl.utils.nested import map_leaves, stack_rows
+from cairn.rl.utils.nested import leading_rows, map_leaves, stack_rows, take_rows
 
 __all__ = ["Policy", "module_ids_of"]
 
@@ -100,7 +100,11 @@ class Policy:
     @property
     def keeps_state(self) -> bool:
         """Whether an action depends on earlier observations (a recurrent module, a frame stack, previous actions)."""
-        return self.module.is_stateful() or any(piece.RUNNER_LOCAL_STATE for piece in self.env_to_module.connectors)
+        # A piece keeps per-episode state when that state is its runner's own and it has any (a frame
+        # stack's histories, previous actions); FlattenObservations is a ConnectorV2 without state.
+        return self.module.is_stateful() or any(
+            piece.RUNNER_LOCAL_STATE and bool(piece.get_state()) for piece in self.env_to_module.connectors
+        )
 
     def reset(self) -> None:
         """Begin a new episode for :meth:`compute_single_action` (its state and frame stack start over)."""
@@ -228,11 +232,9 @@ def _join(root: str, *parts: str) -> str:
 
 
 def _rows(observations: Any) -> list[Any]:
-    """The rows of a batch (a dict of arrays for Dict observations)."""
-    if isinstance(observations, Mapping):
-        keys = list(observations)
-        count = len(observations[keys[0]]) if keys else 0
-        return [{key: observations[key][i] for key in keys} for i in range(count)]
+    """The rows of a batch (nested dicts/tuples of arrays for Dict and Tuple observations, gymnasium's layout)."""
+    if isinstance(observations, Mapping | tuple):
+        return [take_rows(observations, i) for i in range(leading_rows(observations))]
     return list(np.asarray(observations))
 
 
