@@ -39,8 +39,8 @@ class LongEpisodes(RLlibCallback):
 
     def on_episode_end(self, *, episode: Episode, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
         """Log the lifetime sums, and the mean return of the last 10 episodes."""
-        metrics_logger.log_value("num_long_episodes", int(episode.get_return() > LONG_EPISODE_RETURN), reduce="sum")
-        metrics_logger.log_value("reward_sum", episode.get_return(), reduce="sum")
+        metrics_logger.log_value("num_long_episodes", int(episode.get_return() > LONG_EPISODE_RETURN), reduce="lifetime_sum")
+        metrics_logger.log_value("reward_sum", episode.get_return(), reduce="lifetime_sum")
         metrics_logger.log_value("return_last_10", episode.get_return(), reduce="mean", window=10)
 
     def on_train_result(

@@ -99,14 +99,13 @@ class CartPositionCallback(RLlibCallback):
         metrics_logger.log_value(
             "cart_max_dist_travelled",
             dist_travelled,
-            reduce=None,
+            reduce="percentiles",
             window=100,
             percentiles=[75, 95, 99],
-            clear_on_reduce=True,
         )
         metrics_logger.log_value("cart_mean_dist_travelled", dist_travelled, reduce="mean", window=200)
         metrics_logger.log_value(
-            "pole_angle", float(abs(episode.get_observations(-1)[2])), reduce="mean", ema_coeff=0.01
+            "pole_angle", float(abs(episode.get_observations(-1)[2])), reduce="ema", ema_coeff=0.01
         )
 
     def on_train_result(self, *, result: dict[str, Any], **kwargs: Any) -> None:

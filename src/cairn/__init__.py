@@ -16,6 +16,7 @@ from cairn.errors import (
     DamagedCheckpointWarning,
     IncompatibleCheckpointError,
     SignatureError,
+    UnreadableCheckpointError,
     UnsafeCheckpointError,
 )
 from cairn.manifest import FORMAT_VERSION
@@ -65,6 +66,7 @@ __all__ = [
     "DamagedCheckpointWarning",
     "IncompatibleCheckpointError",
     "SignatureError",
+    "UnreadableCheckpointError",
     "UnsafeCheckpointError",
     "__version__",
     "register_class_alias",

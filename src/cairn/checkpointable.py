@@ -180,6 +180,7 @@ class Checkpointable(abc.ABC):
         state: dict[str, Any] | None = None,
         filesystem: Any = None,
         allow_pickle: bool = False,
+        digest: str = "blake3",
     ) -> str:
         """Save this object and its components as a checkpoint folder, atomically.
 
@@ -193,19 +194,23 @@ class Checkpointable(abc.ABC):
             filesystem: An fsspec filesystem ``path`` lives on.
             allow_pickle: Let values the safe format cannot hold be pickled (the
                 checkpoint then records that, and loading it needs ``allow_pickle``).
+            digest: The digest every file and manifest records: ``"blake3"`` (the
+                default) or ``"sha256"`` (for users who must use it); the manifests
+                record which.
 
         Returns:
             The path written, as a string.
 
         Raises:
             CheckpointError: For a value that cannot be saved (naming its path in the
-                state) or a storage failure; a previous checkpoint at ``path`` is intact.
+                state), an unknown ``digest``, or a storage failure; a previous
+                checkpoint at ``path`` is intact.
         """
         # The engine is imported on first use: it sits below this class (it walks Checkpointables),
         # and importing it here keeps `import cairn` light (no numpy).
         from cairn._save import save
 
-        return save(self, path, state=state, filesystem=filesystem, allow_pickle=allow_pickle)
+        return save(self, path, state=state, filesystem=filesystem, allow_pickle=allow_pickle, digest=digest)
 
     def restore_from_path(
         self,

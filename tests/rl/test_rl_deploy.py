@@ -200,22 +200,25 @@ def test_cairn_extract_of_a_module_says_where_its_filter_is(cartpole: str, tmp_p
     assert "['MeanStdFilter']" in err and f"Policy.from_checkpoint('{cartpole}')" in err
 
 
-def test_a_fresh_process_loads_without_importing_cairns_classes(cartpole: str) -> None:
-    """Algorithm.from_checkpoint, RLModule.from_checkpoint and cairn evaluate in a new process, no manual import."""
+def test_a_fresh_process_loads_without_importing_cairns_classes(cartpole: str, dict_obs: str) -> None:
+    """Algorithm.from_checkpoint, RLModule.from_checkpoint and cairn evaluate in a new process, no manual import:
+    the Dict-observation checkpoint names an env class of cairn's examples that nothing imports beforehand."""
+    env_module = "cairn.rl.examples.envs.classes.cartpole_with_dict_observation_space"
     code = (
-        "import sys\n"
-        "from cairn.rl.algorithms.algorithm import Algorithm\n"
+        "import sys, warnings\n"
+        "warnings.simplefilter('ignore')\n"
         "from cairn.rl.core.rl_module.rl_module import RLModule\n"
-        "assert 'cairn.rl.algorithms.ppo.ppo' not in sys.modules\n"
-        f"algo = Algorithm.from_checkpoint({cartpole!r})\n"
-        "print(type(algo).__name__, algo.training_iteration)\n"
-        "algo.stop()\n"
+        "from cairn.rl.algorithms.algorithm import Algorithm\n"
+        f"assert {env_module!r} not in sys.modules\n"
         f"print(type(RLModule.from_checkpoint({cartpole + '/' + MODULE!r})).__name__)\n"
+        f"algo = Algorithm.from_checkpoint({dict_obs!r})\n"
+        "print(type(algo).__name__, algo.training_iteration, type(algo.env_runner.env.envs[0].unwrapped).__name__)\n"
+        "algo.stop()\n"
     )
     env = {**os.environ, "PYTHONPATH": SRC}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["PPO", "1", "DefaultPPORLModule"]
+    assert out.stdout.split() == ["DefaultPPORLModule", "PPO", "1", "CartPoleWithDictObservationSpace"]
     evaluated = subprocess.run([sys.executable, "-m", "cairn", "evaluate", cartpole, "--episodes", "1"],
                                capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
     assert evaluated.returncode == 0, evaluated.stderr

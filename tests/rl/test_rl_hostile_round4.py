@@ -169,7 +169,7 @@ RUNNER_ATTACKS: list[Any] = [
     (
         "metrics_key_clash",
         at("metrics", "stats")(lambda s: [*s, {**s[0], "key": [*s[0]["key"], "sub"]}]),
-        r"also the prefix of other metrics",
+        r"metrics: Metric .* clashes with",
     ),
 ]
 

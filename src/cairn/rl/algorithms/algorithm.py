@@ -35,7 +35,7 @@ import torch
 from cairn import Checkpointable
 from cairn._ctor_bounds import FolderSizes, alloc_limit
 from cairn.rl._aliases import register_old_paths
-from cairn.rl.algorithms.evaluation import EvaluationRunners, wants_evaluation_runners
+from cairn.rl.algorithms.evaluation import EvaluationRunners, evaluation_runner_config, wants_evaluation_runners
 from cairn.rl.algorithms.results import ResultDict, nest_results
 from cairn.rl.callbacks.callbacks import callbacks_from_config
 from cairn.rl.config.algorithm_config import (
@@ -68,6 +68,7 @@ from cairn.rl.utils.metrics.constants import (
 )
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger, flatten_metrics
 from cairn.rl.utils.metrics.metrics_logger import read_state as read_metrics_state
+from cairn.rl.utils.metrics.stats import LifetimeSumStats
 
 if TYPE_CHECKING:
     from cairn.delegation import DelegatedComponent
@@ -95,8 +96,8 @@ class Algorithm(Checkpointable, abc.ABC):
         config.validate()
         self.config = config
         self.callbacks = callbacks_from_config(config)
-        self.metrics = MetricsLogger()
-        """The algorithm's metrics: its callbacks' and, under ``env_runners/``, the env runners'."""
+        self.metrics = MetricsLogger(root=True)
+        """The algorithm's metrics (the root logger): its callbacks' and, under ``env_runners/``, the env runners'."""
         if config.num_torch_threads is not None:
             torch.set_num_threads(int(config.num_torch_threads))
         self.env_runner_group = EnvRunnerGroup(config)
@@ -122,6 +123,30 @@ class Algorithm(Checkpointable, abc.ABC):
             # Nobody holds this algorithm: its Ray actors would live on, unreachable, until Ray shuts down.
             self.stop()
             raise
+
+    @classmethod
+    def default_resource_request(cls, config: AlgorithmConfig) -> Any:
+        """What a Tune trial of this algorithm reserves: a ``ray.tune.PlacementGroupFactory`` (RLlib's method).
+
+        One bundle for the algorithm's process (``num_cpus_for_main_process``), one per remote
+        env runner (``num_cpus_per_env_runner``, ``custom_resources_per_env_runner``), one per
+        evaluation env runner, one per remote learner (``num_cpus_per_learner``,
+        ``num_gpus_per_learner``, ``custom_resources_per_learner``), with ``placement_strategy``.
+        Each actor the algorithm starts inside the trial takes its own bundle
+        (:mod:`cairn.rl.distributed.placement`). Actors that reserve nothing get no bundle.
+        Use it as ``tune.with_resources(trainable, PPO.default_resource_request(config))``.
+
+        Raises:
+            ValueError: The config is invalid (checked as when an algorithm is built).
+        """
+        from ray.tune import PlacementGroupFactory
+
+        from cairn.rl.distributed.placement import resource_bundles
+
+        config.validate()
+        evaluation = evaluation_runner_config(config) if wants_evaluation_runners(config) else None
+        bundles = resource_bundles(config, evaluation=evaluation)
+        return PlacementGroupFactory([b.resources for b in bundles], strategy=config.placement_strategy)
 
     @classmethod
     def get_default_config(cls) -> AlgorithmConfig:
@@ -380,7 +405,10 @@ class Algorithm(Checkpointable, abc.ABC):
         """
         start = time.perf_counter()
         steps_before = self.env_runner.num_env_steps_sampled_lifetime
-        training_results = self.training_step()
+        try:
+            training_results = self.training_step()
+        finally:  # also when no runner delivered (EnvRunnersUnavailableError): replacements may be up
+            self._report_recreated_env_runners()
         self.training_iteration += 1
         # The env runners' metrics are reduced into the algorithm's logger each iteration (as in RLlib).
         self.metrics.aggregate(self.env_runner_group.pop_metrics(), key=ENV_RUNNER_RESULTS)
@@ -389,7 +417,7 @@ class Algorithm(Checkpointable, abc.ABC):
         evaluation = None
         if interval is not None and self.training_iteration % int(interval) == 0:
             evaluation = self._run_evaluation()
-        flat = {**flatten_metrics(self.metrics.reduce()), **training_results}
+        flat = {**flatten_metrics(self.metrics.compile()), **training_results}
         elapsed = time.perf_counter() - start
         steps = self.env_runner.num_env_steps_sampled_lifetime - steps_before
         flat["training_iteration"] = self.training_iteration
@@ -403,6 +431,18 @@ class Algorithm(Checkpointable, abc.ABC):
         self.callbacks.on_train_result(algorithm=self, metrics_logger=self.metrics, result=results)
         return results
 
+    def _report_recreated_env_runners(self) -> None:
+        """Call ``on_env_runners_recreated`` for the replaced remote runners that came up (RLlib's hook)."""
+        groups = [(self.env_runner_group, False)]
+        if self.eval_env_runner_group is not None:
+            groups.append((self.eval_env_runner_group, True))
+        for group, is_evaluation in groups:
+            indices = group.pop_recreated()
+            if indices:
+                self.callbacks.on_env_runners_recreated(
+                    algorithm=self, env_runner_group=group, env_runner_indices=indices, is_evaluation=is_evaluation
+                )
+
     def _log_env_runner_counters(self) -> None:
         """The env runners' lifetime counters into :attr:`metrics` under ``env_runners/`` (RLlib's
         ``algo.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME))``); checkpointed with it."""
@@ -412,8 +452,13 @@ class Algorithm(Checkpointable, abc.ABC):
             (NUM_AGENT_STEPS_SAMPLED_LIFETIME, runner.num_agent_steps_sampled_lifetime),
             (NUM_EPISODES_LIFETIME, runner.num_episodes_lifetime),
         ):
-            # "max" of a count that only grows: the stat holds the current value, an int.
-            self.metrics.log_value((ENV_RUNNER_RESULTS, name), int(value), reduce="max")
+            key = (ENV_RUNNER_RESULTS, name)
+            if key in self.metrics and not isinstance(self.metrics.stats[ENV_RUNNER_RESULTS][name], LifetimeSumStats):
+                # Checkpoints of cairn 0.x before the RLlib 2.60 logger recorded the counters as maxima.
+                self.metrics.delete(*key)
+            # A root lifetime sum is never cleared: log the increase, the stat holds the count.
+            increase = int(value) - int(self.metrics.peek(key, default=0))
+            self.metrics.log_value(key, increase, reduce="lifetime_sum")
 
     def _single_agent_module(self) -> str | None:
         """The module id when one agent plays one module (a gymnasium env), else None."""
@@ -616,7 +661,8 @@ class Algorithm(Checkpointable, abc.ABC):
         specs = getattr(config.rl_module_spec, "rl_module_specs", None)
         configs: dict[str, Any] = {}
         for module_id in config.policies:
-            spec = specs.get(module_id) if isinstance(specs, Mapping) else config.rl_module_spec
+            # A MultiRLModuleSpec's dict, or its one shared spec; else the config's own RLModuleSpec.
+            spec = specs.get(module_id) if isinstance(specs, Mapping) else (specs or config.rl_module_spec)
             own = getattr(spec, "model_config", None)
             configs[module_id] = own if isinstance(own, Mapping) else default
         total = 0

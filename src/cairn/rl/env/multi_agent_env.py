@@ -44,7 +44,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 
@@ -59,6 +59,7 @@ from cairn.rl.config.callback_forms import callback_function_modules
 from cairn.rl.core.rl_module.multi_rl_module import module_specs_from_config
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.connector_building import connector_modules
+from cairn.rl.env.env_state import env_state_mismatch, get_env_state, register_env_state_handler, set_env_state
 from cairn.rl.utils._util import check_component_name
 
 __all__ = [
@@ -69,6 +70,7 @@ __all__ = [
     "EpisodeInfo",
     "IndependentAgentsEnv",
     "MultiAgentEnv",
+    "MultiAgentSingleEnvCopies",
     "agent_ids",
     "build_module_specs",
     "check_agent_ids",
@@ -77,6 +79,7 @@ __all__ = [
     "driver_modules",
     "infer_module_spaces",
     "is_multi_agent_env",
+    "make_multi_agent",
     "make_multi_agent_env",
     "multi_agent_env_creator",
     "parse_env",
@@ -652,3 +655,147 @@ def build_module_specs(
             # The same spec with other defaults: seeds stay those of the module's index.
             specs[module_id] = module_specs_from_config(config, obs_space, act_space)[module_id]
     return specs
+
+
+# ---------------------------------------------------------------------- make_multi_agent
+
+
+class MultiAgentSingleEnvCopies(MultiAgentEnv):
+    """``num_agents`` copies of the gymnasium env :attr:`ENV_ID`, one per agent (RLlib's ``make_multi_agent``).
+
+    Args:
+        config: ``num_agents`` (default 1); the other keys go to ``gymnasium.make``.
+    """
+
+    ENV_ID: ClassVar[str] = ""
+    """The gymnasium id each agent's copy is made from (set by each subclass)."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
+        settings = dict(config or {})
+        num_agents = int(settings.pop("num_agents", 1))
+        if num_agents < 1:
+            raise ValueError(f"{type(self).__name__} needs num_agents >= 1, got {num_agents}.")
+        self.possible_agents: list[int] = list(range(num_agents))  # RLlib's ids: ints
+        self.agents = list(self.possible_agents)
+        self.envs = {agent: gym.make(self.ENV_ID, **settings) for agent in self.possible_agents}
+        self.observation_spaces = {agent: env.observation_space for agent, env in self.envs.items()}
+        self.action_spaces = {agent: env.action_space for agent, env in self.envs.items()}
+        self._done: set[int] = set()
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[Any, Any], dict[Any, Any]]:
+        """Reset every copy (each with its own seed drawn from the episode's), all agents act."""
+        gym.Env.reset(self, seed=seed)
+        self.agents = list(self.possible_agents)
+        self._done = set()
+        observations: dict[Any, Any] = {}
+        infos: dict[Any, Any] = {}
+        for agent, env in self.envs.items():
+            observations[agent], infos[agent] = env.reset(seed=int(self.np_random.integers(2**31)), options=options)
+        return observations, infos
+
+    def step(  # type: ignore[override]  # dicts of rewards and flags, as MultiAgentEnv.step
+        self, action_dict: dict[Any, Any]
+    ) -> tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any], dict[Any, Any], dict[Any, Any]]:
+        """Step the copies of the agents that act; an agent whose copy's episode ended stops acting."""
+        observations: dict[Any, Any] = {}
+        rewards: dict[Any, Any] = {}
+        terminateds: dict[Any, Any] = {}
+        truncateds: dict[Any, Any] = {}
+        infos: dict[Any, Any] = {}
+        for agent, action in action_dict.items():
+            obs, reward, terminated, truncated, info = self.envs[agent].step(action)
+            observations[agent], rewards[agent], infos[agent] = obs, float(reward), info
+            terminateds[agent], truncateds[agent] = bool(terminated), bool(truncated)
+            if terminated or truncated:
+                self._done.add(agent)
+                self.agents.remove(agent)
+        # RLlib: the episode ends when every copy's has; "__all__" says how the last one ended.
+        all_done = len(self._done) == len(self.possible_agents)
+        terminateds[ALL_AGENTS] = all_done and not any(truncateds.values())
+        truncateds[ALL_AGENTS] = all_done and any(truncateds.values())
+        return observations, rewards, terminateds, truncateds, infos
+
+    def close(self) -> None:
+        """Close every copy."""
+        for env in self.envs.values():
+            env.close()
+
+
+def _copies_state(env: MultiAgentSingleEnvCopies) -> dict[str, Any]:
+    """Each agent's copy (in ``possible_agents`` order), which agents are done, which act."""
+    return {
+        "copies": [get_env_state(env.envs[agent]) for agent in env.possible_agents],
+        "done": [env.possible_agents.index(agent) for agent in sorted(env._done)],
+        "agents": [env.possible_agents.index(agent) for agent in env.agents],
+    }
+
+
+def _set_copies_state(env: MultiAgentSingleEnvCopies, state: Any) -> None:
+    """Apply :func:`_copies_state`; refuses a state of another number or kind of copies before changing any."""
+    n = len(env.possible_agents)
+    copies = state.get("copies") if isinstance(state, dict) else None
+    done, agents = (state.get("done"), state.get("agents")) if isinstance(state, dict) else (None, None)
+    indices = [*(done or []), *(agents or [])] if isinstance(done, list) and isinstance(agents, list) else None
+    if (
+        not isinstance(copies, list)
+        or len(copies) != n
+        or indices is None
+        or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n for i in indices)
+        or any(env_state_mismatch(env.envs[a], c) is not None for a, c in zip(env.possible_agents, copies, strict=True))
+    ):
+        raise ValueError(
+            f"the saved state of {type(env).__qualname__} is not one of {n} copies of {env.ENV_ID} (written by "
+            "other code, another num_agents, or tampered with)."
+        )
+    for agent, copy_state in zip(env.possible_agents, copies, strict=True):
+        set_env_state(env.envs[agent], copy_state)
+    assert isinstance(done, list) and isinstance(agents, list)  # checked above (indices is not None)
+    env._done = {env.possible_agents[i] for i in done}
+    env.agents = [env.possible_agents[i] for i in agents]
+
+
+# Every copies class (its copies are gymnasium envs whose state cairn saves) resumes its episodes in flight.
+register_env_state_handler(MultiAgentSingleEnvCopies, _copies_state, _set_copies_state)
+
+
+def make_multi_agent(env_name_or_creator: str) -> type[MultiAgentSingleEnvCopies]:
+    """A :class:`MultiAgentEnv` class of ``config["num_agents"]`` copies of a gymnasium env (RLlib's).
+
+    ``make_multi_agent("CartPole-v1")({"num_agents": 2})`` is a two-agent env whose agents
+    ``0`` and ``1`` each play their own CartPole. For ``"CartPole-v1"`` and ``"Pendulum-v1"``
+    it returns :class:`~cairn.rl.examples.envs.classes.multi_agent.MultiAgentCartPole` /
+    ``MultiAgentPendulum`` once that module is imported (configs and checkpoints record them by
+    reference); otherwise a new class (one per id), which works in this process but that a config
+    cannot record (cairn records
+    classes by reference, never by pickle): define
+    ``class MyEnv(MultiAgentSingleEnvCopies): ENV_ID = "..."`` in a module instead.
+
+    Args:
+        env_name_or_creator: A registered gymnasium id (RLlib also takes a creator function,
+            which cairn refuses: it could not be recorded).
+
+    Raises:
+        TypeError: Not a gymnasium id.
+    """
+    if not isinstance(env_name_or_creator, str):
+        raise TypeError(
+            "make_multi_agent takes a gymnasium id (cairn records envs by reference and cannot record a creator "
+            f"function); got {type(env_name_or_creator).__name__}. Subclass MultiAgentSingleEnvCopies instead."
+        )
+    gym.spec(env_name_or_creator)  # an unknown id fails here, not at the first reset
+    for known in MultiAgentSingleEnvCopies.__subclasses__():
+        if env_name_or_creator == known.ENV_ID and known.__module__ != __name__:
+            return known
+    made = _MADE_COPIES.get(env_name_or_creator)
+    if made is None:
+        name = "MultiAgent" + "".join(c for c in env_name_or_creator if c.isalnum())
+        made = type(name, (MultiAgentSingleEnvCopies,), {"ENV_ID": env_name_or_creator, "__module__": __name__})
+        _MADE_COPIES[env_name_or_creator] = made
+    return made
+
+
+_MADE_COPIES: dict[str, type[MultiAgentSingleEnvCopies]] = {}
+"""The classes :func:`make_multi_agent` made, by gymnasium id (one class per id, as a module's would be)."""
