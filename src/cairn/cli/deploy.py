@@ -51,7 +51,7 @@ def cmd_pack(args: argparse.Namespace) -> int:
 
 
 def _pack_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint")
+    p.add_argument("checkpoint", help="the checkpoint to pack (a folder or fsspec URL)")
     p.add_argument("-o", "--output", required=True, help="the .zip file to write (must not exist)")
 
 
@@ -61,7 +61,18 @@ COMMANDS = (
         "write a policy (module + connectors) as one ONNX or TorchScript file",
         _export_arguments,
         cmd_export,
+        examples=(
+            "cairn export runs/cartpole/step_000000040 --format onnx -o policy.onnx",
+            "cairn export runs/cartpole/step_000000040 --format torchscript -o policy.pt",
+            "cairn export policy.zip --format onnx -o p0.onnx --module p0",
+        ),
     ),
-    Command("pack", "write a checkpoint into one verified zip file", _pack_arguments, cmd_pack),
+    Command(
+        "pack",
+        "write a checkpoint into one verified zip file",
+        _pack_arguments,
+        cmd_pack,
+        examples=("cairn pack runs/cartpole/step_000000040 -o policy.zip",),
+    ),
 )
 """``cairn export`` and ``cairn pack``."""
