@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+import cairn
 from cairn.rl.algorithms.algorithm import Algorithm
 from cairn.rl.algorithms.ppo import PPO, PPOConfig
 from cairn.rl.callbacks.callbacks import RLlibCallback
@@ -57,6 +58,7 @@ BINS = np.linspace(-2.4, 2.4, 9)
 """Edges of the 8 position bins (CartPole's track)."""
 
 
+@cairn.register
 class CartPositionCallback(RLlibCallback):
     """Logs, per episode: a heatmap of the cart's positions, the max and mean distance it travelled
     (from its start position), and the pole's angle EMA-smoothed over time (RLlib: Pac-Man's lives).

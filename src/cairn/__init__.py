@@ -20,7 +20,7 @@ from cairn.errors import (
     UnsafeCheckpointError,
 )
 from cairn.manifest import FORMAT_VERSION
-from cairn.registry import register_class_alias, register_type
+from cairn.registry import register, register_class_alias, register_type
 
 if TYPE_CHECKING:
     from cairn.manager import CheckpointInfo, CheckpointManager
@@ -69,6 +69,7 @@ __all__ = [
     "UnreadableCheckpointError",
     "UnsafeCheckpointError",
     "__version__",
+    "register",
     "register_class_alias",
     "register_type",
     "sign_checkpoint",

@@ -36,6 +36,7 @@ from cairn.manifest import (
     check_format_version,
     load_json,
 )
+from cairn.registry import Trusted
 from cairn.storage.base import FileTooLargeError, Storage
 from cairn.storage.resolve import resolve_storage
 
@@ -246,13 +247,13 @@ class FolderReader:
                 "trust where it came from."
             )
 
-    def ctor(self, allow_pickle: bool) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """The recorded constructor arguments."""
+    def ctor(self, allow_pickle: bool, trusted: Trusted | None = None) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The recorded constructor arguments; the classes they name resolve with ``trusted`` (SPEC 8)."""
         from cairn.codec.ctor import decode_ctor
 
         self.check_pickle(allow_pickle)
         obj = load_json(self.read(CTOR, max_bytes=MAX_JSON_BYTES), where=self.where(CTOR))
-        return decode_ctor(obj, allow_pickle=allow_pickle, where=self.where(CTOR))
+        return decode_ctor(obj, allow_pickle=allow_pickle, where=self.where(CTOR), trusted=trusted)
 
     def tensor_source(self) -> MemoryTensorFile | StreamedTensorFile | None:
         """The folder's tensor file, or None when it has none.

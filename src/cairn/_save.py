@@ -49,7 +49,7 @@ from cairn.manifest import (
     Manifest,
     check_digest_algorithm,
 )
-from cairn.registry import class_path
+from cairn.registry import class_path, register_passed
 from cairn.storage.base import Chunk, FileStamp, Storage
 from cairn.storage.resolve import resolve_storage
 
@@ -197,6 +197,10 @@ def _metadata_bytes(
         raise CheckpointError(
             f"{type(obj).__qualname__}.get_metadata() returns the reserved keys {sorted(clash)}; rename them."
         )
+    # The program built and saved an object of this class: a load in this program may build it
+    # again (SPEC 8: saving and continuing in one process needs nothing extra; a fresh process
+    # allows it by cairn.register or trusted=).
+    register_passed(type(obj))
     metadata: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "cairn_version": __version__,

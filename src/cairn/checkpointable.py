@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 if TYPE_CHECKING:
@@ -318,6 +318,7 @@ class Checkpointable(abc.ABC):
         filesystem: Any = None,
         allow_pickle: bool = False,
         public_key: str | os.PathLike[str] | bytes | None = None,
+        trusted: Iterable[Any] | None = None,
         **ctor_overrides: Any,
     ) -> Self:
         """Build a new object of the recorded class with the recorded arguments, then restore it.
@@ -328,15 +329,22 @@ class Checkpointable(abc.ABC):
             allow_pickle: Allow loading a checkpoint written with pickle.
             public_key: Build only from a checkpoint signed with this key (see
                 :meth:`restore_from_path`): checked before any class is constructed.
+            trusted: Classes and functions this load may build or call besides cairn's own
+                and what the program registered (:func:`cairn.register`), as Keras's
+                ``custom_objects``: ``PPO.from_checkpoint(path, trusted=[MyModule, map_fn])``.
+                A checkpoint naming anything else is refused (SPEC 8).
             **ctor_overrides: Constructor parameters replacing the recorded values,
                 e.g. ``PPO.from_checkpoint(path, config=new_config)``.
 
         Raises:
+            UnsafeCheckpointError: The checkpoint names a class or function that is not on
+                the allow-list (the message gives the line that allows it).
             IncompatibleCheckpointError: When the recorded class is not ``cls`` or a
                 subclass of it; there is never a silent fallback to another class.
             SignatureError: With ``public_key``: the checkpoint is not signed by it.
         """
         from cairn._restore import build_from_checkpoint  # on first use, as in save_to_path
+        from cairn.registry import Trusted
 
         obj = build_from_checkpoint(
             cls,
@@ -345,6 +353,7 @@ class Checkpointable(abc.ABC):
             allow_pickle=allow_pickle,
             ctor_overrides=ctor_overrides,
             signed_root=_signed_root(path, public_key, filesystem),
+            trusted=Trusted.of(trusted),
         )
         return obj  # type: ignore[return-value]
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 from dist_helpers import small_config
 
-from cairn.registry import AllowedModules
+from cairn.registry import AllowedNames
 from cairn.rl import PPO, LearnerGroup, RLModule
 from cairn.rl.distributed.env_runners import EnvRunnerActor
 from cairn.rl.env.env_runner import EnvRunner
@@ -15,7 +15,7 @@ from cairn.testing import assert_states_equal
 
 
 def test_a_stale_weight_broadcast_never_replaces_a_newer_one() -> None:
-    actor = EnvRunnerActor(small_config(), worker_index=1, runner_class=EnvRunner, allowed=AllowedModules())
+    actor = EnvRunnerActor(small_config(), worker_index=1, runner_class=EnvRunner, allowed=AllowedNames())
     module = actor.runner.module["default_policy"]
     assert isinstance(module, RLModule)
     newer = {name: value + 1.0 for name, value in module.get_state().items()}

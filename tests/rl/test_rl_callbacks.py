@@ -276,11 +276,11 @@ def test_a_checkpoint_never_imports_its_callbacks_module(tmp_path: Path) -> None
         algo.stop()
     script = (
         "import sys\n"
-        "from cairn import IncompatibleCheckpointError\n"
+        "from cairn import UnsafeCheckpointError\n"
         "from cairn.rl import PPO\n"
         "try:\n"
         "    PPO.from_checkpoint(sys.argv[1])\n"
-        "except IncompatibleCheckpointError as err:\n"
+        "except UnsafeCheckpointError as err:\n"
         "    print(err)\n"
         "print('imported' if 'callback_helpers' in sys.modules else 'not imported')\n"
     )
@@ -288,7 +288,8 @@ def test_a_checkpoint_never_imports_its_callbacks_module(tmp_path: Path) -> None
     out = subprocess.run(
         [sys.executable, "-c", script, path], env=env, capture_output=True, text=True, timeout=120, check=True
     ).stdout
-    assert "callback_helpers:LongEpisodes" in out and "import callback_helpers first" in out, out
+    assert "callback_helpers:LongEpisodes" in out and "not on cairn's allow-list" in out, out
+    assert "cairn.register(callback_helpers.LongEpisodes)" in out, out  # the line that allows it
     assert out.strip().endswith("not imported")
     assert callback_helpers.LongEpisodes is LongEpisodes
 

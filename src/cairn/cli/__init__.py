@@ -38,6 +38,7 @@ from cairn._version import __version__
 from cairn.cli import checkpoints, deploy, evaluate, plot, train
 from cairn.cli.command import USAGE_STATUS, Command, UsageError
 from cairn.errors import CheckpointError
+from cairn.registry import Trusted
 
 __all__ = ["COMMANDS", "Command", "build_parser", "console_main", "main"]
 
@@ -116,6 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MODULE",
         help="import MODULE first (the package of your own components, for from_checkpoint and upgrade), "
         "e.g. --import mypkg.envs; repeatable",
+    )
+    parser.add_argument(
+        "--trust",
+        dest="trust",
+        action="append",
+        default=[],
+        metavar="MODULE:NAME",
+        help="allow checkpoints loaded by this command to name this class or function (as trusted=[...])",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
@@ -201,6 +210,11 @@ def _run(command: Command, args: argparse.Namespace) -> int:
     try:
         for module in args.imports:
             importlib.import_module(module)
+        # The user named these on the command line: what they allow, every load of this command allows.
+        from cairn.registry import register
+
+        for obj in Trusted.from_names(args.trust).objects.values():
+            register(obj)
         return command.run(args)
     except KeyboardInterrupt:
         print(f"cairn {command.name}: interrupted", file=sys.stderr)

@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -94,7 +95,7 @@ def _resume(root: str | None, algo_cls: type[Algorithm], explicit: dict[str, Any
     if root is None:
         raise UsageError("--resume needs --checkpoint-dir (the folder of the run to continue).")
     _check_resume_folder(root)
-    found = load_newest_sound(CheckpointManager(root), algo_cls.from_checkpoint, command="train")
+    found = load_newest_sound(CheckpointManager(root), _loader(algo_cls, explicit), command="train")
     if found is None:  # every checkpoint went away since the check above (another process's retention)
         raise UsageError(f"--resume: {root} holds no checkpoint to resume from. A new run is started without --resume.")
     latest, algo = found[0].path, found[1]
@@ -136,6 +137,28 @@ def _observation_filter(args: argparse.Namespace, config_cls: type[Any]) -> str 
     if args.observation_filter is not None:
         return None if args.observation_filter == "none" else str(args.observation_filter)
     return None if config_cls().sample_next_obs else TRAIN_FILTER
+
+
+def _loader(algo_cls: type[Algorithm], explicit: dict[str, Any]) -> Callable[[str], Algorithm]:
+    """``from_checkpoint``, with the machine-bounded settings the user gave (``--num-env-runners``,
+    ``--set num_learners=...``) applied before the algorithm is built: they are the user's explicit
+    override of the bound a checkpoint's counts meet (SPEC 8); the checkpoint's other counts stay bounded.
+    """
+    from cairn.errors import UnsafeCheckpointError
+    from cairn.rl.algorithms.algorithm import MACHINE_FIELDS, machine_problem, recorded_config
+
+    chosen = {k: v for k, v in explicit.items() if k in MACHINE_FIELDS}
+    if not chosen:
+        return algo_cls.from_checkpoint
+
+    def load(path: str) -> Algorithm:
+        recorded = recorded_config(path)
+        problem = machine_problem(recorded, overridden=chosen)
+        if problem is not None:
+            raise UnsafeCheckpointError(f"{path}: not resumed: {problem}.")
+        return algo_cls.from_checkpoint(path, config=apply_settings(recorded, chosen))
+
+    return load
 
 
 def _refuse_a_second_run(root: str) -> None:

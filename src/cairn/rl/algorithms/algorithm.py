@@ -25,6 +25,7 @@ folders in parallel, as delegates of the engine (:mod:`cairn.delegation`,
 from __future__ import annotations
 
 import abc
+import os
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
@@ -34,6 +35,7 @@ import torch
 
 from cairn import Checkpointable
 from cairn._ctor_bounds import FolderSizes, alloc_limit
+from cairn.errors import IncompatibleCheckpointError
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.evaluation import EvaluationRunners, evaluation_runner_config, wants_evaluation_runners
 from cairn.rl.algorithms.results import ResultDict, nest_results
@@ -645,6 +647,12 @@ class Algorithm(Checkpointable, abc.ABC):
         self.stop()
 
     @classmethod
+    def recorded_names(cls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str, str, Any]]:
+        """The hook of :func:`cairn.registry.check_recorded_names`: what a recorded config names by reference."""
+        config = args[0] if args else kwargs.get("config")
+        return config.recorded_names() if isinstance(config, AlgorithmConfig) else []
+
+    @classmethod
     def ctor_args_problem(cls, args: tuple[Any, ...], kwargs: dict[str, Any], folder: FolderSizes) -> str | None:
         """The hook of :mod:`cairn._ctor_bounds`: the modules a recorded config builds must fit the checkpoint.
 
@@ -675,6 +683,20 @@ class Algorithm(Checkpointable, abc.ABC):
             )
         return _sampling_problem(config, alloc_limit(folder.tree_bytes))
 
+    @classmethod
+    def ctor_machine_problem(
+        cls, args: tuple[Any, ...], kwargs: dict[str, Any], overridden: frozenset[str]
+    ) -> str | None:
+        """The hook of :func:`cairn._ctor_bounds.check_machine`: a recorded config's counts fit this machine.
+
+        A config the caller passes (``from_checkpoint(path, config=config)``) is the
+        caller's explicit choice and is not bounded.
+        """
+        config = args[0] if args else kwargs.get("config")
+        if "config" in overridden or not isinstance(config, AlgorithmConfig):
+            return None
+        return machine_problem(config)
+
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config,), {})``, without ``load_state_path`` (the checkpoint holds the weights)."""
         return (replace(self.config, rl_module_spec=without_load_state_paths(self.config.rl_module_spec)),), {}
@@ -693,6 +715,112 @@ class Algorithm(Checkpointable, abc.ABC):
 
 
 register_old_paths(Algorithm, AlgorithmConfig)  # the config's module imports nothing of cairn.rl
+
+
+MACHINE_FIELDS = ("num_env_runners", "evaluation_num_env_runners", "num_learners", "num_torch_threads", "env_config")
+"""The config fields :func:`machine_problem` bounds when they come from a checkpoint."""
+
+
+def machine_problem(config: AlgorithmConfig, *, overridden: Collection[str] = ()) -> str | None:
+    """Why a recorded config starts more processes, threads or env work than this machine allows, or None.
+
+    Counts read from a checkpoint start Ray actors (``num_env_runners``,
+    ``evaluation_num_env_runners``, ``num_learners``), threads (``num_torch_threads``)
+    and env construction (``env_config`` goes to ``gymnasium.make``). Each is bounded
+    by the caller's machine (:func:`os.cpu_count`) before use; the caller overrides a
+    bound by passing its own config (``PPO.from_checkpoint(path, config=config)``),
+    which is not checked, or by naming the fields it set itself in ``overridden``
+    (``cairn train --resume --num-env-runners 64``: the rest stays bounded).
+    """
+    cpus = os.cpu_count() or 1
+    fix = (
+        "If you mean it, pass your own config: from_checkpoint(path, config=config) (it is not bounded); "
+        "cairn train --resume: give the field (--num-env-runners, --num-learners, --set FIELD=VALUE)"
+    )
+    try:
+        counts = {
+            "num_env_runners": int(config.num_env_runners),
+            "evaluation_num_env_runners": int(config.evaluation_num_env_runners),
+            "num_learners": int(config.num_learners),
+            "num_torch_threads": int(config.num_torch_threads or 0),
+        }
+    except (TypeError, ValueError, OverflowError):
+        return None  # not numbers: the config's own validation names the field
+    limits = {
+        "num_env_runners": MAX_ACTORS_PER_CPU * cpus,
+        "evaluation_num_env_runners": MAX_ACTORS_PER_CPU * cpus,
+        "num_learners": cpus,
+        "num_torch_threads": cpus,
+    }
+    for name, value in counts.items():
+        if name not in overridden and value > limits[name]:
+            return (
+                f"its config records {name}={value}, more than this machine allows from a checkpoint "
+                f"({limits[name]} for {cpus} CPUs). {fix}"
+            )
+    size = None if "env_config" in overridden else _env_config_problem(config.env_config)
+    return f"its config records env_config with {size}. {fix}" if size else None
+
+
+def recorded_config(path: str) -> AlgorithmConfig:
+    """The config an algorithm checkpoint at ``path`` records, read through the engine's verified reader.
+
+    The classes and functions it names resolve through the allow-list (SPEC 8), as in
+    ``from_checkpoint``; nothing is built. For a caller that derives the config it loads
+    with (``cairn train --resume`` with settings on its command line).
+
+    Raises:
+        CheckpointError: The checkpoint is missing, damaged, names what is not allowed, or
+            records no algorithm config.
+    """
+    from cairn._reader import open_checkpoint
+    from cairn.manifest import CTOR
+    from cairn.registry import check_recorded_names
+
+    reader = open_checkpoint(path, None)
+    args, kwargs = reader.ctor(False)
+    config = args[0] if args else kwargs.get("config")
+    if not isinstance(config, AlgorithmConfig):
+        raise IncompatibleCheckpointError(f"{reader.where(CTOR)} records no algorithm config.")
+    check_recorded_names(Algorithm, (config,), {}, trusted=None, where=reader.where(CTOR))
+    return config
+
+
+MAX_ACTORS_PER_CPU = 4
+"""Ray actors (env runners) a recorded config may start per CPU of the machine that loads it."""
+
+MAX_ENV_CONFIG_ITEMS = 256
+"""Most values (all nested levels counted) a recorded ``env_config`` may give ``gymnasium.make``."""
+
+MAX_ENV_CONFIG_INT = 1 << 16
+"""Largest int a recorded ``env_config`` may give ``gymnasium.make`` (a grid's size, a map's rows...)."""
+
+MAX_ENV_CONFIG_STR = 1024
+"""Longest str a recorded ``env_config`` may give ``gymnasium.make``."""
+
+
+def _env_config_problem(env_config: Any) -> str | None:
+    """Why a recorded ``env_config`` may make an environment allocate or loop without bound, or None.
+
+    The env's arguments are the env's own (a FrozenLake map, a grid size), so no
+    checkpoint size bounds what they cost: a 129 KB map cost 1.4 GB and 57 s.
+    """
+    items, stack = 0, [env_config]
+    while stack:
+        value = stack.pop()
+        items += 1
+        if items > MAX_ENV_CONFIG_ITEMS:
+            return f"more than {MAX_ENV_CONFIG_ITEMS} values"
+        if isinstance(value, Mapping):
+            stack.extend(value.values())
+            stack.extend(value.keys())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_ENV_CONFIG_INT:
+            return f"the int {value} (more than {MAX_ENV_CONFIG_INT})"
+        elif isinstance(value, str | bytes) and len(value) > MAX_ENV_CONFIG_STR:
+            return f"a string of {len(value)} characters (more than {MAX_ENV_CONFIG_STR})"
+    return None
 
 
 ENV_BYTES = 1 << 10

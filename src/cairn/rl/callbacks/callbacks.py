@@ -233,8 +233,8 @@ def callbacks_from_config(config: Any) -> RLlibCallback:
     """The callbacks of ``config``: its ``callbacks_class`` and its ``callbacks_on_<hook>`` functions.
 
     The functions are resolved by :func:`~cairn.rl.config.callback_forms.resolve_callback_function`
-    (never an import: their modules must be imported, on a remote worker by the modules
-    its driver allows), all before any callbacks object is built.
+    (the allow-list, never an import: a function the program registered or a load trusted; on a
+    remote worker, what its driver resolved), all before any callbacks object is built.
     """
     functions = {
         hook: [resolve_callback_function(ref, hook) for ref in getattr(config, function_field(hook), None) or ()]

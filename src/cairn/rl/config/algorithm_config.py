@@ -19,11 +19,29 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 from cairn.errors import CheckpointError
-from cairn.registry import function_problem, loaded_module, register_type, resolve_class
+from cairn.registry import (
+    CONNECTOR_FACTORY,
+    MAPPING_FUNCTION,
+    MODULE_CLASS,
+    Role,
+    function_problem,
+    loaded_module,
+    object_path,
+    register_passed,
+    register_type,
+    resolve_class,
+)
 from cairn.rl.config.builders import ConfigBuilders
-from cairn.rl.config.callback_forms import CALLBACK_HOOKS, callback_functions, callbacks_class_value, function_field
+from cairn.rl.config.callback_forms import (
+    CALLBACK_HOOKS,
+    callback_functions,
+    callback_names,
+    callbacks_class_value,
+    function_field,
+)
 
 __all__ = [
+    "CONNECTOR_FIELDS",
     "DEFAULT_MODULE_ID",
     "MULTI_AGENT_PREFIX",
     "PLACEMENT_STRATEGIES",
@@ -35,6 +53,9 @@ __all__ = [
     "function_reference",
     "multi_env_mapping_fn_refusal",
 ]
+
+CONNECTOR_FIELDS = ("env_to_module_connector", "module_to_env_connector", "learner_connector")
+"""The config fields that record a connector factory by reference."""
 
 _SAME_FOR_EVALUATION = ("num_env_runners", "seed", "policies", "rl_module_spec", "model_config")
 """Settings ``evaluation_config`` may not change (the evaluation runners take the learners' weights)."""
@@ -122,6 +143,7 @@ def function_reference(fn: str | Callable[..., Any], *, what: str) -> str:
             f"{what}={fn!r:.80} cannot be recorded by reference: {problem}. Define it at the top level of a "
             "module you import (not __main__), and pass it or its 'module:function' path."
         )
+    register_passed(fn)  # the program passed it: a checkpoint of this config loads again in this program
     return f"{fn.__module__}:{fn.__qualname__}"
 
 
@@ -180,10 +202,12 @@ def connector_reference(factory: Any, *, what: str) -> dict[str, Any] | None:
         if "<locals>" in qualname:
             problem = "it is defined inside a function"
         if problem is None:
+            register_passed(factory)  # the program passed it: this config's checkpoint loads again here
             return {"ref": f"{module}:{qualname}", "kwargs": kwargs}
     else:
         problem = function_problem(factory)
         if problem is None:
+            register_passed(factory)  # the program passed it: this config's checkpoint loads again here
             return {"ref": f"{factory.__module__}:{factory.__qualname__}", "kwargs": kwargs}
     raise ValueError(
         f"{what}={factory!r:.80} cannot be recorded by reference: {problem}. A config records connector factories "
@@ -634,6 +658,51 @@ class AlgorithmConfig(ConfigBuilders):
             "cairn.rl.core.rl_module.rl_module:RLModuleSpec", where=f"{type(self).__name__}.get_default_rl_module_spec"
         )
         return spec_class(module_class=module_class)
+
+    def recorded_names(self) -> list[tuple[str, str, Role]]:
+        """``(field, "module:qualname", role)`` of every class and function this config names (SPEC 8).
+
+        Connector factories, callbacks classes and functions, a policy mapping
+        function given by path, and module classes, also those that
+        ``evaluation_config`` and ``algorithm_config_overrides_per_module`` set. A
+        checkpoint's config is checked against the allow-list with these before
+        anything is built (:func:`cairn.registry.check_recorded_names`).
+        """
+        names: list[tuple[str, str, Role]] = []
+        for name in CONNECTOR_FIELDS:
+            recorded = getattr(self, name, None)
+            if isinstance(recorded, Mapping):
+                names.append((name, str(recorded.get("ref")), CONNECTOR_FACTORY))
+        names.extend((field_name, path, role) for path, field_name, role in callback_names(self))
+        if isinstance(self.policy_mapping_fn, str) and ":" in self.policy_mapping_fn:
+            names.append(("policy_mapping_fn", self.policy_mapping_fn, MAPPING_FUNCTION))
+        spec = self.rl_module_spec
+        specs = getattr(spec, "rl_module_specs", None)
+        for module_id, one in specs.items() if isinstance(specs, Mapping) else [("", spec)]:
+            module_class = getattr(one, "module_class", None)
+            if isinstance(module_class, type):
+                where = f"rl_module_spec[{module_id!r}].module_class" if module_id else "rl_module_spec.module_class"
+                names.append((where, object_path(module_class), MODULE_CLASS))
+        for where, overrides in [
+            ("evaluation_config", self.evaluation_config),
+            *(
+                (f"algorithm_config_overrides_per_module[{m!r}]", o)
+                for m, o in self.algorithm_config_overrides_per_module.items()
+            ),
+        ]:
+            keys = set(overrides) & {*CONNECTOR_FIELDS, "policy_mapping_fn", "callbacks_class", "rl_module_spec"}
+            keys |= {k for k in overrides if isinstance(k, str) and k.startswith("callbacks_on_")}
+            if keys:
+                inner = replace(
+                    self,
+                    evaluation_config={},
+                    algorithm_config_overrides_per_module={},
+                    **{k: overrides[k] for k in keys},
+                )
+                names.extend(
+                    (f"{where}, {field_name}", path, role) for field_name, path, role in inner.recorded_names()
+                )
+        return names
 
     def get_config_for_module(self, module_id: str) -> AlgorithmConfig:
         """This config with :attr:`algorithm_config_overrides_per_module` of ``module_id`` applied.

@@ -247,7 +247,7 @@ def _env(config: Any, value: Any) -> dict[str, Any]:
     if isinstance(value, type):
         import gymnasium
 
-        from cairn.registry import class_path
+        from cairn.registry import class_path, register_passed
 
         if not issubclass(value, gymnasium.Env):
             raise ValueError(
@@ -262,6 +262,7 @@ def _env(config: Any, value: Any) -> dict[str, Any]:
                 f"{'a script (__main__)' if module == '__main__' else 'a function'}. Define it at the top level of a "
                 "module you import, or register it: cairn.rl.env.multi_agent_env.register_env(name, cls)."
             )
+        register_passed(value)  # the program passed it: this config's checkpoint loads again here
         return {"env": path}
     raise ValueError(
         f"environment(env={value!r:.80}) is refused: cairn takes a gymnasium id, a name given to "

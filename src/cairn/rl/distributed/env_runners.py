@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cairn.delegation import DelegatedFolder, LoadedComponent
-from cairn.registry import AllowedModules
+from cairn.registry import AllowedNames
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.distributed._ray import (
     HEALTH_PROBE_TIMEOUT_S,
@@ -74,7 +74,7 @@ from cairn.rl.distributed._ray import (
 from cairn.rl.distributed.checkpoint import ActorFolderDelegate, FolderActor
 from cairn.rl.distributed.placement import ENV_RUNNER, EVALUATION_ENV_RUNNER, actor_options, env_runner_resources
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
-from cairn.rl.env.multi_agent_env import driver_modules
+from cairn.rl.env.multi_agent_env import driver_names
 from cairn.rl.env.state_checks import PEER_OWN_KEYS, PEER_STATES_KEY
 
 if TYPE_CHECKING:
@@ -119,14 +119,14 @@ def _own_part(env_runner_state: Mapping[str, Any], worker_index: int) -> dict[st
     return {key: source[key] for key in OWN_KEYS if key in source}
 
 
-def _import_driver_modules(allowed: AllowedModules) -> None:
-    """Import the modules the driver resolved for the config it sends (and nothing else).
+def _import_driver_names(allowed: AllowedNames) -> None:
+    """Register the names the driver resolved for the config it sends (and nothing else).
 
     A config arrives from the driver: when the runner starts, and with ``add_module`` /
     ``remove_module``, whose new mapping function may live in a module the driver imported
-    since. The driver resolved its names (:func:`~cairn.rl.env.multi_agent_env.driver_modules`);
-    this worker imports those modules, then resolves the names with the same resolver,
-    which refuses whatever else the config names.
+    since. The driver resolved its names (:func:`~cairn.rl.env.multi_agent_env.driver_names`);
+    this worker imports their modules and registers exactly those objects, then resolves
+    the config's names with the same resolver, which refuses whatever else the config names.
     """
     allowed.import_here(where="a remote env runner")
 
@@ -146,14 +146,14 @@ class EnvRunnerActor(FolderActor):
         config: AlgorithmConfig,
         worker_index: int,
         runner_class: type[EnvRunner],
-        allowed: AllowedModules,
+        allowed: AllowedNames,
     ) -> None:
         import torch
 
         super().__init__()
         if config.num_torch_threads is not None:
             torch.set_num_threads(int(config.num_torch_threads))
-        _import_driver_modules(allowed)
+        _import_driver_names(allowed)
         self.runner = runner_class(config, worker_index=worker_index)
         self.weights_version = -1
 
@@ -179,14 +179,14 @@ class EnvRunnerActor(FolderActor):
             self.weights_version = version
         return self.weights_version
 
-    def add_module(self, module_id: str, spec: RLModuleSpec, config: AlgorithmConfig, allowed: AllowedModules) -> None:
+    def add_module(self, module_id: str, spec: RLModuleSpec, config: AlgorithmConfig, allowed: AllowedNames) -> None:
         """Add an inference copy of a new module (its weights come with the next broadcast)."""
-        _import_driver_modules(allowed)
+        _import_driver_names(allowed)
         self.runner.add_module(module_id, spec, config=config)
 
-    def prepare_remove_module(self, module_id: str, config: AlgorithmConfig, allowed: AllowedModules) -> None:
+    def prepare_remove_module(self, module_id: str, config: AlgorithmConfig, allowed: AllowedNames) -> None:
         """Check that ``module_id`` can be dropped, changing nothing (``EnvRunner.prepare_remove_module``)."""
-        _import_driver_modules(allowed)
+        _import_driver_names(allowed)
         self.runner.prepare_remove_module(module_id, config=config)
 
     def apply_remove_module(self) -> None:
@@ -208,12 +208,12 @@ class EnvRunnerActor(FolderActor):
         report["weights_version"] = self.weights_version
         return batches, report
 
-    def call_function(self, ref: str, allowed: AllowedModules) -> Any:
+    def call_function(self, ref: str, allowed: AllowedNames) -> Any:
         """``fn(runner)`` for the function ``ref`` names (``foreach_env_runner``), resolved here, never unpickled."""
-        from cairn.registry import resolve_function
+        from cairn.registry import WORKER_FUNCTION, resolve_function
 
-        _import_driver_modules(allowed)
-        return resolve_function(ref, where="foreach_env_runner(func=...)")(self.runner)
+        _import_driver_names(allowed)
+        return resolve_function(ref, where="foreach_env_runner(func=...)", role=WORKER_FUNCTION)(self.runner)
 
     def pop_connector_deltas(self) -> dict[str, Any]:
         """The connectors' deltas (data seen since the last report), without sampling."""
@@ -291,7 +291,7 @@ class RemoteEnvRunners(ActorFolderDelegate):
 
     def __init__(self, config: AlgorithmConfig, local: EnvRunner, *, evaluation: bool = False) -> None:
         # Resolved before Ray starts anything: what a (recorded) config names is refused here, on the driver.
-        self._allowed = driver_modules(config)
+        self._allowed = driver_names(config)
         self._ray = init_ray(f"num_env_runners={config.num_env_runners}")
         self.config = config
         self.local: EnvRunner = local
@@ -676,7 +676,7 @@ class RemoteEnvRunners(ActorFolderDelegate):
         Runners started later build it from ``config``.
         """
         self.local.add_module(module_id, spec, config=config)
-        allowed = driver_modules(config)
+        allowed = driver_names(config)
         self._flush("adding a module")
         self._get_in_time(
             [(self.label(i), a.add_module.remote(module_id, spec, config, allowed)) for i, a in enumerate(self.actors)],
@@ -693,7 +693,7 @@ class RemoteEnvRunners(ActorFolderDelegate):
             ValueError: A runner refused (the first refusal in runner order, with the runner named).
         """
         self.local.prepare_remove_module(module_id, config=config)
-        allowed = driver_modules(config)
+        allowed = driver_names(config)
         self._flush("removing a module")
         calls = [
             (self.label(i), a.prepare_remove_module.remote(module_id, config, allowed))
@@ -710,7 +710,7 @@ class RemoteEnvRunners(ActorFolderDelegate):
     def apply_remove_module(self, *, config: AlgorithmConfig) -> None:
         """Every runner drops the module it checked; runners started later build from ``config``."""
         self.local.apply_remove_module()
-        allowed = driver_modules(config)
+        allowed = driver_names(config)
         self._get_in_time(
             [(self.label(i), a.apply_remove_module.remote()) for i, a in enumerate(self.actors)],
             doing="removing a module",
@@ -787,13 +787,13 @@ class RemoteEnvRunners(ActorFolderDelegate):
             ValueError: ``func`` has no reference a worker could resolve (a lambda, a closure,
                 a function of ``__main__``).
         """
-        from cairn.registry import resolve_function
+        from cairn.registry import WORKER_FUNCTION
         from cairn.rl.config.algorithm_config import function_reference
 
         what = "foreach_env_runner(func=...) with remote env runners"
-        ref = function_reference(func, what=what)
-        resolve_function(ref, where=what)  # refused here, on the driver, before any worker runs anything
-        allowed = AllowedModules.resolve([(ref.partition(":")[0], what)])
+        ref = function_reference(func, what=what)  # a function passed here is registered: the program's own
+        # Refused here, on the driver, before any worker runs anything; the worker registers only this name.
+        allowed = AllowedNames.resolve([(ref, what, WORKER_FUNCTION)])
         self._flush("receiving weights")
         calls = [(self.label(i), a.call_function.remote(ref, allowed)) for i, a in enumerate(self.actors)]
         return list(self._get_in_time(calls, doing="running foreach_env_runner's function"))

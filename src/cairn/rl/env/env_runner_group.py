@@ -343,9 +343,9 @@ class EnvRunnerGroup:
 def _callable(func: Callable[[EnvRunner], Any] | str) -> Callable[[EnvRunner], Any]:
     """``func``, or the function its ``"module:function"`` path names (resolved, never imported)."""
     if isinstance(func, str):
-        from cairn.registry import resolve_function
+        from cairn.registry import WORKER_FUNCTION, resolve_function
 
-        return resolve_function(func, where="foreach_env_runner(func=...)")
+        return resolve_function(func, where="foreach_env_runner(func=...)", role=WORKER_FUNCTION)
     if not callable(func):
         raise ValueError(f"foreach_env_runner needs a function of one env runner, got {type(func).__qualname__}.")
     return func

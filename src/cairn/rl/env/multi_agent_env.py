@@ -41,24 +41,23 @@ sub-environment ``e * n + i``, seeded ``seed + e * n + i``).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from cairn.registry import AllowedModules, resolve_function
+from cairn.registry import CALLBACK_FUNCTION, ENV_CLASS, MAPPING_FUNCTION, AllowedNames, Role, allowed, resolve_function
 from cairn.rl.config.algorithm_config import (
     MULTI_AGENT_PREFIX,
     AlgorithmConfig,
     check_env_config,
     check_env_id,
 )
-from cairn.rl.config.callback_forms import callback_function_modules
+from cairn.rl.config.callback_forms import callback_names
 from cairn.rl.core.rl_module.multi_rl_module import module_specs_from_config
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
-from cairn.rl.env.connector_building import connector_modules
+from cairn.rl.env.connector_building import connector_names
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, register_env_state_handler, set_env_state
 from cairn.rl.utils._util import check_component_name
 
@@ -76,7 +75,7 @@ __all__ = [
     "check_agent_ids",
     "check_env_config",
     "check_env_id",
-    "driver_modules",
+    "driver_names",
     "infer_module_spaces",
     "is_multi_agent_env",
     "make_multi_agent",
@@ -225,22 +224,10 @@ def register_policy_mapping_fn(name: str, fn: Callable[[Any, EpisodeInfo], str])
     _MAPPING_FNS[name] = fn
 
 
-def _static_class(module: Any, qualname: str) -> Any:
-    obj: Any = vars(module).get(qualname.split(".")[0])
-    for part in qualname.split(".")[1:]:
-        obj = type.__dict__["__dict__"].__get__(obj).get(part) if isinstance(obj, type) else None
-    return obj
-
-
 def _env_class(env: str) -> type | None:
-    """The class ``"module:Class"`` names (module imported, no attribute hooks run), else ``None``."""
-    module_name, sep, qualname = env.partition(":")
-    if not sep or not all(part.isidentifier() for part in qualname.split(".")):
-        return None
-    module = sys.modules.get(module_name)
-    if module is None:
-        return None
-    klass = _static_class(module, qualname)
+    """The class ``"module:Class"`` names if it is on the allow-list (registered: building a config with
+    ``environment(MyEnv)`` registers it; ``cairn.register(MyEnv)``), else ``None`` (a gymnasium id)."""
+    klass = allowed(env, ENV_CLASS)
     return klass if isinstance(klass, type) else None
 
 
@@ -322,40 +309,43 @@ def make_multi_agent_env_or_env(env: str, env_config: Mapping[str, Any]) -> gym.
     return built
 
 
-def driver_modules(config: AlgorithmConfig) -> AllowedModules:
-    """On the driver: resolve what ``config`` names by path, and return the modules a remote worker may import.
+def driver_names(config: AlgorithmConfig) -> AllowedNames:
+    """On the driver: resolve what ``config`` names by path, and return what a remote worker may resolve.
 
-    The env (``"module:Class"`` of a multi-agent environment, or a gymnasium id
-    ``"module:Env-v0"``) and the policy mapping function (``"module:function"``)
-    go through the one resolver (:func:`check_env_id`,
-    :func:`resolve_policy_mapping_fn`), exactly as when this process builds
-    them; their modules are what a Ray env runner imports before it builds its
-    runner (:meth:`~cairn.registry.AllowedModules.import_here`), and nothing
-    else: a config recorded in a checkpoint cannot make a worker import a module.
+    The env (``"module:Class"`` on the allow-list, or a gymnasium id ``"module:Env-v0"``
+    of an imported module), the policy mapping function, the connector factories and
+    the callbacks go through the one resolver (:func:`cairn.registry.resolve`), exactly
+    as when this process builds them; a Ray env runner registers exactly these before it
+    builds its runner (:meth:`~cairn.registry.AllowedNames.import_here`), and nothing
+    else: a config recorded in a checkpoint cannot make a worker import or call anything.
 
     Raises:
         ValueError: The env id names a module this process has not imported.
-        cairn.CheckpointError: The mapping function is refused by
-            :func:`~cairn.registry.resolve_function`.
+        cairn.CheckpointError: A name the allow-list refuses.
     """
-    refs: list[tuple[str, str]] = []
+    refs: list[tuple[str, str, Role]] = []
+    modules: list[str] = []
     env = config.env
     check_env_id(env)
     env_id = env.removeprefix(MULTI_AGENT_PREFIX)
     module_name, sep, _ = env_id.partition(":")
-    if sep:
-        refs.append((module_name, f"env={env!r}"))
+    if sep and env_id not in _ENVS:
+        if _env_class(env_id) is not None:
+            refs.append((env_id, f"env={env!r}", ENV_CLASS))
+        else:
+            modules.append(module_name)
     ref = config.policy_mapping_fn
     if ref is not None:
         if not isinstance(ref, str):
             raise ValueError(f"policy_mapping_fn must be recorded as a str, got a {type(ref).__qualname__}.")
-        fn = resolve_policy_mapping_fn(ref)
-        module = getattr(fn, "__module__", None)
-        if ref not in _MAPPING_FNS and isinstance(module, str):
-            refs.append((module, f"policy_mapping_fn={ref!r}"))
-    refs.extend(connector_modules(config))  # the connector factories' modules (env_to_module_connector, ...)
-    refs.extend(callback_function_modules(config))  # config.callbacks(on_episode_end=fn) runs in the worker too
-    return AllowedModules.resolve(refs)
+        resolve_policy_mapping_fn(ref)
+        if ref not in _MAPPING_FNS:
+            refs.append((ref, "policy_mapping_fn", MAPPING_FUNCTION))
+    refs.extend(connector_names(config))  # the connector factories (env_to_module_connector, ...)
+    refs.extend(
+        r for r in callback_names(config) if r[2] is CALLBACK_FUNCTION
+    )  # config.callbacks(on_episode_end=fn) runs in the worker too; classes travel as objects
+    return AllowedNames.resolve(refs, modules=modules)
 
 
 def make_multi_agent_env(env: str, env_config: Mapping[str, Any]) -> MultiAgentEnv:
@@ -481,7 +471,7 @@ def resolve_policy_mapping_fn(ref: str) -> Callable[[Any, EpisodeInfo], str]:
             f"policy_mapping_fn={ref!r} is not registered (register_policy_mapping_fn) and not a 'module:function' "
             "path."
         )
-    return resolve_function(ref, where="policy_mapping_fn")
+    return resolve_function(ref, where="policy_mapping_fn", role=MAPPING_FUNCTION)
 
 
 DEFAULT_AGENT_ID = "default_agent"
@@ -552,7 +542,7 @@ def make_env(env: str, env_config: Mapping[str, Any]) -> gym.Env[Any, Any]:
     Checked here again, on every process: gymnasium imports the module of a
     ``"mymod:Env-v0"`` id, so the id may name only an imported module. A remote
     env runner (a Ray worker) has imported ``mymod`` first when its driver had
-    (:func:`driver_modules`), and nothing a config names otherwise.
+    (:func:`driver_names`), and nothing a config names otherwise.
 
     Raises:
         ValueError: The id names a module this process has not imported,

@@ -12,14 +12,15 @@ forward passes (RLlib's names):
   ``action_logp``, ``entropy``, ``vf_preds``).
 
 Its checkpoint is its ``state_dict`` and its constructor arguments; the class
-is recorded by reference (``"your_module:YourModule"``) and found again with
-:func:`cairn.registry.resolve_class`, which imports nothing, so::
+is recorded by reference (``"your_module:YourModule"``) and found again through
+the allow-list (:func:`cairn.registry.resolve`), which imports nothing, so::
 
     module = RLModule.from_checkpoint(ckpt + "/learner_group/learner/rl_module/default_policy")
     module.forward_inference({"obs": torch.as_tensor(obs[None])})["actions"]
 
-rebuilds the user's own class, ready to act, once the program has imported
-the module that defines it. PPO's default module (an MLP actor-critic) is
+rebuilds the user's own class, ready to act, once the program allows it
+(``@cairn.register`` on the class, or ``trusted=[YourModule]`` on the load).
+PPO's default module (an MLP actor-critic) is
 :class:`~cairn.rl.algorithms.ppo.default_ppo_rl_module.DefaultPPORLModule`.
 """
 
@@ -30,7 +31,7 @@ import contextlib
 import os
 import warnings
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, Self
 
 import gymnasium as gym
@@ -41,8 +42,8 @@ from torch import nn
 from cairn import Checkpointable
 from cairn._ctor_bounds import FolderSizes, alloc_limit, mlp_parameter_bytes
 from cairn.codec.ctor import CtorEncoder, decode_ctor
-from cairn.errors import IncompatibleCheckpointError
-from cairn.registry import class_path, register_type, resolve_class
+from cairn.errors import IncompatibleCheckpointError, UnsafeCheckpointError
+from cairn.registry import MODULE_CLASS, class_path, register_type, resolve_class
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.core import DEFAULT_MODULE_ID
 from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
@@ -117,7 +118,6 @@ def layers_parameter_bytes(model_config: Any) -> int:
     return total
 
 
-@register_type
 @dataclass
 class RLModuleSpec:
     """Everything needed to build one :class:`RLModule` (RLlib's ``RLModuleSpec``).
@@ -239,11 +239,11 @@ class RLModuleSpec:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RLModuleSpec:
-        """The spec :meth:`to_dict` gave. The class must be one the program has imported (nothing is imported).
+        """The spec :meth:`to_dict` gave. The class must be on the allow-list (SPEC 8; nothing is imported).
 
         Raises:
             cairn.errors.CheckpointError: ``data`` is not such a dict, or names a class that is not an
-                imported :class:`RLModule` subclass.
+                allowed :class:`RLModule` subclass (cairn's own, or registered by the program).
         """
         where = "RLModuleSpec.from_dict"
         if not isinstance(data, Mapping):
@@ -251,7 +251,7 @@ class RLModuleSpec:
                 f"{where}: expected a dict from RLModuleSpec.to_dict(), got {type(data).__name__}."
             )
         path = data.get("module_class")
-        module_class = None if path is None else resolve_class(path, where=f"{where}: module_class")
+        module_class = None if path is None else resolve_class(path, where=f"{where}: module_class", role=MODULE_CLASS)
         if module_class is not None and not issubclass(module_class, RLModule):
             raise IncompatibleCheckpointError(f"{where}: module_class {path!r} is not an RLModule subclass.")
         (observation_space, action_space, model_config), _ = decode_ctor(
@@ -310,6 +310,28 @@ class RLModuleSpec:
             model_config=dict(self.model_config) if self.model_config is not None else dict(model_config),
             seed=self.seed if self.seed is not None else seed,
         )
+
+
+def _decode_spec(recorded: Any) -> RLModuleSpec:
+    # A checkpoint's own state is the state: cairn never records load_state_path (algorithms and
+    # multi-module specs strip it when saving), and a file that does would make a load read another
+    # checkpoint or a URL (SPEC 8). Only the caller's code passes one.
+    if not isinstance(recorded, dict):
+        raise TypeError(f"expected the recorded of an RLModuleSpec, got {type(recorded).__name__}")
+    if recorded.get("load_state_path") is not None:
+        raise UnsafeCheckpointError(
+            f"A recorded RLModuleSpec names load_state_path={str(recorded['load_state_path'])[:200]!r}, which cairn "
+            "never follows from a checkpoint (the checkpoint's own state is the state). To start a module from "
+            "another checkpoint, pass RLModuleSpec(load_state_path=...) in your own code."
+        )
+    return RLModuleSpec(**recorded)
+
+
+register_type(
+    RLModuleSpec,
+    encode=lambda spec: {f.name: getattr(spec, f.name) for f in fields(spec) if f.init},
+    decode=_decode_spec,
+)
 
 
 class RLModule(nn.Module, Checkpointable):
