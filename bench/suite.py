@@ -810,7 +810,7 @@ def case_startup(ctx: Context) -> None:
     _rm(d)
     t0 = time.perf_counter()
     wall1, lines, _ = _train(ctx, 1, d)
-    iter_s = float(lines[-1].get("perf/iteration_time_s", "nan"))
+    iter_s = float(lines[-1].get("timers/training_iteration", "nan"))
     ctx.log(f"    train 1 iteration: {wall1:.2f} s ({time.perf_counter() - t0:.1f})")
     evaluate = [sys.executable, "-m", "cairn", "evaluate", d, "--episodes", "1", "--seed", "0"]
     import_torch = [sys.executable, "-c", "import torch"]
@@ -823,7 +823,7 @@ def case_startup(ctx: Context) -> None:
         ev += util.subprocess_times(evaluate, 1, cwd=REPO)
         if i < (1 if ctx.quick else 2):
             w, ls, _ = _train(ctx, 1, d + "_again")
-            trains.append(w - float(ls[-1].get("perf/iteration_time_s", "nan")))
+            trains.append(w - float(ls[-1].get("timers/training_iteration", "nan")))
             _rm(d + "_again")
     bare = util.subprocess_times([sys.executable, "-c", "pass"], reps, cwd=REPO)
     e, t, tr, b = (statistics.median(x) for x in (ev, torch_s, trains, bare))
@@ -889,7 +889,7 @@ def case_ppo(ctx: Context) -> None:
         ctx.notes.append(f"ppo skipped: {err}")
         return
     steps = int(lines[-1]["num_env_steps_sampled_lifetime"])
-    iter_s = [float(x.get("perf/iteration_time_s", "nan")) for x in lines]
+    iter_s = [float(x.get("timers/training_iteration", "nan")) for x in lines]
     in_loop = steps / sum(iter_s) if all(v == v for v in iter_s) else float("nan")
     raw_sps = float(
         subprocess.run([sys.executable, "-c", _RAW_ENV.format(n=max(steps, 2000))], capture_output=True, text=True,

@@ -148,7 +148,7 @@ def test_multi_agent_trains_each_policy() -> None:
     algo = PPO(multi_agent_config())
     results = algo.train()
     for module_id in ("p0", "p1"):
-        assert results[f"learner/{module_id}/num_module_steps_trained"] == 64
+        assert results[f"learners/{module_id}/num_module_steps_trained"] == 64
         assert f"env_runners/module_episode_returns_mean/{module_id}" in results
     # One env step of a 2-agent env is 2 agent steps.
     assert results["num_agent_steps_sampled_lifetime"] == 2 * results["num_env_steps_sampled_lifetime"]

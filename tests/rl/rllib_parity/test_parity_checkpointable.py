@@ -129,7 +129,7 @@ def learning_rates(algo: PPO, module_ids: list[str]) -> dict[str, float]:
     lrs: dict[str, float] = {}
     for _ in range(10):
         result = algo.train()
-        lrs.update({m: result[f"learner/{m}/lr"] for m in module_ids if f"learner/{m}/lr" in result and m not in lrs})
+        lrs.update({m: result[f"learners/{m}/lr"] for m in module_ids if f"learners/{m}/lr" in result and m not in lrs})
         if len(lrs) == len(module_ids):
             break
     return lrs
