@@ -49,7 +49,7 @@ class LongEpisodes(RLlibCallback):
         self, *, algorithm: Any, metrics_logger: MetricsLogger, result: dict[str, Any], **kwargs: Any
     ) -> None:
         """Add the share of long episodes so far to the result."""
-        episodes = result["num_episodes_lifetime"]
+        episodes = result["env_runners/num_episodes_lifetime"]
         result["long_episode_share"] = result.get("env_runners/num_long_episodes", 0) / episodes if episodes else 0.0
 
 

@@ -189,7 +189,7 @@ def run_mean_std_filtering(tmp_path: Path) -> None:
 
 def run_custom_gym_env(tmp_path: Path) -> None:
     result = load("custom_gym_env").main(iterations=2, corridor_length=5)
-    assert result["training_iteration"] == 2 and result["num_episodes_lifetime"] > 0
+    assert result["training_iteration"] == 2 and result["env_runners/num_episodes_lifetime"] > 0
 
 
 def run_checkpointable_guide(tmp_path: Path) -> None:

@@ -151,7 +151,7 @@ def test_multi_agent_trains_each_policy() -> None:
         assert results[f"learners/{module_id}/num_module_steps_trained"] == 64
         assert f"env_runners/module_episode_returns_mean/{module_id}" in results
     # One env step of a 2-agent env is 2 agent steps.
-    assert results["num_agent_steps_sampled_lifetime"] == 2 * results["num_env_steps_sampled_lifetime"]
+    assert results["env_runners/num_agent_steps_sampled_lifetime"] == 2 * results["num_env_steps_sampled_lifetime"]
 
 
 def test_multi_agent_mapping_errors() -> None:
