@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +20,11 @@ import pytest
 
 import cairn
 import cairn.rl.env.games
-from cairn import MissingCallableError
+from cairn.errors import CheckpointError, MissingCallableError
+from cairn.manifest import MANIFEST, TENSORS, FileEntry, Manifest
 from cairn.registry import Unrecorded
 from cairn.rl import PPO, PPOConfig
 from cairn.rl.connectors.env_to_module import FlattenObservations
-from cairn.testing import assert_states_equal
 
 TICTACTOE = f"{cairn.rl.env.games.__name__}:TicTacToe"
 SRC = str(Path(cairn.__file__).resolve().parents[1])
@@ -101,3 +101,104 @@ def _records(tree: Any) -> list[dict[str, Any]]:
         for value in tree:
             found.extend(_records(value))
     return found
+
+
+FRESH = """
+import sys
+import cairn.rl.env.games
+from cairn import MissingCallableError
+from cairn.rl import PPO
+from cairn.rl.connectors.env_to_module import FlattenObservations
+
+path = sys.argv[1]
+try:
+    PPO.from_checkpoint(path)
+except MissingCallableError as err:
+    print("ASKED:", err)
+try:
+    PPO.from_checkpoint(path, policy_mapping_fn=lambda a, e, **kw: "learner" if a.endswith("0") else "frozen")
+except MissingCallableError as err:
+    print("ASKED AGAIN:", err)
+ends = []
+algo = PPO.from_checkpoint(
+    path,
+    policy_mapping_fn=lambda a, e, **kw: "learner" if a.endswith("0") else "frozen",
+    env_to_module_connector=lambda env: [FlattenObservations()],
+    callbacks_on_episode_end=[lambda episode, **kw: ends.append(1)],
+)
+algo.train()
+print("TRAINED", algo.iteration, bool(ends))
+algo.stop()
+"""
+
+
+def test_a_new_process_asks_for_exactly_the_missing_callables_by_name(tmp_path: Path) -> None:
+    algo = PPO(lambda_config())
+    try:
+        algo.train()
+        path = algo.save_to_path(tmp_path / "ckpt")
+    finally:
+        algo.stop()
+    env = {**os.environ, "PYTHONPATH": SRC}
+    out = subprocess.run(
+        [sys.executable, "-c", FRESH, str(path)], capture_output=True, text=True, env=env, timeout=300, check=True
+    ).stdout
+    asked = next(line for line in out.splitlines() if line.startswith("ASKED:"))
+    # One error: every role with the qualname and module it had, and the one line that passes them all.
+    assert "policy_mapping_fn: 'Sides.map' of module 'test_rl_lambdas'" in asked
+    assert "env_to_module_connector: 'lambda_config.<locals>.make_connectors'" in asked
+    assert "callbacks_on_episode_end[0]: 'lambda_config.<locals>.<lambda>'" in asked
+    assert (
+        "PPO.from_checkpoint(path, policy_mapping_fn=<your policy_mapping_fn>, callbacks_on_episode_end=[<the "
+        "functions of callbacks_on_episode_end, in the order the config was given them>], "
+        "env_to_module_connector=<your env_to_module_connector>)" in asked
+    )
+    again = next(line for line in out.splitlines() if line.startswith("ASKED AGAIN:"))
+    assert "2 callable(s)" in again and "policy_mapping_fn" not in again.partition("Pass them")[0]
+    assert "TRAINED 2 True" in out
+
+
+def reseal(root: Path) -> None:
+    """Rewrite every manifest under ``root`` (deepest first) with the true digests of its files (an attacker's tool)."""
+    for folder in sorted((p.parent for p in root.rglob(MANIFEST)), key=lambda p: -len(p.parts)):
+        body = json.loads((folder / MANIFEST).read_text())
+        names = set(body["files"]) | ({TENSORS} if (folder / TENSORS).exists() else set())
+        files = {name: FileEntry.of((folder / name).read_bytes()) for name in sorted(names)}
+        manifest = Manifest(files=files, components=body["components"], format_version=body["format_version"])
+        (folder / MANIFEST).write_bytes(manifest.to_bytes())
+
+
+def test_a_forged_record_cannot_make_cairn_call_anything(tmp_path: Path) -> None:
+    algo = PPO(lambda_config())
+    try:
+        path = Path(algo.save_to_path(tmp_path / "ckpt"))
+    finally:
+        algo.stop()
+    ctor = (path / "ctor.json").read_text()
+    record = '"role": "policy_mapping_fn",\n      "module": "test_rl_lambdas",\n      "qualname": "Sides.map"'
+    assert record in ctor
+    # A record naming os.system, even one the program registered, is only a name for the message.
+    cairn.register(os_system_stand_in)
+    forged = ctor.replace(
+        record, '"role": "policy_mapping_fn",\n "module": "test_rl_lambdas", "qualname": "os_system_stand_in"'
+    )
+    (path / "ctor.json").write_text(forged)
+    reseal(path)
+    with pytest.raises(MissingCallableError, match="'os_system_stand_in' of module 'test_rl_lambdas'"):
+        PPO.from_checkpoint(path)
+    assert CALLED == []
+    # A record that carries anything more than its names is refused when it is read.
+    (path / "ctor.json").write_text(ctor.replace(record, record + ', "fn": "test_rl_lambdas:os_system_stand_in"'))
+    reseal(path)
+    with pytest.raises(CheckpointError) as err:
+        PPO.from_checkpoint(path)
+    assert not isinstance(err.value, MissingCallableError) and CALLED == []
+
+
+CALLED: list[Any] = []
+
+
+def os_system_stand_in(*args: Any, **kwargs: Any) -> str:
+    """What an attacker would like a record to make cairn call."""
+    CALLED.append(args)
+    return "learner"
