@@ -23,7 +23,7 @@ import cairn.rl.env.games
 from cairn.errors import CheckpointError, MissingCallableError
 from cairn.manifest import MANIFEST, TENSORS, FileEntry, Manifest
 from cairn.registry import Unrecorded
-from cairn.rl import PPO, PPOConfig
+from cairn.rl import PPO, PPOConfig, RLModuleSpec
 from cairn.rl.connectors.env_to_module import FlattenObservations
 
 TICTACTOE = f"{cairn.rl.env.games.__name__}:TicTacToe"
@@ -59,6 +59,8 @@ def lambda_config(**overrides: Any) -> PPOConfig:
         policy_mapping_fn=Sides("0").map,
         policies_to_train=("learner",),
         env_to_module_connector=make_connectors,
+        evaluation_interval=100,  # evaluation runners exist; evaluate() is called by the test
+        evaluation_duration=1,
     ).callbacks(on_episode_end=lambda episode, **kw: episodes.append(1))
     return dataclasses.replace(config, **overrides)
 
@@ -75,6 +77,18 @@ def test_lambdas_train_save_and_restore_into_the_live_algorithm(tmp_path: Path) 
         expected = [algo.train().flatten(wall_clock=False) for _ in range(2)]
         algo.restore_from_path(path)  # the live algorithm holds them: nothing is asked
         assert [algo.train().flatten(wall_clock=False) for _ in range(2)] == expected
+        assert algo.evaluate()["env_runners"]["num_episodes"] >= 1  # evaluation runners call them too
+        # RLlib's add_module / remove_module with a lambda as the new mapping function.
+        algo.add_module(
+            "third",
+            RLModuleSpec(),
+            new_agent_to_module_mapping_fn=lambda agent_id, episode, **kw: (
+                "third" if agent_id.endswith("1") else "learner"
+            ),
+        )
+        assert algo.train()["env_runners"]["module_episode_returns_mean"].keys() >= {"third", "learner"}
+        algo.remove_module("third", new_agent_to_module_mapping_fn=Sides("1").map)
+        algo.train()
     finally:
         algo.stop()
     # The checkpoint holds no code: only the records, each with role, module and qualname.
