@@ -533,15 +533,15 @@ class Algorithm(Checkpointable, abc.ABC):
         ``algo.env_runner_group.foreach_env_runner(func)``).
 
         Args:
-            func: A function of one env runner. With remote runners (Ray actors) it must be a
-                function defined at the top level of an imported module (or its
-                ``"module:function"`` path): cairn sends workers references, never code,
-                so lambdas and closures are refused. Its results must be plain data.
+            func: A function of one env runner. Remote runners (Ray actors) get a function
+                defined at the top level of an imported module (or its ``"module:function"``
+                path) by reference, and a lambda or closure as RLlib sends it: with the
+                call, over Ray's cloudpickle (issue 39). Its results must be plain data.
             local_env_runner: Also call it on the local runner, first (with remote runners the
                 local runner does not sample: it keeps the group's totals).
 
         Raises:
-            ValueError: ``func`` cannot be sent by reference to remote runners.
+            ValueError: ``func`` is neither callable nor a ``"module:function"`` path.
         """
         return self.env_runner_group.foreach_env_runner(func, local_env_runner=local_env_runner)
 
