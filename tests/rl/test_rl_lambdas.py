@@ -23,7 +23,8 @@ import cairn.rl.env.games
 from cairn.errors import CheckpointError, MissingCallableError
 from cairn.manifest import MANIFEST, TENSORS, FileEntry, Manifest
 from cairn.registry import Unrecorded
-from cairn.rl import PPO, PPOConfig, RLModuleSpec
+from cairn.rl import PPO, ConnectorPipeline, PPOConfig, RLModule, RLModuleSpec
+from cairn.rl.algorithms.algorithm import recorded_config
 from cairn.rl.connectors.env_to_module import FlattenObservations
 
 TICTACTOE = f"{cairn.rl.env.games.__name__}:TicTacToe"
@@ -216,3 +217,32 @@ def os_system_stand_in(*args: Any, **kwargs: Any) -> str:
     """What an attacker would like a record to make cairn call."""
     CALLED.append(args)
     return "learner"
+
+
+def test_what_does_not_need_the_callables_asks_for_nothing(tmp_path: Path) -> None:
+    algo = PPO(lambda_config())
+    try:
+        path = Path(algo.save_to_path(tmp_path / "ckpt"))
+    finally:
+        algo.stop()
+    module = RLModule.from_checkpoint(path / "learner_group" / "learner" / "rl_module" / "learner")
+    assert module.get_state()
+    pipeline = ConnectorPipeline.from_checkpoint(path / "env_runner" / "env_to_module_connector" / "learner")
+    assert pipeline.connectors
+    inspected = subprocess.run(
+        [sys.executable, "-m", "cairn", "inspect", str(path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SRC},
+        timeout=120,
+    )
+    assert inspected.returncode == 0, inspected.stderr
+    # cairn train --resume reads the recorded config and builds from it: the same one error.
+    config = recorded_config(str(path))
+    assert [m.field_name for m in config.missing_callables()] == [
+        "policy_mapping_fn",
+        "callbacks_on_episode_end[0]",
+        "env_to_module_connector",
+    ]
+    with pytest.raises(MissingCallableError, match=r"PPO\.from_checkpoint\(path, policy_mapping_fn="):
+        PPO(config)
