@@ -592,3 +592,40 @@ def test_manager_signs_every_save_and_restores_only_signed_ones(tmp_path: Path, 
     assert reader.latest() == str(root / "step_000000002")
     with pytest.raises(cairn.CheckpointError):
         cairn.CheckpointManager(root, private_key=b"not a key")
+
+
+def test_a_format_1_checkpoint_is_refused_alike_by_sign_verify_and_every_load(tmp_path: Path, keys: Keys) -> None:
+    """F10 (issue 33): one rule for a signed format 1 checkpoint, not "verifies" here and "tampered" there."""
+    import model_signing
+
+    ckpt = tmp_path / "v1"
+    shutil.copytree(TESTS / "data" / "golden_format_v1", ckpt)
+    with pytest.raises(cairn.CheckpointError, match=r"format 1.*cairn upgrade"):
+        cairn.sign_checkpoint(ckpt, keys.pem)
+    assert not (ckpt / SIGNATURE).exists()
+    # Signed by model-signing itself (it hashes any folder): cairn's verifier and every load say the same.
+    hashing = model_signing.hashing.Config().set_ignored_paths(paths=[SIGNATURE])
+    model_signing.signing.Config().use_elliptic_key_signer(private_key=keys.pem).set_hashing_config(hashing).sign(
+        ckpt, ckpt / SIGNATURE
+    )
+    assert model_signing_error(ckpt, keys.pub) is None
+    rule = r"format 1.*cairn upgrade"
+    with pytest.raises(cairn.SignatureError, match=rule):
+        cairn.verify_signature(ckpt, keys.pub)
+    with pytest.raises(cairn.SignatureError, match=rule):
+        Tree.from_checkpoint(ckpt, public_key=keys.pub)
+    with pytest.raises(cairn.SignatureError, match=rule):
+        Tree().restore_from_path(ckpt, public_key=keys.pub)
+    verified = cairn_cli("--import", "cairn_test_components", "verify", str(ckpt), "--public-key", str(keys.pub))
+    assert verified.returncode == 1 and "format 1" in verified.stderr, (verified.stdout, verified.stderr)
+    # Upgraded, then signed: verified and loaded alike.
+    up = tmp_path / "v2"
+    done = cairn_cli("--import", "cairn_test_components", "upgrade", str(ckpt), str(up))
+    assert done.returncode == 0, done.stderr
+    (up / SIGNATURE).unlink(missing_ok=True)
+    cairn.sign_checkpoint(up, keys.pem)
+    cairn.verify_signature(up, keys.pub)
+    assert_states_equal(
+        Tree.from_checkpoint(up, public_key=keys.pub).get_state(), Tree.from_checkpoint(ckpt).get_state()
+    )
+    assert cairn_cli("verify", str(up), "--public-key", str(keys.pub)).returncode == 0
