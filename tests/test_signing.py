@@ -629,3 +629,41 @@ def test_a_format_1_checkpoint_is_refused_alike_by_sign_verify_and_every_load(tm
         Tree.from_checkpoint(up, public_key=keys.pub).get_state(), Tree.from_checkpoint(ckpt).get_state()
     )
     assert cairn_cli("verify", str(up), "--public-key", str(keys.pub)).returncode == 0
+
+
+def test_the_manager_signs_only_the_checkpoint_its_save_committed(keys: Keys) -> None:
+    """F3 (issue 33): a second writer saves the same step between the trainer's commit and its signing.
+
+    The interleaving is made exact with a real in-memory filesystem whose delete of the trainer's
+    owner record (its commit) runs the second writer's whole save at that moment; before the fix,
+    the trainer then signed the second writer's checkpoint with its own key.
+    """
+    import uuid
+
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    root = f"memory://f3-{uuid.uuid4().hex}/run"
+    intruder = Tree()
+    for _ in range(3):
+        intruder.mutate()
+
+    class SecondWriterAtCommit(MemoryFileSystem):
+        armed = True
+
+        def rm(self, path: Any, *args: Any, **kwargs: Any) -> None:
+            super().rm(path, *args, **kwargs)
+            paths = path if isinstance(path, list) else [path]
+            if SecondWriterAtCommit.armed and any("step_000000001/.cairn-tmp-inflight" in str(p) for p in paths):
+                SecondWriterAtCommit.armed = False
+                cairn.CheckpointManager(root, filesystem=MemoryFileSystem()).save(intruder, 1)
+
+    trainer = cairn.CheckpointManager(root, private_key=keys.pem, filesystem=SecondWriterAtCommit())
+    with pytest.raises(cairn.CheckpointError, match=r"Did not sign .*step_000000001.*Another writer"):
+        trainer.save(Tree(), 1)
+    assert not SecondWriterAtCommit.armed  # the second writer did save in between
+    step = f"{root}/step_000000001"
+    with pytest.raises(cairn.SignatureError):
+        cairn.verify_signature(step, keys.pub)
+    with pytest.raises(cairn.SignatureError):
+        Tree().restore_from_path(step, public_key=keys.pub)
+    assert_states_equal(Tree.from_checkpoint(step).get_state(), intruder.get_state())  # the intruder's, unsigned

@@ -247,6 +247,7 @@ class WriteStats:
     files_linked: int = 0
     bytes_reread: int = 0  # of the linked bytes: those read back first to check them (see CheckedFiles)
     files_vouched: int = 0  # linked files not read back, on the word of their stamps (see CheckedFiles)
+    root: FileEntry | None = None  # the root manifest this save committed (size and digest), once committed
 
     @property
     def fully_checked(self) -> bool:
@@ -645,7 +646,7 @@ def commit_plan(
     try:
         files = _planned_files(plan)
         try:
-            write_planned(
+            root = write_planned(
                 storage,
                 staging,
                 plan,
@@ -663,6 +664,8 @@ def commit_plan(
     except BaseException:
         started.abort()
         raise
+    if stats is not None:
+        stats.root = root
     return storage.uri(final)
 
 

@@ -656,8 +656,11 @@ class CheckpointManager:
         if self.private_key is not None:
             from cairn.signing import sign_checkpoint
 
-            # The digests were computed as the bytes were written (or linked after a check).
-            sign_checkpoint(final, self.private_key, filesystem=self.filesystem, check_files=False)
+            # What this save committed (its root manifest seals every digest below it), never what
+            # the folder holds by then: another writer may have saved at the same step meanwhile.
+            sign_checkpoint(
+                final, self.private_key, filesystem=self.filesystem, check_files=False, committed=stats.root
+            )
         if stats.fully_checked:
             self._fully_checked.add(step)
         else:
