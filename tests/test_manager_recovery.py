@@ -379,3 +379,54 @@ def test_best_is_the_best_checkpoint_that_verifies(tmp_path: Path) -> None:
     damage(root / "step_000000003")
     assert mgr.best() == str(root / "step_000000002")
     assert mgr.best(verified=False) == str(root / "step_000000003")
+
+
+@pytest.mark.parametrize("async_save", [False, True])
+def test_a_save_that_commits_a_damaged_checkpoint_never_costs_the_last_good_one(async_save: bool) -> None:
+    """F4 (issue 33): retention (keep_last=1) deleted the last good checkpoint after a save committed a bad one.
+
+    A real in-memory filesystem with a faulty write path: the root state file of step 2 is stored with
+    one byte flipped, as a failing disk (or bytes changed while they were written) would leave it.
+    """
+    import uuid
+
+    from fsspec.implementations.memory import MemoryFile, MemoryFileSystem
+
+    class FlipsOneByte(MemoryFile):
+        def write(self, data: object) -> int:
+            buf = bytearray(memoryview(data))  # type: ignore[arg-type]
+            if buf and self.tell() == 0:
+                buf[-1] ^= 0x01
+            super().write(bytes(buf))
+            return len(buf)
+
+    class FaultyDisk(MemoryFileSystem):
+        def _open(self, path: str, mode: str = "rb", *args: object, **kwargs: object) -> object:
+            f = super()._open(path, mode, *args, **kwargs)
+            if "w" in mode and path.endswith("step_000000002/state.msgpack"):
+                f.__class__ = FlipsOneByte
+            return f
+
+    root = f"memory://f4-{uuid.uuid4().hex}/run"
+    good = Tree()
+    good.mutate()
+    mgr = cairn.CheckpointManager(root, keep_last=1, filesystem=FaultyDisk(), async_save=async_save)
+    mgr.save(good, 1)
+    mgr.wait()
+    bad = Tree()
+    bad.mutate()
+    bad.mutate()
+    with pytest.raises(cairn.CheckpointError, match=r"step_000000002 fails its own check.*retention did not run"):
+        mgr.save(bad, 2)
+        mgr.wait()
+    reader = cairn.CheckpointManager(root, filesystem=MemoryFileSystem())
+    assert [i.step for i in reader.checkpoints()] == [1, 2]  # the bad one is kept too, for inspection
+    fresh = Tree()
+    with pytest.warns(DamagedCheckpointWarning, match="step_000000002"):
+        info = reader.restore_latest(fresh)
+    assert info is not None and info.step == 1
+    assert_states_equal(fresh.get_state(), good.get_state())
+    # The next sound save is counted, and retention goes on as before.
+    mgr.save(good, 3)
+    mgr.wait()
+    assert [i.step for i in reader.checkpoints()] == [3]

@@ -19,9 +19,12 @@ falls back to the newest checkpoint that verifies, with a
 :class:`DamagedCheckpointWarning` naming each one skipped and why; a damaged
 checkpoint is never applied, and when none verifies a
 ``CorruptCheckpointError`` lists them. Retention never deletes the newest
-checkpoint that verifies: the checkpoint just committed counts as verified, so
-in the usual case (it is the newest) nothing extra is read; otherwise
-checkpoints are verified from the newest down until a sound one is found.
+checkpoint that verifies: a save reads back what it wrote, through the root
+manifest it committed, before retention runs (a checkpoint that fails its own
+check fails the save, and retention does not run); the checkpoint just
+committed then counts as verified, so in the usual case (it is the newest)
+nothing older is read; otherwise checkpoints are verified from the newest down
+until a sound one is found.
 :meth:`CheckpointManager.latest` and :meth:`CheckpointManager.best` return a
 checkpoint that verifies (SPEC 6): they read each candidate in full, newest
 (best) first; pass ``verified=False`` for the cheap answer from manifests and
@@ -57,6 +60,7 @@ import numpy as np
 from cairn import _reader, _save, _verify
 from cairn._metrics import jsonable_metrics
 from cairn.errors import CheckpointError, CheckpointNotFoundError, CorruptCheckpointError, DamagedCheckpointWarning
+from cairn.manifest import MANIFEST, TENSORS, FileEntry
 from cairn.retention import (
     KeepBest,
     Policy,
@@ -653,6 +657,22 @@ class CheckpointManager:
             self._checked.new_save()
         _save.commit_plan(storage, final, plan, previous=previous, stats=stats, started=started, checked=self._checked)
         self.last_stats = stats
+        committed = stats.root
+        assert committed is not None  # commit_plan records it once committed
+        # What this save committed is read back before retention may count it: a checkpoint that
+        # fails its own check (bytes that changed while written, a faulty disk) must never make
+        # retention delete the last good one.
+        problems = _check_written(storage, final, committed, previous)
+        if problems:
+            self._fully_checked.discard(step)
+            raise CorruptCheckpointError(
+                f"The checkpoint this save committed at {self.storage.uri(final)} fails its own check: "
+                f"{problems[0]}"
+                + (f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else "")
+                + ". It is left in place unsigned, and retention did not run: the older checkpoints are all kept, "
+                "and restore_latest falls back to the newest that verifies. Check the disk or storage; if the state "
+                "changed while it was saved (an async save of a value the snapshot did not copy), report it."
+            )
         if self.private_key is not None:
             from cairn.signing import sign_checkpoint
 
@@ -741,6 +761,75 @@ class CheckpointManager:
     def __exit__(self, *exc: object) -> None:
         """Wait for pending saves."""
         self.close()
+
+
+def _check_written(
+    storage: Storage, final: str, committed: FileEntry, previous: _reader.FolderReader | None
+) -> list[str]:
+    """Read back what a save wrote at ``final``: the problems found (empty: it holds what it committed).
+
+    Read through the root manifest the save committed (``committed``), which seals every
+    manifest below it: a folder that holds another checkpoint by now (another writer saved
+    at the same step) raises a ``CheckpointError`` saying so. A file whose manifest entry is
+    the one of the same file in ``previous`` was linked from it, and was checked as it was
+    linked (``CheckedFiles``); every other file is read and checked against its digest.
+    """
+    problems: list[str] = []
+
+    def walk(reader: _reader.FolderReader, prev: _reader.FolderReader | None) -> None:
+        prev_files = {}
+        if prev is not None:
+            try:
+                prev_files = prev.manifest.files
+            except CheckpointError:
+                prev = None
+        for name, entry in reader.manifest.files.items():
+            if name.endswith("/" + MANIFEST) or prev_files.get(name) == entry:
+                continue  # a component's manifest is checked as the walk enters it; the other was linked
+            try:
+                if name == TENSORS:
+                    source = reader.tensor_source()
+                    if source is not None:
+                        try:
+                            source.verify()
+                        finally:
+                            source.close()
+                else:
+                    reader.read(name)
+            except CorruptCheckpointError as err:
+                problems.append(str(err))
+        for comp in reader.manifest.components:
+            child_prev = None
+            if prev is not None and comp in prev.manifest.components:
+                try:
+                    child_prev = prev.child(comp)
+                except CheckpointError:
+                    child_prev = None
+            try:
+                child = reader.child(comp)
+                child.manifest  # noqa: B018 - read and checked against its parent's record
+            except CorruptCheckpointError as err:
+                problems.append(str(err))
+                continue
+            walk(child, child_prev)
+
+    top = _reader.FolderReader(storage, final, expected=committed)
+    try:
+        walk(top, previous)
+    except CorruptCheckpointError as err:  # the root manifest is not the one committed, or unreadable
+        problems.append(str(err))
+    except CheckpointNotFoundError as err:
+        problems.append(str(err))
+    if problems:
+        try:
+            top.reopened().manifest  # noqa: B018 - this save's root manifest still? Else not damage: a swap
+        except (CorruptCheckpointError, CheckpointNotFoundError) as err:
+            raise CheckpointError(
+                f"The checkpoint this save committed at {storage.uri(final)} is no longer there ({err}): another "
+                "writer saved at the same step meanwhile, or deleted it. Give each writer its own root or its "
+                "own steps."
+            ) from err
+    return problems
 
 
 def _policy_of(
