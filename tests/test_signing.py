@@ -667,3 +667,63 @@ def test_the_manager_signs_only_the_checkpoint_its_save_committed(keys: Keys) ->
     with pytest.raises(cairn.SignatureError):
         Tree().restore_from_path(step, public_key=keys.pub)
     assert_states_equal(Tree.from_checkpoint(step).get_state(), intruder.get_state())  # the intruder's, unsigned
+
+
+def test_a_signed_step_copied_under_a_newer_name_is_not_restored(tmp_path: Path, keys: Keys) -> None:
+    """F14 (issue 33): the signature covers the files, the manager checks the signed step against the folder."""
+    root = tmp_path / "run"
+    states = {}
+    with cairn.CheckpointManager(root, private_key=keys.pem) as mgr:
+        for step in (1, 2, 3):
+            t = Tree()
+            for _ in range(step):
+                t.mutate()
+            mgr.save(t, step)
+            states[step] = t.get_state()
+    shutil.copytree(root / "step_000000001", root / "step_000000009")  # an old step, replayed as the newest
+    # Its signature is still model-signing's and cairn's to verify (interop unchanged): it covers the files.
+    cairn.verify_signature(root / "step_000000009", keys.pub)
+    assert model_signing_error(root / "step_000000009", keys.pub) is None
+    reader = cairn.CheckpointManager(root, public_key=keys.pub)
+    fresh = Tree()
+    with pytest.warns(
+        cairn.DamagedCheckpointWarning, match=r"step_000000009 is signed, but as step 1, not as the step 9"
+    ):
+        info = reader.restore_latest(fresh)
+    assert info is not None and info.step == 3
+    assert_states_equal(fresh.get_state(), states[3])
+    assert reader.latest() == str(root / "step_000000003")
+    assert any("as step 1" in p for p in reader.verify(next(i for i in reader.checkpoints() if i.step == 9)))
+    # A signed checkpoint that no manager saved, copied in as a step: refused alike.
+    shutil.rmtree(root / "step_000000009")
+    loose = Tree()
+    loose.save_to_path(root / "step_000000010")
+    cairn.sign_checkpoint(root / "step_000000010", keys.pem)
+    with pytest.warns(cairn.DamagedCheckpointWarning, match=r"step_000000010 is signed, but not as a step"):
+        info = reader.restore_latest(Tree())
+    assert info is not None and info.step == 3
+
+
+def test_restore_latest_checks_the_signature_once(keys: Keys) -> None:
+    """Issue 37, section 5: the manager's restore reads the signature once, and restores through it."""
+    import uuid
+
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    root = f"memory://once-{uuid.uuid4().hex}/run"
+    t = Tree()
+    t.mutate()
+    cairn.CheckpointManager(root, private_key=keys.pem, filesystem=MemoryFileSystem()).save(t, 1)
+    reads: list[str] = []
+
+    class Counting(MemoryFileSystem):
+        def cat_file(self, path: str, *args: Any, **kwargs: Any) -> Any:
+            if str(path).endswith(SIGNATURE):
+                reads.append(str(path))
+            return super().cat_file(path, *args, **kwargs)
+
+    fresh = Tree()
+    info = cairn.CheckpointManager(root, public_key=keys.pub, filesystem=Counting()).restore_latest(fresh)
+    assert info is not None and info.step == 1
+    assert_states_equal(fresh.get_state(), t.get_state())
+    assert len(reads) == 1, reads
