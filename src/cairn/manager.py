@@ -552,8 +552,8 @@ class CheckpointManager:
                 name = step_folder_name(step)
                 found, seen = self._open_settled(step, name)
                 if found is None:
-                    # Not committed: a save in flight, or deleted since it was listed or named.
-                    raced = raced or step == pointer
+                    # Not committed: a save in flight, or deleted since it was listed or named (then the
+                    # pointer or the listing has changed by the end of the pass, and another pass runs).
                     continue
                 if isinstance(found, CheckpointError):
                     path, reason = self.storage.uri(self.storage.join(self.root, name)), found
@@ -778,6 +778,11 @@ class CheckpointManager:
         # fails its own check (bytes that changed while written, a faulty disk) must never make
         # retention delete the last good one.
         problems = _check_written(storage, final, committed, previous)
+        if problems is None:
+            # Committed, then deleted by another writer's retention on this root (a newer step exists):
+            # nothing of it is left to sign, name or count.
+            self._fully_checked.discard(step)
+            return
         if problems:
             self._fully_checked.discard(step)
             raise CorruptCheckpointError(
@@ -882,7 +887,7 @@ class CheckpointManager:
 
 def _check_written(
     storage: Storage, final: str, committed: FileEntry, previous: _reader.FolderReader | None
-) -> list[str]:
+) -> list[str] | None:
     """Read back what a save wrote at ``final``: the problems found (empty: it holds what it committed).
 
     Read through the root manifest the save committed (``committed``), which seals every
@@ -890,6 +895,7 @@ def _check_written(
     at the same step) raises a ``CheckpointError`` saying so. A file whose manifest entry is
     the one of the same file in ``previous`` was linked from it, and was checked as it was
     linked (``CheckedFiles``); every other file is read and checked against its digest.
+    None: no committed checkpoint is there any more (another writer's retention deleted it).
     """
     problems: list[str] = []
 
@@ -940,11 +946,12 @@ def _check_written(
     if problems:
         try:
             top.reopened().manifest  # noqa: B018 - this save's root manifest still? Else not damage: a swap
-        except (CorruptCheckpointError, CheckpointNotFoundError) as err:
+        except CheckpointNotFoundError:
+            return None
+        except CorruptCheckpointError as err:
             raise CheckpointError(
                 f"The checkpoint this save committed at {storage.uri(final)} is no longer there ({err}): another "
-                "writer saved at the same step meanwhile, or deleted it. Give each writer its own root or its "
-                "own steps."
+                "writer saved at the same step meanwhile. Give each writer its own root or its own steps."
             ) from err
     return problems
 
