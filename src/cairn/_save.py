@@ -517,6 +517,10 @@ def _still_matches(
         return True
     if checked is not None:
         checked.forget(stamp)
+    if previous.changed():
+        # The previous checkpoint was deleted or replaced while it was read (another writer's
+        # retention on the same root): a race, not damage; the file is written fresh all the same.
+        return False
     warnings.warn(
         f"{storage.uri(path)} of the previous checkpoint is damaged: {problem}. The new checkpoint gets "
         "a fresh copy of the file instead of a link to it. Run `cairn verify` on the previous checkpoint.",

@@ -68,7 +68,7 @@ from cairn.errors import (
     DamagedCheckpointWarning,
     SignatureError,
 )
-from cairn.manifest import MANIFEST, TENSORS, FileEntry
+from cairn.manifest import MANIFEST, TENSORS, Digest, FileEntry
 from cairn.retention import (
     KeepBest,
     Policy,
@@ -798,9 +798,14 @@ class CheckpointManager:
 
             # What this save committed (its root manifest seals every digest below it), never what
             # the folder holds by then: another writer may have saved at the same step meanwhile.
-            sign_checkpoint(
-                final, self.private_key, filesystem=self.filesystem, check_files=False, committed=stats.root
-            )
+            try:
+                sign_checkpoint(
+                    final, self.private_key, filesystem=self.filesystem, check_files=False, committed=committed
+                )
+            except CheckpointError:
+                if _holds(storage, final, committed) is not None:
+                    raise
+                return  # deleted by another writer's retention meanwhile: nothing to sign (see above)
         # Named before retention runs: a reader that finds an older step deleted finds this one named.
         self._write_pointer(storage, step)
         if stats.fully_checked:
@@ -944,16 +949,27 @@ def _check_written(
     except CheckpointNotFoundError as err:
         problems.append(str(err))
     if problems:
-        try:
-            top.reopened().manifest  # noqa: B018 - this save's root manifest still? Else not damage: a swap
-        except CheckpointNotFoundError:
+        holds = _holds(storage, final, committed)
+        if holds is None:
             return None
-        except CorruptCheckpointError as err:
+        if not holds:  # not damage: a swap
             raise CheckpointError(
-                f"The checkpoint this save committed at {storage.uri(final)} is no longer there ({err}): another "
-                "writer saved at the same step meanwhile. Give each writer its own root or its own steps."
-            ) from err
+                f"The checkpoint this save committed at {storage.uri(final)} is no longer there (the folder holds "
+                "another root manifest): another writer saved at the same step meanwhile. Give each writer its "
+                "own root or its own steps."
+            )
     return problems
+
+
+def _holds(storage: Storage, final: str, committed: FileEntry) -> bool | None:
+    """Whether ``final`` holds the root manifest ``committed``; None when it holds no committed checkpoint."""
+    try:
+        data = _reader.FolderReader(storage, final).manifest_bytes()
+    except CheckpointNotFoundError:
+        return None
+    except CorruptCheckpointError:
+        return False
+    return len(data) == committed.size and Digest.of(data, committed.digest.algorithm) == committed.digest
 
 
 def _policy_of(
