@@ -11,7 +11,10 @@ step folder stays complete on its own.
 
 Step folders are exactly the names :func:`step_folder_name` writes
 (:func:`parse_step_folder`); any other name under the root is not the
-manager's: never listed, never deleted.
+manager's: never listed, never deleted, but the pointer file :data:`POINTER`
+(``cairn-latest.json``), which a saving manager rewrites after each commit
+and before retention so that readers racing retention always find a step
+(docs/format.md, "A reader racing a writer's retention").
 
 Recovery. :meth:`CheckpointManager.restore_latest` (and
 :meth:`CheckpointManager.load_latest`, which ``cairn train --resume`` uses)
