@@ -9,7 +9,8 @@ neither, never a mix), with no damage warning and no error.
 
 Nothing here depends on time: the reader does a fixed number of reads (about a minute on
 an idle machine) and goes on until it has seen the writer commit :data:`MIN_STEPS` steps
-while it read, so the two overlap however the machine is loaded.
+while it read, so the two overlap however the machine is loaded. ``CAIRN_RACE_READS_LOCAL``
+and ``CAIRN_RACE_READS_S3`` change the number of reads (a quick run, or a longer hunt).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from cairn_test_components import Tree
 
 TESTS = Path(__file__).parent.parent
 READS = {
-    "local": int(os.environ.get("CAIRN_RACE_READS_LOCAL", "12000")),
-    "s3": int(os.environ.get("CAIRN_RACE_READS_S3", "150")),
+    "local": int(os.environ.get("CAIRN_RACE_READS_LOCAL", "40000")),
+    "s3": int(os.environ.get("CAIRN_RACE_READS_S3", "250")),
 }
 MIN_STEPS = 20  # steps the writer commits while the reader reads, at least
 MAX_READS = 50  # times READS: a writer that never gets to save is a failure, not an endless loop
