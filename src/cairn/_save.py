@@ -461,7 +461,14 @@ def _link_unchanged(
     # good copy once retention deletes the damaged one).
     if entry is None or not _still_matches(previous, fname, prev, checked, stats):
         return None
-    storage.link_or_copy(previous.storage.join(previous.folder, fname), dst)
+    try:
+        storage.link_or_copy(previous.storage.join(previous.folder, fname), dst)
+    except CheckpointError as err:
+        if isinstance(err.__cause__, FileNotFoundError) and previous.changed():
+            # The previous checkpoint was deleted since its file was checked (another writer's
+            # retention on the same root): the bytes are written fresh instead of linked.
+            return None
+        raise
     if checked is not None:
         checked.linked(storage.stamp(dst), f"{where}/{fname}" if where else fname)
     stats.bytes_linked += entry.size
