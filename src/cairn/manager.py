@@ -22,10 +22,11 @@ falls back to the newest checkpoint that verifies, with a
 :class:`DamagedCheckpointWarning` naming each one skipped and why; a damaged
 checkpoint is never applied, and when none verifies a
 ``CorruptCheckpointError`` lists them. Retention never deletes the newest
-checkpoint that verifies: a save reads back what it wrote, through the root
-manifest it committed, before retention runs (a checkpoint that fails its own
-check fails the save, and retention does not run); the checkpoint just
-committed then counts as verified, so in the usual case (it is the newest)
+checkpoint that verifies: a save reads back what it wrote before its root
+manifest (one that fails its own check fails the save, uncommitted, and
+retention does not run), then checks that the step folder still holds the
+root manifest it committed; the checkpoint just committed then counts as
+verified, so in the usual case (it is the newest)
 nothing older is read; otherwise checkpoints are verified from the newest down
 until a sound one is found.
 :meth:`CheckpointManager.latest` and :meth:`CheckpointManager.best` return a
@@ -48,6 +49,7 @@ from __future__ import annotations
 import atexit
 import copy
 import json
+import logging
 import os
 import re
 import sys
@@ -63,7 +65,6 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import numpy as np
 
 from cairn import _reader, _save, _verify
-from cairn._crc import crc32
 from cairn._metrics import jsonable_metrics
 from cairn.errors import (
     CheckpointError,
@@ -72,7 +73,8 @@ from cairn.errors import (
     DamagedCheckpointWarning,
     SignatureError,
 )
-from cairn.manifest import MANIFEST, TENSORS, Digest, FileEntry
+from cairn.manifest import Digest, FileEntry, check_digest_algorithm
+from cairn.registry import registered_for_value
 from cairn.retention import (
     KeepBest,
     Policy,
@@ -103,6 +105,10 @@ STEP_RE = re.compile(r"step_([0-9]{9}|[1-9][0-9]{9,})\Z")
 MANAGER_KEY = "manager"
 
 T = TypeVar("T")
+
+_LOG = logging.getLogger(__name__)
+"""``cairn.manager``: debug, each save and what it reused; info, what retention deleted and which
+checkpoint a load used; error, a background save that failed at exit."""
 
 # Errors that mean "this checkpoint is damaged or gone", the ones a fallback to an older
 # checkpoint may skip. Others (a class that does not fit, pickle not allowed, a storage that
@@ -192,7 +198,9 @@ def snapshot_state(
 
     Arrays and tensors are copied (into buffers from ``pool`` when it has ones
     of the right kind, dtype and shape; every buffer used is appended to
-    ``taken``); containers are rebuilt; other leaves are immutable.
+    ``taken``); containers, registered values included, are rebuilt; other
+    leaves are immutable. (``CheckpointManager`` itself snapshots the encoded
+    plan instead: ``cairn._save.snapshot_plan``.)
     """
     t = type(state)
     if t is dict:
@@ -232,6 +240,11 @@ def snapshot_state(
         if taken is not None:
             taken.append((key, buf))
         return buf
+    reg = registered_for_value(state)
+    if reg is not None:
+        # A registered value (a dataclass of arrays) is copied as the codec sees it: its encoded
+        # form, rebuilt by its decoder. Returning it as it is would leave its arrays live (issue 33, F4).
+        return reg.decode(snapshot_state(reg.encode(state), pool, taken))
     return state
 
 
@@ -264,7 +277,7 @@ class CheckpointManager:
         mode: ``"max"`` or ``"min"``: which end of ``metric`` is best.
         async_save: Write in a background thread after taking a snapshot.
         filesystem: An fsspec filesystem ``root`` lives on.
-        incremental: Reuse unchanged files of the previous checkpoint (same size and SHA-256).
+        incremental: Reuse unchanged files of the previous checkpoint (same size and digest).
             A file is linked only if it still holds the bytes its manifest records: it is
             read back, once; the next saves of this manager trust it while its device, inode,
             size, mtime and ctime stay the same (any write or ``os.utime`` changes them), up to
@@ -285,6 +298,8 @@ class CheckpointManager:
         private_key: Sign every checkpoint this manager saves (``cairn sign``'s format, an
             EC private key in PEM as a path or bytes), once committed and before retention
             runs. A failed signing fails the save (the checkpoint stays, unsigned).
+        digest: The digest of every file and manifest saved: ``"blake3"`` (default) or
+            ``"sha256"`` (recorded in the manifests; restores read either).
         public_key: Accept only checkpoints signed with this key: :meth:`restore_latest`,
             :meth:`load_latest`, :meth:`latest`, :meth:`best` and :meth:`verify` treat an
             unsigned or wrongly signed checkpoint as damaged (skipped with a warning).
@@ -307,9 +322,11 @@ class CheckpointManager:
         deadline: float | None = None,
         private_key: str | os.PathLike[str] | bytes | None = None,
         public_key: str | os.PathLike[str] | bytes | None = None,
+        digest: str = "blake3",
     ) -> None:
         """Open (or create) a manager at ``root`` (the arguments: see the class docstring)."""
         self.policy, self._ranking = _policy_of(retention, keep_last, keep_best, metric, mode)
+        self.digest = check_digest_algorithm(digest)
         self.storage: Storage
         self.storage, self.root = resolve_storage(root, filesystem, deadline=deadline)
         self._deadline = check_deadline(deadline)  # also bounds a reader's passes against a writer's retention
@@ -326,7 +343,7 @@ class CheckpointManager:
         self._pending: Future[None] | None = None
         self._error: BaseException | None = None
         self._executor: ThreadPoolExecutor | None = None
-        self._pool = SnapshotPool()
+        self._buffers = _save.BufferPool()
         self.private_key = private_key
         self.public_key = public_key
         if private_key is not None or public_key is not None:
@@ -563,7 +580,9 @@ class CheckpointManager:
                     path, reason = self.storage.uri(self.storage.join(self.root, name)), found
                 else:
                     try:
-                        return found, use(found, self._signed_entry(found))
+                        used = use(found, self._signed_entry(found))
+                        _LOG.info("used %s (step %d), the newest checkpoint that loads", found.path, found.step)
+                        return found, used
                     except _DAMAGE as err:
                         if self._open_read(step, name)[1] != seen:
                             raced = True  # deleted or replaced while it was read: newer checkpoints exist
@@ -712,14 +731,10 @@ class CheckpointManager:
         self.wait()  # at most one save in flight; raises a previous failure
         clean_metrics = jsonable_metrics(metrics)
         extra = {MANAGER_KEY: {"step": step, "metrics": clean_metrics}}
-        taken: list[tuple[tuple[Any, ...], Any]] = []
-        plan = _save.plan_checkpoint(
-            obj,
-            state=None,
-            allow_pickle=allow_pickle,
-            extra_metadata=extra,
-            snapshot=(lambda state: snapshot_state(state, self._pool, taken)) if self.async_save else None,
-        )
+        plan = _save.plan_checkpoint(obj, state=None, allow_pickle=allow_pickle, extra_metadata=extra)
+        # An async save copies every byte the state still owns before it returns (whatever container the
+        # codec found an array in: snapshot_plan); training may change anything from then on.
+        taken = _save.snapshot_plan(plan, self._buffers) if self.async_save else []
         final = self._path(step)
         # One deadline for the whole save (its cleanup, writes and retention), not one per call.
         storage = self.storage.bounded(_save.plan_bytes(plan))
@@ -727,7 +742,7 @@ class CheckpointManager:
             self._cleaned = self._cleanup_uncommitted(storage)
         # Delegated folders (cairn.delegation) are started here, before an async save returns:
         # each delegate takes its state now, while training waits.
-        started = _save.start_write(storage, final, plan) if _save.has_delegates(plan) else None
+        started = _save.start_write(storage, final, plan, digest=self.digest) if _save.has_delegates(plan) else None
         if self._executor is None:
             self._write(plan, step, final, taken, started, storage)
         else:
@@ -740,7 +755,7 @@ class CheckpointManager:
         plan: Any,
         step: int,
         final: str,
-        taken: list[tuple[tuple[Any, ...], Any]],
+        taken: list[Any],
         started: _save.StartedWrite | None,
         storage: Storage,
     ) -> None:
@@ -750,7 +765,7 @@ class CheckpointManager:
             # The plan holds views of the snapshot; drop it before the buffers are reused.
             del plan
             if taken:
-                self._pool.give_back(taken)
+                self._buffers.give_back(taken)
 
     def _write_plan(
         self, plan: Any, step: int, final: str, started: _save.StartedWrite | None, storage: Storage
@@ -774,28 +789,42 @@ class CheckpointManager:
         stats = _save.WriteStats()
         if self._checked is not None:
             self._checked.new_save()
-        _save.commit_plan(storage, final, plan, previous=previous, stats=stats, started=started, checked=self._checked)
+        _save.commit_plan(
+            storage,
+            final,
+            plan,
+            previous=previous,
+            stats=stats,
+            started=started,
+            checked=self._checked,
+            digest=self.digest,
+        )
         self.last_stats = stats
+        _LOG.debug(
+            "saved %s: %d files written (%d bytes), %d linked from the previous checkpoint (%d bytes, %d read back)",
+            self.storage.uri(final),
+            stats.files_written,
+            stats.bytes_written,
+            stats.files_linked,
+            stats.bytes_linked,
+            stats.bytes_reread,
+        )
         committed = stats.root
         assert committed is not None  # commit_plan records it once committed
-        # What this save committed is read back before retention may count it: a checkpoint that
-        # fails its own check (bytes that changed while written, a faulty disk) must never make
-        # retention delete the last good one.
-        problems = _check_written(storage, final, committed, previous)
-        if problems is None:
+        # The engine read back every byte it wrote before the root manifest (a save never commits
+        # bytes that fail their own digest, so retention never counts such a checkpoint). What is
+        # left to ask is whether the step folder still holds what this save committed.
+        holds = _holds(storage, final, committed)
+        if holds is None:
             # Committed, then deleted by another writer's retention on this root (a newer step exists):
             # nothing of it is left to sign, name or count.
             self._fully_checked.discard(step)
             return
-        if problems:
-            self._fully_checked.discard(step)
-            raise CorruptCheckpointError(
-                f"The checkpoint this save committed at {self.storage.uri(final)} fails its own check: "
-                f"{problems[0]}"
-                + (f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else "")
-                + ". It is left in place unsigned, and retention did not run: the older checkpoints are all kept, "
-                "and restore_latest falls back to the newest that verifies. Check the disk or storage; if the state "
-                "changed while it was saved (an async save of a value the snapshot did not copy), report it."
+        if not holds:
+            raise CheckpointError(
+                f"The checkpoint this save committed at {self.storage.uri(final)} is no longer there (the folder "
+                "holds another root manifest): another writer saved at the same step meanwhile. Give each writer "
+                "its own root or its own steps."
             )
         if self.private_key is not None:
             from cairn.signing import sign_checkpoint
@@ -851,6 +880,7 @@ class CheckpointManager:
         for info in infos:
             if info.step not in keep:
                 storage.remove_tree(self._path(info.step))
+                _LOG.info("retention deleted %s (kept %s)", info.path, self.policy)
         self._fully_checked &= keep
 
     def _cleanup_uncommitted(self, storage: Storage) -> bool:
@@ -892,113 +922,6 @@ class CheckpointManager:
     def __exit__(self, *exc: object) -> None:
         """Wait for pending saves."""
         self.close()
-
-
-def _check_written(
-    storage: Storage, final: str, committed: FileEntry, previous: _reader.FolderReader | None
-) -> list[str] | None:
-    """Read back what a save wrote at ``final``: the problems found (empty: it holds what it committed).
-
-    Read through the root manifest the save committed (``committed``), which seals every
-    manifest below it: a folder that holds another checkpoint by now (another writer saved
-    at the same step) raises a ``CheckpointError`` saying so. A file whose manifest entry is
-    the one of the same file in ``previous`` was linked from it, and was checked as it was
-    linked (``CheckedFiles``); every other file is read back. A file whose entry records a
-    CRC-32 (format 2: computed from the very bytes the SHA-256 was, as they were written) is
-    checked against it (ISA-L's CRC-32 runs at several GB/s, so the read-back costs about a
-    read from the page cache, not a second SHA-256 of the state); the others against their
-    digest. This is the save's check of its own bytes against accidents (changed while
-    written, a faulty disk), not a trust decision: readers check the SHA-256s.
-    None: no committed checkpoint is there any more (another writer's retention deleted it).
-    """
-    problems: list[str] = []
-
-    def walk(reader: _reader.FolderReader, prev: _reader.FolderReader | None) -> None:
-        prev_files = {}
-        if prev is not None:
-            try:
-                prev_files = prev.manifest.files
-            except CheckpointError:
-                prev = None
-        for name, entry in reader.manifest.files.items():
-            if name.endswith("/" + MANIFEST) or prev_files.get(name) == entry:
-                continue  # a component's manifest is checked as the walk enters it; the other was linked
-            try:
-                if entry.crc32 is not None:
-                    problem = _crc_problem(storage, storage.join(reader.folder, name), entry)
-                    if problem:
-                        problems.append(f"{reader.where(name)} {problem}")
-                elif name == TENSORS:
-                    source = reader.tensor_source()
-                    if source is not None:
-                        try:
-                            source.verify()
-                        finally:
-                            source.close()
-                else:
-                    reader.read(name)
-            except CorruptCheckpointError as err:
-                problems.append(str(err))
-        for comp in reader.manifest.components:
-            child_prev = None
-            if prev is not None and comp in prev.manifest.components:
-                try:
-                    child_prev = prev.child(comp)
-                except CheckpointError:
-                    child_prev = None
-            try:
-                child = reader.child(comp)
-                child.manifest  # noqa: B018 - read and checked against its parent's record
-            except CorruptCheckpointError as err:
-                problems.append(str(err))
-                continue
-            walk(child, child_prev)
-
-    top = _reader.FolderReader(storage, final, expected=committed)
-    try:
-        walk(top, previous)
-    except CorruptCheckpointError as err:  # the root manifest is not the one committed, or unreadable
-        problems.append(str(err))
-    except CheckpointNotFoundError as err:
-        problems.append(str(err))
-    if problems:
-        holds = _holds(storage, final, committed)
-        if holds is None:
-            return None
-        if not holds:  # not damage: a swap
-            raise CheckpointError(
-                f"The checkpoint this save committed at {storage.uri(final)} is no longer there (the folder holds "
-                "another root manifest): another writer saved at the same step meanwhile. Give each writer its "
-                "own root or its own steps."
-            )
-    return problems
-
-
-_READ_BACK_CHUNK = 16 << 20  # bytes per read of a save's read-back: memory stays bounded
-
-
-def _crc_problem(storage: Storage, path: str, entry: FileEntry) -> str:
-    """What is wrong with the file at ``path`` against ``entry``'s size and CRC-32 ("" when nothing)."""
-    running, off = 0, 0
-    try:
-        while off <= entry.size:  # one read past the recorded size tells a grown file
-            chunk = storage.read_range(path, off, off + min(_READ_BACK_CHUNK, entry.size + 1 - off))
-            if not chunk:
-                break
-            running = crc32(chunk, running)
-            off += len(chunk)
-    except FileNotFoundError:
-        return "is missing, though its manifest lists it"
-    except OSError as err:
-        return f"cannot be read: {err}"
-    if off != entry.size:
-        return f"is {off} bytes, but its manifest records {entry.size}"
-    if running != entry.crc32:
-        return (
-            f"fails its checksum (crc32 {running:08x}, its manifest says {entry.crc32:08x}): its bytes changed as "
-            "they were written"
-        )
-    return ""
 
 
 def _holds(storage: Storage, final: str, committed: FileEntry) -> bool | None:
@@ -1055,4 +978,6 @@ def _shutdown(ref: weakref.ref[CheckpointManager]) -> None:
         except CheckpointError as err:
             from cairn._display import safe_text
 
-            print(f"cairn: {safe_text(err)}", file=sys.stderr)  # the message may quote a hostile path
+            # At exit, with nobody left to raise to. The message may quote a hostile path. Shown on
+            # stderr also where nothing configured logging (logging's last-resort handler).
+            _LOG.error("a checkpoint save failed at exit: %s", safe_text(err))
