@@ -1,8 +1,9 @@
 """What a ``CheckpointManager.save`` costs over a plain ``save_to_path`` of the same state.
 
-The manager's save adds, after the commit: reading back every file it wrote and checking
-it against the root manifest it committed (issue 33, F4), writing the root's pointer
-file (issue 40), and retention (``keep_last=1``: one delete). A state of 8 arrays
+Both read back what they wrote before committing (the engine's check). The manager's
+save adds: listing the root for the previous checkpoint, the check that the step folder
+still holds the root manifest it committed (issue 33, F3/F15), the root's pointer file
+(issue 40), and retention (``keep_last=1``: one delete). A state of 8 arrays
 (``--mb`` MB in all, default 256) changes before every save, so every byte is written
 and read back (the worst case: an incremental save reads back only what it wrote).
 Both are timed interleaved, in one process, on the same disk; the line printed is the
