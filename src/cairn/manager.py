@@ -811,6 +811,30 @@ class CheckpointManager:
         )
         committed = stats.root
         assert committed is not None  # commit_plan records it once committed
+        if not self._seal(storage, step, final, committed):
+            self._fully_checked.discard(step)
+            return
+        # Named before retention runs: a reader that finds an older step deleted finds this one named.
+        self._write_pointer(storage, step)
+        if stats.fully_checked:
+            self._fully_checked.add(step)
+        else:
+            self._fully_checked.discard(step)  # a step saved again over an earlier one
+        self._apply_retention(just_saved=step, storage=storage)
+        if self._checked is not None:
+            # The links this save made and the deletes of retention changed the ctimes of the
+            # files it linked; take them now, so that only a change made by others is seen.
+            self._checked.refresh(lambda rel: self.storage.stamp(self.storage.join(final, rel)))
+
+    def _seal(self, storage: Storage, step: int, final: str, committed: FileEntry) -> bool:
+        """Check that ``final`` holds what this save committed, and sign it; False when it is gone.
+
+        Gone: committed, then deleted by another writer's retention on this root (a newer
+        step exists): nothing of it is left to sign, name or count.
+
+        Raises:
+            CheckpointError: The folder holds another writer's checkpoint (saved at the same step).
+        """
         # The engine read back every byte it wrote before the root manifest (a save never commits
         # bytes that fail their own digest, so retention never counts such a checkpoint). What is
         # left to ask is whether the step folder still holds what this save committed.
@@ -818,8 +842,7 @@ class CheckpointManager:
         if holds is None:
             # Committed, then deleted by another writer's retention on this root (a newer step exists):
             # nothing of it is left to sign, name or count.
-            self._fully_checked.discard(step)
-            return
+            return False
         if not holds:
             raise CheckpointError(
                 f"The checkpoint this save committed at {self.storage.uri(final)} is no longer there (the folder "
@@ -838,18 +861,8 @@ class CheckpointManager:
             except CheckpointError:
                 if _holds(storage, final, committed) is not None:
                     raise
-                return  # deleted by another writer's retention meanwhile: nothing to sign (see above)
-        # Named before retention runs: a reader that finds an older step deleted finds this one named.
-        self._write_pointer(storage, step)
-        if stats.fully_checked:
-            self._fully_checked.add(step)
-        else:
-            self._fully_checked.discard(step)  # a step saved again over an earlier one
-        self._apply_retention(just_saved=step, storage=storage)
-        if self._checked is not None:
-            # The links this save made and the deletes of retention changed the ctimes of the
-            # files it linked; take them now, so that only a change made by others is seen.
-            self._checked.refresh(lambda rel: self.storage.stamp(self.storage.join(final, rel)))
+                return False  # deleted by another writer's retention meanwhile: nothing to sign (see above)
+        return True
 
     def _apply_retention(self, *, just_saved: int, storage: Storage) -> None:
         infos = self._checkpoints(storage)
