@@ -816,6 +816,9 @@ class CheckpointManager:
             return
         # Named before retention runs: a reader that finds an older step deleted finds this one named.
         self._write_pointer(storage, step)
+        if stats.previous_damaged and previous is not None:
+            # Found damaged: retention must not keep it as the newest checkpoint that verifies.
+            self._fully_checked -= {s for s in self._fully_checked if self._path(s) == previous.folder}
         if stats.fully_checked:
             self._fully_checked.add(step)
         else:
