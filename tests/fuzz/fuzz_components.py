@@ -271,6 +271,8 @@ def _pristine_ppo() -> cairn.Checkpointable:
             minibatch_size=32,
             num_epochs=1,
             model_config={"hidden_sizes": [16, 16]},
+            # The golden checkpoints were written when MeanStdFilter was the default (before issue 35).
+            observation_filter="MeanStdFilter",
         )
     )
 

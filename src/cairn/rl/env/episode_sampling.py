@@ -44,7 +44,7 @@ class RunnerEpisode(SingleAgentEpisode):
         info: Mapping[str, Any],
         t_started: int = 0,
         env_index: int = 0,
-        agent_id: str | int = "default_agent",
+        agent_id: str | int | None = "default_agent",
         module_id: str = "default_policy",
     ) -> None:
         super().__init__(id_, env_index=env_index, agent_id=agent_id, module_id=module_id)
