@@ -112,7 +112,7 @@ def test_printing(text: str, where: str) -> None:
             value = text if where == "created" else f"fuzz_components:Named{text}"
             _edit_metadata(a, **{where: value})
         root = os.path.join(folder, "run")
-        manager = cairn.CheckpointManager(root, metric=f"m{saved}")
+        manager = cairn.CheckpointManager(root, metric=f"m{saved}", mode="max")
         manager.save(Named(saved), 1, metrics={f"m{saved}": 1.0, "v": saved})
         manager.close()
         if where == "created":

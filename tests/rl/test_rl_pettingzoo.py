@@ -133,7 +133,9 @@ def test_ppo_trains_on_a_pettingzoo_env_and_a_checkpoint_resumes_its_episodes(tm
     algo = PPO(config)
     results = algo.train()
     # Simultaneous moves: both players act every step; each round is one agent step per player.
-    assert results["env_runners/num_agent_steps_sampled_lifetime"] == 2 * results["num_env_steps_sampled_lifetime"] == 40
+    assert (
+        results["env_runners/num_agent_steps_sampled_lifetime"] == 2 * results["num_env_steps_sampled_lifetime"] == 40
+    )
     assert results["learners/p0/num_module_steps_trained"] > 0 and results["learners/p1/num_module_steps_trained"] > 0
     # Zero-sum: the two modules' mean returns cancel out.
     assert (
