@@ -53,7 +53,7 @@ from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.core.rl_module.stateful import initial_state, state_columns, state_out, strip_time_dim
 from cairn.rl.env.connector_building import build_env_to_module, build_module_to_env, check_learner_connector
-from cairn.rl.env.env_runner import EnvRunner, ModuleRemoval, SampleBatch, _is_int, as_tensors
+from cairn.rl.env.env_runner import EnvRunner, ModuleRemoval, SampleBatch, as_tensors
 from cairn.rl.env.env_state import (
     env_state_mismatch,
     env_state_problem,
@@ -78,6 +78,7 @@ from cairn.rl.env.multi_agent_env import (
     space_mismatch,
 )
 from cairn.rl.env.pretrained_connectors import restore_module_pretrained_connectors
+from cairn.rl.env.runner_state import _is_int
 from cairn.rl.env.state_checks import (
     corrupt,
     count,
