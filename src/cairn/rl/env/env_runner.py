@@ -22,7 +22,6 @@ import functools
 import math
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -58,6 +57,7 @@ from cairn.rl.env.multi_agent_env import (
     resolve_policy_mapping,
 )
 from cairn.rl.env.pretrained_connectors import restore_pretrained_connectors
+from cairn.rl.env.runner_modules import EnvRunnerModules
 from cairn.rl.env.runner_state import EnvRunnerState
 from cairn.rl.env.state_checks import (
     layout_problem,
@@ -73,7 +73,7 @@ from cairn.rl.utils.nested import (
     take_rows,
 )
 
-__all__ = ["NUM_AGENT_STEPS_SAMPLED", "NUM_ENV_STEPS_SAMPLED", "EnvRunner", "ModuleRemoval", "SampleBatch"]
+__all__ = ["NUM_AGENT_STEPS_SAMPLED", "NUM_ENV_STEPS_SAMPLED", "EnvRunner", "SampleBatch"]
 
 NUM_ENV_STEPS_SAMPLED = "num_env_steps_sampled"
 """Env steps of a runner's last ``sample()`` in its metrics logger (RLlib's name), logged before
@@ -99,28 +99,7 @@ truncated; the environments reset in the same step). ``action_logp`` and
 """
 
 
-@dataclass(frozen=True)
-class ModuleRemoval:
-    """A removal of a module that an env runner checked and can apply without refusing.
-
-    :meth:`EnvRunner.prepare_remove_module` makes it, :meth:`EnvRunner.apply_remove_module`
-    applies it; a group prepares on every runner before it applies on any.
-
-    Attributes:
-        module_id: The module to drop.
-        config: The algorithm's config without it.
-        remapped: ``(env copy, agent) -> new module`` of the agents of episodes in
-            flight that act with ``module_id`` (multi-agent runners).
-        mapping_fn: The mapping function the runner takes (multi-agent runners).
-    """
-
-    module_id: str
-    config: AlgorithmConfig
-    remapped: dict[tuple[int, Any], str] = field(default_factory=dict)
-    mapping_fn: Any = None
-
-
-class EnvRunner(EnvRunnerState):
+class EnvRunner(EnvRunnerModules, EnvRunnerState):
     """Samples rollouts from ``num_envs_per_env_runner`` vectorized environments.
 
     Args:
@@ -688,77 +667,6 @@ class EnvRunner(EnvRunnerState):
     def set_weights(self, weights: Mapping[str, Any]) -> None:
         """Load module weights (module id -> RLModule state) into the inference copy."""
         self.module.set_state(dict(weights))
-
-    def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
-        """Add an inference copy of a new module (weights follow with the next :meth:`set_weights`).
-
-        Args:
-            module_id: The new module's id.
-            spec: Its complete spec (class and spaces given).
-            config: The algorithm's config with the module added (its ``policies``).
-        """
-        self.module.add_module(module_id, spec.build())
-        self.module.eval()
-        self.module_specs[module_id] = spec
-        self._recent_module_returns.setdefault(module_id, deque(maxlen=int(self.config.episode_return_window)))
-        self.config = config
-
-    _prepared_removal: ModuleRemoval | None = None
-    """What :meth:`prepare_remove_module` checked, until :meth:`apply_remove_module`."""
-
-    def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
-        """Drop the inference copy of ``module_id`` (:meth:`prepare_remove_module`, then apply it).
-
-        Raises:
-            ValueError: Agents of this runner's environments still act with it (nothing is changed).
-        """
-        self.prepare_remove_module(module_id, config=config)
-        self.apply_remove_module()
-
-    def prepare_remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
-        """Check that removing ``module_id`` with ``config`` is possible here, changing nothing.
-
-        The runner keeps what the removal would do until :meth:`apply_remove_module`
-        (or the next prepare). A group of runners prepares on every runner first, so
-        that one runner's refusal leaves them all as they were.
-
-        Raises:
-            ValueError: Agents of this runner's environments still act with it.
-        """
-        self._prepared_removal = None
-        self._prepared_removal = self._plan_removal(module_id, config)
-
-    def apply_remove_module(self) -> None:
-        """Apply the removal :meth:`prepare_remove_module` checked.
-
-        Raises:
-            RuntimeError: Nothing was prepared.
-        """
-        removal, self._prepared_removal = self._prepared_removal, None
-        if removal is None:
-            raise RuntimeError("apply_remove_module() without prepare_remove_module(): there is nothing to remove.")
-        self._apply_removal(removal)
-
-    def discard_remove_module(self) -> None:
-        """Forget a removal :meth:`prepare_remove_module` checked (another runner refused it)."""
-        self._prepared_removal = None
-
-    def _plan_removal(self, module_id: str, config: AlgorithmConfig) -> ModuleRemoval:
-        """The removal of ``module_id``, or ``ValueError`` if this runner refuses it; changes nothing."""
-        if module_id in self._module_slots:
-            agents = sorted({agent for agent, m in self.policy_mapping.items() if m == module_id})
-            raise ValueError(
-                f"Module {module_id!r} cannot be removed: agents {agents} act with it. Map them to another "
-                "module first (new_agent_to_module_mapping_fn / policy_mapping)."
-            )
-        return ModuleRemoval(module_id, config)
-
-    def _apply_removal(self, removal: ModuleRemoval) -> None:
-        """Forget the module (inference copy, spec, return window) once no agent acts with it; take the config."""
-        self.module.remove_module(removal.module_id)
-        self.module_specs.pop(removal.module_id, None)
-        self._recent_module_returns.pop(removal.module_id, None)
-        self.config = removal.config
 
     # ------------------------------------------------------------------ Checkpointable
 

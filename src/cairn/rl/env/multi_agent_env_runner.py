@@ -52,7 +52,7 @@ from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.core.rl_module.stateful import initial_state, state_columns, state_out, strip_time_dim
 from cairn.rl.env.connector_building import build_env_to_module, build_module_to_env, check_learner_connector
-from cairn.rl.env.env_runner import EnvRunner, ModuleRemoval, SampleBatch, as_tensors
+from cairn.rl.env.env_runner import EnvRunner, SampleBatch, as_tensors
 from cairn.rl.env.env_state import (
     supports_env_state,
 )
@@ -74,6 +74,7 @@ from cairn.rl.env.multi_agent_env import (
 )
 from cairn.rl.env.multi_agent_runner_state import MultiAgentRunnerState, _holds
 from cairn.rl.env.pretrained_connectors import restore_module_pretrained_connectors
+from cairn.rl.env.runner_modules import MultiAgentRunnerModules
 from cairn.rl.utils.nested import index_rows, map_leaves, stack_rows
 
 __all__ = ["MultiAgentEnvRunner"]
@@ -90,7 +91,7 @@ class _Trajectory:
         self.rows: list[_Row] = []
 
 
-class MultiAgentEnvRunner(MultiAgentRunnerState, EnvRunner):
+class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerState, EnvRunner):
     """Samples a multi-agent environment; one module per agent per episode.
 
     Each module gets the spaces of the agents mapped to it: with
@@ -385,114 +386,6 @@ class MultiAgentEnvRunner(MultiAgentRunnerState, EnvRunner):
         if agent not in mapping:
             mapping[agent] = self._map_agent(env_index, agent, self._mapping_fn, tuple(self.module.keys()))
         return mapping[agent]
-
-    def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
-        """As :meth:`EnvRunner.add_module`; new episodes map agents with ``config``'s ``policy_mapping_fn``.
-
-        Episodes in flight keep the mapping they have.
-        """
-        mapping_fn = self._resolve_mapping(config)
-        env_spaces, (to_module, to_env, _) = self._pipelines_for_spec(config, module_id, spec, mapping_fn)
-        super().add_module(module_id, spec, config=config)
-        state = initial_state(self.module[module_id], module_id)
-        if state:
-            self._initial_states[module_id] = state
-        self._register_pipelines(module_id, env_spaces, to_module, to_env)
-        self._mapping_fn = mapping_fn
-        self.policy_mapping = self._static_mapping()
-
-    def _pipelines_for_spec(
-        self,
-        config: AlgorithmConfig,
-        module_id: str,
-        spec: RLModuleSpec,
-        mapping_fn: Callable[[Any, EpisodeInfo], str],
-    ) -> tuple[Spaces, tuple[ConnectorPipeline, ConnectorPipeline, gym.Space[Any]]]:
-        """The agent-side spaces and pipelines of an added module whose (complete) spec gives its module-side spaces.
-
-        The spec's observation space is what the module takes (a flattened or stacked
-        one when the config has such connectors): the agent-side spaces are the first
-        of the agents' spaces (the first agent's first), then the spec's own, whose
-        pipeline outputs the spec's observation space.
-
-        Raises:
-            ValueError: No agent's spaces give the spec's spaces through the pipelines.
-        """
-        agents = self._module_agents(config, mapping_fn).get(module_id)
-        candidates: list[tuple[Any, Any]] = []
-        for pair in [*self._agent_spaces.values(), (spec.observation_space, spec.action_space)]:
-            if pair not in candidates:  # spaces are compared, not hashed
-                candidates.append(pair)
-        for obs_space, act_space in candidates:
-            if obs_space is None or act_space is None or act_space != spec.action_space:
-                continue
-            built = self._module_pipelines(
-                config, (obs_space, act_space), agents, module=(module_id, spec.module_class)
-            )
-            if built[2] == spec.observation_space:
-                return (obs_space, act_space), built
-        raise ValueError(
-            f"Module {module_id!r}: its spec's spaces ({spec.observation_space}, {spec.action_space}) are no agent's "
-            f"spaces after the env_to_module connectors of env={self.config.env!r}. Give the spec the spaces its "
-            "agents' observations have after the connectors (leave them out for the first agent's)."
-        )
-
-    def _plan_removal(self, module_id: str, config: AlgorithmConfig) -> ModuleRemoval:
-        """Drop the inference copy of ``module_id`` at once, also while episodes that use it run.
-
-        New episodes map agents with ``config``'s ``policy_mapping_fn``. Agents
-        of episodes in flight that act with ``module_id`` are re-mapped now with
-        that function (the same episode seed as for a new mapping, so a restored
-        runner agrees) and act with their new module from their next action on.
-        Their open transitions and the rows of their trajectories not yet
-        returned by :meth:`sample` were collected with ``module_id`` and are
-        dropped: they would train a module that no longer exists, and the new
-        module did not choose those actions (PPO needs its own log-probabilities).
-        Their episode returns keep counting: an agent's return covers its whole
-        episode and is reported under the module it ends with.
-
-        The new mappings are computed here, before anything changes (the
-        removal applies exactly them, even for a mapping function that draws
-        at random).
-
-        Raises:
-            ValueError: ``config``'s mapping maps an agent of an episode in
-                flight to ``module_id`` or to no module (nothing is changed then;
-                pass a mapping that leaves ``module_id`` out).
-        """
-        mapping_fn = self._resolve_mapping(config)
-        remaining = tuple(m for m in self.module if m != module_id)
-        remapped: dict[tuple[int, AgentID], str] = {}
-        for e, mapping in enumerate(self._mappings):
-            for agent, m in mapping.items():
-                if m == module_id:
-                    try:
-                        remapped[(e, agent)] = self._map_agent(e, agent, mapping_fn, remaining)
-                    except ValueError as error:
-                        raise ValueError(
-                            f"Module {module_id!r} cannot be removed: agent {agent!r} of the episode in flight in env "
-                            f"copy {e} acts with it and must be re-mapped, but {error} Pass a "
-                            "new_agent_to_module_mapping_fn that maps agents to the remaining modules."
-                        ) from error
-        return ModuleRemoval(module_id, config, remapped=remapped, mapping_fn=mapping_fn)
-
-    def _apply_removal(self, removal: ModuleRemoval) -> None:
-        """Re-map the agents as planned, drop the removed module's open rows, then forget the module."""
-        module_id = removal.module_id
-        for (e, agent), new_module in removal.remapped.items():
-            self._mappings[e][agent] = new_module
-            self._pending[e].pop(agent, None)
-            self._agent_states.pop((e, agent), None)  # the new module starts from its initial state
-            self._force_starts.add((e, agent))  # the new module's connectors hold no history of this episode
-        # Empty between sample() calls (trajectories live within one); the removed module's rows never reach _collect.
-        self._open = {key: t for key, t in self._open.items() if t.module_id != module_id}
-        self._closed = [t for t in self._closed if t.module_id != module_id]
-        super()._apply_removal(removal)
-        self._initial_states.pop(module_id, None)
-        self.env_to_module.remove(module_id)
-        self.module_to_env.remove(module_id)
-        self._mapping_fn = removal.mapping_fn
-        self.policy_mapping = self._static_mapping()
 
     # ------------------------------------------------------------------ sampling
 
