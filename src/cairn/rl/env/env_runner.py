@@ -19,7 +19,6 @@ stopped. For environments whose state cannot be saved, the state records
 from __future__ import annotations
 
 import functools
-import math
 from collections import deque
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -57,6 +56,7 @@ from cairn.rl.env.multi_agent_env import (
     resolve_policy_mapping,
 )
 from cairn.rl.env.pretrained_connectors import restore_pretrained_connectors
+from cairn.rl.env.runner_metrics import EnvRunnerMetrics
 from cairn.rl.env.runner_modules import EnvRunnerModules
 from cairn.rl.env.runner_state import EnvRunnerState
 from cairn.rl.env.state_checks import (
@@ -99,7 +99,7 @@ truncated; the environments reset in the same step). ``action_logp`` and
 """
 
 
-class EnvRunner(EnvRunnerModules, EnvRunnerState):
+class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
     """Samples rollouts from ``num_envs_per_env_runner`` vectorized environments.
 
     Args:
@@ -575,94 +575,9 @@ class EnvRunner(EnvRunnerModules, EnvRunnerState):
             rl_module=self.module,
         )
 
-    def _record_episode(self, episode_return: float, length: int, module_id: str) -> None:
-        self._recent_returns.append(episode_return)
-        self._recent_lengths.append(length)
-        if module_id in self._recent_module_returns:
-            self._recent_module_returns[module_id].append(episode_return)
-        self.num_episodes_lifetime += 1
-        self._episodes_this_iteration += 1
-        self.last_episodes.append((episode_return, length, module_id))
-
-    # ------------------------------------------------------------------ group bookkeeping
-
-    def sample_report(self) -> dict[str, Any]:
-        """What the group's driver needs from this runner after a :meth:`sample`.
-
-        The steps taken, the episodes that ended (in order), the connectors'
-        deltas (statistics of the data seen since the last report, connector name
-        -> delta, per pipeline) and what the callbacks logged since the last report
-        (:meth:`MetricsLogger.pop_deltas`); small, whatever the size of the batches.
-        """
-        return {
-            "env_steps": self.num_envs * int(self.config.rollout_length),
-            "agent_steps": self._agent_steps_of_last_sample(),
-            "episodes": list(self.last_episodes),
-            "connector_deltas": self.pop_connector_deltas(),
-            "metrics": self.metrics.pop_deltas(),
-        }
-
-    def pop_connector_deltas(self) -> dict[str, Any]:
-        """The connectors' deltas (statistics of the data seen since the last call), by pipeline name."""
-        return {
-            "env_to_module_connector": self.env_to_module.pop_deltas(),
-            "module_to_env_connector": self.module_to_env.pop_deltas(),
-        }
-
     def _agent_steps_of_last_sample(self) -> int:
         # Every slot is one agent that acts every step.
         return self.num_slots * int(self.config.rollout_length)
-
-    def begin_group_iteration(self) -> None:
-        """Start counting a new iteration's episodes (for a runner that keeps a group's totals)."""
-        self._episodes_this_iteration = 0
-        self.last_episodes = []
-
-    def absorb_sample_report(self, report: Mapping[str, Any]) -> None:
-        """Add another runner's :meth:`sample_report` to this runner's counters, windows and connectors.
-
-        The runner that keeps a group's totals (the local runner of a group of
-        remote runners) calls this for every remote runner after each round of
-        sampling, in runner order, so that the totals are deterministic.
-        """
-        self.num_env_steps_sampled_lifetime += int(report["env_steps"])
-        self.num_agent_steps_sampled_lifetime += int(report["agent_steps"])
-        for episode_return, length, module_id in report["episodes"]:
-            self._record_episode(float(episode_return), int(length), str(module_id))
-        deltas = report["connector_deltas"]
-        self.env_to_module.merge_deltas(deltas.get("env_to_module_connector", {}))
-        self.module_to_env.merge_deltas(deltas.get("module_to_env_connector", {}))
-
-    def get_connector_states(self) -> dict[str, Any]:
-        """The states of both connector pipelines, by component name."""
-        return {
-            "env_to_module_connector": self.env_to_module.get_state(),
-            "module_to_env_connector": self.module_to_env.get_state(),
-        }
-
-    def set_synced_connector_states(self, states: Mapping[str, Any]) -> None:
-        """Take the group's merged connector states (as :meth:`get_connector_states` gives)."""
-        if "env_to_module_connector" in states:
-            self.env_to_module.set_synced_states(states["env_to_module_connector"])
-        if "module_to_env_connector" in states:
-            self.module_to_env.set_synced_states(states["module_to_env_connector"])
-
-    def get_metrics(self) -> dict[str, float | int]:
-        """Episode and counter metrics (NaN means: no episode has ended yet)."""
-        metrics: dict[str, float | int] = {
-            "episode_return_mean": _mean(self._recent_returns),
-            "episode_return_min": min(self._recent_returns, default=math.nan),
-            "episode_return_max": max(self._recent_returns, default=math.nan),
-            "episode_len_mean": _mean(self._recent_lengths),
-            "num_episodes": self._episodes_this_iteration,
-            "num_episodes_lifetime": self.num_episodes_lifetime,
-            "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
-            "num_agent_steps_sampled_lifetime": self.num_agent_steps_sampled_lifetime,
-        }
-        if len(self.config.policies) > 1 or self._multi_agent:
-            for module_id, returns in self._recent_module_returns.items():
-                metrics[f"env_runner/{module_id}/episode_return_mean"] = _mean(returns)
-        return metrics
 
     def set_weights(self, weights: Mapping[str, Any]) -> None:
         """Load module weights (module id -> RLModule state) into the inference copy."""
@@ -724,10 +639,6 @@ def _leaf_zeros(space: gym.Space[Any], rows: tuple[int, ...]) -> Any:
         return zeros_of(space, rows)
     dtype = np.int64 if isinstance(space, gym.spaces.Discrete) else (space.dtype or np.float32)
     return np.zeros((*rows, *(space.shape or ())), dtype=dtype)
-
-
-def _mean(values: deque[float] | deque[int]) -> float:
-    return float(np.mean(np.asarray(values, dtype=np.float64))) if values else float("nan")
 
 
 register_old_paths(EnvRunner)

@@ -158,9 +158,8 @@ class MultiAgentRunnerModules(EnvRunnerModules):
     _static_mapping: Callable[[], dict[Any, str]]
     _register_pipelines: Callable[[str, Spaces, ConnectorPipeline, ConnectorPipeline], None]
     _module_agents: Callable[[AlgorithmConfig, Callable[[Any, EpisodeInfo], str]], dict[str, list[AgentID]]]
-    _module_pipelines: Callable[
-        ..., tuple[ConnectorPipeline, ConnectorPipeline, gym.Space[Any]]
-    ]  # (config, spaces, agents, *, module)
+    # (config, env_spaces, agents, *, module) -> (env_to_module, module_to_env, output space)
+    _module_pipelines: Callable[..., tuple[ConnectorPipeline, ConnectorPipeline, gym.Space[Any]]]
     _map_agent: Callable[[int, AgentID, Callable[[Any, EpisodeInfo], str], tuple[str, ...]], str]
 
     def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
