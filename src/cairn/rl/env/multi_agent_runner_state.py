@@ -33,19 +33,10 @@ from cairn.rl.env.multi_agent_env import (
     check_agent_ids,
 )
 from cairn.rl.env.runner_state import EnvRunnerState, _is_int
-from cairn.rl.env.state_checks import (
-    corrupt,
-    count,
-    episode_from_state,
-    layout_problem,
-    number,
-    runner_local_states,
-    unique,
-)
-from cairn.rl.env.state_checks import (
-    mapping as state_dict,
-)
+from cairn.rl.env.state_checks import episode_from_state, layout_problem, runner_local_states
 from cairn.rl.utils.nested import to_state
+from cairn.state_checks import corrupt, count, number, unique
+from cairn.state_checks import mapping as state_dict
 
 __all__ = ["MultiAgentRunnerState"]
 

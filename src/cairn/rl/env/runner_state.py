@@ -34,12 +34,7 @@ from cairn.rl.env.episodes import EpisodeTracker
 from cairn.rl.env.state_checks import (
     PEER_OWN_KEYS,
     PEER_STATES_KEY,
-    check_state_tree,
-    corrupt,
-    count,
     episode_windows,
-    mapping,
-    numeric_leaves,
     rng_state,
     runner_local_states,
     slot_rows,
@@ -53,6 +48,7 @@ from cairn.rl.utils.nested import (
     same_layout,
     to_state,
 )
+from cairn.state_checks import check_state_tree, corrupt, count, mapping, numeric_leaves
 
 __all__ = ["EnvRunnerState"]
 

@@ -27,6 +27,7 @@ from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.utils._util import Names, clone_tree
 from cairn.rl.utils.nested import index_rows, leading_rows, map_leaves
+from cairn.state_checks import count
 
 __all__ = ["DEFAULT_OPTIMIZER", "Learner", "LinearSchedule", "TrainBatch"]
 
@@ -547,7 +548,7 @@ class Learner(Checkpointable):
         if not isinstance(counters, Mapping):
             raise CorruptCheckpointError(f"counters: expected a dict, the checkpoint holds {type(counters).__name__}.")
         if "num_updates_lifetime" in counters:
-            learner_count(counters["num_updates_lifetime"], where="counters/num_updates_lifetime")
+            count(counters["num_updates_lifetime"], where="counters/num_updates_lifetime")
         trained = counters.get("num_module_steps_trained_lifetime", {})
         learner_counts(trained, where="counters/num_module_steps_trained_lifetime")
         self._check_rng(state, values=False)  # during a restore the array does not hold its bytes yet
@@ -626,19 +627,8 @@ class Learner(Checkpointable):
         return (self.config, self.module_specs), {}
 
 
-def learner_count(value: Any, *, where: str) -> int:
-    """A learner's counter from a checkpoint: a non-negative int (numpy ints too; no bool, float or str).
-
-    Raises:
-        CorruptCheckpointError: Anything else, naming ``where``.
-    """
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-        raise CorruptCheckpointError(f"{where}: a count must be a non-negative int, the checkpoint holds {value!r:.60}")
-    return int(value)
-
-
 def learner_counts(value: Any, *, where: str) -> dict[str, int]:
-    """A per-module dict of counters from a checkpoint (:func:`learner_count` for each).
+    """A per-module dict of counters from a checkpoint (:func:`cairn.state_checks.count` for each).
 
     Raises:
         CorruptCheckpointError: Not a dict of str keys and counts.
@@ -649,5 +639,5 @@ def learner_counts(value: Any, *, where: str) -> dict[str, int]:
     for module_id, steps in value.items():
         if not isinstance(module_id, str):
             raise CorruptCheckpointError(f"{where}: module ids are str, the checkpoint holds {module_id!r:.60}.")
-        out[module_id] = learner_count(steps, where=f"{where}/{module_id}")
+        out[module_id] = count(steps, where=f"{where}/{module_id}")
     return out
