@@ -31,6 +31,7 @@ import decimal
 import enum
 import fractions
 import importlib
+import os
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -258,12 +259,40 @@ def loaded_module(module_name: str, *, where: str, what: str = "module", hint: s
         raise cls(f"{where} names the {what} {module_name[:200]!r}, which cairn refuses: {problem}.")
     module = sys.modules.get(module_name)
     if not isinstance(module, ModuleType):
+        module = _cairn_own_module(module_name)
+    if not isinstance(module, ModuleType):
         raise IncompatibleCheckpointError(
             f"{where} names the {what}, from the module {module_name!r}, which this program has not imported. "
             "cairn never imports a module that a file names, so that a file cannot make it run code: "
             f"import {module_name} first (cairn CLI: --import {module_name}).{' ' + hint if hint else ''}"
         )
     return module
+
+
+def _cairn_own_module(module_name: str) -> ModuleType | None:
+    """The module ``module_name`` imported on demand when it is one of cairn's own, else None.
+
+    cairn's own modules are on its allow-list (SPEC 8): importing one runs only
+    cairn's code, so a checkpoint of a ``PPO`` loads in a fresh process without
+    ``import cairn.rl.algorithms.ppo.ppo`` first. "Own" is checked on the file,
+    not the name: the module must be found inside the installed ``cairn``
+    package's folders (``find_spec`` of a submodule searches only its parent
+    package's ``__path__``, so a ``cairn.x`` elsewhere on ``sys.path`` is never
+    found), and every parent package on the way must be cairn's too.
+    """
+    if not module_name.startswith("cairn."):
+        return None
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):  # a parent that is no package, or a name that is none
+        return None
+    own = sys.modules["cairn"].__path__
+    origin = getattr(spec, "origin", None) if spec is not None else None
+    if not isinstance(origin, str) or not any(origin.startswith(os.path.join(str(root), "")) for root in own):
+        return None
+    return importlib.import_module(module_name)
 
 
 # --------------------------------------------------------------------------- the allow-list
@@ -490,11 +519,12 @@ _DATA_TYPES: dict[str, type] = {
 
 
 def _cairn_own(path: str) -> Any:
-    """A class of cairn's own package that ``path`` names (looked up statically in ``sys.modules``), or None."""
+    """A class of cairn's own package that ``path`` names (looked up statically; its module imported on demand
+    when it is a file of cairn's package, :func:`_cairn_own_module`), or None."""
     module_name, _, qualname = path.partition(":")
     if module_name != "cairn" and not module_name.startswith("cairn."):
         return None
-    module = sys.modules.get(module_name)
+    module = sys.modules.get(module_name) or _cairn_own_module(module_name)
     if not isinstance(module, ModuleType):
         return None
     try:

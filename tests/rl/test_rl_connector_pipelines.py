@@ -26,6 +26,7 @@ from connector_helpers import ADD_STEP, AddEpisodeStep, ScaleActions, WrongSpace
 
 
 def config(env: str = "CartPole-v1", **settings: Any) -> PPOConfig:
+    settings.setdefault("observation_filter", "MeanStdFilter")  # the pipelines here end in the filter
     return PPOConfig(
         env=env,
         seed=5,

@@ -133,7 +133,9 @@ def _load_module(root: str, metadata: dict[str, Any] | None, module_id: str) -> 
                 f"The checkpoint {root} has no module {module_id!r}"
                 + (f"; its modules are {modules}." if modules else ".")
             )
-    return _Evaluated(module_folder, algo_root, algo_metadata, RLModule.from_checkpoint(module_folder))
+    # cmd_evaluate runs the algorithm's connectors before the module when it knows the algorithm.
+    module = RLModule.from_checkpoint(module_folder, note_connectors=algo_root is None)
+    return _Evaluated(module_folder, algo_root, algo_metadata, module)
 
 
 def _load_filter(algo_root: str | None) -> ConnectorPipeline | None:

@@ -438,9 +438,12 @@ class AlgorithmConfig(ConfigBuilders):
     ``lr_anneal_timesteps``, ``num_epochs``, ``minibatch_size``, ``max_grad_norm`` and the
     loss's, e.g. PPO's ``clip_param``) per module through ``Learner.config_for_module``."""
 
-    observation_filter: str | None = "MeanStdFilter"
+    observation_filter: str | None = None
     """Observation filter of the env runners' ``env_to_module_connector``
-    (``"MeanStdFilter"`` or ``None``)."""
+    (``"MeanStdFilter"`` or ``None``). ``None`` by default, as RLlib (no connector normalises
+    unless the config adds one: this field, or RLlib's ``MeanStdFilter`` in
+    ``env_to_module_connector``). A module trained behind a filter needs it at inference:
+    the checkpoint keeps its statistics (docs/deploy.md)."""
 
     episode_return_window: int = 100
     """``episode_return_mean`` is the mean over this many most recent episodes."""

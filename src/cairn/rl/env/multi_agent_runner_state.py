@@ -207,7 +207,12 @@ class MultiAgentRunnerState(EnvRunnerState):
             episode = episode_from_state(state, where=f"{where}/episode_api/{i}")
             e, agent = episode.env_index, episode.agent_id
             key = (e, agent)
-            in_flight = e < self.num_envs and _holds(list(episodes[e]["mapping"]), agent) and _holds(agents, agent)
+            in_flight = (
+                agent is not None
+                and e < self.num_envs
+                and _holds(list(episodes[e]["mapping"]), agent)
+                and _holds(agents, agent)
+            )
             if not in_flight or key in out or episode.module_id not in self.module:
                 raise corrupt(
                     f"{where}/episode_api/{i}",
