@@ -12,7 +12,8 @@ The one home of these checks, below every component that restores state (``rl/``
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,18 @@ import numpy as np
 from cairn.checkpointable import Checkpointable
 from cairn.errors import CheckpointError, CorruptCheckpointError
 
-__all__ = ["ALTERED", "check_state_tree", "corrupt", "count", "mapping", "number", "numeric_leaves", "unique"]
+__all__ = [
+    "ALTERED",
+    "Schema",
+    "check_state_tree",
+    "corrupt",
+    "count",
+    "counts_by_id",
+    "mapping",
+    "number",
+    "numeric_leaves",
+    "unique",
+]
 
 ALTERED = (
     "The checkpoint was written by other code, damaged, or altered after it was written; restore another "
@@ -117,3 +129,57 @@ def numeric_leaves(value: Any) -> bool:
     if isinstance(value, list | tuple):
         return all(numeric_leaves(v) for v in value)
     return isinstance(value, np.ndarray) and value.dtype.kind in "biuf"
+
+
+def counts_by_id(value: Any, *, where: str) -> dict[str, int]:
+    """A dict of str ids (module ids) -> counts (:func:`count` for each).
+
+    Raises:
+        CorruptCheckpointError: Not a dict of str keys and counts.
+    """
+    if not isinstance(value, Mapping):
+        raise corrupt(where, f"expected a dict of module id -> count, found {type(value).__name__}")
+    out: dict[str, int] = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise corrupt(where, f"module ids are str, the checkpoint holds {key!r:.60}")
+        out[key] = count(item, where=f"{where}/{key}")
+    return out
+
+
+@dataclass(frozen=True)
+class Schema:
+    """What a component's state holds, key by key, declared once instead of checked by hand.
+
+    Each field maps a key to the check its value passes (:func:`count`, :func:`number`,
+    :func:`counts_by_id`, any ``check(value, *, where)`` that returns the parsed value or raises a
+    :class:`~cairn.errors.CheckpointError`) or to a nested :class:`Schema` for a dict. A key the
+    state does not hold is skipped (an older state restores what it has); keys the schema does not
+    name are the component's to check.
+
+    Example:
+        ``Schema({"counters": Schema({"num_updates_lifetime": count})}).read(state, where="")``
+    """
+
+    fields: Mapping[str, Callable[..., Any] | Schema]
+
+    def read(self, state: Any, *, where: str) -> dict[str, Any]:
+        """The values of ``state`` this schema names, checked and parsed; changes nothing.
+
+        Args:
+            state: The (sub-)state, which must be a dict.
+            where: Its path in the checkpoint for the error messages (``""``: the component's root).
+
+        Raises:
+            CorruptCheckpointError: ``state`` is no dict, or a value fails its check.
+        """
+        checked = mapping(state, where=where or "state")
+        out: dict[str, Any] = {}
+        for key, check in self.fields.items():
+            if key not in checked:
+                continue
+            path = f"{where}/{key}" if where else key
+            out[key] = (
+                check.read(checked[key], where=path) if isinstance(check, Schema) else check(checked[key], where=path)
+            )
+        return out

@@ -48,7 +48,7 @@ from cairn.rl.utils.nested import (
     same_layout,
     to_state,
 )
-from cairn.state_checks import check_state_tree, corrupt, count, mapping, numeric_leaves
+from cairn.state_checks import Schema, check_state_tree, corrupt, count, mapping, numeric_leaves
 
 __all__ = ["EnvRunnerState"]
 
@@ -213,10 +213,7 @@ class EnvRunnerState(Checkpointable):
         """``state``'s own values, checked and parsed for :meth:`set_state`; changes nothing."""
         where = self.checkpoint_label
         read: dict[str, Any] = {}
-        counters = mapping(state.get("counters", {}), where=f"{where}/counters")
-        read["counters"] = {
-            name: count(counters[name], where=f"{where}/counters/{name}") for name in _COUNTERS if name in counters
-        }
+        read["counters"] = _COUNTERS.read(state.get("counters", {}), where=f"{where}/counters")
         rng = mapping(state.get("rng", {}), where=f"{where}/rng")
         if "torch" in rng:
             read["rng"] = rng_state(self._generator, rng["torch"], where=f"{where}/rng/torch")
@@ -395,12 +392,18 @@ class EnvRunnerState(Checkpointable):
         return restored
 
 
-_COUNTERS = (
-    "num_env_steps_sampled_lifetime",
-    "num_agent_steps_sampled_lifetime",
-    "num_episodes_lifetime",
-    "num_episodes",
+_COUNTERS = Schema(
+    dict.fromkeys(
+        (
+            "num_env_steps_sampled_lifetime",
+            "num_agent_steps_sampled_lifetime",
+            "num_episodes_lifetime",
+            "num_episodes",
+        ),
+        count,
+    )
 )
+"""The runner's counters: each a count, each optional (a state without one keeps the runner's)."""
 
 
 def _is_int(value: Any, expected: int) -> bool:
