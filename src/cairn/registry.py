@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from types import FunctionType, ModuleType
 from typing import Any, TypeVar
 
+from cairn._unrecorded import Unrecorded, decode_unrecorded, encode_unrecorded
 from cairn.errors import CheckpointError, IncompatibleCheckpointError, UnsafeCheckpointError
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "RegisteredType",
     "Role",
     "Trusted",
+    "Unrecorded",
     "allow_lines",
     "allowed",
     "check_recorded_names",
@@ -585,6 +587,10 @@ def resolve(path: Any, *, where: str, role: Role, trusted: Trusted | None = None
             module or an exception class, or does not fill ``role``. The message names
             the field, the name, and the line that allows it.
     """
+    if isinstance(path, Unrecorded):
+        # A callable no path names (a lambda): the program's own, given to a config in code or passed to
+        # this load by role; never one a file chose (a record read from a file holds only names).
+        return path.live(where)
     if not isinstance(path, str):
         raise UnsafeCheckpointError(f"{where} names a {role.what} by a {type(path).__name__}, not a str.")
     if expected is not None and object_path(expected) == path and role.problem(expected) is None:
@@ -629,6 +635,9 @@ def resolve_function(
 ) -> Callable[..., Any]:
     """:func:`resolve` for a function (``role`` must take functions)."""
     obj = resolve(path, where=where, role=role, trusted=trusted)
+    if isinstance(path, Unrecorded):
+        live: Callable[..., Any] = obj  # the program's own callable (a lambda, a bound method, a callable object)
+        return live
     if not isinstance(obj, FunctionType):
         raise UnsafeCheckpointError(f"{where} names {path!r}, which is not a function.")
     found: Callable[..., Any] = obj
@@ -730,7 +739,9 @@ class AllowedNames:
     modules: tuple[str, ...] = ()
 
     @classmethod
-    def resolve(cls, refs: Iterable[tuple[str, str, Role]], *, modules: Iterable[str] = ()) -> AllowedNames:
+    def resolve(
+        cls, refs: Iterable[tuple[str | Unrecorded, str, Role]], *, modules: Iterable[str] = ()
+    ) -> AllowedNames:
         """On the driver: resolve each ``(path, field, role)`` with :func:`resolve`.
 
         Raises:
@@ -739,6 +750,8 @@ class AllowedNames:
         """
         names: set[str] = set()
         for path, where, role in refs:
+            if isinstance(path, Unrecorded):
+                continue  # no name: the worker gets the callable itself with the config (Ray's cloudpickle)
             obj = resolve(path, where=where, role=role)
             names.add(path)
             names.add(object_path(obj))
@@ -801,6 +814,9 @@ def _static_class(path: str) -> type | None:
         return None
     obj = _find_object(module, qualname.split("."))
     return obj if isinstance(obj, type) else None
+
+
+register_type(Unrecorded, name="cairn.registry:Unrecorded", encode=encode_unrecorded, decode=decode_unrecorded)
 
 
 def is_enum_member(value: Any) -> bool:

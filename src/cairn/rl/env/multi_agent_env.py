@@ -47,7 +47,16 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from cairn.registry import CALLBACK_FUNCTION, ENV_CLASS, MAPPING_FUNCTION, AllowedNames, Role, allowed, resolve_function
+from cairn.registry import (
+    CALLBACK_FUNCTION,
+    ENV_CLASS,
+    MAPPING_FUNCTION,
+    AllowedNames,
+    Role,
+    Unrecorded,
+    allowed,
+    resolve_function,
+)
 from cairn.rl.config.algorithm_config import (
     MULTI_AGENT_PREFIX,
     AlgorithmConfig,
@@ -335,7 +344,9 @@ def driver_names(config: AlgorithmConfig) -> AllowedNames:
         else:
             modules.append(module_name)
     ref = config.policy_mapping_fn
-    if ref is not None:
+    if isinstance(ref, Unrecorded):
+        ref.live("policy_mapping_fn")  # a lambda: the workers get it with the config (Ray's cloudpickle)
+    elif ref is not None:
         if not isinstance(ref, str):
             raise ValueError(f"policy_mapping_fn must be recorded as a str, got a {type(ref).__qualname__}.")
         resolve_policy_mapping_fn(ref)
@@ -453,7 +464,7 @@ def infer_module_spaces(
     return {module_id: spaces for module_id, (_, spaces) in found.items()}
 
 
-def resolve_policy_mapping_fn(ref: str) -> Callable[[Any, EpisodeInfo], str]:
+def resolve_policy_mapping_fn(ref: str | Callable[..., Any]) -> Callable[[Any, EpisodeInfo], str]:
     """The function a config's ``policy_mapping_fn`` names; never imports anything.
 
     A name registered with :func:`register_policy_mapping_fn`, else a
@@ -464,6 +475,10 @@ def resolve_policy_mapping_fn(ref: str) -> Callable[[Any, EpisodeInfo], str]:
         cairn.CheckpointError: A path :func:`~cairn.registry.resolve_function`
             refuses (its module is not imported, it is no plain function, ...).
     """
+    if isinstance(ref, Unrecorded):
+        return ref.live("policy_mapping_fn")  # the program's own callable (a lambda, a closure)
+    if not isinstance(ref, str):  # a config keeps a path or an Unrecorded (AlgorithmConfig.__post_init__)
+        raise ValueError(f"policy_mapping_fn must be kept as a str or an Unrecorded, got a {type(ref).__qualname__}.")
     if ref in _MAPPING_FNS:
         return _MAPPING_FNS[ref]
     if ":" not in ref:

@@ -201,7 +201,7 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
 
     def _resolve_mapping(self, config: AlgorithmConfig) -> Callable[[Any, EpisodeInfo], str]:
         if config.policy_mapping_fn is not None:
-            return resolve_policy_mapping_fn(str(config.policy_mapping_fn))
+            return resolve_policy_mapping_fn(config.policy_mapping_fn)
         policies = tuple(config.policies)
         if config.policy_mapping is not None:
             static: dict[Any, str] = dict(config.policy_mapping)
