@@ -47,14 +47,8 @@ from cairn.rl.env.env_state import (
 )
 from cairn.rl.env.episodes import EpisodeTracker
 from cairn.rl.env.module_outputs import owed_output, owes_logp_and_values
-from cairn.rl.env.multi_agent_env import (
-    DEFAULT_AGENT_ID,
-    agent_ids,
-    build_module_specs,
-    make_env,
-    parse_env,
-    resolve_policy_mapping,
-)
+from cairn.rl.env.module_spaces import build_module_specs
+from cairn.rl.env.multi_agent_env import DEFAULT_AGENT_ID, agent_ids, make_env, parse_env, resolve_policy_mapping
 from cairn.rl.env.pretrained_connectors import restore_pretrained_connectors
 from cairn.rl.env.runner_metrics import EnvRunnerMetrics
 from cairn.rl.env.runner_modules import EnvRunnerModules

@@ -11,7 +11,7 @@ actions, and each copy is stepped with its agents' actions. A copy whose
 episode ends (``"__all__"``) is reset at once.
 
 Agents may have different spaces: each module is built from the spaces of the
-agents mapped to it (:func:`~cairn.rl.env.multi_agent_env.infer_module_spaces`),
+agents mapped to it (:func:`~cairn.rl.env.module_spaces.infer_module_spaces`),
 has connector pipelines of its own (:class:`~cairn.rl.env.module_pipelines.ModulePipelines`,
 checkpointed as ``env_to_module_connector/<module_id>/``), and an agent mapped
 to a module of other spaces is refused when the mapping is made. Agent ids are
@@ -54,17 +54,15 @@ from cairn.rl.env.env_state import (
 from cairn.rl.env.episodes import SingleAgentEpisode
 from cairn.rl.env.module_outputs import owed_output, owes_logp_and_values
 from cairn.rl.env.module_pipelines import ModulePipelines
+from cairn.rl.env.module_spaces import check_agent_ids, infer_module_spaces, space_mismatch
 from cairn.rl.env.multi_agent_env import (
     ALL_AGENTS,
     AgentID,
     EpisodeInfo,
     MultiAgentEnv,
     Spaces,
-    check_agent_ids,
-    infer_module_spaces,
     make_multi_agent_env,
     resolve_policy_mapping_fn,
-    space_mismatch,
 )
 from cairn.rl.env.multi_agent_pipelines import MultiAgentRunnerPipelines
 from cairn.rl.env.multi_agent_runner_state import MultiAgentRunnerState
@@ -91,7 +89,7 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
     Each module gets the spaces of the agents mapped to it: with
     ``policy_mapping`` (or one policy) those of the agents it names; with a
     ``policy_mapping_fn``, those of the agents it maps a dummy episode's agents
-    to (RLlib's space inference; :func:`~cairn.rl.env.multi_agent_env.infer_module_spaces`).
+    to (RLlib's space inference; :func:`~cairn.rl.env.module_spaces.infer_module_spaces`).
     The :attr:`observation_space` and :attr:`action_space` attributes are those
     of the first agent (what ``Algorithm.add_module`` gives a spec without spaces).
 

@@ -20,7 +20,8 @@ from cairn.rl.connectors.connectors import ConnectorPipeline
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.connector_building import build_env_to_module, build_module_to_env, check_learner_connector
 from cairn.rl.env.module_pipelines import ModulePipelines
-from cairn.rl.env.multi_agent_env import AgentID, EpisodeInfo, MultiAgentEnv, Spaces, build_module_specs
+from cairn.rl.env.module_spaces import build_module_specs
+from cairn.rl.env.multi_agent_env import AgentID, EpisodeInfo, MultiAgentEnv, Spaces
 from cairn.rl.env.multi_agent_runner_state import _holds
 from cairn.rl.env.pretrained_connectors import restore_module_pretrained_connectors
 

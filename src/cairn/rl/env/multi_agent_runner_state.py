@@ -26,12 +26,8 @@ from cairn.rl.env.env_state import (
 )
 from cairn.rl.env.episodes import SingleAgentEpisode, agent_episodes_state
 from cairn.rl.env.module_pipelines import ModulePipelines
-from cairn.rl.env.multi_agent_env import (
-    AgentID,
-    MultiAgentEnv,
-    Spaces,
-    check_agent_ids,
-)
+from cairn.rl.env.module_spaces import check_agent_ids
+from cairn.rl.env.multi_agent_env import AgentID, MultiAgentEnv, Spaces
 from cairn.rl.env.runner_state import EnvRunnerState, _is_int
 from cairn.rl.env.state_checks import episode_from_state, layout_problem, runner_local_states
 from cairn.rl.utils.nested import to_state
