@@ -60,7 +60,6 @@ from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec, layers_par
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.rl.env.env_runner_group import EnvRunnerGroup
 from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
-from cairn.rl.env.state_checks import check_state_tree, count
 from cairn.rl.utils._util import Names
 from cairn.rl.utils.metrics.constants import (
     ENV_RUNNER_RESULTS,
@@ -76,6 +75,7 @@ from cairn.rl.utils.metrics.constants import (
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger, flatten_metrics
 from cairn.rl.utils.metrics.metrics_logger import read_state as read_metrics_state
 from cairn.rl.utils.metrics.stats import LifetimeSumStats
+from cairn.state_checks import check_state_tree, count
 
 if TYPE_CHECKING:
     from cairn.delegation import DelegatedComponent

@@ -22,7 +22,7 @@ import torch
 from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.env.episodes import SingleAgentEpisode
-from cairn.rl.env.multi_agent_env import build_module_specs
+from cairn.rl.env.module_spaces import build_module_specs
 
 __all__ = ["RunnerEpisode", "SampleRequestError", "act", "build_module_or_none", "sample_plan"]
 
