@@ -36,6 +36,7 @@ class RockPaperScissors(ParallelPettingZooEnv):
         super().__init__(rps_v2.parallel_env(**dict(env_config or {})))
 
 
+@cairn.register  # a checkpoint names it as its module class
 class OneHotPPOModule(DefaultPPORLModule):
     """PPO's default MLP on a ``Discrete`` observation, one-hot encoded."""
 

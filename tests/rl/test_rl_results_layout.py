@@ -11,6 +11,7 @@ import pytest
 import torch
 from rl_helpers import small_config
 
+import cairn
 import cairn.rl.core as core
 from cairn.rl import PPO
 from cairn.rl.algorithms import algorithm_config
@@ -170,6 +171,10 @@ def test_restore_iteration_cleanup_foreach_env_runner_and_get_module(tmp_path: P
         assert states_equal(other.get_state(), algo.get_state())
         assert algo.foreach_env_runner(module_level_steps) == [32]
         assert algo.foreach_env_runner(lambda runner: runner.worker_index) == [0]  # local runners take any function
+        # A "module:function" string names a function through the allow-list (issue 33), as a checkpoint would.
+        with pytest.raises(cairn.UnsafeCheckpointError, match="not on cairn's allow-list"):
+            algo.foreach_env_runner(f"{__name__}:module_level_steps")
+        cairn.register(module_level_steps)
         assert algo.foreach_env_runner(f"{__name__}:module_level_steps") == [32]
         # get_module with a local learner: the live module the learner trains.
         module = algo.get_module()

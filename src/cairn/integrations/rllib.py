@@ -331,7 +331,8 @@ def rebuild_ctor_value(value: Any, missing: list[str], where: str) -> Any:
         return value
     kind = value.get(MARK)
     if kind is None:
-        return {k: rebuild_ctor_value(v, missing, where) for k, v in value.items()}
+        # The key joins the path, so that a refusal names the field (".../callbacks_on_train_result").
+        return {k: rebuild_ctor_value(v, missing, f"{where}/{k}") for k, v in value.items()}
     if kind == "unrecorded":
         missing.append(str(value.get("path")))
         return None
@@ -343,8 +344,8 @@ def rebuild_ctor_value(value: Any, missing: list[str], where: str) -> Any:
         except (RuntimeError, ValueError) as err:
             raise IncompatibleCheckpointError(f"{where} records an invalid torch device: {err}") from err
     if kind == "function":
-        # The one resolver: only plain functions of modules already imported, never the standard library's
-        # (a file naming builtins:exit would make the build exit the program).
+        # The one resolver, through the allow-list (SPEC 8): cairn's own, registered or trusted functions
+        # only (a file naming builtins:exit would otherwise make the build exit the program).
         return resolve_function(value.get("ref"), where=where)
     if kind == "algorithm_config":
         state = rebuild_ctor_value(value.get("state"), missing, where)
