@@ -446,7 +446,8 @@ def open_checkpoint(
     """A reader for the checkpoint folder at ``path``; with ``expected``, its root manifest must be that one."""
     storage, folder = resolve_storage(path, filesystem)
     folder = resolve_user_link(storage, folder)
-    storage.check_committed(folder)  # object stores: not a sub-folder of a save in flight
+    # Object stores: not a sub-folder of a save in flight; during a switch, the staged copy (whole).
+    folder = storage.locate(folder)
     return FolderReader(storage, folder, expected=expected)
 
 

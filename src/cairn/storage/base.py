@@ -126,13 +126,17 @@ class Storage(abc.ABC):
     * With ``atomic_rename`` (local disks) ``staging`` is a hidden sibling of
       ``final``; ``commit`` fsyncs the tree and renames (or atomically swaps) it
       into place. A reader sees the old checkpoint or the new one, never a mix.
-    * Without it (object stores) ``staging == final``: ``begin_write`` writes the
-      owner record ``.cairn-tmp-inflight`` first, then deletes an existing
-      checkpoint's root ``manifest.json`` (uncommitting it); the root
-      ``manifest.json``, written last, is the commit marker, and ``commit``
-      deletes the record. A reader treats a folder without a root manifest as
-      absent, and ``check_committed`` refuses any folder below one that holds
-      the record and no root manifest.
+    * Without it (object stores) ``begin_write`` writes the owner record
+      ``.cairn-tmp-inflight`` in ``final`` first. Where ``final`` holds no
+      committed checkpoint, ``staging == final``: the root ``manifest.json``,
+      written last, is the commit marker, and ``commit`` deletes the record.
+      Where it holds one, that one stays loadable: ``staging`` is a hidden
+      sibling, and ``commit`` marks the record ``switching`` (the commit point:
+      readers then read the staging folder, ``locate``), copies the new
+      checkpoint into ``final`` on the server side and removes the staging
+      folder. A reader treats a folder without a root manifest as absent, and
+      ``locate`` refuses any folder below one that holds the record and no root
+      manifest.
     * ``write_file`` returns the size and digests of exactly what was written,
       once the bytes are durable (the object store acknowledged the upload, or
       fsync) or, for a file below a staging place that the same storage object
@@ -300,6 +304,14 @@ class Storage(abc.ABC):
         A no-op where folders are renamed into place atomically (nothing uncommitted is
         ever visible under a checkpoint's name).
         """
+
+    def locate(self, path: str) -> str:
+        """The folder a reader of the checkpoint named ``path`` reads: ``path`` itself, except on an
+        object store while a save over it switches its new checkpoint into place (then the staging
+        folder that holds it, whole). Raises like :meth:`check_committed`.
+        """
+        self.check_committed(path)
+        return path
 
     @abc.abstractmethod
     def link_or_copy(self, src: str, dst: str) -> None:
