@@ -371,9 +371,19 @@ class FsspecStorage(Storage):
             size += len(mv)
 
         def put() -> None:
-            with self.fs.open(path, "wb") as f:
+            f = self.fs.open(path, "wb")
+            try:
                 for mv in parts:
                     f.write(mv)
+                f.close()
+            except BaseException:
+                # Not close(): it would complete a multipart upload with the parts sent so far. discard()
+                # aborts it (s3fs), so that a failed upload leaves no parts behind (issue 41).
+                discard = getattr(f, "discard", None)
+                if discard is not None:
+                    with contextlib.suppress(Exception):
+                        discard()
+                raise
 
         self._retry("Writing", path, put, write=True, nbytes=size)
         return hasher.entry(size)
