@@ -383,6 +383,7 @@ class FsspecStorage(Storage):
                 if discard is not None:
                     with contextlib.suppress(Exception):
                         discard()
+                        f.closed = True  # discarded: its __del__ must not try to complete the upload
                 raise
 
         self._retry("Writing", path, put, write=True, nbytes=size)
