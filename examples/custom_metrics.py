@@ -26,7 +26,8 @@ from typing import Any
 
 import cairn
 from cairn.rl import PPO, PPOConfig
-from cairn.rl.callbacks.callbacks import Episode, RLlibCallback
+from cairn.rl.callbacks.callbacks import RLlibCallback
+from cairn.rl.env.episodes import Episode
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 
 LONG_EPISODE_RETURN = 20.0

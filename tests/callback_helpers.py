@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cairn.rl.callbacks.callbacks import Episode, RLlibCallback
+from cairn.rl.callbacks.callbacks import RLlibCallback
+from cairn.rl.env.episodes import Episode
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 
 EVENTS: list[tuple[Any, ...]] = []

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from cairn.rl.callbacks.callbacks import Episode, RLlibCallback
+from cairn.rl.callbacks.callbacks import RLlibCallback
+from cairn.rl.env.episodes import Episode
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 
 EVENTS: list[tuple[Any, ...]] = []

@@ -46,9 +46,8 @@ def test_storage_says_whether_other_processes_see_it() -> None:
     """The capability the actor groups ask (not a protocol check): memory:// is private to this process."""
     import fsspec
 
-    from cairn.rl.distributed.checkpoint import storage_is_shared
     from cairn.storage import FsspecStorage, LocalStorage
 
     memory, local = FsspecStorage(fsspec.filesystem("memory")), LocalStorage()
-    assert memory.shared_between_processes is False and storage_is_shared(memory) is False
-    assert local.shared_between_processes is True and storage_is_shared(local) is True
+    assert memory.shared_between_processes is False
+    assert local.shared_between_processes is True

@@ -15,7 +15,7 @@ import episode_callbacks_helpers as helpers
 from cairn import CheckpointError
 from cairn.rl import PPO, PPOConfig
 from cairn.rl.callbacks.callbacks import callbacks_from_config
-from cairn.rl.callbacks.forms import CallbackClass
+from cairn.rl.config.callback_forms import CallbackClass
 from callback_helpers import RecordEvents
 
 TINY = {"rollout_length": 16, "minibatch_size": 16, "num_epochs": 1, "model_config": {"hidden_sizes": [8]}}

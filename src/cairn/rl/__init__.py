@@ -3,7 +3,7 @@
 The layout follows RLlib's new API stack (SPEC 9)::
 
     cairn.rl.algorithms.algorithm          Algorithm
-    cairn.rl.algorithms.algorithm_config   AlgorithmConfig (imports nothing else of cairn.rl)
+    cairn.rl.config.algorithm_config   AlgorithmConfig (imports nothing else of cairn.rl)
     cairn.rl.algorithms.ppo                PPO, PPOConfig, PPOLearner (the loss)
     cairn.rl.algorithms.dqn                DQN, DQNConfig, DQNLearner, DefaultDQNRLModule
     cairn.rl.algorithms.off_policy         OffPolicyAlgorithm, OffPolicyConfig, TargetNetworkLearner
@@ -50,7 +50,6 @@ from cairn.rl.algorithms.catalog import ALGORITHMS as _ALGORITHMS
 
 if TYPE_CHECKING:
     from cairn.rl.algorithms.algorithm import Algorithm
-    from cairn.rl.algorithms.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
     from cairn.rl.algorithms.dqn.default_dqn_rl_module import DefaultDQNRLModule
     from cairn.rl.algorithms.dqn.dqn import DQN, DQNConfig
     from cairn.rl.algorithms.dqn.dqn_learner import DQNLearner
@@ -61,7 +60,8 @@ if TYPE_CHECKING:
     from cairn.rl.algorithms.sac.default_sac_rl_module import DefaultSACRLModule
     from cairn.rl.algorithms.sac.sac import SAC, SACConfig
     from cairn.rl.algorithms.sac.sac_learner import SACLearner
-    from cairn.rl.callbacks.callbacks import Episode, RLlibCallback
+    from cairn.rl.callbacks.callbacks import RLlibCallback
+    from cairn.rl.config.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
     from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
     from cairn.rl.core.learner.learner import Learner, LinearSchedule
     from cairn.rl.core.learner.learner_group import LearnerGroup
@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from cairn.rl.env.env_runner import EnvRunner
     from cairn.rl.env.env_runner_group import EnvRunnerGroup
     from cairn.rl.env.env_state import register_env_state_handler
+    from cairn.rl.env.episodes import Episode
     from cairn.rl.env.multi_agent_env import (
         DEFAULT_AGENT_ID,
         EpisodeInfo,
@@ -133,18 +134,18 @@ __all__ = [
 _HOMES: dict[str, str] = {
     **{name: home for entry in _ALGORITHMS.values() for name, home in entry.homes().items()},
     "DEFAULT_AGENT_ID": "cairn.rl.env.multi_agent_env",
-    "DEFAULT_MODULE_ID": "cairn.rl.algorithms.algorithm_config",
+    "DEFAULT_MODULE_ID": "cairn.rl.config.algorithm_config",
     "OffPolicyAlgorithm": "cairn.rl.algorithms.off_policy",
     "OffPolicyConfig": "cairn.rl.algorithms.off_policy",
     "TargetNetworkLearner": "cairn.rl.algorithms.off_policy",
     "Algorithm": "cairn.rl.algorithms.algorithm",
-    "AlgorithmConfig": "cairn.rl.algorithms.algorithm_config",
+    "AlgorithmConfig": "cairn.rl.config.algorithm_config",
     "ClipActions": "cairn.rl.connectors.connectors",
     "Connector": "cairn.rl.connectors.connectors",
     "ConnectorPipeline": "cairn.rl.connectors.connectors",
     "EnvRunner": "cairn.rl.env.env_runner",
     "EnvRunnerGroup": "cairn.rl.env.env_runner_group",
-    "Episode": "cairn.rl.callbacks.callbacks",
+    "Episode": "cairn.rl.env.episodes",
     "IndependentAgentsEnv": "cairn.rl.env.multi_agent_env",
     "EpisodeInfo": "cairn.rl.env.multi_agent_env",
     "MultiAgentEnv": "cairn.rl.env.multi_agent_env",

@@ -19,7 +19,7 @@ __all__ = ["OLD_PATHS", "register_old_paths"]
 OLD_PATHS: dict[str, str] = {
     # new "module:QualName" -> the path 0.1 recorded
     "cairn.rl.algorithms.algorithm:Algorithm": "cairn.rl.algorithm:Algorithm",
-    "cairn.rl.algorithms.algorithm_config:AlgorithmConfig": "cairn.rl.algorithm:AlgorithmConfig",
+    "cairn.rl.config.algorithm_config:AlgorithmConfig": "cairn.rl.algorithm:AlgorithmConfig",
     "cairn.rl.algorithms.ppo.ppo:PPO": "cairn.rl.ppo:PPO",
     "cairn.rl.algorithms.ppo.ppo:PPOConfig": "cairn.rl.ppo:PPOConfig",
     "cairn.rl.algorithms.ppo.ppo_learner:PPOLearner": "cairn.rl.learner:Learner",

@@ -7,7 +7,6 @@ import math
 import os
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from cairn.errors import CheckpointError, CorruptCheckpointError
 from cairn.manifest import RESERVED_NAMES, SIGNATURE, SIGNATURE_TEMPORARY, FileEntry
@@ -50,21 +49,17 @@ class FileTooLargeError(CorruptCheckpointError):
     """A file is larger than the bound its reader set (``read_file(max_bytes=...)``)."""
 
 
-CHECKPOINT_FILES = RESERVED_NAMES
-"""The names of the files a checkpoint folder holds (``cairn.manifest.RESERVED_NAMES``).
-
-A save replaces an existing folder only when every file in it has one of these
-names: a checkpoint, or what an interrupted save left. Anything else is the
-user's data, and a save never deletes it.
-"""
-
-
 def replaceable_file(name: str) -> bool:
-    """Whether a save may replace a file named ``name``: a checkpoint's file or signature, or a writer's record."""
+    """Whether a save may replace a file named ``name``: a checkpoint's file or signature, or a writer's record.
+
+    A save replaces an existing folder only when every file in it is one of these: a
+    checkpoint, or what an interrupted save left. Anything else is the user's data, and
+    a save never deletes it.
+    """
     from cairn.storage.writers import WRITER_FILES
 
     return (
-        name in CHECKPOINT_FILES
+        name in RESERVED_NAMES
         or name == SIGNATURE
         or SIGNATURE_TEMPORARY.fullmatch(name) is not None
         or name in WRITER_FILES
@@ -329,13 +324,3 @@ class Storage(abc.ABC):
         blocks on them.
         """
         raise CheckpointError(f"{self.uri(path)} cannot be opened as a local file: {type(self).__name__} has none.")
-
-
-def __getattr__(name: str) -> Any:
-    # Kept for compatibility (issue 26): resolve_storage moved to cairn.storage.resolve, above
-    # the backends it builds; this module never imports them. New code imports it from there.
-    if name == "resolve_storage":
-        from cairn.storage.resolve import resolve_storage
-
-        return resolve_storage
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -35,15 +35,15 @@ import torch
 from cairn import Checkpointable
 from cairn._ctor_bounds import FolderSizes, alloc_limit
 from cairn.rl._aliases import register_old_paths
-from cairn.rl.algorithms.algorithm_config import (
+from cairn.rl.algorithms.evaluation import EvaluationRunners, wants_evaluation_runners
+from cairn.rl.algorithms.results import ResultDict, nest_results
+from cairn.rl.callbacks.callbacks import callbacks_from_config
+from cairn.rl.config.algorithm_config import (
     DEFAULT_MODULE_ID,
     MULTI_AGENT_PREFIX,
     AlgorithmConfig,
     multi_env_mapping_fn_refusal,
 )
-from cairn.rl.algorithms.evaluation import EvaluationRunners, wants_evaluation_runners
-from cairn.rl.algorithms.results import ResultDict, nest_results
-from cairn.rl.callbacks.callbacks import callbacks_from_config
 from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.multi_rl_module import (
     MultiRLModuleSpec,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cairn.rl.algorithms.algorithm import Algorithm
-    from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+    from cairn.rl.config.algorithm_config import AlgorithmConfig
 
 __all__ = ["ALGORITHMS", "CatalogEntry", "algorithm_of_class", "get_trainable_cls"]
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.rl.env.env_runner_group import EnvRunnerGroup

@@ -30,9 +30,9 @@ import torch
 
 from cairn import Checkpointable
 from cairn.registry import register_type
-from cairn.rl.algorithms._config_builders import Accept, Rule, integer, number, replay_buffer_config
 from cairn.rl.algorithms.algorithm import Algorithm
-from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.config.algorithm_config import AlgorithmConfig
+from cairn.rl.config.builders import Accept, Rule, integer, number, replay_buffer_config
 from cairn.rl.core.learner.learner import Learner, learner_counts
 from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule, MultiRLModuleSpec

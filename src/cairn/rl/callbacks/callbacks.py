@@ -45,19 +45,18 @@ runners import it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cairn.registry import class_path
-from cairn.rl.callbacks.forms import CALLBACK_HOOKS, CallbackClass, function_field, resolve_callback_function
-from cairn.rl.env.episodes import SingleAgentEpisode
+from cairn.rl.config.callback_forms import CALLBACK_HOOKS, CallbackClass, function_field, resolve_callback_function
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 
-__all__ = ["Episode", "RLlibCallback", "callbacks_from_config", "make_callbacks", "overrides"]
+if TYPE_CHECKING:
+    # For annotations only: the env runners (a floor above) import this module and hand
+    # the hooks their episodes, so importing the episodes here would climb a floor.
+    from cairn.rl.env.episodes import Episode
 
-
-Episode = SingleAgentEpisode
-"""What the episode hooks see: RLlib's ``SingleAgentEpisode`` API (``custom_data``, ``id_``, ``get_rewards()``,
-``get_infos()``, ``get_return()``, ...), see :mod:`cairn.rl.env.episodes`."""
+__all__ = ["RLlibCallback", "callbacks_from_config", "make_callbacks", "overrides"]
 
 
 class RLlibCallback:
@@ -183,7 +182,7 @@ def make_callbacks(
     callbacks_class: Any, functions: Mapping[str, Sequence[Callable[..., Any]]] | None = None
 ) -> RLlibCallback:
     """Build the callbacks a config names: ``callbacks_class`` (``None``, a class, a
-    :class:`~cairn.rl.callbacks.forms.CallbackClass` partial, or a list of them), then ``functions``
+    :class:`~cairn.rl.config.callback_forms.CallbackClass` partial, or a list of them), then ``functions``
     (hook -> functions, called after the classes' hooks).
 
     Raises:
@@ -217,7 +216,7 @@ def make_callbacks(
 def callbacks_from_config(config: Any) -> RLlibCallback:
     """The callbacks of ``config``: its ``callbacks_class`` and its ``callbacks_on_<hook>`` functions.
 
-    The functions are resolved by :func:`~cairn.rl.callbacks.forms.resolve_callback_function`
+    The functions are resolved by :func:`~cairn.rl.config.callback_forms.resolve_callback_function`
     (never an import: their modules must be imported, on a remote worker by the modules
     its driver allows), all before any callbacks object is built.
     """

@@ -22,7 +22,7 @@ __all__ = [
 # Literals, not imports: this package is imported by everything below it, and must import nothing.
 # tests/rl/test_rl_results_layout.py checks them against the names cairn's components use.
 DEFAULT_MODULE_ID = "default_policy"
-"""The module id of a single-policy algorithm (also ``cairn.rl.algorithms.algorithm_config.DEFAULT_MODULE_ID``)."""
+"""The module id of a single-policy algorithm (also ``cairn.rl.config.algorithm_config.DEFAULT_MODULE_ID``)."""
 DEFAULT_AGENT_ID = "default_agent"
 """The agent id of a single-agent env."""
 ALL_MODULES = "__all_modules__"

@@ -40,17 +40,8 @@ from cairn.delegation import DelegatedFolder, LoadedComponent, Waiter, read_fold
 if TYPE_CHECKING:
     from cairn.checkpointable import Checkpointable
     from cairn.manifest import FileEntry
-    from cairn.storage.base import Storage
 
-__all__ = ["ActorFolderDelegate", "FolderActor", "nest_state", "storage_is_shared"]
-
-
-def storage_is_shared(storage: Storage) -> bool:
-    """Whether other processes see what this one writes to ``storage`` (not so for ``memory://``).
-
-    Kept for compatibility: the rule is the storage's capability ``shared_between_processes``.
-    """
-    return storage.shared_between_processes
+__all__ = ["ActorFolderDelegate", "FolderActor", "nest_state"]
 
 
 class FolderActor(abc.ABC):

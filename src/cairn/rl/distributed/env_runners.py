@@ -69,7 +69,7 @@ from cairn.rl.env.state_checks import PEER_OWN_KEYS, PEER_STATES_KEY
 
 if TYPE_CHECKING:
     from cairn.manifest import FileEntry
-    from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+    from cairn.rl.config.algorithm_config import AlgorithmConfig
 
 __all__ = ["EnvRunnerActor", "RemoteEnvRunners"]
 
@@ -533,7 +533,7 @@ class RemoteEnvRunners(ActorFolderDelegate):
                 a function of ``__main__``).
         """
         from cairn.registry import resolve_function
-        from cairn.rl.algorithms.algorithm_config import function_reference
+        from cairn.rl.config.algorithm_config import function_reference
 
         what = "foreach_env_runner(func=...) with remote env runners"
         ref = function_reference(func, what=what)

@@ -44,15 +44,15 @@ import torch
 
 from cairn.delegation import DelegatedFolder, LoadedComponent
 from cairn.errors import CheckpointError
-from cairn.rl.connectors.nested import leading_rows, map_leaves
 from cairn.rl.core.learner.learner import Learner, TrainBatch
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.distributed._ray import HEALTH_PROBE_TIMEOUT_S, actor_label, get_all, init_ray, stop_named
 from cairn.rl.distributed.checkpoint import ActorFolderDelegate, FolderActor, nest_state
+from cairn.rl.utils.nested import leading_rows, map_leaves
 
 if TYPE_CHECKING:
     from cairn.manifest import FileEntry
-    from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+    from cairn.rl.config.algorithm_config import AlgorithmConfig
 
 __all__ = ["DataParallelLearner", "LearnerActor", "RemoteLearners", "data_parallel"]
 

@@ -33,29 +33,18 @@ import torch
 from cairn import Checkpointable
 from cairn.errors import IncompatibleCheckpointError
 from cairn.rl._aliases import register_old_paths
-from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.callbacks.callbacks import callbacks_from_config, overrides
-from cairn.rl.connectors.build import (
+from cairn.rl.config.algorithm_config import AlgorithmConfig
+from cairn.rl.core.columns import Columns
+from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
+from cairn.rl.core.rl_module.rl_module import RLModuleSpec
+from cairn.rl.core.rl_module.stateful import batched_state, initial_state, state_columns, state_out, strip_time_dim
+from cairn.rl.env.connector_building import (
     build_env_to_module,
     build_module_to_env,
     check_learner_connector,
     nested_module_name,
 )
-from cairn.rl.connectors.nested import (
-    copy_rows,
-    from_state,
-    index_rows,
-    map_leaves,
-    same_layout,
-    set_rows,
-    stack_rows,
-    take_rows,
-    to_state,
-)
-from cairn.rl.core.columns import Columns
-from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
-from cairn.rl.core.rl_module.rl_module import RLModuleSpec
-from cairn.rl.core.rl_module.stateful import batched_state, initial_state, state_columns, state_out, strip_time_dim
 from cairn.rl.env.env_state import (
     env_state_mismatch,
     env_state_problem,
@@ -93,6 +82,17 @@ from cairn.rl.env.state_checks import (
 from cairn.rl.utils._util import Names
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 from cairn.rl.utils.metrics.metrics_logger import read_state as read_metrics_state
+from cairn.rl.utils.nested import (
+    copy_rows,
+    from_state,
+    index_rows,
+    map_leaves,
+    same_layout,
+    set_rows,
+    stack_rows,
+    take_rows,
+    to_state,
+)
 
 __all__ = ["NUM_AGENT_STEPS_SAMPLED", "NUM_ENV_STEPS_SAMPLED", "EnvRunner", "ModuleRemoval", "SampleBatch"]
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
 from cairn.rl.env.multi_agent_env import is_multi_agent_env

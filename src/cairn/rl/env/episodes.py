@@ -42,6 +42,7 @@ import numpy.typing as npt
 from cairn.errors import IncompatibleCheckpointError
 
 __all__ = [
+    "Episode",
     "EpisodeTracker",
     "SingleAgentEpisode",
     "agent_episodes_from_state",
@@ -339,6 +340,11 @@ def _unstacked(record: Any) -> list[Any]:
     if "stacked" in record:
         return [np.array(row, copy=True) for row in np.asarray(record["stacked"])]
     return list(record["items"])
+
+
+Episode = SingleAgentEpisode
+"""What the callbacks' episode hooks see: RLlib's ``SingleAgentEpisode`` API (``custom_data``, ``id_``,
+``get_rewards()``, ``get_infos()``, ``get_return()``, ...)."""
 
 
 class EpisodeTracker:

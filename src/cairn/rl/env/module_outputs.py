@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import torch
 
-from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.config.algorithm_config import AlgorithmConfig
 
 __all__ = ["owed_output", "owes_logp_and_values"]
 

@@ -49,16 +49,16 @@ from typing import Any
 import gymnasium as gym
 
 from cairn.registry import AllowedModules, resolve_function
-from cairn.rl.algorithms.algorithm_config import (
+from cairn.rl.config.algorithm_config import (
     MULTI_AGENT_PREFIX,
     AlgorithmConfig,
     check_env_config,
     check_env_id,
 )
-from cairn.rl.callbacks.forms import callback_function_modules
-from cairn.rl.connectors.build import connector_modules
+from cairn.rl.config.callback_forms import callback_function_modules
 from cairn.rl.core.rl_module.multi_rl_module import module_specs_from_config
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
+from cairn.rl.env.connector_building import connector_modules
 from cairn.rl.utils._util import check_component_name
 
 __all__ = [

@@ -47,13 +47,12 @@ import numpy.typing as npt
 import torch
 
 from cairn.errors import IncompatibleCheckpointError
-from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
-from cairn.rl.connectors.build import build_env_to_module, build_module_to_env, check_learner_connector
+from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.connectors.connectors import ConnectorPipeline
-from cairn.rl.connectors.nested import index_rows, map_leaves, stack_rows, to_state
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.core.rl_module.stateful import initial_state, state_columns, state_out, strip_time_dim
+from cairn.rl.env.connector_building import build_env_to_module, build_module_to_env, check_learner_connector
 from cairn.rl.env.env_runner import EnvRunner, ModuleRemoval, SampleBatch, _is_int, as_tensors
 from cairn.rl.env.env_state import (
     env_state_mismatch,
@@ -91,6 +90,7 @@ from cairn.rl.env.state_checks import (
 from cairn.rl.env.state_checks import (
     mapping as state_dict,
 )
+from cairn.rl.utils.nested import index_rows, map_leaves, stack_rows, to_state
 
 __all__ = ["MultiAgentEnvRunner"]
 
@@ -1195,7 +1195,7 @@ def _stack_obs(items: Sequence[Any]) -> Any:
 
 
 def _from_space_state(space: gym.Space[Any], saved: Any) -> Any:
-    """Rebuild :func:`~cairn.rl.connectors.nested.to_state` data of one observation of ``space``."""
+    """Rebuild :func:`~cairn.rl.utils.nested.to_state` data of one observation of ``space``."""
     if isinstance(space, gym.spaces.Dict):
         if not isinstance(saved, Mapping):
             raise TypeError(f"a dict for a Dict space, got {type(saved).__name__}")

@@ -41,7 +41,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from cairn.errors import CheckpointNotFoundError
-from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.connectors.connectors import ConnectorPipeline
 from cairn.rl.core.rl_module.multi_rl_module import load_state_paths
 from cairn.tools import inspect_checkpoint

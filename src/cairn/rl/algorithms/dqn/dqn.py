@@ -28,7 +28,11 @@ import torch
 
 from cairn._ctor_bounds import FolderSizes, alloc_limit
 from cairn.registry import register_type
-from cairn.rl.algorithms._config_builders import (
+from cairn.rl.algorithms.dqn.default_dqn_rl_module import DefaultDQNRLModule, dqn_parameter_bytes
+from cairn.rl.algorithms.dqn.dqn_learner import DQNLearner
+from cairn.rl.algorithms.off_policy import NStep, OffPolicyAlgorithm, OffPolicyConfig
+from cairn.rl.config.algorithm_config import AlgorithmConfig
+from cairn.rl.config.builders import (
     Accept,
     Refuse,
     Rule,
@@ -37,10 +41,6 @@ from cairn.rl.algorithms._config_builders import (
     number,
     replay_buffer_config,
 )
-from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
-from cairn.rl.algorithms.dqn.default_dqn_rl_module import DefaultDQNRLModule, dqn_parameter_bytes
-from cairn.rl.algorithms.dqn.dqn_learner import DQNLearner
-from cairn.rl.algorithms.off_policy import NStep, OffPolicyAlgorithm, OffPolicyConfig
 from cairn.rl.core.learner.learner import Learner, LinearSchedule
 from cairn.rl.core.rl_module.rl_module import RLModule
 from cairn.rl.utils.replay_buffers import MultiAgentReplayBuffer, PrioritizedMultiAgentReplayBuffer
@@ -162,7 +162,7 @@ class DQNConfig(OffPolicyConfig):
             "before_learn_on_batch": Accept((None,), "cairn has no such hook"),
         }
     }
-    """RLlib's DQN ``training()`` settings (see :class:`~cairn.rl.algorithms._config_builders.ConfigBuilders`)."""
+    """RLlib's DQN ``training()`` settings (see :class:`~cairn.rl.config.builders.ConfigBuilders`)."""
 
     @classmethod
     def algo_class(cls) -> type[OffPolicyAlgorithm]:

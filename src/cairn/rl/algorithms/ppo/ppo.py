@@ -28,18 +28,18 @@ import numpy.typing as npt
 
 from cairn.registry import register_type
 from cairn.rl._aliases import register_old_paths
-from cairn.rl.algorithms._config_builders import Accept, Refuse, Rule, number
 from cairn.rl.algorithms.algorithm import Algorithm
-from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
 from cairn.rl.algorithms.ppo.ppo_learner import PPOLearner
-from cairn.rl.connectors.nested import concat_rows, map_leaves
+from cairn.rl.config.algorithm_config import AlgorithmConfig
+from cairn.rl.config.builders import Accept, Refuse, Rule, number
 from cairn.rl.core.learner.learner import Learner
 from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.core.rl_module.stateful import STATE_IN_PREFIX, max_seq_len_of, to_sequences
 from cairn.rl.env.env_runner import SampleBatch
 from cairn.rl.utils.gae import compute_gae
+from cairn.rl.utils.nested import concat_rows, map_leaves
 
 __all__ = ["PPO", "PPOConfig"]
 
@@ -111,7 +111,7 @@ class PPOConfig(AlgorithmConfig):
             "lr_schedule": Accept((None,), "use training(lr_anneal_timesteps=...)"),
         }
     }
-    """RLlib's PPO ``training()`` settings (see :class:`~cairn.rl.algorithms._config_builders.ConfigBuilders`)."""
+    """RLlib's PPO ``training()`` settings (see :class:`~cairn.rl.config.builders.ConfigBuilders`)."""
 
     @classmethod
     def algo_class(cls) -> type[Algorithm]:

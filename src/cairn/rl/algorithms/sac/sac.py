@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from cairn.registry import register_type
-from cairn.rl.algorithms._config_builders import Accept, Refuse, Rule, integer, number
-from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
 from cairn.rl.algorithms.sac.default_sac_rl_module import DefaultSACRLModule
 from cairn.rl.algorithms.sac.sac_learner import SACLearner
+from cairn.rl.config.algorithm_config import AlgorithmConfig
+from cairn.rl.config.builders import Accept, Refuse, Rule, integer, number
 from cairn.rl.core.learner.learner import Learner
 from cairn.rl.core.rl_module.rl_module import RLModule
 
@@ -112,7 +112,7 @@ class SACConfig(OffPolicyConfig):
             "_use_beta_distribution": Accept((False,), "cairn's SAC uses a squashed Gaussian"),
         }
     }
-    """RLlib's SAC ``training()`` settings (see :class:`~cairn.rl.algorithms._config_builders.ConfigBuilders`)."""
+    """RLlib's SAC ``training()`` settings (see :class:`~cairn.rl.config.builders.ConfigBuilders`)."""
 
     @classmethod
     def algo_class(cls) -> type[OffPolicyAlgorithm]:

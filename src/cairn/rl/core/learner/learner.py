@@ -21,12 +21,12 @@ import torch
 
 from cairn import Checkpointable
 from cairn.errors import CorruptCheckpointError, IncompatibleCheckpointError
-from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
-from cairn.rl.connectors.nested import index_rows, leading_rows, map_leaves
+from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.utils._util import Names, clone_tree
+from cairn.rl.utils.nested import index_rows, leading_rows, map_leaves
 
 __all__ = ["DEFAULT_OPTIMIZER", "Learner", "LinearSchedule", "TrainBatch"]
 

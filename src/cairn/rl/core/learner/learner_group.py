@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cairn import Checkpointable
 from cairn.rl._aliases import register_old_paths
-from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.core.learner.learner import Learner, TrainBatch
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.utils._util import Names

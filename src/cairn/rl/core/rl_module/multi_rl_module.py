@@ -14,7 +14,7 @@ from torch import nn
 from cairn import Checkpointable
 from cairn.registry import register_type
 from cairn.rl._aliases import register_old_paths
-from cairn.rl.algorithms.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
+from cairn.rl.config.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.utils._util import (
     Names,

@@ -30,11 +30,11 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from cairn.rl.connectors.nested import map_leaves
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from cairn.rl.core.rl_module.rl_module import RLModule
 from cairn.rl.core.rl_module.torch.torch_rl_module import complete_train_outputs
+from cairn.rl.utils.nested import map_leaves
 
 __all__ = [
     "DEFAULT_MAX_SEQ_LEN",

@@ -2,7 +2,7 @@
 
 RLlib users build a config by chaining ``PPOConfig().environment(...).env_runners(...)
 .training(...)``; cairn's configs are dataclasses. :class:`ConfigBuilders` (a base of
-:class:`~cairn.rl.algorithms.algorithm_config.AlgorithmConfig`) gives every config
+:class:`~cairn.rl.config.algorithm_config.AlgorithmConfig`) gives every config
 RLlib's builders. Each sets the dataclass's fields and returns ``self`` (RLlib's
 semantics), so the builder form and the keyword form give equal dataclasses and equal
 checkpoints: nothing a builder is told lives outside the fields, except
@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
-from cairn.rl.callbacks.forms import CALLBACK_HOOKS
+from cairn.rl.config.callback_forms import CALLBACK_HOOKS
 
 __all__ = [
     "Accept",
@@ -773,7 +773,7 @@ class ConfigBuilders:
         with plain-data arguments, or a list of them. ``on_<hook>=``: a function (or a
         list) defined at the top level of an imported module, recorded as
         ``"module:function"`` in ``callbacks_on_<hook>`` and called after the classes'
-        hooks, as RLlib does (cairn.rl.callbacks.forms). As in RLlib, ``callbacks(None)``
+        hooks, as RLlib does (cairn.rl.config.callback_forms). As in RLlib, ``callbacks(None)``
         resets to the default callbacks; only a ``callbacks_class`` left out keeps the
         current one.
         """

@@ -3,7 +3,7 @@
 :func:`build_env_to_module` and :func:`build_module_to_env` build the pipelines of
 one observation/action space pair: the single-agent :class:`~cairn.rl.env.env_runner.EnvRunner`
 calls them once, a multi-agent runner once per module. Factories are recorded by
-reference in the config (:func:`~cairn.rl.algorithms.algorithm_config.connector_reference`)
+reference in the config (:func:`~cairn.rl.config.algorithm_config.connector_reference`)
 and resolved here with :mod:`cairn.registry`, which imports nothing: a connector class
 must be a :class:`~cairn.rl.connectors.connectors.Connector` subclass, a function must
 be the program's own (not of a framework such as torch or numpy, nor of the standard
@@ -21,7 +21,7 @@ import gymnasium as gym
 
 from cairn.errors import IncompatibleCheckpointError
 from cairn.registry import framework_problem, loaded_module, resolve_class, resolve_function
-from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
 from cairn.rl.connectors.env_to_module.flatten_observations import FlattenObservations
 from cairn.rl.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule

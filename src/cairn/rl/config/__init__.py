@@ -1,0 +1,8 @@
+"""The algorithm config and its builders: the floor of ``cairn.rl`` that every other floor reads.
+
+:mod:`cairn.rl.config.algorithm_config` holds :class:`AlgorithmConfig`,
+:mod:`cairn.rl.config.builders` RLlib's builder methods, and
+:mod:`cairn.rl.config.callback_forms` how callbacks are recorded in a config.
+These import nothing of ``cairn.rl`` above ``utils/`` (``tests/test_architecture.py``);
+RLlib's path ``cairn.rl.algorithms.algorithm_config`` re-exports the config.
+"""

@@ -1,0 +1,582 @@
+"""AlgorithmConfig: the settings every algorithm shares (environment, sampling, modules, scale).
+
+This module imports nothing else of ``cairn.rl`` but the leaves
+``cairn.rl.config.builders`` (RLlib's builder methods, a base class)
+and ``cairn.rl.config.callback_forms`` (how callbacks are recorded)
+(and only, when a setting asks
+for Ray, the leaf ``cairn.rl.distributed._ray`` to see whether Ray is
+installed), so that every other part (env runners, learners, algorithms) can
+import it without a cycle. The checks
+of environment ids and ``env_config`` live here because a config runs them
+when it is built, also when a checkpoint rebuilds it (SPEC 8).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, ClassVar
+
+from cairn.errors import CheckpointError
+from cairn.registry import function_problem, loaded_module, register_type, resolve_class
+from cairn.rl.config.builders import ConfigBuilders
+from cairn.rl.config.callback_forms import CALLBACK_HOOKS, callback_functions, callbacks_class_value, function_field
+
+__all__ = [
+    "DEFAULT_MODULE_ID",
+    "MULTI_AGENT_PREFIX",
+    "AlgorithmConfig",
+    "check_env_config",
+    "check_env_id",
+    "connector_reference",
+    "function_reference",
+    "multi_env_mapping_fn_refusal",
+]
+
+_SAME_FOR_EVALUATION = ("num_env_runners", "seed", "policies", "rl_module_spec", "model_config")
+"""Settings ``evaluation_config`` may not change (the evaluation runners take the learners' weights)."""
+
+DEFAULT_MODULE_ID = "default_policy"
+"""The module id of a single-policy algorithm (RLlib's ``DEFAULT_MODULE_ID``)."""
+
+MULTI_AGENT_PREFIX = "multi:"
+"""Prefix of an env id that asks for independent copies, one per agent."""
+
+
+def check_env_id(env: Any) -> None:
+    """Raise ``ValueError`` unless making ``env`` imports nothing that the id itself names.
+
+    gymnasium reads ``"some.module:Env-v0"`` as "import ``some.module``, then
+    make ``Env-v0``", so an id recorded in a checkpoint's config could make
+    cairn import any installed module (``"this:CartPole-v1"``). An id with a
+    module prefix is accepted only when that module is already imported (the
+    one module resolver, :func:`cairn.registry.loaded_module`, decides). Configs
+    check their id when they are built (also when a checkpoint rebuilds them)
+    and when an algorithm starts; ``cairn evaluate`` checks the id it reads
+    from a checkpoint.
+    """
+    if not isinstance(env, str) or not env:
+        raise ValueError(f"env must be a gymnasium environment id (a non-empty str), got {env!r}.")
+    env_id = env[len(MULTI_AGENT_PREFIX) :] if env.startswith(MULTI_AGENT_PREFIX) else env
+    module, sep, name = env_id.partition(":")
+    if not sep:
+        return
+    if not name or ":" in name:
+        raise ValueError(f"env={env!r} is not a gymnasium id: expected 'Env-v0' or 'module:Env-v0'.")
+    try:
+        loaded_module(module, where=f"env={env!r}", what=f"gymnasium environment {name!r}")
+    except CheckpointError as err:
+        raise ValueError(
+            f"{err} An environment id may name only a module the program has already imported, because "
+            "gymnasium imports the module an id names."
+        ) from err
+
+
+# Render modes that draw into arrays or text. "human" (and anything unknown) makes gymnasium import a
+# window toolkit (pygame, a MuJoCo viewer) and open a window: an import a recorded config would trigger.
+_HEADLESS_RENDER_MODES = (None, "rgb_array", "rgb_array_list", "ansi", "ansi_list", "depth_array", "depth_array_list")
+
+
+def check_env_config(env_config: Any) -> None:
+    """Raise ``ValueError`` unless ``env_config`` is a dict whose ``render_mode`` is a headless one.
+
+    ``env_config`` goes to ``gymnasium.make`` as keyword arguments, and may come
+    from a checkpoint's recorded config: ``render_mode="human"`` there would
+    make building the algorithm import pygame and open a window (SPEC 8: a
+    checkpoint never triggers an import, not even indirectly). Checked with
+    the env id, by the same callers as :func:`check_env_id`.
+    """
+    if not isinstance(env_config, Mapping):
+        raise ValueError(f"env_config must be a dict of gymnasium.make keyword arguments, got {env_config!r:.80}.")
+    mode = env_config.get("render_mode")
+    if mode not in _HEADLESS_RENDER_MODES:
+        raise ValueError(
+            f"env_config render_mode={mode!r:.80} is refused: gymnasium imports a window toolkit for it, and a config "
+            f"may come from a checkpoint. Use one of {[m for m in _HEADLESS_RENDER_MODES if m]} (or none), and make "
+            "an environment to watch yourself (gymnasium.make(env_id, render_mode='human'))."
+        )
+
+
+def function_reference(fn: str | Callable[..., Any], *, what: str) -> str:
+    """``"module:qualname"`` of ``fn``, the way a config records a function (by reference, never pickled).
+
+    A string is returned as it is (a ``"module:function"`` path or a name
+    registered with :func:`cairn.rl.env.multi_agent_env.register_policy_mapping_fn`);
+    it is resolved when an env runner is built, with
+    :func:`cairn.registry.resolve_function`, which imports nothing.
+
+    Raises:
+        ValueError: ``fn`` is a function a load could not find again (a lambda, a
+            closure, a function of ``__main__`` or of the standard library).
+    """
+    if isinstance(fn, str):
+        if not fn:
+            raise ValueError(f"{what} must be a function or a non-empty 'module:function' reference.")
+        return fn
+    problem = function_problem(fn)
+    if problem is not None:
+        raise ValueError(
+            f"{what}={fn!r:.80} cannot be recorded by reference: {problem}. Define it at the top level of a "
+            "module you import (not __main__), and pass it or its 'module:function' path."
+        )
+    return f"{fn.__module__}:{fn.__qualname__}"
+
+
+_PLAIN = (type(None), bool, int, float, str)
+
+
+def _plain_data(value: Any, *, where: str) -> Any:
+    """``value`` as plain data a config records (tuples as lists), or ``ValueError``."""
+    if isinstance(value, _PLAIN):
+        return value
+    if isinstance(value, list | tuple):
+        return [_plain_data(v, where=f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
+        return {k: _plain_data(v, where=f"{where}[{k!r}]") for k, v in value.items()}
+    raise ValueError(
+        f"{where}={value!r:.80} cannot be recorded in a config: connector factory arguments must be plain data "
+        "(None, bool, int, float, str, and lists and str-keyed dicts of them)."
+    )
+
+
+def connector_reference(factory: Any, *, what: str) -> dict[str, Any] | None:
+    """How a config records a connector factory: ``{"ref": "module:QualName", "kwargs": {...}}`` (or None).
+
+    Takes what RLlib users pass (``env_to_module_connector=...``): a function defined at the
+    top level of an imported module, a connector class, a ``functools.partial`` of either with
+    keyword arguments of plain data, a ``"module:QualName"`` string, or an already recorded
+    dict. Nothing is called or imported here; env runners resolve the reference with
+    :mod:`cairn.registry` (``cairn.rl.env.connector_building``).
+
+    Raises:
+        ValueError: A lambda, a closure, something of ``__main__``, positional partial
+            arguments, or arguments that are not plain data; the message says what to write.
+    """
+    if factory is None:
+        return None
+    kwargs: dict[str, Any] = {}
+    if isinstance(factory, Mapping):
+        ref, kwargs = factory.get("ref"), factory.get("kwargs", {})
+        if set(factory) - {"ref", "kwargs"} or not isinstance(ref, str) or not isinstance(kwargs, Mapping):
+            raise ValueError(f"{what}={factory!r:.120} is not a recorded connector factory {{'ref', 'kwargs'}}.")
+        factory = ref
+    if isinstance(factory, functools.partial):
+        if factory.args:
+            raise ValueError(
+                f"{what}=functools.partial({factory.func!r:.60}, ...) has positional arguments; give them as keywords."
+            )
+        kwargs, factory = dict(factory.keywords), factory.func
+    kwargs = _plain_data(dict(kwargs), where=f"{what} kwargs")
+    if isinstance(factory, str):
+        if ":" not in factory:
+            raise ValueError(f"{what}={factory!r:.80} is not a 'module:QualName' reference.")
+        return {"ref": factory, "kwargs": kwargs}
+    if isinstance(factory, type):
+        module, qualname = factory.__module__, factory.__qualname__
+        problem = "it is defined in a script (__main__)" if module == "__main__" else None
+        if "<locals>" in qualname:
+            problem = "it is defined inside a function"
+        if problem is None:
+            return {"ref": f"{module}:{qualname}", "kwargs": kwargs}
+    else:
+        problem = function_problem(factory)
+        if problem is None:
+            return {"ref": f"{factory.__module__}:{factory.__qualname__}", "kwargs": kwargs}
+    raise ValueError(
+        f"{what}={factory!r:.80} cannot be recorded by reference: {problem}. A config records connector factories "
+        "by name so that a checkpoint never holds code. Instead of a lambda such as `lambda env: "
+        "FrameStackingEnvToModule(num_frames=4)`, pass functools.partial(FrameStackingEnvToModule, num_frames=4), "
+        "or define `def make_connectors(env): ...` at the top level of a module you import (not __main__) and pass it."
+    )
+
+
+def multi_env_mapping_fn_refusal(env: str, what: str) -> str:
+    """The message that refuses a policy mapping function on a ``"multi:"`` env (one home for its wording)."""
+    return (
+        f"{what} is refused on env={env!r}: its independent env copies give every agent a fixed module "
+        "(config.policy_mapping, agent_0 -> ...), and a mapping function would never be called. Give the mapping "
+        "as policy_mapping={'agent_0': ..., ...} when you build the config (a checkpoint restores into it), or use "
+        "a MultiAgentEnv, whose episodes call the function (e.g. "
+        "cairn.rl.examples.envs.classes.multi_agent.MultiAgentCartPole)."
+    )
+
+
+# Recorded under RLlib's path, where the class lived until cairn 0.4 (issue 37 moved it below
+# core/ and env/): checkpoints written before and after the move name it the same way.
+@register_type(name="cairn.rl.algorithms.algorithm_config:AlgorithmConfig")
+@dataclass
+class AlgorithmConfig(ConfigBuilders):
+    """Settings every algorithm shares: the environment, sampling, modules, scale.
+
+    Build one with keywords (``PPOConfig(env="CartPole-v1", lr=1e-4)``) or with RLlib's
+    builders (``PPOConfig().environment("CartPole-v1").training(lr=1e-4)``, see
+    :class:`~cairn.rl.config.builders.ConfigBuilders`): both give equal configs.
+    """
+
+    env: str = "CartPole-v1"
+    """A gymnasium environment id, or ``"multi:<id>"`` for ``num_agents`` independent
+    copies of it, one per agent (``"agent_0"`` .. ``"agent_{n-1}"``), or a
+    multi-agent environment: ``"module:Class"`` of a
+    :class:`~cairn.rl.env.multi_agent_env.MultiAgentEnv` subclass in a module
+    the program has imported, or a name given to
+    :func:`~cairn.rl.env.multi_agent_env.register_env`."""
+
+    env_config: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for ``gymnasium.make``."""
+
+    num_agents: int = 2
+    """Number of agents of a ``"multi:"`` environment; ignored otherwise."""
+
+    seed: int = 0
+    """Seeds everything: environments, module initialisation, action sampling,
+    minibatch shuffling. Same seed on CPU, same results, bit for bit."""
+
+    num_env_runners: int = 0
+    """Number of remote env runners (Ray actors) that sample in parallel. 0: one
+    runner samples in this process. More than 0 needs Ray
+    (``pip install 'cairn-rl[ray]'``)."""
+
+    num_envs_per_env_runner: int = 4
+    """Vectorized environments (for ``"multi:"`` envs: env copies) per env runner."""
+
+    rollout_length: int = 128
+    """Steps each sub-environment takes per training iteration."""
+
+    num_learners: int = 0
+    """Number of learners. 0 and 1 both mean one learner in this process; more are
+    data-parallel Ray actors (``pip install 'cairn-rl[ray]'``)."""
+
+    num_cpus_per_env_runner: float = 0.0
+    """CPUs Ray reserves for each remote env runner. 0 lets any number of actors
+    share the machine; set 1 on a cluster so that Ray spreads them."""
+
+    num_cpus_per_learner: float = 0.0
+    """CPUs Ray reserves for each remote learner (see ``num_cpus_per_env_runner``)."""
+
+    checkpoint_timeout_s: float = 600.0
+    """Seconds the remote env runners and learners (Ray actors) get for each step of a
+    checkpoint operation: writing or reading their folders of a save or restore, and
+    the calls that gather or hand out their state around it (named in RLlib's style, as
+    its ``sample_timeout_s`` and ``env_runner_restore_timeout_s``). An actor that misses
+    it is stopped and replaced on the group's next use, and the save or restore fails
+    with ``ActorTimeoutError`` (a ``CheckpointError`` and a ``TimeoutError``) naming the
+    actor; a save that fails so commits nothing. Liveness pings get at most 30 s of it.
+    Raise it for states that take long to write (a large replay buffer on a slow store)."""
+
+    env_runner_restore_timeout_s: float = 1800.0
+    """Seconds a remote env runner started during a save or restore (replacing one that
+    died or was stopped) gets to start: its process, imports and environments (RLlib's
+    field of this name, and its default). One that misses it is stopped, the save or
+    restore fails with ``ActorTimeoutError``, and the group tries again on its next use.
+    Runners started for training wait as long as their start takes."""
+
+    model_config: dict[str, Any] = field(default_factory=dict)
+    """The ``model_config`` of every module whose spec gives none (for PPO's default module:
+    overrides of ``cairn.rl.algorithms.ppo.default_ppo_rl_module.DEFAULT_MODEL_CONFIG``,
+    i.e. hidden_sizes, activation, log_std_init)."""
+
+    rl_module_spec: Any = None
+    """The modules: an ``RLModuleSpec`` used for every policy, or a ``MultiRLModuleSpec``
+    whose ``rl_module_specs`` give a spec per policy id (RLlib's ``rl_module_spec``).
+    ``None``: the algorithm's default module (:meth:`get_default_rl_module_class`) for
+    every policy. Fields a spec leaves ``None`` are filled in: the class with the
+    default module, the spaces from the environment, ``model_config`` with
+    :attr:`model_config`. Typed ``Any`` because this module imports nothing of
+    ``cairn.rl.core`` (see the module docstring)."""
+
+    lr: float = 2.5e-4
+    """The optimizer's learning rate at the start."""
+
+    lr_anneal_timesteps: int | None = 500_000
+    """The learning rate falls linearly to 0 over this many timesteps trained per
+    module (env steps for single-agent envs); ``None`` keeps it constant."""
+
+    num_epochs: int = 4
+    """Passes over each iteration's batch."""
+
+    minibatch_size: int = 128
+    """Samples per gradient step (CleanRL: 4 minibatches of a 4 x 128 batch)."""
+
+    max_grad_norm: float | None = 0.5
+    """Gradients are clipped to this global norm; ``None`` turns clipping off."""
+
+    policies: tuple[str, ...] = (DEFAULT_MODULE_ID,)
+    """The module ids, one RLModule (and one optimizer) each."""
+
+    policy_mapping: dict[Any, str] | None = None
+    """Agent id (a ``str`` or an ``int``, as the env gives it; checkpoints keep it so) -> module id.
+    ``None`` maps every agent to the only policy (or leaves the mapping to ``policy_mapping_fn``)."""
+
+    policy_mapping_fn: str | Callable[..., Any] | None = None
+    """For a multi-agent environment (:class:`~cairn.rl.env.multi_agent_env.MultiAgentEnv`):
+    ``fn(agent_id, episode) -> module_id``, called once per agent per episode
+    (``episode`` is an :class:`~cairn.rl.env.multi_agent_env.EpisodeInfo`).
+    Recorded by reference: give the function (defined at the top level of an
+    imported module) or its ``"module:function"`` path, or a name registered
+    with :func:`~cairn.rl.env.multi_agent_env.register_policy_mapping_fn`; the
+    config keeps the string. Takes precedence over ``policy_mapping``.
+    ``Algorithm.add_module`` / ``remove_module`` store their new mapping function here."""
+
+    policies_to_train: tuple[str, ...] | None = None
+    """The modules that learn; the others act (their agents' experience is
+    sampled) but are not trained. ``None``: every module learns.
+    ``Algorithm.add_module`` / ``remove_module`` store their ``new_should_module_be_updated`` here."""
+
+    algorithm_config_overrides_per_module: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Module id -> settings of this config that differ for that module (RLlib's name), e.g.
+    ``{"p1": {"lr": 1e-3}}``. The learner reads every learner setting (``lr``,
+    ``lr_anneal_timesteps``, ``num_epochs``, ``minibatch_size``, ``max_grad_norm`` and the
+    loss's, e.g. PPO's ``clip_param``) per module through ``Learner.config_for_module``."""
+
+    observation_filter: str | None = "MeanStdFilter"
+    """Observation filter of the env runners' ``env_to_module_connector``
+    (``"MeanStdFilter"`` or ``None``)."""
+
+    episode_return_window: int = 100
+    """``episode_return_mean`` is the mean over this many most recent episodes."""
+
+    num_torch_threads: int | None = 1
+    """Applied with ``torch.set_num_threads`` when the algorithm is built (results
+    are bit-for-bit reproducible for one thread count); ``None`` leaves it alone."""
+
+    callbacks_class: Any = None
+    """A subclass of :class:`cairn.rl.callbacks.callbacks.RLlibCallback`, or a list of them
+    (called in order), or ``None``. Recorded in checkpoints by reference: loading one
+    needs the class's module imported first. ``functools.partial(MyCallbacks, arg=1)`` of a
+    top-level class with plain-data arguments is kept as a
+    :class:`~cairn.rl.config.callback_forms.CallbackClass` (the class path plus the arguments)."""
+
+    # --- part `callbacks`: RLlib's per-hook callback functions, config.callbacks(on_episode_end=fn).
+    # Each is None or a list of "module:function" references (functions are never recorded by value),
+    # called after the callbacks_class hooks, in list order (RLlib's make_callback order).
+    callbacks_on_algorithm_init: list[str] | None = None
+    """Functions called as ``on_algorithm_init`` (RLlib's name); see :mod:`cairn.rl.config.callback_forms`."""
+    callbacks_on_checkpoint_loaded: list[str] | None = None
+    """Functions called as ``on_checkpoint_loaded``."""
+    callbacks_on_episode_start: list[str] | None = None
+    """Functions called as ``on_episode_start`` (in every env runner)."""
+    callbacks_on_episode_step: list[str] | None = None
+    """Functions called as ``on_episode_step`` (in every env runner)."""
+    callbacks_on_episode_end: list[str] | None = None
+    """Functions called as ``on_episode_end`` (in every env runner)."""
+    callbacks_on_sample_end: list[str] | None = None
+    """Functions called as ``on_sample_end`` (in every env runner)."""
+    callbacks_on_train_result: list[str] | None = None
+    """Functions called as ``on_train_result``."""
+    callbacks_on_evaluate_start: list[str] | None = None
+    """Functions called as ``on_evaluate_start`` (before each evaluation, in the algorithm's process)."""
+    callbacks_on_evaluate_end: list[str] | None = None
+    """Functions called as ``on_evaluate_end`` (after each evaluation, with its ``evaluation_metrics``)."""
+
+    # --- connectors (issue 27, part "connectors"): RLlib's connector factories, recorded by reference.
+    env_to_module_connector: dict[str, Any] | None = None
+    """RLlib's ``env_runners(env_to_module_connector=fn)``: ``fn(env)`` (or ``fn(env, spaces, device)``)
+    returns a connector piece or a list of them, put before the observation filter in every env
+    runner's env-to-module pipeline. Give a top-level function, a connector class, or a
+    ``functools.partial`` of one with keyword arguments of plain data
+    (``partial(FrameStackingEnvToModule, num_frames=4)``); the config records
+    ``{"ref": "module:QualName", "kwargs": {...}}`` (see :func:`connector_reference`)."""
+
+    module_to_env_connector: dict[str, Any] | None = None
+    """RLlib's ``env_runners(module_to_env_connector=fn)``: pieces put before the action clipping
+    of the module-to-env pipeline; recorded as :attr:`env_to_module_connector`."""
+
+    learner_connector: dict[str, Any] | None = None
+    """RLlib's ``training(learner_connector=fn)``: ``fn(input_observation_space, input_action_space)``.
+    cairn's batches already hold the module's input, so the only piece accepted is
+    ``FrameStackingLearner`` paired with an env-to-module ``FrameStackingEnvToModule`` of the
+    same ``num_frames`` (docs/rl.md, "Connectors"); recorded as :attr:`env_to_module_connector`."""
+
+    # --- part `algo` (issue 28): exploration switch and evaluation runners ---
+    explore: bool = True
+    """Env runners act with ``forward_exploration`` (sampled actions); ``False``: with
+    ``forward_inference`` (greedy). RLlib's ``env_runners(explore=...)``; evaluation runners
+    take it from ``evaluation_config`` (``{"explore": False}``)."""
+
+    evaluation_interval: int | None = None
+    """Run an evaluation every this many ``train()`` iterations (its results under
+    ``result["evaluation"]``); ``None``: never from ``train()``."""
+
+    evaluation_duration: int = 10
+    """How long one evaluation runs, in ``evaluation_duration_unit``."""
+
+    evaluation_duration_unit: str = "episodes"
+    """``"episodes"`` (the first ``evaluation_duration`` episodes that end count) or
+    ``"timesteps"`` (sample until at least that many env steps)."""
+
+    evaluation_num_env_runners: int = 0
+    """Evaluation env runners on Ray; 0: one local evaluation runner in this process."""
+
+    evaluation_config: dict[str, Any] = field(default_factory=dict)
+    """Settings in which the evaluation runners differ from the training ones, by cairn field
+    name (``evaluation(evaluation_config={"explore": False})`` translates RLlib's names)."""
+
+    # --- part `rlmodule` (issue 28 item 6): the observation filter travels with load_state_path.
+    load_pretrained_connectors: bool = True
+    """When a module's spec has a ``load_state_path`` that is exactly
+    ``<algo ckpt>/learner_group/learner/rl_module/<module id>`` of a cairn algorithm
+    checkpoint, the env runners start their ``env_to_module`` connectors (the
+    observation filter) from ``<algo ckpt>/env_runner/env_to_module_connector``, so the
+    module sees observations as where it was trained (:mod:`cairn.rl.env.pretrained_connectors`).
+    ``False``: start them fresh (the opt-out, also of the refusal of a config whose
+    ``observation_filter`` differs from the checkpoint's)."""
+
+    sample_next_obs: ClassVar[bool] = False
+    """Whether env runners add a ``next_obs`` column to their sample batches (the
+    observation after each step, ``final_obs`` where an episode ended). Off-policy
+    algorithms' configs set it; a class attribute, not a setting, so PPO's configs and
+    checkpoints are unchanged."""
+
+    def __post_init__(self) -> None:
+        # A config rebuilt from a checkpoint is checked here, before anything makes its
+        # environment: gymnasium would import the module an id like "this:CartPole-v1" names,
+        # or pygame for render_mode="human" in env_config.
+        check_env_id(self.env)
+        check_env_config(self.env_config)
+        if self.policy_mapping_fn is not None:
+            self.policy_mapping_fn = function_reference(self.policy_mapping_fn, what="policy_mapping_fn")
+        if self.policies_to_train is not None:
+            self.policies_to_train = tuple(str(p) for p in self.policies_to_train)
+        for name in ("env_to_module_connector", "module_to_env_connector", "learner_connector"):
+            setattr(self, name, connector_reference(getattr(self, name), what=name))
+        self.callbacks_class = callbacks_class_value(self.callbacks_class)
+        for hook in CALLBACK_HOOKS:
+            name = function_field(hook)
+            setattr(self, name, callback_functions(getattr(self, name), hook))
+        self.validate_evaluation()  # cheap; a builder's evaluation(...) is refused at once, by name
+
+    def validate_evaluation(self) -> None:
+        """Raise ``ValueError`` when an evaluation setting is out of range or ``evaluation_config``
+        names something that is not a field of this config (part of :meth:`validate`)."""
+        if not isinstance(self.explore, bool):
+            raise ValueError(f"explore must be True or False, got {self.explore!r}.")
+        interval = self.evaluation_interval
+        if interval is not None and (isinstance(interval, bool) or not isinstance(interval, int) or interval < 1):
+            raise ValueError(f"evaluation_interval must be None or an int >= 1, got {interval!r}.")
+        duration = self.evaluation_duration
+        if isinstance(duration, bool) or not isinstance(duration, int) or duration < 1:
+            raise ValueError(f"evaluation_duration must be an int >= 1, got {duration!r}.")
+        if self.evaluation_duration_unit not in ("episodes", "timesteps"):
+            raise ValueError(
+                f"evaluation_duration_unit must be 'episodes' or 'timesteps', got {self.evaluation_duration_unit!r}."
+            )
+        runners = self.evaluation_num_env_runners
+        if isinstance(runners, bool) or not isinstance(runners, int) or runners < 0:
+            raise ValueError(f"evaluation_num_env_runners must be an int >= 0, got {runners!r}.")
+        if not isinstance(self.evaluation_config, Mapping):
+            raise ValueError(f"evaluation_config must be a dict of settings, got {type(self.evaluation_config)}.")
+        names = {f.name for f in fields(self)}
+        bad = sorted(str(k) for k in self.evaluation_config if k not in names or str(k).startswith("evaluation_"))
+        fixed = sorted(set(map(str, self.evaluation_config)) & set(_SAME_FOR_EVALUATION))
+        if fixed:
+            raise ValueError(
+                f"evaluation_config sets {fixed}, which the evaluation runners cannot change: they act with the "
+                "learners' modules (policies, rl_module_spec, model_config), run evaluation_num_env_runners runners "
+                "and derive their own seed. Set those outside evaluation_config."
+            )
+        if bad:
+            raise ValueError(
+                f"evaluation_config names {bad}, which are not settings an evaluation runner can differ in; "
+                "give settings of this config (explore, env_config, num_envs_per_env_runner, ...), or use "
+                "evaluation(evaluation_config={...}) with RLlib's names."
+            )
+        if self.evaluation_config:  # the evaluation runners' config is checked as any config is
+            replace(self, **dict(self.evaluation_config), evaluation_config={})
+
+    def get_default_learner_class(self) -> type[Any]:
+        """The :class:`~cairn.rl.core.learner.learner.Learner` subclass that holds this algorithm's loss.
+
+        Each algorithm's config names its learner (PPOConfig: ``PPOLearner``);
+        this base config belongs to no algorithm.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} names no learner: an algorithm's config overrides get_default_learner_class "
+            "(PPOConfig returns PPOLearner)."
+        )
+
+    def get_default_rl_module_class(self) -> type[Any]:
+        """The ``RLModule`` subclass a spec without ``module_class`` builds (PPOConfig: ``DefaultPPORLModule``)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} names no default module: an algorithm's config overrides "
+            "get_default_rl_module_class (PPOConfig returns DefaultPPORLModule), or give every module's "
+            "class in rl_module_spec."
+        )
+
+    def get_default_rl_module_spec(self) -> Any:
+        """The spec of this algorithm's default module (RLlib's ``get_default_rl_module_spec``).
+
+        An :class:`~cairn.rl.core.rl_module.rl_module.RLModuleSpec` with
+        :meth:`get_default_rl_module_class`; spaces and ``model_config`` are left
+        ``None`` (an algorithm fills them from its env and :attr:`model_config`).
+        Typed ``Any`` because this module imports nothing else of ``cairn.rl``.
+        """
+        module_class = self.get_default_rl_module_class()
+        # Found, never imported: the default module's class imported RLModuleSpec's module (this one
+        # imports nothing else of cairn.rl, so that every other part can import it without a cycle).
+        spec_class = resolve_class(
+            "cairn.rl.core.rl_module.rl_module:RLModuleSpec", where=f"{type(self).__name__}.get_default_rl_module_spec"
+        )
+        return spec_class(module_class=module_class)
+
+    def get_config_for_module(self, module_id: str) -> AlgorithmConfig:
+        """This config with :attr:`algorithm_config_overrides_per_module` of ``module_id`` applied.
+
+        Raises:
+            ValueError: An override names a setting this config does not have.
+        """
+        overrides = self.algorithm_config_overrides_per_module.get(module_id)
+        if not overrides:
+            return self
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ValueError(
+                f"algorithm_config_overrides_per_module[{module_id!r}] sets {unknown}, which "
+                f"{type(self).__name__} does not have; override its own settings (lr, num_epochs, ...)."
+            )
+        return replace(self, **dict(overrides))
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` when a setting is out of range, the env id names a module the
+        program has not imported, or a setting asks for Ray and Ray is not installed."""
+        check_env_id(self.env)
+        check_env_config(self.env_config)
+        for module_id in self.algorithm_config_overrides_per_module:
+            module_config = self.get_config_for_module(module_id)
+            if module_config is not self:
+                module_config.algorithm_config_overrides_per_module = {}
+                module_config.validate()
+        for name in ("num_envs_per_env_runner", "rollout_length", "episode_return_window"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}.")
+        if self.minibatch_size < 1 or self.num_epochs < 1:
+            raise ValueError("minibatch_size and num_epochs must be at least 1.")
+        if self.lr <= 0.0:
+            raise ValueError(f"lr must be positive, got {self.lr}.")
+        if self.num_env_runners < 0 or self.num_learners < 0:
+            raise ValueError("num_env_runners and num_learners must be >= 0.")
+        if self.num_cpus_per_env_runner < 0 or self.num_cpus_per_learner < 0:
+            raise ValueError("num_cpus_per_env_runner and num_cpus_per_learner must be >= 0.")
+        for name in ("checkpoint_timeout_s", "env_runner_restore_timeout_s"):
+            if not getattr(self, name) > 0:  # also refuses NaN
+                raise ValueError(f"{name} must be a positive number of seconds, got {getattr(self, name)}.")
+        if self.policy_mapping_fn is not None and self.env.startswith(MULTI_AGENT_PREFIX):
+            raise ValueError(multi_env_mapping_fn_refusal(self.env, f"policy_mapping_fn={self.policy_mapping_fn!r}"))
+        self.validate_evaluation()
+        unknown = sorted(set(self.policies_to_train or ()) - set(self.policies))
+        if unknown:
+            raise ValueError(f"policies_to_train names {unknown}, which are not in policies={list(self.policies)}.")
+        if self.num_env_runners > 0 or self.num_learners > 1:
+            from cairn.rl.distributed._ray import RAY_EXTRA_HINT, ray_available
+
+            if not ray_available():
+                what = (
+                    f"num_env_runners={self.num_env_runners}"
+                    if self.num_env_runners > 0
+                    else f"num_learners={self.num_learners}"
+                )
+                raise ValueError(
+                    f"{what} runs env runners or learners as Ray actors, but Ray is not installed. "
+                    f"Install the extra: {RAY_EXTRA_HINT}, or use num_env_runners=0 and num_learners<=1."
+                )
