@@ -557,12 +557,13 @@ def save(
     allow_pickle: bool,
 ) -> str:
     """Save ``obj`` (or the given ``state``) as a checkpoint at ``path``; return the path."""
+    started = time.monotonic()  # the save's one deadline counts from here (SPEC 8)
     if path is None:
         path = os.path.join(tempfile.gettempdir(), f"cairn-{uuid.uuid4().hex[:16]}")
     storage, final = resolve_storage(path, filesystem)
     plan = plan_checkpoint(obj, state=state, allow_pickle=allow_pickle)
     # One deadline for the whole save, its cleanup included (SPEC 8), not one per storage call.
-    return commit_plan(storage.bounded(plan_bytes(plan)), final, plan)
+    return commit_plan(storage.bounded(plan_bytes(plan), since=started), final, plan)
 
 
 def plan_bytes(plan: _PlannedFolder) -> int:
