@@ -45,6 +45,7 @@ import os
 import re
 import sys
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterator
@@ -587,6 +588,7 @@ class CheckpointManager:
         if type(step) is not int or step < 0:
             raise CheckpointError(f"CheckpointManager.save: step must be an int >= 0, got {step!r}.")
         self.wait()  # at most one save in flight; raises a previous failure
+        began = time.monotonic()  # this save's one deadline counts from here, not from a previous save's wait
         clean_metrics = jsonable_metrics(metrics)
         extra = {MANAGER_KEY: {"step": step, "metrics": clean_metrics}}
         taken: list[tuple[tuple[Any, ...], Any]] = []
@@ -599,7 +601,7 @@ class CheckpointManager:
         )
         final = self._path(step)
         # One deadline for the whole save (its cleanup, writes and retention), not one per call.
-        storage = self.storage.bounded(_save.plan_bytes(plan))
+        storage = self.storage.bounded(_save.plan_bytes(plan), since=began)
         if not self._cleaned:
             self._cleaned = self._cleanup_uncommitted(storage)
         # Delegated folders (cairn.delegation) are started here, before an async save returns:

@@ -40,7 +40,6 @@ N = 8
 DEADLINE = 3.0
 MARGIN = 10.0  # generous: the machine is shared; the bug was minutes
 WHOLE_DEADLINE = 5.0
-WHOLE_MARGIN = 2.5  # a whole save within one deadline: the bug was a second deadline (cleanup) on top
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -172,6 +171,60 @@ def _agent(step: int = 1) -> Agent:
     agent = Agent(N)
     agent.set_step(step)
     return agent
+
+
+class _Calls:
+    """Every storage call cairn starts (the clock reading before it, the end its wait is bounded by),
+    and the end of every bounded view (a whole save) made meanwhile. The assertions on them are about
+    cairn's arithmetic, not about how fast the machine runs: they hold under any load."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[float, float]] = []  # (clock before the call, the end of its wait)
+        self.not_started = 0  # calls refused because their time had run out
+        self.ends: list[float] = []  # the shared end of each bounded view, in order
+
+    def clear(self) -> None:
+        self.started, self.not_started, self.ends = [], 0, []
+
+    def check_within_one_save(self) -> None:
+        """No call started after the save's end, and every wait was bounded by it."""
+        assert len(self.ends) == 1, self.ends  # one bounded view: one deadline for the whole save
+        end = self.ends[0]
+        assert self.started, "no storage call was made"
+        late = [(t - end, e - end) for t, e in self.started if t >= end or e > end]
+        assert not late, late
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> _Calls:
+    """Record the storage calls of this test (see :class:`_Calls`)."""
+    from cairn.storage import fsspec_storage
+
+    record = _Calls()
+    within, bounded = fsspec_storage._within, FsspecStorage.bounded
+
+    def recording_within(fn: Callable[[], Any], end: float) -> Any:
+        before = fsspec_storage.monotonic()  # read before the call's own check: if it starts, before < end
+        try:
+            result = within(fn, end)
+        except fsspec_storage._NoTime:
+            record.not_started += 1
+            raise
+        except BaseException:
+            record.started.append((before, end))
+            raise
+        record.started.append((before, end))
+        return result
+
+    def recording_bounded(self: FsspecStorage, nbytes: int = 0, *, since: float | None = None) -> FsspecStorage:
+        view = bounded(self, nbytes, since=since)
+        assert view._until is not None
+        record.ends.append(view._until)
+        return view
+
+    monkeypatch.setattr(fsspec_storage, "_within", recording_within)
+    monkeypatch.setattr(FsspecStorage, "bounded", recording_bounded)
+    return record
 
 
 def _timed_failure(fn: Callable[[], Any]) -> tuple[float, cairn.CheckpointError]:
@@ -376,12 +429,13 @@ def test_manager_deadline_bounds_its_calls(serve: Any, s3_env: Any, monkeypatch:
 
 @pytest.mark.parametrize("allowed_writes", [0, 2])
 def test_a_whole_save_against_a_dying_store_fails_within_one_deadline(
-    moto_s3: MotoS3, serve: Any, s3_env: Any, allowed_writes: int, monkeypatch: pytest.MonkeyPatch
+    moto_s3: MotoS3, serve: Any, s3_env: Any, allowed_writes: int, monkeypatch: pytest.MonkeyPatch, calls: _Calls
 ) -> None:
     """Issue 24, finding 5: writes succeed, then the store stops answering. The save, its cleanup
-    included, shares one deadline: before, each call had its own, and the cleanup one more (about
-    two deadlines in all: 6.8 s with a 3 s deadline). A 5 s deadline keeps the two apart on a loaded
-    machine: within 5 + 2.5 s now, over 10 s before."""
+    included, shares one deadline counted from the start of the save: no storage call starts after
+    that end and every wait is bounded by it (before, each call had its own deadline, and the cleanup
+    one more). Asserted on the calls cairn made, not on wall time (issue 33: this test failed on a
+    loaded CI machine when it timed the save)."""
     base = f"{moto_s3.bucket}/whole-{allowed_writes}-{time.time_ns()}"
     server = serve(_StallWrites)
     host, port = moto_s3.endpoint_url.removeprefix("http://").split(":")
@@ -389,14 +443,15 @@ def test_a_whole_save_against_a_dying_store_fails_within_one_deadline(
     server.allowed_writes = allowed_writes
     s3_env(server.url)
     monkeypatch.setenv(DEADLINE_ENV, str(WHOLE_DEADLINE))
-    spent, err = _timed_failure(lambda: _agent(2).save_to_path(f"s3://{base}/ckpt"))
+    _, err = _timed_failure(lambda: _agent(2).save_to_path(f"s3://{base}/ckpt"))
     assert server.passed_writes == allowed_writes
-    assert spent < WHOLE_DEADLINE + WHOLE_MARGIN, spent
-    assert f"s3://{base}/ckpt" in str(err), err
+    calls.check_within_one_save()
+    assert f"s3://{base}/ckpt" in str(err) and "for the whole save" in str(err), err
     server.passed_writes, server.allowed_writes = 0, allowed_writes
     mgr = cairn.CheckpointManager(f"s3://{base}/run", keep_last=1)
-    spent, err = _timed_failure(lambda: mgr.save(_agent(3), 3))
-    assert spent < WHOLE_DEADLINE + WHOLE_MARGIN, spent
+    calls.clear()
+    _, err = _timed_failure(lambda: mgr.save(_agent(3), 3))
+    calls.check_within_one_save()
     assert f"s3://{base}/run" in str(err), err
     # What the failed saves left is uncommitted: nothing of it loads, and the next save cleans it up.
     s3_env(moto_s3.endpoint_url)

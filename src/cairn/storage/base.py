@@ -179,14 +179,16 @@ class Storage(abc.ABC):
     #: Seconds each remote call may take before it gives up (None: not bounded here).
     deadline: float | None = None
 
-    def bounded(self, nbytes: int = 0) -> Storage:
+    def bounded(self, nbytes: int = 0, *, since: float | None = None) -> Storage:
         """A view of this storage for one whole operation (a save and its cleanup) moving about ``nbytes``.
 
         Every call through the view ends by one shared end, :attr:`deadline` (plus
-        the time ``nbytes`` need at the backend's floor rate) from now, instead of
-        each call getting a deadline of its own: a save against a storage that
-        stops answering fails within one deadline in total (SPEC 8). Backends
-        whose calls are not bounded (a local disk) return themselves.
+        the time ``nbytes`` need at the backend's floor rate) after ``since`` (a
+        ``time.monotonic()`` reading taken where the operation began; default now),
+        instead of each call getting a deadline of its own: a save against a
+        storage that stops answering fails within one deadline in total, counted
+        from the start of the save (SPEC 8). Backends whose calls are not bounded
+        (a local disk) return themselves.
         """
         return self
 

@@ -45,15 +45,23 @@ class _Overdue(Exception):
     """An attempt still running when the time of its call ran out."""
 
 
-def _within(fn: Callable[[], T], seconds: float) -> T:
-    """Run ``fn`` in a helper thread and wait at most ``seconds`` for it.
+class _NoTime(_Overdue):
+    """No time was left to start an attempt: it was not started."""
+
+
+def _within(fn: Callable[[], T], end: float) -> T:
+    """Run ``fn`` in a helper thread and wait for it until the :func:`monotonic` time ``end``.
 
     The only way to bound a call into a filesystem that cairn did not build (and
     whose own timeouts and retries it cannot see): when the time runs out the
     thread is abandoned (a daemon, it ends with the process or when its socket
     times out) and ``_Overdue`` is raised. Its result, if one ever comes, is
-    dropped.
+    dropped. A call is never started at or after ``end`` (``_NoTime``), and the
+    wait ends at ``end`` itself, however long starting the thread took: an
+    operation whose calls share one end never runs past it.
     """
+    if monotonic() >= end:
+        raise _NoTime
     box: list[Any] = []
     failed: list[BaseException] = []
     done = threading.Event()
@@ -67,7 +75,7 @@ def _within(fn: Callable[[], T], seconds: float) -> T:
             done.set()
 
     threading.Thread(target=run, name="cairn-storage-call", daemon=True).start()
-    if not done.wait(max(seconds, 0.0)):
+    if not done.wait(max(end - monotonic(), 0.0)):
         raise _Overdue
     if failed:
         raise failed[0]
@@ -254,11 +262,14 @@ class FsspecStorage(Storage):
 
         self.deadline: float = check_deadline(deadline)
         self._until: float | None = None  # the shared end of a bounded view (see bounded); None: per call
+        self._whole_bytes = 0  # the bytes a bounded view's operation was given time for (for messages)
 
-    def bounded(self, nbytes: int = 0) -> FsspecStorage:
+    def bounded(self, nbytes: int = 0, *, since: float | None = None) -> FsspecStorage:
         """See :meth:`cairn.storage.base.Storage.bounded`."""
         view = copy.copy(self)
-        view._until = self._end(monotonic() + self.deadline + nbytes / TRANSFER_FLOOR_RATE)
+        start = monotonic() if since is None else since
+        view._until = self._end(start + self.deadline + nbytes / TRANSFER_FLOOR_RATE)
+        view._whole_bytes = nbytes
         return view
 
     def _end(self, end: float) -> float:
@@ -289,19 +300,21 @@ class FsspecStorage(Storage):
         ``CheckpointError`` naming the path for writes (``write=True``).
         """
         started = monotonic()
-        end = self._end(started + self.deadline + nbytes / TRANSFER_FLOOR_RATE)
+        own = started + self.deadline + nbytes / TRANSFER_FLOOR_RATE
+        end = self._end(own)
         if until is not None:
             end = min(end, until)
+        # Which allowance ends this call, for its error: the whole operation's, or the call's own.
+        whole = end < own
         delay = self.base_delay
         last: BaseException | None = None
         for attempt in range(1, self.attempts + 1):
-            left = end - monotonic()
-            if left <= 0:  # never start a call that would be abandoned at once
-                raise self._overdue(what, path, started, attempt - 1, last) from last
             try:
-                return _within(fn, left)
+                return _within(fn, end)  # never started once ``end`` has passed
+            except _NoTime:
+                raise self._overdue(what, path, started, attempt - 1, last, nbytes, whole) from last
             except _Overdue:
-                raise self._overdue(what, path, started, attempt, last) from last
+                raise self._overdue(what, path, started, attempt, last, nbytes, whole) from last
             except CheckpointError:
                 raise
             except Exception as err:
@@ -321,20 +334,36 @@ class FsspecStorage(Storage):
                     ) from err
                 pause = min(delay, RETRY_MAX_DELAY) * (0.5 + random.random())
                 if monotonic() + pause >= end:
-                    raise self._overdue(what, path, started, attempt, last) from err
+                    raise self._overdue(what, path, started, attempt, last, nbytes, whole) from err
                 time.sleep(pause)
                 delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _overdue(self, what: str, path: str, started: float, tries: int, last: BaseException | None) -> CheckpointError:
-        """The error of a call whose time ran out."""
+    def _allowance(self, nbytes: int, *, whole: bool) -> str:
+        """What a call was allowed, in words: the whole operation's deadline (a bounded view) or its own."""
+        if whole and self._until is not None:
+            extra = self._whole_bytes / TRANSFER_FLOOR_RATE
+            text = f"{self.deadline:g} s for the whole save, its cleanup included, counted from its start"
+            nbytes = self._whole_bytes
+        else:
+            extra = nbytes / TRANSFER_FLOOR_RATE
+            text = f"{self.deadline:g} s per call"
+        if nbytes:
+            rate = TRANSFER_FLOOR_RATE / (1 << 20)
+            text += f", plus {extra:.1f} s for its {nbytes} bytes (at {rate:g} MiB/s)"
+        return text
+
+    def _overdue(
+        self, what: str, path: str, started: float, tries: int, last: BaseException | None, nbytes: int, whole: bool
+    ) -> CheckpointError:
+        """The error of a call (moving ``nbytes``) whose time ran out: its own, or the whole operation's."""
         from cairn.storage.base import DEADLINE_ENV
 
         spent = monotonic() - started
         cause = f"; the last error was {type(last).__name__}: {last}" if last is not None else ", with no answer"
         return CheckpointError(
             f"{what} {self.uri(path)} gave up after {spent:.1f} s ({tries} tries{cause}): the storage "
-            f"deadline is {self.deadline:g} s per call. The storage service is down, unreachable or "
+            f"deadline is {self._allowance(nbytes, whole=whole)}. The storage service is down, unreachable or "
             "overloaded: check it and try again, or allow more time (FsspecStorage(fs, deadline=...), "
             f"resolve_storage(..., deadline=...) or ${DEADLINE_ENV})."
         )
