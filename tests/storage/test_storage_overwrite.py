@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -206,3 +207,79 @@ def test_a_folder_deep_inside_an_uncommitted_save_does_not_load() -> None:
     with pytest.raises(cairn.CheckpointError, match="folders deep"):
         _loads(f"memory://{too_deep}", 1)
     fs.rm("/cairn-f13", recursive=True)
+
+
+class _Hooked:
+    """An fsspec filesystem that calls ``after(method, path)`` once each ``cat_file`` or ``copy`` returned
+    (or raised): the test decides there what the other side does next, so a race runs in one order."""
+
+    def __init__(self, fs: Any, after: Any) -> None:
+        self.fs, self.after = fs, after
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.fs, name)
+        if name not in ("cat_file", "copy"):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                self.after(name, str(args[0]))
+
+        return call
+
+
+@pytest.mark.parametrize("finished_after", ["locate", "manifest"])
+def test_a_reader_racing_a_switch_loads_the_new_checkpoint(remote_backend: Backend, finished_after: str) -> None:
+    """SPEC 8: a restore that races an overwrite gets the old or the new checkpoint, never neither.
+
+    The reader is sent to the staging folder of a save that is switching into place, and the
+    switch finishes (the staging folder is deleted) right after the reader located it
+    (``locate``), or right after it read the root manifest there (``manifest``, a mid-read
+    deletion). Its retry resolves the path again and loads the new checkpoint from the path.
+    Before, it reopened the deleted staging folder and reported "not found"."""
+    uri, path = remote_backend.uri("ckpt"), remote_backend.path("ckpt")
+    _agent(1).save_to_path(uri)
+    switching, go = threading.Event(), threading.Event()
+
+    def hold_the_copy(method: str, _: str) -> None:
+        if method == "copy" and not switching.is_set():
+            switching.set()  # the record says switching: readers are sent to the staging folder
+            assert go.wait(120), "the reader never reached the staging folder"
+
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            _agent(2).save_to_path(path, filesystem=_Hooked(remote_backend.fs, hold_the_copy))
+        except BaseException as err:
+            failed.append(err)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert switching.wait(120), failed
+        staged_reads: list[str] = []
+        root_manifest = re.compile(rf"/\.ckpt{re.escape(writers.TMP_MARK)}[0-9a-f]+/manifest\.json$")
+
+        def finish_the_switch(method: str, where: str) -> None:
+            if method != "cat_file" or not root_manifest.search(where) or go.is_set():
+                return
+            staged_reads.append(where)
+            # locate reads the staging folder's root manifest first, the reader then reads it itself.
+            if len(staged_reads) == {"locate": 1, "manifest": 2}[finished_after]:
+                go.set()
+                writer.join(120)
+                assert not writer.is_alive() and not failed, failed
+
+        got = Agent(N)
+        got.restore_from_path(path, filesystem=_Hooked(remote_backend.fs, finish_the_switch))
+    finally:
+        go.set()
+        writer.join(120)
+    assert len(staged_reads) == {"locate": 1, "manifest": 2}[finished_after], staged_reads
+    assert not failed, failed
+    assert_states_equal(expected_state(2, N), got.get_state())
+    remote_backend.fs.invalidate_cache()
+    assert [p.rsplit("/", 1)[-1] for p in remote_backend.fs.ls(remote_backend.base, detail=False)] == ["ckpt"]
