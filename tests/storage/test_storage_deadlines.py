@@ -40,6 +40,7 @@ N = 8
 DEADLINE = 3.0
 MARGIN = 10.0  # generous: the machine is shared; the bug was minutes
 WHOLE_DEADLINE = 5.0
+REAL_DEADLINE = 120.0  # a working server (moto) gets a deadline no load reaches: it is not what is tested
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -140,11 +141,12 @@ def serve() -> Iterator[Callable[[type[http.server.BaseHTTPRequestHandler]], _Se
 
 
 @pytest.fixture
-def s3_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Callable[[str], None]]:
-    """Point every S3 client that cairn builds at a given endpoint, with a short deadline."""
+def s3_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Callable[..., None]]:
+    """Point every S3 client that cairn builds at a given endpoint, with a short deadline (for the
+    failing endpoints) or a given one (``REAL_DEADLINE`` for moto itself: far above any load)."""
     import fsspec
 
-    def point_at(url: str) -> None:
+    def point_at(url: str, deadline: float = DEADLINE) -> None:
         for k, v in {
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
@@ -155,7 +157,7 @@ def s3_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Callable
             "AWS_ENDPOINT_URL": url,
             "NO_PROXY": "127.0.0.1,localhost",
             "no_proxy": "127.0.0.1,localhost",
-            DEADLINE_ENV: str(DEADLINE),
+            DEADLINE_ENV: str(deadline),
         }.items():
             monkeypatch.setenv(k, v)
         for k in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
@@ -237,12 +239,12 @@ def _timed_failure(fn: Callable[[], Any]) -> tuple[float, cairn.CheckpointError]
 # ---------------------------------------------------------------------------- the outage
 
 
-def test_save_against_slowdown_everywhere_gives_up(serve: Any, s3_env: Any) -> None:
+def test_save_against_slowdown_everywhere_gives_up(serve: Any, s3_env: Any, calls: _Calls) -> None:
     """503 SlowDown to every request: CheckpointError naming the path, within the deadline, few requests."""
     server = serve(_SlowDown)
     s3_env(server.url)
-    spent, err = _timed_failure(lambda: _agent().save_to_path("s3://bucket/run/ckpt"))
-    assert spent < DEADLINE + MARGIN, spent
+    _, err = _timed_failure(lambda: _agent().save_to_path("s3://bucket/run/ckpt"))
+    calls.check_within_one_save()
     assert "s3://bucket/run/ckpt" in str(err), err
     # One try per cairn attempt: s3fs's and botocore's own retries are off for s3:// URIs.
     assert server.requests <= 3 * RETRY_ATTEMPTS, server.requests
@@ -264,31 +266,32 @@ def test_restore_and_listing_against_slowdown_give_up(serve: Any, s3_env: Any) -
         assert server.requests - before <= 3 * RETRY_ATTEMPTS, server.requests - before
 
 
-def test_save_against_silent_endpoint_gives_up_at_the_deadline(serve: Any, s3_env: Any) -> None:
+def test_save_against_silent_endpoint_gives_up_at_the_deadline(serve: Any, s3_env: Any, calls: _Calls) -> None:
     """An endpoint that accepts and never answers: the save fails at the deadline, naming the path and the wait."""
     server = serve(_Silent)
     s3_env(server.url)
     spent, err = _timed_failure(lambda: _agent().save_to_path("s3://bucket/run/ckpt"))
-    assert DEADLINE * 0.9 <= spent < DEADLINE + MARGIN, spent
+    assert spent >= DEADLINE * 0.9, spent  # it waited (load only makes this longer)
+    calls.check_within_one_save()  # and never past the save's end
     msg = str(err)
     assert "s3://bucket/run/ckpt" in msg and "gave up after" in msg and DEADLINE_ENV in msg, msg
     assert server.requests <= 3 * RETRY_ATTEMPTS, server.requests
 
 
-def test_user_filesystem_with_its_own_retries_is_still_bounded(serve: Any, s3_env: Any) -> None:
+def test_user_filesystem_with_its_own_retries_is_still_bounded(serve: Any, s3_env: Any, calls: _Calls) -> None:
     """A filesystem the user built (s3fs and botocore retrying on their own): the deadline still holds."""
     import s3fs
 
     server = serve(_SlowDown)
     s3_env(server.url)
     fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": server.url}, skip_instance_cache=True)
-    spent, err = _timed_failure(lambda: _agent().save_to_path("bucket/run/ckpt", filesystem=fs))
-    assert spent < DEADLINE + MARGIN, spent
+    _, err = _timed_failure(lambda: _agent().save_to_path("bucket/run/ckpt", filesystem=fs))
+    calls.check_within_one_save()
     assert "s3://bucket/run/ckpt" in str(err), err
 
 
-def test_cleanup_after_a_failed_save_is_bounded(moto_s3: MotoS3, serve: Any, s3_env: Any) -> None:
-    """Some files uploaded, then every write hangs: the save and its cleanup together end within two deadlines.
+def test_cleanup_after_a_failed_save_is_bounded(moto_s3: MotoS3, serve: Any, s3_env: Any, calls: _Calls) -> None:
+    """Some files uploaded, then every write hangs: the save and its cleanup together end within one deadline.
 
     The old checkpoint at the path stays loadable (the save wrote beside it);
     nothing half-written is ever loadable.
@@ -300,12 +303,13 @@ def test_cleanup_after_a_failed_save_is_bounded(moto_s3: MotoS3, serve: Any, s3_
     server.upstream = (host, int(port))
     server.allowed_writes = 4
     s3_env(server.url)
-    spent, err = _timed_failure(lambda: _agent(2).save_to_path(f"s3://{base}"))
+    calls.clear()
+    _, err = _timed_failure(lambda: _agent(2).save_to_path(f"s3://{base}"))
     assert server.passed_writes == 4
-    assert spent < 2 * DEADLINE + MARGIN, spent
+    calls.check_within_one_save()
     staged = f"s3://{base.rsplit('/', 1)[0]}/.ckpt.cairn-tmp-"  # written beside the old checkpoint
     assert staged in str(err) and "gave up after" in str(err), err
-    s3_env(moto_s3.endpoint_url)
+    s3_env(moto_s3.endpoint_url, REAL_DEADLINE)
     restored = Agent(N)  # the save wrote beside the old checkpoint (issue 41): it loads as it was
     restored.restore_from_path(f"s3://{base}")
     assert restored.step == 1
@@ -454,7 +458,7 @@ def test_a_whole_save_against_a_dying_store_fails_within_one_deadline(
     calls.check_within_one_save()
     assert f"s3://{base}/run" in str(err), err
     # What the failed saves left is uncommitted: nothing of it loads, and the next save cleans it up.
-    s3_env(moto_s3.endpoint_url)
+    s3_env(moto_s3.endpoint_url, REAL_DEADLINE)
     with pytest.raises(cairn.CheckpointNotFoundError):
         Agent(N).restore_from_path(f"s3://{base}/ckpt")
     cairn.CheckpointManager(f"s3://{base}/run", keep_last=1).save(_agent(4), 4)
