@@ -29,8 +29,8 @@ from bench.util import MB, Method, interleave
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASES = (
-    "save", "savecpu", "restore", "partial", "async", "incremental", "small", "memory", "import", "inspect",
-    "startup", "ppo", "replay", "replay_per",
+    "save", "savecpu", "restore", "digests", "partial", "async", "incremental", "small", "memory", "import",
+    "inspect", "startup", "ppo", "replay", "replay_per",
 )  # fmt: skip
 
 
@@ -376,6 +376,89 @@ def case_restore(ctx: Context) -> None:
             Row("restore", f"restore_from_path ({label}): two reader threads vs one", f"{two:.3f} s",
                 f"one reader {one:.3f} s", two / one)
         )  # fmt: skip
+
+
+# ============================================================================ BLAKE3 against SHA-256
+
+
+def case_digests(ctx: Context) -> None:
+    """BLAKE3 (format 3's default) and SHA-256 side by side: save and cold restore, with raw I/O baselines."""
+    import torch
+
+    obj = ctx.model
+    nbytes = obj.nbytes
+    buffers = [memoryview(t.numpy()).cast("B") for t in obj.flat_tensors().values()]
+    paths: dict[str, str] = {}
+    expect = obj.checksum()
+    checked: list[bool] = []
+
+    def setup(kind: str) -> Callable[[int], str]:
+        def s(r: int) -> str:
+            p = ctx.path("digests", f"{kind}_{r}")
+            _rm(p)
+            paths[kind] = p
+            return p
+
+        return s
+
+    def end_round(_r: int) -> None:
+        os.sync()
+        time.sleep(1.0)
+
+    def torch_save(p: str) -> None:
+        with open(p, "wb") as f:
+            torch.save(obj.torch_state(), f)
+            f.flush()
+            os.fsync(f.fileno())
+
+    saves = [
+        Method("raw write+fsync", lambda p: util.raw_write(p, buffers), setup("raw")),
+        Method("torch.save+fsync", torch_save, setup("torch")),
+        Method("cairn save, blake3", lambda p: obj.save_to_path(p), setup("blake3")),
+        Method("cairn save, sha256", lambda p: obj.save_to_path(p, digest="sha256"), setup("sha256")),
+    ]
+    interleave(saves, ctx.reps, log=ctx.log, end_round=end_round)
+    raw_w, tsave, b3_w, sha_w = (m.median for m in saves)
+    import numpy as np
+
+    buf = np.ones(os.path.getsize(paths["raw"]), np.uint8)
+    mv = memoryview(buf)
+
+    def cold(_r: int) -> None:
+        util.drop_cache(paths.values())
+
+    def restore(kind: str) -> Callable[[Any], None]:
+        def run(_c: Any) -> None:
+            obj.restore_from_path(paths[kind])
+
+        return run
+
+    def check(_c: Any, _r: Any) -> None:
+        checked.append(obj.checksum() == expect)
+
+    loads = [
+        Method("raw read (cold cache)", lambda _c: util.raw_read(paths["raw"], mv), cold),
+        Method("torch.load (cold cache)", lambda _c: torch.load(paths["torch"], weights_only=True), cold),
+        Method("cairn restore, blake3", restore("blake3"), cold, check),
+        Method("cairn restore, sha256", restore("sha256"), cold, check),
+    ]
+    interleave(loads, ctx.reps, log=ctx.log)
+    raw_r, tload, b3_r, sha_r = (m.median for m in loads)
+    ctx.raw["digests"] = {m.name: m.times for m in saves + loads}
+    if not all(checked):
+        ctx.notes.append("digests: a restored state did not match the saved one!")
+    for what, t in (("save, blake3", b3_w), ("save, sha256", sha_w)):
+        ctx.add(Row("digests", f"cairn {what}", _mbps(nbytes, t), f"raw write+fsync {raw_w:.3f} s", raw_w / t,
+                    ">= 0.90", raw_w / t >= 0.90, data={"seconds": t}))  # fmt: skip
+        ctx.add(Row("digests", f"cairn {what} vs torch.save+fsync", f"{t:.3f} s", f"torch.save {tsave:.3f} s",
+                    t / tsave, "< 1.00", t < tsave))  # fmt: skip
+    for what, t in (("restore, blake3", b3_r), ("restore, sha256", sha_r)):
+        ctx.add(Row("digests", f"cairn {what} (cold cache)", _mbps(nbytes, t), f"raw read {raw_r:.3f} s", raw_r / t,
+                    ">= 0.90", raw_r / t >= 0.90, data={"seconds": t}))  # fmt: skip
+        ctx.add(Row("digests", f"cairn {what} vs torch.load", f"{t:.3f} s", f"torch.load {tload:.3f} s",
+                    t / tload, "< 1.00", t < tload))  # fmt: skip
+    ctx.add(Row("digests", "save time, blake3 / sha256", f"{b3_w:.3f} s", f"sha256 {sha_w:.3f} s", b3_w / sha_w))
+    ctx.add(Row("digests", "restore time, blake3 / sha256", f"{b3_r:.3f} s", f"sha256 {sha_r:.3f} s", b3_r / sha_r))
 
 
 # ============================================================================ case 2: partial restore
@@ -826,6 +909,7 @@ CASE_FUNCS: dict[str, Callable[[Context], None]] = {
     "save": case_save,
     "savecpu": case_savecpu,
     "restore": case_restore,
+    "digests": case_digests,
     "partial": case_partial,
     "async": case_async,
     "incremental": case_incremental,

@@ -11,8 +11,9 @@ algorithm's and the env runners' state), so a run stopped and resumed with
     python examples/custom_metrics.py --checkpoint-dir runs/metrics --iterations 6 --resume
 
 Checkpoints record the callback class by its path (``"custom_metrics:
-LongEpisodes"``), and loading one never imports a module: the class must live
-in a module the program has imported. A script's own classes live in
+LongEpisodes"``), and loading one never imports a module and builds only what
+the program allows: ``@cairn.register`` on the class allows it in every program
+that imports this module (SPEC 8). A script's own classes live in
 ``__main__``, which cairn never loads from, so this script imports itself as
 the module ``custom_metrics`` (see the end of the file) and its classes are
 recorded under that name.
@@ -34,13 +35,14 @@ LONG_EPISODE_RETURN = 20.0
 """An episode whose return exceeds this counts as long (CartPole: +1 per step)."""
 
 
+@cairn.register
 class LongEpisodes(RLlibCallback):
     """Counts long episodes and sums every episode's rewards: two lifetime sums."""
 
     def on_episode_end(self, *, episode: Episode, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
         """Log the lifetime sums, and the mean return of the last 10 episodes."""
-        metrics_logger.log_value("num_long_episodes", int(episode.get_return() > LONG_EPISODE_RETURN), reduce="sum")
-        metrics_logger.log_value("reward_sum", episode.get_return(), reduce="sum")
+        metrics_logger.log_value("num_long_episodes", int(episode.get_return() > LONG_EPISODE_RETURN), reduce="lifetime_sum")
+        metrics_logger.log_value("reward_sum", episode.get_return(), reduce="lifetime_sum")
         metrics_logger.log_value("return_last_10", episode.get_return(), reduce="mean", window=10)
 
     def on_train_result(
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     manager = cairn.CheckpointManager(args.checkpoint_dir, keep_last=2, async_save=False)
     latest = manager.latest() if args.resume else None
     if latest is not None:
-        algo = PPO.from_checkpoint(latest)  # finds LongEpisodes: this module is imported
+        algo = PPO.from_checkpoint(latest)  # finds LongEpisodes: this module registers it
         print(f"resumed from iteration {algo.training_iteration}")
     else:
         algo = PPO(

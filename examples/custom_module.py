@@ -6,8 +6,9 @@ the agent; reaching the goal pays 1 and ends the episode (20 steps at most).
 The module is a user's own :class:`cairn.rl.RLModule` subclass: one conv layer,
 a policy head and a value head. PPO trains it through
 ``RLModuleSpec(module_class=TinyCNNModule)``; the checkpoint records the class
-by reference (``custom_module:TinyCNNModule``), never by pickle, so a new
-process that has imported this file rebuilds it::
+by reference (``custom_module:TinyCNNModule``), never by pickle, and
+``@cairn.register`` allows it, so a new process that has imported this file
+rebuilds it::
 
     python examples/custom_module.py --iterations 3 --checkpoint /tmp/cnn      # train, save
     python examples/custom_module.py --resume /tmp/cnn --iterations 2           # new process: go on
@@ -30,6 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
+import cairn
 from cairn.rl import PPO, PPOConfig, RLModule, RLModuleSpec, register_env_state_handler
 
 ENV_ID = "cairn_examples/PixelGrid-v0"
@@ -80,6 +82,7 @@ if __name__ != "__main__":  # run as a script, this file registers under its imp
     gym.register(ENV_ID, entry_point=PixelGridEnv, max_episode_steps=20)
 
 
+@cairn.register
 class TinyCNNModule(RLModule):
     """A user's own module: conv(1 -> channels, 3x3) + ReLU, then a policy and a value head.
 

@@ -11,11 +11,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+import cairn
 from cairn.rl.connectors.env_to_module import FlattenObservations, FrameStackingEnvToModule
 from cairn.rl.env.env_state import register_env_state_handler
 from cairn.rl.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
 
 
+@cairn.register  # configs name it by path: this library allows it (SPEC 8)
 class SpacesEnv(MultiAgentEnv):
     """Every agent acts every step; agent ``i`` sees ``dims[i]`` numbers and has ``actions[i]`` actions.
 
@@ -64,6 +66,7 @@ class SpacesEnv(MultiAgentEnv):
 register_env_state_handler(SpacesEnv, lambda env: {"t": env.t}, lambda env, state: setattr(env, "t", int(state["t"])))
 
 
+@cairn.register  # configs name it by path (SPEC 8)
 class DictAndBoxEnv(MultiAgentEnv):
     """Agent ``"d"`` sees a Dict (``pos``: Box(2,), ``mode``: Discrete(3)), agent ``"b"`` a Box(3,); both act each step.
 

@@ -1,4 +1,9 @@
-"""Small user-defined component trees the core tests (and the golden checkpoints) use."""
+"""Small user-defined component trees the core tests (and the golden checkpoints) use.
+
+A library of components, as a user writes one: it registers its classes (``@cairn.register``),
+so that any program that imports it (``cairn --import cairn_test_components ...``) loads
+checkpoints naming them (SPEC 8).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import numpy as np
 import cairn
 
 
+@cairn.register
 class Color(enum.Enum):
     """An enum used as a constructor argument."""
 
@@ -28,6 +34,7 @@ class LeafConfig:
     tags: tuple[str, ...] = ("a",)
 
 
+@cairn.register
 class Leaf(cairn.Checkpointable):
     """A leaf with numpy state and a dataclass config."""
 
@@ -62,6 +69,7 @@ class Leaf(cairn.Checkpointable):
         self.extra = {"t": (seed, "y"), 3: [1.5, b"\x00"], None: {"deep": (True, None)}}
 
 
+@cairn.register
 class Branch(cairn.Checkpointable):
     """A node with two leaves and its own state."""
 
@@ -85,6 +93,7 @@ class Branch(cairn.Checkpointable):
         return (), {"n": self.n}
 
 
+@cairn.register
 class Tree(cairn.Checkpointable):
     """A root with a branch, a leaf, and a name: three levels deep."""
 

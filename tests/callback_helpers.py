@@ -60,15 +60,15 @@ class LongEpisodes(RLlibCallback):
 
     def on_episode_end(self, *, episode: Episode, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
         ret = episode.get_return()
-        metrics_logger.log_value("num_long_episodes", int(ret > LONG_RETURN), reduce="sum")
-        metrics_logger.log_value("reward_sum", ret, reduce="sum")
-        metrics_logger.log_value("episodes_this_iteration", 1, reduce="sum", clear_on_reduce=True)
+        metrics_logger.log_value("num_long_episodes", int(ret > LONG_RETURN), reduce="lifetime_sum")
+        metrics_logger.log_value("reward_sum", ret, reduce="lifetime_sum")
+        metrics_logger.log_value("episodes_this_iteration", 1, reduce="sum")
         metrics_logger.log_value("return_last_5", ret, reduce="mean", window=5)
-        metrics_logger.log_value("return_ema", ret)  # mean without a window: a moving average
+        metrics_logger.log_value("return_ema", ret)  # no reduce, no window: a moving average (RLlib 2.60)
         metrics_logger.log_value(("lengths", "max"), len(episode), reduce="max")
 
     def on_train_result(self, *, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
-        metrics_logger.log_value("train_calls", 1, reduce="sum")
+        metrics_logger.log_value("train_calls", 1, reduce="lifetime_sum")
 
 
 class WinsPerModule(RLlibCallback):
@@ -79,8 +79,8 @@ class WinsPerModule(RLlibCallback):
 
     def on_episode_end(self, *, episode: Episode, env_index: int, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
         EVENTS.append(("ma", "end", env_index, episode.agent_id, episode.module_id, len(episode)))
-        metrics_logger.log_value(f"wins/{episode.module_id}", int(episode.get_return() > 0), reduce="sum")
-        metrics_logger.log_value("agent_episodes", 1, reduce="sum")
+        metrics_logger.log_value(f"wins/{episode.module_id}", int(episode.get_return() > 0), reduce="lifetime_sum")
+        metrics_logger.log_value("agent_episodes", 1, reduce="lifetime_sum")
 
 
 SAMPLE_END_PEEKS: list[tuple[int, int]] = []

@@ -36,16 +36,9 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         os.write(fd, os.environ["PYTEST_XDIST_WORKER"].encode())
         os.close(fd)
     if not ray.is_initialized():
-        tests = str(Path(__file__).resolve().parent)
-        python_path = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH", "")) if p)
-        ray.init(
-            num_cpus=2,
-            object_store_memory=150 * 1024 * 1024,
-            include_dashboard=False,
-            log_to_driver=False,
-            configure_logging=False,
-            runtime_env={"env_vars": {"PYTHONPATH": python_path}},
-        )
+        from ray_session import init_test_ray
+
+        init_test_ray(ray)
     yield ray
     ray.shutdown()
 

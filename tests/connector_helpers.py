@@ -12,6 +12,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+import cairn
 from cairn.rl.connectors.connector_v2 import ConnectorV2
 from cairn.rl.connectors.env_to_module import FlattenObservations, FrameStackingEnvToModule
 from cairn.rl.env.env_state import register_env_state_handler
@@ -80,11 +81,13 @@ if "CairnTupleObs-v0" not in gym.registry:
     gym.register("CairnTupleObs-v0", entry_point=TupleObsEnv)
 
 
+@cairn.register  # configs record it; a new process that imports this module loads them
 def flatten_and_stack(env: Any) -> list[ConnectorV2]:
     """RLlib's ``lambda env: [FlattenObservations(), FrameStackingEnvToModule(num_frames=3)]``, at module level."""
     return [FlattenObservations(), FrameStackingEnvToModule(num_frames=3)]
 
 
+@cairn.register  # configs record it; a new process that imports this module loads them
 def with_spaces(env: Any, spaces: dict[str, Any], device: str) -> ConnectorV2:
     """A factory that takes RLlib's three arguments; records what it was given."""
     with_spaces.seen = (env, spaces, device)  # type: ignore[attr-defined]

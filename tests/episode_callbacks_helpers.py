@@ -24,13 +24,13 @@ EVENTS: list[tuple[Any, ...]] = []
 def fn_algorithm_init(*, algorithm: Any, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
     """Records the call and logs on the algorithm's logger."""
     EVENTS.append(("fn", "algorithm_init", algorithm.training_iteration))
-    metrics_logger.log_value("fn_inits", 1, reduce="sum")
+    metrics_logger.log_value("fn_inits", 1, reduce="lifetime_sum")
 
 
 def fn_episode_end(*, episode: Episode, metrics_logger: MetricsLogger, rl_module: Any, **kwargs: Any) -> None:
     """Counts episodes on the runner's logger; records that it got the runner's module(s)."""
     EVENTS.append(("fn", "episode_end", episode.env_index, type(rl_module).__name__))
-    metrics_logger.log_value("fn_episodes", 1, reduce="sum")
+    metrics_logger.log_value("fn_episodes", 1, reduce="lifetime_sum")
 
 
 def fn_train_result_1(*, result: dict[str, Any], **kwargs: Any) -> None:
@@ -63,7 +63,7 @@ class Threshold(RLlibCallback):
         self.extra = extra
 
     def on_episode_end(self, *, episode: Episode, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
-        metrics_logger.log_value(self.name, int(episode.get_return() > self.threshold), reduce="sum")
+        metrics_logger.log_value(self.name, int(episode.get_return() > self.threshold), reduce="lifetime_sum")
 
 
 # ---------------------------------------------------------------------- Episode API
@@ -92,7 +92,7 @@ class PoleAngles(RLlibCallback):
         assert len(episode.get_temporary_timestep_data("rewards")) == len(episode) - 1
         metrics_logger.log_value("pole_angle_mean", float(np.mean(angles)), reduce="mean", window=10)
         metrics_logger.log_value("pole_angle_max", max(angles), reduce="max")
-        metrics_logger.log_value("episode_ids", int(episode.id_.split("-")[-1]), reduce=None, clear_on_reduce=True)
+        metrics_logger.log_value("episode_ids", int(episode.id_.split("-")[-1]), reduce="item_series")
 
 
 class BadCustomData(RLlibCallback):
@@ -114,8 +114,8 @@ class AgentCustomData(RLlibCallback):
 
     def on_episode_end(self, *, episode: Episode, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
         # Its steps but the first (start) and the last (end) went through on_episode_step.
-        metrics_logger.log_value("agent_steps_counted", episode.custom_data["steps"], reduce="sum")
-        metrics_logger.log_value(f"by_module/{episode.custom_data['module']}", 1, reduce="sum")
+        metrics_logger.log_value("agent_steps_counted", episode.custom_data["steps"], reduce="lifetime_sum")
+        metrics_logger.log_value(f"by_module/{episode.custom_data['module']}", 1, reduce="lifetime_sum")
 
 
 class IntAgentIds(RLlibCallback):
@@ -131,7 +131,7 @@ class IntAgentIds(RLlibCallback):
         ids = [*episode.custom_data["ids"], episode.agent_id]
         kinds = sorted({type(agent).__name__ for agent in ids})
         episode.custom_data["ended_with"] = kinds
-        metrics_logger.log_value(f"agent_{episode.agent_id}/{'_'.join(kinds)}", len(ids), reduce="sum")
+        metrics_logger.log_value(f"agent_{episode.agent_id}/{'_'.join(kinds)}", len(ids), reduce="lifetime_sum")
 
 
 # ---------------------------------------------------------------------- metrics options
@@ -142,20 +142,20 @@ class EveryMetricOption(RLlibCallback):
 
     def on_episode_end(self, *, episode: Episode, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
         ret = episode.get_return()
-        metrics_logger.log_value("returns_list", ret, reduce=None, clear_on_reduce=True)
-        metrics_logger.log_value("returns_window", ret, reduce=None, window=5)
-        metrics_logger.log_value("returns_pct", ret, reduce=None, window=8, percentiles=True)
-        metrics_logger.log_value("returns_pct_list", ret, reduce=None, window=8, percentiles=[10, 50, 90])
-        metrics_logger.log_value("returns_ema", ret, reduce="mean", ema_coeff=0.2)
+        metrics_logger.log_value("returns_list", ret, reduce="item_series")
+        metrics_logger.log_value("returns_window", ret, reduce="item_series", window=5)
+        metrics_logger.log_value("returns_pct", ret, reduce="percentiles", window=8)
+        metrics_logger.log_value("returns_pct_list", ret, reduce="percentiles", window=8, percentiles=[10, 50, 90])
+        metrics_logger.log_value("returns_ema", ret, reduce="ema", ema_coeff=0.2)
         metrics_logger.log_value("returns_win_mean", ret, reduce="mean", window=3)
         metrics_logger.log_value("returns_min", ret, reduce="min", window=4)
         metrics_logger.log_value("returns_max", ret, reduce="max")
-        metrics_logger.log_dict({"a": len(episode), "b": 1}, key="lengths", reduce="sum")
+        metrics_logger.log_dict({"a": len(episode), "b": 1}, key="lengths", reduce="lifetime_sum")
         with metrics_logger.log_time("timers/episode_end"):
             pass
 
     def on_train_result(self, *, metrics_logger: MetricsLogger, result: dict[str, Any], **kwargs: Any) -> None:
-        metrics_logger.log_value("algo_list", result["training_iteration"], reduce=None, window=3)
+        metrics_logger.log_value("algo_list", result["training_iteration"], reduce="item_series", window=3)
         metrics_logger.log_value("algo_ema", float(result["training_iteration"]), ema_coeff=0.5)
         with metrics_logger.log_time("timers/train_result", reduce="max"):
             pass

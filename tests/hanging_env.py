@@ -19,12 +19,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+import cairn
 from cairn.rl import MultiAgentEnv, register_env_state_handler
 
 MAX_HANG_S = 120.0
 """The longest a state call blocks (far beyond any timeout the tests set)."""
 
 
+@cairn.register  # configs name it by path ("hanging_env:HangingEnv"): this library allows it
 class HangingEnv(MultiAgentEnv):
     """One agent that walks a counter for 8 steps (reward 1 for action 1); its state is the counter."""
 

@@ -18,6 +18,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+import cairn
 from cairn.rl import DefaultPPORLModule
 from cairn.rl.env.pettingzoo_env import ParallelPettingZooEnv
 
@@ -27,6 +28,7 @@ with warnings.catch_warnings():
     from pettingzoo.classic import rps_v2
 
 
+@cairn.register  # configs name it by path: this library allows it (SPEC 8)
 class RockPaperScissors(ParallelPettingZooEnv):
     """``rps_v2.parallel_env(**env_config)`` (e.g. ``{"max_cycles": 6}``) through the adapter."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -174,3 +175,104 @@ def test_an_import_error_is_one_line_with_the_commands_error_status(
         assert code == status, argv
         assert err.count("\n") == 1 and f"cairn {argv[0]}: error: cannot import" in err
         assert "\x1b" not in err  # the module name came from the user: printed through safe_text
+
+
+# ---------------------------------------------------------------------- the first hour (issue 36)
+
+
+def test_version_matches_the_package() -> None:
+    import cairn
+
+    result = cairn_cli("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"cairn {cairn.__version__}"
+
+
+def test_every_command_documents_its_arguments_defaults_and_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    from cairn.cli import COMMANDS, build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for command in COMMANDS:
+        p = sub.choices[command.name]
+        for action in p._actions:
+            assert action.help, f"cairn {command.name} {action.dest} has no help"
+        assert command.examples and all(e.startswith("cairn ") for e in command.examples), command.name
+        with pytest.raises(SystemExit):
+            p.parse_args(["--help"])
+        shown = capsys.readouterr().out
+        assert "examples:\n  cairn " in shown, command.name
+    with pytest.raises(SystemExit):
+        sub.choices["evaluate"].parse_args(["--help"])
+    assert "(default: 10)" in capsys.readouterr().out  # --episodes
+
+
+def test_a_file_where_a_checkpoint_folder_goes_is_a_usage_error(ckpt: str, tmp_path: Path) -> None:
+    """F17: exit 2 (could not check), not 1 (broken); the message says where the checkpoint is."""
+    manifest = str(Path(ckpt) / "manifest.json")
+    result = cairn_cli("verify", manifest)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == f"cairn verify: error: {manifest} is a file, and a checkpoint is a folder; " + (
+        f"the checkpoint is the folder holding it: {ckpt}."
+    )
+    for args in (["inspect", manifest], ["diff", ckpt, manifest], ["ls", manifest]):
+        result = cairn_cli(*args)
+        assert result.returncode == 2 and "is a file" in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_ls_of_a_missing_folder_says_so(tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir()
+    result = cairn_cli("ls", str(tmp_path / "rusn"))
+    assert result.returncode == 1
+    assert result.stderr.strip().endswith(
+        "does not exist (did you mean runs?): cairn ls lists a checkpoint manager's root."
+    )
+
+
+def test_a_closed_pipe_is_no_error(ckpt: str) -> None:
+    """`cairn inspect ... | head`: the reader leaves early; no broken-pipe message."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cairn", "inspect", ckpt, "--tensors"],
+        env={**os.environ, "PYTHONPATH": CHILD_PATH},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before inspect prints (its imports come first)
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert proc.returncode == 141 and err == ""  # 128 + SIGPIPE, as a C tool ends
+
+
+def test_the_library_prints_nothing() -> None:
+    """The library speaks through logging (the CLI shows it); only cairn.cli prints."""
+    import ast
+
+    root = TESTS.parent / "src" / "cairn"
+    printing = []
+    for path in root.rglob("*.py"):
+        if (root / "cli") in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+                printing.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert printing == []
+
+
+def test_shell_completion(tmp_path: Path) -> None:
+    """argcomplete (the completion extra) completes commands and options as the shell asks it."""
+    pytest.importorskip("argcomplete")
+    answer = tmp_path / "completions"
+    line = "cairn train --checkpoint-e"
+    env = {
+        **os.environ,
+        "PYTHONPATH": CHILD_PATH,
+        "_ARGCOMPLETE": "1",
+        "_ARGCOMPLETE_IFS": "\n",
+        "COMP_LINE": line,
+        "COMP_POINT": str(len(line)),
+        "COMP_TYPE": "9",
+        "_ARGCOMPLETE_STDOUT_FILENAME": str(answer),
+    }
+    done = subprocess.run([sys.executable, "-m", "cairn"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert answer.read_text().split() == ["--checkpoint-every"]

@@ -136,11 +136,11 @@ def test_a_changed_file_with_the_same_size_and_crc32_is_written_not_linked(tmp_p
     restored = Pair.from_checkpoint(tmp_path / "run" / "step_000000002")
     np.testing.assert_array_equal(restored.still.data, pair.still.data)
     assert cairn.verify_checkpoint(tmp_path / "run" / "step_000000002") == []
-    # The manifest records both, and only the SHA-256 differs.
+    # Format 3 records no CRC-32 at all: the digest alone decides, and it differs.
     body = json.loads((tmp_path / "run" / "step_000000002" / "still" / "manifest.json").read_text())
     before = json.loads((tmp_path / "run" / "step_000000001" / "still" / "manifest.json").read_text())
     entry, old_entry = body["files"]["tensors.safetensors"], before["files"]["tensors.safetensors"]
-    assert entry["crc32"] == old_entry["crc32"] and entry["sha256"] != old_entry["sha256"]
+    assert "crc32" not in entry and entry["blake3"] != old_entry["blake3"]
 
 
 def flip_and_put_mtime_back(path: Path) -> None:
@@ -241,35 +241,36 @@ def test_utime_attack_on_a_replay_buffer_chunk_does_not_spread(tmp_path: Path, n
     assert_states_equal(restored.get_state(), buf.get_state())
 
 
-@pytest.mark.parametrize("version", [1, 2])
-def test_golden_checkpoints_of_each_format_restore(version: int) -> None:
+@pytest.mark.parametrize("version", ["1", "2", "3", "3_sha256"])
+def test_golden_checkpoints_of_each_format_restore(version: str) -> None:
     sys.path.insert(0, str(DATA))
     try:
         from make_golden import golden_tree
     finally:
         sys.path.remove(str(DATA))
     golden = DATA / f"golden_format_v{version}"
-    assert json.loads((golden / "manifest.json").read_text())["format_version"] == version
+    assert json.loads((golden / "manifest.json").read_text())["format_version"] == int(version[0])
     loaded = Tree.from_checkpoint(golden)
     assert_states_equal(loaded.get_state(), golden_tree().get_state())
     assert cairn.verify_checkpoint(golden) == []
 
 
-def test_cairn_upgrade_rewrites_format_1_as_format_2(tmp_path: Path) -> None:
-    src = DATA / "golden_format_v1"
+@pytest.mark.parametrize("version", [1, 2])
+def test_cairn_upgrade_rewrites_older_formats_as_format_3(tmp_path: Path, version: int) -> None:
+    src = DATA / f"golden_format_v{version}"
     out = tmp_path / "up"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), *sys.path])}
     cmd = [sys.executable, "-m", "cairn", "--import", "cairn_test_components", "upgrade"]
     done = subprocess.run([*cmd, str(src), str(out)], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
-    assert f"checkpoint format 1 -> {FORMAT_VERSION}" in done.stdout
+    assert f"checkpoint format {version} -> {FORMAT_VERSION}" in done.stdout
     for manifest in out.rglob("manifest.json"):
         body = json.loads(manifest.read_text())
-        assert (body["format_version"], body["algorithm"]) == (2, "sha256"), manifest
-    assert json.loads((out / "metadata.json").read_text())["format_version"] == 2
+        assert (body["format_version"], body["algorithm"]) == (3, "blake3"), manifest
+    assert json.loads((out / "metadata.json").read_text())["format_version"] == 3
     assert_states_equal(Tree.from_checkpoint(out).get_state(), Tree.from_checkpoint(src).get_state())
     dry = subprocess.run([*cmd, str(out), "--dry-run"], capture_output=True, text=True, timeout=120, env=env)
-    assert dry.returncode == 0 and "checkpoint format 2 (current)" in dry.stdout
+    assert dry.returncode == 0 and "checkpoint format 3 (current)" in dry.stdout
 
 
 def test_a_format_1_folder_under_a_format_2_parent_is_refused(tmp_path: Path) -> None:
@@ -293,13 +294,32 @@ def test_a_format_1_folder_under_a_format_2_parent_is_refused(tmp_path: Path) ->
     assert any("never mixes formats" in p for p in cairn.verify_checkpoint(ck))
 
 
-def test_a_manifest_claiming_crc32_in_format_2_is_refused(tmp_path: Path) -> None:
-    """The algorithm follows the version: a format 2 manifest sealed with CRC-32 is not read."""
+def test_a_sha256_folder_under_a_blake3_parent_is_refused(tmp_path: Path) -> None:
+    """Format 3 records its digest per manifest; one tree still uses one (the parent's)."""
+    t = Tree()
+    t.mutate()
+    ck = Path(t.save_to_path(tmp_path / "ck"))
+    other = Path(t.save_to_path(tmp_path / "other", digest="sha256"))
+    shutil.rmtree(ck / "leaf")
+    shutil.copytree(other / "leaf", ck / "leaf")
+    body = json.loads((ck / "manifest.json").read_text())
+    body["files"]["leaf/manifest.json"] = raw_entry((ck / "leaf" / "manifest.json").read_bytes())
+    (ck / "manifest.json").write_bytes(seal_manifest_body(body))
+    with pytest.raises(cairn.CorruptCheckpointError, match="never mixes formats"):
+        Tree().restore_from_path(ck)
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_manifest_claiming_crc32_in_format_2_or_3_is_refused(tmp_path: Path, version: int) -> None:
+    """The algorithm is one its version allows: a format 2 or 3 manifest sealed with CRC-32 is not read."""
     t = Tree()
     ck = Path(t.save_to_path(tmp_path / "ck"))
     body = json.loads((ck / "manifest.json").read_text())
     body["algorithm"] = "crc32"
-    body["files"] = {n: {"size": e["size"], "crc32": e["crc32"]} for n, e in body["files"].items()}
+    body["format_version"] = version
+    body["files"] = {
+        n: {"size": e["size"], "crc32": f"{zlib.crc32((ck / n).read_bytes()):08x}"} for n, e in body["files"].items()
+    }
     body.pop("checksum")
     body["checksum"] = f"{zlib.crc32(json.dumps(body, sort_keys=True, separators=(',', ':')).encode()):08x}"
     (ck / "manifest.json").write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
@@ -307,22 +327,51 @@ def test_a_manifest_claiming_crc32_in_format_2_is_refused(tmp_path: Path) -> Non
         Tree().restore_from_path(ck)
 
 
-def test_new_checkpoints_are_format_2_with_sha256_everywhere(tmp_path: Path) -> None:
-    t = Tree()
-    t.mutate()
-    ck = Path(t.save_to_path(tmp_path / "ck"))
+@pytest.mark.parametrize("digest", ["blake3", "sha256"])
+def test_new_checkpoints_are_format_3_with_one_digest_everywhere(tmp_path: Path, digest: str) -> None:
     import hashlib
 
+    import blake3
+
+    hash_of = {"blake3": lambda b: blake3.blake3(b).hexdigest(), "sha256": lambda b: hashlib.sha256(b).hexdigest()}
+    t = Tree()
+    t.mutate()
+    ck = Path(t.save_to_path(tmp_path / "ck", **({} if digest == "blake3" else {"digest": digest})))
     for manifest in ck.rglob("manifest.json"):
         body = json.loads(manifest.read_text())
-        assert body["format_version"] == FORMAT_VERSION == 2 and body["algorithm"] == "sha256"
+        assert body["format_version"] == FORMAT_VERSION == 3 and body["algorithm"] == digest
         for name, entry in body["files"].items():
             data = (manifest.parent / name).read_bytes()
-            assert entry["sha256"] == hashlib.sha256(data).hexdigest()
-            assert entry["crc32"] == f"{zlib.crc32(data):08x}"
+            assert entry == {"size": len(data), digest: hash_of[digest](data)}
     meta = json.loads((ck / "metadata.json").read_text())
-    assert meta["format_version"] == 2
+    assert meta["format_version"] == 3
+    Tree().restore_from_path(ck)
     shutil.rmtree(ck)
+
+
+def test_an_unknown_digest_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    with pytest.raises(cairn.CheckpointError, match=r"digest='md5' is not a digest cairn writes.*'blake3', 'sha256'"):
+        Tree().save_to_path(tmp_path / "ck", digest="md5")
+    with pytest.raises(cairn.CheckpointError, match="digest='crc32'"):
+        cairn.CheckpointManager(tmp_path / "run", digest="crc32")
+    assert not (tmp_path / "ck").exists() and not (tmp_path / "run").exists()
+
+
+def test_a_manager_saves_sha256_when_asked_and_never_links_across_digests(tmp_path: Path) -> None:
+    """A tree uses one digest: a manager changed to SHA-256 writes every file again, then links as before."""
+    pair = Pair()
+    cairn.CheckpointManager(tmp_path / "run").save(pair, 1)
+    mgr = cairn.CheckpointManager(tmp_path / "run", digest="sha256")
+    pair.moving.data = pair.moving.data + 1
+    mgr.save(pair, 2)
+    assert mgr.last_stats is not None and mgr.last_stats.files_linked == 0
+    pair.moving.data = pair.moving.data + 1
+    mgr.save(pair, 3)
+    assert mgr.last_stats is not None and mgr.last_stats.files_linked > 0
+    for step in (2, 3):
+        folder = tmp_path / "run" / f"step_{step:09d}"
+        assert {json.loads(m.read_text())["algorithm"] for m in folder.rglob("manifest.json")} == {"sha256"}
+        assert cairn.verify_checkpoint(folder) == []
 
 
 def test_restore_names_the_digests_on_a_mismatch(tmp_path: Path) -> None:
@@ -335,5 +384,5 @@ def test_restore_names_the_digests_on_a_mismatch(tmp_path: Path) -> None:
     f.write_bytes(bytes(data))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with pytest.raises(cairn.CorruptCheckpointError, match=r"leaf/state.msgpack fails its checksum \(sha256:"):
+        with pytest.raises(cairn.CorruptCheckpointError, match=r"leaf/state.msgpack fails its checksum \(blake3:"):
             Tree().restore_from_path(ck)

@@ -128,9 +128,9 @@ def test_async_save_snapshot_is_consistent_under_mutation(tmp_path: Path, monkey
     gate = threading.Event()
     orig = LocalStorage.write_file
 
-    def slow_write(self: LocalStorage, path: str, chunks: Any) -> tuple[int, int]:
+    def slow_write(self: LocalStorage, path: str, chunks: Any, **kwargs: Any) -> Any:
         gate.wait(10)  # hold the writer until training has changed everything
-        return orig(self, path, chunks)
+        return orig(self, path, chunks, **kwargs)
 
     monkeypatch.setattr(LocalStorage, "write_file", slow_write)
     mgr = cairn.CheckpointManager(tmp_path / "run", async_save=True)
@@ -151,7 +151,7 @@ def test_async_save_snapshot_is_consistent_under_mutation(tmp_path: Path, monkey
 def test_async_error_surfaces_on_wait_and_next_save(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from cairn.storage.local import LocalStorage
 
-    def failing(self: LocalStorage, path: str, chunks: Any) -> tuple[int, int]:
+    def failing(self: LocalStorage, path: str, chunks: Any, **kwargs: Any) -> Any:
         raise OSError(28, "No space left on device")
 
     mgr = cairn.CheckpointManager(tmp_path / "run", async_save=True)

@@ -64,9 +64,11 @@ def other_keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
 
 @pytest.fixture
 def ckpt(tmp_path: Path) -> Path:
+    # SHA-256: model-signing's command line hashes with SHA-256 only (its Python API guesses the
+    # algorithm from the signature: the BLAKE3 round trips below use it).
     t = Tree()
     t.mutate()
-    return Path(t.save_to_path(tmp_path / "ck"))
+    return Path(t.save_to_path(tmp_path / "ck", digest="sha256"))
 
 
 @pytest.fixture
@@ -180,6 +182,40 @@ def test_a_signature_made_by_model_signing_verifies_with_cairn(ckpt: Path, keys:
         cairn.verify_signature(ckpt, keys.pub)
 
 
+def test_blake3_checkpoints_sign_and_verify_with_model_signing_both_ways(tmp_path: Path, keys: Keys) -> None:
+    """Format 3's default digest: cairn's signature verifies with model-signing's API, and the reverse."""
+    import blake3
+    import model_signing
+
+    t = Tree()
+    t.mutate()
+    ck = Path(t.save_to_path(tmp_path / "ck"))
+    cairn.sign_checkpoint(ck, keys.pem)
+    cairn.verify_signature(ck, keys.pub)
+    assert model_signing_error(ck, keys.pub) is None
+    statement = json.loads(base64.b64decode(json.loads((ck / SIGNATURE).read_bytes())["dsseEnvelope"]["payload"]))
+    assert statement["predicate"]["serialization"]["hash_type"] == "blake3"
+    resources = {r["name"]: r["digest"] for r in statement["predicate"]["resources"]}
+    assert resources == {p.relative_to(ck).as_posix(): blake3.blake3(p.read_bytes()).hexdigest() for p in files_of(ck)}
+    flip(ck / "leaf" / "tensors.safetensors")
+    assert "leaf/tensors.safetensors" in (model_signing_error(ck, keys.pub) or "")
+
+    ck2 = Path(t.save_to_path(tmp_path / "ck2"))
+    hashing = model_signing.hashing.Config().use_file_serialization(hashing_algorithm="blake3")
+    hashing.set_ignored_paths(paths=[SIGNATURE])
+    model_signing.signing.Config().use_elliptic_key_signer(private_key=keys.pem).set_hashing_config(hashing).sign(
+        ck2, ck2 / SIGNATURE
+    )
+    cairn.verify_signature(ck2, keys.pub)
+    Tree.from_checkpoint(ck2, public_key=keys.pub)
+    # Signed over SHA-256 digests, a BLAKE3 checkpoint is refused with what to do.
+    model_signing.signing.Config().use_elliptic_key_signer(private_key=keys.pem).set_hashing_config(
+        model_signing.hashing.Config().set_ignored_paths(paths=[SIGNATURE])
+    ).sign(ck2, ck2 / SIGNATURE)
+    with pytest.raises(cairn.SignatureError, match=r"hashes the files with sha256.*records blake3 digests"):
+        cairn.verify_signature(ck2, keys.pub)
+
+
 def test_object_store_round_trip(keys: Keys) -> None:
     import fsspec
 
@@ -242,7 +278,7 @@ def test_a_consistent_resave_under_the_signature_fails(signed: Path, keys: Keys,
     t = Tree()
     t.mutate()
     t.mutate()
-    other = Path(t.save_to_path(tmp_path / "other"))
+    other = Path(t.save_to_path(tmp_path / "other", digest="sha256"))
     shutil.copy(signed / SIGNATURE, other / SIGNATURE)
     assert cairn.verify_checkpoint(other) == []
     with pytest.raises(cairn.SignatureError, match="changed after the checkpoint was signed"):
@@ -369,7 +405,7 @@ HOSTILE: dict[str, tuple[Callable[[Path, ec.EllipticCurvePrivateKey], bytes], st
     ),
     "bad digest": (
         lambda ck, k: forged(statement_for(ck, {"manifest.json": "xyz"}), k),
-        "not a file with a SHA-256",
+        "not a file with a sha256 digest",
     ),
 }
 

@@ -438,6 +438,7 @@ def test_1100_nested_components_are_refused_without_recursion_errors(
         f.rmdir()
 
 
+@cairn.register  # a fresh load names it (upgrade, Checkpointable.from_checkpoint): the program allows it
 class Chain(cairn.Checkpointable):
     """A component nested ``n`` levels deep."""
 

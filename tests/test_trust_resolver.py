@@ -189,14 +189,19 @@ def probe_pkg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.mark.parametrize("site", list(SITES))
 def test_resolver_imports_nothing_not_even_in_an_imported_package(probe_pkg: Path, site: str) -> None:
-    """SPEC 8: the module itself must have been imported, not just its package; no __getattr__ hook runs."""
+    """SPEC 8: a name resolves only through the allow-list: nothing is imported, not even a submodule
+    of an imported package, and no module ``__getattr__`` hook runs."""
     for i, target in enumerate(["cairn_probe_pkg.side:X", "cairn_probe_pkg:Lazy"]):
         ck = SITES[site](probe_pkg / f"ck{i}", target)
         loader = cairn.Checkpointable.from_checkpoint if site == "metadata" else Tree.from_checkpoint
-        with pytest.raises(cairn.IncompatibleCheckpointError) as info:
+        # A class name: refused as not allowed. A registered-type name: only looked up among registrations.
+        by_type = site in ("registered_tag", "state_ext")
+        refusal = cairn.IncompatibleCheckpointError if by_type else cairn.UnsafeCheckpointError
+        with pytest.raises(refusal) as info:
             loader(ck)
-        if target.endswith("side:X") and site not in ("registered_tag", "state_ext"):
-            assert "import cairn_probe_pkg.side first" in str(info.value)
+        if target.endswith("side:X") and refusal is cairn.UnsafeCheckpointError:
+            assert "not on cairn's allow-list" in str(info.value)
+            assert "cairn.register(cairn_probe_pkg.side.X)" in str(info.value)  # the line that allows it
     assert sorted(p.name for p in probe_pkg.iterdir() if p.name.startswith("marker")) == []
     assert "cairn_probe_pkg.side" not in sys.modules
 
@@ -205,10 +210,14 @@ def test_resolver_imports_nothing_not_even_in_an_imported_package(probe_pkg: Pat
     "recorded", ["builtins:SystemExit", "builtins:KeyboardInterrupt", "cairn.errors:CheckpointError"]
 )
 def test_exception_classes_are_refused(tmp_path: Path, recorded: str) -> None:
+    """An exception class is refused even when the caller trusts it or it is cairn's own (its role)."""
     ck = with_ctor_arg(tmp_path / "ck", {"__cairn__": "class", "class": recorded})
-    with pytest.raises(
-        cairn.UnsafeCheckpointError, match=r"ctor.json, at args/0 names the class .* an exception class"
-    ):
+    module_name, _, name = recorded.partition(":")
+    cls = getattr(sys.modules[module_name], name)
+    match = r"ctor.json, at args/0 names the class .* an exception class"
+    with pytest.raises(cairn.UnsafeCheckpointError, match=match):
+        Tree.from_checkpoint(ck, trusted=[cls])
+    with pytest.raises(cairn.UnsafeCheckpointError, match=r"ctor.json, at args/0 names the class"):
         Tree.from_checkpoint(ck)
 
 
@@ -227,7 +236,7 @@ def test_exception_classes_are_refused(tmp_path: Path, recorded: str) -> None:
 )
 def test_class_paths_that_are_not_plain_classes_are_refused(tmp_path: Path, recorded: str) -> None:
     ck = with_ctor_arg(tmp_path / "ck", {"__cairn__": "class", "class": recorded})
-    with pytest.raises(cairn.IncompatibleCheckpointError, match=r"ctor.json, at args/0 names the class .* refuses"):
+    with pytest.raises(cairn.UnsafeCheckpointError, match=r"ctor.json, at args/0 names the class .* refuses"):
         Tree.from_checkpoint(ck)
 
 
@@ -238,7 +247,7 @@ def test_non_string_class_paths_are_refused(tmp_path: Path) -> None:
             Tree.from_checkpoint(ck)
 
 
-def test_classes_of_imported_modules_and_aliases_still_load(tmp_path: Path) -> None:
+def test_plain_data_classes_and_aliases_still_load(tmp_path: Path) -> None:
     import collections
 
     ck = with_ctor_arg(tmp_path / "ck", {"__cairn__": "class", "class": "collections:OrderedDict"})
@@ -501,28 +510,42 @@ def test_manifest_listing_a_name_with_a_newline_is_corrupt(tmp_path: Path, bad: 
         cairn.verify_checkpoint(str(path))
 
 
-def test_framework_problem_refuses_the_frameworks_and_accepts_the_programs_own_code() -> None:
-    """The rule the RLlib bridge applies to recorded callbacks (issue 24, finding 1; RLlib's test:
-    tests/integrations/test_redteam_rllib.py, in the RLlib venv)."""
+def test_a_recorded_callback_resolves_only_through_the_allow_list_and_its_role() -> None:
+    """The rule for what a recorded config may make cairn call back (issue 24, finding 1; issue 33).
+
+    Before issue 33, a deny-list of framework packages decided (``framework_problem``); now the
+    one resolver does: a framework's function or class is refused because nobody allowed it,
+    cairn's own class is refused in a role it does not fill, and what the program registered
+    resolves. The RLlib bridge decodes recorded callbacks through the same resolver.
+    """
     import subprocess
 
     import numpy as np
     import torch
 
-    import cairn_test_components
-    from cairn.registry import framework_problem
+    from cairn.manager import CheckpointManager
+    from cairn.registry import CALLBACK_FUNCTION, CALLBACKS_CLASS, CLASS, object_path, resolve
+    from cairn.rl.callbacks.callbacks import RLlibCallback
 
-    for obj in (np.load, torch.hub.load, torch.nn.Module, cairn.CheckpointManager):
-        assert "a checkpoint may make cairn call back only the program's own code" in str(framework_problem(obj))
-    assert "standard library" in str(framework_problem(subprocess.Popen))
-    assert framework_problem(cairn_test_components.Tree) is None
-    assert framework_problem(with_ctor_arg) is None
-    # A class the program registered is its own choice, wherever it lives.
+    for fn in (np.load, torch.hub.load):
+        with pytest.raises(cairn.UnsafeCheckpointError, match="not on cairn's allow-list"):
+            resolve(object_path(fn), where="callbacks_on_train_result", role=CALLBACK_FUNCTION)
+    with pytest.raises(cairn.UnsafeCheckpointError, match="not on cairn's allow-list"):
+        resolve(object_path(torch.nn.Module), where="callbacks_class", role=CALLBACKS_CLASS)
+    with pytest.raises(cairn.UnsafeCheckpointError, match=r"subclass of cairn\.rl\.callbacks\.callbacks:RLlibCallback"):
+        resolve(object_path(CheckpointManager), where="callbacks_class", role=CALLBACKS_CLASS)  # cairn's own
+    with pytest.raises(cairn.UnsafeCheckpointError, match="not on cairn's allow-list"):
+        resolve(object_path(subprocess.Popen), where="a class", role=CLASS)
+    assert resolve(object_path(RLlibCallback), where="callbacks_class", role=CALLBACKS_CLASS) is RLlibCallback
 
-    class FrameworkCallback(torch.nn.Module):
+    def registered_callback() -> None:
         pass
 
-    FrameworkCallback.__module__ = "torch.nn.modules.fake"
-    assert framework_problem(FrameworkCallback) is not None
-    cairn.register_class_alias("tests.gone:FrameworkCallback", FrameworkCallback)
-    assert framework_problem(FrameworkCallback) is None
+    registered_callback.__qualname__ = "registered_callback"  # as if defined at the top level
+    path = object_path(registered_callback)
+    with pytest.raises(cairn.UnsafeCheckpointError, match=r"cairn.register\(test_trust_resolver.registered_callback\)"):
+        resolve(path, where="callbacks_on_train_result", role=CALLBACK_FUNCTION)
+    cairn.register(registered_callback)
+    assert resolve(path, where="callbacks_on_train_result", role=CALLBACK_FUNCTION) is registered_callback
+    with pytest.raises(cairn.UnsafeCheckpointError, match="is a function, and a callbacks class is a class"):
+        resolve(path, where="callbacks_class", role=CALLBACKS_CLASS)  # allowed, but not in this role

@@ -36,16 +36,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.connectors.env_to_module import FlattenObservations
 from cairn.rl.examples.envs.classes.multi_agent.rock_paper_scissors import RockPaperScissors
 
 
+@cairn.register
 def policy_mapping_fn(agent_id: str, episode: Any, **kw: Any) -> str:
     """Map agent "player1" to policy "player1" and agent "player2" to policy "player2"."""
     return agent_id
 
 
+@cairn.register
 def flatten_observations(env: Any, spaces: Any, device: Any) -> FlattenObservations:
     """RLlib's ``lambda env, spaces, device: FlattenObservations(multi_agent=True)``."""
     return FlattenObservations(multi_agent=True)

@@ -59,6 +59,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+import cairn
 from cairn.rl.algorithms.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.callbacks.callbacks import RLlibCallback
@@ -66,11 +67,13 @@ from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole
 
 
+@cairn.register
 def policy_mapping_fn(aid: str, *a: Any, **kw: Any) -> str:
     """Agent ``i`` -> module ``p{i}`` (RLlib's lambda, at module level)."""
     return f"p{aid}"
 
 
+@cairn.register
 class RestoreOnInit(RLlibCallback):
     """RLlib's ``on_algorithm_init`` function: restore the best checkpoint right after the build."""
 

@@ -54,6 +54,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+import cairn
 from cairn.rl.algorithms.algorithm import Algorithm
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
 from cairn.rl.algorithms.ppo import PPOConfig
@@ -63,6 +64,7 @@ from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole
 from cairn.rl.utils.metrics import ENV_RUNNER_RESULTS, EPISODE_RETURN_MEAN
 
 
+@cairn.register
 class CrashAfterNIters(RLlibCallback):
     """Callback that makes the algo crash after a certain avg. return is reached."""
 
@@ -85,6 +87,7 @@ class CrashAfterNIters(RLlibCallback):
             self._should_crash = True
 
 
+@cairn.register
 def policy_mapping_fn(aid: str, *a: Any, **kw: Any) -> str:
     """Agent ``i`` -> module ``p{i}`` (RLlib's lambda, at module level)."""
     return f"p{aid}"

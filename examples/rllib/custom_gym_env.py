@@ -6,8 +6,8 @@ single-agent gymnasium Env (``SimpleCorridor``: walk right to the goal) learned 
 Every line that differs from RLlib's, and why:
 
 * ``.environment(SimpleCorridor, env_config=...)`` is RLlib's line: cairn records the class
-  by reference (``"custom_gym_env:SimpleCorridor"``, found again in a module the program
-  has imported) and builds ``SimpleCorridor(env_config)`` as RLlib does. Run as a script, the
+  by reference (``"custom_gym_env:SimpleCorridor"``, allowed by ``@cairn.register`` in any
+  program that imports this module) and builds ``SimpleCorridor(env_config)`` as RLlib does. Run as a script, the
   module imports itself under its own name (a class of ``__main__`` cannot be found again).
   RLlib's commented ``register_env("corridor-env", lambda config: SimpleCorridor(config))``
   works too (``cairn.rl.env.multi_agent_env.register_env``; the config records the name).
@@ -31,9 +31,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.spaces import Box, Discrete
 
+import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 
 
+@cairn.register
 class SimpleCorridor(gym.Env[np.ndarray, int]):  # type: ignore[type-arg]
     """Example of a custom env in which the agent has to walk down a corridor.
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
@@ -36,6 +37,7 @@ from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole
 from cairn.rl.examples.rl_modules.classes.random_rlm import RandomRLModule
 
 
+@cairn.register
 def policy_mapping_fn(agent_id: int, *args: Any, **kwargs: Any) -> str:
     """Map to either random behavior or PPO learning behavior based on the agent's ID."""
     return [

@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+import cairn
 from cairn.rl.algorithms.algorithm import Algorithm
 from cairn.rl.algorithms.ppo import PPO, PPOConfig
 from cairn.rl.callbacks.callbacks import RLlibCallback
@@ -57,6 +58,7 @@ BINS = np.linspace(-2.4, 2.4, 9)
 """Edges of the 8 position bins (CartPole's track)."""
 
 
+@cairn.register
 class CartPositionCallback(RLlibCallback):
     """Logs, per episode: a heatmap of the cart's positions, the max and mean distance it travelled
     (from its start position), and the pole's angle EMA-smoothed over time (RLlib: Pac-Man's lives).
@@ -99,14 +101,13 @@ class CartPositionCallback(RLlibCallback):
         metrics_logger.log_value(
             "cart_max_dist_travelled",
             dist_travelled,
-            reduce=None,
+            reduce="percentiles",
             window=100,
             percentiles=[75, 95, 99],
-            clear_on_reduce=True,
         )
         metrics_logger.log_value("cart_mean_dist_travelled", dist_travelled, reduce="mean", window=200)
         metrics_logger.log_value(
-            "pole_angle", float(abs(episode.get_observations(-1)[2])), reduce="mean", ema_coeff=0.01
+            "pole_angle", float(abs(episode.get_observations(-1)[2])), reduce="ema", ema_coeff=0.01
         )
 
     def on_train_result(self, *, result: dict[str, Any], **kwargs: Any) -> None:

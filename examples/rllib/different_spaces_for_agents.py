@@ -38,10 +38,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.env.multi_agent_env import MultiAgentEnv
 
 
+@cairn.register
 class BasicMultiAgentMultiSpaces(MultiAgentEnv):
     """A simple multi-agent example environment where agents have different spaces.
 
@@ -107,6 +109,7 @@ class BasicMultiAgentMultiSpaces(MultiAgentEnv):
         return obs, rew, terminated, truncated, info
 
 
+@cairn.register
 def policy_mapping_fn(aid: str, episode: Any, **kw: Any) -> str:
     """``agent0`` -> ``main0``, ``agent1`` -> ``main1`` (RLlib's lambda, at module level)."""
     return f"main{aid[-1]}"

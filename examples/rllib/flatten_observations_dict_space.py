@@ -39,6 +39,7 @@ from typing import Any
 
 import gymnasium as gym
 
+import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.connectors.env_to_module import FlattenObservations
 from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
@@ -49,6 +50,7 @@ if "CartPoleWithDictObs-v1" not in gym.registry:
 
 
 # Define env-to-module-connector pipeline for the new stack.
+@cairn.register
 def _env_to_module_pipeline(env: Any, spaces: Any, device: Any) -> FlattenObservations:
     return FlattenObservations(multi_agent=False)
 

@@ -43,6 +43,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.connectors.env_to_module import FrameStackingEnvToModule
 from cairn.rl.connectors.learner import FrameStackingLearner
@@ -51,12 +52,14 @@ NUM_FRAMES = 4
 """RLlib's ``--num-frames``; main() sets it before the factories run."""
 
 
+@cairn.register
 def _make_env_to_module_connector(env: Any) -> FrameStackingEnvToModule:
     # Create the env-to-module connector. We return an individual connector piece
     # here, which cairn integrates into a pipeline (before its observation filter).
     return FrameStackingEnvToModule(num_frames=NUM_FRAMES, multi_agent=False)
 
 
+@cairn.register
 def _make_learner_connector(input_observation_space: Any, input_action_space: Any) -> FrameStackingLearner:
     # Create the learner connector (in cairn, a confirmation of the env-to-module stacking).
     return FrameStackingLearner(num_frames=NUM_FRAMES, multi_agent=False)

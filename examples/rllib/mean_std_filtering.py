@@ -45,12 +45,14 @@ from typing import Any
 
 import torch
 
+import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.connectors.env_to_module.mean_std_filter import MeanStdFilter
 from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.examples.envs.classes.multi_agent import MultiAgentPendulum
 
 
+@cairn.register
 def policy_mapping_fn(aid: str, *a: Any, **kw: Any) -> str:
     """Agent ``i`` -> module ``p{i}`` (RLlib's lambda, at module level)."""
     return f"p{aid}"

@@ -44,6 +44,7 @@ from typing import Any
 
 import gymnasium as gym
 
+import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModuleSpec
@@ -52,6 +53,7 @@ from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole
 
 
+@cairn.register
 def policy_mapping_fn(agent_id: str, *args: Any, **kwargs: Any) -> str:
     """Agent ``i`` -> module ``policy_i`` (cairn: the mapping RLlib's script leaves out)."""
     return f"policy_{agent_id}"

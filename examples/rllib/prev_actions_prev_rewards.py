@@ -43,6 +43,7 @@ from typing import Any
 import gymnasium as gym
 from torch import nn
 
+import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.connectors.env_to_module import FlattenObservations, PrevActionsPrevRewards
 from cairn.rl.examples.envs.classes.stateless_cartpole import StatelessCartPole
@@ -55,6 +56,7 @@ N_PREV_ACTIONS = 1
 
 
 # Define our custom connector pipelines.
+@cairn.register
 def _env_to_module(env: Any, spaces: Any = None, device: Any = None) -> list[Any]:
     # Create the env-to-module connector pipeline.
     return [

@@ -46,6 +46,7 @@ import os
 import tempfile
 from typing import Any
 
+import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
@@ -53,6 +54,7 @@ from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.examples.envs.classes.multi_agent import MultiAgentPendulum
 
 
+@cairn.register
 def policy_mapping_fn(aid: str, *a: Any, **kw: Any) -> str:
     """Agent ``i`` -> module ``p{i}`` (RLlib's lambda, at module level)."""
     return f"p{aid}"

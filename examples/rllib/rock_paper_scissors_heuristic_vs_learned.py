@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModuleSpec
@@ -57,6 +58,7 @@ from cairn.rl.examples.rl_modules.classes.rock_paper_scissors_heuristic_rlm impo
 )
 
 
+@cairn.register
 def policy_mapping_fn(aid: str, episode: EpisodeInfo, **kwargs: Any) -> str:
     """Let the learning module always play against either heuristic one: ``always_same`` or ``beat_last``."""
     return (

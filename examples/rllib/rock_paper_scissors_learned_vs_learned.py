@@ -40,6 +40,7 @@ from typing import Any
 
 from pettingzoo.classic import rps_v2
 
+import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.connectors.env_to_module import FlattenObservations
 from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
@@ -54,11 +55,13 @@ register_env(
 )
 
 
+@cairn.register
 def _env_to_module_pipeline(env: Any, spaces: Any, device: Any) -> FlattenObservations:
     """RLlib's lambda, at module level: one-hot the ``Discrete`` observations (the opponent's last move)."""
     return FlattenObservations(multi_agent=True)
 
 
+@cairn.register
 def policy_mapping_fn(aid: str, episode: Any, **kwargs: Any) -> str:
     """`player_0` uses `p0`, `player_1` uses `p1` (RLlib's lambda, at module level)."""
     return re.sub("^player_", "p", aid)

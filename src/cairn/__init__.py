@@ -16,10 +16,11 @@ from cairn.errors import (
     DamagedCheckpointWarning,
     IncompatibleCheckpointError,
     SignatureError,
+    UnreadableCheckpointError,
     UnsafeCheckpointError,
 )
 from cairn.manifest import FORMAT_VERSION
-from cairn.registry import register_class_alias, register_type
+from cairn.registry import register, register_class_alias, register_type
 
 if TYPE_CHECKING:
     from cairn.manager import CheckpointInfo, CheckpointManager
@@ -65,8 +66,10 @@ __all__ = [
     "DamagedCheckpointWarning",
     "IncompatibleCheckpointError",
     "SignatureError",
+    "UnreadableCheckpointError",
     "UnsafeCheckpointError",
     "__version__",
+    "register",
     "register_class_alias",
     "register_type",
     "sign_checkpoint",

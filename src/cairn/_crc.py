@@ -1,6 +1,6 @@
 """CRC-32, and the helper threads that overlap hashing with I/O.
 
-The digests that decide trust are SHA-256 (:class:`cairn.manifest.Hasher`);
+The digests that decide trust are BLAKE3 or SHA-256 (:class:`cairn.manifest.Hasher`);
 CRC-32 is the fast pre-check a format 2 manifest records beside each digest,
 and the whole checksum of format 1 checkpoints, which cairn still reads.
 

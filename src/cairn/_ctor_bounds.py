@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.errors import CheckpointError, CorruptCheckpointError
+from cairn.errors import CheckpointError, CorruptCheckpointError, UnsafeCheckpointError
 
 __all__ = [
     "ALLOC_BYTES_CONSTANT",
@@ -31,6 +31,7 @@ __all__ = [
     "FolderSizes",
     "alloc_limit",
     "check_ctor_args",
+    "check_machine",
     "mlp_parameter_bytes",
 ]
 
@@ -89,6 +90,42 @@ def check_ctor_args(
             f"{where}: the constructor arguments of {cls.__qualname__} do not fit what the checkpoint holds: "
             f"{problem}; it is corrupt or hostile, and nothing was built."
         )
+
+
+def check_machine(
+    cls: type, args: tuple[Any, ...], kwargs: Mapping[str, Any], *, overridden: frozenset[str], where: str
+) -> None:
+    """Ask ``cls``'s ``ctor_machine_problem`` hook whether recorded counts fit the caller's machine.
+
+    A constructor that starts processes, threads or Ray actors by an argument
+    (an algorithm's ``num_env_runners``, ``num_learners``, ``num_torch_threads``)
+    defines the classmethod hook::
+
+        @classmethod
+        def ctor_machine_problem(cls, args: tuple, kwargs: dict, overridden: frozenset[str]) -> str | None:
+            ...  # why the recorded counts start more than this machine allows, or None
+
+    ``overridden`` names the arguments the caller passed to ``from_checkpoint``:
+    those are the caller's explicit choice, not the file's. The engine calls it
+    after the overrides are applied and before the class is called.
+
+    Raises:
+        UnsafeCheckpointError: The hook found a problem (its message names the field and the override).
+        CheckpointError: The hook itself failed.
+    """
+    hook = getattr(cls, "ctor_machine_problem", None)
+    if hook is None:
+        return
+    try:
+        problem = hook(tuple(args), dict(kwargs), overridden)
+    except CheckpointError:
+        raise
+    except Exception as err:  # a hook that misbehaves on hostile values: never let it escape
+        raise CorruptCheckpointError(
+            f"{where}: checking the counts recorded for {cls.__qualname__} failed ({type(err).__name__}: {err})."
+        ) from err
+    if problem is not None:
+        raise UnsafeCheckpointError(f"{where}: {cls.__qualname__} is not built: {problem}.")
 
 
 def mlp_parameter_bytes(hidden_sizes: Any, *, itemsize: int = 4) -> int:

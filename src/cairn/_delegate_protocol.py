@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cairn.manifest import FileEntry
+from cairn.manifest import DIGEST_ALGORITHM, FileEntry
 
 if TYPE_CHECKING:
     from cairn.storage.base import Storage
@@ -37,6 +37,7 @@ class DelegatedFolder:
             on storage with local paths, a delegate that cannot see it is on
             another filesystem and refuses with a clear error.
         component: The folder's component path in the checkpoint (for messages).
+        digest: On save, the digest algorithm of the checkpoint (a tree uses one).
         expected: On restore, the entry of the folder's ``manifest.json`` that the
             parent's manifest records (None when ``path`` is the restore's own
             folder and no parent seals it); the delegate's read checks it.
@@ -47,6 +48,7 @@ class DelegatedFolder:
     root: str
     component: str
     expected: FileEntry | None = None
+    digest: str = DIGEST_ALGORITHM  # on save: the checkpoint's digest, which the folder's files use too
 
     def uri(self) -> str:
         """The folder as a user names it (with the protocol on remote storage)."""

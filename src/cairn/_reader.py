@@ -19,6 +19,7 @@ from cairn.errors import (
     CheckpointNotFoundError,
     ComponentNotFoundError,
     CorruptCheckpointError,
+    UnreadableCheckpointError,
     UnsafeCheckpointError,
 )
 from cairn.manifest import (
@@ -35,11 +36,21 @@ from cairn.manifest import (
     check_format_version,
     load_json,
 )
+from cairn.registry import Trusted
 from cairn.storage.base import FileTooLargeError, Storage
 from cairn.storage.resolve import resolve_storage
 
 # numpy, msgpack and the codecs are imported inside the functions that encode or
 # decode, so that reading manifests and metadata (cairn inspect, ls) stays fast.
+
+
+def unreadable_error(where: str, err: PermissionError) -> UnreadableCheckpointError:
+    """The error for a file or folder of a checkpoint this process may not read (the one phrasing of it)."""
+    return UnreadableCheckpointError(
+        f"{where} cannot be read: {err.strerror or 'permission denied'}. Give the user running this process "
+        f"read access to the checkpoint's files and folders (for example `chmod -R u+rX` on the checkpoint, or "
+        "run as the user that wrote it), then load it again."
+    )
 
 
 @dataclass
@@ -89,6 +100,8 @@ class FolderReader:
                 f"No committed checkpoint at {self.where()}: it has no {MANIFEST}. The save that "
                 "wrote it was interrupted, or it is not a cairn checkpoint."
             ) from err
+        except PermissionError as err:
+            raise unreadable_error(self.where(MANIFEST), err) from err
         except (IsADirectoryError, NotADirectoryError) as err:
             # A hostile or damaged tree: a file where a folder should be, or the reverse.
             raise CorruptCheckpointError(
@@ -190,6 +203,8 @@ class FolderReader:
             raise CorruptCheckpointError(
                 f"{self.where(name)} is missing, though the manifest lists it; the checkpoint is damaged."
             ) from err
+        except PermissionError as err:
+            raise unreadable_error(self.where(name), err) from err
         except (IsADirectoryError, NotADirectoryError) as err:
             raise CorruptCheckpointError(
                 f"{self.where(name)} cannot be read: {err.strerror or err}; "
@@ -219,7 +234,7 @@ class FolderReader:
 
     def child(self, name: str) -> FolderReader:
         """The reader of component ``name``'s folder."""
-        if name not in self.manifest.components:
+        if not self.manifest.has_component(name):
             raise ComponentNotFoundError(
                 f"The checkpoint at {self.where()} has no component {name!r}; it has: "
                 f"{', '.join(self.manifest.components) or '(none)'}."
@@ -245,13 +260,13 @@ class FolderReader:
                 "trust where it came from."
             )
 
-    def ctor(self, allow_pickle: bool) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """The recorded constructor arguments."""
+    def ctor(self, allow_pickle: bool, trusted: Trusted | None = None) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The recorded constructor arguments; the classes they name resolve with ``trusted`` (SPEC 8)."""
         from cairn.codec.ctor import decode_ctor
 
         self.check_pickle(allow_pickle)
         obj = load_json(self.read(CTOR, max_bytes=MAX_JSON_BYTES), where=self.where(CTOR))
-        return decode_ctor(obj, allow_pickle=allow_pickle, where=self.where(CTOR))
+        return decode_ctor(obj, allow_pickle=allow_pickle, where=self.where(CTOR), trusted=trusted)
 
     def tensor_source(self) -> MemoryTensorFile | StreamedTensorFile | None:
         """The folder's tensor file, or None when it has none.
@@ -272,6 +287,8 @@ class FolderReader:
             raise CorruptCheckpointError(
                 f"{self.where(TENSORS)} is missing, though the manifest lists it; the checkpoint is damaged."
             ) from err
+        except PermissionError as err:
+            raise unreadable_error(self.where(TENSORS), err) from err
         except (IsADirectoryError, NotADirectoryError) as err:
             raise CorruptCheckpointError(
                 f"{self.where(TENSORS)} cannot be read: {err.strerror or err}; the checkpoint's folder structure "

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cairn._ctor_bounds import FolderSizes, check_ctor_args
+from cairn._ctor_bounds import FolderSizes, check_ctor_args, check_machine
 from cairn._delegate_protocol import DelegatedComponent, DelegatedFolder, Once, Waiter
 from cairn._reader import FolderReader, ReadRace, open_checkpoint, read_consistently
 from cairn._tensorio import MemoryTensorFile, StreamedTensorFile, read_files, verify_files
@@ -35,7 +35,7 @@ from cairn.manifest import (
     Digest,
     FileEntry,
 )
-from cairn.registry import class_path, resolve_class
+from cairn.registry import Trusted, check_recorded_names, class_path, resolve_class
 
 if TYPE_CHECKING:
     from cairn.checkpointable import Checkpointable
@@ -423,16 +423,25 @@ def build_from_checkpoint(
     allow_pickle: bool,
     ctor_overrides: dict[str, Any],
     signed_root: FileEntry | None = None,
+    trusted: Trusted | None = None,
 ) -> Checkpointable:
     """Construct the recorded class with the recorded (or overridden) arguments, then restore it.
 
     Constructor arguments and state come from one version of the checkpoint, even when
-    another process saves over ``path`` meanwhile (see :func:`read_consistently`).
+    another process saves over ``path`` meanwhile (see :func:`read_consistently`). Every
+    class or function they name resolves through the allow-list with ``trusted`` (SPEC 8),
+    before anything is constructed.
     """
     return read_consistently(
         open_checkpoint(path, filesystem, expected=signed_root),
         lambda reader: _build_once(
-            cls, reader, path, filesystem=filesystem, allow_pickle=allow_pickle, ctor_overrides=ctor_overrides
+            cls,
+            reader,
+            path,
+            filesystem=filesystem,
+            allow_pickle=allow_pickle,
+            ctor_overrides=ctor_overrides,
+            trusted=trusted,
         ),
     )
 
@@ -456,20 +465,24 @@ def _build_once(
     filesystem: Any,
     allow_pickle: bool,
     ctor_overrides: dict[str, Any],
+    trusted: Trusted | None,
 ) -> Checkpointable:
     import inspect
 
     reader.check_pickle(allow_pickle)
     recorded = reader.metadata["class"]
     # The class the caller passed may be taken even from a script's __main__: the caller chose it.
-    rec_cls = resolve_class(recorded, where=reader.where(METADATA), expected=cls)
+    rec_cls = resolve_class(recorded, where=reader.where(METADATA), expected=cls, trusted=trusted)
     if not issubclass(rec_cls, cls):
         raise IncompatibleCheckpointError(
             f"The checkpoint at {reader.where()} holds a {recorded}, which is not a "
             f"{class_path(cls)} (nor a subclass). Load it with {rec_cls.__qualname__}.from_checkpoint() "
             "or cairn.Checkpointable.from_checkpoint()."
         )
-    args, kwargs = reader.ctor(allow_pickle)
+    args, kwargs = reader.ctor(allow_pickle, trusted)
+    # What the recorded arguments name by reference (a config's connector factories, callbacks,
+    # mapping functions) resolves through the allow-list now, before anything is built (SPEC 8).
+    check_recorded_names(rec_cls, args, kwargs, trusted=trusted, where=reader.where(CTOR))
     if hasattr(rec_cls, "ctor_args_problem"):
         # What the constructor will allocate, bounded by what the folder holds (SPEC 8), before it
         # runs. The recorded arguments are checked, overridden or not: a file that records more
@@ -502,6 +515,8 @@ def _build_once(
                     f"{', '.join(params) or '(nothing)'}."
                 )
         args, kwargs = bound.args, bound.kwargs
+    # Counts that start processes, threads or actors fit this machine, unless the caller passed them.
+    check_machine(rec_cls, args, kwargs, overridden=frozenset(ctor_overrides), where=reader.where(CTOR))
     try:
         obj = rec_cls(*args, **kwargs)
     except CheckpointError:

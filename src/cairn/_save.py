@@ -31,10 +31,12 @@ from cairn._version import __version__
 from cairn.codec.tensors import build_header
 from cairn.errors import (
     CheckpointError,
+    CorruptCheckpointError,
     DamagedCheckpointWarning,
 )
 from cairn.manifest import (
     CTOR,
+    DIGEST_ALGORITHM,
     FORMAT_VERSION,
     MANIFEST,
     MAX_COMPONENT_DEPTH,
@@ -45,8 +47,9 @@ from cairn.manifest import (
     FileEntry,
     Hasher,
     Manifest,
+    check_digest_algorithm,
 )
-from cairn.registry import class_path
+from cairn.registry import class_path, register_passed
 from cairn.storage.base import Chunk, FileStamp, Storage
 from cairn.storage.resolve import resolve_storage
 
@@ -194,6 +197,10 @@ def _metadata_bytes(
         raise CheckpointError(
             f"{type(obj).__qualname__}.get_metadata() returns the reserved keys {sorted(clash)}; rename them."
         )
+    # The program built and saved an object of this class: a load in this program may build it
+    # again (SPEC 8: saving and continuing in one process needs nothing extra; a fresh process
+    # allows it by cairn.register or trusted=).
+    register_passed(type(obj))
     metadata: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "cairn_version": __version__,
@@ -219,22 +226,77 @@ def plan_checkpoint(
     state: dict[str, Any] | None,
     allow_pickle: bool,
     extra_metadata: dict[str, Any] | None = None,
-    snapshot: Callable[[Any], Any] | None = None,
 ) -> _PlannedFolder:
     """Plan a save of ``obj``: of ``state`` when given, else of ``obj.get_state()`` with delegation.
 
     With ``state=None`` the engine asks for the state itself, leaving out the
     delegated components (their delegates write them); a given ``state`` is
-    written as it is (components missing from it are not written). ``snapshot``
-    turns the state into a copy that training going on cannot change (async saves).
+    written as it is (components missing from it are not written). An async
+    save then calls :func:`snapshot_plan` before it returns.
     """
     delegate = state is None
     if state is None:
         paths = delegations(obj)
         state = obj.get_state(not_components=sorted(paths)) if paths else obj.get_state()
-    if snapshot is not None:
-        state = snapshot(state)
     return plan_save(obj, state, allow_pickle=allow_pickle, extra_metadata=extra_metadata, delegate=delegate)
+
+
+class BufferPool:
+    """Buffers of an earlier snapshot (:func:`snapshot_plan`), reused by the next one.
+
+    Fresh memory is expensive (page faults and zeroing run at a fraction of memcpy
+    speed), so an async save copies into the buffers the previous save used, once
+    that save is committed (:meth:`give_back`). With at most one save in flight,
+    the pool holds at most one state's worth of memory.
+    """
+
+    def __init__(self) -> None:
+        """An empty pool."""
+        self._free: dict[int, list[Any]] = {}
+
+    def take(self, nbytes: int) -> Any:
+        """A uint8 buffer of ``nbytes`` bytes: a free one of that size, else a new one."""
+        import numpy as np
+
+        bufs = self._free.get(nbytes)
+        return bufs.pop() if bufs else np.empty(nbytes, dtype=np.uint8)
+
+    def give_back(self, taken: list[Any]) -> None:
+        """Return the buffers of a committed (or failed) snapshot; the ones not returned are dropped."""
+        self._free = {}
+        for buf in taken:
+            self._free.setdefault(int(buf.nbytes), []).append(buf)
+
+
+def snapshot_plan(plan: _PlannedFolder, pool: BufferPool) -> list[Any]:
+    """Copy every byte of the plan that the caller's objects still own; return the buffers used.
+
+    A plan is the state as the codec encoded it: its skeletons, constructor and
+    metadata files are ``bytes`` of its own, and its tensor files are views of the
+    arrays the state holds, wherever the codec found them (nested lists, tuples
+    and dicts, the fields of a registered type, numpy arrays, torch tensors). Each
+    such view is copied here, so that whatever the codec accepts is snapshotted by
+    construction: there is no second walk of the state to get out of step with the
+    codec's. Called by an async save before it returns; training may then change
+    any array without touching the checkpoint being written.
+    """
+    taken: list[Any] = []
+
+    def copy(folder: _PlannedFolder) -> None:
+        for chunks in folder.files.values():
+            for i, chunk in enumerate(chunks):
+                if type(chunk) is bytes:  # immutable, and owned by the plan
+                    continue
+                view = memoryview(chunk).cast("B")
+                buf = pool.take(view.nbytes)
+                memoryview(buf.data).cast("B")[:] = view
+                taken.append(buf)
+                chunks[i] = memoryview(buf.data).cast("B")
+        for child in folder.children.values():
+            copy(child)
+
+    copy(plan)
+    return taken
 
 
 @dataclass
@@ -375,11 +437,16 @@ def write_planned(
     waiters: dict[str, Waiter] | None = None,
     where: str = "",
     checked: CheckedFiles | None = None,
+    written: list[tuple[str, FileEntry, list[Chunk]]] | None = None,
+    digest: str = DIGEST_ALGORITHM,
 ) -> FileEntry:
     """Write a planned folder bottom-up; return its manifest's entry for the parent.
 
+    Every file and manifest is digested with ``digest`` (BLAKE3 or SHA-256: one per tree).
+    ``written`` collects ``(path, entry, chunks)`` of each file written (not linked), for :func:`check_written`.
+
     With ``previous`` (the same component's folder in an earlier checkpoint), a
-    file whose size and SHA-256 match is hard-linked or copied server-side
+    file whose size and digest match is hard-linked or copied server-side
     instead of written again, once it is read back and found sound (or
     ``checked`` vouches for it: see :class:`CheckedFiles`). ``before_manifest`` runs just before this folder's
     own manifest is written (the root's is the commit marker on object stores).
@@ -389,7 +456,7 @@ def write_planned(
     """
     stats = stats if stats is not None else WriteStats()
     storage.makedirs(folder)
-    manifest = Manifest()
+    manifest = Manifest(digest=digest)
     delegated: list[str] = []
     for name, child in plan.children.items():
         path = f"{where}/{name}" if where else name
@@ -400,7 +467,7 @@ def write_planned(
         prev_child = None
         if previous is not None:
             try:
-                prev_child = previous.child(name) if name in previous.manifest.components else None
+                prev_child = previous.child(name) if previous.manifest.has_component(name) else None
             except CheckpointError:
                 prev_child = None
         manifest.files[f"{name}/{MANIFEST}"] = write_planned(
@@ -412,32 +479,98 @@ def write_planned(
             waiters=waiters,
             where=path,
             checked=checked,
+            written=written,
+            digest=digest,
         )
     for fname, chunks in plan.files.items():
         dst = storage.join(folder, fname)
-        linked = _link_unchanged(storage, dst, fname, chunks, previous, stats, checked, where)
+        linked = _link_unchanged(storage, dst, fname, chunks, previous, stats, checked, where, digest)
         if linked is not None:
             manifest.files[fname] = linked
             continue
-        entry = storage.write_file(dst, chunks)
+        entry = storage.write_file(dst, chunks, algorithm=digest)
         stats.bytes_written += entry.size
         stats.files_written += 1
         manifest.files[fname] = entry
+        if written is not None:
+            written.append((dst, entry, chunks))
     for name in delegated:  # the delegates wrote meanwhile; their entries seal their folders
-        path = f"{where}/{name}" if where else name
-        if waiters is None or path not in waiters:
-            raise CheckpointError(f"The delegated folder {path!r} was planned but its delegate was never started.")
-        entry = waiters[path]()
-        if not isinstance(entry, FileEntry):
-            raise CheckpointError(
-                f"The delegate of component {path!r} returned {entry!r} from its save instead of the "
-                "FileEntry of the folder's manifest.json (what cairn.delegation.write_folder returns)."
-            )
-        manifest.files[f"{name}/{MANIFEST}"] = entry
+        manifest.files[f"{name}/{MANIFEST}"] = _delegate_entry(f"{where}/{name}" if where else name, waiters)
     data = manifest.to_bytes()
     if before_manifest is not None:
         before_manifest()
-    return storage.write_file(storage.join(folder, MANIFEST), [data])
+    path = storage.join(folder, MANIFEST)
+    entry = storage.write_file(path, [data], algorithm=digest)
+    if written is not None and where:  # the root manifest commits (object stores): it is checked before
+        written.append((path, entry, [data]))
+    return entry
+
+
+def _delegate_entry(path: str, waiters: dict[str, Waiter] | None) -> FileEntry:
+    """Wait for the delegate writing the folder at component ``path``; the entry of its manifest."""
+    if waiters is None or path not in waiters:
+        raise CheckpointError(f"The delegated folder {path!r} was planned but its delegate was never started.")
+    entry = waiters[path]()
+    if not isinstance(entry, FileEntry):
+        raise CheckpointError(
+            f"The delegate of component {path!r} returned {entry!r} from its save instead of the "
+            "FileEntry of the folder's manifest.json (what cairn.delegation.write_folder returns)."
+        )
+    return entry
+
+
+def check_written(storage: Storage, written: list[tuple[str, FileEntry, list[Chunk]]]) -> None:
+    """Check that each file written holds the bytes its digest records, before the save commits.
+
+    A digest is computed as the bytes go out; if the bytes changed meanwhile (an
+    array of a synchronous save changed by another thread, say), the file would not
+    match its own manifest, and a manager's retention would count a checkpoint that
+    fails its checksum as good. Local files are read back (from the page cache, as
+    they were just written); on other storage, whose reads are downloads, the bytes
+    sent are read again from memory.
+
+    What is compared is the CRC-32 that ``write_file`` computed over exactly the bytes
+    it digested, in the same pass, with the CRC-32 of the bytes read back (ISA-L's,
+    about ten times the digest's speed): a check against accidents (the racing
+    thread), not forgers, who would have to be writing this process's memory. An entry
+    without one (a storage that records none) is checked by its digest.
+
+    Raises:
+        CorruptCheckpointError: A file does not hold the bytes its digest records.
+    """
+    from cairn._tensorio import crc_fd, digest_fd
+
+    for path, entry, chunks in written:
+        crc, digest = 0, None
+        if storage.file_descriptors:
+            fd = storage.open_regular(path)
+            try:
+                if entry.crc32 is not None:
+                    size, crc = crc_fd(fd, entry.size + 1)  # one byte past: a longer file is told
+                else:
+                    size, digest = digest_fd(fd, entry.size + 1, entry.digest.algorithm)
+            finally:
+                os.close(fd)
+        else:
+            hasher = Hasher(entry.digest.algorithm)
+            size = 0
+            for chunk in chunks:
+                view = memoryview(chunk).cast("B")
+                if entry.crc32 is not None:
+                    crc = crc32(view, crc)
+                else:
+                    hasher.update(view)
+                size += view.nbytes
+            digest = hasher.digest() if entry.crc32 is None else None
+        same = entry.crc32 == crc if entry.crc32 is not None else digest == entry.digest
+        if size != entry.size or not same:
+            raise CorruptCheckpointError(
+                f"The save wrote {storage.uri(path)}, which does not hold the bytes whose digest it recorded "
+                f"({size} bytes read back, {entry.size} recorded): the state changed while it was written "
+                "(another thread changed an array during a synchronous save: use "
+                "CheckpointManager(async_save=True), which saves a snapshot, or pause that thread), or the storage "
+                "returned other bytes. Nothing was committed; save again."
+            )
 
 
 def _link_unchanged(
@@ -449,103 +582,136 @@ def _link_unchanged(
     stats: WriteStats,
     checked: CheckedFiles | None,
     where: str,
+    digest: str,
 ) -> FileEntry | None:
-    """Link ``previous``'s file ``fname`` as ``dst`` when it holds exactly ``chunks``; its entry, else None."""
+    """Link ``previous``'s file ``fname`` as ``dst`` when it holds exactly ``chunks``; its entry, else None.
+
+    Damage never spreads (SPEC 8): a file is reused only if it holds the bytes its
+    manifest records (a flipped bit linked into every later step would leave no good
+    copy once retention deletes the damaged one). What is checked is the new link,
+    after it is made, not the path it was made from: another writer may commit over
+    the previous checkpoint between a check of the path and the link (issue 33, F5).
+    """
     prev = _previous_entry(previous, fname)
     if prev is None or fname == METADATA or previous is None:
         return None
-    entry = _unchanged_entry(chunks, prev)
-    # Damage never spreads: a file is reused only if it still holds the bytes its
-    # manifest records (a flipped bit linked into every later step would leave no
-    # good copy once retention deletes the damaged one).
-    if entry is None or not _still_matches(previous, fname, prev, checked, stats):
+    entry = _unchanged_entry(chunks, prev, digest)
+    if entry is None:
         return None
-    storage.link_or_copy(previous.storage.join(previous.folder, fname), dst)
-    if checked is not None:
-        checked.linked(storage.stamp(dst), f"{where}/{fname}" if where else fname)
-    stats.bytes_linked += entry.size
-    stats.files_linked += 1
-    return entry
+    src = previous.storage.join(previous.folder, fname)
+    problem = ""
+    src_stamp = None
+    try:
+        if storage.is_symlink(src):
+            problem = "it is a symbolic link"
+        else:
+            # Taken before the link: CheckedFiles vouches for the file of this stamp only if the
+            # link made is that very file (same identity, size and mtime; the link moves the ctime).
+            src_stamp = storage.stamp(src) if checked is not None else None
+            storage.link_or_copy(src, dst)
+    except (OSError, CheckpointError) as err:
+        problem = f"it cannot be linked ({type(err).__name__}: {err})"
+    if not problem:
+        problem = _link_problem(storage, dst, entry, checked, stats, src_stamp)
+        if not problem:
+            if checked is not None:
+                checked.linked(storage.stamp(dst), f"{where}/{fname}" if where else fname)
+            stats.bytes_linked += entry.size
+            stats.files_linked += 1
+            return entry
+        with contextlib.suppress(OSError, CheckpointError):
+            storage.remove(dst)  # written afresh by the caller
+    warnings.warn(
+        f"{storage.uri(src)} of the previous checkpoint is damaged or was replaced: {problem}. The new checkpoint "
+        "gets a fresh copy of the file instead of a link to it. Run `cairn verify` on the previous checkpoint.",
+        DamagedCheckpointWarning,
+        stacklevel=3,
+    )
+    return None
 
 
 _REUSE_CHECK_CHUNK = 16 << 20
 
 
-def _still_matches(
-    previous: FolderReader, name: str, entry: FileEntry, checked: CheckedFiles | None, stats: WriteStats
-) -> bool:
-    """Whether the previous checkpoint's file ``name`` still matches its manifest ``entry``.
+def _link_problem(
+    storage: Storage,
+    dst: str,
+    entry: FileEntry,
+    checked: CheckedFiles | None,
+    stats: WriteStats,
+    src_stamp: FileStamp | None,
+) -> str:
+    """Why the file just linked (or copied) as ``dst`` may not stand for ``entry``; "" when it may.
 
     Read in bounded chunks (never the whole file at once), unless ``checked`` vouches
-    for it. On a mismatch, or any error reading it, the file is not reused and a
-    warning names it.
+    for the file linked: the one whose stamp it recorded, as ``src_stamp`` (taken just
+    before the link) shows, and ``dst`` is that very file.
     """
-    storage = previous.storage
-    path = storage.join(previous.folder, name)
-    problem = ""
     stamp = None
     try:
-        if storage.is_symlink(path):
-            problem = "it is a symbolic link"
-        elif storage.size(path) != entry.size:
-            problem = f"it is {storage.size(path)} bytes but its manifest records {entry.size}"
-        else:
-            # The stamp is taken before the read: a write during the read changes it, so a
-            # file changed after its bytes were checked is never remembered as checked.
-            stamp = storage.stamp(path) if checked is not None else None
-            if checked is not None and checked.vouch(stamp, entry):
-                stats.files_vouched += 1
-                return True
-            started = time.time_ns()
-            hasher, off = Hasher(entry.digest.algorithm), 0
-            while off < entry.size:
-                chunk = storage.read_range(path, off, min(off + _REUSE_CHECK_CHUNK, entry.size))
-                if not chunk:
-                    break
-                hasher.update(chunk)
-                off += len(chunk)
-            stats.bytes_reread += off
-            digest = hasher.digest()
-            if off != entry.size or digest != entry.digest:
-                problem = f"it fails its checksum ({digest}, manifest says {entry.digest})"
-            elif checked is not None:
-                checked.note(stamp, entry, started)
+        if storage.is_symlink(dst):
+            return "it is a symbolic link"
+        size = storage.size(dst)
+        if size != entry.size:
+            return f"it is {size} bytes but its manifest records {entry.size}"
+        # The stamp is taken before the read: a write during the read changes it, so a
+        # file changed after its bytes were checked is never remembered as checked.
+        stamp = storage.stamp(dst) if checked is not None else None
+        if (
+            checked is not None
+            and stamp is not None
+            and src_stamp is not None
+            and checked.vouch(src_stamp, entry)
+            and (stamp.file_id, stamp.size, stamp.mtime_ns) == (src_stamp.file_id, src_stamp.size, src_stamp.mtime_ns)
+        ):
+            stats.files_vouched += 1
+            return ""
+        started = time.time_ns()
+        hasher, off = Hasher(entry.digest.algorithm), 0
+        while off < entry.size:
+            chunk = storage.read_range(dst, off, min(off + _REUSE_CHECK_CHUNK, entry.size))
+            if not chunk:
+                break
+            hasher.update(chunk)
+            off += len(chunk)
+        stats.bytes_reread += off
+        digest = hasher.digest()
+        if off != entry.size or digest != entry.digest:
+            if checked is not None:
+                checked.forget(stamp)
+            return f"the file linked fails its checksum ({digest}, manifest says {entry.digest})"
+        if checked is not None:
+            checked.note(stamp, entry, started)
+        return ""
     except (OSError, CheckpointError) as err:
-        problem = f"it cannot be read ({type(err).__name__}: {err})"
-    if not problem:
-        return True
-    if checked is not None:
-        checked.forget(stamp)
-    warnings.warn(
-        f"{storage.uri(path)} of the previous checkpoint is damaged: {problem}. The new checkpoint gets "
-        "a fresh copy of the file instead of a link to it. Run `cairn verify` on the previous checkpoint.",
-        DamagedCheckpointWarning,
-        stacklevel=2,
-    )
-    return False
+        if checked is not None:
+            checked.forget(stamp)
+        return f"the file linked cannot be read ({type(err).__name__}: {err})"
 
 
-def _unchanged_entry(chunks: list[Chunk], prev: FileEntry) -> FileEntry | None:
-    """The entry of ``chunks`` when they are ``prev``'s bytes (same size and SHA-256), else None.
+def _unchanged_entry(chunks: list[Chunk], prev: FileEntry, digest: str) -> FileEntry | None:
+    """The entry of ``chunks`` when they are ``prev``'s bytes (same size and ``digest``), else None.
 
-    Only a matching SHA-256 decides. Size and CRC-32 (ten times faster) only rule
-    out, cheaply, a file that certainly changed, which is then hashed once, as it
-    is written, rather than twice. A ``prev`` of another format (CRC-32 only) is
-    never matched: its file is written again in the current format.
+    Only a matching digest decides; a different size rules a file out at once. A
+    ``prev`` of another algorithm (an older format, or a save with another
+    ``digest=``) is never matched: its file is written again, so one tree never
+    mixes algorithms. A ``prev`` of format 2 carries a CRC-32 (ten times faster than
+    SHA-256), which rules out a file that certainly changed before it is hashed.
     """
     views = [memoryview(c).cast("B") for c in chunks]
-    if sum(len(v) for v in views) != prev.size or prev.crc32 is None or prev.digest.algorithm != "sha256":
+    if sum(len(v) for v in views) != prev.size or prev.digest.algorithm != digest:
         return None
-    crc = 0
-    for v in views:
-        crc = crc32(v, crc)
-    if crc != prev.crc32:
-        return None
-    hasher = Hasher()
+    if prev.crc32 is not None:
+        crc = 0
+        for v in views:
+            crc = crc32(v, crc)
+        if crc != prev.crc32:
+            return None
+    hasher = Hasher(digest)
     for v in views:
         hasher.update(v)
-    digest = hasher.digest()
-    return FileEntry(prev.size, digest, crc) if digest == prev.digest else None
+    entry = FileEntry(prev.size, hasher.digest(), prev.crc32)
+    return entry if entry.digest == prev.digest else None
 
 
 def save(
@@ -555,15 +721,20 @@ def save(
     state: dict[str, Any] | None,
     filesystem: Any,
     allow_pickle: bool,
+    digest: str = DIGEST_ALGORITHM,
 ) -> str:
-    """Save ``obj`` (or the given ``state``) as a checkpoint at ``path``; return the path."""
+    """Save ``obj`` (or the given ``state``) as a checkpoint at ``path``; return the path.
+
+    ``digest``: the checkpoint's digest (:data:`cairn.manifest.DIGEST_ALGORITHMS`).
+    """
     started = time.monotonic()  # the save's one deadline counts from here (SPEC 8)
+    digest = check_digest_algorithm(digest)
     if path is None:
         path = os.path.join(tempfile.gettempdir(), f"cairn-{uuid.uuid4().hex[:16]}")
     storage, final = resolve_storage(path, filesystem)
     plan = plan_checkpoint(obj, state=state, allow_pickle=allow_pickle)
     # One deadline for the whole save, its cleanup included (SPEC 8), not one per storage call.
-    return commit_plan(storage.bounded(plan_bytes(plan), since=started), final, plan)
+    return commit_plan(storage.bounded(plan_bytes(plan), since=started), final, plan, digest=digest)
 
 
 def plan_bytes(plan: _PlannedFolder) -> int:
@@ -598,7 +769,7 @@ class StartedWrite:
                 waiter()
 
 
-def start_write(storage: Storage, final: str, plan: _PlannedFolder) -> StartedWrite:
+def start_write(storage: Storage, final: str, plan: _PlannedFolder, *, digest: str = DIGEST_ALGORITHM) -> StartedWrite:
     """Claim the staging place of a save at ``final`` and start the plan's delegates.
 
     Called before the rest is written; an async save calls it before it returns, so
@@ -610,7 +781,7 @@ def start_write(storage: Storage, final: str, plan: _PlannedFolder) -> StartedWr
         for path, node in _delegated_nodes(plan):
             delegate = node.delegate
             if delegate is not None:  # always, for the nodes _delegated_nodes returns
-                folder = DelegatedFolder(storage, storage.join(staging, *path.split("/")), staging, path)
+                folder = DelegatedFolder(storage, storage.join(staging, *path.split("/")), staging, path, digest=digest)
                 started.waiters[path] = Once(delegate.start_save(folder, allow_pickle=node.allow_pickle))
     except BaseException:
         started.abort()
@@ -627,8 +798,9 @@ def commit_plan(
     stats: WriteStats | None = None,
     started: StartedWrite | None = None,
     checked: CheckedFiles | None = None,
+    digest: str = DIGEST_ALGORITHM,
 ) -> str:
-    """Write a plan at ``final`` atomically (reusing unchanged files of ``previous``).
+    """Write a plan at ``final`` atomically (reusing unchanged files of ``previous``), digested with ``digest``.
 
     ``checked``: files of earlier checkpoints this process already read back (see
     :class:`CheckedFiles`); None reads back every file before it is linked.
@@ -641,10 +813,16 @@ def commit_plan(
     waited for before the staging place is removed.
     """
     if started is None:
-        started = start_write(storage, final, plan)
+        started = start_write(storage, final, plan, digest=digest)
     staging = started.staging
     try:
         files = _planned_files(plan)
+        written: list[tuple[str, FileEntry, list[Chunk]]] = []
+
+        def before_root_manifest() -> None:
+            check_written(storage, written)  # a save never commits bytes that fail their own digest
+            storage.check_owned(staging, files)
+
         try:
             write_planned(
                 storage,
@@ -652,9 +830,11 @@ def commit_plan(
                 plan,
                 previous=previous,
                 stats=stats,
-                before_manifest=lambda: storage.check_owned(staging, files),
+                before_manifest=before_root_manifest,
                 waiters=started.waiters,
                 checked=checked,
+                written=written,
+                digest=digest,
             )
         except CheckpointError as err:
             if isinstance(err.__cause__, FileNotFoundError):

@@ -9,7 +9,7 @@ Two sources of arrays for the decoder:
   and header. Decoding then *plans* where each tensor goes: a live buffer the
   component offers (``Checkpointable.get_state_buffers``) when dtype and shape
   match, else a fresh, uninitialized array. :meth:`~StreamedTensorFile.read_all`
-  fills them with ``preadv`` and computes the file's digest (SHA-256) over the same
+  fills them with ``preadv`` and computes the file's digest (BLAKE3 or SHA-256) over the same
   bytes in a helper thread (both release the GIL): one pass over the file.
 
   A file any of whose tensors land in live buffers is verified first, by
@@ -291,29 +291,8 @@ class StreamedTensorFile:
         Raises:
             CorruptCheckpointError: The file fails its checksum.
         """
+        off, digest = digest_fd(self.fd, self.size, self.digest.algorithm, hash_here=hash_here)
         size = self.size
-        bufs = _chunk_buffers()
-        hasher = Hasher(self.digest.algorithm)
-        hash_of = hasher.update
-
-        pool = _pool()
-        off, i, pending = 0, 0, None
-        while off < size:
-            mv = bufs[i % 2]
-            n = os.preadv(self.fd, [mv[: min(CHUNK, size - off)]], off)
-            if n == 0:
-                break
-            if hash_here:
-                hash_of(mv[:n])
-            else:
-                if pending is not None:
-                    pending.result()  # the CRC of the other buffer is done: it may be reused next
-                pending = pool.submit(hash_of, mv[:n])
-            off += n
-            i += 1
-        if pending is not None:
-            pending.result()
-        digest = hasher.digest()
         if off != size or digest != self.digest:
             raise CorruptCheckpointError(
                 f"{self.where} fails its checksum ({digest}, manifest says {self.digest}): the file "
@@ -415,6 +394,50 @@ class StreamedTensorFile:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def digest_fd(fd: int, size: int, algorithm: str, *, hash_here: bool = False) -> tuple[int, Digest]:
+    """Stream the first ``size`` bytes of the open file ``fd`` once: ``(bytes read, their digest)``.
+
+    Through two reused :data:`CHUNK` buffers; each buffer's digest runs in the helper thread
+    while the next one is read (with ``hash_here``, in this thread: see :func:`read_pool`).
+    """
+    bufs = _chunk_buffers()
+    hasher = Hasher(algorithm)
+    hash_of = hasher.update
+    pool = _pool()
+    off, i, pending = 0, 0, None
+    while off < size:
+        mv = bufs[i % 2]
+        n = os.preadv(fd, [mv[: min(CHUNK, size - off)]], off)
+        if n == 0:
+            break
+        if hash_here:
+            hash_of(mv[:n])
+        else:
+            if pending is not None:
+                pending.result()  # the digest of the other buffer is done: it may be reused next
+            pending = pool.submit(hash_of, mv[:n])
+        off += n
+        i += 1
+    if pending is not None:
+        pending.result()
+    return off, hasher.digest()
+
+
+def crc_fd(fd: int, size: int) -> tuple[int, int]:
+    """Stream the first ``size`` bytes of the open file ``fd`` once: ``(bytes read, their CRC-32)``."""
+    from cairn._crc import crc32
+
+    buf = _chunk_buffers()[0]
+    off, crc = 0, 0
+    while off < size:
+        n = os.preadv(fd, [buf[: min(CHUNK, size - off)]], off)
+        if n == 0:
+            break
+        crc = crc32(buf[:n], crc)
+        off += n
+    return off, crc
 
 
 PARALLEL_MIN = 64 << 20

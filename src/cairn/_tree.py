@@ -15,6 +15,7 @@ from cairn.errors import (
     ComponentNotFoundError,
 )
 from cairn.manifest import (
+    MAX_COMPONENTS,
     component_name_problem,
 )
 
@@ -44,6 +45,11 @@ def checkpointable_components(obj: Checkpointable, *, where: str) -> dict[str, C
                 f"{type(comp).__qualname__}, not a cairn.Checkpointable."
             )
         out[name] = comp
+        if len(out) > MAX_COMPONENTS:  # a checkpoint that saves must load (see MAX_COMPONENTS)
+            raise CheckpointError(
+                f"{type(obj).__qualname__} at {where} has more than {MAX_COMPONENTS} components, more than "
+                "cairn writes into one folder. Group them under intermediate components."
+            )
     return out
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 if TYPE_CHECKING:
@@ -180,6 +180,7 @@ class Checkpointable(abc.ABC):
         state: dict[str, Any] | None = None,
         filesystem: Any = None,
         allow_pickle: bool = False,
+        digest: str = "blake3",
     ) -> str:
         """Save this object and its components as a checkpoint folder, atomically.
 
@@ -193,19 +194,23 @@ class Checkpointable(abc.ABC):
             filesystem: An fsspec filesystem ``path`` lives on.
             allow_pickle: Let values the safe format cannot hold be pickled (the
                 checkpoint then records that, and loading it needs ``allow_pickle``).
+            digest: The digest every file and manifest records: ``"blake3"`` (the
+                default) or ``"sha256"`` (for users who must use it); the manifests
+                record which.
 
         Returns:
             The path written, as a string.
 
         Raises:
             CheckpointError: For a value that cannot be saved (naming its path in the
-                state) or a storage failure; a previous checkpoint at ``path`` is intact.
+                state), an unknown ``digest``, or a storage failure; a previous
+                checkpoint at ``path`` is intact.
         """
         # The engine is imported on first use: it sits below this class (it walks Checkpointables),
         # and importing it here keeps `import cairn` light (no numpy).
         from cairn._save import save
 
-        return save(self, path, state=state, filesystem=filesystem, allow_pickle=allow_pickle)
+        return save(self, path, state=state, filesystem=filesystem, allow_pickle=allow_pickle, digest=digest)
 
     def restore_from_path(
         self,
@@ -313,6 +318,7 @@ class Checkpointable(abc.ABC):
         filesystem: Any = None,
         allow_pickle: bool = False,
         public_key: str | os.PathLike[str] | bytes | None = None,
+        trusted: Iterable[Any] | None = None,
         **ctor_overrides: Any,
     ) -> Self:
         """Build a new object of the recorded class with the recorded arguments, then restore it.
@@ -323,15 +329,22 @@ class Checkpointable(abc.ABC):
             allow_pickle: Allow loading a checkpoint written with pickle.
             public_key: Build only from a checkpoint signed with this key (see
                 :meth:`restore_from_path`): checked before any class is constructed.
+            trusted: Classes and functions this load may build or call besides cairn's own
+                and what the program registered (:func:`cairn.register`), as Keras's
+                ``custom_objects``: ``PPO.from_checkpoint(path, trusted=[MyModule, map_fn])``.
+                A checkpoint naming anything else is refused (SPEC 8).
             **ctor_overrides: Constructor parameters replacing the recorded values,
                 e.g. ``PPO.from_checkpoint(path, config=new_config)``.
 
         Raises:
+            UnsafeCheckpointError: The checkpoint names a class or function that is not on
+                the allow-list (the message gives the line that allows it).
             IncompatibleCheckpointError: When the recorded class is not ``cls`` or a
                 subclass of it; there is never a silent fallback to another class.
             SignatureError: With ``public_key``: the checkpoint is not signed by it.
         """
         from cairn._restore import build_from_checkpoint  # on first use, as in save_to_path
+        from cairn.registry import Trusted
 
         obj = build_from_checkpoint(
             cls,
@@ -340,6 +353,7 @@ class Checkpointable(abc.ABC):
             allow_pickle=allow_pickle,
             ctor_overrides=ctor_overrides,
             signed_root=_signed_root(path, public_key, filesystem),
+            trusted=Trusted.of(trusted),
         )
         return obj  # type: ignore[return-value]
 

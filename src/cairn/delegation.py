@@ -81,7 +81,7 @@ from typing import Any
 from cairn._delegate_protocol import DelegatedComponent, DelegatedFolder, Waiter
 from cairn._reader import FolderReader
 from cairn._restore import LoadedFolder, apply_loaded, load_folder
-from cairn._save import plan_save, write_planned
+from cairn._save import check_written, plan_save, write_planned
 from cairn._tree import ComponentNode
 from cairn.checkpointable import Checkpointable
 from cairn.errors import CheckpointError, CorruptCheckpointError
@@ -132,7 +132,10 @@ def write_folder(
     plan = plan_save(
         obj, obj.get_state() if state is None else state, allow_pickle=allow_pickle, where=folder.component
     )
-    return write_planned(folder.storage, folder.path, plan)
+    written: list[Any] = []
+    entry = write_planned(folder.storage, folder.path, plan, digest=folder.digest, written=written)
+    check_written(folder.storage, written)  # as the owner's save does for its own files, before its commit
+    return entry
 
 
 class LoadedComponent:

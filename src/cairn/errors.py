@@ -47,6 +47,18 @@ class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
         return str(self.args[0]) if self.args else ""
 
 
+class UnreadableCheckpointError(CheckpointError, PermissionError):
+    """A file or folder of the checkpoint exists but this process may not read it (its permissions).
+
+    The message names the path and says what to do; it is a ``PermissionError`` too, so
+    code that caught the raw ``PermissionError`` before still catches it.
+    """
+
+    def __str__(self) -> str:
+        # PermissionError formats (errno, strerror) pairs; we always pass one message.
+        return str(self.args[0]) if self.args else ""
+
+
 class CorruptCheckpointError(CheckpointError):
     """A file of the checkpoint is truncated, corrupted, half-written or tampered with."""
 

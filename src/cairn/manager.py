@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import atexit
 import copy
+import logging
 import os
 import re
 import sys
@@ -58,6 +59,8 @@ import numpy as np
 from cairn import _reader, _save, _verify
 from cairn._metrics import jsonable_metrics
 from cairn.errors import CheckpointError, CheckpointNotFoundError, CorruptCheckpointError, DamagedCheckpointWarning
+from cairn.manifest import check_digest_algorithm
+from cairn.registry import registered_for_value
 from cairn.retention import (
     KeepBest,
     Policy,
@@ -68,6 +71,10 @@ from cairn.retention import (
 )
 from cairn.storage.base import Storage
 from cairn.storage.resolve import resolve_storage
+
+_LOG = logging.getLogger(__name__)
+"""``cairn.manager``: debug, each save and what it reused; info, what retention deleted and which
+checkpoint a load used; error, a background save that failed at exit."""
 
 if TYPE_CHECKING:
     from cairn.checkpointable import Checkpointable
@@ -171,7 +178,9 @@ def snapshot_state(
 
     Arrays and tensors are copied (into buffers from ``pool`` when it has ones
     of the right kind, dtype and shape; every buffer used is appended to
-    ``taken``); containers are rebuilt; other leaves are immutable.
+    ``taken``); containers, registered values included, are rebuilt; other
+    leaves are immutable. (``CheckpointManager`` itself snapshots the encoded
+    plan instead: ``cairn._save.snapshot_plan``.)
     """
     t = type(state)
     if t is dict:
@@ -211,6 +220,11 @@ def snapshot_state(
         if taken is not None:
             taken.append((key, buf))
         return buf
+    reg = registered_for_value(state)
+    if reg is not None:
+        # A registered value (a dataclass of arrays) is copied as the codec sees it: its encoded
+        # form, rebuilt by its decoder. Returning it as it is would leave its arrays live (issue 33, F4).
+        return reg.decode(snapshot_state(reg.encode(state), pool, taken))
     return state
 
 
@@ -243,7 +257,7 @@ class CheckpointManager:
         mode: ``"max"`` or ``"min"``: which end of ``metric`` is best.
         async_save: Write in a background thread after taking a snapshot.
         filesystem: An fsspec filesystem ``root`` lives on.
-        incremental: Reuse unchanged files of the previous checkpoint (same size and SHA-256).
+        incremental: Reuse unchanged files of the previous checkpoint (same size and digest).
             A file is linked only if it still holds the bytes its manifest records: it is
             read back, once; the next saves of this manager trust it while its device, inode,
             size, mtime and ctime stay the same (any write or ``os.utime`` changes them), up to
@@ -267,6 +281,8 @@ class CheckpointManager:
         public_key: Accept only checkpoints signed with this key: :meth:`restore_latest`,
             :meth:`load_latest`, :meth:`latest`, :meth:`best` and :meth:`verify` treat an
             unsigned or wrongly signed checkpoint as damaged (skipped with a warning).
+        digest: The digest of every file and manifest saved: ``"blake3"`` (default) or
+            ``"sha256"`` (recorded in the manifests; restores read either).
     """
 
     def __init__(
@@ -286,8 +302,10 @@ class CheckpointManager:
         deadline: float | None = None,
         private_key: str | os.PathLike[str] | bytes | None = None,
         public_key: str | os.PathLike[str] | bytes | None = None,
+        digest: str = "blake3",
     ) -> None:
         """Open (or create) a manager at ``root`` (the arguments: see the class docstring)."""
+        self.digest = check_digest_algorithm(digest)
         self.policy, self._ranking = _policy_of(retention, keep_last, keep_best, metric, mode)
         self.storage: Storage
         self.storage, self.root = resolve_storage(root, filesystem, deadline=deadline)
@@ -304,7 +322,7 @@ class CheckpointManager:
         self._pending: Future[None] | None = None
         self._error: BaseException | None = None
         self._executor: ThreadPoolExecutor | None = None
-        self._pool = SnapshotPool()
+        self._buffers = _save.BufferPool()
         self.private_key = private_key
         self.public_key = public_key
         if private_key is not None or public_key is not None:
@@ -512,7 +530,9 @@ class CheckpointManager:
                             from cairn.signing import signed_root
 
                             signed_root(found.path, self.public_key, filesystem=self.filesystem)
-                        return found, load(found)
+                        loaded = load(found)
+                        _LOG.info("loaded %s (step %d), the newest checkpoint that loads", found.path, found.step)
+                        return found, loaded
                     except _DAMAGE as err:
                         if self._vanished(found):
                             # Retention (here or in another process) deleted it while it was read:
@@ -591,14 +611,10 @@ class CheckpointManager:
         began = time.monotonic()  # this save's one deadline counts from here, not from a previous save's wait
         clean_metrics = jsonable_metrics(metrics)
         extra = {MANAGER_KEY: {"step": step, "metrics": clean_metrics}}
-        taken: list[tuple[tuple[Any, ...], Any]] = []
-        plan = _save.plan_checkpoint(
-            obj,
-            state=None,
-            allow_pickle=allow_pickle,
-            extra_metadata=extra,
-            snapshot=(lambda state: snapshot_state(state, self._pool, taken)) if self.async_save else None,
-        )
+        plan = _save.plan_checkpoint(obj, state=None, allow_pickle=allow_pickle, extra_metadata=extra)
+        # An async save copies every byte the state still owns before it returns (whatever container the
+        # codec found an array in: snapshot_plan); training may change anything from then on.
+        taken = _save.snapshot_plan(plan, self._buffers) if self.async_save else []
         final = self._path(step)
         # One deadline for the whole save (its cleanup, writes and retention), not one per call.
         storage = self.storage.bounded(_save.plan_bytes(plan), since=began)
@@ -606,7 +622,7 @@ class CheckpointManager:
             self._cleaned = self._cleanup_uncommitted(storage)
         # Delegated folders (cairn.delegation) are started here, before an async save returns:
         # each delegate takes its state now, while training waits.
-        started = _save.start_write(storage, final, plan) if _save.has_delegates(plan) else None
+        started = _save.start_write(storage, final, plan, digest=self.digest) if _save.has_delegates(plan) else None
         if self._executor is None:
             self._write(plan, step, final, taken, started, storage)
         else:
@@ -619,7 +635,7 @@ class CheckpointManager:
         plan: Any,
         step: int,
         final: str,
-        taken: list[tuple[tuple[Any, ...], Any]],
+        taken: list[Any],
         started: _save.StartedWrite | None,
         storage: Storage,
     ) -> None:
@@ -629,7 +645,7 @@ class CheckpointManager:
             # The plan holds views of the snapshot; drop it before the buffers are reused.
             del plan
             if taken:
-                self._pool.give_back(taken)
+                self._buffers.give_back(taken)
 
     def _write_plan(
         self, plan: Any, step: int, final: str, started: _save.StartedWrite | None, storage: Storage
@@ -653,8 +669,26 @@ class CheckpointManager:
         stats = _save.WriteStats()
         if self._checked is not None:
             self._checked.new_save()
-        _save.commit_plan(storage, final, plan, previous=previous, stats=stats, started=started, checked=self._checked)
+        _save.commit_plan(
+            storage,
+            final,
+            plan,
+            previous=previous,
+            stats=stats,
+            started=started,
+            checked=self._checked,
+            digest=self.digest,
+        )
         self.last_stats = stats
+        _LOG.debug(
+            "saved %s: %d files written (%d bytes), %d linked from the previous checkpoint (%d bytes, %d read back)",
+            self.storage.uri(final),
+            stats.files_written,
+            stats.bytes_written,
+            stats.files_linked,
+            stats.bytes_linked,
+            stats.bytes_reread,
+        )
         if self.private_key is not None:
             from cairn.signing import sign_checkpoint
 
@@ -699,6 +733,7 @@ class CheckpointManager:
         for info in infos:
             if info.step not in keep:
                 storage.remove_tree(self._path(info.step))
+                _LOG.info("retention deleted %s (kept %s)", info.path, self.policy)
         self._fully_checked &= keep
 
     def _cleanup_uncommitted(self, storage: Storage) -> bool:
@@ -785,4 +820,6 @@ def _shutdown(ref: weakref.ref[CheckpointManager]) -> None:
         except CheckpointError as err:
             from cairn._display import safe_text
 
-            print(f"cairn: {safe_text(err)}", file=sys.stderr)  # the message may quote a hostile path
+            # At exit, with nobody left to raise to. The message may quote a hostile path. Shown on
+            # stderr also where nothing configured logging (logging's last-resort handler).
+            _LOG.error("a checkpoint save failed at exit: %s", safe_text(err))

@@ -1,21 +1,39 @@
-"""Registries users extend (custom value types, class aliases) and the one module resolver.
+"""Registries users extend (custom value types, class aliases, trusted names) and the one resolver.
 
-Loading a checkpoint never runs code that came from the file, and never
-imports a module that the file names. Every name a checkpoint gives for a class
-(metadata, constructor tags, registered types, state extensions) or a module
-(an environment id) goes through :func:`resolve_class` / :func:`loaded_module`
-(and a function recorded by reference, through :func:`resolve_function`),
-which look only at what the program registered or has already imported. Values
-of custom types are rebuilt by decoders registered here, by the program.
+Loading a checkpoint never runs code that came from the file, never imports a
+module that the file names, and calls only what is on one allow-list (SPEC 8).
+Every name a checkpoint gives for a class or function (metadata, constructor
+tags, a config's connector factories, callbacks, mapping functions, module
+classes) goes through :func:`resolve`, which finds it only among:
+
+- cairn's own classes (its catalog, under the ``cairn`` package) and the
+  functions cairn registered;
+- what the running program registered: :func:`register` (or its decorator
+  form), :func:`register_type`, :func:`register_class_alias`; building a
+  config in code registers the functions and classes it was given, and saving
+  an object registers its class and the enum classes of its arguments;
+- what the caller passed to this load (``trusted=[...]`` on ``from_checkpoint``,
+  ``restore_from_path`` and the manager; ``--trust module:name`` on the command line).
+
+"The module is already imported" is not enough, and no deny-list decides. Each
+recorded name also has a :class:`Role` whose type it must have (a connector
+factory is a ``ConnectorV2`` subclass or a registered function; a callbacks
+class an ``RLlibCallback`` subclass). Values of custom types are rebuilt by
+decoders registered here, by the program.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import datetime
+import decimal
 import enum
+import fractions
 import importlib
 import sys
-from collections.abc import Callable, Iterable
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import FunctionType, ModuleType
 from typing import Any, TypeVar
@@ -23,14 +41,33 @@ from typing import Any, TypeVar
 from cairn.errors import CheckpointError, IncompatibleCheckpointError, UnsafeCheckpointError
 
 __all__ = [
-    "AllowedModules",
+    "CALLBACKS_CLASS",
+    "CALLBACK_FUNCTION",
+    "CLASS",
+    "CONNECTOR_FACTORY",
+    "ENUM",
+    "ENV_CLASS",
+    "FUNCTION",
+    "MAPPING_FUNCTION",
+    "MODULE_CLASS",
+    "WORKER_FUNCTION",
+    "AllowedNames",
     "RegisteredType",
+    "Role",
+    "Trusted",
+    "allow_lines",
+    "allowed",
+    "check_recorded_names",
     "class_argument_problem",
     "class_path",
-    "framework_problem",
+    "function_problem",
     "loaded_module",
+    "object_path",
+    "register",
     "register_class_alias",
+    "register_passed",
     "register_type",
+    "resolve",
     "resolve_class",
     "resolve_function",
 ]
@@ -200,30 +237,13 @@ def _path_problem(dotted: str) -> str | None:
     return None
 
 
-def _refusal(where: str, what: str, path: str, problem: str, fix: str) -> CheckpointError:
-    """The error for a name cairn will not look up: unsafe for __main__ modules, else incompatible."""
-    cls = UnsafeCheckpointError if problem == _MAIN else IncompatibleCheckpointError
-    return cls(
-        f"{where} names the {what} {path[:200]!r}, which cairn refuses to load: {problem}. A checkpoint may "
-        f"only name classes (and functions) that are registered or that live in modules the program has already "
-        f"imported. {fix}"
-    )
-
-
 def loaded_module(module_name: str, *, where: str, what: str = "module", hint: str = "") -> ModuleType:
     """Return the module ``module_name`` if this program has already imported it; never import it.
 
-    This is the one place where a name read from a file (a checkpoint, a
-    recorded config) is turned into a module. It only looks in
-    ``sys.modules``, because importing a module runs its code: a file naming
-    ``unittest.__main__`` would otherwise run a test discovery, and
-    ``numpy.f2py.__main__`` would exit the program.
-
-    Args:
-        module_name: The dotted module name read from the file.
-        where: Where the name was found, for error messages.
-        what: What named the module (``"class 'm:C'"``, ``"environment id 'm:Env-v0'"``).
-        hint: A sentence added to the error when the module is not imported.
+    Used only for a gymnasium id ``"some.module:Env-v0"``, which gymnasium
+    would otherwise import: the id is then looked up in gymnasium's own
+    registry (what the program registered). Classes and functions a file
+    names go through :func:`resolve` instead.
 
     Raises:
         UnsafeCheckpointError: For a name with a ``__main__`` part.
@@ -234,7 +254,8 @@ def loaded_module(module_name: str, *, where: str, what: str = "module", hint: s
         raise UnsafeCheckpointError(f"{where} names a module by a {type(module_name).__name__}, not a str.")
     problem = _path_problem(module_name)
     if problem is not None:
-        raise _refusal(where, what, module_name, problem, "If you trust the file, import the module yourself first.")
+        cls = UnsafeCheckpointError if problem == _MAIN else IncompatibleCheckpointError
+        raise cls(f"{where} names the {what} {module_name[:200]!r}, which cairn refuses: {problem}.")
     module = sys.modules.get(module_name)
     if not isinstance(module, ModuleType):
         raise IncompatibleCheckpointError(
@@ -245,275 +266,510 @@ def loaded_module(module_name: str, *, where: str, what: str = "module", hint: s
     return module
 
 
-@dataclass(frozen=True)
-class AllowedModules:
-    """The modules a driver process lets its remote workers (Ray actors) import.
+# --------------------------------------------------------------------------- the allow-list
 
-    A worker starts with none of the driver's modules, and a config it receives
-    names some by reference (a ``"module:function"`` policy mapping, a
-    ``"module:Class"`` environment). The driver resolves those names with the one
-    rule (:func:`loaded_module`: registered, or already imported there before the
-    load began) and sends the result, built only by :meth:`resolve`, with the
-    config; the worker imports exactly these modules (:meth:`import_here`) and
-    then resolves the config's names with the same resolver as the driver, which
-    refuses any other module because the worker has not imported it. Classes
-    (module classes, callbacks) travel as class objects, which the driver
-    resolved (:func:`resolve_class`), and Ray imports their modules.
+
+@dataclass(frozen=True)
+class Role:
+    """What a recorded name is for, and the type the object it names must have.
 
     Attributes:
-        names: The dotted module names, sorted, without duplicates.
+        what: The role in words, for messages (``"connector factory"``).
+        bases: ``"module:Class"`` paths; a class fills the role only when it
+            subclasses one of them (none: any allowed class). Looked up in
+            ``sys.modules`` only: when the base's module is not imported, no
+            class can be a subclass of it.
+        classes: Whether a class may fill the role.
+        functions: Whether a function may fill the role. Only a function the
+            program registered or the caller trusted does: cairn's own functions
+            are on the list only when cairn registered them.
     """
 
-    names: tuple[str, ...] = ()
+    what: str
+    bases: tuple[str, ...] = ()
+    classes: bool = True
+    functions: bool = False
 
-    @classmethod
-    def resolve(cls, refs: Iterable[tuple[str, str]]) -> AllowedModules:
-        """On the driver: check each ``(module name, what names it)`` with :func:`loaded_module`.
-
-        Raises:
-            UnsafeCheckpointError: A ``__main__`` module.
-            IncompatibleCheckpointError: A module this process has not imported.
-        """
-        names: set[str] = set()
-        for name, what in refs:
-            loaded_module(name, where=what, what="module")
-            names.add(name)
-        return cls(tuple(sorted(names)))
-
-    def import_here(self, *, where: str) -> None:
-        """On a worker: import the modules the driver resolved, and nothing else.
-
-        Raises:
-            UnsafeCheckpointError: A name that is no module path or names a ``__main__`` module.
-            IncompatibleCheckpointError: A module the worker cannot import (an
-                environment that differs from the driver's).
-        """
-        for name in self.names:
-            problem = _path_problem(name) if isinstance(name, str) else "it is not a str"
-            if problem is not None:
-                raise UnsafeCheckpointError(f"{where}: the driver allowed the module {name!r:.200}, which {problem}.")
-            if name in sys.modules:
-                continue
-            try:
-                importlib.import_module(name)
-            except Exception as err:  # an ImportError, or whatever the module's own code raised
-                raise IncompatibleCheckpointError(
-                    f"{where}: the module {name!r}, which the driver had imported, cannot be imported in this "
-                    f"worker ({type(err).__name__}: {err}). Install it on every node of the cluster (or add its "
-                    "folder to the workers' PYTHONPATH)."
-                ) from err
+    def problem(self, obj: Any) -> str | None:
+        """Why ``obj`` cannot fill this role, or None when it can."""
+        if isinstance(obj, type):
+            if not self.classes:
+                return f"it is a class, and a {self.what} is a function"
+            if issubclass(obj, BaseException):
+                return "it is an exception class, which code that receives it could raise (SystemExit)"
+            if not self.bases:
+                return None
+            found = [b for b in (_static_class(p) for p in self.bases) if b is not None]
+            if any(issubclass(obj, b) for b in found):
+                return None
+            return f"a {self.what} is a subclass of {' or '.join(self.bases)}, and it is not"
+        if isinstance(obj, FunctionType):
+            return None if self.functions else f"it is a function, and a {self.what} is a class"
+        return f"it is a {type(obj).__qualname__}, neither a class nor a function"
 
 
-def resolve_class(path: str, *, where: str, expected: type | None = None) -> type:
-    """Return the class a checkpoint records as ``"module:QualName"``; never import anything.
+CLASS = Role("class")
+"""A class recorded by a constructor argument or metadata: any class on the allow-list."""
 
-    The class is found, in this order: ``expected`` when the path names exactly
-    it (the caller chose that class, e.g. ``Counter.from_checkpoint(path)`` in
-    a script, whose classes live in ``__main__``); the alias table
-    (:func:`register_class_alias`); a module the program has already imported
-    (the module itself, not just its package), looked up in the module's and
-    classes' own namespaces (no ``__getattr__`` hooks, which may import).
+ENUM = Role("enum class", bases=("enum:Enum",))
+FUNCTION = Role("function", classes=False, functions=True)
+CONNECTOR_FACTORY = Role("connector factory", bases=("cairn.rl.connectors.connectors:Connector",), functions=True)
+CALLBACKS_CLASS = Role("callbacks class", bases=("cairn.rl.callbacks.callbacks:RLlibCallback",))
+CALLBACK_FUNCTION = Role("callback function", classes=False, functions=True)
+MAPPING_FUNCTION = Role("policy mapping function", classes=False, functions=True)
+MODULE_CLASS = Role("module class", bases=("cairn.rl.core.rl_module.rl_module:RLModule",))
+ENV_CLASS = Role("environment class", bases=("gymnasium.core:Env", "cairn.rl.env.multi_agent_env:MultiAgentEnv"))
+WORKER_FUNCTION = Role("env runner function", classes=False, functions=True)
+
+
+def object_path(obj: Any) -> str:
+    """``"module:qualname"`` of a class or function, the name a checkpoint records it by."""
+    return f"{getattr(obj, '__module__', '')}:{getattr(obj, '__qualname__', '')}"
+
+
+def _nameable_problem(obj: Any) -> str | None:
+    """Why ``obj`` cannot be put on the allow-list under its own path, or None when it can."""
+    if not isinstance(obj, type | FunctionType):
+        return f"it is a {type(obj).__qualname__}; only classes and functions are named by checkpoints"
+    module, qualname = getattr(obj, "__module__", "") or "", getattr(obj, "__qualname__", "") or ""
+    if "<locals>" in qualname or "<lambda>" in qualname:
+        return "it is defined inside a function (or is a lambda), so no path names it"
+    return _path_problem(module) or _path_problem(qualname)
+
+
+_REGISTERED: dict[str, Any] = {}
+
+
+def register(obj: Any = None, *, name: str | None = None) -> Any:
+    """Allow checkpoints loaded by this program to name ``obj`` (a class or a function).
+
+    Works as a plain call or as a decorator::
+
+        cairn.register(mypkg.connectors.make_connectors)
+
+        @cairn.register
+        def map_agents(agent_id, episode, **kwargs): ...
+
+    A checkpoint may name a class or function only when it is cairn's own,
+    registered here (or with :func:`register_type` / :func:`register_class_alias`;
+    building a config in code registers what it is given), or passed to the
+    load as ``trusted=[...]``.
+
+    A class or function of a script's ``__main__`` is returned unchanged and put
+    on no list: no checkpoint may name ``__main__`` (SPEC 8), so there is nothing
+    to allow. This lets a single-file script decorate its definitions and import
+    itself under its module name (``import my_script; my_script.main()``, as the
+    examples do), where the same decorators register the importable names.
 
     Args:
-        path: The recorded class path.
-        where: Where the path was found, for error messages.
-        expected: The class the caller asked for, if any.
+        obj: The class or function, defined at the top level of a module.
+        name: Another path that old checkpoints record it by (``"oldpkg.mod:Name"``).
+
+    Returns:
+        ``obj`` itself, so that it can decorate.
 
     Raises:
-        UnsafeCheckpointError: For a path that names a ``__main__`` module or an
-            exception class.
-        IncompatibleCheckpointError: For a path that is not ``module:QualName`` of
-            dotted identifiers, or a class that cannot be found without importing.
+        CheckpointError: ``obj`` is no class or function with a path (a lambda, a
+            closure, a callable object).
+    """
+
+    def _register(target: Any) -> Any:
+        if isinstance(target, type | FunctionType) and getattr(target, "__module__", None) == "__main__":
+            return target  # nothing can name it; the script's importable copy registers itself
+        problem = _nameable_problem(target)
+        if problem is not None:
+            raise CheckpointError(
+                f"cairn.register({target!r:.80}) is refused: {problem}. Register a class or function defined at "
+                "the top level of a module you import (not a script's __main__)."
+            )
+        _REGISTERED[object_path(target)] = target
+        if name is not None:
+            if _path_problem(name.partition(":")[0]) is not None or ":" not in name:
+                raise CheckpointError(f"cairn.register(name={name!r:.80}) is not of the form 'module:QualName'.")
+            _REGISTERED[name] = target
+        return target
+
+    if obj is None:
+        return _register
+    return _register(obj)
+
+
+def register_passed(obj: Any) -> None:
+    """Register ``obj`` when a path names it: what the program passed when it built a config in code.
+
+    Building a config registers what the user passed for this process, so that
+    saving and continuing in one process needs nothing more. Objects no path
+    names (closures, ``__main__``) are left alone: a load never finds them.
+    """
+    if _nameable_problem(obj) is None:
+        _REGISTERED[object_path(obj)] = obj
+
+
+@dataclass(frozen=True)
+class Trusted:
+    """The classes and functions the caller of one load allows besides cairn's own and the registered.
+
+    Keras's ``custom_objects``: ``PPO.from_checkpoint(path, trusted=[MyModule, map_fn])``.
+    A name a load resolves through it stays allowed in this process, as if the
+    program had registered it, because the object the load built resolves its
+    config's names again later (an env runner rebuilt, a module added, Ray workers).
+
+    Attributes:
+        objects: ``"module:qualname"`` -> the object.
+    """
+
+    objects: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, trusted: Trusted | Iterable[Any] | None) -> Trusted:
+        """``trusted`` as given to a load: None, a :class:`Trusted`, or classes and functions.
+
+        Raises:
+            CheckpointError: An entry is no class or function with a path.
+        """
+        if trusted is None:
+            return _NO_TRUST
+        if isinstance(trusted, Trusted):
+            return trusted
+        if isinstance(trusted, str | bytes) or not isinstance(trusted, Iterable):
+            raise CheckpointError(f"trusted= takes a list of classes and functions, got {trusted!r:.80}.")
+        objects: dict[str, Any] = {}
+        for obj in trusted:
+            problem = _nameable_problem(obj)
+            if problem is not None:
+                raise CheckpointError(
+                    f"trusted=[{obj!r:.80}] is refused: {problem}. Pass classes and functions defined at the "
+                    "top level of a module you import."
+                )
+            objects[object_path(obj)] = obj
+        return cls(objects)
+
+    @classmethod
+    def from_names(cls, names: Iterable[str]) -> Trusted:
+        """The objects the command line's ``--trust module:name`` name; imports each module (the user named it).
+
+        Raises:
+            CheckpointError: A name is not ``module:qualname``, its module cannot be
+                imported, or it names no class or function.
+        """
+        objects: list[Any] = []
+        for name in names:
+            module_name, sep, qualname = str(name).partition(":")
+            problem = "it is not of the form 'module:name'" if not sep else _path_problem(module_name)
+            problem = problem or _path_problem(qualname)
+            if problem is not None:
+                raise CheckpointError(f"--trust {name!r:.200} is refused: {problem}.")
+            try:
+                module = importlib.import_module(module_name)
+            except Exception as err:  # ImportError, or what the module's code raised
+                raise CheckpointError(
+                    f"--trust {name}: the module {module_name!r} cannot be imported ({type(err).__name__}: {err})."
+                ) from err
+            obj = _find_object(module, qualname.split("."))
+            if obj is None:
+                raise CheckpointError(
+                    f"--trust {name}: the module {module_name!r} has no class or function {qualname!r}."
+                )
+            objects.append(obj)
+        return cls.of(objects)
+
+
+_NO_TRUST = Trusted()
+
+# Plain data types a constructor argument may name: calling one with values from a file builds a
+# value and does nothing else.
+_DATA_TYPES: dict[str, type] = {
+    object_path(t): t
+    for t in (
+        bool, int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset,
+        collections.OrderedDict, collections.defaultdict, collections.deque, collections.Counter,
+        datetime.date, datetime.datetime, datetime.time, datetime.timedelta,
+        decimal.Decimal, fractions.Fraction, uuid.UUID,
+    )
+}  # fmt: skip
+
+
+def _cairn_own(path: str) -> Any:
+    """A class of cairn's own package that ``path`` names (looked up statically in ``sys.modules``), or None."""
+    module_name, _, qualname = path.partition(":")
+    if module_name != "cairn" and not module_name.startswith("cairn."):
+        return None
+    module = sys.modules.get(module_name)
+    if not isinstance(module, ModuleType):
+        return None
+    try:
+        obj = _find_object(module, qualname.split("."))
+    except Exception:  # a namespace that misbehaves: not found
+        return None
+    # Only classes (the catalog, each checked against its role); cairn's functions only when registered.
+    return obj if isinstance(obj, type) and object_path(obj) == path else None
+
+
+def _program_allowed(path: str) -> Any:
+    """What the program allows under ``path`` (registered, an alias, a registered type, cairn's own), or None."""
+    found = _REGISTERED.get(path) or _ALIASES.get(path) or _DATA_TYPES.get(path)
+    if found is None:
+        entry = _TYPES_BY_NAME.get(path)
+        found = entry.cls if entry is not None else _cairn_own(path)
+    return found
+
+
+def allow_lines(path: str) -> str:
+    """The lines that allow ``path``, for messages: ``cairn.register(...)``, ``trusted=[...]``, ``--trust ...``."""
+    module_name, _, qualname = path.partition(":")
+    dotted = f"{module_name}.{qualname}" if module_name else qualname
+    short = qualname.rpartition(".")[2] or qualname
+    return (
+        f"If you trust it, allow it: call cairn.register({dotted}) in your program before loading, or pass "
+        f"trusted=[{short}] to this load (cairn CLI: --trust {path})"
+    )
+
+
+def allowed(path: Any, role: Role) -> Any:
+    """What the program allows under ``path`` in ``role``, or None; never raises (for names of two kinds,
+    such as an env that is a ``"module:Class"`` or else a gymnasium id)."""
+    if not isinstance(path, str) or ":" not in path:
+        return None
+    obj = _program_allowed(path)
+    return obj if obj is not None and role.problem(obj) is None else None
+
+
+def resolve(path: Any, *, where: str, role: Role, trusted: Trusted | None = None, expected: Any = None) -> Any:
+    """The class or function ``path`` (``"module:qualname"``, read from a file) names, if it is allowed in ``role``.
+
+    The one resolver (SPEC 8). It never imports anything and never calls a
+    hook (``__getattr__``, properties): names are looked up in the allow-list
+    (see the module docstring), and ``expected`` (the class the caller asked
+    for, ``Counter.from_checkpoint(path)``) is taken when the path names exactly
+    it. A name ``trusted`` allowed stays allowed in this process.
+
+    Args:
+        path: The recorded name.
+        where: The field (file and key) that recorded it, for the message.
+        role: What the name is for; the object must have its type.
+        trusted: What the caller of this load allows.
+        expected: The class the caller chose, if any.
+
+    Raises:
+        UnsafeCheckpointError: The name is not on the allow-list, names a ``__main__``
+            module or an exception class, or does not fill ``role``. The message names
+            the field, the name, and the line that allows it.
     """
     if not isinstance(path, str):
-        raise UnsafeCheckpointError(f"{where} names a class by a {type(path).__name__}, not a str.")
-    if expected is not None and class_path(expected) == path:
-        return expected
-    alias = _ALIASES.get(path)
-    if alias is not None:
-        return alias
+        raise UnsafeCheckpointError(f"{where} names a {role.what} by a {type(path).__name__}, not a str.")
+    if expected is not None and object_path(expected) == path and role.problem(expected) is None:
+        return expected  # the caller chose it, even from a script's __main__
     module_name, sep, qualname = path.partition(":")
-    alias_fix = f"If the class moved or was renamed, call cairn.register_class_alias({path!r}, NewClass) first."
-    problem = "it is not of the form 'module:QualName'" if not sep else _path_problem(module_name)
-    if problem is None:
-        problem = _path_problem(qualname)
+    problem = "it is not of the form 'module:qualname'" if not sep else _path_problem(module_name)
+    problem = problem or _path_problem(qualname)
     if problem is not None:
-        fix = (
-            f"If the class is yours and the file is trusted, load it with YourClass.from_checkpoint() or call "
-            f"cairn.register_class_alias({path!r}, YourClass) first."
-        )
-        raise _refusal(where, "class", path, problem, fix)
-    module = loaded_module(module_name, where=where, what=f"class {path!r}", hint=alias_fix)
-    try:
-        obj = _find_static(module, qualname.split("."))
-    except Exception as err:  # a class namespace that misbehaves: never let it escape
-        raise IncompatibleCheckpointError(
-            f"{where} names the class {path!r}, which cannot be looked up ({type(err).__name__}: {err}). {alias_fix}"
-        ) from err
+        raise UnsafeCheckpointError(f"{where} names the {role.what} {path[:200]!r}, which cairn refuses: {problem}.")
+    from_trust = False
+    obj = _program_allowed(path)
     if obj is None:
-        raise IncompatibleCheckpointError(
-            f"{where} names the class {path!r}, but the module {module_name!r} has no class {qualname!r}. {alias_fix}"
-        )
-    if issubclass(obj, BaseException):
+        obj = (trusted or _NO_TRUST).objects.get(path)
+        from_trust = obj is not None
+    if obj is None:
         raise UnsafeCheckpointError(
-            f"{where} names the class {path!r}, an exception class, which cairn refuses to load: code that "
-            "receives it could raise it (SystemExit, KeyboardInterrupt). Checkpoints never hold exception classes."
+            f"{where} names the {role.what} {path!r}, which is not on cairn's allow-list: a checkpoint may name only "
+            "cairn's own classes, what this program registered, and what the caller passed as trusted= (that the "
+            f"module is imported is not enough). {allow_lines(path)}. If the class moved or was renamed: "
+            f"cairn.register_class_alias({path[:200]!r}, NewClass)."
         )
+    problem = role.problem(obj)
+    if problem is not None:
+        raise UnsafeCheckpointError(f"{where} names the {role.what} {path!r}, which cairn refuses: {problem}.")
+    if from_trust:
+        _REGISTERED[path] = obj  # the built object resolves it again (env runners rebuilt, Ray workers)
     return obj
 
 
-# Standard-library modules whose classes are plain data types: calling one with values from a file
-# builds a value and does nothing else. Every other standard-library class is refused as a recorded
-# constructor argument (subprocess.Popen runs a command, logging.FileHandler truncates a file, ...).
-_DATA_TYPE_MODULES = frozenset(
-    {"builtins", "collections", "datetime", "decimal", "enum", "fractions", "numbers", "uuid"}
-)
+def resolve_class(
+    path: Any, *, where: str, expected: type | None = None, trusted: Trusted | None = None, role: Role = CLASS
+) -> type:
+    """:func:`resolve` for a class (``role`` must take classes)."""
+    obj = resolve(path, where=where, role=role, trusted=trusted, expected=expected)
+    if not isinstance(obj, type):
+        raise UnsafeCheckpointError(f"{where} names {path!r}, which is not a class.")
+    return obj
+
+
+def resolve_function(
+    path: Any, *, where: str, trusted: Trusted | None = None, role: Role = FUNCTION
+) -> Callable[..., Any]:
+    """:func:`resolve` for a function (``role`` must take functions)."""
+    obj = resolve(path, where=where, role=role, trusted=trusted)
+    if not isinstance(obj, FunctionType):
+        raise UnsafeCheckpointError(f"{where} names {path!r}, which is not a function.")
+    found: Callable[..., Any] = obj
+    return found
+
+
+def check_recorded_names(
+    cls: type, args: tuple[Any, ...], kwargs: Mapping[str, Any], *, trusted: Trusted | None, where: str
+) -> None:
+    """Resolve, before ``cls`` is built, every name its recorded constructor arguments give by reference.
+
+    A class whose arguments name classes or functions as strings (an algorithm's
+    config: connector factories, callbacks, a policy mapping function) defines the
+    classmethod hook::
+
+        @classmethod
+        def recorded_names(cls, args: tuple, kwargs: dict) -> Iterable[tuple[str, str, Role]]:
+            ...  # (field, "module:qualname", role) of every name the arguments give
+
+    Each one goes through :func:`resolve` with ``trusted``; the engine calls this once
+    per component it builds, after decoding its arguments and before calling the class.
+
+    Raises:
+        UnsafeCheckpointError: A name that is not on the allow-list or does not fill its role.
+    """
+    hook = getattr(cls, "recorded_names", None)
+    if hook is None:
+        return
+    try:
+        names = list(hook(tuple(args), dict(kwargs)))
+    except CheckpointError:
+        raise
+    except Exception as err:  # a hook that misbehaves on hostile values: never let it escape
+        raise UnsafeCheckpointError(
+            f"{where}: listing the names the constructor arguments of {cls.__qualname__} give failed "
+            f"({type(err).__name__}: {err}); they are corrupt or hostile."
+        ) from err
+    for field, path, role in names:
+        resolve(path, where=f"{where}, {field}", role=role, trusted=trusted)
 
 
 def class_argument_problem(cls: type) -> str | None:
-    """Why the class ``cls`` may not be a recorded constructor argument, or None when it may.
+    """Why the class ``cls`` may not be recorded as a constructor argument, or None (and it is registered).
 
-    Constructors that take a class call it (``ConnectorPipeline([(cls, kwargs)])``,
-    RLlib's ``env`` and callbacks), with arguments from the same file. The
-    standard library's classes are refused, but for its plain data types
-    (:data:`_DATA_TYPE_MODULES`: ``float``, ``OrderedDict``, ``datetime``...):
-    ``subprocess.Popen`` there runs a command. One rule for the save (nothing is
-    recorded that a load refuses) and the load. Classes of other packages are the
-    constructors' to check (a constructor calls only the base class it expects).
+    The save side of the allow-list: the program passed ``cls`` to a constructor
+    it saves, so recording it registers it (:func:`register`), and a load in this
+    program accepts it. Refused: what no path names (closures, ``__main__``) and
+    the standard library's classes but its plain data types (``subprocess.Popen``
+    is no value to record).
     """
-    top = str(getattr(cls, "__module__", "") or "").partition(".")[0]
-    if top in sys.stdlib_module_names and top not in _DATA_TYPE_MODULES:
-        return (
-            f"{class_path(cls)} is a class of the standard library that is not a plain data type, and a constructor "
-            "that is given a class calls it with values from the same file (subprocess.Popen would run a command)"
-        )
+    if _program_allowed(object_path(cls)) is cls or cls.__module__ == "__main__":
+        return None  # a script's class is recorded, and only the caller's from_checkpoint(cls) loads it
+    problem = _nameable_problem(cls)
+    if problem is None and str(cls.__module__).partition(".")[0] in sys.stdlib_module_names:
+        problem = f"{object_path(cls)} is a class of the standard library that is not a plain data type"
+    if problem is not None:
+        return problem
+    _REGISTERED[object_path(cls)] = cls
     return None
 
 
 def function_problem(fn: Any) -> str | None:
     """Why ``fn`` cannot be recorded (and later found) by reference, or None when it can.
 
-    The one rule, for the save side (record only what a load will accept) and
-    :func:`resolve_function`: a plain Python function (not a builtin, not a
-    callable object such as ``exit``, not a class), defined where its
-    ``__module__``/``__qualname__`` say (not a re-export, lambda or closure),
-    outside ``__main__`` and outside the standard library, whose functions
-    (``code.interact``, ``os.system``, ``sys.exit``) a file must never make a program call.
+    The save side: a plain Python function (not a builtin, not a callable
+    object, not a class), defined where its ``__module__``/``__qualname__`` say
+    (not a lambda or closure), outside ``__main__`` and the standard library.
+    Recording it also registers it (:func:`register`): the program passed it.
     """
     if not isinstance(fn, FunctionType):
         return f"it is a {type(fn).__qualname__}, not a plain Python function"
-    module = getattr(fn, "__module__", None) or ""
-    qualname = getattr(fn, "__qualname__", "") or ""
-    problem = _path_problem(module) or _path_problem(qualname)
+    problem = _nameable_problem(fn)
     if problem is not None:
         return problem
-    if module.partition(".")[0] in sys.stdlib_module_names:
+    if (fn.__module__ or "").partition(".")[0] in sys.stdlib_module_names:
         return "it is a function of the standard library, which a checkpoint may not make cairn call"
     return None
 
 
-FRAMEWORK_PACKAGES = frozenset(
-    {
-        "cairn", "fsspec", "gym", "gymnasium", "jax", "jaxlib", "msgpack", "numpy", "pandas", "pettingzoo",
-        "pyarrow", "ray", "s3fs", "safetensors", "scipy", "tensorboard", "tensorflow", "torch", "tree",
-    }
-)  # fmt: skip
-"""Top-level packages of the frameworks a training program loads (torch, ray, numpy...). A recorded
-callback (a class whose hooks run, a function called with the algorithm) may not name their
-classes and functions: among their thousands, some download and run code (``torch.hub.load``),
-unpickle (``numpy.load``), or start processes; a user's callbacks live in the user's own modules."""
+@dataclass(frozen=True)
+class AllowedNames:
+    """The names a driver process lets its remote workers (Ray actors) resolve: what the driver resolved.
 
+    A worker starts with none of the driver's registrations, and a config it
+    receives names some by reference (a policy mapping function, a connector
+    factory, callbacks). The driver resolves every such name with :func:`resolve`
+    and sends the result, built only by :meth:`resolve`; the worker imports the
+    modules of exactly these names and registers exactly these objects
+    (:meth:`import_here`), then resolves the config's names with the same
+    resolver, which refuses any other name.
 
-def framework_problem(obj: Any) -> str | None:
-    """Why ``obj`` (a class or function read from a file) may not be a callback, or None when it may.
-
-    The rule for what a recorded config makes a framework call back
-    (RLlib's ``callbacks_class``, ``callbacks_on_*``): a class or function of
-    a module outside :data:`FRAMEWORK_PACKAGES` and outside the standard library,
-    or one the program registered (:func:`register_type`, or the new class of
-    :func:`register_class_alias`).
+    Attributes:
+        names: ``"module:qualname"`` paths, sorted, without duplicates.
+        modules: Modules of gymnasium ids (``"mymod:Env-v0"``) the driver had imported
+            (:func:`loaded_module`), which register their environments with gymnasium.
     """
-    if isinstance(obj, type) and (obj in _TYPES_BY_CLASS or any(obj is cls for cls in _ALIASES.values())):
-        return None
-    module = str(getattr(obj, "__module__", "") or "")
-    top = module.partition(".")[0]
-    if top in FRAMEWORK_PACKAGES:
-        return (
-            f"it belongs to the package {top!r}, and a checkpoint may make cairn call back only the program's "
-            "own code (a module outside the frameworks it uses) or a class the program registered"
-        )
-    if not top or top in sys.stdlib_module_names:
-        return "it belongs to the standard library, whose classes and functions a checkpoint may not make cairn call"
-    return None
+
+    names: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+
+    @classmethod
+    def resolve(cls, refs: Iterable[tuple[str, str, Role]], *, modules: Iterable[str] = ()) -> AllowedNames:
+        """On the driver: resolve each ``(path, field, role)`` with :func:`resolve`.
+
+        Raises:
+            UnsafeCheckpointError: A name the driver does not allow in its role.
+            IncompatibleCheckpointError: A module the driver has not imported.
+        """
+        names: set[str] = set()
+        for path, where, role in refs:
+            obj = resolve(path, where=where, role=role)
+            names.add(path)
+            names.add(object_path(obj))
+        mods = {loaded_module(m, where="an environment id").__name__ for m in modules}
+        return cls(tuple(sorted(names)), tuple(sorted(mods)))
+
+    def import_here(self, *, where: str) -> None:
+        """On a worker: import the modules of the driver's names and register those objects, nothing else.
+
+        Raises:
+            UnsafeCheckpointError: A name that is no path or names a ``__main__`` module.
+            IncompatibleCheckpointError: A module the worker cannot import (an
+                environment that differs from the driver's).
+        """
+        for name in [f"{m}:" for m in self.modules] + list(self.names):
+            module_name, _, qualname = name.partition(":") if isinstance(name, str) else ("", "", "")
+            problem = _path_problem(module_name)
+            if problem is None and not qualname:  # a gymnasium id's module: import it, nothing to register
+                try:
+                    importlib.import_module(module_name)
+                except Exception as err:
+                    raise IncompatibleCheckpointError(
+                        f"{where}: the module {module_name!r} cannot be imported in this worker "
+                        f"({type(err).__name__}: {err}). Install it on every node of the cluster."
+                    ) from err
+                continue
+            problem = _path_problem(module_name) or _path_problem(qualname)
+            if problem is not None:
+                raise UnsafeCheckpointError(f"{where}: the driver allowed the name {name!r:.200}, which {problem}.")
+            try:
+                module = importlib.import_module(module_name)
+            except Exception as err:  # an ImportError, or whatever the module's own code raised
+                raise IncompatibleCheckpointError(
+                    f"{where}: the module {module_name!r}, which the driver had imported, cannot be imported in "
+                    f"this worker ({type(err).__name__}: {err}). Install it on every node of the cluster (or add "
+                    "its folder to the workers' PYTHONPATH)."
+                ) from err
+            obj = _find_object(module, qualname.split("."))
+            if obj is not None and _nameable_problem(obj) is None:
+                _REGISTERED[name] = obj
 
 
-_FUNCTION_HINT = "Import the module that defines it first, or pass the function itself in your config (RLlib: config=)."
-
-
-def resolve_function(path: Any, *, where: str) -> Callable[..., Any]:
-    """Return the function a file records as ``"module:qualname"``; never import anything.
-
-    Used for the functions a recorded configuration holds (a policy mapping
-    function, an RLlib connector factory). The module must already be imported (:func:`loaded_module`), the
-    name is looked up in the module's and classes' own namespaces (no
-    ``__getattr__`` hook), and the object found must pass
-    :func:`function_problem` and be the function of exactly that path.
-
-    Raises:
-        UnsafeCheckpointError: For a ``__main__`` module.
-        IncompatibleCheckpointError: For anything else that is not such a function.
-    """
-    if not isinstance(path, str):
-        raise UnsafeCheckpointError(f"{where} names a function by a {type(path).__name__}, not a str.")
-    module_name, sep, qualname = path.partition(":")
-    problem = "it is not of the form 'module:qualname'" if not sep else _path_problem(module_name)
-    if problem is None:
-        problem = _path_problem(qualname)
-    if problem is not None:
-        raise _refusal(
-            where,
-            "function",
-            path,
-            problem,
-            _FUNCTION_HINT,
-        )
-    module = loaded_module(module_name, where=where, what=f"function {path!r}")
-    parts = qualname.split(".")
+def _find_object(module: ModuleType, parts: list[str]) -> Any:
+    """The class or function at ``parts`` in the module's and then each class's own ``__dict__``, or None."""
     obj: Any = vars(module).get(parts[0])
-    for part in parts[1:]:
-        obj = type.__dict__["__dict__"].__get__(obj).get(part) if isinstance(obj, type) else None
-    if isinstance(obj, staticmethod):
-        obj = obj.__func__
-    problem = (
-        "the module has no such function"
-        if obj is None
-        else function_problem(obj)
-        or (None if (obj.__module__, obj.__qualname__) == (module_name, qualname) else "it is defined elsewhere")
-    )
-    if problem is not None:
-        raise _refusal(
-            where,
-            "function",
-            path,
-            problem,
-            _FUNCTION_HINT,
-        )
-    found: Callable[..., Any] = obj
-    return found
-
-
-def _find_static(module: ModuleType, parts: list[str]) -> type | None:
-    """Follow ``parts`` through the module's and then each class's own ``__dict__``.
-
-    Nested classes live in the ``__dict__`` of the class they are defined in
-    (which is what ``__qualname__`` records), so no attribute hook, property or
-    module ``__getattr__`` (which may import) is ever called.
-    """
-    obj: object = vars(module).get(parts[0])
     for part in parts[1:]:
         if not isinstance(obj, type):
             return None
         obj = type.__dict__["__dict__"].__get__(obj).get(part)
+    if isinstance(obj, staticmethod):
+        obj = obj.__func__
+    return obj if isinstance(obj, type | FunctionType) else None
+
+
+def _static_class(path: str) -> type | None:
+    """The class ``path`` names in an already imported module, or None (for role bases; never imports)."""
+    module_name, _, qualname = path.partition(":")
+    module = sys.modules.get(module_name)
+    if not isinstance(module, ModuleType):
+        return None
+    obj = _find_object(module, qualname.split("."))
     return obj if isinstance(obj, type) else None
 
 

@@ -74,6 +74,8 @@ _CURVE_HASHES = {"secp256r1": "SHA256", "secp384r1": "SHA384", "secp521r1": "SHA
 _MAX_KEY_BYTES = 1 << 20  # a PEM key is a few hundred bytes
 _HASH_BUFFER = 1 << 20  # bytes read per call when hashing: memory stays bounded whatever the file size
 _HASH_THREADS = 4  # hashlib releases the GIL: files hash in parallel with each other's reads
+SIGNED_ALGORITHMS = ("sha256", "blake3")
+"""The file digests a signature may use: model-signing's names for the digests cairn's manifests record."""
 # The temporary file a local signing writes before renaming it to model.sig.
 _TEMPORARY = SIGNATURE_TEMPORARY
 
@@ -105,8 +107,8 @@ def sign_checkpoint(
 ) -> str:
     """Sign the committed checkpoint at ``path``; write its ``model.sig`` and return where.
 
-    The signature covers every file the checkpoint's manifests list, each by its
-    SHA-256 (see :func:`_file_digests`). Re-signing replaces the previous
+    The signature covers every file the checkpoint's manifests list, each by the
+    digest its manifests record, BLAKE3 or SHA-256 (see :func:`_file_digests`). Re-signing replaces the previous
     signature. On a local disk the file is written beside its final name and
     renamed into place, so a reader sees the old signature or the new one, never
     half of one; on object stores one upload is atomic.
@@ -136,7 +138,7 @@ def sign_checkpoint(
     key = _load_private_key(private_key, password)  # a bad key fails before any file is read
     storage, root = resolve_storage(path, filesystem)
     root = resolve_user_link(storage, root)  # the path typed may be a link; links inside are refused
-    digests = _file_digests(storage, root)
+    algorithm, digests = _file_digests(storage, root)
     if check_files:
         from cairn._verify import verify
 
@@ -150,7 +152,7 @@ def sign_checkpoint(
             f"Cannot sign {storage.uri(root)}: it holds {_names(extra)}, which its manifests do not list. A "
             "signature covers exactly a checkpoint's files; move those files out of the folder and sign again."
         )
-    payload = _statement_bytes(_model_name(storage, root), digests)
+    payload = _statement_bytes(_model_name(storage, root), digests, algorithm)
     bundle = _bundle(payload, key)
     target = storage.join(root, SIGNATURE)
     _write_atomically(storage, root, target, bundle)
@@ -214,17 +216,23 @@ def signed_root(path: str | os.PathLike[str], public_key: KeySource, *, filesyst
     where = storage.uri(storage.join(root, SIGNATURE))
     data = _read_signature(storage, root, where)
     payload = _verified_payload(data, key, where)
-    signed = _parse_statement(payload, where)
+    signed_algorithm, signed = _parse_statement(payload, where)
     present = _present_files(storage, root, refuse=SignatureError) - {SIGNATURE}
     _compare_names(storage.uri(root), where, signed, present)  # from listings alone: no file read yet
     try:
-        claimed = _file_digests(storage, root)
+        algorithm, claimed = _file_digests(storage, root)
     except CorruptCheckpointError as err:
         raise SignatureError(f"{storage.uri(root)} does not match its signature {where}: {err}") from err
+    if signed_algorithm != algorithm:
+        raise SignatureError(
+            f"{where} hashes the files with {signed_algorithm}, but the checkpoint {storage.uri(root)} records "
+            f"{algorithm} digests. Sign it again with cairn sign, or with model_signing hashing with {algorithm} "
+            "(hashing_algorithm / --hash_algorithm)."
+        )
     _compare_digests(storage.uri(root), where, signed, claimed)
     manifest = storage.read_file(storage.join(root, MANIFEST), max_bytes=MAX_JSON_BYTES)
-    entry = FileEntry(len(manifest), Digest("sha256", signed[MANIFEST]))
-    if Digest.of(manifest, "sha256") != entry.digest:  # replaced since its digest was taken above
+    entry = FileEntry(len(manifest), Digest(algorithm, signed[MANIFEST]))
+    if Digest.of(manifest, algorithm) != entry.digest:  # replaced since its digest was taken above
         raise SignatureError(f"{storage.uri(root)}: its root manifest changed while its signature was checked.")
     return entry
 
@@ -233,8 +241,11 @@ def signed_root(path: str | os.PathLike[str], public_key: KeySource, *, filesyst
 # The files and their digests
 
 
-def _file_digests(storage: Storage, root: str) -> dict[str, str]:
-    """The SHA-256 (hex) of every file the checkpoint's manifests list, by ``/``-joined relative path.
+def _file_digests(storage: Storage, root: str) -> tuple[str, dict[str, str]]:
+    """The digest algorithm and digest (hex) of every file the checkpoint's manifests list, by relative path.
+
+    The algorithm is the checkpoint's (format 3: BLAKE3 or SHA-256, as its manifests
+    record; format 2: SHA-256; format 1: SHA-256, computed here).
 
     The one source of per-file digests for signing and verifying. In format 2 each
     folder's manifest records its files' SHA-256 and is sealed by its parent's, up to
@@ -265,10 +276,11 @@ def _file_digests(storage: Storage, root: str) -> dict[str, str]:
     top = FolderReader(storage, root)
     storage.check_committed(root)
     walk(top, "")
-    out = {MANIFEST: Digest.of(top.manifest_bytes(), "sha256").hex}
+    algorithm = top.manifest.algorithm if top.manifest.algorithm in SIGNED_ALGORITHMS else "sha256"
+    out = {MANIFEST: Digest.of(top.manifest_bytes(), algorithm).hex}
     legacy: dict[str, tuple[int, int]] = {}
     for rel, entry in entries.items():
-        if entry.digest.algorithm == "sha256":
+        if entry.digest.algorithm == algorithm:
             out[rel] = entry.digest.hex
         else:
             legacy[rel] = (entry.size, int(entry.digest.hex, 16))
@@ -280,7 +292,7 @@ def _file_digests(storage: Storage, root: str) -> dict[str, str]:
     if legacy:
         with ThreadPoolExecutor(max_workers=min(_HASH_THREADS, len(legacy))) as pool:
             out.update(pool.map(one, sorted(legacy.items())))
-    return out
+    return algorithm, out
 
 
 def _hash_file(storage: Storage, path: str, size: int, crc: int | None) -> str:
@@ -431,11 +443,12 @@ def _model_name(storage: Storage, root: str) -> str:
 # The statement, the DSSE envelope and the bundle
 
 
-def _statement_bytes(model_name: str, digests: dict[str, str]) -> bytes:
-    """The in-toto statement model-signing v1.0 writes for a folder hashed file by file with SHA-256.
+def _statement_bytes(model_name: str, digests: dict[str, str], algorithm: str) -> bytes:
+    """The in-toto statement model-signing v1.0 writes for a folder hashed file by file with ``algorithm``.
 
     Resources are in model-signing's order (by path components); the subject's
-    digest is the SHA-256 of the resources' digests concatenated in that order.
+    digest is the SHA-256 of the resources' digests concatenated in that order
+    (model-signing's, whatever the files' algorithm).
     """
     names = sorted(digests, key=lambda n: n.split("/"))
     subject = hashlib.sha256(b"".join(bytes.fromhex(digests[n]) for n in names)).hexdigest()
@@ -446,12 +459,12 @@ def _statement_bytes(model_name: str, digests: dict[str, str]) -> bytes:
         "predicate": {
             "serialization": {
                 "method": "files",
-                "hash_type": "sha256",
+                "hash_type": algorithm,
                 "allow_symlinks": False,
                 # The verifier re-hashes the folder: the signature file itself is no part of it.
                 "ignore_paths": [SIGNATURE],
             },
-            "resources": [{"name": n, "algorithm": "sha256", "digest": digests[n]} for n in names],
+            "resources": [{"name": n, "algorithm": algorithm, "digest": digests[n]} for n in names],
         },
     }
     return json.dumps(statement, indent=2).encode("utf-8")
@@ -551,7 +564,7 @@ def _verified_payload(data: bytes | bytearray, key: EllipticCurvePublicKey, wher
     return payload
 
 
-def _parse_statement(payload: bytes, where: str) -> dict[str, str]:
+def _parse_statement(payload: bytes, where: str) -> tuple[str, dict[str, str]]:
     """The signed statement's files and their SHA-256 (hex), checked for shape and consistency."""
     try:
         statement = load_json(payload, where=f"{where}: the signed statement")
@@ -576,8 +589,13 @@ def _parse_statement(payload: bytes, where: str) -> dict[str, str]:
             f"{_short(serialization.get('method') if isinstance(serialization, dict) else None)}); cairn checks "
             "whole files. Sign with cairn sign, or model_signing without sharding."
         )
-    if serialization.get("hash_type") != "sha256":
-        raise SignatureError(f"{bad} hashes with {_short(serialization.get('hash_type'))}; cairn checks SHA-256.")
+    algorithm = serialization.get("hash_type")
+    if algorithm not in SIGNED_ALGORITHMS:
+        raise SignatureError(
+            f"{bad} hashes with {_short(algorithm)}; cairn checks {' or '.join(SIGNED_ALGORITHMS)} (the digests its "
+            "checkpoints record)."
+        )
+    assert isinstance(algorithm, str)  # one of SIGNED_ALGORITHMS
     resources = predicate.get("resources")
     if not isinstance(resources, list):
         raise SignatureError(f"{bad} lists no resources.")
@@ -586,9 +604,9 @@ def _parse_statement(payload: bytes, where: str) -> dict[str, str]:
     for r in resources:
         name = r.get("name") if isinstance(r, dict) else None
         digest = r.get("digest") if isinstance(r, dict) else None
-        if not isinstance(r, dict) or r.get("algorithm") != "sha256" or not _is_sha256_hex(digest):
-            raise SignatureError(f"{bad} lists a resource that is not a file with a SHA-256: {_short(r)}.")
-        assert isinstance(digest, str)  # _is_sha256_hex checked it
+        if not isinstance(r, dict) or r.get("algorithm") != algorithm or not _is_digest_hex(digest):
+            raise SignatureError(f"{bad} lists a resource that is not a file with a {algorithm} digest: {_short(r)}.")
+        assert isinstance(digest, str)  # _is_digest_hex checked it
         problem = _path_problem(name)
         if problem is not None:
             raise SignatureError(f"{bad} lists the file {_short(name)}, which {problem}; the signature is hostile.")
@@ -605,7 +623,7 @@ def _parse_statement(payload: bytes, where: str) -> dict[str, str]:
             f"{bad} is inconsistent: its subject's digest {_short(recorded)} is not the digest of its resources "
             f"({whole.hexdigest()})."
         )
-    return files
+    return algorithm, files
 
 
 def _path_problem(name: object) -> str | None:
@@ -619,7 +637,8 @@ def _path_problem(name: object) -> str | None:
     return None
 
 
-def _is_sha256_hex(value: object) -> bool:
+def _is_digest_hex(value: object) -> bool:
+    """A 32-byte digest in lower-case hex (SHA-256 and BLAKE3 alike)."""
     return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 

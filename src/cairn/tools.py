@@ -7,7 +7,7 @@ checkpoint, except ``upgrade`` (which must run their ``upgrade_state``).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -309,23 +309,32 @@ def format_version_of(path: str | os.PathLike[str], *, filesystem: Any = None) -
 
 
 def upgrade_checkpoint(
-    path: str, out: str | None, *, dry_run: bool = False, filesystem: Any = None, allow_pickle: bool = False
+    path: str,
+    out: str | None,
+    *,
+    dry_run: bool = False,
+    filesystem: Any = None,
+    allow_pickle: bool = False,
+    trusted: Iterable[Any] | None = None,
 ) -> list[tuple[str, str, int, int]]:
     """Bring every component to its class's current ``STATE_VERSION``, in the current checkpoint format.
 
     The new checkpoint is written in :data:`cairn.FORMAT_VERSION` whatever the
-    format of ``path`` (see :func:`format_version_of`).
+    format of ``path`` (see :func:`format_version_of`). The classes it names resolve
+    through the allow-list (SPEC 8), with ``trusted`` as in
+    :meth:`~cairn.Checkpointable.from_checkpoint` (``cairn upgrade --trust module:name``).
 
     Returns:
         (component, class, from_version, to_version) for every folder.
     """
     from cairn.checkpointable import Checkpointable
-    from cairn.registry import resolve_class
+    from cairn.registry import Trusted, resolve_class
 
+    allowed = Trusted.of(trusted)
     root = _reader.open_checkpoint(path, filesystem)
     changes: list[tuple[str, str, int, int]] = []
     for label, reader in _reader.iter_folders(root):
-        cls = resolve_class(str(reader.metadata["class"]), where=reader.where("metadata.json"))
+        cls = resolve_class(str(reader.metadata["class"]), where=reader.where("metadata.json"), trusted=allowed)
         if not issubclass(cls, Checkpointable):
             raise CheckpointError(f"{reader.where()} names {cls.__qualname__}, not a Checkpointable.")
         changes.append(
@@ -335,7 +344,7 @@ def upgrade_checkpoint(
         return changes
     if out is None:
         raise CheckpointError("upgrade needs an output path (or dry_run=True).")
-    obj = Checkpointable.from_checkpoint(path, filesystem=filesystem, allow_pickle=allow_pickle)
+    obj = Checkpointable.from_checkpoint(path, filesystem=filesystem, allow_pickle=allow_pickle, trusted=trusted)
     obj.save_to_path(out, filesystem=filesystem, allow_pickle=allow_pickle)
     problems = _verify.verify(out, filesystem)
     if problems:

@@ -30,7 +30,7 @@ def _remote_episodes(algo: PPO) -> list[Any]:
 
 def test_a_remote_runner_calls_functions_by_reference_and_keeps_custom_data(ray_cluster: Any, tmp_path: Path) -> None:
     # The worker resolves "episode_callbacks_helpers:fn_episode_end" after importing the module the
-    # driver allowed (driver_modules): it was never sent as a function.
+    # driver allowed (driver_names): it was never sent as a function.
     config = small_config(
         num_env_runners=1,
         rollout_length=24,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,6 +51,48 @@ def module_state(checkpoint: str, module_id: str) -> dict[str, Any]:
     from cairn.rl.core.rl_module.rl_module import RLModule
 
     return RLModule.from_checkpoint(f"{checkpoint}/learner_group/learner/rl_module/{module_id}").get_state()
+
+
+FRESH_PROCESS_CHECK = """
+import sys
+import cairn, cairn.rl
+from cairn._reader import open_checkpoint
+from cairn.registry import check_recorded_names, resolve_class
+
+def allow_list_stage(path):  # what from_checkpoint resolves before it builds anything
+    reader = open_checkpoint(path, None)
+    cls = resolve_class(reader.metadata["class"], where=reader.where("metadata.json"))
+    args, kwargs = reader.ctor(False)
+    check_recorded_names(cls, args, kwargs, trusted=None, where=reader.where("ctor.json"))
+
+module, paths = sys.argv[1], sys.argv[2:]
+for path in paths:
+    try:
+        allow_list_stage(path)
+        print("ALLOWED BEFORE IMPORT", path)
+    except cairn.UnsafeCheckpointError:
+        pass
+__import__(module)  # the example's own module: its @cairn.register lines run
+for path in paths:
+    allow_list_stage(path)
+print("OK", len(paths))
+"""
+
+
+def assert_a_fresh_process_allows(module: str, checkpoints: list[Path]) -> None:
+    """A new process that imports the example's module allows every name its checkpoints record (SPEC 8),
+    and refuses them before that import: the example's ``@cairn.register`` lines are what allows them."""
+    assert checkpoints
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(EXAMPLES)])}
+    out = subprocess.run(
+        [sys.executable, "-c", FRESH_PROCESS_CHECK, module, *map(str, checkpoints)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0 and out.stdout.split() == ["OK", str(len(checkpoints))], out.stdout + out.stderr
 
 
 def test_every_script_is_tested() -> None:
@@ -174,6 +218,8 @@ def run_continue_training_from_checkpoint(tmp_path: Path) -> None:
     assert equal_states(out["crashed_at"]["weights"], out["resumed_weights"])  # where it left off
     assert out["last_result"]["training_iteration"] == 3
     assert out["test_eval_results"]["env_runners"]["num_episodes"] == 2  # evaluate() on the restored algorithm
+    # Its callbacks class and policy mapping function: registered by the module, for any process.
+    assert_a_fresh_process_allows("continue_training_from_checkpoint", sorted(tmp_path.glob("iter_*"))[-1:])
 
 
 def run_restore_1_of_n_agents_from_checkpoint(tmp_path: Path) -> None:
@@ -274,6 +320,7 @@ def run_custom_metrics_in_env_runners(tmp_path: Path) -> None:
     assert 0 < pct[0] <= pct[1] <= pct[2]
     # The episodes in flight at the save kept their custom_data: the restored run logs the same numbers.
     assert out["exact"], (out["went_on"], out["resumed"])
+    assert_a_fresh_process_allows("custom_metrics_in_env_runners", [tmp_path / "ckpt"])  # a partial of its class
 
 
 PORTED["custom_metrics_in_env_runners"] = run_custom_metrics_in_env_runners

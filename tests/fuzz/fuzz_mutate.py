@@ -23,7 +23,7 @@ from typing import Any
 
 import msgpack
 
-from cairn.manifest import DIGEST_ALGORITHM, FORMAT_VERSION, MANIFEST, STATE, TENSORS, Digest, raw_entry
+from cairn.manifest import FORMAT_VERSION, MANIFEST, STATE, TENSORS, Digest, manifest_algorithm, raw_entry
 
 DATA_FILES = (STATE, TENSORS)
 
@@ -39,16 +39,16 @@ def canonical(body: Any) -> bytes:
         return json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode("utf-8")
 
 
-def _algorithm(version: Any) -> str:
-    """The digest algorithm of a manifest of ``version`` (cairn.manifest's rule; unknown: the current one)."""
-    return "crc32" if version == 1 and type(version) is int else DIGEST_ALGORITHM
+def _algorithm(body: dict[str, Any]) -> str:
+    """The digest algorithm a manifest ``body`` is sealed with (cairn.manifest's rule, its one home)."""
+    return manifest_algorithm(body)
 
 
 def seal_bytes(body: Any) -> bytes:
     """A manifest's bytes whose own checksum matches ``body`` (non-dict bodies are written as they are)."""
     if isinstance(body, dict):
         body = {k: v for k, v in body.items() if k != "checksum"}
-        body["checksum"] = Digest.of(canonical(body), _algorithm(body.get("format_version"))).hex
+        body["checksum"] = Digest.of(canonical(body), _algorithm(body)).hex
     return dumps_json(body, sort_keys=True)
 
 
@@ -77,10 +77,13 @@ def _is_regular(path: str) -> bool:
         return False
 
 
-def _entry(path: str, version: Any) -> dict[str, Any]:
+def _entry(path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The entry of the file at ``path`` in the manifest ``body`` (its format and algorithm; unknown: the current)."""
     with open(path, "rb") as f:
         data = f.read()
-    return raw_entry(data, format_version=1 if _algorithm(version) == "crc32" else FORMAT_VERSION)
+    version = body.get("format_version")
+    version = version if type(version) is int and 1 <= version <= FORMAT_VERSION else FORMAT_VERSION
+    return raw_entry(data, format_version=version, algorithm=_algorithm({**body, "format_version": version}))
 
 
 ManifestEdit = Callable[[str, Any], Any]
@@ -113,7 +116,7 @@ def reseal(ckpt: str, edit: ManifestEdit | None = None) -> None:
             for name in list(body["files"]):
                 path = os.path.join(folder, name)
                 if isinstance(name, str) and ".." not in name.split("/") and _is_regular(path):
-                    body["files"][name] = _entry(path, body.get("format_version"))
+                    body["files"][name] = _entry(path, body)
         if edit is not None:
             body = edit(rel, body)
         with open(mpath, "wb") as f:

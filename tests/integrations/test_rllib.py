@@ -200,6 +200,11 @@ def test_module_alone_and_cli_tools(trained: Trained) -> None:
     assert subprocess.run([*cli, "verify", path], capture_output=True).returncode == 0
     out = subprocess.run([*cli, "inspect", path], capture_output=True, text=True, check=True).stdout
     assert "MeanStdFilter" in out and "default_policy" in out
+    # cairn evaluate runs cairn's modules: on the bridge's checkpoints it says what to run instead.
+    for target in (path, module_path):
+        evaluated = subprocess.run([*cli, "evaluate", target, "--episodes", "1"], capture_output=True, text=True)
+        assert evaluated.returncode == 1 and len(evaluated.stderr.strip().splitlines()) == 1, evaluated.stderr
+        assert "RLlib bridge" in evaluated.stderr and "from_checkpoint" in evaluated.stderr
 
 
 def test_convert_an_rllib_checkpoint(trained: Trained, tmp_path: Path) -> None:

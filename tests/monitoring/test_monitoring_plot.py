@@ -100,3 +100,51 @@ def test_png_of_a_real_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "3 iterations, 768 env steps" in stdout
     pixels = _read_png(out)
     assert pixels.shape[:2] == (610, 900) and float(pixels[..., :3].var()) > 0.005
+
+
+def test_values_beyond_floats_and_near_their_limits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """F16: 1e999 (read as infinity) is left out on either axis; values near +-1.8e308 scale without
+    overflow in the SVG; matplotlib's own limit is one line naming the SVG way."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(
+        '{"training_iteration": 1, "num_env_steps_sampled_lifetime": 1e999, "episode_return_mean": 5}\n'
+        '{"training_iteration": 2, "num_env_steps_sampled_lifetime": 100, "episode_return_mean": 1e999}\n'
+        '{"training_iteration": 3, "num_env_steps_sampled_lifetime": 200, "episode_return_mean": 3}\n'
+        '{"training_iteration": 4, "num_env_steps_sampled_lifetime": 300, "episode_return_mean": 4}\n'
+    )
+    out = tmp_path / "c.svg"
+    code, stdout, err = cairn(capsys, "plot", str(run), "-o", str(out))
+    assert code == 0, err
+    assert stdout.strip() == f"{run}: 4 iterations, 300 env steps, episode_return_mean last 4, best 4"
+    [line] = [e for e in ET.parse(out).iter() if e.tag.endswith("polyline")]
+    assert len(line.attrib["points"].split()) == 2
+
+    (run / "metrics.jsonl").write_text(
+        '{"training_iteration": 1, "num_env_steps_sampled_lifetime": -1.7e308, "episode_return_mean": -1.7e308}\n'
+        '{"training_iteration": 2, "num_env_steps_sampled_lifetime": 1.7e308, "episode_return_mean": 1.7e308}\n'
+    )
+    code, stdout, err = cairn(capsys, "plot", str(run), "-o", str(out))
+    assert code == 0, err
+    assert "1.7e+308 env steps" in stdout
+    svg = out.read_text()
+    assert "nan" not in svg and "inf" not in svg
+    [line] = [e for e in ET.parse(out).iter() if e.tag.endswith("polyline")]
+    xs = [float(p.split(",")[0]) for p in line.attrib["points"].split()]
+    assert xs[0] < xs[1]
+    ticks = [e.text for e in ET.parse(out).iter() if e.tag.endswith("text")]
+    assert "0" in ticks  # real ticks, not only the two ends
+
+    pytest.importorskip("matplotlib")
+    code, _, err = cairn(capsys, "plot", str(run), "-o", str(tmp_path / "c.png"))
+    if code != 0:  # matplotlib's autoscaling overflows near the float limits (versions differ)
+        assert len(err.strip().splitlines()) == 1 and "-o curves.svg" in err and "Traceback" not in err
+
+
+def test_svg_ticks_are_round_numbers() -> None:
+    from cairn.cli.plot import nice_ticks
+
+    assert nice_ticks(0.0, 1000.0) == [0.0, 200.0, 400.0, 600.0, 800.0, 1000.0]
+    assert nice_ticks(-3.0, 7.0) == [-2.0, 0.0, 2.0, 4.0, 6.0]
+    assert nice_ticks(1.0, 1.0) == [1.0]
+    assert nice_ticks(-1.7e308, 1.7e308) == [-1e308, 0.0, 1e308]

@@ -134,8 +134,20 @@ def test_tensorboard_events_after_kill_and_resume(killed_run: KilledRun) -> None
     events = EventAccumulator(str(killed_run.run))
     events.Reload()
     tags = set(events.Tags()["scalars"])
-    expected = {"episode_return_mean", "num_env_steps_sampled_lifetime", "learner/default_policy/entropy"}
+    expected = {
+        "env_runners/episode_return_mean",
+        "env_runners/num_env_steps_sampled_lifetime",
+        "learners/default_policy/entropy",
+        "perf/time_total_s",
+    }
     assert expected <= tags and "training_iteration" not in tags and "wall_time" not in tags
+    # Each value once, under RLlib's names: none of the deprecated flat aliases the metrics file keeps.
+    assert not tags & {
+        "episode_return_mean",
+        "learner/default_policy/entropy",
+        "env_runner/default_policy/episode_return_mean",
+    }
+    assert not [t for t in tags if t.startswith(("learner/", "env_runner/"))]
     for tag in expected:
         scalars = events.Scalars(tag)
         # The events a killed run wrote after its checkpoint are purged: one value per step.

@@ -5,10 +5,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import cairn
+
 STALL_AT = 0
 """The training iteration whose evaluation stalls (0: none); set by the child before it trains."""
 
 
+@cairn.register  # the child's config names it by path: this helper library allows it
 def stall(*, algorithm: Any, **kwargs: Any) -> None:
     """on_evaluate_start: at iteration STALL_AT, say so and wait to be killed (the worst moment: mid-train)."""
     if STALL_AT and algorithm.training_iteration == STALL_AT:

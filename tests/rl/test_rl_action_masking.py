@@ -18,6 +18,7 @@ import pytest
 import torch
 from gymnasium.spaces import Box, Discrete
 
+import cairn
 from cairn.errors import CheckpointError
 from cairn.rl import PPO
 from cairn.rl.algorithms.dqn import DQNConfig
@@ -37,6 +38,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 ENV = f"{ActionMaskEnv.__module__}:{ActionMaskEnv.__qualname__}"
 
 
+@cairn.register  # configs name it by path (SPEC 8)
 class LowActionsPayEnv(ActionMaskEnv):
     """ActionMaskEnv whose reward is learnable: 1 for an allowed action in the lower half, else 0."""
 
@@ -45,6 +47,7 @@ class LowActionsPayEnv(ActionMaskEnv):
         return obs, float(int(action) < int(self.action_space.n) // 2), terminated, truncated, info
 
 
+@cairn.register  # configs name it by path (SPEC 8)
 class TwoMaskedAgents(MultiAgentEnv):
     """Two ActionMaskEnvs as the agents of one MultiAgentEnv (the multi-agent runner's input).
 

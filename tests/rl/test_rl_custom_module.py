@@ -81,14 +81,15 @@ def test_module_from_checkpoint_is_the_users_class(tmp_path: Path) -> None:
     again.stop()
 
 
-def test_a_module_class_the_program_has_not_imported_is_refused(tmp_path: Path) -> None:
+def test_a_module_class_the_program_has_not_allowed_is_refused(tmp_path: Path) -> None:
     algo = PPO(custom_module.make_config())
     path = algo.save_to_path(tmp_path / "ck")
     algo.stop()
     code = f"from cairn.rl import RLModule; RLModule.from_checkpoint({f'{path}/{MODULE_FOLDER}'!r})"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode != 0
-    assert "custom_module:TinyCNNModule" in out.stderr and "import custom_module first" in out.stderr
+    assert "custom_module:TinyCNNModule" in out.stderr and "not on cairn's allow-list" in out.stderr
+    assert "cairn.register(custom_module.TinyCNNModule)" in out.stderr  # the line that allows it
 
 
 def test_load_state_path_starts_a_module_from_a_checkpoint(tmp_path: Path) -> None:

@@ -169,7 +169,7 @@ RUNNER_ATTACKS: list[Any] = [
     (
         "metrics_key_clash",
         at("metrics", "stats")(lambda s: [*s, {**s[0], "key": [*s[0]["key"], "sub"]}]),
-        r"also the prefix of other metrics",
+        r"metrics: Metric .* clashes with",
     ),
 ]
 
@@ -445,7 +445,9 @@ def test_a_recorded_reference_never_makes_cairn_call_foreign_code(
     value = json.loads(json.dumps(value).replace('"MARK"', json.dumps(f"touch {mark}")))
     ck = copy_of(algo_ckpt, tmp_path)
     _record(ck, field, value)
-    with pytest.raises((cairn.CheckpointError, ValueError), match=r"refuse|not a cairn connector|RLlibCallback"):
+    with pytest.raises(
+        (cairn.CheckpointError, ValueError), match=r"refuse|allow-list|not a cairn connector|RLlibCallback"
+    ):
         PPO.from_checkpoint(ck)
     assert not mark.exists()
 
@@ -478,11 +480,13 @@ def test_a_hostile_filter_companion_is_refused_before_the_algorithm_is_built(
 # ------------------------------------------------------------- add_module / remove_module with evaluation runners
 
 
+@cairn.register  # the config below names it by path
 def by_player(agent_id: str, episode: Any) -> str:
     """player_0 plays module a, player_1 module b."""
     return "a" if agent_id == "player_0" else "b"
 
 
+@cairn.register  # named by path below
 def to_missing_module(agent_id: str, episode: Any) -> str:
     """A new mapping that sends player_1 to a module nobody has (a runner with it in flight must refuse)."""
     return "a" if agent_id == "player_0" else "gone"

@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from cairn.manifest import FORMAT_VERSION, MANIFEST, raw_entry, seal_manifest_body
+from cairn.manifest import FORMAT_VERSION, MANIFEST, manifest_algorithm, raw_entry, seal_manifest_body
 
 ManifestEdit = Callable[[str, dict[str, Any]], None]
 """Called with (folder path relative to the root, "" for the root; manifest body) before sealing."""
@@ -34,8 +34,11 @@ def read_body(fs: Any, folder: str) -> dict[str, Any]:
     return body
 
 
-def _entry(data: bytes, version: Any = FORMAT_VERSION) -> dict[str, Any]:
-    return raw_entry(data, format_version=version if type(version) is int else FORMAT_VERSION)
+def _entry(data: bytes, body: dict[str, Any]) -> dict[str, Any]:
+    """The entry of ``data`` in the manifest ``body``: its format and digest (unknown ones: the current)."""
+    version = body.get("format_version")
+    version = version if type(version) is int and 1 <= version <= FORMAT_VERSION else FORMAT_VERSION
+    return raw_entry(data, format_version=version, algorithm=manifest_algorithm({**body, "format_version": version}))
 
 
 def reseal(fs: Any, root: str, *, edit: ManifestEdit | None = None, rel: str = "") -> bytes:
@@ -54,13 +57,13 @@ def reseal(fs: Any, root: str, *, edit: ManifestEdit | None = None, rel: str = "
     for comp in body.get("components", []):
         if isinstance(comp, str) and fs.exists(f"{folder}/{comp}/{MANIFEST}"):
             sub = f"{rel}/{comp}" if rel else comp
-            files[f"{comp}/{MANIFEST}"] = _entry(reseal(fs, root, edit=edit, rel=sub), body.get("format_version"))
+            files[f"{comp}/{MANIFEST}"] = _entry(reseal(fs, root, edit=edit, rel=sub), body)
     for name in list(files):
         if name.endswith("/" + MANIFEST) or "/" in name or name.startswith(".."):
             continue
         path = f"{folder}/{name}"
         if fs.exists(path) and fs.isfile(path):
-            files[name] = _entry(fs.cat_file(path), body.get("format_version"))
+            files[name] = _entry(fs.cat_file(path), body)
     if edit is not None:
         edit(rel, body)
     data = seal_body(body)

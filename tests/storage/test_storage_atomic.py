@@ -63,9 +63,9 @@ def test_never_a_mix_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     seen: list[str] = []
     real_write = LocalStorage.write_file
 
-    def probing_write(self: LocalStorage, path: str, chunks: Any) -> tuple[int, int]:
+    def probing_write(self: LocalStorage, path: str, chunks: Any, **kwargs: Any) -> Any:
         seen.append(view(target))
-        return real_write(self, path, chunks)
+        return real_write(self, path, chunks, **kwargs)
 
     monkeypatch.setattr(LocalStorage, "write_file", probing_write)
     _agent(2).save_to_path(target)
@@ -116,10 +116,10 @@ def _count_writes(tmp_path: Path) -> int:
     count = 0
     real_write = LocalStorage.write_file
 
-    def counting(self: LocalStorage, path: str, chunks: Any) -> tuple[int, int]:
+    def counting(self: LocalStorage, path: str, chunks: Any, **kwargs: Any) -> Any:
         nonlocal count
         count += 1
-        return real_write(self, path, chunks)
+        return real_write(self, path, chunks, **kwargs)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(LocalStorage, "write_file", counting)
@@ -138,13 +138,13 @@ def test_interrupted_write_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     real_write = LocalStorage._write_file
     failed_path = ""
 
-    def failing(self: LocalStorage, path: str, chunks: Any) -> tuple[int, int]:
+    def failing(self: LocalStorage, path: str, chunks: Any, algorithm: str) -> Any:
         nonlocal calls, failed_path
         calls += 1
         if calls - 1 == fail_at:
             failed_path = path
             raise OSError(28, "No space left on device (injected)")
-        return real_write(self, path, chunks)
+        return real_write(self, path, chunks, algorithm)
 
     monkeypatch.setattr(LocalStorage, "_write_file", failing)
     with pytest.raises(cairn.CheckpointError) as info:
@@ -302,7 +302,8 @@ def test_manager_keeps_newer_format_checkpoints(tmp_path: Path) -> None:
     mgr = cairn.CheckpointManager(root)
     mgr.save(_agent(1), 1)
     mgr.save(_agent(2), 2)
-    reseal(LocalFileSystem(), f"{root}/step_000000002", edit=lambda f, b: b.update(format_version=2) if not f else None)
+    newer = lambda f, b: b.update(format_version=99) if not f else None  # noqa: E731
+    reseal(LocalFileSystem(), f"{root}/step_000000002", edit=newer)
     cairn.CheckpointManager(root)
     assert sorted(os.listdir(root)) == ["step_000000001", "step_000000002"]
 

@@ -743,15 +743,15 @@ def test_hostile_ctor(hostile: Backend, case: str) -> None:
 
 
 MANIFEST_CASES: dict[str, Callable[[dict[str, Any]], Any]] = {
-    "wrong-digest-for-a-file": lambda b: b["files"]["state.msgpack"].update(sha256="0" * 64),
+    "wrong-digest-for-a-file": lambda b: b["files"]["state.msgpack"].update({b["algorithm"]: "0" * 64}),
     "wrong-size-for-a-file": lambda b: b["files"]["state.msgpack"].update(size=b["files"]["state.msgpack"]["size"] + 1),
     "negative-size": lambda b: b["files"]["state.msgpack"].update(size=-1),
-    "crc-not-hex": lambda b: b["files"]["state.msgpack"].update(crc32="zzzz"),
+    "digest-not-hex": lambda b: b["files"]["state.msgpack"].update({b["algorithm"]: "zz" * 32}),
     "size-a-float": lambda b: b["files"]["state.msgpack"].update(size=1.5),
     "size-a-bool": lambda b: b["files"]["state.msgpack"].update(size=True),
     "ghost-component": lambda b: (
         b["components"].append("ghost"),
-        b["files"].update({"ghost/manifest.json": {"size": 10, "sha256": "0" * 64, "crc32": "00000000"}}),
+        b["files"].update({"ghost/manifest.json": {"size": 10, b["algorithm"]: "0" * 64}}),
     ),
     "component-without-entry": lambda b: b["components"].append("ghost2"),
     "component-not-a-string": lambda b: b["components"].append(7),
@@ -788,7 +788,7 @@ def test_tampered_manifest(hostile: Backend, case: str, level: str) -> None:
 def test_manifest_edited_without_resealing(hostile: Backend) -> None:
     """A manifest edited by hand (its own checksum not updated): CorruptCheckpointError naming it."""
     body = read_body(hostile.fs, hostile.path("ckpt"))
-    body["files"]["state.msgpack"]["crc32"] = "00000000"
+    body["files"]["state.msgpack"][body["algorithm"]] = "0" * 64
     hostile.fs.pipe_file(hostile.path("ckpt", "manifest.json"), json.dumps(body).encode())
     _refused(hostile, "manifest.json", cairn.CorruptCheckpointError, kind="hostile", ops=("restore", "from_checkpoint"))
     assert seal_body(body)  # re-sealing is what the other tests do to get past this check

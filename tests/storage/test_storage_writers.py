@@ -105,10 +105,10 @@ def test_second_manager_leaves_a_save_in_flight_alone(backend: Backend) -> None:
     if backend.name == "local":
         real = LocalStorage.write_file
 
-        def probing(self: LocalStorage, path: str, chunks: Any) -> tuple[int, int]:
+        def probing(self: LocalStorage, path: str, chunks: Any, **kwargs: Any) -> Any:
             if f"{os.sep}group{os.sep}" in path and "step_000000001" in path:
                 second_manager_saves()
-            return real(self, path, chunks)
+            return real(self, path, chunks, **kwargs)
 
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(LocalStorage, "write_file", probing)
@@ -154,10 +154,10 @@ def test_save_whose_staging_was_removed_fails(backend: Backend) -> None:
     if backend.name == "local":
         real = LocalStorage.write_file
 
-        def probing(self: LocalStorage, path: str, chunks: Any) -> tuple[int, int]:
+        def probing(self: LocalStorage, path: str, chunks: Any, **kwargs: Any) -> Any:
             if f"{os.sep}group{os.sep}b{os.sep}" in path:
                 remove_staging()
-            return real(self, path, chunks)
+            return real(self, path, chunks, **kwargs)
 
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(LocalStorage, "write_file", probing)
@@ -349,9 +349,9 @@ def test_heartbeat_keeps_a_slow_save_fresh(backend: Backend, monkeypatch: pytest
     if backend.name == "local":
         real = LocalStorage.write_file
 
-        def probing(self: LocalStorage, path: str, chunks: Any) -> tuple[int, int]:
+        def probing(self: LocalStorage, path: str, chunks: Any, **kwargs: Any) -> Any:
             slow(path)
-            return real(self, path, chunks)
+            return real(self, path, chunks, **kwargs)
 
         monkeypatch.setattr(LocalStorage, "write_file", probing)
         _agent(1).save_to_path(backend.uri("ckpt"))

@@ -11,11 +11,12 @@ import argparse
 import contextlib
 import importlib
 import json
+import os
 import sys
 from typing import Any
 
 from cairn._display import safe_text
-from cairn.cli.command import Command
+from cairn.cli.command import Command, did_you_mean, require_folder
 from cairn.cli.display import format_value, human_size, progress
 from cairn.errors import CheckpointError
 
@@ -32,6 +33,8 @@ __all__ = [
 ]
 
 
+_CHECKPOINT_HELP = "a checkpoint folder (cairn train saves DIR/step_NNNNNNNNN), e.g. runs/cartpole/step_000000040"
+
 # ---------------------------------------------------------------------- inspect
 
 
@@ -39,6 +42,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     """Print the component tree with classes, sizes, versions and tensors."""
     from cairn.tools import inspect_checkpoint
 
+    require_folder(args.checkpoint)
     infos = inspect_checkpoint(args.checkpoint)
     if args.json:
         print(json.dumps([i.to_json() for i in infos], indent=1))
@@ -63,7 +67,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _inspect_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint")
+    p.add_argument("checkpoint", help=_CHECKPOINT_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--tensors", action="store_true", help="list every tensor with dtype and shape")
 
@@ -76,6 +80,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from cairn.errors import CorruptCheckpointError
     from cairn.tools import verify_checkpoint
 
+    require_folder(args.checkpoint)  # a file is a usage error (exit 2), not a broken checkpoint (exit 1)
     if args.public_key is not None:
         from cairn.errors import SignatureError
         from cairn.signing import signed_root
@@ -106,7 +111,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _verify_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint")
+    p.add_argument("checkpoint", help=_CHECKPOINT_HELP)
     p.add_argument(
         "--public-key",
         metavar="KEY.pub",
@@ -119,6 +124,7 @@ def cmd_sign(args: argparse.Namespace) -> int:
     """Write the checkpoint's signature (model.sig, OpenSSF model-signing format)."""
     from cairn.signing import sign_checkpoint
 
+    require_folder(args.checkpoint)
     where = sign_checkpoint(args.checkpoint, args.key)
     print(
         f"Signed {safe_text(args.checkpoint)}: wrote {safe_text(where)} "
@@ -128,8 +134,14 @@ def cmd_sign(args: argparse.Namespace) -> int:
 
 
 def _sign_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint")
-    p.add_argument("--key", required=True, metavar="KEY.pem", help="elliptic-curve private key (P-256/384/521) in PEM")
+    p.add_argument("checkpoint", help=_CHECKPOINT_HELP)
+    p.add_argument(
+        "--key",
+        required=True,
+        metavar="KEY.pem",
+        help="elliptic-curve private key (P-256/384/521) in PEM, e.g. --key signing.pem "
+        "(openssl ecparam -name prime256v1 -genkey -noout -out signing.pem)",
+    )
 
 
 # ---------------------------------------------------------------------- diff, extract
@@ -139,6 +151,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     """Components and tensors that differ; exit 0 equal, 1 different, 2 error."""
     from cairn.tools import diff_checkpoints
 
+    require_folder(args.a)
+    require_folder(args.b)
     try:
         diffs = diff_checkpoints(args.a, args.b)
     except CheckpointError as err:
@@ -157,27 +171,35 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _diff_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("a")
-    p.add_argument("b")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("a", help="a checkpoint folder, e.g. runs/a/step_000000040")
+    p.add_argument("b", help="the checkpoint folder to compare it with, e.g. runs/b/step_000000040")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
     """Write a standalone checkpoint of one component."""
     from cairn.tools import extract_component
 
+    require_folder(args.checkpoint)
     out = extract_component(args.checkpoint, args.component, args.out)
     print(f"Extracted {safe_text(args.component)} to {safe_text(out)} (verified)")
     return 0
 
 
 def _extract_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint")
-    p.add_argument("component", help="a /-joined component path, e.g. learner_group/learner/rl_module/default_policy")
-    p.add_argument("out")
+    p.add_argument("checkpoint", help=_CHECKPOINT_HELP)
+    p.add_argument(
+        "component",
+        help="a /-joined component path (cairn inspect lists them), "
+        "e.g. learner_group/learner/rl_module/default_policy",
+    )
+    p.add_argument("out", help="the folder to write, e.g. policy_only (it must not exist)")
 
 
 # ---------------------------------------------------------------------- ls
+
+DEFAULT_METRIC = "episode_return_mean"
+"""The metric ``cairn ls`` ranks by when the checkpoints record it (``cairn train``'s)."""
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
@@ -186,9 +208,15 @@ def cmd_ls(args: argparse.Namespace) -> int:
     from cairn.errors import CheckpointNotFoundError
     from cairn.storage.resolve import resolve_storage
 
+    require_folder(args.root, what="checkpoint manager's root")
     storage, root = resolve_storage(args.root)
     if not storage.isdir(resolve_user_link(storage, root)):  # the root the user typed may be a link
-        raise CheckpointNotFoundError(f"No checkpoint folder at {args.root}.")
+        hint = ""
+        if "://" not in args.root:
+            parent = os.path.dirname(os.path.abspath(args.root))
+            siblings = [e.name for e in os.scandir(parent) if e.is_dir()] if os.path.isdir(parent) else []
+            hint = did_you_mean(os.path.basename(os.path.normpath(args.root)), siblings)
+        raise CheckpointNotFoundError(f"{args.root} does not exist{hint}: cairn ls lists a checkpoint manager's root.")
     rows = _ls_rows(args)
     damaged = [r for r in rows if r["verified"] is False]
     if damaged:
@@ -213,8 +241,12 @@ def _ls_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     from cairn.manager import CheckpointManager
     from cairn.retention import best_steps
 
+    infos = CheckpointManager(args.root).checkpoints()
+    if args.metric is None:
+        # cairn train's metric when the run records it; else none (a torch loop's run names its own):
+        # the table then shows the metrics the checkpoints record, not a column of dashes.
+        args.metric = DEFAULT_METRIC if any(DEFAULT_METRIC in i.metrics for i in infos) else None
     mgr = CheckpointManager(args.root, metric=args.metric, mode=args.mode)
-    infos = mgr.checkpoints()
     # Without --verify only manifests and metadata are read (cheap); with it every file is,
     # and "latest" and "best" are among the checkpoints that verify ("latest": the one a
     # resume would use).
@@ -272,10 +304,17 @@ def _folder_size(path: str) -> int | None:
 
 
 def _ls_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("root")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--metric", default="episode_return_mean", help="metric that marks the best")
-    p.add_argument("--mode", choices=("max", "min"), default="max")
+    p.add_argument("root", help="a checkpoint manager's root (cairn train's --checkpoint-dir), e.g. runs/cartpole")
+    p.add_argument("--json", action="store_true", help="machine-readable output: one object per checkpoint")
+    p.add_argument(
+        "--metric",
+        default=None,
+        help=f"the metric that marks the best and is shown, e.g. --metric loss (default: {DEFAULT_METRIC} "
+        "when the checkpoints record it, else none: the first four recorded metrics are shown)",
+    )
+    p.add_argument(
+        "--mode", choices=("max", "min"), default="max", help="which end of --metric is best, e.g. --mode min"
+    )
     p.add_argument(
         "--verify",
         action="store_true",
@@ -293,6 +332,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     from cairn.rl.algorithms.catalog import ALGORITHMS
     from cairn.tools import format_version_of, upgrade_checkpoint
 
+    require_folder(args.checkpoint)
     if not args.dry_run and not args.out:
         print("cairn upgrade: OUT is required unless --dry-run is given.", file=sys.stderr)
         return 2
@@ -308,7 +348,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         print(f"{safe_text(comp):<50} {safe_text(cls):<50} {safe_text(status)}")
     fmt = format_version_of(args.checkpoint)
     if fmt != FORMAT_VERSION:
-        print(f"checkpoint format {fmt} -> {FORMAT_VERSION} (SHA-256 digests; CRC-32 guards against accidents only)")
+        print(f"checkpoint format {fmt} -> {FORMAT_VERSION} (BLAKE3 digests, recorded in each manifest)")
     else:
         print(f"checkpoint format {fmt} (current)")
     if args.dry_run:
@@ -320,9 +360,9 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
 
 def _upgrade_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint")
-    p.add_argument("out", nargs="?")
-    p.add_argument("--dry-run", action="store_true", help="list what would change, write nothing")
+    p.add_argument("checkpoint", help=_CHECKPOINT_HELP)
+    p.add_argument("out", nargs="?", help="the folder to write the upgraded checkpoint to, e.g. upgraded/step_40")
+    p.add_argument("--dry-run", action="store_true", help="list what would change and write nothing, e.g. --dry-run")
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -351,9 +391,11 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _convert_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("framework", choices=["rllib"], help="the framework that wrote SRC")
-    p.add_argument("src", help="the RLlib checkpoint folder (Algorithm.save_to_path)")
-    p.add_argument("dst", help="where to write the cairn checkpoint (local path or URI)")
+    p.add_argument("framework", choices=["rllib"], help="the framework that wrote SRC: rllib")
+    p.add_argument(
+        "src", help="the RLlib checkpoint folder (Algorithm.save_to_path), e.g. ~/ray_results/PPO/checkpoint_000010"
+    )
+    p.add_argument("dst", help="where to write the cairn checkpoint (local path or URI), e.g. converted")
     p.add_argument(
         "--allow-pickle",
         action="store_true",
@@ -362,25 +404,79 @@ def _convert_arguments(p: argparse.ArgumentParser) -> None:
 
 
 COMMANDS = (
-    Command("inspect", "show the component tree: classes, sizes, versions", _inspect_arguments, cmd_inspect),
+    Command(
+        "inspect",
+        "show the component tree: classes, sizes, versions",
+        _inspect_arguments,
+        cmd_inspect,
+        examples=(
+            "cairn inspect runs/cartpole/step_000000040",
+            "cairn inspect runs/cartpole/step_000000040 --tensors | head -30",
+        ),
+    ),
     Command(
         "verify",
         "check every checksum (exit 1 when broken, 2 on error)",
         _verify_arguments,
         cmd_verify,
         error_status=2,
+        examples=(
+            "cairn verify runs/cartpole/step_000000040",
+            "cairn verify runs/cartpole/step_000000040 --public-key signing.pub",
+        ),
     ),
-    Command("sign", "sign a checkpoint (model.sig, OpenSSF model-signing format)", _sign_arguments, cmd_sign),
+    Command(
+        "sign",
+        "sign a checkpoint (model.sig, OpenSSF model-signing format)",
+        _sign_arguments,
+        cmd_sign,
+        examples=("cairn sign runs/cartpole/step_000000040 --key signing.pem",),
+    ),
     Command(
         "diff",
         "components and tensors that differ (exit 0 equal, 1 different)",
         _diff_arguments,
         cmd_diff,
         error_status=2,
+        examples=("cairn diff runs/a/step_000000040 runs/b/step_000000040",),
     ),
-    Command("extract", "write a standalone checkpoint of one component", _extract_arguments, cmd_extract),
-    Command("ls", "list a manager's checkpoints with steps and metrics", _ls_arguments, cmd_ls),
-    Command("upgrade", "bring every component to its current STATE_VERSION", _upgrade_arguments, cmd_upgrade),
-    Command("convert", "turn an RLlib checkpoint folder into a cairn checkpoint", _convert_arguments, cmd_convert),
+    Command(
+        "extract",
+        "write a standalone checkpoint of one component",
+        _extract_arguments,
+        cmd_extract,
+        examples=(
+            "cairn extract runs/cartpole/step_000000040 learner_group/learner/rl_module/default_policy policy",
+            "cairn evaluate policy --env CartPole-v1   # the extracted module runs on its own",
+        ),
+    ),
+    Command(
+        "ls",
+        "list a manager's checkpoints with steps and metrics",
+        _ls_arguments,
+        cmd_ls,
+        examples=(
+            "cairn ls runs/cartpole",
+            "cairn ls runs/cartpole --verify",
+            "cairn ls my_run --metric loss --mode min",
+        ),
+    ),
+    Command(
+        "upgrade",
+        "bring every component to its current STATE_VERSION",
+        _upgrade_arguments,
+        cmd_upgrade,
+        examples=(
+            "cairn upgrade runs/old/step_000000040 --dry-run",
+            "cairn --import mypkg upgrade runs/old/step_000000040 upgraded/step_000000040",
+        ),
+    ),
+    Command(
+        "convert",
+        "turn an RLlib checkpoint folder into a cairn checkpoint",
+        _convert_arguments,
+        cmd_convert,
+        examples=("cairn convert rllib ~/ray_results/PPO/checkpoint_000010 converted --allow-pickle",),
+    ),
 )
 """The checkpoint tools, in the order ``cairn --help`` lists them."""

@@ -10,10 +10,24 @@ parser is built from that one table. Handlers import their heavy dependencies
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import difflib
+import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-__all__ = ["Command"]
+__all__ = ["USAGE_STATUS", "Command", "UsageError", "did_you_mean", "require_folder"]
+
+USAGE_STATUS = 2
+"""The exit status of a command line the command cannot run (argparse's own, for every command)."""
+
+
+class UsageError(ValueError):
+    """The command line asks for something the command cannot do (a file where a folder is expected,
+    ``--iterations`` below a resumed run's iteration, ...): one line on stderr, exit :data:`USAGE_STATUS`.
+
+    A ``ValueError`` like the other errors of the user's input, so that code calling
+    :func:`cairn.cli.main` in-process catches it the same way.
+    """
 
 
 @dataclass(frozen=True)
@@ -28,6 +42,8 @@ class Command:
         description: The longer text of ``cairn NAME --help`` (the help line when None).
         error_status: The exit status when the handler fails with an error. ``verify``
             and ``diff`` use 2, since 1 means "broken" or "different" there, as diff(1) does.
+        examples: Command lines shown under "examples:" in ``cairn NAME --help``, each a
+            line (a ``#`` comment may follow).
     """
 
     name: str
@@ -36,3 +52,33 @@ class Command:
     run: Callable[[argparse.Namespace], int]
     description: str | None = None
     error_status: int = 1
+    examples: tuple[str, ...] = ()
+
+
+def did_you_mean(word: str, choices: Iterable[str], *, n: int = 3) -> str:
+    """`` (did you mean X?)`` with the closest of ``choices`` to ``word``, or ``""`` when none is close.
+
+    Close means difflib's ratio of at least 0.6, compared without case (``cartpole-v1``
+    finds ``CartPole-v1``), so that a typo gets its correction and nothing else does.
+    """
+    by_folded: dict[str, str] = {}
+    for choice in choices:
+        by_folded.setdefault(choice.casefold(), choice)
+    close = difflib.get_close_matches(word.casefold(), list(by_folded), n=n, cutoff=0.6)
+    if not close:
+        return ""
+    return f" (did you mean {' or '.join(by_folded[c] for c in close)}?)"
+
+
+def require_folder(path: str, *, what: str = "checkpoint") -> None:
+    """Raise :class:`UsageError` when the local ``path`` is a file: a checkpoint is a folder.
+
+    Only local paths are checked here (an object store has no files standing for folders);
+    a missing path is left to the reader, whose error says it is missing.
+    """
+    if "://" in path or not os.path.isfile(path):
+        return
+    hint = ""
+    if what == "checkpoint" and os.path.basename(path) in ("manifest.json", "metadata.json"):
+        hint = f"; the checkpoint is the folder holding it: {os.path.dirname(path) or '.'}"
+    raise UsageError(f"{path} is a file, and a {what} is a folder{hint}.")

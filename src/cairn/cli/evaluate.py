@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cairn._display import safe_text
-from cairn.cli.command import Command
+from cairn.cli.command import Command, require_folder
 from cairn.cli.loading import checkpoint_metadata, load_newest_sound
 from cairn.rl.algorithms.catalog import ALGORITHMS
 
@@ -103,6 +103,13 @@ def _load_module(root: str, metadata: dict[str, Any] | None, module_id: str) -> 
     importlib.import_module("cairn.rl.core.rl_module.multi_rl_module")
     if metadata is None:
         metadata = open_checkpoint(root, None).metadata
+    if "rllib_class" in metadata:  # written by cairn.integrations.rllib (RLlib's classes, not cairn's)
+        raise ValueError(
+            f"{root} holds RLlib's {metadata['rllib_class']!s:.200} (saved through cairn's RLlib bridge); "
+            "cairn evaluate runs cairn's own modules. Evaluate it with RLlib: "
+            "algo = cairn.integrations.rllib.from_checkpoint(PATH, config=your_config); algo.evaluate() "
+            "(docs/integrations.md)."
+        )
     cls = str(metadata.get("class", ""))
     algo_root: str | None = None
     algo_metadata: dict[str, Any] | None = None
@@ -161,6 +168,7 @@ def evaluate_module(
     env = make_env(env_id, {})
     returns: list[float] = []
     try:
+        _check_spaces(module, env, env_id)
         for episode in range(episodes):
             obs, _ = env.reset(seed=seed + episode)
             total, done, steps = 0.0, False, 0
@@ -186,10 +194,46 @@ def evaluate_module(
     return returns
 
 
+def _fits(module_space: Any, env_space: Any) -> bool:
+    """Whether the env's space has the kind and size the module was built for (bounds may differ)."""
+    import gymnasium as gym
+
+    if module_space is None:  # a module that does not record its spaces: nothing to check against
+        return True
+    if type(module_space) is not type(env_space):
+        return False
+    if isinstance(module_space, gym.spaces.Discrete):
+        return bool(module_space.n == env_space.n)
+    return getattr(module_space, "shape", None) == getattr(env_space, "shape", None)
+
+
+def _describe(space: Any) -> str:
+    """A space in a few words: ``Discrete(2)``, ``Box (4,) float32`` (bounds left out: they do not decide a fit)."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Box):
+        return f"Box {space.shape} {space.dtype}"
+    return str(space)
+
+
+def _check_spaces(module: RLModule, env: Any, env_id: str) -> None:
+    """Raise ValueError naming both sides when ``env``'s spaces do not fit ``module``'s."""
+    obs, act = getattr(module, "observation_space", None), getattr(module, "action_space", None)
+    if _fits(obs, env.observation_space) and _fits(act, env.action_space):
+        return
+    raise ValueError(
+        f"{env_id} does not fit the module: the module reads observations {_describe(obs)} and acts in "
+        f"{_describe(act)}; {env_id} gives observations {_describe(env.observation_space)} and takes actions "
+        f"{_describe(env.action_space)}. "
+        "Evaluate it on the environment it was trained on (leave --env out to use the checkpoint's)."
+    )
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Handler of ``cairn evaluate``; returns the exit status."""
     if args.episodes < 1:
         raise ValueError("--episodes must be at least 1.")
+    require_folder(args.checkpoint)
     module_folder, algo_root, algo_metadata, module = _load_for_evaluation(args.checkpoint, args.module)
     env_id = args.env
     if env_id is None and algo_metadata is not None:
@@ -212,11 +256,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint")
-    p.add_argument("--episodes", type=int, default=10)
-    p.add_argument("--module", default="default_policy", help="module id")
-    p.add_argument("--env", default=None, help="environment (default: the checkpoint's)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "checkpoint",
+        help="an algorithm checkpoint, a module folder, or a run folder (its newest sound checkpoint), "
+        "e.g. runs/cartpole",
+    )
+    p.add_argument("--episodes", type=int, default=10, metavar="N", help="episodes to run, e.g. --episodes 5")
+    p.add_argument("--module", default="default_policy", metavar="ID", help="the module id to run, e.g. --module p0")
+    p.add_argument(
+        "--env",
+        default=None,
+        metavar="ID",
+        help="the environment, e.g. --env CartPole-v1 (default: the checkpoint's)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the first episode (the next get +1, +2, ...)")
 
 
 COMMAND = Command(
@@ -228,6 +281,11 @@ COMMAND = Command(
         "Load one module of a checkpoint (an algorithm checkpoint, a module folder, or a "
         "checkpoint manager's root, whose latest checkpoint is used), run episodes with "
         "greedy actions and print the mean return."
+    ),
+    examples=(
+        "cairn evaluate runs/cartpole --episodes 5",
+        "cairn evaluate runs/cartpole/step_000000040 --seed 100",
+        "cairn evaluate policy_folder --env CartPole-v1",
     ),
 )
 """The ``evaluate`` command."""

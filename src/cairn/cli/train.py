@@ -9,15 +9,23 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
+import os
+import shlex
+import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from cairn._display import safe_text
-from cairn.cli.command import Command
+from cairn.cli import train_options
+from cairn.cli.command import Command, UsageError, did_you_mean
 from cairn.cli.loading import checkpoint_metadata, load_newest_sound
 from cairn.cli.metrics_log import METRICS_FILE, MetricsLog, TensorBoardLog, jsonable
+from cairn.cli.settings import apply_settings, check_env, parse_settings
+from cairn.cli.train_options import TrainOptions
 from cairn.rl.algorithms.catalog import ALGORITHMS, algorithm_of_class
 
 if TYPE_CHECKING:
@@ -32,39 +40,6 @@ DEFAULT_ALGORITHM = "ppo"
 _RUN_IDENTITY = ("env", "seed", "num_agents", "policies", "policy_mapping")
 
 
-def parse_settings(pairs: list[str], config_cls: type[Any]) -> dict[str, Any]:
-    """Turn ``--set KEY=VALUE`` pairs into config fields.
-
-    VALUE is read as JSON when it parses (``1e-3``, ``true``, ``[64, 64]``,
-    ``null``, ``{"agent_0": "p0"}``), else taken as a string; a list becomes a
-    tuple where the field holds a tuple, an int a float where it holds a float.
-
-    Raises:
-        ValueError: A pair without ``=`` or an unknown field (the message lists them).
-    """
-    defaults = config_cls()
-    names = [f.name for f in dataclasses.fields(config_cls) if f.init]
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or key not in names:
-            raise ValueError(f"--set {pair!r}: expected KEY=VALUE with KEY one of {', '.join(names)}.")
-        try:
-            value: Any = json.loads(text)
-        except json.JSONDecodeError:
-            value = text
-        except (RecursionError, ValueError) as err:  # nested too deeply; an integer of too many digits
-            raise ValueError(f"--set {key}: the value cannot be read ({type(err).__name__}: {err}).") from err
-        default = getattr(defaults, key)
-        if isinstance(default, tuple) and isinstance(value, list):
-            value = tuple(value)
-        elif isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        out[key] = value
-    return out
-
-
 # ---------------------------------------------------------------------- the algorithm
 
 _NAMES = " or ".join(entry.algorithm for entry in ALGORITHMS.values())
@@ -73,6 +48,8 @@ _NAMES = " or ".join(entry.algorithm for entry in ALGORITHMS.values())
 def _build_algorithm(args: argparse.Namespace) -> tuple[Algorithm, str]:
     """A new algorithm (``--algo``), or the latest checkpoint's with ``--resume``; and how it was obtained."""
     algo_cls, config_cls = ALGORITHMS[_algorithm_name(args)].load()
+    if args.env is not None:
+        check_env(args.env)
     flags = {
         "env": args.env,
         "seed": args.seed,
@@ -80,55 +57,102 @@ def _build_algorithm(args: argparse.Namespace) -> tuple[Algorithm, str]:
         "num_learners": args.num_learners,
         "num_agents": args.num_agents,
     }
+    # The flags win over the same names in --set, as the more specific spelling.
     explicit = {**parse_settings(args.set or [], config_cls), **{k: v for k, v in flags.items() if v is not None}}
     if args.resume:
-        if args.checkpoint_dir is None:
-            raise ValueError("--resume needs --checkpoint-dir (where the checkpoints are).")
-        resumed = _resume(args.checkpoint_dir, algo_cls, explicit)
-        if resumed is not None:
-            return resumed
-    elif args.checkpoint_dir is not None:
+        return _resume(args.checkpoint_dir, algo_cls, explicit)
+    if args.checkpoint_dir is not None:
         _refuse_a_second_run(args.checkpoint_dir)
-    return algo_cls(config_cls(**explicit)), "started from scratch"
+    return algo_cls(apply_settings(config_cls(), explicit)), "started from scratch"
 
 
-def _resume(root: str, algo_cls: type[Algorithm], explicit: dict[str, Any]) -> tuple[Algorithm, str] | None:
-    """The newest sound checkpoint under ``root`` with the ``explicit`` settings applied, or None when there is none.
+def _check_resume_folder(root: str) -> None:
+    """Raise UsageError when ``root`` is missing or holds no checkpoint: a typo must not start a new run."""
+    from cairn.manager import CheckpointManager
+
+    new_run = "A new run is started without --resume."
+    if "://" not in root and not os.path.isdir(root):
+        parent = os.path.dirname(os.path.abspath(root))
+        siblings = [e.name for e in os.scandir(parent) if e.is_dir()] if os.path.isdir(parent) else []
+        hint = did_you_mean(os.path.basename(os.path.normpath(root)), siblings)
+        raise UsageError(f"--resume: there is no folder {root}{hint}. {new_run}")
+    manager = CheckpointManager(root)
+    if not manager.checkpoints() and not manager.damaged():
+        raise UsageError(f"--resume: {root} holds no checkpoint to resume from. {new_run}")
+
+
+def _resume(root: str | None, algo_cls: type[Algorithm], explicit: dict[str, Any]) -> tuple[Algorithm, str]:
+    """The newest sound checkpoint under ``root``, with the ``explicit`` settings applied.
 
     Raises:
+        UsageError: No ``--checkpoint-dir``, or a folder that is missing or holds no checkpoint.
         ValueError: ``explicit`` changes a setting of :data:`_RUN_IDENTITY`.
     """
     from cairn.manager import CheckpointManager
 
-    found = load_newest_sound(CheckpointManager(root), algo_cls.from_checkpoint, command="train")
-    if found is None:
-        return None
+    if root is None:
+        raise UsageError("--resume needs --checkpoint-dir (the folder of the run to continue).")
+    _check_resume_folder(root)
+    found = load_newest_sound(CheckpointManager(root), _loader(algo_cls, explicit), command="train")
+    if found is None:  # every checkpoint went away since the check above (another process's retention)
+        raise UsageError(f"--resume: {root} holds no checkpoint to resume from. A new run is started without --resume.")
     latest, algo = found[0].path, found[1]
     config = algo.config
-    for key in _RUN_IDENTITY:
-        if key in explicit and explicit[key] != getattr(config, key):
-            raise ValueError(
-                f"{key}={explicit[key]!r} differs from the checkpoint's {key}="
-                f"{getattr(config, key)!r} ({latest}); drop it to resume, or start a new run "
-                "in another --checkpoint-dir."
-            )
-    changes = {k: v for k, v in explicit.items() if getattr(config, k) != v}
+    try:
+        wanted = apply_settings(config, explicit)
+        for key in _RUN_IDENTITY:
+            if getattr(wanted, key) != getattr(config, key):
+                raise ValueError(
+                    f"{key}={getattr(wanted, key)!r} differs from the checkpoint's {key}="
+                    f"{getattr(config, key)!r} ({latest}); drop it to resume, or start a new run "
+                    "in another --checkpoint-dir."
+                )
+    except BaseException:
+        algo.stop()
+        raise
+    changes = {
+        f.name: getattr(wanted, f.name)
+        for f in dataclasses.fields(config)
+        if f.init and getattr(wanted, f.name) != getattr(config, f.name)
+    }
     if changes:
         # Other settings (learning rate, number of runners or learners, ...) may change
         # on resume: the checkpoint restores into an algorithm built with them.
         algo.stop()
-        algo = algo_cls.from_checkpoint(latest, config=dataclasses.replace(config, **changes))
+        algo = algo_cls.from_checkpoint(latest, config=wanted)
     changed = f", with {', '.join(f'{k}={v!r}' for k, v in changes.items())}" if changes else ""
     return algo, f"resumed from {latest} (iteration {algo.training_iteration}){changed}"
 
 
+def _loader(algo_cls: type[Algorithm], explicit: dict[str, Any]) -> Callable[[str], Algorithm]:
+    """``from_checkpoint``, with the machine-bounded settings the user gave (``--num-env-runners``,
+    ``--set num_learners=...``) applied before the algorithm is built: they are the user's explicit
+    override of the bound a checkpoint's counts meet (SPEC 8); the checkpoint's other counts stay bounded.
+    """
+    from cairn.errors import UnsafeCheckpointError
+    from cairn.rl.algorithms.algorithm import MACHINE_FIELDS, machine_problem, recorded_config
+
+    chosen = {k: v for k, v in explicit.items() if k in MACHINE_FIELDS}
+    if not chosen:
+        return algo_cls.from_checkpoint
+
+    def load(path: str) -> Algorithm:
+        recorded = recorded_config(path)
+        problem = machine_problem(recorded, overridden=chosen)
+        if problem is not None:
+            raise UnsafeCheckpointError(f"{path}: not resumed: {problem}.")
+        return algo_cls.from_checkpoint(path, config=apply_settings(recorded, chosen))
+
+    return load
+
+
 def _refuse_a_second_run(root: str) -> None:
-    """Raise ValueError when ``root`` already holds checkpoints: a new run there would mix two runs."""
+    """Raise UsageError when ``root`` already holds checkpoints: a new run there would mix two runs."""
     from cairn.manager import CheckpointManager
 
     existing = CheckpointManager(root).latest(verified=False)
     if existing is not None:
-        raise ValueError(
+        raise UsageError(
             f"{root} already holds checkpoints (latest {existing}); pass "
             "--resume to continue that run, or choose another --checkpoint-dir."
         )
@@ -142,6 +166,8 @@ def _algorithm_name(args: argparse.Namespace) -> str:
         from cairn.errors import CheckpointError
         from cairn.manager import CheckpointManager
 
+        if "://" not in args.checkpoint_dir and not os.path.isdir(args.checkpoint_dir):
+            return DEFAULT_ALGORITHM  # the resume refuses the missing folder, with its own words
         for info in reversed(CheckpointManager(args.checkpoint_dir).checkpoints()):
             try:  # a damaged step is skipped here as the resume itself skips it
                 metadata = checkpoint_metadata(info.path) or {}
@@ -179,20 +205,24 @@ class _Progress:
             self._bar.close()
 
 
-def _open_manager(args: argparse.Namespace) -> CheckpointManager | None:
-    """The manager of ``--checkpoint-dir`` (keeping the last ``--keep-last`` and the best), or None without one."""
+def _open_manager(args: argparse.Namespace, options: TrainOptions) -> CheckpointManager | None:
+    """The manager of ``--checkpoint-dir`` (keeping the last ``keep_last`` and the best), or None without one."""
     from cairn.manager import CheckpointManager
 
     if args.checkpoint_dir is None:
         return None
     return CheckpointManager(
         args.checkpoint_dir,
-        keep_last=args.keep_last,
+        keep_last=options.keep_last,
         keep_best=1,
         metric="episode_return_mean",
         mode="max",
         async_save=True,
     )
+
+
+_RECORD_KEYS = ("wall_time", "perf/time_total_s")
+"""What :class:`~cairn.cli.metrics_log.MetricsLog` adds to a result's row (kept in the events too)."""
 
 
 class _RunRecords:
@@ -226,8 +256,19 @@ class _RunRecords:
         return cls(args.checkpoint_dir, start_iteration=start_iteration)
 
     def append(self, results: dict[str, Any], *, iteration_time_s: float) -> None:
-        """Write one iteration's row to both (the events get the row as the metrics file has it)."""
-        self._board.append(self._log.append(results, iteration_time_s=iteration_time_s))
+        """Write one iteration's row to both.
+
+        The metrics file keeps the deprecated flat names too (rankings, plots and readers of
+        older runs read them); the events carry each value once, under RLlib's names
+        (``env_runners/episode_return_mean``, ``learners/<module>/entropy``), as RLlib's own
+        TensorBoard logging does.
+        """
+        row = self._log.append(results, iteration_time_s=iteration_time_s)
+        flatten = getattr(results, "flatten", None)
+        if callable(flatten):
+            own = set(flatten(aliases=False))
+            row = {k: v for k, v in row.items() if k in own or k in _RECORD_KEYS}
+        self._board.append(row)
 
     def close(self) -> None:
         """Close both files."""
@@ -237,59 +278,182 @@ class _RunRecords:
             self._board.close()
 
 
-def _train(algo: Algorithm, args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[dict[str, Any], str | None]:
-    """Train up to ``--iterations``, recording and checkpointing; the last results and the latest checkpoint.
+class _Interrupt:
+    """Ctrl-C during training: the first finishes the iteration and saves, the second stops at once.
+
+    Installed for the training loop only, in the main thread (the only one Python delivers
+    signals to); elsewhere, and outside the loop, SIGINT keeps its handler. A second Ctrl-C
+    raises ``KeyboardInterrupt`` where the program is: the manager's commits are atomic, so
+    a save it cuts short is never a checkpoint (nothing half-written is read back).
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+        self._installed = False
+
+    def __enter__(self) -> _Interrupt:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print(
+            "\ncairn train: Ctrl-C: finishing this iteration, then saving a checkpoint "
+            "(press Ctrl-C again to stop at once, losing the iteration)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+class _Outcome:
+    """How training ended: the last results, the latest checkpoint, whether Ctrl-C stopped it."""
+
+    def __init__(self) -> None:
+        self.results: dict[str, Any] = {}
+        self.latest: str | None = None
+        self.interrupted = False
+
+
+def _train(algo: Algorithm, args: argparse.Namespace, options: TrainOptions, stack: contextlib.ExitStack) -> _Outcome:
+    """Train up to ``options.iterations``, recording and checkpointing, until done or Ctrl-C.
 
     Everything opened here is closed by ``stack``, also when training fails.
     """
-    manager = _open_manager(args)
+    manager = _open_manager(args, options)
     if manager is not None:
         stack.callback(manager.close)
     records = _RunRecords.open(args, algo.training_iteration)
     if records is not None:
         stack.callback(records.close)
-    shown = _Progress(total=args.iterations, initial=min(algo.training_iteration, args.iterations))
+    total = options.iterations
+    shown = _Progress(total=total, initial=min(algo.training_iteration, total))
     stack.callback(shown.close)
-    results: dict[str, Any] = {}
-    while algo.training_iteration < args.iterations:
+    trackers = _open_trackers(algo, args, stack)
+    interrupt = stack.enter_context(_Interrupt())
+    outcome = _Outcome()
+    while algo.training_iteration < total and not interrupt.requested:
         began = time.perf_counter()
-        results = algo.train()
+        results = outcome.results = algo.train()
         iteration = int(results["training_iteration"])
         if records is not None:
             records.append(results, iteration_time_s=time.perf_counter() - began)
         shown.show(
-            f"iter {iteration}/{args.iterations}  "
+            f"iter {iteration}/{total}  "
             f"steps {results['num_env_steps_sampled_lifetime']}  "
             f"{results['perf/env_steps_per_second']:.0f} steps/s  "
             f"return {results['episode_return_mean']:.1f}"
         )
-        if manager is not None and (iteration % args.checkpoint_every == 0 or iteration == args.iterations):
-            manager.save(algo, iteration, metrics=jsonable(results))
-    if manager is None:
-        return results, None
-    manager.wait()
-    return results, manager.latest(verified=False)
+        for tracker in trackers:
+            tracker.log_result(results, step=iteration)
+        due = iteration % options.checkpoint_every == 0 or iteration == total or interrupt.requested
+        if manager is not None and due:
+            path = manager.save(algo, iteration, metrics=jsonable(results))
+            if args.log_checkpoints and trackers:
+                manager.wait()  # an artifact is the committed folder, not a save in flight
+                for tracker in trackers:
+                    tracker.log_checkpoint(path, step=iteration)
+    outcome.interrupted = interrupt.requested and algo.training_iteration < total
+    if manager is not None:
+        manager.wait()
+        outcome.latest = manager.latest(verified=False)
+    return outcome
+
+
+def _open_trackers(algo: Algorithm, args: argparse.Namespace, stack: contextlib.ExitStack) -> list[Any]:
+    """The runs of ``--log-to`` (each closed by ``stack``), named after the run folder."""
+    if not args.log_to:
+        return []
+    from cairn.integrations.trackers import open_tracker
+
+    name = os.path.basename(os.path.normpath(args.checkpoint_dir)) if args.checkpoint_dir else None
+    trackers = []
+    for kind in dict.fromkeys(args.log_to):  # each tracker once, in the order given
+        tracker = open_tracker(kind, name=name or f"cairn-{algo.config.env}", config=algo.config.to_dict())
+        stack.callback(tracker.close)
+        trackers.append(tracker)
+    return trackers
+
+
+def _run_options(args: argparse.Namespace) -> TrainOptions:
+    """The run's options: those given, else (with ``--resume``) those the run recorded, else the defaults."""
+    given = {"iterations": args.iterations, "checkpoint_every": args.checkpoint_every, "keep_last": args.keep_last}
+    options, _ = train_options.resolve(given, None)
+    train_options.check(options, where="cairn train")  # the options given, before anything loads
+    local = args.checkpoint_dir is not None and "://" not in args.checkpoint_dir
+    if not (args.resume and local and os.path.isdir(args.checkpoint_dir)):
+        return options
+    options, kept = train_options.resolve(given, train_options.read_options(args.checkpoint_dir))
+    # Said only where it differs from what the same command line starts a new run with.
+    kept = [name for name in kept if getattr(options, name) != getattr(train_options.DEFAULTS, name)]
+    if kept:
+        said = ", ".join(f"--{name.replace('_', '-')} {getattr(options, name)}" for name in kept)
+        print(f"cairn train: the run's own {said} (give them again to change them)", file=sys.stderr)
+    return options
+
+
+def _resume_command(args: argparse.Namespace) -> str:
+    """The command line that continues this run (the options are recorded in the run folder)."""
+    words = ["cairn"]
+    for module in args.imports:
+        words += ["--import", module]
+    words += ["train", "--checkpoint-dir", str(args.checkpoint_dir), "--resume"]
+    return shlex.join(words)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    """Handler of ``cairn train``; returns the exit status."""
-    if args.iterations < 0 or args.checkpoint_every < 1:
-        raise ValueError("--iterations must be >= 0 and --checkpoint-every >= 1.")
+    """Handler of ``cairn train``; returns the exit status (130 when Ctrl-C stopped it)."""
+    options = _run_options(args)
+    if args.log_checkpoints and (not args.log_to or args.checkpoint_dir is None or "://" in args.checkpoint_dir):
+        raise UsageError("--log-checkpoints needs --log-to and a local --checkpoint-dir (the folders it logs).")
     algo, how = _build_algorithm(args)
-    # The env id and paths may come from a checkpoint (--resume): printed through safe_text.
-    print(f"cairn train: {safe_text(algo.config.env)}, {safe_text(how)}", file=sys.stderr)
     start = time.perf_counter()
     with contextlib.ExitStack() as stack:
         stack.callback(algo.stop)  # registered first: runs last, after the logs and the manager are closed
-        results, latest = _train(algo, args, stack)
+        restored = algo.training_iteration
+        if restored > options.iterations:
+            raise UsageError(
+                f"--iterations {options.iterations} is below the iteration the run resumes at ({restored}): "
+                f"--iterations is the total; give more than {restored} to train further."
+            )
+        # The env id and paths may come from a checkpoint (--resume): printed through safe_text.
+        print(f"cairn train: {safe_text(algo.config.env)}, {safe_text(how)}", file=sys.stderr)
+        if restored == options.iterations and args.resume:
+            print(
+                f"cairn train: the run is at iteration {restored}, which --iterations {options.iterations} asks "
+                f"for: nothing to train (give more than {restored} to go on).",
+                file=sys.stderr,
+            )
+        if args.checkpoint_dir is not None and "://" not in args.checkpoint_dir:
+            os.makedirs(args.checkpoint_dir, exist_ok=True)
+            train_options.write_options(args.checkpoint_dir, options)
+        outcome = _train(algo, args, options, stack)
     summary = f"cairn train: iteration {algo.training_iteration}"
-    if results:
-        summary += f", episode_return_mean {results['episode_return_mean']:.1f}"
+    if outcome.results:
+        summary += f", episode_return_mean {outcome.results['episode_return_mean']:.1f}"
     summary += f", {time.perf_counter() - start:.1f} s"
-    if latest is not None:
-        summary += f", latest checkpoint {latest}"
+    if outcome.latest is not None:
+        summary += f", latest checkpoint {outcome.latest}"
     print(safe_text(summary))
-    return 0
+    if not outcome.interrupted:
+        return 0
+    if outcome.latest is None:
+        print("cairn train: stopped by Ctrl-C; nothing was saved (no --checkpoint-dir).", file=sys.stderr)
+    else:
+        print(
+            f"cairn train: stopped by Ctrl-C at iteration {algo.training_iteration}; "
+            f"saved {safe_text(outcome.latest)}.\nTo go on: {safe_text(_resume_command(args))}",
+            file=sys.stderr,
+        )
+    return 130
 
 
 def _train_arguments(p: argparse.ArgumentParser) -> None:
@@ -297,37 +461,111 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
         "--algo",
         default=None,
         choices=sorted(ALGORITHMS),
-        help=f"the algorithm (default: {DEFAULT_ALGORITHM}, or with --resume the checkpoint's)",
+        help=f"the algorithm, e.g. --algo dqn (default: {DEFAULT_ALGORITHM}, or with --resume the checkpoint's)",
     )
-    p.add_argument("--env", default=None, help="gymnasium id or multi:<id> (default CartPole-v1)")
-    p.add_argument("--iterations", type=int, default=100, help="total training iterations")
-    p.add_argument("--checkpoint-dir", default=None, help="folder (or fsspec URI) for checkpoints")
-    p.add_argument("--checkpoint-every", type=int, default=10, help="save every K iterations")
-    p.add_argument("--keep-last", type=int, default=3, help="checkpoints to keep (plus the best)")
-    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
-    p.add_argument("--seed", type=int, default=None, help="seed (default 0)")
+    p.add_argument(
+        "--env",
+        default=None,
+        metavar="ID",
+        help="a gymnasium id, multi:<id> for several agents, or module:Env with --import module, "
+        "e.g. --env Pendulum-v1 (default: CartPole-v1, or with --resume the checkpoint's)",
+    )
+    p.add_argument(
+        "--iterations",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the total of training iterations to reach, e.g. --iterations 40 (default: "
+        f"{train_options.DEFAULTS.iterations}, or with --resume the run's own)",
+    )
+    p.add_argument(
+        "--checkpoint-dir",
+        default=None,
+        metavar="DIR",
+        help="folder (or fsspec URI, e.g. s3://bucket/run) for checkpoints, metrics.jsonl and TensorBoard "
+        "events, e.g. --checkpoint-dir runs/cartpole (default: none, nothing is saved)",
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=None,
+        metavar="K",
+        help="save every K iterations and at the last, e.g. --checkpoint-every 5 (default: "
+        f"{train_options.DEFAULTS.checkpoint_every}, or with --resume the run's own)",
+    )
+    p.add_argument(
+        "--keep-last",
+        type=int,
+        default=None,
+        metavar="N",
+        help="checkpoints to keep, plus the best by episode_return_mean, e.g. --keep-last 5 (default: "
+        f"{train_options.DEFAULTS.keep_last}, or with --resume the run's own)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --checkpoint-dir from its newest sound checkpoint, with the options it was "
+        "started with unless given again, e.g. --checkpoint-dir runs/cartpole --resume --iterations 80",
+    )
+    _config_arguments(p)
+    _tracker_arguments(p)
+
+
+def _config_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments that set the algorithm's config (recorded in every checkpoint)."""
+    p.add_argument("--seed", type=int, default=None, help="seed of the run, e.g. --seed 3 (default: 0)")
     p.add_argument(
         "--num-env-runners",
         type=int,
         default=None,
-        help="remote env runners on Ray (0: sample in this process; needs cairn-rl[ray] above 0)",
+        metavar="N",
+        help="remote env runners on Ray, e.g. --num-env-runners 2 (default: 0, sampling in this process; "
+        "above 0 needs cairn-rl[ray])",
     )
     p.add_argument(
         "--num-learners",
         type=int,
         default=None,
-        help="data-parallel learners on Ray (0 or 1: learn in this process; needs cairn-rl[ray] above 1)",
+        metavar="N",
+        help="data-parallel learners on Ray, e.g. --num-learners 2 (default: 0, learning in this process; "
+        "above 1 needs cairn-rl[ray])",
     )
-    p.add_argument("--num-agents", type=int, default=None, help="agents of a multi:<id> env")
+    p.add_argument(
+        "--num-agents",
+        type=int,
+        default=None,
+        metavar="N",
+        help="agents of a multi:<id> env, e.g. --env multi:CartPole-v1 --num-agents 2 (default: 2)",
+    )
     configs = ", ".join(entry.config for entry in ALGORITHMS.values())
     p.add_argument(
         "--set",
         action="append",
         metavar="KEY=VALUE",
         help=(
-            f"any field of the algorithm's config ({configs}), e.g. --set lr=1e-3 "
-            "--set model_config='{\"hidden_sizes\": [32]}' (repeatable)"
+            f"a setting of the algorithm's config ({configs}) under RLlib's name or cairn's field name, "
+            "VALUE as JSON, e.g. --set lr=1e-3 --set train_batch_size_per_learner=1024 "
+            "--set model_config='{\"fcnet_hiddens\": [32]}' (repeatable; the fields: "
+            "python -c 'import cairn.rl as r; print(r.PPOConfig())')"
         ),
+    )
+
+
+def _tracker_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments that send the run to experiment trackers."""
+    p.add_argument(
+        "--log-to",
+        action="append",
+        choices=("wandb", "mlflow"),
+        default=None,
+        help="also log each iteration's metrics (RLlib's names) to Weights & Biases or MLflow, repeatable, "
+        "e.g. --log-to wandb (settings from WANDB_PROJECT, WANDB_MODE, MLFLOW_TRACKING_URI, ...; needs "
+        "cairn-rl[wandb] or cairn-rl[mlflow]; give it again on --resume)",
+    )
+    p.add_argument(
+        "--log-checkpoints",
+        action="store_true",
+        help="with --log-to, also log each checkpoint folder as an artifact, e.g. --log-to mlflow --log-checkpoints",
     )
 
 
@@ -339,10 +577,22 @@ COMMAND = Command(
     description=(
         "Train an algorithm (--algo, default PPO) on a gymnasium environment. "
         "--iterations is the total: with --resume, "
-        "training goes on from the latest checkpoint in --checkpoint-dir until "
-        "training_iteration reaches it. Each iteration's metrics are appended to "
+        "training goes on from the newest sound checkpoint in --checkpoint-dir until "
+        "training_iteration reaches it, with the run's own --iterations, --checkpoint-every and "
+        "--keep-last unless given again (DIR/train_options.json). Each iteration's metrics are appended to "
         "DIR/metrics.jsonl and to TensorBoard event files in DIR (tensorboard --logdir DIR); "
         "a resume drops what a killed run logged after its last checkpoint."
+        "\n\n"
+        "Ctrl-C finishes the iteration, saves a checkpoint and prints the command that goes on; "
+        "a second Ctrl-C stops at once (nothing half-written is ever read back)."
+    ),
+    examples=(
+        "cairn train --env CartPole-v1 --iterations 40 --checkpoint-dir runs/cartpole",
+        "cairn train --checkpoint-dir runs/cartpole --resume --iterations 80   # on to 80",
+        "cairn train --algo dqn --env CartPole-v1 --set lr=5e-4 --checkpoint-dir runs/dqn",
+        "cairn train --env Pendulum-v1 --set train_batch_size_per_learner=2048 --set lambda_=0.95",
+        'cairn train --env multi:CartPole-v1 --num-agents 2 --set \'policies=["p0", "p1"]\' '
+        '--set \'policy_mapping={"agent_0": "p0", "agent_1": "p1"}\'',
     ),
 )
 """The ``train`` command."""

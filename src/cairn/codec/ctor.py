@@ -17,8 +17,8 @@ with the single key ``"__cairn__"`` naming its type::
     {"__cairn__": "pickle", "b64": "..."}                     only with allow_pickle=True
 
 Loading never imports anything: classes are found by their recorded path
-through the one resolver (:func:`cairn.registry.resolve_class`: aliases, then
-modules the program already imported, never a ``__main__`` module); torch
+through the one resolver (:func:`cairn.registry.resolve`: cairn's own classes,
+what the program registered, what the caller passed as ``trusted=``); torch
 tensors and gymnasium spaces need torch and gymnasium already imported; dtypes
 come from fixed tables (:mod:`cairn.codec.dtypes`). It never unpickles unless
 allowed, rebuilds registered types with the decoders the program registered,
@@ -40,8 +40,11 @@ from cairn.codec.dtypes import numpy_dtype, torch_dtype
 from cairn.codec.state import numpy_descr, unsupported_value_error
 from cairn.errors import CheckpointError, CorruptCheckpointError, IncompatibleCheckpointError, UnsafeCheckpointError
 from cairn.registry import (
+    ENUM,
+    Trusted,
     class_argument_problem,
     class_path,
+    register_passed,
     registered_by_name,
     registered_for_value,
     resolve_class,
@@ -124,6 +127,8 @@ class CtorEncoder:
         if space is not None:
             return space
         if isinstance(value, enum.Enum):
+            # The program passed a member of this enum: a load in this program finds its class (SPEC 8).
+            register_passed(type(value))
             return {TAG: "enum", "class": class_path(type(value)), "name": value.name}
         reg = registered_for_value(value)
         if reg is not None:
@@ -207,16 +212,19 @@ def encode_ctor(args: tuple[Any, ...], kwargs: dict[str, Any], *, allow_pickle: 
     return out, enc.used_pickle
 
 
-def decode_ctor(obj: Any, *, allow_pickle: bool, where: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def decode_ctor(
+    obj: Any, *, allow_pickle: bool, where: str, trusted: Trusted | None = None
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Decode what :func:`encode_ctor` wrote.
 
     Every length, shape and count is checked before anything is allocated, so
     memory stays within a small multiple of the file's size; every failure is a
-    :class:`~cairn.CheckpointError` naming ``where`` and the key.
+    :class:`~cairn.CheckpointError` naming ``where`` and the key. Classes resolve
+    through the allow-list, with what the caller passed as ``trusted``.
     """
     if not (isinstance(obj, dict) and isinstance(obj.get("args"), list) and isinstance(obj.get("kwargs"), dict)):
         raise CorruptCheckpointError(f"{where}: expected an object with 'args' and 'kwargs'.")
-    dec = _CtorDecoder(allow_pickle, where)
+    dec = _CtorDecoder(allow_pickle, where, trusted)
     args = tuple(dec.decode(a, ("args", i)) for i, a in enumerate(obj["args"]))
     kwargs = {k: dec.decode(v, ("kwargs", k)) for k, v in obj["kwargs"].items()}
     return args, kwargs
@@ -235,9 +243,10 @@ _INT64_MAX = 2**63 - 1
 
 
 class _CtorDecoder:
-    def __init__(self, allow_pickle: bool, where: str) -> None:
+    def __init__(self, allow_pickle: bool, where: str, trusted: Trusted | None) -> None:
         self.allow_pickle = allow_pickle
         self.where = where
+        self.trusted = trusted
 
     def at(self, path: tuple[Any, ...]) -> str:
         return f"{self.where}, at {'/'.join(map(str, path)) or '<root>'}"
@@ -333,7 +342,7 @@ class _CtorDecoder:
         return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
 
     def _enum(self, v: dict[str, Any], path: tuple[Any, ...]) -> Any:
-        cls = resolve_class(v["class"], where=self.at(path))
+        cls = resolve_class(v["class"], where=self.at(path), trusted=self.trusted, role=ENUM)
         if not issubclass(cls, enum.Enum):
             raise self.fail(path, f"{v['class']!r} is not an enum class.")
         name = v["name"]
@@ -346,14 +355,7 @@ class _CtorDecoder:
         return members[name]
 
     def _class(self, v: dict[str, Any], path: tuple[Any, ...]) -> Any:
-        cls = resolve_class(v["class"], where=self.at(path))
-        problem = class_argument_problem(cls)
-        if problem is not None:
-            raise UnsafeCheckpointError(
-                f"{self.at(path)} names a class cairn refuses as a constructor argument: {problem}. If you "
-                "trust the file, pass the argument to from_checkpoint() as a keyword."
-            )
-        return cls
+        return resolve_class(v["class"], where=self.at(path), trusted=self.trusted)
 
     def _registered(self, v: dict[str, Any], path: tuple[Any, ...]) -> Any:
         name = v["type"]
@@ -368,6 +370,8 @@ class _CtorDecoder:
         value = self.decode(v["value"], (*path, f"<{reg.name}>"))
         try:
             return reg.decode(value)
+        except CheckpointError:
+            raise  # the decoder's own refusal (a recorded load_state_path) names what to do
         except Exception as err:  # the program's own decoder (or dataclass) refused the recorded value
             raise IncompatibleCheckpointError(
                 f"{self.at(path)}: the recorded value does not fit the registered type {reg.name!r} "

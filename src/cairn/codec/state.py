@@ -588,6 +588,8 @@ class _Decoder:
             )
         try:
             return reg.decode(rec[1])
+        except CheckpointError:
+            raise  # the decoder's own refusal names what to do
         except Exception as err:
             raise CheckpointError(f"{self.where}: the decoder registered for {rec[0]!r} failed: {err}") from err
 

@@ -7,4 +7,6 @@ Each module here is imported only when used, and imports its framework then:
   converted (``pip install 'cairn-rl[rllib]'``).
 * :mod:`cairn.integrations.tune`: cairn checkpoints reported to Ray Tune, and
   trials restored from them (``pip install 'cairn-rl[tune]'``).
+* :mod:`cairn.integrations.trackers`: training metrics and checkpoints logged to
+  Weights & Biases or MLflow (``pip install 'cairn-rl[wandb]'`` or ``'cairn-rl[mlflow]'``).
 """

@@ -55,7 +55,13 @@ from cairn.errors import (
     IncompatibleCheckpointError,
     UnsafeCheckpointError,
 )
-from cairn.registry import class_path, framework_problem, function_problem, registered_for_value, resolve_function
+from cairn.registry import (
+    class_path,
+    function_problem,
+    register_passed,
+    registered_for_value,
+    resolve_function,
+)
 
 try:
     import ray
@@ -151,6 +157,7 @@ def _function_ref(fn: Any) -> str | None:
     """``"module:qualname"`` for a function a load can find again (:func:`~cairn.registry.resolve_function`)."""
     if function_problem(fn) is not None:
         return None  # lambdas, closures, scripts' functions, builtins and the standard library's: not recorded
+    register_passed(fn)  # the program's config holds it: a checkpoint of it loads again in this program
     ref = f"{fn.__module__}:{fn.__qualname__}"
     try:
         resolve_function(ref, where="the function")
@@ -280,14 +287,12 @@ def _check_env(state: Any, where: str) -> None:
 
 
 def _check_callbacks(state: Any, where: str) -> None:
-    """Refuse a recorded RLlib config whose callbacks name a framework's class or function (SPEC 8).
+    """Refuse a recorded RLlib config whose ``callbacks_class`` is no ``RLlibCallback`` subclass (SPEC 8).
 
     RLlib instantiates ``callbacks_class`` and calls ``callbacks_on_*`` with the
-    algorithm; a recorded config could otherwise name any class or function of
-    a module the program has loaded (``torch.hub:load``, ``numpy:load``).
-    Allowed: RLlib's own default ``RLlibCallback`` (which does nothing), and
-    what :func:`cairn.registry.framework_problem` accepts (the program's own
-    modules, registered classes).
+    algorithm. Both were resolved through the allow-list when the config was
+    decoded (classes by the codec, functions by :func:`~cairn.registry.resolve_function`);
+    this checks the role's type: a callbacks class builds callbacks.
     """
     from ray.rllib.callbacks.callbacks import RLlibCallback
 
@@ -303,7 +308,11 @@ def _check_callbacks(state: Any, where: str) -> None:
         for obj in value if isinstance(value, list | tuple) else [value]:
             if obj is None or (key == "callbacks_class" and obj is RLlibCallback):
                 continue
-            problem = framework_problem(obj)
+            problem = (
+                "it is no subclass of ray.rllib.callbacks.callbacks.RLlibCallback"
+                if key == "callbacks_class" and not (isinstance(obj, type) and issubclass(obj, RLlibCallback))
+                else None
+            )
             if problem is not None:
                 name = class_path(obj) if isinstance(obj, type) else repr(obj)[:120]
                 raise UnsafeCheckpointError(

@@ -27,13 +27,22 @@ anything is applied, so a checkpoint damaged in transit raises
 :class:`cairn.CorruptCheckpointError` instead of training on wrong values.
 RLlib objects (an ``Algorithm``) work too, through
 :mod:`cairn.integrations.rllib`.
+
+Across nodes: both functions work in the run's storage (``RunConfig(storage_path=...)``:
+a shared filesystem or an object store), never in a folder of the trial's node. A
+save is written straight into the trial's folder there, so that env runners and
+learners on other nodes write their parts of it (they cannot see the trial node's
+disk), then handed to Tune, which files it as the trial's checkpoint; a restore
+reads Tune's checkpoint where it is stored, so a trial restarted on another node
+(its node was lost) resumes from it. Reserve the algorithm's actors with the trial:
+``tune.with_resources(trainable, PPO.default_resource_request(config))``
+(docs/rl.md, "Node loss, placement and Tune").
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from pathlib import Path
+import contextlib
+import uuid
 from typing import Any
 
 from cairn.checkpointable import Checkpointable
@@ -47,7 +56,7 @@ except ImportError as _err:  # pragma: no cover - depends on the install
         name="ray.tune",
     ) from _err
 
-__all__ = ["CHECKPOINT_FOLDER", "report", "restore"]
+__all__ = ["CHECKPOINT_FOLDER", "STAGING_FOLDER", "report", "restore", "storage_location"]
 
 CHECKPOINT_FOLDER = "cairn"
 """The cairn checkpoint's folder inside each Tune checkpoint directory."""
@@ -75,12 +84,45 @@ def _as_checkpointable(obj: Any) -> Checkpointable:
     )
 
 
-def report(obj: Any, metrics: dict[str, Any], *, allow_pickle: bool = False) -> None:
-    """Save ``obj`` as a cairn checkpoint and report it to Tune with ``metrics``.
+STAGING_FOLDER = "cairn-staging"
+"""The folder of the trial's storage folder where :func:`report` writes a save before Tune files it."""
 
-    The checkpoint is written (atomically, verified) into a temporary folder,
-    handed to ``ray.tune.report``, which copies it into the trial's storage,
-    and the temporary folder is removed.
+
+def storage_location(filesystem: Any, path: str) -> tuple[str, Any]:
+    """``(path, fsspec filesystem or None)`` for cairn of a path on a ``pyarrow.fs`` filesystem (Tune's storage).
+
+    A local filesystem gives the path itself; a ``PyFileSystem`` over fsspec (what Tune
+    builds from an fsspec filesystem, e.g. ``storage_filesystem=`` an ``s3fs`` one) gives its
+    fsspec filesystem; S3 and GCS give an ``s3://`` / ``gs://`` URI, which cairn opens
+    with the credentials of each process's environment.
+
+    Raises:
+        CheckpointError: A filesystem cairn cannot write (the message names it).
+    """
+    import pyarrow.fs as pafs
+
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        return path, None
+    if isinstance(filesystem, pafs.PyFileSystem) and isinstance(filesystem.handler, pafs.FSSpecHandler):
+        return path, filesystem.handler.fs
+    if isinstance(filesystem, pafs.S3FileSystem):
+        return f"s3://{path}", None
+    if isinstance(filesystem, pafs.GcsFileSystem):
+        return f"gs://{path}", None
+    raise CheckpointError(
+        f"cairn.integrations.tune cannot write Tune's storage on a {type(filesystem).__name__} ({path}): give "
+        "RunConfig a storage_path that is a local or shared folder, an s3:// or gs:// URI, or a "
+        "storage_filesystem built from an fsspec filesystem (pyarrow.fs.PyFileSystem(FSSpecHandler(fs)))."
+    )
+
+
+def report(obj: Any, metrics: dict[str, Any], *, allow_pickle: bool = False) -> None:
+    """Save ``obj`` as a cairn checkpoint in the run's storage and report it to Tune with ``metrics``.
+
+    The checkpoint is written (atomically, verified) into ``cairn-staging/`` of the trial's
+    folder in the run's storage (``RunConfig(storage_path=...)``), where remote env runners
+    and learners on any node write their parts; Tune files it as the trial's next checkpoint
+    (a copy within the storage), and the staging copy is removed.
 
     Args:
         obj: A ``cairn.Checkpointable`` (``cairn.rl.PPO``, ``cairn.torch.TrainState``,
@@ -89,19 +131,24 @@ def report(obj: Any, metrics: dict[str, Any], *, allow_pickle: bool = False) -> 
         allow_pickle: Let values the safe format cannot hold be pickled.
     """
     component = _as_checkpointable(obj)
-    tmp = Path(tempfile.mkdtemp(prefix="cairn-tune-"))
+    storage = tune.get_context().get_storage()
+    staging = f"{storage.trial_fs_path}/{STAGING_FOLDER}/{uuid.uuid4().hex}"
+    path, filesystem = storage_location(storage.storage_filesystem, f"{staging}/{CHECKPOINT_FOLDER}")
     try:
-        component.save_to_path(tmp / CHECKPOINT_FOLDER, allow_pickle=allow_pickle)
-        tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(tmp)))
+        component.save_to_path(path, filesystem=filesystem, allow_pickle=allow_pickle)
+        tune.report(metrics, checkpoint=tune.Checkpoint(path=staging, filesystem=storage.storage_filesystem))
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            storage.storage_filesystem.delete_dir(staging)
 
 
 def restore(obj: Any, *, allow_pickle: bool = False) -> str | None:
     """Restore ``obj`` from the checkpoint Tune hands this trial, if there is one.
 
     That is the trial's own latest checkpoint after a failure or
-    ``Tuner.restore``, or another trial's, copied by PBT.
+    ``Tuner.restore``, or another trial's, copied by PBT. It is read where Tune
+    stores it (the run's storage), by the driver and by every remote actor, so the
+    trial may run on another node than the one that saved it.
 
     Args:
         obj: The object the trainable built (as in :func:`report`).
@@ -118,6 +165,6 @@ def restore(obj: Any, *, allow_pickle: bool = False) -> str | None:
     if checkpoint is None:
         return None
     component = _as_checkpointable(obj)
-    with checkpoint.as_directory() as local:
-        component.restore_from_path(Path(local) / CHECKPOINT_FOLDER, allow_pickle=allow_pickle)
+    path, filesystem = storage_location(checkpoint.filesystem, f"{checkpoint.path}/{CHECKPOINT_FOLDER}")
+    component.restore_from_path(path, filesystem=filesystem, allow_pickle=allow_pickle)
     return str(checkpoint.path)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from cairn.errors import CheckpointError, CorruptCheckpointError
-from cairn.manifest import RESERVED_NAMES, SIGNATURE, SIGNATURE_TEMPORARY, FileEntry
+from cairn.manifest import DIGEST_ALGORITHM, RESERVED_NAMES, SIGNATURE, SIGNATURE_TEMPORARY, FileEntry
 
 Chunk = bytes | bytearray | memoryview
 
@@ -201,8 +201,8 @@ class Storage(abc.ABC):
         """The string a user passes back to reach ``path`` (with protocol where remote)."""
 
     @abc.abstractmethod
-    def write_file(self, path: str, chunks: Iterable[Chunk]) -> FileEntry:
-        """Write ``chunks`` to ``path`` durably; return the manifest entry (size, digests) of what was written."""
+    def write_file(self, path: str, chunks: Iterable[Chunk], *, algorithm: str = DIGEST_ALGORITHM) -> FileEntry:
+        """Write ``chunks`` to ``path`` durably; return the manifest entry (size, digest) of what was written."""
 
     @abc.abstractmethod
     def read_file(self, path: str, *, max_bytes: int | None = None) -> bytearray:

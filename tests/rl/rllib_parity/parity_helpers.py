@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+import cairn
 from cairn.rl import PPO, EpisodeInfo, MultiAgentEnv, PPOConfig, RLModule
 
 OBS_SPACE = gym.make("CartPole-v1").observation_space
@@ -125,6 +126,7 @@ class VPGModule(RLModule):
         return {"action_logp": dist.log_prob(actions), "entropy": dist.entropy(), "vf_preds": values}
 
 
+@cairn.register  # configs name it by path (SPEC 8)
 class MultiAgentCartPole(MultiAgentEnv):
     """RLlib's ``MultiAgentCartPole`` (``make_multi_agent("CartPole-v1")``): one CartPole per agent.
 

@@ -25,6 +25,7 @@ folders in parallel, as delegates of the engine (:mod:`cairn.delegation`,
 from __future__ import annotations
 
 import abc
+import os
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
@@ -34,8 +35,9 @@ import torch
 
 from cairn import Checkpointable
 from cairn._ctor_bounds import FolderSizes, alloc_limit
+from cairn.errors import IncompatibleCheckpointError
 from cairn.rl._aliases import register_old_paths
-from cairn.rl.algorithms.evaluation import EvaluationRunners, wants_evaluation_runners
+from cairn.rl.algorithms.evaluation import EvaluationRunners, evaluation_runner_config, wants_evaluation_runners
 from cairn.rl.algorithms.results import ResultDict, nest_results
 from cairn.rl.callbacks.callbacks import callbacks_from_config
 from cairn.rl.config.algorithm_config import (
@@ -68,6 +70,7 @@ from cairn.rl.utils.metrics.constants import (
 )
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger, flatten_metrics
 from cairn.rl.utils.metrics.metrics_logger import read_state as read_metrics_state
+from cairn.rl.utils.metrics.stats import LifetimeSumStats
 
 if TYPE_CHECKING:
     from cairn.delegation import DelegatedComponent
@@ -95,8 +98,8 @@ class Algorithm(Checkpointable, abc.ABC):
         config.validate()
         self.config = config
         self.callbacks = callbacks_from_config(config)
-        self.metrics = MetricsLogger()
-        """The algorithm's metrics: its callbacks' and, under ``env_runners/``, the env runners'."""
+        self.metrics = MetricsLogger(root=True)
+        """The algorithm's metrics (the root logger): its callbacks' and, under ``env_runners/``, the env runners'."""
         if config.num_torch_threads is not None:
             torch.set_num_threads(int(config.num_torch_threads))
         self.env_runner_group = EnvRunnerGroup(config)
@@ -122,6 +125,30 @@ class Algorithm(Checkpointable, abc.ABC):
             # Nobody holds this algorithm: its Ray actors would live on, unreachable, until Ray shuts down.
             self.stop()
             raise
+
+    @classmethod
+    def default_resource_request(cls, config: AlgorithmConfig) -> Any:
+        """What a Tune trial of this algorithm reserves: a ``ray.tune.PlacementGroupFactory`` (RLlib's method).
+
+        One bundle for the algorithm's process (``num_cpus_for_main_process``), one per remote
+        env runner (``num_cpus_per_env_runner``, ``custom_resources_per_env_runner``), one per
+        evaluation env runner, one per remote learner (``num_cpus_per_learner``,
+        ``num_gpus_per_learner``, ``custom_resources_per_learner``), with ``placement_strategy``.
+        Each actor the algorithm starts inside the trial takes its own bundle
+        (:mod:`cairn.rl.distributed.placement`). Actors that reserve nothing get no bundle.
+        Use it as ``tune.with_resources(trainable, PPO.default_resource_request(config))``.
+
+        Raises:
+            ValueError: The config is invalid (checked as when an algorithm is built).
+        """
+        from ray.tune import PlacementGroupFactory
+
+        from cairn.rl.distributed.placement import resource_bundles
+
+        config.validate()
+        evaluation = evaluation_runner_config(config) if wants_evaluation_runners(config) else None
+        bundles = resource_bundles(config, evaluation=evaluation)
+        return PlacementGroupFactory([b.resources for b in bundles], strategy=config.placement_strategy)
 
     @classmethod
     def get_default_config(cls) -> AlgorithmConfig:
@@ -380,7 +407,10 @@ class Algorithm(Checkpointable, abc.ABC):
         """
         start = time.perf_counter()
         steps_before = self.env_runner.num_env_steps_sampled_lifetime
-        training_results = self.training_step()
+        try:
+            training_results = self.training_step()
+        finally:  # also when no runner delivered (EnvRunnersUnavailableError): replacements may be up
+            self._report_recreated_env_runners()
         self.training_iteration += 1
         # The env runners' metrics are reduced into the algorithm's logger each iteration (as in RLlib).
         self.metrics.aggregate(self.env_runner_group.pop_metrics(), key=ENV_RUNNER_RESULTS)
@@ -389,7 +419,7 @@ class Algorithm(Checkpointable, abc.ABC):
         evaluation = None
         if interval is not None and self.training_iteration % int(interval) == 0:
             evaluation = self._run_evaluation()
-        flat = {**flatten_metrics(self.metrics.reduce()), **training_results}
+        flat = {**flatten_metrics(self.metrics.compile()), **training_results}
         elapsed = time.perf_counter() - start
         steps = self.env_runner.num_env_steps_sampled_lifetime - steps_before
         flat["training_iteration"] = self.training_iteration
@@ -403,6 +433,18 @@ class Algorithm(Checkpointable, abc.ABC):
         self.callbacks.on_train_result(algorithm=self, metrics_logger=self.metrics, result=results)
         return results
 
+    def _report_recreated_env_runners(self) -> None:
+        """Call ``on_env_runners_recreated`` for the replaced remote runners that came up (RLlib's hook)."""
+        groups = [(self.env_runner_group, False)]
+        if self.eval_env_runner_group is not None:
+            groups.append((self.eval_env_runner_group, True))
+        for group, is_evaluation in groups:
+            indices = group.pop_recreated()
+            if indices:
+                self.callbacks.on_env_runners_recreated(
+                    algorithm=self, env_runner_group=group, env_runner_indices=indices, is_evaluation=is_evaluation
+                )
+
     def _log_env_runner_counters(self) -> None:
         """The env runners' lifetime counters into :attr:`metrics` under ``env_runners/`` (RLlib's
         ``algo.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME))``); checkpointed with it."""
@@ -412,8 +454,13 @@ class Algorithm(Checkpointable, abc.ABC):
             (NUM_AGENT_STEPS_SAMPLED_LIFETIME, runner.num_agent_steps_sampled_lifetime),
             (NUM_EPISODES_LIFETIME, runner.num_episodes_lifetime),
         ):
-            # "max" of a count that only grows: the stat holds the current value, an int.
-            self.metrics.log_value((ENV_RUNNER_RESULTS, name), int(value), reduce="max")
+            key = (ENV_RUNNER_RESULTS, name)
+            if key in self.metrics and not isinstance(self.metrics.stats[ENV_RUNNER_RESULTS][name], LifetimeSumStats):
+                # Checkpoints of cairn 0.x before the RLlib 2.60 logger recorded the counters as maxima.
+                self.metrics.delete(*key)
+            # A root lifetime sum is never cleared: log the increase, the stat holds the count.
+            increase = int(value) - int(self.metrics.peek(key, default=0))
+            self.metrics.log_value(key, increase, reduce="lifetime_sum")
 
     def _single_agent_module(self) -> str | None:
         """The module id when one agent plays one module (a gymnasium env), else None."""
@@ -600,6 +647,12 @@ class Algorithm(Checkpointable, abc.ABC):
         self.stop()
 
     @classmethod
+    def recorded_names(cls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str, str, Any]]:
+        """The hook of :func:`cairn.registry.check_recorded_names`: what a recorded config names by reference."""
+        config = args[0] if args else kwargs.get("config")
+        return config.recorded_names() if isinstance(config, AlgorithmConfig) else []
+
+    @classmethod
     def ctor_args_problem(cls, args: tuple[Any, ...], kwargs: dict[str, Any], folder: FolderSizes) -> str | None:
         """The hook of :mod:`cairn._ctor_bounds`: the modules a recorded config builds must fit the checkpoint.
 
@@ -616,7 +669,8 @@ class Algorithm(Checkpointable, abc.ABC):
         specs = getattr(config.rl_module_spec, "rl_module_specs", None)
         configs: dict[str, Any] = {}
         for module_id in config.policies:
-            spec = specs.get(module_id) if isinstance(specs, Mapping) else config.rl_module_spec
+            # A MultiRLModuleSpec's dict, or its one shared spec; else the config's own RLModuleSpec.
+            spec = specs.get(module_id) if isinstance(specs, Mapping) else (specs or config.rl_module_spec)
             own = getattr(spec, "model_config", None)
             configs[module_id] = own if isinstance(own, Mapping) else default
         total = 0
@@ -628,6 +682,20 @@ class Algorithm(Checkpointable, abc.ABC):
                 f"checkpoint holds {folder.tree_bytes} bytes"
             )
         return _sampling_problem(config, alloc_limit(folder.tree_bytes))
+
+    @classmethod
+    def ctor_machine_problem(
+        cls, args: tuple[Any, ...], kwargs: dict[str, Any], overridden: frozenset[str]
+    ) -> str | None:
+        """The hook of :func:`cairn._ctor_bounds.check_machine`: a recorded config's counts fit this machine.
+
+        A config the caller passes (``from_checkpoint(path, config=config)``) is the
+        caller's explicit choice and is not bounded.
+        """
+        config = args[0] if args else kwargs.get("config")
+        if "config" in overridden or not isinstance(config, AlgorithmConfig):
+            return None
+        return machine_problem(config)
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config,), {})``, without ``load_state_path`` (the checkpoint holds the weights)."""
@@ -647,6 +715,112 @@ class Algorithm(Checkpointable, abc.ABC):
 
 
 register_old_paths(Algorithm, AlgorithmConfig)  # the config's module imports nothing of cairn.rl
+
+
+MACHINE_FIELDS = ("num_env_runners", "evaluation_num_env_runners", "num_learners", "num_torch_threads", "env_config")
+"""The config fields :func:`machine_problem` bounds when they come from a checkpoint."""
+
+
+def machine_problem(config: AlgorithmConfig, *, overridden: Collection[str] = ()) -> str | None:
+    """Why a recorded config starts more processes, threads or env work than this machine allows, or None.
+
+    Counts read from a checkpoint start Ray actors (``num_env_runners``,
+    ``evaluation_num_env_runners``, ``num_learners``), threads (``num_torch_threads``)
+    and env construction (``env_config`` goes to ``gymnasium.make``). Each is bounded
+    by the caller's machine (:func:`os.cpu_count`) before use; the caller overrides a
+    bound by passing its own config (``PPO.from_checkpoint(path, config=config)``),
+    which is not checked, or by naming the fields it set itself in ``overridden``
+    (``cairn train --resume --num-env-runners 64``: the rest stays bounded).
+    """
+    cpus = os.cpu_count() or 1
+    fix = (
+        "If you mean it, pass your own config: from_checkpoint(path, config=config) (it is not bounded); "
+        "cairn train --resume: give the field (--num-env-runners, --num-learners, --set FIELD=VALUE)"
+    )
+    try:
+        counts = {
+            "num_env_runners": int(config.num_env_runners),
+            "evaluation_num_env_runners": int(config.evaluation_num_env_runners),
+            "num_learners": int(config.num_learners),
+            "num_torch_threads": int(config.num_torch_threads or 0),
+        }
+    except (TypeError, ValueError, OverflowError):
+        return None  # not numbers: the config's own validation names the field
+    limits = {
+        "num_env_runners": MAX_ACTORS_PER_CPU * cpus,
+        "evaluation_num_env_runners": MAX_ACTORS_PER_CPU * cpus,
+        "num_learners": cpus,
+        "num_torch_threads": cpus,
+    }
+    for name, value in counts.items():
+        if name not in overridden and value > limits[name]:
+            return (
+                f"its config records {name}={value}, more than this machine allows from a checkpoint "
+                f"({limits[name]} for {cpus} CPUs). {fix}"
+            )
+    size = None if "env_config" in overridden else _env_config_problem(config.env_config)
+    return f"its config records env_config with {size}. {fix}" if size else None
+
+
+def recorded_config(path: str) -> AlgorithmConfig:
+    """The config an algorithm checkpoint at ``path`` records, read through the engine's verified reader.
+
+    The classes and functions it names resolve through the allow-list (SPEC 8), as in
+    ``from_checkpoint``; nothing is built. For a caller that derives the config it loads
+    with (``cairn train --resume`` with settings on its command line).
+
+    Raises:
+        CheckpointError: The checkpoint is missing, damaged, names what is not allowed, or
+            records no algorithm config.
+    """
+    from cairn._reader import open_checkpoint
+    from cairn.manifest import CTOR
+    from cairn.registry import check_recorded_names
+
+    reader = open_checkpoint(path, None)
+    args, kwargs = reader.ctor(False)
+    config = args[0] if args else kwargs.get("config")
+    if not isinstance(config, AlgorithmConfig):
+        raise IncompatibleCheckpointError(f"{reader.where(CTOR)} records no algorithm config.")
+    check_recorded_names(Algorithm, (config,), {}, trusted=None, where=reader.where(CTOR))
+    return config
+
+
+MAX_ACTORS_PER_CPU = 4
+"""Ray actors (env runners) a recorded config may start per CPU of the machine that loads it."""
+
+MAX_ENV_CONFIG_ITEMS = 256
+"""Most values (all nested levels counted) a recorded ``env_config`` may give ``gymnasium.make``."""
+
+MAX_ENV_CONFIG_INT = 1 << 16
+"""Largest int a recorded ``env_config`` may give ``gymnasium.make`` (a grid's size, a map's rows...)."""
+
+MAX_ENV_CONFIG_STR = 1024
+"""Longest str a recorded ``env_config`` may give ``gymnasium.make``."""
+
+
+def _env_config_problem(env_config: Any) -> str | None:
+    """Why a recorded ``env_config`` may make an environment allocate or loop without bound, or None.
+
+    The env's arguments are the env's own (a FrozenLake map, a grid size), so no
+    checkpoint size bounds what they cost: a 129 KB map cost 1.4 GB and 57 s.
+    """
+    items, stack = 0, [env_config]
+    while stack:
+        value = stack.pop()
+        items += 1
+        if items > MAX_ENV_CONFIG_ITEMS:
+            return f"more than {MAX_ENV_CONFIG_ITEMS} values"
+        if isinstance(value, Mapping):
+            stack.extend(value.values())
+            stack.extend(value.keys())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_ENV_CONFIG_INT:
+            return f"the int {value} (more than {MAX_ENV_CONFIG_INT})"
+        elif isinstance(value, str | bytes) and len(value) > MAX_ENV_CONFIG_STR:
+            return f"a string of {len(value)} characters (more than {MAX_ENV_CONFIG_STR})"
+    return None
 
 
 ENV_BYTES = 1 << 10

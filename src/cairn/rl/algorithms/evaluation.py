@@ -90,7 +90,7 @@ class EvaluationRunners:
         self.config = evaluation_runner_config(config)
         self.duration = int(config.evaluation_duration)
         self.unit = str(config.evaluation_duration_unit)
-        self.group = EnvRunnerGroup(self.config)
+        self.group = EnvRunnerGroup(self.config, evaluation=True)
         # Refusals of a restore name its folder: the algorithm's checkpoint holds it as eval_env_runner.
         self.group.local_env_runner.checkpoint_label = "eval_env_runner"
 

@@ -126,6 +126,19 @@ class RLlibCallback:
     ) -> None:
         """An evaluation ran; ``evaluation_metrics`` is what ``evaluate()`` returns (change it in place to add)."""
 
+    def on_env_runners_recreated(
+        self,
+        *,
+        algorithm: Any,
+        env_runner_group: Any,
+        env_runner_indices: list[int],
+        is_evaluation: bool,
+        **kwargs: Any,
+    ) -> None:
+        """Remote env runners that failed were replaced, and the replacements (worker indices
+        ``env_runner_indices``) are up, with the group's connector states and the latest weights
+        (RLlib's hook; ``restart_failed_env_runners``). Called in the algorithm's process."""
+
 
 class _CallbackList(RLlibCallback):
     """Several callbacks objects, then per-hook functions, called in that order (RLlib's ``make_callback``)."""
@@ -168,6 +181,9 @@ class _CallbackList(RLlibCallback):
 
     def on_evaluate_end(self, **kwargs: Any) -> None:
         self._call("on_evaluate_end", kwargs)
+
+    def on_env_runners_recreated(self, **kwargs: Any) -> None:
+        self._call("on_env_runners_recreated", kwargs)
 
 
 def overrides(callbacks: RLlibCallback, hook: str) -> bool:
@@ -217,8 +233,8 @@ def callbacks_from_config(config: Any) -> RLlibCallback:
     """The callbacks of ``config``: its ``callbacks_class`` and its ``callbacks_on_<hook>`` functions.
 
     The functions are resolved by :func:`~cairn.rl.config.callback_forms.resolve_callback_function`
-    (never an import: their modules must be imported, on a remote worker by the modules
-    its driver allows), all before any callbacks object is built.
+    (the allow-list, never an import: a function the program registered or a load trusted; on a
+    remote worker, what its driver resolved), all before any callbacks object is built.
     """
     functions = {
         hook: [resolve_callback_function(ref, hook) for ref in getattr(config, function_field(hook), None) or ()]

@@ -19,20 +19,43 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 from cairn.errors import CheckpointError
-from cairn.registry import function_problem, loaded_module, register_type, resolve_class
+from cairn.registry import (
+    CONNECTOR_FACTORY,
+    MAPPING_FUNCTION,
+    MODULE_CLASS,
+    Role,
+    function_problem,
+    loaded_module,
+    object_path,
+    register_passed,
+    register_type,
+    resolve_class,
+)
 from cairn.rl.config.builders import ConfigBuilders
-from cairn.rl.config.callback_forms import CALLBACK_HOOKS, callback_functions, callbacks_class_value, function_field
+from cairn.rl.config.callback_forms import (
+    CALLBACK_HOOKS,
+    callback_functions,
+    callback_names,
+    callbacks_class_value,
+    function_field,
+)
 
 __all__ = [
+    "CONNECTOR_FIELDS",
     "DEFAULT_MODULE_ID",
     "MULTI_AGENT_PREFIX",
+    "PLACEMENT_STRATEGIES",
     "AlgorithmConfig",
+    "check_custom_resources",
     "check_env_config",
     "check_env_id",
     "connector_reference",
     "function_reference",
     "multi_env_mapping_fn_refusal",
 ]
+
+CONNECTOR_FIELDS = ("env_to_module_connector", "module_to_env_connector", "learner_connector")
+"""The config fields that record a connector factory by reference."""
 
 _SAME_FOR_EVALUATION = ("num_env_runners", "seed", "policies", "rl_module_spec", "model_config")
 """Settings ``evaluation_config`` may not change (the evaluation runners take the learners' weights)."""
@@ -120,6 +143,7 @@ def function_reference(fn: str | Callable[..., Any], *, what: str) -> str:
             f"{what}={fn!r:.80} cannot be recorded by reference: {problem}. Define it at the top level of a "
             "module you import (not __main__), and pass it or its 'module:function' path."
         )
+    register_passed(fn)  # the program passed it: a checkpoint of this config loads again in this program
     return f"{fn.__module__}:{fn.__qualname__}"
 
 
@@ -178,10 +202,12 @@ def connector_reference(factory: Any, *, what: str) -> dict[str, Any] | None:
         if "<locals>" in qualname:
             problem = "it is defined inside a function"
         if problem is None:
+            register_passed(factory)  # the program passed it: this config's checkpoint loads again here
             return {"ref": f"{module}:{qualname}", "kwargs": kwargs}
     else:
         problem = function_problem(factory)
         if problem is None:
+            register_passed(factory)  # the program passed it: this config's checkpoint loads again here
             return {"ref": f"{factory.__module__}:{factory.__qualname__}", "kwargs": kwargs}
     raise ValueError(
         f"{what}={factory!r:.80} cannot be recorded by reference: {problem}. A config records connector factories "
@@ -189,6 +215,37 @@ def connector_reference(factory: Any, *, what: str) -> dict[str, Any] | None:
         "FrameStackingEnvToModule(num_frames=4)`, pass functools.partial(FrameStackingEnvToModule, num_frames=4), "
         "or define `def make_connectors(env): ...` at the top level of a module you import (not __main__) and pass it."
     )
+
+
+PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+"""Ray's placement group strategies, as ``placement_strategy`` takes them."""
+
+_MAX_RESOURCE = 1e6
+"""A bound on any one resource amount a config asks for (a recorded config is read before Ray sees it)."""
+
+_MAX_CUSTOM_RESOURCES = 64
+"""At most this many custom resources per actor."""
+
+
+def check_custom_resources(resources: Any, *, where: str) -> None:
+    """Raise ``ValueError`` unless ``resources`` is a dict of custom Ray resource name -> amount >= 0.
+
+    ``CPU`` and ``GPU`` are refused (RLlib refuses them too): they have their own settings.
+    """
+    if not isinstance(resources, Mapping):
+        raise ValueError(f"{where} must be a dict of Ray resource name -> amount, got {resources!r:.80}.")
+    if len(resources) > _MAX_CUSTOM_RESOURCES:
+        raise ValueError(f"{where} names {len(resources)} resources; at most {_MAX_CUSTOM_RESOURCES} are accepted.")
+    for name, amount in resources.items():
+        if not isinstance(name, str) or not name or len(name) > 200:
+            raise ValueError(f"{where} has the resource name {name!r:.80}; give a non-empty str.")
+        if name in ("CPU", "GPU", "memory", "object_store_memory"):
+            raise ValueError(
+                f"{where} names {name!r}, which Ray counts itself: use num_cpus_per_env_runner, "
+                "num_cpus_per_learner or num_gpus_per_learner."
+            )
+        if isinstance(amount, bool) or not isinstance(amount, int | float) or not 0 <= amount < _MAX_RESOURCE:
+            raise ValueError(f"{where}[{name!r}] must be a number >= 0, got {amount!r:.40}.")
 
 
 def multi_env_mapping_fn_refusal(env: str, what: str) -> str:
@@ -254,6 +311,28 @@ class AlgorithmConfig(ConfigBuilders):
     num_cpus_per_learner: float = 0.0
     """CPUs Ray reserves for each remote learner (see ``num_cpus_per_env_runner``)."""
 
+    # --- placement (issue 41 item 4): what Ray reserves for each actor, under RLlib's names.
+    custom_resources_per_env_runner: dict[str, float] = field(default_factory=dict)
+    """Custom Ray resources each remote env runner reserves (RLlib's name), e.g.
+    ``{"sampler": 1}`` puts every runner on a node started with that resource
+    (``ray start --resources='{"sampler": 4}'``). ``CPU``/``GPU`` go in ``num_cpus_per_env_runner``."""
+
+    num_gpus_per_learner: float = 0.0
+    """GPUs Ray reserves for each remote learner (RLlib's name): the learner is placed on a
+    node with a free GPU. cairn's learners compute on CPU: this places them, it does not
+    move their tensors to the GPU."""
+
+    custom_resources_per_learner: dict[str, float] = field(default_factory=dict)
+    """Custom Ray resources each remote learner reserves (see ``custom_resources_per_env_runner``)."""
+
+    num_cpus_for_main_process: float = 1.0
+    """CPUs of the algorithm's own process (the driver) in :meth:`Algorithm.default_resource_request`'s
+    first bundle (RLlib's name and default); a Tune trial runs there."""
+
+    placement_strategy: str = "PACK"
+    """How the bundles of :meth:`Algorithm.default_resource_request` spread over nodes (RLlib's
+    name): ``"PACK"``, ``"SPREAD"``, ``"STRICT_PACK"`` or ``"STRICT_SPREAD"``."""
+
     checkpoint_timeout_s: float = 600.0
     """Seconds the remote env runners and learners (Ray actors) get for each step of a
     checkpoint operation: writing or reading their folders of a save or restore, and
@@ -264,12 +343,42 @@ class AlgorithmConfig(ConfigBuilders):
     actor; a save that fails so commits nothing. Liveness pings get at most 30 s of it.
     Raise it for states that take long to write (a large replay buffer on a slow store)."""
 
-    env_runner_restore_timeout_s: float = 1800.0
-    """Seconds a remote env runner started during a save or restore (replacing one that
-    died or was stopped) gets to start: its process, imports and environments (RLlib's
-    field of this name, and its default). One that misses it is stopped, the save or
-    restore fails with ``ActorTimeoutError``, and the group tries again on its next use.
-    Runners started for training wait as long as their start takes."""
+    env_runner_restore_timeout_s: float = 300.0
+    """Seconds a remote env runner started during a save, a restore or another call that needs
+    every runner (replacing one that died or was stopped) gets to start: its process, imports
+    and environments (RLlib's field of this name; RLlib waits 1800 s, cairn 300 s, so that a
+    checkpoint taken while a lost node's runners cannot be placed anywhere gives up in minutes).
+    One that misses it is stopped, the call fails with ``ActorTimeoutError`` naming this setting,
+    and the group tries again on its next use. Remote learners must start within it too (RLlib
+    has no learner setting of this kind). Training does not wait for replacements: it goes
+    on with the healthy runners (``restart_failed_env_runners``)."""
+
+    # --- fault tolerance (issue 41 item 3): RLlib's names and defaults.
+    restart_failed_env_runners: bool = True
+    """Replace a remote env runner whose actor died (its node was lost, its process killed) or
+    that hung past ``sample_timeout_s`` twice in a row, by a fresh one with the same worker
+    index (RLlib's name and default). Training goes on with the healthy runners while the
+    replacement starts; the replacement samples from the first ``train()`` after it is up,
+    with the group's connector states and the latest weights, and the callbacks'
+    ``on_env_runners_recreated`` is called. An exception raised by the runner's own code
+    (its environment, a callback) is not a failure of this kind: it is raised by ``train()``."""
+
+    ignore_env_runner_failures: bool = False
+    """With ``restart_failed_env_runners=False`` (or its restarts used up): go on with the
+    remaining runners instead of raising when one fails (RLlib's name and default)."""
+
+    max_num_env_runner_restarts: int = 1000
+    """How many replacements the group starts in all, over the run (RLlib's name and default);
+    after that a failure is handled as with ``restart_failed_env_runners=False``."""
+
+    sample_timeout_s: float | None = 60.0
+    """Seconds one ``train()`` waits for the remote env runners' samples (RLlib's name and
+    default). A runner that misses it is left behind for this iteration: its rollout is
+    discarded when it arrives (it was sampled with older weights), its episode and step counts
+    and connector statistics are kept; one that misses it twice in a row counts as failed
+    (``restart_failed_env_runners``). When no runner delivers in time, ``train()`` raises
+    ``EnvRunnersUnavailableError`` (a ``TimeoutError``) with nothing trained, and the next call
+    goes on. ``None`` waits as long as sampling takes."""
 
     model_config: dict[str, Any] = field(default_factory=dict)
     """The ``model_config`` of every module whose spec gives none (for PPO's default module:
@@ -368,6 +477,9 @@ class AlgorithmConfig(ConfigBuilders):
     """Functions called as ``on_evaluate_start`` (before each evaluation, in the algorithm's process)."""
     callbacks_on_evaluate_end: list[str] | None = None
     """Functions called as ``on_evaluate_end`` (after each evaluation, with its ``evaluation_metrics``)."""
+    callbacks_on_env_runners_recreated: list[str] | None = None
+    """Functions called as ``on_env_runners_recreated`` (in the algorithm's process, after replaced
+    remote env runners are up and hold the group's state; see ``restart_failed_env_runners``)."""
 
     # --- connectors (issue 27, part "connectors"): RLlib's connector factories, recorded by reference.
     env_to_module_connector: dict[str, Any] | None = None
@@ -484,6 +596,31 @@ class AlgorithmConfig(ConfigBuilders):
         if self.evaluation_config:  # the evaluation runners' config is checked as any config is
             replace(self, **dict(self.evaluation_config), evaluation_config={})
 
+    def validate_cluster_settings(self) -> None:
+        """Raise ``ValueError`` when a fault-tolerance or placement setting is out of range (part of
+        :meth:`validate`; a recorded config comes back through it before any actor is placed)."""
+        timeout = self.sample_timeout_s
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+        ):
+            raise ValueError(f"sample_timeout_s must be None or a positive number of seconds, got {timeout!r}.")
+        for name in ("restart_failed_env_runners", "ignore_env_runner_failures"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}.")
+        restarts = self.max_num_env_runner_restarts
+        if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
+            raise ValueError(f"max_num_env_runner_restarts must be an int >= 0, got {restarts!r}.")
+        for name in ("num_gpus_per_learner", "num_cpus_for_main_process"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < _MAX_RESOURCE:
+                raise ValueError(f"{name} must be a number >= 0, got {value!r}.")
+        for name in ("custom_resources_per_env_runner", "custom_resources_per_learner"):
+            check_custom_resources(getattr(self, name), where=name)
+        if self.placement_strategy not in PLACEMENT_STRATEGIES:
+            raise ValueError(
+                f"placement_strategy must be one of {list(PLACEMENT_STRATEGIES)}, got {self.placement_strategy!r:.40}."
+            )
+
     def get_default_learner_class(self) -> type[Any]:
         """The :class:`~cairn.rl.core.learner.learner.Learner` subclass that holds this algorithm's loss.
 
@@ -518,6 +655,51 @@ class AlgorithmConfig(ConfigBuilders):
             "cairn.rl.core.rl_module.rl_module:RLModuleSpec", where=f"{type(self).__name__}.get_default_rl_module_spec"
         )
         return spec_class(module_class=module_class)
+
+    def recorded_names(self) -> list[tuple[str, str, Role]]:
+        """``(field, "module:qualname", role)`` of every class and function this config names (SPEC 8).
+
+        Connector factories, callbacks classes and functions, a policy mapping
+        function given by path, and module classes, also those that
+        ``evaluation_config`` and ``algorithm_config_overrides_per_module`` set. A
+        checkpoint's config is checked against the allow-list with these before
+        anything is built (:func:`cairn.registry.check_recorded_names`).
+        """
+        names: list[tuple[str, str, Role]] = []
+        for name in CONNECTOR_FIELDS:
+            recorded = getattr(self, name, None)
+            if isinstance(recorded, Mapping):
+                names.append((name, str(recorded.get("ref")), CONNECTOR_FACTORY))
+        names.extend((field_name, path, role) for path, field_name, role in callback_names(self))
+        if isinstance(self.policy_mapping_fn, str) and ":" in self.policy_mapping_fn:
+            names.append(("policy_mapping_fn", self.policy_mapping_fn, MAPPING_FUNCTION))
+        spec = self.rl_module_spec
+        specs = getattr(spec, "rl_module_specs", None)
+        for module_id, one in specs.items() if isinstance(specs, Mapping) else [("", spec)]:
+            module_class = getattr(one, "module_class", None)
+            if isinstance(module_class, type):
+                where = f"rl_module_spec[{module_id!r}].module_class" if module_id else "rl_module_spec.module_class"
+                names.append((where, object_path(module_class), MODULE_CLASS))
+        for where, overrides in [
+            ("evaluation_config", self.evaluation_config),
+            *(
+                (f"algorithm_config_overrides_per_module[{m!r}]", o)
+                for m, o in self.algorithm_config_overrides_per_module.items()
+            ),
+        ]:
+            keys = set(overrides) & {*CONNECTOR_FIELDS, "policy_mapping_fn", "callbacks_class", "rl_module_spec"}
+            keys |= {k for k in overrides if isinstance(k, str) and k.startswith("callbacks_on_")}
+            if keys:
+                inner = replace(
+                    self,
+                    evaluation_config={},
+                    algorithm_config_overrides_per_module={},
+                    **{k: overrides[k] for k in keys},
+                )
+                names.extend(
+                    (f"{where}, {field_name}", path, role) for field_name, path, role in inner.recorded_names()
+                )
+        return names
 
     def get_config_for_module(self, module_id: str) -> AlgorithmConfig:
         """This config with :attr:`algorithm_config_overrides_per_module` of ``module_id`` applied.
@@ -561,6 +743,7 @@ class AlgorithmConfig(ConfigBuilders):
         for name in ("checkpoint_timeout_s", "env_runner_restore_timeout_s"):
             if not getattr(self, name) > 0:  # also refuses NaN
                 raise ValueError(f"{name} must be a positive number of seconds, got {getattr(self, name)}.")
+        self.validate_cluster_settings()
         if self.policy_mapping_fn is not None and self.env.startswith(MULTI_AGENT_PREFIX):
             raise ValueError(multi_env_mapping_fn_refusal(self.env, f"policy_mapping_fn={self.policy_mapping_fn!r}"))
         self.validate_evaluation()

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 from cairn.rl.config.callback_forms import CALLBACK_HOOKS
+from cairn.rl.config.policy_spec import PolicySpec
 
 __all__ = [
     "Accept",
@@ -91,12 +92,14 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         "num_envs_per_env_runner",
         "rollout_length",
         "num_cpus_per_env_runner",
+        "custom_resources_per_env_runner",
+        "sample_timeout_s",
         "observation_filter",
         "env_to_module_connector",
         "module_to_env_connector",
         "explore",
     ),
-    "learners": ("num_learners", "num_cpus_per_learner"),
+    "learners": ("num_learners", "num_cpus_per_learner", "num_gpus_per_learner", "custom_resources_per_learner"),
     "multi_agent": (
         "policies",
         "policy_mapping",
@@ -108,8 +111,14 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "callbacks": ("callbacks_class", *(f"callbacks_{hook}" for hook in CALLBACK_HOOKS)),
     "reporting": ("episode_return_window",),
     "debugging": ("seed",),
-    "resources": ("num_torch_threads",),
-    "fault_tolerance": ("checkpoint_timeout_s", "env_runner_restore_timeout_s"),
+    "resources": ("num_torch_threads", "num_cpus_for_main_process", "placement_strategy"),
+    "fault_tolerance": (
+        "checkpoint_timeout_s",
+        "env_runner_restore_timeout_s",
+        "restart_failed_env_runners",
+        "ignore_env_runner_failures",
+        "max_num_env_runner_restarts",
+    ),
     "framework": (),
     "api_stack": (),
     "evaluation": (
@@ -238,7 +247,7 @@ def _env(config: Any, value: Any) -> dict[str, Any]:
     if isinstance(value, type):
         import gymnasium
 
-        from cairn.registry import class_path
+        from cairn.registry import class_path, register_passed
 
         if not issubclass(value, gymnasium.Env):
             raise ValueError(
@@ -253,6 +262,7 @@ def _env(config: Any, value: Any) -> dict[str, Any]:
                 f"{'a script (__main__)' if module == '__main__' else 'a function'}. Define it at the top level of a "
                 "module you import, or register it: cairn.rl.env.multi_agent_env.register_env(name, cls)."
             )
+        register_passed(value)  # the program passed it: this config's checkpoint loads again here
         return {"env": path}
     raise ValueError(
         f"environment(env={value!r:.80}) is refused: cairn takes a gymnasium id, a name given to "
@@ -434,7 +444,8 @@ def _model_config(config: Any, value: Any) -> dict[str, Any]:
 
 def _policies(config: Any, value: Any) -> dict[str, Any]:
     if isinstance(value, Mapping):
-        specs = {k: v for k, v in value.items() if v is not None}
+        # RLlib's new API stack: None or an empty PolicySpec() only names the module.
+        specs = {k: v for k, v in value.items() if v is not None and not (isinstance(v, PolicySpec) and v.names_only)}
         if specs:
             raise ValueError(
                 f"multi_agent(policies=...) gives specs for {sorted(specs)}: cairn takes module ids "
@@ -510,7 +521,7 @@ _BASE_RULES: dict[str, dict[str, Rule]] = {
         "rollout_fragment_length": _rollout_fragment_length,
         "num_cpus_per_env_runner": "num_cpus_per_env_runner",
         "num_gpus_per_env_runner": Accept((0, 0.0), "cairn's env runners run on CPU"),
-        "custom_resources_per_env_runner": Accept(({},), _DEFAULT_ONLY),
+        "custom_resources_per_env_runner": "custom_resources_per_env_runner",
         "observation_filter": _observation_filter,
         "batch_mode": Accept(("truncate_episodes",), "cairn samples rollout_length steps per env, cutting episodes"),
         "explore": "explore",
@@ -526,7 +537,7 @@ _BASE_RULES: dict[str, dict[str, Rule]] = {
         "merge_env_runner_states": Accept(("training_only", True), "cairn merges connector states on every save"),
         "broadcast_env_runner_states": Accept((True,), _DEFAULT_ONLY),
         "episodes_to_numpy": Accept((False, True), "cairn's batches are numpy arrays either way"),
-        "sample_timeout_s": Refuse("cairn's sampling has no timeout; checkpoint calls have checkpoint_timeout_s"),
+        "sample_timeout_s": "sample_timeout_s",
         "max_requests_in_flight_per_env_runner": Accept((1, 2), "cairn samples synchronously"),
         "compress_observations": Accept((False,), _DEFAULT_ONLY),
         "update_worker_filter_stats": Accept((True,), "training runners update their filters and merge them"),
@@ -537,7 +548,8 @@ _BASE_RULES: dict[str, dict[str, Rule]] = {
         "num_cpus_per_learner": lambda config, value: (
             {} if value == "auto" else {"num_cpus_per_learner": _number("num_cpus_per_learner", value)}
         ),
-        "num_gpus_per_learner": Accept((0, 0.0), "cairn's learners train on CPU"),
+        "num_gpus_per_learner": "num_gpus_per_learner",
+        "custom_resources_per_learner": "custom_resources_per_learner",
         "local_gpu_idx": Accept((0,), "cairn's learners train on CPU"),
         "num_aggregator_actors_per_learner": Accept((0,), _DEFAULT_ONLY),
         "max_requests_in_flight_per_learner": Accept((3,), _DEFAULT_ONLY),
@@ -595,8 +607,8 @@ _BASE_RULES: dict[str, dict[str, Rule]] = {
     },
     "resources": {
         "num_gpus": Accept((0, 0.0), "cairn trains on CPU"),
-        "num_cpus_for_main_process": Accept((1,), _DEFAULT_ONLY),
-        "placement_strategy": Accept(("PACK",), _DEFAULT_ONLY),
+        "num_cpus_for_main_process": "num_cpus_for_main_process",
+        "placement_strategy": "placement_strategy",
         "_fake_gpus": Accept((False,), _DEFAULT_ONLY),
     },
     "framework": {
@@ -613,8 +625,12 @@ _BASE_RULES: dict[str, dict[str, Rule]] = {
     },
     "fault_tolerance": {
         "env_runner_restore_timeout_s": "env_runner_restore_timeout_s",
-        "restart_failed_env_runners": Accept((True,), "cairn restarts a remote env runner that died"),
-        "max_num_env_runner_restarts": Accept((1000,), _DEFAULT_ONLY),
+        "restart_failed_env_runners": "restart_failed_env_runners",
+        "ignore_env_runner_failures": "ignore_env_runner_failures",
+        "max_num_env_runner_restarts": "max_num_env_runner_restarts",
+        "env_runner_health_probe_timeout_s": Accept(
+            (30.0, 30), "cairn gives a liveness ping at most 30 s (and at most checkpoint_timeout_s)"
+        ),
     },
     "evaluation": {
         "evaluation_interval": _evaluation_interval,
@@ -802,7 +818,8 @@ class ConfigBuilders:
         return self._apply("api_stack", settings)
 
     def fault_tolerance(self, **settings: Any) -> Self:
-        """RLlib's ``fault_tolerance(env_runner_restore_timeout_s=, ...)``; cairn's ``checkpoint_timeout_s``."""
+        """RLlib's ``fault_tolerance(restart_failed_env_runners=, ignore_env_runner_failures=,
+        max_num_env_runner_restarts=, env_runner_restore_timeout_s=)``; cairn's ``checkpoint_timeout_s``."""
         return self._apply("fault_tolerance", settings)
 
     def evaluation(self, **settings: Any) -> Self:

@@ -11,15 +11,18 @@ never runs code on load):
   lists / str-keyed dicts of them). The config turns it into a
   :class:`CallbackClass` (a ``functools.partial``), recorded as the class path
   plus the arguments; a load calls the class with those arguments only after
-  the class was resolved by :func:`cairn.registry.resolve_class` (no import).
+  the class was resolved through the allow-list (:func:`cairn.registry.resolve`,
+  role :data:`~cairn.registry.CALLBACKS_CLASS`: an ``RLlibCallback`` subclass).
 - ``on_episode_end=fn`` (one function or a list, for each hook of
   :data:`CALLBACK_HOOKS`): recorded as ``"module:function"`` in the config's
   ``callbacks_on_<hook>`` field, as ``policy_mapping_fn`` is, and resolved
-  by :func:`resolve_callback_function` (the registry's resolver, which imports
-  nothing, plus the rule that a recorded callback is the program's own code,
-  :func:`cairn.registry.framework_problem`). A lambda, a closure or a function
-  of ``__main__`` is refused when the config is built, with what to write
-  instead.
+  by :func:`resolve_callback_function` (the allow-list: a function the program
+  registered or the load trusted). A lambda, a closure or a function of
+  ``__main__`` is refused when the config is built, with what to write instead.
+
+Building a config in code registers the classes and functions it is given
+(:func:`cairn.registry.register`), so that the program that saves a checkpoint
+loads it again with nothing more to write.
 
 This is a leaf module (it imports only :mod:`cairn.registry`), so that the
 config, the callbacks and the env runners can all import it.
@@ -32,9 +35,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from cairn.registry import (
+    CALLBACK_FUNCTION,
+    CALLBACKS_CLASS,
+    Role,
     class_path,
-    framework_problem,
     function_problem,
+    object_path,
+    register_passed,
     register_type,
     resolve_function,
 )
@@ -42,8 +49,8 @@ from cairn.registry import (
 __all__ = [
     "CALLBACK_HOOKS",
     "CallbackClass",
-    "callback_function_modules",
     "callback_functions",
+    "callback_names",
     "callbacks_class_value",
     "function_field",
     "resolve_callback_function",
@@ -59,6 +66,7 @@ CALLBACK_HOOKS: tuple[str, ...] = (
     "on_train_result",
     "on_evaluate_start",
     "on_evaluate_end",
+    "on_env_runners_recreated",
 )
 """The hooks cairn calls, in RLlib's ``callbacks()`` keyword names; each has a config field
 ``callbacks_<hook>`` holding the ``"module:function"`` references of its functions."""
@@ -129,9 +137,10 @@ def _callback_class(cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
             f"{where}: a partial of callbacks must wrap a class defined at the top level of a module you import "
             "(not __main__, not a function's locals), because the config records it by its path."
         )
-    problem = framework_problem(cls)
+    problem = CALLBACKS_CLASS.problem(cls)
     if problem is not None:
         raise ValueError(f"{where} is refused: {problem}.")
+    register_passed(cls)  # the program passed it: a checkpoint of this config loads again in this program
     for name, value in [*((str(i), a) for i, a in enumerate(args)), *kwargs.items()]:
         if not _plain(value):
             raise ValueError(
@@ -153,6 +162,8 @@ def callbacks_class_value(value: Any) -> Any:
         return [callbacks_class_value(v) for v in value]
     if isinstance(value, functools.partial) and not isinstance(value, CallbackClass):
         return _callback_class(value.func, tuple(value.args), dict(value.keywords))
+    if isinstance(value, type) and CALLBACKS_CLASS.problem(value) is None:
+        register_passed(value)  # the program passed it: a checkpoint of this config loads again here
     return value
 
 
@@ -162,8 +173,6 @@ def _reference(fn: Any, hook: str) -> str:
             raise ValueError(f"callbacks({hook}={fn!r}): a function is recorded as 'module:function', got {fn!r}.")
         return fn
     problem = function_problem(fn)
-    if problem is None:
-        problem = framework_problem(fn)
     if problem is not None:
         raise ValueError(
             f"callbacks({hook}={fn!r:.80}) cannot be recorded by reference: {problem}. cairn records callback "
@@ -171,6 +180,7 @@ def _reference(fn: Any, hook: str) -> str:
             "__main__, not a lambda or closure) and pass it or its 'module:function' path, or override "
             f"{hook} in a subclass of cairn.rl.callbacks.callbacks.RLlibCallback."
         )
+    register_passed(fn)  # the program passed it: a checkpoint of this config loads again in this program
     return f"{fn.__module__}:{fn.__qualname__}"
 
 
@@ -187,26 +197,24 @@ def callback_functions(value: Any, hook: str) -> list[str] | None:
 
 
 def resolve_callback_function(ref: Any, hook: str) -> Callable[..., Any]:
-    """The function a config's ``callbacks_<hook>`` names; imports nothing.
+    """The function a config's ``callbacks_<hook>`` names, through the allow-list; imports nothing.
 
     Raises:
-        cairn.CheckpointError: The registry refuses the path (module not imported, no
-            plain function, a ``__main__`` module, ...).
-        ValueError: It is a framework's function (``torch.hub.load``), which a
-            recorded config may not make cairn call.
+        cairn.CheckpointError: A name that is not a function the program registered
+            (or a load trusted), or a ``__main__`` module.
     """
-    fn = resolve_function(ref, where=f"callbacks({hook}=...)")
-    problem = framework_problem(fn)
-    if problem is not None:
-        raise ValueError(f"callbacks({hook}={ref!r:.200}) is refused: {problem}.")
-    return fn
+    return resolve_function(ref, where=f"callbacks({hook}=...)", role=CALLBACK_FUNCTION)
 
 
-def callback_function_modules(config: Any) -> list[tuple[str, str]]:
-    """``(module, what names it)`` of every callback function of ``config``, for a remote worker's imports."""
-    refs: list[tuple[str, str]] = []
+def callback_names(config: Any) -> list[tuple[str, str, Role]]:
+    """``(path, field, role)`` of every callbacks class and function of ``config`` (allow-list checks, workers)."""
+    names: list[tuple[str, str, Role]] = []
+    value = getattr(config, "callbacks_class", None)
+    for item in value if isinstance(value, list | tuple) else [value]:
+        cls = item.func if isinstance(item, functools.partial) else item
+        if isinstance(cls, type):
+            names.append((object_path(cls), "callbacks_class", CALLBACKS_CLASS))
     for hook in CALLBACK_HOOKS:
         for ref in getattr(config, function_field(hook), None) or ():
-            if isinstance(ref, str):
-                refs.append((ref.partition(":")[0], f"callbacks({hook}={ref!r})"))
-    return refs
+            names.append((ref, f"callbacks({hook}=...)", CALLBACK_FUNCTION))
+    return names

@@ -17,9 +17,12 @@ __all__ = [
     "COMPONENT_RL_MODULE",
     "DEFAULT_AGENT_ID",
     "DEFAULT_MODULE_ID",
+    "Columns",
 ]
 
-# Literals, not imports: this package is imported by everything below it, and must import nothing.
+from cairn.rl.core.columns import Columns  # RLlib's ray.rllib.core.Columns (columns.py imports nothing)
+
+# Literals, not imports: this package is imported by everything below it, and must import nothing else.
 # tests/rl/test_rl_results_layout.py checks them against the names cairn's components use.
 DEFAULT_MODULE_ID = "default_policy"
 """The module id of a single-policy algorithm (also ``cairn.rl.config.algorithm_config.DEFAULT_MODULE_ID``)."""

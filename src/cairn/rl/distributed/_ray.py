@@ -15,6 +15,7 @@ __all__ = [
     "RAY_EXTRA_HINT",
     "ActorFailedError",
     "ActorTimeoutError",
+    "EnvRunnersUnavailableError",
     "actor_label",
     "get_all",
     "import_ray",
@@ -57,6 +58,23 @@ class ActorTimeoutError(ActorFailedError, TimeoutError):
 
     def __str__(self) -> str:
         # TimeoutError (an OSError) formats (errno, strerror) pairs; we always pass one message.
+        return str(self.args[0]) if self.args else ""
+
+
+class EnvRunnersUnavailableError(ActorFailedError, TimeoutError):
+    """No remote env runner delivered a rollout within ``AlgorithmConfig.sample_timeout_s``.
+
+    ``train()`` raises it with nothing trained (the algorithm's state is as before the
+    call, but for the episode counts of late rollouts, which are kept). The runners that
+    died are being replaced (``restart_failed_env_runners``); call ``train()`` again to go
+    on, e.g. once a lost node is back. The message says how many runners are late,
+    starting and gone, and what each one reserves.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, label="env runners", died=False)
+
+    def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
 
 
@@ -128,6 +146,7 @@ def get_all(
     timeout_s: float | None = None,
     stop: Callable[[Sequence[str]], None] | None = None,
     setting: str = "checkpoint_timeout_s",
+    hint: str = "",
 ) -> list[Any]:
     """``ray.get`` every ``(label, ref)``; wait for all even when some fail, then raise the first failure.
 
@@ -144,6 +163,8 @@ def get_all(
             on checkpoint paths); None waits as long as they take.
         stop: Called with the labels of the actors that missed the deadline, to stop them.
         setting: The ``AlgorithmConfig`` field ``timeout_s`` comes from, for messages.
+        hint: A sentence added to a timeout's message (what the actors reserve, when they may
+            be waiting for a node).
 
     Raises:
         ActorTimeoutError: Some calls were not done within ``timeout_s``.
@@ -155,7 +176,7 @@ def get_all(
         refs = [ref for _, ref in calls]
         _, late = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         if late:
-            _raise_timeout(calls, late, doing=doing, timeout_s=timeout_s, stop=stop, setting=setting)
+            _raise_timeout(calls, late, doing=doing, timeout_s=timeout_s, stop=stop, setting=setting, hint=hint)
     results: list[Any] = []
     failure: BaseException | None = None
     for label, ref in calls:
@@ -197,6 +218,7 @@ def _raise_timeout(
     timeout_s: float,
     stop: Callable[[Sequence[str]], None] | None,
     setting: str,
+    hint: str = "",
 ) -> None:
     late_refs = set(late)
     labels = [label for label, ref in calls if ref in late_refs]
@@ -213,7 +235,7 @@ def _raise_timeout(
         f"within {setting}={timeout_s:g} s. {what_next}. The operation was abandoned: a save commits "
         "nothing; a restore that stopped while applying leaves the algorithm partly restored (restore again). "
         "If the actor is only slow (a large state, a slow storage, a slow start), raise "
-        f"AlgorithmConfig.{setting}; if it hangs, look at its environment or callbacks.",
+        f"AlgorithmConfig.{setting}; if it hangs, look at its environment or callbacks.{' ' + hint if hint else ''}",
         label=labels[0],
         labels=labels,
     )

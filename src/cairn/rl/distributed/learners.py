@@ -48,6 +48,7 @@ from cairn.rl.core.learner.learner import Learner, TrainBatch
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.distributed._ray import HEALTH_PROBE_TIMEOUT_S, actor_label, get_all, init_ray, stop_named
 from cairn.rl.distributed.checkpoint import ActorFolderDelegate, FolderActor, nest_state
+from cairn.rl.distributed.placement import LEARNER, actor_options, learner_resources
 from cairn.rl.utils.nested import leading_rows, map_leaves
 
 if TYPE_CHECKING:
@@ -272,7 +273,9 @@ class RemoteLearners(ActorFolderDelegate):
         self.module_specs = dict(module_specs)
         self.local: Learner = local
         self._driver_read: tuple[LoadedComponent, str | None] | None = None
-        self._actor_cls = self._ray.remote(num_cpus=float(config.num_cpus_per_learner))(LearnerActor)
+        self._actor_cls = self._ray.remote(LearnerActor)
+        self._broken: str | None = None
+        """Why the learners' state is gone (a learner failed during an update), or None."""
         self.actors: list[Any] = []
         try:
             self._start()
@@ -297,11 +300,25 @@ class RemoteLearners(ActorFolderDelegate):
     def _start(self, state: Any = None) -> None:
         """Create the actors, join them in a process group, and give them ``state`` if any."""
         world = int(self.config.num_learners)
-        self.actors = [self._actor_cls.remote(self.config, self.module_specs, rank, world) for rank in range(world)]
+        resources = learner_resources(self.config)
+        self.actors = [
+            self._actor_cls.options(
+                **actor_options(self._ray, config=self.config, kind=LEARNER, index=rank, resources=resources)
+            ).remote(self.config, self.module_specs, rank, world)
+            for rank in range(world)
+        ]
+        # Bounded like a runner's start: a learner that no node can hold must not hang the build.
         where = get_all(
             self._ray,
             [(self.label(r), a.node_and_free_port.remote()) for r, a in enumerate(self.actors)],
             doing="starting",
+            timeout_s=self.config.env_runner_restore_timeout_s,
+            stop=self._stop,
+            setting="env_runner_restore_timeout_s",
+            hint=(
+                f"Each learner reserves {resources or 'nothing'} (num_cpus_per_learner, num_gpus_per_learner, "
+                "custom_resources_per_learner): it may be waiting for a node that has them (ray status)."
+            ),
         )
         nodes = {node for node, _, _ in where}
         address = "127.0.0.1" if len(nodes) == 1 else where[0][1]
@@ -349,6 +366,8 @@ class RemoteLearners(ActorFolderDelegate):
         Raises:
             CheckpointError: Every learner died (restore a checkpoint to go on).
         """
+        if self._broken is not None:
+            raise CheckpointError(self._broken)
         alive = self._alive()
         if len(alive) == len(self.actors):
             return False
@@ -368,11 +387,33 @@ class RemoteLearners(ActorFolderDelegate):
         """A data-parallel update on every learner; returns learner 0's metrics."""
         self.replace_dead()
         ref = self._ray.put({module_id: dict(batch) for module_id, batch in batches.items()})
-        results = get_all(
-            self._ray, [(self.label(r), a.update.remote(ref)) for r, a in enumerate(self.actors)], doing="updating"
-        )
+        calls = [(self.label(r), a.update.remote(ref)) for r, a in enumerate(self.actors)]
+        refs = [call_ref for _, call_ref in calls]
+        remaining = list(refs)
+        while remaining:  # the first failure ends the wait: the others would wait for it in an all-reduce
+            done, remaining = self._ray.wait(remaining, num_returns=1)
+            try:
+                get_all(self._ray, [c for c in calls if c[1] in done], doing="updating")
+            except CheckpointError as err:
+                self._break(err)
+                raise
+        results = get_all(self._ray, calls, doing="updating")
         metrics: dict[str, float] = results[0]
         return metrics
+
+    def _break(self, err: CheckpointError) -> None:
+        """A learner failed during an update: stop them all, and refuse to go on without a restore.
+
+        The survivors are inside the same update (waiting for the failed one in an all-reduce, or
+        part-way through its minibatches): no learner holds a state from before or after it, so
+        none can seed a rebuilt group.
+        """
+        self.close()
+        self._broken = (
+            f"The learners' state was lost: {err} The other learners were stopped in the middle of the same "
+            "update. Restore the algorithm from its latest checkpoint (restore_from_path, or "
+            "CheckpointManager.restore_latest) to go on; RLlib's learners stop the run here too."
+        )
 
     def add_module(
         self, module_id: str, module_spec: RLModuleSpec | RLModule, config_overrides: Mapping[str, Any] | None
@@ -471,7 +512,16 @@ class RemoteLearners(ActorFolderDelegate):
         return False
 
     def _prepare(self, *, loading: bool) -> None:
-        """Replace dead learners first: every learner takes part in a load, learner 0 writes."""
+        """Replace dead learners first: every learner takes part in a load, learner 0 writes.
+
+        A load into learners whose state was lost (a failed update, or every learner dead)
+        starts fresh learners: the load gives them their state.
+        """
+        if loading and (self._broken is not None or not self._alive()):
+            self.close()
+            self._broken = None
+            self._start()
+            return
         self.replace_dead()
 
     def _start_actor_save(self, folder: DelegatedFolder, *, allow_pickle: bool) -> tuple[str, Any]:

@@ -4,11 +4,11 @@
 one observation/action space pair: the single-agent :class:`~cairn.rl.env.env_runner.EnvRunner`
 calls them once, a multi-agent runner once per module. Factories are recorded by
 reference in the config (:func:`~cairn.rl.config.algorithm_config.connector_reference`)
-and resolved here with :mod:`cairn.registry`, which imports nothing: a connector class
-must be a :class:`~cairn.rl.connectors.connectors.Connector` subclass, a function must
-be the program's own (not of a framework such as torch or numpy, nor of the standard
-library). Remote env runners import the factories' modules first
-(:func:`connector_modules`, which the driver adds to its allowed modules).
+and resolved here through the allow-list (:func:`cairn.registry.resolve`, role
+:data:`~cairn.registry.CONNECTOR_FACTORY`), which imports nothing: a connector class
+must be a :class:`~cairn.rl.connectors.connectors.Connector` subclass, a function one
+the program registered (or a load trusted). Remote env runners register only the names
+their driver resolved (:func:`connector_names`, part of the driver's ``AllowedNames``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 import gymnasium as gym
 
 from cairn.errors import IncompatibleCheckpointError
-from cairn.registry import framework_problem, loaded_module, resolve_class, resolve_function
-from cairn.rl.config.algorithm_config import AlgorithmConfig
+from cairn.registry import CONNECTOR_FACTORY, Role, resolve
+from cairn.rl.config.algorithm_config import CONNECTOR_FIELDS, AlgorithmConfig
 from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
 from cairn.rl.connectors.env_to_module.flatten_observations import FlattenObservations
 from cairn.rl.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
@@ -33,7 +33,7 @@ __all__ = [
     "build_env_to_module",
     "build_module_to_env",
     "check_learner_connector",
-    "connector_modules",
+    "connector_names",
     "nested_module_name",
     "resolve_connector_factory",
 ]
@@ -41,15 +41,19 @@ __all__ = [
 OBSERVATION_FILTERS: dict[str, type[Connector]] = {"MeanStdFilter": MeanStdFilter}
 """``config.observation_filter`` name -> the connector class appended after the user's pieces."""
 
-_FIELDS = ("env_to_module_connector", "module_to_env_connector", "learner_connector")
+_FIELDS = CONNECTOR_FIELDS
 
 
 def resolve_connector_factory(recorded: Mapping[str, Any], *, where: str) -> tuple[Any, dict[str, Any]]:
     """The class or function a recorded factory names, and its keyword arguments; never imports anything.
 
+    The name resolves through the allow-list (:func:`cairn.registry.resolve`, role
+    :data:`~cairn.registry.CONNECTOR_FACTORY`): a ``ConnectorV2`` subclass on the list
+    (cairn's own, registered, or trusted by the load), or a function the program
+    registered (building a config in code registers the factory it is given) or the load trusted.
+
     Raises:
-        cairn.CheckpointError: The reference names no loaded module, a class that is no
-            :class:`Connector`, or a function of a framework or the standard library.
+        cairn.CheckpointError: The reference is malformed or not allowed in the role.
     """
     ref = recorded.get("ref")
     kwargs = recorded.get("kwargs", {})
@@ -57,36 +61,17 @@ def resolve_connector_factory(recorded: Mapping[str, Any], *, where: str) -> tup
         raise IncompatibleCheckpointError(
             f"{where}={recorded!r:.120} is not {{'ref': 'module:QualName', 'kwargs': {{}}}}."
         )
-    module_name, _, qualname = ref.partition(":")
-    module = loaded_module(module_name, where=where, what=f"connector factory {ref!r}")
-    if isinstance(vars(module).get(qualname.split(".")[0]), type):
-        cls = resolve_class(ref, where=where)
-        if not issubclass(cls, Connector):
-            raise IncompatibleCheckpointError(
-                f"{where} names the class {ref!r}, which is not a cairn connector (a subclass of "
-                "cairn.rl.connectors.connector_v2.ConnectorV2); a factory class must build a connector piece."
-            )
-        return cls, dict(kwargs)
-    fn = resolve_function(ref, where=where)
-    problem = framework_problem(fn)
-    if problem is not None:
-        raise IncompatibleCheckpointError(f"{where} names the function {ref!r}, which cairn refuses: {problem}.")
-    return fn, dict(kwargs)
+    return resolve(ref, where=where, role=CONNECTOR_FACTORY), dict(kwargs)
 
 
-def connector_modules(config: AlgorithmConfig) -> list[tuple[str, str]]:
-    """``(module, what names it)`` of every connector factory of ``config``, for a driver's allowed modules.
-
-    Raises:
-        cairn.CheckpointError: A factory :func:`resolve_connector_factory` refuses.
-    """
-    refs: list[tuple[str, str]] = []
+def connector_names(config: AlgorithmConfig) -> list[tuple[str, str, Role]]:
+    """``(path, field, role)`` of every connector factory of ``config``, for a driver's allowed names."""
+    names: list[tuple[str, str, Role]] = []
     for name in _FIELDS:
         recorded = getattr(config, name, None)
-        if recorded is not None:
-            factory, _ = resolve_connector_factory(recorded, where=name)
-            refs.append((factory.__module__, f"{name}={recorded['ref']!r}"))
-    return refs
+        if isinstance(recorded, Mapping):
+            names.append((str(recorded.get("ref")), name, CONNECTOR_FACTORY))
+    return names
 
 
 def _pieces(

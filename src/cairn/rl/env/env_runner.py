@@ -401,7 +401,6 @@ class EnvRunner(Checkpointable):
         buf = self._sample_buffers(horizon, off_policy=off_policy)
         state_bufs: dict[str, dict[str, npt.NDArray[Any]]] = {}  # the states fed (stateful modules)
         all_slots = np.arange(n)
-        self._begin_sample()
         self._episodes_this_iteration = 0
         self.last_episodes = []
         if not self._episodes_started:
@@ -561,19 +560,14 @@ class EnvRunner(Checkpointable):
                 "recompute_output_observation_space match what their __call__ returns."
             )
 
-    def _begin_sample(self) -> None:
-        """Reduce this runner's logger before a ``sample()``, as RLlib's env runners do after each one:
-        what a callback logged with ``clear_on_reduce=True`` counts one sample (the values were already
-        handed to the algorithm with :meth:`MetricsLogger.pop_deltas`)."""
-        self.metrics.reduce()
-
     def _end_sample(self, batches: dict[str, SampleBatch], *, agent_steps: int) -> None:
         """Log the sample's counters, then call ``on_sample_end`` (RLlib's order: the callback may
-        ``metrics_logger.peek("num_env_steps_sampled")``). Reported each iteration under
-        ``env_runners/`` (summed over the runners)."""
+        ``metrics_logger.peek("num_env_steps_sampled")``: the steps since the runner's metrics were last
+        handed to the algorithm, as in RLlib). Reported each iteration under ``env_runners/`` (summed
+        over the runners)."""
         env_steps = self.num_envs * int(self.config.rollout_length)
-        self.metrics.log_value(NUM_ENV_STEPS_SAMPLED, env_steps, reduce="sum", clear_on_reduce=True)
-        self.metrics.log_value(NUM_AGENT_STEPS_SAMPLED, agent_steps, reduce="sum", clear_on_reduce=True)
+        self.metrics.log_value(NUM_ENV_STEPS_SAMPLED, env_steps, reduce="sum")
+        self.metrics.log_value(NUM_AGENT_STEPS_SAMPLED, agent_steps, reduce="sum")
         self.callbacks.on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=batches)
 
     def _end_episode(self, slot: int) -> None:

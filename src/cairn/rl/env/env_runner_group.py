@@ -178,13 +178,15 @@ class EnvRunnerGroup:
 
     Args:
         config: The algorithm config.
+        evaluation: The algorithm's evaluation runners (their Ray actors take the evaluation
+            bundles of a Tune trial's placement group, :mod:`cairn.rl.distributed.placement`).
 
     Raises:
         ValueError: ``num_env_runners`` > 0 and Ray is not installed (the message
             says ``pip install 'cairn-rl[ray]'``).
     """
 
-    def __init__(self, config: AlgorithmConfig) -> None:
+    def __init__(self, config: AlgorithmConfig, *, evaluation: bool = False) -> None:
         self.config = config
         runner_class = MultiAgentEnvRunner if is_multi_agent_env(config.env, config.env_config) else EnvRunner
         self.local_env_runner: EnvRunner = runner_class(config, worker_index=0)
@@ -194,7 +196,7 @@ class EnvRunnerGroup:
         if int(config.num_env_runners) > 0:
             from cairn.rl.distributed.env_runners import RemoteEnvRunners
 
-            self.remote = RemoteEnvRunners(config, self.local_env_runner)
+            self.remote = RemoteEnvRunners(config, self.local_env_runner, evaluation=evaluation)
             self.backend = self.remote
 
     @property
@@ -217,6 +219,15 @@ class EnvRunnerGroup:
         if trainable is None:
             return per_runner
         return [{m: batch for m, batch in batches.items() if m in trainable} for batches in per_runner]
+
+    def pop_recreated(self) -> list[int]:
+        """Worker indices of remote runners replaced since the last call, now up (``on_env_runners_recreated``)."""
+        return [] if self.remote is None else self.remote.pop_recreated()
+
+    @property
+    def num_healthy_env_runners(self) -> int:
+        """How many runners sample now (RLlib's ``num_healthy_remote_workers``; the local one when there are none)."""
+        return self.backend.num_env_runners if self.remote is None else self.remote.num_healthy_env_runners
 
     def get_metrics(self) -> dict[str, float | int]:
         """Episode and counter metrics over all runners (the local runner keeps the totals)."""
@@ -332,9 +343,9 @@ class EnvRunnerGroup:
 def _callable(func: Callable[[EnvRunner], Any] | str) -> Callable[[EnvRunner], Any]:
     """``func``, or the function its ``"module:function"`` path names (resolved, never imported)."""
     if isinstance(func, str):
-        from cairn.registry import resolve_function
+        from cairn.registry import WORKER_FUNCTION, resolve_function
 
-        return resolve_function(func, where="foreach_env_runner(func=...)")
+        return resolve_function(func, where="foreach_env_runner(func=...)", role=WORKER_FUNCTION)
     if not callable(func):
         raise ValueError(f"foreach_env_runner needs a function of one env runner, got {type(func).__qualname__}.")
     return func

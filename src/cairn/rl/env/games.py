@@ -20,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 
+from cairn.registry import register
 from cairn.rl.env.env_state import register_env_state_handler
 from cairn.rl.env.multi_agent_env import ALL_AGENTS, EpisodeInfo, MultiAgentEnv
 
@@ -145,6 +146,7 @@ def _set_state(env: TicTacToe, state: Any) -> None:
 register_env_state_handler(TicTacToe, _get_state, _set_state, check=_state_problem)
 
 
+@register  # a config records it by reference; cairn's own functions are allowed only when registered
 def self_play_policy_mapping(agent_id: str, episode: EpisodeInfo) -> str:
     """``"main"`` for one player (drawn per episode), a random frozen copy for the other.
 

@@ -41,24 +41,24 @@ sub-environment ``e * n + i``, seeded ``seed + e * n + i``).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from cairn.registry import AllowedModules, resolve_function
+from cairn.registry import CALLBACK_FUNCTION, ENV_CLASS, MAPPING_FUNCTION, AllowedNames, Role, allowed, resolve_function
 from cairn.rl.config.algorithm_config import (
     MULTI_AGENT_PREFIX,
     AlgorithmConfig,
     check_env_config,
     check_env_id,
 )
-from cairn.rl.config.callback_forms import callback_function_modules
+from cairn.rl.config.callback_forms import callback_names
 from cairn.rl.core.rl_module.multi_rl_module import module_specs_from_config
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
-from cairn.rl.env.connector_building import connector_modules
+from cairn.rl.env.connector_building import connector_names
+from cairn.rl.env.env_state import env_state_mismatch, get_env_state, register_env_state_handler, set_env_state
 from cairn.rl.utils._util import check_component_name
 
 __all__ = [
@@ -69,14 +69,16 @@ __all__ = [
     "EpisodeInfo",
     "IndependentAgentsEnv",
     "MultiAgentEnv",
+    "MultiAgentSingleEnvCopies",
     "agent_ids",
     "build_module_specs",
     "check_agent_ids",
     "check_env_config",
     "check_env_id",
-    "driver_modules",
+    "driver_names",
     "infer_module_spaces",
     "is_multi_agent_env",
+    "make_multi_agent",
     "make_multi_agent_env",
     "multi_agent_env_creator",
     "parse_env",
@@ -222,22 +224,10 @@ def register_policy_mapping_fn(name: str, fn: Callable[[Any, EpisodeInfo], str])
     _MAPPING_FNS[name] = fn
 
 
-def _static_class(module: Any, qualname: str) -> Any:
-    obj: Any = vars(module).get(qualname.split(".")[0])
-    for part in qualname.split(".")[1:]:
-        obj = type.__dict__["__dict__"].__get__(obj).get(part) if isinstance(obj, type) else None
-    return obj
-
-
 def _env_class(env: str) -> type | None:
-    """The class ``"module:Class"`` names (module imported, no attribute hooks run), else ``None``."""
-    module_name, sep, qualname = env.partition(":")
-    if not sep or not all(part.isidentifier() for part in qualname.split(".")):
-        return None
-    module = sys.modules.get(module_name)
-    if module is None:
-        return None
-    klass = _static_class(module, qualname)
+    """The class ``"module:Class"`` names if it is on the allow-list (registered: building a config with
+    ``environment(MyEnv)`` registers it; ``cairn.register(MyEnv)``), else ``None`` (a gymnasium id)."""
+    klass = allowed(env, ENV_CLASS)
     return klass if isinstance(klass, type) else None
 
 
@@ -319,40 +309,43 @@ def make_multi_agent_env_or_env(env: str, env_config: Mapping[str, Any]) -> gym.
     return built
 
 
-def driver_modules(config: AlgorithmConfig) -> AllowedModules:
-    """On the driver: resolve what ``config`` names by path, and return the modules a remote worker may import.
+def driver_names(config: AlgorithmConfig) -> AllowedNames:
+    """On the driver: resolve what ``config`` names by path, and return what a remote worker may resolve.
 
-    The env (``"module:Class"`` of a multi-agent environment, or a gymnasium id
-    ``"module:Env-v0"``) and the policy mapping function (``"module:function"``)
-    go through the one resolver (:func:`check_env_id`,
-    :func:`resolve_policy_mapping_fn`), exactly as when this process builds
-    them; their modules are what a Ray env runner imports before it builds its
-    runner (:meth:`~cairn.registry.AllowedModules.import_here`), and nothing
-    else: a config recorded in a checkpoint cannot make a worker import a module.
+    The env (``"module:Class"`` on the allow-list, or a gymnasium id ``"module:Env-v0"``
+    of an imported module), the policy mapping function, the connector factories and
+    the callbacks go through the one resolver (:func:`cairn.registry.resolve`), exactly
+    as when this process builds them; a Ray env runner registers exactly these before it
+    builds its runner (:meth:`~cairn.registry.AllowedNames.import_here`), and nothing
+    else: a config recorded in a checkpoint cannot make a worker import or call anything.
 
     Raises:
         ValueError: The env id names a module this process has not imported.
-        cairn.CheckpointError: The mapping function is refused by
-            :func:`~cairn.registry.resolve_function`.
+        cairn.CheckpointError: A name the allow-list refuses.
     """
-    refs: list[tuple[str, str]] = []
+    refs: list[tuple[str, str, Role]] = []
+    modules: list[str] = []
     env = config.env
     check_env_id(env)
     env_id = env.removeprefix(MULTI_AGENT_PREFIX)
     module_name, sep, _ = env_id.partition(":")
-    if sep:
-        refs.append((module_name, f"env={env!r}"))
+    if sep and env_id not in _ENVS:
+        if _env_class(env_id) is not None:
+            refs.append((env_id, f"env={env!r}", ENV_CLASS))
+        else:
+            modules.append(module_name)
     ref = config.policy_mapping_fn
     if ref is not None:
         if not isinstance(ref, str):
             raise ValueError(f"policy_mapping_fn must be recorded as a str, got a {type(ref).__qualname__}.")
-        fn = resolve_policy_mapping_fn(ref)
-        module = getattr(fn, "__module__", None)
-        if ref not in _MAPPING_FNS and isinstance(module, str):
-            refs.append((module, f"policy_mapping_fn={ref!r}"))
-    refs.extend(connector_modules(config))  # the connector factories' modules (env_to_module_connector, ...)
-    refs.extend(callback_function_modules(config))  # config.callbacks(on_episode_end=fn) runs in the worker too
-    return AllowedModules.resolve(refs)
+        resolve_policy_mapping_fn(ref)
+        if ref not in _MAPPING_FNS:
+            refs.append((ref, "policy_mapping_fn", MAPPING_FUNCTION))
+    refs.extend(connector_names(config))  # the connector factories (env_to_module_connector, ...)
+    refs.extend(
+        r for r in callback_names(config) if r[2] is CALLBACK_FUNCTION
+    )  # config.callbacks(on_episode_end=fn) runs in the worker too; classes travel as objects
+    return AllowedNames.resolve(refs, modules=modules)
 
 
 def make_multi_agent_env(env: str, env_config: Mapping[str, Any]) -> MultiAgentEnv:
@@ -478,7 +471,7 @@ def resolve_policy_mapping_fn(ref: str) -> Callable[[Any, EpisodeInfo], str]:
             f"policy_mapping_fn={ref!r} is not registered (register_policy_mapping_fn) and not a 'module:function' "
             "path."
         )
-    return resolve_function(ref, where="policy_mapping_fn")
+    return resolve_function(ref, where="policy_mapping_fn", role=MAPPING_FUNCTION)
 
 
 DEFAULT_AGENT_ID = "default_agent"
@@ -549,7 +542,7 @@ def make_env(env: str, env_config: Mapping[str, Any]) -> gym.Env[Any, Any]:
     Checked here again, on every process: gymnasium imports the module of a
     ``"mymod:Env-v0"`` id, so the id may name only an imported module. A remote
     env runner (a Ray worker) has imported ``mymod`` first when its driver had
-    (:func:`driver_modules`), and nothing a config names otherwise.
+    (:func:`driver_names`), and nothing a config names otherwise.
 
     Raises:
         ValueError: The id names a module this process has not imported,
@@ -652,3 +645,147 @@ def build_module_specs(
             # The same spec with other defaults: seeds stay those of the module's index.
             specs[module_id] = module_specs_from_config(config, obs_space, act_space)[module_id]
     return specs
+
+
+# ---------------------------------------------------------------------- make_multi_agent
+
+
+class MultiAgentSingleEnvCopies(MultiAgentEnv):
+    """``num_agents`` copies of the gymnasium env :attr:`ENV_ID`, one per agent (RLlib's ``make_multi_agent``).
+
+    Args:
+        config: ``num_agents`` (default 1); the other keys go to ``gymnasium.make``.
+    """
+
+    ENV_ID: ClassVar[str] = ""
+    """The gymnasium id each agent's copy is made from (set by each subclass)."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
+        settings = dict(config or {})
+        num_agents = int(settings.pop("num_agents", 1))
+        if num_agents < 1:
+            raise ValueError(f"{type(self).__name__} needs num_agents >= 1, got {num_agents}.")
+        self.possible_agents: list[int] = list(range(num_agents))  # RLlib's ids: ints
+        self.agents = list(self.possible_agents)
+        self.envs = {agent: gym.make(self.ENV_ID, **settings) for agent in self.possible_agents}
+        self.observation_spaces = {agent: env.observation_space for agent, env in self.envs.items()}
+        self.action_spaces = {agent: env.action_space for agent, env in self.envs.items()}
+        self._done: set[int] = set()
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[Any, Any], dict[Any, Any]]:
+        """Reset every copy (each with its own seed drawn from the episode's), all agents act."""
+        gym.Env.reset(self, seed=seed)
+        self.agents = list(self.possible_agents)
+        self._done = set()
+        observations: dict[Any, Any] = {}
+        infos: dict[Any, Any] = {}
+        for agent, env in self.envs.items():
+            observations[agent], infos[agent] = env.reset(seed=int(self.np_random.integers(2**31)), options=options)
+        return observations, infos
+
+    def step(  # type: ignore[override]  # dicts of rewards and flags, as MultiAgentEnv.step
+        self, action_dict: dict[Any, Any]
+    ) -> tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any], dict[Any, Any], dict[Any, Any]]:
+        """Step the copies of the agents that act; an agent whose copy's episode ended stops acting."""
+        observations: dict[Any, Any] = {}
+        rewards: dict[Any, Any] = {}
+        terminateds: dict[Any, Any] = {}
+        truncateds: dict[Any, Any] = {}
+        infos: dict[Any, Any] = {}
+        for agent, action in action_dict.items():
+            obs, reward, terminated, truncated, info = self.envs[agent].step(action)
+            observations[agent], rewards[agent], infos[agent] = obs, float(reward), info
+            terminateds[agent], truncateds[agent] = bool(terminated), bool(truncated)
+            if terminated or truncated:
+                self._done.add(agent)
+                self.agents.remove(agent)
+        # RLlib: the episode ends when every copy's has; "__all__" says how the last one ended.
+        all_done = len(self._done) == len(self.possible_agents)
+        terminateds[ALL_AGENTS] = all_done and not any(truncateds.values())
+        truncateds[ALL_AGENTS] = all_done and any(truncateds.values())
+        return observations, rewards, terminateds, truncateds, infos
+
+    def close(self) -> None:
+        """Close every copy."""
+        for env in self.envs.values():
+            env.close()
+
+
+def _copies_state(env: MultiAgentSingleEnvCopies) -> dict[str, Any]:
+    """Each agent's copy (in ``possible_agents`` order), which agents are done, which act."""
+    return {
+        "copies": [get_env_state(env.envs[agent]) for agent in env.possible_agents],
+        "done": [env.possible_agents.index(agent) for agent in sorted(env._done)],
+        "agents": [env.possible_agents.index(agent) for agent in env.agents],
+    }
+
+
+def _set_copies_state(env: MultiAgentSingleEnvCopies, state: Any) -> None:
+    """Apply :func:`_copies_state`; refuses a state of another number or kind of copies before changing any."""
+    n = len(env.possible_agents)
+    copies = state.get("copies") if isinstance(state, dict) else None
+    done, agents = (state.get("done"), state.get("agents")) if isinstance(state, dict) else (None, None)
+    indices = [*(done or []), *(agents or [])] if isinstance(done, list) and isinstance(agents, list) else None
+    if (
+        not isinstance(copies, list)
+        or len(copies) != n
+        or indices is None
+        or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n for i in indices)
+        or any(env_state_mismatch(env.envs[a], c) is not None for a, c in zip(env.possible_agents, copies, strict=True))
+    ):
+        raise ValueError(
+            f"the saved state of {type(env).__qualname__} is not one of {n} copies of {env.ENV_ID} (written by "
+            "other code, another num_agents, or tampered with)."
+        )
+    for agent, copy_state in zip(env.possible_agents, copies, strict=True):
+        set_env_state(env.envs[agent], copy_state)
+    assert isinstance(done, list) and isinstance(agents, list)  # checked above (indices is not None)
+    env._done = {env.possible_agents[i] for i in done}
+    env.agents = [env.possible_agents[i] for i in agents]
+
+
+# Every copies class (its copies are gymnasium envs whose state cairn saves) resumes its episodes in flight.
+register_env_state_handler(MultiAgentSingleEnvCopies, _copies_state, _set_copies_state)
+
+
+def make_multi_agent(env_name_or_creator: str) -> type[MultiAgentSingleEnvCopies]:
+    """A :class:`MultiAgentEnv` class of ``config["num_agents"]`` copies of a gymnasium env (RLlib's).
+
+    ``make_multi_agent("CartPole-v1")({"num_agents": 2})`` is a two-agent env whose agents
+    ``0`` and ``1`` each play their own CartPole. For ``"CartPole-v1"`` and ``"Pendulum-v1"``
+    it returns :class:`~cairn.rl.examples.envs.classes.multi_agent.MultiAgentCartPole` /
+    ``MultiAgentPendulum`` once that module is imported (configs and checkpoints record them by
+    reference); otherwise a new class (one per id), which works in this process but that a config
+    cannot record (cairn records
+    classes by reference, never by pickle): define
+    ``class MyEnv(MultiAgentSingleEnvCopies): ENV_ID = "..."`` in a module instead.
+
+    Args:
+        env_name_or_creator: A registered gymnasium id (RLlib also takes a creator function,
+            which cairn refuses: it could not be recorded).
+
+    Raises:
+        TypeError: Not a gymnasium id.
+    """
+    if not isinstance(env_name_or_creator, str):
+        raise TypeError(
+            "make_multi_agent takes a gymnasium id (cairn records envs by reference and cannot record a creator "
+            f"function); got {type(env_name_or_creator).__name__}. Subclass MultiAgentSingleEnvCopies instead."
+        )
+    gym.spec(env_name_or_creator)  # an unknown id fails here, not at the first reset
+    for known in MultiAgentSingleEnvCopies.__subclasses__():
+        if env_name_or_creator == known.ENV_ID and known.__module__ != __name__:
+            return known
+    made = _MADE_COPIES.get(env_name_or_creator)
+    if made is None:
+        name = "MultiAgent" + "".join(c for c in env_name_or_creator if c.isalnum())
+        made = type(name, (MultiAgentSingleEnvCopies,), {"ENV_ID": env_name_or_creator, "__module__": __name__})
+        _MADE_COPIES[env_name_or_creator] = made
+    return made
+
+
+_MADE_COPIES: dict[str, type[MultiAgentSingleEnvCopies]] = {}
+"""The classes :func:`make_multi_agent` made, by gymnasium id (one class per id, as a module's would be)."""

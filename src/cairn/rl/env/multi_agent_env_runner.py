@@ -714,7 +714,6 @@ class MultiAgentEnvRunner(EnvRunner):
             :data:`~cairn.rl.env.env_runner.SampleBatch` of shape ``[T, 1, ...]``
             (see the module docstring); modules without one are left out.
         """
-        self._begin_sample()
         self._episodes_this_iteration = 0
         self.last_episodes = []
         agent_steps = 0

@@ -221,7 +221,8 @@ class DQN(OffPolicyAlgorithm):
         specs = getattr(config.rl_module_spec, "rl_module_specs", None)
         total = 0
         for module_id in config.policies:
-            spec = specs.get(module_id) if isinstance(specs, Mapping) else config.rl_module_spec
+            # A MultiRLModuleSpec's dict, or its one shared spec; else the config's own RLModuleSpec.
+            spec = specs.get(module_id) if isinstance(specs, Mapping) else (specs or config.rl_module_spec)
             own = getattr(spec, "model_config", None)
             total += dqn_parameter_bytes(own if isinstance(own, Mapping) else config.model_config)
         if total > alloc_limit(folder.tree_bytes):

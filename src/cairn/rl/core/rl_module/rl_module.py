@@ -12,14 +12,15 @@ forward passes (RLlib's names):
   ``action_logp``, ``entropy``, ``vf_preds``).
 
 Its checkpoint is its ``state_dict`` and its constructor arguments; the class
-is recorded by reference (``"your_module:YourModule"``) and found again with
-:func:`cairn.registry.resolve_class`, which imports nothing, so::
+is recorded by reference (``"your_module:YourModule"``) and found again through
+the allow-list (:func:`cairn.registry.resolve`), which imports nothing, so::
 
     module = RLModule.from_checkpoint(ckpt + "/learner_group/learner/rl_module/default_policy")
     module.forward_inference({"obs": torch.as_tensor(obs[None])})["actions"]
 
-rebuilds the user's own class, ready to act, once the program has imported
-the module that defines it. PPO's default module (an MLP actor-critic) is
+rebuilds the user's own class, ready to act, once the program allows it
+(``@cairn.register`` on the class, or ``trusted=[YourModule]`` on the load).
+PPO's default module (an MLP actor-critic) is
 :class:`~cairn.rl.algorithms.ppo.default_ppo_rl_module.DefaultPPORLModule`.
 """
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 import abc
 import contextlib
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -38,9 +39,11 @@ from torch import nn
 
 from cairn import Checkpointable
 from cairn._ctor_bounds import FolderSizes, alloc_limit, mlp_parameter_bytes
-from cairn.errors import IncompatibleCheckpointError
-from cairn.registry import register_type
+from cairn.codec.ctor import CtorEncoder, decode_ctor
+from cairn.errors import IncompatibleCheckpointError, UnsafeCheckpointError
+from cairn.registry import MODULE_CLASS, class_path, register_type, resolve_class
 from cairn.rl._aliases import register_old_paths
+from cairn.rl.core import DEFAULT_MODULE_ID
 from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
 from cairn.rl.utils._util import Names
 
@@ -101,7 +104,6 @@ def layers_parameter_bytes(model_config: Any) -> int:
     return total
 
 
-@register_type
 @dataclass
 class RLModuleSpec:
     """Everything needed to build one :class:`RLModule` (RLlib's ``RLModuleSpec``).
@@ -133,6 +135,10 @@ class RLModuleSpec:
             torch's global RNG seeded with it (and restored afterwards), so any
             module class initialises bit for bit the same; ``None`` draws from
             torch's global RNG. Algorithms derive one per module from their seed.
+        inference_only: Build the module for acting only (RLlib's flag): passed to the
+            module's constructor as ``inference_only=True`` (a
+            :class:`~cairn.rl.core.rl_module.torch.TorchRLModule` keeps it as
+            ``self.inference_only``, for ``setup()`` to leave out learner-only layers).
     """
 
     default_module_class: ClassVar[type[RLModule] | None] = None
@@ -146,6 +152,7 @@ class RLModuleSpec:
     model_config: dict[str, Any] | None = None
     load_state_path: str | None = None
     seed: int | None = None
+    inference_only: bool = False
 
     def __post_init__(self) -> None:
         # RLlib's DefaultModelConfig is recorded as a plain dict: checkpoints hold msgpack-safe values.
@@ -192,13 +199,84 @@ class RLModuleSpec:
                 "give both, or let an algorithm fill them in from its environment."
             )
         args = (self.observation_space, self.action_space, dict(self.model_config or {}))
+        # Passed only when set: a module class of an earlier cairn need not take the keyword.
+        kwargs: dict[str, Any] = {"inference_only": True} if self.inference_only else {}
         if self.seed is None:  # fresh random weights from torch's global RNG
-            return module_class(*args, seed=None)
+            return module_class(*args, seed=None, **kwargs)
         # Layers draw their initial weights from torch's global RNG: seed it for this build only,
         # so that a user's module initialises reproducibly and the caller's RNG stream is untouched.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(self.seed))
-            return module_class(*args, seed=self.seed)
+            return module_class(*args, seed=self.seed, **kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as plain data (RLlib's ``RLModuleSpec.to_dict``): the class as ``"module:QualName"``,
+        spaces and ``model_config`` as cairn's constructor codec writes them (JSON-ready)."""
+        encoder = CtorEncoder(allow_pickle=False)
+        return {
+            "module_class": None if self.module_class is None else class_path(self.module_class),
+            "observation_space": encoder.encode(self.observation_space, ("observation_space",)),
+            "action_space": encoder.encode(self.action_space, ("action_space",)),
+            "model_config": encoder.encode(self.model_config, ("model_config",)),
+            "inference_only": self.inference_only,
+            "load_state_path": self.load_state_path,
+            "seed": self.seed,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RLModuleSpec:
+        """The spec :meth:`to_dict` gave. The class must be on the allow-list (SPEC 8; nothing is imported).
+
+        Raises:
+            cairn.errors.CheckpointError: ``data`` is not such a dict, or names a class that is not an
+                allowed :class:`RLModule` subclass (cairn's own, or registered by the program).
+        """
+        where = "RLModuleSpec.from_dict"
+        if not isinstance(data, Mapping):
+            raise IncompatibleCheckpointError(
+                f"{where}: expected a dict from RLModuleSpec.to_dict(), got {type(data).__name__}."
+            )
+        path = data.get("module_class")
+        module_class = None if path is None else resolve_class(path, where=f"{where}: module_class", role=MODULE_CLASS)
+        if module_class is not None and not issubclass(module_class, RLModule):
+            raise IncompatibleCheckpointError(f"{where}: module_class {path!r} is not an RLModule subclass.")
+        (observation_space, action_space, model_config), _ = decode_ctor(
+            {"args": [data.get("observation_space"), data.get("action_space"), data.get("model_config")], "kwargs": {}},
+            allow_pickle=False,
+            where=where,
+        )
+        seed, inference_only = data.get("seed"), data.get("inference_only", False)
+        if not (seed is None or type(seed) is int) or not isinstance(inference_only, bool):
+            raise IncompatibleCheckpointError(f"{where}: seed is an int or None and inference_only a bool.")
+        return cls(
+            module_class=module_class,
+            observation_space=observation_space,
+            action_space=action_space,
+            model_config=model_config,
+            load_state_path=data.get("load_state_path"),
+            seed=seed,
+            inference_only=inference_only,
+        )
+
+    def update(self, other: RLModuleSpec, override: bool = True) -> None:
+        """Take ``other``'s settings (RLlib's ``RLModuleSpec.update``).
+
+        Args:
+            other: The spec to take settings from.
+            override: ``True``: every field ``other`` sets (not ``None``) replaces this
+                spec's; ``False``: only fields this spec leaves ``None`` are filled in.
+
+        Raises:
+            TypeError: ``other`` is not an :class:`RLModuleSpec`.
+        """
+        if not isinstance(other, RLModuleSpec):
+            raise TypeError(f"RLModuleSpec.update takes an RLModuleSpec, got {type(other).__name__}.")
+        for name in ("module_class", "observation_space", "action_space", "model_config", "load_state_path", "seed"):
+            theirs = getattr(other, name)
+            if theirs is not None and (override or getattr(self, name) is None):
+                setattr(self, name, theirs)
+        if override:
+            self.inference_only = other.inference_only
 
     def with_defaults(
         self,
@@ -218,6 +296,28 @@ class RLModuleSpec:
             model_config=dict(self.model_config) if self.model_config is not None else dict(model_config),
             seed=self.seed if self.seed is not None else seed,
         )
+
+
+def _decode_spec(recorded: Any) -> RLModuleSpec:
+    # A checkpoint's own state is the state: cairn never records load_state_path (algorithms and
+    # multi-module specs strip it when saving), and a file that does would make a load read another
+    # checkpoint or a URL (SPEC 8). Only the caller's code passes one.
+    if not isinstance(recorded, dict):
+        raise TypeError(f"expected the recorded of an RLModuleSpec, got {type(recorded).__name__}")
+    if recorded.get("load_state_path") is not None:
+        raise UnsafeCheckpointError(
+            f"A recorded RLModuleSpec names load_state_path={str(recorded['load_state_path'])[:200]!r}, which cairn "
+            "never follows from a checkpoint (the checkpoint's own state is the state). To start a module from "
+            "another checkpoint, pass RLModuleSpec(load_state_path=...) in your own code."
+        )
+    return RLModuleSpec(**recorded)
+
+
+register_type(
+    RLModuleSpec,
+    encode=lambda spec: {f.name: getattr(spec, f.name) for f in fields(spec) if f.init},
+    decode=_decode_spec,
+)
 
 
 class RLModule(nn.Module, Checkpointable):
@@ -273,7 +373,20 @@ class RLModule(nn.Module, Checkpointable):
             action_space=self.action_space,
             model_config=dict(self.model_config),
             seed=self.seed,
+            inference_only=bool(getattr(self, "inference_only", False)),
         )
+
+    multi_rl_module_class: ClassVar[Any] = None
+    """The MultiRLModule class :meth:`as_multi_rl_module` builds (set by its module when imported: core's
+    rl_module never imports multi_rl_module, which builds on it)."""
+
+    def as_multi_rl_module(self) -> Any:
+        """A MultiRLModule holding this module as its only one, under ``DEFAULT_MODULE_ID`` (RLlib's)."""
+        if RLModule.multi_rl_module_class is None:  # pragma: no cover - cairn.rl imports it
+            raise RuntimeError("Import cairn.rl.core.rl_module.multi_rl_module before calling as_multi_rl_module().")
+        multi = RLModule.multi_rl_module_class()
+        multi.add_module(DEFAULT_MODULE_ID, self)
+        return multi
 
     # ------------------------------------------------------------------ forward passes
 

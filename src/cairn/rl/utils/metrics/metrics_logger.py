@@ -1,404 +1,577 @@
-"""MetricsLogger: named statistics that callbacks log, reduce each iteration, and checkpoint.
+"""MetricsLogger: named statistics that components log, aggregate up a tree of loggers, and checkpoint.
 
-It mirrors RLlib's ``ray.rllib.utils.metrics.metrics_logger.MetricsLogger``
-(``log_value``, ``log_dict``, ``peek``, ``reduce``, ``aggregate``), simplified:
+It is RLlib 2.60's ``ray.rllib.utils.metrics.metrics_logger.MetricsLogger``, with the
+same :mod:`~cairn.rl.utils.metrics.stats` classes and semantics:
 
-- A key is a ``"/"``-separated string (``"env_runners/num_long_episodes"``) or a
-  tuple of strings (``("env_runners", "num_long_episodes")``); both name the same
-  statistic. ``peek`` of a prefix returns the nested dict below it.
-- Each statistic keeps its own way to reduce, fixed by the first ``log_value``
-  (RLlib's ``Stats`` semantics): ``"sum"``, ``"min"``, ``"max"`` over all values
-  (``window=None``) or over the last ``window`` values; ``"mean"`` over the last
-  ``window`` values, or, with ``window=None``, an exponential moving average
-  with ``ema_coeff`` (default 0.01, as in RLlib); ``reduce=None``: the list of
-  the values (the last ``window`` ones, or all since the last clearing
-  :meth:`reduce` with ``clear_on_reduce=True``), or with ``percentiles`` (``True``:
-  RLlib's 0, 50, 75, 90, 95, 99, 100; or a list) a dict percentile -> value,
-  linearly interpolated between the sorted values. :meth:`log_time` times a
-  ``with`` block (seconds; an EMA by default). No throughput statistics, no
-  ``reduce_per_index_on_aggregate``.
-- ``reduce()`` returns the reduced values and clears the statistics logged with
-  ``clear_on_reduce=True`` (per-iteration values); the others go on
-  (``clear_on_reduce=False`` with ``reduce="sum"`` is a lifetime sum).
-- Aggregation (RLlib: env runners' metrics reduced into the algorithm's logger
-  each iteration): :meth:`pop_deltas` on the logger of an env runner hands over
-  what was logged since the previous call (for sums, min and max: one value
-  already reduced; for windows, the last ``window`` values; for moving averages,
-  every value; for lists, the values logged since), and :meth:`aggregate` on the
-  algorithm's logger logs them again, in runner order: sums add up, min and max
-  combine, windows take the runners' values in order, lists are concatenated. A
-  lifetime sum at the algorithm is thus the sum over all runners, whatever
-  their number, and the result is deterministic.
+- Leaves (each env runner's logger) log values with :meth:`MetricsLogger.log_value`;
+  ``reduce=`` picks the stat: ``"mean"``, ``"ema"``, ``"min"``, ``"max"``, ``"sum"``,
+  ``"lifetime_sum"``, ``"percentiles"``, ``"item"``, ``"item_series"`` (the keys of
+  :data:`DEFAULT_STATS_CLS_LOOKUP`). Without ``reduce``: an EMA (``ema_coeff`` 0.01), or a
+  mean of the last ``window`` values when a window is given. ``reduce="sum"`` with
+  ``clear_on_reduce=False`` is a lifetime sum; ``reduce="mean"`` without a window is a plain
+  mean of the values since the last reduce.
+- :meth:`MetricsLogger.reduce` returns the reduced stats (``compile=False``) for the next
+  logger up, whose :meth:`MetricsLogger.aggregate` merges the stats of its parallel
+  components, and starts a new cycle: every stat is cleared except a root logger's lifetime
+  sums. The root logger (``MetricsLogger(root=True)``: the algorithm's) reduces with
+  ``compile=True`` into the iteration's results.
+- :meth:`MetricsLogger.peek` reads without changing anything (``throughput=True``: the
+  throughputs of ``with_throughput`` sums; ``latest_merged_only``; ``compile``).
 
-The logger is checkpoint state (:meth:`get_state` / :meth:`set_state`): the
-algorithm's logger lives in the algorithm's state, each env runner's in its
-own, so lifetime sums and windows continue exactly across a checkpoint.
+cairn's rules on top of RLlib's: a key is a ``"/"``-separated string or a sequence of
+strings (``"a/b"`` and ``("a", "b")`` name the same stat), and a key is either a stat or a
+group of stats, never both; a key logged again with an explicitly different ``reduce`` or
+``window`` is refused (RLlib ignores the new settings); values are numbers (items may also
+be strings or None). :meth:`MetricsLogger.pop_deltas` is :meth:`reduce` as plain data (what
+a remote env runner sends; :meth:`aggregate` takes both forms).
+
+The logger is checkpoint state (:meth:`MetricsLogger.get_state` /
+:meth:`MetricsLogger.set_state`): the algorithm's root logger holds the lifetime sums, so
+they continue exactly across a checkpoint; a state is checked before anything changes
+(:func:`read_state`), and the record lists of cairn's earlier logger are read as RLlib reads
+its legacy stats.
 """
 
 from __future__ import annotations
 
-import contextlib
-import math
-import numbers
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from cairn.errors import IncompatibleCheckpointError
+from cairn.rl.utils.metrics.stats import (
+    DEFAULT_PERCENTILES,
+    EmaStats,
+    ItemSeriesStats,
+    ItemStats,
+    LifetimeSumStats,
+    MaxStats,
+    MeanStats,
+    MinStats,
+    PercentilesStats,
+    StatsBase,
+    SumStats,
+)
 
-__all__ = ["MetricsLogger", "Reduce", "flatten_metrics", "read_state"]
+__all__ = [
+    "DEFAULT_PERCENTILES",
+    "DEFAULT_STATS_CLS_LOOKUP",
+    "MetricsLogger",
+    "flatten_metrics",
+    "read_state",
+]
+
+DEFAULT_STATS_CLS_LOOKUP: Mapping[str, type[StatsBase]] = {
+    "mean": MeanStats,
+    "ema": EmaStats,
+    "min": MinStats,
+    "max": MaxStats,
+    "sum": SumStats,
+    "lifetime_sum": LifetimeSumStats,
+    "percentiles": PercentilesStats,
+    "item": ItemStats,
+    "item_series": ItemSeriesStats,
+}
+"""``reduce=`` name -> stats class (RLlib's lookup; a logger may be given its own)."""
+
+STATE_VERSION = 2
+"""Version of :meth:`MetricsLogger.get_state`'s layout (1: cairn's earlier record lists, read too)."""
 
 _MISSING: Any = object()
+_THROUGHPUT_REDUCES = ("sum", "lifetime_sum")
 
-Reduce = Literal["mean", "sum", "min", "max"] | None
-"""How a statistic reduces its values (``None``: it keeps them as a list)."""
-
-_REDUCES: tuple[str | None, ...] = ("mean", "sum", "min", "max", None)
-DEFAULT_EMA_COEFF = 0.01
-"""RLlib's default coefficient of the moving average of a ``mean`` without a window."""
-
-DEFAULT_PERCENTILES: tuple[int, ...] = (0, 50, 75, 90, 95, 99, 100)
-"""The percentiles ``percentiles=True`` reports (RLlib's default)."""
-
-Number = int | float
 Key = str | Sequence[str]
+Tree = dict[str, Any]
 
 
 def _split(key: Key) -> tuple[str, ...]:
-    """``"a/b"`` or ``("a", "b")`` -> ``("a", "b")``; refuse empty parts."""
-    parts = tuple(key.split("/")) if isinstance(key, str) else tuple(key)
-    if not parts or any(not isinstance(p, str) or not p or "/" in p for p in parts):
-        raise ValueError(
-            f"A metric key is a '/'-separated string or a tuple of non-empty strings without '/', got {key!r}."
-        )
+    """``"a/b"``, ``("a", "b")`` or ``["a", "b/c"]`` -> the key's parts; refuse empty ones."""
+    raw = [key] if isinstance(key, str) else list(key)
+    if not raw or not all(isinstance(part, str) for part in raw):
+        raise ValueError(f"A metric key is a '/'-separated string or a sequence of strings, got {key!r:.80}.")
+    parts = tuple(p for part in raw for p in part.split("/"))
+    if any(not p for p in parts):
+        raise ValueError(f"A metric key has no empty parts, got {key!r:.80}.")
     return parts
 
 
-def _number(value: Any, key: tuple[str, ...]) -> Number:
-    """A plain int (for ints and bools, so that counts stay exact) or float."""
-    if isinstance(value, bool | numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
-    item = getattr(value, "item", None)  # numpy and torch scalars
-    if callable(item):
-        return _number(item(), key)
-    raise TypeError(f"Metric {'/'.join(key)!r}: values are numbers, got {type(value).__name__}.")
+def _leaves(tree: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    for name, value in tree.items():
+        if isinstance(value, Mapping):
+            yield from _leaves(value, (*prefix, name))
+        else:
+            yield (*prefix, name), value
 
 
-def percentile_values(values: Sequence[Number], percentiles: Sequence[int]) -> dict[int, Number | None]:
-    """Percentile -> value of ``values``, interpolated linearly between the sorted values (numpy's
-    ``"linear"`` method); ``None`` for each when there are no values (as RLlib reports)."""
-    ordered = sorted(values)
-    out: dict[int, Number | None] = {}
-    for p in percentiles:
-        if not ordered:
-            out[p] = None
-            continue
-        index = p / 100 * (len(ordered) - 1)
-        low = int(index)
-        weight = index - low
-        out[p] = ordered[low] if weight == 0 else ordered[low] * (1 - weight) + ordered[low + 1] * weight
+def _nest(flat: Iterable[tuple[tuple[str, ...], Any]]) -> Tree:
+    out: Tree = {}
+    for parts, value in flat:
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
     return out
 
 
-@dataclass
-class _Stat:
-    """One statistic: how it reduces and the values it keeps (at most ``window``, one, or a list)."""
-
-    reduce: str | None
-    window: int | None
-    clear_on_reduce: bool
-    ema_coeff: float | None
-    values: list[Number] = field(default_factory=list)
-    percentiles: tuple[int, ...] | None = None
-
-    def push(self, value: Number) -> None:
-        if self.window is not None:
-            self.values.append(value)
-            del self.values[: -self.window]
-        elif not self.values or self.reduce is None:
-            self.values.append(value)
-        elif self.reduce == "sum":
-            self.values[0] += value
-        elif self.reduce == "min":
-            self.values[0] = min(self.values[0], value)
-        elif self.reduce == "max":
-            self.values[0] = max(self.values[0], value)
-        else:  # mean without a window: moving average
-            coeff = self.ema_coeff if self.ema_coeff is not None else DEFAULT_EMA_COEFF
-            self.values[0] = (1.0 - coeff) * self.values[0] + coeff * value
-
-    def peek(self) -> Any:
-        if self.reduce is None:
-            if self.percentiles is not None:
-                return percentile_values(self.values, self.percentiles)
-            return list(self.values)
-        if not self.values:
-            return 0 if self.reduce == "sum" else math.nan
-        if self.reduce == "sum":
-            return sum(self.values)
-        if self.reduce == "min":
-            return min(self.values)
-        if self.reduce == "max":
-            return max(self.values)
-        return sum(self.values) / len(self.values)
-
-    def empty_like(self) -> _Stat:
-        return _Stat(self.reduce, self.window, self.clear_on_reduce, self.ema_coeff, percentiles=self.percentiles)
-
-    def record(self, key: tuple[str, ...]) -> dict[str, Any]:
-        """The plain-data record of this statistic (a checkpoint's, or a delta handed to another logger)."""
-        return {
-            "key": list(key),
-            "reduce": self.reduce,
-            "window": self.window,
-            "ema_coeff": self.ema_coeff,
-            "clear_on_reduce": self.clear_on_reduce,
-            "percentiles": None if self.percentiles is None else list(self.percentiles),
-            "values": list(self.values),
-        }
-
-
 class MetricsLogger:
-    """Named statistics (RLlib's ``MetricsLogger``, simplified as the module docstring says).
+    """Named stats (RLlib 2.60's ``MetricsLogger``; see the module docstring).
 
     Example::
 
-        metrics.log_value("num_long_episodes", 1, reduce="sum")           # a lifetime sum
+        metrics.log_value("num_long_episodes", 1, reduce="lifetime_sum")
         metrics.log_value("episode_return", ret, reduce="mean", window=10)
         metrics.peek("num_long_episodes")
+
+    Args:
+        root: The root of the aggregation tree (the algorithm's logger): its lifetime sums
+            are never cleared, and it reports throughputs.
+        stats_cls_lookup: ``reduce=`` name -> stats class (default :data:`DEFAULT_STATS_CLS_LOOKUP`).
     """
 
-    def __init__(self) -> None:
-        self._stats: dict[tuple[str, ...], _Stat] = {}
-        # What was logged since the last pop_deltas (same settings, own values).
-        self._deltas: dict[tuple[str, ...], _Stat] = {}
+    def __init__(self, root: bool = False, stats_cls_lookup: Mapping[str, type[StatsBase]] | None = None) -> None:
+        self.stats: Tree = {}
+        self._is_root_logger = bool(root)
+        self._time_when_initialized = time.perf_counter()
+        self.stats_cls_lookup: Mapping[str, type[StatsBase]] = dict(stats_cls_lookup or DEFAULT_STATS_CLS_LOOKUP)
+
+    @property
+    def is_root(self) -> bool:
+        """Whether this is the root logger (``MetricsLogger(root=True)``)."""
+        return self._is_root_logger
+
+    # ------------------------------------------------------------------ keys
+
+    def _get(self, parts: tuple[str, ...]) -> Any:
+        """The stat or group (dict) at ``parts``, or ``_MISSING``."""
+        node: Any = self.stats
+        for part in parts:
+            if not isinstance(node, dict) or part not in node:
+                return _MISSING
+            node = node[part]
+        return node
+
+    def _set(self, parts: tuple[str, ...], stats: StatsBase) -> None:
+        node = self.stats
+        for i, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ValueError(
+                    f"Metric {'/'.join(parts)!r} clashes with {'/'.join(parts[: i + 1])!r}: a key is either a "
+                    "value or a group of values."
+                )
+            node = child
+        existing = node.get(parts[-1])
+        if isinstance(existing, dict):
+            raise ValueError(
+                f"Metric {'/'.join(parts)!r} clashes with the metrics below it: a key is either a value or a group "
+                "of values."
+            )
+        node[parts[-1]] = stats
+
+    def _check_free(self, parts: tuple[str, ...]) -> None:
+        """Raise ``ValueError`` if a new stat at ``parts`` would clash with a stat or group."""
+        node: Any = self.stats
+        for i, part in enumerate(parts):
+            if not isinstance(node, dict) or part not in node:
+                return
+            node = node[part]
+            if isinstance(node, StatsBase) or i == len(parts) - 1:
+                raise ValueError(
+                    f"Metric {'/'.join(parts)!r} clashes with {'/'.join(parts[: i + 1])!r}: a key is either a value or "
+                    "a group of values."
+                )
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str | tuple | list):
+            return False
+        try:
+            return self._get(_split(key)) is not _MISSING
+        except ValueError:
+            return False
+
+    # ------------------------------------------------------------------ logging
+
+    def _stats_for(
+        self,
+        parts: tuple[str, ...],
+        *,
+        reduce: str | None,
+        window: int | float | None,
+        ema_coeff: float | None,
+        percentiles: Sequence[float] | bool | None,
+        clear_on_reduce: bool | None,
+        with_throughput: bool | None,
+        register: bool = True,
+    ) -> StatsBase:
+        """The stat at ``parts``, created with these settings if there is none (RLlib's rules).
+
+        ``register=False``: a new stat is not put in place yet (:meth:`log_value` does, once its
+        first value was accepted, so that a refused value leaves nothing behind).
+        """
+        name = "/".join(parts)
+        explicit_reduce = reduce
+        # RLlib's compatibility rules: no reduce -> a windowed mean or an EMA; sum kept -> lifetime sum.
+        if reduce is None:
+            reduce = "mean" if window is not None else "ema"
+        if reduce == "sum" and clear_on_reduce is False:
+            reduce = "lifetime_sum"
+        existing = self._get(parts)
+        if isinstance(existing, StatsBase):
+            clash = explicit_reduce is not None and existing.stats_cls_identifier not in (
+                reduce,
+                "lifetime_sum" if reduce == "sum" else reduce,
+            )
+            if clash or (window is not None and getattr(existing, "_window", window) != window):
+                raise ValueError(
+                    f"Metric {name!r} was first logged as {existing!r}; log it the same way (reduce={reduce!r}, "
+                    f"window={window}) or under another key."
+                )
+            return existing
+        if reduce not in self.stats_cls_lookup:
+            raise ValueError(
+                f"Metric {name!r}: invalid reduce method {reduce!r:.40}; one of {sorted(self.stats_cls_lookup)}."
+            )
+        if ema_coeff is not None and reduce != "ema":
+            raise ValueError(
+                f"Metric {name!r}: ema_coeff applies to reduce='ema' (or no reduce and no window) only, got "
+                f"reduce={reduce!r}, window={window}."
+            )
+        if reduce == "ema" and window is not None:
+            raise ValueError(f"Metric {name!r}: an EMA has no window; use reduce='mean' with a window instead.")
+        if percentiles not in (None, False) and reduce != "percentiles":
+            raise ValueError(f"Metric {name!r}: percentiles apply only to reduce='percentiles', got {reduce!r}.")
+        if with_throughput and reduce not in _THROUGHPUT_REDUCES:
+            raise ValueError(f"Metric {name!r}: with_throughput applies only to reduce='sum' or 'lifetime_sum'.")
+        kwargs: dict[str, Any] = {"is_root": self._is_root_logger, "is_leaf": True}
+        if window is not None:
+            kwargs["window"] = window
+        if reduce == "ema":
+            kwargs["ema_coeff"] = 0.01 if ema_coeff is None else ema_coeff
+        if percentiles not in (None, False):
+            kwargs["percentiles"] = percentiles
+        if with_throughput is not None:
+            kwargs["with_throughput"] = with_throughput
+        try:
+            stats = self.stats_cls_lookup[reduce](**kwargs)
+        except TypeError as err:
+            raise ValueError(f"Metric {name!r}: reduce={reduce!r} does not take these settings ({err}).") from err
+        if register:
+            self._set(parts, stats)
+        return stats
 
     def log_value(
         self,
         key: Key,
         value: Any,
         *,
-        reduce: Reduce = "mean",
-        window: int | None = None,
+        reduce: str | None = None,
+        window: int | float | None = None,
         ema_coeff: float | None = None,
-        clear_on_reduce: bool = False,
-        percentiles: bool | Sequence[int] = False,
+        percentiles: Sequence[float] | bool | None = None,
+        clear_on_reduce: bool | None = None,
+        with_throughput: bool | None = None,
     ) -> None:
-        """Log ``value`` under ``key``.
-
-        The first call for a key fixes how it reduces; later calls must give the
-        same settings (or the defaults of ``window``, ``ema_coeff``,
-        ``clear_on_reduce`` and ``percentiles``, which then keep the recorded ones).
+        """Log ``value`` under ``key`` (the first call for a key creates its stat with these settings).
 
         Args:
-            key: ``"a/b"`` or ``("a", "b")``.
-            value: A number (int, float, bool, numpy or 0-d torch scalar).
-            reduce: ``"mean"``, ``"sum"``, ``"min"``, ``"max"``, or ``None`` (keep the
-                values: :meth:`peek` returns their list).
-            window: Reduce over (or keep) the last ``window`` values only; ``None``: all
-                of them (a moving average for ``"mean"``).
-            ema_coeff: Coefficient of the moving average (``"mean"``, ``window=None``).
-            clear_on_reduce: Forget the values at each :meth:`reduce` (per-iteration
-                metrics). ``False`` with ``"sum"`` is a lifetime sum.
-            percentiles: With ``reduce=None``: report percentile -> value instead of
-                the list; ``True`` for RLlib's :data:`DEFAULT_PERCENTILES`, or a list
-                of ints in [0, 100].
+            key: ``"a/b"``, ``("a", "b")`` or ``["a", "b"]``.
+            value: A number (int, float, bool, numpy or 0-d torch scalar); for ``"item"`` and
+                ``"item_series"`` also a string or None.
+            reduce: A key of the logger's ``stats_cls_lookup``; ``None``: ``"mean"`` with a
+                window, else ``"ema"``.
+            window: Keep (and reduce over) the last ``window`` values at this leaf.
+            ema_coeff: The EMA's coefficient (``reduce="ema"``), 0.01 by default.
+            percentiles: With ``reduce="percentiles"``: the percentiles (default RLlib's 0, 50,
+                75, 90, 95, 99, 100).
+            clear_on_reduce: ``False`` with ``reduce="sum"`` makes a lifetime sum (RLlib's
+                deprecated spelling of ``reduce="lifetime_sum"``); otherwise ignored, since every
+                stat but a root's lifetime sum is cleared at each reduce.
+            with_throughput: Also track the value per second (``"sum"``, ``"lifetime_sum"``).
 
         Raises:
-            ValueError: A bad setting, or settings that differ from the key's.
-            TypeError: ``value`` is not a number.
+            ValueError: Settings that RLlib refuses, or that differ from the key's.
+            TypeError: ``value`` is not a value the stat takes.
         """
         parts = _split(key)
-        kept = _check_settings(parts, reduce, window, ema_coeff, percentiles)
-        number = _number(value, parts)
-        stat = self._stats.get(parts)
-        if stat is None:
-            self._check_no_clash(parts)
-            stat = _Stat(reduce, window, bool(clear_on_reduce), ema_coeff, percentiles=kept)
-            self._stats[parts] = stat
-        elif reduce != stat.reduce or (window, ema_coeff, clear_on_reduce, kept) not in (
-            (stat.window, stat.ema_coeff, stat.clear_on_reduce, stat.percentiles),
-            (None, None, False, None),
-        ):
-            raise ValueError(
-                f"Metric {'/'.join(parts)!r} was first logged with reduce={stat.reduce!r}, window={stat.window}, "
-                f"ema_coeff={stat.ema_coeff}, clear_on_reduce={stat.clear_on_reduce}, percentiles="
-                f"{stat.percentiles}; log it the same way (or under another key)."
-            )
-        stat.push(number)
-        delta = self._deltas.get(parts)
-        if delta is None:
-            delta = self._deltas[parts] = stat.empty_like()
-        if stat.reduce == "mean" and stat.window is None:
-            delta.values.append(number)  # a moving average cannot be pre-reduced: hand over every value
-        else:
-            delta.push(number)
+        stats = self._stats_for(
+            parts,
+            reduce=reduce,
+            window=window,
+            ema_coeff=ema_coeff,
+            percentiles=percentiles,
+            clear_on_reduce=clear_on_reduce,
+            with_throughput=with_throughput,
+            register=False,
+        )
+        if self._get(parts) is stats:
+            stats.push(value)
+            return
+        self._check_free(parts)
+        stats.push(value)
+        self._set(parts, stats)
 
-    @contextlib.contextmanager
+    def log_dict(
+        self,
+        value_dict: Mapping[str, Any],
+        *,
+        key: Key | None = None,
+        reduce: str | None = None,
+        window: int | float | None = None,
+        ema_coeff: float | None = None,
+        percentiles: Sequence[float] | bool | None = None,
+        clear_on_reduce: bool | None = None,
+        with_throughput: bool | None = None,
+    ) -> None:
+        """Log every leaf of the nested dict ``value_dict`` (under ``key``, if given), as :meth:`log_value`."""
+        if not isinstance(value_dict, Mapping):
+            raise TypeError(f"log_dict takes a dict of values, got a {type(value_dict).__name__}.")
+        prefix = _split(key) if key is not None else ()
+        for parts, value in _leaves(value_dict):
+            self.log_value(
+                (*prefix, *parts),
+                value,
+                reduce=reduce,
+                window=window,
+                ema_coeff=ema_coeff,
+                percentiles=percentiles,
+                clear_on_reduce=clear_on_reduce,
+                with_throughput=with_throughput,
+            )
+
     def log_time(
         self,
         key: Key,
         *,
-        reduce: Reduce = "mean",
-        window: int | None = None,
+        reduce: str | None = None,
+        window: int | float | None = None,
         ema_coeff: float | None = None,
-        clear_on_reduce: bool = False,
-        percentiles: bool | Sequence[int] = False,
-    ) -> Iterator[None]:
-        """Time the ``with`` block and log its seconds under ``key`` (RLlib's ``log_time``), as :meth:`log_value`.
+        percentiles: Sequence[float] | bool | None = None,
+        clear_on_reduce: bool | None = None,
+        with_throughput: bool | None = None,
+    ) -> StatsBase:
+        """The stat under ``key``, to time a ``with`` block: its seconds are logged on exit.
 
-        The settings are checked before the block runs. The logged seconds are
-        wall-clock measurements: a resumed run restores the statistic exactly
-        (an EMA's value, a window's values), but new measurements differ from run to run.
+        The settings are those of :meth:`log_value`, checked before the block runs. The seconds
+        are wall-clock measurements: a resumed run restores the stat, but new measurements
+        differ from run to run.
 
         Example::
 
             with metrics.log_time("timers/my_step"):   # an EMA of the durations
                 do_something()
         """
-        _check_settings(_split(key), reduce, window, ema_coeff, percentiles)
-        start = time.perf_counter()
-        yield
-        self.log_value(
-            key,
-            time.perf_counter() - start,
+        return self._stats_for(
+            _split(key),
             reduce=reduce,
             window=window,
             ema_coeff=ema_coeff,
-            clear_on_reduce=clear_on_reduce,
             percentiles=percentiles,
+            clear_on_reduce=clear_on_reduce,
+            with_throughput=with_throughput,
         )
 
-    def _check_no_clash(self, parts: tuple[str, ...]) -> None:
-        for existing in self._stats:
-            shorter = min(len(existing), len(parts))
-            if existing[:shorter] == parts[:shorter]:
-                raise ValueError(
-                    f"Metric {'/'.join(parts)!r} clashes with {'/'.join(existing)!r}: a key is either a value or "
-                    "a group of values."
-                )
+    # ------------------------------------------------------------------ reading
 
-    def log_dict(
+    def peek(
         self,
-        values: Mapping[str, Any],
-        *,
         key: Key | None = None,
-        reduce: Reduce = "mean",
-        window: int | None = None,
-        ema_coeff: float | None = None,
-        clear_on_reduce: bool = False,
-        percentiles: bool | Sequence[int] = False,
-    ) -> None:
-        """Log every leaf of the nested dict ``values`` (under ``key``, if given), as :meth:`log_value`."""
-        prefix = _split(key) if key is not None else ()
-        for name, value in values.items():
-            if isinstance(value, Mapping):
-                self.log_dict(
-                    value,
-                    key=(*prefix, name),
-                    reduce=reduce,
-                    window=window,
-                    ema_coeff=ema_coeff,
-                    clear_on_reduce=clear_on_reduce,
-                    percentiles=percentiles,
-                )
-            else:
-                self.log_value(
-                    (*prefix, name),
-                    value,
-                    reduce=reduce,
-                    window=window,
-                    ema_coeff=ema_coeff,
-                    clear_on_reduce=clear_on_reduce,
-                    percentiles=percentiles,
-                )
+        default: Any = _MISSING,
+        compile: bool = True,
+        throughput: bool = False,
+        latest_merged_only: bool = False,
+    ) -> Any:
+        """The reduced value of ``key`` (a nested dict for a group; everything for ``None``), changing nothing.
 
-    def peek(self, key: Key, *, default: Any = _MISSING) -> Any:
-        """The reduced value of ``key`` (a nested dict for a prefix), without changing anything.
+        Args:
+            key: The stat or group to read; ``None``: all of them.
+            default: Returned when nothing was logged under ``key``.
+            compile: ``False``: each stat's value as a list (what it would hand upstream).
+            throughput: The throughputs (``with_throughput`` stats; ``"<name>_throughput"`` keys in
+                a group) instead of the values; a root logger's only.
+            latest_merged_only: Only what the latest :meth:`aggregate` brought (aggregated stats).
 
         Raises:
             KeyError: Nothing was logged under ``key`` and no ``default`` was given.
+            ValueError: ``throughput=True`` on a non-root logger, or on a stat without throughput.
         """
-        parts = _split(key)
-        stat = self._stats.get(parts)
-        if stat is not None:
-            return stat.peek()
-        below = {k[len(parts) :]: s for k, s in self._stats.items() if k[: len(parts)] == parts}
-        if below:
-            return _nest({k: s.peek() for k, s in below.items()})
+        if throughput:
+            if not self._is_root_logger:
+                raise ValueError("Throughputs can only be peeked from a root logger (MetricsLogger(root=True)).")
+            return self._throughputs(key, default)
+        node = self.stats if key is None else self._get(_split(key))
+        if isinstance(node, StatsBase):
+            return node.peek(compile=compile, latest_merged_only=latest_merged_only)
+        if isinstance(node, dict) and (node or key is None):
+            return _nest(
+                (parts, s.peek(compile=compile, latest_merged_only=latest_merged_only)) for parts, s in _leaves(node)
+            )
         if default is not _MISSING:
             return default
-        raise KeyError(f"No metric {'/'.join(parts)!r} was logged; logged: {sorted('/'.join(k) for k in self._stats)}.")
+        logged = sorted("/".join(parts) for parts, _ in _leaves(self.stats))
+        raise KeyError(f"No metric {'/'.join(_split(key or ()))!r} was logged; logged: {logged}.")
 
-    def reduce(self) -> dict[str, Any]:
-        """Reduce every statistic: a nested dict of the values, then clear the ``clear_on_reduce`` ones."""
-        out = _nest({k: s.peek() for k, s in self._stats.items()})
-        for stat in self._stats.values():
-            if stat.clear_on_reduce:
-                stat.values.clear()
-        return out
+    def _throughputs(self, key: Key | None, default: Any) -> Any:
+        node = self.stats if key is None else self._get(_split(key))
+        if isinstance(node, StatsBase):
+            if not node.has_throughputs:
+                raise ValueError(f"Metric {key!r} does not track a throughput (log it with with_throughput=True).")
+            return node.throughputs
+        if not isinstance(node, dict):
+            return None if default is _MISSING else default
+        found = [
+            ((*parts[:-1], f"{parts[-1]}_throughput"), s.throughputs) for parts, s in _leaves(node) if s.has_throughputs
+        ]
+        if not found:
+            return None if default is _MISSING else default
+        return _nest(found)
+
+    @staticmethod
+    def peek_results(results: Any, compile: bool = True) -> Any:
+        """``results`` (a nested structure of stats, e.g. from :meth:`reduce`) with each stat peeked."""
+        if isinstance(results, StatsBase):
+            return results.peek(compile=compile)
+        if isinstance(results, Mapping):
+            return {k: MetricsLogger.peek_results(v, compile=compile) for k, v in results.items()}
+        if isinstance(results, list | tuple):
+            return type(results)(MetricsLogger.peek_results(v, compile=compile) for v in results)
+        return results
+
+    def reduce(self, compile: bool = False) -> Tree:
+        """Reduce every stat and start a new cycle (clear all but a root's lifetime sums).
+
+        Returns:
+            A nested dict of the reduced stats (for another logger's :meth:`aggregate`) or, with
+            ``compile=True``, of their values (an iteration's results).
+        """
+        return _nest((parts, stats.reduce(compile=compile)) for parts, stats in list(_leaves(self.stats)))
+
+    def compile(self) -> Tree:
+        """The values of :meth:`reduce` (``compile=True``) with the throughputs (``"<name>_throughput"``)."""
+        throughputs = self._throughputs(None, {}) if self._is_root_logger else {}
+        values = self.reduce(compile=True)
+        for parts, value in _leaves(throughputs):
+            node = values
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+            node[parts[-1]] = value
+        compiled: Tree = _unwrap_singletons(values)
+        return compiled
+
+    # ------------------------------------------------------------------ aggregation
+
+    def aggregate(
+        self,
+        stats_dicts: Iterable[Mapping[str, Any] | Sequence[Mapping[str, Any]]],
+        *,
+        key: Key | None = None,
+    ) -> None:
+        """Merge the reduced stats of parallel components (one dict per component, in order).
+
+        Each entry is what another logger's :meth:`reduce` returned (a nested dict of stats) or
+        its :meth:`pop_deltas` (the same as plain data). Per key, the incoming stats are merged
+        into this logger's aggregation stat (created as an empty copy of the first one); a key
+        logged directly here cannot also be aggregated into.
+
+        Args:
+            stats_dicts: The components' reduced stats.
+            key: Merge everything under this key.
+
+        Raises:
+            ValueError: A key that this logger logs directly, or plain data that is no reduced stats.
+        """
+        prefix = _split(key) if key is not None else ()
+        incoming: dict[tuple[str, ...], list[StatsBase]] = {}
+        for component in stats_dicts:
+            for parts, stats in self._incoming(component):
+                incoming.setdefault((*prefix, *parts), []).append(stats)
+        for parts, parts_stats in incoming.items():
+            own = self._get(parts)
+            if own is _MISSING:
+                own = parts_stats[0].clone(init_overrides={"is_root": self._is_root_logger, "is_leaf": False})
+                if own.has_throughputs:
+                    own.initialize_throughput_reference_time(self._time_when_initialized)
+                self._set(parts, own)
+            elif not isinstance(own, StatsBase) or own.is_leaf:
+                raise ValueError(
+                    f"Cannot aggregate into {'/'.join(parts)!r}: it was logged directly in this logger. Keep the keys "
+                    "of aggregated and directly logged metrics apart."
+                )
+            own.merge(parts_stats)
+
+    def _incoming(
+        self, component: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    ) -> Iterator[tuple[tuple[str, ...], StatsBase]]:
+        if isinstance(component, Mapping):
+            for parts, value in _leaves(component):
+                if isinstance(value, list) and len(value) == 1:
+                    value = value[0]  # RLlib hands some stats over wrapped in a one-element list
+                if not isinstance(value, StatsBase):
+                    raise ValueError(
+                        f"aggregate() takes reduced stats (another logger's reduce() or pop_deltas()); "
+                        f"{'/'.join(parts)!r} is a {type(value).__name__}."
+                    )
+                yield parts, value
+            return
+        yield from _read_records(component, where="aggregated metrics", lookup=self.stats_cls_lookup, root=False)
 
     def pop_deltas(self) -> list[dict[str, Any]]:
-        """What was logged since the last call, for :meth:`aggregate` in another logger (plain data)."""
-        deltas = [d.record(k) for k, d in self._deltas.items() if d.values]
-        self._deltas = {}
-        return deltas
+        """:meth:`reduce` (``compile=False``) as plain data: what a remote component hands the root."""
+        return [{"key": list(parts), "state": stats.get_state()} for parts, stats in _leaves(self.reduce())]
 
-    def aggregate(self, deltas: Iterable[Sequence[Mapping[str, Any]]], *, key: Key | None = None) -> None:
-        """Log again, under ``key``, what other loggers' :meth:`pop_deltas` handed over, one logger after another."""
-        prefix = _split(key) if key is not None else ()
-        for logger_deltas in deltas:
-            for delta in logger_deltas:
-                for value in delta["values"]:
-                    self.log_value(
-                        (*prefix, *delta["key"]),
-                        value,
-                        reduce=delta["reduce"],
-                        window=delta["window"],
-                        ema_coeff=delta["ema_coeff"],
-                        clear_on_reduce=delta["clear_on_reduce"],
-                        percentiles=delta.get("percentiles") or False,
-                    )
+    # ------------------------------------------------------------------ removing
 
-    def __contains__(self, key: object) -> bool:
-        if not isinstance(key, str | tuple):
-            return False
-        try:
-            self.peek(key)
-        except (KeyError, ValueError):
-            return False
-        return True
+    def reset(self) -> None:
+        """Forget every stat."""
+        self.stats = {}
+
+    def delete(self, *key: str, key_error: bool = True) -> None:
+        """Forget the stat or group ``key`` (``delete("a", "b")`` or ``delete("a/b")``).
+
+        Raises:
+            KeyError: Nothing is logged under ``key`` and ``key_error`` is True.
+        """
+        parts = _split(list(key))
+        parent = self._get(parts[:-1]) if len(parts) > 1 else self.stats
+        if not isinstance(parent, dict) or parts[-1] not in parent:
+            if key_error:
+                raise KeyError(f"No metric {'/'.join(parts)!r} was logged.")
+            return
+        del parent[parts[-1]]
 
     # ------------------------------------------------------------------ checkpoint state
 
     def get_state(self) -> dict[str, Any]:
-        """Every statistic (settings and kept values) and the values not yet handed over."""
-
+        """Every stat's state (plain data), with its key."""
         return {
-            "stats": [s.record(k) for k, s in self._stats.items()],
-            "deltas": [d.record(k) for k, d in self._deltas.items()],
+            "version": STATE_VERSION,
+            "stats": [{"key": list(parts), "state": stats.get_state()} for parts, stats in _leaves(self.stats)],
         }
 
     def set_state(self, state: Mapping[str, Any], *, where: str = "metrics") -> None:
-        """Replace every statistic with those of ``state`` (from :meth:`get_state`).
+        """Replace every stat with those of ``state`` (from :meth:`get_state`, or cairn's earlier logger).
 
         Raises:
-            IncompatibleCheckpointError: ``state`` is not a metrics logger's state
-                (the message names ``where`` and the record).
+            IncompatibleCheckpointError: ``state`` is not a metrics logger's state (the message
+                names ``where`` and the record); nothing changed.
         """
-        self._stats, self._deltas = read_state(state, where=where)
+        self.stats = read_state(state, where=where, root=self._is_root_logger, lookup=self.stats_cls_lookup)
 
 
-def read_state(state: Any, *, where: str) -> tuple[dict[tuple[str, ...], _Stat], dict[tuple[str, ...], _Stat]]:
-    """The statistics and pending deltas of a :meth:`MetricsLogger.get_state`, checked; nothing is changed.
+def read_state(
+    state: Any,
+    *,
+    where: str,
+    root: bool = False,
+    lookup: Mapping[str, type[StatsBase]] | None = None,
+) -> Tree:
+    """The stats of a :meth:`MetricsLogger.get_state`, checked and built (nothing else changes).
 
-    Besides each record (settings RLlib's ``Stats`` accepts, numbers, no more values than
-    the window), the keys must nest: a key is never also the prefix of another one
-    (``reduce()`` would have to put a value and a dict at one place), and a delta (the
-    values logged since the last hand-over) belongs to a statistic of the same settings.
+    Besides each stat's own checks (:meth:`StatsBase.from_state`), the keys must nest: a key is
+    never also the prefix of another one. A state of cairn's earlier logger (records with
+    ``reduce``/``window``/``values``) is converted as RLlib converts its legacy stats: a kept
+    sum becomes a lifetime sum, a mean without a window an EMA, a list ``item_series``
+    (``percentiles`` with percentiles); a root logger takes the stats' values, any other
+    logger only the values it had not handed over yet (the earlier logger's pending deltas).
 
     Raises:
         IncompatibleCheckpointError: ``state`` is not a metrics logger's state (the message names
@@ -409,89 +582,117 @@ def read_state(state: Any, *, where: str) -> tuple[dict[tuple[str, ...], _Stat],
             f"{where}: expected a metrics logger's state (a dict), found a {type(state).__name__}. The checkpoint "
             "was not written by this version of cairn.rl, or was altered."
         )
-    stats = _read_records(state.get("stats", []), where=f"{where}/stats")
-    deltas = _read_records(state.get("deltas", []), where=f"{where}/deltas")
-    prefixes = {parts[:i] for parts in stats for i in range(1, len(parts))}
-    clash = next((parts for parts in stats if parts in prefixes), None)
-    stray = next((k for k, d in deltas.items() if k not in stats or d.empty_like() != stats[k].empty_like()), None)
-    if clash is not None or stray is not None:
-        problem = (
-            f"the metric {'/'.join(clash)!r} is also the prefix of other metrics"
-            if clash is not None
-            else f"the pending values of {'/'.join(stray or ())!r} belong to no statistic of their settings"
-        )
+    lookup = lookup or DEFAULT_STATS_CLS_LOOKUP
+    version = state.get("version", 1)
+    if version == STATE_VERSION:
+        records = list(_read_records(state.get("stats"), where=f"{where}/stats", lookup=lookup, root=root))
+    elif version == 1:
+        records = _read_v1(state, where=where, root=root)
+    else:
         raise IncompatibleCheckpointError(
-            f"{where}: {problem}, which no MetricsLogger records. The checkpoint was not written by this version "
-            "of cairn.rl, or was altered."
+            f"{where}: metrics state version {version!r:.20} is not one this cairn reads (1, {STATE_VERSION}). "
+            "Use the cairn version that wrote the checkpoint, or a newer one."
         )
-    return stats, deltas
+    logger = MetricsLogger(root=root)
+    for parts, stats in records:
+        try:
+            logger._set(parts, stats)
+        except ValueError as err:
+            raise IncompatibleCheckpointError(
+                f"{where}: {err} No MetricsLogger records that. The checkpoint was not written by this version of "
+                "cairn.rl, or was altered."
+            ) from err
+    return logger.stats
 
 
-def _check_settings(
-    parts: tuple[str, ...], reduce: Any, window: Any, ema_coeff: Any, percentiles: Any
-) -> tuple[int, ...] | None:
-    """Raise ``ValueError`` for settings RLlib's ``Stats`` refuses; return the percentiles to keep (or None)."""
-    name = "/".join(parts)
-    if reduce not in _REDUCES:
-        raise ValueError(f"Metric {name!r}: reduce must be one of {_REDUCES}, got {reduce!r:.40}.")
-    if window is not None and (type(window) is not int or window < 1):
-        raise ValueError(f"Metric {name!r}: window must be a positive int or None, got {window!r:.40}.")
-    if ema_coeff is not None and (
-        reduce != "mean" or window is not None or not isinstance(ema_coeff, float | int) or not 0.0 < ema_coeff <= 1.0
-    ):
-        raise ValueError(f"Metric {name!r}: ema_coeff (in (0, 1]) applies only to reduce='mean' with window=None.")
-    if percentiles is False or percentiles is None:
-        return None
-    if reduce is not None:
-        raise ValueError(
-            f"Metric {name!r}: percentiles apply only to reduce=None (the values are kept), got reduce={reduce!r}."
-        )
-    if percentiles is True:
-        return DEFAULT_PERCENTILES
-    if not isinstance(percentiles, list | tuple) or not all(type(p) is int and 0 <= p <= 100 for p in percentiles):
-        raise ValueError(
-            f"Metric {name!r}: percentiles is True or a list of ints in [0, 100], got {percentiles!r:.80}."
-        )
-    return tuple(percentiles)
-
-
-def _read_records(records: Any, *, where: str) -> dict[tuple[str, ...], _Stat]:
+def _read_records(
+    records: Any, *, where: str, lookup: Mapping[str, type[StatsBase]], root: bool
+) -> Iterator[tuple[tuple[str, ...], StatsBase]]:
     if not isinstance(records, list | tuple):
         raise IncompatibleCheckpointError(
             f"{where}: expected a list of metric records, found a {type(records).__name__}."
         )
-    out: dict[tuple[str, ...], _Stat] = {}
     for i, record in enumerate(records):
         try:
             if not isinstance(record, Mapping):
                 raise TypeError(f"a {type(record).__name__}, not a dict")
-            parts = _split(tuple(record["key"]))
-            reduce, window, ema = record["reduce"], record["window"], record["ema_coeff"]
-            recorded_percentiles = record.get("percentiles")  # absent from records of older versions
-            kept = _check_settings(parts, reduce, window, ema, recorded_percentiles or False)
-            if ema is not None and not isinstance(ema, float):
-                raise ValueError(f"ema_coeff {ema!r:.40}")
-            values = [_number(v, parts) for v in record["values"]]
-            unbounded = window is None and (reduce == "mean" or reduce is None)  # EMA deltas, lists
-            if len(values) > (window or 1) and not unbounded:
-                raise ValueError(f"{len(values)} values for a window of {window or 1}")
-            out[parts] = _Stat(reduce, window, bool(record["clear_on_reduce"]), ema, values, kept)
-        except (KeyError, TypeError, ValueError) as err:
+            parts = _split(list(record["key"]))
+            stats_state = record["state"]
+            if not isinstance(stats_state, Mapping):
+                raise TypeError(f"a stat's state is a dict, got a {type(stats_state).__name__}")
+            identifier = stats_state.get("stats_cls_identifier")
+            if not isinstance(identifier, str) or identifier not in lookup:
+                raise ValueError(f"unknown stats class {identifier!r:.40}; known: {sorted(lookup)}")
+            yield parts, lookup[identifier].from_state(stats_state)
+        except (KeyError, TypeError, ValueError, AssertionError) as err:
             raise IncompatibleCheckpointError(
                 f"{where}[{i}] is not a metric record of cairn's MetricsLogger ({type(err).__name__}: {err}). "
                 "The checkpoint was not written by this version of cairn.rl, or was altered."
             ) from err
+
+
+def _read_v1(state: Mapping[str, Any], *, where: str, root: bool) -> list[tuple[tuple[str, ...], StatsBase]]:
+    """Records of cairn's earlier logger (``{"stats": [...], "deltas": [...]}``) as today's stats."""
+    out: list[tuple[tuple[str, ...], StatsBase]] = []
+    pending: dict[tuple[str, ...], list[Any]] = {}
+    for name in ("deltas", "stats"):
+        records = state.get(name, [])
+        if not isinstance(records, list | tuple):
+            raise IncompatibleCheckpointError(
+                f"{where}/{name}: expected a list of metric records, found a {type(records).__name__}."
+            )
+        for i, record in enumerate(records):
+            try:
+                if not isinstance(record, Mapping):
+                    raise TypeError(f"a {type(record).__name__}, not a dict")
+                parts = _split(list(record["key"]))
+                values = record["values"]
+                if not isinstance(values, list | tuple):
+                    raise TypeError("values is not a list")
+                if name == "deltas":
+                    pending[parts] = list(values)
+                    continue
+                out.append((parts, _stats_from_v1(record, list(values), pending.get(parts, []), root=root)))
+            except (KeyError, TypeError, ValueError) as err:
+                raise IncompatibleCheckpointError(
+                    f"{where}/{name}[{i}] is not a metric record of cairn's MetricsLogger ({type(err).__name__}: "
+                    f"{err}). The checkpoint was not written by this version of cairn.rl, or was altered."
+                ) from err
     return out
 
 
-def _nest(flat: Mapping[tuple[str, ...], Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for parts, value in flat.items():
-        node = out
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
-    return out
+def _stats_from_v1(record: Mapping[str, Any], values: list[Any], pending: list[Any], *, root: bool) -> StatsBase:
+    reduce, window, ema = record["reduce"], record["window"], record["ema_coeff"]
+    percentiles = record.get("percentiles")
+    kept = not record["clear_on_reduce"]
+    common = {"is_root": root, "is_leaf": True}
+    # The root (the algorithm's logger) keeps its stats' values; a leaf (an env runner's) only what it
+    # had not handed over yet (the earlier logger's pending deltas), so that nothing is counted twice.
+    source = values if root else pending
+    stats: StatsBase
+    if reduce == "sum" and window is None and kept:
+        stats = LifetimeSumStats(**common)  # the root holds the total
+    elif reduce == "mean" and window is None:
+        stats = EmaStats(ema_coeff=0.01 if ema is None else ema, **common)
+    elif reduce in ("mean", "sum", "min", "max"):
+        stats = DEFAULT_STATS_CLS_LOOKUP[reduce](window=window, **common)  # type: ignore[call-arg]
+    elif reduce is None and percentiles:
+        stats = PercentilesStats(percentiles=list(percentiles), window=window, **common)
+    elif reduce is None:
+        stats = ItemSeriesStats(window=window, **common)
+    else:
+        raise ValueError(f"reduce {reduce!r:.40}")
+    for value in source:
+        stats.push(value)
+    return stats
+
+
+def _unwrap_singletons(tree: Any) -> Any:
+    if isinstance(tree, dict):
+        return {k: _unwrap_singletons(v) for k, v in tree.items()}
+    if isinstance(tree, list) and len(tree) == 1:
+        return tree[0]
+    return tree
 
 
 def flatten_metrics(nested: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

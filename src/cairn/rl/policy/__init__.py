@@ -1,0 +1,1 @@
+"""RLlib's ``ray.rllib.policy`` paths that new-API-stack scripts still import (``PolicySpec``)."""

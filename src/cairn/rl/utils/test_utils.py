@@ -1,0 +1,72 @@
+"""``check``: RLlib's assertion helper for tests (``ray.rllib.utils.test_utils.check``).
+
+Lets tests written against RLlib (``from ray.rllib.utils.test_utils import check``) run on
+cairn with the import changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from cairn.rl.utils.metrics.stats import StatsBase
+
+__all__ = ["check"]
+
+
+def check(
+    x: Any,
+    y: Any,
+    decimals: int = 5,
+    atol: float | None = None,
+    rtol: float | None = None,
+    false: bool = False,
+) -> None:
+    """Assert that ``x`` (the value) matches ``y`` (the expected value), as RLlib's ``check`` does.
+
+    Dicts match key by key, lists and tuples item by item; bools, None, strings and int pairs
+    must be equal; other numbers (also numpy arrays, torch tensors and stats, which are peeked)
+    agree to ``decimals`` places, or within ``atol``/``rtol`` when one is given. ``false=True``
+    asserts that they differ.
+
+    Raises:
+        AssertionError: They do not match (or, with ``false=True``, they do).
+    """
+    if isinstance(x, dict):
+        assert isinstance(y, dict), f"x is a dict, y is a {type(y).__name__}: {y!r}"
+        assert set(x) == set(y), f"keys differ: {sorted(map(str, x))} vs {sorted(map(str, y))}"
+        for key, value in x.items():
+            check(value, y[key], decimals=decimals, atol=atol, rtol=rtol, false=false)
+        return
+    if isinstance(x, list | tuple):
+        assert isinstance(y, list | tuple), f"x is a {type(x).__name__}, y is a {type(y).__name__}: {y!r}"
+        assert len(x) == len(y), f"lengths differ: {len(x)} vs {len(y)}"
+        for a, b in zip(x, y, strict=True):
+            check(a, b, decimals=decimals, atol=atol, rtol=rtol, false=false)
+        return
+    if isinstance(x, bool | np.bool_):
+        assert (bool(x) is bool(y)) is not false, f"x ({x}) {'is' if false else 'is not'} y ({y})"
+        return
+    if x is None or y is None or isinstance(x, str) or (isinstance(x, int) and isinstance(y, int)):
+        assert (x == y) is not false, f"x ({x!r}) {'equals' if false else 'differs from'} y ({y!r})"
+        return
+    x, y = _numeric(x), _numeric(y)
+    try:
+        if atol is None and rtol is None:
+            np.testing.assert_almost_equal(x, y, decimal=decimals)
+        else:
+            np.testing.assert_allclose(x, y, atol=atol or 0, rtol=1e-7 if rtol is None else rtol)
+    except AssertionError:
+        if not false:
+            raise
+    else:
+        assert not false, f"x ({x}) is the same as y ({y})"
+
+
+def _numeric(value: Any) -> Any:
+    if isinstance(value, StatsBase):
+        return value.peek()
+    if type(value).__module__.startswith("torch") and hasattr(value, "detach"):
+        return value.detach().cpu().numpy()
+    return value

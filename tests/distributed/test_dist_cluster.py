@@ -1,0 +1,253 @@
+"""A real multi-node Ray cluster on this machine (ray.cluster_utils, at most 3 small nodes).
+
+Node loss: training with ``restart_failed_env_runners`` goes on with the healthy runner
+while a lost node's runner cannot be placed anywhere, no call waits past its stated
+timeout (``sample_timeout_s``, ``env_runner_restore_timeout_s``), and the group recovers
+(``on_env_runners_recreated``) when a node with room comes back. Placement: actors land on
+the nodes whose resources the config asks for, and inside a Tune trial each takes its own
+bundle of ``Algorithm.default_resource_request``. Tune: a trial whose process dies resumes
+from the checkpoint in the run's storage.
+
+Nodes are told apart by custom resources (``runner``, ``learner``): each node that may
+hold a runner has exactly one ``runner``, so two runners are on two nodes and a lost
+node's runner has nowhere to go until a node with a free ``runner`` joins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("ray", reason="Ray is not installed (pip install 'cairn-rl[ray]')")
+pytest.importorskip("ray.tune", reason="Ray Tune is not installed (pip install 'cairn-rl[tune]')")
+
+import ray
+from dist_helpers import assert_runners_on_learner_weights, no_leftovers, small_config
+from ray import tune
+from ray.cluster_utils import Cluster
+
+import runner_functions
+from cairn.rl import PPO, PPOConfig
+from cairn.rl.distributed._ray import ActorTimeoutError, EnvRunnersUnavailableError
+from cairn.rl.distributed.placement import resource_bundles
+from ray_session import init_test_ray
+
+pytestmark = pytest.mark.xdist_group("ray_cluster")  # one Ray per machine (tests/conftest.py, RAY_GROUP)
+
+MB = 1024 * 1024
+NODE = {"num_cpus": 1, "object_store_memory": 80 * MB}
+ROLLOUT = 32 * 2  # small_config: rollout_length x num_envs_per_env_runner, the steps of one runner's rollout
+
+SAMPLE_TIMEOUT_S = 20.0
+"""Far above a healthy rollout (milliseconds) on a loaded machine: a test waits this long only where
+no runner can deliver, once."""
+
+START_TIMEOUT_S = 60.0
+"""``env_runner_restore_timeout_s`` of the node-loss test: a healthy runner's start on a new node (a worker
+process importing torch; over 20 s on a loaded 2-core machine) fits in it; the save that cannot place its
+runner gives up after it, once."""
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    """A head node (2 CPUs, the driver's) and two worker nodes; the session's Ray comes back after."""
+    was_running = ray.is_initialized()
+    ray.shutdown()
+    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "object_store_memory": 100 * MB})
+    try:
+        init_test_ray(ray, address=nodes.address)
+        yield nodes
+    finally:
+        ray.shutdown()
+        nodes.shutdown()
+        if was_running:  # the session's cluster (tests/conftest.py) is expected by the tests after this module
+            init_test_ray(ray)
+
+
+def _node_ids(algo: PPO) -> list[str]:
+    return list(algo.env_runner_group.foreach_env_runner(runner_functions.node_id, local_env_runner=False))
+
+
+def _learner_node_ids(algo: PPO) -> list[str]:
+    remote = algo.learner_group.remote
+    assert remote is not None
+    return [node for node, _, _ in ray.get([a.node_and_free_port.remote() for a in remote.actors])]
+
+
+def test_actors_land_where_the_config_resources_say(cluster: Cluster) -> None:
+    a = cluster.add_node(**NODE, resources={"runner": 1})
+    b = cluster.add_node(**NODE, resources={"runner": 1, "learner": 2})
+    cluster.wait_for_nodes()
+    config = small_config(
+        num_env_runners=2,
+        custom_resources_per_env_runner={"runner": 1},
+        num_learners=2,
+        custom_resources_per_learner={"learner": 1},
+    )
+    algo = PPO(config)
+    try:
+        assert sorted(_node_ids(algo)) == sorted([a.node_id, b.node_id])  # one runner per node with a `runner`
+        assert _learner_node_ids(algo) == [b.node_id, b.node_id]  # the only node with `learner`
+        algo.train()
+    finally:
+        algo.stop()
+        cluster.remove_node(a)
+        cluster.remove_node(b)
+    # What a Tune trial of this config reserves: RLlib's layout (zero amounts left out).
+    assert [bundle.resources for bundle in resource_bundles(config, evaluation=None)] == [
+        {"CPU": 1.0},
+        {"runner": 1.0},
+        {"runner": 1.0},
+        {"learner": 1.0},
+        {"learner": 1.0},
+    ]
+
+
+def test_training_goes_on_through_a_lost_node_and_recovers_when_one_returns(cluster: Cluster, tmp_path: Path) -> None:
+    a = cluster.add_node(**NODE, resources={"runner": 1})
+    b = cluster.add_node(**NODE, resources={"runner": 1})
+    cluster.wait_for_nodes()
+    runner_functions.recreated.clear()
+    algo = PPO(
+        small_config(
+            num_env_runners=2,
+            custom_resources_per_env_runner={"runner": 1},
+            sample_timeout_s=SAMPLE_TIMEOUT_S,
+            env_runner_restore_timeout_s=START_TIMEOUT_S,
+            callbacks_on_env_runners_recreated=["runner_functions:record_recreated"],
+        )
+    )
+    remote = algo.env_runner_group.remote
+    assert remote is not None
+    try:
+        assert algo.train()["num_env_steps_sampled"] == 2 * ROLLOUT
+        lost_index = _node_ids(algo).index(a.node_id) + 1
+        cluster.remove_node(a)
+
+        # The healthy runner trains on while the lost one's replacement waits for a node with a `runner`.
+        for _ in range(2):
+            assert algo.train()["num_env_steps_sampled"] == ROLLOUT
+        assert remote.num_healthy_env_runners == 1
+        assert runner_functions.recreated == []
+
+        # A save needs every runner: it gives up after env_runner_restore_timeout_s, and says so.
+        with pytest.raises(ActorTimeoutError, match="env_runner_restore_timeout_s") as info:
+            algo.save_to_path(tmp_path / "ckpt")
+        assert "reserves {'runner': 1.0}" in str(info.value)
+        assert not (tmp_path / "ckpt").exists() and no_leftovers(tmp_path) == []
+
+        # A node with room comes back: the replacement starts, is reported, and samples again.
+        c = cluster.add_node(**NODE, resources={"runner": 1})
+        cluster.wait_for_nodes()
+        for _ in range(600):  # a cap far above a runner's start; each pass trains with the healthy runner
+            result = algo.train()
+            if runner_functions.recreated:
+                break
+            time.sleep(0.2)
+        assert runner_functions.recreated == [([lost_index], False)]
+        assert algo.train()["num_env_steps_sampled"] == 2 * ROLLOUT
+        assert sorted(_node_ids(algo)) == sorted([b.node_id, c.node_id])
+        assert_runners_on_learner_weights(algo)
+        path = algo.save_to_path(tmp_path / "ckpt")
+        iteration = algo.training_iteration
+        algo.restore_from_path(path)
+        assert algo.training_iteration == iteration > result["training_iteration"] - 1
+
+        # Every runner's node lost: train() gives up after sample_timeout_s with nothing trained.
+        cluster.remove_node(b)
+        cluster.remove_node(c)
+        with pytest.raises(EnvRunnersUnavailableError, match="sample_timeout_s") as unavailable:
+            algo.train()
+        assert isinstance(unavailable.value, TimeoutError)
+        assert algo.training_iteration == iteration
+    finally:
+        algo.stop()
+
+
+# ---------------------------------------------------------------- Tune: a trial resumes from the run's storage
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Tune's workers cannot import this module
+
+ITERATIONS = 4
+CRASH_AT = 2
+
+
+def _log(path: str, **event: Any) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(event) + "\n")
+
+
+def tune_config() -> PPOConfig:
+    """The trial's algorithm: one remote runner on a node with a ``runner``, reserved with the trial.
+
+    Written out (not ``small_config``): Tune's workers get this module by value, not ``dist_helpers``.
+    """
+    return PPOConfig(
+        env="CartPole-v1",
+        seed=5,
+        num_envs_per_env_runner=2,
+        rollout_length=32,
+        minibatch_size=32,
+        num_epochs=2,
+        model_config={"hidden_sizes": [16, 16]},
+        num_env_runners=1,
+        custom_resources_per_env_runner={"runner": 1},
+    )
+
+
+def trainable(config: dict[str, Any]) -> None:
+    """PPO with a remote runner; the trial's process dies once after reporting iteration CRASH_AT."""
+    import torch
+
+    from cairn.integrations import tune as cairn_tune
+
+    torch.set_num_threads(1)
+    algo = PPO(tune_config())
+    placed = ray.get_runtime_context().get_node_id()
+    restored = cairn_tune.restore(algo)
+    _log(config["log"], event="start", node=placed, restored=restored, iteration=algo.training_iteration)
+    while True:
+        metrics = algo.train()
+        cairn_tune.report(algo, {"algo_iteration": metrics["training_iteration"]})
+        marker = Path(config["log"]).with_suffix(".crashed")
+        if metrics["training_iteration"] == CRASH_AT and not marker.exists():
+            marker.touch()
+            os._exit(1)  # the trial's process dies: no cleanup; Tune starts it again from its checkpoint
+
+
+def test_a_tune_trial_resumes_from_the_run_storage(cluster: Cluster, tmp_path: Path) -> None:
+    node = cluster.add_node(**NODE, resources={"runner": 1})
+    cluster.wait_for_nodes()
+    log = str(tmp_path / "events.jsonl")
+    storage = tmp_path / "storage"
+    try:
+        tuner = tune.Tuner(
+            tune.with_resources(trainable, PPO.default_resource_request(tune_config())),
+            param_space={"log": log},
+            run_config=tune.RunConfig(
+                name="resume",
+                storage_path=str(storage),
+                stop={"training_iteration": ITERATIONS},
+                failure_config=tune.FailureConfig(max_failures=1),
+                verbose=0,
+            ),
+        )
+        results = tuner.fit()
+    finally:
+        cluster.remove_node(node)
+    assert not results.errors
+    assert results[0].metrics["algo_iteration"] == ITERATIONS  # no iteration lost or repeated
+    starts = [json.loads(line) for line in Path(log).read_text().splitlines()]
+    assert [s["iteration"] for s in starts] == [0, CRASH_AT]
+    assert starts[0]["restored"] is None
+    assert str(starts[1]["restored"]).startswith(str(storage))  # read where Tune stores it, not a local copy
+    # Staging copies are gone; the trial's checkpoints are cairn checkpoints in the storage.
+    assert not list(storage.rglob("cairn-staging/*"))
+    assert list(storage.rglob("checkpoint_*/cairn/metadata.json"))

@@ -1,0 +1,38 @@
+"""RLlib's import paths and aliases (issue 38 item 5): scripts written for RLlib 2.60 import them unchanged."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from cairn.rl.algorithms import DQN, PPO, SAC, Algorithm, AlgorithmConfig, DQNConfig, PPOConfig, SACConfig
+from cairn.rl.algorithms.callbacks import DefaultCallbacks
+from cairn.rl.callbacks.callbacks import RLlibCallback
+from cairn.rl.config.algorithm_config import AlgorithmConfig as HomeAlgorithmConfig
+from cairn.rl.policy.policy import PolicySpec
+from cairn.rl.utils.framework import convert_to_tensor, try_import_torch
+
+
+def test_the_algorithms_package_exports_rllibs_names() -> None:
+    for algo, config in ((PPO, PPOConfig), (DQN, DQNConfig), (SAC, SACConfig)):
+        assert issubclass(algo, Algorithm) and issubclass(config, AlgorithmConfig)
+        assert algo.__module__ == config.__module__  # recorded at their own modules, not the package
+    assert AlgorithmConfig is HomeAlgorithmConfig
+    assert DefaultCallbacks is RLlibCallback
+
+
+def test_policy_spec_names_a_module_and_refuses_old_stack_settings() -> None:
+    config = PPOConfig().environment("CartPole-v1").multi_agent(policies={"p1": PolicySpec(), "p0": None})
+    assert config.policies == ("p1", "p0")
+    with pytest.raises(ValueError, match=r"gives specs for \['p0'\].*rl_module_spec=MultiRLModuleSpec"):
+        PPOConfig().multi_agent(policies={"p0": PolicySpec(config={"lr": 1e-3})})
+
+
+def test_framework_helpers() -> None:
+    assert try_import_torch() == (torch, torch.nn)
+    out = convert_to_tensor({"obs": np.ones((2, 3), np.float32), "rest": (1, [2.5])})
+    assert out["obs"].shape == (2, 3) and out["obs"].dtype == torch.float32
+    assert isinstance(out["rest"], tuple) and out["rest"][1][0].item() == 2.5
+    with pytest.raises(ValueError, match="torch only"):
+        convert_to_tensor([1], framework="tf2")
