@@ -51,6 +51,20 @@ RAY_GROUP = "ray_cluster"  # the fixture's name, which a test can mark itself wi
 
 # tryfirst: pytest-xdist's worker reads the marks in its own hook of this name (which would run first).
 @pytest.hookimpl(tryfirst=True)
+@pytest.fixture(autouse=True)
+def _stamps_settle_in_2_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Local stamps settle in the cautious 2 s, as on a filesystem cairn does not know.
+
+    On a local disk a stamp settles within a few clock ticks (cairn.storage.local._settle_ns),
+    so whether back-to-back saves of a test link a file unread, and so which checkpoints
+    retention keeps, would depend on how fast the machine ran. Tests of that rule set it.
+    """
+    import cairn.storage.local
+    from cairn.storage.base import SETTLE_NS
+
+    monkeypatch.setattr(cairn.storage.local, "_settle_ns", lambda _st: SETTLE_NS)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Put every test that uses ``ray_cluster`` in :data:`RAY_GROUP` (a test that asks for it only at
     run time, ``request.getfixturevalue``, carries ``pytest.mark.xdist_group(RAY_GROUP)`` itself)."""

@@ -77,6 +77,53 @@ def test_a_wide_folder_saves_lists_and_restores(tmp_path: Path) -> None:
     assert [int(k.v[0]) for k in back.kids] == list(range(300))
 
 
+class _CountedName(str):
+    """A component name that counts the comparisons made with it (``==`` runs Python code here)."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        _CountedName.compared += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def _comparisons_to_parse(n: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Name comparisons made by parsing a manifest of ``n`` components and looking each one up."""
+    import cairn.manifest
+    from cairn.manifest import MANIFEST, FileEntry, Manifest
+
+    m = Manifest()
+    entry = FileEntry.of(b"x")
+    for i in range(n):
+        m.components.append(f"c{i}")
+        m.files[f"c{i}/{MANIFEST}"] = entry
+    data = m.to_bytes()
+    real = cairn.manifest.load_json
+
+    def counted(raw: bytes | bytearray, *, where: str) -> Any:
+        body = real(raw, where=where)
+        body["components"] = [_CountedName(c) for c in body["components"]]
+        body["files"] = {_CountedName(k): v for k, v in body["files"].items()}
+        return body
+
+    monkeypatch.setattr(cairn.manifest, "load_json", counted)
+    _CountedName.compared = 0
+    parsed = Manifest.from_bytes(data, where="test")
+    assert all(parsed.has_component(f"c{i}") for i in range(n))
+    return _CountedName.compared
+
+
+def test_parsing_a_manifest_compares_names_a_number_of_times_linear_in_its_components(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """F11 counted, not timed: a scan of the component list per entry made n*n comparisons (2,000: 4 million)."""
+    small, large = (_comparisons_to_parse(n, monkeypatch) for n in (500, 2000))
+    assert small <= 16 * 500 and large <= 16 * 2000  # a few per component: name checks, set and dict lookups
+    assert large <= 4 * small + 64  # four times the components, at most four times the work
+
+
 def test_a_manifest_over_the_component_bound_is_refused_before_it_is_walked(tmp_path: Path) -> None:
     ck = Path(Tree().save_to_path(tmp_path / "ck"))
     body = json.loads((ck / "manifest.json").read_text())

@@ -103,10 +103,10 @@ def crc_neutral_flips(length: int, region: range) -> list[int]:
 
 @pytest.fixture
 def no_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Stamps are trusted at once: these saves follow each other within CheckedFiles' 2 s racy window."""
-    from cairn._save import CheckedFiles
+    """Stamps are trusted at once: these saves follow each other within a stamp's settle time (racy stamps)."""
+    import cairn.storage.local
 
-    monkeypatch.setattr(CheckedFiles, "RACY_NS", 0)
+    monkeypatch.setattr(cairn.storage.local, "_settle_ns", lambda _st: 0)
 
 
 def tensor_file(step_folder: Path, component: str) -> Path:
@@ -195,13 +195,13 @@ def test_retention_keeps_the_newest_fully_checked_one_until_a_newer_one_is(
         mgr.save(pair, step)
         assert mgr.last_stats is not None
         seen.append((step, mgr.last_stats.fully_checked, _steps(root)))
-    # Save 1 links nothing; 2 reads back what it links (unknown yet); every 3rd save (4, 7)
-    # forgets the stamps and reads everything back; 3, 5 and 6 trust stamps.
-    assert [s for s, full, _ in seen if full] == [1, 2, 4, 7]
+    # Save 1 links nothing, and remembers the files it wrote and read back; 2 and 3 trust
+    # their stamps; every 3rd save (4, 7) forgets the stamps and reads everything back.
+    assert [s for s, full, _ in seen if full] == [1, 4, 7]
     assert dict((s, kept) for s, _, kept in seen) == {
         1: [1],
-        2: [2],
-        3: [2, 3],
+        2: [1, 2],
+        3: [1, 3],
         4: [4],
         5: [4, 5],
         6: [4, 6],

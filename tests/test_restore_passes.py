@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import cairn
+import cairn.storage.local
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux's /proc/self/io")
 
@@ -202,7 +203,7 @@ def test_the_second_pass_of_a_settled_file_is_checked_by_its_stamp_not_hashed_ag
 ) -> None:
     """SHA-256 is the slowest part of a restore: a file verified by the first pass, whose stamp did not
     move since before it, is read into place without a second digest, and restores every byte."""
-    monkeypatch.setattr(cairn._tensorio, "RACY_NS", 0)  # the files were just written: settle them now
+    monkeypatch.setattr(cairn.storage.local, "_settle_ns", lambda _st: 0)  # just written: settle them now
     path = Chunked(seed=1).save_to_path(tmp_path / "ck")
     hashed: list[int] = []
     real = cairn._tensorio._hash_pieces
@@ -244,10 +245,10 @@ def test_a_file_changed_between_the_passes_is_reported_not_used_silently(
     The change is made from ``check_state``, which runs after the verifying pass and before
     the bytes are read into place: exactly the window a concurrent writer would use. A file
     saved just now is hashed again by the second pass (its stamp is racy); one older than
-    ``RACY_NS`` is checked by its stamp instead (ctime), which the write moves as well.
+    settled at once is checked by its stamp instead (ctime), which the write moves as well.
     """
     if second_pass == "stamped":
-        monkeypatch.setattr(cairn._tensorio, "RACY_NS", 0)
+        monkeypatch.setattr(cairn.storage.local, "_settle_ns", lambda _st: 0)
     path = Chunked(seed=1).save_to_path(tmp_path / "ck")
     victim = _files(path)[-1]
     target = Chunked(seed=9)

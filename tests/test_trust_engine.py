@@ -167,13 +167,55 @@ def test_a_file_read_back_once_is_linked_unread_until_a_write_changes_it(tmp_pat
 
 
 def test_a_file_written_just_now_is_read_back_again(tmp_path: Path) -> None:
-    # Racy stamps: a write within the same timestamp tick as the save would keep the mtime.
+    # Racy stamps: a write within the same timestamp tick as the save would keep the mtime. On a
+    # filesystem whose clock cairn does not know (the suite's default: conftest), a stamp settles
+    # in 2 s: back-to-back saves read back.
     t = Tree()
     t.mutate()
     mgr = cairn.CheckpointManager(tmp_path / "run", incremental=True)
     for step in (1, 2, 3):
         mgr.save(t, step)
     assert mgr.last_stats is not None and mgr.last_stats.bytes_reread == mgr.last_stats.bytes_linked > 0
+
+
+def test_files_a_save_wrote_are_linked_unread_by_the_next_until_a_write_changes_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 34 (b): the next save re-read every file the previous one had just written and read back.
+    import cairn.storage.local
+
+    monkeypatch.setattr(cairn.storage.local, "_settle_ns", lambda _st: 0)  # settled at once (no racy window)
+    t = Tree()
+    t.mutate()
+    mgr = cairn.CheckpointManager(tmp_path / "run", incremental=True, recheck_every=10)
+    mgr.save(t, 1)
+    step2 = Path(mgr.save(t, 2))
+    s2 = mgr.last_stats
+    assert s2 is not None and s2.files_linked > 0 and s2.files_vouched == s2.files_linked and s2.bytes_reread == 0
+    damaged = step2 / "leaf" / "tensors.safetensors"  # written by save 1, linked by save 2
+    with open(damaged, "r+b") as f:  # a write in place: the stamp changes
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last[0] ^ 0xFF]))
+    with pytest.warns(cairn.DamagedCheckpointWarning, match=r"step_000000002/leaf/tensors.safetensors .*damaged"):
+        step3 = mgr.save(t, 3)
+    assert cairn.verify_checkpoint(step3) == []
+
+
+def test_a_local_disk_stamp_settles_within_clock_ticks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cairn.storage.base import SETTLE_NS
+    from cairn.storage.local import LocalStorage, _local_clock
+
+    monkeypatch.undo()  # the real settle time, not the suite's 2 s (conftest)
+    f = tmp_path / "f"
+    f.write_bytes(b"x")
+    stamp = LocalStorage().stamp(str(f))
+    assert stamp is not None and 0 < stamp.settle_ns <= SETTLE_NS
+    if stamp.ctime_ns % 1_000_000 and _local_clock(os.stat(f).st_dev):  # ext4, xfs, tmpfs...: a few ticks
+        assert stamp.settle_ns < SETTLE_NS
+    assert not stamp.settled(stamp.mtime_ns) and stamp.settled(stamp.mtime_ns + stamp.settle_ns + 1)
+    assert _local_clock(os.makedev(4095, 1048575)) is False  # a device no mount names: the cautious default
 
 
 def test_incremental_saves_still_link_sound_files(tmp_path: Path) -> None:

@@ -309,6 +309,9 @@ class WriteStats:
     files_linked: int = 0
     bytes_reread: int = 0  # of the linked bytes: those read back first to check them (see CheckedFiles)
     files_vouched: int = 0  # linked files not read back, on the word of their stamps (see CheckedFiles)
+    previous_damaged: bool = (
+        False  # a file of the previous checkpoint failed its check: it no longer counts as verified
+    )
 
     @property
     def fully_checked(self) -> bool:
@@ -339,10 +342,19 @@ class CheckedFiles:
       retention are done, :meth:`refresh` takes the new ctime of each file linked,
       if its size and mtime are unchanged. So a file changed through the filesystem
       between two saves is read back at the next one;
-    * racy stamps (as git's index has them): a file whose mtime lies less than
-      :attr:`RACY_NS` before the moment it was checked could still be written
-      within the same timestamp tick without its mtime changing; it is not
-      remembered, and is read back again next time;
+    * racy stamps (as git's index has them): a file whose mtime or ctime lies less
+      than its stamp's ``settle_ns`` before the moment it was stamped for the check
+      could still be written within the same timestamp tick without its stamp
+      changing; it is not remembered, and is read back again next time. That time
+      is 2 s unless the storage knows the filesystem's clock: a local disk with
+      sub-millisecond timestamps, stamped from this kernel's clock, settles in four
+      clock ticks (:meth:`cairn.storage.base.FileStamp.settled`);
+    * the files a save wrote are remembered too (:func:`check_written` reads each
+      back before the commit and compares the CRC-32 of what it reads with that of
+      the bytes it digested, in the same pass): the next save links them without
+      reading them again. A CRC-32 tells accidents, not forgeries; a file replaced
+      (F5 of issue 33) is another inode, and a file changed in place another ctime,
+      both of which the stamp tells;
     * bytes changed underneath the filesystem (a failing disk) keep their stamp:
       the re-read every ``window`` saves catches them, and until a save has read
       every file back (:attr:`WriteStats.fully_checked`), the manager keeps the
@@ -350,9 +362,6 @@ class CheckedFiles:
     * the record lives in this process only (one per :class:`cairn.CheckpointManager`):
       files another process wrote or checked are always read back.
     """
-
-    RACY_NS = 2_000_000_000
-    """How long after its last write a file's stamp is trusted (timestamp ticks and clock skew on shared mounts)."""
 
     def __init__(self, window: int = 3) -> None:
         """Vouch for a file by its stamp in at most ``window - 1`` saves after the one that read it."""
@@ -374,14 +383,22 @@ class CheckedFiles:
         if stamp is None:
             return False
         known = self._known.get(stamp.file_id)
-        return known is not None and known[:3] == (stamp.size, stamp.mtime_ns, stamp.ctime_ns) and known[3] == entry
+        return (
+            known is not None
+            and known[:3] == (stamp.size, stamp.mtime_ns, stamp.ctime_ns)
+            and known[3].same_bytes(entry)
+        )
 
-    def note(self, stamp: FileStamp | None, entry: FileEntry, checked_at_ns: int) -> None:
-        """Remember a file found matching ``entry`` by a read that began at ``checked_at_ns`` (stamp taken first)."""
+    def note(self, stamp: FileStamp | None, entry: FileEntry, checked_at_ns: int, rel_path: str | None = None) -> None:
+        """Remember a file found matching ``entry`` by a read that began at ``checked_at_ns`` (stamp taken first).
+
+        ``rel_path``: the file's path in the checkpoint being written, when this save wrote
+        it (:meth:`refresh` keeps it); a file linked gets its path from :meth:`linked`.
+        """
         if stamp is None:
             return
-        if stamp.size == entry.size and stamp.mtime_ns < checked_at_ns - self.RACY_NS:
-            self._known[stamp.file_id] = (stamp.size, stamp.mtime_ns, stamp.ctime_ns, entry, None)
+        if stamp.size == entry.size and stamp.settled(checked_at_ns):
+            self._known[stamp.file_id] = (stamp.size, stamp.mtime_ns, stamp.ctime_ns, entry, rel_path)
         else:
             self._known.pop(stamp.file_id, None)
 
@@ -397,7 +414,7 @@ class CheckedFiles:
         """Once a save and its retention are done: take the ctime this manager's links and deletes gave each file.
 
         ``stamp_of(rel_path)`` stamps a file of the checkpoint just committed. A file
-        this save did not link, or whose identity, size or mtime changed, is forgotten.
+        this save neither linked nor wrote, or whose identity, size or mtime changed, is forgotten.
         """
         fresh: dict[tuple[int, ...], tuple[int, int, int, FileEntry, str | None]] = {}
         for file_id, (size, mtime_ns, _, entry, rel) in self._known.items():
@@ -519,7 +536,12 @@ def _delegate_entry(path: str, waiters: dict[str, Waiter] | None) -> FileEntry:
     return entry
 
 
-def check_written(storage: Storage, written: list[tuple[str, FileEntry, list[Chunk]]]) -> None:
+def check_written(
+    storage: Storage,
+    written: list[tuple[str, FileEntry, list[Chunk]]],
+    checked: CheckedFiles | None = None,
+    root: str = "",
+) -> None:
     """Check that each file written holds the bytes its digest records, before the save commits.
 
     A digest is computed as the bytes go out; if the bytes changed meanwhile (an
@@ -535,6 +557,10 @@ def check_written(storage: Storage, written: list[tuple[str, FileEntry, list[Chu
     thread), not forgers, who would have to be writing this process's memory. An entry
     without one (a storage that records none) is checked by its digest.
 
+    ``checked`` (with ``root``, the folder the paths of ``written`` lie under) remembers
+    each local file read back by its stamp, taken before the read, so that the next
+    save links it without reading it again (see :class:`CheckedFiles`).
+
     Raises:
         CorruptCheckpointError: A file does not hold the bytes its digest records.
     """
@@ -542,9 +568,15 @@ def check_written(storage: Storage, written: list[tuple[str, FileEntry, list[Chu
 
     for path, entry, chunks in written:
         crc, digest = 0, None
+        stamp, started = None, 0
         if storage.file_descriptors:
+            if checked is not None and path.startswith(root + "/"):
+                stamp, started = storage.stamp(path), time.time_ns()
             fd = storage.open_regular(path)
             try:
+                st = os.fstat(fd)
+                if stamp is not None and (stamp.file_id, stamp.size) != ((st.st_dev, st.st_ino), st.st_size):
+                    stamp = None  # not the file stamped: nothing is remembered of it
                 if entry.crc32 is not None:
                     size, crc = crc_fd(fd, entry.size + 1)  # one byte past: a longer file is told
                 else:
@@ -571,6 +603,8 @@ def check_written(storage: Storage, written: list[tuple[str, FileEntry, list[Chu
                 "CheckpointManager(async_save=True), which saves a snapshot, or pause that thread), or the storage "
                 "returned other bytes. Nothing was committed; save again."
             )
+        if checked is not None and stamp is not None:
+            checked.note(stamp, entry, started, path[len(root) + 1 :])
 
 
 def _link_unchanged(
@@ -621,6 +655,7 @@ def _link_unchanged(
             return entry
         with contextlib.suppress(OSError, CheckpointError):
             storage.remove(dst)  # written afresh by the caller
+    stats.previous_damaged = True
     warnings.warn(
         f"{storage.uri(src)} of the previous checkpoint is damaged or was replaced: {problem}. The new checkpoint "
         "gets a fresh copy of the file instead of a link to it. Run `cairn verify` on the previous checkpoint.",
@@ -820,7 +855,7 @@ def commit_plan(
         written: list[tuple[str, FileEntry, list[Chunk]]] = []
 
         def before_root_manifest() -> None:
-            check_written(storage, written)  # a save never commits bytes that fail their own digest
+            check_written(storage, written, checked, staging)  # a save never commits bytes failing their digest
             storage.check_owned(staging, files)
 
         try:

@@ -39,9 +39,6 @@ if TYPE_CHECKING:
     from cairn.manifest import FileEntry
 
 CHUNK = 16 << 20
-RACY_NS = 2_000_000_000
-"""A file changed less than this long before it was opened is hashed again by the second pass (a write
-in the same timestamp tick could keep its ctime: git's racy-stamp rule, as in cairn._save.CheckedFiles)."""
 MAX_NDIM = 64  # numpy's limit; a longer shape in a file is refused before numpy sees it
 _local = threading.local()
 _pool = hash_pool
@@ -267,9 +264,13 @@ class StreamedTensorFile:
         size = st.st_size
         self.size, self.digest = size, entry.digest
         # Taken before any byte is read: any write to the file after it (or os.utime) changes the
-        # ctime. "Settled": its last change lies RACY_NS back, so a write now lands in another tick.
+        # ctime. "Settled": its last change lies its filesystem's settle time back (a few clock ticks
+        # on a local disk, else 2 s: cairn.storage.local._settle_ns), so a write now lands in another
+        # tick (git's racy stamps); an unsettled file is hashed again by the second pass.
+        from cairn.storage import local
+
         self.stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-        self.settled = max(st.st_mtime_ns, st.st_ctime_ns) < time.time_ns() - RACY_NS
+        self.settled = max(st.st_mtime_ns, st.st_ctime_ns) < time.time_ns() - local._settle_ns(st)
         if size != entry.size:
             raise CorruptCheckpointError(
                 f"{self.where} is {size} bytes but the manifest records {entry.size}; the file is truncated "

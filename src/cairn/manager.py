@@ -694,6 +694,9 @@ class CheckpointManager:
 
             # The digests were computed as the bytes were written (or linked after a check).
             sign_checkpoint(final, self.private_key, filesystem=self.filesystem, check_files=False)
+        if stats.previous_damaged and previous is not None:
+            # Found damaged: retention must not keep it as the newest checkpoint that verifies.
+            self._fully_checked -= {s for s in self._fully_checked if self._path(s) == previous.folder}
         if stats.fully_checked:
             self._fully_checked.add(step)
         else:

@@ -87,12 +87,32 @@ class FileStamp:
             through the filesystem sets it (only ``os.utime`` can put it back).
         ctime_ns: When its bytes or its inode last changed (a write, ``os.utime``, a new
             link), in ns since the epoch; nothing can put it back.
+        settle_ns: How long after ``ctime_ns`` (by this process's clock) any later change
+            is sure to give the file another stamp: a change within the same timestamp
+            tick can keep the ctime (git's racy stamps). :data:`SETTLE_NS` unless the
+            backend knows its filesystem's clock and tick (a local disk: see
+            ``cairn.storage.local``).
     """
 
     file_id: tuple[int, ...]
     size: int
     mtime_ns: int
     ctime_ns: int
+    settle_ns: int = 2_000_000_000
+
+    def settled(self, at_ns: int) -> bool:
+        """Whether a write to the file after ``at_ns`` (``time.time_ns()``) surely gives it another mtime.
+
+        The ctime is not asked: a link (the manager's own) moves it, and a write that
+        puts the mtime back with ``os.utime`` moves it again, to a later tick but for
+        one made within the tick of that link (the racy case the mtime rule closes
+        for plain writes, left open for a writer who also resets the mtime).
+        """
+        return self.mtime_ns < at_ns - self.settle_ns
+
+
+SETTLE_NS = FileStamp.settle_ns
+"""The settle time of a stamp whose filesystem is not known: 2 s (ticks of 1 or 2 s, clock skew on shared mounts)."""
 
 
 class Storage(abc.ABC):

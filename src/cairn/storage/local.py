@@ -10,6 +10,7 @@ import os
 import shutil
 import stat
 import threading
+import time
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import Future
 from stat import S_IFBLK, S_IFCHR, S_IFIFO, S_IFLNK, S_IFMT, S_IFSOCK, S_ISDIR, S_ISREG
@@ -19,7 +20,15 @@ from cairn._crc import hash_pool
 from cairn.errors import CheckpointError, CorruptCheckpointError
 from cairn.manifest import DIGEST_ALGORITHM, MANIFEST, FileEntry, Hasher
 from cairn.storage import writers
-from cairn.storage.base import Chunk, FileStamp, FileTooLargeError, Storage, foreign_file_error, replaceable_file
+from cairn.storage.base import (
+    SETTLE_NS,
+    Chunk,
+    FileStamp,
+    FileTooLargeError,
+    Storage,
+    foreign_file_error,
+    replaceable_file,
+)
 from cairn.storage.writers import TMP_MARK
 
 __all__ = ["TMP_MARK", "LocalStorage"]
@@ -58,6 +67,52 @@ def _load_sync_file_range() -> object | None:
 
 
 _sync_file_range = _load_sync_file_range()
+
+# Filesystems whose timestamps this kernel sets from its own clock, the one time.time_ns() reads
+# (an allow-list: a network or FUSE filesystem takes the server's clock, skewed from ours).
+_LOCAL_CLOCK_FS = frozenset({"ext4", "xfs", "btrfs", "tmpfs", "f2fs", "overlay"})
+_CLOCK_REALTIME_COARSE = 5  # Linux's clock id: what the kernel stamps files with (one tick per jiffy)
+_local_clock_devs: dict[int, bool] = {}
+
+
+def _local_clock(dev: int) -> bool:
+    """Whether files on device ``dev`` get timestamps from this kernel's clock (/proc/self/mountinfo)."""
+    known = _local_clock_devs.get(dev)
+    if known is not None:
+        return known
+    key = f"{os.major(dev)}:{os.minor(dev)}"
+    local = False
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+            for line in f:
+                fields = line.split()
+                # id parent major:minor root mountpoint options [optional...] - fstype source superoptions
+                if len(fields) > 3 and fields[2] == key and "-" in fields:
+                    fstype = fields[fields.index("-") + 1] if fields.index("-") + 1 < len(fields) else ""
+                    local = fstype in _LOCAL_CLOCK_FS
+                    break
+    except OSError:
+        local = False
+    _local_clock_devs[dev] = local
+    return local
+
+
+def _settle_ns(st: os.stat_result) -> int:
+    """How long after its ctime a change to this file surely changes its stamp (:class:`FileStamp`'s ``settle_ns``).
+
+    A local filesystem of sub-millisecond timestamps is stamped from this kernel's
+    coarse clock, which lags ``time.time_ns()`` by at most one tick: a change made a
+    tick after the ctime gets another ctime. Four ticks (at least 10 ms) leave room.
+    Anything else (timestamps of whole seconds, a filesystem not allow-listed, no
+    coarse clock) keeps the cautious default.
+    """
+    if st.st_ctime_ns % 1_000_000 == 0 or not _local_clock(st.st_dev):
+        return SETTLE_NS
+    try:
+        tick = time.clock_getres(_CLOCK_REALTIME_COARSE)
+    except OSError:
+        return SETTLE_NS
+    return max(int(4 * tick * 1e9), 10_000_000)
 
 
 def _load_syncfs() -> object | None:
@@ -441,7 +496,7 @@ class LocalStorage(Storage):
         st = os.lstat(path)
         if not stat.S_ISREG(st.st_mode):
             return None
-        return FileStamp((st.st_dev, st.st_ino), st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        return FileStamp((st.st_dev, st.st_ino), st.st_size, st.st_mtime_ns, st.st_ctime_ns, _settle_ns(st))
 
     def exists(self, path: str) -> bool:
         """``os.path.lexists``."""
