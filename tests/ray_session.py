@@ -24,4 +24,8 @@ def init_test_ray(ray: ModuleType, *, address: str | None = None) -> Any:
     }
     if address is not None:
         return ray.init(address=address, **common)
-    return ray.init(num_cpus=2, object_store_memory=150 * 1024 * 1024, include_dashboard=False, **common)
+    # address="local": always a new cluster. Without it ray.init joins any Ray it finds running on
+    # the machine (another test run's, a user's), and then refuses num_cpus.
+    return ray.init(
+        address="local", num_cpus=2, object_store_memory=150 * 1024 * 1024, include_dashboard=False, **common
+    )

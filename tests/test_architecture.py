@@ -247,3 +247,43 @@ def test_no_function_in_src_cairn_is_over_80_lines() -> None:
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(SRC)}:{node.lineno} {node.name} ({lines} lines)")
     assert not long, "functions over 80 lines: " + ", ".join(long)
+
+
+MAX_RL_FILE_LINES = 700
+"""Issue 37: no file in src/cairn/rl longer than this; split a longer one by concern (the runners'
+saved state, module changes, metrics and pipelines live beside them: runner_state.py, ...)."""
+
+# Files over the limit today, each with why it is not split yet (docs/architecture.md names them).
+# The test fails on any other long file, and on an entry here that fits (remove it then).
+LONG_RL_FILES: dict[str, str] = {
+    "rl/config/algorithm_config.py": "AlgorithmConfig's fields and their checks: splits with its builders",
+    "rl/config/builders.py": "AlgorithmConfig's builder methods (.training(), .env_runners(), ...), one mixin",
+    "rl/algorithms/algorithm.py": "Algorithm: training step, add/remove module, restore; metric emission changing",
+    "rl/distributed/env_runners.py": "the Ray runner group: actors, deadlines, restarts; split by concern next",
+    "rl/utils/metrics/stats.py": "RLlib's Stats reductions (mean/ema/sum/lifetime) with their state checks",
+    "rl/utils/metrics/metrics_logger.py": "MetricsLogger: 6 lines over, with its restored-state reader",
+    "rl/utils/replay_buffers/prioritized_replay_buffer.py": "5 lines over: its segment trees and restore checks",
+}
+
+
+def _rl_file_lengths() -> dict[str, int]:
+    rl = SRC / "cairn" / "rl"
+    return {
+        str(path.relative_to(SRC / "cairn")): len(path.read_text(encoding="utf-8").splitlines())
+        for path in sorted(rl.rglob("*.py"))
+    }
+
+
+def test_no_file_in_rl_is_over_700_lines_beyond_the_named_exceptions() -> None:
+    lengths = _rl_file_lengths()
+    long = sorted(f"{name} ({n} lines)" for name, n in lengths.items() if n > MAX_RL_FILE_LINES)
+    unnamed = [entry for entry in long if entry.split(" ")[0] not in LONG_RL_FILES]
+    assert not unnamed, "rl/ files over 700 lines (split them by concern): " + ", ".join(unnamed)
+    fits = sorted(name for name in LONG_RL_FILES if lengths.get(name, 0) <= MAX_RL_FILE_LINES)
+    assert not fits, "LONG_RL_FILES entries that fit now or are gone (remove them): " + ", ".join(fits)
+
+
+def test_the_long_file_exceptions_are_named_in_docs_architecture() -> None:
+    text = (SRC.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    missing = sorted(name for name in LONG_RL_FILES if name not in text)
+    assert not missing, "docs/architecture.md does not name these LONG_RL_FILES: " + ", ".join(missing)

@@ -169,7 +169,7 @@ def test_a_failed_delegate_fails_the_manager_save_and_keeps_the_previous_step(ow
         with pytest.raises(CheckpointError, match="worker thread failed"):
             mgr.wait()
         assert [info.step for info in mgr.checkpoints()] == [1]
-        assert sorted(os.listdir(tmp_path / "run")) == ["step_000000001"]
+        assert sorted(os.listdir(tmp_path / "run")) == ["cairn-latest.json", "step_000000001"]
 
 
 def test_a_delegated_name_must_be_a_component(tmp_path: Path) -> None:

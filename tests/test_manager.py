@@ -65,7 +65,12 @@ def test_save_list_latest_best_and_retention(tmp_path: Path) -> None:
     assert infos[0].metrics == {"ret": 9.0, "np": 0.5}
     assert mgr.latest() == str(tmp_path / "run" / "step_000000040")
     assert mgr.best() == str(tmp_path / "run" / "step_000000010")
-    assert sorted(os.listdir(tmp_path / "run")) == ["step_000000010", "step_000000030", "step_000000040"]
+    assert sorted(os.listdir(tmp_path / "run")) == [
+        "cairn-latest.json",
+        "step_000000010",
+        "step_000000030",
+        "step_000000040",
+    ]
     fresh = Tree()
     info = mgr.restore_latest(fresh)
     assert info is not None and info.step == 40
@@ -90,10 +95,10 @@ def test_half_written_checkpoints_never_listed_and_cleaned(tmp_path: Path) -> No
     assert mgr.latest() == str(root / "step_000000001")
     reader = cairn.CheckpointManager(root)  # opened to read, e.g. by `cairn ls` during training
     reader.checkpoints()
-    assert len(os.listdir(root)) == 3  # another process's save in flight is never touched
+    assert len(os.listdir(root)) == 4  # another process's save in flight is never touched (nor the pointer)
     writer = cairn.CheckpointManager(root)
     writer.save(Tree(), 4)  # the writer cleans up what interrupted saves left
-    assert sorted(os.listdir(root)) == ["step_000000001", "step_000000004"]
+    assert sorted(os.listdir(root)) == ["cairn-latest.json", "step_000000001", "step_000000004"]
 
 
 def test_incremental_links_unchanged_files(tmp_path: Path) -> None:
@@ -166,7 +171,7 @@ def test_async_error_surfaces_on_wait_and_next_save(tmp_path: Path, monkeypatch:
         mgr.save(Tree(), 4)
     monkeypatch.undo()
     assert [i.step for i in mgr.checkpoints()] == [1]
-    assert sorted(os.listdir(tmp_path / "run")) == ["step_000000001"]
+    assert sorted(os.listdir(tmp_path / "run")) == ["cairn-latest.json", "step_000000001"]
     mgr.close()
 
 

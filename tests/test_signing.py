@@ -628,3 +628,138 @@ def test_manager_signs_every_save_and_restores_only_signed_ones(tmp_path: Path, 
     assert reader.latest() == str(root / "step_000000002")
     with pytest.raises(cairn.CheckpointError):
         cairn.CheckpointManager(root, private_key=b"not a key")
+
+
+def test_a_format_1_checkpoint_is_refused_alike_by_sign_verify_and_every_load(tmp_path: Path, keys: Keys) -> None:
+    """F10 (issue 33): one rule for a signed format 1 checkpoint, not "verifies" here and "tampered" there."""
+    import model_signing
+
+    ckpt = tmp_path / "v1"
+    shutil.copytree(TESTS / "data" / "golden_format_v1", ckpt)
+    with pytest.raises(cairn.CheckpointError, match=r"format 1.*cairn upgrade"):
+        cairn.sign_checkpoint(ckpt, keys.pem)
+    assert not (ckpt / SIGNATURE).exists()
+    # Signed by model-signing itself (it hashes any folder): cairn's verifier and every load say the same.
+    hashing = model_signing.hashing.Config().set_ignored_paths(paths=[SIGNATURE])
+    model_signing.signing.Config().use_elliptic_key_signer(private_key=keys.pem).set_hashing_config(hashing).sign(
+        ckpt, ckpt / SIGNATURE
+    )
+    assert model_signing_error(ckpt, keys.pub) is None
+    rule = r"format 1.*cairn upgrade"
+    with pytest.raises(cairn.SignatureError, match=rule):
+        cairn.verify_signature(ckpt, keys.pub)
+    with pytest.raises(cairn.SignatureError, match=rule):
+        Tree.from_checkpoint(ckpt, public_key=keys.pub)
+    with pytest.raises(cairn.SignatureError, match=rule):
+        Tree().restore_from_path(ckpt, public_key=keys.pub)
+    verified = cairn_cli("--import", "cairn_test_components", "verify", str(ckpt), "--public-key", str(keys.pub))
+    assert verified.returncode == 1 and "format 1" in verified.stderr, (verified.stdout, verified.stderr)
+    # Upgraded, then signed: verified and loaded alike.
+    up = tmp_path / "v2"
+    done = cairn_cli("--import", "cairn_test_components", "upgrade", str(ckpt), str(up))
+    assert done.returncode == 0, done.stderr
+    (up / SIGNATURE).unlink(missing_ok=True)
+    cairn.sign_checkpoint(up, keys.pem)
+    cairn.verify_signature(up, keys.pub)
+    assert_states_equal(
+        Tree.from_checkpoint(up, public_key=keys.pub).get_state(), Tree.from_checkpoint(ckpt).get_state()
+    )
+    assert cairn_cli("verify", str(up), "--public-key", str(keys.pub)).returncode == 0
+
+
+def test_the_manager_signs_only_the_checkpoint_its_save_committed(keys: Keys) -> None:
+    """F3 (issue 33): a second writer saves the same step between the trainer's commit and its signing.
+
+    The interleaving is made exact with a real in-memory filesystem whose delete of the trainer's
+    owner record (its commit) runs the second writer's whole save at that moment; before the fix,
+    the trainer then signed the second writer's checkpoint with its own key.
+    """
+    import uuid
+
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    root = f"memory://f3-{uuid.uuid4().hex}/run"
+    intruder = Tree()
+    for _ in range(3):
+        intruder.mutate()
+
+    class SecondWriterAtCommit(MemoryFileSystem):
+        armed = True
+
+        def rm(self, path: Any, *args: Any, **kwargs: Any) -> None:
+            super().rm(path, *args, **kwargs)
+            paths = path if isinstance(path, list) else [path]
+            if SecondWriterAtCommit.armed and any("step_000000001/.cairn-tmp-inflight" in str(p) for p in paths):
+                SecondWriterAtCommit.armed = False
+                cairn.CheckpointManager(root, filesystem=MemoryFileSystem()).save(intruder, 1)
+
+    trainer = cairn.CheckpointManager(root, private_key=keys.pem, filesystem=SecondWriterAtCommit())
+    with pytest.raises(cairn.CheckpointError, match=r"step_000000001.*nother writer saved at the same"):
+        trainer.save(Tree(), 1)
+    assert not SecondWriterAtCommit.armed  # the second writer did save in between
+    step = f"{root}/step_000000001"
+    with pytest.raises(cairn.SignatureError):
+        cairn.verify_signature(step, keys.pub)
+    with pytest.raises(cairn.SignatureError):
+        Tree().restore_from_path(step, public_key=keys.pub)
+    assert_states_equal(Tree.from_checkpoint(step).get_state(), intruder.get_state())  # the intruder's, unsigned
+
+
+def test_a_signed_step_copied_under_a_newer_name_is_not_restored(tmp_path: Path, keys: Keys) -> None:
+    """F14 (issue 33): the signature covers the files, the manager checks the signed step against the folder."""
+    root = tmp_path / "run"
+    states = {}
+    with cairn.CheckpointManager(root, private_key=keys.pem) as mgr:
+        for step in (1, 2, 3):
+            t = Tree()
+            for _ in range(step):
+                t.mutate()
+            mgr.save(t, step)
+            states[step] = t.get_state()
+    shutil.copytree(root / "step_000000001", root / "step_000000009")  # an old step, replayed as the newest
+    # Its signature is still model-signing's and cairn's to verify (interop unchanged): it covers the files.
+    cairn.verify_signature(root / "step_000000009", keys.pub)
+    assert model_signing_error(root / "step_000000009", keys.pub) is None
+    reader = cairn.CheckpointManager(root, public_key=keys.pub)
+    fresh = Tree()
+    with pytest.warns(
+        cairn.DamagedCheckpointWarning, match=r"step_000000009 is signed, but as step 1, not as the step 9"
+    ):
+        info = reader.restore_latest(fresh)
+    assert info is not None and info.step == 3
+    assert_states_equal(fresh.get_state(), states[3])
+    assert reader.latest() == str(root / "step_000000003")
+    assert any("as step 1" in p for p in reader.verify(next(i for i in reader.checkpoints() if i.step == 9)))
+    # A signed checkpoint that no manager saved, copied in as a step: refused alike.
+    shutil.rmtree(root / "step_000000009")
+    loose = Tree()
+    loose.save_to_path(root / "step_000000010")
+    cairn.sign_checkpoint(root / "step_000000010", keys.pem)
+    with pytest.warns(cairn.DamagedCheckpointWarning, match=r"step_000000010 is signed, but not as a step"):
+        info = reader.restore_latest(Tree())
+    assert info is not None and info.step == 3
+
+
+def test_restore_latest_checks_the_signature_once(keys: Keys) -> None:
+    """Issue 37, section 5: the manager's restore reads the signature once, and restores through it."""
+    import uuid
+
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    root = f"memory://once-{uuid.uuid4().hex}/run"
+    t = Tree()
+    t.mutate()
+    cairn.CheckpointManager(root, private_key=keys.pem, filesystem=MemoryFileSystem()).save(t, 1)
+    reads: list[str] = []
+
+    class Counting(MemoryFileSystem):
+        def cat_file(self, path: str, *args: Any, **kwargs: Any) -> Any:
+            if str(path).endswith(SIGNATURE):
+                reads.append(str(path))
+            return super().cat_file(path, *args, **kwargs)
+
+    fresh = Tree()
+    info = cairn.CheckpointManager(root, public_key=keys.pub, filesystem=Counting()).restore_latest(fresh)
+    assert info is not None and info.step == 1
+    assert_states_equal(fresh.get_state(), t.get_state())
+    assert len(reads) == 1, reads

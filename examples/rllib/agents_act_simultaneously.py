@@ -15,17 +15,15 @@ Every line that differs from RLlib's, and why:
   -> ``from cairn.rl.examples.envs.classes.multi_agent.rock_paper_scissors import RockPaperScissors``
   (it observes the opponent's last move one-hot, a ``Box``).
 * ``from ray.rllib.connectors.env_to_module.flatten_observations import FlattenObservations``
-  -> ``from cairn.rl.connectors.env_to_module import FlattenObservations``, and
-  ``env_to_module_connector=(lambda env, spaces, device: FlattenObservations(multi_agent=True))``
-  -> the module-level :func:`flatten_observations` (a config records factories by reference,
-  never a lambda). Each module's pipeline flattens its agents' observations; cairn's
+  -> ``from cairn.rl.connectors.env_to_module import FlattenObservations``; RLlib's
+  ``env_to_module_connector`` and ``policy_mapping_fn`` lambdas are kept as RLlib writes
+  them (a checkpoint would record only that they existed: docs/rl.md "Lambdas and
+  closures"). Each module's pipeline flattens its agents' observations; cairn's
   ``RockPaperScissors`` already observes the opponent's last move one-hot (a ``Box``), which
   flattening leaves as it is (RLlib's env observes a ``Discrete`` index, which it one-hots).
 * ``get_trainable_cls(args.algo).get_default_config()`` -> ``PPOConfig()``;
   ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment`` ->
   ``main(iterations, sheldon_cooper_mode)``.
-* ``policy_mapping_fn=lambda agent_id, episode, **kw: agent_id`` -> the module-level
-  :func:`policy_mapping_fn` (recorded by reference, never pickled).
 
 Run it::
 
@@ -36,22 +34,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.connectors.env_to_module import FlattenObservations
 from cairn.rl.examples.envs.classes.multi_agent.rock_paper_scissors import RockPaperScissors
-
-
-@cairn.register
-def policy_mapping_fn(agent_id: str, episode: Any, **kw: Any) -> str:
-    """Map agent "player1" to policy "player1" and agent "player2" to policy "player2"."""
-    return agent_id
-
-
-@cairn.register
-def flatten_observations(env: Any, spaces: Any, device: Any) -> FlattenObservations:
-    """RLlib's ``lambda env, spaces, device: FlattenObservations(multi_agent=True)``."""
-    return FlattenObservations(multi_agent=True)
 
 
 def main(iterations: int = 2, sheldon_cooper_mode: bool = False) -> dict[str, Any]:
@@ -67,10 +52,10 @@ def main(iterations: int = 2, sheldon_cooper_mode: bool = False) -> dict[str, An
             policies={"player1", "player2"},
             # Map agent "player1" to policy "player1" and agent "player2" to policy
             # "player2".
-            policy_mapping_fn=policy_mapping_fn,
+            policy_mapping_fn=lambda agent_id, episode, **kw: agent_id,
         )
         .env_runners(
-            env_to_module_connector=flatten_observations,
+            env_to_module_connector=(lambda env, spaces, device: FlattenObservations(multi_agent=True)),
         )
     )
 
@@ -86,6 +71,4 @@ def main(iterations: int = 2, sheldon_cooper_mode: bool = False) -> dict[str, An
 
 
 if __name__ == "__main__":
-    import agents_act_simultaneously  # run the module, not __main__ (functions are recorded by reference)
-
-    agents_act_simultaneously.main()
+    main()

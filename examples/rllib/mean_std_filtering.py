@@ -6,10 +6,11 @@ observations, whose statistics are part of every checkpoint.
 
 Every line that differs from RLlib's, and why:
 
-* ``env_to_module_connector=(lambda env: MeanStdFilter(multi_agent=args.num_agents > 0))``
-  -> ``functools.partial(MeanStdFilter, multi_agent=num_agents > 0)``: the config records its
-  factories by reference (a checkpoint never holds code), so a lambda becomes a partial of
-  the class; ``MeanStdFilter`` is imported from RLlib's path with ``ray.rllib`` -> ``cairn.rl``.
+* ``env_to_module_connector=(lambda env: MeanStdFilter(multi_agent=args.num_agents > 0))`` and
+  ``policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}"`` are RLlib's lambdas, kept (a checkpoint
+  records only that they existed, and a new process's ``from_checkpoint`` asks for them:
+  docs/rl.md "Lambdas and closures"); ``MeanStdFilter`` is imported from RLlib's path with
+  ``ray.rllib`` -> ``cairn.rl``.
 * ``MultiAgentPendulum`` and ``register_env`` from ``cairn.rl.examples.envs.classes.multi_agent``
   and ``cairn.rl.env.multi_agent_env``; ``try_import_torch()`` -> ``import torch``.
 * ``get_trainable_cls(args.algo).get_default_config()`` -> ``PPOConfig()``.
@@ -30,7 +31,6 @@ Every line that differs from RLlib's, and why:
   list of ``torch.nn.init``'s functions (a checkpoint never holds code; another callable is
   refused); ``uses_new_env_runners=True`` is taken (cairn has only those). The ``else``
   branch for the old API stack (``training(model=...)``) is gone: cairn has only the new stack.
-* ``policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}"`` -> module-level :func:`policy_mapping_fn`.
 * ``num_envs_per_env_runner=... else 20`` -> ``... else 4``: a CI-sized run.
 
 Run it::
@@ -40,22 +40,14 @@ Run it::
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import torch
 
-import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.connectors.env_to_module.mean_std_filter import MeanStdFilter
 from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.examples.envs.classes.multi_agent import MultiAgentPendulum
-
-
-@cairn.register
-def policy_mapping_fn(aid: str, *a: Any, **kw: Any) -> str:
-    """Agent ``i`` -> module ``p{i}`` (RLlib's lambda, at module level)."""
-    return f"p{aid}"
 
 
 def main(iterations: int = 2, num_agents: int = 0, evaluation_num_env_runners: int = 0) -> Any:
@@ -73,8 +65,8 @@ def main(iterations: int = 2, num_agents: int = 0, evaluation_num_env_runners: i
         .env_runners(
             num_envs_per_env_runner=1 if num_agents > 0 else 4,
             # Define a (single-agent or multi-agent) MeanStdFilter connector piece for the
-            # env-to-module pipeline (RLlib's lambda, as a partial of the class).
-            env_to_module_connector=functools.partial(MeanStdFilter, multi_agent=num_agents > 0),
+            # env-to-module pipeline.
+            env_to_module_connector=(lambda env: MeanStdFilter(multi_agent=num_agents > 0)),
         )
         .training(
             train_batch_size_per_learner=512,
@@ -112,7 +104,7 @@ def main(iterations: int = 2, num_agents: int = 0, evaluation_num_env_runners: i
     if num_agents > 0:
         config = config.multi_agent(
             policies={f"p{i}" for i in range(num_agents)},
-            policy_mapping_fn=policy_mapping_fn,
+            policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}",
         )
 
     algo = config.build_algo()
@@ -127,6 +119,4 @@ def main(iterations: int = 2, num_agents: int = 0, evaluation_num_env_runners: i
 
 
 if __name__ == "__main__":
-    import mean_std_filtering  # run the module, not __main__ (functions are recorded by reference)
-
-    mean_std_filtering.main()
+    main()

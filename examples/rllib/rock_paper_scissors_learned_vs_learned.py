@@ -15,9 +15,9 @@ Every line that differs from RLlib's, and why:
   ``env.wrappers.pettingzoo_env.ParallelPettingZooEnv``); ``from ray.tune.registry import
   register_env`` -> ``from cairn.rl.env.multi_agent_env import register_env``.
 * ``env_to_module_connector=(lambda env, spaces, device: FlattenObservations(multi_agent=True))``
-  and ``policy_mapping_fn=lambda aid, episode: re.sub("^player_", "p", aid)`` -> the module-level
-  :func:`_env_to_module_pipeline` and :func:`policy_mapping_fn` (same bodies): cairn records
-  functions by reference and never pickles them, so they cannot be lambdas.
+  and ``policy_mapping_fn=lambda aid, episode: re.sub("^player_", "p", aid)`` are RLlib's
+  lambdas, kept (a checkpoint records only that they existed, and a new process's
+  ``from_checkpoint`` asks for them: docs/rl.md "Lambdas and closures").
 * ``--use-lstm`` -> ``main(use_lstm=...)``; ``get_trainable_cls(args.algo).get_default_config()``
   -> ``PPOConfig()``; ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment``
   -> ``main(iterations, ...)``; ``assert args.num_agents == 2`` goes with the argument parser.
@@ -40,7 +40,6 @@ from typing import Any
 
 from pettingzoo.classic import rps_v2
 
-import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.connectors.env_to_module import FlattenObservations
 from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
@@ -55,18 +54,6 @@ register_env(
 )
 
 
-@cairn.register
-def _env_to_module_pipeline(env: Any, spaces: Any, device: Any) -> FlattenObservations:
-    """RLlib's lambda, at module level: one-hot the ``Discrete`` observations (the opponent's last move)."""
-    return FlattenObservations(multi_agent=True)
-
-
-@cairn.register
-def policy_mapping_fn(aid: str, episode: Any, **kwargs: Any) -> str:
-    """`player_0` uses `p0`, `player_1` uses `p1` (RLlib's lambda, at module level)."""
-    return re.sub("^player_", "p", aid)
-
-
 def main(
     iterations: int = 2, use_lstm: bool = False, train_batch_size: int | None = None, num_epochs: int | None = None
 ) -> dict[str, Any]:
@@ -75,12 +62,12 @@ def main(
         PPOConfig()
         .environment("pettingzoo_rps")
         .env_runners(
-            env_to_module_connector=_env_to_module_pipeline,
+            env_to_module_connector=(lambda env, spaces, device: FlattenObservations(multi_agent=True)),
         )
         .multi_agent(
             policies={"p0", "p1"},
             # `player_0` uses `p0`, `player_1` uses `p1`.
-            policy_mapping_fn=policy_mapping_fn,
+            policy_mapping_fn=lambda aid, episode: re.sub("^player_", "p", aid),
         )
         .training(
             vf_loss_coeff=0.005,
@@ -119,6 +106,4 @@ def main(
 
 
 if __name__ == "__main__":
-    import rock_paper_scissors_learned_vs_learned as example  # run the module, not __main__
-
-    example.main()
+    main()

@@ -309,6 +309,7 @@ class WriteStats:
     files_linked: int = 0
     bytes_reread: int = 0  # of the linked bytes: those read back first to check them (see CheckedFiles)
     files_vouched: int = 0  # linked files not read back, on the word of their stamps (see CheckedFiles)
+    root: FileEntry | None = None  # the root manifest this save committed (size and digest), once committed
     previous_damaged: bool = (
         False  # a file of the previous checkpoint failed its check: it no longer counts as verified
     )
@@ -655,6 +656,10 @@ def _link_unchanged(
             return entry
         with contextlib.suppress(OSError, CheckpointError):
             storage.remove(dst)  # written afresh by the caller
+    if previous.changed():
+        # The previous checkpoint was deleted or replaced meanwhile (another writer on the same
+        # root, its retention): a race, not damage; the file is written afresh all the same.
+        return None
     stats.previous_damaged = True
     warnings.warn(
         f"{storage.uri(src)} of the previous checkpoint is damaged or was replaced: {problem}. The new checkpoint "
@@ -859,7 +864,7 @@ def commit_plan(
             storage.check_owned(staging, files)
 
         try:
-            write_planned(
+            root = write_planned(
                 storage,
                 staging,
                 plan,
@@ -879,6 +884,8 @@ def commit_plan(
     except BaseException:
         started.abort()
         raise
+    if stats is not None:
+        stats.root = root
     return storage.uri(final)
 
 

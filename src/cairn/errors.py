@@ -10,6 +10,7 @@ built-in exception a caller already catches::
         │   └── SignatureError             (cairn.signing: missing, wrong or not matching the files)
         ├── UnsafeCheckpointError
         ├── IncompatibleCheckpointError
+        ├── MissingCallableError           (a callable the checkpoint could not record: pass it again)
         └── ComponentNotFoundError         (also KeyError)
 
 Messages are full sentences: what went wrong, where (path, component, file or
@@ -30,6 +31,7 @@ __all__ = [
     "CorruptCheckpointError",
     "DamagedCheckpointWarning",
     "IncompatibleCheckpointError",
+    "MissingCallableError",
     "SignatureError",
     "UnsafeCheckpointError",
 ]
@@ -77,6 +79,11 @@ class UnsafeCheckpointError(CheckpointError):
 
 class IncompatibleCheckpointError(CheckpointError):
     """The checkpoint does not fit: wrong class, a newer format or state version, bad shapes."""
+
+
+class MissingCallableError(CheckpointError):
+    """The checkpoint was saved with callables it could not record (lambdas, closures, functions of a
+    script): the message names each one and the line that passes it again to the load."""
 
 
 class ComponentNotFoundError(CheckpointError, KeyError):

@@ -11,7 +11,10 @@ step folder stays complete on its own.
 
 Step folders are exactly the names :func:`step_folder_name` writes
 (:func:`parse_step_folder`); any other name under the root is not the
-manager's: never listed, never deleted.
+manager's: never listed, never deleted, but the pointer file :data:`POINTER`
+(``cairn-latest.json``), which a saving manager rewrites after each commit
+and before retention so that readers racing retention always find a step
+(docs/format.md, "A reader racing a writer's retention").
 
 Recovery. :meth:`CheckpointManager.restore_latest` (and
 :meth:`CheckpointManager.load_latest`, which ``cairn train --resume`` uses)
@@ -19,9 +22,13 @@ falls back to the newest checkpoint that verifies, with a
 :class:`DamagedCheckpointWarning` naming each one skipped and why; a damaged
 checkpoint is never applied, and when none verifies a
 ``CorruptCheckpointError`` lists them. Retention never deletes the newest
-checkpoint that verifies: the checkpoint just committed counts as verified, so
-in the usual case (it is the newest) nothing extra is read; otherwise
-checkpoints are verified from the newest down until a sound one is found.
+checkpoint that verifies: a save reads back what it wrote before its root
+manifest (one that fails its own check fails the save, uncommitted, and
+retention does not run), then checks that the step folder still holds the
+root manifest it committed; the checkpoint just committed then counts as
+verified, so in the usual case (it is the newest)
+nothing older is read; otherwise checkpoints are verified from the newest down
+until a sound one is found.
 :meth:`CheckpointManager.latest` and :meth:`CheckpointManager.best` return a
 checkpoint that verifies (SPEC 6): they read each candidate in full, newest
 (best) first; pass ``verified=False`` for the cheap answer from manifests and
@@ -41,6 +48,7 @@ from __future__ import annotations
 
 import atexit
 import copy
+import json
 import logging
 import os
 import re
@@ -49,7 +57,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -58,8 +66,14 @@ import numpy as np
 
 from cairn import _reader, _save, _verify
 from cairn._metrics import jsonable_metrics
-from cairn.errors import CheckpointError, CheckpointNotFoundError, CorruptCheckpointError, DamagedCheckpointWarning
-from cairn.manifest import check_digest_algorithm
+from cairn.errors import (
+    CheckpointError,
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    DamagedCheckpointWarning,
+    SignatureError,
+)
+from cairn.manifest import Digest, FileEntry, check_digest_algorithm
 from cairn.registry import registered_for_value
 from cairn.retention import (
     KeepBest,
@@ -69,12 +83,8 @@ from cairn.retention import (
     ranking,
     steps_to_keep,
 )
-from cairn.storage.base import Storage
+from cairn.storage.base import Storage, check_deadline
 from cairn.storage.resolve import resolve_storage
-
-_LOG = logging.getLogger(__name__)
-"""``cairn.manager``: debug, each save and what it reused; info, what retention deleted and which
-checkpoint a load used; error, a background save that failed at exit."""
 
 if TYPE_CHECKING:
     from cairn.checkpointable import Checkpointable
@@ -96,6 +106,10 @@ MANAGER_KEY = "manager"
 
 T = TypeVar("T")
 
+_LOG = logging.getLogger(__name__)
+"""``cairn.manager``: debug, each save and what it reused; info, what retention deleted and which
+checkpoint a load used; error, a background save that failed at exit."""
+
 # Errors that mean "this checkpoint is damaged or gone", the ones a fallback to an older
 # checkpoint may skip. Others (a class that does not fit, pickle not allowed, a storage that
 # fails) are the caller's to see: an older checkpoint would fail the same way or hide them.
@@ -104,9 +118,15 @@ _DAMAGE = (CorruptCheckpointError, CheckpointNotFoundError)
 RECHECK_EVERY = 8
 """The default ``recheck_every`` of :class:`CheckpointManager`."""
 
-LOAD_ATTEMPTS = 8
-"""How often :meth:`CheckpointManager.load_latest` lists the checkpoints again when the one it read was
-deleted meanwhile (a writer's retention), before it gives up with a plain CheckpointError."""
+POINTER = "cairn-latest.json"
+"""The root's pointer file: ``{"step": N}``, the newest step a writer committed (SPEC 8).
+
+A manager writes it (whole or not at all, as readers see it) after each commit and
+before its retention; readers read it with the listing, so that a step deleted under
+them is always followed by a newer one they can find."""
+
+MAX_POINTER_BYTES = 4096
+"""The largest pointer file a reader reads; a larger one is ignored (the listing still finds every checkpoint)."""
 
 
 def step_folder_name(step: int) -> str:
@@ -278,11 +298,11 @@ class CheckpointManager:
         private_key: Sign every checkpoint this manager saves (``cairn sign``'s format, an
             EC private key in PEM as a path or bytes), once committed and before retention
             runs. A failed signing fails the save (the checkpoint stays, unsigned).
+        digest: The digest of every file and manifest saved: ``"blake3"`` (default) or
+            ``"sha256"`` (recorded in the manifests; restores read either).
         public_key: Accept only checkpoints signed with this key: :meth:`restore_latest`,
             :meth:`load_latest`, :meth:`latest`, :meth:`best` and :meth:`verify` treat an
             unsigned or wrongly signed checkpoint as damaged (skipped with a warning).
-        digest: The digest of every file and manifest saved: ``"blake3"`` (default) or
-            ``"sha256"`` (recorded in the manifests; restores read either).
     """
 
     def __init__(
@@ -305,10 +325,11 @@ class CheckpointManager:
         digest: str = "blake3",
     ) -> None:
         """Open (or create) a manager at ``root`` (the arguments: see the class docstring)."""
-        self.digest = check_digest_algorithm(digest)
         self.policy, self._ranking = _policy_of(retention, keep_last, keep_best, metric, mode)
+        self.digest = check_digest_algorithm(digest)
         self.storage: Storage
         self.storage, self.root = resolve_storage(root, filesystem, deadline=deadline)
+        self._deadline = check_deadline(deadline)  # also bounds a reader's passes against a writer's retention
         self.filesystem = filesystem
         self.async_save = async_save
         self.incremental = incremental
@@ -368,6 +389,12 @@ class CheckpointManager:
 
         None means not committed (a save in flight or interrupted): not a checkpoint yet.
         """
+        return self._open_read(step, name, storage)[0]
+
+    def _open_read(
+        self, step: int, name: str, storage: Storage | None = None
+    ) -> tuple[CheckpointInfo | CheckpointError | None, bytes | None]:
+        """:meth:`_open`, and the root manifest's bytes as read (None when none could be read)."""
         storage = storage or self.storage
         path = storage.join(self.root, name)
         reader = _reader.FolderReader(storage, path)
@@ -377,23 +404,35 @@ class CheckpointManager:
             rec = rec if isinstance(rec, dict) else {}
             metrics = rec.get("metrics")
             metrics = metrics if isinstance(metrics, dict) else {}
-            return CheckpointInfo(
+            info = CheckpointInfo(
                 step=step,
                 path=storage.uri(path),
                 metrics={str(k): v for k, v in metrics.items()},
                 created=str(meta.get("created", "")),
             )
+            return info, reader.manifest_bytes()
         except CheckpointNotFoundError:
-            return None
+            return None, None
         except CheckpointError as err:
-            return err
+            return err, reader._manifest_bytes
 
-    def _open_settled(self, step: int, name: str) -> CheckpointInfo | CheckpointError | None:
-        """:meth:`_open`, once more when it finds damage: retention (here or in another process) may
-        have taken the folder away between its manifest and its metadata. Opened again, a deleted
-        one is no checkpoint any more (None): a race, not damage; a damaged one fails twice."""
-        found = self._open(step, name)
-        return self._open(step, name) if isinstance(found, CheckpointError) else found
+    def _open_settled(self, step: int, name: str) -> tuple[CheckpointInfo | CheckpointError | None, bytes | None]:
+        """:meth:`_open_read`, opened again until two opens in a row agree, within the manager's deadline.
+
+        Another process's retention or save at the same step can take a folder away, or
+        replace it, between its root manifest and its metadata: what looks damaged then is
+        a race. Damage is what two opens of the same root manifest both find.
+        """
+        end = time.monotonic() + self._deadline
+        found, seen = self._open_read(step, name)
+        while isinstance(found, CheckpointError):
+            again, now = self._open_read(step, name)
+            if (isinstance(again, CheckpointError) and str(again) == str(found) and now == seen) or (
+                time.monotonic() > end
+            ):
+                return again, now
+            found, seen = again, now
+        return found, seen
 
     def _info(self, step: int, name: str, storage: Storage | None = None) -> CheckpointInfo | None:
         found = self._open(step, name, storage)
@@ -422,18 +461,46 @@ class CheckpointManager:
         """Check every file of a checkpoint against its manifests; the problems found (empty: sound).
 
         Reads the whole checkpoint. A checkpoint that is gone or unreadable is one problem.
+        With ``public_key``, one that is not signed by it, or signed as another step, is one too.
 
         Raises:
             CheckpointError: The storage failed, so it could not be told whether the checkpoint is sound.
         """
         try:
-            if self.public_key is not None:
-                from cairn.signing import signed_root
-
-                signed_root(info.path, self.public_key, filesystem=self.filesystem)
+            self._signed_entry(info)
             return _verify.verify(info.path, self.filesystem)
         except _DAMAGE as err:
             return [str(err)]
+
+    def _signed_entry(self, info: CheckpointInfo) -> FileEntry | None:
+        """With ``public_key``: the signed root manifest of ``info``'s checkpoint, checked; else None.
+
+        The one check of a signature on the manager's read path (a restore then reads through
+        the entry returned). A signature covers the files, not the folder's name: a signed
+        checkpoint copied under another step's folder would verify. So the step the signed
+        metadata records must be the folder's (F14; docs/signing.md).
+
+        Raises:
+            SignatureError: Not signed by the key, or signed as another step.
+        """
+        if self.public_key is None:
+            return None
+        from cairn.signing import signed_root
+
+        entry = signed_root(info.path, self.public_key, filesystem=self.filesystem)
+        reader = _reader.FolderReader(self.storage, self._path(info.step), expected=entry)
+        rec = reader.metadata.get(MANAGER_KEY)
+        signed_step = rec.get("step") if isinstance(rec, dict) else None
+        if type(signed_step) is not int or signed_step != info.step:
+            raise SignatureError(
+                f"{info.path} is signed, but as step {signed_step!r}, not as the step {info.step} its folder is "
+                "named for: a signed checkpoint was copied or renamed into this place. It is not used; delete it "
+                "or move it back to the step it was saved at."
+                if signed_step is not None
+                else f"{info.path} is signed, but not as a step of a CheckpointManager (its signed metadata records "
+                "none): it was copied into this place. It is not used; save checkpoints here with the manager."
+            )
+        return entry
 
     def damaged(self) -> list[tuple[int, str, str]]:
         """Committed step folders left out of :meth:`checkpoints` as damaged: (step, path, why), oldest first.
@@ -444,22 +511,111 @@ class CheckpointManager:
         """
         out = []
         for step, name in self._scan():
-            found = self._open_settled(step, name)
+            found, _ = self._open_settled(step, name)
             if isinstance(found, CheckpointError):
                 out.append((step, self.storage.uri(self.storage.join(self.root, name)), str(found)))
         return out
 
-    def _newest_first(self) -> Iterator[CheckpointInfo | tuple[str, CheckpointError]]:
-        """Committed checkpoints, newest first; a damaged one as (its path, the error)."""
-        for step, name in reversed(self._scan()):
-            found = self._open_settled(step, name)
-            if isinstance(found, CheckpointError):
-                yield self.storage.uri(self.storage.join(self.root, name)), found
-            elif found is not None:
-                yield found
+    def _read_pointer(self) -> int | None:
+        """The step the root's pointer file names (:data:`POINTER`), or None (no pointer, or not a valid one).
+
+        Only a hint that a writer updates after each commit and before its retention: the
+        step it names was committed when it was written, and is deleted only after a newer
+        step was committed and named. A pointer that cannot be read is no pointer: the
+        listing still finds every checkpoint.
+        """
+        try:
+            data = self.storage.read_file(self.storage.join(self.root, POINTER), max_bytes=MAX_POINTER_BYTES)
+            body = json.loads(bytes(data))
+        except (OSError, ValueError, CorruptCheckpointError):  # FileTooLargeError is a CorruptCheckpointError
+            return None
+        step = body.get("step") if isinstance(body, dict) else None
+        return step if type(step) is int and step >= 0 else None
+
+    def _write_pointer(self, storage: Storage, step: int) -> None:
+        """Name ``step`` in the root's pointer file, whole or not at all as readers see it."""
+        from cairn.signing import write_atomically
+
+        write_atomically(storage, self.root, POINTER, json.dumps({"step": step}).encode("ascii"))
+
+    def _first_sound(
+        self, use: Callable[[CheckpointInfo, FileEntry | None], T], *, warn: bool
+    ) -> tuple[CheckpointInfo, T] | None:
+        """``use`` the newest checkpoint for which it succeeds; older ones while newer ones are damaged.
+
+        The one home of the fallback rule, and of reading against another process's saves
+        and retention (SPEC 8: a reader gets the old checkpoint or the new one, never
+        neither). Each pass reads the root's pointer (:meth:`_read_pointer`), lists the
+        step folders, and tries the union, newest first. A checkpoint that vanished or
+        changed while it was tried (retention, or a save at the same step) is a race, not
+        damage: another pass follows. So does a pass that found nothing while the pointer
+        or the listing changed under it. None only when a pass found no checkpoint and
+        neither changed meanwhile. The passes are bounded by the manager's deadline, not
+        counted: each repeats only because a writer committed or deleted something.
+
+        ``use`` gets the checkpoint and, with ``public_key``, its signed root manifest
+        (checked once, here); :data:`_DAMAGE` from it skips to an older checkpoint. With
+        ``warn``, each one skipped as damaged gets a :class:`DamagedCheckpointWarning`
+        pointing at the caller of the public method (stacklevel 3).
+
+        Raises:
+            CorruptCheckpointError: Checkpoints exist and every one is damaged.
+            CheckpointError: The deadline passed while every checkpoint tried vanished.
+        """
+        end = time.monotonic() + self._deadline
+        while True:
+            pointer = self._read_pointer()
+            listed = self._scan()
+            steps = sorted({s for s, _ in listed} | ({pointer} if pointer is not None else set()), reverse=True)
+            skipped: list[str] = []
+            raced = False
+            for step in steps:
+                name = step_folder_name(step)
+                found, seen = self._open_settled(step, name)
+                if found is None:
+                    # Not committed: a save in flight, or deleted since it was listed or named (then the
+                    # pointer or the listing has changed by the end of the pass, and another pass runs).
+                    continue
+                if isinstance(found, CheckpointError):
+                    path, reason = self.storage.uri(self.storage.join(self.root, name)), found
+                else:
+                    try:
+                        used = use(found, self._signed_entry(found))
+                        _LOG.info("used %s (step %d), the newest checkpoint that loads", found.path, found.step)
+                        return found, used
+                    except _DAMAGE as err:
+                        if self._open_read(step, name)[1] != seen:
+                            raced = True  # deleted or replaced while it was read: newer checkpoints exist
+                            break
+                        path, reason = found.path, err
+                skipped.append(f"{path}: {reason}")
+                if warn:
+                    warnings.warn(
+                        f"Skipped the damaged checkpoint {path}; falling back to an older one. {reason}",
+                        DamagedCheckpointWarning,
+                        stacklevel=3,
+                    )
+            if not raced and self._read_pointer() == pointer and self._scan() == listed:
+                break  # nothing changed while this pass ran: what it found is the answer
+            if time.monotonic() > end:
+                raise CheckpointError(
+                    f"Every checkpoint under {self.storage.uri(self.root)} that was tried was deleted or replaced "
+                    f"while it was being read, for {self._deadline:.0f} s (the manager's deadline): another process "
+                    "saves faster than this one reads, with a short retention. Try again, or read while that "
+                    "process is paused."
+                )
+        if skipped:
+            raise CorruptCheckpointError(
+                f"Every checkpoint under {self.storage.uri(self.root)} is damaged, none can be restored "
+                f"({len(skipped)}): " + " | ".join(skipped) + " Check them with `cairn ls --verify`."
+            )
+        return None
 
     def latest_info(self, *, verified: bool = True) -> CheckpointInfo | None:
         """The newest committed checkpoint that verifies, with its step and metrics, or None.
+
+        Against a writer's retention it gives the old checkpoint or the new one, never None
+        while a checkpoint exists (see :meth:`restore_latest`).
 
         Args:
             verified: True (the default, SPEC 6): the newest one whose every file matches its
@@ -469,10 +625,18 @@ class CheckpointManager:
                 checkpoint, :meth:`restore_latest` / :meth:`load_latest` verify while they read,
                 in one pass.
         """
-        for found in self._newest_first():
-            if isinstance(found, CheckpointInfo) and (not verified or not self.verify(found)):
-                return found
-        return None
+
+        def check(info: CheckpointInfo, _entry: FileEntry | None) -> None:
+            if verified:
+                problems = _verify.verify(info.path, self.filesystem)
+                if problems:
+                    raise CorruptCheckpointError(problems[0])
+
+        try:
+            found = self._first_sound(check, warn=False)
+        except CorruptCheckpointError:
+            return None  # every one damaged: none verifies
+        return None if found is None else found[0]
 
     def latest(self, *, verified: bool = True) -> str | None:
         """The path of the newest committed checkpoint, or None (``verified``: see :meth:`latest_info`)."""
@@ -505,7 +669,8 @@ class CheckpointManager:
         ``from_checkpoint`` do), so a damaged checkpoint is never applied. Each checkpoint
         skipped is named, with the reason, in a :class:`DamagedCheckpointWarning`. Only damage
         (:class:`CorruptCheckpointError`, or a checkpoint that vanished) moves on to an older one;
-        any other error of ``load`` is raised.
+        any other error of ``load`` is raised. With ``public_key``, the signature is checked
+        before ``load`` is called. Against a writer's retention: see :meth:`restore_latest`.
 
         Returns:
             The checkpoint used and what ``load`` returned, or None when there is no checkpoint.
@@ -513,82 +678,38 @@ class CheckpointManager:
         Raises:
             CorruptCheckpointError: Every checkpoint is damaged; the message lists them.
         """
-        return self._load_latest(load)
-
-    def _load_latest(self, load: Callable[[CheckpointInfo], T]) -> tuple[CheckpointInfo, T] | None:
-        # The one home of the fallback rule; called only by the public methods, whose caller
-        # the warnings point at (stacklevel 3).
         self.wait()  # a save still in flight would be the newest
-        skipped: list[str] = []
-        reason: CheckpointError
-        for _ in range(LOAD_ATTEMPTS):
-            vanished: list[str] = []
-            for found in self._newest_first():
-                if isinstance(found, CheckpointInfo):
-                    try:
-                        if self.public_key is not None:
-                            from cairn.signing import signed_root
-
-                            signed_root(found.path, self.public_key, filesystem=self.filesystem)
-                        loaded = load(found)
-                        _LOG.info("loaded %s (step %d), the newest checkpoint that loads", found.path, found.step)
-                        return found, loaded
-                    except _DAMAGE as err:
-                        if self._vanished(found):
-                            # Retention (here or in another process) deleted it while it was read:
-                            # a race, not damage. Newer checkpoints exist; the listing is taken again.
-                            vanished.append(found.path)
-                            break
-                        path, reason = found.path, err
-                else:
-                    path, reason = found
-                skipped.append(f"{path}: {reason}")
-                warnings.warn(
-                    f"Skipped the damaged checkpoint {path}; falling back to an older one. {reason}",
-                    DamagedCheckpointWarning,
-                    stacklevel=3,
-                )
-            if not vanished:
-                break
-            skipped.clear()  # listed again from the newest: each damaged one is named again if still there
-        else:
-            raise CheckpointError(
-                f"Every checkpoint under {self.storage.uri(self.root)} that was tried was deleted while it was "
-                f"being read, {LOAD_ATTEMPTS} times in a row (another process saves with a short retention). "
-                "Try again, or read while that process is paused."
-            )
-        if skipped:
-            raise CorruptCheckpointError(
-                f"Every checkpoint under {self.storage.uri(self.root)} is damaged, none can be restored "
-                f"({len(skipped)}): " + " | ".join(skipped) + " Check them with `cairn ls --verify`."
-            )
-        return None
-
-    def _vanished(self, info: CheckpointInfo) -> bool:
-        """Whether the checkpoint ``info`` names was deleted (or replaced) since it was listed."""
-        try:
-            now = self._open(info.step, step_folder_name(info.step))
-        except CheckpointError:
-            return False  # the storage fails: not known to be a race
-        # None: no committed checkpoint there any more; another info: saved again meanwhile.
-        return now is None or (isinstance(now, CheckpointInfo) and now != info)
+        return self._first_sound(lambda info, _entry: load(info), warn=True)
 
     def restore_latest(self, obj: Checkpointable, *, allow_pickle: bool = False) -> CheckpointInfo | None:
         """Restore ``obj`` from the newest checkpoint that verifies; return it (None if there is none).
 
         Damaged checkpoints are skipped with a :class:`DamagedCheckpointWarning` each (see
-        :meth:`load_latest`); nothing of a damaged checkpoint is applied to ``obj``.
+        :meth:`load_latest`); nothing of a damaged checkpoint is applied to ``obj``. A
+        restore racing another process's saves and retention gets the old checkpoint or the
+        new one, never None while one exists: the root's pointer file, which a writer
+        updates after each commit and before its retention, is read with the listing, and
+        a checkpoint deleted while it was read is a race that starts another pass (bounded
+        by the manager's ``deadline``). With ``public_key``, the signature is checked once
+        and the restore reads through the signed root manifest.
 
         Raises:
             CorruptCheckpointError: Every checkpoint is damaged.
         """
 
-        def load(info: CheckpointInfo) -> None:
-            obj.restore_from_path(
-                info.path, filesystem=self.filesystem, allow_pickle=allow_pickle, public_key=self.public_key
+        def load(info: CheckpointInfo, entry: FileEntry | None) -> None:
+            # Checkpointable.restore_from_path's own path, with the signature already checked.
+            obj._restore_checkpoint(
+                info.path,
+                component=None,
+                filesystem=self.filesystem,
+                allow_pickle=allow_pickle,
+                built_from=None,
+                signed_root=entry,
             )
 
-        found = self._load_latest(load)
+        self.wait()  # a save still in flight would be the newest
+        found = self._first_sound(load, warn=True)
         return None if found is None else found[0]
 
     # ------------------------------------------------------------------ saving
@@ -689,11 +810,13 @@ class CheckpointManager:
             stats.bytes_linked,
             stats.bytes_reread,
         )
-        if self.private_key is not None:
-            from cairn.signing import sign_checkpoint
-
-            # The digests were computed as the bytes were written (or linked after a check).
-            sign_checkpoint(final, self.private_key, filesystem=self.filesystem, check_files=False)
+        committed = stats.root
+        assert committed is not None  # commit_plan records it once committed
+        if not self._seal(storage, step, final, committed):
+            self._fully_checked.discard(step)
+            return
+        # Named before retention runs: a reader that finds an older step deleted finds this one named.
+        self._write_pointer(storage, step)
         if stats.previous_damaged and previous is not None:
             # Found damaged: retention must not keep it as the newest checkpoint that verifies.
             self._fully_checked -= {s for s in self._fully_checked if self._path(s) == previous.folder}
@@ -706,6 +829,44 @@ class CheckpointManager:
             # The links this save made and the deletes of retention changed the ctimes of the
             # files it linked; take them now, so that only a change made by others is seen.
             self._checked.refresh(lambda rel: self.storage.stamp(self.storage.join(final, rel)))
+
+    def _seal(self, storage: Storage, step: int, final: str, committed: FileEntry) -> bool:
+        """Check that ``final`` holds what this save committed, and sign it; False when it is gone.
+
+        Gone: committed, then deleted by another writer's retention on this root (a newer
+        step exists): nothing of it is left to sign, name or count.
+
+        Raises:
+            CheckpointError: The folder holds another writer's checkpoint (saved at the same step).
+        """
+        # The engine read back every byte it wrote before the root manifest (a save never commits
+        # bytes that fail their own digest, so retention never counts such a checkpoint). What is
+        # left to ask is whether the step folder still holds what this save committed.
+        holds = _holds(storage, final, committed)
+        if holds is None:
+            # Committed, then deleted by another writer's retention on this root (a newer step exists):
+            # nothing of it is left to sign, name or count.
+            return False
+        if not holds:
+            raise CheckpointError(
+                f"The checkpoint this save committed at {self.storage.uri(final)} is no longer there (the folder "
+                "holds another root manifest): another writer saved at the same step meanwhile. Give each writer "
+                "its own root or its own steps."
+            )
+        if self.private_key is not None:
+            from cairn.signing import sign_checkpoint
+
+            # What this save committed (its root manifest seals every digest below it), never what
+            # the folder holds by then: another writer may have saved at the same step meanwhile.
+            try:
+                sign_checkpoint(
+                    final, self.private_key, filesystem=self.filesystem, check_files=False, committed=committed
+                )
+            except CheckpointError:
+                if _holds(storage, final, committed) is not None:
+                    raise
+                return False  # deleted by another writer's retention meanwhile: nothing to sign (see above)
+        return True
 
     def _apply_retention(self, *, just_saved: int, storage: Storage) -> None:
         infos = self._checkpoints(storage)
@@ -778,6 +939,17 @@ class CheckpointManager:
     def __exit__(self, *exc: object) -> None:
         """Wait for pending saves."""
         self.close()
+
+
+def _holds(storage: Storage, final: str, committed: FileEntry) -> bool | None:
+    """Whether ``final`` holds the root manifest ``committed``; None when it holds no committed checkpoint."""
+    try:
+        data = _reader.FolderReader(storage, final).manifest_bytes()
+    except CheckpointNotFoundError:
+        return None
+    except CorruptCheckpointError:
+        return False
+    return len(data) == committed.size and Digest.of(data, committed.digest.algorithm) == committed.digest
 
 
 def _policy_of(

@@ -31,6 +31,7 @@ import decimal
 import enum
 import fractions
 import importlib
+import os
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 from types import FunctionType, ModuleType
 from typing import Any, TypeVar
 
+from cairn._unrecorded import Unrecorded, decode_unrecorded, encode_unrecorded
 from cairn.errors import CheckpointError, IncompatibleCheckpointError, UnsafeCheckpointError
 
 __all__ = [
@@ -55,6 +57,7 @@ __all__ = [
     "RegisteredType",
     "Role",
     "Trusted",
+    "Unrecorded",
     "allow_lines",
     "allowed",
     "check_recorded_names",
@@ -258,12 +261,40 @@ def loaded_module(module_name: str, *, where: str, what: str = "module", hint: s
         raise cls(f"{where} names the {what} {module_name[:200]!r}, which cairn refuses: {problem}.")
     module = sys.modules.get(module_name)
     if not isinstance(module, ModuleType):
+        module = _cairn_own_module(module_name)
+    if not isinstance(module, ModuleType):
         raise IncompatibleCheckpointError(
             f"{where} names the {what}, from the module {module_name!r}, which this program has not imported. "
             "cairn never imports a module that a file names, so that a file cannot make it run code: "
             f"import {module_name} first (cairn CLI: --import {module_name}).{' ' + hint if hint else ''}"
         )
     return module
+
+
+def _cairn_own_module(module_name: str) -> ModuleType | None:
+    """The module ``module_name`` imported on demand when it is one of cairn's own, else None.
+
+    cairn's own modules are on its allow-list (SPEC 8): importing one runs only
+    cairn's code, so a checkpoint of a ``PPO`` loads in a fresh process without
+    ``import cairn.rl.algorithms.ppo.ppo`` first. "Own" is checked on the file,
+    not the name: the module must be found inside the installed ``cairn``
+    package's folders (``find_spec`` of a submodule searches only its parent
+    package's ``__path__``, so a ``cairn.x`` elsewhere on ``sys.path`` is never
+    found), and every parent package on the way must be cairn's too.
+    """
+    if not module_name.startswith("cairn."):
+        return None
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):  # a parent that is no package, or a name that is none
+        return None
+    own = sys.modules["cairn"].__path__
+    origin = getattr(spec, "origin", None) if spec is not None else None
+    if not isinstance(origin, str) or not any(origin.startswith(os.path.join(str(root), "")) for root in own):
+        return None
+    return importlib.import_module(module_name)
 
 
 # --------------------------------------------------------------------------- the allow-list
@@ -490,11 +521,12 @@ _DATA_TYPES: dict[str, type] = {
 
 
 def _cairn_own(path: str) -> Any:
-    """A class of cairn's own package that ``path`` names (looked up statically in ``sys.modules``), or None."""
+    """A class of cairn's own package that ``path`` names (looked up statically; its module imported on demand
+    when it is a file of cairn's package, :func:`_cairn_own_module`), or None."""
     module_name, _, qualname = path.partition(":")
     if module_name != "cairn" and not module_name.startswith("cairn."):
         return None
-    module = sys.modules.get(module_name)
+    module = sys.modules.get(module_name) or _cairn_own_module(module_name)
     if not isinstance(module, ModuleType):
         return None
     try:
@@ -555,6 +587,10 @@ def resolve(path: Any, *, where: str, role: Role, trusted: Trusted | None = None
             module or an exception class, or does not fill ``role``. The message names
             the field, the name, and the line that allows it.
     """
+    if isinstance(path, Unrecorded):
+        # A callable no path names (a lambda): the program's own, given to a config in code or passed to
+        # this load by role; never one a file chose (a record read from a file holds only names).
+        return path.live(where)
     if not isinstance(path, str):
         raise UnsafeCheckpointError(f"{where} names a {role.what} by a {type(path).__name__}, not a str.")
     if expected is not None and object_path(expected) == path and role.problem(expected) is None:
@@ -599,6 +635,9 @@ def resolve_function(
 ) -> Callable[..., Any]:
     """:func:`resolve` for a function (``role`` must take functions)."""
     obj = resolve(path, where=where, role=role, trusted=trusted)
+    if isinstance(path, Unrecorded):
+        live: Callable[..., Any] = obj  # the program's own callable (a lambda, a bound method, a callable object)
+        return live
     if not isinstance(obj, FunctionType):
         raise UnsafeCheckpointError(f"{where} names {path!r}, which is not a function.")
     found: Callable[..., Any] = obj
@@ -700,7 +739,9 @@ class AllowedNames:
     modules: tuple[str, ...] = ()
 
     @classmethod
-    def resolve(cls, refs: Iterable[tuple[str, str, Role]], *, modules: Iterable[str] = ()) -> AllowedNames:
+    def resolve(
+        cls, refs: Iterable[tuple[str | Unrecorded, str, Role]], *, modules: Iterable[str] = ()
+    ) -> AllowedNames:
         """On the driver: resolve each ``(path, field, role)`` with :func:`resolve`.
 
         Raises:
@@ -709,6 +750,8 @@ class AllowedNames:
         """
         names: set[str] = set()
         for path, where, role in refs:
+            if isinstance(path, Unrecorded):
+                continue  # no name: the worker gets the callable itself with the config (Ray's cloudpickle)
             obj = resolve(path, where=where, role=role)
             names.add(path)
             names.add(object_path(obj))
@@ -771,6 +814,9 @@ def _static_class(path: str) -> type | None:
         return None
     obj = _find_object(module, qualname.split("."))
     return obj if isinstance(obj, type) else None
+
+
+register_type(Unrecorded, name="cairn.registry:Unrecorded", encode=encode_unrecorded, decode=decode_unrecorded)
 
 
 def is_enum_member(value: Any) -> bool:

@@ -33,10 +33,8 @@ import hashlib
 import json
 import os
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from cairn._crc import crc32
 from cairn._reader import FolderReader, resolve_user_link
 from cairn.errors import CheckpointError, CheckpointNotFoundError, CorruptCheckpointError, SignatureError
 from cairn.manifest import (
@@ -72,8 +70,6 @@ PREDICATE_TYPE = "https://model_signing/signature/v1.0"
 # The curves model-signing's key verifier accepts, and the hash its ECDSA uses with each.
 _CURVE_HASHES = {"secp256r1": "SHA256", "secp384r1": "SHA384", "secp521r1": "SHA512"}
 _MAX_KEY_BYTES = 1 << 20  # a PEM key is a few hundred bytes
-_HASH_BUFFER = 1 << 20  # bytes read per call when hashing: memory stays bounded whatever the file size
-_HASH_THREADS = 4  # hashlib releases the GIL: files hash in parallel with each other's reads
 SIGNED_ALGORITHMS = ("sha256", "blake3")
 """The file digests a signature may use: model-signing's names for the digests cairn's manifests record."""
 # The temporary file a local signing writes before renaming it to model.sig.
@@ -104,6 +100,7 @@ def sign_checkpoint(
     password: bytes | None = None,
     filesystem: Any = None,
     check_files: bool = True,
+    committed: FileEntry | None = None,
 ) -> str:
     """Sign the committed checkpoint at ``path``; write its ``model.sig`` and return where.
 
@@ -123,6 +120,10 @@ def sign_checkpoint(
             manifest (the default: a damaged checkpoint is never sealed). A
             :class:`cairn.CheckpointManager` signing the checkpoint it just wrote passes
             False: its digests were computed from the bytes as they were written.
+        committed: Sign only the checkpoint whose root manifest is this one (its size and
+            digest: what a save committed, ``WriteStats.root``), and check again once the
+            signature is written. A :class:`cairn.CheckpointManager` passes it, so that it
+            never signs what another writer put at the same path meanwhile.
 
     Returns:
         The location of the signature file (``<path>/model.sig``).
@@ -133,12 +134,19 @@ def sign_checkpoint(
             holds files its manifests do not list (a signature must cover exactly the
             checkpoint's files): nothing damaged gets sealed.
         CheckpointError: The key cannot be read or is of a kind model-signing does not
-            verify; the ``cryptography`` package is missing; the signature cannot be written.
+            verify; the ``cryptography`` package is missing; the signature cannot be written;
+            a format 1 checkpoint (``cairn upgrade`` it first); with ``committed``, the folder
+            holds another checkpoint (another writer saved there).
     """
     key = _load_private_key(private_key, password)  # a bad key fails before any file is read
     storage, root = resolve_storage(path, filesystem)
     root = resolve_user_link(storage, root)  # the path typed may be a link; links inside are refused
-    algorithm, digests = _file_digests(storage, root)
+    try:
+        algorithm, digests = _file_digests(storage, root, refuse=CheckpointError, committed=committed)
+    except CorruptCheckpointError as err:
+        if committed is None:
+            raise
+        raise _replaced(storage.uri(root), err) from err
     if check_files:
         from cairn._verify import verify
 
@@ -155,8 +163,23 @@ def sign_checkpoint(
     payload = _statement_bytes(_model_name(storage, root), digests, algorithm)
     bundle = _bundle(payload, key)
     target = storage.join(root, SIGNATURE)
-    _write_atomically(storage, root, target, bundle)
+    write_atomically(storage, root, SIGNATURE, bundle)
+    if committed is not None:
+        # Replaced after the digests were read: the signature (of this save's digests) does not verify
+        # for what the folder holds now, but the save must hear that its checkpoint is not there.
+        try:
+            FolderReader(storage, root, expected=committed).manifest  # noqa: B018 - read and checked
+        except CheckpointError as err:
+            raise _replaced(storage.uri(root), err) from err
     return storage.uri(target)
+
+
+def _replaced(where: str, err: CheckpointError) -> CheckpointError:
+    return CheckpointError(
+        f"Did not sign {where}: it no longer holds the checkpoint this save committed ({err}). Another writer "
+        "saved at the same path meanwhile; a signature covers only what its signer wrote. Give each writer its "
+        "own root, or its own steps."
+    )
 
 
 def verify_signature(
@@ -220,7 +243,9 @@ def signed_root(path: str | os.PathLike[str], public_key: KeySource, *, filesyst
     present = _present_files(storage, root, refuse=SignatureError) - {SIGNATURE}
     _compare_names(storage.uri(root), where, signed, present)  # from listings alone: no file read yet
     try:
-        algorithm, claimed = _file_digests(storage, root)
+        algorithm, claimed = _file_digests(storage, root, refuse=SignatureError)
+    except SignatureError:
+        raise
     except CorruptCheckpointError as err:
         raise SignatureError(f"{storage.uri(root)} does not match its signature {where}: {err}") from err
     if signed_algorithm != algorithm:
@@ -241,28 +266,29 @@ def signed_root(path: str | os.PathLike[str], public_key: KeySource, *, filesyst
 # The files and their digests
 
 
-def _file_digests(storage: Storage, root: str) -> tuple[str, dict[str, str]]:
+def _file_digests(
+    storage: Storage, root: str, *, refuse: type[CheckpointError], committed: FileEntry | None = None
+) -> tuple[str, dict[str, str]]:
     """The digest algorithm and digest (hex) of every file the checkpoint's manifests list, by relative path.
 
     The algorithm is the checkpoint's (format 3: BLAKE3 or SHA-256, as its manifests
-    record; format 2: SHA-256; format 1: SHA-256, computed here).
+    record; format 2: SHA-256). The one source of per-file digests for signing and
+    verifying: each folder's manifest records its files' digests and is sealed by its
+    parent's, up to the root manifest, whose own digest is computed here: the manifests
+    are read (and checked), no other file is. Whether the bytes still match the digests
+    is checked by whoever reads them next (a restore, ``cairn verify``), against those
+    same manifests, whose root the signature binds (:func:`signed_root`). ``committed``:
+    the root manifest must be exactly this one (a save signing what it committed).
 
-    The one source of per-file digests for signing and verifying. In format 2 each
-    folder's manifest records its files' SHA-256 and is sealed by its parent's, up to
-    the root manifest, whose own SHA-256 is computed here: the manifests are read
-    (and checked), no other file is. Whether the bytes still match the digests is
-    checked by whoever reads them next (a restore, ``cairn verify``), against those
-    same manifests, whose root the signature binds (:func:`signed_root`).
-
-    A format 1 checkpoint records only CRC-32s (which anyone can forge): its files
-    are read and hashed here (streamed, :data:`_HASH_BUFFER` bytes at a time, a few
-    files in parallel), checking the recorded size and CRC-32 on the way, so a
-    damaged file is never signed. ``cairn upgrade`` makes it format 2.
+    The one rule for format 1 (CRC-32 only, which anyone can forge): it is refused here,
+    so signing, ``cairn verify --public-key`` and every load with ``public_key=`` refuse
+    it alike (``refuse`` is the error class), saying to ``cairn upgrade`` it: a CRC-32
+    cannot carry a signature to the bytes a restore reads.
 
     Raises:
         CheckpointNotFoundError: No committed checkpoint at ``root``.
-        CorruptCheckpointError: A manifest is unreadable, or (format 1) a listed file is
-            missing, not a regular file, or does not match its manifest's size or CRC-32.
+        CorruptCheckpointError: A manifest is unreadable, or not ``committed``.
+        CheckpointError: (``refuse``) A format 1 checkpoint.
     """
     entries: dict[str, FileEntry] = {}
 
@@ -273,80 +299,20 @@ def _file_digests(storage: Storage, root: str) -> tuple[str, dict[str, str]]:
         for comp in reader.manifest.components:
             walk(reader.child(comp), f"{prefix}{comp}/")
 
-    top = FolderReader(storage, root)
+    top = FolderReader(storage, root, expected=committed)
     storage.check_committed(root)
+    algorithm = top.manifest.algorithm
+    if algorithm not in SIGNED_ALGORITHMS:
+        raise refuse(
+            f"{storage.uri(root)} is in checkpoint format {top.manifest.format_version}, whose manifests record "
+            "CRC-32s only: a signature cannot vouch for the bytes a restore reads. Upgrade it (cairn upgrade "
+            f"{storage.uri(root)} NEW), then sign NEW."
+        )
     walk(top, "")
-    algorithm = top.manifest.algorithm if top.manifest.algorithm in SIGNED_ALGORITHMS else "sha256"
     out = {MANIFEST: Digest.of(top.manifest_bytes(), algorithm).hex}
-    legacy: dict[str, tuple[int, int]] = {}
     for rel, entry in entries.items():
-        if entry.digest.algorithm == algorithm:
-            out[rel] = entry.digest.hex
-        else:
-            legacy[rel] = (entry.size, int(entry.digest.hex, 16))
-
-    def one(item: tuple[str, tuple[int, int]]) -> tuple[str, str]:
-        rel, (size, crc) = item
-        return rel, _hash_file(storage, storage.join(root, *rel.split("/")), size, crc)
-
-    if legacy:
-        with ThreadPoolExecutor(max_workers=min(_HASH_THREADS, len(legacy))) as pool:
-            out.update(pool.map(one, sorted(legacy.items())))
+        out[rel] = entry.digest.hex  # one algorithm throughout: the reader refuses a folder of another
     return algorithm, out
-
-
-def _hash_file(storage: Storage, path: str, size: int, crc: int | None) -> str:
-    """SHA-256 of one file of ``size`` bytes (as recorded), checking its CRC-32 when one is given."""
-    where = storage.uri(path)
-    sha = hashlib.sha256()
-    running = 0
-    got = 0
-    try:
-        if storage.file_descriptors:
-            fd = storage.open_regular(path)  # refuses links, pipes and devices without blocking
-            try:
-                buf = bytearray(_HASH_BUFFER)
-                view = memoryview(buf)
-                while got <= size:  # one read past the recorded size tells a grown file
-                    n = os.readv(fd, [view])
-                    if n == 0:
-                        break
-                    sha.update(view[:n])
-                    if crc is not None:
-                        running = crc32(view[:n], running)
-                    got += n
-            finally:
-                os.close(fd)
-        else:
-            while got <= size:
-                chunk = storage.read_range(path, got, got + min(_HASH_BUFFER, size + 1 - got))
-                if not chunk:
-                    break
-                sha.update(chunk)
-                if crc is not None:
-                    running = crc32(chunk, running)
-                got += len(chunk)
-    except FileNotFoundError as err:
-        raise CorruptCheckpointError(
-            f"{where} is missing, though the manifest lists it; the checkpoint is damaged."
-        ) from err
-    except (IsADirectoryError, NotADirectoryError) as err:
-        raise CorruptCheckpointError(
-            f"{where} cannot be read: {err.strerror or err}; the checkpoint's folder structure is damaged."
-        ) from err
-    except OSError as err:
-        raise CorruptCheckpointError(f"{where} cannot be read: {err}.") from err
-    if got != size:
-        raise CorruptCheckpointError(
-            f"{where} is {'over ' if got > size else ''}{got} bytes but the manifest records {size}; the file is "
-            "truncated or was changed after the save. Restore it from a good copy."
-        )
-    if crc is not None and running != crc:
-        raise CorruptCheckpointError(
-            f"{where} fails its checksum (crc32 {running:08x}, manifest says {crc:08x}): the file is corrupted. "
-            "Restore it from a good copy."
-        )
-    return sha.hexdigest()
 
 
 def _present_files(storage: Storage, root: str, *, refuse: type[CorruptCheckpointError]) -> set[str]:
@@ -771,12 +737,17 @@ def _remove_stale_temporaries(storage: Storage, root: str) -> None:
                 storage.remove(storage.join(root, name))
 
 
-def _write_atomically(storage: Storage, root: str, target: str, data: bytes) -> None:
-    """Put ``data`` at ``target``: a temporary file renamed into place on local disks, one upload elsewhere."""
+def write_atomically(storage: Storage, root: str, name: str, data: bytes) -> None:
+    """Put ``data`` in file ``name`` of folder ``root``, whole or not at all, as readers see it.
+
+    A temporary file (``.NAME.<hex>.tmp``) renamed into place on local disks; one
+    upload on object stores (a PUT replaces an object whole).
+    """
+    target = storage.join(root, name)
     if not (storage.atomic_rename and storage.file_descriptors):
-        storage.write_file(target, [data])  # an object store's PUT replaces the object whole
+        storage.write_file(target, [data])
         return
-    tmp = os.path.join(root, f".{SIGNATURE}.{uuid.uuid4().hex}.tmp")  # matches _TEMPORARY
+    tmp = os.path.join(root, f".{name}.{uuid.uuid4().hex}.tmp")  # for model.sig: matches _TEMPORARY
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
@@ -796,6 +767,6 @@ def _write_atomically(storage: Storage, root: str, target: str, data: bytes) -> 
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise CheckpointError(
-            f"Writing the signature {target} failed: {err.strerror or err}. Check the permissions and the free "
-            "space of the checkpoint's folder; the checkpoint itself is unchanged."
+            f"Writing {target} failed: {err.strerror or err}. Check the permissions and the free "
+            "space of the folder; the checkpoint itself is unchanged."
         ) from err

@@ -6,6 +6,7 @@ checkpoint, except ``upgrade`` (which must run their ``upgrade_state``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ __all__ = [
     "diff_checkpoints",
     "extract_component",
     "inspect_checkpoint",
+    "pack_checkpoint",
     "upgrade_checkpoint",
     "verify_checkpoint",
 ]
@@ -297,6 +299,58 @@ def _copy_tree(reader: _reader.FolderReader, storage: Any, folder: str) -> None:
         storage.write_file(storage.join(folder, name), [reader.read(name)])
     raw = reader.manifest_bytes()  # the verified bytes, not a second (unbounded) read
     storage.write_file(storage.join(folder, MANIFEST), [raw])
+
+
+def pack_checkpoint(path: str | os.PathLike[str], out: str | os.PathLike[str], *, filesystem: Any = None) -> str:
+    """Write the checkpoint at ``path`` into one zip file ``out``, verified before and after.
+
+    The zip holds exactly the files the checkpoint's manifests list (read through the
+    verified reader, so a damaged source is refused before anything is written), at the
+    zip's root. Every loader takes it as it takes a folder: ``X.from_checkpoint("zip://::"
+    + out)`` (fsspec's zip filesystem), and ``cairn.rl.inference.Policy.from_checkpoint(out)``.
+    The file is written beside ``out`` and renamed into place, so ``out`` is whole or absent.
+
+    Returns:
+        The zip's URL for loaders: ``"zip://::<absolute out>"``.
+
+    Raises:
+        CorruptCheckpointError: The source or the written zip does not verify.
+        FileExistsError: ``out`` exists.
+    """
+    import tempfile
+    import zipfile
+
+    final = os.path.abspath(os.fspath(out))
+    if os.path.exists(final):
+        raise FileExistsError(f"{final} exists; cairn pack does not overwrite: remove it or choose another name.")
+    problems = _verify.verify(str(path), filesystem)
+    if problems:
+        raise CorruptCheckpointError(f"Cannot pack {path}; it is damaged: {problems[0]}")
+    reader = _reader.open_checkpoint(str(path), filesystem)
+    handle, staging = tempfile.mkstemp(prefix=".cairn-pack-", suffix=".zip", dir=os.path.dirname(final))
+    os.close(handle)
+    try:
+        with zipfile.ZipFile(staging, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            _zip_tree(reader, archive, "")
+        os.replace(staging, final)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(staging)
+        raise
+    url = f"zip://::{final}"
+    problems = _verify.verify(url, None)
+    if problems:
+        raise CorruptCheckpointError(f"The packed checkpoint {final} does not verify: {problems[0]}")
+    return url
+
+
+def _zip_tree(reader: _reader.FolderReader, archive: Any, prefix: str) -> None:
+    for comp in reader.manifest.components:
+        _zip_tree(reader.child(comp), archive, f"{prefix}{comp}/")
+    for name in reader.manifest.files:
+        if "/" not in name:
+            archive.writestr(prefix + name, reader.read(name))
+    archive.writestr(prefix + MANIFEST, reader.manifest_bytes())
 
 
 def format_version_of(path: str | os.PathLike[str], *, filesystem: Any = None) -> int:

@@ -24,6 +24,8 @@ def golden_config() -> PPOConfig:
         minibatch_size=32,
         num_epochs=1,
         model_config={"hidden_sizes": [16, 16]},
+        # The golden checkpoints were written when MeanStdFilter was the default (before issue 35).
+        observation_filter="MeanStdFilter",
     )
 
 

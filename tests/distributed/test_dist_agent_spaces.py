@@ -26,6 +26,7 @@ def test_remote_runners_keep_int_ids_and_per_module_filters_through_a_checkpoint
         env=f"{SpacesEnv.__module__}:SpacesEnv",
         env_config={"ids": [0, 1, "1"], "dims": [3, 5, 5], "actions": [2, 3, 3]},
         seed=4,
+        observation_filter="MeanStdFilter",  # per-module filters are what this test follows
         num_env_runners=2,
         num_envs_per_env_runner=2,
         rollout_length=8,  # episodes of 6 steps: the save falls mid-episode

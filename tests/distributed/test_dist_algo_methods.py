@@ -44,8 +44,8 @@ def test_remote_learners_runners_and_evaluation_runners(ray_cluster: Any, tmp_pa
         steps = straight.env_runner.num_env_steps_sampled_lifetime
         assert straight.foreach_env_runner(worker_and_steps) == [(0, steps), (1, steps)]
         assert straight.foreach_env_runner(worker_and_steps, local_env_runner=False) == [(1, steps)]
-        with pytest.raises(ValueError, match="cannot be recorded by reference"):
-            straight.foreach_env_runner(lambda runner: runner.worker_index)
+        # A lambda travels as RLlib sends it (issue 39): with the call, over Ray's cloudpickle.
+        assert straight.foreach_env_runner(lambda runner: runner.worker_index) == [0, 1]
         path = straight.save_to_path(tmp_path / "mid")
         expected = [straight.train().flatten(wall_clock=False) for _ in range(2)]
         # Restored in place (no new actors to start): every runner, the evaluation runner included,

@@ -37,6 +37,7 @@ def test_remote_runners_resume_their_own_frame_stacks_exactly(ray_cluster: Any, 
         PPOConfig(
             env="CairnDictObs-v0",
             seed=5,
+            observation_filter="MeanStdFilter",  # stacking + flattening + the filter, as the module doc says
             num_envs_per_env_runner=2,
             rollout_length=16,
             minibatch_size=16,

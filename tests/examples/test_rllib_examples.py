@@ -399,3 +399,80 @@ PORTED["action_masking_rl_module"] = run_action_masking_rl_module  # run by the 
 
 def test_rllib_example_action_masking_rl_module(tmp_path: Path, examples_on_path: None) -> None:
     run_action_masking_rl_module(tmp_path)
+
+
+def run_policy_inference_after_training(tmp_path: Path) -> None:
+    """The module alone on raw observations: no observation filter by default (as RLlib), so no note either."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a ModuleWithoutConnectorsWarning here would mean a filter was on
+        out = load("policy_inference_after_training").main(
+            iterations=1, train_batch_size=64, num_epochs=1, num_episodes_during_inference=2,
+            checkpoint_dir=str(tmp_path),
+        )  # fmt: skip
+    assert len(out["returns"]) == 2 and all(r >= 1 for r in out["returns"])
+    assert Path(out["checkpoint"], "env_runner", "env_to_module_connector").is_dir()
+    assert not Path(out["checkpoint"], "env_runner", "env_to_module_connector", "MeanStdFilter").exists()
+
+
+PORTED["policy_inference_after_training"] = run_policy_inference_after_training  # run by the test below
+
+
+def test_rllib_example_policy_inference_after_training(tmp_path: Path, examples_on_path: None) -> None:
+    run_policy_inference_after_training(tmp_path)
+
+
+def run_policy_inference_after_training_w_connector(tmp_path: Path) -> None:
+    """RLlib's idiom on an LSTM policy: the pipelines feed the module its own STATE_OUT; cairn's one-call
+    Policy (which keeps the state itself) replays the same episodes with the same returns."""
+    import gymnasium as gym
+
+    from cairn.rl.inference import Policy
+
+    module = load("policy_inference_after_training_w_connector")
+    out = module.main(
+        iterations=1, train_batch_size=64, num_epochs=1, num_episodes_during_inference=3, lstm_cell_size=8,
+        checkpoint_dir=str(tmp_path), seed=5,
+    )  # fmt: skip
+    assert out["module"].is_stateful() and len(out["returns"]) == 3
+    policy = Policy.from_checkpoint(out["checkpoint"])
+    env = module._env_creator({})
+    replayed = []
+    for episode in range(3):
+        obs, _ = env.reset(seed=5 + episode)
+        policy.reset()
+        total, done = 0.0, False
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(policy.compute_single_action(obs))
+            total, done = total + float(reward), terminated or truncated
+        replayed.append(total)
+    assert replayed == out["returns"]
+    assert isinstance(env.observation_space, gym.spaces.Box) and env.observation_space.shape == (2,)
+
+
+PORTED["policy_inference_after_training_w_connector"] = run_policy_inference_after_training_w_connector
+
+
+def test_rllib_example_policy_inference_after_training_w_connector(tmp_path: Path, examples_on_path: None) -> None:
+    run_policy_inference_after_training_w_connector(tmp_path)
+
+
+def run_policy_inference_after_training_with_lstm(tmp_path: Path) -> None:
+    """RLlib's old-stack LSTM loop on the new stack: Algorithm.from_checkpoint, then one call per step."""
+    for prev in (False, True):
+        out = load("policy_inference_after_training_with_lstm").main(
+            iterations=1, train_batch_size=64, num_epochs=1, num_episodes_during_inference=2, lstm_cell_size=8,
+            prev_action_and_reward=prev, checkpoint_dir=str(tmp_path / str(prev)),
+        )  # fmt: skip
+        assert len(out["returns"]) == 2 and set(out["initial_state"]) == {"h", "c"}
+        names = [c.name for c in out["policy"].env_to_module.connectors]
+        assert names == (["PrevActionsPrevRewards", "FlattenObservations"] if prev else ["FlattenObservations"])
+        assert out["policy"].keeps_state
+
+
+PORTED["policy_inference_after_training_with_lstm"] = run_policy_inference_after_training_with_lstm
+
+
+def test_rllib_example_policy_inference_after_training_with_lstm(tmp_path: Path, examples_on_path: None) -> None:
+    run_policy_inference_after_training_with_lstm(tmp_path)

@@ -39,6 +39,7 @@ import cairn
 DATA = Path(__file__).resolve().parent.parent / "data"
 
 
+@cairn.register  # the fuzz worker loads templates another process saved
 class Mode(enum.Enum):
     """An enum constructor argument."""
 
@@ -60,6 +61,7 @@ def _values(seed: int, n: int) -> np.ndarray:
     return (np.arange(n, dtype=np.float32) + np.float32(seed * 100)) / np.float32(7)
 
 
+@cairn.register
 class FuzzLeaf(cairn.Checkpointable):
     """Torch and numpy leaves of one component."""
 
@@ -90,6 +92,7 @@ class FuzzLeaf(cairn.Checkpointable):
         return (self.width,), {"seed": self.seed}
 
 
+@cairn.register
 class FuzzNode(cairn.Checkpointable):
     """A node with two leaves and its own counters."""
 
@@ -117,6 +120,7 @@ class FuzzNode(cairn.Checkpointable):
         return (), {"width": self.width}
 
 
+@cairn.register
 class FuzzRoot(cairn.Checkpointable):
     """The root of the fuzz tree (see the module docstring)."""
 
@@ -267,6 +271,8 @@ def _pristine_ppo() -> cairn.Checkpointable:
             minibatch_size=32,
             num_epochs=1,
             model_config={"hidden_sizes": [16, 16]},
+            # The golden checkpoints were written when MeanStdFilter was the default (before issue 35).
+            observation_filter="MeanStdFilter",
         )
     )
 

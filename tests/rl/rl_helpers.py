@@ -21,6 +21,7 @@ def small_config(**overrides: Any) -> PPOConfig:
         minibatch_size=32,
         num_epochs=2,
         model_config={"hidden_sizes": [16, 16]},
+        observation_filter="MeanStdFilter",  # these tests check the filter's checkpointing (not the default)
     )
     return dataclasses.replace(base, **overrides)
 

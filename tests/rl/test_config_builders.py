@@ -92,7 +92,7 @@ def test_a_refused_setting_changes_nothing_and_names_itself() -> None:
         (lambda: config.training(lr=[[0, 1e-3], [100, 1e-4]]), "schedules"),
         (lambda: config.training(model={"fcnet_hiddens": [8]}), "old API stack"),
         (lambda: config.environment(observation_space=object()), "reads the spaces from the environment"),
-        (lambda: config.callbacks(on_sample_end=print), "records callback functions by their path"),
+        (lambda: config.callbacks(on_sample_end=3), "give a function or a 'module:function' path"),
         (lambda: config.debugging(seed=None), "always seeds"),
         (lambda: config.evaluation(evaluation_duration="auto"), "evaluates after the training step"),
         (lambda: config.rl_module(model_config={"lstm_use_prev_action": True}), "reads observations only"),

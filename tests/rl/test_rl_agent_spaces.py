@@ -95,6 +95,7 @@ def spaces_config(**overrides: Any) -> PPOConfig:
         model_config={"hidden_sizes": [8]},
         policies=("m0", "m1"),
         policy_mapping={"a0": "m0", "a1": "m1"},
+        observation_filter="MeanStdFilter",  # each module's filter is what these tests follow
     )
     return dataclasses.replace(base, **overrides)
 

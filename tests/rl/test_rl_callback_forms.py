@@ -15,6 +15,7 @@ from rl_helpers import CounterEnv, small_config
 import cairn
 import episode_callbacks_helpers as helpers
 from cairn import UnsafeCheckpointError
+from cairn.registry import Unrecorded
 from cairn.rl import PPO, PPOConfig
 from cairn.rl.callbacks.callbacks import callbacks_from_config
 from cairn.rl.config.callback_forms import CallbackClass
@@ -86,29 +87,38 @@ def _main_function() -> Any:
 
 
 @pytest.mark.parametrize(
-    ("fn", "why"),
+    ("fn", "qualname"),
     [
         (lambda **kwargs: None, "<lambda>"),
-        (functools.partial(helpers.fn_episode_end), "not a plain Python function"),
-        (print, "not a plain Python function"),
-        (_main_function(), "__main__"),
-        ("no_colon", "'module:function'"),
+        (functools.partial(helpers.fn_episode_end), "partial"),
+        (print, "print"),
+        (_main_function(), "on_end"),
     ],
 )
-def test_a_function_that_cannot_be_found_again_is_refused_with_what_to_write(fn: Any, why: str) -> None:
+def test_a_function_no_path_names_is_kept_live_and_recorded_only_by_its_names(fn: Any, qualname: str) -> None:
+    """Issue 39: RLlib's forms run unchanged; the config keeps the callable, a checkpoint only its names."""
+    config = PPOConfig(env="CartPole-v1").callbacks(on_episode_end=fn)
+    (kept,) = config.callbacks_on_episode_end or []
+    assert isinstance(kept, Unrecorded) and kept.fn is fn and qualname in kept.qualname
+    assert (kept.role, kept.index) == ("callbacks_on_episode_end", 0)
+    assert callbacks_from_config(config).functions["on_episode_end"] == [fn]
+
+
+def test_what_is_neither_callable_nor_a_path_is_refused() -> None:
     config = PPOConfig(env="CartPole-v1")
-    with pytest.raises(ValueError, match="module:function") as err:
-        config.callbacks(on_episode_end=fn)
-    assert why in str(err.value)
+    with pytest.raises(ValueError, match="'module:function'"):
+        config.callbacks(on_episode_end="no_colon")
+    with pytest.raises(ValueError, match="give a function"):
+        config.callbacks(on_episode_end=3)
     assert config.callbacks_on_episode_end is None  # nothing changed
 
 
-def test_a_closure_is_refused_and_a_function_passed_in_code_is_the_programs_choice() -> None:
+def test_a_closure_is_kept_and_a_function_passed_in_code_is_the_programs_choice() -> None:
     def closure(**kwargs: Any) -> None:
         pass
 
-    with pytest.raises(ValueError, match=r"defined inside a function.*define it at the top level"):
-        PPOConfig(env="CartPole-v1", callbacks_on_episode_start=[closure])
+    kept = PPOConfig(env="CartPole-v1", callbacks_on_episode_start=[closure]).callbacks_on_episode_start
+    assert kept == [Unrecorded("callbacks_on_episode_start", __name__, closure.__qualname__, 0)]
     # No deny-list decides (issue 33): a framework's function the program passes is its choice,
     # and building the config registers it. A file naming one nobody passed is refused (below).
     config = PPOConfig(env="CartPole-v1").callbacks(on_train_result=gym.make)

@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from cairn.registry import Unrecorded
 from cairn.rl import PPO, DQNConfig, PPOConfig
 from cairn.rl.connectors.env_to_module import FlattenObservations, FrameStackingEnvToModule, MeanStdFilter
 from cairn.rl.connectors.learner import FrameStackingLearner
@@ -26,6 +27,7 @@ from connector_helpers import ADD_STEP, AddEpisodeStep, ScaleActions, WrongSpace
 
 
 def config(env: str = "CartPole-v1", **settings: Any) -> PPOConfig:
+    settings.setdefault("observation_filter", "MeanStdFilter")  # the pipelines here end in the filter
     return PPOConfig(
         env=env,
         seed=5,
@@ -189,21 +191,18 @@ def test_cairn_evaluate_runs_a_frame_stacked_module_through_the_saved_pipeline(t
     assert pipeline["MeanStdFilter"].get_state()["count"] == count  # the filter stayed frozen
 
 
-def lambda_factory_refused() -> None:
-    config().env_runners(env_to_module_connector=lambda env: FrameStackingEnvToModule(num_frames=4))
-
-
-def test_lambdas_closures_and_bad_factories_are_refused_with_what_to_write() -> None:
-    with pytest.raises(ValueError, match=r"functools.partial\(FrameStackingEnvToModule, num_frames=4\)"):
-        lambda_factory_refused()
-    before = config()
+def test_lambdas_and_closures_are_kept_live_and_bad_factories_are_refused_with_what_to_write() -> None:
+    # Issue 39: RLlib's lambda runs unchanged; the config keeps it, a checkpoint records only its names.
+    stacked = config().env_runners(env_to_module_connector=lambda env: FrameStackingEnvToModule(num_frames=4))
+    ref = stacked.env_to_module_connector["ref"]
+    assert isinstance(ref, Unrecorded) and ref.role == "env_to_module_connector" and "<lambda>" in ref.qualname
+    assert EnvRunner(stacked).observation_space.shape == (16,)
 
     def local_factory(env: Any) -> Any:
         return FlattenObservations()
 
-    with pytest.raises(ValueError, match="cannot be recorded by reference"):
-        before.env_runners(env_to_module_connector=local_factory)
-    assert before.env_to_module_connector is None  # refused before anything changed
+    kept = config().env_runners(env_to_module_connector=local_factory).env_to_module_connector
+    assert kept == {"ref": Unrecorded("env_to_module_connector", __name__, local_factory.__qualname__), "kwargs": {}}
     with pytest.raises(ValueError, match="plain data"):
         config().env_runners(env_to_module_connector=functools.partial(FlattenObservations, agent_ids={1, 2}))
     with pytest.raises(ValueError, match="positional"):

@@ -12,6 +12,7 @@ import pytest
 
 import cairn.rl.env.games
 from cairn.errors import UnsafeCheckpointError
+from cairn.registry import Unrecorded
 from cairn.rl import PPO, PPOConfig
 from cairn.rl.env.env_state import get_env_state, set_env_state
 from cairn.rl.env.games import TicTacToe
@@ -215,9 +216,9 @@ def test_remove_module_while_its_games_run_remaps_them_and_resumes_exactly(tmp_p
 # ---------------------------------------------------------------------- refusals
 
 
-def test_mapping_functions_are_recorded_by_reference_only() -> None:
-    with pytest.raises(ValueError, match="cannot be recorded by reference"):
-        config(policy_mapping_fn=lambda agent_id, episode: "learner")
+def test_mapping_functions_are_recorded_by_reference_or_kept_live() -> None:
+    kept = config(policy_mapping_fn=lambda agent_id, episode: "learner").policy_mapping_fn  # issue 39: kept live
+    assert isinstance(kept, Unrecorded) and kept("agent_0", None) == "learner"
     assert config().policy_mapping_fn == f"{__name__}:random_side_mapping"
     with pytest.raises(ValueError, match="not registered"):
         MultiAgentEnvRunner(config(policy_mapping_fn="no_such_mapping"))

@@ -13,7 +13,7 @@ import pytest
 from rl_helpers import small_config
 
 from cairn.rl import PPO, MultiRLModuleSpec, RLModule, RLModuleSpec
-from cairn.rl.env.pretrained_connectors import companion_root
+from cairn.rl.utils.companions import companion_root
 from cairn.testing import assert_states_equal
 
 MODULE_FOLDER = "learner_group/learner/rl_module/default_policy"

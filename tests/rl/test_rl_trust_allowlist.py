@@ -26,6 +26,7 @@ from cairn.registry import CONNECTOR_FACTORY, allowed
 from cairn.rl import PPO, RLModuleSpec
 from cairn.rl.connectors.env_to_module import FrameStackingEnvToModule
 from connector_helpers import ScaleActions
+from trust_probe_helpers import TrustProbe
 
 ATTACK = {"ref": "tqdm.cli:main", "kwargs": {"argv": ["--version"]}}
 
@@ -111,14 +112,15 @@ def test_a_role_has_a_type(saved: Path, tmp_path: Path) -> None:
 
 
 def test_trusted_allows_one_load_and_registration_allows_the_program(saved: Path, tmp_path: Path) -> None:
-    ref = {"ref": "connector_helpers:ScaleActions", "kwargs": {"factor": 1.0}}
+    # TrustProbe: a class no other test names, so the first load is refused whatever ran before.
+    ref = {"ref": "trust_probe_helpers:TrustProbe", "kwargs": {"factor": 1.0}}
     path = forged(saved, tmp_path, set_field(module_to_env_connector=ref))
-    with pytest.raises(UnsafeCheckpointError, match=r"trusted=\[ScaleActions\]"):
+    with pytest.raises(UnsafeCheckpointError, match=r"trusted=\[TrustProbe\]"):
         PPO.from_checkpoint(path)
-    algo = PPO.from_checkpoint(path, trusted=[ScaleActions])
-    assert algo.config.module_to_env_connector["ref"] == "connector_helpers:ScaleActions"
+    algo = PPO.from_checkpoint(path, trusted=[TrustProbe])
+    assert algo.config.module_to_env_connector["ref"] == "trust_probe_helpers:TrustProbe"
     algo.stop()
-    cairn.register(ScaleActions)  # (a no-op now: the trusted load registered what it resolved)
+    cairn.register(TrustProbe)  # (a no-op now: the trusted load registered what it resolved)
     PPO.from_checkpoint(path).stop()
 
 

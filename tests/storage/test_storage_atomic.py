@@ -287,7 +287,7 @@ def test_manager_retention_delete_interrupted(tmp_path: Path, monkeypatch: pytes
     again = cairn.CheckpointManager(str(tmp_path / "run"), keep_last=1)
     assert [i.step for i in again.checkpoints()] == [2]
     again.save(_agent(3), 3)  # the next writer's first save removes the half-deleted leftover
-    assert sorted(os.listdir(tmp_path / "run")) == ["step_000000003"]
+    assert sorted(os.listdir(tmp_path / "run")) == ["cairn-latest.json", "step_000000003"]
 
 
 # ---------------------------------------------------------------------------- the manager's cleanup
@@ -305,7 +305,7 @@ def test_manager_keeps_newer_format_checkpoints(tmp_path: Path) -> None:
     newer = lambda f, b: b.update(format_version=99) if not f else None  # noqa: E731
     reseal(LocalFileSystem(), f"{root}/step_000000002", edit=newer)
     cairn.CheckpointManager(root)
-    assert sorted(os.listdir(root)) == ["step_000000001", "step_000000002"]
+    assert sorted(os.listdir(root)) == ["cairn-latest.json", "step_000000001", "step_000000002"]
 
 
 def test_manager_keeps_checkpoints_on_read_errors(monkeypatch: pytest.MonkeyPatch) -> None:

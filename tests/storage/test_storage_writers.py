@@ -29,7 +29,7 @@ from storage_faults import FaultyFS
 
 import cairn
 from cairn._reader import FolderReader
-from cairn.manager import STEP_RE
+from cairn.manager import POINTER, STEP_RE
 from cairn.storage import LocalStorage, resolve_storage, writers
 from cairn.testing import assert_states_equal
 
@@ -79,6 +79,8 @@ def _leftovers(backend: Backend, folder: str) -> list[str]:
     out = []
     for entry in fs.ls(backend.path(folder), detail=False):
         name = entry.rstrip("/").rsplit("/", 1)[-1]
+        if name == POINTER:
+            continue  # the manager's pointer file to the newest step: no leftover
         if not STEP_RE.match(name):
             out.append(name)
             continue

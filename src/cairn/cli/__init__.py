@@ -35,14 +35,14 @@ from typing import NoReturn
 
 from cairn._display import safe_text
 from cairn._version import __version__
-from cairn.cli import checkpoints, evaluate, plot, train
+from cairn.cli import checkpoints, deploy, evaluate, plot, train
 from cairn.cli.command import USAGE_STATUS, Command, UsageError
 from cairn.errors import CheckpointError
 from cairn.registry import Trusted
 
 __all__ = ["COMMANDS", "Command", "build_parser", "console_main", "main"]
 
-COMMANDS: tuple[Command, ...] = (*checkpoints.COMMANDS, train.COMMAND, evaluate.COMMAND, plot.COMMAND)
+COMMANDS: tuple[Command, ...] = (*checkpoints.COMMANDS, train.COMMAND, evaluate.COMMAND, *deploy.COMMANDS, plot.COMMAND)
 """Every subcommand of ``cairn``, in the order ``cairn --help`` lists them."""
 
 _BY_NAME = {command.name: command for command in COMMANDS}

@@ -183,6 +183,12 @@ def cmd_extract(args: argparse.Namespace) -> int:
     require_folder(args.checkpoint)
     out = extract_component(args.checkpoint, args.component, args.out)
     print(f"Extracted {safe_text(args.component)} to {safe_text(out)} (verified)")
+    if "://" not in str(args.checkpoint):
+        from cairn.rl.utils.companions import connectors_note
+
+        note = connectors_note(f"{str(args.checkpoint).rstrip('/')}/{str(args.component).strip('/')}")
+        if note is not None:  # a module leaves its observation filter behind: say so, with the line that applies it
+            print(f"cairn extract: {safe_text(note)}", file=sys.stderr)
     return 0
 
 

@@ -133,7 +133,9 @@ def _load_module(root: str, metadata: dict[str, Any] | None, module_id: str) -> 
                 f"The checkpoint {root} has no module {module_id!r}"
                 + (f"; its modules are {modules}." if modules else ".")
             )
-    return _Evaluated(module_folder, algo_root, algo_metadata, RLModule.from_checkpoint(module_folder))
+    # cmd_evaluate runs the algorithm's connectors before the module when it knows the algorithm.
+    module = RLModule.from_checkpoint(module_folder, note_connectors=algo_root is None)
+    return _Evaluated(module_folder, algo_root, algo_metadata, module)
 
 
 def _load_filter(algo_root: str | None) -> ConnectorPipeline | None:
@@ -168,7 +170,7 @@ def evaluate_module(
     env = make_env(env_id, {})
     returns: list[float] = []
     try:
-        _check_spaces(module, env, env_id)
+        _check_spaces(module, env, env_id, obs_filter)
         for episode in range(episodes):
             obs, _ = env.reset(seed=seed + episode)
             total, done, steps = 0.0, False, 0
@@ -216,15 +218,36 @@ def _describe(space: Any) -> str:
     return str(space)
 
 
-def _check_spaces(module: RLModule, env: Any, env_id: str) -> None:
-    """Raise ValueError naming both sides when ``env``'s spaces do not fit ``module``'s."""
+def _module_input_space(env: Any, obs_filter: ConnectorPipeline | None) -> Any:
+    """The observation space the module sees: the env's, through the saved pipeline (a frame stack widens it).
+
+    Works on a copy: the pieces take their input spaces, and the pipeline the episodes run through
+    must stay as it was loaded. None when the pipeline refuses the env's space.
+    """
+    import copy
+
+    space = env.observation_space
+    if obs_filter is None:
+        return space
+    try:
+        for piece in copy.deepcopy(obs_filter).connectors:
+            space = piece.set_input_spaces(space, env.action_space)
+    except ValueError:
+        return None
+    return space
+
+
+def _check_spaces(module: RLModule, env: Any, env_id: str, obs_filter: ConnectorPipeline | None = None) -> None:
+    """Raise ValueError naming both sides when ``env``'s spaces (through the saved pipeline) do not fit ``module``'s."""
     obs, act = getattr(module, "observation_space", None), getattr(module, "action_space", None)
-    if _fits(obs, env.observation_space) and _fits(act, env.action_space):
+    seen = _module_input_space(env, obs_filter)
+    if seen is not None and _fits(obs, seen) and _fits(act, env.action_space):
         return
+    through = "" if obs_filter is None or seen is None else f" ({_describe(seen)} after the saved connectors)"
     raise ValueError(
         f"{env_id} does not fit the module: the module reads observations {_describe(obs)} and acts in "
-        f"{_describe(act)}; {env_id} gives observations {_describe(env.observation_space)} and takes actions "
-        f"{_describe(env.action_space)}. "
+        f"{_describe(act)}; {env_id} gives observations {_describe(env.observation_space)}{through} and takes "
+        f"actions {_describe(env.action_space)}. "
         "Evaluate it on the environment it was trained on (leave --env out to use the checkpoint's)."
     )
 

@@ -59,6 +59,8 @@ def _build_algorithm(args: argparse.Namespace) -> tuple[Algorithm, str]:
     }
     # The flags win over the same names in --set, as the more specific spelling.
     explicit = {**parse_settings(args.set or [], config_cls), **{k: v for k, v in flags.items() if v is not None}}
+    if "observation_filter" not in explicit and not (args.resume and args.observation_filter is None):
+        explicit["observation_filter"] = _observation_filter(args, config_cls)
     if args.resume:
         return _resume(args.checkpoint_dir, algo_cls, explicit)
     if args.checkpoint_dir is not None:
@@ -122,6 +124,19 @@ def _resume(root: str | None, algo_cls: type[Algorithm], explicit: dict[str, Any
         algo = algo_cls.from_checkpoint(latest, config=wanted)
     changed = f", with {', '.join(f'{k}={v!r}' for k, v in changes.items())}" if changes else ""
     return algo, f"resumed from {latest} (iteration {algo.training_iteration}){changed}"
+
+
+TRAIN_FILTER = "MeanStdFilter"
+"""``cairn train``'s observation filter for on-policy algorithms (PPO) when ``--observation-filter`` is not
+given. The configs follow RLlib (no filter); the command keeps the filter it always trained PPO with, and
+says so when it starts. Off-policy algorithms train without one (their replay buffers hold raw observations)."""
+
+
+def _observation_filter(args: argparse.Namespace, config_cls: type[Any]) -> str | None:
+    """``--observation-filter`` (``none``: no filter), else :data:`TRAIN_FILTER` for on-policy algorithms."""
+    if args.observation_filter is not None:
+        return None if args.observation_filter == "none" else str(args.observation_filter)
+    return None if config_cls().sample_next_obs else TRAIN_FILTER
 
 
 def _loader(algo_cls: type[Algorithm], explicit: dict[str, Any]) -> Callable[[str], Algorithm]:
@@ -426,6 +441,11 @@ def cmd_train(args: argparse.Namespace) -> int:
             )
         # The env id and paths may come from a checkpoint (--resume): printed through safe_text.
         print(f"cairn train: {safe_text(algo.config.env)}, {safe_text(how)}", file=sys.stderr)
+        print(
+            f"cairn train: observation filter {algo.config.observation_filter or 'none'} "
+            "(--observation-filter MeanStdFilter|none; a deployed module needs the same: docs/deploy.md)",
+            file=sys.stderr,
+        )
         if restored == options.iterations and args.resume:
             print(
                 f"cairn train: the run is at iteration {restored}, which --iterations {options.iterations} asks "
@@ -536,6 +556,13 @@ def _config_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="agents of a multi:<id> env, e.g. --env multi:CartPole-v1 --num-agents 2 (default: 2)",
+    )
+    p.add_argument(
+        "--observation-filter",
+        default=None,
+        choices=["MeanStdFilter", "none"],
+        help=f"the env runners' observation filter (default: {TRAIN_FILTER} for PPO, none for DQN and SAC; "
+        "with --resume, the checkpoint's)",
     )
     configs = ", ".join(entry.config for entry in ALGORITHMS.values())
     p.add_argument(

@@ -5,7 +5,7 @@ connector survive a checkpoint: every sampling runner holds the same
 statistics before the save and, in a new algorithm restored from it, after.
 Differs: RLlib configures the filter with ``env_to_module_connector=lambda
 ...: MeanStdFilter()``; cairn's config names it (``observation_filter=
-"MeanStdFilter"``, the default). RLlib runs save and load in Ray tasks to
+"MeanStdFilter"``; no filter by default, as RLlib). RLlib runs save and load in Ray tasks to
 isolate global RNG state; cairn seeds private generators, so both run here.
 """
 
@@ -58,7 +58,7 @@ def test_save_and_restore_w_remote_env_runners(
     """
     if num_env_runners:
         request.getfixturevalue("ray_cluster")
-    config = tiny_config(num_env_runners=num_env_runners)
+    config = tiny_config(num_env_runners=num_env_runners, observation_filter="MeanStdFilter")
 
     algo_1 = PPO(config)
     for _ in range(2):

@@ -29,18 +29,20 @@ import os
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import torch
 
 from cairn import Checkpointable
 from cairn._ctor_bounds import FolderSizes, alloc_limit
+from cairn._unrecorded import supplying
 from cairn.errors import IncompatibleCheckpointError
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.evaluation import EvaluationRunners, evaluation_runner_config, wants_evaluation_runners
 from cairn.rl.algorithms.results import ResultDict, nest_results
 from cairn.rl.callbacks.callbacks import callbacks_from_config
 from cairn.rl.config.algorithm_config import (
+    CALLABLE_FIELDS,
     DEFAULT_MODULE_ID,
     MULTI_AGENT_PREFIX,
     AlgorithmConfig,
@@ -58,7 +60,6 @@ from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec, layers_par
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.rl.env.env_runner_group import EnvRunnerGroup
 from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
-from cairn.rl.env.state_checks import check_state_tree, count
 from cairn.rl.utils._util import Names
 from cairn.rl.utils.metrics.constants import (
     ENV_RUNNER_RESULTS,
@@ -71,6 +72,7 @@ from cairn.rl.utils.metrics.constants import (
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger, flatten_metrics
 from cairn.rl.utils.metrics.metrics_logger import read_state as read_metrics_state
 from cairn.rl.utils.metrics.stats import LifetimeSumStats
+from cairn.state_checks import check_state_tree, count
 
 if TYPE_CHECKING:
     from cairn.delegation import DelegatedComponent
@@ -531,15 +533,15 @@ class Algorithm(Checkpointable, abc.ABC):
         ``algo.env_runner_group.foreach_env_runner(func)``).
 
         Args:
-            func: A function of one env runner. With remote runners (Ray actors) it must be a
-                function defined at the top level of an imported module (or its
-                ``"module:function"`` path): cairn sends workers references, never code,
-                so lambdas and closures are refused. Its results must be plain data.
+            func: A function of one env runner. Remote runners (Ray actors) get a function
+                defined at the top level of an imported module (or its ``"module:function"``
+                path) by reference, and a lambda or closure as RLlib sends it: with the
+                call, over Ray's cloudpickle (issue 39). Its results must be plain data.
             local_env_runner: Also call it on the local runner, first (with remote runners the
                 local runner does not sample: it keeps the group's totals).
 
         Raises:
-            ValueError: ``func`` cannot be sent by reference to remote runners.
+            ValueError: ``func`` is neither callable nor a ``"module:function"`` path.
         """
         return self.env_runner_group.foreach_env_runner(func, local_env_runner=local_env_runner)
 
@@ -645,6 +647,27 @@ class Algorithm(Checkpointable, abc.ABC):
         A corrupt file, or a read that raced an overwrite and is retried on a new object.
         """
         self.stop()
+
+    @classmethod
+    def from_checkpoint(cls, path: Any, **kwargs: Any) -> Self:
+        """:meth:`cairn.Checkpointable.from_checkpoint`, which also takes back what the checkpoint could not record.
+
+        A config given lambdas, closures, bound methods or functions of a script
+        (``policy_mapping_fn``, the connector factories, ``callbacks_on_<hook>``) is
+        saved without them: the checkpoint records only that each existed (SPEC 8,
+        no code). Pass them again by their config field names::
+
+            PPO.from_checkpoint(path, policy_mapping_fn=map_fn, env_to_module_connector=make,
+                                callbacks_on_episode_end=[on_end])
+
+        (a hook's functions as a list, in the order the config was given them), or
+        pass your own config (``config=config``). Without them the load raises one
+        :class:`~cairn.errors.MissingCallableError` naming each, before anything is built.
+        The other keywords are :meth:`cairn.Checkpointable.from_checkpoint`'s.
+        """
+        given = {name: kwargs.pop(name) for name in list(kwargs) if name in CALLABLE_FIELDS}
+        with supplying(given):
+            return super().from_checkpoint(path, **kwargs)
 
     @classmethod
     def recorded_names(cls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str, str, Any]]:

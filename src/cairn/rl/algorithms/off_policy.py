@@ -33,13 +33,14 @@ from cairn.registry import register_type
 from cairn.rl.algorithms.algorithm import Algorithm
 from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.config.builders import Accept, Rule, integer, number, replay_buffer_config
-from cairn.rl.core.learner.learner import Learner, learner_counts
+from cairn.rl.core.learner.learner import Learner
 from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule, MultiRLModuleSpec
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.env.env_runner import SampleBatch
 from cairn.rl.utils._util import Names
 from cairn.rl.utils.replay_buffers import ColumnSpecs, MultiAgentReplayBuffer, PrioritizedMultiAgentReplayBuffer
+from cairn.state_checks import counts_by_id
 
 __all__ = [
     "NStep",
@@ -391,7 +392,7 @@ class TargetNetworkLearner(Learner):
         """
         super().check_state(state, components)
         counters = state.get("counters", {})
-        learner_counts(counters.get("num_gradient_steps", {}), where="counters/num_gradient_steps")
+        counts_by_id(counters.get("num_gradient_steps", {}), where="counters/num_gradient_steps")
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Apply ``state``; see :meth:`Learner.set_state`."""

@@ -18,12 +18,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
-from cairn.errors import CheckpointError
+from cairn._unrecorded import missing_message, unrecorded
+from cairn.errors import CheckpointError, MissingCallableError
 from cairn.registry import (
     CONNECTOR_FACTORY,
     MAPPING_FUNCTION,
     MODULE_CLASS,
     Role,
+    Unrecorded,
     function_problem,
     loaded_module,
     object_path,
@@ -41,6 +43,7 @@ from cairn.rl.config.callback_forms import (
 )
 
 __all__ = [
+    "CALLABLE_FIELDS",
     "CONNECTOR_FIELDS",
     "DEFAULT_MODULE_ID",
     "MULTI_AGENT_PREFIX",
@@ -56,6 +59,14 @@ __all__ = [
 
 CONNECTOR_FIELDS = ("env_to_module_connector", "module_to_env_connector", "learner_connector")
 """The config fields that record a connector factory by reference."""
+
+CALLABLE_FIELDS = (
+    "policy_mapping_fn",
+    *CONNECTOR_FIELDS,
+    *(function_field(hook) for hook in CALLBACK_HOOKS),
+)
+"""The config fields that take a callable: a load passes back by these names what a checkpoint could not
+record (``PPO.from_checkpoint(path, policy_mapping_fn=fn)``, issue 39)."""
 
 _SAME_FOR_EVALUATION = ("num_env_runners", "seed", "policies", "rl_module_spec", "model_config")
 """Settings ``evaluation_config`` may not change (the evaluation runners take the learners' weights)."""
@@ -121,28 +132,32 @@ def check_env_config(env_config: Any) -> None:
         )
 
 
-def function_reference(fn: str | Callable[..., Any], *, what: str) -> str:
-    """``"module:qualname"`` of ``fn``, the way a config records a function (by reference, never pickled).
+def function_reference(fn: Any, *, what: str) -> str | Unrecorded:
+    """How a config records a function: ``"module:qualname"`` (by reference, never pickled), or an
+    :class:`~cairn.registry.Unrecorded` for a callable no path names.
 
     A string is returned as it is (a ``"module:function"`` path or a name
     registered with :func:`cairn.rl.env.multi_agent_env.register_policy_mapping_fn`);
     it is resolved when an env runner is built, with
-    :func:`cairn.registry.resolve_function`, which imports nothing.
+    :func:`cairn.registry.resolve_function`, which imports nothing. A lambda, a
+    closure, a bound method, a function of ``__main__`` or of the standard library
+    and a callable object are kept as they are, in an ``Unrecorded`` for the
+    field ``what``: they work in this program (and its Ray workers), and a
+    checkpoint records only that they existed (issue 39).
 
     Raises:
-        ValueError: ``fn`` is a function a load could not find again (a lambda, a
-            closure, a function of ``__main__`` or of the standard library).
+        ValueError: ``fn`` is an empty string or not callable.
     """
+    if isinstance(fn, Unrecorded):
+        return fn
     if isinstance(fn, str):
         if not fn:
             raise ValueError(f"{what} must be a function or a non-empty 'module:function' reference.")
         return fn
-    problem = function_problem(fn)
-    if problem is not None:
-        raise ValueError(
-            f"{what}={fn!r:.80} cannot be recorded by reference: {problem}. Define it at the top level of a "
-            "module you import (not __main__), and pass it or its 'module:function' path."
-        )
+    if not callable(fn):
+        raise ValueError(f"{what}={fn!r:.80} is neither a function nor a 'module:function' reference.")
+    if function_problem(fn) is not None:
+        return unrecorded(fn, what)
     register_passed(fn)  # the program passed it: a checkpoint of this config loads again in this program
     return f"{fn.__module__}:{fn.__qualname__}"
 
@@ -171,18 +186,20 @@ def connector_reference(factory: Any, *, what: str) -> dict[str, Any] | None:
     top level of an imported module, a connector class, a ``functools.partial`` of either with
     keyword arguments of plain data, a ``"module:QualName"`` string, or an already recorded
     dict. Nothing is called or imported here; env runners resolve the reference with
-    :mod:`cairn.registry` (``cairn.rl.env.connector_building``).
+    :mod:`cairn.registry` (``cairn.rl.env.connector_building``). A lambda, a closure, a
+    bound method or something of ``__main__`` (no path names it) is kept as it is, as
+    ``{"ref": Unrecorded(...), "kwargs": {}}``: it works in this program and its Ray
+    workers, and a checkpoint records only that it existed (issue 39).
 
     Raises:
-        ValueError: A lambda, a closure, something of ``__main__``, positional partial
-            arguments, or arguments that are not plain data; the message says what to write.
+        ValueError: Positional partial arguments, or arguments that are not plain data.
     """
     if factory is None:
         return None
     kwargs: dict[str, Any] = {}
     if isinstance(factory, Mapping):
         ref, kwargs = factory.get("ref"), factory.get("kwargs", {})
-        if set(factory) - {"ref", "kwargs"} or not isinstance(ref, str) or not isinstance(kwargs, Mapping):
+        if set(factory) - {"ref", "kwargs"} or not isinstance(ref, str | Unrecorded) or not isinstance(kwargs, Mapping):
             raise ValueError(f"{what}={factory!r:.120} is not a recorded connector factory {{'ref', 'kwargs'}}.")
         factory = ref
     if isinstance(factory, functools.partial):
@@ -191,30 +208,26 @@ def connector_reference(factory: Any, *, what: str) -> dict[str, Any] | None:
                 f"{what}=functools.partial({factory.func!r:.60}, ...) has positional arguments; give them as keywords."
             )
         kwargs, factory = dict(factory.keywords), factory.func
-    kwargs = _plain_data(dict(kwargs), where=f"{what} kwargs")
+    if isinstance(factory, Unrecorded):
+        return {"ref": factory, "kwargs": _plain_data(dict(kwargs), where=f"{what} kwargs")}
     if isinstance(factory, str):
         if ":" not in factory:
             raise ValueError(f"{what}={factory!r:.80} is not a 'module:QualName' reference.")
-        return {"ref": factory, "kwargs": kwargs}
+        return {"ref": factory, "kwargs": _plain_data(dict(kwargs), where=f"{what} kwargs")}
+    if not callable(factory):
+        raise ValueError(f"{what}={factory!r:.80} is not a connector factory: give a function or a connector class.")
     if isinstance(factory, type):
-        module, qualname = factory.__module__, factory.__qualname__
-        problem = "it is defined in a script (__main__)" if module == "__main__" else None
-        if "<locals>" in qualname:
-            problem = "it is defined inside a function"
-        if problem is None:
-            register_passed(factory)  # the program passed it: this config's checkpoint loads again here
-            return {"ref": f"{module}:{qualname}", "kwargs": kwargs}
+        nameable = factory.__module__ != "__main__" and "<locals>" not in factory.__qualname__
     else:
-        problem = function_problem(factory)
-        if problem is None:
-            register_passed(factory)  # the program passed it: this config's checkpoint loads again here
-            return {"ref": f"{factory.__module__}:{factory.__qualname__}", "kwargs": kwargs}
-    raise ValueError(
-        f"{what}={factory!r:.80} cannot be recorded by reference: {problem}. A config records connector factories "
-        "by name so that a checkpoint never holds code. Instead of a lambda such as `lambda env: "
-        "FrameStackingEnvToModule(num_frames=4)`, pass functools.partial(FrameStackingEnvToModule, num_frames=4), "
-        "or define `def make_connectors(env): ...` at the top level of a module you import (not __main__) and pass it."
-    )
+        nameable = function_problem(factory) is None
+    if not nameable and not isinstance(factory, type) and kwargs:
+        # No path names it: kept whole (with the partial's arguments, whatever they are), never recorded.
+        return {"ref": unrecorded(functools.partial(factory, **kwargs), what), "kwargs": {}}
+    kwargs = _plain_data(dict(kwargs), where=f"{what} kwargs")
+    if not nameable:  # no path names it: kept as it is, never recorded (a class keeps its recorded kwargs)
+        return {"ref": unrecorded(factory, what), "kwargs": kwargs}
+    register_passed(factory)  # the program passed it: this config's checkpoint loads again here
+    return {"ref": f"{factory.__module__}:{factory.__qualname__}", "kwargs": kwargs}
 
 
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
@@ -438,9 +451,12 @@ class AlgorithmConfig(ConfigBuilders):
     ``lr_anneal_timesteps``, ``num_epochs``, ``minibatch_size``, ``max_grad_norm`` and the
     loss's, e.g. PPO's ``clip_param``) per module through ``Learner.config_for_module``."""
 
-    observation_filter: str | None = "MeanStdFilter"
+    observation_filter: str | None = None
     """Observation filter of the env runners' ``env_to_module_connector``
-    (``"MeanStdFilter"`` or ``None``)."""
+    (``"MeanStdFilter"`` or ``None``). ``None`` by default, as RLlib (no connector normalises
+    unless the config adds one: this field, or RLlib's ``MeanStdFilter`` in
+    ``env_to_module_connector``). A module trained behind a filter needs it at inference:
+    the checkpoint keeps its statistics (docs/deploy.md)."""
 
     episode_return_window: int = 100
     """``episode_return_mean`` is the mean over this many most recent episodes."""
@@ -459,25 +475,25 @@ class AlgorithmConfig(ConfigBuilders):
     # --- part `callbacks`: RLlib's per-hook callback functions, config.callbacks(on_episode_end=fn).
     # Each is None or a list of "module:function" references (functions are never recorded by value),
     # called after the callbacks_class hooks, in list order (RLlib's make_callback order).
-    callbacks_on_algorithm_init: list[str] | None = None
+    callbacks_on_algorithm_init: list[str | Unrecorded] | None = None
     """Functions called as ``on_algorithm_init`` (RLlib's name); see :mod:`cairn.rl.config.callback_forms`."""
-    callbacks_on_checkpoint_loaded: list[str] | None = None
+    callbacks_on_checkpoint_loaded: list[str | Unrecorded] | None = None
     """Functions called as ``on_checkpoint_loaded``."""
-    callbacks_on_episode_start: list[str] | None = None
+    callbacks_on_episode_start: list[str | Unrecorded] | None = None
     """Functions called as ``on_episode_start`` (in every env runner)."""
-    callbacks_on_episode_step: list[str] | None = None
+    callbacks_on_episode_step: list[str | Unrecorded] | None = None
     """Functions called as ``on_episode_step`` (in every env runner)."""
-    callbacks_on_episode_end: list[str] | None = None
+    callbacks_on_episode_end: list[str | Unrecorded] | None = None
     """Functions called as ``on_episode_end`` (in every env runner)."""
-    callbacks_on_sample_end: list[str] | None = None
+    callbacks_on_sample_end: list[str | Unrecorded] | None = None
     """Functions called as ``on_sample_end`` (in every env runner)."""
-    callbacks_on_train_result: list[str] | None = None
+    callbacks_on_train_result: list[str | Unrecorded] | None = None
     """Functions called as ``on_train_result``."""
-    callbacks_on_evaluate_start: list[str] | None = None
+    callbacks_on_evaluate_start: list[str | Unrecorded] | None = None
     """Functions called as ``on_evaluate_start`` (before each evaluation, in the algorithm's process)."""
-    callbacks_on_evaluate_end: list[str] | None = None
+    callbacks_on_evaluate_end: list[str | Unrecorded] | None = None
     """Functions called as ``on_evaluate_end`` (after each evaluation, with its ``evaluation_metrics``)."""
-    callbacks_on_env_runners_recreated: list[str] | None = None
+    callbacks_on_env_runners_recreated: list[str | Unrecorded] | None = None
     """Functions called as ``on_env_runners_recreated`` (in the algorithm's process, after replaced
     remote env runners are up and hold the group's state; see ``restart_failed_env_runners``)."""
 
@@ -668,7 +684,7 @@ class AlgorithmConfig(ConfigBuilders):
         names: list[tuple[str, str, Role]] = []
         for name in CONNECTOR_FIELDS:
             recorded = getattr(self, name, None)
-            if isinstance(recorded, Mapping):
+            if isinstance(recorded, Mapping) and not isinstance(recorded.get("ref"), Unrecorded):
                 names.append((name, str(recorded.get("ref")), CONNECTOR_FACTORY))
         names.extend((field_name, path, role) for path, field_name, role in callback_names(self))
         if isinstance(self.policy_mapping_fn, str) and ":" in self.policy_mapping_fn:
@@ -701,6 +717,30 @@ class AlgorithmConfig(ConfigBuilders):
                 )
         return names
 
+    def missing_callables(self) -> list[Unrecorded]:
+        """The callables this config was saved with but does not hold (read from a checkpoint, not passed again).
+
+        A lambda, closure, bound method or function of a script is recorded only as
+        "it existed" (:class:`~cairn.registry.Unrecorded`); the load that reads it back
+        takes it again by its field name (``PPO.from_checkpoint(path, policy_mapping_fn=fn)``).
+        """
+        found: list[Unrecorded] = []
+
+        def walk(value: Any, depth: int) -> None:
+            if isinstance(value, Unrecorded):
+                if value.fn is None and value not in found:
+                    found.append(value)
+            elif depth < 4 and isinstance(value, Mapping):
+                for item in value.values():
+                    walk(item, depth + 1)
+            elif depth < 4 and isinstance(value, list | tuple):
+                for item in value:
+                    walk(item, depth + 1)
+
+        for f in fields(self):
+            walk(getattr(self, f.name), 0)
+        return found
+
     def get_config_for_module(self, module_id: str) -> AlgorithmConfig:
         """This config with :attr:`algorithm_config_overrides_per_module` of ``module_id`` applied.
 
@@ -724,6 +764,10 @@ class AlgorithmConfig(ConfigBuilders):
         program has not imported, or a setting asks for Ray and Ray is not installed."""
         check_env_id(self.env)
         check_env_config(self.env_config)
+        missing = self.missing_callables()
+        if missing:  # read from a checkpoint, and the load was not given them again (issue 39)
+            load = f"{type(self).__name__.removesuffix('Config') or 'Algorithm'}.from_checkpoint"
+            raise MissingCallableError(missing_message(missing, where="This algorithm's checkpoint", load=load))
         for module_id in self.algorithm_config_overrides_per_module:
             module_config = self.get_config_for_module(module_id)
             if module_config is not self:

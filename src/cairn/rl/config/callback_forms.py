@@ -17,8 +17,10 @@ never runs code on load):
   :data:`CALLBACK_HOOKS`): recorded as ``"module:function"`` in the config's
   ``callbacks_on_<hook>`` field, as ``policy_mapping_fn`` is, and resolved
   by :func:`resolve_callback_function` (the allow-list: a function the program
-  registered or the load trusted). A lambda, a closure or a function of
-  ``__main__`` is refused when the config is built, with what to write instead.
+  registered or the load trusted). A lambda, a closure, a bound method or a
+  function of ``__main__`` is kept as it is (an :class:`~cairn.registry.Unrecorded`):
+  it runs in this program and its Ray workers, a checkpoint records only that it
+  existed, and a load in a new process asks for it again (issue 39).
 
 Building a config in code registers the classes and functions it is given
 (:func:`cairn.registry.register`), so that the program that saves a checkpoint
@@ -34,10 +36,12 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from cairn._unrecorded import unrecorded
 from cairn.registry import (
     CALLBACK_FUNCTION,
     CALLBACKS_CLASS,
     Role,
+    Unrecorded,
     class_path,
     function_problem,
     object_path,
@@ -167,33 +171,34 @@ def callbacks_class_value(value: Any) -> Any:
     return value
 
 
-def _reference(fn: Any, hook: str) -> str:
+def _reference(fn: Any, hook: str, index: int) -> str | Unrecorded:
+    if isinstance(fn, Unrecorded):
+        return fn
     if isinstance(fn, str):
         if ":" not in fn:
             raise ValueError(f"callbacks({hook}={fn!r}): a function is recorded as 'module:function', got {fn!r}.")
         return fn
-    problem = function_problem(fn)
-    if problem is not None:
-        raise ValueError(
-            f"callbacks({hook}={fn!r:.80}) cannot be recorded by reference: {problem}. cairn records callback "
-            "functions by their path, never by value: define it at the top level of a module you import (not "
-            "__main__, not a lambda or closure) and pass it or its 'module:function' path, or override "
-            f"{hook} in a subclass of cairn.rl.callbacks.callbacks.RLlibCallback."
-        )
+    if not callable(fn):
+        raise ValueError(f"callbacks({hook}={fn!r:.80}): give a function or a 'module:function' path.")
+    if function_problem(fn) is not None:
+        # A lambda, a closure, a bound method, a function of __main__: kept as it is (it runs in this program
+        # and its Ray workers); a checkpoint records only that it existed, and a load asks for it (issue 39).
+        return unrecorded(fn, function_field(hook), index)
     register_passed(fn)  # the program passed it: a checkpoint of this config loads again in this program
     return f"{fn.__module__}:{fn.__qualname__}"
 
 
-def callback_functions(value: Any, hook: str) -> list[str] | None:
-    """A hook's functions as the config keeps them: ``None``, or a list of ``"module:function"``.
+def callback_functions(value: Any, hook: str) -> list[str | Unrecorded] | None:
+    """A hook's functions as the config keeps them: ``None``, or a list of ``"module:function"`` paths and
+    :class:`~cairn.registry.Unrecorded` callables (those no path names).
 
     Raises:
-        ValueError: A function that cannot be recorded by reference (message says what to write).
+        ValueError: Something that is neither callable nor a ``"module:function"`` path.
     """
     if value is None:
         return None
     items = list(value) if isinstance(value, list | tuple) else [value]
-    return [_reference(fn, hook) for fn in items]
+    return [_reference(fn, hook, i) for i, fn in enumerate(items)]
 
 
 def resolve_callback_function(ref: Any, hook: str) -> Callable[..., Any]:
@@ -216,5 +221,6 @@ def callback_names(config: Any) -> list[tuple[str, str, Role]]:
             names.append((object_path(cls), "callbacks_class", CALLBACKS_CLASS))
     for hook in CALLBACK_HOOKS:
         for ref in getattr(config, function_field(hook), None) or ():
-            names.append((ref, f"callbacks({hook}=...)", CALLBACK_FUNCTION))
+            if not isinstance(ref, Unrecorded):  # a callable no path names is no name to allow
+                names.append((ref, f"callbacks({hook}=...)", CALLBACK_FUNCTION))
     return names

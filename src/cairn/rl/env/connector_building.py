@@ -20,7 +20,7 @@ from typing import Any
 import gymnasium as gym
 
 from cairn.errors import IncompatibleCheckpointError
-from cairn.registry import CONNECTOR_FACTORY, Role, resolve
+from cairn.registry import CONNECTOR_FACTORY, Role, Unrecorded, resolve
 from cairn.rl.config.algorithm_config import CONNECTOR_FIELDS, AlgorithmConfig
 from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
 from cairn.rl.connectors.env_to_module.flatten_observations import FlattenObservations
@@ -57,7 +57,7 @@ def resolve_connector_factory(recorded: Mapping[str, Any], *, where: str) -> tup
     """
     ref = recorded.get("ref")
     kwargs = recorded.get("kwargs", {})
-    if not isinstance(ref, str) or not isinstance(kwargs, Mapping):
+    if not isinstance(ref, str | Unrecorded) or not isinstance(kwargs, Mapping):
         raise IncompatibleCheckpointError(
             f"{where}={recorded!r:.120} is not {{'ref': 'module:QualName', 'kwargs': {{}}}}."
         )
@@ -69,7 +69,7 @@ def connector_names(config: AlgorithmConfig) -> list[tuple[str, str, Role]]:
     names: list[tuple[str, str, Role]] = []
     for name in _FIELDS:
         recorded = getattr(config, name, None)
-        if isinstance(recorded, Mapping):
+        if isinstance(recorded, Mapping) and not isinstance(recorded.get("ref"), Unrecorded):
             names.append((str(recorded.get("ref")), name, CONNECTOR_FACTORY))
     return names
 

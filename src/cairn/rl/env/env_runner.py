@@ -19,10 +19,8 @@ stopped. For environments whose state cannot be saved, the state records
 from __future__ import annotations
 
 import functools
-import math
 from collections import deque
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -31,7 +29,6 @@ import numpy.typing as npt
 import torch
 
 from cairn import Checkpointable
-from cairn.errors import IncompatibleCheckpointError
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.callbacks.callbacks import callbacks_from_config, overrides
 from cairn.rl.config.algorithm_config import AlgorithmConfig
@@ -46,55 +43,31 @@ from cairn.rl.env.connector_building import (
     nested_module_name,
 )
 from cairn.rl.env.env_state import (
-    env_state_mismatch,
-    env_state_problem,
-    get_env_state,
-    set_env_state,
     supports_env_state,
 )
 from cairn.rl.env.episodes import EpisodeTracker
 from cairn.rl.env.module_outputs import owed_output, owes_logp_and_values
-from cairn.rl.env.multi_agent_env import (
-    DEFAULT_AGENT_ID,
-    agent_ids,
-    build_module_specs,
-    make_env,
-    parse_env,
-    resolve_policy_mapping,
-)
+from cairn.rl.env.module_spaces import build_module_specs
+from cairn.rl.env.multi_agent_env import DEFAULT_AGENT_ID, agent_ids, make_env, parse_env, resolve_policy_mapping
 from cairn.rl.env.pretrained_connectors import restore_pretrained_connectors
+from cairn.rl.env.runner_metrics import EnvRunnerMetrics
+from cairn.rl.env.runner_modules import EnvRunnerModules
+from cairn.rl.env.runner_state import EnvRunnerState
 from cairn.rl.env.state_checks import (
-    PEER_OWN_KEYS,
-    PEER_STATES_KEY,
-    check_state_tree,
-    corrupt,
-    count,
-    episode_windows,
     layout_problem,
-    mapping,
-    numeric_leaves,
-    rng_state,
-    runner_local_states,
-    slot_rows,
     spec_spaces_problem,
-    tracker_state,
 )
-from cairn.rl.utils._util import Names
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
-from cairn.rl.utils.metrics.metrics_logger import read_state as read_metrics_state
 from cairn.rl.utils.nested import (
     copy_rows,
-    from_state,
     index_rows,
     map_leaves,
-    same_layout,
     set_rows,
     stack_rows,
     take_rows,
-    to_state,
 )
 
-__all__ = ["NUM_AGENT_STEPS_SAMPLED", "NUM_ENV_STEPS_SAMPLED", "EnvRunner", "ModuleRemoval", "SampleBatch"]
+__all__ = ["NUM_AGENT_STEPS_SAMPLED", "NUM_ENV_STEPS_SAMPLED", "EnvRunner", "SampleBatch"]
 
 NUM_ENV_STEPS_SAMPLED = "num_env_steps_sampled"
 """Env steps of a runner's last ``sample()`` in its metrics logger (RLlib's name), logged before
@@ -120,28 +93,7 @@ truncated; the environments reset in the same step). ``action_logp`` and
 """
 
 
-@dataclass(frozen=True)
-class ModuleRemoval:
-    """A removal of a module that an env runner checked and can apply without refusing.
-
-    :meth:`EnvRunner.prepare_remove_module` makes it, :meth:`EnvRunner.apply_remove_module`
-    applies it; a group prepares on every runner before it applies on any.
-
-    Attributes:
-        module_id: The module to drop.
-        config: The algorithm's config without it.
-        remapped: ``(env copy, agent) -> new module`` of the agents of episodes in
-            flight that act with ``module_id`` (multi-agent runners).
-        mapping_fn: The mapping function the runner takes (multi-agent runners).
-    """
-
-    module_id: str
-    config: AlgorithmConfig
-    remapped: dict[tuple[int, Any], str] = field(default_factory=dict)
-    mapping_fn: Any = None
-
-
-class EnvRunner(Checkpointable):
+class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
     """Samples rollouts from ``num_envs_per_env_runner`` vectorized environments.
 
     Args:
@@ -617,169 +569,13 @@ class EnvRunner(Checkpointable):
             rl_module=self.module,
         )
 
-    def _record_episode(self, episode_return: float, length: int, module_id: str) -> None:
-        self._recent_returns.append(episode_return)
-        self._recent_lengths.append(length)
-        if module_id in self._recent_module_returns:
-            self._recent_module_returns[module_id].append(episode_return)
-        self.num_episodes_lifetime += 1
-        self._episodes_this_iteration += 1
-        self.last_episodes.append((episode_return, length, module_id))
-
-    # ------------------------------------------------------------------ group bookkeeping
-
-    def sample_report(self) -> dict[str, Any]:
-        """What the group's driver needs from this runner after a :meth:`sample`.
-
-        The steps taken, the episodes that ended (in order), the connectors'
-        deltas (statistics of the data seen since the last report, connector name
-        -> delta, per pipeline) and what the callbacks logged since the last report
-        (:meth:`MetricsLogger.pop_deltas`); small, whatever the size of the batches.
-        """
-        return {
-            "env_steps": self.num_envs * int(self.config.rollout_length),
-            "agent_steps": self._agent_steps_of_last_sample(),
-            "episodes": list(self.last_episodes),
-            "connector_deltas": self.pop_connector_deltas(),
-            "metrics": self.metrics.pop_deltas(),
-        }
-
-    def pop_connector_deltas(self) -> dict[str, Any]:
-        """The connectors' deltas (statistics of the data seen since the last call), by pipeline name."""
-        return {
-            "env_to_module_connector": self.env_to_module.pop_deltas(),
-            "module_to_env_connector": self.module_to_env.pop_deltas(),
-        }
-
     def _agent_steps_of_last_sample(self) -> int:
         # Every slot is one agent that acts every step.
         return self.num_slots * int(self.config.rollout_length)
 
-    def begin_group_iteration(self) -> None:
-        """Start counting a new iteration's episodes (for a runner that keeps a group's totals)."""
-        self._episodes_this_iteration = 0
-        self.last_episodes = []
-
-    def absorb_sample_report(self, report: Mapping[str, Any]) -> None:
-        """Add another runner's :meth:`sample_report` to this runner's counters, windows and connectors.
-
-        The runner that keeps a group's totals (the local runner of a group of
-        remote runners) calls this for every remote runner after each round of
-        sampling, in runner order, so that the totals are deterministic.
-        """
-        self.num_env_steps_sampled_lifetime += int(report["env_steps"])
-        self.num_agent_steps_sampled_lifetime += int(report["agent_steps"])
-        for episode_return, length, module_id in report["episodes"]:
-            self._record_episode(float(episode_return), int(length), str(module_id))
-        deltas = report["connector_deltas"]
-        self.env_to_module.merge_deltas(deltas.get("env_to_module_connector", {}))
-        self.module_to_env.merge_deltas(deltas.get("module_to_env_connector", {}))
-
-    def get_connector_states(self) -> dict[str, Any]:
-        """The states of both connector pipelines, by component name."""
-        return {
-            "env_to_module_connector": self.env_to_module.get_state(),
-            "module_to_env_connector": self.module_to_env.get_state(),
-        }
-
-    def set_synced_connector_states(self, states: Mapping[str, Any]) -> None:
-        """Take the group's merged connector states (as :meth:`get_connector_states` gives)."""
-        if "env_to_module_connector" in states:
-            self.env_to_module.set_synced_states(states["env_to_module_connector"])
-        if "module_to_env_connector" in states:
-            self.module_to_env.set_synced_states(states["module_to_env_connector"])
-
-    def get_metrics(self) -> dict[str, float | int]:
-        """Episode and counter metrics (NaN means: no episode has ended yet)."""
-        metrics: dict[str, float | int] = {
-            "episode_return_mean": _mean(self._recent_returns),
-            "episode_return_min": min(self._recent_returns, default=math.nan),
-            "episode_return_max": max(self._recent_returns, default=math.nan),
-            "episode_len_mean": _mean(self._recent_lengths),
-            "num_episodes": self._episodes_this_iteration,
-            "num_episodes_lifetime": self.num_episodes_lifetime,
-            "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
-            "num_agent_steps_sampled_lifetime": self.num_agent_steps_sampled_lifetime,
-        }
-        if len(self.config.policies) > 1 or self._multi_agent:
-            for module_id, returns in self._recent_module_returns.items():
-                metrics[f"env_runner/{module_id}/episode_return_mean"] = _mean(returns)
-        return metrics
-
     def set_weights(self, weights: Mapping[str, Any]) -> None:
         """Load module weights (module id -> RLModule state) into the inference copy."""
         self.module.set_state(dict(weights))
-
-    def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
-        """Add an inference copy of a new module (weights follow with the next :meth:`set_weights`).
-
-        Args:
-            module_id: The new module's id.
-            spec: Its complete spec (class and spaces given).
-            config: The algorithm's config with the module added (its ``policies``).
-        """
-        self.module.add_module(module_id, spec.build())
-        self.module.eval()
-        self.module_specs[module_id] = spec
-        self._recent_module_returns.setdefault(module_id, deque(maxlen=int(self.config.episode_return_window)))
-        self.config = config
-
-    _prepared_removal: ModuleRemoval | None = None
-    """What :meth:`prepare_remove_module` checked, until :meth:`apply_remove_module`."""
-
-    def remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
-        """Drop the inference copy of ``module_id`` (:meth:`prepare_remove_module`, then apply it).
-
-        Raises:
-            ValueError: Agents of this runner's environments still act with it (nothing is changed).
-        """
-        self.prepare_remove_module(module_id, config=config)
-        self.apply_remove_module()
-
-    def prepare_remove_module(self, module_id: str, *, config: AlgorithmConfig) -> None:
-        """Check that removing ``module_id`` with ``config`` is possible here, changing nothing.
-
-        The runner keeps what the removal would do until :meth:`apply_remove_module`
-        (or the next prepare). A group of runners prepares on every runner first, so
-        that one runner's refusal leaves them all as they were.
-
-        Raises:
-            ValueError: Agents of this runner's environments still act with it.
-        """
-        self._prepared_removal = None
-        self._prepared_removal = self._plan_removal(module_id, config)
-
-    def apply_remove_module(self) -> None:
-        """Apply the removal :meth:`prepare_remove_module` checked.
-
-        Raises:
-            RuntimeError: Nothing was prepared.
-        """
-        removal, self._prepared_removal = self._prepared_removal, None
-        if removal is None:
-            raise RuntimeError("apply_remove_module() without prepare_remove_module(): there is nothing to remove.")
-        self._apply_removal(removal)
-
-    def discard_remove_module(self) -> None:
-        """Forget a removal :meth:`prepare_remove_module` checked (another runner refused it)."""
-        self._prepared_removal = None
-
-    def _plan_removal(self, module_id: str, config: AlgorithmConfig) -> ModuleRemoval:
-        """The removal of ``module_id``, or ``ValueError`` if this runner refuses it; changes nothing."""
-        if module_id in self._module_slots:
-            agents = sorted({agent for agent, m in self.policy_mapping.items() if m == module_id})
-            raise ValueError(
-                f"Module {module_id!r} cannot be removed: agents {agents} act with it. Map them to another "
-                "module first (new_agent_to_module_mapping_fn / policy_mapping)."
-            )
-        return ModuleRemoval(module_id, config)
-
-    def _apply_removal(self, removal: ModuleRemoval) -> None:
-        """Forget the module (inference copy, spec, return window) once no agent acts with it; take the config."""
-        self.module.remove_module(removal.module_id)
-        self.module_specs.pop(removal.module_id, None)
-        self._recent_module_returns.pop(removal.module_id, None)
-        self.config = removal.config
 
     # ------------------------------------------------------------------ Checkpointable
 
@@ -794,310 +590,6 @@ class EnvRunner(Checkpointable):
             ("env_to_module_connector", self.env_to_module),
             ("module_to_env_connector", self.module_to_env),
         ]
-
-    def _env_state(self) -> dict[str, Any]:
-        state: dict[str, Any] = {
-            "saved": self.env_state_saved,
-            "env": self.config.env,
-            "num_slots": self.num_slots,
-        }
-        if self.env_state_saved:
-            state["obs"] = to_state(self._obs)
-            state["episode_starts"] = self._episode_starts.copy()
-            local = self._runner_local_connector_states()
-            if local:  # the connectors' part of the episodes in flight (frame stacks), this runner's own
-                state["connectors"] = local
-            state["sub_envs"] = [get_env_state(env) for env in self.env.envs]
-            state["autoreset"] = np.array(self.env._autoreset_envs, copy=True)
-            state["episode_returns"] = self._episode_returns.copy()
-            state["episode_lengths"] = self._episode_lengths.copy()
-            state["episodes_started"] = self._episodes_started  # whether on_episode_start fired for them
-            if self._passes_prev:  # each slot's last action and reward, which its next observation follows
-                state["prev_actions"], state["prev_rewards"] = self._prev_actions.copy(), self._prev_rewards.copy()
-            if self._module_states:  # the memory of stateful modules, per slot: the episodes go on with it
-                state["module_states"] = {
-                    module_id: {name: value.numpy().copy() for name, value in states.items()}
-                    for module_id, states in self._module_states.items()
-                }
-            if self.episode_tracker is not None:
-                state["episode_api"] = self.episode_tracker.get_state()  # custom_data and history, in flight
-        return state
-
-    def _runner_local_connector_states(self) -> dict[str, Any]:
-        states = {
-            "env_to_module_connector": self.env_to_module.get_runner_local_states(),
-            "module_to_env_connector": self.module_to_env.get_runner_local_states(),
-        }
-        return {name: value for name, value in states.items() if value}
-
-    def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
-        """Counters, the action-sampling RNG, episode windows, env state, and components."""
-        state: dict[str, Any] = {
-            "counters": {
-                "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
-                "num_agent_steps_sampled_lifetime": self.num_agent_steps_sampled_lifetime,
-                "num_episodes_lifetime": self.num_episodes_lifetime,
-                "num_episodes": self._episodes_this_iteration,
-            },
-            "rng": {"torch": self._generator.get_state()},
-            "episodes": {
-                "recent_returns": list(self._recent_returns),
-                "recent_lengths": list(self._recent_lengths),
-                "recent_module_returns": {
-                    module_id: list(returns) for module_id, returns in self._recent_module_returns.items()
-                },
-            },
-            "env": self._env_state(),
-            "metrics": self.metrics.get_state(),
-        }
-        state.update(self._get_components_state(components, not_components=not_components))
-        return state
-
-    checkpoint_label: str = "env_runner"
-    """How refusals of a restore name this runner's folder (the evaluation runner's is ``eval_env_runner``)."""
-
-    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
-        """Refuse a hostile or damaged state before a restore changes anything (:mod:`~cairn.rl.env.state_checks`).
-
-        Raises:
-            CorruptCheckpointError: A value that does not hold together (a NaN or negative
-                counter, per-slot arrays of another length, a foreign RNG state, an episode
-                of another slot); the message names its path in the checkpoint.
-            IncompatibleCheckpointError: A metrics logger state of another layout.
-        """
-        self._read_state(state)
-        # The own states of remote runners 2..N, which each of them applies: all checked here first.
-        peers = state.get(PEER_STATES_KEY, [])
-        if not isinstance(peers, list | tuple):
-            raise corrupt(f"{self.checkpoint_label}/{PEER_STATES_KEY}", "is not a list of runner states")
-        for i, peer in enumerate(peers):
-            peer = mapping(peer, where=f"{self.checkpoint_label}/{PEER_STATES_KEY}/{i}")
-            self._read_state({key: peer[key] for key in PEER_OWN_KEYS if key in peer})
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Apply what ``state`` holds; what it does not hold is left as it is.
-
-        The environments are restored when the state saved them and they fit
-        (same env, same number of sub-environments); otherwise the runner
-        keeps its current episodes and sets :attr:`episodes_restarted`.
-        Everything (also the components' parts) is checked before anything is
-        applied: a refused state leaves the runner as it was.
-
-        Raises:
-            CorruptCheckpointError: See :meth:`check_state`.
-        """
-        check_state_tree(self, state, where=self.checkpoint_label)
-        read = self._read_state(state)
-        self._set_components_state(state)
-        counters = read["counters"]
-        self.num_env_steps_sampled_lifetime = counters.get(
-            "num_env_steps_sampled_lifetime", self.num_env_steps_sampled_lifetime
-        )
-        self.num_agent_steps_sampled_lifetime = counters.get(
-            "num_agent_steps_sampled_lifetime", self.num_agent_steps_sampled_lifetime
-        )
-        self.num_episodes_lifetime = counters.get("num_episodes_lifetime", self.num_episodes_lifetime)
-        self._episodes_this_iteration = counters.get("num_episodes", self._episodes_this_iteration)
-        if "rng" in read:
-            self._generator.set_state(read["rng"])
-        if "episodes" in read:
-            window = int(self.config.episode_return_window)
-            returns, lengths, module_returns = read["episodes"]
-            if returns is not None:
-                self._recent_returns = deque(returns, maxlen=window)
-            if lengths is not None:
-                self._recent_lengths = deque(lengths, maxlen=window)
-            for module_id, values in module_returns.items():
-                self._recent_module_returns[module_id] = deque(values, maxlen=window)
-        if "env" in read:
-            self._apply_env_state(read["env"])
-        if "metrics" in read:
-            self.metrics.set_state(state["metrics"], where=f"{self.checkpoint_label}/metrics")
-
-    def _read_state(self, state: Mapping[str, Any]) -> dict[str, Any]:
-        """``state``'s own values, checked and parsed for :meth:`set_state`; changes nothing."""
-        where = self.checkpoint_label
-        read: dict[str, Any] = {}
-        counters = mapping(state.get("counters", {}), where=f"{where}/counters")
-        read["counters"] = {
-            name: count(counters[name], where=f"{where}/counters/{name}") for name in _COUNTERS if name in counters
-        }
-        rng = mapping(state.get("rng", {}), where=f"{where}/rng")
-        if "torch" in rng:
-            read["rng"] = rng_state(self._generator, rng["torch"], where=f"{where}/rng/torch")
-        if "episodes" in state:
-            read["episodes"] = episode_windows(
-                state["episodes"], self._recent_module_returns, where=f"{where}/episodes"
-            )
-        if "env" in state:
-            read["env"] = self._read_env_state(mapping(state["env"], where=f"{where}/env"))
-        if "metrics" in state:
-            read["metrics"] = read_metrics_state(state["metrics"], where=f"{where}/metrics")
-        return read
-
-    def _read_env_state(self, env_state: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The environments' part of a state, checked; None when it does not fit (the episodes restart)."""
-        where = f"{self.checkpoint_label}/env"
-        sub_states = env_state.get("sub_envs")
-        fits = (
-            env_state.get("saved") is True
-            and self.env_state_saved
-            and env_state.get("env") == self.config.env
-            and _is_int(env_state.get("num_slots"), self.num_slots)
-            and same_layout(self._obs, env_state.get("obs"))
-            and isinstance(sub_states, list | tuple)
-            and len(sub_states) == self.num_slots
-            and all(env_state_mismatch(env, sub) is None for env, sub in zip(self.env.envs, sub_states, strict=True))
-        )
-        if not fits:
-            return None
-        assert isinstance(sub_states, list | tuple)
-        for i, (env, sub) in enumerate(zip(self.env.envs, sub_states, strict=True)):
-            problem = env_state_problem(env, sub)
-            if problem is not None:
-                raise corrupt(f"{where}/sub_envs/{i}", f"the environment's saved state does not fit: {problem}")
-        if not numeric_leaves(env_state["obs"]):
-            raise corrupt(f"{where}/obs", "the current observations are not arrays of numbers")
-        n = self.num_slots
-        starts = env_state.get("episode_starts")
-
-        def rows(key: str, kind: str) -> npt.NDArray[Any]:
-            return slot_rows(env_state.get(key), length=n, kind=kind, where=f"{where}/{key}")
-
-        connectors = env_state.get("connectors", {})
-        read: dict[str, Any] = {
-            "sub_envs": list(sub_states),
-            "obs": env_state["obs"],
-            "episode_starts": None if starts is None else rows("episode_starts", "bool"),
-            "autoreset": rows("autoreset", "bool"),
-            "returns": rows("episode_returns", "float"),
-            "lengths": rows("episode_lengths", "int"),
-            "started": env_state.get("episodes_started", True),
-            "connectors": runner_local_states(self, connectors, max_slot=n, where=f"{where}/connectors"),
-            "memory": self._read_memory(env_state),  # recurrent module states, previous actions and rewards
-        }
-        if not isinstance(read["started"], bool | np.bool_):
-            raise corrupt(f"{where}/episodes_started", f"expected True or False, found {read['started']!r:.40}")
-        api = env_state.get("episode_api")
-        if self.episode_tracker is not None and api is not None:
-            spaces = (self.env.single_observation_space, self.env.single_action_space)
-            read["episode_api"] = tracker_state(
-                api, self.slot_agents, self.slot_modules, spaces, where=f"{where}/episode_api"
-            )
-        return read
-
-    def _set_env_state(self, env_state: Mapping[str, Any]) -> None:
-        """Check, then apply, the environments' part of a state (see :meth:`set_state`)."""
-        self._apply_env_state(self._read_env_state(mapping(env_state, where=f"{self.checkpoint_label}/env")))
-
-    def _apply_env_state(self, read: dict[str, Any] | None) -> None:
-        """Apply :meth:`_read_env_state`'s result (None: the episodes restart)."""
-        if read is None:
-            self.episodes_restarted = True
-            self._episode_starts[:] = True  # connectors (frame stacks) start afresh with the runner's episodes
-            return
-        self._apply_memory(read["memory"])  # recurrent states, previous actions and rewards (checked when read)
-        for env, sub_state in zip(self.env.envs, read["sub_envs"], strict=True):
-            set_env_state(env, sub_state)
-        self._obs = from_state(self._obs, read["obs"])
-        starts = read["episode_starts"]
-        self._episode_starts = np.zeros(self.num_slots, dtype=np.bool_) if starts is None else starts
-        self.env._autoreset_envs = read["autoreset"]
-        self._episode_returns = read["returns"]
-        self._episode_lengths = read["lengths"]
-        self.episodes_restarted = False
-        connectors = read["connectors"]
-        self.env_to_module.set_runner_local_states(connectors.get("env_to_module_connector", {}))
-        self.module_to_env.set_runner_local_states(connectors.get("module_to_env_connector", {}))
-        # Their on_episode_start fired before the checkpoint, unless it was taken before the first sample.
-        self._episodes_started = bool(read["started"])
-        if self.episode_tracker is None:
-            return
-        if "episode_api" in read:
-            self.episode_tracker.take(*read["episode_api"])
-        else:
-            # Saved without episode objects: they start from the restored observations (their earlier
-            # history and custom_data were never recorded), and the next sample() calls on_episode_start
-            # for them, so that a callback sees every episode start.
-            self.episode_tracker = self._new_episode_tracker({})
-            self._episodes_started = False
-
-    def _read_memory(self, env_state: Mapping[str, Any]) -> tuple[dict[str, dict[str, torch.Tensor]], Any]:
-        """The memory of the episodes in flight, checked: the stateful modules' states and, for a pipeline
-        that reads them, each slot's previous action and reward (``None`` otherwise).
-
-        Raises:
-            IncompatibleCheckpointError: See :meth:`_restored_module_states`; previous actions or rewards
-                missing or of another shape or kind.
-        """
-        states = self._restored_module_states(env_state.get("module_states", {}))
-        prev = None
-        if self._passes_prev:
-            actions, rewards = env_state.get("prev_actions"), env_state.get("prev_rewards")
-            if not (
-                isinstance(actions, np.ndarray)
-                and isinstance(rewards, np.ndarray)
-                and actions.shape == self._prev_actions.shape
-                and rewards.shape == self._prev_rewards.shape
-                and actions.dtype.kind in "fiu"
-                and rewards.dtype.kind in "fiu"
-                and np.isfinite(actions).all()
-                and np.isfinite(rewards).all()
-            ):
-                raise IncompatibleCheckpointError(
-                    "env_runner/env/prev_actions and prev_rewards must be finite arrays of shapes "
-                    f"{self._prev_actions.shape} and {self._prev_rewards.shape} (each slot's last action and reward, "
-                    "which PrevActionsPrevRewards reads); the checkpoint was written without that piece or altered."
-                )
-            prev = (actions.astype(self._prev_actions.dtype), rewards.astype(np.float32))
-        return states, prev
-
-    def _apply_memory(self, memory: tuple[dict[str, dict[str, torch.Tensor]], Any]) -> None:
-        """Take what :meth:`_read_memory` checked."""
-        states, prev = memory
-        self._module_states = states
-        if prev is not None:
-            self._prev_actions, self._prev_rewards = prev
-
-    def _restored_module_states(self, saved: Any) -> dict[str, dict[str, torch.Tensor]]:
-        """The stateful modules' states of a checkpoint's episodes in flight, checked against this runner's.
-
-        Raises:
-            IncompatibleCheckpointError: States of modules that are not stateful here, a stateful
-                module without its states, other names, shapes, or non-finite values.
-        """
-        where = "env_runner/env/module_states"
-        if not isinstance(saved, Mapping) or set(saved) != set(self._initial_states):
-            found = sorted(map(str, saved)) if isinstance(saved, Mapping) else type(saved).__name__
-            raise IncompatibleCheckpointError(
-                f"{where} holds states of {found}, but this runner's stateful modules are "
-                f"{sorted(self._initial_states)}: the checkpoint was written with other modules (restore it with the "
-                "modules it was written with) or altered."
-            )
-        restored: dict[str, dict[str, torch.Tensor]] = {}
-        for module_id, initial in self._initial_states.items():
-            entry, rows = saved[module_id], len(self._module_slots[module_id])
-            if not isinstance(entry, Mapping) or set(entry) != set(initial):
-                raise IncompatibleCheckpointError(
-                    f"{where}/{module_id} is not a state with the names {sorted(initial)} of the module's "
-                    "get_initial_state(); the checkpoint was written by another module or altered."
-                )
-            restored[module_id] = {}
-            for name, value in initial.items():
-                array = entry[name]
-                expected = (rows, *value.shape)
-                if not isinstance(array, np.ndarray) or array.dtype.kind not in "fiu" or array.shape != expected:
-                    shape = getattr(array, "shape", type(array).__name__)
-                    raise IncompatibleCheckpointError(
-                        f"{where}/{module_id}/{name} has shape {shape}, but module {module_id!r} "
-                        f"({type(self.module[module_id]).__qualname__}) with {rows} env slots here needs a numeric "
-                        f"array of shape {expected}: the checkpoint was written with another state size "
-                        "(lstm_cell_size) or number of envs. Restore it with the config it was written with."
-                    )
-                if not np.isfinite(array).all():
-                    raise IncompatibleCheckpointError(f"{where}/{module_id}/{name} holds NaN or infinite values.")
-                restored[module_id][name] = torch.as_tensor(array.copy()).to(value.dtype)
-        return restored
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config,), {"worker_index": ...})``."""
@@ -1118,14 +610,6 @@ class EnvRunner(Checkpointable):
     def close(self) -> None:
         """Close the environments."""
         self.env.close()
-
-
-_COUNTERS = (
-    "num_env_steps_sampled_lifetime",
-    "num_agent_steps_sampled_lifetime",
-    "num_episodes_lifetime",
-    "num_episodes",
-)
 
 
 def as_tensors(obs: Any) -> Any:
@@ -1149,15 +633,6 @@ def _leaf_zeros(space: gym.Space[Any], rows: tuple[int, ...]) -> Any:
         return zeros_of(space, rows)
     dtype = np.int64 if isinstance(space, gym.spaces.Discrete) else (space.dtype or np.float32)
     return np.zeros((*rows, *(space.shape or ())), dtype=dtype)
-
-
-def _is_int(value: Any, expected: int) -> bool:
-    """Whether ``value`` is the int ``expected`` (a NaN or a str is not; nothing is converted)."""
-    return not isinstance(value, bool) and isinstance(value, int | np.integer) and int(value) == expected
-
-
-def _mean(values: deque[float] | deque[int]) -> float:
-    return float(np.mean(np.asarray(values, dtype=np.float64))) if values else float("nan")
 
 
 register_old_paths(EnvRunner)

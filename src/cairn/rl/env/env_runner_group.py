@@ -320,14 +320,12 @@ class EnvRunnerGroup:
         With ``num_env_runners=0`` the local runner is the one runner (called once). With
         remote runners, the local runner first when ``local_env_runner`` (it keeps the
         group's totals and does not sample), then each remote runner, which gets ``func``
-        by reference (``"module:function"``, resolved on the worker with
-        :func:`cairn.registry.resolve_function`; cairn sends no code to workers) and returns
-        plain data.
+        from the driver: by reference (``"module:function"``, resolved on the worker with
+        :func:`cairn.registry.resolve_function`) when it has one, else (a lambda, a closure)
+        over Ray's own channel, as RLlib sends it; never from a file. Returns plain data.
 
         Raises:
-            ValueError: ``func`` is not callable, or remote runners would need it by reference and it
-                has none (a lambda, a closure, a function of ``__main__``): define it at the top level
-                of a module you import.
+            ValueError: ``func`` is not callable.
         """
         if self.remote is None:
             fn = _callable(func)

@@ -33,6 +33,7 @@ This module imports nothing of ``cairn.rl``: both env runners import it.
 from __future__ import annotations
 
 import copy
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -55,15 +56,47 @@ __all__ = [
 Indices = int | slice | Sequence[int] | None
 
 
-def _pick(items: list[Any], indices: Indices) -> Any:
-    """RLlib's ``indices`` argument: all (None), one (an int, negative from the end), a slice, or a list."""
+def _pick(
+    items: list[Any], indices: Indices, *, lookback: int = 0, neg_index_as_lookback: bool = False, fill: Any = None
+) -> Any:
+    """RLlib's ``indices`` argument over ``items`` whose first ``lookback`` are a lookback buffer.
+
+    All (None: the episode's part), one (an int: from the episode's start; negative: from the end, or
+    into the lookback buffer with ``neg_index_as_lookback``), a slice, or a list of ints. ``fill``
+    stands in for positions outside the data (else an int out of range raises ``IndexError`` and a
+    slice is cut to the data, as Python's are).
+    """
+
+    def position(i: int) -> int:
+        return lookback + i if i >= 0 or neg_index_as_lookback else len(items) + i
+
+    def one(p: int) -> Any:
+        if 0 <= p < len(items):
+            return items[p]
+        if fill is None:
+            raise IndexError(f"index {p - lookback} is outside the episode's {len(items) - lookback} items")
+        return _filled(items, fill)
+
     if indices is None:
-        return list(items)
-    if isinstance(indices, slice):
-        return items[indices]
+        return list(items[lookback:])
     if isinstance(indices, int):
-        return items[indices]
-    return [items[i] for i in indices]
+        return one(position(indices))
+    if isinstance(indices, slice):
+        start = lookback if indices.start is None else position(indices.start)
+        stop = len(items) if indices.stop is None else position(indices.stop)
+        positions = range(start, stop, indices.step or 1)
+        if fill is None:
+            low = 0 if neg_index_as_lookback else lookback
+            positions = range(max(start, low), min(stop, len(items)), indices.step or 1)
+        return [one(p) for p in positions]
+    return [one(position(int(i))) for i in indices]
+
+
+def _filled(items: list[Any], fill: Any) -> Any:
+    """``fill`` in the shape of the items (an array of ``fill`` for array items, RLlib's way)."""
+    if items and isinstance(items[0], np.ndarray):
+        return np.full_like(items[0], fill)
+    return fill
 
 
 def check_episode_data(value: Any, *, where: str) -> None:
@@ -117,45 +150,111 @@ def slot_value(batch: Any, slot: int) -> Any:
 
 
 class SingleAgentEpisode:
-    """One agent's episode in one sub-environment (RLlib's ``SingleAgentEpisode``, as hooks use it).
+    """One agent's episode (RLlib's ``SingleAgentEpisode``): built by hand for inference, or by a runner for hooks.
+
+    Built the RLlib way (``cairn.rl.env.single_agent_episode`` is RLlib's import path)::
+
+        episode = SingleAgentEpisode(observations=[obs], observation_space=env.observation_space,
+                                     action_space=env.action_space)
+        episode.add_env_step(obs, action, reward, terminated=term, truncated=trunc)
+        if episode.is_done:
+            print(episode.get_return())
+
+    Data given to the constructor is, as in RLlib, a *lookback buffer* by default
+    (``len_lookback_buffer="auto"``: all given rewards and actions are history the
+    episode can look back into, and ``len(episode)`` starts at 0); give
+    ``len_lookback_buffer=0`` for data that is part of the episode. The getters'
+    ``indices`` count from the episode's start (lookback excluded); a negative index
+    counts from the end, or into the lookback buffer with ``neg_index_as_lookback=True``;
+    ``fill`` stands in for what lies outside the data.
 
     Attributes:
-        id_: A unique id, stable across a checkpoint (``"<runner>-<env>-<number>"``).
-        env_index: The sub-environment (slot) of the env runner it runs in.
-        agent_id: The agent (``"default_agent"`` for single-agent envs), ``str`` or ``int`` as the env
-            gives it (RLlib's MultiAgentCartPole numbers agents ``0, 1, ...``); checkpoints keep its type.
-        module_id: The module that acts for the agent.
+        id_: A unique id (a random hex string unless given; an env runner's is
+            ``"<runner>-<env>-<number>"``, stable across a checkpoint).
+        env_index: The sub-environment (slot) of the env runner it runs in (0 when built by hand).
+        agent_id: The agent (``"default_agent"`` in cairn's single-agent runners), ``str`` or ``int`` as
+            the env gives it (RLlib's MultiAgentCartPole numbers agents ``0, 1, ...``); checkpoints keep its type.
+        module_id: The module that acts for the agent (None when built by hand without one).
         custom_data: What callbacks keep for the episode (RLlib's ``custom_data``); checkpointed.
         is_terminated: The environment terminated it.
         is_truncated: It was truncated (a time limit).
+        t_started: The time step it started at (after its lookback buffer).
+        observation_space: The observations' space (for reference; None when not given).
+        action_space: The actions' space (for reference; None when not given).
+
+    Raises:
+        ValueError: Data whose lengths do not fit (one observation and info more than actions
+            and rewards, extra model outputs one per action), or a negative ``len_lookback_buffer``.
     """
 
     def __init__(
         self,
-        id_: str,
+        id_: str | None = None,
         *,
-        env_index: int,
-        agent_id: str | int,
-        module_id: str,
-        observation: Any = None,
-        info: Mapping[str, Any] | None = None,
+        observations: Sequence[Any] | None = None,
+        observation_space: Any = None,
+        infos: Sequence[Mapping[str, Any]] | None = None,
+        actions: Sequence[Any] | None = None,
+        action_space: Any = None,
+        rewards: Sequence[float] | None = None,
+        terminated: bool = False,
+        truncated: bool = False,
+        extra_model_outputs: Mapping[str, Sequence[Any]] | None = None,
+        t_started: int | None = None,
+        len_lookback_buffer: int | str = "auto",
+        agent_id: str | int | None = None,
+        module_id: str | None = None,
+        multi_agent_episode_id: str | None = None,
+        env_index: int = 0,
         keep_history: bool = True,
     ) -> None:
-        self.id_ = id_
+        self.id_ = id_ if id_ is not None else uuid.uuid4().hex
         self.env_index = env_index
         self.agent_id = agent_id
         self.module_id = module_id
+        self.multi_agent_episode_id = multi_agent_episode_id
+        self.observation_space = observation_space
+        self.action_space = action_space
         self.custom_data: dict[str, Any] = {}
-        self.is_terminated = False
-        self.is_truncated = False
+        self.is_terminated = bool(terminated)
+        self.is_truncated = bool(truncated)
         self.keep_history = keep_history
-        self._return = 0.0
-        self._length = 0
-        self._observations: list[Any] = [observation] if keep_history else []
-        self._infos: list[dict[str, Any]] = [dict(info or {})] if keep_history else []
-        self._actions: list[Any] = []
-        self._rewards: list[float] = []
+        self._observations: list[Any] = list(observations or [])
+        self._infos: list[dict[str, Any]] = (
+            [dict(i) for i in infos] if infos is not None else [{} for _ in self._observations]
+        )
+        self._actions: list[Any] = list(actions or [])
+        self._rewards: list[float] = [float(r) for r in (rewards or [])]
+        self._extra: dict[str, list[Any]] = {str(k): list(v) for k, v in (extra_model_outputs or {}).items()}
+        if len_lookback_buffer == "auto":
+            lookback = len(self._rewards)
+        elif isinstance(len_lookback_buffer, int) and not isinstance(len_lookback_buffer, bool):
+            if len_lookback_buffer < 0:
+                raise ValueError(f"len_lookback_buffer={len_lookback_buffer} must be >= 0 (or 'auto').")
+            lookback = min(len_lookback_buffer, len(self._rewards))
+        else:
+            raise ValueError(f"len_lookback_buffer={len_lookback_buffer!r:.40} must be an int >= 0 or 'auto'.")
+        self._lookback = lookback
+        self._check_lengths()
+        self.t_started = int(t_started or 0)
+        self._length = len(self._rewards) - lookback
+        self._return = float(sum(self._rewards[lookback:]))
         self._temporary: dict[str, list[Any]] = {}
+
+    def _check_lengths(self) -> None:
+        n_obs, n_steps = len(self._observations), len(self._rewards)
+        extra = {k: len(v) for k, v in self._extra.items()}
+        fits = len(self._infos) == n_obs and (
+            (n_obs == 0 and n_steps == len(self._actions) == 0 and not any(extra.values()))
+            or (n_obs == n_steps + 1 == len(self._actions) + 1 and all(n == n_steps for n in extra.values()))
+        )
+        if not fits:
+            raise ValueError(
+                f"SingleAgentEpisode {self.id_!r}: {n_obs} observations, {len(self._infos)} infos, "
+                f"{len(self._actions)} actions, {n_steps} rewards and extra model outputs {extra} do not fit: an "
+                "episode holds one observation (and info) more than actions and rewards (the reset's), and one "
+                "extra model output per action."
+            )
 
     # ------------------------------------------------------------------ RLlib's API
 
@@ -163,6 +262,11 @@ class SingleAgentEpisode:
     def is_done(self) -> bool:
         """Whether it ended (terminated or truncated)."""
         return self.is_terminated or self.is_truncated
+
+    @property
+    def is_reset(self) -> bool:
+        """Whether it has its first observation (:meth:`add_env_reset`, or given to the constructor)."""
+        return bool(self._observations)
 
     @property
     def episode_return(self) -> float:
@@ -176,45 +280,141 @@ class SingleAgentEpisode:
 
     @property
     def t(self) -> int:
-        """Its steps so far (RLlib's ``episode.t`` for an episode that starts at 0)."""
-        return self._length
+        """The current time step: ``t_started + len(episode)`` (RLlib's ``episode.t``)."""
+        return self.t_started + self._length
 
     def __len__(self) -> int:
         return self._length
 
     def get_return(self) -> float:
-        """The sum of the episode's rewards so far (RLlib's ``get_return()``)."""
+        """The sum of the episode's rewards so far, lookback buffer excluded (RLlib's ``get_return()``)."""
         return self._return
 
-    def module_for(self, agent_id: Any = None) -> str:
+    def env_steps(self) -> int:
+        """Its steps so far (RLlib's name; ``len(episode)``)."""
+        return self._length
+
+    def agent_steps(self) -> int:
+        """Its steps so far (RLlib's name; one agent: ``len(episode)``)."""
+        return self._length
+
+    def module_for(self, agent_id: Any = None) -> str | None:
         """The module that acts for the agent (RLlib's ``MultiAgentEpisode.module_for``; here the episode's own)."""
         if agent_id is not None and agent_id != self.agent_id:
             raise KeyError(f"Episode {self.id_!r} is agent {self.agent_id!r}'s, not {agent_id!r}'s.")
         return self.module_id
 
-    def _history(self, name: str, items: list[Any], indices: Indices) -> Any:
+    def add_env_reset(self, observation: Any, infos: Mapping[str, Any] | None = None) -> None:
+        """Record what ``env.reset()`` returned (RLlib's ``add_env_reset``).
+
+        Raises:
+            ValueError: The episode already has data.
+        """
+        if self._observations:
+            raise ValueError(
+                f"SingleAgentEpisode {self.id_!r} already has {len(self._observations)} observations; "
+                "add_env_reset starts an empty episode (make a new one for the next reset)."
+            )
+        self._observations.append(observation)
+        self._infos.append(dict(infos or {}))
+
+    def add_env_step(
+        self,
+        observation: Any,
+        action: Any,
+        reward: float,
+        infos: Mapping[str, Any] | None = None,
+        *,
+        terminated: bool = False,
+        truncated: bool = False,
+        extra_model_outputs: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record what ``env.step(action)`` returned, with the action (RLlib's ``add_env_step``).
+
+        Args:
+            observation: The observation after the step.
+            action: The action taken.
+            reward: The reward of the step.
+            infos: The step's info dict.
+            terminated: The environment terminated the episode.
+            truncated: The episode was truncated.
+            extra_model_outputs: The module's other outputs of this step (one value per key).
+
+        Raises:
+            ValueError: The episode is done, has no first observation, or the extra model
+                outputs' keys differ from those of its earlier steps.
+        """
+        if self.is_done:
+            raise ValueError(f"SingleAgentEpisode {self.id_!r} is done: no step can be added; start a new episode.")
+        if not self._observations:
+            raise ValueError(
+                f"SingleAgentEpisode {self.id_!r} has no first observation: call add_env_reset(obs) first, "
+                "or build it with observations=[obs]."
+            )
+        extra = dict(extra_model_outputs or {})
+        if self._extra and set(extra) != set(self._extra):
+            raise ValueError(
+                f"SingleAgentEpisode {self.id_!r}: extra_model_outputs has keys {sorted(extra)}, its earlier steps "
+                f"{sorted(self._extra)}; give the same keys at every step."
+            )
+        if not self._extra and self._rewards and extra:
+            raise ValueError(
+                f"SingleAgentEpisode {self.id_!r}: extra_model_outputs {sorted(extra)} after {len(self._rewards)} "
+                "steps without any; give them from the first step."
+            )
+        self.add_step(observation, action, reward, infos or {})
+        for key, value in extra.items():
+            self._extra.setdefault(str(key), []).append(value)
+        self.is_terminated, self.is_truncated = bool(terminated), bool(truncated)
+
+    def _history(
+        self, name: str, items: list[Any], indices: Indices, neg_index_as_lookback: bool, fill: Any, lookback: int
+    ) -> Any:
         if not self.keep_history:
             raise ValueError(
                 f"episode.{name}() is not available here: the multi-agent env runner keeps each agent's return, "
                 "length and custom_data, not its per-step history. Log what you need in on_episode_step."
             )
-        return _pick(items, indices)
+        return _pick(items, indices, lookback=lookback, neg_index_as_lookback=neg_index_as_lookback, fill=fill)
 
-    def get_observations(self, indices: Indices = None) -> Any:
+    def get_observations(
+        self, indices: Indices = None, *, neg_index_as_lookback: bool = False, fill: Any = None
+    ) -> Any:
         """The observations as the env returned them (``len + 1``: the reset's, then one per step)."""
-        return self._history("get_observations", self._observations, indices)
+        return self._history(
+            "get_observations", self._observations, indices, neg_index_as_lookback, fill, self._lookback
+        )
 
-    def get_infos(self, indices: Indices = None) -> Any:
-        """The infos (``len + 1``: the reset's, then one per step; the final step's is its ``final_info``)."""
-        return self._history("get_infos", self._infos, indices)
+    def get_infos(self, indices: Indices = None, *, neg_index_as_lookback: bool = False, fill: Any = None) -> Any:
+        """The infos (``len + 1``: the reset's, then one per step; a runner's final step's is its ``final_info``)."""
+        return self._history("get_infos", self._infos, indices, neg_index_as_lookback, fill, self._lookback)
 
-    def get_actions(self, indices: Indices = None) -> Any:
+    def get_actions(self, indices: Indices = None, *, neg_index_as_lookback: bool = False, fill: Any = None) -> Any:
         """The actions the module chose (before the module_to_env connector clipped them), one per step."""
-        return self._history("get_actions", self._actions, indices)
+        return self._history("get_actions", self._actions, indices, neg_index_as_lookback, fill, self._lookback)
 
-    def get_rewards(self, indices: Indices = None) -> Any:
-        """The rewards, one per step (a list of floats)."""
-        return self._history("get_rewards", self._rewards, indices)
+    def get_rewards(self, indices: Indices = None, *, neg_index_as_lookback: bool = False, fill: Any = None) -> Any:
+        """The rewards, one per step (floats)."""
+        return self._history("get_rewards", self._rewards, indices, neg_index_as_lookback, fill, self._lookback)
+
+    def get_extra_model_outputs(
+        self, key: str, indices: Indices = None, *, neg_index_as_lookback: bool = False, fill: Any = None
+    ) -> Any:
+        """The module's extra output ``key`` (``add_env_step(extra_model_outputs=...)``), one per step.
+
+        Raises:
+            KeyError: No step recorded ``key``.
+        """
+        if key not in self._extra:
+            raise KeyError(f"Episode {self.id_!r} has no extra model output {key!r}; it has {sorted(self._extra)}.")
+        return self._history(
+            "get_extra_model_outputs", self._extra[key], indices, neg_index_as_lookback, fill, self._lookback
+        )
+
+    @property
+    def extra_model_outputs(self) -> dict[str, list[Any]]:
+        """Key -> the module's extra outputs, one per step (lookback buffer included; copies of the lists)."""
+        return {key: list(values) for key, values in self._extra.items()}
 
     def add_temporary_timestep_data(self, key: str, data: Any) -> None:
         """Append ``data`` to the episode's temporary list ``key`` (RLlib's name; kept until the episode ends)."""
@@ -278,7 +478,12 @@ class SingleAgentEpisode:
             "rewards": list(self._rewards),
             "infos": copy.deepcopy(self._infos),
             "temporary": copy.deepcopy(self._temporary),
+            "lookback": self._lookback,
+            "t_started": self.t_started,
         }
+        if self._extra:
+            check_episode_data(self._extra, where=f"{where}: extra_model_outputs")
+            state["extra_model_outputs"] = copy.deepcopy(self._extra)
         if self.keep_history:
             state["observations"] = _stacked(self._observations, where=f"{where}: observations")
             state["actions"] = _stacked(self._actions, where=f"{where}: actions")
@@ -293,15 +498,20 @@ class SingleAgentEpisode:
         """
         try:
             agent_id = state["agent_id"]
-            if isinstance(agent_id, bool) or not isinstance(agent_id, str | int):
-                raise ValueError(f"agent id {agent_id!r:.40} is no str or int")
+            if agent_id is not None and (isinstance(agent_id, bool) or not isinstance(agent_id, str | int)):
+                raise ValueError(f"agent id {agent_id!r:.40} is no str, int or None")
             episode = cls(
                 str(state["id"]),
                 env_index=int(state["env_index"]),
                 agent_id=agent_id,
-                module_id=str(state["module_id"]),
+                module_id=None if state["module_id"] is None else str(state["module_id"]),
                 keep_history=bool(state["keep_history"]),
+                t_started=int(state.get("t_started", 0)),
             )
+            lookback = episode._lookback = int(state.get("lookback", 0))
+            if lookback < 0:
+                raise ValueError(f"a lookback buffer of {lookback} steps")
+            episode._extra = {str(k): list(v) for k, v in dict(state.get("extra_model_outputs", {})).items()}
             episode.custom_data = dict(state["custom_data"])
             episode.is_terminated = bool(state["terminated"])
             episode.is_truncated = bool(state["truncated"])
@@ -314,9 +524,11 @@ class SingleAgentEpisode:
                                     for a in _unstacked(state["actions"])]  # fmt: skip
                 episode._rewards = [float(r) for r in state["rewards"]]
                 episode._infos = [dict(i) for i in state["infos"]]
+                steps = episode._length + lookback
                 if not (
-                    len(episode._rewards) == len(episode._actions) == episode._length
-                    and len(episode._observations) == len(episode._infos) == episode._length + 1
+                    len(episode._rewards) == len(episode._actions) == steps
+                    and len(episode._observations) == len(episode._infos) == steps + 1
+                    and all(len(v) == steps for v in episode._extra.values())
                 ):
                     raise ValueError("its history's lengths do not match its length")
         except (KeyError, TypeError, ValueError) as err:
@@ -385,8 +597,8 @@ class EpisodeTracker:
             env_index=slot,
             agent_id=self.slot_agents[slot],
             module_id=self.slot_modules[slot],
-            observation=observation,
-            info=info,
+            observations=[observation],
+            infos=[info],
         )
 
     def step(

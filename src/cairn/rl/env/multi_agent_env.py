@@ -47,7 +47,16 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from cairn.registry import CALLBACK_FUNCTION, ENV_CLASS, MAPPING_FUNCTION, AllowedNames, Role, allowed, resolve_function
+from cairn.registry import (
+    CALLBACK_FUNCTION,
+    ENV_CLASS,
+    MAPPING_FUNCTION,
+    AllowedNames,
+    Role,
+    Unrecorded,
+    allowed,
+    resolve_function,
+)
 from cairn.rl.config.algorithm_config import (
     MULTI_AGENT_PREFIX,
     AlgorithmConfig,
@@ -55,8 +64,6 @@ from cairn.rl.config.algorithm_config import (
     check_env_id,
 )
 from cairn.rl.config.callback_forms import callback_names
-from cairn.rl.core.rl_module.multi_rl_module import module_specs_from_config
-from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.connector_building import connector_names
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, register_env_state_handler, set_env_state
 from cairn.rl.utils._util import check_component_name
@@ -71,12 +78,9 @@ __all__ = [
     "MultiAgentEnv",
     "MultiAgentSingleEnvCopies",
     "agent_ids",
-    "build_module_specs",
-    "check_agent_ids",
     "check_env_config",
     "check_env_id",
     "driver_names",
-    "infer_module_spaces",
     "is_multi_agent_env",
     "make_multi_agent",
     "make_multi_agent_env",
@@ -87,7 +91,6 @@ __all__ = [
     "resolve_policy_mapping",
     "resolve_policy_mapping_fn",
     "single_agent_env_creator",
-    "space_mismatch",
 ]
 
 ALL_AGENTS = "__all__"
@@ -335,7 +338,9 @@ def driver_names(config: AlgorithmConfig) -> AllowedNames:
         else:
             modules.append(module_name)
     ref = config.policy_mapping_fn
-    if ref is not None:
+    if isinstance(ref, Unrecorded):
+        ref.live("policy_mapping_fn")  # a lambda: the workers get it with the config (Ray's cloudpickle)
+    elif ref is not None:
         if not isinstance(ref, str):
             raise ValueError(f"policy_mapping_fn must be recorded as a str, got a {type(ref).__qualname__}.")
         resolve_policy_mapping_fn(ref)
@@ -372,88 +377,7 @@ def make_multi_agent_env(env: str, env_config: Mapping[str, Any]) -> MultiAgentE
     return built
 
 
-def check_agent_ids(agents: Sequence[Any], *, env: str) -> list[AgentID]:
-    """``agents`` as a list, each checked to be an :data:`AgentID`.
-
-    Raises:
-        ValueError: An id that is no ``str``/``int`` (a ``bool`` is refused too:
-            ``True == 1`` would make two agents one), ``"__all__"``, or a repeated id.
-    """
-    checked: list[AgentID] = []
-    for agent in agents:
-        if isinstance(agent, bool) or not isinstance(agent, str | int):
-            raise ValueError(
-                f"env={env!r} has the agent id {agent!r} ({type(agent).__qualname__}): cairn takes str or int agent "
-                "ids, which checkpoints keep exactly (a tuple or other hashable would not come back as it was). "
-                "Give the env str or int ids, e.g. '_'.join(map(str, agent)) for a tuple."
-            )
-        if agent == ALL_AGENTS:
-            raise ValueError(f"env={env!r} has an agent named {ALL_AGENTS!r}, the key that ends a whole episode.")
-        checked.append(agent)
-    if len({(type(a), a) for a in checked}) != len(checked):
-        raise ValueError(f"env={env!r} lists an agent id twice in possible_agents: {checked}.")
-    return checked
-
-
-def space_mismatch(agent: AgentID, agent_spaces: Spaces, other: AgentID | None, module_id: str, spaces: Spaces) -> str:
-    """Why ``agent`` (with ``agent_spaces``) cannot act with ``module_id`` (whose spaces are ``spaces``).
-
-    ``other`` is the agent that gave the module its spaces, when one did.
-    """
-    mine = f"agent {agent!r} ({agent_spaces[0]}, {agent_spaces[1]})"
-    if other is not None:
-        what = f"{mine} and agent {other!r} ({spaces[0]}, {spaces[1]}) both map to module {module_id!r}"
-    else:
-        what = f"{mine} is mapped to module {module_id!r}, whose spaces are ({spaces[0]}, {spaces[1]})"
-    return (
-        f"{what}, but one module has one observation space and one action space. Map agents with other spaces "
-        "to modules of their own (policy_mapping / policy_mapping_fn), or give the module's spaces in its "
-        "RLModuleSpec if it should serve these agents."
-    )
-
-
-def infer_module_spaces(
-    config: AlgorithmConfig,
-    agent_spaces: Mapping[Any, Spaces],
-    mapping_fn: Callable[[Any, EpisodeInfo], str],
-) -> dict[str, Spaces]:
-    """Module id -> the spaces of the agents mapped to it (RLlib's ``infer_spaces``).
-
-    When all agents share one pair of spaces, every module gets it and
-    ``mapping_fn`` is not called. Otherwise each possible agent is mapped once
-    with ``mapping_fn`` and a dummy episode (``id_="space-inference"``, seed 0;
-    RLlib calls its mapping function with a dummy episode too), and each module
-    gets the spaces of the agents mapped to it. A module no agent was mapped to
-    (a mapping that picks modules at random per episode) is left out: the
-    runner gives it the first agent's spaces unless its RLModuleSpec gives
-    them. Episodes check every mapping again when it is made
-    (:func:`space_mismatch`), so an agent of other spaces is refused then.
-
-    Raises:
-        ValueError: Two agents with other spaces map to one module, or an agent
-            maps to no module of ``config.policies``.
-    """
-    policies = tuple(config.policies)
-    pairs = list(agent_spaces.values())
-    if all(spaces == pairs[0] for spaces in pairs):
-        return dict.fromkeys(policies, pairs[0])
-    episode = EpisodeInfo(id_="space-inference", seed=0, env_index=0, worker_index=0, module_ids=policies)
-    found: dict[str, tuple[AgentID, Spaces]] = {}
-    for agent, spaces in agent_spaces.items():
-        module_id = mapping_fn(agent, episode)
-        if module_id not in policies:
-            raise ValueError(
-                f"env={config.env!r}: the policy mapping maps agent {agent!r} to {module_id!r}, which is not one of "
-                f"the modules {list(policies)}."
-            )
-        if module_id in found and found[module_id][1] != spaces:
-            other, other_spaces = found[module_id]
-            raise ValueError(f"env={config.env!r}: " + space_mismatch(agent, spaces, other, module_id, other_spaces))
-        found.setdefault(module_id, (agent, spaces))
-    return {module_id: spaces for module_id, (_, spaces) in found.items()}
-
-
-def resolve_policy_mapping_fn(ref: str) -> Callable[[Any, EpisodeInfo], str]:
+def resolve_policy_mapping_fn(ref: str | Callable[..., Any]) -> Callable[[Any, EpisodeInfo], str]:
     """The function a config's ``policy_mapping_fn`` names; never imports anything.
 
     A name registered with :func:`register_policy_mapping_fn`, else a
@@ -464,6 +388,10 @@ def resolve_policy_mapping_fn(ref: str) -> Callable[[Any, EpisodeInfo], str]:
         cairn.CheckpointError: A path :func:`~cairn.registry.resolve_function`
             refuses (its module is not imported, it is no plain function, ...).
     """
+    if isinstance(ref, Unrecorded):
+        return ref.live("policy_mapping_fn")  # the program's own callable (a lambda, a closure)
+    if not isinstance(ref, str):  # a config keeps a path or an Unrecorded (AlgorithmConfig.__post_init__)
+        raise ValueError(f"policy_mapping_fn must be kept as a str or an Unrecorded, got a {type(ref).__qualname__}.")
     if ref in _MAPPING_FNS:
         return _MAPPING_FNS[ref]
     if ":" not in ref:
@@ -624,27 +552,6 @@ class IndependentAgentsEnv:
         """Close every copy."""
         for env in self.envs.values():
             env.close()
-
-
-def build_module_specs(
-    config: AlgorithmConfig,
-    observation_space: gym.Space[Any],
-    action_space: gym.Space[Any],
-    *,
-    module_spaces: Mapping[str, Spaces] | None = None,
-) -> dict[str, RLModuleSpec]:
-    """Module id -> spec for every policy of ``config`` (see :func:`module_specs_from_config`).
-
-    ``module_spaces`` gives a module its own spaces (agents with different
-    spaces, :func:`infer_module_spaces`); the others get ``observation_space``
-    and ``action_space``. Spaces a module's RLModuleSpec gives always win.
-    """
-    specs = module_specs_from_config(config, observation_space, action_space)
-    for module_id, (obs_space, act_space) in (module_spaces or {}).items():
-        if module_id in specs:
-            # The same spec with other defaults: seeds stay those of the module's index.
-            specs[module_id] = module_specs_from_config(config, obs_space, act_space)[module_id]
-    return specs
 
 
 # ---------------------------------------------------------------------- make_multi_agent

@@ -11,7 +11,7 @@ actions, and each copy is stepped with its agents' actions. A copy whose
 episode ends (``"__all__"``) is reset at once.
 
 Agents may have different spaces: each module is built from the spaces of the
-agents mapped to it (:func:`~cairn.rl.env.multi_agent_env.infer_module_spaces`),
+agents mapped to it (:func:`~cairn.rl.env.module_spaces.infer_module_spaces`),
 has connector pipelines of its own (:class:`~cairn.rl.env.module_pipelines.ModulePipelines`,
 checkpointed as ``env_to_module_connector/<module_id>/``), and an agent mapped
 to a module of other spaces is refused when the mapping is made. Agent ids are
@@ -38,59 +38,36 @@ handler, the checkpoint says that episodes restart on restore.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, ClassVar
 
-import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 import torch
 
-from cairn.errors import IncompatibleCheckpointError
 from cairn.rl.config.algorithm_config import AlgorithmConfig
-from cairn.rl.connectors.connectors import ConnectorPipeline
 from cairn.rl.core.columns import Columns
-from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.core.rl_module.stateful import initial_state, state_columns, state_out, strip_time_dim
-from cairn.rl.env.connector_building import build_env_to_module, build_module_to_env, check_learner_connector
-from cairn.rl.env.env_runner import EnvRunner, ModuleRemoval, SampleBatch, _is_int, as_tensors
+from cairn.rl.env.env_runner import EnvRunner, SampleBatch, as_tensors
 from cairn.rl.env.env_state import (
-    env_state_mismatch,
-    env_state_problem,
-    get_env_state,
-    set_env_state,
     supports_env_state,
 )
-from cairn.rl.env.episodes import SingleAgentEpisode, agent_episodes_state
+from cairn.rl.env.episodes import SingleAgentEpisode
 from cairn.rl.env.module_outputs import owed_output, owes_logp_and_values
 from cairn.rl.env.module_pipelines import ModulePipelines
+from cairn.rl.env.module_spaces import check_agent_ids, infer_module_spaces, space_mismatch
 from cairn.rl.env.multi_agent_env import (
     ALL_AGENTS,
     AgentID,
     EpisodeInfo,
     MultiAgentEnv,
     Spaces,
-    build_module_specs,
-    check_agent_ids,
-    infer_module_spaces,
     make_multi_agent_env,
     resolve_policy_mapping_fn,
-    space_mismatch,
 )
-from cairn.rl.env.pretrained_connectors import restore_module_pretrained_connectors
-from cairn.rl.env.state_checks import (
-    corrupt,
-    count,
-    episode_from_state,
-    layout_problem,
-    number,
-    runner_local_states,
-    unique,
-)
-from cairn.rl.env.state_checks import (
-    mapping as state_dict,
-)
-from cairn.rl.utils.nested import index_rows, map_leaves, stack_rows, to_state
+from cairn.rl.env.multi_agent_pipelines import MultiAgentRunnerPipelines
+from cairn.rl.env.multi_agent_runner_state import MultiAgentRunnerState
+from cairn.rl.env.runner_modules import MultiAgentRunnerModules
+from cairn.rl.utils.nested import index_rows, map_leaves, stack_rows
 
 __all__ = ["MultiAgentEnvRunner"]
 
@@ -106,13 +83,13 @@ class _Trajectory:
         self.rows: list[_Row] = []
 
 
-class MultiAgentEnvRunner(EnvRunner):
+class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, MultiAgentRunnerState, EnvRunner):
     """Samples a multi-agent environment; one module per agent per episode.
 
     Each module gets the spaces of the agents mapped to it: with
     ``policy_mapping`` (or one policy) those of the agents it names; with a
     ``policy_mapping_fn``, those of the agents it maps a dummy episode's agents
-    to (RLlib's space inference; :func:`~cairn.rl.env.multi_agent_env.infer_module_spaces`).
+    to (RLlib's space inference; :func:`~cairn.rl.env.module_spaces.infer_module_spaces`).
     The :attr:`observation_space` and :attr:`action_space` attributes are those
     of the first agent (what ``Algorithm.add_module`` gives a spec without spaces).
 
@@ -207,115 +184,6 @@ class MultiAgentEnvRunner(EnvRunner):
             spaces = self._agent_spaces[agent] = (first.get_observation_space(agent), first.get_action_space(agent))
         return spaces
 
-    def _build_connectors(
-        self,
-        config: AlgorithmConfig,
-        observation_space: gym.Space[Any],
-        action_space: gym.Space[Any],
-        *,
-        module_spaces: Mapping[str, Spaces] | None = None,
-    ) -> dict[str, RLModuleSpec]:
-        """One ``env_to_module`` / ``module_to_env`` pipeline pair per module; the specs of their output spaces.
-
-        Each module's pipelines are built from the spaces of the agents mapped to it
-        (``module_spaces``; the first agent's, ``observation_space`` and ``action_space``,
-        for a module no agent reached; a module's RLModuleSpec spaces win) by the
-        connectors' builders: the config's factories (``FlattenObservations``,
-        ``FrameStackingEnvToModule``, your own pieces), then the observation filter and
-        action clipping. The module is built for its pipeline's output space, and its
-        pipeline starts from its ``load_state_path`` checkpoint's connector state.
-        """
-        env_specs = build_module_specs(config, observation_space, action_space, module_spaces=module_spaces)
-        agents = self._module_agents(config, self._mapping_fn)
-        self.env_observation_space, self.action_space = observation_space, action_space
-        self.env_to_module = ModulePipelines()
-        self.module_to_env = ModulePipelines()
-        self._module_env_spaces: dict[str, Spaces] = {}
-        """Module id -> the (observation, action) spaces its agents give (its pipeline's input)."""
-        specs: dict[str, RLModuleSpec] = {}
-        for module_id, env_spec in env_specs.items():
-            assert env_spec.observation_space is not None and env_spec.action_space is not None
-            env_spaces = (env_spec.observation_space, env_spec.action_space)
-            to_module, to_env, out = self._module_pipelines(
-                config, env_spaces, agents.get(module_id), module=(module_id, env_spec.module_class)
-            )
-            restore_module_pretrained_connectors(to_module, config, module_id)  # load_state_path's filter
-            self._register_pipelines(module_id, env_spaces, to_module, to_env)
-            specs[module_id] = replace(env_spec, observation_space=out)
-        first = self.possible_agents[0]
-        first_module = next((m for m, listed in agents.items() if _holds(listed, first) and m in specs), "")
-        first_out = specs[first_module].observation_space if first_module else None
-        if first_out is not None and self._module_env_spaces[first_module] == (observation_space, action_space):
-            self.observation_space = first_out
-        else:  # the module side of the first agent's spaces, what Algorithm.add_module gives a spec without spaces
-            # Its module, or the one class of all modules when the mapping is not known yet (no connectors).
-            classes = {spec.module_class for spec in env_specs.values()}
-            first_class = env_specs[first_module].module_class if first_module else None
-            if first_class is None and len(classes) == 1:
-                first_class = next(iter(classes))
-            self.observation_space = self._module_pipelines(
-                config, (observation_space, action_space), [first], module=(first_module, first_class)
-            )[2]
-        # A fixed mapping is known now: an agent mapped to a module of other spaces (a recorded spec's) is
-        # refused when the runner is built, not at its first action.
-        static = dict(config.policy_mapping or {}) if config.policy_mapping_fn is None else {}
-        if config.policy_mapping_fn is None and config.policy_mapping is None and len(specs) == 1:
-            static = dict.fromkeys(self.possible_agents, next(iter(specs)))
-        for agent, module_id in static.items():
-            if module_id in self._module_env_spaces and _holds(self.possible_agents, agent):
-                self._check_spaces(agent, module_id)
-        return specs
-
-    def _module_pipelines(
-        self,
-        config: AlgorithmConfig,
-        env_spaces: Spaces,
-        agents: Sequence[AgentID] | None,
-        *,
-        module: tuple[str, Any] | None = None,
-    ) -> tuple[ConnectorPipeline, ConnectorPipeline, gym.Space[Any]]:
-        """``(env_to_module, module_to_env, output space)`` for agents of ``env_spaces``; changes nothing.
-
-        ``module``: ``(module id, class)`` of the module the pipelines feed; when its class takes
-        Dict/Tuple observations unflattened (``takes_nested_observations``), the pipeline may output them.
-        """
-        obs_space, act_space = env_spaces
-        env = self.envs[0]
-        nested = None
-        if module is not None and getattr(module[1], "takes_nested_observations", False) is True:
-            nested = f"module {module[0]!r} ({module[1].__qualname__})"
-        to_module, out = build_env_to_module(
-            config, obs_space, act_space, env=env, multi_agent=True, agents=agents, nested_module=nested
-        )
-        to_env = build_module_to_env(config, obs_space, act_space, env=env, multi_agent=True)
-        check_learner_connector(config, to_module, out, act_space)
-        return to_module, to_env, out
-
-    def _register_pipelines(
-        self, module_id: str, env_spaces: Spaces, to_module: ConnectorPipeline, to_env: ConnectorPipeline
-    ) -> None:
-        self.env_to_module.add(module_id, to_module)
-        self.module_to_env.add(module_id, to_env)
-        self._module_env_spaces[module_id] = env_spaces
-
-    def _module_agents(
-        self, config: AlgorithmConfig, mapping_fn: Callable[[Any, EpisodeInfo], str]
-    ) -> dict[str, list[AgentID]]:
-        """Module id -> the possible agents the mapping sends to it in a dummy episode (as space inference does).
-
-        Only connector factories care (``FlattenObservations(agent_ids=...)``): without
-        them no mapping function is called (runs without connectors stay as they were).
-        """
-        if config.env_to_module_connector is None:
-            return {}
-        episode = EpisodeInfo(
-            id_="space-inference", seed=0, env_index=0, worker_index=0, module_ids=tuple(config.policies)
-        )
-        out: dict[str, list[AgentID]] = {}
-        for agent in self.possible_agents:
-            out.setdefault(str(mapping_fn(agent, episode)), []).append(agent)
-        return out
-
     def _check_spaces(self, agent: AgentID, module_id: str) -> None:
         """Refuse acting with ``module_id`` for an agent of other spaces (a mapping made per episode)."""
         # The spaces the module's agents give (its pipeline's input), not the module's own (flattened, stacked).
@@ -331,7 +199,7 @@ class MultiAgentEnvRunner(EnvRunner):
 
     def _resolve_mapping(self, config: AlgorithmConfig) -> Callable[[Any, EpisodeInfo], str]:
         if config.policy_mapping_fn is not None:
-            return resolve_policy_mapping_fn(str(config.policy_mapping_fn))
+            return resolve_policy_mapping_fn(config.policy_mapping_fn)
         policies = tuple(config.policies)
         if config.policy_mapping is not None:
             static: dict[Any, str] = dict(config.policy_mapping)
@@ -401,114 +269,6 @@ class MultiAgentEnvRunner(EnvRunner):
         if agent not in mapping:
             mapping[agent] = self._map_agent(env_index, agent, self._mapping_fn, tuple(self.module.keys()))
         return mapping[agent]
-
-    def add_module(self, module_id: str, spec: RLModuleSpec, *, config: AlgorithmConfig) -> None:
-        """As :meth:`EnvRunner.add_module`; new episodes map agents with ``config``'s ``policy_mapping_fn``.
-
-        Episodes in flight keep the mapping they have.
-        """
-        mapping_fn = self._resolve_mapping(config)
-        env_spaces, (to_module, to_env, _) = self._pipelines_for_spec(config, module_id, spec, mapping_fn)
-        super().add_module(module_id, spec, config=config)
-        state = initial_state(self.module[module_id], module_id)
-        if state:
-            self._initial_states[module_id] = state
-        self._register_pipelines(module_id, env_spaces, to_module, to_env)
-        self._mapping_fn = mapping_fn
-        self.policy_mapping = self._static_mapping()
-
-    def _pipelines_for_spec(
-        self,
-        config: AlgorithmConfig,
-        module_id: str,
-        spec: RLModuleSpec,
-        mapping_fn: Callable[[Any, EpisodeInfo], str],
-    ) -> tuple[Spaces, tuple[ConnectorPipeline, ConnectorPipeline, gym.Space[Any]]]:
-        """The agent-side spaces and pipelines of an added module whose (complete) spec gives its module-side spaces.
-
-        The spec's observation space is what the module takes (a flattened or stacked
-        one when the config has such connectors): the agent-side spaces are the first
-        of the agents' spaces (the first agent's first), then the spec's own, whose
-        pipeline outputs the spec's observation space.
-
-        Raises:
-            ValueError: No agent's spaces give the spec's spaces through the pipelines.
-        """
-        agents = self._module_agents(config, mapping_fn).get(module_id)
-        candidates: list[tuple[Any, Any]] = []
-        for pair in [*self._agent_spaces.values(), (spec.observation_space, spec.action_space)]:
-            if pair not in candidates:  # spaces are compared, not hashed
-                candidates.append(pair)
-        for obs_space, act_space in candidates:
-            if obs_space is None or act_space is None or act_space != spec.action_space:
-                continue
-            built = self._module_pipelines(
-                config, (obs_space, act_space), agents, module=(module_id, spec.module_class)
-            )
-            if built[2] == spec.observation_space:
-                return (obs_space, act_space), built
-        raise ValueError(
-            f"Module {module_id!r}: its spec's spaces ({spec.observation_space}, {spec.action_space}) are no agent's "
-            f"spaces after the env_to_module connectors of env={self.config.env!r}. Give the spec the spaces its "
-            "agents' observations have after the connectors (leave them out for the first agent's)."
-        )
-
-    def _plan_removal(self, module_id: str, config: AlgorithmConfig) -> ModuleRemoval:
-        """Drop the inference copy of ``module_id`` at once, also while episodes that use it run.
-
-        New episodes map agents with ``config``'s ``policy_mapping_fn``. Agents
-        of episodes in flight that act with ``module_id`` are re-mapped now with
-        that function (the same episode seed as for a new mapping, so a restored
-        runner agrees) and act with their new module from their next action on.
-        Their open transitions and the rows of their trajectories not yet
-        returned by :meth:`sample` were collected with ``module_id`` and are
-        dropped: they would train a module that no longer exists, and the new
-        module did not choose those actions (PPO needs its own log-probabilities).
-        Their episode returns keep counting: an agent's return covers its whole
-        episode and is reported under the module it ends with.
-
-        The new mappings are computed here, before anything changes (the
-        removal applies exactly them, even for a mapping function that draws
-        at random).
-
-        Raises:
-            ValueError: ``config``'s mapping maps an agent of an episode in
-                flight to ``module_id`` or to no module (nothing is changed then;
-                pass a mapping that leaves ``module_id`` out).
-        """
-        mapping_fn = self._resolve_mapping(config)
-        remaining = tuple(m for m in self.module if m != module_id)
-        remapped: dict[tuple[int, AgentID], str] = {}
-        for e, mapping in enumerate(self._mappings):
-            for agent, m in mapping.items():
-                if m == module_id:
-                    try:
-                        remapped[(e, agent)] = self._map_agent(e, agent, mapping_fn, remaining)
-                    except ValueError as error:
-                        raise ValueError(
-                            f"Module {module_id!r} cannot be removed: agent {agent!r} of the episode in flight in env "
-                            f"copy {e} acts with it and must be re-mapped, but {error} Pass a "
-                            "new_agent_to_module_mapping_fn that maps agents to the remaining modules."
-                        ) from error
-        return ModuleRemoval(module_id, config, remapped=remapped, mapping_fn=mapping_fn)
-
-    def _apply_removal(self, removal: ModuleRemoval) -> None:
-        """Re-map the agents as planned, drop the removed module's open rows, then forget the module."""
-        module_id = removal.module_id
-        for (e, agent), new_module in removal.remapped.items():
-            self._mappings[e][agent] = new_module
-            self._pending[e].pop(agent, None)
-            self._agent_states.pop((e, agent), None)  # the new module starts from its initial state
-            self._force_starts.add((e, agent))  # the new module's connectors hold no history of this episode
-        # Empty between sample() calls (trajectories live within one); the removed module's rows never reach _collect.
-        self._open = {key: t for key, t in self._open.items() if t.module_id != module_id}
-        self._closed = [t for t in self._closed if t.module_id != module_id]
-        super()._apply_removal(removal)
-        self._initial_states.pop(module_id, None)
-        self.env_to_module.remove(module_id)
-        self.module_to_env.remove(module_id)
-        self._mapping_fn = removal.mapping_fn
-        self.policy_mapping = self._static_mapping()
 
     # ------------------------------------------------------------------ sampling
 
@@ -836,336 +596,10 @@ class MultiAgentEnvRunner(EnvRunner):
 
     # ------------------------------------------------------------------ Checkpointable
 
-    def _env_state(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"saved": self.env_state_saved, "env": self.config.env, "num_envs": self.num_envs}
-        if self.env_state_saved:
-            state["sub_envs"] = [get_env_state(env) for env in self.envs]
-            state["episodes"] = [
-                {
-                    "number": self._episode_numbers[e],
-                    "obs": {agent: to_state(o) for agent, o in self._obs_dicts[e].items()},
-                    "mapping": dict(self._mappings[e]),
-                    "pending": {
-                        agent: {
-                            "obs": to_state(p["obs"]),
-                            "action": np.array(p["action"], copy=True),
-                            "logp": p["logp"],
-                            "vf": p["vf"],
-                            "reward": p["reward"],
-                        }
-                        for agent, p in self._pending[e].items()
-                    },
-                    "returns": dict(self._agent_returns[e]),
-                    "steps": dict(self._agent_steps[e]),
-                }
-                for e in range(self.num_envs)
-            ]
-            if self._initial_states:  # the memory of the agents of stateful modules, in flight
-                self._save_agent_states(state["episodes"])
-            state["episode_api"] = agent_episodes_state(self._agent_episodes)  # custom_data of episodes in flight
-            local = self._runner_local_connector_states()
-            if local:  # the connectors' part of the episodes in flight (frame stacks per row), this runner's own
-                state["connectors"] = local
-                state["extra_agents"] = list(self._extra_agents)
-                state["force_starts"] = [[e, agent] for e, agent in sorted(self._force_starts, key=repr)]
-        return state
-
-    def _read_env_state(self, env_state: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The environments' part of a state, checked (see ``state_checks``); None when it does not fit
-        (another env, number of copies or agents: the episodes restart). Changes nothing."""
-        where = f"{self.checkpoint_label}/env"
-        episodes, sub_states = env_state.get("episodes"), env_state.get("sub_envs")
-        fits = (
-            env_state.get("saved") is True
-            and self.env_state_saved
-            and env_state.get("env") == self.config.env
-            and _is_int(env_state.get("num_envs"), self.num_envs)
-            and isinstance(episodes, list | tuple)
-            and len(episodes) == self.num_envs
-            and isinstance(sub_states, list | tuple)
-            and len(sub_states) == self.num_envs
-            and all(env_state_mismatch(env, sub) is None for env, sub in zip(self.envs, sub_states, strict=True))
-            and all(isinstance(ep, Mapping) and _agent_keyed(ep, self.possible_agents) for ep in episodes)
-            and all(isinstance(m, str) and m in self.module for ep in episodes for m in ep["mapping"].values())
-        )
-        if not fits:
-            return None
-        assert isinstance(episodes, list | tuple) and isinstance(sub_states, list | tuple)
-        for e, (env, sub) in enumerate(zip(self.envs, sub_states, strict=True)):
-            problem = env_state_problem(env, sub)
-            if problem is not None:
-                raise corrupt(f"{where}/sub_envs/{e}", f"the environment's saved state does not fit: {problem}")
-        rows = self._read_connector_rows(env_state, where=where)
-        read_episodes = [
-            self._read_episode(episode, where=f"{where}/episodes/{e}") for e, episode in enumerate(episodes)
-        ]
-        agents = [*self.possible_agents, *rows["extra"]]
-        api = self._read_agent_episodes(env_state.get("episode_api", []), read_episodes, agents, where=where)
-        memory = self._restored_agent_states(episodes)  # the recurrent states of the agents in flight
-        return {
-            "sub_envs": list(sub_states),
-            "rows": rows,
-            "episodes": read_episodes,
-            "episode_api": api,
-            "memory": memory,
-        }
-
-    def _read_episode(self, episode: Mapping[str, Any], *, where: str) -> dict[str, Any]:
-        """One env copy's saved episode, checked: modules of the agents' spaces, observations and open
-        transitions of the shapes the modules take, numbers where numbers go."""
-        agent_map = {agent: str(m) for agent, m in episode["mapping"].items()}
-        for agent, module_id in agent_map.items():
-            try:
-                self._check_spaces(agent, module_id)
-            except ValueError as err:
-                raise corrupt(f"{where}/mapping", str(err)) from err
-        obs = {}
-        for agent, saved in episode["obs"].items():
-            obs[agent] = self._obs_from_state(agent, saved)
-            problem = layout_problem(self._spaces_of(agent)[0], obs[agent])
-            if problem is not None:
-                raise corrupt(f"{where}/obs/{agent!r}", f"the observation of agent {agent!r} {problem}")
-        pending = {agent: self._read_pending(agent, p, agent_map, where=f"{where}/pending/{agent!r}")
-                   for agent, p in episode["pending"].items()}  # fmt: skip
-        steps = {agent: count(n, where=f"{where}/steps/{agent!r}") for agent, n in episode["steps"].items()}
-        unmapped = [agent for agent in steps if agent not in agent_map]
-        if unmapped:
-            raise corrupt(f"{where}/steps", f"agents {unmapped!r:.80} are in their episode but mapped to no module")
-        return {
-            "number": count(episode.get("number"), where=f"{where}/number"),
-            "obs": obs,
-            "mapping": agent_map,
-            "pending": pending,
-            "returns": {
-                agent: number(r, where=f"{where}/returns/{agent!r}") for agent, r in episode["returns"].items()
-            },
-            "steps": steps,
-        }
-
-    def _read_pending(
-        self, agent: AgentID, saved: Any, agent_map: Mapping[AgentID, str], *, where: str
-    ) -> dict[str, Any]:
-        """An agent's open transition: its module's (filtered) observation and action, and numbers."""
-        saved = state_dict(saved, where=where)
-        module_id = agent_map.get(agent)
-        if module_id is None:
-            raise corrupt(where, f"agent {agent!r} has an open transition but no module")
-        spec = self.module_specs[module_id]
-        assert spec.observation_space is not None and spec.action_space is not None
-        for key, space in (("obs", spec.observation_space), ("action", spec.action_space)):
-            problem = layout_problem(space, saved.get(key))
-            if problem is not None:
-                raise corrupt(f"{where}/{key}", f"module {module_id!r}'s {key} {problem}")
-        obs = saved["obs"]
-        return {
-            # A Dict/Tuple observation of a module that takes them: rebuilt leaf by leaf in the space's layout.
-            "obs": _nested_obs(spec.observation_space, obs)
-            if isinstance(spec.observation_space, gym.spaces.Dict | gym.spaces.Tuple)
-            else np.array(obs, dtype=np.float32, copy=True),
-            "action": np.array(saved["action"], copy=True),
-            **{key: number(saved.get(key), where=f"{where}/{key}") for key in ("logp", "vf", "reward")},
-        }
-
-    def _read_agent_episodes(
-        self, states: Any, episodes: Sequence[Mapping[str, Any]], agents: Sequence[AgentID], *, where: str
-    ) -> dict[tuple[int, Any], SingleAgentEpisode]:
-        """The episode objects in flight: each of an agent in its episode, in an env copy, with a module."""
-        if not isinstance(states, list | tuple):
-            raise corrupt(f"{where}/episode_api", f"expected a list of episodes, found a {type(states).__name__}")
-        out: dict[tuple[int, Any], SingleAgentEpisode] = {}
-        for i, state in enumerate(states):
-            episode = episode_from_state(state, where=f"{where}/episode_api/{i}")
-            e, agent = episode.env_index, episode.agent_id
-            key = (e, agent)
-            in_flight = e < self.num_envs and _holds(list(episodes[e]["mapping"]), agent) and _holds(agents, agent)
-            if not in_flight or key in out or episode.module_id not in self.module:
-                raise corrupt(
-                    f"{where}/episode_api/{i}",
-                    f"is the episode of agent {agent!r:.40} in env copy {e} with module {episode.module_id!r:.40}, "
-                    "which is no agent in flight there with a module of this runner (or it is listed twice)",
-                )
-            out[key] = episode
-        return out
-
-    def _set_env_state(self, env_state: Mapping[str, Any]) -> None:
-        """Check, then apply, the environments' part of a state (see :meth:`EnvRunner.set_state`)."""
-        self._apply_env_state(self._read_env_state(state_dict(env_state, where=f"{self.checkpoint_label}/env")))
-
-    def _apply_env_state(self, read: dict[str, Any] | None) -> None:
-        """Apply :meth:`_read_env_state`'s result (None: the episodes restart)."""
-        if read is None:
-            self.episodes_restarted = True
-            # Connector histories (frame stacks) restart with the runner's own episodes.
-            self._force_starts.update((e, agent) for e in range(self.num_envs) for agent in self._obs_dicts[e])
-            return
-        # Agent ids come back as they were saved (an int stays an int: the codec keeps int keys).
-        self._apply_connector_rows(read["rows"])
-        for env, sub_state in zip(self.envs, read["sub_envs"], strict=True):
-            set_env_state(env, sub_state)
-        for e, episode in enumerate(read["episodes"]):
-            self._episode_numbers[e] = episode["number"]
-            self._obs_dicts[e] = episode["obs"]
-            self._mappings[e] = episode["mapping"]
-            self._pending[e] = episode["pending"]
-            self._agent_returns[e] = episode["returns"]
-            self._agent_steps[e] = episode["steps"]
-        agent_states, pending_states = read["memory"]  # the agents' recurrent states (checked when read)
-        self._agent_states = agent_states
-        for (e, agent), fed in pending_states.items():
-            self._pending[e][agent]["state_in"] = fed
-        self._agent_episodes = read["episode_api"]
-        self.episodes_restarted = False
-
-    def _save_agent_states(self, episodes: list[dict[str, Any]]) -> None:
-        """Add each episode's agent states (``module_states``) and the states fed with its agents'
-        pending transitions (``pending_states``) to the saved episodes."""
-        for e, episode in enumerate(episodes):
-            episode["module_states"] = {
-                agent: {name: value.numpy().copy() for name, value in state.items()}
-                for (env_index, agent), state in self._agent_states.items()
-                if env_index == e
-            }
-            episode["pending_states"] = {
-                agent: {name: np.array(value, copy=True) for name, value in p["state_in"].items()}
-                for agent, p in self._pending[e].items()
-                if "state_in" in p
-            }
-
-    def _restored_agent_states(
-        self, episodes: Sequence[Mapping[str, Any]]
-    ) -> tuple[dict[tuple[int, AgentID], dict[str, torch.Tensor]], dict[tuple[int, AgentID], dict[str, Any]]]:
-        """The saved agent states and pending states, checked against the modules the agents map to.
-
-        Raises:
-            IncompatibleCheckpointError: An agent that is not in its episode or does not act with a stateful
-                module, a state of other names or shapes, non-finite values, or an agent of a stateful module
-                in flight without its state.
-        """
-        checked: dict[str, dict[tuple[int, AgentID], dict[str, torch.Tensor]]] = {}
-        for e, episode in enumerate(episodes):
-            mapping, where = dict(episode["mapping"]), f"env_runner/env/episodes/{e}"
-            for table, needed in (("module_states", episode["steps"]), ("pending_states", episode["pending"])):
-                saved = episode.get(table, {})
-                stateful = {a for a in needed if mapping.get(a) in self._initial_states}
-                if not isinstance(saved, Mapping) or set(saved) != stateful:
-                    found = sorted(map(repr, saved)) if isinstance(saved, Mapping) else type(saved).__name__
-                    raise IncompatibleCheckpointError(
-                        f"{where}/{table} holds states of agents {found}, but the agents in flight of stateful "
-                        f"modules are {sorted(map(repr, stateful))}: the checkpoint was written with other modules "
-                        "or altered."
-                    )
-                for agent, state in saved.items():
-                    checked.setdefault(table, {})[(e, agent)] = self._checked_state(
-                        state, mapping[agent], f"{where}/{table}/{agent!r}"
-                    )
-        pending = {
-            key: {name: value.numpy() for name, value in state.items()}
-            for key, state in checked.get("pending_states", {}).items()
-        }
-        return checked.get("module_states", {}), pending
-
-    def _checked_state(self, state: Any, module_id: str, where: str) -> dict[str, torch.Tensor]:
-        """One agent's saved state as tensors, if it has the names and shapes of ``module_id``'s initial state."""
-        initial = self._initial_states[module_id]
-        if not isinstance(state, Mapping) or set(state) != set(initial):
-            raise IncompatibleCheckpointError(
-                f"{where} is not a state with the names {sorted(initial)} of module {module_id!r}; the checkpoint "
-                "was written by another module or altered."
-            )
-        out: dict[str, torch.Tensor] = {}
-        for name, value in initial.items():
-            array = state[name]
-            if not isinstance(array, np.ndarray) or array.dtype.kind not in "fiu" or array.shape != tuple(value.shape):
-                shape = getattr(array, "shape", type(array).__name__)
-                raise IncompatibleCheckpointError(
-                    f"{where}/{name} has shape {shape}, but module {module_id!r} needs a numeric array of shape "
-                    f"{tuple(value.shape)}: the checkpoint was written with another state size (lstm_cell_size). "
-                    "Restore it with the config it was written with."
-                )
-            if not np.isfinite(array).all():
-                raise IncompatibleCheckpointError(f"{where}/{name} holds NaN or infinite values.")
-            out[name] = torch.as_tensor(array.copy()).to(value.dtype)
-        return out
-
-    def _obs_from_state(self, agent: AgentID, saved: Any) -> Any:
-        """An agent's saved observation in the layout its space has (a Dict observation is a dict again).
-
-        Raises:
-            IncompatibleCheckpointError: The saved observation does not have the layout of the agent's space.
-        """
-        space = self._spaces_of(agent)[0]
-        try:
-            return _from_space_state(space, saved)
-        except (KeyError, IndexError, TypeError) as err:
-            raise IncompatibleCheckpointError(
-                f"env_runner/env: the saved observation of agent {agent!r} does not fit its space {space} ({err!r}). "
-                "The checkpoint was taken on another environment, or was altered."
-            ) from err
-
-    def _read_connector_rows(self, env_state: Mapping[str, Any], *, where: str) -> dict[str, Any]:
-        """The saved runner-local connector states (frame stacks) and their row numbering, checked."""
-        extra = env_state.get("extra_agents", [])
-        connectors = env_state.get("connectors", {})
-        starts = env_state.get("force_starts", [])
-        if not isinstance(extra, list) or not isinstance(connectors, Mapping) or not isinstance(starts, list):
-            raise IncompatibleCheckpointError(
-                "env_runner/env: 'extra_agents', 'connectors' or 'force_starts' is not what cairn's multi-agent env "
-                "runner saves. The checkpoint was altered."
-            )
-        try:
-            extra = check_agent_ids(extra, env=self.config.env)
-            force_starts = {(count(e, where=f"{where}/force_starts"), check_agent_ids([agent], env=self.config.env)[0])
-                            for e, agent in starts}  # fmt: skip
-        except (TypeError, ValueError) as err:
-            raise IncompatibleCheckpointError(
-                f"env_runner/env: the connectors' agent rows are not what cairn's multi-agent env runner saves ({err})."
-            ) from err
-        unique([*self.possible_agents, *extra], where=f"{where}/extra_agents")
-        if any(e >= self.num_envs for e, _ in force_starts):
-            raise corrupt(f"{where}/force_starts", f"names an env copy beyond this runner's {self.num_envs}")
-        max_slot = (len(self.possible_agents) + len(extra)) * self.num_envs
-        states = runner_local_states(self, connectors, max_slot=max_slot, where=f"{where}/connectors")
-        return {"extra": extra, "force_starts": force_starts, "connectors": states}
-
-    def _apply_connector_rows(self, rows: Mapping[str, Any]) -> None:
-        """Take :meth:`_read_connector_rows`'s result."""
-        self._agent_numbers = {(type(agent), agent): i for i, agent in enumerate(self.possible_agents)}
-        self._extra_agents = []
-        for agent in rows["extra"]:
-            self._row_slot(0, agent)
-        self._force_starts = set(rows["force_starts"])
-        connectors = rows["connectors"]
-        self.env_to_module.set_runner_local_states(connectors.get("env_to_module_connector", {}))
-        self.module_to_env.set_runner_local_states(connectors.get("module_to_env_connector", {}))
-
     def close(self) -> None:
         """Close the environments."""
         for env in self.envs:
             env.close()
-
-
-_EPISODE_AGENT_KEYS = ("obs", "mapping", "pending", "returns", "steps")
-
-
-def _agent_keyed(episode: Mapping[str, Any], possible_agents: list[AgentID]) -> bool:
-    """Whether every per-agent dict of a saved episode is keyed by ids of ``possible_agents``.
-
-    Compared with their types: a checkpoint of an env whose agents were ``"0"``, ``"1"``
-    does not fit one whose agents are ``0``, ``1`` (its episodes restart instead).
-    """
-    known = {(type(agent), agent) for agent in possible_agents}
-    for key in _EPISODE_AGENT_KEYS:
-        table = episode.get(key)
-        if not isinstance(table, Mapping):
-            return False
-        if any(isinstance(agent, bool) or (type(agent), agent) not in known for agent in table):
-            return False
-    return True
-
-
-def _holds(agents: Sequence[AgentID], agent: AgentID) -> bool:
-    """Whether ``agent`` is one of ``agents``, types included (``1`` and ``"1"`` are two agents)."""
-    return any(type(a) is type(agent) and a == agent for a in agents)
 
 
 def _obs_column(rows: Sequence[Any]) -> Any:
@@ -1176,33 +610,8 @@ def _obs_column(rows: Sequence[Any]) -> Any:
     return np.stack(rows).astype(np.float32)[:, None]
 
 
-def _nested_obs(space: gym.Space[Any], saved: Any) -> Any:
-    """A saved Dict/Tuple observation (checked by ``layout_problem``) in the space's structure and dtypes."""
-    if isinstance(space, gym.spaces.Dict):
-        return {key: _nested_obs(sub, saved[str(key)]) for key, sub in space.spaces.items()}
-    if isinstance(space, gym.spaces.Tuple):
-        return tuple(_nested_obs(sub, saved[i]) for i, sub in enumerate(space.spaces))
-    dtype = np.int64 if isinstance(space, gym.spaces.Discrete) else (space.dtype or np.float32)
-    return np.array(saved, dtype=dtype, copy=True)
-
-
 def _stack_obs(items: Sequence[Any]) -> Any:
     """One batch of single agent observations: float32 rows, or gymnasium's batched dict/tuple layout."""
     if isinstance(items[0], Mapping | tuple):
         return stack_rows(items)
     return np.stack([np.asarray(o, dtype=np.float32) for o in items])
-
-
-def _from_space_state(space: gym.Space[Any], saved: Any) -> Any:
-    """Rebuild :func:`~cairn.rl.utils.nested.to_state` data of one observation of ``space``."""
-    if isinstance(space, gym.spaces.Dict):
-        if not isinstance(saved, Mapping):
-            raise TypeError(f"a dict for a Dict space, got {type(saved).__name__}")
-        return {key: _from_space_state(sub, saved[str(key)]) for key, sub in space.spaces.items()}
-    if isinstance(space, gym.spaces.Tuple):
-        if not isinstance(saved, list | tuple) or len(saved) != len(space.spaces):
-            raise TypeError(f"a list of {len(space.spaces)} for a Tuple space")
-        return tuple(_from_space_state(sub, saved[i]) for i, sub in enumerate(space.spaces))
-    if isinstance(saved, Mapping | list | tuple):
-        raise TypeError(f"an array for {space}, got {type(saved).__name__}")
-    return np.array(saved, copy=True)

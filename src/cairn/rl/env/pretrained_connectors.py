@@ -40,11 +40,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from cairn.errors import CheckpointNotFoundError
 from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.connectors.connectors import ConnectorPipeline
 from cairn.rl.core.rl_module.multi_rl_module import load_state_paths
-from cairn.tools import inspect_checkpoint
+from cairn.rl.utils.companions import MODULE_FOLDER, PIPELINE_FOLDER, companion_root
 
 __all__ = [
     "MODULE_FOLDER",
@@ -53,40 +52,6 @@ __all__ = [
     "restore_module_pretrained_connectors",
     "restore_pretrained_connectors",
 ]
-
-MODULE_FOLDER = "learner_group/learner/rl_module"
-"""Where an algorithm checkpoint holds its modules (``<root>/<MODULE_FOLDER>/<module id>``)."""
-
-PIPELINE_FOLDER = "env_runner/env_to_module_connector"
-"""Where an algorithm checkpoint holds the local env runner's env_to_module pipeline."""
-
-
-def companion_root(load_state_path: str, pipeline_folder: str = PIPELINE_FOLDER) -> tuple[str, list[str]] | None:
-    """``(root, connector names)`` of the algorithm checkpoint ``load_state_path`` is a module folder of, or None.
-
-    None unless the path is exactly ``<root>/learner_group/learner/rl_module/<mid>``
-    and ``<root>``'s manifests list that folder and ``pipeline_folder``;
-    the names are the connectors that pipeline holds (possibly none).
-    """
-    path = str(load_state_path).rstrip("/")
-    head, sep, module_id = path.rpartition("/")
-    if not sep or not module_id or module_id in (".", ".."):
-        return None
-    if head == MODULE_FOLDER:  # a relative path from the checkpoint's own folder
-        root = "."
-    elif head.endswith("/" + MODULE_FOLDER):
-        root = head[: -len(MODULE_FOLDER) - 1] or "/"
-    else:
-        return None
-    try:
-        folders = {info.path: info for info in inspect_checkpoint(root)}
-    except CheckpointNotFoundError:
-        return None  # not a checkpoint root: a module folder of its own, loaded for its weights only
-    # Any other error (a damaged root manifest) propagates: a module must not silently lose its filter.
-    if f"{MODULE_FOLDER}/{module_id}" not in folders or pipeline_folder not in folders:
-        return None
-    names = [p[len(pipeline_folder) + 1 :] for p in folders if p.startswith(pipeline_folder + "/")]
-    return root, sorted(name for name in names if "/" not in name)
 
 
 def restore_pretrained_connectors(

@@ -1,17 +1,12 @@
 """Checks of the states the env runners restore: a hostile or damaged checkpoint gets a clear error.
 
-Every byte of a checkpoint is verified, but whoever writes one can recompute the
-digests, and an older writer with a bug writes a "damaged" state that verifies. The
-env runners' restore paths (:meth:`EnvRunner.set_state
-<cairn.rl.env.env_runner.EnvRunner.set_state>` and its multi-agent sibling) therefore
-read their state in two steps: everything is checked and parsed first, with the
-helpers here, and only then applied. A state that does not hold together raises
-:class:`~cairn.errors.CorruptCheckpointError` naming the component path and the
-value (never a raw ``KeyError`` or a numpy broadcast error later, deep in sampling),
-and the runner is left as it was.
+The env runners' restore paths (:meth:`EnvRunner.set_state
+<cairn.rl.env.env_runner.EnvRunner.set_state>` and its multi-agent sibling) read their state in
+two steps: everything is checked and parsed first, with the helpers here and the generic ones of
+:mod:`cairn.state_checks` (counts, numbers, dicts, duplicates, ``check_state_tree``), and only then
+applied; the runner is left as it was when a value is refused.
 
-What is checked: counters are non-negative ints (not NaN, not negative, not
-``"7"``); per-slot arrays have one entry per sub-environment and a numeric dtype;
+What is checked here: per-slot arrays have one entry per sub-environment and a numeric dtype;
 the action RNG state is one a torch generator takes (tried on a fresh generator);
 environment states go through :func:`~cairn.rl.env.env_state.env_state_problem`;
 observations have their space's shape; agent ids and module ids are ones the
@@ -29,38 +24,23 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from cairn import Checkpointable
-from cairn.errors import CheckpointError, CorruptCheckpointError
+from cairn.errors import CheckpointError
 from cairn.rl.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
 from cairn.rl.env.episodes import SingleAgentEpisode, check_episode_data
+from cairn.state_checks import corrupt, count, mapping, number
 
 __all__ = [
-    "ALTERED",
     "PEER_OWN_KEYS",
     "PEER_STATES_KEY",
-    "check_state_tree",
-    "corrupt",
-    "count",
     "episode_from_state",
     "episode_windows",
     "layout_problem",
-    "mapping",
-    "number",
-    "numeric_leaves",
     "rng_state",
     "runner_local_states",
     "slot_rows",
     "spec_spaces_problem",
     "tracker_state",
-    "unique",
 ]
-
-ALTERED = (
-    "The checkpoint was written by other code, damaged, or altered after it was written; restore another "
-    "checkpoint. Nothing was changed."
-)
-"""The end of every refusal here: what happened and what to do."""
-
 
 PEER_STATES_KEY = "other_env_runners"
 """Key of an ``env_runner`` state that holds the own states of remote runners 2..N (written by remote
@@ -69,46 +49,6 @@ applies anything, so that one runner's hostile entry never leaves the group half
 
 PEER_OWN_KEYS = ("rng", "env", "metrics")
 """The keys of an ``env_runner`` state that belong to one runner: RNG, environments, its callbacks' metrics."""
-
-
-def corrupt(where: str, problem: str) -> CorruptCheckpointError:
-    """The error for a state at ``where`` (a component path) that does not hold together."""
-    return CorruptCheckpointError(f"{where}: {problem}. {ALTERED}")
-
-
-def count(value: Any, *, where: str) -> int:
-    """A counter or episode number: a non-negative int (numpy ints too; no bool, float, NaN or str).
-
-    Raises:
-        CorruptCheckpointError: Anything else.
-    """
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-        raise corrupt(where, f"a count must be a non-negative int, the checkpoint holds {value!r:.60}")
-    return int(value)
-
-
-def number(value: Any, *, where: str) -> float:
-    """A real number (a return, a value estimate); NaN and infinities pass, as a save records them.
-
-    Raises:
-        CorruptCheckpointError: A str, bool, container or complex number.
-    """
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        value = value[()]
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
-        raise corrupt(where, f"expected a number, the checkpoint holds {type(value).__name__} {value!r:.60}")
-    return float(value)
-
-
-def mapping(value: Any, *, where: str) -> Mapping[Any, Any]:
-    """``value`` when it is a dict.
-
-    Raises:
-        CorruptCheckpointError: It is not.
-    """
-    if not isinstance(value, Mapping):
-        raise corrupt(where, f"expected a dict, the checkpoint holds a {type(value).__name__}")
-    return value
 
 
 _KINDS = {"bool": "b", "float": "biuf", "int": "iu"}
@@ -205,56 +145,6 @@ def episode_from_state(state: Any, *, where: str) -> SingleAgentEpisode:
     except TypeError as err:
         raise corrupt(name, str(err)) from err
     return episode
-
-
-def check_state_tree(obj: Checkpointable, state: Mapping[str, Any], *, where: str) -> None:
-    """Let ``obj`` and each of its components refuse its part of a whole ``state`` (``check_state``), top-down.
-
-    What a restore from a path does (the engine calls ``check_state`` everywhere before
-    any ``set_state``), for a state handed to ``set_state`` directly (a remote runner's
-    own state, a state from ``get_state``), so that it too changes nothing when refused.
-
-    Raises:
-        CheckpointError: A component refused its state (other errors are turned into
-            :class:`~cairn.errors.CorruptCheckpointError` naming the component).
-    """
-    components = dict(obj.get_checkpointable_components())
-    own = {key: value for key, value in state.items() if key not in components}
-    present: Collection[str] = tuple(name for name in components if name in state)
-    try:
-        obj.check_state(own, present)
-    except CheckpointError:
-        raise
-    except Exception as err:
-        raise corrupt(where, f"{type(obj).__qualname__} refuses its state ({type(err).__name__}: {err})") from err
-    for name in present:
-        sub = state[name]
-        if not isinstance(sub, Mapping):
-            raise corrupt(f"{where}/{name}", f"expected a component's state (a dict), found a {type(sub).__name__}")
-        check_state_tree(components[name], sub, where=f"{where}/{name}")
-
-
-def unique(items: Sequence[Any], *, where: str) -> None:
-    """Refuse duplicates (keys compared with their types: ``1`` and ``"1"`` differ).
-
-    Raises:
-        CorruptCheckpointError: An item appears twice.
-    """
-    seen: set[tuple[type, Any]] = set()
-    for item in items:
-        key = (type(item), item)
-        if key in seen:
-            raise corrupt(where, f"lists {item!r:.60} twice")
-        seen.add(key)
-
-
-def numeric_leaves(value: Any) -> bool:
-    """Whether every leaf of a saved batch (arrays, dicts and lists of them) is an array of numbers."""
-    if isinstance(value, Mapping):
-        return all(numeric_leaves(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return all(numeric_leaves(v) for v in value)
-    return isinstance(value, np.ndarray) and value.dtype.kind in "biuf"
 
 
 def _numbers(values: Any, *, where: str, counts: bool = False) -> list[Any]:

@@ -265,12 +265,13 @@ class DefaultPPORLModule(RLModule):
         timed = obs.dim() == obs_rank + 2
         if not timed:
             obs = obs.unsqueeze(1)
-        rows, steps = int(obs.shape[0]), int(obs.shape[1])
         state = batch.get(Columns.STATE_IN)
         if state is None:
+            rows = int(obs.shape[0])  # only here: an int of a size would fix the batch size of an export
             state = {k: torch.as_tensor(v).unsqueeze(0).repeat(rows, 1) for k, v in self.get_initial_state().items()}
         features, (h, c) = self.lstm(
-            self.encoder(obs.reshape(rows, steps, self.obs_dim)),
+            # Sizes from the tensor, not ints: a traced export (cairn export) keeps the batch size free.
+            self.encoder(obs.reshape(obs.shape[0], obs.shape[1], self.obs_dim)),
             (torch.as_tensor(state["h"]).unsqueeze(0), torch.as_tensor(state["c"]).unsqueeze(0)),
         )
         values = self.vf_head(features).squeeze(-1)
@@ -306,20 +307,33 @@ class DefaultPPORLModule(RLModule):
         return logp, entropy
 
     def forward_inference(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Greedy actions: the most likely action (Discrete) or the mean (Box).
+        """Greedy actions: the most likely action (Discrete) or the mean (Box), and the distribution's inputs.
 
         Returns:
-            ``{"actions": Tensor[B]}`` (int64) or ``Tensor[B, act_dim]`` (float32).
+            ``{"actions", "action_dist_inputs"}`` (and ``STATE_OUT`` with ``use_lstm``): actions
+            ``Tensor[B]`` (int64) or ``Tensor[B, act_dim]`` (float32); the inputs as RLlib's
+            (:meth:`dist_inputs_for_output`).
         """
         with torch.no_grad():
             if self.use_lstm:
                 dist_inputs, _, state, timed = self._recurrent(batch)
                 actions = dist_inputs.argmax(-1) if self.discrete else dist_inputs
-                greedy: dict[str, Any] = {"actions": _untimed(actions, timed), Columns.STATE_OUT: state}
+                greedy: dict[str, Any] = {
+                    "actions": _untimed(actions, timed),
+                    Columns.ACTION_DIST_INPUTS: _untimed(self.dist_inputs_for_output(dist_inputs), timed),
+                    Columns.STATE_OUT: state,
+                }
                 return greedy
             dist_inputs = self._policy(self._obs(batch))
             actions = dist_inputs.argmax(-1) if self.discrete else dist_inputs
-        return {"actions": actions}
+        return {"actions": actions, Columns.ACTION_DIST_INPUTS: self.dist_inputs_for_output(dist_inputs)}
+
+    def dist_inputs_for_output(self, dist_inputs: torch.Tensor) -> torch.Tensor:
+        """``action_dist_inputs`` as RLlib's modules return them: logits (Discrete), or the mean and the
+        log standard deviations concatenated (Box; cairn keeps ``log_std`` as one parameter)."""
+        if self.discrete:
+            return dist_inputs
+        return torch.cat([dist_inputs, self.log_std.expand_as(dist_inputs)], dim=-1)
 
     def forward_exploration(
         self, batch: Mapping[str, torch.Tensor], *, generator: torch.Generator | None = None
@@ -344,7 +358,7 @@ class DefaultPPORLModule(RLModule):
             "actions": actions,
             "action_logp": logp,
             "vf_preds": values,
-            "action_dist_inputs": dist_inputs,
+            "action_dist_inputs": self.dist_inputs_for_output(dist_inputs),
         }
 
     def _explore_recurrent(self, batch: Mapping[str, Any], generator: torch.Generator | None) -> dict[str, Any]:
@@ -362,7 +376,7 @@ class DefaultPPORLModule(RLModule):
             "actions": _untimed(actions, timed),
             "action_logp": _untimed(logp, timed),
             "vf_preds": _untimed(values, timed),
-            "action_dist_inputs": _untimed(dist_inputs, timed),
+            "action_dist_inputs": _untimed(self.dist_inputs_for_output(dist_inputs), timed),
             Columns.STATE_OUT: state,
         }
 

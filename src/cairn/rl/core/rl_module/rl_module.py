@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import os
+import warnings
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import gymnasium as gym
 import numpy as np
@@ -46,8 +48,20 @@ from cairn.rl._aliases import register_old_paths
 from cairn.rl.core import DEFAULT_MODULE_ID
 from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
 from cairn.rl.utils._util import Names
+from cairn.rl.utils.companions import connectors_note
 
-__all__ = ["RLModule", "RLModuleSpec", "box_observation_size", "layers_parameter_bytes", "recurrent_parameter_bytes"]
+__all__ = [
+    "ModuleWithoutConnectorsWarning",
+    "RLModule",
+    "RLModuleSpec",
+    "box_observation_size",
+    "layers_parameter_bytes",
+    "recurrent_parameter_bytes",
+]
+
+
+class ModuleWithoutConnectorsWarning(UserWarning):
+    """A module was taken out of an algorithm checkpoint without the env-to-module connectors it was trained behind."""
 
 
 def box_observation_size(observation_space: gym.Space[Any], *, module_class: type) -> int:
@@ -363,6 +377,41 @@ class RLModule(nn.Module, Checkpointable):
             model_config = model_config.to_dict()
         self.model_config: dict[str, Any] = dict(model_config or {})
         self.seed = seed
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        device: str | torch.device | None = None,
+        note_connectors: bool = True,
+        filesystem: Any = None,
+        allow_pickle: bool = False,
+        public_key: str | os.PathLike[str] | bytes | None = None,
+        **ctor_overrides: Any,
+    ) -> Self:
+        """The module saved at ``path``, on ``device`` (``map_location``; tensors load on the CPU by default).
+
+        ``path`` may be a module folder inside an algorithm checkpoint
+        (``<ckpt>/learner_group/learner/rl_module/<module id>``), a module saved on its
+        own, or either inside a zip (``"zip://<folder>::<file>.zip"``). When the algorithm's
+        env runner had env-to-module connectors (an observation filter), a
+        :class:`ModuleWithoutConnectorsWarning` says so once, with the line that applies them:
+        the module alone acts on raw observations. ``note_connectors=False``: the caller applies
+        them itself (``cairn.rl.inference.Policy``, ``cairn evaluate``), so nothing is said.
+
+        Other arguments as :meth:`cairn.Checkpointable.from_checkpoint`.
+        """
+        module = super().from_checkpoint(
+            path, filesystem=filesystem, allow_pickle=allow_pickle, public_key=public_key, **ctor_overrides
+        )
+        if device is not None:
+            module.to(torch.device(device))
+        local = filesystem is None and "://" not in str(path)
+        note = connectors_note(str(path)) if note_connectors and local else None
+        if note is not None:
+            warnings.warn(note, ModuleWithoutConnectorsWarning, stacklevel=2)
+        return module
 
     @property
     def spec(self) -> RLModuleSpec:

@@ -1,0 +1,213 @@
+"""RLlib's ``SingleAgentEnvRunner`` (``ray.rllib.env.single_agent_env_runner``): ``sample()`` returns episodes.
+
+::
+
+    from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+    from cairn.rl.env.single_agent_env_runner import SingleAgentEnvRunner
+
+    config = AlgorithmConfig().environment("CartPole-v1").env_runners(num_envs_per_env_runner=2)
+    runner = SingleAgentEnvRunner(config=config)
+    episodes = runner.sample(num_timesteps=100, random_actions=True)
+
+cairn's algorithms sample with :class:`cairn.rl.env.env_runner.EnvRunner` (fixed-length,
+checkpointed batches); this class is RLlib's interface for driving env copies by hand
+(see :mod:`cairn.rl.env.episode_sampling` for what it leaves to the batch sampler).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from cairn.rl.config.algorithm_config import AlgorithmConfig
+from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
+from cairn.rl.env.episode_sampling import RunnerEpisode, act, build_module_or_none, env_action, sample_plan
+from cairn.rl.env.episodes import slot_info, slot_value
+from cairn.rl.env.multi_agent_env import make_env as make_gym_env
+from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
+
+__all__ = ["SingleAgentEnvRunner"]
+
+DEFAULT_MODULE_ID = "default_policy"
+
+
+class SingleAgentEnvRunner:
+    """Samples episodes from ``num_envs_per_env_runner`` copies of a single-agent env (RLlib's API).
+
+    Args:
+        config: The config (``env``, ``env_config``, ``num_envs_per_env_runner``,
+            ``rollout_length`` (RLlib's ``rollout_fragment_length``), ``seed``, ``explore``;
+            the algorithm's module, if the config has one).
+        worker_index: The runner's index (seeds differ per index).
+    """
+
+    def __init__(self, config: AlgorithmConfig, *, worker_index: int = 0) -> None:
+        self.config = config
+        self.worker_index = int(worker_index)
+        self.num_envs = int(config.num_envs_per_env_runner)
+        if self.num_envs < 1:
+            raise ValueError(f"num_envs_per_env_runner must be >= 1, got {self.num_envs}.")
+        seeds = np.random.SeedSequence([int(config.seed), 7919, self.worker_index]).generate_state(3)
+        self._env_seed = int(seeds[0])
+        self._generator = torch.Generator().manual_seed(int(seeds[1]))
+        self._action_seed = int(seeds[2])
+        self.metrics = MetricsLogger()
+        self.env: gym.vector.VectorWrapper | None = None
+        self._episodes: list[RunnerEpisode] = []
+        self._needs_reset = True
+        self._episode_count = 0
+        self.make_env()
+        assert self.env is not None  # make_env built it
+        self.module: MultiRLModule | None = build_module_or_none(
+            config, self.env.single_observation_space, self.env.single_action_space
+        )
+
+    def make_env(self) -> None:
+        """(Re)build the env copies as a ``SyncVectorEnv`` (``runner.env.env``); episodes start anew."""
+        if self.env is not None:
+            self.env.close()
+        factory = functools.partial(make_gym_env, self.config.env, dict(self.config.env_config))
+        vector = gym.vector.SyncVectorEnv([factory] * self.num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        self.env = gym.vector.VectorWrapper(vector)
+        self.env.single_action_space.seed(self._action_seed)
+        self._needs_reset = True
+
+    def get_spaces(self) -> dict[str, tuple[gym.Space[Any], gym.Space[Any]]]:
+        """``"__env__"``: the vector env's spaces; ``"__env_single__"``: one copy's; module id: the module's."""
+        env = self._live_env()
+        spaces: dict[str, tuple[gym.Space[Any], gym.Space[Any]]] = {
+            "__env__": (env.observation_space, env.action_space),
+            "__env_single__": (env.single_observation_space, env.single_action_space),
+        }
+        if self.module is not None:
+            for module_id in self.module:
+                rl_module = self.module[module_id]
+                spaces[module_id] = (rl_module.observation_space, rl_module.action_space)
+        return spaces
+
+    def assert_healthy(self) -> None:
+        """Check that the runner has its env copies (and its module, if the config names one).
+
+        Raises:
+            RuntimeError: It has none (it was stopped).
+        """
+        if self.env is None:
+            raise RuntimeError("SingleAgentEnvRunner has no env (stop() closed it); call make_env() to rebuild it.")
+
+    def stop(self) -> None:
+        """Close the env copies."""
+        if self.env is not None:
+            self.env.close()
+            self.env = None
+
+    def _live_env(self) -> gym.vector.VectorWrapper:
+        self.assert_healthy()
+        assert self.env is not None
+        return self.env
+
+    def _new_episode(self, slot: int, observation: Any, info: dict[str, Any], t_started: int = 0) -> RunnerEpisode:
+        self._episode_count += 1
+        return RunnerEpisode(
+            f"{self.worker_index}-{slot}-{self._episode_count}",
+            observation=observation,
+            info=info,
+            t_started=t_started,
+            env_index=slot,
+            module_id=DEFAULT_MODULE_ID,
+        )
+
+    def _reset(self) -> None:
+        env = self._live_env()
+        obs, infos = env.reset(seed=self._env_seed)
+        self._env_seed += self.num_envs  # the next reset of all copies plays new episodes
+        self._episodes = [self._new_episode(i, slot_value(obs, i), slot_info(infos, i)) for i in range(self.num_envs)]
+        self._needs_reset = False
+
+    def sample(
+        self,
+        *,
+        num_timesteps: int | None = None,
+        num_episodes: int | None = None,
+        explore: bool | None = None,
+        random_actions: bool = False,
+        force_reset: bool = False,
+    ) -> list[RunnerEpisode]:
+        """Step the env copies and return the episodes (RLlib's ``sample``).
+
+        Args:
+            num_timesteps: At least this many env steps (over all copies; at most one step per copy
+                more); episodes in flight go on from the last call unless ``force_reset``.
+            num_episodes: Exactly this many finished episodes, all started anew.
+            explore: Sample actions (True) or take the greedy ones; default: the config's ``explore``.
+            random_actions: Draw actions from the action space instead of the module.
+            force_reset: Start new episodes in every copy first.
+
+        Returns:
+            Finished episodes, then the chunks of the episodes still running (``t_started`` > 0 for a
+            chunk that continues an earlier one).
+
+        Raises:
+            SampleRequestError: Both counts given.
+            ValueError: No module to act (a config without an algorithm) and ``random_actions=False``.
+        """
+        env = self._live_env()
+        steps, episodes_wanted = sample_plan(self.config, self.num_envs, num_timesteps, num_episodes)
+        if not random_actions and self.module is None:
+            raise ValueError(
+                f"{type(self.config).__name__} names no module to act with: sample(random_actions=True), or use an "
+                "algorithm's config (PPOConfig, ...) or give rl_module_spec."
+            )
+        explore = bool(self.config.explore) if explore is None else bool(explore)
+        if episodes_wanted is not None or force_reset or self._needs_reset:
+            self._reset()
+        done: list[RunnerEpisode] = []
+        taken = 0
+        while (episodes_wanted is None and taken < int(steps or 0)) or (
+            episodes_wanted is not None and len(done) < episodes_wanted
+        ):
+            self._step(env, done, explore=explore, random_actions=random_actions)
+            taken += self.num_envs
+        if episodes_wanted is not None:
+            self._needs_reset = True  # RLlib: timesteps after episodes start from a reset
+            return done[:episodes_wanted]
+        running = [episode for episode in self._episodes if len(episode) > 0]
+        self._episodes = [
+            episode.successor(f"{self.worker_index}-{i}-{self._episode_count}") if len(episode) else episode
+            for i, episode in enumerate(self._episodes)
+        ]
+        return done + running
+
+    def _step(
+        self, env: gym.vector.VectorWrapper, done: list[RunnerEpisode], *, explore: bool, random_actions: bool
+    ) -> None:
+        space = env.single_action_space
+        observations = [episode.get_observations(-1) for episode in self._episodes]
+        if random_actions or self.module is None:
+            actions = [space.sample() for _ in range(self.num_envs)]
+            outputs: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        else:
+            batch_actions, outputs = act(
+                self.module, DEFAULT_MODULE_ID, observations, explore=explore, generator=self._generator
+            )
+            actions = list(batch_actions)
+        obs, rewards, terminateds, truncateds, infos = env.step(np.stack([env_action(space, a) for a in actions]))
+        for i, episode in enumerate(self._episodes):
+            ended = bool(terminateds[i] or truncateds[i])
+            next_obs = slot_value(infos["final_obs"], i) if ended else slot_value(obs, i)
+            info = slot_info(infos["final_info"], i) if ended else slot_info(infos, i)
+            episode.record(
+                next_obs,
+                actions[i],
+                float(rewards[i]),
+                info,
+                terminated=bool(terminateds[i]),
+                truncated=bool(truncateds[i]),
+                outputs=outputs[i],
+            )
+            if ended:
+                done.append(episode)
+                self._episodes[i] = self._new_episode(i, slot_value(obs, i), slot_info(infos, i))

@@ -1,0 +1,185 @@
+"""Checks of restored state: a hostile or damaged checkpoint gets a clear error, before anything changes.
+
+Every byte of a checkpoint is verified, but whoever writes one can recompute the digests, and an
+older writer with a bug writes a "damaged" state that verifies. A component's ``check_state``
+(and a ``set_state`` that checks before it applies) reads its values with these helpers: a value
+that does not hold together raises :class:`~cairn.errors.CorruptCheckpointError` naming its path
+in the checkpoint and what to do, never a raw ``KeyError`` or a numpy error later.
+
+The one home of these checks, below every component that restores state (``rl/``, ``cairn.torch``);
+``import cairn`` does not import it (it needs numpy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cairn.checkpointable import Checkpointable
+from cairn.errors import CheckpointError, CorruptCheckpointError
+
+__all__ = [
+    "ALTERED",
+    "Schema",
+    "check_state_tree",
+    "corrupt",
+    "count",
+    "counts_by_id",
+    "mapping",
+    "number",
+    "numeric_leaves",
+    "unique",
+]
+
+ALTERED = (
+    "The checkpoint was written by other code, damaged, or altered after it was written; restore another "
+    "checkpoint. Nothing was changed."
+)
+"""The end of every refusal here: what happened and what to do."""
+
+
+def corrupt(where: str, problem: str) -> CorruptCheckpointError:
+    """The error for a state at ``where`` (a component path) that does not hold together."""
+    return CorruptCheckpointError(f"{where}: {problem}. {ALTERED}")
+
+
+def count(value: Any, *, where: str) -> int:
+    """A counter or episode number: a non-negative int (numpy ints too; no bool, float, NaN or str).
+
+    Raises:
+        CorruptCheckpointError: Anything else.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise corrupt(where, f"a count must be a non-negative int, the checkpoint holds {value!r:.60}")
+    return int(value)
+
+
+def number(value: Any, *, where: str) -> float:
+    """A real number (a return, a value estimate); NaN and infinities pass, as a save records them.
+
+    Raises:
+        CorruptCheckpointError: A str, bool, container or complex number.
+    """
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+        raise corrupt(where, f"expected a number, the checkpoint holds {type(value).__name__} {value!r:.60}")
+    return float(value)
+
+
+def mapping(value: Any, *, where: str) -> Mapping[Any, Any]:
+    """``value`` when it is a dict.
+
+    Raises:
+        CorruptCheckpointError: It is not.
+    """
+    if not isinstance(value, Mapping):
+        raise corrupt(where, f"expected a dict, the checkpoint holds a {type(value).__name__}")
+    return value
+
+
+def check_state_tree(obj: Checkpointable, state: Mapping[str, Any], *, where: str) -> None:
+    """Let ``obj`` and each of its components refuse its part of a whole ``state`` (``check_state``), top-down.
+
+    What a restore from a path does (the engine calls ``check_state`` everywhere before
+    any ``set_state``), for a state handed to ``set_state`` directly (a remote runner's
+    own state, a state from ``get_state``), so that it too changes nothing when refused.
+
+    Raises:
+        CheckpointError: A component refused its state (other errors are turned into
+            :class:`~cairn.errors.CorruptCheckpointError` naming the component).
+    """
+    components = dict(obj.get_checkpointable_components())
+    own = {key: value for key, value in state.items() if key not in components}
+    present: Collection[str] = tuple(name for name in components if name in state)
+    try:
+        obj.check_state(own, present)
+    except CheckpointError:
+        raise
+    except Exception as err:
+        raise corrupt(where, f"{type(obj).__qualname__} refuses its state ({type(err).__name__}: {err})") from err
+    for name in present:
+        sub = state[name]
+        if not isinstance(sub, Mapping):
+            raise corrupt(f"{where}/{name}", f"expected a component's state (a dict), found a {type(sub).__name__}")
+        check_state_tree(components[name], sub, where=f"{where}/{name}")
+
+
+def unique(items: Sequence[Any], *, where: str) -> None:
+    """Refuse duplicates (keys compared with their types: ``1`` and ``"1"`` differ).
+
+    Raises:
+        CorruptCheckpointError: An item appears twice.
+    """
+    seen: set[tuple[type, Any]] = set()
+    for item in items:
+        key = (type(item), item)
+        if key in seen:
+            raise corrupt(where, f"lists {item!r:.60} twice")
+        seen.add(key)
+
+
+def numeric_leaves(value: Any) -> bool:
+    """Whether every leaf of a saved batch (arrays, dicts and lists of them) is an array of numbers."""
+    if isinstance(value, Mapping):
+        return all(numeric_leaves(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return all(numeric_leaves(v) for v in value)
+    return isinstance(value, np.ndarray) and value.dtype.kind in "biuf"
+
+
+def counts_by_id(value: Any, *, where: str) -> dict[str, int]:
+    """A dict of str ids (module ids) -> counts (:func:`count` for each).
+
+    Raises:
+        CorruptCheckpointError: Not a dict of str keys and counts.
+    """
+    if not isinstance(value, Mapping):
+        raise corrupt(where, f"expected a dict of module id -> count, found {type(value).__name__}")
+    out: dict[str, int] = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise corrupt(where, f"module ids are str, the checkpoint holds {key!r:.60}")
+        out[key] = count(item, where=f"{where}/{key}")
+    return out
+
+
+@dataclass(frozen=True)
+class Schema:
+    """What a component's state holds, key by key, declared once instead of checked by hand.
+
+    Each field maps a key to the check its value passes (:func:`count`, :func:`number`,
+    :func:`counts_by_id`, any ``check(value, *, where)`` that returns the parsed value or raises a
+    :class:`~cairn.errors.CheckpointError`) or to a nested :class:`Schema` for a dict. A key the
+    state does not hold is skipped (an older state restores what it has); keys the schema does not
+    name are the component's to check.
+
+    Example:
+        ``Schema({"counters": Schema({"num_updates_lifetime": count})}).read(state, where="")``
+    """
+
+    fields: Mapping[str, Callable[..., Any] | Schema]
+
+    def read(self, state: Any, *, where: str) -> dict[str, Any]:
+        """The values of ``state`` this schema names, checked and parsed; changes nothing.
+
+        Args:
+            state: The (sub-)state, which must be a dict.
+            where: Its path in the checkpoint for the error messages (``""``: the component's root).
+
+        Raises:
+            CorruptCheckpointError: ``state`` is no dict, or a value fails its check.
+        """
+        checked = mapping(state, where=where or "state")
+        out: dict[str, Any] = {}
+        for key, check in self.fields.items():
+            if key not in checked:
+                continue
+            path = f"{where}/{key}" if where else key
+            out[key] = (
+                check.read(checked[key], where=path) if isinstance(check, Schema) else check(checked[key], where=path)
+            )
+        return out
