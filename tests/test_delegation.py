@@ -8,7 +8,9 @@ from_checkpoint, CheckpointManager (sync, async, incremental, restore_latest).
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import pytest
 
 import cairn
 from cairn import CheckpointError, CheckpointManager, CorruptCheckpointError
-from cairn.delegation import DelegatedComponent
+from cairn.delegation import DelegatedComponent, DelegatedFolder, Waiter
 from delegation_components import FailingWrite, Owner
 
 
@@ -103,6 +105,40 @@ def test_a_corrupt_file_of_this_process_leaves_the_delegate_as_it_was(owner: Own
         owner.restore_from_path(path)
     assert owner.values() == before
     assert "apply" not in owner.delegate.calls
+
+
+def test_a_stale_copy_on_the_delegates_node_is_another_version_not_corruption(owner: Owner, tmp_path: Path) -> None:
+    """Issue 41, item 8: the delegate's node has its own disk, holding an older save at the same path.
+    The read is refused (nothing applied anywhere), and the error says that node holds another
+    version of the component, not that the checkpoint is corrupted; a damaged copy is still damage."""
+    path = Path(owner.save_to_path(tmp_path / "ckpt"))
+    node_disk = tmp_path / "node-b"  # what the delegate's node sees at ``path``: its own disk
+    shutil.copytree(path, node_disk / "ckpt")
+    owner.fill(2.0)
+    owner.save_to_path(path)  # the checkpoint moves on; node B's copy is now stale
+    real_load = owner.delegate.start_load
+
+    def load_on_node_b(folder: DelegatedFolder, *, component: str | None, allow_pickle: bool) -> Waiter:
+        def there(p: str) -> str:
+            return str(node_disk / Path(p).relative_to(tmp_path))
+
+        moved = dataclasses.replace(folder, path=there(folder.path), root=there(folder.root))
+        return real_load(moved, component=component, allow_pickle=allow_pickle)
+
+    owner.delegate.start_load = load_on_node_b  # type: ignore[method-assign]
+    owner.fill(5.0)
+    before = owner.values()
+    with pytest.raises(CorruptCheckpointError, match="holds another version of the component 'worker'") as info:
+        owner.restore_from_path(path)
+    assert "corrupted" not in str(info.value) and "every node" in str(info.value), info.value
+    assert owner.values() == before and owner.delegate.pending is None
+    # A copy whose manifest is damaged (not a manifest) is reported as damage, as before.
+    manifest = node_disk / "ckpt" / "worker" / "manifest.json"
+    manifest.write_bytes(manifest.read_bytes()[:-7])
+    with pytest.raises(CorruptCheckpointError, match="worker") as info:
+        owner.restore_from_path(path)
+    assert "another version" not in str(info.value), info.value
+    assert owner.values() == before
 
 
 @pytest.mark.parametrize("async_save", [False, True])

@@ -61,6 +61,10 @@ class FolderReader:
     folder: str
     expected: FileEntry | None = None  # the parent's record of this folder's manifest
     depth: int = 0  # how many components down from the folder the reader was opened at
+    # The path the caller named (open_checkpoint); ``folder`` is where the storage said to read it
+    # (Storage.locate: during an object store's switch, the staging folder, gone once the switch is
+    # done). A fresh reader (reopened) asks the storage again.
+    named: str | None = None
     _manifest: Manifest | None = None
     _metadata: dict[str, Any] | None = None
     _manifest_bytes: bytes | None = None  # exactly what was read, to notice a concurrent overwrite
@@ -154,8 +158,17 @@ class FolderReader:
         return bytes(now) != self._manifest_bytes
 
     def reopened(self) -> FolderReader:
-        """A new reader of the same folder, reading everything afresh."""
-        return FolderReader(self.storage, self.folder, expected=self.expected, depth=self.depth)
+        """A new reader of the same checkpoint, reading everything afresh.
+
+        A reader opened at a path the storage resolved elsewhere (``named``) resolves it
+        again: the staging folder a switch was read from is gone once the switch is done,
+        and the path then holds the checkpoint itself (SPEC 8: the old or the new one).
+
+        Raises:
+            CheckpointNotFoundError: The path now lies inside a save that has not committed.
+        """
+        folder = self.folder if self.named is None else self.storage.locate(self.named)
+        return FolderReader(self.storage, folder, expected=self.expected, depth=self.depth, named=self.named)
 
     def _check(self, data: bytes | bytearray | memoryview, entry: FileEntry, name: str) -> None:
         if len(data) != entry.size:
@@ -385,17 +398,19 @@ def read_consistently(reader: FolderReader, read: Callable[[FolderReader], T], *
     last: CheckpointError | None = None
     unconfirmed = seen = False
     for attempt in range(READ_ATTEMPTS):
-        if attempt:
-            time.sleep(_RETRY_DELAYS[min(attempt, len(_RETRY_DELAYS)) - 1])
-            reader = reader.reopened()
         try:
+            if attempt:
+                time.sleep(_RETRY_DELAYS[min(attempt, len(_RETRY_DELAYS)) - 1])
+                reader = reader.reopened()
             return read(reader)
         except CheckpointNotFoundError as err:
             seen = seen or reader._manifest_bytes is not None
             # Object stores delete the old root manifest first when a save replaces a
             # checkpoint: a folder without one may be mid-overwrite. On disks with atomic
-            # renames it never is, and a missing manifest is final.
-            if not seen and (reader.storage.atomic_rename or not _exists(reader)):
+            # renames it never is, and a missing manifest is final. A reader sent to a
+            # staging folder (a switch) that is gone asks where the path is read again.
+            moved = reader.named is not None and reader.folder != reader.named
+            if not seen and not moved and (reader.storage.atomic_rename or not _exists(reader)):
                 raise
             last = err
         except ChangedInPlaceError:
@@ -463,8 +478,9 @@ def open_checkpoint(
     """A reader for the checkpoint folder at ``path``; with ``expected``, its root manifest must be that one."""
     storage, folder = resolve_storage(path, filesystem)
     folder = resolve_user_link(storage, folder)
-    storage.check_committed(folder)  # object stores: not a sub-folder of a save in flight
-    return FolderReader(storage, folder, expected=expected)
+    # Object stores: not a sub-folder of a save in flight; during a switch, the staged copy (whole).
+    # A retry of a read that met an overwrite resolves the path again (FolderReader.reopened).
+    return FolderReader(storage, storage.locate(folder), expected=expected, named=folder)
 
 
 def iter_folders(reader: FolderReader, label: str = "") -> Iterator[tuple[str, FolderReader]]:

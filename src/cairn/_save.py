@@ -767,13 +767,14 @@ def save(
 
     ``digest``: the checkpoint's digest (:data:`cairn.manifest.DIGEST_ALGORITHMS`).
     """
+    started = time.monotonic()  # the save's one deadline counts from here (SPEC 8)
     digest = check_digest_algorithm(digest)
     if path is None:
         path = os.path.join(tempfile.gettempdir(), f"cairn-{uuid.uuid4().hex[:16]}")
     storage, final = resolve_storage(path, filesystem)
     plan = plan_checkpoint(obj, state=state, allow_pickle=allow_pickle)
     # One deadline for the whole save, its cleanup included (SPEC 8), not one per storage call.
-    return commit_plan(storage.bounded(plan_bytes(plan)), final, plan, digest=digest)
+    return commit_plan(storage.bounded(plan_bytes(plan), since=started), final, plan, digest=digest)
 
 
 def plan_bytes(plan: _PlannedFolder) -> int:

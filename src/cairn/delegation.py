@@ -75,6 +75,7 @@ Example, a delegate that writes from a thread::
 from __future__ import annotations
 
 import os
+import platform
 from typing import Any
 
 from cairn._delegate_protocol import DelegatedComponent, DelegatedFolder, Waiter
@@ -83,8 +84,8 @@ from cairn._restore import LoadedFolder, apply_loaded, load_folder
 from cairn._save import check_written, plan_save, write_planned
 from cairn._tree import ComponentNode
 from cairn.checkpointable import Checkpointable
-from cairn.errors import CheckpointError
-from cairn.manifest import FileEntry
+from cairn.errors import CheckpointError, CorruptCheckpointError
+from cairn.manifest import MANIFEST, MAX_JSON_BYTES, FileEntry, Hasher, Manifest
 
 __all__ = [
     "DelegatedComponent",
@@ -192,5 +193,39 @@ def read_folder(
     tree = ComponentNode(obj, folder.component)
     target = tree.find(component) if component else tree
     reader = FolderReader(folder.storage, folder.path, expected=folder.expected)
-    loaded = load_folder(target, reader, allow_pickle=allow_pickle, in_place=False)
+    try:
+        loaded = load_folder(target, reader, allow_pickle=allow_pickle, in_place=False)
+    except CorruptCheckpointError as err:
+        other = _another_version(folder)
+        if other is not None:
+            raise CorruptCheckpointError(other) from err
+        raise
     return LoadedComponent(target, loaded)
+
+
+def _another_version(folder: DelegatedFolder) -> str | None:
+    """Why ``folder`` failed its check, when it holds a whole manifest, just not the one the checkpoint records.
+
+    Then the folder this process reads is another version of the component (issue 41): most
+    often a stale copy on this node's own disk at the same path (storage not shared between the
+    nodes), or the checkpoint was saved over meanwhile. None when the manifest matches, is
+    missing or unreadable, or is not a manifest (damage: the caller's error stands).
+    """
+    if folder.expected is None:
+        return None
+    try:
+        data = folder.storage.read_file(folder.storage.join(folder.path, MANIFEST), max_bytes=MAX_JSON_BYTES)
+        hasher = Hasher(folder.expected.digest.algorithm)
+        hasher.update(data)
+        if hasher.digest() == folder.expected.digest:
+            return None
+        Manifest.from_bytes(data, where=folder.storage.uri(folder.path))
+    except (OSError, CheckpointError):
+        return None
+    return (
+        f"{folder.uri()} holds another version of the component {folder.component!r} than the checkpoint being "
+        f"restored: its {MANIFEST} is a whole manifest, but not the one the checkpoint records. The process "
+        f"reading it (pid {os.getpid()} on {platform.node()}) sees another copy of that path: a stale copy on its "
+        "node's own disk, or a checkpoint saved over it meanwhile. Save and restore through storage every node "
+        "shares (a shared filesystem or s3://), or remove the stale copy from that node."
+    )

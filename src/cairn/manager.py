@@ -733,6 +733,7 @@ class CheckpointManager:
         if type(step) is not int or step < 0:
             raise CheckpointError(f"CheckpointManager.save: step must be an int >= 0, got {step!r}.")
         self.wait()  # at most one save in flight; raises a previous failure
+        began = time.monotonic()  # this save's one deadline counts from here, not from a previous save's wait
         clean_metrics = jsonable_metrics(metrics)
         extra = {MANAGER_KEY: {"step": step, "metrics": clean_metrics}}
         plan = _save.plan_checkpoint(obj, state=None, allow_pickle=allow_pickle, extra_metadata=extra)
@@ -741,7 +742,7 @@ class CheckpointManager:
         taken = _save.snapshot_plan(plan, self._buffers) if self.async_save else []
         final = self._path(step)
         # One deadline for the whole save (its cleanup, writes and retention), not one per call.
-        storage = self.storage.bounded(_save.plan_bytes(plan))
+        storage = self.storage.bounded(_save.plan_bytes(plan), since=began)
         if not self._cleaned:
             self._cleaned = self._cleanup_uncommitted(storage)
         # Delegated folders (cairn.delegation) are started here, before an async save returns:

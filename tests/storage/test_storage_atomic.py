@@ -20,7 +20,7 @@ from storage_components import Agent, FailingLeaf, expected_state
 from storage_faults import Fault, FaultyFS
 
 import cairn
-from cairn.storage import FsspecStorage, resolve_storage
+from cairn.storage import FsspecStorage, resolve_storage, writers
 from cairn.storage.local import TMP_MARK, LocalStorage
 from cairn.testing import assert_states_equal, states_equal
 
@@ -156,23 +156,35 @@ def test_interrupted_write_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert _staging_leftovers(tmp_path) == []
 
 
-@pytest.mark.parametrize("which", ["ckpt/policy/state.msgpack", "ckpt/group/b/manifest.json", "ckpt/manifest.json"])
-def test_interrupted_write_remote(remote_backend: Backend, which: str) -> None:
-    """A write that fails for good leaves no committed checkpoint and no files on object stores."""
+@pytest.mark.parametrize("which", ["policy/state.msgpack", "group/b/manifest.json", "manifest.json"])
+@pytest.mark.parametrize("over", [False, True])
+def test_interrupted_write_remote(
+    remote_backend: Backend, which: str, over: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that fails for good commits nothing and leaves no file on object stores; a checkpoint
+    that was at the path stays loadable (the save wrote beside it, issue 41)."""
+    monkeypatch.setattr(writers, "new_write_id", lambda: "0123456789ab")
     uri = remote_backend.uri("ckpt")
-    _agent(1).save_to_path(uri)
+    if over:
+        _agent(1).save_to_path(uri)
+    staged = writers.tmp_name("ckpt", "0123456789ab") if over else "ckpt"
     faulty = FaultyFS(
-        remote_backend.fs, faults=[Fault("write", which, times=None, error=lambda: PermissionError("denied"))]
+        remote_backend.fs,
+        faults=[Fault("write", f"{staged}/{which}", times=None, error=lambda: PermissionError("denied"))],
     )
     with pytest.raises(cairn.CheckpointError) as info:
         _agent(2).save_to_path(remote_backend.path("ckpt"), filesystem=faulty)
-    assert remote_backend.uri(which) in str(info.value)
+    assert remote_backend.uri(f"{staged}/{which}") in str(info.value)
     assert faulty.faults[0].fired == 1  # not transient: not retried
-    assert view(uri) == "absent"
-    with pytest.raises(cairn.CheckpointNotFoundError):
-        cairn.verify_checkpoint(uri)
     remote_backend.fs.invalidate_cache()
-    assert remote_backend.fs.find(remote_backend.path("ckpt")) == []
+    if over:
+        assert view(uri) == "step1"
+        assert cairn.verify_checkpoint(uri) == []
+        assert not remote_backend.fs.exists(remote_backend.path(staged))
+        assert not remote_backend.fs.exists(remote_backend.path("ckpt", writers.INFLIGHT))
+    else:
+        assert view(uri) == "absent"
+        assert remote_backend.fs.find(remote_backend.path("ckpt")) == []
 
 
 # ---------------------------------------------------------------------------- stale caches
@@ -198,10 +210,10 @@ def test_stale_listing_cache_cannot_keep_old_commit_marker(moto_s3: MotoS3, cach
     assert cached_s3.ls(base, detail=False)  # the cache now says: ckpt holds one file ...
     assert cached_s3.ls(f"{base}/ckpt", detail=False) == [f"{base}/ckpt/ctor.json"]  # ... and no manifest
     _agent(1).save_to_path(f"{base}/ckpt", filesystem=other)
-    faulty = FaultyFS(cached_s3, faults=[Fault("write", "ckpt/manifest.json", times=None, error=lambda: OSError("x"))])
+    faulty = FaultyFS(cached_s3, faults=[Fault("write", "/manifest.json", times=None, error=lambda: OSError("x"))])
     with pytest.raises(cairn.CheckpointError):
         _agent(2).save_to_path(f"{base}/ckpt", filesystem=faulty)
-    assert view(f"s3://{base}/ckpt") == "absent"
+    assert view(f"s3://{base}/ckpt") == "step1"  # the new one was staged beside it, never mixed in
 
 
 def test_overwrite_with_default_caches(moto_s3: MotoS3, cached_s3: Any) -> None:

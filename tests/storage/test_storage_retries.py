@@ -24,7 +24,7 @@ from storage_components import Agent, expected_state
 from storage_faults import Fault, FaultyFS
 
 import cairn
-from cairn.storage import fsspec_storage
+from cairn.storage import fsspec_storage, writers
 from cairn.storage.fsspec_storage import RETRY_ATTEMPTS, RETRY_MAX_DELAY, FsspecStorage, is_transient
 from cairn.testing import assert_states_equal
 
@@ -144,22 +144,28 @@ def test_backoff_grows_exponentially(sleeps: list[float]) -> None:
     fs.rm("/cairn-backoff", recursive=True)
 
 
-@pytest.mark.parametrize("which", ["ckpt/group/b/tensors.safetensors", "ckpt/manifest.json"])
-def test_save_gives_up(remote_backend: Backend, sleeps: list[float], which: str) -> None:
-    """A write failing transiently every time: CheckpointError naming the file, nothing committed or left."""
+@pytest.mark.parametrize("which", ["group/b/tensors.safetensors", "manifest.json"])
+def test_save_gives_up(
+    remote_backend: Backend, sleeps: list[float], which: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write failing transiently every time: CheckpointError naming the file, nothing committed or left;
+    the checkpoint that was at the path stays (the save wrote beside it)."""
+    monkeypatch.setattr(writers, "new_write_id", lambda: "0123456789ab")
     uri = remote_backend.uri("ckpt")
     _agent(1).save_to_path(uri)
-    fault = Fault("write", which, times=None, error=TRANSIENT[0])
+    staged = f"{writers.tmp_name('ckpt', '0123456789ab')}/{which}"
+    fault = Fault("write", staged, times=None, error=TRANSIENT[0])
     with pytest.raises(cairn.CheckpointError) as info:
         _agent(2).save_to_path(remote_backend.path("ckpt"), filesystem=FaultyFS(remote_backend.fs, faults=[fault]))
     msg = str(info.value)
-    assert remote_backend.uri(which) in msg and f"failed {RETRY_ATTEMPTS} times" in msg, msg
+    assert remote_backend.uri(staged) in msg and f"failed {RETRY_ATTEMPTS} times" in msg, msg
     assert fault.fired == RETRY_ATTEMPTS
     assert len(sleeps) == RETRY_ATTEMPTS - 1
-    with pytest.raises(cairn.CheckpointNotFoundError):
-        Agent(N).restore_from_path(uri)
+    restored = Agent(N)
+    restored.restore_from_path(uri)
+    assert_states_equal(expected_state(1, N), restored.get_state())
     remote_backend.fs.invalidate_cache()
-    assert remote_backend.fs.find(remote_backend.path("ckpt")) == []
+    assert not remote_backend.fs.exists(remote_backend.path(staged.split("/")[0]))
 
 
 def test_restore_gives_up(remote_backend: Backend, sleeps: list[float]) -> None:
@@ -304,10 +310,11 @@ def test_http_faults_through_s3fs_are_retried(moto_s3: MotoS3, proxy_factory: An
 
 
 def test_http_save_gives_up(moto_s3: MotoS3, proxy_factory: Any, sleeps: list[float]) -> None:
-    """Every PUT of one object answered 503: CheckpointError naming it, and nothing committed."""
+    """Every PUT of one object answered 503: CheckpointError naming it, nothing committed, and the
+    checkpoint that was at the path loads as it was (the save wrote beside it)."""
 
     def decide(method: str, path: str) -> str | None:
-        return "503" if method == "PUT" and path.split("?")[0].endswith("/doomed/ckpt/stats/state.msgpack") else None
+        return "503" if method == "PUT" and path.split("?")[0].endswith("/stats/state.msgpack") else None
 
     proxy = proxy_factory(decide)
     fs = _fs_through(moto_s3, proxy)
@@ -315,8 +322,10 @@ def test_http_save_gives_up(moto_s3: MotoS3, proxy_factory: Any, sleeps: list[fl
     _agent(1).save_to_path(f"s3://{base}")
     with pytest.raises(cairn.CheckpointError) as info:
         _agent(2).save_to_path(base, filesystem=fs)
-    assert f"s3://{base}/stats/state.msgpack" in str(info.value)
+    assert f"s3://{moto_s3.bucket}/doomed/.ckpt{writers.TMP_MARK}" in str(info.value)
+    assert "/stats/state.msgpack" in str(info.value)
     assert proxy.seen["503"] == RETRY_ATTEMPTS
-    with pytest.raises(cairn.CheckpointNotFoundError):
-        Agent(N).restore_from_path(f"s3://{base}")
-    assert moto_s3.filesystem().find(base) == []
+    restored = Agent(N)
+    restored.restore_from_path(f"s3://{base}")
+    assert_states_equal(expected_state(1, N), restored.get_state())
+    assert moto_s3.filesystem().ls(f"{moto_s3.bucket}/doomed", detail=False) == [base]

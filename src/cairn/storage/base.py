@@ -141,13 +141,17 @@ class Storage(abc.ABC):
     * With ``atomic_rename`` (local disks) ``staging`` is a hidden sibling of
       ``final``; ``commit`` fsyncs the tree and renames (or atomically swaps) it
       into place. A reader sees the old checkpoint or the new one, never a mix.
-    * Without it (object stores) ``staging == final``: ``begin_write`` writes the
-      owner record ``.cairn-tmp-inflight`` first, then deletes an existing
-      checkpoint's root ``manifest.json`` (uncommitting it); the root
-      ``manifest.json``, written last, is the commit marker, and ``commit``
-      deletes the record. A reader treats a folder without a root manifest as
-      absent, and ``check_committed`` refuses any folder below one that holds
-      the record and no root manifest.
+    * Without it (object stores) ``begin_write`` writes the owner record
+      ``.cairn-tmp-inflight`` in ``final`` first. Where ``final`` holds no
+      committed checkpoint, ``staging == final``: the root ``manifest.json``,
+      written last, is the commit marker, and ``commit`` deletes the record.
+      Where it holds one, that one stays loadable: ``staging`` is a hidden
+      sibling, and ``commit`` marks the record ``switching`` (the commit point:
+      readers then read the staging folder, ``locate``), copies the new
+      checkpoint into ``final`` on the server side and removes the staging
+      folder. A reader treats a folder without a root manifest as absent, and
+      ``locate`` refuses any folder below one that holds the record and no root
+      manifest.
     * ``write_file`` returns the size and digests of exactly what was written,
       once the bytes are durable (the object store acknowledged the upload, or
       fsync) or, for a file below a staging place that the same storage object
@@ -195,14 +199,16 @@ class Storage(abc.ABC):
     #: Seconds each remote call may take before it gives up (None: not bounded here).
     deadline: float | None = None
 
-    def bounded(self, nbytes: int = 0) -> Storage:
+    def bounded(self, nbytes: int = 0, *, since: float | None = None) -> Storage:
         """A view of this storage for one whole operation (a save and its cleanup) moving about ``nbytes``.
 
         Every call through the view ends by one shared end, :attr:`deadline` (plus
-        the time ``nbytes`` need at the backend's floor rate) from now, instead of
-        each call getting a deadline of its own: a save against a storage that
-        stops answering fails within one deadline in total (SPEC 8). Backends
-        whose calls are not bounded (a local disk) return themselves.
+        the time ``nbytes`` need at the backend's floor rate) after ``since`` (a
+        ``time.monotonic()`` reading taken where the operation began; default now),
+        instead of each call getting a deadline of its own: a save against a
+        storage that stops answering fails within one deadline in total, counted
+        from the start of the save (SPEC 8). Backends whose calls are not bounded
+        (a local disk) return themselves.
         """
         return self
 
@@ -315,6 +321,14 @@ class Storage(abc.ABC):
         A no-op where folders are renamed into place atomically (nothing uncommitted is
         ever visible under a checkpoint's name).
         """
+
+    def locate(self, path: str) -> str:
+        """The folder a reader of the checkpoint named ``path`` reads: ``path`` itself, except on an
+        object store while a save over it switches its new checkpoint into place (then the staging
+        folder that holds it, whole). Raises like :meth:`check_committed`.
+        """
+        self.check_committed(path)
+        return path
 
     @abc.abstractmethod
     def link_or_copy(self, src: str, dst: str) -> None:

@@ -16,6 +16,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from cairn.errors import CheckpointError, CheckpointNotFoundError
@@ -30,6 +31,8 @@ RETRY_ATTEMPTS = 5
 RETRY_BASE_DELAY = 0.05
 RETRY_MAX_DELAY = 2.0
 RANGED_READ_LIMIT = 64 * 1024 * 1024  # bounded reads up to this are one ranged GET (JSON files included)
+MAX_UPLOAD_PAGES = 10
+"""Pages of unfinished multipart uploads (1000 each) one cleanup lists at most."""
 TRANSFER_FLOOR_RATE = 1 << 20
 """Bytes per second: a call moving n bytes gets ``deadline + n / TRANSFER_FLOOR_RATE`` seconds.
 
@@ -42,15 +45,23 @@ class _Overdue(Exception):
     """An attempt still running when the time of its call ran out."""
 
 
-def _within(fn: Callable[[], T], seconds: float) -> T:
-    """Run ``fn`` in a helper thread and wait at most ``seconds`` for it.
+class _NoTime(_Overdue):
+    """No time was left to start an attempt: it was not started."""
+
+
+def _within(fn: Callable[[], T], end: float) -> T:
+    """Run ``fn`` in a helper thread and wait for it until the :func:`monotonic` time ``end``.
 
     The only way to bound a call into a filesystem that cairn did not build (and
     whose own timeouts and retries it cannot see): when the time runs out the
     thread is abandoned (a daemon, it ends with the process or when its socket
     times out) and ``_Overdue`` is raised. Its result, if one ever comes, is
-    dropped.
+    dropped. A call is never started at or after ``end`` (``_NoTime``), and the
+    wait ends at ``end`` itself, however long starting the thread took: an
+    operation whose calls share one end never runs past it.
     """
+    if monotonic() >= end:
+        raise _NoTime
     box: list[Any] = []
     failed: list[BaseException] = []
     done = threading.Event()
@@ -64,7 +75,7 @@ def _within(fn: Callable[[], T], seconds: float) -> T:
             done.set()
 
     threading.Thread(target=run, name="cairn-storage-call", daemon=True).start()
-    if not done.wait(max(seconds, 0.0)):
+    if not done.wait(max(end - monotonic(), 0.0)):
         raise _Overdue
     if failed:
         raise failed[0]
@@ -251,11 +262,14 @@ class FsspecStorage(Storage):
 
         self.deadline: float = check_deadline(deadline)
         self._until: float | None = None  # the shared end of a bounded view (see bounded); None: per call
+        self._whole_bytes = 0  # the bytes a bounded view's operation was given time for (for messages)
 
-    def bounded(self, nbytes: int = 0) -> FsspecStorage:
+    def bounded(self, nbytes: int = 0, *, since: float | None = None) -> FsspecStorage:
         """See :meth:`cairn.storage.base.Storage.bounded`."""
         view = copy.copy(self)
-        view._until = self._end(monotonic() + self.deadline + nbytes / TRANSFER_FLOOR_RATE)
+        start = monotonic() if since is None else since
+        view._until = self._end(start + self.deadline + nbytes / TRANSFER_FLOOR_RATE)
+        view._whole_bytes = nbytes
         return view
 
     def _end(self, end: float) -> float:
@@ -286,19 +300,21 @@ class FsspecStorage(Storage):
         ``CheckpointError`` naming the path for writes (``write=True``).
         """
         started = monotonic()
-        end = self._end(started + self.deadline + nbytes / TRANSFER_FLOOR_RATE)
+        own = started + self.deadline + nbytes / TRANSFER_FLOOR_RATE
+        end = self._end(own)
         if until is not None:
             end = min(end, until)
+        # Which allowance ends this call, for its error: the whole operation's, or the call's own.
+        whole = end < own
         delay = self.base_delay
         last: BaseException | None = None
         for attempt in range(1, self.attempts + 1):
-            left = end - monotonic()
-            if left <= 0:  # never start a call that would be abandoned at once
-                raise self._overdue(what, path, started, attempt - 1, last) from last
             try:
-                return _within(fn, left)
+                return _within(fn, end)  # never started once ``end`` has passed
+            except _NoTime:
+                raise self._overdue(what, path, started, attempt - 1, last, nbytes, whole) from last
             except _Overdue:
-                raise self._overdue(what, path, started, attempt, last) from last
+                raise self._overdue(what, path, started, attempt, last, nbytes, whole) from last
             except CheckpointError:
                 raise
             except Exception as err:
@@ -318,20 +334,36 @@ class FsspecStorage(Storage):
                     ) from err
                 pause = min(delay, RETRY_MAX_DELAY) * (0.5 + random.random())
                 if monotonic() + pause >= end:
-                    raise self._overdue(what, path, started, attempt, last) from err
+                    raise self._overdue(what, path, started, attempt, last, nbytes, whole) from err
                 time.sleep(pause)
                 delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _overdue(self, what: str, path: str, started: float, tries: int, last: BaseException | None) -> CheckpointError:
-        """The error of a call whose time ran out."""
+    def _allowance(self, nbytes: int, *, whole: bool) -> str:
+        """What a call was allowed, in words: the whole operation's deadline (a bounded view) or its own."""
+        if whole and self._until is not None:
+            extra = self._whole_bytes / TRANSFER_FLOOR_RATE
+            text = f"{self.deadline:g} s for the whole save, its cleanup included, counted from its start"
+            nbytes = self._whole_bytes
+        else:
+            extra = nbytes / TRANSFER_FLOOR_RATE
+            text = f"{self.deadline:g} s per call"
+        if nbytes:
+            rate = TRANSFER_FLOOR_RATE / (1 << 20)
+            text += f", plus {extra:.1f} s for its {nbytes} bytes (at {rate:g} MiB/s)"
+        return text
+
+    def _overdue(
+        self, what: str, path: str, started: float, tries: int, last: BaseException | None, nbytes: int, whole: bool
+    ) -> CheckpointError:
+        """The error of a call (moving ``nbytes``) whose time ran out: its own, or the whole operation's."""
         from cairn.storage.base import DEADLINE_ENV
 
         spent = monotonic() - started
         cause = f"; the last error was {type(last).__name__}: {last}" if last is not None else ", with no answer"
         return CheckpointError(
             f"{what} {self.uri(path)} gave up after {spent:.1f} s ({tries} tries{cause}): the storage "
-            f"deadline is {self.deadline:g} s per call. The storage service is down, unreachable or "
+            f"deadline is {self._allowance(nbytes, whole=whole)}. The storage service is down, unreachable or "
             "overloaded: check it and try again, or allow more time (FsspecStorage(fs, deadline=...), "
             f"resolve_storage(..., deadline=...) or ${DEADLINE_ENV})."
         )
@@ -370,9 +402,20 @@ class FsspecStorage(Storage):
             size += len(mv)
 
         def put() -> None:
-            with self.fs.open(path, "wb") as f:
+            f = self.fs.open(path, "wb")
+            try:
                 for mv in parts:
                     f.write(mv)
+                f.close()
+            except BaseException:
+                # Not close(): it would complete a multipart upload with the parts sent so far. discard()
+                # aborts it (s3fs), so that a failed upload leaves no parts behind (issue 41).
+                discard = getattr(f, "discard", None)
+                if discard is not None:
+                    with contextlib.suppress(Exception):
+                        discard()
+                        f.closed = True  # discarded: its __del__ must not try to complete the upload
+                raise
 
         self._retry("Writing", path, put, write=True, nbytes=size)
         return hasher.entry(size)
@@ -512,13 +555,17 @@ class FsspecStorage(Storage):
             self._invalidate(path)
 
     def begin_write(self, final: str) -> str:
-        """Claim ``final``, then uncommit and clear an existing checkpoint there; write in place.
+        """Claim ``final``; return where to write: beside it when a checkpoint is there, else ``final``.
 
-        The owner record (``writers.INFLIGHT``) is the first object written: from then on
-        no sub-folder loads on its own (``check_committed``) and other writers leave the
-        save alone while its heartbeat runs. Refuses (before deleting anything) when
-        ``final`` is a file, a folder holding files that are not a checkpoint's, or the
-        place of another writer's save in flight.
+        The owner record (``writers.INFLIGHT``) is the first object written, in ``final``:
+        other writers leave the save alone while its heartbeat runs. When ``final`` holds a
+        committed checkpoint, that checkpoint stays loadable until the new one commits: the
+        new one is written to a hidden sibling (``writers.tmp_name``) and switched into place
+        by :meth:`commit`. Otherwise (nothing there, or an uncommitted leftover) the save
+        writes in place, after clearing the leftover; from then on no sub-folder loads on
+        its own (:meth:`locate`). Refuses (before deleting anything) when ``final`` is a
+        file, a folder holding files that are not a checkpoint's, or the place of another
+        writer's save in flight.
         """
         # _kind, not fs.isfile: fsspec answers "no" to isfile on any error (a timeout, a 503), which
         # would spend a second deadline on an endpoint that already failed to answer.
@@ -539,7 +586,10 @@ class FsspecStorage(Storage):
                     f"elsewhere. Once that writer is gone (no heartbeat for {writers.stale_after():.0f} s) a "
                     "save here takes its place over."
                 )
-            self._delete(final, [record])  # its writer is gone: take the place over
+            if other is not None and other.switching:
+                self._finish_switch(final, other)  # it committed: finish its switch before replacing it
+            else:
+                self._delete(final, [record])  # its writer is gone: take the place over
         owner = writers.Owner.of_this_process(writers.new_write_id())
         self._create_record(record, owner)
         try:
@@ -550,22 +600,80 @@ class FsspecStorage(Storage):
                     "moment. Two writers must not save to one path at the same time; save again or elsewhere."
                 )
             manifest = self.join(final, MANIFEST)
-            if self.exists(manifest):
-                # Delete the commit marker first: from here on no reader sees the old checkpoint
-                # as committed, so old and new files can never be mixed in a committed view.
-                self.remove(manifest)
-            self._invalidate(final)
-            old = [p for p in self._retry("Listing", final, lambda: self._find(final)) if not self._same(p, record)]
-            self._delete(final, old)
-            if any("/" in self._relative(final, p) for p in old):
-                self._remove_empty_folders(final)
-            self.makedirs(final)
+            if self._read_many([manifest])[manifest] is not None:
+                # A checkpoint is there: it stays as it is (loadable) until this save commits.
+                staging = self._staging_of(final, owner.id)
+                self._remove_save(staging)  # nothing is expected there (a random name): be sure
+                self.makedirs(staging)
+            else:
+                staging = final
+                self._invalidate(final)
+                old = [p for p in self._retry("Listing", final, lambda: self._find(final)) if not self._same(p, record)]
+                self._delete(final, old)
+                if any("/" in self._relative(final, p) for p in old):
+                    self._remove_empty_folders(final)
+                self.makedirs(final)
         except BaseException:
             with contextlib.suppress(Exception):
                 self._remove_own_record(record, owner)
             raise
-        writers.claim(self.uri(final), owner, lambda beat: self._beat(record, beat))
-        return final
+        writers.claim(self.uri(staging), owner, lambda beat: self._beat(record, beat))
+        return staging
+
+    def _staging_of(self, final: str, write_id: str) -> str:
+        """The hidden sibling where the save ``write_id`` writes a checkpoint that replaces ``final``."""
+        parent, _, name = self._norm(final).rpartition("/")
+        return self.join(parent, writers.tmp_name(name, write_id))
+
+    def _target_of(self, staging: str) -> str | None:
+        """The folder a staging sibling (:meth:`_staging_of`) replaces; None for a save in place."""
+        parent, _, name = self._norm(staging).rpartition("/")
+        parsed = writers.parse_tmp_name(name)
+        if parsed is None or parsed.suffix or name != writers.tmp_name(parsed.target, parsed.id):
+            return None
+        return self.join(parent, parsed.target)
+
+    def _record_of(self, staging: str) -> str:
+        """The owner record of the save writing at ``staging``: in the folder it replaces, or in itself."""
+        return self.join(self._target_of(staging) or staging, writers.INFLIGHT)
+
+    def _finish_switch(self, final: str, owner: writers.Owner, *, until: float | None = None) -> None:
+        """Copy the committed staging sibling of ``owner``'s save into ``final``, then remove it.
+
+        The record at ``final`` says ``switching`` until the copy is whole, so that readers
+        load the staging sibling meanwhile (:meth:`locate`); it is deleted after the root
+        manifest, the staging sibling after that. Anyone may run it again after a crash.
+        """
+        staging = self._staging_of(final, owner.id)
+        record = self.join(final, writers.INFLIGHT)
+        self._invalidate(staging)
+        self._invalidate(final)
+        new = {self._relative(staging, p): p for p in self._retry("Listing", staging, lambda: self._find(staging))}
+        if MANIFEST not in new:
+            if self._read_many([self.join(final, MANIFEST)], until=until)[self.join(final, MANIFEST)] is not None:
+                self._delete(final, [record], until=until)  # copied already (a crash after the root manifest)
+                return
+            raise CheckpointError(
+                f"The save that replaced {self.uri(final)} ({owner.describe()}) committed, but its staging folder "
+                f"{self.uri(staging)} has no root manifest: the store lost objects. Save again."
+            )
+        manifest = self.join(final, MANIFEST)
+        old = [p for p in self._retry("Listing", final, lambda: self._find(final)) if not self._same(p, record)]
+        if any(self._same(p, manifest) for p in old):
+            self._delete(final, [manifest], until=until)
+        stale = [p for p in old if self._relative(final, p) not in new and not self._same(p, manifest)]
+        self._delete(final, stale, until=until)
+        if any("/" in self._relative(final, p) for p in stale):
+            self._remove_empty_folders(final, until=until)
+        names = sorted(n for n in new if n != MANIFEST)
+        if names:
+            src = [new[n] for n in names]
+            dst = [self.join(final, *n.split("/")) for n in names]
+            self._retry("Copying", staging, lambda: self.fs.copy(src, dst), write=True, until=until)
+        self._retry("Copying", staging, lambda: self.fs.copy(new[MANIFEST], manifest), write=True, until=until)
+        self._delete(final, [record], until=until)
+        self._invalidate(final)
+        self._remove_save(staging, until=until)
 
     def _find(self, folder: str) -> list[str]:
         """Every file below ``folder`` (empty when it does not exist)."""
@@ -680,19 +788,19 @@ class FsspecStorage(Storage):
         return True
 
     def check_owned(self, staging: str, files: Collection[str] = ()) -> None:
-        """With one listing: the owner record still names this save and every file it wrote is there."""
+        """The owner record still names this save and every file it wrote is there (one listing)."""
         claim = writers.current(self.uri(staging))
-        record = self.join(staging, writers.INFLIGHT)
+        record = self._record_of(staging)
         self._invalidate(staging)
         found = {self._relative(staging, p) for p in self._retry("Listing", staging, lambda: self._find(staging))}
         problem = ""
         if claim is not None and claim.lost:
             problem = "its heartbeat found its owner record gone"
-        elif writers.INFLIGHT not in found:
-            problem = f"its owner record {self.uri(record)} is gone"
         else:
             owner = writers.Owner.from_bytes(self._read_many([record])[record])
-            if claim is not None and (owner is None or owner.id != claim.owner.id):
+            if owner is None:
+                problem = f"its owner record {self.uri(record)} is gone"
+            elif claim is not None and owner.id != claim.owner.id:
                 problem = f"its owner record {self.uri(record)} now names another save"
             else:
                 missing = sorted(set(files) - found)
@@ -706,23 +814,41 @@ class FsspecStorage(Storage):
     def commit(self, staging: str, final: str) -> None:
         """The root manifest (written last by the engine) committed it; delete the owner record.
 
-        A save that did not call ``check_owned`` before its root manifest is checked
-        here: if its owner record is no longer its own, the root manifest is deleted
-        again and the save fails.
+        A save over an existing checkpoint (``staging`` beside ``final``) commits by
+        rewriting its owner record as ``switching`` (one atomic write: readers load the
+        staging folder from then on), then copies the new checkpoint into ``final`` on the
+        server side and removes the staging folder (:meth:`_finish_switch`). A save that
+        did not call ``check_owned`` before its root manifest is checked here: if its owner
+        record is no longer its own, the root manifest is deleted again and the save fails.
         """
         claim = writers.release(self.uri(staging))
-        record = self.join(staging, writers.INFLIGHT)
-        if claim is not None and not claim.checked:
-            owner = writers.Owner.from_bytes(self._read_many([record])[record])
-            if claim.lost or owner is None or owner.id != claim.owner.id:
-                with contextlib.suppress(Exception):
-                    self.remove(self.join(staging, MANIFEST))
-                raise CheckpointError(writers.lost_error(self.uri(staging), "its owner record is gone"))
-        self._delete(staging, [record])
-        self._invalidate(final)
+        record = self._record_of(staging)
+        owner = writers.Owner.from_bytes(self._read_many([record])[record])
+        if claim is not None and (claim.lost or owner is None or owner.id != claim.owner.id):
+            with contextlib.suppress(Exception):
+                self.remove(self.join(staging, MANIFEST))
+            raise CheckpointError(writers.lost_error(self.uri(staging), "its owner record is gone"))
+        if self._same(staging, final):
+            self._delete(staging, [record])
+            self._invalidate(final)
+            return
+        mine = claim.owner if claim is not None else owner
+        if mine is None:
+            raise CheckpointError(writers.lost_error(self.uri(staging), "its owner record is gone"))
+        switching = replace(mine.beating(), switching=True)
+        self._retry("Writing", record, lambda: self.fs.pipe_file(record, switching.to_bytes()), write=True)
+        try:
+            self._finish_switch(final, switching)
+        except CheckpointError as err:
+            raise CheckpointError(
+                f"The checkpoint saved over {self.uri(final)} is committed (readers load it from "
+                f"{self.uri(staging)}), but copying it into place did not finish: {err} The next save at this "
+                "path, or a CheckpointManager's cleanup, finishes the copy."
+            ) from err
 
     def abort(self, staging: str, final: str) -> None:
-        """Remove the partial files (the owner record last), unless another writer took the place over."""
+        """Remove the partial files and unfinished uploads (the owner record last), unless another
+        writer took the place over or the save already committed (a switch in progress)."""
         claim = writers.release(self.uri(staging))
         # The cleanup after a failed save is bounded with the save (a bounded view's end); once that
         # has passed, the uncommitted files are left for the next save's remove_leftovers.
@@ -730,11 +856,16 @@ class FsspecStorage(Storage):
         if until <= monotonic():
             return
         with contextlib.suppress(Exception):
-            record = self.join(staging, writers.INFLIGHT)
+            record = self._record_of(staging)
             owner = writers.Owner.from_bytes(self._read_many([record], until=until)[record])
             if owner is not None and claim is not None and owner.id != claim.owner.id:
                 return  # another writer's save now: not ours to delete
+            if owner is not None and owner.switching:
+                return  # committed: readers load the staging folder until the switch is finished
             self._remove_save(staging, until=until)
+            self._abort_uploads(staging, lambda key: False, until=until)
+            if not self._same(staging, final) and owner is not None:
+                self._delete(final, [record], until=until)  # the old checkpoint stays, as it was
 
     def _remove_save(self, folder: str, *, until: float | None = None) -> None:
         """Delete a folder's root manifest, then everything but its owner record, then the record.
@@ -752,6 +883,45 @@ class FsspecStorage(Storage):
         if any(self._same(p, record) for p in files):
             self._delete(folder, [record], until=until)
         self._remove_empty_folders(folder, itself=True, until=until)
+
+    def _abort_uploads(self, folder: str, keep: Callable[[str], bool], *, until: float | None = None) -> list[str]:
+        """Abort the unfinished multipart uploads below ``folder`` (S3) whose key ``keep`` does not keep.
+
+        A process killed during a large upload leaves one behind; S3 keeps (and bills) its
+        parts until it is aborted. ``keep`` gets the key relative to ``folder``. Listed a
+        page (1000 uploads) at a time, at most :data:`MAX_UPLOAD_PAGES` pages per call; what
+        is left is aborted by the next cleanup. Returns the keys aborted (relative).
+        """
+        call = getattr(self.fs, "call_s3", None)
+        protocol = getattr(self.fs, "protocol", ())
+        if call is None or "s3" not in ((protocol,) if isinstance(protocol, str) else protocol):
+            return []
+        bucket, _, key = self._norm(folder).partition("/")
+        prefix = key.rstrip("/") + "/" if key else ""
+        aborted: list[str] = []
+        markers: dict[str, str] = {}
+        for _ in range(MAX_UPLOAD_PAGES):
+            args = {"Bucket": bucket, "Prefix": prefix, **markers}
+
+            def listing(a: dict[str, str] = args) -> dict[str, Any]:
+                return dict(call("list_multipart_uploads", **a))
+
+            page = self._retry("Listing the uploads of", folder, listing, until=until)
+            for upload in page.get("Uploads") or []:
+                name, upload_id = str(upload.get("Key", "")), str(upload.get("UploadId", ""))
+                if not name.startswith(prefix) or keep(name[len(prefix) :]):
+                    continue
+
+                def abort(name: str = name, upload_id: str = upload_id) -> None:
+                    with contextlib.suppress(FileNotFoundError):  # finished or aborted meanwhile
+                        call("abort_multipart_upload", Bucket=bucket, Key=name, UploadId=upload_id)
+
+                self._retry("Aborting an upload to", f"{bucket}/{name}", abort, write=True, until=until)
+                aborted.append(name[len(prefix) :])
+            if not page.get("IsTruncated"):
+                break
+            markers = {"KeyMarker": page.get("NextKeyMarker", ""), "UploadIdMarker": page.get("NextUploadIdMarker", "")}
+        return aborted
 
     def _remove_empty_folders(self, folder: str, *, itself: bool = False, until: float | None = None) -> None:
         """Remove the folders that filesystems with real folders (memory://) keep once emptied.
@@ -785,55 +955,124 @@ class FsspecStorage(Storage):
             return False
 
     def remove_leftovers(self, root: str, is_target: Callable[[str], bool]) -> list[str]:
-        """Remove target folders without a root manifest whose writer is gone (or that have no owner record)."""
-        names = [n for n in self.listdir(root) if is_target(n)]
-        if not names:
+        """Clean up what interrupted saves left under ``root`` once their writers are gone.
+
+        * a target folder without a root manifest (a save in place that never committed),
+        * a staging sibling (``.{target}.cairn-tmp-{id}``) whose save is not the one in flight
+          at its target,
+        * a committed switch whose writer died before it was finished: finished (copied into
+          place), never deleted,
+        * on S3, unfinished multipart uploads below any of these, or below a target no live
+          save writes to.
+        """
+        names = self.listdir(root)
+        staged = {}
+        for n in names:
+            parsed = writers.parse_tmp_name(n)
+            if parsed is not None and self._target_of(self.join(root, n)) is not None and is_target(parsed.target):
+                staged[n] = parsed
+        targets = sorted({n for n in names if is_target(n)} | {p.target for p in staged.values()})
+        if not targets:
             return []
-        folders = {n: self.join(root, n) for n in names}
+        until = self._end(monotonic() + self.deadline)
+        folders = {n: self.join(root, n) for n in targets}
         probes = self._read_many(
             [self.join(f, MANIFEST) for f in folders.values()]
-            + [self.join(f, writers.INFLIGHT) for f in folders.values()]
+            + [self.join(f, writers.INFLIGHT) for f in folders.values()],
+            until=until,
         )
         removed = []
+        live: dict[str, str] = {}  # target -> the id of the save in flight there
         for name, folder in folders.items():
-            if probes[self.join(folder, MANIFEST)] is not None:
+            record = self.join(folder, writers.INFLIGHT)
+            data = probes[record]
+            owner = writers.Owner.from_bytes(data) if data is not None else None
+            gone = data is None or writers.gone_because(owner, owner.beat if owner is not None else None) is not None
+            if owner is not None and not gone:
+                live[name] = owner.id
+            if probes[self.join(folder, MANIFEST)] is not None or (owner is not None and owner.switching):
+                if owner is not None and owner.switching and gone:
+                    self._finish_switch(folder, owner, until=until)
+                    staged.pop(writers.tmp_name(name, owner.id), None)
+                elif data is not None and gone:
+                    self._delete(folder, [record], until=until)  # the record of a dead save beside it
                 continue  # committed (damaged or not): never a leftover
-            data = probes[self.join(folder, writers.INFLIGHT)]
-            if data is not None:
-                owner = writers.Owner.from_bytes(data)
-                if writers.gone_because(owner, owner.beat if owner is not None else None) is None:
-                    continue  # a save in flight: never another writer's to delete
-            self._remove_save(folder, until=self._end(monotonic() + self.deadline))
-            removed.append(name)
+            if data is not None and not gone:
+                continue  # a save in flight: never another writer's to delete
+            if name in names:
+                self._remove_save(folder, until=until)
+                removed.append(name)
+        for n, parsed in staged.items():
+            if live.get(parsed.target) != parsed.id:
+                self._remove_save(self.join(root, n), until=until)
+                removed.append(n)
+
+        def keep(key: str) -> bool:
+            top = key.split("/", 1)[0]
+            parsed = staged.get(top)
+            if parsed is not None:
+                return live.get(parsed.target) == parsed.id
+            return top in live or top not in folders  # an upload to a target with no live save is orphaned
+
+        self._abort_uploads(root, keep, until=until)
         return removed
 
-    def check_committed(self, path: str) -> None:
-        """Refuse a folder inside a save that has not committed: an ancestor with an owner record, no manifest.
+    def locate(self, path: str) -> str:
+        """Where the committed checkpoint named ``path`` is read from; refuse one inside an uncommitted save.
 
-        One request per ancestor (up to ``writers.CHECK_ANCESTORS``), all at once.
+        Every folder above ``path`` (and ``path`` itself) is checked for an owner record,
+        in one batch of requests (one per folder; a path deeper than
+        ``writers.MAX_FOLDER_DEPTH`` folders is refused). A folder with a record and no
+        root manifest is a save in flight that has not committed: ``path`` below it does
+        not load. A record that says ``switching`` is a save over an existing checkpoint
+        that committed and is being copied into place: ``path`` is read from its staging
+        folder meanwhile. A path that names a staging folder itself is refused.
         """
         parts = self._norm(path).split("/")
-        ancestors: list[str] = []
-        for i in range(len(parts) - 1, 0, -1):
-            folder = "/".join(parts[:i])
-            if folder.strip("/"):
-                ancestors.append(folder)
-            if len(ancestors) == writers.CHECK_ANCESTORS:
-                break
-        if not ancestors:
-            return
-        records = self._read_many([self.join(a, writers.INFLIGHT) for a in ancestors])
-        for folder in ancestors:
-            if records[self.join(folder, writers.INFLIGHT)] is None:
+        if len(parts) > writers.MAX_FOLDER_DEPTH:
+            raise CheckpointError(
+                f"Cannot open {self.uri(path)}: it lies {len(parts)} folders deep, over the {writers.MAX_FOLDER_DEPTH} "
+                "a checkpoint on an object store may (S3 keys are at most 1024 bytes). Use a shorter path."
+            )
+        for i, part in enumerate(parts):
+            if i and self._target_of("/".join(parts[: i + 1])) is not None:
+                raise CheckpointNotFoundError(
+                    f"No committed checkpoint at {self.uri(path)}: {part} is the staging folder of a save, "
+                    f"not a checkpoint. Load {self.uri('/'.join([*parts[:i], writers.parse_tmp_name(part).target]))}"  # type: ignore[union-attr]
+                    " instead."
+                )
+        folders = ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
+        folders = [f for f in folders if f.strip("/") and "/" in f.strip("/")]  # never a bucket alone
+        if not folders:
+            return path
+        records = self._read_many([self.join(f, writers.INFLIGHT) for f in folders])
+        held = [f for f in folders if records[self.join(f, writers.INFLIGHT)] is not None]
+        if not held:
+            return path
+        manifests = self._read_many([self.join(f, MANIFEST) for f in held])
+        where = path
+        for folder in reversed(held):  # the outermost first: a switch there decides where the rest is read
+            owner = writers.Owner.from_bytes(records[self.join(folder, writers.INFLIGHT)])
+            if owner is not None and owner.switching:
+                staging = self._staging_of(folder, owner.id)
+                if self._read_many([self.join(staging, MANIFEST)])[self.join(staging, MANIFEST)] is not None:
+                    where = staging + self._norm(path)[len(folder) :]
+                    break
+                continue  # copied into place already: the folder's own files are read
+            if manifests[self.join(folder, MANIFEST)] is not None or self._same(folder, path):
+                # Committed (the record is that of a save beside it, or a leftover of a save killed just after
+                # its commit); or the path itself, whose reader waits a little for a save in flight to commit.
                 continue
-            manifest = self.join(folder, MANIFEST)
-            if self._read_many([manifest])[manifest] is not None:
-                continue  # committed; the record is a leftover of a save killed just after its commit
             raise CheckpointNotFoundError(
                 f"No committed checkpoint at {self.uri(path)}: it belongs to the save at {self.uri(folder)}, "
                 "which has not committed (it is still being written, or it was interrupted). Load it once "
                 "that save has committed, or load another checkpoint."
             )
+        return where
+
+    def check_committed(self, path: str) -> None:
+        """Raise ``CheckpointNotFoundError`` if ``path`` lies inside an uncommitted save (see :meth:`locate`)."""
+        self.locate(path)
 
     def link_or_copy(self, src: str, dst: str) -> None:
         """A server-side copy, with time for its bytes (a large object copies for a while)."""

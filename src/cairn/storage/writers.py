@@ -62,8 +62,10 @@ between its root manifest and the deletion of its owner record); a later save re
 MAX_RECORD_BYTES = 4096
 """An owner record is a small JSON object; a reader never reads more of one."""
 
-CHECK_ANCESTORS = 8
-"""Object stores: how many folders above a checkpoint folder a reader checks for a save in flight."""
+MAX_FOLDER_DEPTH = 512
+"""Object stores: the most folders a checkpoint path may lie below (S3 keys are at most 1024 bytes, so
+no S3 path is deeper). A reader checks every one of them for a save in flight, in one batch of
+requests; a deeper path is refused rather than checked in part."""
 
 STALE_AFTER = 600.0
 """Seconds without a heartbeat after which a writer on another machine counts as gone."""
@@ -194,6 +196,11 @@ class Owner:
         pid_start: When that process started (None where unknown).
         beat: The writer's clock at its last heartbeat (object stores; on a local disk
             the record file's mtime is the heartbeat).
+        switching: Object stores, a save over an existing checkpoint: the new checkpoint is
+            complete in its staging folder (:func:`tmp_name` of the target and :attr:`id`) and
+            is being copied into place. From the moment a record says so the save has
+            committed: readers load the staging folder, and whoever finds the writer gone
+            finishes the copy instead of deleting anything.
     """
 
     id: str
@@ -202,6 +209,7 @@ class Owner:
     pid: int
     pid_start: str | None
     beat: float
+    switching: bool = False
 
     @classmethod
     def of_this_process(cls, write_id: str) -> Owner:
@@ -224,6 +232,8 @@ class Owner:
             "pid_start": self.pid_start,
             "beat": self.beat,
         }
+        if self.switching:
+            rec["switching"] = True
         return json.dumps(rec).encode("utf-8")
 
     @classmethod
@@ -246,7 +256,10 @@ class Owner:
             return None
         if not isinstance(beat, int | float) or isinstance(beat, bool) or beat != beat:
             return None
-        return cls(wid, host, machine, pid, start, float(beat))
+        switching = rec.get("switching", False)
+        if type(switching) is not bool:
+            return None
+        return cls(wid, host, machine, pid, start, float(beat), switching)
 
     def describe(self) -> str:
         """``host pid 123 (save 0123456789ab)``, for messages."""
