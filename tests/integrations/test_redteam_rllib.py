@@ -186,5 +186,6 @@ def test_recorded_callbacks_never_name_a_framework(saved: str, tmp_path: Path, k
     shutil.copytree(saved, dst)
     (dst / "ctor.json").write_text(json.dumps(ctor))
     reseal(str(dst))
-    with pytest.raises(cairn.UnsafeCheckpointError, match=f"{key} names .*(not on cairn's allow-list|refuses to call back)"):
+    refused = f"{key} names .*(not on cairn's allow-list|refuses to call back)"
+    with pytest.raises(cairn.UnsafeCheckpointError, match=refused):
         cairn_rllib.from_checkpoint(str(dst))
