@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import cairn
 from cairn.rl.callbacks.callbacks import RLlibCallback
 from cairn.rl.env.episodes import Episode
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
@@ -18,6 +19,7 @@ EVENTS: list[tuple[Any, ...]] = []
 LONG_RETURN = 15.0
 
 
+@cairn.register  # the program that imports this module allows what checkpoints name (SPEC 8)
 class RecordEvents(RLlibCallback):
     """Appends ``(TAG, hook, detail)`` to :data:`EVENTS` in every hook."""
 
@@ -42,6 +44,7 @@ class RecordEvents(RLlibCallback):
         EVENTS.append((self.TAG, "checkpoint_loaded", algorithm.training_iteration))
 
 
+@cairn.register  # the program that imports this module allows what checkpoints name (SPEC 8)
 class RecordSteps(RecordEvents):
     """Also records ``on_episode_step``."""
 
@@ -49,12 +52,14 @@ class RecordSteps(RecordEvents):
         EVENTS.append((self.TAG, "episode_step", env_index, len(episode)))
 
 
+@cairn.register  # the program that imports this module allows what checkpoints name (SPEC 8)
 class SecondRecorder(RecordEvents):
     """The same, tagged ``"second"`` (for a list of callbacks)."""
 
     TAG = "second"
 
 
+@cairn.register  # the program that imports this module allows what checkpoints name (SPEC 8)
 class LongEpisodes(RLlibCallback):
     """Custom metrics of every kind: lifetime sums, a per-iteration sum, a window, an algorithm-side sum."""
 
@@ -71,6 +76,7 @@ class LongEpisodes(RLlibCallback):
         metrics_logger.log_value("train_calls", 1, reduce="lifetime_sum")
 
 
+@cairn.register  # the program that imports this module allows what checkpoints name (SPEC 8)
 class WinsPerModule(RLlibCallback):
     """Per-agent episodes of a multi-agent game: a lifetime count of wins per module, and every start/end."""
 
@@ -87,6 +93,7 @@ SAMPLE_END_PEEKS: list[tuple[int, int]] = []
 """``(num_env_steps_sampled, num_agent_steps_sampled)`` that :class:`PeekSampledSteps` peeked (this process)."""
 
 
+@cairn.register  # the program that imports this module allows what checkpoints name (SPEC 8)
 class PeekSampledSteps(RLlibCallback):
     """Peeks the runner's sampling counters in ``on_sample_end``, as RLlib users do."""
 

@@ -17,12 +17,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+import cairn
 from cairn.rl import register_env_state_handler
 
 MAX_PAUSE_S = 120.0
 """The longest a step blocks (far beyond what any test waits for)."""
 
 
+@cairn.register  # configs name it by path (--env pausing_env:PausingEnv): this library allows it (SPEC 8)
 class PausingEnv(gym.Env[np.ndarray, int]):
     """A counter walked for 8 steps (reward 1 for action 1); ``step`` blocks while ``pause_dir/pause`` exists."""
 

@@ -66,6 +66,7 @@ def test_set_takes_rllibs_names_as_the_builder_does(tmp_path: Path, capsys: pyte
     assert code == 0, err
     restored = PPO.from_checkpoint(str(run / "step_000000001"))
     built = PPOConfig().training(train_batch_size_per_learner=64, lambda_=0.9, num_epochs=1, minibatch_size=32)
+    built.observation_filter = "MeanStdFilter"  # cairn train chooses it for PPO (and says so)
     assert restored.config == built
     assert restored.config.gae_lambda == 0.9 and built.rollout_length * built.num_envs_per_env_runner == 64
     restored.stop()
@@ -102,7 +103,8 @@ def test_resume_is_safe_and_keeps_the_runs_options(tmp_path: Path, capsys: pytes
     # A new --iterations; --checkpoint-every 1 and --keep-last 5 are still the run's.
     code, _, err = main(capsys, "-v", "train", "--checkpoint-dir", str(run), "--resume", "--iterations", "4")
     assert code == 0 and "the run's own --checkpoint-every 1, --keep-last 5" in err
-    assert f"cairn train: INFO: loaded {run / 'step_000000002'} (step 2)" in err  # the manager's logger, -v
+    # The manager's logger, shown with -v: which checkpoint the resume used.
+    assert f"cairn train: INFO: used {run / 'step_000000002'} (step 2), the newest checkpoint that loads" in err
     assert sorted(p.name for p in run.glob("step_*")) == [f"step_00000000{i}" for i in range(1, 5)]
     assert json.loads((run / "train_options.json").read_text())["iterations"] == 4
 
@@ -264,6 +266,7 @@ def test_a_second_ctrl_c_stops_at_once_and_leaves_nothing_half_written(tmp_path:
     assert listed.returncode == 0, listed.stderr
     assert [r["step"] for r in json.loads(listed.stdout)] == [int(s.removeprefix("step_")) for s in steps]
     assert sorted(p.name for p in training.run.iterdir() if not p.name.startswith(("step_", "events."))) == [
+        "cairn-latest.json",  # the manager's pointer to its newest commit (issue 40)
         "metrics.jsonl",
         "train_options.json",
     ]
