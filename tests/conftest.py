@@ -49,8 +49,6 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 RAY_GROUP = "ray_cluster"  # the fixture's name, which a test can mark itself with
 
 
-# tryfirst: pytest-xdist's worker reads the marks in its own hook of this name (which would run first).
-@pytest.hookimpl(tryfirst=True)
 @pytest.fixture(autouse=True)
 def _stamps_settle_in_2_s(monkeypatch: pytest.MonkeyPatch) -> None:
     """Local stamps settle in the cautious 2 s, as on a filesystem cairn does not know.
@@ -65,6 +63,8 @@ def _stamps_settle_in_2_s(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cairn.storage.local, "_settle_ns", lambda _st: SETTLE_NS)
 
 
+# tryfirst: pytest-xdist's worker reads the marks in its own hook of this name (which would run first).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Put every test that uses ``ray_cluster`` in :data:`RAY_GROUP` (a test that asks for it only at
     run time, ``request.getfixturevalue``, carries ``pytest.mark.xdist_group(RAY_GROUP)`` itself)."""
