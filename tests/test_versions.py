@@ -213,7 +213,7 @@ class Probe(cairn.Checkpointable):
 
 
 def test_checkpoints_never_import_unloaded_packages(tmp_path: Path) -> None:
-    """A recorded class path imports only modules of packages already in use; --import opts in."""
+    """A recorded class path imports nothing and resolves only through the allow-list; --trust opts in."""
     (tmp_path / "cairn_probe_pkg.py").write_text(PROBE)
     env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
     ckpt = str(tmp_path / "ck")
@@ -223,17 +223,16 @@ def test_checkpoints_never_import_unloaded_packages(tmp_path: Path) -> None:
         "import sys, cairn\n"
         "try:\n"
         "    cairn.Checkpointable.from_checkpoint(sys.argv[1])\n"
-        "except cairn.IncompatibleCheckpointError as e:\n"
-        "    print('refused' if 'has not imported' in str(e) else e)\n"
+        "except cairn.UnsafeCheckpointError as e:\n"
+        "    print('refused' if \"not on cairn's allow-list\" in str(e) else e)\n"
         "print('imported' if 'cairn_probe_pkg' in sys.modules else 'not imported')\n"
     )
     out = subprocess.run([sys.executable, "-c", load, ckpt], capture_output=True, text=True, env=env)
     assert out.stdout.split() == ["refused", "not", "imported"], out.stderr
     cli = [sys.executable, "-m", "cairn"]
     refused = subprocess.run([*cli, "upgrade", ckpt, "--dry-run"], capture_output=True, text=True, env=env)
-    assert refused.returncode == 1 and "--import cairn_probe_pkg" in refused.stderr
-    ok = subprocess.run(
-        [*cli, "--import", "cairn_probe_pkg", "upgrade", ckpt, "--dry-run"], capture_output=True, text=True, env=env
-    )
+    assert refused.returncode != 0 and "--trust cairn_probe_pkg:Probe" in refused.stderr
+    trusted = [*cli, "--trust", "cairn_probe_pkg:Probe", "upgrade", ckpt, "--dry-run"]
+    ok = subprocess.run(trusted, capture_output=True, text=True, env=env)
     assert ok.returncode == 0, ok.stderr
     assert "cairn_probe_pkg:Probe" in ok.stdout

@@ -30,8 +30,8 @@ from cairn_test_components import Tree
 
 TESTS = Path(__file__).parent.parent
 READS = {
-    "local": int(os.environ.get("CAIRN_RACE_READS_LOCAL", "40000")),
-    "s3": int(os.environ.get("CAIRN_RACE_READS_S3", "250")),
+    "local": int(os.environ.get("CAIRN_RACE_READS_LOCAL", "2000")),
+    "s3": int(os.environ.get("CAIRN_RACE_READS_S3", "100")),
 }
 MIN_STEPS = 20  # steps the writer commits while the reader reads, at least
 MAX_READS = 50  # times READS: a writer that never gets to save is a failure, not an endless loop

@@ -70,7 +70,7 @@ def test_cli_inspect_and_ls(backend: Backend, capsys: pytest.CaptureFixture[str]
     agent = Agent(4)
     for step in range(3):
         agent.set_step(step)
-        mgr.save(agent, step, metrics={"episode_return_mean": float(step)})
+        mgr.save(agent, step, metrics={"env_runners/episode_return_mean": float(step)})
     capsys.readouterr()
     assert cli_main(["ls", backend.uri("run"), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
