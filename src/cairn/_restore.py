@@ -184,7 +184,11 @@ def _refusal(node: ComponentNode, loaded: LoadedFolder, method: str, err: Except
 
 
 def check_loaded(node: ComponentNode, loaded: LoadedFolder) -> None:
-    """Let every object of the restore refuse its state (``check_state``), top-down, before anything changes."""
+    """Let every object of ``loaded`` refuse its state (``check_state``), top-down, before anything changes.
+
+    The one walk of these checks: a restore's, over the folders it read, and
+    :func:`cairn.state_checks.check_state_tree`'s, over a whole state handed to ``set_state``.
+    """
     try:
         node.obj.check_state(loaded.state, tuple(loaded.children))
     except CheckpointError:

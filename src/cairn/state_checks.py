@@ -12,14 +12,16 @@ The one home of these checks, below every component that restores state (``rl/``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from cairn._restore import LoadedFolder, check_loaded
+from cairn._tree import ComponentNode
 from cairn.checkpointable import Checkpointable
-from cairn.errors import CheckpointError, CorruptCheckpointError
+from cairn.errors import CorruptCheckpointError
 
 __all__ = [
     "ALTERED",
@@ -82,30 +84,33 @@ def mapping(value: Any, *, where: str) -> Mapping[Any, Any]:
 
 
 def check_state_tree(obj: Checkpointable, state: Mapping[str, Any], *, where: str) -> None:
-    """Let ``obj`` and each of its components refuse its part of a whole ``state`` (``check_state``), top-down.
+    """Let ``obj`` and each of its components refuse its part of a whole ``state``, before anything changes.
 
-    What a restore from a path does (the engine calls ``check_state`` everywhere before
-    any ``set_state``), for a state handed to ``set_state`` directly (a remote runner's
-    own state, a state from ``get_state``), so that it too changes nothing when refused.
+    For a state handed to ``set_state`` directly (a remote runner's own state, a state from
+    ``get_state``), so that it too changes nothing when refused. What a restore knows from its
+    folders, this knows from the state's keys: which ones are components' states. The checks
+    themselves are the engine's one walk (``_restore.check_loaded``), as for a restore.
 
     Raises:
-        CheckpointError: A component refused its state (other errors are turned into
-            :class:`~cairn.errors.CorruptCheckpointError` naming the component).
+        CheckpointError: A component refused its state, or a component's state is no dict.
     """
-    components = dict(obj.get_checkpointable_components())
-    own = {key: value for key, value in state.items() if key not in components}
-    present: Collection[str] = tuple(name for name in components if name in state)
-    try:
-        obj.check_state(own, present)
-    except CheckpointError:
-        raise
-    except Exception as err:
-        raise corrupt(where, f"{type(obj).__qualname__} refuses its state ({type(err).__name__}: {err})") from err
-    for name in present:
+    node = ComponentNode(obj, where)
+    check_loaded(node, _as_loaded(node, state))
+
+
+def _as_loaded(node: ComponentNode, state: Mapping[str, Any]) -> LoadedFolder:
+    """``state`` split as a restore reads it: the object's own keys, and a folder per component it holds."""
+    components = node.children
+    children: dict[str, LoadedFolder] = {}
+    for name, child in components.items():
+        if name not in state:
+            continue
         sub = state[name]
         if not isinstance(sub, Mapping):
-            raise corrupt(f"{where}/{name}", f"expected a component's state (a dict), found a {type(sub).__name__}")
-        check_state_tree(components[name], sub, where=f"{where}/{name}")
+            raise corrupt(child.path, f"expected a component's state (a dict), found a {type(sub).__name__}")
+        children[name] = _as_loaded(child, sub)
+    own = {key: value for key, value in state.items() if key not in components}
+    return LoadedFolder(own, children, type(node.obj).STATE_VERSION)
 
 
 def unique(items: Sequence[Any], *, where: str) -> None:
