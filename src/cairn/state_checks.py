@@ -257,6 +257,14 @@ class Schema:
     together: bool = False
     """The keys come all together or none at all (a part of them is corrupt)."""
 
+    def __or__(self, more: Schema) -> Schema:
+        """This schema with ``more``'s fields added (a subclass's state: nested schemas merge, key by key)."""
+        fields = dict(self.fields)
+        for key, check in more.fields.items():
+            mine = fields.get(key)
+            fields[key] = mine | check if isinstance(mine, Schema) and isinstance(check, Schema) else check
+        return Schema(fields, self.unfit, self.together)
+
     def read(self, state: Any, *, where: str) -> dict[str, Any]:
         """The values of ``state`` this schema names, checked and parsed; changes nothing.
 
