@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from cairn import Checkpointable
 from cairn.errors import CorruptCheckpointError, IncompatibleCheckpointError
 from cairn.state_checks import ArrayField, Count, Schema, count, counts_by_id, number
 
@@ -78,3 +81,47 @@ def test_declared_arrays_and_ranges_refuse_naming_the_path(edit: dict, error: ty
 def test_keys_declared_together_come_together() -> None:
     with pytest.raises(CorruptCheckpointError, match=r"^pipe: holds \['slots'\] without \['frames', 'size'\]"):
         WINDOWS.read({"slots": OK["slots"]}, where="pipe")
+
+
+def test_required_keys_must_all_be_there() -> None:
+    required = Schema({"size": count, "cursor": count}, required=True)
+    assert required.read({"size": 2, "cursor": 1}, where="") == {"size": 2, "cursor": 1}
+    with pytest.raises(CorruptCheckpointError, match=r"^buffer: holds \[\] without \['cursor', 'size'\]"):
+        required.read({}, where="buffer")
+
+
+class _Counter(Checkpointable):
+    """A component that declares its state and writes no check_state."""
+
+    state_schema = Schema({"steps": count})
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def get_state(self, components: object = None, *, not_components: object = None, **kwargs: object) -> dict:
+        return {"steps": self.steps}
+
+    def set_state(self, state: dict) -> None:
+        self.steps = self.state_schema.read(state, where="")["steps"]
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple, dict]:
+        return (), {}
+
+
+def test_a_restore_reads_the_declared_schema_before_anything_changes(tmp_path: Path) -> None:
+    saved = _Counter()
+    saved.save_to_path(tmp_path / "ok")
+
+    # The same state, with a negative count: a checkpoint whose digests are recomputed.
+    class _Liar(_Counter):
+        def get_state(self, components: object = None, *, not_components: object = None, **kwargs: object) -> dict:
+            return {"steps": -1}
+
+    _Liar().save_to_path(tmp_path / "bad")
+    live = _Counter()
+    live.steps = 7
+    with pytest.raises(CorruptCheckpointError, match=r"steps: a count must be a non-negative int"):
+        live.restore_from_path(tmp_path / "bad")
+    assert live.steps == 7
+    live.restore_from_path(tmp_path / "ok")
+    assert live.steps == 0

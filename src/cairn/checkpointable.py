@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import os
 from collections.abc import Collection, Iterable
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self
 
 if TYPE_CHECKING:
     from cairn._delegate_protocol import DelegatedComponent
@@ -23,6 +23,14 @@ def _as_list(names: Names) -> list[str]:
     if isinstance(names, str):
         return [names]
     return list(names)
+
+
+class StateSchema(Protocol):
+    """What a component declares its state holds (:class:`cairn.state_checks.Schema` is one)."""
+
+    def read(self, state: Any, *, where: str) -> dict[str, Any]:
+        """The values of ``state`` it names, checked; raises a CheckpointError for one that does not fit."""
+        ...
 
 
 class Checkpointable(abc.ABC):
@@ -118,6 +126,17 @@ class Checkpointable(abc.ABC):
         """
         return None
 
+    @property
+    def state_schema(self) -> StateSchema | None:
+        """Optional: what this object's own state holds, declared (a :class:`cairn.state_checks.Schema`).
+
+        The default :meth:`check_state` reads the state with it: a value that does not fit is
+        refused before anything changes. A subclass declares it as a class attribute
+        (``state_schema = Schema({...})``), or as a property when it depends on the live object
+        (an array's shape). None, the default: nothing declared.
+        """
+        return None
+
     def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
         """Optional: refuse a state before anything of a restore is applied or read into place.
 
@@ -127,7 +146,9 @@ class Checkpointable(abc.ABC):
         (:meth:`get_state_buffers`) and before any :meth:`set_state`. When any
         object raises, nothing anywhere is changed. Check here what
         :meth:`set_state` would refuse, so that a checkpoint that does not fit
-        never leaves the tree half restored.
+        never leaves the tree half restored. The default reads the state with
+        :attr:`state_schema` (when one is declared); an override that adds checks
+        of its own calls it first.
 
         Args:
             state: This object's own state, as :meth:`set_state` will get it
@@ -141,7 +162,9 @@ class Checkpointable(abc.ABC):
             IncompatibleCheckpointError: The state does not fit this object.
             CorruptCheckpointError: The state does not hold together.
         """
-        return  # the default accepts every state; set_state still checks what it applies
+        # The default checks what the object declares (state_schema); set_state still checks what it applies.
+        if self.state_schema is not None:
+            self.state_schema.read(state, where="")
 
     def get_delegated_components(self) -> dict[str, DelegatedComponent]:
         """Optional: components whose folders someone else writes and reads; default none.

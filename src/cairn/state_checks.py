@@ -244,8 +244,8 @@ class Schema:
 
     Each field maps a key to the check its value passes (:data:`Field`: :data:`count`, :class:`Count`,
     :func:`number`, :func:`counts_by_id`, an :class:`ArrayField`, a nested :class:`Schema`). A key the
-    state does not hold is skipped (an older state restores what it has); keys the schema does not
-    name are the component's to check.
+    state does not hold is skipped (an older state restores what it has) unless the schema is
+    ``required``; keys the schema does not name are the component's to check.
 
     Example:
         ``Schema({"counters": Schema({"num_updates_lifetime": count})}).read(state, where="")``
@@ -256,6 +256,8 @@ class Schema:
     """What an :class:`ArrayField` of another shape means, and what to do (the end of that error)."""
     together: bool = False
     """The keys come all together or none at all (a part of them is corrupt)."""
+    required: bool = False
+    """Every key must be there (a state without one is corrupt)."""
 
     def __or__(self, more: Schema) -> Schema:
         """This schema with ``more``'s fields added (a subclass's state: nested schemas merge, key by key)."""
@@ -263,7 +265,7 @@ class Schema:
         for key, check in more.fields.items():
             mine = fields.get(key)
             fields[key] = mine | check if isinstance(mine, Schema) and isinstance(check, Schema) else check
-        return Schema(fields, self.unfit, self.together)
+        return Schema(fields, self.unfit, self.together, self.required)
 
     def read(self, state: Any, *, where: str) -> dict[str, Any]:
         """The values of ``state`` this schema names, checked and parsed; changes nothing.
@@ -276,7 +278,8 @@ class Schema:
             CorruptCheckpointError: ``state`` is no dict, or a value fails its check.
         """
         checked = mapping(state, where=where or "state")
-        if self.together and 0 < len(held := [k for k in self.fields if k in checked]) < len(self.fields):
+        held = [k for k in self.fields if k in checked]
+        if (self.required or (self.together and held)) and len(held) < len(self.fields):
             raise corrupt(where or "state", f"holds {held} without {sorted(set(self.fields) - set(held))}")
         out: dict[str, Any] = {}
         for key, check in self.fields.items():

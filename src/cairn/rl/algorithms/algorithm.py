@@ -609,16 +609,8 @@ class Algorithm(Checkpointable, abc.ABC):
         return state
 
     state_schema: ClassVar[Schema] = Schema({"training_iteration": count, "metrics": read_metrics_state})
-    """What the own state holds: a count of iterations, and a metrics logger's state of its layout."""
-
-    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
-        """Refuse what :attr:`state_schema` does not declare, before anything changes.
-
-        Raises:
-            CorruptCheckpointError: A NaN, negative or non-int ``training_iteration``.
-            IncompatibleCheckpointError: A metrics logger state of another layout (key clashes, bad records).
-        """
-        self.state_schema.read(state, where="")
+    """What the own state holds (the default ``check_state`` reads it): a count of iterations, and a
+    metrics logger's state of its layout (another layout: IncompatibleCheckpointError)."""
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Apply ``state`` (missing parts are left as they are), then sync the env runners.

@@ -551,7 +551,8 @@ class Learner(Checkpointable):
             CorruptCheckpointError: A counter that is NaN, negative, a float or a str, or
                 an RNG state that is no torch generator state.
         """
-        self.state_schema.read(state, where="")
+        super().check_state(state, components)  # state_schema
+        # By hand: the RNG state's size is the live generator's, and its bytes are checked only once read.
         self._check_rng(state, values=False)  # during a restore the array does not hold its bytes yet
 
     def _check_rng(self, state: Mapping[str, Any], *, values: bool) -> None:

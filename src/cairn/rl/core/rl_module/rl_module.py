@@ -518,7 +518,7 @@ class RLModule(nn.Module, Checkpointable):
             IncompatibleCheckpointError: An unknown parameter name or a shape that
                 does not match this module (another architecture or other spaces).
         """
-        own = self.state_dict()
+        own = self.state_dict()  # a method: the names and shapes are the live module's
         unknown = sorted(set(state) - set(own))
         if unknown:
             raise IncompatibleCheckpointError(

@@ -210,6 +210,7 @@ class PriorityPage(Checkpointable):
         Raises:
             CorruptCheckpointError: Any of those: the checkpoint was damaged or tampered with.
         """
+        # A method, not a Schema: index, start and length are this page's, and the sum the values'.
         if not isinstance(state, dict) or state.get("index") != self.index or state.get("start") != self.start:
             seen = (state.get("index"), state.get("start")) if isinstance(state, dict) else type(state).__name__
             raise CorruptCheckpointError(

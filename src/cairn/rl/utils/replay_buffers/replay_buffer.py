@@ -36,13 +36,14 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from cairn import Checkpointable, CorruptCheckpointError, IncompatibleCheckpointError
 from cairn._ctor_bounds import FolderSizes, alloc_limit
 from cairn.rl.utils._util import Names
+from cairn.state_checks import Schema, count
 
 __all__ = ["DEFAULT_CHUNK_BYTES", "ColumnSpecs", "ReplayBuffer", "ReplayBufferChunk"]
 
@@ -178,6 +179,7 @@ class ReplayBufferChunk(Checkpointable):
             IncompatibleCheckpointError: A column is missing, extra, or of another shape or dtype.
             CorruptCheckpointError: The state is not a chunk's state, or of another chunk.
         """
+        # A method, not a Schema: every column is checked against this chunk's live layout and rows.
         where = f"replay buffer chunk {self.index} (rows {self.start}..{self.start + self.rows - 1})"
         if not isinstance(state, dict) or not isinstance(state.get("columns"), dict):
             raise CorruptCheckpointError(f"The state of {where} has no 'columns' dict; the checkpoint is damaged.")
@@ -436,12 +438,15 @@ class ReplayBuffer(Checkpointable):
             CorruptCheckpointError: Size, cursor, counters or chunk list that do not fit together,
                 or a chunk the size needs that is not in the checkpoint.
         """
+        # state_schema holds the counts; the rest is cross-field (the layout against this buffer's,
+        # the size against the chunks the restore brings), so a method.
         brought = set(components)
         self._check_and_build(state, {chunk.index for name, chunk in self._chunks if name in brought})
 
-    def _check_and_build(self, state: dict[str, Any], loaded: set[int]) -> tuple[int, np.random.Generator]:
-        """Check ``state`` given the chunks restored with it; its size and its sampling RNG."""
-        size = self._check_own_state(state)
+    def _check_and_build(self, state: dict[str, Any], loaded: set[int]) -> tuple[dict[str, int], np.random.Generator]:
+        """Check ``state`` given the chunks restored with it; its counts and its sampling RNG."""
+        counts = self._check_own_state(state)
+        size = counts["size"]
         rng = np.random.Generator(np.random.PCG64())
         try:
             rng.bit_generator.state = state["rng"]
@@ -458,19 +463,25 @@ class ReplayBuffer(Checkpointable):
                 f"{' ...' if len(missing) > 3 else ''}). The checkpoint is incomplete or was tampered with; "
                 "restore the buffer from another checkpoint."
             )
-        return size, rng
+        return counts, rng
 
     def _apply(self, state: dict[str, Any], loaded: set[int]) -> None:
-        size, rng = self._check_and_build(state, loaded)
+        counts, rng = self._check_and_build(state, loaded)
         for name, chunk in self._chunks:
             if name in state:
                 chunk.set_state(state[name])
         self.rng = rng
-        self.size, self.cursor = size, state["cursor"]
-        self.added_lifetime, self.sampled_lifetime = state["added_lifetime"], state["sampled_lifetime"]
+        self.size, self.cursor = counts["size"], counts["cursor"]
+        self.added_lifetime, self.sampled_lifetime = counts["added_lifetime"], counts["sampled_lifetime"]
 
-    def _check_own_state(self, state: dict[str, Any]) -> int:
-        """Refuse a state of another layout, or whose numbers do not fit together; return its size."""
+    state_schema: ClassVar[Schema] = Schema(
+        dict.fromkeys(("size", "cursor", "added_lifetime", "sampled_lifetime"), count), required=True
+    )
+    """The counts of the own state, each there. The rest is checked against this buffer (its layout,
+    the chunks the size needs) by :meth:`check_state`."""
+
+    def _check_own_state(self, state: dict[str, Any]) -> dict[str, int]:
+        """Refuse a state of another layout, or whose numbers do not fit together; return its counts."""
         if state.get("capacity") != self.capacity or state.get("chunk_rows") != self.chunk_rows:
             raise IncompatibleCheckpointError(
                 f"The replay buffer checkpoint has capacity {state.get('capacity')!r} in chunks of "
@@ -491,13 +502,8 @@ class ReplayBuffer(Checkpointable):
                     f"{'absent' if ours is None else f'{ours[1]} {ours[0]}'}. Build the buffer with the "
                     "checkpoint's columns (ReplayBuffer.from_checkpoint does)."
                 )
-        nums = {k: state.get(k) for k in ("size", "cursor", "added_lifetime", "sampled_lifetime")}
-        bad = [k for k, v in nums.items() if type(v) is not int or v < 0]
-        if bad:
-            raise CorruptCheckpointError(
-                f"The replay buffer checkpoint's {bad} are not ints >= 0; it was damaged or tampered with."
-            )
-        size, cursor, added = int(state["size"]), int(state["cursor"]), int(state["added_lifetime"])
+        counts = self.state_schema.read(state, where="")
+        size, cursor, added = counts["size"], counts["cursor"], counts["added_lifetime"]
         needed = [name for name, _ in self._chunks[: -(-size // self.chunk_rows)]] if size <= self.capacity else []
         problem = ""
         if size > self.capacity or cursor >= self.capacity:
@@ -515,7 +521,7 @@ class ReplayBuffer(Checkpointable):
                 f"The replay buffer checkpoint's own state does not hold together: {problem}. It was damaged or "
                 "tampered with; restore the buffer from another checkpoint."
             )
-        return size
+        return counts
 
     @classmethod
     def ctor_args_problem(cls, args: tuple[Any, ...], kwargs: dict[str, Any], folder: FolderSizes) -> str | None:
