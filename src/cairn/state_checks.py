@@ -61,14 +61,19 @@ class Count:
     low: int = 0
     high: int | None = None
 
+    def fits(self, value: Any) -> bool:
+        """Whether ``value`` is such an int (for a check that reports in its own words)."""
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            return False
+        return bool(self.low <= value and (self.high is None or value <= self.high))
+
     def __call__(self, value: Any, *, where: str) -> int:
         """``value`` as an int.
 
         Raises:
             CorruptCheckpointError: Anything else, or an int out of range.
         """
-        fits = not isinstance(value, bool) and isinstance(value, int | np.integer)
-        if not fits or value < self.low or (self.high is not None and value > self.high):
+        if not self.fits(value):
             wanted = "a non-negative int" if (self.low, self.high) == (0, None) else f"an int from {self.low}"
             wanted += "" if self.high is None else f" to {self.high}"
             raise corrupt(where, f"a count must be {wanted}, the checkpoint holds {value!r:.60}")

@@ -41,6 +41,7 @@ import torch
 from cairn.checkpointable import Checkpointable, Names
 from cairn.errors import CheckpointError, IncompatibleCheckpointError
 from cairn.registry import class_path
+from cairn.state_checks import Count, count
 
 __all__ = [
     "RNG",
@@ -309,10 +310,6 @@ _PARAM_SHAPED = frozenset(
 )
 
 
-def _is_index(value: Any) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool)
-
-
 def _buffer_unfit(value: Any, where: str) -> str | None:
     """Why a per-parameter value of another optimizer's kind is no state at all (strings, dicts...)."""
     if value is None or isinstance(value, bool | _REAL) or _shape(value) is not None:
@@ -337,7 +334,7 @@ def _optimizer_unfit(state: Mapping[str, Any], optimizer: torch.optim.Optimizer)
         if not isinstance(group, dict):
             return f"param_groups[{i}] is a {_tname(group)}, not a dict"
         params = group.get("params")
-        if not isinstance(params, list | tuple) or not all(_is_index(p) for p in params):
+        if not isinstance(params, list | tuple) or not all(count.fits(p) for p in params):
             return f"param_groups[{i}]['params'] is not a list of parameter indices"
         if len(params) != len(reference["params"]):
             return f"param_groups[{i}] has {len(params)} parameters; this optimizer's has {len(reference['params'])}"
@@ -353,7 +350,7 @@ def _optimizer_unfit(state: Mapping[str, Any], optimizer: torch.optim.Optimizer)
     if not isinstance(per_param, dict):
         return f"state is a {_tname(per_param)}, not a dict"
     for key, entry in per_param.items():
-        if not _is_index(key) or int(key) not in id_map:
+        if not count.fits(key) or int(key) not in id_map:
             return f"state holds an entry {repr(key)[:40]} for no parameter of param_groups"
         if not isinstance(entry, dict):
             return f"state[{key}] is a {_tname(entry)}, not a dict"
@@ -572,8 +569,8 @@ class GradScaler(StateDict):
                 "scale": lambda v: 0 < v < math.inf,
                 "growth_factor": lambda v: 1 < v < math.inf,
                 "backoff_factor": lambda v: 0 < v < 1,
-                "growth_interval": lambda v: _is_index(v) and v >= 1,
-                "_growth_tracker": lambda v: _is_index(v) and v >= 0,
+                "growth_interval": Count(low=1).fits,
+                "_growth_tracker": count.fits,
             }
             bad = [f"{k}={saved[k]!r}" for k, rule in rules.items() if k in saved and not rule(saved[k])]
             problem = f"it lacks {missing}" if missing else f"{', '.join(bad)} out of range" if bad else None

@@ -18,6 +18,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from cairn.state_checks import count
+
 __all__ = [
     "EnvStateHandler",
     "env_state_mismatch",
@@ -187,9 +189,7 @@ def env_state_problem(env: gym.Env[Any, Any], state: Any) -> str | None:
     except Exception as err:  # numpy raises ValueError, TypeError or KeyError for a foreign state
         return f"its RNG state is not one of {type(generator).__name__} ({type(err).__name__}: {err})"
     steps = state.get("time_limit_steps")
-    if not isinstance(steps, list | tuple) or any(
-        isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0 for n in steps
-    ):
+    if not isinstance(steps, list | tuple) or not all(count.fits(n) for n in steps):
         return f"its TimeLimit step counters {steps!r:.80} are not non-negative ints"
     if "env" not in state:
         return "it holds no environment state"

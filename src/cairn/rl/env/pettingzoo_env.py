@@ -37,6 +37,10 @@ import numpy as np
 
 from cairn.rl.env.env_state import register_env_state_handler
 from cairn.rl.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
+from cairn.state_checks import Count
+
+_SEED = Count(high=2**31 - 1)
+"""An episode's seed (what ``reset(seed=)`` takes from a saved episode)."""
 
 __all__ = ["ParallelPettingZooEnv"]
 
@@ -133,11 +137,13 @@ class ParallelPettingZooEnv(MultiAgentEnv):
             ValueError: The state does not describe an episode of this environment.
         """
         where = f"the saved episode of {type(self.par_env).__qualname__}"
-        if not isinstance(state, Mapping) or not isinstance(state.get("seed"), int | np.integer):
-            raise ValueError(f"{where} has no integer 'seed'; the checkpoint was written by other code.")
+        if not isinstance(state, Mapping) or not _SEED.fits(state.get("seed")):
+            raise ValueError(
+                f"{where} has no int 'seed' from 0 to 2**31 - 1; the checkpoint was written by other code."
+            )
         seed, actions = int(state["seed"]), state.get("actions")
-        if not 0 <= seed < 2**31 or not isinstance(actions, list):
-            raise ValueError(f"{where} has seed {seed} (expected 0 <= seed < 2**31) or no list of actions.")
+        if not isinstance(actions, list):
+            raise ValueError(f"{where} has no list of actions; the checkpoint was written by other code.")
         self.par_env.reset(seed=seed)
         self.agents = list(self.par_env.agents)
         self._episode_seed, self._episode_actions, self._replayable = seed, [], True

@@ -48,7 +48,7 @@ from cairn.rl.utils.nested import (
     same_layout,
     to_state,
 )
-from cairn.state_checks import Schema, check_state_tree, corrupt, count, mapping, numeric_leaves
+from cairn.state_checks import Count, Schema, check_state_tree, corrupt, count, mapping, numeric_leaves
 
 __all__ = ["EnvRunnerState"]
 
@@ -408,4 +408,4 @@ _COUNTERS = Schema(
 
 def _is_int(value: Any, expected: int) -> bool:
     """Whether ``value`` is the int ``expected`` (a NaN or a str is not; nothing is converted)."""
-    return not isinstance(value, bool) and isinstance(value, int | np.integer) and int(value) == expected
+    return Count(expected, expected).fits(value)
