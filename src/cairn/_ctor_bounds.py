@@ -73,18 +73,7 @@ def check_ctor_args(
             than the checkpoint can hold (a corrupt or hostile file).
         CheckpointError: The hook itself failed.
     """
-    hook = getattr(cls, "ctor_args_problem", None)
-    if hook is None:
-        return
-    try:
-        problem = hook(tuple(args), dict(kwargs), folder)
-    except CheckpointError:
-        raise
-    except Exception as err:  # a hook that misbehaves on hostile values: never let it escape
-        raise CorruptCheckpointError(
-            f"{where}: checking the constructor arguments of {cls.__qualname__} failed "
-            f"({type(err).__name__}: {err}); they are corrupt or hostile."
-        ) from err
+    problem = _ask_hook(cls, "ctor_args_problem", (tuple(args), dict(kwargs), folder), where=where)
     if problem is not None:
         raise CorruptCheckpointError(
             f"{where}: the constructor arguments of {cls.__qualname__} do not fit what the checkpoint holds: "
@@ -113,19 +102,30 @@ def check_machine(
         UnsafeCheckpointError: The hook found a problem (its message names the field and the override).
         CheckpointError: The hook itself failed.
     """
-    hook = getattr(cls, "ctor_machine_problem", None)
+    problem = _ask_hook(cls, "ctor_machine_problem", (tuple(args), dict(kwargs), overridden), where=where)
+    if problem is not None:
+        raise UnsafeCheckpointError(f"{where}: {cls.__qualname__} is not built: {problem}.")
+
+
+def _ask_hook(cls: type, name: str, hook_args: tuple[Any, ...], *, where: str) -> str | None:
+    """What ``cls``'s classmethod hook ``name`` says of the recorded arguments (None: no hook, or no problem).
+
+    Raises:
+        CorruptCheckpointError: The hook raised something else than a CheckpointError.
+    """
+    hook = getattr(cls, name, None)
     if hook is None:
-        return
+        return None
     try:
-        problem = hook(tuple(args), dict(kwargs), overridden)
+        problem: str | None = hook(*hook_args)
     except CheckpointError:
         raise
     except Exception as err:  # a hook that misbehaves on hostile values: never let it escape
         raise CorruptCheckpointError(
-            f"{where}: checking the counts recorded for {cls.__qualname__} failed ({type(err).__name__}: {err})."
+            f"{where}: checking the constructor arguments of {cls.__qualname__} ({name}) failed "
+            f"({type(err).__name__}: {err}); they are corrupt or hostile."
         ) from err
-    if problem is not None:
-        raise UnsafeCheckpointError(f"{where}: {cls.__qualname__} is not built: {problem}.")
+    return problem
 
 
 def mlp_parameter_bytes(hidden_sizes: Any, *, itemsize: int = 4) -> int:
