@@ -661,28 +661,41 @@ def _read_v1(state: Mapping[str, Any], *, where: str, root: bool) -> list[tuple[
     return out
 
 
+_V1_SETTINGS: Mapping[str, tuple[str, ...]] = {
+    "lifetime_sum": (),
+    "ema": ("ema_coeff",),
+    "percentiles": ("percentiles", "window"),
+}
+"""The settings each kind of stat takes from a v1 record (the others: ``window``)."""
+
+
+def _v1_reduce(record: Mapping[str, Any]) -> str:
+    """Today's ``reduce=`` name for an earlier logger's record (its reduce, window and clear_on_reduce)."""
+    reduce, no_window, kept = record["reduce"], record["window"] is None, not record["clear_on_reduce"]
+    if reduce is None:
+        return "percentiles" if record.get("percentiles") else "item_series"
+    if reduce == "sum" and no_window and kept:
+        return "lifetime_sum"  # the root holds the total
+    if reduce == "mean" and no_window:
+        return "ema"
+    if reduce in ("mean", "sum", "min", "max"):
+        return str(reduce)
+    raise ValueError(f"reduce {reduce!r:.40}")
+
+
 def _stats_from_v1(record: Mapping[str, Any], values: list[Any], pending: list[Any], *, root: bool) -> StatsBase:
-    reduce, window, ema = record["reduce"], record["window"], record["ema_coeff"]
-    percentiles = record.get("percentiles")
-    kept = not record["clear_on_reduce"]
-    common = {"is_root": root, "is_leaf": True}
+    kind = _v1_reduce(record)
+    ema = record["ema_coeff"]
+    given = {
+        "window": record["window"],
+        "ema_coeff": 0.01 if ema is None else ema,
+        "percentiles": list(record.get("percentiles") or ()),
+    }
+    settings = {name: given[name] for name in _V1_SETTINGS.get(kind, ("window",))}
+    stats = DEFAULT_STATS_CLS_LOOKUP[kind](**settings, is_root=root, is_leaf=True)
     # The root (the algorithm's logger) keeps its stats' values; a leaf (an env runner's) only what it
     # had not handed over yet (the earlier logger's pending deltas), so that nothing is counted twice.
-    source = values if root else pending
-    stats: StatsBase
-    if reduce == "sum" and window is None and kept:
-        stats = LifetimeSumStats(**common)  # the root holds the total
-    elif reduce == "mean" and window is None:
-        stats = EmaStats(ema_coeff=0.01 if ema is None else ema, **common)
-    elif reduce in ("mean", "sum", "min", "max"):
-        stats = DEFAULT_STATS_CLS_LOOKUP[reduce](window=window, **common)  # type: ignore[call-arg]
-    elif reduce is None and percentiles:
-        stats = PercentilesStats(percentiles=list(percentiles), window=window, **common)
-    elif reduce is None:
-        stats = ItemSeriesStats(window=window, **common)
-    else:
-        raise ValueError(f"reduce {reduce!r:.40}")
-    for value in source:
+    for value in values if root else pending:
         stats.push(value)
     return stats
 
