@@ -4,8 +4,9 @@
 stack lives in :mod:`cairn.rl`.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from cairn._lazy import lazy_names
 from cairn._version import __version__
 from cairn.checkpointable import Checkpointable
 from cairn.errors import (
@@ -40,19 +41,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cairn' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = [

@@ -43,9 +43,9 @@ Using any of them imports torch and gymnasium (``import cairn`` does not).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from cairn._lazy import lazy_names
 from cairn.rl.algorithms.catalog import ALGORITHMS as _ALGORITHMS
 
 if TYPE_CHECKING:
@@ -170,19 +170,8 @@ _HOMES: dict[str, str] = {
 # Names whose users may meet 0.1's module: its checkpoints name "cairn.rl.rl_module:RLModule" (PPO's
 # MLP), and its class-less specs build that MLP. PPO's module registers both when imported; the package
 # imports it for them, so that core/ never imports an algorithm.
-_REGISTERS_OLD_MODULE_PATH = frozenset({"MultiRLModule", "MultiRLModuleSpec", "RLModule", "RLModuleSpec"})
+_REGISTERS_OLD_MODULE_PATH = dict.fromkeys(
+    ("MultiRLModule", "MultiRLModuleSpec", "RLModule", "RLModuleSpec"), "cairn.rl.algorithms.ppo.default_ppo_rl_module"
+)
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'cairn.rl' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    if name in _REGISTERS_OLD_MODULE_PATH:
-        importlib.import_module("cairn.rl.algorithms.ppo.default_ppo_rl_module")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, also=_REGISTERS_OLD_MODULE_PATH)

@@ -10,8 +10,9 @@ parsers) does not import torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cairn._lazy import lazy_names
 
 if TYPE_CHECKING:
     from cairn.rl.algorithms.algorithm import Algorithm
@@ -34,14 +35,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'cairn.rl.algorithms' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)
