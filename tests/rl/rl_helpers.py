@@ -1,13 +1,17 @@
-"""Helpers shared by the RL tests: small, fast configs and fake batches."""
+"""Helpers shared by the RL tests: small, fast configs, fake batches, and an attacker's tools (forge, reseal)."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from cairn.manifest import MANIFEST, TENSORS, FileEntry, Manifest
 from cairn.rl import PPOConfig
 
 
@@ -63,3 +67,40 @@ class CounterEnv(gym.Env[np.ndarray, int]):
 
 if "CairnCounter-v0" not in gym.registry:
     gym.register("CairnCounter-v0", entry_point=CounterEnv, max_episode_steps=50)
+
+
+# --------------------------------------------------------------------------- an attacker's tools
+
+
+def reseal(root: Path) -> None:
+    """Rewrite every manifest under ``root`` (deepest first) with the true digests of the files it lists.
+
+    After a test edits a file, the checksums pass again: only the checks behind them can refuse it.
+    """
+    for folder in sorted((p.parent for p in root.rglob(MANIFEST)), key=lambda p: -len(p.parts)):
+        body = json.loads((folder / MANIFEST).read_text())
+        names = set(body["files"]) | ({TENSORS} if (folder / TENSORS).exists() else set())
+        files = {name: FileEntry.of((folder / name).read_bytes()) for name in sorted(names)}
+        manifest = Manifest(files=files, components=body["components"], format_version=body["format_version"])
+        (folder / MANIFEST).write_bytes(manifest.to_bytes())
+
+
+def forge(root: Path, rel: str, edit: Callable[[str], str]) -> None:
+    """Replace the text of the file ``rel`` of the checkpoint ``root`` with ``edit(text)``, and reseal ``root``."""
+    path = root / rel
+    text = path.read_text()
+    forged = edit(text)
+    assert forged != text, f"the edit changes nothing in {rel}"
+    path.write_text(forged)
+    reseal(root)
+
+
+def forge_ctor(folder: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Edit the recorded constructor call (``ctor.json``, parsed) of a checkpoint folder in place, and reseal it."""
+
+    def edited(text: str) -> str:
+        ctor = json.loads(text)
+        edit(ctor)
+        return json.dumps(ctor)
+
+    forge(folder, "ctor.json", edited)

@@ -18,6 +18,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+from rl_helpers import forge_ctor
 
 from cairn import CorruptCheckpointError
 from cairn._ctor_bounds import FolderSizes, check_ctor_args
@@ -91,23 +92,11 @@ def test_a_multi_agent_buffer_counts_the_chunks_of_every_module(tmp_path: Path) 
         _check(buffer, folder, (1_000_000, *args[1:]), {**kwargs, "chunk_rows": 1})
 
 
-def _reseal_ctor(folder: Path, edit: Any) -> None:
-    """Edit a folder's ctor.json and re-seal the checkpoint, so that only the bound can refuse it."""
-    from fsspec.implementations.local import LocalFileSystem
-
-    from storage.storage_reseal import reseal
-
-    ctor = json.loads((folder / "ctor.json").read_text())
-    edit(ctor)
-    (folder / "ctor.json").write_text(json.dumps(ctor))
-    reseal(LocalFileSystem(), str(folder))
-
-
 def test_from_checkpoint_refuses_a_module_recording_huge_hidden_sizes_before_building_it(tmp_path: Path) -> None:
     """Through the public API: the engine asks the hook before the constructor runs (the issue's 1.3 GB)."""
     module = DefaultPPORLModule(BOX, gym.spaces.Discrete(2), {"hidden_sizes": [32, 32]}, seed=0)
     folder = Path(module.save_to_path(tmp_path / "module"))
-    _reseal_ctor(folder, lambda c: c["kwargs"]["model_config"].update(hidden_sizes=[6144] * 4))
+    forge_ctor(folder, lambda c: c["kwargs"]["model_config"].update(hidden_sizes=[6144] * 4))
     with pytest.raises(CorruptCheckpointError, match=r"ctor\.json.*do not fit what the checkpoint holds"):
         DefaultPPORLModule.from_checkpoint(folder)
 
@@ -121,7 +110,7 @@ def test_from_checkpoint_refuses_a_buffer_recording_millions_of_chunks_before_bu
         c["args"][0] = 3_000_000
         c["kwargs"]["chunk_rows"] = 1
 
-    _reseal_ctor(folder, huge)
+    forge_ctor(folder, huge)
     with pytest.raises(CorruptCheckpointError, match=r"ctor\.json.*do not fit what the checkpoint holds"):
         ReplayBuffer.from_checkpoint(folder)
 
@@ -135,7 +124,7 @@ def test_from_checkpoint_refuses_an_algorithm_whose_config_asks_for_huge_modules
         folder = Path(algo.save_to_path(tmp_path / "algo"))
     finally:
         algo.stop()
-    _reseal_ctor(folder, lambda c: c["args"][0]["value"]["model_config"].update(hidden_sizes=[6144] * 4))
+    forge_ctor(folder, lambda c: c["args"][0]["value"]["model_config"].update(hidden_sizes=[6144] * 4))
     with pytest.raises(CorruptCheckpointError, match=r"ctor\.json.*at least .* bytes of parameters"):
         PPO.from_checkpoint(folder)
 
@@ -157,7 +146,7 @@ def test_from_checkpoint_refuses_an_algorithm_whose_config_asks_for_huge_samplin
         folder = Path(algo.save_to_path(tmp_path / "algo"))
     finally:
         algo.stop()
-    _reseal_ctor(folder, lambda c: c["args"][0]["value"].update({field: value}))
+    forge_ctor(folder, lambda c: c["args"][0]["value"].update({field: value}))
     with pytest.raises(CorruptCheckpointError, match=r"ctor\.json.*sub-environments.*nothing was built"):
         PPO.from_checkpoint(folder)
     # A file that records more than it could hold is hostile whatever replaces it (cairn/_restore.py).

@@ -26,14 +26,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-from rl_helpers import small_config
+from rl_helpers import forge, reseal, small_config
 
 import cairn
 import cairn.rl.env.games
 from cairn._reader import open_checkpoint
 from cairn.codec.state import encode_state
 from cairn.codec.tensors import build_header
-from cairn.manifest import MANIFEST, STATE, TENSORS, FileEntry, Manifest
+from cairn.manifest import STATE, TENSORS
 from cairn.rl import PPO, MultiRLModuleSpec, PPOConfig, RLModuleSpec
 from cairn.rl.connectors.connectors import MAX_FILTER_SIZE, ConnectorPipeline, MeanStdFilter
 from cairn.rl.connectors.env_to_module import FrameStackingEnvToModule
@@ -45,16 +45,6 @@ from episode_callbacks_helpers import AgentCustomData, PoleAngles
 Edit = Callable[[dict[str, Any]], None]
 
 # --------------------------------------------------------------------------- an attacker's tools
-
-
-def reseal(root: Path) -> None:
-    """Rewrite every manifest under ``root`` (deepest first) with the true digests of the files it lists."""
-    for folder in sorted((p.parent for p in root.rglob(MANIFEST)), key=lambda p: -len(p.parts)):
-        body = json.loads((folder / MANIFEST).read_text())
-        names = set(body["files"]) | ({TENSORS} if (folder / TENSORS).exists() else set())
-        files = {name: FileEntry.of((folder / name).read_bytes()) for name in sorted(names)}
-        manifest = Manifest(files=files, components=body["components"], format_version=body["format_version"])
-        (folder / MANIFEST).write_bytes(manifest.to_bytes())
 
 
 def rewrite(root: Path, rel: str, edit: Edit) -> Path:
@@ -258,20 +248,18 @@ def test_a_filter_recording_a_huge_shape_is_refused_before_it_allocates(tmp_path
         MeanStdFilter(shape=[10**6, 10**6])
     pipeline = ConnectorPipeline([(MeanStdFilter, {"shape": [4]})])
     ck = Path(pipeline.save_to_path(tmp_path / "pipe"))
-    ctor = json.loads((ck / "ctor.json").read_text())
-    text = json.dumps(ctor).replace("[4]", f"[{10**6}, {10**6}]")
-    assert text != json.dumps(ctor)
-    (ck / "ctor.json").write_text(text)
-    reseal(ck)
+    forge(ck, "ctor.json", lambda text: json.dumps(json.loads(text)).replace("[4]", f"[{10**6}, {10**6}]"))
     with pytest.raises(cairn.CheckpointError, match=r"more than 16777216 \(MAX_FILTER_SIZE\)"):
         ConnectorPipeline.from_checkpoint(ck)
     algo_ck = Path(PPO(small_config(**TINY)).save_to_path(tmp_path / "algo"))
-    text = (algo_ck / "ctor.json").read_text()
     factory = {"ref": "cairn.rl.connectors.connectors:MeanStdFilter", "kwargs": {"shape": [10**6, 10**6]}}
-    (algo_ck / "ctor.json").write_text(
-        text.replace('"env_to_module_connector": null', f'"env_to_module_connector": {json.dumps(factory)}')
+    forge(
+        algo_ck,
+        "ctor.json",
+        lambda text: text.replace(
+            '"env_to_module_connector": null', f'"env_to_module_connector": {json.dumps(factory)}'
+        ),
     )
-    reseal(algo_ck)
     with pytest.raises((cairn.CheckpointError, ValueError), match=r"MAX_FILTER_SIZE"):
         PPO.from_checkpoint(algo_ck)
 
@@ -417,12 +405,7 @@ def algo_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def _record(ck: Path, field: str, value: Any) -> None:
     """Make the checkpoint's recorded config (its root ctor.json) hold ``field = value``, re-sealed."""
-    ctor = json.loads((ck / "ctor.json").read_text())
-    text = json.dumps(ctor)
-    needle = f'"{field}": null'
-    assert needle in text, field
-    (ck / "ctor.json").write_text(text.replace(needle, f'"{field}": {json.dumps(value)}'))
-    reseal(ck)
+    forge(ck, "ctor.json", lambda text: text.replace(f'"{field}": null', f'"{field}": {json.dumps(value)}'))
 
 
 def _callbacks_partial(cls: str, args: list[Any]) -> dict[str, Any]:
@@ -672,10 +655,8 @@ def test_a_recorded_module_spec_of_other_spaces_is_refused_when_the_runner_is_bu
     algo = PPO(small_config(**TINY, rl_module_spec=spec))  # bounds may differ from the env's: shapes fit
     ck = Path(algo.save_to_path(tmp_path / "ck"))
     algo.stop()
-    text = (ck / "ctor.json").read_text()
-    assert text.count('"n": 2') == 1
-    (ck / "ctor.json").write_text(text.replace('"n": 2', '"n": 3'))
-    reseal(ck)
+    assert (ck / "ctor.json").read_text().count('"n": 2') == 1
+    forge(ck, "ctor.json", lambda text: text.replace('"n": 2', '"n": 3'))
     with pytest.raises(
         cairn.CheckpointError, match=r"its RLModuleSpec gives the spaces .*Discrete\(3\).*act in Discrete\(2\)"
     ):

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rl_helpers import forge
 
 import cairn
 import cairn.rl.env.games
 from cairn.errors import CheckpointError, MissingCallableError
-from cairn.manifest import MANIFEST, TENSORS, FileEntry, Manifest
 from cairn.registry import Unrecorded
 from cairn.rl import PPO, ConnectorPipeline, PPOConfig, RLModule, RLModuleSpec
 from cairn.rl.algorithms.algorithm import recorded_config
@@ -173,16 +173,6 @@ def test_a_new_process_asks_for_exactly_the_missing_callables_by_name(tmp_path: 
     assert "TRAINED 2 True" in out
 
 
-def reseal(root: Path) -> None:
-    """Rewrite every manifest under ``root`` (deepest first) with the true digests of its files (an attacker's tool)."""
-    for folder in sorted((p.parent for p in root.rglob(MANIFEST)), key=lambda p: -len(p.parts)):
-        body = json.loads((folder / MANIFEST).read_text())
-        names = set(body["files"]) | ({TENSORS} if (folder / TENSORS).exists() else set())
-        files = {name: FileEntry.of((folder / name).read_bytes()) for name in sorted(names)}
-        manifest = Manifest(files=files, components=body["components"], format_version=body["format_version"])
-        (folder / MANIFEST).write_bytes(manifest.to_bytes())
-
-
 def test_a_forged_record_cannot_make_cairn_call_anything(tmp_path: Path) -> None:
     algo = PPO(lambda_config())
     try:
@@ -197,14 +187,12 @@ def test_a_forged_record_cannot_make_cairn_call_anything(tmp_path: Path) -> None
     forged = ctor.replace(
         record, '"role": "policy_mapping_fn",\n "module": "test_rl_lambdas", "qualname": "os_system_stand_in"'
     )
-    (path / "ctor.json").write_text(forged)
-    reseal(path)
+    forge(path, "ctor.json", lambda _: forged)
     with pytest.raises(MissingCallableError, match="'os_system_stand_in' of module 'test_rl_lambdas'"):
         PPO.from_checkpoint(path)
     assert CALLED == []
     # A record that carries anything more than its names is refused when it is read.
-    (path / "ctor.json").write_text(ctor.replace(record, record + ', "fn": "test_rl_lambdas:os_system_stand_in"'))
-    reseal(path)
+    forge(path, "ctor.json", lambda _: ctor.replace(record, record + ', "fn": "test_rl_lambdas:os_system_stand_in"'))
     with pytest.raises(CheckpointError) as err:
         PPO.from_checkpoint(path)
     assert not isinstance(err.value, MissingCallableError) and CALLED == []

@@ -18,6 +18,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from rl_helpers import forge_ctor
 from torch import nn
 
 from cairn.errors import CheckpointError, CorruptCheckpointError
@@ -39,18 +40,6 @@ if ENV not in gym.registry:
 
 def build(model_config: Any, seed: int = 0, action_space: gym.Space[Any] = ACT) -> Any:
     return RLModuleSpec(DefaultPPORLModule, OBS, action_space, model_config, seed=seed).build()
-
-
-def _reseal_ctor(folder: Path, edit: Any) -> None:
-    """Edit a folder's ctor.json and re-seal the checkpoint, so that only the module's own check can refuse it."""
-    from fsspec.implementations.local import LocalFileSystem
-
-    from storage.storage_reseal import reseal
-
-    ctor = json.loads((folder / "ctor.json").read_text())
-    edit(ctor)
-    (folder / "ctor.json").write_text(json.dumps(ctor))
-    reseal(LocalFileSystem(), str(folder))
 
 
 # ---------------------------------------------------------------------------- vf_share_layers
@@ -207,11 +196,11 @@ def test_a_checkpoint_recording_a_path_as_initializer_or_huge_heads_is_refused(t
     folder = Path(module.save_to_path(tmp_path / "module"))
     assert_states_equal(DefaultPPORLModule.from_checkpoint(folder).get_state(), module.get_state())
 
-    _reseal_ctor(folder, lambda c: c["kwargs"]["model_config"].update(fcnet_kernel_initializer="os.system"))
+    forge_ctor(folder, lambda c: c["kwargs"]["model_config"].update(fcnet_kernel_initializer="os.system"))
     with pytest.raises(CheckpointError, match=r"'os\.system' is refused") as caught:
         DefaultPPORLModule.from_checkpoint(folder)
     assert "cairn looks initializers up by name" in str(caught.value) + str(caught.value.__cause__)
-    _reseal_ctor(folder, lambda c: c["kwargs"]["model_config"].update(
+    forge_ctor(folder, lambda c: c["kwargs"]["model_config"].update(
         fcnet_kernel_initializer="orthogonal_", head_fcnet_hiddens=[6144] * 4))  # fmt: skip
     with pytest.raises(CorruptCheckpointError, match=r"head_fcnet_hiddens=\[6144.*bytes of parameters"):
         DefaultPPORLModule.from_checkpoint(folder)
@@ -224,7 +213,7 @@ def test_an_algorithm_checkpoint_recording_huge_heads_is_refused_before_building
         folder = Path(algo.save_to_path(tmp_path / "algo"))
     finally:
         algo.stop()
-    _reseal_ctor(folder, lambda c: c["args"][0]["value"]["model_config"].update(head_fcnet_hiddens=[6144] * 4))
+    forge_ctor(folder, lambda c: c["args"][0]["value"]["model_config"].update(head_fcnet_hiddens=[6144] * 4))
     with pytest.raises(CorruptCheckpointError, match=r"ctor\.json.*at least .* bytes of parameters"):
         PPO.from_checkpoint(folder)
 

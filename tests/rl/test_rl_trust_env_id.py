@@ -10,27 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from rl_helpers import small_config
+from rl_helpers import reseal, small_config
 
 import cairn
-from cairn.manifest import FileEntry, Manifest, component_name_problem
+from cairn.manifest import component_name_problem
 from cairn.rl import PPO, MultiRLModule, PPOConfig, RLModuleSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 ZEN = "The Zen of Python"  # what importing `this` prints
-
-
-def reseal(folder: Path) -> None:
-    """Recompute every manifest of the checkpoint at ``folder`` after its files were edited."""
-    data = json.loads((folder / "manifest.json").read_text())
-    for comp in data["components"]:
-        reseal(folder / comp)
-    files = {}
-    for name in data["files"]:
-        raw = (folder / name).read_bytes()
-        files[name] = FileEntry.of(raw)
-    manifest = Manifest(files=files, components=data["components"], format_version=data["format_version"])
-    (folder / "manifest.json").write_bytes(manifest.to_bytes())
 
 
 def record_env(checkpoint: Path, env: str, *, old: str = "CartPole-v1") -> None:
