@@ -35,8 +35,8 @@ its legacy stats.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from cairn.errors import IncompatibleCheckpointError
 from cairn.rl.utils.metrics.stats import (
@@ -82,6 +82,8 @@ _THROUGHPUT_REDUCES = ("sum", "lifetime_sum")
 
 Key = str | Sequence[str]
 Tree = dict[str, Any]
+
+_T = TypeVar("_T")
 
 
 def _split(key: Key) -> tuple[str, ...]:
@@ -512,7 +514,7 @@ class MetricsLogger:
                     )
                 yield parts, value
             return
-        yield from _read_records(component, where="aggregated metrics", lookup=self.stats_cls_lookup, root=False)
+        yield from _read_stats(component, where="aggregated metrics", lookup=self.stats_cls_lookup)
 
     def pop_deltas(self) -> list[dict[str, Any]]:
         """:meth:`reduce` (``compile=False``) as plain data: what a remote component hands the root."""
@@ -585,7 +587,7 @@ def read_state(
     lookup = lookup or DEFAULT_STATS_CLS_LOOKUP
     version = state.get("version", 1)
     if version == STATE_VERSION:
-        records = list(_read_records(state.get("stats"), where=f"{where}/stats", lookup=lookup, root=root))
+        records = _read_stats(state.get("stats"), where=f"{where}/stats", lookup=lookup)
     elif version == 1:
         records = _read_v1(state, where=where, root=root)
     else:
@@ -605,60 +607,70 @@ def read_state(
     return logger.stats
 
 
-def _read_records(
-    records: Any, *, where: str, lookup: Mapping[str, type[StatsBase]], root: bool
-) -> Iterator[tuple[tuple[str, ...], StatsBase]]:
+def _read_records(records: Any, *, where: str, read: Callable[[Mapping[str, Any], tuple[str, ...]], _T]) -> list[_T]:
+    """``read(record, key parts)`` of each record of a list of metric records (either layout).
+
+    Raises:
+        IncompatibleCheckpointError: ``records`` is no list, or a record no dict with a key, or
+            ``read`` refuses it (KeyError, TypeError, ValueError, AssertionError).
+    """
     if not isinstance(records, list | tuple):
         raise IncompatibleCheckpointError(
             f"{where}: expected a list of metric records, found a {type(records).__name__}."
         )
+    out: list[_T] = []
     for i, record in enumerate(records):
         try:
             if not isinstance(record, Mapping):
                 raise TypeError(f"a {type(record).__name__}, not a dict")
-            parts = _split(list(record["key"]))
-            stats_state = record["state"]
-            if not isinstance(stats_state, Mapping):
-                raise TypeError(f"a stat's state is a dict, got a {type(stats_state).__name__}")
-            identifier = stats_state.get("stats_cls_identifier")
-            if not isinstance(identifier, str) or identifier not in lookup:
-                raise ValueError(f"unknown stats class {identifier!r:.40}; known: {sorted(lookup)}")
-            yield parts, lookup[identifier].from_state(stats_state)
+            out.append(read(record, _split(list(record["key"]))))
         except (KeyError, TypeError, ValueError, AssertionError) as err:
             raise IncompatibleCheckpointError(
                 f"{where}[{i}] is not a metric record of cairn's MetricsLogger ({type(err).__name__}: {err}). "
                 "The checkpoint was not written by this version of cairn.rl, or was altered."
             ) from err
+    return out
+
+
+def _read_stats(
+    records: Any, *, where: str, lookup: Mapping[str, type[StatsBase]]
+) -> list[tuple[tuple[str, ...], StatsBase]]:
+    """The stats of a list of records of today's layout (``{"key", "state"}``), by ``lookup``."""
+    return _read_records(records, where=where, read=lambda record, parts: (parts, _stats_of(record, lookup)))
+
+
+def _stats_of(record: Mapping[str, Any], lookup: Mapping[str, type[StatsBase]]) -> StatsBase:
+    """The stat of a record of today's layout (``{"key", "state"}``)."""
+    stats_state = record["state"]
+    if not isinstance(stats_state, Mapping):
+        raise TypeError(f"a stat's state is a dict, got a {type(stats_state).__name__}")
+    identifier = stats_state.get("stats_cls_identifier")
+    if not isinstance(identifier, str) or identifier not in lookup:
+        raise ValueError(f"unknown stats class {identifier!r:.40}; known: {sorted(lookup)}")
+    return lookup[identifier].from_state(stats_state)
+
+
+def _v1_values(record: Mapping[str, Any]) -> list[Any]:
+    values = record["values"]
+    if not isinstance(values, list | tuple):
+        raise TypeError("values is not a list")
+    return list(values)
 
 
 def _read_v1(state: Mapping[str, Any], *, where: str, root: bool) -> list[tuple[tuple[str, ...], StatsBase]]:
     """Records of cairn's earlier logger (``{"stats": [...], "deltas": [...]}``) as today's stats."""
-    out: list[tuple[tuple[str, ...], StatsBase]] = []
-    pending: dict[tuple[str, ...], list[Any]] = {}
-    for name in ("deltas", "stats"):
-        records = state.get(name, [])
-        if not isinstance(records, list | tuple):
-            raise IncompatibleCheckpointError(
-                f"{where}/{name}: expected a list of metric records, found a {type(records).__name__}."
-            )
-        for i, record in enumerate(records):
-            try:
-                if not isinstance(record, Mapping):
-                    raise TypeError(f"a {type(record).__name__}, not a dict")
-                parts = _split(list(record["key"]))
-                values = record["values"]
-                if not isinstance(values, list | tuple):
-                    raise TypeError("values is not a list")
-                if name == "deltas":
-                    pending[parts] = list(values)
-                    continue
-                out.append((parts, _stats_from_v1(record, list(values), pending.get(parts, []), root=root)))
-            except (KeyError, TypeError, ValueError) as err:
-                raise IncompatibleCheckpointError(
-                    f"{where}/{name}[{i}] is not a metric record of cairn's MetricsLogger ({type(err).__name__}: "
-                    f"{err}). The checkpoint was not written by this version of cairn.rl, or was altered."
-                ) from err
-    return out
+    deltas = _read_records(
+        state.get("deltas", []), where=f"{where}/deltas", read=lambda record, parts: (parts, _v1_values(record))
+    )
+    pending = dict(deltas)
+    return _read_records(
+        state.get("stats", []),
+        where=f"{where}/stats",
+        read=lambda record, parts: (
+            parts,
+            _stats_from_v1(record, _v1_values(record), pending.get(parts, []), root=root),
+        ),
+    )
 
 
 _V1_SETTINGS: Mapping[str, tuple[str, ...]] = {
