@@ -15,7 +15,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from cairn.rl.core.rl_module.default_model_config import check_activation, check_initializer, initializer_name
+from cairn.rl.core.rl_module.default_model_config import (
+    RANDOM_INITIALIZER_NAMES,
+    check_activation,
+    check_initializer,
+    initializer_name,
+)
 
 __all__ = ["Initializer", "activation_layer", "init_linear", "linear_layers", "read_initializer"]
 
@@ -28,19 +33,6 @@ _ACTIVATION_CLASSES: dict[str | None, type[nn.Module]] = {
     "silu": nn.SiLU,
     "elu": nn.ELU,
 }
-# torch.nn.init's functions that draw random numbers take the module's generator (seeded builds).
-_RANDOM_INITIALIZERS = frozenset(
-    (
-        "xavier_uniform_",
-        "xavier_normal_",
-        "kaiming_uniform_",
-        "kaiming_normal_",
-        "orthogonal_",
-        "normal_",
-        "uniform_",
-        "trunc_normal_",
-    )
-)
 
 Initializer = tuple[str, dict[str, Any]]
 """An initializer read from a ``model_config``: a name of ``INITIALIZER_NAMES`` and its keyword arguments."""
@@ -105,7 +97,7 @@ def init_linear(
 def _apply(tensor: torch.Tensor, init: Initializer, generator: torch.Generator | None, key: str) -> None:
     name, kwargs = init
     function = getattr(nn.init, name)  # name is one of INITIALIZER_NAMES (read_initializer checked it)
-    if name in _RANDOM_INITIALIZERS:
+    if name in RANDOM_INITIALIZER_NAMES:  # they take the module's generator (seeded builds)
         kwargs = {**kwargs, "generator": generator}
     try:
         function(tensor, **kwargs)

@@ -54,6 +54,7 @@ __all__ = [
     "ACTIVATION_NAMES",
     "INITIALIZER_KWARGS",
     "INITIALIZER_NAMES",
+    "RANDOM_INITIALIZER_NAMES",
     "DefaultModelConfig",
     "check_activation",
     "check_initializer",
@@ -78,7 +79,7 @@ _LAYER_KEYS = (
 ACTIVATION_NAMES: tuple[str | None, ...] = ("tanh", "relu", "linear", None, "swish", "silu", "elu")
 """The activations of cairn's default modules (RLlib's names; ``"linear"`` and ``None`` mean none)."""
 
-INITIALIZER_NAMES: tuple[str, ...] = (
+RANDOM_INITIALIZER_NAMES: tuple[str, ...] = (
     "xavier_uniform_",
     "xavier_normal_",
     "kaiming_uniform_",
@@ -87,10 +88,10 @@ INITIALIZER_NAMES: tuple[str, ...] = (
     "normal_",
     "uniform_",
     "trunc_normal_",
-    "zeros_",
-    "ones_",
-    "constant_",
 )
+"""The initializers of :data:`INITIALIZER_NAMES` that draw random numbers (a seeded build gives them its generator)."""
+
+INITIALIZER_NAMES: tuple[str, ...] = (*RANDOM_INITIALIZER_NAMES, "zeros_", "ones_", "constant_")
 """The ``torch.nn.init`` functions an initializer name may pick (RLlib's names, ``"xavier_uniform"`` or
 ``"xavier_uniform_"``). A fixed list: a recorded name is looked up here, never imported."""
 
