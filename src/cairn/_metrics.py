@@ -2,8 +2,7 @@
 
 A checkpoint's recorded metrics (:meth:`cairn.manager.CheckpointManager.save`) and a row of
 ``metrics.jsonl`` (:mod:`cairn.cli.metrics_log`) are the same thing: the metrics flattened to
-``"/"``-joined keys, with only JSON scalars kept. Both used to carry their own copy of this
-code, and the copies had drifted (one dropped numpy integers and ``float32`` values).
+``"/"``-joined keys, with only JSON scalars kept (numpy integers and ``float32`` values too).
 :func:`current_metric_names` reads the names older runs recorded, in one place.
 """
 

@@ -111,7 +111,7 @@ class KeepBest(_Combinable):
             raise ValueError("keep_best needs metric= to rank checkpoints by.")
         if self.mode is None:
             if self.metric not in KNOWN_MODES:
-                # A train() result's return was "episode_return_mean" before issue 37: say its name now.
+                # A metric ending in return_mean may be an older run's name of the return: say today's.
                 renamed = (
                     f" (a train() result's return is {RETURN_METRIC!r})" if self.metric.endswith("return_mean") else ""
                 )

@@ -272,8 +272,8 @@ def multi_env_mapping_fn_refusal(env: str, what: str) -> str:
     )
 
 
-# Recorded under RLlib's path, where the class lived until cairn 0.4 (issue 37 moved it below
-# core/ and env/): checkpoints written before and after the move name it the same way.
+# Recorded under RLlib's path (cairn.rl.algorithms.algorithm_config, a re-export), which every
+# checkpoint names; the class itself lives on the config floor, below core/ and env/, which read it.
 @register_type(name="cairn.rl.algorithms.algorithm_config:AlgorithmConfig")
 @dataclass
 class AlgorithmConfig(ConfigBuilders):
