@@ -153,9 +153,12 @@ def test_no_import_cycle_at_module_level_in_src_cairn() -> None:
 
 
 # The one deliberate upward import, named and justified in docs/architecture.md: ``Checkpointable``'s
-# template methods hand the object to the engine, imported on first use so that ``import cairn``
-# stays light. Nothing else is skipped.
-TEMPLATE_METHODS = {"cairn.checkpointable": frozenset({"save_to_path", "_restore_checkpoint", "from_checkpoint"})}
+# template methods hand the object to the engine (and a signed restore's root to ``signing``, through
+# their helper ``_signed_root``), imported on first use so that ``import cairn`` stays light.
+# Nothing else is skipped.
+TEMPLATE_METHODS = {
+    "cairn.checkpointable": frozenset({"save_to_path", "_restore_checkpoint", "from_checkpoint", "_signed_root"})
+}
 
 
 def test_no_import_cycle_anywhere_in_src_cairn_even_inside_functions() -> None:
@@ -169,6 +172,95 @@ def test_no_import_cycle_anywhere_in_src_cairn_even_inside_functions() -> None:
         f"Import cycles (imports inside functions counted): {[sorted(c) for c in cycles]}. "
         "Move the shared part into a module below both (docs/architecture.md)."
     )
+
+
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("cairn.errors", "cairn._crc", "cairn._limits", "cairn._display", "cairn._metrics", "cairn._lazy"),
+    ("cairn._version", "cairn._ctor_bounds", "cairn._unrecorded"),
+    ("cairn.manifest", "cairn.registry", "cairn.codec"),
+    ("cairn.storage",),
+    ("cairn", "cairn.checkpointable"),
+    ("cairn._tensorio", "cairn._reader", "cairn._verify", "cairn._tree", "cairn._delegate_protocol", "cairn.signing"),
+    ("cairn._save", "cairn._restore"),
+    ("cairn.state_checks", "cairn.delegation", "cairn.retention"),
+    ("cairn.torch", "cairn.manager", "cairn.tools", "cairn.testing", "cairn.rl"),
+    ("cairn.cli", "cairn.integrations", "cairn.__main__"),
+)
+"""The floors of src/cairn, bottom up, as docs/architecture.md draws them (a module sits on the floor of
+the longest name that is it or its package; ``"cairn"`` is the package's own ``__init__``)."""
+
+RL_FLOORS: tuple[tuple[str, ...], ...] = (
+    ("cairn.rl._aliases", "cairn.rl.utils"),
+    ("cairn.rl.config",),
+    ("cairn.rl.core",),
+    ("cairn.rl.connectors",),
+    ("cairn.rl.callbacks",),
+    ("cairn.rl.env",),
+    ("cairn.rl.distributed",),
+    (
+        "cairn.rl",
+        "cairn.rl.algorithms",
+        "cairn.rl.policy",
+        "cairn.rl.inference",
+        "cairn.rl.export",
+        "cairn.rl.examples",
+    ),
+)
+"""The floors of ``cairn.rl``, bottom up, as docs/architecture.md draws them."""
+
+RL_UPWARD: dict[tuple[str, str], str] = {
+    ("cairn.rl.config.algorithm_config", "cairn.rl.distributed._ray"): "whether Ray is installed (a leaf)",
+    ("cairn.rl.core.learner.learner_group", "cairn.rl.distributed.learners"): "its Ray backend, built on demand",
+    ("cairn.rl.env.env_runner_group", "cairn.rl.distributed.env_runners"): "its Ray backend, built on demand",
+}
+"""The imports of ``rl/`` that go up a floor, each inside the function that needs it (docs/architecture.md)."""
+
+
+def _floor(module: str, floors: tuple[tuple[str, ...], ...]) -> int | None:
+    """The index of ``module``'s floor: that of the longest name that is the module or a package of it."""
+    best: tuple[int, int] | None = None
+    for index, names in enumerate(floors):
+        for name in names:
+            if (module == name or (name != "cairn" and module.startswith(name + "."))) and (
+                best is None or len(name) > best[0]
+            ):
+                best = (len(name), index)
+    return None if best is None else best[1]
+
+
+def _upward(floors: tuple[tuple[str, ...], ...], within: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """The modules under ``within`` on no floor, and the imports that go up a floor (the template methods' skipped)."""
+    graph = _graph(in_functions=True, skip_functions=TEMPLATE_METHODS)
+    names = [m for m in graph if m == within or m.startswith(within + ".")]
+    unplaced = sorted(m for m in names if _floor(m, floors) is None)
+    floor = {m: _floor(m, floors) for m in graph}
+    up = sorted(
+        (m, d) for m in names for d in graph[m] if (f := floor[m]) is not None and (g := floor[d]) is not None and g > f
+    )
+    return unplaced, up
+
+
+def test_imports_in_src_cairn_only_go_down_the_floors_drawn_in_docs_architecture() -> None:
+    """Every module sits on a floor of ``FLOORS``; it imports only its own floor and those below."""
+    unplaced, up = _upward(FLOORS, "cairn")
+    assert not unplaced, f"Modules on no floor (add them to FLOORS and docs/architecture.md): {unplaced}"
+    assert not up, f"Imports that go up a floor (move the shared part down): {up}"
+
+
+def test_imports_in_rl_only_go_down_its_floors_but_the_named_ones() -> None:
+    """Every module of ``rl/`` sits on a floor of ``RL_FLOORS``; it imports only down, but ``RL_UPWARD``."""
+    unplaced, up = _upward(RL_FLOORS, "cairn.rl")
+    assert not unplaced, f"rl modules on no floor (add them to RL_FLOORS and docs/architecture.md): {unplaced}"
+    assert sorted(up) == sorted(RL_UPWARD), f"Imports that go up a floor of rl/ besides RL_UPWARD: {up}"
+
+
+def test_docs_architecture_names_every_floor_and_exception() -> None:
+    """The drawing names each module or folder of the floors, the upward imports of rl/ and the template methods."""
+    text = (SRC.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = {name for names in FLOORS + RL_FLOORS for name in names} - {"cairn"}
+    named |= {m for pair in RL_UPWARD for m in pair} | TEMPLATE_METHODS["cairn.checkpointable"]
+    missing = sorted(name for name in named if name.rsplit(".", 1)[-1] not in text)
+    assert not missing, "docs/architecture.md does not name: " + ", ".join(missing)
 
 
 RL_LOWER_FLOORS = (
