@@ -3,7 +3,7 @@
 The layout follows RLlib's new API stack (SPEC 9)::
 
     cairn.rl.algorithms.algorithm          Algorithm
-    cairn.rl.config.algorithm_config   AlgorithmConfig (imports nothing else of cairn.rl)
+    cairn.rl.config.algorithm_config       AlgorithmConfig (imports only rl/config and the Ray probe)
     cairn.rl.algorithms.ppo                PPO, PPOConfig, PPOLearner (the loss)
     cairn.rl.algorithms.dqn                DQN, DQNConfig, DQNLearner, DefaultDQNRLModule
     cairn.rl.algorithms.off_policy         OffPolicyAlgorithm, OffPolicyConfig, TargetNetworkLearner
@@ -11,7 +11,7 @@ The layout follows RLlib's new API stack (SPEC 9)::
     cairn.rl.core.learner                  Learner (optimizers, schedules, update loop), LearnerGroup
     cairn.rl.env                           EnvRunner, EnvRunnerGroup, multi-agent envs, env state
     cairn.rl.connectors                    ConnectorPipeline, MeanStdFilter, ClipActions
-    cairn.rl.callbacks                     RLlibCallback (imports nothing else of cairn.rl but the logger)
+    cairn.rl.callbacks                     RLlibCallback (imports only rl/config's callback forms and the logger)
     cairn.rl.utils                         compute_gae, metrics.MetricsLogger
     cairn.rl.distributed                   Ray actors behind the groups
 

@@ -26,7 +26,7 @@ Building a config in code registers the classes and functions it is given
 (:func:`cairn.registry.register`), so that the program that saves a checkpoint
 loads it again with nothing more to write.
 
-This is a leaf module (it imports only :mod:`cairn.registry`), so that the
+This is a leaf module (it imports only :mod:`cairn.registry` and :mod:`cairn._unrecorded`), so that the
 config, the callbacks and the env runners can all import it.
 """
 
