@@ -179,7 +179,16 @@ def evaluate_module(
                 if obs_filter is not None:
                     # Filters stay frozen (update=False); frame stacks advance within the episode.
                     starts = np.array([steps == 0], dtype=np.bool_)
-                    batch = obs_filter(batch, update=False, advance=True, slots=np.zeros(1), episode_starts=starts)
+                    batch = obs_filter(
+                        rl_module=module,
+                        batch={"obs": batch},
+                        episodes=None,
+                        explore=False,
+                        update=False,
+                        advance=True,
+                        slots=np.zeros(1),
+                        episode_starts=starts,
+                    )["obs"]
                 steps += 1
                 action = module.forward_inference({"obs": torch.as_tensor(batch)})["actions"][0]
                 env_action: Any = action.numpy()

@@ -370,8 +370,13 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
                 buf["actions"] = np.zeros((horizon, *actions.shape), dtype=actions.dtype)
             buf["actions"][t], buf["action_logp"][t], buf["vf_preds"][t] = actions, logp, values
             env_actions = self.module_to_env(
-                actions, update=True, column="actions", rl_module=self.module, explore=True, slots=all_slots
-            )
+                rl_module=self.module,
+                batch={"actions": actions},
+                episodes=None,
+                explore=True,
+                update=True,
+                slots=all_slots,
+            )["actions"]
             next_obs, rewards, terminateds, truncateds, infos = self.env.step(env_actions)
             self._episode_starts = terminateds | truncateds  # same-step autoreset: next_obs begins a new episode
             if self._passes_prev:  # what the next observations (and final ones) follow
@@ -470,15 +475,15 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
             else {}
         )
         out: Any = self.env_to_module(
-            obs,
-            update=update,
-            column="obs",
             rl_module=self.module,
+            batch={"obs": obs},
+            episodes=None,
             explore=True,
+            update=update,
             slots=slots,
             episode_starts=starts,
             **prev,
-        )
+        )["obs"]
         if isinstance(self.observation_space, gym.spaces.Dict | gym.spaces.Tuple):
             self._check_nested(out, len(slots))
         elif np.shape(out)[1:] != self.observation_space.shape:

@@ -291,7 +291,7 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
                 continue
             raw = _stack_obs([self._obs_dicts[acting[i][0]][acting[i][1]] for i in rows])
             context = self._connector_context([acting[i] for i in rows], explore=explore)
-            filtered = self.env_to_module[module_id](raw, update=True, column="obs", **context)
+            filtered = self.env_to_module[module_id](batch={"obs": raw}, episodes=None, update=True, **context)["obs"]
             keys = [acting[i] for i in rows]
             batch, fed = self._agents_batch(module_id, as_tensors(filtered), keys, context["episode_starts"])
             if explore:
@@ -308,7 +308,8 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
                 logp = values = np.zeros(len(rows), dtype=np.float32)
             actions = result["actions"].numpy()
             context.pop("episode_starts")
-            env_actions = self.module_to_env[module_id](actions, update=True, column="actions", **context)
+            to_env = {"actions": actions}
+            env_actions = self.module_to_env[module_id](batch=to_env, episodes=None, update=True, **context)["actions"]
             for k, i in enumerate(rows):
                 state = None if fed is None else {name: value[k].numpy().copy() for name, value in fed.items()}
                 row = index_rows(filtered, k)  # a Dict/Tuple observation: row k of each leaf
@@ -380,15 +381,15 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
         raw = _stack_obs([final_obs])
         # The final observation continues the agent's stack (never an episode start); a look changes no state.
         filtered = self.env_to_module[module_id](
-            raw,
-            update=False,
-            column="obs",
             rl_module=self.module,
+            batch={"obs": raw},
+            episodes=None,
             explore=bool(self.config.explore),
+            update=False,
             slots=np.array([self._row_slot(env_index, agent)], dtype=np.int64),
             episode_starts=np.zeros(1, dtype=np.bool_),
             agent_ids=[agent],
-        )
+        )["obs"]
         key = (env_index, agent)
         batch, fed = self._agents_batch(module_id, as_tensors(filtered), [key], np.zeros(1, dtype=np.bool_))
         with torch.no_grad():  # an RLlib-style compute_values keeps gradients for the learner
