@@ -19,8 +19,7 @@ Every line that differs from RLlib's, and why:
   ``policies={...ids...}`` plus ``algorithm_config_overrides_per_module={f"p{aid}":
   AlgorithmConfig.overrides(lr=...)}``: cairn has no ``PolicySpec`` (RLlib's old stack);
   per-module settings are RLlib's new-stack setting, with the same ``overrides()``.
-* ``policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}"`` -> the module-level
-  :func:`policy_mapping_fn`: cairn records it by reference, never pickled.
+* ``policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}"`` as RLlib writes it (issue 39).
 * ``.training(lr=0.0001)`` -> ``.training(lr=0.0001, lr_anneal_timesteps=None)``: cairn's
   default anneals the learning rate to 0 (CleanRL's), RLlib's keeps it; the last check
   (the learner trains with the second config's lr) needs it constant.
@@ -65,12 +64,6 @@ from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.callbacks.callbacks import RLlibCallback
 from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole
-
-
-@cairn.register
-def policy_mapping_fn(aid: str, *a: Any, **kw: Any) -> str:
-    """Agent ``i`` -> module ``p{i}`` (RLlib's lambda, at module level)."""
-    return f"p{aid}"
 
 
 @cairn.register
@@ -122,7 +115,7 @@ def main(
                 )
                 for aid in range(num_agents)
             },
-            policy_mapping_fn=policy_mapping_fn,
+            policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}",
         )
 
     # The first run: checkpoint every iteration (Tune's checkpoint_freq=1).
