@@ -32,6 +32,7 @@ from cairn import Checkpointable
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.callbacks.callbacks import callbacks_from_config, overrides
 from cairn.rl.config.algorithm_config import AlgorithmConfig
+from cairn.rl.config.env_creators import live_env_creator
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
@@ -126,7 +127,8 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
         self.num_envs = num_envs
         self.num_slots = len(self.slot_agents)
         self.env = gym.vector.SyncVectorEnv(
-            [functools.partial(make_env, config.env, dict(config.env_config))] * self.num_slots,
+            [functools.partial(make_env, config.env, dict(config.env_config), live_env_creator(config))]
+            * self.num_slots,
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
         self.env_id = env_id

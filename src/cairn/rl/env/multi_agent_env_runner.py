@@ -45,6 +45,7 @@ import numpy.typing as npt
 import torch
 
 from cairn.rl.config.algorithm_config import AlgorithmConfig
+from cairn.rl.config.env_creators import live_env_creator
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.stateful import initial_state, state_columns, state_out, strip_time_dim
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch, as_tensors
@@ -123,7 +124,10 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
         if num_envs < 1:
             raise ValueError(f"num_envs_per_env_runner must be >= 1, got {num_envs}.")
         self.num_envs = num_envs
-        self.envs: list[MultiAgentEnv] = [make_multi_agent_env(config.env, config.env_config) for _ in range(num_envs)]
+        creator = live_env_creator(config)  # environment(fn) or register_env: the config holds the creator
+        self.envs: list[MultiAgentEnv] = [
+            make_multi_agent_env(config.env, config.env_config, creator) for _ in range(num_envs)
+        ]
         first = self.envs[0]
         # The ids as the env gives them (RLlib's make_multi_agent numbers agents 0..n-1): never str()-ed.
         self.possible_agents: list[AgentID] = check_agent_ids(first.possible_agents, env=config.env)
