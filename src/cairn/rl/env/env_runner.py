@@ -43,6 +43,7 @@ from cairn.rl.env.connector_building import (
     check_learner_connector,
     nested_module_name,
 )
+from cairn.rl.env.env_context import EnvContext
 from cairn.rl.env.env_state import (
     supports_env_state,
 )
@@ -217,7 +218,26 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
         self._episode_hooks = any(
             overrides(self.callbacks, hook) for hook in ("on_episode_start", "on_episode_step", "on_episode_end")
         )
+        self._environment_created(config)
         return seeds
+
+    def _environment_created(self, config: AlgorithmConfig) -> None:
+        """Call ``on_environment_created``: once with the vector env, or once per multi-agent env copy."""
+        if not overrides(self.callbacks, "on_environment_created"):
+            return
+        env = getattr(self, "env", None)
+        copies = [env] if isinstance(env, gym.vector.VectorEnv) else list(getattr(self, "envs", []))
+        for index, copy in enumerate(copies):
+            context = EnvContext(
+                config.env_config,
+                worker_index=self.worker_index,
+                num_workers=int(config.num_env_runners),
+                vector_index=index,
+                remote=self.worker_index > 0,
+            )
+            self.callbacks.on_environment_created(
+                env_runner=self, metrics_logger=self.metrics, env=copy, env_context=context
+            )
 
     def _build_connectors(
         self,
