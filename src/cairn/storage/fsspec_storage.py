@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from cairn.errors import CheckpointError, CheckpointNotFoundError
 from cairn.manifest import DIGEST_ALGORITHM, MANIFEST, FileEntry, Hasher
@@ -39,6 +39,13 @@ TRANSFER_FLOOR_RATE = 1 << 20
 The deadline bounds a storage that stops answering; a large upload on a slow
 but working link must not be cut off by it.
 """
+
+
+class FilesystemSource(Protocol):
+    """Where a process finds the filesystem of an :meth:`FsspecStorage.by_reference` copy (picklable)."""
+
+    def resolve(self) -> Any:
+        """The fsspec filesystem, in the process that calls it."""
 
 
 class _Overdue(Exception):
@@ -196,6 +203,29 @@ def _one_is_transient(err: BaseException) -> bool:
     return False
 
 
+CREDENTIAL_ERROR_NAMES = frozenset(
+    {
+        "NoCredentialsError",  # botocore: no key in the environment, profile, or instance role
+        "PartialCredentialsError",  # botocore: a key without its secret, say
+        "CredentialRetrievalError",  # botocore: a credential process or role that failed
+        "DefaultCredentialsError",  # google-auth (gcsfs): no application default credentials
+    }
+)
+"""Error classes (by name: no backend is imported) that mean this process has no credentials for the store."""
+
+
+def missing_credentials(err: BaseException) -> BaseException | None:
+    """The error in ``err``'s chain that says this process found no credentials for the store, or None."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen and len(seen) < 8:
+        seen.add(id(current))
+        if any(c.__name__ in CREDENTIAL_ERROR_NAMES for c in type(current).__mro__):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def is_transient(err: BaseException) -> bool:
     """Whether an error from a remote store is worth retrying (timeouts, resets, 5xx, throttling).
 
@@ -253,7 +283,8 @@ class FsspecStorage(Storage):
             deadline: Seconds each call may take, retries included; default
                 ``$CAIRN_STORAGE_DEADLINE``, else 60.
         """
-        self.fs = fs
+        self._fs: Any = fs
+        self._fs_source: FilesystemSource | None = None  # see by_reference
         protocol = getattr(fs, "protocol", ())  # memory:// lives in this process only
         self.shared_between_processes = "memory" not in ((protocol,) if isinstance(protocol, str) else protocol)
         self.attempts = attempts
@@ -276,9 +307,40 @@ class FsspecStorage(Storage):
         """``end``, or the bounded view's shared end when that comes first."""
         return end if self._until is None else min(end, self._until)
 
+    @property
+    def fs(self) -> Any:
+        """The fsspec filesystem (a copy made by :meth:`by_reference` resolves it on first use)."""
+        if self._fs is None:
+            if self._fs_source is None:  # pragma: no cover - __init__ sets one of the two
+                raise CheckpointError("This storage has no filesystem: it was built without one.")
+            self._fs = self._fs_source.resolve()
+        return self._fs
+
+    def by_reference(self, source: FilesystemSource) -> FsspecStorage:
+        """A copy that pickles with ``source`` in place of its filesystem.
+
+        What travels to another process (a Ray actor's call arguments) is then ``source``,
+        which the receiving process resolves to the filesystem on first use, instead of
+        the filesystem pickled whole, with any secret it was built with (an s3fs's
+        ``key``/``secret`` are in its pickle). In this process the copy uses the same
+        filesystem object.
+        """
+        view = copy.copy(self)
+        view._fs_source = source
+        return view
+
+    def __copy__(self) -> FsspecStorage:
+        # Not through __getstate__ (copy.copy's default): a copy in this process keeps its filesystem.
+        view = object.__new__(type(self))
+        view.__dict__.update(self.__dict__)
+        return view
+
     def __getstate__(self) -> dict[str, Any]:
         # A monotonic time means nothing in another process (remote actors get their own deadlines).
-        return {**self.__dict__, "_until": None}
+        state = {**self.__dict__, "_until": None}
+        if self._fs_source is not None:
+            state["_fs"] = None  # the receiving process resolves the source (see by_reference)
+        return state
 
     def _retry(
         self,
@@ -318,6 +380,9 @@ class FsspecStorage(Storage):
             except CheckpointError:
                 raise
             except Exception as err:
+                unsigned = missing_credentials(err)
+                if unsigned is not None:
+                    raise CheckpointError(self._no_credentials(what, path, unsigned)) from err
                 if not is_transient(err):
                     if write and isinstance(err, OSError):
                         raise CheckpointError(
@@ -338,6 +403,22 @@ class FsspecStorage(Storage):
                 time.sleep(pause)
                 delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _no_credentials(self, what: str, path: str, err: BaseException) -> str:
+        """The message of a call this process could not sign: no credentials here, and how to give them."""
+        import os
+        import socket
+
+        return (
+            f"{what} {self.uri(path)} failed: this process (pid {os.getpid()} on {socket.gethostname()}) found "
+            f"no credentials for the object store ({type(err).__name__}: {err}). Every process that writes or "
+            "reads a checkpoint (the driver and each Ray worker) finds them in its own environment: set "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, or give the node an instance role / "
+            "service account) on every node: on KubeRay in the head and worker pod templates (a Secret as "
+            "environment variables), elsewhere in each node's environment or ray.init(runtime_env={'env_vars': "
+            "{...}}). Or pass filesystem= built with its credentials: cairn's actors get it through Ray's "
+            "object store (docs/rl.md, Running on a cluster)."
+        )
 
     def _allowance(self, nbytes: int, *, whole: bool) -> str:
         """What a call was allowed, in words: the whole operation's deadline (a bounded view) or its own."""
@@ -737,15 +818,15 @@ class FsspecStorage(Storage):
                     try:
                         results.append(self.fs.cat_file(p, start=0, end=end))
                     except Exception as err:
-                        if is_transient(err):
-                            raise  # retry the batch (one backoff per failure)
+                        if is_transient(err) or missing_credentials(err) is not None:
+                            raise  # retry the batch (one backoff per failure); no credentials: say so
                         results.append(err)
             out: dict[str, bytes | None] = {}
             for p, r in zip(paths, results, strict=True):
                 if isinstance(r, FileNotFoundError):
                     out[p] = None
                 elif isinstance(r, BaseException):
-                    if not isinstance(r, Exception) or is_transient(r):
+                    if not isinstance(r, Exception) or is_transient(r) or missing_credentials(r) is not None:
                         raise r
                     out[p] = b""  # there, but not readable as a file
                 else:
