@@ -31,6 +31,14 @@ RETRY_ATTEMPTS = 5
 RETRY_BASE_DELAY = 0.05
 RETRY_MAX_DELAY = 2.0
 RANGED_READ_LIMIT = 64 * 1024 * 1024  # bounded reads up to this are one ranged GET (JSON files included)
+MULTIPART_THRESHOLD = 16 * 1024 * 1024
+"""Files of at least this many bytes go to S3 in parts sent concurrently (smaller ones: one PUT)."""
+MULTIPART_PART_BYTES = 8 * 1024 * 1024
+"""Bytes per part (``aws s3 cp``'s default; more for a file over 10,000 parts of this size)."""
+MULTIPART_CONCURRENCY = 8
+"""Parts of one file in flight at once (``aws s3 cp`` sends 10 requests at once, boto3's transfer manager 10)."""
+MAX_PARTS = 10_000
+"""S3's limit on the parts of one upload."""
 MAX_UPLOAD_PAGES = 10
 """Pages of unfinished multipart uploads (1000 each) one cleanup lists at most."""
 TRANSFER_FLOOR_RATE = 1 << 20
@@ -483,6 +491,9 @@ class FsspecStorage(Storage):
             size += len(mv)
 
         def put() -> None:
+            if size >= MULTIPART_THRESHOLD and self._is_s3():
+                self._put_in_parts(path, parts, size)
+                return
             f = self.fs.open(path, "wb")
             try:
                 for mv in parts:
@@ -500,6 +511,77 @@ class FsspecStorage(Storage):
 
         self._retry("Writing", path, put, write=True, nbytes=size)
         return hasher.entry(size)
+
+    def _is_s3(self) -> bool:
+        protocol = getattr(self.fs, "protocol", ())
+        return hasattr(self.fs, "_call_s3") and "s3" in ((protocol,) if isinstance(protocol, str) else protocol)
+
+    def _put_in_parts(self, path: str, views: list[memoryview], size: int) -> None:
+        """One S3 multipart upload whose parts go up concurrently (at most :data:`MULTIPART_CONCURRENCY`).
+
+        What ``aws s3 cp`` and boto3's transfer manager do for a large file; s3fs's own
+        writer sends the parts of a file one after the other. A failure (of any part, or
+        a cancellation) aborts the upload, so that no parts are left for S3 to bill.
+        """
+        from fsspec.asyn import sync
+
+        part_bytes = max(MULTIPART_PART_BYTES, -(-size // MAX_PARTS))
+        spans = [(n + 1, start, min(start + part_bytes, size)) for n, start in enumerate(range(0, size, part_bytes))]
+        bucket, key, _ = self.fs.split_path(path)
+        fs = self.fs
+
+        def body(start: int, end: int) -> bytes:
+            """Bytes ``[start, end)`` of the file, across the chunks it was given in."""
+            out = bytearray()
+            offset = 0
+            for mv in views:
+                lo, hi = max(start - offset, 0), min(end - offset, len(mv))
+                if lo < hi:
+                    out += mv[lo:hi]
+                offset += len(mv)
+                if offset >= end:
+                    break
+            return bytes(out)
+
+        async def upload() -> None:
+            created = await fs._call_s3("create_multipart_upload", Bucket=bucket, Key=key)
+            upload_id = created["UploadId"]
+            slots = asyncio.Semaphore(MULTIPART_CONCURRENCY)
+            done: dict[int, str] = {}
+
+            async def one(number: int, start: int, end: int) -> None:
+                async with slots:  # the bytes of a part are made when it is sent: memory ~ concurrency x part
+                    answer = await fs._call_s3(
+                        "upload_part",
+                        Bucket=bucket,
+                        Key=key,
+                        UploadId=upload_id,
+                        PartNumber=number,
+                        Body=body(start, end),
+                    )
+                done[number] = answer["ETag"]
+
+            try:
+                try:
+                    async with asyncio.TaskGroup() as group:  # one part failing cancels the others
+                        for number, start, end in spans:
+                            group.create_task(one(number, start, end))
+                except BaseExceptionGroup as failed:
+                    raise failed.exceptions[0] from None  # the first failure, for the retry loop to judge
+                await fs._call_s3(
+                    "complete_multipart_upload",
+                    Bucket=bucket,
+                    Key=key,
+                    UploadId=upload_id,
+                    MultipartUpload={"Parts": [{"PartNumber": n, "ETag": done[n]} for n in sorted(done)]},
+                )
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await fs._call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload_id)
+                raise
+
+        sync(fs.loop, upload)
+        self._invalidate(path)
 
     def read_file(self, path: str, *, max_bytes: int | None = None) -> bytearray:
         """``fs.cat_file`` with retries and an optional size bound.
