@@ -1,9 +1,9 @@
 """The package as a user installs it (issue 36, "Done when"): the wheel built from this tree installs
 in a clean venv, and its ``cairn`` command runs ``--version`` and ``train``.
 
-Nothing is downloaded. The wheel is built without build isolation (setuptools from the test
-environment, the dev extra pins it) from a copy of the files a build reads, so the tree gets no
-``build/`` or egg-info. The venv gets the wheel alone (``--no-deps``) and sees the test
+Nothing is downloaded. The sdist is built from a copy of the tree (which so gets no ``build/`` or
+egg-info) and the wheel from the sdist, as pip does, without build isolation (setuptools from the
+test environment; the dev extra pins it). The venv gets the wheel alone (``--no-deps``) and sees the test
 environment's packages (numpy, torch, gymnasium) through a path file, which adds a folder but
 runs none of its ``.pth`` files: an editable install of cairn there stays out, and the test checks
 that ``cairn`` is imported from the venv. A module or file missing from the wheel fails here.
@@ -16,12 +16,26 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import zipfile
 from pathlib import Path
 
 import cairn
 
 TREE = Path(__file__).resolve().parents[1]
+SKIP = (
+    ".git",
+    ".venv*",
+    "__pycache__",
+    "*.egg-info",
+    "build",
+    "dist",
+    ".*_cache",
+    ".hypothesis",
+    "runs",
+    "checkpoints",
+)
+BUILD_SDIST = "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
 SMALL = ["--set", "rollout_length=16", "--set", "num_envs_per_env_runner=1", "--set", "num_epochs=1"]
 
 
@@ -37,15 +51,23 @@ def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_wheel_installs_in_a_clean_venv_and_runs_cairn(tmp_path: Path) -> None:
+    # The sdist of a copy of the tree, then the wheel built from the sdist (what pip does with an sdist).
     source = tmp_path / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        shutil.copy2(TREE / name, source / name)
-    shutil.copytree(TREE / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(TREE, source, ignore=shutil.ignore_patterns(*SKIP))
+    sdist = _run([sys.executable, "-c", BUILD_SDIST, str(tmp_path / "dist")], source).stdout.splitlines()[-1]
+    with tarfile.open(tmp_path / "dist" / sdist) as tar:
+        shipped = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+    # The files the README names by path, and its quick start's, are in the sdist (it renders off the tree).
+    assert {
+        "docs/cli.md",
+        "examples/README.md",
+        "constraints.txt",
+        ".ci/run",
+        "LICENSE",
+        "tests/conftest.py",
+    } <= shipped
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    _run(
-        [*pip, "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(source)], tmp_path
-    )
+    _run([*pip, "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", "dist", f"dist/{sdist}"], tmp_path)
     (wheel,) = (tmp_path / "dist").glob("cairn_rl-*.whl")
 
     # What `pip show cairn-rl` and PyPI show: the metadata, the README as the description, the license.
