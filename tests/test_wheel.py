@@ -12,6 +12,7 @@ that ``cairn`` is imported from the venv. A module or file missing from the whee
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -77,6 +78,8 @@ def test_the_wheel_installs_in_a_clean_venv_and_runs_cairn(tmp_path: Path) -> No
     assert f"Version: {cairn.__version__}" in metadata
     assert "License-Expression: Apache-2.0" in metadata and "Classifier: Typing :: Typed" in metadata
     assert "Description-Content-Type: text/markdown" in metadata and "## Quick start" in metadata
+    # The README is the description PyPI shows: no link or image that only resolves inside the repository.
+    assert re.findall(r"\]\((?!https?://)[^)]*\)", (TREE / "README.md").read_text()) == []
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names) and "cairn/py.typed" in names
 
     venv = tmp_path / "venv"
