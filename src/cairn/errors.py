@@ -17,9 +17,9 @@ Messages are full sentences: what went wrong, where (path, component, file or
 key), what was expected and found, and what to do about it. Underlying causes
 are chained with ``raise ... from err``.
 
-One warning class, :class:`DamagedCheckpointWarning` (a ``UserWarning``), names
-each damaged checkpoint that a fallback skipped (``restore_latest``,
-``cairn train --resume``).
+A damaged checkpoint that a fallback skipped (``restore_latest``, ``cairn train
+--resume``) is not an error and not a warning of the ``warnings`` module (which is
+for calls to change): it is logged on ``cairn.manager`` (docs/cli.md, "Logging").
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ __all__ = [
     "CheckpointNotFoundError",
     "ComponentNotFoundError",
     "CorruptCheckpointError",
-    "DamagedCheckpointWarning",
     "IncompatibleCheckpointError",
     "MissingCallableError",
     "SignatureError",
@@ -92,10 +91,6 @@ class ComponentNotFoundError(CheckpointError, KeyError):
     def __str__(self) -> str:
         # KeyError would repr() the message and wrap it in quotes.
         return str(self.args[0]) if self.args else ""
-
-
-class DamagedCheckpointWarning(UserWarning):
-    """A damaged checkpoint was skipped in favour of an older one; the message names it and says why."""
 
 
 def at_component(err: CheckpointError, where: str, *, path: str = "") -> CheckpointError:

@@ -48,6 +48,7 @@ from cairn.rl.config.algorithm_config import (
     AlgorithmConfig,
     multi_env_mapping_fn_refusal,
 )
+from cairn.rl.config.env_creators import ENV_ROLE
 from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.multi_rl_module import (
     MultiRLModuleSpec,
@@ -662,11 +663,19 @@ class Algorithm(Checkpointable, abc.ABC):
                                 callbacks_on_episode_end=[on_end])
 
         (a hook's functions as a list, in the order the config was given them), or
-        pass your own config (``config=config``). Without them the load raises one
+        pass your own config (``config=config``). An env creator (``environment(creator)``, or
+        a ``register_env`` name whose creator the program has not registered again) comes back
+        as ``env=creator``; a callable inside ``evaluation_config`` or
+        ``algorithm_config_overrides_per_module`` nested as in the config
+        (``evaluation_config={"policy_mapping_fn": fn}``). Without them the load raises one
         :class:`~cairn.errors.MissingCallableError` naming each, before anything is built.
         The other keywords are :meth:`cairn.Checkpointable.from_checkpoint`'s.
         """
         given = {name: kwargs.pop(name) for name in list(kwargs) if name in CALLABLE_FIELDS}
+        for name in (ENV_ROLE, "evaluation_config", "algorithm_config_overrides_per_module"):
+            # env=creator (RLlib's environment(env=creator)); the dict fields' callables nested as in the config
+            if callable(kwargs.get(name)) or isinstance(kwargs.get(name), Mapping):
+                given[name] = kwargs.pop(name)
         with supplying(given):
             return super().from_checkpoint(path, **kwargs)
 

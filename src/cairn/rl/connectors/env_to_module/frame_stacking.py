@@ -95,7 +95,7 @@ class FrameStackingEnvToModule(ConnectorV2):
             dtype=space.dtype,
         )
 
-    def __call__(  # type: ignore[override]
+    def __call__(
         self,
         *,
         rl_module: Any,

@@ -112,7 +112,7 @@ class PrevActionsPrevRewards(ConnectorV2):
             spaces[self.PREV_REWARDS_KEY] = gym.spaces.Box(-np.inf, np.inf, (self.n_prev_rewards,), np.float32)
         return gym.spaces.Dict(spaces)
 
-    def __call__(  # type: ignore[override]
+    def __call__(
         self,
         *,
         rl_module: Any,
