@@ -514,7 +514,8 @@ class MetricsLogger:
                     )
                 yield parts, value
             return
-        yield from _read_stats(component, where="aggregated metrics", lookup=self.stats_cls_lookup)
+        lookup = self.stats_cls_lookup
+        yield from _read_records(component, where="aggregated metrics", read=lambda r, p: (p, _stats_of(r, lookup)))
 
     def pop_deltas(self) -> list[dict[str, Any]]:
         """:meth:`reduce` (``compile=False``) as plain data: what a remote component hands the root."""
@@ -584,10 +585,10 @@ def read_state(
             f"{where}: expected a metrics logger's state (a dict), found a {type(state).__name__}. The checkpoint "
             "was not written by this version of cairn.rl, or was altered."
         )
-    lookup = lookup or DEFAULT_STATS_CLS_LOOKUP
+    known = lookup or DEFAULT_STATS_CLS_LOOKUP
     version = state.get("version", 1)
     if version == STATE_VERSION:
-        records = _read_stats(state.get("stats"), where=f"{where}/stats", lookup=lookup)
+        records = _read_records(state.get("stats"), where=f"{where}/stats", read=lambda r, p: (p, _stats_of(r, known)))
     elif version == 1:
         records = _read_v1(state, where=where, root=root)
     else:
@@ -608,11 +609,10 @@ def read_state(
 
 
 def _read_records(records: Any, *, where: str, read: Callable[[Mapping[str, Any], tuple[str, ...]], _T]) -> list[_T]:
-    """``read(record, key parts)`` of each record of a list of metric records (either layout).
+    """``read(record, key parts)`` of each of a list of metric records (either layout).
 
     Raises:
-        IncompatibleCheckpointError: ``records`` is no list, or a record no dict with a key, or
-            ``read`` refuses it (KeyError, TypeError, ValueError, AssertionError).
+        IncompatibleCheckpointError: No list, a record no dict with a key, or one ``read`` refuses.
     """
     if not isinstance(records, list | tuple):
         raise IncompatibleCheckpointError(
@@ -632,13 +632,6 @@ def _read_records(records: Any, *, where: str, read: Callable[[Mapping[str, Any]
     return out
 
 
-def _read_stats(
-    records: Any, *, where: str, lookup: Mapping[str, type[StatsBase]]
-) -> list[tuple[tuple[str, ...], StatsBase]]:
-    """The stats of a list of records of today's layout (``{"key", "state"}``), by ``lookup``."""
-    return _read_records(records, where=where, read=lambda record, parts: (parts, _stats_of(record, lookup)))
-
-
 def _stats_of(record: Mapping[str, Any], lookup: Mapping[str, type[StatsBase]]) -> StatsBase:
     """The stat of a record of today's layout (``{"key", "state"}``)."""
     stats_state = record["state"]
@@ -650,66 +643,42 @@ def _stats_of(record: Mapping[str, Any], lookup: Mapping[str, type[StatsBase]]) 
     return lookup[identifier].from_state(stats_state)
 
 
-def _v1_values(record: Mapping[str, Any]) -> list[Any]:
-    values = record["values"]
-    if not isinstance(values, list | tuple):
+def _read_v1(state: Mapping[str, Any], *, where: str, root: bool) -> list[tuple[tuple[str, ...], StatsBase]]:
+    """Records of cairn's earlier logger (``{"stats": [...], "deltas": [...]}``) as today's stats."""
+    pending = dict(_read_records(state.get("deltas", []), where=f"{where}/deltas", read=lambda r, p: (p, _values(r))))
+
+    def read(record: Mapping[str, Any], parts: tuple[str, ...]) -> tuple[tuple[str, ...], StatsBase]:
+        kind, settings = _v1_kind(record)
+        stats = DEFAULT_STATS_CLS_LOOKUP[kind](**settings, is_root=root, is_leaf=True)
+        # The root (the algorithm's logger) keeps its stats' values; a leaf (an env runner's) only what it
+        # had not handed over yet (the earlier logger's pending deltas), so that nothing is counted twice.
+        for value in _values(record) if root else pending.get(parts, []):
+            stats.push(value)
+        return parts, stats
+
+    return _read_records(state.get("stats", []), where=f"{where}/stats", read=read)
+
+
+def _values(record: Mapping[str, Any]) -> list[Any]:
+    if not isinstance(values := record["values"], list | tuple):
         raise TypeError("values is not a list")
     return list(values)
 
 
-def _read_v1(state: Mapping[str, Any], *, where: str, root: bool) -> list[tuple[tuple[str, ...], StatsBase]]:
-    """Records of cairn's earlier logger (``{"stats": [...], "deltas": [...]}``) as today's stats."""
-    deltas = _read_records(
-        state.get("deltas", []), where=f"{where}/deltas", read=lambda record, parts: (parts, _v1_values(record))
-    )
-    pending = dict(deltas)
-    return _read_records(
-        state.get("stats", []),
-        where=f"{where}/stats",
-        read=lambda record, parts: (
-            parts,
-            _stats_from_v1(record, _v1_values(record), pending.get(parts, []), root=root),
-        ),
-    )
-
-
-_V1_SETTINGS: Mapping[str, tuple[str, ...]] = {
-    "lifetime_sum": (),
-    "ema": ("ema_coeff",),
-    "percentiles": ("percentiles", "window"),
-}
-"""The settings each kind of stat takes from a v1 record (the others: ``window``)."""
-
-
-def _v1_reduce(record: Mapping[str, Any]) -> str:
-    """Today's ``reduce=`` name for an earlier logger's record (its reduce, window and clear_on_reduce)."""
-    reduce, no_window, kept = record["reduce"], record["window"] is None, not record["clear_on_reduce"]
+def _v1_kind(record: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The ``reduce=`` name (a key of :data:`DEFAULT_STATS_CLS_LOOKUP`) and settings of an earlier record."""
+    reduce, window, ema, kept = record["reduce"], record["window"], record["ema_coeff"], not record["clear_on_reduce"]
     if reduce is None:
-        return "percentiles" if record.get("percentiles") else "item_series"
-    if reduce == "sum" and no_window and kept:
-        return "lifetime_sum"  # the root holds the total
-    if reduce == "mean" and no_window:
-        return "ema"
+        if percentiles := record.get("percentiles"):
+            return "percentiles", {"percentiles": list(percentiles), "window": window}
+        return "item_series", {"window": window}
+    if reduce == "sum" and window is None and kept:
+        return "lifetime_sum", {}  # the root holds the total
+    if reduce == "mean" and window is None:
+        return "ema", {"ema_coeff": 0.01 if ema is None else ema}
     if reduce in ("mean", "sum", "min", "max"):
-        return str(reduce)
+        return str(reduce), {"window": window}
     raise ValueError(f"reduce {reduce!r:.40}")
-
-
-def _stats_from_v1(record: Mapping[str, Any], values: list[Any], pending: list[Any], *, root: bool) -> StatsBase:
-    kind = _v1_reduce(record)
-    ema = record["ema_coeff"]
-    given = {
-        "window": record["window"],
-        "ema_coeff": 0.01 if ema is None else ema,
-        "percentiles": list(record.get("percentiles") or ()),
-    }
-    settings = {name: given[name] for name in _V1_SETTINGS.get(kind, ("window",))}
-    stats = DEFAULT_STATS_CLS_LOOKUP[kind](**settings, is_root=root, is_leaf=True)
-    # The root (the algorithm's logger) keeps its stats' values; a leaf (an env runner's) only what it
-    # had not handed over yet (the earlier logger's pending deltas), so that nothing is counted twice.
-    for value in values if root else pending:
-        stats.push(value)
-    return stats
 
 
 def _unwrap_singletons(tree: Any) -> Any:
