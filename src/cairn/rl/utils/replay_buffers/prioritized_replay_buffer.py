@@ -205,12 +205,12 @@ class PriorityPage(Checkpointable):
 
     def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
         """Refuse priorities of the wrong length or dtype, negative, NaN or infinite ones, a sum that
-        does not hold, and (inside a buffer's restore) values that do not fit the buffer's rows.
+        does not hold, and (inside a buffer's restore) values that do not fit the buffer's rows: checks
+        against this page and its buffer, so a method, not a Schema.
 
         Raises:
             CorruptCheckpointError: Any of those: the checkpoint was damaged or tampered with.
         """
-        # A method, not a Schema: index, start and length are this page's, and the sum the values'.
         if not isinstance(state, dict) or state.get("index") != self.index or state.get("start") != self.start:
             seen = (state.get("index"), state.get("start")) if isinstance(state, dict) else type(state).__name__
             raise CorruptCheckpointError(
@@ -375,10 +375,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         Raises:
             ValueError: The buffer is empty, or ``num_items`` is negative.
         """
-        if self.size == 0:
-            raise ValueError("PrioritizedReplayBuffer.sample: the buffer is empty; add rows first.")
-        if num_items < 0:
-            raise ValueError(f"PrioritizedReplayBuffer.sample: num_items must be >= 0, got {num_items}.")
+        self._check_draw(num_items)
         b = self.beta if beta is None else _check_param("beta", beta, low=0.0)
         total = self._trees.total
         idx = self._trees.find(self.rng.random(num_items) * total)

@@ -368,13 +368,17 @@ class ReplayBuffer(Checkpointable):
         Raises:
             ValueError: The buffer is empty, or ``num_items`` is negative.
         """
-        if self.size == 0:
-            raise ValueError("ReplayBuffer.sample: the buffer is empty; add rows first.")
-        if num_items < 0:
-            raise ValueError(f"ReplayBuffer.sample: num_items must be >= 0, got {num_items}.")
+        self._check_draw(num_items)
         idx = self.rng.integers(0, self.size, size=num_items)
         self.sampled_lifetime += num_items
         return {name: col[idx] for name, col in self.columns.items()}
+
+    def _check_draw(self, num_items: int) -> None:
+        """Refuse (``ValueError``) a draw from an empty buffer, or of a negative number of rows."""
+        if self.size == 0:
+            raise ValueError(f"{type(self).__name__}.sample: the buffer is empty; add rows first.")
+        if num_items < 0:
+            raise ValueError(f"{type(self).__name__}.sample: num_items must be >= 0, got {num_items}.")
 
     # ------------------------------------------------------------------ checkpoints
 
