@@ -46,6 +46,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from cairn.state_checks import Count
+
 __all__ = [
     "DEFAULT_PERCENTILES",
     "EmaStats",
@@ -67,6 +69,7 @@ DEFAULT_PERCENTILES: tuple[int, ...] = (0, 50, 75, 90, 95, 99, 100)
 
 _MAX_WINDOW = 10_000_000
 """Bound on a window read from a state (a deque of that size is allocated)."""
+_WINDOW = Count(1, _MAX_WINDOW)
 
 
 def _is_tensor(value: Any) -> bool:
@@ -128,9 +131,9 @@ def _check_window(window: Any, *, allow_inf: bool = True) -> int | None:
         return None
     if allow_inf and isinstance(window, float) and math.isinf(window) and window > 0:
         return None
-    if type(window) is not int or not 1 <= window <= _MAX_WINDOW:
+    if not _WINDOW.fits(window):
         raise ValueError(f"window must be None or an int in [1, {_MAX_WINDOW}], got {window!r:.40}.")
-    return window
+    return int(window)
 
 
 class StatsBase(abc.ABC):
