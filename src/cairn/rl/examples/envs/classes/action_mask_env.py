@@ -34,6 +34,7 @@ import numpy.typing as npt
 from gymnasium.spaces import Box, Dict, Discrete
 
 from cairn.rl.env.env_state import register_env_state_handler
+from cairn.state_checks import count
 
 __all__ = ["ActionMaskEnv"]
 
@@ -132,7 +133,7 @@ def _check_state(env: ActionMaskEnv, state: Any) -> str | None:
     if not isinstance(state, dict) or set(state) != {"steps", "valid_actions"}:
         return "the saved state of ActionMaskEnv is not {'steps': int, 'valid_actions': array or None}"
     steps, valid = state["steps"], state["valid_actions"]
-    if type(steps) is not int or steps < 0:
+    if not count.fits(steps):
         return f"ActionMaskEnv's saved step count {steps!r:.40} is not an int >= 0"
     if valid is not None:
         n = int(env._mask_space.shape[0])
@@ -148,7 +149,7 @@ def _set_state(env: ActionMaskEnv, state: dict[str, Any]) -> None:
     problem = _check_state(env, state)
     if problem is not None:
         raise ValueError(f"{problem}; the checkpoint was written by other code or tampered with.")
-    env.steps = state["steps"]
+    env.steps = int(state["steps"])
     valid = state["valid_actions"]
     env.valid_actions = None if valid is None else np.array(valid, dtype=np.float32, copy=True)
 

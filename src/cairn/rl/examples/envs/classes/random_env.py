@@ -22,6 +22,7 @@ import numpy as np
 from gymnasium.spaces import Discrete, Tuple
 
 from cairn.rl.env.env_state import register_env_state_handler
+from cairn.state_checks import count
 
 __all__ = ["RandomEnv"]
 
@@ -85,12 +86,12 @@ def _get_state(env: RandomEnv) -> dict[str, Any]:
 
 def _set_state(env: RandomEnv, state: Any) -> None:
     steps = state.get("steps") if isinstance(state, dict) else None
-    if not isinstance(state, dict) or set(state) != {"steps"} or type(steps) is not int or steps < 0:
+    if not isinstance(state, dict) or set(state) != {"steps"} or not count.fits(steps):
         raise ValueError(
             "the saved state of RandomEnv is not {'steps': a non-negative int}; the checkpoint was written by other "
             "code or tampered with."
         )
-    env.steps = steps
+    env.steps = int(state["steps"])
 
 
 register_env_state_handler(RandomEnv, _get_state, _set_state)
