@@ -53,6 +53,7 @@ __all__ = [
     "Stateful",
     "TrainState",
     "as_component",
+    "clone_state",
     "normalize_optimizer_state",
 ]
 
@@ -66,8 +67,11 @@ class Stateful(Protocol):
     def load_state_dict(self, state_dict: Any) -> Any: ...
 
 
-def _clone(tree: Any) -> Any:
+def clone_state(tree: Any) -> Any:
     """A copy of a state tree that training can no longer change (tensors and arrays copied).
+
+    What a ``get_state`` hands out of live state (an optimizer's ``state_dict()``), so that an
+    async save sees a snapshot.
 
     Dicts of any dict class (``OrderedDict``, ``defaultdict``) come back as plain dicts.
     """
@@ -78,11 +82,11 @@ def _clone(tree: Any) -> Any:
     if isinstance(tree, dict):
         # A module's state_dict() is an OrderedDict (a dict subclass the codec refuses): it becomes a
         # plain dict here, with its tensors copied, and load_state_dict takes a plain dict back.
-        return {k: _clone(v) for k, v in tree.items()}
+        return {k: clone_state(v) for k, v in tree.items()}
     if type(tree) is list:
-        return [_clone(v) for v in tree]
+        return [clone_state(v) for v in tree]
     if type(tree) is tuple:
-        return tuple(_clone(v) for v in tree)
+        return tuple(clone_state(v) for v in tree)
     return tree
 
 
@@ -395,7 +399,7 @@ class Optimizer(Checkpointable):
 
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
         """``optimizer.state_dict()`` (a copy): ``state`` per parameter index and ``param_groups``."""
-        return dict(_clone(self.optimizer.state_dict()))
+        return dict(clone_state(self.optimizer.state_dict()))
 
     def get_state_buffers(self) -> dict[str, Any] | None:
         """The live per-parameter tensors (Adam's moments): a restore reads into them when they exist."""
@@ -470,7 +474,7 @@ class StateDict(Checkpointable):
 
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
         """``{"state_dict": obj.state_dict()}`` (a copy)."""
-        return {"state_dict": _clone(self.obj.state_dict())}
+        return {"state_dict": clone_state(self.obj.state_dict())}
 
     def set_state(self, state: dict[str, Any]) -> None:
         """``obj.load_state_dict(state["state_dict"])``.
@@ -483,7 +487,7 @@ class StateDict(Checkpointable):
         self.check_state(state, ())
         # torch's load_state_dict methods change the object as they go (a scheduler's
         # __dict__.update comes before its checks): on a refusal, put the old state back.
-        before = _clone(self.obj.state_dict())
+        before = clone_state(self.obj.state_dict())
         try:
             self.obj.load_state_dict(state["state_dict"])
         except (ValueError, KeyError, RuntimeError, TypeError, IndexError, AttributeError) as err:
@@ -667,7 +671,7 @@ class RNG(Checkpointable):
                 state["cuda"] = list(torch.cuda.get_rng_state_all())
         if self.generators:
             state["generators"] = {name: _generator_state(g) for name, g in self.generators.items()}
-        cloned: dict[str, Any] = _clone(state)
+        cloned: dict[str, Any] = clone_state(state)
         return cloned
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -829,7 +833,7 @@ class TrainState(Checkpointable):
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
         """``{"values": the plain values}`` and the components' states under their names."""
         return {
-            "values": _clone(dict(self._values)),
+            "values": clone_state(dict(self._values)),
             **self._get_components_state(components, not_components=not_components),
         }
 

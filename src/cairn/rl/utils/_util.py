@@ -5,12 +5,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-import numpy as np
-import torch
-
 from cairn.manifest import component_name_problem
 
-__all__ = ["Names", "check_component_name", "clone_tree"]
+__all__ = ["Names", "check_component_name"]
 
 Names = str | Collection[str] | None
 """What ``get_state`` accepts for ``components`` and ``not_components``."""
@@ -30,22 +27,3 @@ def check_component_name(name: Any, *, what: str) -> None:
     problem = component_name_problem(name)
     if problem is not None:
         raise ValueError(f"{what} {name!r} is not a valid component name: {problem}.")
-
-
-def clone_tree(tree: Any) -> Any:
-    """A deep copy of a state tree: tensors and arrays are copied, containers rebuilt.
-
-    Used so that a state handed out by ``get_state`` never aliases live buffers
-    that training goes on changing (an async save must see a snapshot).
-    """
-    if isinstance(tree, torch.Tensor):
-        return tree.detach().clone()
-    if isinstance(tree, np.ndarray):
-        return tree.copy()
-    if isinstance(tree, dict):
-        return {k: clone_tree(v) for k, v in tree.items()}
-    if isinstance(tree, list):
-        return [clone_tree(v) for v in tree]
-    if isinstance(tree, tuple):
-        return tuple(clone_tree(v) for v in tree)
-    return tree

@@ -25,10 +25,11 @@ from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
-from cairn.rl.utils._util import Names, clone_tree
+from cairn.rl.utils._util import Names
 from cairn.rl.utils.metrics.constants import LEARNER_RESULTS
 from cairn.rl.utils.nested import index_rows, leading_rows, map_leaves
 from cairn.state_checks import Schema, count, counts_by_id
+from cairn.torch import clone_state, normalize_optimizer_state
 
 __all__ = ["DEFAULT_OPTIMIZER", "Learner", "LinearSchedule", "TrainBatch"]
 
@@ -65,30 +66,6 @@ class LinearSchedule:
             return self.start
         frac = min(1.0, max(0.0, timestep / self.horizon))
         return self.start + frac * (self.end - self.start)
-
-
-def _normalize_optimizer_state(state: Mapping[str, Any]) -> dict[str, Any]:
-    """Bring an optimizer state dict back to the types torch uses.
-
-    cairn's codec keeps types, but a state written by another tool or edited by
-    hand may hold betas as a list or a 0-d tensor; Adam's ``betas`` must be a
-    tuple of floats and ``lr``/``eps``/``weight_decay`` floats (RLlib #51560).
-    """
-    groups = []
-    for group in state["param_groups"]:
-        group = dict(group)
-        for key in ("lr", "eps", "weight_decay"):
-            if key in group and isinstance(group[key], torch.Tensor | np.ndarray):
-                group[key] = float(group[key])
-        if "betas" in group:
-            group["betas"] = tuple(float(b) for b in group["betas"])
-        group["params"] = [int(p) for p in group["params"]]
-        groups.append(group)
-    per_param = {
-        int(k): {name: torch.as_tensor(v) if isinstance(v, np.ndarray) else v for name, v in s.items()}
-        for k, s in state["state"].items()
-    }
-    return {"state": per_param, "param_groups": groups}
 
 
 def _writable(value: Any) -> np.ndarray:
@@ -519,7 +496,7 @@ class Learner(Checkpointable):
     def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
         """Optimizer states (module id -> ``optimizer.state_dict()``), RNG, counters, components."""
         state: dict[str, Any] = {
-            "optimizers": clone_tree(self._optimizer_states()),
+            "optimizers": clone_state(self._optimizer_states()),
             "rng": {"torch": self._generator.get_state()},
             "counters": {
                 "num_updates_lifetime": self.num_updates_lifetime,
@@ -603,7 +580,7 @@ class Learner(Checkpointable):
                 if name not in per_name:
                     continue
                 try:
-                    optimizer.load_state_dict(_normalize_optimizer_state(per_name[name]))
+                    optimizer.load_state_dict(normalize_optimizer_state(per_name[name], optimizer))
                 except (ValueError, KeyError, RuntimeError) as err:
                     raise IncompatibleCheckpointError(
                         f"The state of optimizer {name!r} of module {module_id!r} does not fit this learner's "
