@@ -55,6 +55,7 @@ __all__ = [
     "as_component",
     "clone_state",
     "normalize_optimizer_state",
+    "parameters_problem",
 ]
 
 
@@ -177,6 +178,25 @@ def _unfit(saved: Any, own: Any, where: str, *, loose: bool) -> str | None:
 # --------------------------------------------------------------------------- module
 
 
+def parameters_problem(state: Mapping[str, Any], own: Mapping[str, Any], *, strict: bool) -> str | None:
+    """Why a saved ``state_dict`` does not fit a module's own ``own`` (checked before a restore), or None.
+
+    Names the module does not have, (``strict``) names of the module the state lacks, or a
+    parameter of another shape: another architecture.
+    """
+    unknown = sorted(set(state) - set(own))
+    missing = sorted(set(own) - set(state)) if strict else []
+    names = [f"parameters {unknown} are in the checkpoint but not in the module"] if unknown else []
+    names += [f"parameters {missing} of the module are not in the checkpoint"] if missing else []
+    if names:
+        return "; ".join(names)
+    for name, value in state.items():
+        shape, wanted = tuple(getattr(value, "shape", ())), tuple(own[name].shape)
+        if shape != wanted:
+            return f"parameter {name!r} has shape {shape} in the checkpoint but {wanted} in the module"
+    return None
+
+
 class Module(Checkpointable):
     """A ``torch.nn.Module``'s parameters and buffers (its ``state_dict``), restored in place.
 
@@ -208,26 +228,13 @@ class Module(Checkpointable):
             IncompatibleCheckpointError: Unknown parameter names, other shapes, or
                 (with ``strict``) missing parameters: another architecture.
         """
-        own = self.module.state_dict()
-        where = f"the checkpoint of {class_path(type(self.module))}"
-        unknown = sorted(set(state) - set(own))
-        missing = sorted(set(own) - set(state))
-        if unknown or (missing and self.strict):
+        problem = parameters_problem(state, self.module.state_dict(), strict=self.strict)
+        if problem:
             raise IncompatibleCheckpointError(
-                f"{where} does not fit this module: "
-                + (f"parameters {unknown} are in the checkpoint but not in the module; " if unknown else "")
-                + (f"parameters {missing} of the module are not in the checkpoint; " if missing and self.strict else "")
-                + "it was written for another architecture. Build the module the checkpoint was written for "
-                "(or wrap it with cairn.torch.Module(module, strict=False) to leave missing parameters as they are)."
+                f"The checkpoint of {class_path(type(self.module))} does not fit this module: {problem}; it was "
+                "written for another architecture. Build the module the checkpoint was written for (or wrap it "
+                "with cairn.torch.Module(module, strict=False) to leave missing parameters as they are)."
             )
-        for name, value in state.items():
-            target = own[name]
-            shape = tuple(getattr(value, "shape", ()))
-            if shape != tuple(target.shape):
-                raise IncompatibleCheckpointError(
-                    f"{where}: parameter {name!r} has shape {shape} in the checkpoint but "
-                    f"{tuple(target.shape)} in this module; build the module the checkpoint was written for."
-                )
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Load ``state`` into the module.

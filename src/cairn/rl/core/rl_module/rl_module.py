@@ -49,6 +49,7 @@ from cairn.rl.core import DEFAULT_MODULE_ID
 from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
 from cairn.rl.utils._util import Names
 from cairn.rl.utils.companions import connectors_note
+from cairn.torch import parameters_problem
 
 __all__ = [
     "ModuleWithoutConnectorsWarning",
@@ -518,24 +519,14 @@ class RLModule(nn.Module, Checkpointable):
             IncompatibleCheckpointError: An unknown parameter name or a shape that
                 does not match this module (another architecture or other spaces).
         """
-        own = self.state_dict()  # a method: the names and shapes are the live module's
-        unknown = sorted(set(state) - set(own))
-        if unknown:
+        # A method: the names and shapes are the live module's (missing ones are left as they are).
+        problem = parameters_problem(state, self.state_dict(), strict=False)
+        if problem:
             raise IncompatibleCheckpointError(
-                f"The RLModule state holds parameters {unknown} that this {type(self).__qualname__} "
-                f"({self.observation_space} -> {self.action_space}, model_config={self.model_config}) "
-                "does not have; the checkpoint was written by another architecture."
+                f"The RLModule state does not fit this {type(self).__qualname__} ({self.observation_space} -> "
+                f"{self.action_space}, model_config={self.model_config}): {problem}. The checkpoint was written by "
+                "another architecture: build the module with its spaces and model_config, or use from_checkpoint."
             )
-        for name, value in state.items():
-            shape = tuple(getattr(value, "shape", ()))
-            if shape != tuple(own[name].shape):
-                raise IncompatibleCheckpointError(
-                    f"RLModule parameter {name!r} has shape {shape} in the "
-                    f"checkpoint but {tuple(own[name].shape)} in this {type(self).__qualname__} (observation "
-                    f"space {self.observation_space}, action space {self.action_space}, "
-                    f"model_config {self.model_config}); build the module with the "
-                    "checkpoint's spaces and model_config, or use from_checkpoint."
-                )
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Load tensors from ``state``; parameters missing from it are left as they are.
