@@ -1,11 +1,10 @@
 """RLlib's ``rllib/env/tests/test_multi_agent_env_runner.py`` on cairn (issue 38, item 2).
 
 Same test names, cases and expected values; ``ray.rllib`` -> ``cairn.rl``; the mapping
-lambda of ``_build_config`` is one of two top-level functions (``rllib_ported_helpers``).
-All three fail today (docs/rllib_parity.md): cairn's ``MultiAgentEnvRunner`` at RLlib's
-path is the algorithm's batch sampler, whose ``sample()`` takes no counts and returns
-batches; the episode-returning sampler exists for single-agent envs
-(``cairn.rl.env.single_agent_env_runner``) only.
+lambda of ``_build_config`` as RLlib writes it (issue 39). All three fail today
+(docs/rllib_parity.md): cairn's ``MultiAgentEnvRunner`` at RLlib's path is the algorithm's
+batch sampler, whose ``sample()`` takes no counts and returns batches; the episode-returning
+sampler exists for single-agent envs (``cairn.rl.env.single_agent_env_runner``) only.
 """
 
 from __future__ import annotations
