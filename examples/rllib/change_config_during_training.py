@@ -70,7 +70,9 @@ def main(
     checkpoint_dir: str | None = None,
 ) -> dict[str, Any]:
     """Run both phases; return the best checkpoint's path and the second config's first result."""
-    root = Path(checkpoint_dir or tempfile.mkdtemp(prefix="cairn_change_config_"))
+    # cairn: a temporary folder only without checkpoint_dir, removed before main returns
+    scratch = None if checkpoint_dir else tempfile.TemporaryDirectory(prefix="cairn_change_config_")
+    root = Path(checkpoint_dir or scratch.name)
     register_env("ma_cart", lambda cfg: MultiAgentCartPole({"num_agents": num_agents}))
 
     # Simple generic config.
@@ -171,6 +173,8 @@ def main(
     # Assert that we have continued training with a different learning rate.
     if num_agents == 0:
         assert first_result[f"learners/{DEFAULT_MODULE_ID}/lr"] == base_config.lr == 0.0003
+    if scratch is not None:
+        scratch.cleanup()
     return {"best_checkpoint_path": best_checkpoint_path, "first_result": first_result}
 
 

@@ -95,7 +95,9 @@ def main(
     checkpoint_dir: str | None = None,
 ) -> dict[str, Any]:
     """Crash after ``iterations``, check the best checkpoint, continue; return what the test checks."""
-    root = Path(checkpoint_dir or tempfile.mkdtemp(prefix="cairn_continue_training_"))
+    # cairn: a temporary folder only without checkpoint_dir, removed before main returns
+    scratch = None if checkpoint_dir else tempfile.TemporaryDirectory(prefix="cairn_continue_training_")
+    root = Path(checkpoint_dir or scratch.name)
     CrashAfterNIters.crash_after_iterations = iterations
     register_env("ma_cart", lambda cfg: MultiAgentCartPole({"num_agents": num_agents}))
 
@@ -177,6 +179,8 @@ def main(
             result = restored.train()
     finally:
         restored.stop()
+    if scratch is not None:
+        scratch.cleanup()
     return {
         "crashed_at": crashed_at,
         "resumed_at": resumed_at,

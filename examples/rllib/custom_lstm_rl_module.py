@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from example_output import print_iteration
+
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.multi_agent_env import register_env
@@ -87,7 +89,7 @@ def main(
         for _ in range(iterations):
             result = algo.train()
             returns = result["env_runners"]["episode_return_mean"]
-            print({"training_iteration": result["training_iteration"], "episode_return_mean": returns})
+            print_iteration(result)
             if returns >= stop_reward:
                 break
         module = algo.get_module()

@@ -36,6 +36,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from example_output import print_iteration
 
 import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
@@ -132,7 +133,7 @@ def main(iterations: int = 10, train_batch_size: int = 1024, max_episode_len: in
         result: dict[str, Any] = {}
         for _ in range(iterations):
             result = algo.train()
-            print({k: v for k, v in result.items() if "return" in k or k == "training_iteration"})
+            print_iteration(result)
         spaces = {
             module_id: (algo.get_module(module_id).observation_space, algo.get_module(module_id).action_space)
             for module_id in ("main0", "main1")

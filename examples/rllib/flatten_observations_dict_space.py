@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from example_output import print_iteration
+
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.connectors.env_to_module import FlattenObservations
 from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
@@ -81,7 +83,7 @@ def main(iterations: int = 2, train_batch_size: int = 4000, num_epochs: int = 6)
         result: dict[str, Any] = {}
         for _ in range(iterations):
             result = algo.train()
-            print({k: v for k, v in result.items() if "return" in k or k == "training_iteration"})
+            print_iteration(result)
         return {
             "result": result,
             "observation_space": algo.env_runner.observation_space,

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from example_output import print_iteration
 from torch import nn
 
 from cairn.rl.algorithms.ppo import PPOConfig
@@ -107,7 +108,7 @@ def main(
         for _ in range(iterations):
             result = algo.train()
             returns = result["env_runners"]["episode_return_mean"]
-            print({"training_iteration": result["training_iteration"], "episode_return_mean": returns})
+            print_iteration(result)
             if returns >= stop_reward:
                 break
         runner = algo.env_runner

@@ -94,7 +94,9 @@ def main(iterations: int = 2, num_agents: int = 2, checkpoint_dir: str | None = 
     try:
         for _ in range(iterations):
             algo.train()
-        chkpt_path = str(algo.save_to_path(checkpoint_dir or tempfile.mkdtemp(prefix="cairn_restore_1_of_n_")))
+        # cairn: a temporary folder only without checkpoint_dir, removed before main returns
+        scratch = None if checkpoint_dir else tempfile.TemporaryDirectory(prefix="cairn_restore_1_of_n_")
+        chkpt_path = str(algo.save_to_path(checkpoint_dir or scratch.name))
     finally:
         algo.stop()
 
@@ -136,6 +138,8 @@ def main(iterations: int = 2, num_agents: int = 2, checkpoint_dir: str | None = 
             result = algo.train()
     finally:
         algo.stop()
+    if scratch is not None:
+        scratch.cleanup()
     return {"checkpoint_path": chkpt_path, "start_weights": start_weights, "last_result": result}
 
 

@@ -43,6 +43,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from example_output import print_iteration
+
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModuleSpec
@@ -102,7 +104,7 @@ def main(iterations: int = 2, use_lstm: bool = False) -> dict[str, Any]:
         result: dict[str, Any] = {}
         for _ in range(iterations):
             result = algo.train()
-            print({k: v for k, v in result.flatten().items() if "return" in k or k == "training_iteration"})
+            print_iteration(result)
         return result
     finally:
         algo.stop()

@@ -76,7 +76,7 @@ from cairn.rl.utils.metrics.constants import (
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger, flatten_metrics
 from cairn.rl.utils.metrics.metrics_logger import read_state as read_metrics_state
 from cairn.rl.utils.metrics.stats import LifetimeSumStats
-from cairn.state_checks import check_state_tree, count
+from cairn.state_checks import Schema, check_state_tree, count
 
 if TYPE_CHECKING:
     from cairn.delegation import DelegatedComponent
@@ -609,17 +609,17 @@ class Algorithm(Checkpointable, abc.ABC):
             state["eval_env_runner"].update(self.eval_runners.group.get_runner_states())
         return state
 
+    state_schema: ClassVar[Schema] = Schema({"training_iteration": count, "metrics": read_metrics_state})
+    """What the own state holds: a count of iterations, and a metrics logger's state of its layout."""
+
     def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
-        """Refuse a ``training_iteration`` that is no count, or metrics of another layout, before anything changes.
+        """Refuse what :attr:`state_schema` does not declare, before anything changes.
 
         Raises:
             CorruptCheckpointError: A NaN, negative or non-int ``training_iteration``.
             IncompatibleCheckpointError: A metrics logger state of another layout (key clashes, bad records).
         """
-        if "training_iteration" in state:
-            count(state["training_iteration"], where="training_iteration")
-        if "metrics" in state:
-            read_metrics_state(state["metrics"], where="metrics")
+        self.state_schema.read(state, where="")
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Apply ``state`` (missing parts are left as they are), then sync the env runners.

@@ -554,6 +554,8 @@ class AlgorithmConfig(ConfigBuilders):
     callbacks_on_env_runners_recreated: list[str | Unrecorded] | None = None
     """Functions called as ``on_env_runners_recreated`` (in the algorithm's process, after replaced
     remote env runners are up and hold the group's state; see ``restart_failed_env_runners``)."""
+    callbacks_on_environment_created: list[str | Unrecorded] | None = None
+    """Functions called as ``on_environment_created`` (in every env runner, once it built its envs)."""
 
     # --- connectors (issue 27, part "connectors"): RLlib's connector factories, recorded by reference.
     env_to_module_connector: dict[str, Any] | None = None

@@ -71,6 +71,7 @@ CALLBACK_HOOKS: tuple[str, ...] = (
     "on_evaluate_start",
     "on_evaluate_end",
     "on_env_runners_recreated",
+    "on_environment_created",
 )
 """The hooks cairn calls, in RLlib's ``callbacks()`` keyword names; each has a config field
 ``callbacks_<hook>`` holding the ``"module:function"`` references of its functions."""
