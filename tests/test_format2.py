@@ -386,3 +386,32 @@ def test_restore_names_the_digests_on_a_mismatch(tmp_path: Path) -> None:
         warnings.simplefilter("error")
         with pytest.raises(cairn.CorruptCheckpointError, match=r"leaf/state.msgpack fails its checksum \(blake3:"):
             Tree().restore_from_path(ck)
+
+
+def test_indented_json_writes_what_json_dumps_writes() -> None:
+    """Manifests must be byte for byte json.dumps(indent=1, sort_keys=True): the fast writer is checked against it."""
+    from cairn.manifest import indented_json
+
+    golden = list(DATA.glob("golden_format_v*/**/*.json"))
+    values: list[Any] = [json.loads(p.read_text()) for p in golden]
+    assert len(values) > 40  # every golden manifest, metadata and ctor file
+    values += [
+        {},
+        [],
+        {"b": [], "a": {}, "c": [1, -2, 3.5, 1e300, -0.0, True, False, None, 'é\n"\\\u2028']},
+        [[[{"x": [{}]}]]],
+        {"int keys": {1: "x"}, "tuple": (1, 2)},  # left to json.dumps
+    ]
+    for value in values:
+        for sort_keys in (True, False):
+            want = json.dumps(value, indent=1, sort_keys=sort_keys, allow_nan=False).encode() + b"\n"
+            assert indented_json(value, sort_keys=sort_keys) == want
+    for manifest in DATA.glob("golden_format_v3*/**/manifest.json"):
+        body = json.loads(manifest.read_text())
+        assert seal_manifest_body(body) == manifest.read_bytes()
+    with pytest.raises(ValueError):
+        indented_json({"x": float("nan")}, sort_keys=True)
+    loop: list[Any] = []
+    loop.append(loop)
+    with pytest.raises(ValueError):
+        indented_json(loop, sort_keys=False)
