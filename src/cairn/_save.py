@@ -33,6 +33,7 @@ from cairn.errors import CheckpointError, CorruptCheckpointError
 from cairn.manifest import (
     CTOR,
     DIGEST_ALGORITHM,
+    EMPTY_STATE,
     FORMAT_VERSION,
     MANIFEST,
     MAX_COMPONENT_DEPTH,
@@ -163,7 +164,12 @@ def plan_save(
         components=sorted(children),
         extra_metadata=extra_metadata,
     )
-    files: dict[str, list[Chunk]] = {STATE: [encoded.skeleton], CTOR: [_ctor_json_bytes(ctor)]}
+    files: dict[str, list[Chunk]] = {}
+    if encoded.tensors or encoded.skeleton != EMPTY_STATE:
+        # No file for an empty own state (format 3; readers take its absence as {}): five of an
+        # RL algorithm's eight folders hold only components, and a file costs a create.
+        files[STATE] = [encoded.skeleton]
+    files[CTOR] = [_ctor_json_bytes(ctor)]
     if encoded.tensors:
         files[TENSORS] = _tensor_chunks(encoded)
     files[METADATA] = [meta_bytes]

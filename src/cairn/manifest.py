@@ -162,6 +162,10 @@ MANIFEST = "manifest.json"
 METADATA = "metadata.json"
 CTOR = "ctor.json"
 STATE = "state.msgpack"
+EMPTY_STATE = b"\x80"
+"""The msgpack of ``{}``: the state of a format 3 folder whose manifest lists neither ``state.msgpack``
+nor ``tensors.safetensors`` (a save writes no file for a folder whose own state is empty: most
+folders of an RL algorithm hold only components)."""
 TENSORS = "tensors.safetensors"
 SIGNATURE = "model.sig"
 """A root folder's signature (``cairn sign``): OpenSSF model-signing's file name. No manifest lists it
