@@ -9,7 +9,7 @@ Issue 34's figures for small checkpoints, measured in one run on the same state:
   stable-baselines3's ``PPO.load`` in a fresh process when stable_baselines3 is installed,
   else against ``torch.load`` of the same tensors in a fresh process (the report says which).
   Each restore is timed from the child's own start (``python -c`` wall time, interpreter
-  start-up included, the same for both).
+  start-up included, the same for both), with bytecode cached (as an installed package has it).
 
 Run alone: ``PYTHONPATH=src:. python -m bench.small_rl [--reps N]``; in the suite:
 ``python -m bench --only smallrl``.
@@ -112,7 +112,11 @@ def measure(reps: int, tmp: str, log: Any = None) -> dict[str, Any]:
     ckpt, tfile = os.path.join(tmp, f"cairn_{warmup}"), os.path.join(tmp, f"torch_{warmup}")
     files = _files(ckpt)
     paths = [os.path.join(REPO, "src"), REPO, os.environ.get("PYTHONPATH", "")]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+    # Bytecode cached as an installed package has it (pip compiles on install): a child that
+    # compiled cairn's sources on every start (PYTHONDONTWRITEBYTECODE, set on some machines)
+    # would time the compiler. The untimed first round fills the cache, in the run's temp dir.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths), PYTHONPYCACHEPREFIX=os.path.join(tmp, "pycache"))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     have_sb3 = importlib.util.find_spec("stable_baselines3") is not None
     baseline_name = "SB3 PPO.load" if have_sb3 else "torch.load of the same tensors"
     if have_sb3:

@@ -393,3 +393,80 @@ def test_restore_names_the_digests_on_a_mismatch(tmp_path: Path) -> None:
         warnings.simplefilter("error")
         with pytest.raises(cairn.CorruptCheckpointError, match=r"leaf/state.msgpack fails its checksum \(blake3:"):
             Tree().restore_from_path(ck)
+
+
+def test_indented_json_writes_what_json_dumps_writes() -> None:
+    """Manifests must be byte for byte json.dumps(indent=1, sort_keys=True): the fast writer is checked against it."""
+    from cairn.manifest import indented_json
+
+    golden = list(DATA.glob("golden_format_v*/**/*.json"))
+    values: list[Any] = [json.loads(p.read_text()) for p in golden]
+    assert len(values) > 40  # every golden manifest, metadata and ctor file
+    values += [
+        {},
+        [],
+        {"b": [], "a": {}, "c": [1, -2, 3.5, 1e300, -0.0, True, False, None, 'é\n"\\\u2028']},
+        [[[{"x": [{}]}]]],
+        {"int keys": {1: "x"}, "tuple": (1, 2)},  # left to json.dumps
+    ]
+    for value in values:
+        for sort_keys in (True, False):
+            want = json.dumps(value, indent=1, sort_keys=sort_keys, allow_nan=False).encode() + b"\n"
+            assert indented_json(value, sort_keys=sort_keys) == want
+    for manifest in DATA.glob("golden_format_v3*/**/manifest.json"):
+        body = json.loads(manifest.read_text())
+        assert seal_manifest_body(body) == manifest.read_bytes()
+    with pytest.raises(ValueError):
+        indented_json({"x": float("nan")}, sort_keys=True)
+    loop: list[Any] = []
+    loop.append(loop)
+    with pytest.raises(ValueError):
+        indented_json(loop, sort_keys=False)
+
+
+class Holder(cairn.Checkpointable):
+    """A folder that holds only a component (as most folders of an RL algorithm do)."""
+
+    def __init__(self) -> None:
+        self.tree = Tree()
+
+    def get_checkpointable_components(self) -> list[tuple[str, cairn.Checkpointable]]:
+        return [("tree", self.tree)]
+
+    def get_state(self, components: Any = None, *, not_components: Any = None, **kwargs: Any) -> dict[str, Any]:
+        return self._get_components_state(components, not_components=not_components)
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._set_components_state(state)
+
+    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (), {}
+
+
+def test_a_folder_whose_own_state_is_empty_has_no_state_file(tmp_path: Path) -> None:
+    """Format 3 writes no state.msgpack for an empty own state; its absence reads as {}, but never beside tensors."""
+    import fsspec
+
+    from storage.storage_reseal import reseal
+
+    h = Holder()
+    h.tree.mutate()
+    ck = Path(h.save_to_path(tmp_path / "ck"))
+    assert (
+        not (ck / "state.msgpack").exists()
+        and "state.msgpack" not in json.loads((ck / "manifest.json").read_text())["files"]
+    )
+    assert (ck / "tree" / "state.msgpack").exists()  # a state of its own: written as before
+    fresh = Holder()
+    fresh.restore_from_path(ck)
+    assert_states_equal(fresh.get_state(), h.get_state())
+    assert subprocess.run([sys.executable, "-m", "cairn", "verify", str(ck)], capture_output=True).returncode == 0
+    # A folder whose manifest lists its tensors but not its state is incomplete, not empty.
+    (ck / "tree" / "leaf" / "state.msgpack").unlink()
+    reseal(
+        fsspec.filesystem("file"),
+        str(ck),
+        edit=lambda rel, body: body["files"].pop("state.msgpack") if rel == "tree/leaf" else None,
+    )
+    with pytest.raises(cairn.CorruptCheckpointError, match=r"leaf/state.msgpack is not listed"):
+        Holder().restore_from_path(ck)

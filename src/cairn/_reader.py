@@ -24,6 +24,7 @@ from cairn.errors import (
 )
 from cairn.manifest import (
     CTOR,
+    EMPTY_STATE,
     MANIFEST,
     MAX_COMPONENT_DEPTH,
     MAX_JSON_BYTES,
@@ -339,10 +340,22 @@ class FolderReader:
             raise CorruptCheckpointError(f"{where} does not hold a dict.")
         return state
 
+    def skeleton(self) -> bytearray:
+        """The folder's verified ``state.msgpack``, or :data:`EMPTY_STATE` where format 3 left it out.
+
+        A format 3 save writes no ``state.msgpack`` for a folder whose own state is empty; a
+        manifest that lists ``tensors.safetensors`` without it, or an older format's without
+        it, is refused as incomplete (``read``'s error).
+        """
+        files = self.manifest.files
+        if STATE not in files and TENSORS not in files and self.manifest.format_version >= 3:
+            return bytearray(EMPTY_STATE)
+        return self.read(STATE)
+
     def state(self, allow_pickle: bool) -> dict[str, Any]:
         """The folder's own state (without its components), verified and decoded."""
         self.check_pickle(allow_pickle)
-        skeleton = self.read(STATE)
+        skeleton = self.skeleton()
         tensors = self.tensor_source()
         try:
             state = self.decode(skeleton, tensors, allow_pickle)

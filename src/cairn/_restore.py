@@ -32,7 +32,6 @@ from cairn.manifest import (
     MANIFEST,
     MAX_JSON_BYTES,
     METADATA,
-    STATE,
     Digest,
     FileEntry,
 )
@@ -128,7 +127,7 @@ def _verify_tree(
     # The constructor arguments are not needed to restore, but a damaged file anywhere in
     # the folders being restored must be reported, not left for a later from_checkpoint.
     reader.read(CTOR, max_bytes=MAX_JSON_BYTES)
-    skeleton = reader.read(STATE)
+    skeleton = reader.skeleton()
     tensors = reader.tensor_source()
     if tensors is not None:
         opened.append(tensors)

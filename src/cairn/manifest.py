@@ -162,6 +162,10 @@ MANIFEST = "manifest.json"
 METADATA = "metadata.json"
 CTOR = "ctor.json"
 STATE = "state.msgpack"
+EMPTY_STATE = b"\x80"
+"""The msgpack of ``{}``: the state of a format 3 folder whose manifest lists neither ``state.msgpack``
+nor ``tensors.safetensors`` (a save writes no file for a folder whose own state is empty: most
+folders of an RL algorithm hold only components)."""
 TENSORS = "tensors.safetensors"
 SIGNATURE = "model.sig"
 """A root folder's signature (``cairn sign``): OpenSSF model-signing's file name. No manifest lists it
@@ -227,6 +231,63 @@ def component_name_problem(name: Any) -> str | None:
     return None
 
 
+_encode_str = json.encoder.encode_basestring_ascii  # C: what json.dumps does with ensure_ascii
+_FLOAT_REPR = float.__repr__
+
+
+class _NotPlain(Exception):
+    """A value :func:`indented_json` leaves to ``json.dumps`` (which raises for what JSON cannot hold)."""
+
+
+def _indented(value: Any, pad: str, sort_keys: bool) -> str:
+    t = type(value)
+    if t is str:
+        return _encode_str(value)
+    if t is int:
+        return int.__repr__(value)
+    if t is dict:
+        if not value:
+            return "{}"
+        inner = pad + " "
+        keys = sorted(value) if sort_keys else value
+        parts = []
+        for k in keys:
+            if type(k) is not str:
+                raise _NotPlain  # json turns other keys into strings: its rules, not repeated here
+            parts.append(f"{inner}{_encode_str(k)}: {_indented(value[k], inner, sort_keys)}")
+        return "{\n" + ",\n".join(parts) + "\n" + pad + "}"
+    if t is list:
+        if not value:
+            return "[]"
+        inner = pad + " "
+        return "[\n" + ",\n".join(inner + _indented(v, inner, sort_keys) for v in value) + "\n" + pad + "]"
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if t is float and value == value and value not in (float("inf"), float("-inf")):
+        return _FLOAT_REPR(value)
+    raise _NotPlain
+
+
+def indented_json(obj: Any, *, sort_keys: bool) -> bytes:
+    """``json.dumps(obj, indent=1, sort_keys=sort_keys, allow_nan=False)`` + a newline, as UTF-8, faster.
+
+    Any ``indent`` makes json use its pure-Python encoder; manifests and metadata (a few
+    per folder, every save) are dicts, lists, strings and numbers, which this writes
+    directly with json's own C string escaper, byte for byte what json.dumps writes
+    (``tests/test_format.py`` compares them). Anything else (tuples, subclasses, int keys,
+    NaN) is left to json.dumps, whose errors stand.
+    """
+    try:
+        text = _indented(obj, "", sort_keys)
+    except (_NotPlain, RecursionError):
+        text = json.dumps(obj, indent=1, sort_keys=sort_keys, allow_nan=False)
+    return text.encode("utf-8") + b"\n"
+
+
 def canonical_json(obj: Any) -> bytes:
     """The bytes whose digest seals a manifest: sorted keys, no spaces."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
@@ -282,7 +343,7 @@ def seal_manifest_body(body: dict[str, Any]) -> bytes:
     """
     body = {k: v for k, v in body.items() if k != "checksum"}
     body["checksum"] = Digest.of(canonical_json(body), manifest_algorithm(body)).hex
-    return json.dumps(body, indent=1, sort_keys=True).encode("utf-8") + b"\n"
+    return indented_json(body, sort_keys=True)
 
 
 def raw_entry(

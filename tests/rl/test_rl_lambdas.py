@@ -318,12 +318,12 @@ def test_a_forged_record_cannot_make_cairn_call_anything(tmp_path: Path) -> None
     finally:
         algo.stop()
     ctor = (path / "ctor.json").read_text()
-    record = '"role": "policy_mapping_fn",\n      "module": "test_rl_lambdas",\n      "qualname": "Sides.map"'
+    record = '"role": "policy_mapping_fn", "module": "test_rl_lambdas", "qualname": "Sides.map"'
     assert record in ctor
     # A record naming os.system, even one the program registered, is only a name for the message.
     cairn.register(os_system_stand_in)
     forged = ctor.replace(
-        record, '"role": "policy_mapping_fn",\n "module": "test_rl_lambdas", "qualname": "os_system_stand_in"'
+        record, '"role": "policy_mapping_fn", "module": "test_rl_lambdas", "qualname": "os_system_stand_in"'
     )
     forge(path, "ctor.json", lambda _: forged)
     with pytest.raises(MissingCallableError, match="'os_system_stand_in' of module 'test_rl_lambdas'"):

@@ -46,6 +46,13 @@ TORCH_TO_ST: dict[str, str] = {
 }  # fmt: skip
 
 
+# torch dtypes whose tensors ``.numpy()`` views as the same bytes (bfloat16, float8 and the
+# wide unsigned ints go through torch's own uint8 view).
+_NUMPY_VIEWABLE = frozenset(
+    {"bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64", "complex64", "complex128"}
+)
+
+
 def _path_str(path: tuple[Any, ...]) -> str:
     return "/".join(str(p) for p in path) if path else "<root>"
 
@@ -229,22 +236,31 @@ class _Encoder:
             raise unsupported_value_error(t, path)
         name = self._name_for(path)
         dtype_name = str(t.dtype).removeprefix("torch.")
-        c = t.detach()
+        # Each torch call costs microseconds and an RL state is dozens of small tensors: detach
+        # only what autograd tracks (only the bytes are read), and view the bytes through numpy
+        # where numpy has the dtype.
+        c = t.detach() if t.requires_grad else t
         if c.device.type != "cpu":
             c = c.cpu()
-        c = c.contiguous()
+        if not c.is_contiguous():
+            c = c.contiguous()
         if c.is_conj():
             c = c.resolve_conj()
         if c.is_neg():
             c = c.resolve_neg()
-        nbytes = c.numel() * c.element_size()
-        u8 = c.reshape(-1).view(torch.uint8).numpy() if nbytes else np.empty(0, np.uint8)
+        nbytes = int(c.nbytes)
+        if not nbytes:
+            u8 = np.empty(0, np.uint8)
+        elif dtype_name in _NUMPY_VIEWABLE:
+            u8 = c.numpy().reshape(-1).view(np.uint8)
+        else:
+            u8 = c.reshape(-1).view(torch.uint8).numpy()
         st = TORCH_TO_ST.get(dtype_name)
         align = min(int(c.element_size()), 8)
         if st is None:
-            entry = TensorEntry(name, "U8", (int(nbytes),), u8, align)
+            entry = TensorEntry(name, "U8", (nbytes,), u8, align)
         else:
-            entry = TensorEntry(name, st, tuple(int(d) for d in c.shape), u8, align)
+            entry = TensorEntry(name, st, tuple(c.shape), u8, align)
         self.tensors.append(entry)
         self.keepalive.append(c)
         ref = msgpack.ExtType(EXT_ARRAY, _pack([name, KIND_TORCH, dtype_name, list(t.shape)]))
