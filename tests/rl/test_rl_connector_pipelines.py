@@ -228,6 +228,7 @@ def test_module_to_env_pieces_run_before_the_action_clipping() -> None:
     out = runner.module_to_env(rl_module=runner.module, batch={"actions": actions}, episodes=None, slots=np.arange(3))
     np.testing.assert_allclose(out["actions"], [[0.5], [2.0], [-2.0]])  # scaled, then clipped to Pendulum's [-2, 2]
     assert runner.sample()["default_policy"]["actions"].shape == (16, 2, 1)
+    assert runner.metrics.peek("scaled_actions") == 16 * 2  # the runner hands its metrics logger to every piece
 
 
 def test_frame_stacking_learner_is_accepted_only_paired_with_the_same_stacking() -> None:

@@ -374,6 +374,7 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
                 batch={"actions": actions},
                 episodes=None,
                 explore=True,
+                metrics=self.metrics,
                 update=True,
                 slots=all_slots,
             )["actions"]
@@ -479,6 +480,7 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
             batch={"obs": obs},
             episodes=None,
             explore=True,
+            metrics=self.metrics,
             update=update,
             slots=slots,
             episode_starts=starts,
