@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cairn._display import safe_text
 from cairn.cli.command import Command, require_folder
-from cairn.cli.loading import checkpoint_metadata, load_newest_sound
+from cairn.cli.loading import checkpoint_metadata
 from cairn.rl.algorithms.catalog import ALGORITHMS
 
 if TYPE_CHECKING:
@@ -58,9 +58,7 @@ def _load_for_evaluation(checkpoint: str, module_id: str) -> _Evaluated:
         with _single_threaded():
             return _load_module(checkpoint.rstrip("/"), metadata, module_id)
     with _single_threaded():
-        found = load_newest_sound(
-            CheckpointManager(checkpoint), lambda path: _load_module(path, None, module_id), command="evaluate"
-        )
+        found = CheckpointManager(checkpoint).load_latest(lambda info: _load_module(info.path, None, module_id))
     if found is None:
         raise CheckpointNotFoundError(
             f"No checkpoint at {checkpoint}: expected an algorithm checkpoint, a module folder, "

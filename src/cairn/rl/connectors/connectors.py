@@ -26,13 +26,14 @@ import numpy as np
 import numpy.typing as npt
 
 from cairn import Checkpointable
-from cairn.errors import CorruptCheckpointError, IncompatibleCheckpointError
+from cairn.errors import IncompatibleCheckpointError
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.connectors.connector_v2 import ConnectorV2
 from cairn.rl.utils._util import (
     Names,
     check_component_name,
 )
+from cairn.state_checks import ArrayField, Schema, count
 
 __all__ = ["MAX_FILTER_SIZE", "ClipActions", "ConnectorPipeline", "MeanStdFilter", "normalize"]
 
@@ -205,78 +206,41 @@ class MeanStdFilter(ConnectorV2):
     # their values (a NaN mean, a negative m2) before any live array changes; set_state then copies
     # them into the live arrays (their identity stays, as a read in place would keep it).
 
+    @property
+    def state_schema(self) -> Schema:
+        """What a saved state holds: a count, and finite statistics of this filter's shape (``m2`` >= 0)."""
+        return Schema(
+            {
+                "count": count,
+                "mean": ArrayField(shape=self.shape, finite=True),
+                "m2": ArrayField(shape=self.shape, finite=True, low=0),
+            },
+            unfit="the checkpoint was taken on another environment.",
+        )
+
     def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
-        """Refuse statistics of another shape, a count that is no non-negative int (before any restore changes).
+        """Refuse, before a restore changes anything, what :attr:`state_schema` does not declare.
 
         Raises:
             IncompatibleCheckpointError: The statistics have another shape.
-            ValueError: A count or array that no filter saves (a restore reports it with the
-                component's path in the checkpoint).
+            CorruptCheckpointError: A count or statistics no filter saves (NaN, negative ``m2``:
+                normalising with them gives NaN observations).
         """
-        self._read_layout(state)
-        self._values_problem(state)
-
-    def _read_layout(self, state: Mapping[str, Any]) -> int | None:
-        """The state's count (None: absent), after checking it and the arrays' shapes and dtypes."""
-        for key in ("mean", "m2"):
-            if key not in state:
-                continue
-            value = state[key]
-            if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
-                what = value.dtype if isinstance(value, np.ndarray) else type(value).__name__
-                raise ValueError(
-                    f"MeanStdFilter {key!r} is a {what} in the checkpoint, not an array of numbers; the checkpoint "
-                    "was damaged or altered"
-                )
-            if value.shape != self.shape:
-                raise IncompatibleCheckpointError(
-                    f"MeanStdFilter {key!r} has shape {value.shape} in the checkpoint but "
-                    f"this filter normalises observations of shape {self.shape}; the "
-                    "checkpoint was taken on another environment."
-                )
-        if "count" not in state:
-            return None
-        count = state["count"]
-        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
-            raise ValueError(
-                f"MeanStdFilter 'count' is {count!r:.60} in the checkpoint, not a non-negative int (the number of "
-                "observations seen); the checkpoint was damaged or altered"
-            )
-        return int(count)
-
-    def _values_problem(self, state: Mapping[str, Any]) -> None:
-        """Raise ``ValueError`` for a NaN or infinite mean, or an ``m2`` that is negative or not finite."""
-        bad = [
-            key
-            for key in ("mean", "m2")
-            if key in state
-            and (not np.isfinite(state[key]).all() or (key == "m2" and (np.asarray(state[key]) < 0).any()))
-        ]
-        if bad:
-            raise ValueError(
-                f"MeanStdFilter {bad} hold NaN, infinite or (m2) negative values in the checkpoint; normalising with "
-                "them gives NaN observations (the checkpoint was damaged or altered)"
-            )
+        self.state_schema.read(state, where="")
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Load statistics; keys missing from ``state`` are left as they are.
 
         Raises:
-            IncompatibleCheckpointError: The statistics have another shape.
-            CorruptCheckpointError: A negative or non-int count, a NaN or infinite mean,
-                or a negative or non-finite ``m2`` (the filter would turn every observation
-                into NaN). The filter is left as it was.
+            IncompatibleCheckpointError, CorruptCheckpointError: See :meth:`check_state`;
+                the filter is left as it was.
         """
-        try:
-            count = self._read_layout(state)
-            self._values_problem(state)
-        except ValueError as err:
-            raise CorruptCheckpointError(f"{err}. The filter keeps the statistics it had.") from err
+        read = self.state_schema.read(state, where="MeanStdFilter")
         arrays = {key: np.asarray(state[key], dtype=np.float64) for key in ("mean", "m2") if key in state}
         for key, value in arrays.items():
             getattr(self, key)[...] = value  # into the live arrays (same shape, checked above)
-        if count is not None:
-            self.count = count
+        if "count" in read:
+            self.count = read["count"]
         # A restored state starts a new timeline: data seen before it is not reported.
         self._delta = _empty_stats(self.shape)
 
