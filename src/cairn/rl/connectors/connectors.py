@@ -425,6 +425,8 @@ class ConnectorPipeline(Checkpointable):
             ValueError: A piece returned observations of another shape than its
                 ``recompute_output_observation_space`` said.
         """
+        if not self.connectors:  # the runners call every pipeline every step, most of them empty
+            return batch
         shared = {} if shared_data is None else shared_data
         for piece in self.connectors:
             out = piece(
