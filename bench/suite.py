@@ -24,13 +24,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench import replay, replay_per, small_rl, util
+from bench import replay, replay_per, sampling_cpu, small_rl, util
 from bench.util import MB, Method, interleave
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASES = (
     "save", "savecpu", "restore", "digests", "partial", "async", "incremental", "small", "memory", "import",
-    "inspect", "startup", "ppo", "replay", "replay_per", "smallrl",
+    "inspect", "startup", "ppo", "sampling", "replay", "replay_per", "smallrl",
 )  # fmt: skip
 
 
@@ -945,6 +945,7 @@ CASE_FUNCS: dict[str, Callable[[Context], None]] = {
     "inspect": case_inspect,
     "startup": case_startup,
     "ppo": case_ppo,
+    "sampling": sampling_cpu.case_sampling,
     "replay": replay.case_replay,
     "replay_per": replay_per.case_replay_per,
     "smallrl": case_smallrl,
@@ -988,6 +989,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=None, help="timed rounds per I/O case (default 3)")
     ap.add_argument("--tmp", default=None, help="where to put temporary checkpoints (default /work/tmp or $TMPDIR)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary checkpoints")
+    ap.add_argument("--before", default="main", help="git ref the 'sampling' case compares this checkout with")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every timed round")
     args = ap.parse_args(argv)
     cases = list(CASES) if not args.only else [c.strip() for c in args.only.split(",") if c.strip()]

@@ -137,14 +137,20 @@ ADD_STEP = functools.partial(AddEpisodeStep, scale=0.5)
 
 
 class ScaleActions(ConnectorV2):
-    """A module-to-env piece: multiplies the actions by ``factor`` (stateless)."""
+    """A module-to-env piece: multiplies the actions by ``factor`` (stateless); counts the rows it
+    scaled in the runner's metrics (``scaled_actions``), as RLlib's pieces log theirs."""
 
     def __init__(self, input_observation_space: Any = None, input_action_space: Any = None, *, factor: float = 1.0):
         self.factor = float(factor)
         super().__init__(input_observation_space, input_action_space)
 
-    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: Any, **kwargs: Any) -> Any:
-        batch["actions"] = np.asarray(batch["actions"]) * self.factor
+    def __call__(
+        self, *, rl_module: Any, batch: dict[str, Any], episodes: Any, metrics: Any = None, **kwargs: Any
+    ) -> Any:
+        actions = np.asarray(batch["actions"])
+        batch["actions"] = (actions * self.factor).astype(actions.dtype)  # Discrete actions stay ints
+        if metrics is not None:
+            metrics.log_value("scaled_actions", len(batch["actions"]), reduce="sum")
         return batch
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:

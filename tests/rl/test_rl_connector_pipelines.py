@@ -171,11 +171,13 @@ def test_a_user_connector_with_state_and_rllib_factory_signatures(tmp_path: Path
     assert env is runner.env and device == "cpu" and spaces["__env__"][0] == runner.env.single_observation_space
 
 
-def test_cairn_evaluate_runs_a_frame_stacked_module_through_the_saved_pipeline(tmp_path: Path) -> None:
-    from cairn.cli.evaluate import evaluate_module
+def test_cairn_evaluate_runs_a_frame_stacked_module_through_the_saved_pipelines(tmp_path: Path) -> None:
+    from cairn.cli.evaluate import _load_filter, evaluate_module
     from cairn.rl import ConnectorPipeline, RLModule
 
-    algo = PPO(config().env_runners(env_to_module_connector=stacking(3)))
+    # The module-to-env piece sends action 0 whatever the module chose (factor 0).
+    zero = functools.partial(ScaleActions, factor=0.0)
+    algo = PPO(config().env_runners(env_to_module_connector=stacking(3), module_to_env_connector=zero))
     try:
         algo.train()
         path = algo.save_to_path(tmp_path / "ckpt")
@@ -189,6 +191,21 @@ def test_cairn_evaluate_runs_a_frame_stacked_module_through_the_saved_pipeline(t
     returns = evaluate_module(module, "CartPole-v1", episodes=2, seed=0, obs_filter=pipeline)
     assert len(returns) == 2 and min(returns) >= 1.0
     assert pipeline["MeanStdFilter"].get_state()["count"] == count  # the filter stayed frozen
+    # With the saved module-to-env pipeline (what cairn evaluate loads), the env gets what the piece
+    # makes of the module's actions: always 0, so each episode returns what pushing left returns.
+    to_env = _load_filter(str(path), "module_to_env_connector")
+    assert to_env is not None and [c.name for c in to_env.connectors] == ["ScaleActions"]
+    env, pushing_left = gym.make("CartPole-v1"), []
+    for episode in range(2):
+        env.reset(seed=episode)
+        total, done = 0.0, False
+        while not done:
+            _, reward, terminated, truncated, _ = env.step(0)
+            total, done = total + float(reward), terminated or truncated
+        pushing_left.append(total)
+    assert evaluate_module(module, "CartPole-v1", episodes=2, seed=0, obs_filter=pipeline, action_pipeline=to_env) == (
+        pushing_left
+    )
 
 
 def test_lambdas_and_closures_are_kept_live_and_bad_factories_are_refused_with_what_to_write() -> None:
@@ -228,6 +245,7 @@ def test_module_to_env_pieces_run_before_the_action_clipping() -> None:
     out = runner.module_to_env(rl_module=runner.module, batch={"actions": actions}, episodes=None, slots=np.arange(3))
     np.testing.assert_allclose(out["actions"], [[0.5], [2.0], [-2.0]])  # scaled, then clipped to Pendulum's [-2, 2]
     assert runner.sample()["default_policy"]["actions"].shape == (16, 2, 1)
+    assert runner.metrics.peek("scaled_actions") == 16 * 2  # the runner hands its metrics logger to every piece
 
 
 def test_frame_stacking_learner_is_accepted_only_paired_with_the_same_stacking() -> None:

@@ -22,6 +22,7 @@ from cairn.rl import PPO, PPOConfig
 from cairn.rl.connectors.env_to_module import FlattenObservations, FrameStackingEnvToModule
 from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
 from cairn.testing import assert_states_equal
+from connector_helpers import ScaleActions
 
 ENV = f"{DictAndBoxEnv.__module__}:DictAndBoxEnv"
 
@@ -123,13 +124,15 @@ def test_frame_stacking_alone_stacks_each_modules_own_space() -> None:
             env="agent_spaces_helpers:SpacesEnv",
             policies=("m0", "m1"),
             policy_mapping={"a0": "m0", "a1": "m1"},
-        )
+        ).env_runners(module_to_env_connector=functools.partial(ScaleActions, factor=1.0))
     )
     try:
         assert runner.module["m0"].observation_space.shape == (6,)
         assert runner.module["m1"].observation_space.shape == (10,)
         batches = runner.sample()
         assert batches["m0"]["obs"].shape[-1] == 6 and batches["m1"]["obs"].shape[-1] == 10
+        # Both modules' module-to-env pieces got the runner's metrics logger: one row per agent step taken.
+        assert runner.metrics.peek("scaled_actions") == runner.num_agent_steps_sampled_lifetime
     finally:
         runner.close()
 

@@ -136,15 +136,17 @@ def _load_module(root: str, metadata: dict[str, Any] | None, module_id: str) -> 
     return _Evaluated(module_folder, algo_root, algo_metadata, module)
 
 
-def _load_filter(algo_root: str | None) -> ConnectorPipeline | None:
-    """The observation filter the algorithm at ``algo_root`` trained with, or None."""
+def _load_filter(algo_root: str | None, folder: str = "env_to_module_connector") -> ConnectorPipeline | None:
+    """The env-to-module pipeline (observation filter, frame stack) the algorithm at ``algo_root``
+    trained with, or with ``folder="module_to_env_connector"`` its module-to-env pipeline; None
+    when there is no algorithm or no such pipeline."""
     if algo_root is None:
         return None
     from cairn.errors import CheckpointNotFoundError
     from cairn.rl.connectors.connectors import ConnectorPipeline
 
     try:
-        return ConnectorPipeline.from_checkpoint(_join(algo_root, "env_runner", "env_to_module_connector"))
+        return ConnectorPipeline.from_checkpoint(_join(algo_root, "env_runner", folder))
     except CheckpointNotFoundError:
         return None
 
@@ -156,17 +158,34 @@ def evaluate_module(
     episodes: int,
     seed: int,
     obs_filter: ConnectorPipeline | None = None,
+    action_pipeline: ConnectorPipeline | None = None,
 ) -> list[float]:
-    """Run ``episodes`` greedy episodes of ``module`` on ``env_id``; returns their returns."""
+    """Run ``episodes`` greedy episodes of ``module`` on ``env_id``; returns their returns.
+
+    Args:
+        module: The module; it acts greedily (``forward_inference``).
+        env_id: The environment (checked against the allow-list of ids before it is made).
+        episodes: How many episodes.
+        seed: Episode ``i`` resets with ``seed + i``.
+        obs_filter: The training's env-to-module pipeline (frozen statistics), or None.
+        action_pipeline: The training's module-to-env pipeline (its action clipping and pieces
+            of your own), or None: then a Box action is clipped to the env's bounds (the
+            ``ClipActions`` the runners add).
+    """
     import gymnasium as gym
     import numpy as np
     import torch
 
+    from cairn.rl.connectors.connectors import ClipActions, ConnectorPipeline
     from cairn.rl.env.multi_agent_env import check_env_id, make_env
 
     check_env_id(env_id)  # the id may come from a checkpoint's metadata: never import what it names
     env = make_env(env_id, {})
     returns: list[float] = []
+    if action_pipeline is None:
+        action_pipeline = ConnectorPipeline()
+        if isinstance(env.action_space, gym.spaces.Box):
+            action_pipeline.append(ClipActions.for_space(env.action_space))
     try:
         _check_spaces(module, env, env_id, obs_filter)
         for episode in range(episodes):
@@ -184,15 +203,20 @@ def evaluate_module(
                         explore=False,
                         update=False,
                         advance=True,
-                        slots=np.zeros(1),
+                        slots=np.zeros(1, dtype=np.int64),
                         episode_starts=starts,
                     )["obs"]
                 steps += 1
-                action = module.forward_inference({"obs": torch.as_tensor(batch)})["actions"][0]
-                env_action: Any = action.numpy()
-                if isinstance(env.action_space, gym.spaces.Box):
-                    env_action = np.clip(env_action, env.action_space.low, env.action_space.high)
-                else:
+                actions = module.forward_inference({"obs": torch.as_tensor(batch)})["actions"].numpy()
+                env_action: Any = action_pipeline(
+                    rl_module=module,
+                    batch={"actions": actions},
+                    episodes=None,
+                    explore=False,
+                    update=False,
+                    slots=np.zeros(1, dtype=np.int64),
+                )["actions"][0]
+                if not isinstance(env.action_space, gym.spaces.Box):
                     env_action = int(env_action)
                 obs, reward, terminated, truncated, _ = env.step(env_action)
                 total += float(reward)
@@ -312,7 +336,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             "which environment to run it in."
         )
     obs_filter = _load_filter(algo_root)
-    returns = evaluate_module(module, str(env_id), episodes=args.episodes, seed=args.seed, obs_filter=obs_filter)
+    action_pipeline = _load_filter(algo_root, "module_to_env_connector")
+    returns = evaluate_module(
+        module,
+        str(env_id),
+        episodes=args.episodes,
+        seed=args.seed,
+        obs_filter=obs_filter,
+        action_pipeline=action_pipeline,
+    )
     mean = sum(returns) / len(returns)
     print(
         f"cairn evaluate: {safe_text(module_folder)} on {safe_text(env_id)}"

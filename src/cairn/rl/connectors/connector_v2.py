@@ -4,7 +4,7 @@ RLlib's import path ``ray.rllib.connectors.connector_v2.ConnectorV2`` is
 ``cairn.rl.connectors.connector_v2.ConnectorV2``. Every piece of a pipeline is one
 (cairn's own ``MeanStdFilter`` and ``ClipActions`` too), and every caller calls a
 piece, and a :class:`~cairn.rl.connectors.connectors.ConnectorPipeline`, as RLlib
-does: ``piece(rl_module=, batch=, episodes=, explore=, shared_data=, **kwargs)``,
+does: ``piece(rl_module=, batch=, episodes=, explore=, shared_data=, metrics=, **kwargs)``,
 which returns the (changed) batch. A subclass overrides :meth:`ConnectorV2.__call__`
 (and, when it changes the observations' shape,
 :meth:`ConnectorV2.recompute_output_observation_space`), as in RLlib.
@@ -148,6 +148,7 @@ class ConnectorV2(Checkpointable):
         episodes: Any,
         explore: bool | None = None,
         shared_data: dict[str, Any] | None = None,
+        metrics: Any = None,
         **kwargs: Any,
     ) -> Any:
         """Transform ``batch`` and return it (RLlib's signature; see the module docstring).
@@ -158,6 +159,8 @@ class ConnectorV2(Checkpointable):
             episodes: ``None`` in cairn (no episode objects); see ``episode_starts`` and ``slots``.
             explore: Whether the runner explores (cairn's env runners always do).
             shared_data: A dict the pieces of one pipeline call share.
+            metrics: The env runner's :class:`~cairn.rl.utils.metrics.metrics_logger.MetricsLogger`
+                (``None`` outside a runner: inference, ``cairn evaluate``).
             kwargs: ``episode_starts``, ``slots``, ``update``.
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement __call__.")

@@ -5,7 +5,7 @@ from the environments to the module (``env_to_module_connector``: observation
 filters, frame stacks) or from the module to the environments
 (``module_to_env_connector``: action clipping). Every piece is a
 :class:`~cairn.rl.connectors.connector_v2.ConnectorV2` called as RLlib calls it
-(``piece(rl_module=, batch=, episodes=, explore=, shared_data=, **kwargs)``), and so
+(``piece(rl_module=, batch=, episodes=, explore=, shared_data=, metrics=, **kwargs)``), and so
 is the pipeline. Every piece is a ``Checkpointable``; a pipeline is one too, with each
 piece a component named by the piece's ``name`` (its class name), so a checkpoint
 reads ``env_runner/env_to_module_connector/MeanStdFilter/``.
@@ -146,6 +146,7 @@ class MeanStdFilter(ConnectorV2):
         episodes: Any,
         explore: bool | None = None,
         shared_data: dict[str, Any] | None = None,
+        metrics: Any = None,
         **kwargs: Any,
     ) -> Any:
         """Update the statistics with ``batch["obs"]`` (unless ``update=False``), then normalise it (float32)."""
@@ -348,6 +349,7 @@ class ClipActions(ConnectorV2):
         episodes: Any,
         explore: bool | None = None,
         shared_data: dict[str, Any] | None = None,
+        metrics: Any = None,
         **kwargs: Any,
     ) -> Any:
         """Clip ``batch["actions"]`` ``[B, act_dim]`` to the bounds (float32)."""
@@ -403,6 +405,7 @@ class ConnectorPipeline(Checkpointable):
         episodes: Any,
         explore: bool | None = None,
         shared_data: dict[str, Any] | None = None,
+        metrics: Any = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
         """Run ``batch`` through every piece in order, each called as RLlib calls it; return the batch.
@@ -414,6 +417,7 @@ class ConnectorPipeline(Checkpointable):
             episodes: ``None`` in cairn's runners (see ``slots`` and ``episode_starts``).
             explore: Whether the runner explores.
             shared_data: A dict the pieces of this call share (a new one when left out).
+            metrics: The runner's metrics logger (given to every piece; ``None`` outside a runner).
             kwargs: ``update``, ``slots``, ``episode_starts``, ... (given to every piece).
 
         Raises:
@@ -421,10 +425,18 @@ class ConnectorPipeline(Checkpointable):
             ValueError: A piece returned observations of another shape than its
                 ``recompute_output_observation_space`` said.
         """
+        if not self.connectors:  # the runners call every pipeline every step, most of them empty
+            return batch
         shared = {} if shared_data is None else shared_data
         for piece in self.connectors:
             out = piece(
-                rl_module=rl_module, batch=batch, episodes=episodes, explore=explore, shared_data=shared, **kwargs
+                rl_module=rl_module,
+                batch=batch,
+                episodes=episodes,
+                explore=explore,
+                shared_data=shared,
+                metrics=metrics,
+                **kwargs,
             )
             if not isinstance(out, dict):
                 raise TypeError(

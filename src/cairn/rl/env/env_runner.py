@@ -396,6 +396,7 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
                 batch={"actions": actions},
                 episodes=None,
                 explore=True,
+                metrics=self.metrics,
                 update=True,
                 slots=all_slots,
             )["actions"]
@@ -501,6 +502,7 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
             batch={"obs": obs},
             episodes=None,
             explore=True,
+            metrics=self.metrics,
             update=update,
             slots=slots,
             episode_starts=starts,

@@ -369,6 +369,7 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
         return {
             "rl_module": self.module,
             "explore": explore,
+            "metrics": self.metrics,
             "slots": np.array([self._row_slot(e, agent) for e, agent in rows], dtype=np.int64),
             "episode_starts": starts,
             "agent_ids": [agent for _, agent in rows],
@@ -393,6 +394,7 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
             batch={"obs": raw},
             episodes=None,
             explore=bool(self.config.explore),
+            metrics=self.metrics,
             update=False,
             slots=np.array([self._row_slot(env_index, agent)], dtype=np.int64),
             episode_starts=np.zeros(1, dtype=np.bool_),

@@ -115,6 +115,7 @@ class EnvToModulePipeline:
         explore: bool = False,
         shared_data: dict[str, Any] | None = None,
         batch: dict[str, Any] | None = None,
+        metrics: Any = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
         """The module's input for the latest observation of each of ``episodes`` (one row each).
@@ -126,7 +127,8 @@ class EnvToModulePipeline:
             explore: Whether the module explores (given to the pieces).
             shared_data: A dict the pieces of this step share with the module-to-env pipeline.
             batch: Ignored (RLlib passes ``{}``); the batch is built from the episodes.
-            kwargs: Ignored keyword arguments of RLlib's signature (``metrics``).
+            metrics: A metrics logger (given to the pieces).
+            kwargs: Ignored (RLlib's signature takes them).
 
         Returns:
             ``{"obs": Tensor[B, ...]}`` (numpy after ``remove("NumpyToTensor")``), plus
@@ -151,6 +153,7 @@ class EnvToModulePipeline:
             episodes=None,
             explore=explore,
             shared_data=shared,
+            metrics=metrics,
             update=self.update_statistics,
             **context,
         )[Columns.OBS]

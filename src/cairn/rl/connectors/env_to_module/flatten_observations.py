@@ -120,6 +120,7 @@ class FlattenObservations(ConnectorV2):
         episodes: Any,
         explore: bool | None = None,
         shared_data: dict[str, Any] | None = None,
+        metrics: Any = None,
         **kwargs: Any,
     ) -> Any:
         """Flatten ``batch["obs"]`` (a batch of the input space) to ``[B, n]`` float32."""

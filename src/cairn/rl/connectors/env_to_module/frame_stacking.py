@@ -103,6 +103,7 @@ class FrameStackingEnvToModule(ConnectorV2):
         episodes: Any,
         explore: bool | None = None,
         shared_data: dict[str, Any] | None = None,
+        metrics: Any = None,
         **kwargs: Any,
     ) -> Any:
         """Replace ``batch["obs"]`` ``[B, *shape]`` by the stacks ``[B, *shape[:-1], num_frames * shape[-1]]``.

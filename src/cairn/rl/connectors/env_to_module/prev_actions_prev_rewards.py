@@ -120,6 +120,7 @@ class PrevActionsPrevRewards(ConnectorV2):
         episodes: Any,
         explore: bool | None = None,
         shared_data: dict[str, Any] | None = None,
+        metrics: Any = None,
         **kwargs: Any,
     ) -> Any:
         """Replace ``batch["obs"]`` by the dict of the observations and the slots' windows.

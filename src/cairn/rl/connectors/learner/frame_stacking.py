@@ -60,6 +60,7 @@ class FrameStackingLearner(ConnectorV2):
         episodes: Any,
         explore: bool | None = None,
         shared_data: dict[str, Any] | None = None,
+        metrics: Any = None,
         **kwargs: Any,
     ) -> Any:
         """Return ``batch`` as it is: its observations are the stacks the env runner made."""

@@ -75,6 +75,7 @@ class ModuleToEnvPipeline:
         rl_module: Any = None,
         explore: bool = False,
         shared_data: dict[str, Any] | None = None,
+        metrics: Any = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
         """The module's output ``batch`` as the environments take it: column -> one item per episode.
@@ -85,7 +86,8 @@ class ModuleToEnvPipeline:
             rl_module: The module (its action space, when actions must come from ``action_dist_inputs``).
             explore: Sample actions from ``action_dist_inputs`` (else the most likely / the mean).
             shared_data: The dict the env-to-module pipeline of this step filled.
-            kwargs: Ignored keyword arguments of RLlib's signature (``metrics``).
+            metrics: A metrics logger (given to the pieces).
+            kwargs: Ignored (RLlib's signature takes them).
 
         Raises:
             ValueError: The batch has neither ``actions`` nor ``action_dist_inputs``, or its rows
@@ -109,6 +111,7 @@ class ModuleToEnvPipeline:
             episodes=None,
             explore=explore,
             shared_data=shared_data,
+            metrics=metrics,
             update=False,
         )[Columns.ACTIONS]
         rows = len(episodes)
