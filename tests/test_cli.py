@@ -240,6 +240,27 @@ def test_ls_of_a_missing_folder_says_so(tmp_path: Path) -> None:
     assert result.stderr.strip().endswith(
         "does not exist (did you mean runs?): cairn ls lists a checkpoint manager's root."
     )
+    # evaluate and plot say the same of a mistyped folder, and evaluate no longer creates it (issue 36).
+    evaluated = cairn_cli("evaluate", str(tmp_path / "rusn"))
+    assert evaluated.returncode == 1 and len(evaluated.stderr.strip().splitlines()) == 1
+    assert "rusn does not exist (did you mean runs?): cairn evaluate takes" in evaluated.stderr
+    plotted = cairn_cli("plot", str(tmp_path / "rusn"))
+    assert plotted.returncode == 1 and "rusn does not exist (did you mean runs?): give a run folder" in plotted.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+
+
+def test_typos_in_evaluate_and_train_arguments(tmp_path: Path) -> None:
+    """--env of evaluate is checked as train's is; --algo takes any case; --checkpoint-dir must be a folder."""
+    from cairn.cli import build_parser
+
+    typo = cairn_cli("evaluate", str(tmp_path), "--env", "CartPol-v1")  # checked before anything loads
+    assert typo.returncode == 1 and len(typo.stderr.strip().splitlines()) == 1
+    assert "--env CartPol-v1: no such environment (did you mean CartPole-v1" in typo.stderr
+    assert build_parser().parse_args(["train", "--algo", "DQN"]).algo == "dqn"  # as `cairn --help` spells it
+    (tmp_path / "afile").write_text("")
+    afile = cairn_cli("train", "--checkpoint-dir", str(tmp_path / "afile"), "--iterations", "1")
+    assert afile.returncode == 2
+    assert afile.stderr.strip().endswith("afile is a file, and a run folder (--checkpoint-dir) is a folder.")
 
 
 def test_a_closed_pipe_is_no_error(ckpt: str) -> None:

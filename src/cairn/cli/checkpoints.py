@@ -11,13 +11,12 @@ import argparse
 import contextlib
 import importlib
 import json
-import os
 import sys
 from typing import Any
 
 from cairn._display import safe_text
 from cairn._metrics import RETURN_METRIC
-from cairn.cli.command import Command, UsageError, did_you_mean, require_folder
+from cairn.cli.command import Command, UsageError, require_folder, sibling_hint
 from cairn.cli.display import format_value, human_size, progress
 from cairn.errors import CheckpointError
 
@@ -218,11 +217,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     require_folder(args.root, what="checkpoint manager's root")
     storage, root = resolve_storage(args.root)
     if not storage.isdir(resolve_user_link(storage, root)):  # the root the user typed may be a link
-        hint = ""
-        if "://" not in args.root:
-            parent = os.path.dirname(os.path.abspath(args.root))
-            siblings = [e.name for e in os.scandir(parent) if e.is_dir()] if os.path.isdir(parent) else []
-            hint = did_you_mean(os.path.basename(os.path.normpath(args.root)), siblings)
+        hint = sibling_hint(args.root)
         raise CheckpointNotFoundError(f"{args.root} does not exist{hint}: cairn ls lists a checkpoint manager's root.")
     rows = _ls_rows(args)
     damaged = [r for r in rows if r["verified"] is False]
