@@ -122,6 +122,28 @@ def test_ls(tmp_path: Path) -> None:
     assert json.loads(cairn_cli("ls", str(tmp_path / "run"), "--json").stdout)[3]["metrics"]["episode_return_mean"] == 5
 
 
+def test_ls_ranks_as_the_runs_manager(tmp_path: Path) -> None:
+    """A torch loop's manager ranks by its own metric and mode: cairn ls reads them from the checkpoints (issue 36)."""
+    from cairn.retention import KeepBest, KeepLast
+
+    t = Tree()
+    losses = cairn.CheckpointManager(tmp_path / "loss", metric="loss", async_save=False)
+    scores = cairn.CheckpointManager(tmp_path / "score", retention=KeepLast(3) | KeepBest(1, "score", "max"))
+    for step, (loss, score) in enumerate([(1.0, 3), (0.2, 1), (0.5, 2)], start=1):
+        losses.save(t, step, metrics={"loss": loss, "accuracy": step / 10})
+        scores.save(t, step, metrics={"score": score, "loss": loss})
+    scores.wait()
+    listed = cairn_cli("ls", str(tmp_path / "loss")).stdout.splitlines()
+    assert listed[0] == "best: by loss, smallest (min)" and listed[1].endswith("  loss")
+    assert listed[3].rstrip().endswith("0.2  best") and listed[4].rstrip().endswith("latest")
+    listed = cairn_cli("ls", str(tmp_path / "score")).stdout.splitlines()
+    assert listed[0] == "best: by score, largest (max)" and listed[2].rstrip().endswith("3  best")
+    # --metric still chooses; the manager's own metric needs no --mode.
+    assert cairn_cli("ls", str(tmp_path / "score"), "--metric", "score").stdout.splitlines()[0].endswith("(max)")
+    assert cairn_cli("ls", str(tmp_path / "score"), "--metric", "loss").stdout.splitlines()[0].endswith("(min)")
+    assert [i.best_by for i in scores.checkpoints()] == [("score", "max")] * 3
+
+
 def test_errors_are_one_line_unless_debug(tmp_path: Path) -> None:
     r = cairn_cli("inspect", str(tmp_path / "nothing"))
     assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
