@@ -702,6 +702,7 @@ class CheckpointManager:
         Raises:
             CorruptCheckpointError: Every checkpoint is damaged.
         """
+        _require_checkpointable(obj, "restore_latest")  # also when there is nothing to restore yet
 
         def load(info: CheckpointInfo, entry: FileEntry | None) -> None:
             # Checkpointable.restore_from_path's own path, with the signature already checked.
@@ -732,6 +733,7 @@ class CheckpointManager:
         Raises:
             CheckpointError: A bad step, an unsavable value, or an earlier async failure.
         """
+        _require_checkpointable(obj, "save")
         if type(step) is not int or step < 0:
             raise CheckpointError(f"CheckpointManager.save: step must be an int >= 0, got {step!r}.")
         self.wait()  # at most one save in flight; raises a previous failure
@@ -990,6 +992,24 @@ def _policy_of(
         return policy, ranking(policy) or (KeepBest(0, metric, mode) if metric else None)
     except ValueError as err:
         raise CheckpointError(f"CheckpointManager: {err}") from err
+
+
+def _require_checkpointable(obj: object, method: str) -> None:
+    """Raise CheckpointError unless ``obj`` is a :class:`~cairn.Checkpointable`, saying what to pass instead.
+
+    A PyTorch loop's first try is the model or a dict of its parts: without this check it
+    fails deep inside the save with an AttributeError.
+    """
+    from cairn.checkpointable import Checkpointable
+
+    if isinstance(obj, Checkpointable):
+        return
+    kind = type(obj)
+    raise CheckpointError(
+        f"CheckpointManager.{method} takes a cairn.Checkpointable, got {kind.__module__}.{kind.__qualname__}. "
+        "In a PyTorch loop pass cairn.torch.TrainState(model=model, optimizer=optimizer, ...) (any objects with "
+        "state_dict(), and plain values); else subclass cairn.Checkpointable (docs/integrations.md)."
+    )
 
 
 def _best_by(recorded: Any) -> tuple[str, Literal["max", "min"]] | None:
