@@ -91,3 +91,17 @@ class ComponentNotFoundError(CheckpointError, KeyError):
     def __str__(self) -> str:
         # KeyError would repr() the message and wrap it in quotes.
         return str(self.args[0]) if self.args else ""
+
+
+def at_component(err: CheckpointError, where: str, *, path: str = "") -> CheckpointError:
+    """``err``, a component's refusal of its state, with ``where`` the component is in front.
+
+    A component names what is wrong inside its state (``counters/steps: ...``); who walks the
+    tree (the restore, a runner checking its connectors) knows where the component is: its
+    folder, or its ``path`` in the tree. A message that already names ``path``, and errors of
+    the subclasses (a signature, a missing component), are returned as they are.
+    """
+    named = bool(path) and path in str(err)
+    if type(err) in (CorruptCheckpointError, IncompatibleCheckpointError) and where and not named:
+        return type(err)(f"{where}: {err}")
+    return err
