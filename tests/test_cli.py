@@ -271,18 +271,18 @@ def test_ls_of_a_missing_folder_says_so(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
 
 
-def test_typos_in_evaluate_and_train_arguments(tmp_path: Path) -> None:
+def test_typos_in_evaluate_and_train_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--env of evaluate is checked as train's is; --algo takes any case; --checkpoint-dir must be a folder."""
-    from cairn.cli import build_parser
+    from cairn.cli import build_parser, main
 
-    typo = cairn_cli("evaluate", str(tmp_path), "--env", "CartPol-v1")  # checked before anything loads
-    assert typo.returncode == 1 and len(typo.stderr.strip().splitlines()) == 1
-    assert "--env CartPol-v1: no such environment (did you mean CartPole-v1" in typo.stderr
+    assert main(["evaluate", str(tmp_path), "--env", "CartPol-v1"]) == 1  # checked before anything loads
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "--env CartPol-v1: no such environment (did you mean CartPole-v1" in err
     assert build_parser().parse_args(["train", "--algo", "DQN"]).algo == "dqn"  # as `cairn --help` spells it
     (tmp_path / "afile").write_text("")
-    afile = cairn_cli("train", "--checkpoint-dir", str(tmp_path / "afile"), "--iterations", "1")
-    assert afile.returncode == 2
-    assert afile.stderr.strip().endswith("afile is a file, and a run folder (--checkpoint-dir) is a folder.")
+    assert main(["train", "--checkpoint-dir", str(tmp_path / "afile"), "--iterations", "1"]) == 2
+    assert capsys.readouterr().err.strip().endswith("afile is a file, and a run folder (--checkpoint-dir) is a folder.")
 
 
 def test_a_closed_pipe_is_no_error(ckpt: str) -> None:
