@@ -10,8 +10,8 @@ by reference (``custom_module:TinyCNNModule``), never by pickle, and
 ``@cairn.register`` allows it, so a new process that has imported this file
 rebuilds it::
 
-    python examples/custom_module.py --iterations 3 --checkpoint /tmp/cnn      # train, save
-    python examples/custom_module.py --resume /tmp/cnn --iterations 2           # new process: go on
+    python examples/custom_module.py --iterations 3 --checkpoint runs/cnn      # train, save
+    python examples/custom_module.py --resume runs/cnn --iterations 2           # new process: go on
 
 ``--resume`` restores the algorithm with ``PPO.from_checkpoint`` (it continues
 bit for bit where the first run stopped) and the module alone with
@@ -154,7 +154,7 @@ def metrics(result: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Train (or resume) and print one JSON line of metrics per iteration."""
+    """Train (or resume), printing one line per iteration (and, with --metrics-out, appending its JSON metrics)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--checkpoint", help="save the algorithm here at the end")

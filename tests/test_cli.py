@@ -122,6 +122,28 @@ def test_ls(tmp_path: Path) -> None:
     assert json.loads(cairn_cli("ls", str(tmp_path / "run"), "--json").stdout)[3]["metrics"]["episode_return_mean"] == 5
 
 
+def test_ls_ranks_as_the_runs_manager(tmp_path: Path) -> None:
+    """A torch loop's manager ranks by its own metric and mode: cairn ls reads them from the checkpoints (issue 36)."""
+    from cairn.retention import KeepBest, KeepLast
+
+    t = Tree()
+    losses = cairn.CheckpointManager(tmp_path / "loss", metric="loss", async_save=False)
+    scores = cairn.CheckpointManager(tmp_path / "score", retention=KeepLast(3) | KeepBest(1, "score", "max"))
+    for step, (loss, score) in enumerate([(1.0, 3), (0.2, 1), (0.5, 2)], start=1):
+        losses.save(t, step, metrics={"loss": loss, "accuracy": step / 10})
+        scores.save(t, step, metrics={"score": score, "loss": loss})
+    scores.wait()
+    listed = cairn_cli("ls", str(tmp_path / "loss")).stdout.splitlines()
+    assert listed[0] == "best: by loss, smallest (min)" and listed[1].endswith("  loss")
+    assert listed[3].rstrip().endswith("0.2  best") and listed[4].rstrip().endswith("latest")
+    listed = cairn_cli("ls", str(tmp_path / "score")).stdout.splitlines()
+    assert listed[0] == "best: by score, largest (max)" and listed[2].rstrip().endswith("3  best")
+    # --metric still chooses; the manager's own metric needs no --mode.
+    assert cairn_cli("ls", str(tmp_path / "score"), "--metric", "score").stdout.splitlines()[0].endswith("(max)")
+    assert cairn_cli("ls", str(tmp_path / "score"), "--metric", "loss").stdout.splitlines()[0].endswith("(min)")
+    assert [i.best_by for i in scores.checkpoints()] == [("score", "max")] * 3
+
+
 def test_errors_are_one_line_unless_debug(tmp_path: Path) -> None:
     r = cairn_cli("inspect", str(tmp_path / "nothing"))
     assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
@@ -240,6 +262,27 @@ def test_ls_of_a_missing_folder_says_so(tmp_path: Path) -> None:
     assert result.stderr.strip().endswith(
         "does not exist (did you mean runs?): cairn ls lists a checkpoint manager's root."
     )
+    # evaluate and plot say the same of a mistyped folder, and evaluate no longer creates it (issue 36).
+    evaluated = cairn_cli("evaluate", str(tmp_path / "rusn"))
+    assert evaluated.returncode == 1 and len(evaluated.stderr.strip().splitlines()) == 1
+    assert "rusn does not exist (did you mean runs?): cairn evaluate takes" in evaluated.stderr
+    plotted = cairn_cli("plot", str(tmp_path / "rusn"))
+    assert plotted.returncode == 1 and "rusn does not exist (did you mean runs?): give a run folder" in plotted.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+
+
+def test_typos_in_evaluate_and_train_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--env of evaluate is checked as train's is; --algo takes any case; --checkpoint-dir must be a folder."""
+    from cairn.cli import build_parser, main
+
+    assert main(["evaluate", str(tmp_path), "--env", "CartPol-v1"]) == 1  # checked before anything loads
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "--env CartPol-v1: no such environment (did you mean CartPole-v1" in err
+    assert build_parser().parse_args(["train", "--algo", "DQN"]).algo == "dqn"  # as `cairn --help` spells it
+    (tmp_path / "afile").write_text("")
+    assert main(["train", "--checkpoint-dir", str(tmp_path / "afile"), "--iterations", "1"]) == 2
+    assert capsys.readouterr().err.strip().endswith("afile is a file, and a run folder (--checkpoint-dir) is a folder.")
 
 
 def test_a_closed_pipe_is_no_error(ckpt: str) -> None:

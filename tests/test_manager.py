@@ -81,6 +81,13 @@ def test_empty_manager(tmp_path: Path) -> None:
     mgr = cairn.CheckpointManager(tmp_path / "run")
     assert mgr.latest() is None and mgr.best() is None and mgr.checkpoints() == []
     assert mgr.restore_latest(Tree()) is None
+    # A PyTorch loop's first try, its parts as they are: refused, naming what to pass (issue 36).
+    for method in (lambda obj: mgr.save(obj, 1), mgr.restore_latest):
+        with pytest.raises(
+            cairn.CheckpointError, match=r"takes a cairn.Checkpointable, got builtins.dict\. .*TrainState"
+        ):
+            method({"model": Tree()})
+    assert mgr.checkpoints() == []
 
 
 def test_half_written_checkpoints_never_listed_and_cleaned(tmp_path: Path) -> None:

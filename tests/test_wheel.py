@@ -86,6 +86,11 @@ def test_the_wheel_installs_in_a_clean_venv_and_runs_cairn(tmp_path: Path) -> No
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path)
     python = venv / "bin" / "python"
     _run([*pip, "--python", str(python), "install", "-q", "--no-deps", str(wheel)], tmp_path)
+    # `pip show` names the authors, the classifiers and the keywords; no project URL, as there is none yet.
+    shown = _run([*pip, "--python", str(python), "show", "-v", "cairn-rl"], tmp_path).stdout
+    assert "Author: The cairn authors" in shown and "  Typing :: Typed" in shown, shown
+    assert "Summary: Safe, verified, exact-resume checkpoints" in shown and "  cairn = cairn.cli:console_main" in shown
+    assert "Keywords: reinforcement-learning,checkpointing,rllib" in metadata
     site = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path)
     deps = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     (Path(site.stdout.strip()) / "test_deps.pth").write_text("\n".join(sorted(deps)) + "\n")

@@ -101,6 +101,9 @@ __all__ = [
 STEP_RE = re.compile(r"step_([0-9]{9}|[1-9][0-9]{9,})\Z")
 MANAGER_KEY = "manager"
 
+_MAX_METRIC_NAME = 1000
+"""The longest metric name read back as a checkpoint's ranking (RLlib's nested names are under 100)."""
+
 T = TypeVar("T")
 
 _LOG = logging.getLogger(__name__)
@@ -156,12 +159,16 @@ class CheckpointInfo:
         path: Its path (a URI for remote storage), ready for ``restore_from_path``.
         metrics: The metrics recorded with it.
         created: When it was written (ISO 8601, UTC).
+        best_by: The metric and mode (``"max"`` or ``"min"``) that the manager which saved it
+            ranks by (its ``best()``), or None when it ranks by none or the checkpoint
+            predates the record: ``cairn ls`` ranks a run as its own manager does.
     """
 
     step: int
     path: str
     metrics: dict[str, Any]
     created: str
+    best_by: tuple[str, Literal["max", "min"]] | None = None
 
 
 class SnapshotPool:
@@ -409,6 +416,7 @@ class CheckpointManager:
                 # Recorded by older versions under older names, maybe: read under today's.
                 metrics=current_metric_names({str(k): v for k, v in metrics.items()}),
                 created=str(meta.get("created", "")),
+                best_by=_best_by(rec.get("best_by")),
             )
             return info, reader.manifest_bytes()
         except CheckpointNotFoundError:
@@ -694,6 +702,7 @@ class CheckpointManager:
         Raises:
             CorruptCheckpointError: Every checkpoint is damaged.
         """
+        _require_checkpointable(obj, "restore_latest")  # also when there is nothing to restore yet
 
         def load(info: CheckpointInfo, entry: FileEntry | None) -> None:
             # Checkpointable.restore_from_path's own path, with the signature already checked.
@@ -724,12 +733,17 @@ class CheckpointManager:
         Raises:
             CheckpointError: A bad step, an unsavable value, or an earlier async failure.
         """
+        _require_checkpointable(obj, "save")
         if type(step) is not int or step < 0:
             raise CheckpointError(f"CheckpointManager.save: step must be an int >= 0, got {step!r}.")
         self.wait()  # at most one save in flight; raises a previous failure
         began = time.monotonic()  # this save's one deadline counts from here, not from a previous save's wait
         clean_metrics = jsonable_metrics(metrics)
-        extra = {MANAGER_KEY: {"step": step, "metrics": clean_metrics}}
+        record: dict[str, Any] = {"step": step, "metrics": clean_metrics}
+        if self._ranking is not None:
+            # What best() ranks by, so that a reader without this manager's arguments (cairn ls) ranks alike.
+            record["best_by"] = {"metric": self._ranking.metric, "mode": self._ranking.better}
+        extra = {MANAGER_KEY: record}
         plan = _save.plan_checkpoint(obj, state=None, allow_pickle=allow_pickle, extra_metadata=extra)
         # An async save copies every byte the state still owns before it returns (whatever container the
         # codec found an array in: snapshot_plan); training may change anything from then on.
@@ -978,6 +992,42 @@ def _policy_of(
         return policy, ranking(policy) or (KeepBest(0, metric, mode) if metric else None)
     except ValueError as err:
         raise CheckpointError(f"CheckpointManager: {err}") from err
+
+
+def _require_checkpointable(obj: object, method: str) -> None:
+    """Raise CheckpointError unless ``obj`` is a :class:`~cairn.Checkpointable`, saying what to pass instead.
+
+    A PyTorch loop's first try is the model or a dict of its parts: without this check it
+    fails deep inside the save with an AttributeError.
+    """
+    from cairn.checkpointable import Checkpointable
+
+    if isinstance(obj, Checkpointable):
+        return
+    kind = type(obj)
+    raise CheckpointError(
+        f"CheckpointManager.{method} takes a cairn.Checkpointable, got {kind.__module__}.{kind.__qualname__}. "
+        "In a PyTorch loop pass cairn.torch.TrainState(model=model, optimizer=optimizer, ...) (any objects with "
+        "state_dict(), and plain values); else subclass cairn.Checkpointable (docs/integrations.md)."
+    )
+
+
+def _best_by(recorded: Any) -> tuple[str, Literal["max", "min"]] | None:
+    """A checkpoint's recorded ranking (``{"metric", "mode"}``), or None when absent or not of that form.
+
+    Read from a file: only a metric name of a sane length and one of the two modes pass
+    (anything else is left unused, as an older manager's missing record is).
+    """
+    if not isinstance(recorded, dict):
+        return None
+    metric, mode = recorded.get("metric"), recorded.get("mode")
+    if not isinstance(metric, str) or not 0 < len(metric) <= _MAX_METRIC_NAME:
+        return None
+    if mode == "max":
+        return metric, "max"
+    if mode == "min":
+        return metric, "min"
+    return None
 
 
 def _recheck_every(value: int | None) -> int:

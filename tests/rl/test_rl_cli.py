@@ -101,6 +101,9 @@ def test_train_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     assert code != 0 and "--checkpoint-dir" in err
 
     code, _, err = main(capsys, "evaluate", str(tmp_path / "nothing"))
+    assert code != 0 and "nothing does not exist" in err and not (tmp_path / "nothing").exists()
+    (tmp_path / "empty").mkdir()
+    code, _, err = main(capsys, "evaluate", str(tmp_path / "empty"))
     assert code != 0 and "No checkpoint" in err
     code, _, err = main(capsys, "evaluate", run, "--module", "p9")
     assert code != 0 and "default_policy" in err

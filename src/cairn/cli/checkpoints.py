@@ -11,13 +11,12 @@ import argparse
 import contextlib
 import importlib
 import json
-import os
 import sys
 from typing import Any
 
 from cairn._display import safe_text
 from cairn._metrics import RETURN_METRIC
-from cairn.cli.command import Command, UsageError, did_you_mean, require_folder
+from cairn.cli.command import Command, UsageError, require_folder, sibling_hint
 from cairn.cli.display import format_value, human_size, progress
 from cairn.errors import CheckpointError
 
@@ -218,11 +217,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     require_folder(args.root, what="checkpoint manager's root")
     storage, root = resolve_storage(args.root)
     if not storage.isdir(resolve_user_link(storage, root)):  # the root the user typed may be a link
-        hint = ""
-        if "://" not in args.root:
-            parent = os.path.dirname(os.path.abspath(args.root))
-            siblings = [e.name for e in os.scandir(parent) if e.is_dir()] if os.path.isdir(parent) else []
-            hint = did_you_mean(os.path.basename(os.path.normpath(args.root)), siblings)
+        hint = sibling_hint(args.root)
         raise CheckpointNotFoundError(f"{args.root} does not exist{hint}: cairn ls lists a checkpoint manager's root.")
     rows = _ls_rows(args)
     damaged = [r for r in rows if r["verified"] is False]
@@ -250,10 +245,18 @@ def _ls_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     mgr = CheckpointManager(args.root)
     infos = mgr.checkpoints()  # their metrics under today's names, whatever version recorded them
-    if args.metric is None:
-        # cairn train's metric when the run records it; else none (a torch loop's run names its own):
-        # the table then shows the metrics the checkpoints record, not a column of dashes.
+    ranked_by = next((i.best_by for i in reversed(infos) if i.best_by is not None), None)
+    if args.metric is None and ranked_by is not None:
+        # The ranking of the manager that saved the run (the newest record): a torch loop's
+        # CheckpointManager(metric="loss") is listed by its loss, smallest first.
+        args.metric, recorded_mode = ranked_by
+        args.mode = args.mode or recorded_mode
+    elif args.metric is None:
+        # Checkpoints older than that record: cairn train's metric when they have it; else none,
+        # and the table shows the metrics the checkpoints record, not a column of dashes.
         args.metric = DEFAULT_METRIC if any(DEFAULT_METRIC in i.metrics for i in infos) else None
+    elif args.mode is None and ranked_by is not None and ranked_by[0] == args.metric:
+        args.mode = ranked_by[1]  # --metric names the manager's own metric: its mode is known
     if args.metric is not None:
         if args.mode is None and args.metric not in KNOWN_MODES:
             raise UsageError(
@@ -331,8 +334,9 @@ def _ls_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metric",
         default=None,
-        help=f"the metric that marks the best and is shown, e.g. --metric loss (default: {DEFAULT_METRIC} "
-        "when the checkpoints record it, else none: the first four recorded metrics are shown)",
+        help="the metric that marks the best and is shown, e.g. --metric loss (default: the one the run's "
+        f"CheckpointManager ranks by, its metric=; for older checkpoints {DEFAULT_METRIC} when they record it; "
+        "else none: the first four recorded metrics are shown)",
     )
     p.add_argument(
         "--mode",

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-__all__ = ["USAGE_STATUS", "Command", "UsageError", "did_you_mean", "require_folder"]
+__all__ = ["USAGE_STATUS", "Command", "UsageError", "did_you_mean", "require_folder", "sibling_hint"]
 
 USAGE_STATUS = 2
 """The exit status of a command line the command cannot run (argparse's own, for every command)."""
@@ -68,6 +68,19 @@ def did_you_mean(word: str, choices: Iterable[str], *, n: int = 3) -> str:
     if not close:
         return ""
     return f" (did you mean {' or '.join(by_folded[c] for c in close)}?)"
+
+
+def sibling_hint(path: str) -> str:
+    """`` (did you mean X?)`` with the folders beside the missing local ``path`` that are close to its name.
+
+    A mistyped folder (``runs/cartpol``) gets its correction from what is there; a remote
+    path (``s3://...``) gets ``""``: listing a bucket to guess is not worth its cost.
+    """
+    if "://" in path:
+        return ""
+    parent = os.path.dirname(os.path.abspath(path))
+    siblings = [e.name for e in os.scandir(parent) if e.is_dir()] if os.path.isdir(parent) else []
+    return did_you_mean(os.path.basename(os.path.normpath(path)), siblings)
 
 
 def require_folder(path: str, *, what: str = "checkpoint") -> None:

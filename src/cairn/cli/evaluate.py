@@ -16,8 +16,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cairn._display import safe_text
-from cairn.cli.command import Command, require_folder
+from cairn.cli.command import Command, require_folder, sibling_hint
 from cairn.cli.loading import checkpoint_metadata
+from cairn.cli.settings import check_env
+from cairn.errors import CheckpointNotFoundError
 from cairn.rl.algorithms.catalog import ALGORITHMS
 
 if TYPE_CHECKING:
@@ -50,7 +52,6 @@ def _load_for_evaluation(checkpoint: str, module_id: str) -> _Evaluated:
     root: there the newest checkpoint that loads is used, as ``--resume`` does (damaged ones are
     skipped with a warning).
     """
-    from cairn.errors import CheckpointNotFoundError
     from cairn.manager import CheckpointManager
 
     metadata = checkpoint_metadata(checkpoint)
@@ -324,6 +325,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.episodes < 1:
         raise ValueError("--episodes must be at least 1.")
     require_folder(args.checkpoint)
+    if "://" not in args.checkpoint and not os.path.exists(args.checkpoint):
+        # Said here: opening a manager's root would create the folder the user mistyped.
+        raise CheckpointNotFoundError(
+            f"{args.checkpoint} does not exist{sibling_hint(args.checkpoint)}: cairn evaluate takes an algorithm "
+            "checkpoint, a module folder, or a run folder (cairn train's --checkpoint-dir)."
+        )
+    if args.env is not None:
+        check_env(args.env)  # a typo gets its correction before the checkpoint loads
     module_folder, algo_root, algo_metadata, module = _load_for_evaluation(args.checkpoint, args.module)
     env_id = args.env
     if env_id is None and algo_metadata is not None:

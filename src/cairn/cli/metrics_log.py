@@ -42,6 +42,7 @@ from collections.abc import Mapping
 from typing import Any, BinaryIO, TextIO
 
 from cairn._metrics import current_metric_names, flat_metrics, jsonable_metrics
+from cairn.cli.command import sibling_hint
 
 __all__ = [
     "METRICS_FILE",
@@ -169,6 +170,11 @@ def read_metrics(path: str) -> list[dict[str, Any]]:
         FileNotFoundError: No metrics file.
         ValueError: A line other than the last that is not a JSON object.
     """
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"{path} does not exist{sibling_hint(path)}: give a run folder (cairn train's --checkpoint-dir) "
+            f"or its {METRICS_FILE}."
+        )
     file = os.path.join(path, METRICS_FILE) if os.path.isdir(path) else path
     if not os.path.isfile(file):
         raise FileNotFoundError(

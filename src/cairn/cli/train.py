@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from cairn._display import safe_text
 from cairn._metrics import RETURN_METRIC
 from cairn.cli import train_options
-from cairn.cli.command import Command, UsageError, did_you_mean
+from cairn.cli.command import Command, UsageError, require_folder, sibling_hint
 from cairn.cli.loading import checkpoint_metadata
 from cairn.cli.metrics_log import METRICS_FILE, MetricsLog, TensorBoardLog, jsonable
 from cairn.cli.settings import apply_settings, check_env, parse_settings
@@ -75,10 +75,7 @@ def _check_resume_folder(root: str) -> None:
 
     new_run = "A new run is started without --resume."
     if "://" not in root and not os.path.isdir(root):
-        parent = os.path.dirname(os.path.abspath(root))
-        siblings = [e.name for e in os.scandir(parent) if e.is_dir()] if os.path.isdir(parent) else []
-        hint = did_you_mean(os.path.basename(os.path.normpath(root)), siblings)
-        raise UsageError(f"--resume: there is no folder {root}{hint}. {new_run}")
+        raise UsageError(f"--resume: there is no folder {root}{sibling_hint(root)}. {new_run}")
     manager = CheckpointManager(root)
     if not manager.checkpoints() and not manager.damaged():
         raise UsageError(f"--resume: {root} holds no checkpoint to resume from. {new_run}")
@@ -437,6 +434,8 @@ def _resume_command(args: argparse.Namespace) -> str:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Handler of ``cairn train``; returns the exit status (130 when Ctrl-C stopped it)."""
+    if args.checkpoint_dir is not None:
+        require_folder(args.checkpoint_dir, what="run folder (--checkpoint-dir)")
     options = _run_options(args)
     if args.log_checkpoints and (not args.log_to or args.checkpoint_dir is None or "://" in args.checkpoint_dir):
         raise UsageError("--log-checkpoints needs --log-to and a local --checkpoint-dir (the folders it logs).")
@@ -491,6 +490,7 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--algo",
         default=None,
+        type=str.lower,  # --algo PPO as the help and RLlib spell it
         choices=sorted(ALGORITHMS),
         help=f"the algorithm, e.g. --algo dqn (default: {DEFAULT_ALGORITHM}, or with --resume the checkpoint's)",
     )
