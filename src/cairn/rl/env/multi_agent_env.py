@@ -140,12 +140,20 @@ class MultiAgentEnv(gym.Env[MultiAgentDict, MultiAgentDict]):
         """The action space of ``agent_id``."""
         return self.action_spaces[agent_id]
 
+    def __init__(self) -> None:
+        """As RLlib's base: an env that has not set its agent lists yet starts with empty ones."""
+        super().__init__()
+        self.agents = list(getattr(self, "agents", []))
+        self.possible_agents = list(getattr(self, "possible_agents", []))
+
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[MultiAgentDict, MultiAgentDict]:
-        """Start an episode: the observations of the agents that act first, and infos."""
+        """Start an episode (a subclass's own); its ``super().reset(seed=seed)`` seeds ``np_random``, as RLlib's."""
         super().reset(seed=seed)
-        raise NotImplementedError(f"{type(self).__qualname__} must implement reset(seed=, options=).")
+        if type(self).reset is MultiAgentEnv.reset:
+            raise NotImplementedError(f"{type(self).__qualname__} must implement reset(seed=, options=).")
+        return {}, {}
 
     def step(  # type: ignore[override]  # dicts of rewards and flags, not one float and bool
         self, action_dict: MultiAgentDict
