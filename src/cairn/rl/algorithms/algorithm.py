@@ -39,7 +39,7 @@ from cairn._unrecorded import supplying
 from cairn.errors import IncompatibleCheckpointError
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.evaluation import EvaluationRunners, evaluation_runner_config, wants_evaluation_runners
-from cairn.rl.algorithms.results import ResultDict, nest_results
+from cairn.rl.algorithms.results import ResultDict, nest_results, settings_view
 from cairn.rl.callbacks.callbacks import callbacks_from_config
 from cairn.rl.config.algorithm_config import (
     CALLABLE_FIELDS,
@@ -407,8 +407,12 @@ class Algorithm(Checkpointable, abc.ABC):
             The keys are the constants of :mod:`cairn.rl.utils.metrics`; lookups also take a
             ``"/"``-joined path (``result["env_runners/episode_return_mean"]``), and
             ``result.flatten()`` gives ``"/"``-joined keys.
-            ``timers/`` and ``perf/`` are wall-clock measurements (not reproducible). The
-            callbacks' ``on_train_result`` sees the result last and may change it.
+            ``timers/`` and ``perf/`` are wall-clock measurements (not reproducible).
+            ``fault_tolerance`` (``num_healthy_workers``, ``num_remote_worker_restarts``: remote
+            env runners) and ``config`` (the settings, ``config.to_dict()`` as JSON data: classes and
+            functions by their ``"module:qualname"``; metrics logs, trackers and ``flatten()`` leave
+            it out) are RLlib's. The callbacks' ``on_train_result`` sees the
+            result last and may change it.
         """
         start = time.perf_counter()
         steps_before = self.env_runner.num_env_steps_sampled_lifetime
@@ -437,6 +441,9 @@ class Algorithm(Checkpointable, abc.ABC):
         if evaluation is not None:
             flat.update({f"{EVALUATION_RESULTS}/{k}": v for k, v in evaluation.items()})
         results = nest_results(flat, single_agent_module=self._single_agent_module())
+        # RLlib's result also carries its fault-tolerance counts and (as Tune's does) the config's settings.
+        results["fault_tolerance"] = self.env_runner_group.fault_tolerance_stats()
+        results["config"] = settings_view(self.config.to_dict())
         self.callbacks.on_train_result(algorithm=self, metrics_logger=self.metrics, result=results)
         return results
 
