@@ -72,7 +72,7 @@ def test_sample_episodes() -> None:
         assert eps.env_t_started == 0
 
 
-@pytest.mark.xfail(strict=True, reason="multi_agent(count_steps_by='agent_steps') is refused; and " + BARE_SAMPLE)
+@pytest.mark.xfail(strict=True, reason=BARE_SAMPLE + "; count_steps_by='agent_steps' itself is taken")
 def test_counting_by_agent_steps() -> None:
     """Tests whether counting by agent_steps works."""
     config = _build_config(num_agents=4, num_policies=1)

@@ -236,6 +236,9 @@ PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 _MAX_RESOURCE = 1e6
 """A bound on any one resource amount a config asks for (a recorded config is read before Ray sees it)."""
 
+COUNT_STEPS_BY = ("env_steps", "agent_steps")
+"""What ``count_steps_by`` may name (RLlib's two)."""
+
 _MAX_CUSTOM_RESOURCES = 64
 """At most this many custom resources per actor."""
 
@@ -444,6 +447,12 @@ class AlgorithmConfig(ConfigBuilders):
     """The modules that learn; the others act (their agents' experience is
     sampled) but are not trained. ``None``: every module learns.
     ``Algorithm.add_module`` / ``remove_module`` store their ``new_should_module_be_updated`` here."""
+
+    count_steps_by: str = "env_steps"
+    """What a multi-agent runner's ``rollout_length`` counts (RLlib's ``multi_agent(count_steps_by=)``):
+    ``"env_steps"``, or ``"agent_steps"`` (each agent's action is one step: a copy samples until its
+    runner took ``rollout_length`` x ``num_envs_per_env_runner`` agent steps, at most that many env steps).
+    Single-agent envs take one agent step per env step, so both count alike there."""
 
     algorithm_config_overrides_per_module: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Module id -> settings of this config that differ for that module (RLlib's name), e.g.
@@ -793,6 +802,8 @@ class AlgorithmConfig(ConfigBuilders):
         if self.policy_mapping_fn is not None and self.env.startswith(MULTI_AGENT_PREFIX):
             raise ValueError(multi_env_mapping_fn_refusal(self.env, f"policy_mapping_fn={self.policy_mapping_fn!r}"))
         self.validate_evaluation()
+        if self.count_steps_by not in COUNT_STEPS_BY:
+            raise ValueError(f"count_steps_by must be one of {list(COUNT_STEPS_BY)}, got {self.count_steps_by!r:.40}.")
         unknown = sorted(set(self.policies_to_train or ()) - set(self.policies))
         if unknown:
             raise ValueError(f"policies_to_train names {unknown}, which are not in policies={list(self.policies)}.")

@@ -121,13 +121,16 @@ class MultiAgentEpisodeSampler:
         if episodes_wanted is not None or force_reset or not self._games:
             self._games = [self._new_game(i) for i in range(self.num_envs)]
         done: list[MultiAgentEpisode] = []
-        taken = 0
-        while (episodes_wanted is None and taken < int(steps or 0)) or (
+        taken = rounds = 0
+        # Counting agent steps (count_steps_by), at most `steps` rounds of env steps: agents that seldom act
+        # cannot make the loop endless.
+        while (episodes_wanted is None and taken < int(steps or 0) and rounds < int(steps or 0)) or (
             episodes_wanted is not None and len(done) < episodes_wanted
         ):
             for index in range(self.num_envs):
-                self._step(index, done, explore=explore, random_actions=random_actions)
-            taken += self.num_envs
+                acted = self._step(index, done, explore=explore, random_actions=random_actions)
+                taken += acted if self.config.count_steps_by == "agent_steps" else 1
+            rounds += 1
         if episodes_wanted is not None:
             self._games = []  # RLlib: timesteps after episodes start from a reset
             return done[:episodes_wanted]
@@ -160,7 +163,8 @@ class MultiAgentEpisodeSampler:
                 out[agent] = (action, row)
         return out
 
-    def _step(self, index: int, done: list[MultiAgentEpisode], *, explore: bool, random_actions: bool) -> None:
+    def _step(self, index: int, done: list[MultiAgentEpisode], *, explore: bool, random_actions: bool) -> int:
+        """Step env copy ``index`` once; returns how many agents acted (its agent steps)."""
         game = self._games[index]
         env = self.envs[index]
         acted = self._actions(game, index, explore=explore, random_actions=random_actions)
@@ -179,3 +183,4 @@ class MultiAgentEpisodeSampler:
         if game.episode.is_done:
             done.append(game.episode)
             self._games[index] = self._new_game(index)
+        return len(acted)
