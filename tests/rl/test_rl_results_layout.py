@@ -70,6 +70,25 @@ def test_train_returns_rllibs_nested_result_under_rllibs_key_constants() -> None
     )
 
 
+def test_min_sample_timesteps_per_iteration_repeats_the_training_step() -> None:
+    algo = PPO(
+        small_config(rollout_length=16, minibatch_size=16, num_epochs=1, model_config={"hidden_sizes": [8]}).reporting(
+            min_sample_timesteps_per_iteration=50
+        )
+    )
+    try:
+        result = algo.train()
+    finally:
+        algo.stop()
+    # Two training steps of 2 envs x 16 steps reach 50 env steps; their trained steps add up.
+    assert result[m.NUM_TRAINING_STEP_CALLS_PER_ITERATION] == 2
+    assert result[m.ENV_RUNNER_RESULTS][m.NUM_ENV_STEPS_SAMPLED] == result[m.NUM_ENV_STEPS_SAMPLED_LIFETIME] == 64
+    assert result[m.LEARNER_RESULTS][core.DEFAULT_MODULE_ID][m.NUM_MODULE_STEPS_TRAINED] == 64
+    assert result[m.LEARNER_RESULTS][m.ALL_MODULES][m.NUM_MODULE_STEPS_TRAINED] == 64
+    with pytest.raises(ValueError, match="min_sample_timesteps_per_iteration must be an int >= 0"):
+        PPO(small_config(min_sample_timesteps_per_iteration=-1))
+
+
 def test_multi_agent_results_are_per_module() -> None:
     algo = tiny(
         env="multi:CartPole-v1", num_agents=2, policies=("p0", "p1"), policy_mapping={"agent_0": "p0", "agent_1": "p1"}

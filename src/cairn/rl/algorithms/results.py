@@ -46,7 +46,7 @@ from cairn.rl.utils.metrics.constants import (
     TIMERS,
 )
 
-__all__ = ["WALL_CLOCK_PREFIXES", "ResultDict", "nest_results", "settings_view"]
+__all__ = ["WALL_CLOCK_PREFIXES", "ResultDict", "merge_training_step_results", "nest_results", "settings_view"]
 
 WALL_CLOCK_PREFIXES = (f"{TIMERS}/", "perf/")
 """Flattened keys with these prefixes are wall-clock measurements: they differ from run to run."""
@@ -189,3 +189,14 @@ def settings_view(value: Any) -> Any:
         fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
         return {"type": object_path(type(value)), **settings_view(fields)}
     return repr(value)
+
+
+def merge_training_step_results(earlier: Mapping[str, Any], latest: Mapping[str, Any]) -> dict[str, Any]:
+    """The flat results of an iteration's training steps so far (``min_sample_timesteps_per_iteration``):
+    the modules' trained-step counts (``.../num_module_steps_trained``) add up, every other value is
+    the latest step's (losses, rates, and lifetime counts, which already hold the earlier steps)."""
+    merged = {**earlier, **latest}
+    for key, value in latest.items():
+        if key.rsplit("/", 1)[-1] == NUM_MODULE_STEPS_TRAINED and key in earlier:
+            merged[key] = earlier[key] + value
+    return merged

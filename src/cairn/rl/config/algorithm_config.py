@@ -470,6 +470,11 @@ class AlgorithmConfig(ConfigBuilders):
     episode_return_window: int = 100
     """``episode_return_mean`` is the mean over this many most recent episodes."""
 
+    min_sample_timesteps_per_iteration: int = 0
+    """RLlib's setting: one ``train()`` call runs ``training_step()`` again until the env runners
+    sampled at least this many env steps in it (``num_training_step_calls_per_iteration`` says how
+    often; a step that samples nothing ends the iteration). 0: one ``training_step()`` per call."""
+
     num_torch_threads: int | None = 1
     """Applied with ``torch.set_num_threads`` when the algorithm is built (results
     are bit-for-bit reproducible for one thread count); ``None`` leaves it alone."""
@@ -550,6 +555,11 @@ class AlgorithmConfig(ConfigBuilders):
     evaluation_config: dict[str, Any] = field(default_factory=dict)
     """Settings in which the evaluation runners differ from the training ones, by cairn field
     name (``evaluation(evaluation_config={"explore": False})`` translates RLlib's names)."""
+
+    always_attach_evaluation_results: bool = False
+    """RLlib's setting: every ``train()`` result carries the latest evaluation's results under
+    ``result["evaluation"]``, also in iterations that do not evaluate (none before the first
+    evaluation; an algorithm restored from a checkpoint attaches from its next evaluation on)."""
 
     # --- part `rlmodule` (issue 28 item 6): the observation filter travels with load_state_path.
     load_pretrained_connectors: bool = True
@@ -784,6 +794,9 @@ class AlgorithmConfig(ConfigBuilders):
             if module_config is not self:
                 module_config.algorithm_config_overrides_per_module = {}
                 module_config.validate()
+        steps = self.min_sample_timesteps_per_iteration
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise ValueError(f"min_sample_timesteps_per_iteration must be an int >= 0, got {steps!r:.40}.")
         for name in ("num_envs_per_env_runner", "rollout_length", "episode_return_window"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}.")
@@ -802,6 +815,11 @@ class AlgorithmConfig(ConfigBuilders):
         if self.policy_mapping_fn is not None and self.env.startswith(MULTI_AGENT_PREFIX):
             raise ValueError(multi_env_mapping_fn_refusal(self.env, f"policy_mapping_fn={self.policy_mapping_fn!r}"))
         self.validate_evaluation()
+        if not isinstance(self.always_attach_evaluation_results, bool):
+            raise ValueError(
+                "always_attach_evaluation_results must be True or False, got "
+                f"{self.always_attach_evaluation_results!r:.40}."
+            )
         if self.count_steps_by not in COUNT_STEPS_BY:
             raise ValueError(f"count_steps_by must be one of {list(COUNT_STEPS_BY)}, got {self.count_steps_by!r:.40}.")
         unknown = sorted(set(self.policies_to_train or ()) - set(self.policies))

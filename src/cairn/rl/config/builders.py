@@ -110,7 +110,7 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     ),
     "rl_module": ("rl_module_spec", "model_config"),
     "callbacks": ("callbacks_class", *(f"callbacks_{hook}" for hook in CALLBACK_HOOKS)),
-    "reporting": ("episode_return_window",),
+    "reporting": ("episode_return_window", "min_sample_timesteps_per_iteration"),
     "debugging": ("seed",),
     "resources": ("num_torch_threads", "num_cpus_for_main_process", "placement_strategy"),
     "fault_tolerance": (
@@ -128,6 +128,7 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         "evaluation_duration_unit",
         "evaluation_num_env_runners",
         "evaluation_config",
+        "always_attach_evaluation_results",
     ),
 }
 """Builder -> the cairn fields it takes by their own names; ``training`` takes every other field."""
@@ -595,7 +596,7 @@ _BASE_RULES: dict[str, dict[str, Rule]] = {
         "metrics_episode_collection_timeout_s": Accept((60.0, 60), _DEFAULT_ONLY),
         "min_time_s_per_iteration": Accept((None, 0, 0.0), "one train() call is one iteration"),
         "min_train_timesteps_per_iteration": Accept((0,), "one train() call is one iteration"),
-        "min_sample_timesteps_per_iteration": Accept((0,), "one train() call is one iteration"),
+        "min_sample_timesteps_per_iteration": "min_sample_timesteps_per_iteration",
         "log_gradients": Accept((True, False), "cairn reports the gradient norm either way"),
     },
     "debugging": {
@@ -648,6 +649,7 @@ _BASE_RULES: dict[str, dict[str, Rule]] = {
             "(their environments are checkpointed with them)",
         ),
         "evaluation_sample_timeout_s": Accept((120.0, 120), _DEFAULT_ONLY),
+        "always_attach_evaluation_results": "always_attach_evaluation_results",
         "custom_evaluation_function": Refuse(
             "cairn records no functions by value in a config: call algo.evaluate() and compute what you need "
             "from its result, or subclass the algorithm"
