@@ -74,8 +74,12 @@ def test_the_train_batch_follows_env_runners_and_learners_in_any_order() -> None
     assert first.rollout_length == later.rollout_length == 80
     assert PPOConfig().training(train_batch_size=120).env_runners(num_envs_per_env_runner=4).rollout_length == 30
     assert PPOConfig().env_runners(rollout_fragment_length=17).rollout_length == 17
-    with pytest.raises(ValueError, match=r"train_batch_size_per_learner=100 is refused.*multiple of 3"):
-        PPOConfig().env_runners(num_envs_per_env_runner=3).training(train_batch_size_per_learner=100)
+    # No multiple of the envs: taken as RLlib takes it, each env's share rounded up (3 x 34 = 102 >= 100).
+    assert (
+        PPOConfig().env_runners(num_envs_per_env_runner=3).training(train_batch_size_per_learner=100).rollout_length
+        == 34
+    )
+    assert PPOConfig().env_runners(num_envs_per_env_runner=4).training(train_batch_size=2).rollout_length == 1
 
 
 def test_a_refused_setting_changes_nothing_and_names_itself() -> None:

@@ -913,7 +913,9 @@ def _resolve_batch(config: Any) -> None:
 
     PPO samples ``rollout_length`` steps in each of ``num_envs_per_env_runner`` envs of
     each sampling runner (``max(1, num_env_runners)``) per iteration, and splits that
-    batch over ``max(1, num_learners)`` learners; the batch must divide evenly.
+    batch over ``max(1, num_learners)`` learners. A batch that is no multiple of the envs
+    is taken as RLlib takes it (its ``rollout_fragment_length="auto"``): each env samples
+    the batch's share rounded up, so an iteration trains on up to ``envs - 1`` more steps.
     """
     pending = config.__dict__.get(_PENDING_BATCH)
     if pending is None:
@@ -921,12 +923,4 @@ def _resolve_batch(config: Any) -> None:
     kind, size = pending
     total = size * max(1, int(config.num_learners)) if kind == "per_learner" else size
     envs = max(1, int(config.num_env_runners)) * int(config.num_envs_per_env_runner)
-    if total < envs or total % envs:
-        name = "train_batch_size_per_learner" if kind == "per_learner" else "train_batch_size"
-        raise ValueError(
-            f"{name}={size} is refused: cairn samples rollout_length steps in each of {envs} envs "
-            f"(num_env_runners x num_envs_per_env_runner) per iteration, so the train batch ({total}"
-            f"{' = per learner x num_learners' if kind == 'per_learner' else ''}) must be a multiple of {envs}. "
-            "Choose a multiple, or set env_runners(rollout_fragment_length=...) instead."
-        )
-    config.rollout_length = total // envs
+    config.rollout_length = max(1, -(-total // envs))  # ceil: at least the batch asked for
