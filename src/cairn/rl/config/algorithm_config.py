@@ -310,8 +310,10 @@ class AlgorithmConfig(ConfigBuilders):
     runner samples in this process. More than 0 needs Ray
     (``pip install 'cairn-rl[ray]'``)."""
 
-    num_envs_per_env_runner: int = 4
-    """Vectorized environments (for ``"multi:"`` envs: env copies) per env runner."""
+    num_envs_per_env_runner: int = 1
+    """Vectorized environments (for ``"multi:"`` envs: env copies) per env runner. 1 by default, as
+    RLlib's (``cairn train`` gives PPO 4, its quick start's speed; configs before issue 38 defaulted to 4
+    and recorded it, so their checkpoints resume as they ran)."""
 
     rollout_length: int = 128
     """Steps each sub-environment takes per training iteration."""
