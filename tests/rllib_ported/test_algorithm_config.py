@@ -3,9 +3,10 @@
 Same test names, cases and expected values; ``ray.rllib`` -> ``cairn.rl``. The tests RLlib
 added after 2.60 (connector-pipeline builders, ``to_dict`` round trips with Tune search
 spaces, one small batch over several learners, a shared module) are not ported. RLlib's
-``ray.init()`` set-up is dropped. Every test fails on cairn today, each for the reason its
-mark gives (docs/rllib_parity.md): they test ``AlgorithmConfig`` internals cairn's
-dataclass configs do not have (``algo_class=``, ``freeze()``, per-worker fragment lengths,
+``ray.init()`` set-up is dropped. ``AlgorithmConfig(algo_class=PPO)`` makes a ``PPOConfig``.
+The other tests fail on cairn, each for the reason its mark gives (docs/rllib_parity.md):
+they test ``AlgorithmConfig`` internals cairn's dataclass configs do not have (``freeze()``,
+per-worker fragment lengths,
 ``is_atari``, RLlib's ``ppo.torch`` module and learner paths, ``get_multi_rl_module_spec``).
 """
 
@@ -28,14 +29,10 @@ NO_PPO_TORCH_PATHS = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="AlgorithmConfig(algo_class=PPO) is not taken: cairn's configs are per algorithm (PPOConfig builds PPO)",
-)
 def test_running_specific_algo_with_generic_config() -> None:
     """Tests, whether some algo can be run with the generic AlgorithmConfig."""
     config = (
-        AlgorithmConfig(algo_class=PPO)  # type: ignore[call-arg]
+        AlgorithmConfig(algo_class=PPO)
         .environment("CartPole-v0")
         .training(lr=0.12345, train_batch_size=3000, minibatch_size=300)
     )

@@ -681,8 +681,36 @@ for _hook in _CALLBACK_HOOKS:
     )
 
 
-class ConfigBuilders:
-    """RLlib's config builders; see the module docstring. A base of ``AlgorithmConfig``."""
+class _AlgoClassCall(type):
+    """Lets ``AlgorithmConfig(algo_class=PPO)`` build the algorithm's own config (RLlib's generic config)."""
+
+    def __call__(cls, *args: Any, algo_class: type[Any] | None = None, **kwargs: Any) -> Any:
+        if algo_class is None:
+            return super().__call__(*args, **kwargs)
+        target = getattr(algo_class, "config_class", None)
+        if not (isinstance(target, type) and issubclass(target, cls)):
+            raise ValueError(
+                f"{cls.__name__}(algo_class={getattr(algo_class, '__name__', algo_class)!r:.60}): give a cairn "
+                f"algorithm class (PPO, DQN, SAC) whose config is a {cls.__name__}."
+            )
+        return type.__call__(target, *args, **kwargs)
+
+
+class ConfigBuilders(metaclass=_AlgoClassCall):
+    """RLlib's config builders; see the module docstring. A base of ``AlgorithmConfig``.
+
+    ``AlgorithmConfig(algo_class=PPO)`` is RLlib's generic form: it makes a ``PPOConfig()``.
+    """
+
+    @property
+    def train_batch_size(self) -> int:
+        """RLlib's ``config.train_batch_size``, read-only: the rows one iteration trains on (PPO:
+        ``rollout_length`` x envs per runner x sampling runners; off-policy algorithms: the minibatch)."""
+        return self._train_batch_rows()
+
+    def _train_batch_rows(self) -> int:
+        config: Any = self
+        return int(config.rollout_length) * int(config.num_envs_per_env_runner) * max(1, int(config.num_env_runners))
 
     RLLIB_RULES: ClassVar[dict[str, dict[str, Rule]]] = {}
     """Per builder, the RLlib settings an algorithm's config adds (``training``: PPO's ``lambda_``, ...)."""
