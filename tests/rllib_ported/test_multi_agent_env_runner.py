@@ -10,7 +10,6 @@ returns RLlib's episodes; called bare it is the algorithm's batch sampler, which
 from __future__ import annotations
 
 import pytest
-from rllib_ported_helpers import agent_to_numbered_policy, every_agent_to_p0
 
 from cairn.rl.algorithms.ppo.ppo import PPOConfig
 from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
@@ -26,7 +25,7 @@ def _build_config(num_agents: int = 2, num_policies: int = 2) -> PPOConfig:
         .environment(MultiAgentCartPole, env_config={"num_agents": num_agents})
         .multi_agent(
             policies={f"p{i}" for i in range(num_policies)},
-            policy_mapping_fn=agent_to_numbered_policy if num_agents == num_policies else every_agent_to_p0,
+            policy_mapping_fn=(lambda aid, *args, **kwargs: f"p{aid}" if num_agents == num_policies else "p0"),
         )
     )
 

@@ -32,6 +32,7 @@ from cairn import Checkpointable
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.callbacks.callbacks import callbacks_from_config, overrides
 from cairn.rl.config.algorithm_config import AlgorithmConfig
+from cairn.rl.config.env_creators import live_env_creator
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
@@ -127,7 +128,8 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
         self.num_envs = num_envs
         self.num_slots = len(self.slot_agents)
         self.env = gym.vector.SyncVectorEnv(
-            [functools.partial(make_env, config.env, dict(config.env_config))] * self.num_slots,
+            [functools.partial(make_env, config.env, dict(config.env_config), live_env_creator(config))]
+            * self.num_slots,
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
         self.env_id = env_id
@@ -390,8 +392,13 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
                 buf["actions"] = np.zeros((horizon, *actions.shape), dtype=actions.dtype)
             buf["actions"][t], buf["action_logp"][t], buf["vf_preds"][t] = actions, logp, values
             env_actions = self.module_to_env(
-                actions, update=True, column="actions", rl_module=self.module, explore=True, slots=all_slots
-            )
+                rl_module=self.module,
+                batch={"actions": actions},
+                episodes=None,
+                explore=True,
+                update=True,
+                slots=all_slots,
+            )["actions"]
             next_obs, rewards, terminateds, truncateds, infos = self.env.step(env_actions)
             self._episode_starts = terminateds | truncateds  # same-step autoreset: next_obs begins a new episode
             if self._passes_prev:  # what the next observations (and final ones) follow
@@ -490,15 +497,15 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
             else {}
         )
         out: Any = self.env_to_module(
-            obs,
-            update=update,
-            column="obs",
             rl_module=self.module,
+            batch={"obs": obs},
+            episodes=None,
             explore=True,
+            update=update,
             slots=slots,
             episode_starts=starts,
             **prev,
-        )
+        )["obs"]
         if isinstance(self.observation_space, gym.spaces.Dict | gym.spaces.Tuple):
             self._check_nested(out, len(slots))
         elif np.shape(out)[1:] != self.observation_space.shape:

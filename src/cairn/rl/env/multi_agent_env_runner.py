@@ -45,6 +45,7 @@ import numpy.typing as npt
 import torch
 
 from cairn.rl.config.algorithm_config import AlgorithmConfig
+from cairn.rl.config.env_creators import live_env_creator
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.stateful import initial_state, state_columns, state_out, strip_time_dim
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch, as_tensors
@@ -125,7 +126,10 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
         if num_envs < 1:
             raise ValueError(f"num_envs_per_env_runner must be >= 1, got {num_envs}.")
         self.num_envs = num_envs
-        self.envs: list[MultiAgentEnv] = [make_multi_agent_env(config.env, config.env_config) for _ in range(num_envs)]
+        creator = live_env_creator(config)  # environment(fn) or register_env: the config holds the creator
+        self.envs: list[MultiAgentEnv] = [
+            make_multi_agent_env(config.env, config.env_config, creator) for _ in range(num_envs)
+        ]
         first = self.envs[0]
         # The ids as the env gives them (RLlib's make_multi_agent numbers agents 0..n-1): never str()-ed.
         self.possible_agents: list[AgentID] = check_agent_ids(first.possible_agents, env=config.env)
@@ -295,7 +299,7 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
                 continue
             raw = _stack_obs([self._obs_dicts[acting[i][0]][acting[i][1]] for i in rows])
             context = self._connector_context([acting[i] for i in rows], explore=explore)
-            filtered = self.env_to_module[module_id](raw, update=True, column="obs", **context)
+            filtered = self.env_to_module[module_id](batch={"obs": raw}, episodes=None, update=True, **context)["obs"]
             keys = [acting[i] for i in rows]
             batch, fed = self._agents_batch(module_id, as_tensors(filtered), keys, context["episode_starts"])
             if explore:
@@ -312,7 +316,8 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
                 logp = values = np.zeros(len(rows), dtype=np.float32)
             actions = result["actions"].numpy()
             context.pop("episode_starts")
-            env_actions = self.module_to_env[module_id](actions, update=True, column="actions", **context)
+            to_env = {"actions": actions}
+            env_actions = self.module_to_env[module_id](batch=to_env, episodes=None, update=True, **context)["actions"]
             for k, i in enumerate(rows):
                 state = None if fed is None else {name: value[k].numpy().copy() for name, value in fed.items()}
                 row = index_rows(filtered, k)  # a Dict/Tuple observation: row k of each leaf
@@ -384,15 +389,15 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
         raw = _stack_obs([final_obs])
         # The final observation continues the agent's stack (never an episode start); a look changes no state.
         filtered = self.env_to_module[module_id](
-            raw,
-            update=False,
-            column="obs",
             rl_module=self.module,
+            batch={"obs": raw},
+            episodes=None,
             explore=bool(self.config.explore),
+            update=False,
             slots=np.array([self._row_slot(env_index, agent)], dtype=np.int64),
             episode_starts=np.zeros(1, dtype=np.bool_),
             agent_ids=[agent],
-        )
+        )["obs"]
         key = (env_index, agent)
         batch, fed = self._agents_batch(module_id, as_tensors(filtered), [key], np.zeros(1, dtype=np.bool_))
         with torch.no_grad():  # an RLlib-style compute_values keeps gradients for the learner
