@@ -263,7 +263,6 @@ LONG_RL_FILES: dict[str, str] = {
     "rl/utils/metrics/stats.py": "RLlib's Stats reductions (mean/ema/sum/lifetime) with their state checks",
     "rl/utils/metrics/metrics_logger.py": "MetricsLogger: 6 lines over, with its restored-state reader",
     "rl/utils/replay_buffers/prioritized_replay_buffer.py": "5 lines over: its segment trees and restore checks",
-    "rl/env/multi_agent_env.py": "6 lines over: RLlib's MultiAgentEnv base (__init__, a reset subclasses call)",
 }
 
 
