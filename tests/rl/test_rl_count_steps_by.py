@@ -37,3 +37,19 @@ def test_agent_steps_bound_the_batch_sampler_and_the_episode_sampler() -> None:
 def test_an_unknown_count_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match=r"count_steps_by must be one of \['env_steps', 'agent_steps'\]"):
         PPO(_config("agents"))
+
+
+def test_min_sample_timesteps_count_agent_steps_when_the_config_does() -> None:
+    config = (
+        _config("agent_steps")
+        .training(minibatch_size=32, num_epochs=1)
+        .reporting(min_sample_timesteps_per_iteration=150)
+    )
+    algo = PPO(config)
+    try:
+        result = algo.train()
+    finally:
+        algo.stop()
+    # 80 agent steps per training step (5 env steps x 4 copies x 4 agents): two reach 150.
+    assert result["num_training_step_calls_per_iteration"] == 2
+    assert result["env_runners"]["num_env_steps_sampled"] == 2 * 20

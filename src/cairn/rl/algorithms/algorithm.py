@@ -420,15 +420,19 @@ class Algorithm(Checkpointable, abc.ABC):
         steps_before = self.env_runner.num_env_steps_sampled_lifetime
         training_results: dict[str, Any] = {}
         calls = 0
-        while True:  # RLlib's min_sample_timesteps_per_iteration: training steps until that many env steps
-            sampled_before = self.env_runner.num_env_steps_sampled_lifetime
+        # RLlib's min_sample_timesteps_per_iteration: training steps until that many steps (counted as
+        # count_steps_by says) were sampled in this iteration.
+        counter = "num_agent_steps_sampled_lifetime" if self.config.count_steps_by == "agent_steps" else None
+        first = getattr(self.env_runner, counter or "num_env_steps_sampled_lifetime")
+        while True:
+            sampled_before = getattr(self.env_runner, counter or "num_env_steps_sampled_lifetime")
             try:
                 training_results = merge_training_step_results(training_results, self.training_step())
             finally:  # also when no runner delivered (EnvRunnersUnavailableError): replacements may be up
                 self._report_recreated_env_runners()
             calls += 1
-            sampled = self.env_runner.num_env_steps_sampled_lifetime
-            if sampled - steps_before >= self.config.min_sample_timesteps_per_iteration or sampled == sampled_before:
+            sampled = getattr(self.env_runner, counter or "num_env_steps_sampled_lifetime")
+            if sampled - first >= self.config.min_sample_timesteps_per_iteration or sampled == sampled_before:
                 break
         self.training_iteration += 1
         # The env runners' metrics are reduced into the algorithm's logger each iteration (as in RLlib).

@@ -532,8 +532,9 @@ class AlgorithmConfig(ConfigBuilders):
 
     min_sample_timesteps_per_iteration: int = 0
     """RLlib's setting: one ``train()`` call runs ``training_step()`` again until the env runners
-    sampled at least this many env steps in it (``num_training_step_calls_per_iteration`` says how
-    often; a step that samples nothing ends the iteration). 0: one ``training_step()`` per call."""
+    sampled at least this many env steps in it (agent steps with ``count_steps_by="agent_steps"``;
+    ``num_training_step_calls_per_iteration`` says how often; a step that samples nothing ends the
+    iteration). 0: one ``training_step()`` per call."""
 
     num_torch_threads: int | None = 1
     """Applied with ``torch.set_num_threads`` when the algorithm is built (results
