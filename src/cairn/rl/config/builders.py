@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
@@ -212,7 +213,27 @@ def epsilon_schedule(config: Any, value: Any) -> dict[str, Any]:
 
 
 def _lr(config: Any, value: Any) -> dict[str, Any]:
-    return {"lr": _number("lr", value, "anneal it with training(lr_anneal_timesteps=...)")}
+    """A number, or one of RLlib's ``[[timestep, lr], ...]`` schedules that cairn's learners run exactly:
+    ``[[0, lr]]`` (constant) and ``[[0, lr], [T, 0.0]]`` (linear to 0 at T: ``lr_anneal_timesteps=T``)."""
+    if not isinstance(value, list | tuple):
+        return {"lr": _number("lr", value, "anneal it with training(lr_anneal_timesteps=...)")}
+    points = [tuple(p) for p in value if isinstance(p, list | tuple) and len(p) == 2]
+    ok = len(points) == len(value) and all(
+        isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+        for point in points
+        for x in point
+    )
+    if ok and len(points) == 1 and points[0][0] == 0 and points[0][1] > 0:
+        return {"lr": float(points[0][1]), "lr_anneal_timesteps": None}
+    decays_to_zero = ok and len(points) == 2 and points[0][0] == 0 and points[0][1] > 0 and points[1][1] == 0
+    if decays_to_zero and points[1][0] >= 1:
+        # The learner's schedule runs over the module's trained steps (single-agent PPO: env steps sampled).
+        return {"lr": float(points[0][1]), "lr_anneal_timesteps": _must_be_int("lr schedule's end", points[1][0])}
+    raise ValueError(
+        f"training(lr={value!r:.80}) is refused: cairn's learners keep lr constant or anneal it linearly to 0, so "
+        "they run [[0, lr]] and [[0, lr], [T, 0.0]] exactly; a schedule to another value (or with more points) "
+        "is not implemented. Give one of those, or a number and training(lr_anneal_timesteps=...)."
+    )
 
 
 def _grad_clip(config: Any, value: Any) -> dict[str, Any]:
