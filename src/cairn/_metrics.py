@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RETURN_METRIC", "current_metric_names", "flat_metrics", "jsonable_metrics"]
+__all__ = ["RETURN_METRIC", "SETTINGS_KEYS", "current_metric_names", "flat_metrics", "jsonable_metrics"]
 
 RETURN_METRIC = "env_runners/episode_return_mean"
 """The mean episode return of a ``train()`` result, flattened: what ``cairn train`` keeps the best
@@ -75,12 +75,22 @@ def current_metric_names(flat: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+SETTINGS_KEYS = frozenset({"config"})
+"""Top-level keys of a ``train()`` result that hold settings, not metrics (RLlib's result carries the
+config, as Tune's does; Tune's loggers leave it out too): no metrics row or tracker gets them."""
+
+
 def flat_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """``metrics`` with nested dicts flattened to ``"/"``-joined keys (a ``train()`` result's paths)."""
+    """``metrics`` with nested dicts flattened to ``"/"``-joined keys (a ``train()`` result's paths),
+    without :data:`SETTINGS_KEYS`."""
+    return _flat({k: v for k, v in metrics.items() if k not in SETTINGS_KEYS})
+
+
+def _flat(metrics: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in metrics.items():
         if isinstance(value, Mapping):
-            out.update({f"{key}/{k}": v for k, v in flat_metrics(value).items()})
+            out.update({f"{key}/{k}": v for k, v in _flat(value).items()})
         else:
             out[key] = value
     return out

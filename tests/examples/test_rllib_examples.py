@@ -395,9 +395,9 @@ def run_prev_actions_prev_rewards(tmp_path: Path) -> None:
     assert out["observation_space"].shape == (2 + 2 + 1,)  # StatelessCartPole's 2 + one-hot action 2 + reward 1
     assert out["result"]["training_iteration"] == 2
     env_state = out["env_state"]  # the last actions and the windows of the episodes in flight are checkpointed
-    assert env_state["prev_actions"].shape == (4,)
+    assert env_state["prev_actions"].shape == (1,)  # one env copy: RLlib's default num_envs_per_env_runner
     assert set(env_state["connectors"]["env_to_module_connector"]) == {"PrevActionsPrevRewards"}
-    assert env_state["module_states"]["default_policy"]["h"].shape == (4, 256)  # the LSTM's memory too
+    assert env_state["module_states"]["default_policy"]["h"].shape == (1, 256)  # the LSTM's memory too
     assert out["model_config"]["fcnet_kernel_initializer"] == "xavier_uniform_"  # recorded by name
 
 

@@ -19,7 +19,7 @@ from cairn.cli.metrics_log import METRICS_FILE, MetricsLog, TensorBoardLog, read
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 ITERATIONS = 16
 EVERY = 4
-STEPS_PER_ITERATION = 512  # PPOConfig's default: 4 envs x 128 steps
+STEPS_PER_ITERATION = 512  # cairn train's PPO: 4 envs (TRAIN_NUM_ENVS) x 128 steps
 SENTINEL = -12345.0
 
 

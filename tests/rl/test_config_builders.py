@@ -74,8 +74,12 @@ def test_the_train_batch_follows_env_runners_and_learners_in_any_order() -> None
     assert first.rollout_length == later.rollout_length == 80
     assert PPOConfig().training(train_batch_size=120).env_runners(num_envs_per_env_runner=4).rollout_length == 30
     assert PPOConfig().env_runners(rollout_fragment_length=17).rollout_length == 17
-    with pytest.raises(ValueError, match=r"train_batch_size_per_learner=100 is refused.*multiple of 3"):
-        PPOConfig().env_runners(num_envs_per_env_runner=3).training(train_batch_size_per_learner=100)
+    # No multiple of the envs: taken as RLlib takes it, each env's share rounded up (3 x 34 = 102 >= 100).
+    assert (
+        PPOConfig().env_runners(num_envs_per_env_runner=3).training(train_batch_size_per_learner=100).rollout_length
+        == 34
+    )
+    assert PPOConfig().env_runners(num_envs_per_env_runner=4).training(train_batch_size=2).rollout_length == 1
 
 
 def test_a_refused_setting_changes_nothing_and_names_itself() -> None:
@@ -89,7 +93,7 @@ def test_a_refused_setting_changes_nothing_and_names_itself() -> None:
     for call, match in (
         (lambda: config.framework("tf2"), "framework\\('tf2'\\) is refused"),
         (lambda: config.api_stack(enable_rl_module_and_learner=False), "only RLlib's new API stack"),
-        (lambda: config.training(lr=[[0, 1e-3], [100, 1e-4]]), "schedules"),
+        (lambda: config.training(lr=[[0, 1e-3], [100, 1e-4]]), r"anneal it linearly to 0.*\[\[0, lr\], \[T, 0.0\]\]"),
         (lambda: config.training(model={"fcnet_hiddens": [8]}), "old API stack"),
         (lambda: config.environment(observation_space=object()), "reads the spaces from the environment"),
         (lambda: config.callbacks(on_sample_end=3), "give a function or a 'module:function' path"),
@@ -101,6 +105,18 @@ def test_a_refused_setting_changes_nothing_and_names_itself() -> None:
         with pytest.raises(ValueError, match=match):
             call()
     assert config == before
+
+
+def test_lr_schedules_the_learners_run_exactly_are_taken() -> None:
+    """RLlib's ``lr=[[t, value], ...]``: constant, or linear to 0 at T (cairn's learners anneal to 0 only)."""
+    decay = PPOConfig().training(lr=[[0, 1e-3], [10_000, 0.0]])
+    assert (decay.lr, decay.lr_anneal_timesteps) == (1e-3, 10_000)
+    constant = PPOConfig().training(lr=[[0, 5e-4]])
+    assert (constant.lr, constant.lr_anneal_timesteps) == (5e-4, None)
+    assert PPOConfig.overrides(lr=[[0, 1e-3], [500, 0.0]]) == {"lr": 1e-3, "lr_anneal_timesteps": 500}
+    for schedule in ([[5, 1e-3]], [[0, 1e-3], [0, 0.0]], [[0, True]], [[0, 1e-3], [10, 0.0], [20, 0.0]]):
+        with pytest.raises(ValueError, match=r"training\(lr=.*\) is refused"):
+            PPOConfig().training(lr=schedule)
 
 
 def test_copy_to_dict_from_dict_and_overrides() -> None:

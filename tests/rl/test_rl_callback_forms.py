@@ -189,3 +189,11 @@ def test_a_partial_with_other_arguments_or_of_a_local_class_is_refused() -> None
         PPOConfig(env="CartPole-v1").callbacks(functools.partial(dict))
     with pytest.raises(ValueError, match=r"subclass of cairn\.rl\.callbacks\.callbacks[.:]RLlibCallback"):
         PPO(small_config(**TINY, callbacks_class=functools.partial(CounterEnv)))
+
+
+def test_a_callbacks_class_given_by_name_is_refused_at_config_time() -> None:
+    """RLlib's ``callbacks()`` refuses what is not callable at once; so does cairn, before any build."""
+    with pytest.raises(ValueError, match=r"callbacks_class='cairn.rl.callbacks.callbacks:RLlibCallback' is refused"):
+        PPOConfig(env="CartPole-v1").callbacks("cairn.rl.callbacks.callbacks:RLlibCallback")
+    with pytest.raises(ValueError, match="not a name"):
+        PPOConfig(env="CartPole-v1", callbacks_class=[helpers.Threshold, "x:Y"])

@@ -62,6 +62,21 @@ def test_train_evaluates_every_interval_and_evaluate_runs_one_on_demand() -> Non
         algo.stop()
 
 
+def test_always_attach_evaluation_results_repeats_the_latest_evaluation() -> None:
+    config = tiny_config().evaluation(
+        evaluation_interval=2, evaluation_duration=1, always_attach_evaluation_results=True
+    )
+    algo = config.build_algo()
+    try:
+        assert EVALUATION_RESULTS not in algo.train()  # nothing evaluated yet
+        evaluated = algo.train()[EVALUATION_RESULTS]
+        assert algo.train()[EVALUATION_RESULTS] == evaluated  # iteration 3 does not evaluate: the latest one
+    finally:
+        algo.stop()
+    with pytest.raises(ValueError, match="always_attach_evaluation_results must be True or False"):
+        PPO(tiny_config(always_attach_evaluation_results=1))
+
+
 def test_timesteps_unit_samples_at_least_the_duration() -> None:
     algo = PPO(
         tiny_config(

@@ -12,6 +12,7 @@ import torch
 from rl_helpers import small_config
 
 import cairn
+import cairn._metrics
 import cairn.rl.core as core
 from cairn.rl import PPO
 from cairn.rl.algorithms import algorithm_config
@@ -54,6 +55,12 @@ def test_train_returns_rllibs_nested_result_under_rllibs_key_constants() -> None
     assert result[m.TIMERS][m.TRAINING_ITERATION_TIMER] > 0
     assert result[m.TRAINING_ITERATION] == 2 and result[m.NUM_TRAINING_STEP_CALLS_PER_ITERATION] == 1
     assert m.EVALUATION_RESULTS not in result  # no evaluation configured
+    # RLlib's fault-tolerance counts (no remote runners here) and the settings, as JSON data.
+    assert result["fault_tolerance"] == {"num_healthy_workers": 0, "num_remote_worker_restarts": 0}
+    assert result["config"]["rollout_length"] == 16 and result["config"]["env"] == "CartPole-v1"
+    assert json.loads(json.dumps(result["config"])) == result["config"]
+    assert not any(k.startswith("config/") for k in result.flatten())  # settings, not metrics
+    assert not any(k.startswith("config/") for k in cairn._metrics.jsonable_metrics(result))
     # The strings are RLlib's (ray.rllib.utils.metrics / ray.rllib.core).
     assert (m.ENV_RUNNER_RESULTS, m.LEARNER_RESULTS, m.EVALUATION_RESULTS, m.ALL_MODULES) == (
         "env_runners",
@@ -61,6 +68,25 @@ def test_train_returns_rllibs_nested_result_under_rllibs_key_constants() -> None
         "evaluation",
         "__all_modules__",
     )
+
+
+def test_min_sample_timesteps_per_iteration_repeats_the_training_step() -> None:
+    algo = PPO(
+        small_config(rollout_length=16, minibatch_size=16, num_epochs=1, model_config={"hidden_sizes": [8]}).reporting(
+            min_sample_timesteps_per_iteration=50
+        )
+    )
+    try:
+        result = algo.train()
+    finally:
+        algo.stop()
+    # Two training steps of 2 envs x 16 steps reach 50 env steps; their trained steps add up.
+    assert result[m.NUM_TRAINING_STEP_CALLS_PER_ITERATION] == 2
+    assert result[m.ENV_RUNNER_RESULTS][m.NUM_ENV_STEPS_SAMPLED] == result[m.NUM_ENV_STEPS_SAMPLED_LIFETIME] == 64
+    assert result[m.LEARNER_RESULTS][core.DEFAULT_MODULE_ID][m.NUM_MODULE_STEPS_TRAINED] == 64
+    assert result[m.LEARNER_RESULTS][m.ALL_MODULES][m.NUM_MODULE_STEPS_TRAINED] == 64
+    with pytest.raises(ValueError, match="min_sample_timesteps_per_iteration must be an int >= 0"):
+        PPO(small_config(min_sample_timesteps_per_iteration=-1))
 
 
 def test_multi_agent_results_are_per_module() -> None:

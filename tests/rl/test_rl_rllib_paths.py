@@ -36,3 +36,14 @@ def test_framework_helpers() -> None:
     assert isinstance(out["rest"], tuple) and out["rest"][1][0].item() == 2.5
     with pytest.raises(ValueError, match="torch only"):
         convert_to_tensor([1], framework="tf2")
+
+
+def test_generic_config_with_algo_class_and_the_train_batch_size() -> None:
+    """RLlib's ``AlgorithmConfig(algo_class=X)`` makes X's config; ``train_batch_size`` reads the batch back."""
+    assert type(AlgorithmConfig(algo_class=DQN)) is DQNConfig and type(AlgorithmConfig(algo_class=SAC)) is SACConfig
+    ppo = AlgorithmConfig(algo_class=PPO, lr=1e-3).env_runners(num_envs_per_env_runner=3)
+    assert type(ppo) is PPOConfig and ppo.lr == 1e-3
+    assert ppo.training(train_batch_size=300).train_batch_size == 300  # 3 envs x 100 steps
+    assert DQNConfig().training(train_batch_size=64).train_batch_size == 64  # off-policy: one gradient step's rows
+    with pytest.raises(ValueError, match=r"PPOConfig\(algo_class='DQN'\): give a cairn algorithm class"):
+        PPOConfig(algo_class=DQN)

@@ -4,8 +4,7 @@ Same test names, cases and expected values; ``ray.rllib`` -> ``cairn.rl``; the m
 lambda of ``_build_config`` as RLlib writes it (issue 39).
 ``MultiAgentEnvRunner.sample()`` called the RLlib way (a count, ``random_actions``, ...)
 returns RLlib's episodes; called bare it is the algorithm's batch sampler, which is why
-``test_counting_by_agent_steps`` (a bare ``sample()``) fails, and ``test_sample_timesteps``
-needs RLlib's default of one env copy per runner (docs/rllib_parity.md).
+``test_counting_by_agent_steps`` (a bare ``sample()``) fails (docs/rllib_parity.md).
 """
 
 from __future__ import annotations
@@ -31,11 +30,6 @@ def _build_config(num_agents: int = 2, num_policies: int = 2) -> PPOConfig:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="num_envs_per_env_runner defaults to 4 (RLlib: 1), so 10 timesteps over 4 copies are 12; passes with "
-    "num_envs_per_env_runner=1",
-)
 def test_sample_timesteps() -> None:
     env_runner = MultiAgentEnvRunner(config=_build_config())
     episodes = env_runner.sample(num_timesteps=10)
@@ -71,7 +65,7 @@ def test_sample_episodes() -> None:
         assert eps.env_t_started == 0
 
 
-@pytest.mark.xfail(strict=True, reason="multi_agent(count_steps_by='agent_steps') is refused; and " + BARE_SAMPLE)
+@pytest.mark.xfail(strict=True, reason=BARE_SAMPLE + "; count_steps_by='agent_steps' itself is taken")
 def test_counting_by_agent_steps() -> None:
     """Tests whether counting by agent_steps works."""
     config = _build_config(num_agents=4, num_policies=1)

@@ -72,10 +72,10 @@ if TYPE_CHECKING:
     from cairn.rl.env.env_runner_group import EnvRunnerGroup
     from cairn.rl.env.env_state import register_env_state_handler
     from cairn.rl.env.episodes import Episode
+    from cairn.rl.env.independent_agents_env import IndependentAgentsEnv
     from cairn.rl.env.multi_agent_env import (
         DEFAULT_AGENT_ID,
         EpisodeInfo,
-        IndependentAgentsEnv,
         MultiAgentEnv,
         register_env,
     )
@@ -147,7 +147,7 @@ _HOMES: dict[str, str] = {
     "EnvRunner": "cairn.rl.env.env_runner",
     "EnvRunnerGroup": "cairn.rl.env.env_runner_group",
     "Episode": "cairn.rl.env.episodes",
-    "IndependentAgentsEnv": "cairn.rl.env.multi_agent_env",
+    "IndependentAgentsEnv": "cairn.rl.env.independent_agents_env",
     "EpisodeInfo": "cairn.rl.env.multi_agent_env",
     "MultiAgentEnv": "cairn.rl.env.multi_agent_env",
     "MultiAgentEnvRunner": "cairn.rl.env.multi_agent_env_runner",

@@ -39,7 +39,7 @@ from cairn._unrecorded import supplying
 from cairn.errors import IncompatibleCheckpointError
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.evaluation import EvaluationRunners, evaluation_runner_config, wants_evaluation_runners
-from cairn.rl.algorithms.results import ResultDict, nest_results
+from cairn.rl.algorithms.results import ResultDict, merge_training_step_results, nest_results, settings_view
 from cairn.rl.callbacks.callbacks import callbacks_from_config
 from cairn.rl.config.algorithm_config import (
     CALLABLE_FIELDS,
@@ -125,6 +125,7 @@ class Algorithm(Checkpointable, abc.ABC):
                 }
                 self.learner_group.set_state({"learner": {"rl_module": weights}})
             self.training_iteration = 0
+            self._last_evaluation: dict[str, Any] | None = None  # for always_attach_evaluation_results
             self._sync_env_runners()
             self.callbacks.on_algorithm_init(algorithm=self, metrics_logger=self.metrics)
         except BaseException:
@@ -408,15 +409,31 @@ class Algorithm(Checkpointable, abc.ABC):
             The keys are the constants of :mod:`cairn.rl.utils.metrics`; lookups also take a
             ``"/"``-joined path (``result["env_runners/episode_return_mean"]``), and
             ``result.flatten()`` gives ``"/"``-joined keys.
-            ``timers/`` and ``perf/`` are wall-clock measurements (not reproducible). The
-            callbacks' ``on_train_result`` sees the result last and may change it.
+            ``timers/`` and ``perf/`` are wall-clock measurements (not reproducible).
+            ``fault_tolerance`` (``num_healthy_workers``, ``num_remote_worker_restarts``: remote
+            env runners) and ``config`` (the settings, ``config.to_dict()`` as JSON data: classes and
+            functions by their ``"module:qualname"``; metrics logs, trackers and ``flatten()`` leave
+            it out) are RLlib's. The callbacks' ``on_train_result`` sees the
+            result last and may change it.
         """
         start = time.perf_counter()
         steps_before = self.env_runner.num_env_steps_sampled_lifetime
-        try:
-            training_results = self.training_step()
-        finally:  # also when no runner delivered (EnvRunnersUnavailableError): replacements may be up
-            self._report_recreated_env_runners()
+        training_results: dict[str, Any] = {}
+        calls = 0
+        # RLlib's min_sample_timesteps_per_iteration: training steps until that many steps (counted as
+        # count_steps_by says) were sampled in this iteration.
+        counter = "num_agent_steps_sampled_lifetime" if self.config.count_steps_by == "agent_steps" else None
+        first = getattr(self.env_runner, counter or "num_env_steps_sampled_lifetime")
+        while True:
+            sampled_before = getattr(self.env_runner, counter or "num_env_steps_sampled_lifetime")
+            try:
+                training_results = merge_training_step_results(training_results, self.training_step())
+            finally:  # also when no runner delivered (EnvRunnersUnavailableError): replacements may be up
+                self._report_recreated_env_runners()
+            calls += 1
+            sampled = getattr(self.env_runner, counter or "num_env_steps_sampled_lifetime")
+            if sampled - first >= self.config.min_sample_timesteps_per_iteration or sampled == sampled_before:
+                break
         self.training_iteration += 1
         # The env runners' metrics are reduced into the algorithm's logger each iteration (as in RLlib).
         self.metrics.aggregate(self.env_runner_group.pop_metrics(), key=ENV_RUNNER_RESULTS)
@@ -424,7 +441,9 @@ class Algorithm(Checkpointable, abc.ABC):
         interval = self.config.evaluation_interval
         evaluation = None
         if interval is not None and self.training_iteration % int(interval) == 0:
-            evaluation = self._run_evaluation()
+            evaluation = self._last_evaluation = self._run_evaluation()
+        elif self.config.always_attach_evaluation_results:
+            evaluation = self._last_evaluation
         flat = {**flatten_metrics(self.metrics.compile()), **training_results}
         elapsed = time.perf_counter() - start
         steps = self.env_runner.num_env_steps_sampled_lifetime - steps_before
@@ -432,12 +451,15 @@ class Algorithm(Checkpointable, abc.ABC):
         flat[f"{ENV_RUNNER_RESULTS}/{NUM_ENV_STEPS_SAMPLED}"] = steps
         # RLlib has the lifetime count at the top as well as under env_runners.
         flat[NUM_ENV_STEPS_SAMPLED_LIFETIME] = self.env_runner.num_env_steps_sampled_lifetime
-        flat[NUM_TRAINING_STEP_CALLS_PER_ITERATION] = 1  # one training_step() per train() call, always
+        flat[NUM_TRAINING_STEP_CALLS_PER_ITERATION] = calls
         flat[f"{TIMERS}/{TRAINING_ITERATION_TIMER}"] = elapsed
         flat["perf/env_steps_per_second"] = steps / elapsed if elapsed > 0 else float("nan")
         if evaluation is not None:
             flat.update({f"{EVALUATION_RESULTS}/{k}": v for k, v in evaluation.items()})
         results = nest_results(flat, single_agent_module=self._single_agent_module())
+        # RLlib's result also carries its fault-tolerance counts and (as Tune's does) the config's settings.
+        results["fault_tolerance"] = self.env_runner_group.fault_tolerance_stats()
+        results["config"] = settings_view(self.config.to_dict())
         self.callbacks.on_train_result(algorithm=self, metrics_logger=self.metrics, result=results)
         return results
 

@@ -110,6 +110,10 @@ class OffPolicyConfig(AlgorithmConfig):
     }
     """RLlib's off-policy ``training()`` settings: the train batch is the rows of one gradient step."""
 
+    def _train_batch_rows(self) -> int:
+        """RLlib's off-policy ``train_batch_size``: the rows of one gradient step."""
+        return int(self.minibatch_size)
+
     num_envs_per_env_runner: int = 1
     """Vectorized environments per env runner (CleanRL: 1)."""
 

@@ -28,9 +28,12 @@ files and checkpoints are read through :func:`cairn._metrics.current_metric_name
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from cairn._metrics import SETTINGS_KEYS
+from cairn.registry import object_path
 from cairn.rl.utils.metrics.constants import (
     AGENT_EPISODE_RETURNS_MEAN,
     ALL_MODULES,
@@ -43,7 +46,7 @@ from cairn.rl.utils.metrics.constants import (
     TIMERS,
 )
 
-__all__ = ["WALL_CLOCK_PREFIXES", "ResultDict", "nest_results"]
+__all__ = ["WALL_CLOCK_PREFIXES", "ResultDict", "merge_training_step_results", "nest_results", "settings_view"]
 
 WALL_CLOCK_PREFIXES = (f"{TIMERS}/", "perf/")
 """Flattened keys with these prefixes are wall-clock measurements: they differ from run to run."""
@@ -99,6 +102,8 @@ class ResultDict(dict[str, Any]):
         Args:
             wall_clock: ``False`` leaves out the wall-clock measurements (``timers/``,
                 ``perf/``), which differ from run to run: what is left is reproducible.
+
+        The settings under ``config`` are values of no metric: they are left out.
         """
         out: dict[str, Any] = {}
 
@@ -109,7 +114,7 @@ class ResultDict(dict[str, Any]):
                 else:
                     out[f"{prefix}{name}"] = value
 
-        walk(self, "")
+        walk({k: v for k, v in self.items() if k not in SETTINGS_KEYS}, "")
         if not wall_clock:
             out = {k: v for k, v in out.items() if not k.startswith(WALL_CLOCK_PREFIXES)}
         return dict(sorted(out.items()))
@@ -165,3 +170,33 @@ def nest_results(flat: Mapping[str, Any], *, single_agent_module: str | None = N
 
 def _sorted(node: dict[str, Any]) -> dict[str, Any]:
     return {k: _sorted(v) if isinstance(v, dict) else v for k, v in sorted(node.items())}
+
+
+def settings_view(value: Any) -> Any:
+    """``value`` (a config's ``to_dict()``) as JSON data, for ``result["config"]``: what a result
+    holds goes to JSON logs and through pickling, so classes and functions appear as their
+    ``"module:qualname"`` and other objects as their ``repr`` (a view to read, not to rebuild from)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): settings_view(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = sorted(value, key=repr) if isinstance(value, set | frozenset) else value
+        return [settings_view(v) for v in items]
+    if isinstance(value, type) or (callable(value) and hasattr(value, "__qualname__")):
+        return object_path(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return {"type": object_path(type(value)), **settings_view(fields)}
+    return repr(value)
+
+
+def merge_training_step_results(earlier: Mapping[str, Any], latest: Mapping[str, Any]) -> dict[str, Any]:
+    """The flat results of an iteration's training steps so far (``min_sample_timesteps_per_iteration``):
+    the modules' trained-step counts (``.../num_module_steps_trained``) add up, every other value is
+    the latest step's (losses, rates, and lifetime counts, which already hold the earlier steps)."""
+    merged = {**earlier, **latest}
+    for key, value in latest.items():
+        if key.rsplit("/", 1)[-1] == NUM_MODULE_STEPS_TRAINED and key in earlier:
+            merged[key] = earlier[key] + value
+    return merged

@@ -287,6 +287,9 @@ PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 _MAX_RESOURCE = 1e6
 """A bound on any one resource amount a config asks for (a recorded config is read before Ray sees it)."""
 
+COUNT_STEPS_BY = ("env_steps", "agent_steps")
+"""What ``count_steps_by`` may name (RLlib's two)."""
+
 _MAX_CUSTOM_RESOURCES = 64
 """At most this many custom resources per actor."""
 
@@ -365,8 +368,10 @@ class AlgorithmConfig(ConfigBuilders):
     runner samples in this process. More than 0 needs Ray
     (``pip install 'cairn-rl[ray]'``)."""
 
-    num_envs_per_env_runner: int = 4
-    """Vectorized environments (for ``"multi:"`` envs: env copies) per env runner."""
+    num_envs_per_env_runner: int = 1
+    """Vectorized environments (for ``"multi:"`` envs: env copies) per env runner. 1 by default, as
+    RLlib's (``cairn train`` gives PPO 4, its quick start's speed; configs before issue 38 defaulted to 4
+    and recorded it, so their checkpoints resume as they ran)."""
 
     rollout_length: int = 128
     """Steps each sub-environment takes per training iteration."""
@@ -503,6 +508,12 @@ class AlgorithmConfig(ConfigBuilders):
     sampled) but are not trained. ``None``: every module learns.
     ``Algorithm.add_module`` / ``remove_module`` store their ``new_should_module_be_updated`` here."""
 
+    count_steps_by: str = "env_steps"
+    """What a multi-agent runner's ``rollout_length`` counts (RLlib's ``multi_agent(count_steps_by=)``):
+    ``"env_steps"``, or ``"agent_steps"`` (each agent's action is one step: a copy samples until its
+    runner took ``rollout_length`` x ``num_envs_per_env_runner`` agent steps, at most that many env steps).
+    Single-agent envs take one agent step per env step, so both count alike there."""
+
     algorithm_config_overrides_per_module: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Module id -> settings of this config that differ for that module (RLlib's name), e.g.
     ``{"p1": {"lr": 1e-3}}``. The learner reads every learner setting (``lr``,
@@ -518,6 +529,12 @@ class AlgorithmConfig(ConfigBuilders):
 
     episode_return_window: int = 100
     """``episode_return_mean`` is the mean over this many most recent episodes."""
+
+    min_sample_timesteps_per_iteration: int = 0
+    """RLlib's setting: one ``train()`` call runs ``training_step()`` again until the env runners
+    sampled at least this many env steps in it (agent steps with ``count_steps_by="agent_steps"``;
+    ``num_training_step_calls_per_iteration`` says how often; a step that samples nothing ends the
+    iteration). 0: one ``training_step()`` per call."""
 
     num_torch_threads: int | None = 1
     """Applied with ``torch.set_num_threads`` when the algorithm is built (results
@@ -599,6 +616,11 @@ class AlgorithmConfig(ConfigBuilders):
     evaluation_config: dict[str, Any] = field(default_factory=dict)
     """Settings in which the evaluation runners differ from the training ones, by cairn field
     name (``evaluation(evaluation_config={"explore": False})`` translates RLlib's names)."""
+
+    always_attach_evaluation_results: bool = False
+    """RLlib's setting: every ``train()`` result carries the latest evaluation's results under
+    ``result["evaluation"]``, also in iterations that do not evaluate (none before the first
+    evaluation; an algorithm restored from a checkpoint attaches from its next evaluation on)."""
 
     # --- part `rlmodule` (issue 28 item 6): the observation filter travels with load_state_path.
     load_pretrained_connectors: bool = True
@@ -851,6 +873,9 @@ class AlgorithmConfig(ConfigBuilders):
             if module_config is not self:
                 module_config.algorithm_config_overrides_per_module = {}
                 module_config.validate()
+        steps = self.min_sample_timesteps_per_iteration
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise ValueError(f"min_sample_timesteps_per_iteration must be an int >= 0, got {steps!r:.40}.")
         for name in ("num_envs_per_env_runner", "rollout_length", "episode_return_window"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}.")
@@ -869,6 +894,13 @@ class AlgorithmConfig(ConfigBuilders):
         if self.policy_mapping_fn is not None and self.env.startswith(MULTI_AGENT_PREFIX):
             raise ValueError(multi_env_mapping_fn_refusal(self.env, f"policy_mapping_fn={self.policy_mapping_fn!r}"))
         self.validate_evaluation()
+        if not isinstance(self.always_attach_evaluation_results, bool):
+            raise ValueError(
+                "always_attach_evaluation_results must be True or False, got "
+                f"{self.always_attach_evaluation_results!r:.40}."
+            )
+        if self.count_steps_by not in COUNT_STEPS_BY:
+            raise ValueError(f"count_steps_by must be one of {list(COUNT_STEPS_BY)}, got {self.count_steps_by!r:.40}.")
         unknown = sorted(set(self.policies_to_train or ()) - set(self.policies))
         if unknown:
             raise ValueError(f"policies_to_train names {unknown}, which are not in policies={list(self.policies)}.")

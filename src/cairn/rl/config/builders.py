@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
@@ -105,11 +106,12 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         "policy_mapping",
         "policy_mapping_fn",
         "policies_to_train",
+        "count_steps_by",
         "algorithm_config_overrides_per_module",
     ),
     "rl_module": ("rl_module_spec", "model_config"),
     "callbacks": ("callbacks_class", *(f"callbacks_{hook}" for hook in CALLBACK_HOOKS)),
-    "reporting": ("episode_return_window",),
+    "reporting": ("episode_return_window", "min_sample_timesteps_per_iteration"),
     "debugging": ("seed",),
     "resources": ("num_torch_threads", "num_cpus_for_main_process", "placement_strategy"),
     "fault_tolerance": (
@@ -127,6 +129,7 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         "evaluation_duration_unit",
         "evaluation_num_env_runners",
         "evaluation_config",
+        "always_attach_evaluation_results",
     ),
 }
 """Builder -> the cairn fields it takes by their own names; ``training`` takes every other field."""
@@ -210,7 +213,27 @@ def epsilon_schedule(config: Any, value: Any) -> dict[str, Any]:
 
 
 def _lr(config: Any, value: Any) -> dict[str, Any]:
-    return {"lr": _number("lr", value, "anneal it with training(lr_anneal_timesteps=...)")}
+    """A number, or one of RLlib's ``[[timestep, lr], ...]`` schedules that cairn's learners run exactly:
+    ``[[0, lr]]`` (constant) and ``[[0, lr], [T, 0.0]]`` (linear to 0 at T: ``lr_anneal_timesteps=T``)."""
+    if not isinstance(value, list | tuple):
+        return {"lr": _number("lr", value, "anneal it with training(lr_anneal_timesteps=...)")}
+    points = [tuple(p) for p in value if isinstance(p, list | tuple) and len(p) == 2]
+    ok = len(points) == len(value) and all(
+        isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+        for point in points
+        for x in point
+    )
+    if ok and len(points) == 1 and points[0][0] == 0 and points[0][1] > 0:
+        return {"lr": float(points[0][1]), "lr_anneal_timesteps": None}
+    decays_to_zero = ok and len(points) == 2 and points[0][0] == 0 and points[0][1] > 0 and points[1][1] == 0
+    if decays_to_zero and points[1][0] >= 1:
+        # The learner's schedule runs over the module's trained steps (single-agent PPO: env steps sampled).
+        return {"lr": float(points[0][1]), "lr_anneal_timesteps": _must_be_int("lr schedule's end", points[1][0])}
+    raise ValueError(
+        f"training(lr={value!r:.80}) is refused: cairn's learners keep lr constant or anneal it linearly to 0, so "
+        "they run [[0, lr]] and [[0, lr], [T, 0.0]] exactly; a schedule to another value (or with more points) "
+        "is not implemented. Give one of those, or a number and training(lr_anneal_timesteps=...)."
+    )
 
 
 def _grad_clip(config: Any, value: Any) -> dict[str, Any]:
@@ -577,7 +600,7 @@ _BASE_RULES: dict[str, dict[str, Rule]] = {
         "policy_mapping_fn": "policy_mapping_fn",
         "policies_to_train": _policies_to_train,
         "algorithm_config_overrides_per_module": _overrides_per_module,
-        "count_steps_by": Accept(("env_steps",), "cairn counts env steps"),
+        "count_steps_by": "count_steps_by",
         "policy_map_capacity": Accept((100,), _DEFAULT_ONLY),
         "policy_states_are_swappable": Accept((False,), _DEFAULT_ONLY),
         "observation_fn": Accept((None,), _DEFAULT_ONLY),
@@ -595,7 +618,7 @@ _BASE_RULES: dict[str, dict[str, Rule]] = {
         "metrics_episode_collection_timeout_s": Accept((60.0, 60), _DEFAULT_ONLY),
         "min_time_s_per_iteration": Accept((None, 0, 0.0), "one train() call is one iteration"),
         "min_train_timesteps_per_iteration": Accept((0,), "one train() call is one iteration"),
-        "min_sample_timesteps_per_iteration": Accept((0,), "one train() call is one iteration"),
+        "min_sample_timesteps_per_iteration": "min_sample_timesteps_per_iteration",
         "log_gradients": Accept((True, False), "cairn reports the gradient norm either way"),
     },
     "debugging": {
@@ -648,6 +671,7 @@ _BASE_RULES: dict[str, dict[str, Rule]] = {
             "(their environments are checkpointed with them)",
         ),
         "evaluation_sample_timeout_s": Accept((120.0, 120), _DEFAULT_ONLY),
+        "always_attach_evaluation_results": "always_attach_evaluation_results",
         "custom_evaluation_function": Refuse(
             "cairn records no functions by value in a config: call algo.evaluate() and compute what you need "
             "from its result, or subclass the algorithm"
@@ -679,8 +703,36 @@ for _hook in _CALLBACK_HOOKS:
     )
 
 
-class ConfigBuilders:
-    """RLlib's config builders; see the module docstring. A base of ``AlgorithmConfig``."""
+class _AlgoClassCall(type):
+    """Lets ``AlgorithmConfig(algo_class=PPO)`` build the algorithm's own config (RLlib's generic config)."""
+
+    def __call__(cls, *args: Any, algo_class: type[Any] | None = None, **kwargs: Any) -> Any:
+        if algo_class is None:
+            return super().__call__(*args, **kwargs)
+        target = getattr(algo_class, "config_class", None)
+        if not (isinstance(target, type) and issubclass(target, cls)):
+            raise ValueError(
+                f"{cls.__name__}(algo_class={getattr(algo_class, '__name__', algo_class)!r:.60}): give a cairn "
+                f"algorithm class (PPO, DQN, SAC) whose config is a {cls.__name__}."
+            )
+        return type.__call__(target, *args, **kwargs)
+
+
+class ConfigBuilders(metaclass=_AlgoClassCall):
+    """RLlib's config builders; see the module docstring. A base of ``AlgorithmConfig``.
+
+    ``AlgorithmConfig(algo_class=PPO)`` is RLlib's generic form: it makes a ``PPOConfig()``.
+    """
+
+    @property
+    def train_batch_size(self) -> int:
+        """RLlib's ``config.train_batch_size``, read-only: the rows one iteration trains on (PPO:
+        ``rollout_length`` x envs per runner x sampling runners; off-policy algorithms: the minibatch)."""
+        return self._train_batch_rows()
+
+    def _train_batch_rows(self) -> int:
+        config: Any = self
+        return int(config.rollout_length) * int(config.num_envs_per_env_runner) * max(1, int(config.num_env_runners))
 
     RLLIB_RULES: ClassVar[dict[str, dict[str, Rule]]] = {}
     """Per builder, the RLlib settings an algorithm's config adds (``training``: PPO's ``lambda_``, ...)."""
@@ -911,7 +963,9 @@ def _resolve_batch(config: Any) -> None:
 
     PPO samples ``rollout_length`` steps in each of ``num_envs_per_env_runner`` envs of
     each sampling runner (``max(1, num_env_runners)``) per iteration, and splits that
-    batch over ``max(1, num_learners)`` learners; the batch must divide evenly.
+    batch over ``max(1, num_learners)`` learners. A batch that is no multiple of the envs
+    is taken as RLlib takes it (its ``rollout_fragment_length="auto"``): each env samples
+    the batch's share rounded up, so an iteration trains on up to ``envs - 1`` more steps.
     """
     pending = config.__dict__.get(_PENDING_BATCH)
     if pending is None:
@@ -919,12 +973,4 @@ def _resolve_batch(config: Any) -> None:
     kind, size = pending
     total = size * max(1, int(config.num_learners)) if kind == "per_learner" else size
     envs = max(1, int(config.num_env_runners)) * int(config.num_envs_per_env_runner)
-    if total < envs or total % envs:
-        name = "train_batch_size_per_learner" if kind == "per_learner" else "train_batch_size"
-        raise ValueError(
-            f"{name}={size} is refused: cairn samples rollout_length steps in each of {envs} envs "
-            f"(num_env_runners x num_envs_per_env_runner) per iteration, so the train batch ({total}"
-            f"{' = per learner x num_learners' if kind == 'per_learner' else ''}) must be a multiple of {envs}. "
-            "Choose a multiple, or set env_runners(rollout_fragment_length=...) instead."
-        )
-    config.rollout_length = total // envs
+    config.rollout_length = max(1, -(-total // envs))  # ceil: at least the batch asked for

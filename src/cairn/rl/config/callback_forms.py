@@ -161,12 +161,19 @@ def callbacks_class_value(value: Any) -> Any:
 
     Raises:
         ValueError: A partial of something else than a top-level class, or with
-            arguments that are not plain data.
+            arguments that are not plain data; a value that is no class, partial or list
+            (a string path, say), refused here as RLlib's ``callbacks()`` refuses it, not
+            when the algorithm is built.
     """
     if isinstance(value, list | tuple):
         return [callbacks_class_value(v) for v in value]
     if isinstance(value, functools.partial) and not isinstance(value, CallbackClass):
         return _callback_class(value.func, tuple(value.args), dict(value.keywords))
+    if value is not None and not isinstance(value, type | CallbackClass):
+        raise ValueError(
+            f"callbacks_class={value!r:.80} is refused: give the RLlibCallback subclass itself (or a "
+            "functools.partial of it, or a list of them), not a name; import the class and pass it."
+        )
     if isinstance(value, type) and CALLBACKS_CLASS.problem(value) is None:
         register_passed(value)  # the program passed it: a checkpoint of this config loads again here
     return value

@@ -231,6 +231,15 @@ class EnvRunnerGroup:
         """How many runners sample now (RLlib's ``num_healthy_remote_workers``; the local one when there are none)."""
         return self.backend.num_env_runners if self.remote is None else self.remote.num_healthy_env_runners
 
+    def fault_tolerance_stats(self) -> dict[str, int]:
+        """RLlib's ``result["fault_tolerance"]``: healthy remote runners now, and remote runners restarted so far."""
+        if self.remote is None:
+            return {"num_healthy_workers": 0, "num_remote_worker_restarts": 0}
+        return {
+            "num_healthy_workers": int(self.remote.num_healthy_env_runners),
+            "num_remote_worker_restarts": int(self.remote.num_restarts),
+        }
+
     def get_metrics(self) -> dict[str, float | int]:
         """Episode and counter metrics over all runners (the local runner keeps the totals)."""
         return self.local_env_runner.get_metrics()

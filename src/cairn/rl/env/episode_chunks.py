@@ -149,7 +149,8 @@ class EpisodeChunks:
         chunk._infos = [dict(info) for info in self._infos[low : stop + 1]]
         chunk._actions = list(self._actions[low:stop])
         chunk._rewards = list(self._rewards[low:stop])
-        chunk._extra = {key: list(values[low:stop]) for key, values in self._extra.items()}
+        # A key without data in the chunk is dropped: the chunk's next steps may give other outputs.
+        chunk._extra = {key: kept for key, values in self._extra.items() if (kept := list(values[low:stop]))}
         chunk._lookback, chunk._length = keep, stop - first
         chunk._return = float(sum(chunk._rewards[keep:]))
         chunk.t_started = self.t_started + first - self._lookback

@@ -33,7 +33,7 @@ sampled by the single-agent :class:`~cairn.rl.env.env_runner.EnvRunner`, as is
 ``"module:Class"`` of a ``gymnasium.Env`` subclass (built as ``Class(env_config)``,
 as RLlib builds ``config.environment(EnvClass)``).
 
-:class:`IndependentAgentsEnv` is the same environment with a dict API
+:class:`~cairn.rl.env.independent_agents_env.IndependentAgentsEnv` is the same environment with a dict API
 (agent id -> value), for stepping it by hand; the env runner steps exactly
 these per-agent copies inside its vector env (copy ``e``, agent ``i`` is
 sub-environment ``e * n + i``, seeded ``seed + e * n + i``).
@@ -75,7 +75,6 @@ __all__ = [
     "MULTI_AGENT_PREFIX",
     "AgentID",
     "EpisodeInfo",
-    "IndependentAgentsEnv",
     "MultiAgentEnv",
     "MultiAgentSingleEnvCopies",
     "agent_ids",
@@ -142,12 +141,20 @@ class MultiAgentEnv(gym.Env[MultiAgentDict, MultiAgentDict]):
         """The action space of ``agent_id``."""
         return self.action_spaces[agent_id]
 
+    def __init__(self) -> None:
+        """As RLlib's base: an env that has not set its agent lists yet starts with empty ones."""
+        super().__init__()
+        self.agents = list(getattr(self, "agents", []))
+        self.possible_agents = list(getattr(self, "possible_agents", []))
+
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[MultiAgentDict, MultiAgentDict]:
-        """Start an episode: the observations of the agents that act first, and infos."""
+        """Start an episode (a subclass's own); its ``super().reset(seed=seed)`` seeds ``np_random``, as RLlib's."""
         super().reset(seed=seed)
-        raise NotImplementedError(f"{type(self).__qualname__} must implement reset(seed=, options=).")
+        if type(self).reset is MultiAgentEnv.reset:
+            raise NotImplementedError(f"{type(self).__qualname__} must implement reset(seed=, options=).")
+        return {}, {}
 
     def step(  # type: ignore[override]  # dicts of rewards and flags, not one float and bool
         self, action_dict: MultiAgentDict
@@ -471,68 +478,6 @@ def make_env(env: str, env_config: Mapping[str, Any], creator: EnvCreator | None
             "(a MultiAgentEnv is named without the 'multi:' prefix and sampled by the multi-agent runner)."
         )
     return built
-
-
-class IndependentAgentsEnv:
-    """``num_agents`` independent copies of one gymnasium env, one per agent, with a dict API.
-
-    Every agent acts every step. When an agent's episode ends, its copy is
-    reset at once (gymnasium's same-step autoreset): ``terminateds`` or
-    ``truncateds`` is True for that agent, the observation returned is the
-    first of its next episode, and ``infos[agent]["final_obs"]`` holds the last
-    observation of the episode that ended.
-
-    Args:
-        env: A gymnasium id, with or without the ``"multi:"`` prefix.
-        num_agents: Number of agents (``"agent_0"`` .. ``"agent_{n-1}"``).
-        env_config: Keyword arguments for ``gymnasium.make``.
-    """
-
-    def __init__(self, env: str, num_agents: int, env_config: Mapping[str, Any] | None = None) -> None:
-        check_env_id(env)
-        env_id, _ = parse_env(env)
-        self.agents = agent_ids(MULTI_AGENT_PREFIX + env_id, num_agents)
-        self.envs = {agent: make_env(env_id, env_config or {}) for agent in self.agents}
-        self.observation_spaces = {agent: e.observation_space for agent, e in self.envs.items()}
-        self.action_spaces = {agent: e.action_space for agent, e in self.envs.items()}
-
-    def reset(self, *, seed: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Reset every copy; agent ``i``'s copy is seeded ``seed + i``."""
-        observations: dict[str, Any] = {}
-        infos: dict[str, Any] = {}
-        for index, (agent, env) in enumerate(self.envs.items()):
-            observations[agent], infos[agent] = env.reset(seed=None if seed is None else seed + index)
-        return observations, infos
-
-    def step(
-        self, actions: Mapping[str, Any]
-    ) -> tuple[dict[str, Any], dict[str, float], dict[str, bool], dict[str, bool], dict[str, Any]]:
-        """Step every agent's copy with its action.
-
-        Raises:
-            KeyError: An agent has no action.
-        """
-        missing = [agent for agent in self.agents if agent not in actions]
-        if missing:
-            raise KeyError(f"No action for agents {missing}; every agent acts every step.")
-        observations: dict[str, Any] = {}
-        rewards: dict[str, float] = {}
-        terminateds: dict[str, bool] = {}
-        truncateds: dict[str, bool] = {}
-        infos: dict[str, Any] = {}
-        for agent, env in self.envs.items():
-            obs, reward, terminated, truncated, info = env.step(actions[agent])
-            rewards[agent], terminateds[agent], truncateds[agent] = float(reward), terminated, truncated
-            if terminated or truncated:
-                info = {"final_obs": obs, "final_info": info}
-                obs, _ = env.reset()
-            observations[agent], infos[agent] = obs, info
-        return observations, rewards, terminateds, truncateds, infos
-
-    def close(self) -> None:
-        """Close every copy."""
-        for env in self.envs.values():
-            env.close()
 
 
 # ---------------------------------------------------------------------- make_multi_agent

@@ -556,7 +556,13 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
         self._episodes_this_iteration = 0
         self.last_episodes = []
         agent_steps = 0
-        for _ in range(int(self.config.rollout_length)):
+        by_agents = self.config.count_steps_by == "agent_steps"
+        wanted = int(self.config.rollout_length) * (self.num_envs if by_agents else 1)
+        # Counting agent steps, a copy takes at most `wanted` env steps (each step with an agent
+        # acting counts at least one), so an env whose agents seldom act cannot loop forever.
+        for _ in range(wanted):
+            if by_agents and agent_steps >= wanted:
+                break
             acting = [(e, agent) for e in range(self.num_envs) for agent in self._obs_dicts[e]]
             actions_per_env: list[dict[AgentID, Any]] = [{} for _ in range(self.num_envs)]
             if acting:

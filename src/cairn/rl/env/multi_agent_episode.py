@@ -1,37 +1,372 @@
-"""RLlib's ``MultiAgentEpisode`` (``ray.rllib.env.multi_agent_episode``), as the RLlib-API samplers return it.
+"""RLlib's ``MultiAgentEpisode`` (``ray.rllib.env.multi_agent_episode``): one game of a multi-agent env.
 
-One game of a multi-agent env, or the part of it one ``sample()`` call collected: a
-:class:`~cairn.rl.env.single_agent_episode.SingleAgentEpisode`-like chunk per agent
-(``agent_episodes``) and the env's time steps (``env_t_started``, ``env_t``, ``len``).
+Built the RLlib way, from the env's dicts: ``add_env_reset(observations=, infos=)``, then
+``add_env_step(observations, actions, rewards, infos, terminateds=, truncateds=,
+extra_model_outputs=)`` per env step, or from lists of those dicts given to the
+constructor (``len_lookback_buffer="auto"``: all of it is lookback, as in RLlib). Each
+agent's part is a :class:`~cairn.rl.env.episodes.SingleAgentEpisode` (``agent_episodes``),
+and ``env_t_to_agent_t[agent]`` maps the env's time steps to the agent's (``"S"``,
+:attr:`MultiAgentEpisode.SKIP_ENV_TS_TAG`, where the agent got no observation).
+
+RLlib's rules for agents that do not act every step:
+
+- an agent that acts and gets no observation in that step keeps its action, module
+  outputs and the rewards it gets meanwhile as *hanging* (``_hanging_actions_end``,
+  ``_hanging_extra_model_outputs_end``, ``_hanging_rewards_end``) until its next
+  observation, which completes the step;
+- rewards an agent gets before its first observation go to ``_hanging_rewards_begin``
+  (counted by ``get_return(include_hanging_rewards=True)``, not by its episode);
+- an agent's first observation (at reset or later) starts its episode; an agent that
+  terminates without a last observation ends on its last one.
+
+What differs from RLlib (docs/rllib_parity.md): ``slice``/``episode[a:b]``,
+``concat_episode``, ``get_state``/``from_state``, the setters and ``to_numpy`` are not
+here; the getters take an int index (env or agent steps, ``fill``, ``agent_ids``), not
+lists, slices or ``return_list``; a refused step raises :class:`MultiAgentEpisodeError`
+(a ``ValueError``) where RLlib raises ``MultiAgentEnvError``; ids are deterministic
+(an agent's episode is ``"<id>-<agent>"``).
 """
 
 from __future__ import annotations
 
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from cairn.rl.env.episodes import SingleAgentEpisode
 
-__all__ = ["MultiAgentEpisode"]
+__all__ = ["EnvToAgentSteps", "MultiAgentEpisode", "MultiAgentEpisodeError"]
+
+ALL = "__all__"
+
+
+class MultiAgentEpisodeError(ValueError):
+    """A step that does not fit the episode (data for a done agent, a missing reward, ...)."""
+
+
+class EnvToAgentSteps:
+    """One agent's env-step -> agent-step mapping (RLlib's ``env_t_to_agent_t[agent]``).
+
+    ``data`` holds one entry per env time step (lookback included): the agent's step index
+    (its observation's) at that env step, or ``"S"`` where it got none; ``lookback`` counts
+    the entries before the episode's start. ``len()`` is the episode's part.
+    """
+
+    def __init__(self, data: Sequence[Any] = (), lookback: int = 0) -> None:
+        self.data: list[Any] = list(data)
+        self.lookback = int(lookback)
+
+    def append(self, value: Any) -> None:
+        """Add the entry of the next env step."""
+        self.data.append(value)
+
+    def extend(self, values: Sequence[Any]) -> None:
+        """Add entries of the next env steps."""
+        self.data.extend(values)
+
+    def __len__(self) -> int:
+        return max(0, len(self.data) - self.lookback)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, EnvToAgentSteps):
+            return NotImplemented
+        return self.data == other.data and self.lookback == other.lookback
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return f"EnvToAgentSteps({self.data!r}, lookback={self.lookback})"
 
 
 class MultiAgentEpisode:
-    """The agents' episodes of one game (or of its part one ``sample()`` returned).
+    """The agents' episodes of one game, or of the chunk of it that one ``sample()`` returned.
 
-    Attributes:
-        id_: The game's id (a continuation chunk keeps its game's id).
-        env_t_started: The env time step the chunk starts at (0 for a game's first chunk).
-        agent_episodes: Agent id -> that agent's episode chunk.
-        is_terminated: The env ended the game (``terminateds["__all__"]``).
-        is_truncated: The game was cut off (``truncateds["__all__"]``).
+    Args:
+        id_: The game's id (a chunk from :meth:`cut` keeps it); a random hex string if not given.
+        observations: Per env step (the reset's first), agent id -> observation.
+        observation_space: The env's observation space (a ``Dict`` by agent id), or None.
+        infos: Per env step, agent id -> info (default: none).
+        actions: Per env step after the reset, agent id -> action.
+        action_space: The env's action space (a ``Dict`` by agent id), or None.
+        rewards: Per env step after the reset, agent id -> reward.
+        terminateds: Agent id (or ``"__all__"``) -> terminated at the end of the given data, or a bool.
+        truncateds: As ``terminateds``, for truncation.
+        extra_model_outputs: Per env step after the reset, agent id -> the module's other outputs.
+        env_t_started: The env step the episode (after its lookback) starts at (default 0).
+        len_lookback_buffer: How many of the given env steps are lookback (``"auto"``: all).
+        agent_module_ids: Agent id -> module id (else ``agent_to_module_mapping_fn``, else None).
+        agent_to_module_mapping_fn: ``fn(agent_id, episode) -> module id``, asked once per agent.
+
+    Raises:
+        MultiAgentEpisodeError: Data whose steps do not fit (see :meth:`add_env_step`).
     """
 
-    def __init__(self, id_: str, *, env_t_started: int = 0) -> None:
-        self.id_ = id_
-        self.env_t_started = int(env_t_started)
+    SKIP_ENV_TS_TAG = "S"
+    """``env_t_to_agent_t``'s entry where an agent got no observation."""
+
+    def __init__(
+        self,
+        id_: str | None = None,
+        *,
+        observations: Sequence[Mapping[Any, Any]] | None = None,
+        observation_space: Any = None,
+        infos: Sequence[Mapping[Any, Any]] | None = None,
+        actions: Sequence[Mapping[Any, Any]] | None = None,
+        action_space: Any = None,
+        rewards: Sequence[Mapping[Any, Any]] | None = None,
+        terminateds: Mapping[Any, bool] | bool = False,
+        truncateds: Mapping[Any, bool] | bool = False,
+        extra_model_outputs: Sequence[Mapping[Any, Any]] | None = None,
+        env_t_started: int | None = None,
+        len_lookback_buffer: int | str = "auto",
+        agent_module_ids: Mapping[Any, str] | None = None,
+        agent_to_module_mapping_fn: Callable[[Any, MultiAgentEpisode], str] | None = None,
+    ) -> None:
+        self.id_ = id_ if id_ is not None else uuid.uuid4().hex
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.agent_to_module_mapping_fn = agent_to_module_mapping_fn
+        self._agent_module_ids: dict[Any, str] = dict(agent_module_ids or {})
         self.agent_episodes: dict[Any, SingleAgentEpisode] = {}
+        self.env_t_to_agent_t: defaultdict[Any, EnvToAgentSteps] = defaultdict(EnvToAgentSteps)
+        self.agent_t_started: defaultdict[Any, int] = defaultdict(int)
+        self._hanging_actions_end: dict[Any, Any] = {}
+        self._hanging_extra_model_outputs_end: dict[Any, dict[str, Any]] = {}
+        self._hanging_rewards_end: defaultdict[Any, float] = defaultdict(float)
+        self._hanging_rewards_begin: defaultdict[Any, float] = defaultdict(float)
+        self.custom_data: dict[str, Any] = {}
         self.is_terminated = False
         self.is_truncated = False
-        self._env_steps = 0
+        self.env_t_started = int(env_t_started or 0)
+        self.env_t = self.env_t_started
+        self._len_lookback_buffers = 0
+        if observations:
+            self._replay(observations, infos, actions, rewards, extra_model_outputs, len_lookback_buffer)
+        self._end_flags(terminateds, truncateds)
+
+    # ------------------------------------------------------------------ construction from lists
+
+    def _replay(
+        self,
+        observations: Sequence[Mapping[Any, Any]],
+        infos: Sequence[Mapping[Any, Any]] | None,
+        actions: Sequence[Mapping[Any, Any]] | None,
+        rewards: Sequence[Mapping[Any, Any]] | None,
+        extra: Sequence[Mapping[Any, Any]] | None,
+        len_lookback_buffer: int | str,
+    ) -> None:
+        """Record the given dicts step by step, then make the first ``len_lookback_buffer`` steps lookback."""
+        steps = len(observations) - 1
+        actions, rewards = list(actions or []), list(rewards or [])
+        if len(actions) != steps or len(rewards) != steps or (infos is not None and len(infos) != steps + 1):
+            raise MultiAgentEpisodeError(
+                f"MultiAgentEpisode {self.id_!r}: {len(observations)} observation dicts, {len(actions)} action and "
+                f"{len(rewards)} reward dicts: give one more observation dict (the reset's) than actions and rewards."
+            )
+        if len_lookback_buffer == "auto":
+            lookback = steps
+        elif isinstance(len_lookback_buffer, int) and not isinstance(len_lookback_buffer, bool):
+            lookback = min(max(len_lookback_buffer, 0), steps)
+        else:
+            raise MultiAgentEpisodeError(f"len_lookback_buffer={len_lookback_buffer!r:.40} must be an int or 'auto'.")
+        started = self.env_t_started
+        self.env_t_started = self.env_t = 0
+        self.add_env_reset(observations=observations[0], infos=infos[0] if infos else None)
+        for t in range(steps):
+            self.add_env_step(
+                observations[t + 1],
+                actions[t],
+                rewards[t],
+                infos[t + 1] if infos else None,
+                extra_model_outputs=extra[t] if extra else None,
+            )
+        self._len_lookback_buffers = lookback
+        for agent, mapping in self.env_t_to_agent_t.items():
+            mapping.lookback = lookback
+            taken = [v for v in mapping.data[: lookback + 1] if v != self.SKIP_ENV_TS_TAG]
+            agent_lookback = int(taken[-1]) if taken else 0
+            episode = self.agent_episodes.get(agent)
+            if episode is not None:
+                episode._lookback = agent_lookback
+                episode._length -= agent_lookback
+                episode._return = float(sum(episode._rewards[agent_lookback:]))
+                episode.t_started = self.agent_t_started[agent] = agent_lookback
+        self.env_t_started = started
+        self.env_t = started + steps - lookback
+
+    def _end_flags(self, terminateds: Mapping[Any, bool] | bool, truncateds: Mapping[Any, bool] | bool) -> None:
+        """Apply the constructor's end flags (per agent, and ``"__all__"`` or a bool for the game)."""
+        for flags, attr in ((terminateds, "is_terminated"), (truncateds, "is_truncated")):
+            if isinstance(flags, Mapping):
+                for agent, flag in flags.items():
+                    if agent == ALL:
+                        setattr(self, attr, bool(flag))
+                    elif flag and agent in self.agent_episodes:
+                        setattr(self.agent_episodes[agent], attr, True)
+            else:
+                setattr(self, attr, bool(flags))
+
+    # ------------------------------------------------------------------ recording
+
+    def module_for(self, agent_id: Any) -> str | None:
+        """The module that acts for ``agent_id`` in this game (given, or asked of the mapping function once)."""
+        if agent_id not in self._agent_module_ids and self.agent_to_module_mapping_fn is not None:
+            self._agent_module_ids[agent_id] = self.agent_to_module_mapping_fn(agent_id, self)
+        return self._agent_module_ids.get(agent_id)
+
+    def _new_agent(self, agent: Any, observation: Any, info: Mapping[str, Any] | None) -> None:
+        episode = SingleAgentEpisode(
+            f"{self.id_}-{agent}",
+            agent_id=agent,
+            module_id=self.module_for(agent),
+            multi_agent_episode_id=self.id_,
+            observation_space=_space_of(self.observation_space, agent),
+            action_space=_space_of(self.action_space, agent),
+        )
+        episode.add_env_reset(observation, info)
+        self.agent_episodes[agent] = episode
+
+    def add_env_reset(self, *, observations: Mapping[Any, Any], infos: Mapping[Any, Any] | None = None) -> None:
+        """Record what ``env.reset()`` returned (RLlib's ``add_env_reset``).
+
+        Raises:
+            MultiAgentEpisodeError: The episode already has steps or is done.
+        """
+        if self.is_done or self.env_t != self.env_t_started or self.agent_episodes:
+            raise MultiAgentEpisodeError(f"MultiAgentEpisode {self.id_!r} has data: add_env_reset starts a new one.")
+        infos = infos or {}
+        for agent, observation in observations.items():
+            self.env_t_to_agent_t[agent].append(0)
+            self._new_agent(agent, observation, infos.get(agent))
+
+    def add_env_step(
+        self,
+        observations: Mapping[Any, Any],
+        actions: Mapping[Any, Any],
+        rewards: Mapping[Any, Any],
+        infos: Mapping[Any, Any] | None = None,
+        *,
+        terminateds: Mapping[Any, bool] | None = None,
+        truncateds: Mapping[Any, bool] | None = None,
+        extra_model_outputs: Mapping[Any, Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Record one env step (RLlib's ``add_env_step``; the module docstring has the rules).
+
+        Raises:
+            MultiAgentEpisodeError: The game is done; data for an agent whose episode is done; an agent
+                that acted and got its next observation but no reward; an agent truncated after acting
+                without a last observation; an observation for an agent that did not act on its last one.
+                Agents are recorded one by one (as RLlib's asserts do), so a refused step leaves the episode
+                partway updated: discard it.
+        """
+        if self.is_done:
+            raise MultiAgentEpisodeError(f"MultiAgentEpisode {self.id_!r} is done: no step can be added.")
+        infos, terminateds, truncateds = infos or {}, terminateds or {}, truncateds or {}
+        extra = extra_model_outputs or {}
+        self.env_t += 1
+        self.is_terminated = bool(terminateds.get(ALL, False))
+        self.is_truncated = bool(truncateds.get(ALL, False))
+        for agent, mapping in self.env_t_to_agent_t.items():
+            if agent not in observations:
+                mapping.append(self.SKIP_ENV_TS_TAG)
+        everyone: list[Any] = list(self.agent_episodes) if self.is_done else []
+        keys = [*observations, *actions, *rewards, *terminateds, *truncateds, *everyone]
+        for agent in dict.fromkeys(key for key in keys if key != ALL):
+            self._step_agent(
+                agent,
+                observations,
+                actions,
+                rewards,
+                infos.get(agent),
+                terminated=bool(terminateds.get(agent, False)) or self.is_terminated,
+                truncated=bool(truncateds.get(agent, False)) or self.is_truncated,
+                extra=extra.get(agent),
+            )
+        if self.agent_episodes and all(episode.is_done for episode in self.agent_episodes.values()):
+            self.is_terminated = self.is_terminated or not self.is_truncated
+
+    def _step_agent(
+        self,
+        agent: Any,
+        observations: Mapping[Any, Any],
+        actions: Mapping[Any, Any],
+        rewards: Mapping[Any, Any],
+        info: Mapping[str, Any] | None,
+        *,
+        terminated: bool,
+        truncated: bool,
+        extra: Mapping[str, Any] | None,
+    ) -> None:
+        episode = self.agent_episodes.get(agent)
+        observation, action = observations.get(agent), actions.get(agent)
+        reward = float(rewards.get(agent) or 0.0)
+        if episode is not None and episode.is_done and (observation is not None or action is not None):
+            raise MultiAgentEpisodeError(f"Agent {agent!r}'s episode is done, but it got data in a later step.")
+        if episode is None and action is not None:
+            raise MultiAgentEpisodeError(f"Agent {agent!r} acted before its first observation.")
+        if observation is not None and action is not None:
+            if agent not in rewards:
+                raise MultiAgentEpisodeError(f"Agent {agent!r} acted and got its next observation, but no reward.")
+        elif observation is not None:  # its first observation, or the one that completes a hanging action
+            if agent not in self._hanging_actions_end:
+                if terminated or truncated:
+                    self._drop_hanging(agent)
+                elif episode is not None:
+                    raise MultiAgentEpisodeError(
+                        f"Agent {agent!r} got an observation but did not act on its previous one."
+                    )
+                else:
+                    # One entry per env step of the chunk's data (lookback included), as the other agents have.
+                    skipped = self._len_lookback_buffers + len(self)
+                    self.env_t_to_agent_t[agent].extend([self.SKIP_ENV_TS_TAG] * skipped + [0])
+                    self.env_t_to_agent_t[agent].lookback = self._len_lookback_buffers
+                    self._new_agent(agent, observation, info)
+                    self._hanging_rewards_begin[agent] += reward
+                return
+            action = self._hanging_actions_end.pop(agent)
+            extra = self._hanging_extra_model_outputs_end.pop(agent, {})
+            reward += self._hanging_rewards_end.pop(agent, 0.0)
+        elif action is not None:  # it acted, and gets no observation (yet)
+            if truncated:
+                raise MultiAgentEpisodeError(f"Agent {agent!r} acted and was truncated without a last observation.")
+            if not terminated:
+                if agent in self._hanging_actions_end:
+                    raise MultiAgentEpisodeError(f"Agent {agent!r} acted twice without an observation in between.")
+                self._hanging_actions_end[agent] = action
+                self._hanging_rewards_end[agent] = reward
+                self._hanging_extra_model_outputs_end[agent] = dict(extra or {})
+                return
+            assert episode is not None  # an agent that acted got an observation first
+            observation, info = episode.get_observations(-1), episode.get_infos(-1)
+        else:  # a reward or an end flag only
+            if not (terminated or truncated):
+                hanging = self._hanging_rewards_end if episode is not None else self._hanging_rewards_begin
+                hanging[agent] += reward
+                return
+            if agent not in self._hanging_actions_end:
+                self._drop_hanging(agent)
+                return
+            if truncated:
+                raise MultiAgentEpisodeError(f"Agent {agent!r} acted and was truncated without a last observation.")
+            assert episode is not None
+            observation, info = episode.get_observations(-1), episode.get_infos(-1)
+            action = self._hanging_actions_end.pop(agent)
+            extra = self._hanging_extra_model_outputs_end.pop(agent, {})
+            reward += self._hanging_rewards_end.pop(agent, 0.0)
+        assert episode is not None  # every path that gets here had the agent's first observation
+        episode.add_env_step(
+            observation, action, reward, info, terminated=terminated, truncated=truncated, extra_model_outputs=extra
+        )
+        self.env_t_to_agent_t[agent].append(len(episode) + self.agent_t_started[agent])
+        if terminated or truncated:
+            self._drop_hanging(agent)
+
+    def _drop_hanging(self, agent: Any) -> None:
+        for cache in (self._hanging_actions_end, self._hanging_extra_model_outputs_end, self._hanging_rewards_end):
+            cache.pop(agent, None)
+
+    # ------------------------------------------------------------------ reading
 
     @property
     def is_done(self) -> bool:
@@ -39,42 +374,130 @@ class MultiAgentEpisode:
         return self.is_terminated or self.is_truncated
 
     @property
-    def env_t(self) -> int:
-        """The env time step now: ``env_t_started + len(episode)`` (RLlib's ``env_t``)."""
-        return self.env_t_started + self._env_steps
+    def is_reset(self) -> bool:
+        """Whether the game has its reset's observations."""
+        return bool(self.agent_episodes)
 
-    def add_env_step(self) -> None:
-        """Count one env step of the game (its agents' episodes record their own steps)."""
-        self._env_steps += 1
+    @property
+    def agent_ids(self) -> set[Any]:
+        """The agents that have an episode in this game (chunk)."""
+        return set(self.agent_episodes)
 
     def __len__(self) -> int:
-        return self._env_steps
+        return self.env_t - self.env_t_started
 
     def env_steps(self) -> int:
         """The env steps of this chunk (``len(episode)``)."""
-        return self._env_steps
+        return len(self)
 
     def agent_steps(self) -> int:
         """The agent steps of this chunk: the sum of its agents' steps (RLlib's ``agent_steps()``)."""
         return sum(len(episode) for episode in self.agent_episodes.values())
 
-    def get_return(self) -> float:
-        """The sum of all agents' rewards in this chunk."""
-        return sum(episode.get_return() for episode in self.agent_episodes.values())
+    def get_return(self, include_hanging_rewards: bool = False) -> float:
+        """The sum of the agents' returns (and, with ``include_hanging_rewards``, the rewards still hanging)."""
+        total = sum(episode.get_return() for episode in self.agent_episodes.values())
+        if include_hanging_rewards:
+            total += sum(self._hanging_rewards_begin.values()) + sum(self._hanging_rewards_end.values())
+        return float(total)
 
-    def module_for(self, agent_id: Any) -> str | None:
-        """The module that acts for ``agent_id`` in this game.
+    def get_terminateds(self) -> dict[Any, bool]:
+        """Agent id -> terminated, and ``"__all__"``."""
+        return {**{agent: e.is_terminated for agent, e in self.agent_episodes.items()}, ALL: self.is_terminated}
+
+    def get_truncateds(self) -> dict[Any, bool]:
+        """Agent id -> truncated, and ``"__all__"``."""
+        return {**{agent: e.is_truncated for agent, e in self.agent_episodes.items()}, ALL: self.is_truncated}
+
+    def get_observations(
+        self,
+        indices: int = -1,
+        agent_ids: Collection[Any] | Any = None,
+        *,
+        env_steps: bool = True,
+        neg_index_as_lookback: bool = False,
+        fill: Any = None,
+    ) -> dict[Any, Any]:
+        """Agent id -> its observation at env step ``indices`` (or, ``env_steps=False``, its own step).
+
+        Agents without an observation there are left out, or get ``fill``.
 
         Raises:
-            KeyError: The agent has not acted in this chunk.
+            TypeError: ``indices`` is not an int (lists and slices are RLlib's, not here).
         """
-        if agent_id not in self.agent_episodes:
-            raise KeyError(
-                f"MultiAgentEpisode {self.id_!r} has no agent {agent_id!r}; it has {list(self.agent_episodes)}."
-            )
-        return self.agent_episodes[agent_id].module_id
+        if isinstance(indices, bool) or not isinstance(indices, int):
+            raise TypeError(f"MultiAgentEpisode.get_observations takes an int index here, got {indices!r:.40}.")
+        out: dict[Any, Any] = {}
+        for agent in self._selected(agent_ids):
+            episode = self.agent_episodes[agent]
+            if not env_steps:
+                out[agent] = episode.get_observations(indices, neg_index_as_lookback=neg_index_as_lookback, fill=fill)
+                continue
+            mapping = self.env_t_to_agent_t[agent]
+            p = mapping.lookback + indices if indices >= 0 or neg_index_as_lookback else len(mapping.data) + indices
+            agent_t = mapping.data[p] if 0 <= p < len(mapping.data) else self.SKIP_ENV_TS_TAG
+            if agent_t != self.SKIP_ENV_TS_TAG:
+                out[agent] = episode._observations[int(agent_t) - (episode.t_started - episode._lookback)]
+            elif fill is not None:
+                out[agent] = fill
+        return out
+
+    def _selected(self, agent_ids: Collection[Any] | Any) -> list[Any]:
+        if agent_ids is None:
+            return list(self.agent_episodes)
+        wanted = set(agent_ids) if isinstance(agent_ids, list | tuple | set | frozenset) else {agent_ids}
+        return [agent for agent in self.agent_episodes if agent in wanted]
+
+    # ------------------------------------------------------------------ chunks
+
+    def cut(self, len_lookback_buffer: int = 0) -> MultiAgentEpisode:
+        """The chunk that continues this game (RLlib's ``cut``): same ``id_``, no steps yet, each running
+        agent's episode cut after its last observation, the hanging actions and rewards carried over.
+
+        The chunk's env lookback is ``len_lookback_buffer`` env steps, or more where an agent's hanging
+        action was chosen on an older observation (so that its step can complete in the chunk).
+        """
+        if len_lookback_buffer < 0:
+            raise MultiAgentEpisodeError(f"len_lookback_buffer={len_lookback_buffer} must be >= 0.")
+        successor = MultiAgentEpisode(
+            self.id_,
+            observation_space=self.observation_space,
+            action_space=self.action_space,
+            env_t_started=self.env_t,
+            agent_module_ids=self._agent_module_ids,
+            agent_to_module_mapping_fn=self.agent_to_module_mapping_fn,
+        )
+        running = {agent: episode for agent, episode in self.agent_episodes.items() if not episode.is_done}
+        lookback = len_lookback_buffer
+        for agent in running:
+            if agent in self._hanging_actions_end:
+                data = self.env_t_to_agent_t[agent].data
+                last = max(i for i, v in enumerate(data) if v != self.SKIP_ENV_TS_TAG)
+                lookback = max(lookback, len(data) - 1 - last)
+        for agent, episode in running.items():
+            window = self.env_t_to_agent_t[agent].data[-(lookback + 1) :]
+            steps = [int(v) for v in window if v != self.SKIP_ENV_TS_TAG]
+            successor.agent_episodes[agent] = episode.cut(len_lookback_buffer=steps[-1] - steps[0] if steps else 0)
+            successor.env_t_to_agent_t[agent] = EnvToAgentSteps(window, lookback)
+            successor.agent_t_started[agent] = episode.t
+            if agent in self._hanging_actions_end:
+                successor._hanging_actions_end[agent] = self._hanging_actions_end[agent]
+                successor._hanging_extra_model_outputs_end[agent] = dict(self._hanging_extra_model_outputs_end[agent])
+                successor._hanging_rewards_end[agent] = self._hanging_rewards_end[agent]
+        for agent, reward in self._hanging_rewards_begin.items():
+            if agent not in self.agent_episodes:
+                successor._hanging_rewards_begin[agent] = reward
+        successor._len_lookback_buffers = lookback
+        return successor
 
     def __repr__(self) -> str:
         return (
-            f"MultiAgentEpisode({self.id_!r}, env_t_started={self.env_t_started}, len={len(self)}, done={self.is_done})"
+            f"MultiAgentEpisode({self.id_!r}, env_t_started={self.env_t_started}, len={len(self)}, "
+            f"agents={sorted(map(str, self.agent_episodes))}, done={self.is_done})"
         )
+
+
+def _space_of(space: Any, agent: Any) -> Any:
+    """An agent's space from the env's ``Dict`` (or dict) space; None otherwise."""
+    spaces = getattr(space, "spaces", space)
+    return spaces.get(agent) if isinstance(spaces, Mapping) else None

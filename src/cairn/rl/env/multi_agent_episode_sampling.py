@@ -6,11 +6,10 @@ call to a :class:`MultiAgentEpisodeSampler`: env copies of its own (as
 :class:`~cairn.rl.env.single_agent_env_runner.SingleAgentEnvRunner` has), the runner's
 modules and policy mapping, and :class:`~cairn.rl.env.multi_agent_episode.MultiAgentEpisode`
 results, one per game: finished games first, then the chunks of the games still running
-(their ``env_t_started`` continues the earlier chunk and each agent's chunk is a ``cut()``
-of its earlier one). Each step, the agents the env gave an observation act; an agent that
-acted and gets no observation in the next step keeps its action (and the rewards it gets
-meanwhile) until its next observation, as RLlib's episodes do with a hanging action; rewards
-an agent gets before its first observation go into its first step's reward.
+(``MultiAgentEpisode.cut()``: their ``env_t_started`` continues the earlier chunk). Each
+step, the running agents the env gave an observation act, and the episode records the
+step by RLlib's rules (hanging actions and rewards, see
+:mod:`~cairn.rl.env.multi_agent_episode`).
 
 What differs from RLlib (docs/rllib_parity.md): its episodes in flight are not part of the
 runner's checkpoint; modules act on the raw observations (the connector pipelines and
@@ -29,8 +28,8 @@ import torch
 
 from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
-from cairn.rl.env.episode_sampling import RunnerEpisode, act, env_action, sample_plan
-from cairn.rl.env.multi_agent_env import ALL_AGENTS, AgentID, EpisodeInfo, MultiAgentEnv, make_multi_agent_env
+from cairn.rl.env.episode_sampling import act, env_action, sample_plan
+from cairn.rl.env.multi_agent_env import AgentID, EpisodeInfo, MultiAgentEnv, make_multi_agent_env
 from cairn.rl.env.multi_agent_episode import MultiAgentEpisode
 
 __all__ = ["MultiAgentEpisodeSampler"]
@@ -40,15 +39,11 @@ MapAgent = Callable[[AgentID, EpisodeInfo], str]
 
 
 class _Game:
-    """One env copy's game in flight: its episode chunk, hanging actions and early rewards."""
+    """One env copy's game in flight: its episode chunk and the observations its agents act on next."""
 
-    def __init__(self, episode: MultiAgentEpisode, number: int) -> None:
+    def __init__(self, episode: MultiAgentEpisode, observations: dict[AgentID, Any]) -> None:
         self.episode = episode
-        self.number = number
-        self.observations: dict[AgentID, Any] = {}
-        self.hanging: dict[AgentID, tuple[Any, dict[str, Any]]] = {}
-        self.rewards: defaultdict[AgentID, float] = defaultdict(float)
-        self.done_agents: set[AgentID] = set()
+        self.observations = observations
 
 
 class MultiAgentEpisodeSampler:
@@ -81,31 +76,29 @@ class MultiAgentEpisodeSampler:
 
     def _new_game(self, index: int) -> _Game:
         self._numbers += 1
-        game = _Game(MultiAgentEpisode(f"{self.worker_index}-{index}-{self._numbers}"), self._numbers)
-        obs, infos = self.envs[index].reset(seed=self._env_seed + self._numbers)
-        game.observations = dict(obs)
-        for agent, observation in obs.items():
-            self._start_agent(game, index, agent, observation, dict(infos.get(agent, {})))
-        return game
-
-    def _start_agent(self, game: _Game, index: int, agent: AgentID, observation: Any, info: dict[str, Any]) -> None:
-        seed = np.random.SeedSequence([int(self.config.seed), 4099, self.worker_index, game.number]).generate_state(1)
-        info_for_mapping = EpisodeInfo(
-            id_=game.episode.id_,
+        number = self._numbers
+        seed = np.random.SeedSequence([int(self.config.seed), 4099, self.worker_index, number]).generate_state(1)
+        info = EpisodeInfo(
+            id_=f"{self.worker_index}-{index}-{number}",
             seed=int(seed[0]),
             env_index=index,
             worker_index=self.worker_index,
             module_ids=tuple(self.module.keys()),
         )
-        game.episode.agent_episodes[agent] = RunnerEpisode(
-            game.episode.id_,
-            observation=observation,
-            info=info,
-            t_started=0,
-            env_index=index,
-            agent_id=agent,
-            module_id=self.map_agent(agent, info_for_mapping),
+        env = self.envs[index]
+
+        def mapping(agent: AgentID, episode: MultiAgentEpisode) -> str:
+            return self.map_agent(agent, info)
+
+        episode = MultiAgentEpisode(
+            info.id_,
+            observation_space=getattr(env, "observation_space", None),
+            action_space=getattr(env, "action_space", None),
+            agent_to_module_mapping_fn=mapping,
         )
+        obs, infos = env.reset(seed=self._env_seed + number)
+        episode.add_env_reset(observations=obs, infos=infos)
+        return _Game(episode, dict(obs))
 
     def sample(
         self,
@@ -128,39 +121,35 @@ class MultiAgentEpisodeSampler:
         if episodes_wanted is not None or force_reset or not self._games:
             self._games = [self._new_game(i) for i in range(self.num_envs)]
         done: list[MultiAgentEpisode] = []
-        taken = 0
-        while (episodes_wanted is None and taken < int(steps or 0)) or (
+        taken = rounds = 0
+        # Counting agent steps (count_steps_by), at most `steps` rounds of env steps: agents that seldom act
+        # cannot make the loop endless.
+        while (episodes_wanted is None and taken < int(steps or 0) and rounds < int(steps or 0)) or (
             episodes_wanted is not None and len(done) < episodes_wanted
         ):
             for index in range(self.num_envs):
-                self._step(index, done, explore=explore, random_actions=random_actions)
-            taken += self.num_envs
+                acted = self._step(index, done, explore=explore, random_actions=random_actions)
+                taken += acted if self.config.count_steps_by == "agent_steps" else 1
+            rounds += 1
         if episodes_wanted is not None:
             self._games = []  # RLlib: timesteps after episodes start from a reset
             return done[:episodes_wanted]
         running = [game.episode for game in self._games if len(game.episode) > 0]
         for game in self._games:
             if len(game.episode) > 0:
-                game.episode = self._continuation(game.episode)
+                game.episode = game.episode.cut()
         return done + running
-
-    @staticmethod
-    def _continuation(episode: MultiAgentEpisode) -> MultiAgentEpisode:
-        successor = MultiAgentEpisode(episode.id_, env_t_started=episode.env_t)
-        successor.agent_episodes = {
-            agent: chunk.cut() for agent, chunk in episode.agent_episodes.items() if not chunk.is_done
-        }
-        return successor
 
     def _actions(
         self, game: _Game, index: int, *, explore: bool, random_actions: bool
     ) -> dict[AgentID, tuple[Any, dict[str, Any]]]:
-        """The action (and module outputs) of each agent the env gave an observation."""
-        acting = [agent for agent in game.observations if agent not in game.done_agents]
+        """The action (and module outputs) of each running agent the env gave an observation."""
+        episodes = game.episode.agent_episodes
+        acting = [agent for agent in game.observations if agent in episodes and not episodes[agent].is_done]
         out: dict[AgentID, tuple[Any, dict[str, Any]]] = {}
         by_module: defaultdict[str, list[AgentID]] = defaultdict(list)
         for agent in acting:
-            by_module[str(game.episode.agent_episodes[agent].module_id)].append(agent)
+            by_module[str(episodes[agent].module_id)].append(agent)
         for module_id, agents in by_module.items():
             if random_actions:
                 for agent in agents:
@@ -174,46 +163,24 @@ class MultiAgentEpisodeSampler:
                 out[agent] = (action, row)
         return out
 
-    def _step(self, index: int, done: list[MultiAgentEpisode], *, explore: bool, random_actions: bool) -> None:
+    def _step(self, index: int, done: list[MultiAgentEpisode], *, explore: bool, random_actions: bool) -> int:
+        """Step env copy ``index`` once; returns how many agents acted (its agent steps)."""
         game = self._games[index]
         env = self.envs[index]
         acted = self._actions(game, index, explore=explore, random_actions=random_actions)
-        for agent, pair in acted.items():
-            game.hanging[agent] = pair
         env_actions = {agent: env_action(env.get_action_space(agent), action) for agent, (action, _) in acted.items()}
         obs, rewards, terminateds, truncateds, infos = env.step(env_actions)
-        game.episode.add_env_step()
-        for agent, reward in rewards.items():
-            game.rewards[agent] += float(reward)
-        for agent, observation in obs.items():
-            info = dict(infos.get(agent, {}))
-            chunk = game.episode.agent_episodes.get(agent)
-            if agent not in game.hanging:  # a first observation (the agent joins the game)
-                if chunk is None:
-                    self._start_agent(game, index, agent, observation, info)
-                continue
-            action, outputs = game.hanging.pop(agent)
-            assert isinstance(chunk, RunnerEpisode)  # an agent with a hanging action has acted: it has one
-            chunk.record(
-                observation,
-                action,
-                game.rewards.pop(agent, 0.0),
-                info,
-                terminated=bool(terminateds.get(agent, False)),
-                truncated=bool(truncateds.get(agent, False)),
-                outputs=outputs,
-            )
-            if chunk.is_done:
-                game.done_agents.add(agent)
-        for agent, chunk in game.episode.agent_episodes.items():  # an agent that ended without an observation
-            if agent not in obs and (terminateds.get(agent, False) or truncateds.get(agent, False)):
-                game.done_agents.add(agent)
-                game.hanging.pop(agent, None)
-                chunk.is_terminated = chunk.is_terminated or bool(terminateds.get(agent, False))
-                chunk.is_truncated = chunk.is_truncated or bool(truncateds.get(agent, False))
+        game.episode.add_env_step(
+            obs,
+            {agent: action for agent, (action, _) in acted.items()},
+            rewards,
+            infos,
+            terminateds=terminateds,
+            truncateds=truncateds,
+            extra_model_outputs={agent: outputs for agent, (_, outputs) in acted.items()},
+        )
         game.observations = dict(obs)
-        if terminateds.get(ALL_AGENTS, False) or truncateds.get(ALL_AGENTS, False):
-            game.episode.is_terminated = bool(terminateds.get(ALL_AGENTS, False))
-            game.episode.is_truncated = not game.episode.is_terminated
+        if game.episode.is_done:
             done.append(game.episode)
             self._games[index] = self._new_game(index)
+        return len(acted)

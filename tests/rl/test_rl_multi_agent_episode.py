@@ -1,0 +1,64 @@
+"""MultiAgentEpisode recorded RLlib's way: hanging actions and rewards, early rewards, cut() (issue 38)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cairn.rl.env.multi_agent_episode import EnvToAgentSteps, MultiAgentEpisode, MultiAgentEpisodeError
+
+
+def _game() -> MultiAgentEpisode:
+    """Agent a acts each step until it hangs; b is rewarded before its first observation, then joins."""
+    episode = MultiAgentEpisode("g")
+    episode.add_env_reset(observations={"a": 0}, infos={"a": {}})
+    episode.add_env_step({"a": 1}, {"a": 0}, {"a": 1.0, "b": 2.0})
+    episode.add_env_step({"b": 0}, {"a": 1}, {"a": 0.5})  # a acts and gets no observation: its action hangs
+    return episode
+
+
+def test_hanging_action_and_early_reward_are_recorded_as_rllib_does() -> None:
+    episode = _game()
+    assert episode.env_t_to_agent_t["a"] == EnvToAgentSteps([0, 1, "S"])
+    assert episode.env_t_to_agent_t["b"] == EnvToAgentSteps(["S", "S", 0])
+    assert episode._hanging_actions_end == {"a": 1}
+    assert episode._hanging_rewards_begin == {"b": 2.0}
+    assert len(episode) == 2 and episode.agent_steps() == 1
+    assert episode.get_return() == 1.0
+    assert episode.get_return(include_hanging_rewards=True) == 3.5
+    assert episode.get_observations(-1) == {"b": 0}
+    assert episode.get_observations(-1, fill=-1) == {"a": -1, "b": 0}
+
+
+def test_cut_continues_the_game_and_completes_the_hanging_step() -> None:
+    chunk = _game().cut()
+    assert (chunk.id_, chunk.env_t_started, len(chunk)) == ("g", 2, 0)
+    # a's action was chosen one env step back, so the chunk keeps that step as lookback.
+    assert chunk.env_t_to_agent_t["a"] == EnvToAgentSteps([1, "S"], lookback=1)
+    chunk.add_env_step({"a": 2, "b": 1}, {"b": 0}, {"a": 1.0, "b": 1.0}, terminateds={"__all__": True})
+    a = chunk.agent_episodes["a"]
+    assert (len(a), a.get_actions(-1), a.get_rewards(-1)) == (1, 1, 1.5)  # the hanging reward joins the step
+    assert chunk.is_terminated and chunk.get_return() == 2.5
+    with pytest.raises(MultiAgentEpisodeError, match="is done"):
+        chunk.add_env_step({"a": 3}, {}, {})
+
+
+def test_refused_steps_name_the_agent() -> None:
+    episode = MultiAgentEpisode("g")
+    episode.add_env_reset(observations={"a": 0})
+    with pytest.raises(MultiAgentEpisodeError, match="'a' acted and got its next observation, but no reward"):
+        episode.add_env_step({"a": 1}, {"a": 0}, {})
+    with pytest.raises(MultiAgentEpisodeError, match="'c' acted before its first observation"):
+        episode.add_env_step({}, {"c": 0}, {})
+    with pytest.raises(MultiAgentEpisodeError, match="add_env_reset starts a new one"):
+        episode.add_env_reset(observations={"a": 0})
+
+
+def test_built_from_lists_is_all_lookback_by_default() -> None:
+    episode = MultiAgentEpisode(
+        observations=[{"a": 0}, {"a": 1}, {"a": 2}],
+        actions=[{"a": 0}, {"a": 1}],
+        rewards=[{"a": 1.0}, {"a": 1.0}],
+        env_t_started=2,
+    )
+    assert (episode.env_t_started, episode.env_t, len(episode)) == (2, 2, 0)
+    assert len(episode.agent_episodes["a"]) == 0 and episode.agent_episodes["a"].t_started == 2
