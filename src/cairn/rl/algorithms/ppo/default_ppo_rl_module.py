@@ -63,9 +63,15 @@ LAYER_MODEL_CONFIG: dict[str, Any] = {
     "fcnet_kernel_initializer_kwargs": None,
     "fcnet_bias_initializer": None,
     "fcnet_bias_initializer_kwargs": None,
+    "initializer": "orthogonal",
 }
-"""Optional keys (RLlib's names) with what leaving them out means; recorded only when given, so that
-a module built without them records what it always did. ``vf_share_layers``: one encoder for the
+"""Optional keys (RLlib's names, and cairn's ``initializer``) with what leaving them out means;
+recorded only when given, so that a module built without them records what it always did.
+``initializer``: how the layers that no ``fcnet_*_initializer`` sets start: ``"orthogonal"``
+(cairn's, CleanRL's: gain sqrt 2 in hidden layers, 0.01 at the policy output, 1 at the value output,
+zero biases) or ``"torch"`` (torch's own ``nn.Linear`` initialization in every layer, RLlib 2.60's
+default PPO module: its catalog passes no initializer to the heads, and ``fcnet_*_initializer`` is
+``None`` by default), drawn from the module's seeded generator. ``vf_share_layers``: one encoder for the
 policy and value heads (the recurrent variant always shares). ``head_fcnet_hiddens`` /
 ``head_fcnet_activation`` (RLlib's default ``"relu"``): hidden layers of each head.
 ``fcnet_kernel_initializer`` / ``fcnet_bias_initializer`` (+ ``_kwargs``): names of
@@ -125,6 +131,12 @@ class _Layout:
         check_activation(self.head_activation, "DefaultPPORLModule: model_config['head_fcnet_activation']")
         self.kernel = read_initializer(config, "fcnet_kernel_initializer")
         self.bias = read_initializer(config, "fcnet_bias_initializer")
+        self.torch_init = config.get("initializer", "orthogonal") == "torch"
+        if config.get("initializer", "orthogonal") not in ("orthogonal", "torch"):
+            raise ValueError(
+                f"DefaultPPORLModule: model_config['initializer']={config['initializer']!r:.60} is refused: give "
+                "'orthogonal' (cairn's default) or 'torch' (torch's nn.Linear initialization, RLlib's)."
+            )
         self.generator = generator
 
     def encoder(self, in_dim: int) -> tuple[list[nn.Module], int]:
@@ -137,17 +149,43 @@ class _Layout:
         return [*layers, nn.Linear(last, out_dim)]
 
     def init_encoder(self, layers: list[nn.Module]) -> None:
-        """The encoder's initializers (``None``: cairn's orthogonal, gain sqrt 2, zero biases)."""
+        """The encoder's initializers (``None``: cairn's orthogonal, gain sqrt 2, zero biases; or torch's)."""
         for layer in layers:
             if isinstance(layer, nn.Linear):
+                if self.torch_init:
+                    _torch_linear_init(layer, self.generator)
+                    if self.kernel is None and self.bias is None:
+                        continue
+                    # What fcnet_*_initializer names replaces torch's; the other tensor keeps torch's.
+                    weight, bias = layer.weight.detach().clone(), layer.bias.detach().clone()
+                    init_linear(layer, gain=1.0, kernel=self.kernel, bias=self.bias, generator=self.generator)
+                    with torch.no_grad():
+                        if self.kernel is None:
+                            layer.weight.copy_(weight)
+                        if self.bias is None:
+                            layer.bias.copy_(bias)
+                    continue
                 init_linear(layer, gain=math.sqrt(2.0), kernel=self.kernel, bias=self.bias, generator=self.generator)
 
     def init_head(self, layers: list[nn.Module], out_gain: float) -> None:
-        """cairn's orthogonal initialization: gain sqrt 2 for hidden layers, ``out_gain`` for the output."""
+        """cairn's orthogonal initialization (gain sqrt 2 for hidden layers, ``out_gain`` for the output),
+        or torch's with ``initializer="torch"``."""
         linears = [layer for layer in layers if isinstance(layer, nn.Linear)]
         for i, layer in enumerate(linears):
+            if self.torch_init:
+                _torch_linear_init(layer, self.generator)
+                continue
             gain = out_gain if i == len(linears) - 1 else math.sqrt(2.0)
             init_linear(layer, gain=gain, kernel=None, bias=None, generator=self.generator)
+
+
+def _torch_linear_init(layer: nn.Linear, generator: torch.Generator | None) -> None:
+    """``nn.Linear.reset_parameters`` (kaiming-uniform weights with ``a=sqrt 5``, biases uniform in
+    ``+-1/sqrt(fan_in)``), drawn from ``generator`` (torch's global RNG when ``None``)."""
+    with torch.no_grad():
+        nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5.0), generator=generator)
+        bound = 1.0 / math.sqrt(layer.in_features) if layer.in_features > 0 else 0.0
+        nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
 
 
 def _one(layers: list[nn.Module]) -> nn.Module:
