@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -277,7 +278,44 @@ def test_torch_initializer_is_rllibs_default_module() -> None:
     bound = 1.0 / 64**0.5
     largest = float(out.weight.detach().abs().max())
     assert 0.5 * bound < largest <= bound
-    assert float(out.bias.abs().max()) > 0.0  # torch's biases are not zero
-    assert float(orthogonal.pi[-1].weight.abs().max()) < 0.05 and float(orthogonal.pi[-1].bias.abs().max()) == 0.0
+    assert float(out.bias.detach().abs().max()) > 0.0  # torch's biases are not zero
+    assert float(orthogonal.pi[-1].weight.detach().abs().max()) < 0.05
+    assert float(orthogonal.pi[-1].bias.detach().abs().max()) == 0.0
     with pytest.raises(ValueError, match="initializer"):
         DefaultPPORLModule(obs, act, {"initializer": "xavier"}, seed=0)
+
+
+def test_free_log_std_false_is_rllibs_state_dependent_gaussian() -> None:
+    """free_log_std=False (RLlib's default): the policy outputs means and log stds, clamped at
+    log_std_clip_param; a DefaultModelConfig takes it; True on Discrete and bad values are refused."""
+    from gymnasium.spaces import Box, Discrete
+
+    from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
+    from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
+
+    obs_space, act = Box(-1.0, 1.0, (3,)), Box(-1.0, 1.0, (2,))
+    rllib_like = DefaultModelConfig(fcnet_hiddens=[8], free_log_std=False, log_std_clip_param=0.5).to_dict()
+    module = DefaultPPORLModule(obs_space, act, rllib_like, seed=0)
+    assert not hasattr(module, "log_std") and module.pi[-1].out_features == 4
+    with torch.no_grad():  # outputs far from 0: the log stds are clamped at +-0.5
+        module.pi[-1].bias.copy_(torch.tensor([0.1, -0.2, 3.0, -3.0]))
+    obs = {"obs": torch.zeros((5, 3))}
+    inputs = module.forward_inference(obs)["action_dist_inputs"]
+    assert torch.allclose(inputs[:, 2:], torch.tensor([0.5, -0.5]).expand(5, 2))
+    explored = module.forward_exploration(obs, generator=torch.Generator().manual_seed(0))
+    assert explored["actions"].shape == (5, 2) and torch.equal(explored["action_dist_inputs"], inputs)
+    train = module.forward_train({"obs": obs["obs"], "actions": explored["actions"]})
+    assert torch.allclose(train["action_logp"], explored["action_logp"])
+    assert torch.allclose(train["entropy"], torch.full((5,), 2 * (0.5 + 0.5 * math.log(2 * math.pi))))
+    # Left out, cairn's free log_std (a parameter), unclamped; recorded as before.
+    assert DefaultPPORLModule(obs_space, act, {"hidden_sizes": [8]}, seed=0).log_std.shape == (2,)
+    for bad, match in [
+        ({"free_log_std": "no"}, "free_log_std"),
+        ({"free_log_std": False, "log_std_init": -1.0}, "log_std_init"),
+        ({"log_std_clip_param": 0.0}, "log_std_clip_param"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            DefaultPPORLModule(obs_space, act, bad, seed=0)
+    with pytest.raises(ValueError, match="Discrete"):
+        DefaultPPORLModule(obs_space, Discrete(2), {"free_log_std": True}, seed=0)
+    assert DefaultPPORLModule(obs_space, Discrete(2), {"free_log_std": False}, seed=0).pi[-1].out_features == 2
