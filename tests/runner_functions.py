@@ -28,3 +28,11 @@ recreated: list[tuple[list[int], bool]] = []
 def record_recreated(*, env_runner_indices: list[int], is_evaluation: bool, **kwargs: object) -> None:
     """An ``on_env_runners_recreated`` callback function: note the replaced worker indices."""
     recreated.append((list(env_runner_indices), is_evaluation))
+
+
+@cairn.register  # named by path in configs and to remote runners (SPEC 8)
+def resolved_filesystems(runner: EnvRunner) -> int:
+    """How many filesystems the runner's process fetched from Ray's object store (a checkpoint's, by reference)."""
+    from cairn.rl.distributed import checkpoint
+
+    return len(checkpoint._resolved)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import torch
+from dist_helpers import S3_SECRET
 
 
 @pytest.fixture(autouse=True)
@@ -20,7 +21,8 @@ def s3_filesystem() -> Iterator[Any]:
     """An s3fs filesystem on moto's S3 server (127.0.0.1), with the bucket ``cairn-dist``.
 
     Credentials and endpoint are arguments of the filesystem, not environment
-    variables, so that the filesystem pickled into a Ray actor reaches the same server.
+    variables, so that the filesystem the actors get (by reference, through Ray's
+    object store) reaches the same server.
     """
     s3fs = pytest.importorskip("s3fs")
     moto_server = pytest.importorskip("moto.server")
@@ -30,7 +32,7 @@ def s3_filesystem() -> Iterator[Any]:
     host, port = server.get_host_and_port()
     fs = s3fs.S3FileSystem(
         key="testing",
-        secret="testing",
+        secret=S3_SECRET,
         client_kwargs={"endpoint_url": f"http://{host}:{port}"},
         skip_instance_cache=True,
         use_listings_cache=False,

@@ -11,6 +11,9 @@ from cairn import _reader
 from cairn.rl import PPO, PPOConfig
 from cairn.testing import assert_states_equal
 
+S3_SECRET = "cairn-dist-secret-5f0c9b"
+"""The secret of the ``s3_filesystem`` fixture (moto takes any): distinctive, so that a test can look for its bytes."""
+
 
 def small_config(**overrides: Any) -> PPOConfig:
     """A PPO config that trains in milliseconds per iteration."""

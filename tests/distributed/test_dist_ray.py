@@ -21,6 +21,7 @@ import torch
 pytest.importorskip("ray", reason="Ray is not installed (pip install 'cairn-rl[ray]')")
 
 from dist_helpers import (
+    S3_SECRET,
     assert_runners_on_learner_weights,
     files_of,
     filter_states,
@@ -29,6 +30,7 @@ from dist_helpers import (
     small_config,
 )
 
+import runner_functions
 from cairn import CheckpointError, CheckpointManager, CorruptCheckpointError
 from cairn.rl import PPO, PPOLearner
 from cairn.testing import assert_states_equal
@@ -260,7 +262,27 @@ def test_object_store_checkpoint_is_written_and_read_by_the_actors(
     algo.train()
     algo.restore_from_path("cairn-dist/ckpt", filesystem=s3_filesystem)
     assert_states_equal(learner_state(algo), expected)
+    # Every runner read it with the filesystem from Ray's object store, not from its call's arguments.
+    assert all(algo.env_runner_group.foreach_env_runner(runner_functions.resolved_filesystems, local_env_runner=False))
     assert_runners_on_learner_weights(algo)
+
+
+def test_object_store_secret_is_not_in_the_actors_call_arguments(algo: PPO, s3_filesystem: Any) -> None:
+    """What a save or restore sends each actor: the folder with its filesystem by reference, without the secret."""
+    import ray
+
+    from cairn.delegation import DelegatedFolder
+    from cairn.storage import resolve_storage
+
+    storage, root = resolve_storage("cairn-dist/ckpt", s3_filesystem)
+    folder = DelegatedFolder(storage, storage.join(root, "learner_group", "learner"), root, "learner_group/learner")
+    secret = S3_SECRET.encode()
+    assert secret in ray.cloudpickle.dumps(folder)  # the filesystem pickled whole carries it
+    for group in (algo.learner_group.remote, algo.env_runner_group.remote):
+        assert group is not None
+        sent = group._for_actors(folder)
+        assert secret not in ray.cloudpickle.dumps(sent)
+        assert group._for_actors(folder).storage.fs is s3_filesystem  # one put per group and filesystem
 
 
 def test_manager_async_saves_and_restores_go_through_the_actors(algo: PPO, tmp_path: Path) -> None:

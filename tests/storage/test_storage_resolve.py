@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import fsspec
 import pytest
@@ -14,6 +15,7 @@ from storage_components import Agent, expected_state
 
 import cairn
 from cairn.cli import main as cli_main
+from cairn.errors import CheckpointError
 from cairn.storage import FsspecStorage, LocalStorage, resolve_storage
 from cairn.testing import assert_states_equal
 
@@ -106,3 +108,18 @@ def test_cli_diff_and_extract(backend: Backend, capsys: pytest.CaptureFixture[st
     leaf = cairn.Checkpointable.from_checkpoint(backend.uri("extracted"))
     assert_states_equal(b.group.a.get_state(), leaf.get_state())
     assert cairn.verify_checkpoint(backend.uri("extracted")) == []
+
+
+def test_a_process_without_credentials_says_so_and_how_to_give_them(
+    moto_s3: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ray worker whose node has no S3 credentials: the error names the missing credentials and their sources."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)  # config files point at nothing, instance metadata is off
+    storage, root = resolve_storage(f"{moto_s3.bucket}/no-credentials", moto_s3.filesystem())
+    with pytest.raises(CheckpointError, match="found no credentials for the object store") as info:
+        storage.write_file(storage.join(root, "x"), [b"x"])
+    assert "AWS_ACCESS_KEY_ID" in str(info.value) and "KubeRay" in str(info.value)
+    assert "NoCredentialsError" in str(info.value)
+    with pytest.raises(CheckpointError, match="found no credentials"):
+        storage.begin_write(root)  # the first calls of a save read records in one batch: the same error

@@ -12,12 +12,13 @@ import asyncio
 import contextlib
 import copy
 import errno
+import logging
 import random
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from cairn.errors import CheckpointError, CheckpointNotFoundError
 from cairn.manifest import DIGEST_ALGORITHM, MANIFEST, FileEntry, Hasher
@@ -25,12 +26,22 @@ from cairn.storage import writers
 from cairn.storage.base import Chunk, Storage, foreign_file_error, replaceable_file
 
 T = TypeVar("T")
+_LOG = logging.getLogger(__name__)
+"""``cairn.storage.fsspec_storage``: warning, each retry after a transient error (docs/cli.md, "Logging")."""
 monotonic = time.monotonic  # the real clock, also where tests replace ``time`` to record the backoff sleeps
 
 RETRY_ATTEMPTS = 5
 RETRY_BASE_DELAY = 0.05
 RETRY_MAX_DELAY = 2.0
 RANGED_READ_LIMIT = 64 * 1024 * 1024  # bounded reads up to this are one ranged GET (JSON files included)
+MULTIPART_THRESHOLD = 16 * 1024 * 1024
+"""Files of at least this many bytes go to S3 in parts sent concurrently (smaller ones: one PUT)."""
+MULTIPART_PART_BYTES = 8 * 1024 * 1024
+"""Bytes per part (``aws s3 cp``'s default; more for a file over 10,000 parts of this size)."""
+MULTIPART_CONCURRENCY = 8
+"""Parts of one file in flight at once (``aws s3 cp`` sends 10 requests at once, boto3's transfer manager 10)."""
+MAX_PARTS = 10_000
+"""S3's limit on the parts of one upload."""
 MAX_UPLOAD_PAGES = 10
 """Pages of unfinished multipart uploads (1000 each) one cleanup lists at most."""
 TRANSFER_FLOOR_RATE = 1 << 20
@@ -39,6 +50,13 @@ TRANSFER_FLOOR_RATE = 1 << 20
 The deadline bounds a storage that stops answering; a large upload on a slow
 but working link must not be cut off by it.
 """
+
+
+class FilesystemSource(Protocol):
+    """Where a process finds the filesystem of an :meth:`FsspecStorage.by_reference` copy (picklable)."""
+
+    def resolve(self) -> Any:
+        """The fsspec filesystem, in the process that calls it."""
 
 
 class _Overdue(Exception):
@@ -196,6 +214,29 @@ def _one_is_transient(err: BaseException) -> bool:
     return False
 
 
+CREDENTIAL_ERROR_NAMES = frozenset(
+    {
+        "NoCredentialsError",  # botocore: no key in the environment, profile, or instance role
+        "PartialCredentialsError",  # botocore: a key without its secret, say
+        "CredentialRetrievalError",  # botocore: a credential process or role that failed
+        "DefaultCredentialsError",  # google-auth (gcsfs): no application default credentials
+    }
+)
+"""Error classes (by name: no backend is imported) that mean this process has no credentials for the store."""
+
+
+def missing_credentials(err: BaseException) -> BaseException | None:
+    """The error in ``err``'s chain that says this process found no credentials for the store, or None."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen and len(seen) < 8:
+        seen.add(id(current))
+        if any(c.__name__ in CREDENTIAL_ERROR_NAMES for c in type(current).__mro__):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def is_transient(err: BaseException) -> bool:
     """Whether an error from a remote store is worth retrying (timeouts, resets, 5xx, throttling).
 
@@ -253,7 +294,8 @@ class FsspecStorage(Storage):
             deadline: Seconds each call may take, retries included; default
                 ``$CAIRN_STORAGE_DEADLINE``, else 60.
         """
-        self.fs = fs
+        self._fs: Any = fs
+        self._fs_source: FilesystemSource | None = None  # see by_reference
         protocol = getattr(fs, "protocol", ())  # memory:// lives in this process only
         self.shared_between_processes = "memory" not in ((protocol,) if isinstance(protocol, str) else protocol)
         self.attempts = attempts
@@ -276,9 +318,40 @@ class FsspecStorage(Storage):
         """``end``, or the bounded view's shared end when that comes first."""
         return end if self._until is None else min(end, self._until)
 
+    @property
+    def fs(self) -> Any:
+        """The fsspec filesystem (a copy made by :meth:`by_reference` resolves it on first use)."""
+        if self._fs is None:
+            if self._fs_source is None:  # pragma: no cover - __init__ sets one of the two
+                raise CheckpointError("This storage has no filesystem: it was built without one.")
+            self._fs = self._fs_source.resolve()
+        return self._fs
+
+    def by_reference(self, source: FilesystemSource) -> FsspecStorage:
+        """A copy that pickles with ``source`` in place of its filesystem.
+
+        What travels to another process (a Ray actor's call arguments) is then ``source``,
+        which the receiving process resolves to the filesystem on first use, instead of
+        the filesystem pickled whole, with any secret it was built with (an s3fs's
+        ``key``/``secret`` are in its pickle). In this process the copy uses the same
+        filesystem object.
+        """
+        view = copy.copy(self)
+        view._fs_source = source
+        return view
+
+    def __copy__(self) -> FsspecStorage:
+        # Not through __getstate__ (copy.copy's default): a copy in this process keeps its filesystem.
+        view = object.__new__(type(self))
+        view.__dict__.update(self.__dict__)
+        return view
+
     def __getstate__(self) -> dict[str, Any]:
         # A monotonic time means nothing in another process (remote actors get their own deadlines).
-        return {**self.__dict__, "_until": None}
+        state = {**self.__dict__, "_until": None}
+        if self._fs_source is not None:
+            state["_fs"] = None  # the receiving process resolves the source (see by_reference)
+        return state
 
     def _retry(
         self,
@@ -318,6 +391,9 @@ class FsspecStorage(Storage):
             except CheckpointError:
                 raise
             except Exception as err:
+                unsigned = missing_credentials(err)
+                if unsigned is not None:
+                    raise CheckpointError(self._no_credentials(what, path, unsigned)) from err
                 if not is_transient(err):
                     if write and isinstance(err, OSError):
                         raise CheckpointError(
@@ -335,9 +411,35 @@ class FsspecStorage(Storage):
                 pause = min(delay, RETRY_MAX_DELAY) * (0.5 + random.random())
                 if monotonic() + pause >= end:
                     raise self._overdue(what, path, started, attempt, last, nbytes, whole) from err
+                _LOG.warning(
+                    "%s %s failed with a transient error (%s: %s); attempt %d of %d in %.2f s",
+                    what,
+                    self.uri(path),
+                    type(err).__name__,
+                    err,
+                    attempt + 1,
+                    self.attempts,
+                    pause,
+                )
                 time.sleep(pause)
                 delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _no_credentials(self, what: str, path: str, err: BaseException) -> str:
+        """The message of a call this process could not sign: no credentials here, and how to give them."""
+        import os
+        import socket
+
+        return (
+            f"{what} {self.uri(path)} failed: this process (pid {os.getpid()} on {socket.gethostname()}) found "
+            f"no credentials for the object store ({type(err).__name__}: {err}). Every process that writes or "
+            "reads a checkpoint (the driver and each Ray worker) finds them in its own environment: set "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, or give the node an instance role / "
+            "service account) on every node: on KubeRay in the head and worker pod templates (a Secret as "
+            "environment variables), elsewhere in each node's environment or ray.init(runtime_env={'env_vars': "
+            "{...}}). Or pass filesystem= built with its credentials: cairn's actors get it through Ray's "
+            "object store (docs/rl.md, Running on a cluster)."
+        )
 
     def _allowance(self, nbytes: int, *, whole: bool) -> str:
         """What a call was allowed, in words: the whole operation's deadline (a bounded view) or its own."""
@@ -402,6 +504,9 @@ class FsspecStorage(Storage):
             size += len(mv)
 
         def put() -> None:
+            if size >= MULTIPART_THRESHOLD and self._is_s3():
+                self._put_in_parts(path, parts, size)
+                return
             f = self.fs.open(path, "wb")
             try:
                 for mv in parts:
@@ -419,6 +524,77 @@ class FsspecStorage(Storage):
 
         self._retry("Writing", path, put, write=True, nbytes=size)
         return hasher.entry(size)
+
+    def _is_s3(self) -> bool:
+        protocol = getattr(self.fs, "protocol", ())
+        return hasattr(self.fs, "_call_s3") and "s3" in ((protocol,) if isinstance(protocol, str) else protocol)
+
+    def _put_in_parts(self, path: str, views: list[memoryview], size: int) -> None:
+        """One S3 multipart upload whose parts go up concurrently (at most :data:`MULTIPART_CONCURRENCY`).
+
+        What ``aws s3 cp`` and boto3's transfer manager do for a large file; s3fs's own
+        writer sends the parts of a file one after the other. A failure (of any part, or
+        a cancellation) aborts the upload, so that no parts are left for S3 to bill.
+        """
+        from fsspec.asyn import sync
+
+        part_bytes = max(MULTIPART_PART_BYTES, -(-size // MAX_PARTS))
+        spans = [(n + 1, start, min(start + part_bytes, size)) for n, start in enumerate(range(0, size, part_bytes))]
+        bucket, key, _ = self.fs.split_path(path)
+        fs = self.fs
+
+        def body(start: int, end: int) -> bytes:
+            """Bytes ``[start, end)`` of the file, across the chunks it was given in."""
+            out = bytearray()
+            offset = 0
+            for mv in views:
+                lo, hi = max(start - offset, 0), min(end - offset, len(mv))
+                if lo < hi:
+                    out += mv[lo:hi]
+                offset += len(mv)
+                if offset >= end:
+                    break
+            return bytes(out)
+
+        async def upload() -> None:
+            created = await fs._call_s3("create_multipart_upload", Bucket=bucket, Key=key)
+            upload_id = created["UploadId"]
+            slots = asyncio.Semaphore(MULTIPART_CONCURRENCY)
+            done: dict[int, str] = {}
+
+            async def one(number: int, start: int, end: int) -> None:
+                async with slots:  # the bytes of a part are made when it is sent: memory ~ concurrency x part
+                    answer = await fs._call_s3(
+                        "upload_part",
+                        Bucket=bucket,
+                        Key=key,
+                        UploadId=upload_id,
+                        PartNumber=number,
+                        Body=body(start, end),
+                    )
+                done[number] = answer["ETag"]
+
+            try:
+                try:
+                    async with asyncio.TaskGroup() as group:  # one part failing cancels the others
+                        for number, start, end in spans:
+                            group.create_task(one(number, start, end))
+                except BaseExceptionGroup as failed:
+                    raise failed.exceptions[0] from None  # the first failure, for the retry loop to judge
+                await fs._call_s3(
+                    "complete_multipart_upload",
+                    Bucket=bucket,
+                    Key=key,
+                    UploadId=upload_id,
+                    MultipartUpload={"Parts": [{"PartNumber": n, "ETag": done[n]} for n in sorted(done)]},
+                )
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await fs._call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload_id)
+                raise
+
+        sync(fs.loop, upload)
+        self._invalidate(path)
 
     def read_file(self, path: str, *, max_bytes: int | None = None) -> bytearray:
         """``fs.cat_file`` with retries and an optional size bound.
@@ -737,15 +913,15 @@ class FsspecStorage(Storage):
                     try:
                         results.append(self.fs.cat_file(p, start=0, end=end))
                     except Exception as err:
-                        if is_transient(err):
-                            raise  # retry the batch (one backoff per failure)
+                        if is_transient(err) or missing_credentials(err) is not None:
+                            raise  # retry the batch (one backoff per failure); no credentials: say so
                         results.append(err)
             out: dict[str, bytes | None] = {}
             for p, r in zip(paths, results, strict=True):
                 if isinstance(r, FileNotFoundError):
                     out[p] = None
                 elif isinstance(r, BaseException):
-                    if not isinstance(r, Exception) or is_transient(r):
+                    if not isinstance(r, Exception) or is_transient(r) or missing_credentials(r) is not None:
                         raise r
                     out[p] = b""  # there, but not readable as a file
                 else:

@@ -26,22 +26,70 @@ the driver side (start a save, start a load in every actor, apply or drop),
 :class:`FolderActor` the actor side (write, read and keep, apply or drop).
 Each group says only what differs: which actor writes, with what state, and
 how a state read in the driver reaches its actors.
+
+Credentials. The storage travels in every call's arguments, but not its filesystem:
+the driver puts the filesystem in Ray's object store once per group and filesystem
+(:class:`ObjectStoreFilesystem`), and the actors' calls carry the reference, which
+each actor resolves once. An ``s3fs`` built with ``key=``/``secret=`` keeps them in
+its pickle; this way the secret is never in a call's arguments (Ray keeps those in
+task specs, retries and failure reports), only in the object store, which holds it
+for the cluster's own processes while the group lives. A filesystem built without
+a secret (an ``s3://`` URI, or an s3fs without ``key``) carries none: each actor
+finds credentials in its own environment, and says so when it has none.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cairn.delegation import DelegatedFolder, LoadedComponent, Waiter, read_folder, write_folder
+from cairn.storage.fsspec_storage import FsspecStorage
 
 if TYPE_CHECKING:
     from cairn.checkpointable import Checkpointable
     from cairn.manifest import FileEntry
 
-__all__ = ["ActorFolderDelegate", "FolderActor", "nest_state"]
+__all__ = ["ActorFolderDelegate", "FolderActor", "ObjectStoreFilesystem", "nest_state"]
+
+_RESOLVED_MAX = 4
+"""Filesystems an actor keeps resolved (one per storage a run saves to, usually one)."""
+_resolved: OrderedDict[str, Any] = OrderedDict()
+_resolved_lock = threading.Lock()
+
+
+class ObjectStoreFilesystem:
+    """A filesystem in Ray's object store: what actors' calls carry instead of the filesystem itself.
+
+    Picklable (it holds the ``ObjectRef``, which Ray counts as borrowed while a call holds
+    it); :meth:`resolve` fetches the filesystem once per process and reference.
+    """
+
+    def __init__(self, ref: Any) -> None:
+        """Hold ``ref``, the ``ObjectRef`` of a filesystem ``ray.put`` by the driver."""
+        self.ref = ref
+
+    def resolve(self) -> Any:
+        """The filesystem (fetched from the object store on the first call in this process)."""
+        import ray
+
+        key = self.ref.hex()
+        with _resolved_lock:
+            fs = _resolved.get(key)
+            if fs is not None:
+                _resolved.move_to_end(key)
+                return fs
+        fs = ray.get(self.ref)
+        with _resolved_lock:
+            _resolved[key] = fs
+            while len(_resolved) > _RESOLVED_MAX:
+                _resolved.popitem(last=False)
+        return fs
 
 
 class FolderActor(abc.ABC):
@@ -116,6 +164,18 @@ class ActorFolderDelegate(abc.ABC):
     """The driver's copy of the component (the folder's shape; for some groups also their totals)."""
 
     _driver_read: tuple[LoadedComponent, str | None] | None = None
+    _shared_fs: tuple[Any, ObjectStoreFilesystem] | None = None  # the filesystem put once, and its reference
+
+    def _for_actors(self, folder: DelegatedFolder) -> DelegatedFolder:
+        """``folder`` as the actors' calls carry it: its filesystem by reference (see the module's Credentials)."""
+        storage = folder.storage
+        if not isinstance(storage, FsspecStorage):
+            return folder  # a local path: nothing secret in it
+        if self._shared_fs is None or self._shared_fs[0] is not storage.fs:
+            import ray
+
+            self._shared_fs = (storage.fs, ObjectStoreFilesystem(ray.put(storage.fs)))
+        return dataclasses.replace(folder, storage=storage.by_reference(self._shared_fs[1]))
 
     @property
     @abc.abstractmethod
@@ -152,7 +212,7 @@ class ActorFolderDelegate(abc.ABC):
         if not folder.storage.shared_between_processes:
             entry = write_folder(self.local, folder, allow_pickle=allow_pickle, state=self._driver_state())
             return lambda: entry
-        label, ref = self._start_actor_save(folder, allow_pickle=allow_pickle)
+        label, ref = self._start_actor_save(self._for_actors(folder), allow_pickle=allow_pickle)
         return lambda: self._get_in_time([(label, ref)], doing="writing its part of a checkpoint")[0]
 
     def start_load(self, folder: DelegatedFolder, *, component: str | None, allow_pickle: bool) -> Waiter:
@@ -162,8 +222,9 @@ class ActorFolderDelegate(abc.ABC):
             loaded = read_folder(self.local, folder, component=component, allow_pickle=allow_pickle)
             self._driver_read = (loaded, component)
             return lambda: None
+        shared = self._for_actors(folder)
         refs = [
-            (self.label(i), a.load.remote(folder, component=component, allow_pickle=allow_pickle))
+            (self.label(i), a.load.remote(shared, component=component, allow_pickle=allow_pickle))
             for i, a in enumerate(self.actors)
         ]
         return lambda: self._get_in_time(refs, doing="reading its part of a checkpoint")

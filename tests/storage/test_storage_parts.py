@@ -1,0 +1,132 @@
+"""Large files go to S3 as one multipart upload whose parts are sent concurrently (issue 41, item 7).
+
+Against moto on 127.0.0.1 through a loopback proxy that sees each part: the object read
+back is the bytes written (digest and size as ``write_file`` returned), the parts of a
+file are in flight together (the proxy holds part 1 until another part arrives), and a
+part that fails aborts the whole upload, leaving nothing for S3 to bill.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import re
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from http_proxy import forward, read_body
+from storage_backends import MotoS3
+
+import cairn
+from cairn.manifest import Hasher
+from cairn.storage import fsspec_storage, resolve_storage
+
+SIZE = fsspec_storage.MULTIPART_THRESHOLD + fsspec_storage.MULTIPART_PART_BYTES + 12345  # 4 parts, the last short
+PARTS = 4
+
+
+class _PartsProxy(http.server.ThreadingHTTPServer):
+    """A proxy to moto that records the parts of multipart uploads; it can hold part 1 until another
+    part arrives, and refuse one part (403, as S3 answers a denied request)."""
+
+    daemon_threads = True
+
+    def __init__(self, upstream: str) -> None:
+        host, port = upstream.removeprefix("http://").split(":")
+        self.upstream = (host, int(port))
+        self.parts: list[int] = []
+        self.hold_first = False
+        self.seen_while_held: list[int] = []
+        self.refuse: int | None = None
+        self.lock = threading.Lock()
+        self.another = threading.Event()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            server: _PartsProxy
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet."""
+
+            def _handle(self) -> None:
+                body = read_body(self)
+                part = re.search(r"partNumber=(\d+)", self.path) if self.command == "PUT" else None
+                if part is not None:
+                    number = int(part.group(1))
+                    proxy = self.server
+                    with proxy.lock:
+                        proxy.parts.append(number)
+                    if number != 1:
+                        proxy.another.set()
+                    # A writer that sends parts one by one would never send part 2 now: the cap is for it.
+                    if number == 1 and proxy.hold_first and proxy.another.wait(120):
+                        with proxy.lock:
+                            proxy.seen_while_held = [n for n in proxy.parts if n != 1]
+                    if number == proxy.refuse:
+                        data = b"<Error><Code>AccessDenied</Code><Message>denied (injected)</Message></Error>"
+                        self.send_response(403)
+                        self.send_header("Content-Type", "application/xml")
+                        self.send_header("Content-Length", str(len(data)))
+                        self.end_headers()
+                        self.wfile.write(data)
+                        return
+                forward(self, self.server.upstream, body)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+@pytest.fixture
+def proxy(moto_s3: MotoS3) -> Iterator[_PartsProxy]:
+    server = _PartsProxy(moto_s3.endpoint_url)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.another.set()
+    server.shutdown()
+    server.server_close()
+
+
+def _uploads(moto_s3: MotoS3, prefix: str) -> list[str]:
+    out = moto_s3.filesystem().call_s3("list_multipart_uploads", Bucket=moto_s3.bucket, Prefix=prefix)
+    return [u["Key"] for u in out.get("Uploads") or []]
+
+
+def _data() -> bytes:
+    return hashlib.shake_256(b"cairn parts").digest(SIZE)
+
+
+def test_a_large_file_is_uploaded_in_concurrent_parts(moto_s3: MotoS3, proxy: _PartsProxy) -> None:
+    key = f"parts-{uuid.uuid4().hex[:8]}"
+    fs = moto_s3.filesystem(client_kwargs={"endpoint_url": proxy.url})
+    storage, path = resolve_storage(f"{moto_s3.bucket}/{key}/f", fs)
+    data = _data()
+    proxy.hold_first = True
+    cut = 5 * 1024 * 1024 + 7  # chunks that do not line up with the parts
+    entry = storage.write_file(path, [data[:cut], memoryview(data)[cut:]])
+    assert sorted(proxy.parts) == list(range(1, PARTS + 1))
+    assert proxy.seen_while_held, "part 1 was held: the others must have been sent meanwhile"
+    hasher = Hasher(entry.digest.algorithm)
+    hasher.update(data)
+    assert entry.size == SIZE and entry.digest == hasher.digest()
+    assert bytes(moto_s3.filesystem().cat_file(path)) == data
+    assert _uploads(moto_s3, f"{key}/") == []
+
+
+def test_a_failed_part_aborts_the_upload(moto_s3: MotoS3, proxy: _PartsProxy) -> None:
+    key = f"parts-{uuid.uuid4().hex[:8]}"
+    fs = moto_s3.filesystem(client_kwargs={"endpoint_url": proxy.url})
+    storage, path = resolve_storage(f"{moto_s3.bucket}/{key}/f", fs)
+    proxy.refuse = 2
+    with pytest.raises(cairn.CheckpointError, match="denied"):
+        storage.write_file(path, [_data()])
+    assert 2 in proxy.parts
+    assert _uploads(moto_s3, f"{key}/") == []
+    assert not moto_s3.filesystem().exists(path)
