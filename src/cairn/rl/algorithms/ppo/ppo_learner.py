@@ -11,8 +11,8 @@ learner state, checkpointed under ``kl_coeffs`` (module id -> coefficient).
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
-from typing import Any, Protocol, cast
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol, cast
 
 import numpy as np
 import torch
@@ -68,10 +68,6 @@ def _kl_coeffs(value: Any, *, where: str) -> dict[str, float]:
     return out
 
 
-_PPO_LEARNER_STATE = Schema({"kl_coeffs": _kl_coeffs})
-"""What a PPOLearner's state holds besides the Learner's: the adapted KL coefficient of each module."""
-
-
 class PPOLearner(Learner):
     """A :class:`~cairn.rl.core.learner.learner.Learner` with PPO's loss.
 
@@ -85,6 +81,9 @@ class PPOLearner(Learner):
     """
 
     supports_stateful_modules = True
+
+    state_schema: ClassVar[Schema] = Learner.state_schema | Schema({"kl_coeffs": _kl_coeffs})
+    """The Learner's state, and ``kl_coeffs``: the adapted KL coefficient of each module (finite, >= 0)."""
 
     def __init__(self, config: AlgorithmConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:
         super().__init__(config, module_specs)
@@ -217,19 +216,10 @@ class PPOLearner(Learner):
         state["kl_coeffs"] = dict(self.curr_kl_coeffs)
         return state
 
-    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
-        """The :class:`Learner`'s checks, and ``kl_coeffs``: numbers >= 0 by module id.
-
-        Raises:
-            CorruptCheckpointError: What the Learner refuses, or a KL coefficient that is no finite number >= 0.
-        """
-        super().check_state(state, components)
-        _PPO_LEARNER_STATE.read(state, where="")
-
     def set_state(self, state: dict[str, Any]) -> None:
         """The :class:`Learner`'s :meth:`~Learner.set_state`, then the KL coefficients of the modules trained
         now (a checkpoint of an earlier version has none: they keep their ``kl_coeff``)."""
-        coeffs = _PPO_LEARNER_STATE.read(state, where="").get("kl_coeffs", {})  # refused before anything changes
+        coeffs = self.state_schema.read(state, where="").get("kl_coeffs", {})  # refused before anything changes
         super().set_state(state)
         for module_id, coeff in coeffs.items():
             if module_id in self.curr_kl_coeffs:
