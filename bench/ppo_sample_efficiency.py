@@ -23,10 +23,11 @@ Three returns are read at the end of every iteration, and the first iteration at
   the policy is good), from the same wrapper: RLlib 2.60's ``reported`` behaves as this one does.
 
 RLlib runs in the interpreter that imports ``ray.rllib`` (this one, or ``--rllib-python``,
-default ``/work/main/.venv-rllib/bin/python``); each library runs in a child process, seeds one
-after the other, never two trainings at a time. Each run stops once all three returns crossed 450,
-or at ``--max-steps`` (reported as ``>max``). It prints per seed, the medians and the ratio
-cairn / RLlib of the medians measured in this run.
+default ``/work/main/.venv-rllib/bin/python``); each run is a child process of its own, one at a
+time (never two trainings at once), seed by seed: RLlib, then each cairn preset, on seed 0, then
+seed 1, ... Each run stops once all three returns crossed 450, or at ``--max-steps`` (reported as
+``>max``). It prints per seed, the medians and the ratio cairn / RLlib of the medians measured in
+this run.
 """
 
 from __future__ import annotations
@@ -239,15 +240,16 @@ def main() -> None:
     if args.lib in ("both", "cairn"):
         extra = "" if args.cairn_set == "{}" else f" + {args.cairn_set}"
         runs += [(f"cairn ({preset} preset{extra})", "cairn", preset) for preset in args.cairn_preset]
-    rows: dict[str, list[dict[str, Any]]] = {}
-    for label, lib, preset in runs:
+    rows: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in runs}
+    # Seed by seed, every library on it before the next: a run stopped early leaves paired seeds.
+    for seed, (label, lib, preset) in ((seed, run) for seed in args.seeds for run in runs):
         python = sys.executable if lib == "cairn" else _rllib_python(args.rllib_python)
         if python is None:
             print("rllib: skipped (ray.rllib does not import here and no --rllib-python)")
             continue
         cmd = [python, "-m", "bench.ppo_sample_efficiency", "--child", lib, "--max-steps", str(args.max_steps)]
-        cmd += ["--cairn-preset", preset, "--cairn-set", args.cairn_set, "--seeds", *map(str, args.seeds)]
-        mine = rows.setdefault(label, [])
+        cmd += ["--cairn-preset", preset, "--cairn-set", args.cairn_set, "--seeds", str(seed)]
+        mine = rows[label]
         with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as proc:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -263,7 +265,7 @@ def main() -> None:
                         flush=True,
                     )
         if proc.returncode != 0:  # the other runs still go; the table shows what this one finished
-            print(f"{label}: child failed with exit code {proc.returncode} after {len(mine)} seed(s)", flush=True)
+            print(f"{label}: child failed with exit code {proc.returncode} on seed {seed}", flush=True)
     print(f"\nenv steps to a return of {TARGET:.0f} (cap {args.max_steps:,}; '>cap': not reached, counted as the cap)")
     medians: dict[tuple[str, str], float] = {}
     for metric in METRICS:
