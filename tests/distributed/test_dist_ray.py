@@ -38,8 +38,9 @@ from cairn.testing import assert_states_equal
 
 @pytest.fixture(scope="module")
 def algo(ray_cluster: Any) -> Iterator[PPO]:
-    """2 remote env runners + 2 learners, trained 2 iterations."""
-    algo = PPO(small_config(num_env_runners=2, num_learners=2))
+    """2 remote env runners + 2 learners, trained 2 iterations (with RLlib's KL penalty: its coefficients
+    are learner state the checkpoints below carry)."""
+    algo = PPO(small_config(num_env_runners=2, num_learners=2, use_kl_loss=True))
     for _ in range(2):
         algo.train()
     yield algo
@@ -78,7 +79,8 @@ def test_training_keeps_learners_identical_and_runners_synced(algo: PPO) -> None
 
 
 def test_data_parallel_update_equals_one_learner_on_the_whole_batch(algo: PPO) -> None:
-    """2 learners on shares of each minibatch take the step 1 learner takes on all of it."""
+    """2 learners on shares of each minibatch take the step 1 learner takes on all of it, and adapt the
+    KL coefficient on the whole last minibatch's KL, as 1 learner does."""
     specs = algo.learner_group.module_specs
     single = PPOLearner(algo.config, specs)
     single.set_state(learner_state(algo))
@@ -94,10 +96,14 @@ def test_data_parallel_update_equals_one_learner_on_the_whole_batch(algo: PPO) -
             "value_targets": rng.normal(size=size).astype(np.float32),
         }
     }
-    algo.learner_group.update(batch)
-    single.update(batch)
+    remote_metrics = algo.learner_group.update(batch)
+    local_metrics = single.update(batch)
+    for name in ("mean_kl_loss", "curr_kl_coeff"):
+        key = f"learners/default_policy/{name}"
+        assert remote_metrics[key] == pytest.approx(local_metrics[key], rel=1e-4), key
     remote = learner_state(algo)
     local = single.get_state()
+    assert remote["kl_coeffs"] == pytest.approx(local["kl_coeffs"], rel=1e-12)
     for name, tensor in local["rl_module"]["default_policy"].items():
         torch.testing.assert_close(remote["rl_module"]["default_policy"][name], tensor, rtol=1e-4, atol=1e-5)
     assert remote["counters"] == local["counters"]

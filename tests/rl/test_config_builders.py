@@ -85,8 +85,8 @@ def test_the_train_batch_follows_env_runners_and_learners_in_any_order() -> None
 def test_a_refused_setting_changes_nothing_and_names_itself() -> None:
     config = PPOConfig().training(lr=1e-3)
     before = dataclasses.replace(config)
-    with pytest.raises(ValueError, match=r"use_kl_loss=True\) is refused: cairn's PPO has no KL penalty"):
-        config.training(lr=5e-5, use_kl_loss=True)
+    with pytest.raises(ValueError, match=r"use_gae=False\) is refused: cairn's PPO always uses GAE"):
+        config.training(lr=5e-5, use_gae=False)
     assert config == before  # the lr of the refused call is not applied either
     with pytest.raises(TypeError, match=r"unexpected setting 'no_such_thing'"):
         config.training(no_such_thing=1)

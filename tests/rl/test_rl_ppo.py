@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
 import torch
 from rl_helpers import small_config
 
-from cairn.errors import IncompatibleCheckpointError
+from cairn.errors import CorruptCheckpointError, IncompatibleCheckpointError
 from cairn.rl import PPO, PPOConfig, RLModule
 from cairn.testing import CheckpointableContract, assert_states_equal, states_equal
 
@@ -213,3 +214,108 @@ def test_component_selection_paths() -> None:
     assert "env_runner" not in state
     state = algo.get_state(not_components=["learner_group/learner/rl_module/p0"])
     assert list(state["learner_group"]["learner"]["rl_module"]) == ["p1"]
+
+
+# ---------------------------------------------------------------------- RLlib's PPO defaults (issue 38)
+
+
+def test_rllibs_kl_penalty_adapts_and_the_coefficient_resumes_exactly(tmp_path: Path) -> None:
+    """use_kl_loss: kl_coeff moves by RLlib's rule after each update and is learner state (restored to
+    every digit, refused when corrupt); RLlib's other defaults (torch's initializers, advantages
+    standardized over the batch) train and resume alike."""
+    built = PPOConfig().training(use_kl_loss=True, kl_coeff=0.3, kl_target=0.02)
+    assert (built.use_kl_loss, built.kl_coeff, built.kl_target) == (True, 0.3, 0.02)
+    # A tiny target: every update's KL is above 2 x target, so the coefficient grows by 1.5 each time.
+    config = small_config(
+        use_kl_loss=True,
+        kl_coeff=0.2,
+        kl_target=1e-12,
+        advantage_normalization="batch",
+        model_config={"hidden_sizes": [16, 16], "initializer": "torch"},
+    )
+    straight, first = PPO(config), PPO(config)
+    for _ in range(2):
+        result = straight.train()
+        first.train()
+    assert result["learners/default_policy/mean_kl_loss"] > 0.0
+    assert result["learners/default_policy/curr_kl_coeff"] == pytest.approx(0.2 * 1.5**2)
+    path = first.save_to_path(tmp_path / "ckpt")
+    resumed = PPO.from_checkpoint(path)
+    assert resumed.get_state()["learner_group"]["learner"]["kl_coeffs"] == {"default_policy": pytest.approx(0.45)}
+    a, b = straight.train(), resumed.train()
+    assert_states_equal(without_perf(a), without_perf(b))
+    assert_states_equal(straight.get_state(), resumed.get_state())
+    # A large target: the KL is below target / 2, so the coefficient halves.
+    loose = PPO(dataclasses.replace(config, kl_target=1e6))
+    assert loose.train()["learners/default_policy/curr_kl_coeff"] == pytest.approx(0.1)
+    # A corrupt coefficient is refused before anything changes.
+    state = resumed.get_state()
+    state["learner_group"]["learner"]["kl_coeffs"] = {"default_policy": -1.0}
+    with pytest.raises(CorruptCheckpointError, match="kl_coeffs/default_policy"):
+        resumed.set_state(state)
+    assert_states_equal(resumed.get_state()["learner_group"], straight.get_state()["learner_group"])
+    # A state written before kl_coeffs existed (the golden checkpoints) restores; the coefficient stays.
+    del state["learner_group"]["learner"]["kl_coeffs"]
+    resumed.set_state(state)
+    assert resumed.learner_group.learner.curr_kl_coeffs == {"default_policy": pytest.approx(0.2 * 1.5**3)}
+    with pytest.raises(ValueError, match="advantage_normalization"):
+        PPO(small_config(advantage_normalization="episode"))
+
+
+def test_torch_initializer_is_rllibs_default_module() -> None:
+    """model_config initializer="torch": nn.Linear's own initialization in every layer (RLlib's default
+    PPO module), reproducible from the seed; cairn's default keeps the orthogonal one."""
+    from gymnasium.spaces import Box, Discrete
+
+    from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
+
+    obs, act = Box(-1.0, 1.0, (4,)), Discrete(2)
+    torch_init = DefaultPPORLModule(obs, act, {"hidden_sizes": [64, 64], "initializer": "torch"}, seed=0)
+    again = DefaultPPORLModule(obs, act, {"hidden_sizes": [64, 64], "initializer": "torch"}, seed=0)
+    orthogonal = DefaultPPORLModule(obs, act, {"hidden_sizes": [64, 64]}, seed=0)
+    assert_states_equal(torch_init.get_state(), again.get_state())
+    out = torch_init.pi[-1]
+    bound = 1.0 / 64**0.5
+    largest = float(out.weight.detach().abs().max())
+    assert 0.5 * bound < largest <= bound
+    assert float(out.bias.detach().abs().max()) > 0.0  # torch's biases are not zero
+    assert float(orthogonal.pi[-1].weight.detach().abs().max()) < 0.05
+    assert float(orthogonal.pi[-1].bias.detach().abs().max()) == 0.0
+    with pytest.raises(ValueError, match="initializer"):
+        DefaultPPORLModule(obs, act, {"initializer": "xavier"}, seed=0)
+
+
+def test_free_log_std_false_is_rllibs_state_dependent_gaussian() -> None:
+    """free_log_std=False (RLlib's default): the policy outputs means and log stds, clamped at
+    log_std_clip_param; a DefaultModelConfig takes it; True on Discrete and bad values are refused."""
+    from gymnasium.spaces import Box, Discrete
+
+    from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
+    from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
+
+    obs_space, act = Box(-1.0, 1.0, (3,)), Box(-1.0, 1.0, (2,))
+    rllib_like = DefaultModelConfig(fcnet_hiddens=[8], free_log_std=False, log_std_clip_param=0.5).to_dict()
+    module = DefaultPPORLModule(obs_space, act, rllib_like, seed=0)
+    assert not hasattr(module, "log_std") and module.pi[-1].out_features == 4
+    with torch.no_grad():  # outputs far from 0: the log stds are clamped at +-0.5
+        module.pi[-1].bias.copy_(torch.tensor([0.1, -0.2, 3.0, -3.0]))
+    obs = {"obs": torch.zeros((5, 3))}
+    inputs = module.forward_inference(obs)["action_dist_inputs"]
+    assert torch.allclose(inputs[:, 2:], torch.tensor([0.5, -0.5]).expand(5, 2))
+    explored = module.forward_exploration(obs, generator=torch.Generator().manual_seed(0))
+    assert explored["actions"].shape == (5, 2) and torch.equal(explored["action_dist_inputs"], inputs)
+    train = module.forward_train({"obs": obs["obs"], "actions": explored["actions"]})
+    assert torch.allclose(train["action_logp"], explored["action_logp"])
+    assert torch.allclose(train["entropy"], torch.full((5,), 2 * (0.5 + 0.5 * math.log(2 * math.pi))))
+    # Left out, cairn's free log_std (a parameter), unclamped; recorded as before.
+    assert DefaultPPORLModule(obs_space, act, {"hidden_sizes": [8]}, seed=0).log_std.shape == (2,)
+    for bad, match in [
+        ({"free_log_std": "no"}, "free_log_std"),
+        ({"free_log_std": False, "log_std_init": -1.0}, "log_std_init"),
+        ({"log_std_clip_param": 0.0}, "log_std_clip_param"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            DefaultPPORLModule(obs_space, act, bad, seed=0)
+    with pytest.raises(ValueError, match="Discrete"):
+        DefaultPPORLModule(obs_space, Discrete(2), {"free_log_std": True}, seed=0)
+    assert DefaultPPORLModule(obs_space, Discrete(2), {"free_log_std": False}, seed=0).pi[-1].out_features == 2

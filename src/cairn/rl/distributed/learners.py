@@ -97,6 +97,14 @@ class DataParallelLearner(Learner):
         var = max(0.0, (total_sq - n * mean * mean) / (n - 1))
         return (values - mean) / (math.sqrt(var) + 1e-8)
 
+    def mean_over_minibatch(self, total: float, rows: int) -> float:
+        """``total / rows`` summed over all learners (every learner reads the whole minibatch's value)."""
+        import torch.distributed as dist
+
+        sums = torch.tensor([float(total), float(rows)], dtype=torch.float64)
+        dist.all_reduce(sums)
+        return float(sums[0] / sums[1]) if float(sums[1]) > 0 else float("nan")
+
     def _reduce_gradients(self, module: RLModule, num_rows: int) -> None:
         """Every learner's gradient := the gradient of the whole minibatch's mean loss."""
         import torch.distributed as dist

@@ -63,9 +63,24 @@ LAYER_MODEL_CONFIG: dict[str, Any] = {
     "fcnet_kernel_initializer_kwargs": None,
     "fcnet_bias_initializer": None,
     "fcnet_bias_initializer_kwargs": None,
+    "initializer": "orthogonal",
+    "free_log_std": True,
+    "log_std_clip_param": None,
 }
-"""Optional keys (RLlib's names) with what leaving them out means; recorded only when given, so that
-a module built without them records what it always did. ``vf_share_layers``: one encoder for the
+"""Optional keys (RLlib's names, and cairn's ``initializer``) with what leaving them out means;
+recorded only when given, so that a module built without them records what it always did.
+``free_log_std`` (``Box`` actions): ``True``, cairn's, a log standard deviation per action dimension
+that is a parameter of its own (``log_std``, starting at ``log_std_init``), or ``False``, RLlib's
+default: the policy network outputs the means and the log standard deviations (twice the action
+size), so the spread depends on the observation. ``log_std_clip_param``: the log standard deviations
+are clamped to ``+-`` it (RLlib's 20.0, applied by RLlib in both layouts); left out, cairn's free
+``log_std`` is not clamped and the state-dependent one is clamped at 20.0. On ``Discrete`` actions
+``free_log_std=True`` is refused, as RLlib refuses it.
+``initializer``: how the layers that no ``fcnet_*_initializer`` sets start: ``"orthogonal"``
+(cairn's, CleanRL's: gain sqrt 2 in hidden layers, 0.01 at the policy output, 1 at the value output,
+zero biases) or ``"torch"`` (torch's own ``nn.Linear`` initialization in every layer, RLlib 2.60's
+default PPO module: its catalog passes no initializer to the heads, and ``fcnet_*_initializer`` is
+``None`` by default), drawn from the module's seeded generator. ``vf_share_layers``: one encoder for the
 policy and value heads (the recurrent variant always shares). ``head_fcnet_hiddens`` /
 ``head_fcnet_activation`` (RLlib's default ``"relu"``): hidden layers of each head.
 ``fcnet_kernel_initializer`` / ``fcnet_bias_initializer`` (+ ``_kwargs``): names of
@@ -125,6 +140,12 @@ class _Layout:
         check_activation(self.head_activation, "DefaultPPORLModule: model_config['head_fcnet_activation']")
         self.kernel = read_initializer(config, "fcnet_kernel_initializer")
         self.bias = read_initializer(config, "fcnet_bias_initializer")
+        self.torch_init = config.get("initializer", "orthogonal") == "torch"
+        if config.get("initializer", "orthogonal") not in ("orthogonal", "torch"):
+            raise ValueError(
+                f"DefaultPPORLModule: model_config['initializer']={config['initializer']!r:.60} is refused: give "
+                "'orthogonal' (cairn's default) or 'torch' (torch's nn.Linear initialization, RLlib's)."
+            )
         self.generator = generator
 
     def encoder(self, in_dim: int) -> tuple[list[nn.Module], int]:
@@ -137,17 +158,77 @@ class _Layout:
         return [*layers, nn.Linear(last, out_dim)]
 
     def init_encoder(self, layers: list[nn.Module]) -> None:
-        """The encoder's initializers (``None``: cairn's orthogonal, gain sqrt 2, zero biases)."""
+        """The encoder's initializers (``None``: cairn's orthogonal, gain sqrt 2, zero biases; or torch's)."""
         for layer in layers:
             if isinstance(layer, nn.Linear):
+                if self.torch_init:
+                    _torch_linear_init(layer, self.generator)
+                    if self.kernel is None and self.bias is None:
+                        continue
+                    # What fcnet_*_initializer names replaces torch's; the other tensor keeps torch's.
+                    weight, bias = layer.weight.detach().clone(), layer.bias.detach().clone()
+                    init_linear(layer, gain=1.0, kernel=self.kernel, bias=self.bias, generator=self.generator)
+                    with torch.no_grad():
+                        if self.kernel is None:
+                            layer.weight.copy_(weight)
+                        if self.bias is None:
+                            layer.bias.copy_(bias)
+                    continue
                 init_linear(layer, gain=math.sqrt(2.0), kernel=self.kernel, bias=self.bias, generator=self.generator)
 
     def init_head(self, layers: list[nn.Module], out_gain: float) -> None:
-        """cairn's orthogonal initialization: gain sqrt 2 for hidden layers, ``out_gain`` for the output."""
+        """cairn's orthogonal initialization (gain sqrt 2 for hidden layers, ``out_gain`` for the output),
+        or torch's with ``initializer="torch"``."""
         linears = [layer for layer in layers if isinstance(layer, nn.Linear)]
         for i, layer in enumerate(linears):
+            if self.torch_init:
+                _torch_linear_init(layer, self.generator)
+                continue
             gain = out_gain if i == len(linears) - 1 else math.sqrt(2.0)
             init_linear(layer, gain=gain, kernel=None, bias=None, generator=self.generator)
+
+
+def _torch_linear_init(layer: nn.Linear, generator: torch.Generator | None) -> None:
+    """``nn.Linear.reset_parameters`` (kaiming-uniform weights with ``a=sqrt 5``, biases uniform in
+    ``+-1/sqrt(fan_in)``), drawn from ``generator`` (torch's global RNG when ``None``)."""
+    with torch.no_grad():
+        nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5.0), generator=generator)
+        bound = 1.0 / math.sqrt(layer.in_features) if layer.in_features > 0 else 0.0
+        nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
+
+
+def _log_std_layout(config: Mapping[str, Any], discrete: bool) -> tuple[bool, float | None]:
+    """``(free_log_std, log std clamp or None)`` of a ``model_config`` (see :data:`LAYER_MODEL_CONFIG`).
+
+    Raises:
+        ValueError: ``free_log_std`` not a bool, or ``True`` given for ``Discrete`` actions; a
+            ``log_std_clip_param`` that is no finite number > 0; a ``log_std_init`` other than 0
+            with ``free_log_std=False`` (the network's outputs set the log stds then).
+    """
+    free = config.get("free_log_std", True)
+    if not isinstance(free, bool):
+        raise ValueError(
+            f"DefaultPPORLModule: model_config['free_log_std']={free!r:.60} is refused: give True or False."
+        )
+    if discrete and "free_log_std" in config and free:
+        raise ValueError(
+            "DefaultPPORLModule: model_config['free_log_std']=True is refused for Discrete actions: a free log std "
+            "is the Gaussian's (Box actions), as in RLlib. Leave it out or give False."
+        )
+    clip = config.get("log_std_clip_param")
+    if clip is not None and (isinstance(clip, bool) or not isinstance(clip, int | float) or not 0.0 < clip < math.inf):
+        raise ValueError(
+            f"DefaultPPORLModule: model_config['log_std_clip_param']={clip!r:.60} is refused: give a finite number "
+            "> 0 (RLlib's 20.0) or leave it out."
+        )
+    if not free and float(config.get("log_std_init", 0.0)) != 0.0:
+        raise ValueError(
+            "DefaultPPORLModule: model_config['log_std_init'] is refused with free_log_std=False: the policy network "
+            "outputs the log standard deviations then. Leave log_std_init out, or give free_log_std=True."
+        )
+    if discrete:
+        return free, None
+    return free, (float(clip) if clip is not None else None if free else 20.0)
 
 
 def _one(layers: list[nn.Module]) -> nn.Module:
@@ -196,19 +277,24 @@ class DefaultPPORLModule(RLModule):
         layout = _Layout(config, generator)  # checks widths, activations and initializers before anything is built
         config["hidden_sizes"] = layout.hidden
         config["log_std_init"] = float(config["log_std_init"])
+        free_log_std, log_std_clip = _log_std_layout(config, discrete)
         super().__init__(observation_space, action_space, config, seed=seed)
         self.discrete = discrete
+        self.free_log_std = free_log_std
+        self.log_std_clip = log_std_clip
+        # The policy's outputs: logits, the means (free log std), or the means and the log stds (RLlib's default).
+        pi_dim = out_dim if discrete or self.free_log_std else 2 * out_dim
         self.obs_dim = obs_dim
         self.use_lstm = bool(config.get("use_lstm", False))
         self.vf_share_layers = self.use_lstm or config.get("vf_share_layers", False) is True
         if self.use_lstm:
-            self._build_lstm(layout, out_dim)
+            self._build_lstm(layout, pi_dim)
         elif self.vf_share_layers:
-            self._build_shared(layout, out_dim)
+            self._build_shared(layout, pi_dim)
         else:
             # Built in the order of earlier versions (policy, then value), which seed=None's global RNG sees.
             pi_encoder, last = layout.encoder(self.obs_dim)
-            pi_head = layout.head(last, out_dim)
+            pi_head = layout.head(last, pi_dim)
             vf_encoder, _ = layout.encoder(self.obs_dim)
             vf_head = layout.head(last, 1)
             # One Sequential per network: the parameter names (pi.0.weight, ...) of every earlier checkpoint.
@@ -218,7 +304,7 @@ class DefaultPPORLModule(RLModule):
             layout.init_head(pi_head, 0.01)
             layout.init_encoder(vf_encoder)
             layout.init_head(vf_head, 1.0)
-        if not self.discrete:
+        if not self.discrete and self.free_log_std:
             self.log_std = nn.Parameter(torch.full((out_dim,), config["log_std_init"]))
 
     def _build_shared(self, layout: _Layout, out_dim: int) -> None:
@@ -300,11 +386,22 @@ class DefaultPPORLModule(RLModule):
             logp = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
             entropy = -(logp_all.exp() * logp_all).sum(-1)
             return logp, entropy
-        log_std = self.log_std.expand_as(dist_inputs)
-        z = (actions - dist_inputs) / log_std.exp()
+        mean, log_std = self._mean_log_std(dist_inputs)
+        z = (actions - mean) / log_std.exp()
         logp = (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
         entropy = (0.5 + 0.5 * _LOG_2PI + log_std).sum(-1)
         return logp, entropy
+
+    def _mean_log_std(self, dist_inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The Gaussian's means and log standard deviations (clamped at ``log_std_clip_param``) of a
+        ``Box`` policy's outputs: the free ``log_std`` parameter, or the second half of the outputs."""
+        if self.free_log_std:
+            mean, log_std = dist_inputs, self.log_std.expand_as(dist_inputs)
+        else:
+            mean, log_std = dist_inputs.chunk(2, dim=-1)
+        if self.log_std_clip is not None:
+            log_std = log_std.clamp(-self.log_std_clip, self.log_std_clip)
+        return mean, log_std
 
     def forward_inference(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Greedy actions: the most likely action (Discrete) or the mean (Box), and the distribution's inputs.
@@ -317,7 +414,7 @@ class DefaultPPORLModule(RLModule):
         with torch.no_grad():
             if self.use_lstm:
                 dist_inputs, _, state, timed = self._recurrent(batch)
-                actions = dist_inputs.argmax(-1) if self.discrete else dist_inputs
+                actions = dist_inputs.argmax(-1) if self.discrete else self._mean_log_std(dist_inputs)[0]
                 greedy: dict[str, Any] = {
                     "actions": _untimed(actions, timed),
                     Columns.ACTION_DIST_INPUTS: _untimed(self.dist_inputs_for_output(dist_inputs), timed),
@@ -325,15 +422,15 @@ class DefaultPPORLModule(RLModule):
                 }
                 return greedy
             dist_inputs = self._policy(self._obs(batch))
-            actions = dist_inputs.argmax(-1) if self.discrete else dist_inputs
+            actions = dist_inputs.argmax(-1) if self.discrete else self._mean_log_std(dist_inputs)[0]
         return {"actions": actions, Columns.ACTION_DIST_INPUTS: self.dist_inputs_for_output(dist_inputs)}
 
     def dist_inputs_for_output(self, dist_inputs: torch.Tensor) -> torch.Tensor:
         """``action_dist_inputs`` as RLlib's modules return them: logits (Discrete), or the mean and the
-        log standard deviations concatenated (Box; cairn keeps ``log_std`` as one parameter)."""
+        log standard deviations concatenated (Box, whether ``log_std`` is free or the network's)."""
         if self.discrete:
             return dist_inputs
-        return torch.cat([dist_inputs, self.log_std.expand_as(dist_inputs)], dim=-1)
+        return torch.cat(self._mean_log_std(dist_inputs), dim=-1)
 
     def forward_exploration(
         self, batch: Mapping[str, torch.Tensor], *, generator: torch.Generator | None = None
@@ -351,8 +448,9 @@ class DefaultPPORLModule(RLModule):
                 probs = torch.softmax(dist_inputs, dim=-1)
                 actions = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
             else:
-                noise = torch.randn(dist_inputs.shape, generator=generator)
-                actions = dist_inputs + self.log_std.exp() * noise
+                mean, log_std = self._mean_log_std(dist_inputs)
+                noise = torch.randn(mean.shape, generator=generator)
+                actions = mean + log_std.exp() * noise
             logp, _ = self._logp_entropy(dist_inputs, actions)
         return {
             "actions": actions,
@@ -369,8 +467,9 @@ class DefaultPPORLModule(RLModule):
                 probs = torch.softmax(dist_inputs.reshape(-1, dist_inputs.shape[-1]), dim=-1)
                 actions = torch.multinomial(probs, 1, generator=generator).reshape(dist_inputs.shape[:-1])
             else:
-                noise = torch.randn(dist_inputs.shape, generator=generator)
-                actions = dist_inputs + self.log_std.exp() * noise
+                mean, log_std = self._mean_log_std(dist_inputs)
+                noise = torch.randn(mean.shape, generator=generator)
+                actions = mean + log_std.exp() * noise
             logp, _ = self._logp_entropy(dist_inputs, actions)
         return {
             "actions": _untimed(actions, timed),

@@ -32,7 +32,7 @@ from cairn.rl.algorithms.algorithm import Algorithm
 from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
 from cairn.rl.algorithms.ppo.ppo_learner import PPOLearner
 from cairn.rl.config.algorithm_config import AlgorithmConfig
-from cairn.rl.config.builders import Accept, Refuse, Rule, number
+from cairn.rl.config.builders import Accept, Rule, number
 from cairn.rl.core.learner.learner import Learner
 from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
@@ -52,6 +52,13 @@ def _check_vf_clip_param(value: Any) -> None:
             f"vf_clip_param={value!r:.60} is refused: give a positive number (RLlib's 10.0, or float('inf')), "
             "or None for no clipping."
         )
+
+
+def _use_kl_loss(config: Any, value: Any) -> dict[str, Any]:
+    """RLlib's ``training(use_kl_loss=...)``: a bool."""
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"use_kl_loss={value!r:.60} is refused: give True or False.")
+    return {"use_kl_loss": bool(value)}
 
 
 def _vf_clip_param(config: Any, value: Any) -> dict[str, Any]:
@@ -91,7 +98,30 @@ class PPOConfig(AlgorithmConfig):
     """Weight of the entropy bonus."""
 
     normalize_advantages: bool = True
-    """Normalize advantages per minibatch."""
+    """Standardize the advantages (mean 0, std 1) before the surrogate loss, over what
+    ``advantage_normalization`` says."""
+
+    advantage_normalization: str = "minibatch"
+    """Where ``normalize_advantages`` standardizes: ``"minibatch"`` (cairn's default, CleanRL's: each
+    minibatch over its own rows) or ``"batch"`` (RLlib's: once per update over the module's whole
+    train batch, ``(A - mean) / max(1e-4, std)``)."""
+
+    use_kl_loss: bool = False
+    """RLlib's KL penalty: add ``kl_coeff x KL(sampling policy || current policy)`` to the loss and adapt
+    ``kl_coeff`` towards ``kl_target`` after each update. ``False``, cairn's default (CleanRL's PPO
+    only clips the ratio); RLlib's default is ``True``. The KL is estimated from the sampled actions,
+    ``mean((r - 1) - log r)`` with ``r`` the probability ratio (unbiased for the KL and its gradient),
+    where RLlib computes it in closed form from the sampling policy's distribution inputs, which
+    cairn's train batches do not carry."""
+
+    kl_coeff: float = 0.2
+    """Initial coefficient of the KL penalty (RLlib's default). After each update of a module, its
+    coefficient is multiplied by 1.5 when the KL of the update's last minibatch exceeds
+    ``2 x kl_target`` and by 0.5 when it is below ``kl_target / 2`` (RLlib's rule); the adapted
+    coefficient is learner state (checkpointed, restored exactly). Read only with ``use_kl_loss``."""
+
+    kl_target: float = 0.01
+    """Target KL of the coefficient's adaptation (RLlib's default)."""
 
     RLLIB_RULES: ClassVar[dict[str, dict[str, Rule]]] = {
         "training": {
@@ -103,9 +133,9 @@ class PPOConfig(AlgorithmConfig):
             "entropy_coeff": number("entropy_coeff"),
             "use_critic": Accept((True,), "cairn's PPO always learns a value function"),
             "use_gae": Accept((True,), "cairn's PPO always uses GAE"),
-            "use_kl_loss": Accept((False,), "cairn's PPO has no KL penalty (it clips the ratio)"),
-            "kl_coeff": Accept((0.0, 0), "cairn's PPO has no KL penalty (it clips the ratio)"),
-            "kl_target": Refuse("cairn's PPO has no KL penalty (it clips the ratio)"),
+            "use_kl_loss": _use_kl_loss,
+            "kl_coeff": number("kl_coeff"),
+            "kl_target": number("kl_target"),
             "vf_clip_param": _vf_clip_param,
             "entropy_coeff_schedule": Accept((None,), "cairn's entropy_coeff is constant"),
             "lr_schedule": Accept((None,), "use training(lr_anneal_timesteps=...)"),
@@ -134,6 +164,15 @@ class PPOConfig(AlgorithmConfig):
         if self.clip_param <= 0.0:
             raise ValueError("clip_param must be positive.")
         _check_vf_clip_param(self.vf_clip_param)  # each module's override too (the base validates those)
+        if self.advantage_normalization not in ("minibatch", "batch"):
+            raise ValueError(
+                f"advantage_normalization={self.advantage_normalization!r:.60} is refused: give 'minibatch' "
+                "(each minibatch over its rows, cairn's default) or 'batch' (the whole train batch, RLlib's)."
+            )
+        for name in ("kl_coeff", "kl_target"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value < math.inf:
+                raise ValueError(f"{name}={value!r:.60} is refused: give a finite number >= 0 (RLlib's 0.2 / 0.01).")
 
 
 def _flatten(array: npt.NDArray[Any]) -> npt.NDArray[Any]:

@@ -2,22 +2,30 @@
 
 The loss reads as in CleanRL's ``ppo.py``: the probability ratio of the new
 and the sampling policy, clipped at ``1 +- clip_param``, a value loss, and an
-entropy bonus; advantages are normalized per minibatch.
+entropy bonus; advantages are normalized per minibatch (or, RLlib's way, per
+batch). With ``use_kl_loss`` (RLlib's KL penalty) the loss adds ``kl_coeff x KL``
+and each module's ``kl_coeff`` adapts towards ``kl_target`` after every update:
+learner state, checkpointed under ``kl_coeffs`` (module id -> coefficient).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from typing import Protocol, cast
+from typing import Any, ClassVar, Protocol, cast
 
+import numpy as np
 import torch
 
+from cairn.checkpointable import Names
 from cairn.rl._aliases import register_old_paths
+from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.core.columns import Columns
-from cairn.rl.core.learner.learner import Learner
-from cairn.rl.core.rl_module.rl_module import RLModule
+from cairn.rl.core.learner.learner import Learner, TrainBatch
+from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.core.rl_module.stateful import sequence_train_outputs
 from cairn.rl.core.rl_module.torch.torch_rl_module import complete_train_outputs
+from cairn.state_checks import Schema, corrupt, mapping
 
 __all__ = ["PPOLearner", "PPOLossSettings"]
 
@@ -34,6 +42,30 @@ class PPOLossSettings(Protocol):
     vf_clip_param: float | None
     entropy_coeff: float
     normalize_advantages: bool
+    advantage_normalization: str
+    use_kl_loss: bool
+    kl_coeff: float
+    kl_target: float
+
+
+def _kl_coeffs(value: Any, *, where: str) -> dict[str, float]:
+    """Module id -> KL coefficient: str ids, finite numbers >= 0 (what adaptation from a valid one gives).
+
+    Raises:
+        CorruptCheckpointError: Anything else.
+    """
+    out: dict[str, float] = {}
+    for key, item in mapping(value, where=where).items():
+        if not isinstance(key, str):
+            raise corrupt(where, f"module ids are str, the checkpoint holds {key!r:.60}")
+        if isinstance(item, np.ndarray) and item.ndim == 0:
+            item = item[()]
+        if isinstance(item, bool | np.bool_) or not isinstance(item, int | float | np.integer | np.floating):
+            raise corrupt(f"{where}/{key}", f"a KL coefficient is a number, the checkpoint holds {item!r:.60}")
+        if not 0.0 <= float(item) < math.inf:
+            raise corrupt(f"{where}/{key}", f"a KL coefficient is finite and >= 0, the checkpoint holds {item!r:.60}")
+        out[key] = float(item)
+    return out
 
 
 class PPOLearner(Learner):
@@ -49,6 +81,61 @@ class PPOLearner(Learner):
     """
 
     supports_stateful_modules = True
+
+    state_schema: ClassVar[Schema] = Learner.state_schema | Schema({"kl_coeffs": _kl_coeffs})
+    """The Learner's state, and ``kl_coeffs``: the adapted KL coefficient of each module (finite, >= 0)."""
+
+    def __init__(self, config: AlgorithmConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:
+        super().__init__(config, module_specs)
+        self.curr_kl_coeffs: dict[str, float] = {
+            module_id: self._initial_kl_coeff(module_id) for module_id in self.module
+        }
+        """Module id -> the KL coefficient now (RLlib's ``curr_kl_coeffs_per_module``); learner state."""
+        # The KL of the last minibatch of each module (sum over this learner's rows, rows): the adaptation reads it.
+        self._last_kl: dict[str, tuple[float, int]] = {}
+
+    def _initial_kl_coeff(self, module_id: str) -> float:
+        return float(cast(PPOLossSettings, self.config_for_module(module_id)).kl_coeff)
+
+    def add_module(
+        self,
+        module_id: str,
+        module: RLModule | RLModuleSpec,
+        *,
+        config_overrides: Mapping[str, Any] | None = None,
+    ) -> RLModule:
+        """As :meth:`Learner.add_module`; the new module's KL coefficient starts at its ``kl_coeff``."""
+        built = super().add_module(module_id, module, config_overrides=config_overrides)
+        self.curr_kl_coeffs[module_id] = self._initial_kl_coeff(module_id)
+        return built
+
+    def remove_module(self, module_id: str) -> RLModule:
+        """As :meth:`Learner.remove_module`; the module's KL coefficient goes too."""
+        module = super().remove_module(module_id)
+        self.curr_kl_coeffs.pop(module_id, None)
+        self._last_kl.pop(module_id, None)
+        return module
+
+    def _update_module(self, module_id: str, batch: TrainBatch) -> dict[str, float]:
+        """The base's update (advantages standardized over the batch first, with ``"batch"``); then
+        RLlib's adaptation of the KL coefficient from the last minibatch's KL."""
+        config = cast(PPOLossSettings, self.config_for_module(module_id))
+        if config.normalize_advantages and config.advantage_normalization == "batch":
+            batch = {**batch, "advantages": _standardized(batch["advantages"], batch.get(Columns.LOSS_MASK))}
+        self._last_kl.pop(module_id, None)
+        metrics = super()._update_module(module_id, batch)
+        if config.use_kl_loss:
+            total, rows = self._last_kl.pop(module_id, (0.0, 0))
+            kl = self.mean_over_minibatch(total, rows)
+            coeff = self.curr_kl_coeffs[module_id]
+            if kl > 2.0 * config.kl_target:  # RLlib's rule (NaN compares false: the coefficient stays)
+                coeff *= 1.5
+            elif kl < 0.5 * config.kl_target:
+                coeff *= 0.5
+            self.curr_kl_coeffs[module_id] = coeff
+            metrics["mean_kl_loss"] = kl
+            metrics["curr_kl_coeff"] = coeff
+        return metrics
 
     def compute_loss_for_module(
         self, module_id: str, module: RLModule, minibatch: Mapping[str, torch.Tensor]
@@ -75,7 +162,7 @@ class PPOLearner(Learner):
             clip_fraction = ((ratio - 1.0).abs() > config.clip_param).float().mean()
 
         advantages = mb["advantages"].to(torch.float32)
-        if config.normalize_advantages:
+        if config.normalize_advantages and config.advantage_normalization == "minibatch":
             advantages = self.normalize_over_minibatch(advantages)
         surrogate = torch.max(
             -advantages * ratio,
@@ -85,6 +172,13 @@ class PPOLearner(Learner):
         vf_loss = 0.5 * _value_errors(out["vf_preds"], mb["value_targets"], config.vf_clip_param).mean()
         entropy = out["entropy"].mean()
         loss = policy_loss - config.entropy_coeff * entropy + config.vf_loss_coeff * vf_loss
+        if config.use_kl_loss:
+            # KL(sampling || current) estimated from the sampled actions: E[(r - 1) - log r] (k3), whose
+            # value and gradient are the KL's in expectation; RLlib's closed form needs the sampling
+            # policy's distribution inputs, which the batch does not carry.
+            kl = ((ratio - 1.0) - logratio).mean()
+            loss = loss + self.curr_kl_coeffs[module_id] * kl
+            self._last_kl[module_id] = (float(kl.detach()) * logratio.numel(), logratio.numel())
         return loss, {
             "policy_loss": float(policy_loss.detach()),
             "vf_loss": float(vf_loss.detach()),
@@ -107,9 +201,42 @@ class PPOLearner(Learner):
         return {"vf_explained_var": explained}
 
     def join_collectives_without_rows(self, module_id: str) -> None:
-        """The advantage normalization's all-reduce, with no rows."""
-        if cast(PPOLossSettings, self.config_for_module(module_id)).normalize_advantages:
+        """The advantage normalization's all-reduce, with no rows (and no KL of this learner's)."""
+        config = cast(PPOLossSettings, self.config_for_module(module_id))
+        if config.normalize_advantages and config.advantage_normalization == "minibatch":
             self.normalize_over_minibatch(torch.zeros(0, dtype=torch.float32))
+        if config.use_kl_loss:
+            self._last_kl[module_id] = (0.0, 0)
+
+    # ------------------------------------------------------------------ Checkpointable
+
+    def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
+        """The :class:`Learner`'s state and ``kl_coeffs`` (module id -> the adapted KL coefficient)."""
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        state["kl_coeffs"] = dict(self.curr_kl_coeffs)
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """The :class:`Learner`'s :meth:`~Learner.set_state`, then the KL coefficients of the modules trained
+        now (a checkpoint of an earlier version has none: they keep their ``kl_coeff``)."""
+        coeffs = self.state_schema.read(state, where="").get("kl_coeffs", {})  # refused before anything changes
+        super().set_state(state)
+        for module_id, coeff in coeffs.items():
+            if module_id in self.curr_kl_coeffs:
+                self.curr_kl_coeffs[module_id] = coeff
+
+
+def _standardized(advantages: Any, mask: Any) -> Any:
+    """RLlib's standardization over the batch, ``(A - mean) / max(1e-4, std)`` (``std`` with ``ddof=0``),
+    of the real steps (``mask``) of sequences; the padding is left at 0."""
+    values = np.asarray(advantages, dtype=np.float64)
+    real = values if mask is None else values[np.asarray(mask, dtype=bool)]
+    if real.size == 0:
+        return advantages
+    out = (values - real.mean()) / max(1e-4, float(real.std()))
+    if mask is not None:
+        out = np.where(np.asarray(mask, dtype=bool), out, 0.0)
+    return out.astype(np.float32)
 
 
 def _value_errors(values: torch.Tensor, targets: torch.Tensor, vf_clip_param: float | None) -> torch.Tensor:

@@ -425,6 +425,15 @@ class Learner(Checkpointable):
             return values
         return (values - values.mean()) / (values.std() + 1e-8)
 
+    def mean_over_minibatch(self, total: float, rows: int) -> float:
+        """``total / rows``, a statistic of the minibatch (``NaN`` without rows).
+
+        Data-parallel learners sum ``total`` and ``rows`` over all learners first, so that
+        every learner reads the same value of the whole minibatch (PPO's adaptive KL
+        coefficient, which must stay equal on all of them).
+        """
+        return total / rows if rows else float("nan")
+
     def _reduce_gradients(self, module: RLModule, num_rows: int) -> None:
         """Combine this learner's gradients (of ``num_rows`` rows) with the other learners'."""
 

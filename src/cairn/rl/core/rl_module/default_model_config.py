@@ -30,7 +30,10 @@ value networks; PPO's has a recurrent variant. This class takes:
   ``lstm_cell_size`` with ``use_lstm=False`` sizes nothing and is not recorded (RLlib's
   scripts write ``use_lstm=args.use_lstm, lstm_cell_size=256``);
 - ``lstm_use_prev_action``, ``lstm_use_prev_reward``, ``use_attention`` at ``False`` only;
-- every other RLlib field (``conv_filters``, ``free_log_std``, ...) at ``None``
+- ``free_log_std`` / ``log_std_clip_param`` (PPO's default module, ``Box`` actions):
+  ``False`` is RLlib's default, the policy network outputs the log standard deviations
+  too; left ``None`` keeps cairn's layout, a free ``log_std`` parameter (``True``);
+- every other RLlib field (``conv_filters``, ...) at ``None``
   only: set, it is refused with the reason, never ignored.
 
 A field left ``None`` keeps the module's own default (PPO: ``[64, 64]``, tanh,
@@ -74,6 +77,8 @@ _LAYER_KEYS = (
     "fcnet_kernel_initializer_kwargs",
     "fcnet_bias_initializer",
     "fcnet_bias_initializer_kwargs",
+    "free_log_std",
+    "log_std_clip_param",
 )
 
 ACTIVATION_NAMES: tuple[str | None, ...] = ("tanh", "relu", "linear", None, "swish", "silu", "elu")
@@ -125,11 +130,11 @@ class DefaultModelConfig:
     fcnet_kernel_initializer_kwargs: dict[str, Any] | None = None
     fcnet_bias_initializer: str | None = None
     fcnet_bias_initializer_kwargs: dict[str, Any] | None = None
+    free_log_std: bool | None = None
+    log_std_clip_param: float | None = None
     # RLlib fields cairn's default modules do not implement: None only.
     conv_filters: Any = None
     conv_activation: Any = None
-    free_log_std: Any = None
-    log_std_clip_param: Any = None
 
     def __post_init__(self) -> None:
         for name in _FALSE_ONLY:
