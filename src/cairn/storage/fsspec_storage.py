@@ -32,9 +32,10 @@ RETRY_BASE_DELAY = 0.05
 RETRY_MAX_DELAY = 2.0
 RANGED_READ_LIMIT = 64 * 1024 * 1024  # bounded reads up to this are one ranged GET (JSON files included)
 MULTIPART_THRESHOLD = 16 * 1024 * 1024
-"""Files of at least this many bytes go to S3 in parts sent concurrently (smaller ones: one PUT)."""
+"""Files of at least this many bytes go to and come from S3 in parts moved concurrently (smaller ones: one
+PUT, one GET)."""
 MULTIPART_PART_BYTES = 8 * 1024 * 1024
-"""Bytes per part (``aws s3 cp``'s default; more for a file over 10,000 parts of this size)."""
+"""Bytes per part or ranged GET (``aws s3 cp``'s default; more for a file over 10,000 parts of this size)."""
 MULTIPART_CONCURRENCY = 8
 """Parts of one file in flight at once (``aws s3 cp`` sends 10 requests at once, boto3's transfer manager 10)."""
 MAX_PARTS = 10_000
@@ -588,9 +589,12 @@ class FsspecStorage(Storage):
 
         A bounded read of a small file is one ranged GET of ``max_bytes + 1`` bytes
         (no separate size request); a larger bound asks for the size first, so that
-        an oversized object is refused before it is downloaded.
+        an oversized object is refused before it is downloaded. On S3 a bound of
+        :data:`MULTIPART_THRESHOLD` or more asks for the size too, and an object that
+        large is read with concurrent ranged GETs (:meth:`_get_in_parts`).
         """
-        if max_bytes is not None and max_bytes <= RANGED_READ_LIMIT:
+        in_parts = max_bytes is not None and max_bytes >= MULTIPART_THRESHOLD and self._is_s3()
+        if max_bytes is not None and max_bytes <= RANGED_READ_LIMIT and not in_parts:
             data = self._retry(
                 "Reading", path, lambda: self.fs.cat_file(path, start=0, end=max_bytes + 1), nbytes=max_bytes
             )
@@ -601,8 +605,56 @@ class FsspecStorage(Storage):
             size = self.size(path)
             if size > max_bytes:
                 self._too_big(path, size, max_bytes)
+            if in_parts and size >= MULTIPART_THRESHOLD:
+                return self._retry("Reading", path, lambda: self._get_in_parts(path, size), nbytes=size)
         data = self._retry("Reading", path, lambda: self.fs.cat_file(path), nbytes=max_bytes or 0)
         return bytearray(data)
+
+    def _get_in_parts(self, path: str, size: int) -> bytearray:
+        """The ``size`` bytes of ``path`` (its size as just asked), read with concurrent ranged GETs.
+
+        What ``aws s3 cp`` and boto3's transfer manager do for a large object: ranges of
+        :data:`MULTIPART_PART_BYTES`, :data:`MULTIPART_CONCURRENCY` in flight at once, each
+        copied into its place in the one buffer returned as it arrives (s3fs's own read is
+        one GET, whose bytes are then copied whole). One failing range cancels the others.
+        An object replaced meanwhile may give a mix of both, or come back short (cut at the
+        first range that ended early): the caller checks the bytes against the digest it
+        expects (a checkpoint's reader always does).
+        """
+        from fsspec.asyn import sync
+
+        part_bytes = max(MULTIPART_PART_BYTES, -(-size // MAX_PARTS))
+        out = bytearray(size)  # size was checked against the caller's bound before this
+        view = memoryview(out)
+        ends = [size]  # where the bytes read end: a range that came back short cuts them there
+        fs = self.fs
+
+        async def download() -> None:
+            slots = asyncio.Semaphore(MULTIPART_CONCURRENCY)
+
+            async def one(start: int, end: int) -> None:
+                async with slots:  # memory: the buffer plus about concurrency x part in flight
+                    data = await fs._cat_file(path, start=start, end=end)
+                got = min(len(data), end - start)
+                view[start : start + got] = memoryview(data)[:got]
+                if got < end - start:
+                    ends.append(start + got)
+
+            try:
+                async with asyncio.TaskGroup() as group:  # one range failing cancels the others
+                    for start in range(0, size, part_bytes):
+                        group.create_task(one(start, min(start + part_bytes, size)))
+            except BaseExceptionGroup as failed:
+                raise failed.exceptions[0] from None  # the first failure, for the retry loop to judge
+
+        try:
+            sync(fs.loop, download)
+        finally:
+            view.release()
+        end = min(ends)
+        if end < size:
+            del out[end:]
+        return out
 
     def _too_big(self, path: str, size: int | None, max_bytes: int) -> None:
         from cairn.storage.base import FileTooLargeError
