@@ -24,13 +24,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench import replay, replay_per, util
+from bench import replay, replay_per, small_rl, util
 from bench.util import MB, Method, interleave
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASES = (
     "save", "savecpu", "restore", "digests", "partial", "async", "incremental", "small", "memory", "import",
-    "inspect", "startup", "ppo", "replay", "replay_per",
+    "inspect", "startup", "ppo", "replay", "replay_per", "smallrl",
 )  # fmt: skip
 
 
@@ -681,6 +681,26 @@ def case_small(ctx: Context) -> None:
     )  # fmt: skip
 
 
+def case_smallrl(ctx: Context) -> None:
+    """A PPO CartPole checkpoint: save vs torch.save+fsync of its tensors; fresh-process restore vs a baseline."""
+    out = small_rl.measure(ctx.reps if ctx.args.reps is not None else 9, ctx.path("smallrl", "x").rsplit("/", 1)[0],
+                           log=ctx.log)  # fmt: skip
+    ctx.raw["smallrl"] = out
+    med = statistics.median
+    c, t = med(out["save_cairn"]), med(out["save_torch"])
+    ctx.add(
+        Row("smallrl", f"save a PPO CartPole algorithm ({out['files']} files, {out['tensor_bytes'] / 1e3:.0f} kB "
+            "of tensors)", f"{c * 1000:.1f} ms", f"torch.save+fsync of its tensors {t * 1000:.1f} ms", c / t,
+            "<= 1.50", c / t <= 1.5, best=min(out["save_cairn"]) / min(out["save_torch"]))
+    )  # fmt: skip
+    rc, rb = med(out["restore_cairn"]), med(out["restore_baseline"])
+    ctx.add(
+        Row("smallrl", "PPO.from_checkpoint in a fresh process (imports included)", f"{rc:.3f} s",
+            f"{out['restore_baseline_name']} in a fresh process {rb:.3f} s", rc / rb, "<= 1.00", rc <= rb,
+            best=min(out["restore_cairn"]) / min(out["restore_baseline"]))
+    )  # fmt: skip
+
+
 # ============================================================================ case 5: memory
 
 
@@ -927,6 +947,7 @@ CASE_FUNCS: dict[str, Callable[[Context], None]] = {
     "ppo": case_ppo,
     "replay": replay.case_replay,
     "replay_per": replay_per.case_replay_per,
+    "smallrl": case_smallrl,
 }
 
 

@@ -10,6 +10,9 @@ algorithm's and the env runners' state), so a run stopped and resumed with
     python examples/custom_metrics.py --checkpoint-dir runs/metrics --iterations 6
     python examples/custom_metrics.py --checkpoint-dir runs/metrics --iterations 6 --resume
 
+Each iteration prints one line (the iteration, the mean return and the two lifetime sums);
+``--metrics-out FILE`` appends each iteration's env runner metrics to FILE as a JSON line.
+
 Checkpoints record the callback class by its path (``"custom_metrics:
 LongEpisodes"``), and loading one never imports a module and builds only what
 the program allows: ``@cairn.register`` on the class allows it in every program
@@ -41,7 +44,9 @@ class LongEpisodes(RLlibCallback):
 
     def on_episode_end(self, *, episode: Episode, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
         """Log the lifetime sums, and the mean return of the last 10 episodes."""
-        metrics_logger.log_value("num_long_episodes", int(episode.get_return() > LONG_EPISODE_RETURN), reduce="lifetime_sum")
+        metrics_logger.log_value(
+            "num_long_episodes", int(episode.get_return() > LONG_EPISODE_RETURN), reduce="lifetime_sum"
+        )
         metrics_logger.log_value("reward_sum", episode.get_return(), reduce="lifetime_sum")
         metrics_logger.log_value("return_last_10", episode.get_return(), reduce="mean", window=10)
 
@@ -61,6 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--resume", action="store_true", help="go on from the latest checkpoint")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--num-env-runners", type=int, default=0, help="remote env runners (needs Ray)")
+    p.add_argument("--metrics-out", help="append each iteration's env runner metrics here (JSON lines)")
     return p.parse_args(argv)
 
 
@@ -89,10 +95,22 @@ def main(argv: list[str] | None = None) -> None:
         while algo.training_iteration < last:
             result = algo.train()
             manager.save(algo, result["training_iteration"])
-            shown = {
-                k: v for k, v in result.flatten().items() if k.startswith("env_runners/") or k == "long_episode_share"
-            }
-            print(json.dumps({"training_iteration": result["training_iteration"], **shown}, sort_keys=True))
+            runners = result["env_runners"]
+            print(
+                f"iteration {result['training_iteration']:>3}  return {runners['episode_return_mean']:7.2f}  "
+                f"long episodes {runners['num_long_episodes']:>4}  reward sum {runners['reward_sum']:9.1f}",
+                flush=True,
+            )
+            if args.metrics_out:
+                shown = {
+                    k: v
+                    for k, v in result.flatten().items()
+                    if k.startswith("env_runners/") or k == "long_episode_share"
+                }
+                with open(args.metrics_out, "a") as f:
+                    f.write(
+                        json.dumps({"training_iteration": result["training_iteration"], **shown}, sort_keys=True) + "\n"
+                    )
     finally:
         algo.stop()
 

@@ -15,7 +15,8 @@ rebuilds it::
 
 ``--resume`` restores the algorithm with ``PPO.from_checkpoint`` (it continues
 bit for bit where the first run stopped) and the module alone with
-``RLModule.from_checkpoint``. Each iteration prints one JSON line of metrics.
+``RLModule.from_checkpoint``. Each iteration prints one line (iteration, env steps, mean
+return); ``--metrics-out FILE`` appends its reproducible metrics to FILE as a JSON line.
 """
 
 from __future__ import annotations
@@ -158,6 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--checkpoint", help="save the algorithm here at the end")
     parser.add_argument("--resume", help="an algorithm checkpoint to continue from")
+    parser.add_argument("--metrics-out", help="append each iteration's reproducible metrics here (JSON lines)")
     args = parser.parse_args(argv)
     if args.resume:
         algo = PPO.from_checkpoint(args.resume)
@@ -165,12 +167,21 @@ def main(argv: list[str] | None = None) -> None:
         module = RLModule.from_checkpoint(f"{args.resume}/learner_group/learner/rl_module/default_policy")
         obs, _ = gym.make(ENV_ID).reset(seed=0)
         action = module.forward_inference({"obs": torch.as_tensor(obs[None])})["actions"]
-        print(json.dumps({"module": type(module).__qualname__, "greedy_action": int(action[0])}), flush=True)
+        print(f"restored {type(module).__qualname__} from {args.resume}: greedy action {int(action[0])}", flush=True)
     else:
         algo = PPO(make_config())
     try:
         for _ in range(args.iterations):
-            print(json.dumps(metrics(algo.train())), flush=True)
+            result = algo.train()
+            steps, runners = result["num_env_steps_sampled_lifetime"], result["env_runners"]
+            print(
+                f"iteration {result['training_iteration']:>3}  env steps {steps:>6}  "
+                f"return {runners.get('episode_return_mean', float('nan')):6.2f}",
+                flush=True,
+            )
+            if args.metrics_out:
+                with open(args.metrics_out, "a") as f:
+                    f.write(json.dumps(metrics(result)) + "\n")
         if args.checkpoint:
             algo.save_to_path(args.checkpoint)
     finally:

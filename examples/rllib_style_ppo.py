@@ -22,7 +22,7 @@ docs/rllib_parity.md lists every RLlib setting the builders take, translate or r
 from __future__ import annotations
 
 import argparse
-from pprint import pprint
+import tempfile
 
 from cairn.rl.algorithms.algorithm import Algorithm
 from cairn.rl.algorithms.ppo import PPOConfig
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--iterations", type=int, default=4)
     parser.add_argument("--num-env-runners", type=int, default=2)
     parser.add_argument("--train-batch-size", type=int, default=2000)
-    parser.add_argument("--checkpoint-dir", default=None)
+    parser.add_argument("--checkpoint-dir", default=None, help="where to save (default: a temporary folder, removed)")
     args = parser.parse_args(argv)
 
     # From here on: RLlib's quickstart, word for word (with the arguments above).
@@ -53,15 +53,20 @@ def main(argv: list[str] | None = None) -> None:
 
     # Train for a few iterations, print the results.
     for _ in range(args.iterations):
-        pprint({k: v for k, v in ppo.train().flatten().items() if "return" in k or k == "training_iteration"})
+        result = ppo.train()  # cairn: one line per iteration instead of RLlib's pprint of the whole result
+        print(f"iteration {result['training_iteration']}: return {result['env_runners']['episode_return_mean']:.2f}")
 
     # Save a checkpoint, then restore a new algorithm from it.
-    checkpoint_path = ppo.save_to_path(args.checkpoint_dir)
+    # cairn: without --checkpoint-dir, a temporary folder that is removed at the end.
+    scratch = None if args.checkpoint_dir else tempfile.TemporaryDirectory(prefix="cairn_rllib_style_ppo_")
+    checkpoint_path = ppo.save_to_path(args.checkpoint_dir or scratch.name)
     ppo.stop()
     algo = Algorithm.from_checkpoint(checkpoint_path)
     print(f"restored {type(algo).__name__} at iteration {algo.training_iteration} from {checkpoint_path}")
     algo.train()
     algo.stop()
+    if scratch is not None:
+        scratch.cleanup()
 
 
 if __name__ == "__main__":

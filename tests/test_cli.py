@@ -105,6 +105,8 @@ def test_ls(tmp_path: Path) -> None:
     lines = out.stdout.strip().splitlines()
     assert lines[0] == "best: by env_runners/episode_return_mean, largest (max)"
     assert len(lines) == 5 and lines[3].rstrip().endswith("best") and lines[4].rstrip().endswith("latest")
+    # The metric's column header is its whole name, and its values line up under its end (issue 36).
+    assert lines[1].endswith("  env_runners/episode_return_mean") and lines[3].index(" 30  ") + 3 == len(lines[1])
     rows = json.loads(cairn_cli("ls", str(tmp_path / "run"), "--json").stdout)
     assert [r["step"] for r in rows] == [1, 2, 3] and rows[1]["best"] and rows[2]["latest"]
     assert rows[0]["metrics"] == {"training_iteration": 1, "env_runners/episode_return_mean": 10.0, "loss": 1.0}

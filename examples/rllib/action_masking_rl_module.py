@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from example_output import print_iteration
 from gymnasium.spaces import Box, Discrete
 
 from cairn.rl.algorithms.ppo import PPOConfig
@@ -81,7 +82,7 @@ def main(iterations: int = 10, train_batch_size: int = 4000, num_epochs: int = 3
         result: dict[str, Any] = {}
         for _ in range(iterations):
             result = algo.train()
-            print({k: v for k, v in result.items() if k == "training_iteration"})
+            print_iteration(result)
         return {"result": result, "module": algo.env_runner.module["default_policy"]}
     finally:
         algo.stop()

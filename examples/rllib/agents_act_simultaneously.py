@@ -34,6 +34,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from example_output import print_iteration
+
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.connectors.env_to_module import FlattenObservations
 from cairn.rl.examples.envs.classes.multi_agent.rock_paper_scissors import RockPaperScissors
@@ -64,7 +66,7 @@ def main(iterations: int = 2, sheldon_cooper_mode: bool = False) -> dict[str, An
         result: dict[str, Any] = {}
         for _ in range(iterations):
             result = algo.train()
-            print({k: v for k, v in result.flatten().items() if "return" in k or k == "training_iteration"})
+            print_iteration(result)
         return result
     finally:
         algo.stop()

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from example_output import print_iteration
+
 from cairn.rl.algorithms.dqn import DQNConfig
 
 
@@ -76,8 +78,7 @@ def main(iterations: int = 2, num_learners: int = 0, learning_starts: int | None
         result: Any = {}
         for _ in range(iterations):
             result = algo.train()
-            flat = result.flatten()
-            print({k: v for k, v in flat.items() if "return_mean" in k or k in ("training_iteration", "epsilon")})
+            print_iteration(result)
         return result, algo
     finally:
         algo.stop()

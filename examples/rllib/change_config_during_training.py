@@ -11,16 +11,14 @@ Every line that differs from RLlib's, and why:
 * Imports: ``PPOConfig`` from ``cairn.rl.algorithms.ppo``, ``AlgorithmConfig`` from
   ``cairn.rl.algorithms.algorithm_config`` (also ``DEFAULT_MODULE_ID``; RLlib:
   ``ray.rllib.core``), ``MultiAgentCartPole`` from ``cairn.rl.examples.envs.classes.multi_agent``,
-  ``register_env`` from ``cairn.rl.env.multi_agent_env``, ``RLlibCallback`` from
-  ``cairn.rl.callbacks.callbacks``. ``ENV_RUNNER_RESULTS``/``EPISODE_RETURN_MEAN``/
+  ``register_env`` from ``cairn.rl.env.multi_agent_env``. ``ENV_RUNNER_RESULTS``/``EPISODE_RETURN_MEAN``/
   ``LEARNER_RESULTS``: cairn has no such constants; its flat result keys are written out.
   ``convert_to_numpy``/``check`` (RLlib's test utils) -> ``tensor.detach().numpy()`` and numpy.
 * ``policies={f"p{aid}": PolicySpec(config=AlgorithmConfig.overrides(lr=...))}`` ->
   ``policies={...ids...}`` plus ``algorithm_config_overrides_per_module={f"p{aid}":
   AlgorithmConfig.overrides(lr=...)}``: cairn has no ``PolicySpec`` (RLlib's old stack);
   per-module settings are RLlib's new-stack setting, with the same ``overrides()``.
-* ``policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}"`` -> the module-level
-  :func:`policy_mapping_fn`: cairn records it by reference, never pickled.
+* ``policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}"`` as RLlib writes it (issue 39).
 * ``.training(lr=0.0001)`` -> ``.training(lr=0.0001, lr_anneal_timesteps=None)``: cairn's
   default anneals the learning rate to 0 (CleanRL's), RLlib's keeps it; the last check
   (the learner trains with the second config's lr) needs it constant.
@@ -30,10 +28,8 @@ Every line that differs from RLlib's, and why:
   (Tune's ``get_best_result(metric, mode="max")``). The reward thresholds are dropped from
   the checks (a CI-sized run does not reach them); every check of state stays.
 * ``test_algo.evaluate()`` and its check dropped: cairn has no evaluation env runners.
-* ``.callbacks(on_algorithm_init=on_algorithm_init)`` (a closure over the checkpoint path)
-  -> ``.callbacks(RestoreOnInit)``, an ``RLlibCallback`` subclass whose ``on_algorithm_init``
-  has the same body: cairn records callbacks by class, never a function by value, and
-  builds them without arguments, so the path is a class attribute set before ``build()``.
+* ``.callbacks(on_algorithm_init=on_algorithm_init)``, a closure over the checkpoint path, as
+  RLlib writes it (issue 39: it runs in this program; a checkpoint records only that it existed).
 * ``get_module("p0")`` in that hook -> ``get_module(module_id)``: RLlib's script asks for
   ``"p0"`` but checks ``DEFAULT_MODULE_ID`` at the end, which cannot both exist; the hook
   takes ``"p0"`` with agents and ``DEFAULT_MODULE_ID`` without, and the last check runs
@@ -55,42 +51,14 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-import cairn
 from cairn.rl.algorithms.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
 from cairn.rl.algorithms.ppo import PPOConfig
-from cairn.rl.callbacks.callbacks import RLlibCallback
 from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole
-
-
-@cairn.register
-def policy_mapping_fn(aid: str, *a: Any, **kw: Any) -> str:
-    """Agent ``i`` -> module ``p{i}`` (RLlib's lambda, at module level)."""
-    return f"p{aid}"
-
-
-@cairn.register
-class RestoreOnInit(RLlibCallback):
-    """RLlib's ``on_algorithm_init`` function: restore the best checkpoint right after the build."""
-
-    checkpoint_path: ClassVar[str | None] = None
-    """The checkpoint to restore (RLlib's closure variable ``best_checkpoint_path``)."""
-    module_id: ClassVar[str] = "p0"
-
-    def on_algorithm_init(self, *, algorithm: Any, **kwargs: Any) -> None:
-        """Restore the whole algorithm (also the optimizers) and check that the weights changed."""
-        module_p0 = algorithm.get_module(self.module_id)
-        weight_before = next(iter(module_p0.parameters())).detach().numpy().copy()
-
-        algorithm.restore_from_path(self.checkpoint_path)
-
-        # Make sure weights were restored (changed).
-        weight_after = next(iter(module_p0.parameters())).detach().numpy()
-        assert not np.array_equal(weight_before, weight_after)
 
 
 def main(
@@ -102,7 +70,9 @@ def main(
     checkpoint_dir: str | None = None,
 ) -> dict[str, Any]:
     """Run both phases; return the best checkpoint's path and the second config's first result."""
-    root = Path(checkpoint_dir or tempfile.mkdtemp(prefix="cairn_change_config_"))
+    # cairn: a temporary folder only without checkpoint_dir, removed before main returns
+    scratch = None if checkpoint_dir else tempfile.TemporaryDirectory(prefix="cairn_change_config_")
+    root = Path(checkpoint_dir or scratch.name)
     register_env("ma_cart", lambda cfg: MultiAgentCartPole({"num_agents": num_agents}))
 
     # Simple generic config.
@@ -122,7 +92,7 @@ def main(
                 )
                 for aid in range(num_agents)
             },
-            policy_mapping_fn=policy_mapping_fn,
+            policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}",
         )
 
     # The first run: checkpoint every iteration (Tune's checkpoint_freq=1).
@@ -157,14 +127,23 @@ def main(
     # Make sure the algorithm gets restored from a checkpoint right after
     # initialization. Note that this includes all subcomponents of the algorithm,
     # including the optimizer states in the LearnerGroup/Learner actors.
-    RestoreOnInit.checkpoint_path = best_checkpoint_path
-    RestoreOnInit.module_id = "p0" if num_agents > 0 else DEFAULT_MODULE_ID
+    module_id = "p0" if num_agents > 0 else DEFAULT_MODULE_ID
+
+    def on_algorithm_init(algorithm: Any, **kwargs: Any) -> None:
+        module_p0 = algorithm.get_module(module_id)
+        weight_before = next(iter(module_p0.parameters())).detach().numpy().copy()
+
+        algorithm.restore_from_path(best_checkpoint_path)
+
+        # Make sure weights were restored (changed).
+        weight_after = next(iter(module_p0.parameters())).detach().numpy()
+        assert not np.array_equal(weight_before, weight_after)
 
     # Change the config.
     (
         base_config
         # Make sure the algorithm gets restored upon initialization.
-        .callbacks(RestoreOnInit)
+        .callbacks(on_algorithm_init=on_algorithm_init)
         # Change training parameters considerably.
         .training(
             lr=0.0003,
@@ -194,10 +173,10 @@ def main(
     # Assert that we have continued training with a different learning rate.
     if num_agents == 0:
         assert first_result[f"learners/{DEFAULT_MODULE_ID}/lr"] == base_config.lr == 0.0003
+    if scratch is not None:
+        scratch.cleanup()
     return {"best_checkpoint_path": best_checkpoint_path, "first_result": first_result}
 
 
 if __name__ == "__main__":
-    import change_config_during_training  # run the module, not __main__ (the callback is recorded by reference)
-
-    change_config_during_training.main()
+    main()

@@ -21,7 +21,7 @@ Every line that differs from RLlib's, and why:
   runners go on with their episodes from one evaluation to the next (their environments
   are checkpointed as the ``eval_env_runner`` component); the builder refuses ``True``.
 * ``NUM_ITERS = 5`` -> ``main(iterations=...)``; ``path = "/tmp/ray/rllib_results/..."`` ->
-  a folder under ``main(checkpoint_dir=...)`` (default: a new temporary folder).
+  a folder under ``main(checkpoint_dir=...)`` (default: a temporary folder, removed when ``main`` returns).
 
 Everything else is RLlib's: the metric constants from ``cairn.rl.utils.metrics``,
 ``evaluate()`` (``eval_results[ENV_RUNNER_RESULTS][EPISODE_RETURN_MEAN]``), ``cleanup()``,
@@ -56,7 +56,9 @@ def main(
 ) -> dict[str, Any]:
     """Run the guide; return what it compared (the two algorithms' counters), the evaluation and the checkpoint."""
     NUM_ITERS = iterations
-    root = Path(checkpoint_dir or tempfile.mkdtemp(prefix="cairn_checkpointable_guide_"))
+    # cairn: a temporary folder only without checkpoint_dir, removed before main returns
+    scratch = None if checkpoint_dir else tempfile.TemporaryDirectory(prefix="cairn_checkpointable_guide_")
+    root = Path(checkpoint_dir or scratch.name)
 
     base_config = (
         PPOConfig()
@@ -139,6 +141,8 @@ def main(
             results = new_base_ppo_algo.train()
     finally:
         new_base_ppo_algo.cleanup()
+    if scratch is not None:
+        scratch.cleanup()
     return {
         "checkpoint_path": str(checkpoint_path),
         "restored_iteration": new_iter,
@@ -150,4 +154,8 @@ def main(
 
 
 if __name__ == "__main__":
-    print(main())
+    out = main()
+    evaluation = out["eval_results"]["env_runners"]["episode_return_mean"]
+    steps = f"{out['restored_env_steps']} env steps (saved: {out['saved_env_steps']})"
+    print(f"restored at iteration {out['restored_iteration']}, {steps}")
+    print(f"evaluation return {evaluation:.2f}")

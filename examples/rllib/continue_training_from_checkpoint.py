@@ -23,7 +23,7 @@ Every line that differs from RLlib's, and why:
   ``args``); cairn builds callbacks without arguments and records them by class.
 * ``policies={f"p{aid}": PolicySpec(config=AlgorithmConfig.overrides(lr=...))}`` -> ids plus
   ``algorithm_config_overrides_per_module`` (cairn has no ``PolicySpec``, RLlib's old stack);
-  ``policy_mapping_fn=lambda ...`` -> the module-level :func:`policy_mapping_fn`.
+  ``policy_mapping_fn=lambda ...`` as RLlib writes it (issue 39).
 * The Tune run with ``checkpoint_frequency=1`` -> ``train()`` then ``save_to_path`` per
   iteration until the callback raises; the best checkpoint is the one of the highest
   ``env_runners/episode_return_mean``. Reward thresholds are dropped from the checks (a CI-sized run
@@ -87,12 +87,6 @@ class CrashAfterNIters(RLlibCallback):
             self._should_crash = True
 
 
-@cairn.register
-def policy_mapping_fn(aid: str, *a: Any, **kw: Any) -> str:
-    """Agent ``i`` -> module ``p{i}`` (RLlib's lambda, at module level)."""
-    return f"p{aid}"
-
-
 def main(
     iterations: int = 2,
     num_agents: int = 0,
@@ -101,7 +95,9 @@ def main(
     checkpoint_dir: str | None = None,
 ) -> dict[str, Any]:
     """Crash after ``iterations``, check the best checkpoint, continue; return what the test checks."""
-    root = Path(checkpoint_dir or tempfile.mkdtemp(prefix="cairn_continue_training_"))
+    # cairn: a temporary folder only without checkpoint_dir, removed before main returns
+    scratch = None if checkpoint_dir else tempfile.TemporaryDirectory(prefix="cairn_continue_training_")
+    root = Path(checkpoint_dir or scratch.name)
     CrashAfterNIters.crash_after_iterations = iterations
     register_env("ma_cart", lambda cfg: MultiAgentCartPole({"num_agents": num_agents}))
 
@@ -127,7 +123,7 @@ def main(
                 )
                 for aid in range(num_agents)
             },
-            policy_mapping_fn=policy_mapping_fn,
+            policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}",
         )
 
     # Run some iterations and generate checkpoints (Tune: checkpoint_frequency=1).
@@ -183,6 +179,8 @@ def main(
             result = restored.train()
     finally:
         restored.stop()
+    if scratch is not None:
+        scratch.cleanup()
     return {
         "crashed_at": crashed_at,
         "resumed_at": resumed_at,

@@ -29,6 +29,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from example_output import print_iteration
 from gymnasium.spaces import Box, Discrete
 
 import cairn
@@ -105,7 +106,7 @@ def main(iterations: int = 2, corridor_length: int = 10) -> dict[str, Any]:
         result: dict[str, Any] = {}
         for _ in range(iterations):
             result = algo.train()
-            print({k: v for k, v in result.flatten().items() if "return" in k or k == "training_iteration"})
+            print_iteration(result)
         return result
     finally:
         algo.stop()

@@ -15,9 +15,8 @@ Every line that differs from RLlib's, and why:
   from ``cairn.rl.examples.envs.classes.multi_agent``; ``register_env`` from
   ``cairn.rl.env.multi_agent_env``.
 * ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment`` -> ``main(iterations)``.
-* ``policy_mapping_fn=lambda agent_id, *args, **kwargs: [...][agent_id % 2]`` -> the
-  module-level :func:`policy_mapping_fn` (same body): cairn records the function by
-  reference (never pickled). ``MultiAgentCartPole``'s agent ids are ints, as RLlib's.
+* ``policy_mapping_fn=lambda agent_id, *args, **kwargs: [...][agent_id % 2]`` as RLlib
+  writes it (issue 39). ``MultiAgentCartPole``'s agent ids are ints, as RLlib's.
 
 Run it::
 
@@ -28,22 +27,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import cairn
+from example_output import print_iteration
+
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole
 from cairn.rl.examples.rl_modules.classes.random_rlm import RandomRLModule
-
-
-@cairn.register
-def policy_mapping_fn(agent_id: int, *args: Any, **kwargs: Any) -> str:
-    """Map to either random behavior or PPO learning behavior based on the agent's ID."""
-    return [
-        "learnable_policy",
-        "random",
-    ][agent_id % 2]
 
 
 def main(iterations: int = 2, num_agents: int = 2) -> dict[str, Any]:
@@ -63,7 +54,10 @@ def main(iterations: int = 2, num_agents: int = 2) -> dict[str, Any]:
             policies={"learnable_policy", "random"},
             # Map to either random behavior or PPO learning behavior based on
             # the agent's ID.
-            policy_mapping_fn=policy_mapping_fn,
+            policy_mapping_fn=lambda agent_id, *args, **kwargs: [
+                "learnable_policy",
+                "random",
+            ][agent_id % 2],
             # We need to specify this here, b/c the `forward_train` method of
             # `RandomRLModule` (ModuleID="random") throws a not-implemented error.
             policies_to_train=["learnable_policy"],
@@ -83,13 +77,11 @@ def main(iterations: int = 2, num_agents: int = 2) -> dict[str, Any]:
         result: dict[str, Any] = {}
         for _ in range(iterations):
             result = algo.train()
-            print({k: v for k, v in result.flatten().items() if "return" in k or k == "training_iteration"})
+            print_iteration(result)
         return result
     finally:
         algo.stop()
 
 
 if __name__ == "__main__":
-    import custom_heuristic_policy  # run the module, not __main__ (functions are recorded by reference)
-
-    custom_heuristic_policy.main()
+    main()

@@ -37,6 +37,7 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+from example_output import print_iteration
 
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
@@ -90,7 +91,7 @@ def main(
         for _ in range(iterations):
             result = algo.train()
             returns = result["env_runners"]["episode_return_mean"]
-            print({"training_iteration": result["training_iteration"], "episode_return_mean": returns})
+            print_iteration(result)
             if returns >= stop_reward:
                 break
         module = algo.get_module()

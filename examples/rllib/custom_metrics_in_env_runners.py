@@ -111,8 +111,10 @@ class CartPositionCallback(RLlibCallback):
         )
 
     def on_train_result(self, *, result: dict[str, Any], **kwargs: Any) -> None:
-        percentiles = {k: v for k, v in result.items() if k.startswith("env_runners/cart_max_dist_travelled/")}
-        print("Max distance travelled per episode (percentiles) for this training iteration: ", percentiles)
+        # cairn: one line of numbers (RLlib printed the dict, whose "a/b" keys a nested result does not have).
+        percentiles = result.get("env_runners/cart_max_dist_travelled") or {}
+        shown = ", ".join(f"{p}%: {v:.2f}" if isinstance(v, float) else f"{p}%: {v}" for p, v in percentiles.items())
+        print(f"Max distance travelled per episode (percentiles) for this training iteration: {shown or '-'}")
 
 
 def _train(algo: Algorithm, iterations: int) -> list[dict[str, Any]]:
@@ -141,7 +143,9 @@ def main(iterations: int = 2, checkpoint_dir: str | None = None) -> dict[str, An
         .callbacks(functools.partial(CartPositionCallback, env_runner_indices=[0, 1]))
     )
     algo = config.build_algo()
-    folder = checkpoint_dir or tempfile.mkdtemp()
+    # cairn: a temporary folder only without checkpoint_dir, removed before main returns
+    scratch = None if checkpoint_dir else tempfile.TemporaryDirectory(prefix="cairn_custom_metrics_in_env_runners_")
+    folder = checkpoint_dir or scratch.name
     try:
         results = _train(algo, iterations)
         path = algo.save_to_path(folder)
@@ -153,7 +157,13 @@ def main(iterations: int = 2, checkpoint_dir: str | None = None) -> dict[str, An
         resumed = _train(restored, 1)
     finally:
         restored.stop()
-    print(results[-1])
+    last = results[-1]
+    print(
+        f"iteration {last['training_iteration']}: mean distance {last['env_runners/cart_mean_dist_travelled']:.3f}, "
+        f"pole angle {last['env_runners/pole_angle']:.3f}; the restored run logged the same: {went_on == resumed}"
+    )
+    if scratch is not None:
+        scratch.cleanup()
     return {"last_result": results[-1], "went_on": went_on[0], "resumed": resumed[0], "exact": went_on == resumed}
 
 

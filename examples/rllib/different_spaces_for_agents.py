@@ -19,9 +19,8 @@ Every line that differs from RLlib's, and why:
   so no episode return would ever be reported.
 * ``super().__init__()`` comes first in ``__init__`` (RLlib calls it last; cairn's
   ``MultiAgentEnv`` sets nothing the subclass sets).
-* ``policy_mapping_fn=lambda aid, episode, **kw: f"main{aid[-1]}"`` -> the module-level
-  :func:`policy_mapping_fn` (same body): cairn records the function by reference, never
-  pickled, so it cannot be a lambda.
+* ``policy_mapping_fn=lambda aid, episode, **kw: f"main{aid[-1]}"`` as RLlib writes it
+  (a checkpoint records only that it existed; a new process's load asks for it again).
 * ``get_trainable_cls(args.algo).get_default_config()`` -> ``PPOConfig()``;
   ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment`` ->
   ``main(iterations, train_batch_size)``.
@@ -37,6 +36,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from example_output import print_iteration
 
 import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
@@ -109,12 +109,6 @@ class BasicMultiAgentMultiSpaces(MultiAgentEnv):
         return obs, rew, terminated, truncated, info
 
 
-@cairn.register
-def policy_mapping_fn(aid: str, episode: Any, **kw: Any) -> str:
-    """``agent0`` -> ``main0``, ``agent1`` -> ``main1`` (RLlib's lambda, at module level)."""
-    return f"main{aid[-1]}"
-
-
 def main(iterations: int = 10, train_batch_size: int = 1024, max_episode_len: int = 100) -> dict[str, Any]:
     """Train ``iterations`` times; return the last result and each module's spaces."""
     base_config = (
@@ -128,7 +122,7 @@ def main(iterations: int = 10, train_batch_size: int = 1024, max_episode_len: in
             # agents.
             policies={"main0", "main1"},
             # Simple mapping fn, mapping agent0 to main0 and agent1 to main1.
-            policy_mapping_fn=policy_mapping_fn,
+            policy_mapping_fn=lambda aid, episode, **kw: f"main{aid[-1]}",
             # Only train main0.
             policies_to_train=["main0"],
         )
@@ -139,7 +133,7 @@ def main(iterations: int = 10, train_batch_size: int = 1024, max_episode_len: in
         result: dict[str, Any] = {}
         for _ in range(iterations):
             result = algo.train()
-            print({k: v for k, v in result.items() if "return" in k or k == "training_iteration"})
+            print_iteration(result)
         spaces = {
             module_id: (algo.get_module(module_id).observation_space, algo.get_module(module_id).action_space)
             for module_id in ("main0", "main1")
@@ -150,6 +144,6 @@ def main(iterations: int = 10, train_batch_size: int = 1024, max_episode_len: in
 
 
 if __name__ == "__main__":
-    import different_spaces_for_agents  # run the module, not __main__ (the config names its class and function)
+    import different_spaces_for_agents  # run the module, not __main__ (the config names its env class)
 
     different_spaces_for_agents.main()

@@ -38,6 +38,7 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+from example_output import print_iteration
 
 import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
@@ -88,7 +89,7 @@ def main(iterations: int = 2, train_batch_size: int = 4000, num_epochs: int = 6)
         result: dict[str, Any] = {}
         for _ in range(iterations):
             result = algo.train()
-            print({k: v for k, v in result.items() if "return" in k or k == "training_iteration"})
+            print_iteration(result)
         return {
             "result": result,
             "observation_space": algo.env_runner.observation_space,

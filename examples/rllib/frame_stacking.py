@@ -42,6 +42,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from example_output import print_iteration
 
 import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
@@ -127,7 +128,7 @@ def main(
         result: dict[str, Any] = {}
         for _ in range(iterations):
             result = algo.train()
-            print({k: v for k, v in result.items() if "return" in k or k == "training_iteration"})
+            print_iteration(result)
         observation_shape = tuple(algo.env_runner.observation_space.shape)
         frames = algo.env_runner.get_state()["env_to_module_connector"].get("FrameStackingEnvToModule", {})
         return {"result": result, "observation_shape": observation_shape, "frames": frames.get("frames", np.zeros(0))}

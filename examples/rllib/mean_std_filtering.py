@@ -43,6 +43,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from example_output import print_iteration
 
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.connectors.env_to_module.mean_std_filter import MeanStdFilter
@@ -112,7 +113,7 @@ def main(iterations: int = 2, num_agents: int = 0, evaluation_num_env_runners: i
         result: dict[str, Any] = {}
         for _ in range(iterations):
             result = algo.train()
-            print({k: v for k, v in result.flatten().items() if "return" in k or k == "training_iteration"})
+            print_iteration(result)
         return result, algo
     finally:
         algo.stop()

@@ -14,10 +14,8 @@ Every line that differs from RLlib's, and why:
   ``--algo``): cairn has no Tune registry of algorithms.
 * ``add_rllib_example_script_args`` / ``run_rllib_example_script_experiment`` (a Tune run)
   -> ``main(iterations, num_agents)``: ``build_algo()`` and ``train()`` in a loop.
-* ``policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}"`` -> the module-level function
-  :func:`policy_mapping_fn` (same body): cairn records the mapping function in the
-  checkpoint by reference (``"multi_agent_cartpole:policy_mapping_fn"``) and never
-  pickles it, so it cannot be a lambda.
+* ``policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}"`` as RLlib writes it (a checkpoint
+  records only that it existed; a new process's ``from_checkpoint`` asks for it again).
 * ``num_envs_per_env_runner=20`` -> 2, a main() argument: a CI-sized run.
 
 Run it::
@@ -29,16 +27,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import cairn
+from example_output import print_iteration
+
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole
-
-
-@cairn.register
-def policy_mapping_fn(aid: str, *a: Any, **kw: Any) -> str:
-    """Agent ``i`` -> module ``p{i}`` (RLlib's lambda, at module level)."""
-    return f"p{aid}"
 
 
 def main(iterations: int = 2, num_agents: int = 2, num_envs_per_env_runner: int = 2) -> dict[str, Any]:
@@ -62,7 +55,7 @@ def main(iterations: int = 2, num_agents: int = 2, num_envs_per_env_runner: int 
     if num_agents > 0:
         base_config.multi_agent(
             policies={f"p{i}" for i in range(num_agents)},
-            policy_mapping_fn=policy_mapping_fn,
+            policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}",
         )
 
     algo = base_config.build_algo()
@@ -70,15 +63,11 @@ def main(iterations: int = 2, num_agents: int = 2, num_envs_per_env_runner: int 
         result: dict[str, Any] = {}
         for _ in range(iterations):
             result = algo.train()
-            print({k: v for k, v in result.flatten().items() if "return" in k or k == "training_iteration"})
+            print_iteration(result)
         return result
     finally:
         algo.stop()
 
 
 if __name__ == "__main__":
-    # Run the module, not __main__: the config records policy_mapping_fn as
-    # "multi_agent_cartpole:policy_mapping_fn", which a restoring program can find.
-    import multi_agent_cartpole
-
-    multi_agent_cartpole.main()
+    main()

@@ -17,8 +17,8 @@ Every line that differs from RLlib's, and why:
 * ``model={"fcnet_activation": "relu"}`` in ``training()`` is dropped: it is RLlib's old API
   stack (cairn refuses it); the same setting is given by the script's
   ``rl_module(model_config_dict={"fcnet_activation": "relu"})``, which stays.
-* ``policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}"`` -> the module-level
-  :func:`policy_mapping_fn`: cairn records it by reference, never pickled.
+* ``policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}"`` as RLlib writes it (a checkpoint
+  records only that it existed; a new process's ``from_checkpoint`` asks for it again).
 
 Run it::
 
@@ -29,16 +29,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import cairn
+from example_output import print_iteration
+
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.examples.envs.classes.multi_agent import MultiAgentPendulum
-
-
-@cairn.register
-def policy_mapping_fn(aid: str, *a: Any, **kw: Any) -> str:
-    """Agent ``i`` -> module ``p{i}`` (RLlib's lambda, at module level)."""
-    return f"p{aid}"
 
 
 def main(iterations: int = 2, num_agents: int = 2) -> dict[str, Any]:
@@ -70,7 +65,7 @@ def main(iterations: int = 2, num_agents: int = 2) -> dict[str, Any]:
     if num_agents > 0:
         base_config.multi_agent(
             policies={f"p{i}" for i in range(num_agents)},
-            policy_mapping_fn=policy_mapping_fn,
+            policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}",
         )
 
     algo = base_config.build_algo()
@@ -78,13 +73,11 @@ def main(iterations: int = 2, num_agents: int = 2) -> dict[str, Any]:
         result: dict[str, Any] = {}
         for _ in range(iterations):
             result = algo.train()
-            print({k: v for k, v in result.flatten().items() if "return" in k or k == "training_iteration"})
+            print_iteration(result)
         return result
     finally:
         algo.stop()
 
 
 if __name__ == "__main__":
-    import multi_agent_pendulum  # run the module, not __main__ (functions are recorded by reference)
-
-    multi_agent_pendulum.main()
+    main()

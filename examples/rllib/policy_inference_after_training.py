@@ -73,7 +73,9 @@ def main(
     )
 
     print("Training policy until desired reward/timesteps/iterations. ...")
-    checkpoint_dir = checkpoint_dir or tempfile.mkdtemp(prefix="policy_inference_")
+    # cairn: a temporary folder only without checkpoint_dir, removed before main returns
+    scratch = None if checkpoint_dir else tempfile.TemporaryDirectory(prefix="policy_inference_")
+    checkpoint_dir = checkpoint_dir or scratch.name
     algo = base_config.build_algo()
     try:
         for _ in range(iterations):
@@ -129,6 +131,8 @@ def main(
             episode_return = 0.0
 
     print(f"Done performing action inference through {num_episodes} Episodes")
+    if scratch is not None:
+        scratch.cleanup()
     return {"checkpoint": checkpoint_path, "returns": returns, "module": rl_module}
 
 

@@ -92,7 +92,9 @@ def main(
     )
 
     print("Training LSTM-policy until desired reward/timesteps/iterations. ...")
-    checkpoint_dir = checkpoint_dir or tempfile.mkdtemp(prefix="policy_inference_w_connector_")
+    # cairn: a temporary folder only without checkpoint_dir, removed before main returns
+    scratch = None if checkpoint_dir else tempfile.TemporaryDirectory(prefix="policy_inference_w_connector_")
+    checkpoint_dir = checkpoint_dir or scratch.name
     algo = base_config.build_algo()
     try:
         for _ in range(iterations):
@@ -198,6 +200,8 @@ def main(
             num_episodes += 1
 
     print(f"Done performing action inference through {num_episodes} Episodes")
+    if scratch is not None:
+        scratch.cleanup()
     return {"checkpoint": checkpoint_path, "returns": returns, "env_to_module": env_to_module, "module": rl_module}
 
 

@@ -83,7 +83,9 @@ def main(
     )
 
     print("Training policy until desired reward/timesteps/iterations. ...")
-    checkpoint_dir = checkpoint_dir or tempfile.mkdtemp(prefix="policy_inference_lstm_")
+    # cairn: a temporary folder only without checkpoint_dir, removed before main returns
+    scratch = None if checkpoint_dir else tempfile.TemporaryDirectory(prefix="policy_inference_lstm_")
+    checkpoint_dir = checkpoint_dir or scratch.name
     algo = config.build_algo()
     try:
         for _ in range(iterations):
@@ -135,6 +137,8 @@ def main(
 
     algo.stop()
     print(f"Done performing action inference through {num_episodes} Episodes")
+    if scratch is not None:
+        scratch.cleanup()
     return {"checkpoint": checkpoint, "returns": returns, "initial_state": init_state, "policy": policy}
 
 

@@ -43,6 +43,7 @@ import tempfile
 from typing import Any
 
 import gymnasium as gym
+from example_output import print_iteration
 
 import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
@@ -88,7 +89,9 @@ def main(
         for _ in range(pretraining_iterations):
             algo.train()
         # Get the checkpoint path.
-        module_chkpt_path = str(algo.save_to_path(checkpoint_dir or tempfile.mkdtemp(prefix="cairn_pretraining_")))
+        # cairn: a temporary folder only without checkpoint_dir, removed before main returns
+        scratch = None if checkpoint_dir else tempfile.TemporaryDirectory(prefix="cairn_pretraining_")
+        module_chkpt_path = str(algo.save_to_path(checkpoint_dir or scratch.name))
     finally:
         algo.stop()
 
@@ -136,9 +139,11 @@ def main(
         result: dict[str, Any] = {}
         for _ in range(iterations):
             result = algo.train()
-            print({k: v for k, v in result.flatten().items() if "return" in k or k == "training_iteration"})
+            print_iteration(result)
     finally:
         algo.stop()
+    if scratch is not None:
+        scratch.cleanup()
     return {"checkpoint_path": module_chkpt_path, "start_weights": start_weights, "last_result": result}
 
 

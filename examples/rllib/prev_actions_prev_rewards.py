@@ -41,6 +41,7 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+from example_output import print_iteration
 from torch import nn
 
 import cairn
@@ -109,7 +110,7 @@ def main(
         for _ in range(iterations):
             result = algo.train()
             returns = result["env_runners"]["episode_return_mean"]
-            print({"training_iteration": result["training_iteration"], "episode_return_mean": returns})
+            print_iteration(result)
             if returns >= stop_reward:
                 break
         runner = algo.env_runner

@@ -15,7 +15,7 @@ Every line that differs from RLlib's, and why:
   ``cairn.rl.env.multi_agent_env``; ``TRAINING_ITERATION`` and the metrics constants: none in cairn.
 * ``get_trainable_cls(args.algo).get_default_config()`` -> ``PPOConfig()``.
 * ``mini_batch_size_per_learner=64`` and ``vf_clip_param=10.0`` are kept as RLlib writes them.
-* ``policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}"`` -> module-level :func:`policy_mapping_fn`.
+* ``policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}"`` as RLlib writes it (issue 39).
 * ``run_rllib_example_script_experiment(base_config, args)`` (Tune, ``--checkpoint-freq``) ->
   ``iterations`` calls of ``train()`` and ``save_to_path`` at the end; the best result's
   checkpoint is that one. The second run's stop criteria -> ``iterations`` again.
@@ -46,18 +46,11 @@ import os
 import tempfile
 from typing import Any
 
-import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.examples.envs.classes.multi_agent import MultiAgentPendulum
-
-
-@cairn.register
-def policy_mapping_fn(aid: str, *a: Any, **kw: Any) -> str:
-    """Agent ``i`` -> module ``p{i}`` (RLlib's lambda, at module level)."""
-    return f"p{aid}"
 
 
 def main(iterations: int = 2, num_agents: int = 2, checkpoint_dir: str | None = None) -> dict[str, Any]:
@@ -93,7 +86,7 @@ def main(iterations: int = 2, num_agents: int = 2, checkpoint_dir: str | None = 
     if num_agents > 0:
         base_config.multi_agent(
             policies={f"p{i}" for i in range(num_agents)},
-            policy_mapping_fn=policy_mapping_fn,
+            policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}",
         )
 
     # Augment the base config with further settings and train the agents.
@@ -101,7 +94,9 @@ def main(iterations: int = 2, num_agents: int = 2, checkpoint_dir: str | None = 
     try:
         for _ in range(iterations):
             algo.train()
-        chkpt_path = str(algo.save_to_path(checkpoint_dir or tempfile.mkdtemp(prefix="cairn_restore_1_of_n_")))
+        # cairn: a temporary folder only without checkpoint_dir, removed before main returns
+        scratch = None if checkpoint_dir else tempfile.TemporaryDirectory(prefix="cairn_restore_1_of_n_")
+        chkpt_path = str(algo.save_to_path(checkpoint_dir or scratch.name))
     finally:
         algo.stop()
 
@@ -143,6 +138,8 @@ def main(iterations: int = 2, num_agents: int = 2, checkpoint_dir: str | None = 
             result = algo.train()
     finally:
         algo.stop()
+    if scratch is not None:
+        scratch.cleanup()
     return {"checkpoint_path": chkpt_path, "start_weights": start_weights, "last_result": result}
 
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from example_output import print_iteration
 
 import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
@@ -112,7 +113,7 @@ def main(iterations: int = 2, use_lstm: bool = False) -> dict[str, Any]:
         result: dict[str, Any] = {}
         for _ in range(iterations):
             result = algo.train()
-            print({k: v for k, v in result.flatten().items() if "return" in k or k == "training_iteration"})
+            print_iteration(result)
         return result
     finally:
         algo.stop()

@@ -38,6 +38,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from example_output import print_iteration
 from pettingzoo.classic import rps_v2
 
 from cairn.rl.algorithms.ppo import PPOConfig
@@ -99,7 +100,7 @@ def main(
         result: dict[str, Any] = {}
         for _ in range(iterations):
             result = algo.train()
-            print({k: v for k, v in result.flatten().items() if "return" in k or k == "training_iteration"})
+            print_iteration(result)
         return {"result": result, "module": algo.get_module("p0")}
     finally:
         algo.stop()

@@ -25,6 +25,7 @@ from cairn.errors import (
     ComponentNotFoundError,
     CorruptCheckpointError,
     IncompatibleCheckpointError,
+    at_component,
 )
 from cairn.manifest import (
     CTOR,
@@ -184,11 +185,20 @@ def _refusal(node: ComponentNode, loaded: LoadedFolder, method: str, err: Except
 
 
 def check_loaded(node: ComponentNode, loaded: LoadedFolder) -> None:
-    """Let every object of the restore refuse its state (``check_state``), top-down, before anything changes."""
+    """Let every object of ``loaded`` refuse its state (``check_state``), top-down, before anything changes.
+
+    The one walk of these checks: a restore's, over the folders it read, and
+    :func:`cairn.state_checks.check_state_tree`'s, over a whole state handed to ``set_state``.
+    A component names what is wrong inside its state (``counters/steps: ...``); a refusal
+    that does not name the component gets its folder (or path) in front: it does not know it.
+    """
     try:
         node.obj.check_state(loaded.state, tuple(loaded.children))
-    except CheckpointError:
-        raise
+    except CheckpointError as err:
+        named = at_component(err, loaded.where or node.path, path=node.path)
+        if named is err:
+            raise
+        raise named from err
     except Exception as err:
         raise _refusal(node, loaded, "check_state", err) from err
     for name, child in loaded.children.items():

@@ -12,13 +12,13 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import logging
 import os
 import platform
 import sys
 import tempfile
 import time
 import uuid
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -29,11 +29,7 @@ from cairn._reader import FolderReader
 from cairn._tree import checkpointable_components, delegated_components, delegations
 from cairn._version import __version__
 from cairn.codec.tensors import build_header
-from cairn.errors import (
-    CheckpointError,
-    CorruptCheckpointError,
-    DamagedCheckpointWarning,
-)
+from cairn.errors import CheckpointError, CorruptCheckpointError
 from cairn.manifest import (
     CTOR,
     DIGEST_ALGORITHM,
@@ -56,6 +52,9 @@ from cairn.storage.resolve import resolve_storage
 if TYPE_CHECKING:
     from cairn.checkpointable import Checkpointable
     from cairn.codec.state import EncodedState
+
+_LOG = logging.getLogger(__name__)
+"""``cairn._save``: warning, a file of the previous checkpoint that a save could not link (docs/cli.md, "Logging")."""
 
 # numpy, msgpack and the codecs are imported inside the functions that encode or
 # decode, so that reading manifests and metadata (cairn inspect, ls) stays fast.
@@ -568,6 +567,12 @@ def check_written(
     from cairn._tensorio import crc_fd, digest_fd
 
     for path, entry, chunks in written:
+        if checked is None and all(type(c) is bytes for c in chunks):
+            # Immutable bytes the plan owns (manifests, metadata, constructors, skeletons, headers):
+            # no thread can change them during the write, and the digest was taken of exactly the
+            # bytes written. Nothing to catch; a manager's save (``checked``) still reads them
+            # back, to link them next time without a read (see CheckedFiles).
+            continue
         crc, digest = 0, None
         stamp, started = None, 0
         if storage.file_descriptors:
@@ -661,11 +666,11 @@ def _link_unchanged(
         # root, its retention): a race, not damage; the file is written afresh all the same.
         return None
     stats.previous_damaged = True
-    warnings.warn(
-        f"{storage.uri(src)} of the previous checkpoint is damaged or was replaced: {problem}. The new checkpoint "
-        "gets a fresh copy of the file instead of a link to it. Run `cairn verify` on the previous checkpoint.",
-        DamagedCheckpointWarning,
-        stacklevel=3,
+    _LOG.warning(
+        "%s of the previous checkpoint is damaged or was replaced: %s. The new checkpoint gets a fresh copy of the "
+        "file instead of a link to it. Run `cairn verify` on the previous checkpoint.",
+        storage.uri(src),
+        problem,
     )
     return None
 

@@ -33,6 +33,7 @@ from cairn.errors import MissingCallableError
 
 __all__ = [
     "MAX_INDEX",
+    "SCOPE",
     "Unrecorded",
     "decode_unrecorded",
     "encode_unrecorded",
@@ -43,7 +44,15 @@ __all__ = [
 ]
 
 MAX_NAME = 200
-"""Longest role, module or qualname a record keeps (longer ones are cut: they are only shown)."""
+"""Longest module or qualname a record keeps (longer ones are cut: they are only shown)."""
+
+MAX_ROLE = 500
+"""Longest role a record may give: a field inside a module's overrides (a module id is at most 200)."""
+
+SCOPE = "/"
+"""Joins the keys of a role inside a dict field: ``"evaluation_config/policy_mapping_fn"``,
+``"algorithm_config_overrides_per_module/p0/env_to_module_connector"`` (no field name or module id
+holds a ``/``)."""
 
 MAX_INDEX = 10_000
 """Largest position in a list of callables (a hook's functions) a record may give."""
@@ -84,9 +93,16 @@ class Unrecorded:
         return hash(self._key())
 
     @property
+    def path(self) -> list[str]:
+        """The role's keys, outermost first: ``["evaluation_config", "policy_mapping_fn"]``."""
+        return self.role.split(SCOPE)
+
+    @property
     def field_name(self) -> str:
-        """The role with its position: ``callbacks_on_episode_end[1]``."""
-        return self.role if self.index is None else f"{self.role}[{self.index}]"
+        """The role with its position: ``callbacks_on_episode_end[1]``, ``evaluation_config['env']``."""
+        first, *inner = self.path
+        name = first + "".join(f"[{key!r}]" for key in inner)
+        return name if self.index is None else f"{name}[{self.index}]"
 
     def live(self, where: str = "") -> Callable[..., Any]:
         """The callable; raises :class:`~cairn.errors.MissingCallableError` when this program lacks it."""
@@ -112,7 +128,9 @@ def supplying(given: Mapping[str, Any]) -> Iterator[None]:
     """Within the block, records read from a checkpoint take the callables ``given`` by role.
 
     ``given`` maps a role to a callable, or to a list of them for a role that
-    holds a list (a hook's functions, in the order the config was given them).
+    holds a list (a hook's functions, in the order the config was given them);
+    a scoped role's callable sits in nested dicts, as in the config
+    (``{"evaluation_config": {"env": creator}}``).
     """
     token = _SUPPLIED.set(dict(given))
     try:
@@ -122,8 +140,14 @@ def supplying(given: Mapping[str, Any]) -> Iterator[None]:
 
 
 def supplied(role: str, index: int | None) -> Callable[..., Any] | None:
-    """The callable the caller of the running load passed for ``role`` (at ``index``), or None."""
-    value = (_SUPPLIED.get() or {}).get(role)
+    """The callable the caller of the running load passed for ``role`` (at ``index``), or None.
+
+    A scoped role is looked up in the caller's nested dicts:
+    ``evaluation_config={"policy_mapping_fn": fn}`` for ``"evaluation_config/policy_mapping_fn"``.
+    """
+    value: Any = _SUPPLIED.get() or {}
+    for key in role.split(SCOPE):  # a scoped role: the caller nests it as the config does
+        value = value.get(key) if isinstance(value, Mapping) else None
     if isinstance(value, list | tuple):
         value = value[index] if index is not None and 0 <= index < len(value) else None
     return value if callable(value) else None
@@ -138,8 +162,10 @@ def decode_unrecorded(value: Any) -> Unrecorded:
     if not isinstance(value, Mapping) or set(value) - {"role", "module", "qualname", "index"}:
         raise ValueError("expected {'role': str, 'module': str, 'qualname': str, 'index': int | None}")
     role, module, qualname, index = (value.get(k) for k in ("role", "module", "qualname", "index"))
-    if not all(isinstance(s, str) and len(s) <= MAX_NAME for s in (role, module, qualname)) or not role:
-        raise ValueError(f"role, module and qualname must be strings of at most {MAX_NAME} characters")
+    if not all(isinstance(s, str) and len(s) <= MAX_NAME for s in (module, qualname)) or not role:
+        raise ValueError(f"module and qualname must be strings of at most {MAX_NAME} characters, role non-empty")
+    if not isinstance(role, str) or len(role) > MAX_ROLE:
+        raise ValueError(f"role must be a string of at most {MAX_ROLE} characters")
     if index is not None and (type(index) is not int or not 0 <= index <= MAX_INDEX):
         raise ValueError(f"index must be None or an int from 0 to {MAX_INDEX}")
     assert isinstance(role, str) and isinstance(module, str) and isinstance(qualname, str)  # checked above
@@ -151,20 +177,41 @@ def encode_unrecorded(value: Unrecorded) -> dict[str, Any]:
     return {"role": value.role, "module": value.module, "qualname": value.qualname, "index": value.index}
 
 
-def missing_message(missing: list[Unrecorded], *, where: str, load: str = "from_checkpoint") -> str:
-    """One message naming each missing callable and the line that passes them all back."""
-    described = "; ".join(f"{m.field_name}: {m.qualname!r} of module {m.module!r}" for m in missing)
-    passes: dict[str, str] = {}
+def missing_message(
+    missing: list[Unrecorded], *, where: str, load: str = "from_checkpoint", notes: Mapping[str, str] | None = None
+) -> str:
+    """One message naming each missing callable and the line that passes them all back.
+
+    ``notes`` adds a word to some of them, by :attr:`Unrecorded.field_name`
+    (the env a creator was registered under).
+    """
+    notes = notes or {}
+    described = "; ".join(
+        f"{m.field_name}: {m.qualname!r} of module {m.module!r}{notes.get(m.field_name, '')}" for m in missing
+    )
+    passes: dict[str, Any] = {}
     for m in missing:
-        passes[m.role] = (
-            f"{m.role}=<your {m.role}>"
+        *outer, last = m.path
+        into = passes
+        for key in outer:
+            into = into.setdefault(key, {})
+        into[last] = (
+            f"<your {'env creator' if last == 'env' else last}>"
             if m.index is None
-            else f"{m.role}=[<the functions of {m.role}, in the order the config was given them>]"
+            else f"[<the functions of {last}, in the order the config was given them>]"
         )
     return (
         f"{where} was saved with {len(missing)} callable(s) that a checkpoint cannot record (lambdas, closures, "
         f"bound methods, functions of a script: cairn never records code), and this program has not passed them "
-        f"again: {described}. Pass them to the load: {load}(path, {', '.join(passes.values())}), or pass your own "
+        f"again: {described}. Pass them to the load: {load}(path, "
+        f"{', '.join(f'{key}={_shown(value)}' for key, value in passes.items())}), or pass your own "
         "config that holds them: from_checkpoint(path, config=config). (A function defined at the top level of a "
         "module you import is recorded by reference and needs nothing.)"
     )
+
+
+def _shown(value: Any) -> str:
+    """A pass-line value: the placeholder itself, or a nested dict of them written as Python."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{key!r}: {_shown(inner)}" for key, inner in value.items()) + "}"
+    return str(value)

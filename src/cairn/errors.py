@@ -17,9 +17,9 @@ Messages are full sentences: what went wrong, where (path, component, file or
 key), what was expected and found, and what to do about it. Underlying causes
 are chained with ``raise ... from err``.
 
-One warning class, :class:`DamagedCheckpointWarning` (a ``UserWarning``), names
-each damaged checkpoint that a fallback skipped (``restore_latest``,
-``cairn train --resume``).
+A damaged checkpoint that a fallback skipped (``restore_latest``, ``cairn train
+--resume``) is not an error and not a warning of the ``warnings`` module (which is
+for calls to change): it is logged on ``cairn.manager`` (docs/cli.md, "Logging").
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ __all__ = [
     "CheckpointNotFoundError",
     "ComponentNotFoundError",
     "CorruptCheckpointError",
-    "DamagedCheckpointWarning",
     "IncompatibleCheckpointError",
     "MissingCallableError",
     "SignatureError",
@@ -94,5 +93,15 @@ class ComponentNotFoundError(CheckpointError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class DamagedCheckpointWarning(UserWarning):
-    """A damaged checkpoint was skipped in favour of an older one; the message names it and says why."""
+def at_component(err: CheckpointError, where: str, *, path: str = "") -> CheckpointError:
+    """``err``, a component's refusal of its state, with ``where`` the component is in front.
+
+    A component names what is wrong inside its state (``counters/steps: ...``); who walks the
+    tree (the restore, a runner checking its connectors) knows where the component is: its
+    folder, or its ``path`` in the tree. A message that already names ``path``, and errors of
+    the subclasses (a signature, a missing component), are returned as they are.
+    """
+    named = bool(path) and path in str(err)
+    if type(err) in (CorruptCheckpointError, IncompatibleCheckpointError) and where and not named:
+        return type(err)(f"{where}: {err}")
+    return err

@@ -18,8 +18,8 @@ and before retention so that readers racing retention always find a step
 
 Recovery. :meth:`CheckpointManager.restore_latest` (and
 :meth:`CheckpointManager.load_latest`, which ``cairn train --resume`` uses)
-falls back to the newest checkpoint that verifies, with a
-:class:`DamagedCheckpointWarning` naming each one skipped and why; a damaged
+falls back to the newest checkpoint that verifies, logging a warning (logger
+``cairn.manager``) that names each one skipped and why; a damaged
 checkpoint is never applied, and when none verifies a
 ``CorruptCheckpointError`` lists them. Retention never deletes the newest
 checkpoint that verifies: a save reads back what it wrote before its root
@@ -55,7 +55,6 @@ import re
 import sys
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -70,7 +69,6 @@ from cairn.errors import (
     CheckpointError,
     CheckpointNotFoundError,
     CorruptCheckpointError,
-    DamagedCheckpointWarning,
     SignatureError,
 )
 from cairn.manifest import Digest, FileEntry, check_digest_algorithm
@@ -92,7 +90,6 @@ if TYPE_CHECKING:
 __all__ = [
     "CheckpointInfo",
     "CheckpointManager",
-    "DamagedCheckpointWarning",
     "parse_step_folder",
     "snapshot_state",
     "step_folder_name",
@@ -108,7 +105,8 @@ T = TypeVar("T")
 
 _LOG = logging.getLogger(__name__)
 """``cairn.manager``: debug, each save and what it reused; info, what retention deleted and which
-checkpoint a load used; error, a background save that failed at exit."""
+checkpoint a load used; warning, each damaged checkpoint a load skipped for an older one; error, a
+background save that failed at exit (docs/cli.md, "Logging")."""
 
 # Errors that mean "this checkpoint is damaged or gone", the ones a fallback to an older
 # checkpoint may skip. Others (a class that does not fit, pickle not allowed, a storage that
@@ -561,8 +559,8 @@ class CheckpointManager:
 
         ``use`` gets the checkpoint and, with ``public_key``, its signed root manifest
         (checked once, here); :data:`_DAMAGE` from it skips to an older checkpoint. With
-        ``warn``, each one skipped as damaged gets a :class:`DamagedCheckpointWarning`
-        pointing at the caller of the public method (stacklevel 3).
+        ``warn``, each one skipped as damaged is logged as a warning on ``cairn.manager``
+        (a fallback is not the caller's mistake: nothing in its code would change it).
 
         Raises:
             CorruptCheckpointError: Checkpoints exist and every one is damaged.
@@ -596,11 +594,7 @@ class CheckpointManager:
                         path, reason = found.path, err
                 skipped.append(f"{path}: {reason}")
                 if warn:
-                    warnings.warn(
-                        f"Skipped the damaged checkpoint {path}; falling back to an older one. {reason}",
-                        DamagedCheckpointWarning,
-                        stacklevel=3,
-                    )
+                    _LOG.warning("skipped the damaged checkpoint %s; falling back to an older one. %s", path, reason)
             if not raced and self._read_pointer() == pointer and self._scan() == listed:
                 break  # nothing changed while this pass ran: what it found is the answer
             if time.monotonic() > end:
@@ -675,7 +669,7 @@ class CheckpointManager:
 
         ``load`` must verify what it reads before using it (``restore_from_path`` and
         ``from_checkpoint`` do), so a damaged checkpoint is never applied. Each checkpoint
-        skipped is named, with the reason, in a :class:`DamagedCheckpointWarning`. Only damage
+        skipped is named, with the reason, in a warning logged on ``cairn.manager``. Only damage
         (:class:`CorruptCheckpointError`, or a checkpoint that vanished) moves on to an older one;
         any other error of ``load`` is raised. With ``public_key``, the signature is checked
         before ``load`` is called. Against a writer's retention: see :meth:`restore_latest`.
@@ -692,7 +686,7 @@ class CheckpointManager:
     def restore_latest(self, obj: Checkpointable, *, allow_pickle: bool = False) -> CheckpointInfo | None:
         """Restore ``obj`` from the newest checkpoint that verifies; return it (None if there is none).
 
-        Damaged checkpoints are skipped with a :class:`DamagedCheckpointWarning` each (see
+        Damaged checkpoints are skipped with a warning logged for each (see
         :meth:`load_latest`); nothing of a damaged checkpoint is applied to ``obj``. A
         restore racing another process's saves and retention gets the old checkpoint or the
         new one, never None while one exists: the root's pointer file, which a writer

@@ -344,7 +344,7 @@ CLASS = Role("class")
 
 ENUM = Role("enum class", bases=("enum:Enum",))
 FUNCTION = Role("function", classes=False, functions=True)
-CONNECTOR_FACTORY = Role("connector factory", bases=("cairn.rl.connectors.connectors:Connector",), functions=True)
+CONNECTOR_FACTORY = Role("connector factory", bases=("cairn.rl.connectors.connector_v2:ConnectorV2",), functions=True)
 CALLBACKS_CLASS = Role("callbacks class", bases=("cairn.rl.callbacks.callbacks:RLlibCallback",))
 CALLBACK_FUNCTION = Role("callback function", classes=False, functions=True)
 MAPPING_FUNCTION = Role("policy mapping function", classes=False, functions=True)

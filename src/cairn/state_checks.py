@@ -12,17 +12,22 @@ The one home of these checks, below every component that restores state (``rl/``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
+from cairn._restore import LoadedFolder, check_loaded
+from cairn._tree import ComponentNode
 from cairn.checkpointable import Checkpointable
-from cairn.errors import CheckpointError, CorruptCheckpointError
+from cairn.errors import CorruptCheckpointError, IncompatibleCheckpointError
 
 __all__ = [
     "ALTERED",
+    "ArrayField",
+    "Count",
+    "Field",
     "Schema",
     "check_state_tree",
     "corrupt",
@@ -46,15 +51,32 @@ def corrupt(where: str, problem: str) -> CorruptCheckpointError:
     return CorruptCheckpointError(f"{where}: {problem}. {ALTERED}")
 
 
-def count(value: Any, *, where: str) -> int:
-    """A counter or episode number: a non-negative int (numpy ints too; no bool, float, NaN or str).
+@dataclass(frozen=True)
+class Count:
+    """A counter, episode number or size: an int from ``low`` to ``high`` (numpy ints too; no bool, float or str).
 
-    Raises:
-        CorruptCheckpointError: Anything else.
+    Declared in a :class:`Schema` as ``Count(high=MAX_PREV)``; :data:`count` is ``Count()``.
     """
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-        raise corrupt(where, f"a count must be a non-negative int, the checkpoint holds {value!r:.60}")
-    return int(value)
+
+    low: int = 0
+    high: int | None = None
+
+    def __call__(self, value: Any, *, where: str) -> int:
+        """``value`` as an int.
+
+        Raises:
+            CorruptCheckpointError: Anything else, or an int out of range.
+        """
+        fits = not isinstance(value, bool) and isinstance(value, int | np.integer)
+        if not fits or value < self.low or (self.high is not None and value > self.high):
+            wanted = "a non-negative int" if (self.low, self.high) == (0, None) else f"an int from {self.low}"
+            wanted += "" if self.high is None else f" to {self.high}"
+            raise corrupt(where, f"a count must be {wanted}, the checkpoint holds {value!r:.60}")
+        return int(value)
+
+
+count = Count()
+"""A non-negative int (:class:`Count` with no upper bound)."""
 
 
 def number(value: Any, *, where: str) -> float:
@@ -82,30 +104,33 @@ def mapping(value: Any, *, where: str) -> Mapping[Any, Any]:
 
 
 def check_state_tree(obj: Checkpointable, state: Mapping[str, Any], *, where: str) -> None:
-    """Let ``obj`` and each of its components refuse its part of a whole ``state`` (``check_state``), top-down.
+    """Let ``obj`` and each of its components refuse its part of a whole ``state``, before anything changes.
 
-    What a restore from a path does (the engine calls ``check_state`` everywhere before
-    any ``set_state``), for a state handed to ``set_state`` directly (a remote runner's
-    own state, a state from ``get_state``), so that it too changes nothing when refused.
+    For a state handed to ``set_state`` directly (a remote runner's own state, a state from
+    ``get_state``), so that it too changes nothing when refused. What a restore knows from its
+    folders, this knows from the state's keys: which ones are components' states. The checks
+    themselves are the engine's one walk (``_restore.check_loaded``), as for a restore.
 
     Raises:
-        CheckpointError: A component refused its state (other errors are turned into
-            :class:`~cairn.errors.CorruptCheckpointError` naming the component).
+        CheckpointError: A component refused its state, or a component's state is no dict.
     """
-    components = dict(obj.get_checkpointable_components())
-    own = {key: value for key, value in state.items() if key not in components}
-    present: Collection[str] = tuple(name for name in components if name in state)
-    try:
-        obj.check_state(own, present)
-    except CheckpointError:
-        raise
-    except Exception as err:
-        raise corrupt(where, f"{type(obj).__qualname__} refuses its state ({type(err).__name__}: {err})") from err
-    for name in present:
+    node = ComponentNode(obj, where)
+    check_loaded(node, _as_loaded(node, state))
+
+
+def _as_loaded(node: ComponentNode, state: Mapping[str, Any]) -> LoadedFolder:
+    """``state`` split as a restore reads it: the object's own keys, and a folder per component it holds."""
+    components = node.children
+    children: dict[str, LoadedFolder] = {}
+    for name, child in components.items():
+        if name not in state:
+            continue
         sub = state[name]
         if not isinstance(sub, Mapping):
-            raise corrupt(f"{where}/{name}", f"expected a component's state (a dict), found a {type(sub).__name__}")
-        check_state_tree(components[name], sub, where=f"{where}/{name}")
+            raise corrupt(child.path, f"expected a component's state (a dict), found a {type(sub).__name__}")
+        children[name] = _as_loaded(child, sub)
+    own = {key: value for key, value in state.items() if key not in components}
+    return LoadedFolder(own, children, type(node.obj).STATE_VERSION)
 
 
 def unique(items: Sequence[Any], *, where: str) -> None:
@@ -147,13 +172,78 @@ def counts_by_id(value: Any, *, where: str) -> dict[str, int]:
     return out
 
 
+Dim = int | str | None
+"""One dimension of an :class:`ArrayField`'s shape: a size, the name of a key read before it in the same
+:class:`Schema` (the length of that value), or None (any size)."""
+
+
+@dataclass(frozen=True)
+class ArrayField:
+    """A numpy array, declared in a :class:`Schema`: its dtype kinds, shape and values.
+
+    Args:
+        kinds: The dtype kinds it may have (``"iu"``: ints; ``"biuf"``: numbers).
+        shape: Its shape (see :data:`Dim`); None: any. A shape other than the one declared
+            is the live object's to refuse (:class:`~cairn.errors.IncompatibleCheckpointError`
+            with the schema's ``unfit`` sentence); anything else here is corrupt.
+        ndim: Its number of dimensions, when only that is fixed.
+        finite: No NaN or infinity.
+        low: No value below it.
+        unique: No value twice (ids).
+    """
+
+    kinds: str = "biuf"
+    shape: tuple[Dim, ...] | None = None
+    ndim: int | None = None
+    finite: bool = False
+    low: float | None = None
+    unique: bool = False
+
+    def read(self, value: Any, *, where: str, read: Mapping[str, Any], unfit: str) -> Any:
+        """``value``, checked (``read``: what the schema read before it, for named dimensions).
+
+        Raises:
+            CorruptCheckpointError: No array of these kinds, values out of range or repeated.
+            IncompatibleCheckpointError: Another shape than declared.
+        """
+        if not isinstance(value, np.ndarray) or value.dtype.kind not in self.kinds:
+            what = f"an array of {value.dtype}" if isinstance(value, np.ndarray) else f"a {type(value).__name__}"
+            raise corrupt(
+                where, f"expected an array of {_KINDS.get(self.kinds, self.kinds)}, the checkpoint holds {what}"
+            )
+        if self.ndim is not None and value.ndim != self.ndim:
+            raise corrupt(where, f"expected {self.ndim} dimensions, the checkpoint holds shape {value.shape}")
+        if self.shape is not None:
+            wanted = tuple((len(read[d]) if d in read else None) if isinstance(d, str) else d for d in self.shape)
+            if len(wanted) != value.ndim or any(
+                w is not None and w != n for w, n in zip(wanted, value.shape, strict=True)
+            ):
+                shown = tuple("*" if w is None else w for w in wanted)
+                raise IncompatibleCheckpointError(
+                    f"{where} has shape {value.shape} in the checkpoint, but this object keeps {shown}: {unfit}"
+                )
+        if self.finite and value.dtype.kind == "f" and not np.isfinite(value).all():
+            raise corrupt(where, "holds NaN or infinite values")
+        if self.low is not None and value.size and value.min() < self.low:
+            raise corrupt(where, f"holds values below {self.low}")
+        if self.unique and len(np.unique(value)) != len(value):
+            raise corrupt(where, "lists an id twice")
+        return value
+
+
+_KINDS = {"iu": "ints", "biuf": "numbers", "f": "floats"}
+
+Field: TypeAlias = "Callable[..., Any] | ArrayField | Schema"
+"""What a :class:`Schema` declares for a key: a check ``check(value, *, where)`` that returns the
+parsed value or raises, an :class:`ArrayField`, or a nested :class:`Schema` for a dict."""
+
+
 @dataclass(frozen=True)
 class Schema:
     """What a component's state holds, key by key, declared once instead of checked by hand.
 
-    Each field maps a key to the check its value passes (:func:`count`, :func:`number`,
-    :func:`counts_by_id`, any ``check(value, *, where)`` that returns the parsed value or raises a
-    :class:`~cairn.errors.CheckpointError`) or to a nested :class:`Schema` for a dict. A key the
+    Each field maps a key to the check its value passes (:data:`Field`: :data:`count`, :class:`Count`,
+    :func:`number`, :func:`counts_by_id`, an :class:`ArrayField`, a nested :class:`Schema`). A key the
     state does not hold is skipped (an older state restores what it has); keys the schema does not
     name are the component's to check.
 
@@ -161,7 +251,19 @@ class Schema:
         ``Schema({"counters": Schema({"num_updates_lifetime": count})}).read(state, where="")``
     """
 
-    fields: Mapping[str, Callable[..., Any] | Schema]
+    fields: Mapping[str, Field]
+    unfit: str = "it was written for another configuration; restore it into the object it was written for."
+    """What an :class:`ArrayField` of another shape means, and what to do (the end of that error)."""
+    together: bool = False
+    """The keys come all together or none at all (a part of them is corrupt)."""
+
+    def __or__(self, more: Schema) -> Schema:
+        """This schema with ``more``'s fields added (a subclass's state: nested schemas merge, key by key)."""
+        fields = dict(self.fields)
+        for key, check in more.fields.items():
+            mine = fields.get(key)
+            fields[key] = mine | check if isinstance(mine, Schema) and isinstance(check, Schema) else check
+        return Schema(fields, self.unfit, self.together)
 
     def read(self, state: Any, *, where: str) -> dict[str, Any]:
         """The values of ``state`` this schema names, checked and parsed; changes nothing.
@@ -174,12 +276,17 @@ class Schema:
             CorruptCheckpointError: ``state`` is no dict, or a value fails its check.
         """
         checked = mapping(state, where=where or "state")
+        if self.together and 0 < len(held := [k for k in self.fields if k in checked]) < len(self.fields):
+            raise corrupt(where or "state", f"holds {held} without {sorted(set(self.fields) - set(held))}")
         out: dict[str, Any] = {}
         for key, check in self.fields.items():
             if key not in checked:
                 continue
             path = f"{where}/{key}" if where else key
-            out[key] = (
-                check.read(checked[key], where=path) if isinstance(check, Schema) else check(checked[key], where=path)
-            )
+            if isinstance(check, Schema):
+                out[key] = check.read(checked[key], where=path)
+            elif isinstance(check, ArrayField):
+                out[key] = check.read(checked[key], where=path, read=out, unfit=self.unfit)
+            else:
+                out[key] = check(checked[key], where=path)
         return out

@@ -14,6 +14,11 @@ def pipeline() -> ConnectorPipeline:
     return ConnectorPipeline([(ClipActions, {"low": [-5.0] * 3, "high": [5.0] * 3}), (MeanStdFilter, {"shape": [3]})])
 
 
+def feed(pipe: ConnectorPipeline, rows: np.ndarray) -> None:
+    """Run ``rows`` through ``pipe`` as a runner does (ClipActions clips the actions, the filter sees the obs)."""
+    pipe(rl_module=None, batch={"obs": rows, "actions": rows}, episodes=None)
+
+
 def test_merged_statistics_equal_one_filter_that_saw_all_data() -> None:
     rng = np.random.default_rng(1)
     base = pipeline()
@@ -22,8 +27,8 @@ def test_merged_statistics_equal_one_filter_that_saw_all_data() -> None:
     for _ in range(2):  # two rounds: sample, report, merge, spread
         for runner in runners:
             data = rng.normal(2.0, 3.0, size=(int(rng.integers(5, 40)), 3))
-            runner(data)
-            reference.update(np.clip(data.astype(np.float32), -5.0, 5.0))  # ClipActions works in float32
+            feed(runner, data)
+            reference.update(data)
         for runner in runners:
             base.merge_deltas(runner.pop_deltas())
         for runner in runners:
@@ -38,9 +43,9 @@ def test_merged_statistics_equal_one_filter_that_saw_all_data() -> None:
 
 def test_data_seen_after_a_report_survives_the_spread_and_is_reported_next() -> None:
     base, runner = pipeline(), pipeline()
-    runner(np.ones((4, 3)))
+    feed(runner, np.ones((4, 3)))
     base.merge_deltas(runner.pop_deltas())
-    runner(np.full((6, 3), 3.0))  # not yet reported when the merged state comes back
+    feed(runner, np.full((6, 3), 3.0))  # not yet reported when the merged state comes back
     runner.set_synced_states(base.get_state())
     assert runner["MeanStdFilter"].count == 10
     base.merge_deltas(runner.pop_deltas())
@@ -50,7 +55,7 @@ def test_data_seen_after_a_report_survives_the_spread_and_is_reported_next() -> 
 
 def test_a_restored_state_forgets_unreported_data() -> None:
     runner = pipeline()
-    runner(np.ones((4, 3)))
+    feed(runner, np.ones((4, 3)))
     runner.set_state({"MeanStdFilter": {"count": 0, "mean": np.zeros(3), "m2": np.zeros(3)}})
     assert runner.pop_deltas()["MeanStdFilter"]["count"] == 0
 

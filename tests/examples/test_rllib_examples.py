@@ -13,6 +13,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -29,9 +30,29 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
+MAX_LINES, MAX_WIDTH = 20, 120
+"""What an example may print with these test settings: a few short lines (examples/rllib/example_output.py)."""
+
+
+@pytest.fixture(autouse=True)
+def _short_output_and_no_temporary_folder_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """Each example prints a few aligned lines (never a result dict) and removes the temporary folders it made."""
+    scratch = tmp_path / "tempdir"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where tempfile makes the examples' folders
+    yield
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert len(lines) <= MAX_LINES and all(len(line) <= MAX_WIDTH and "{" not in line for line in lines), out
+    # torch keeps its compile cache (torchinductor_<user>) in the temporary folder: not the example's.
+    assert [p.name for p in scratch.iterdir() if not p.name.startswith("torchinductor_")] == []
+
+
 @pytest.fixture
 def examples_on_path() -> Iterator[None]:
-    """The scripts import each other (``example_rl_modules``) and record classes under their own names."""
+    """The scripts import example_output.py and record classes under their own module names."""
     sys.path.insert(0, str(EXAMPLES))
     try:
         yield
@@ -96,9 +117,14 @@ def assert_a_fresh_process_allows(module: str, checkpoints: list[Path]) -> None:
 
 
 def test_every_script_is_tested() -> None:
-    scripts = {p.stem for p in EXAMPLES.glob("*.py")} - {"example_rl_modules"}
+    scripts = {p.stem for p in EXAMPLES.glob("*.py")} - {"example_output"}
     assert scripts == set(PORTED), "add the new example to PORTED (and docs/rllib_parity.md)"
     assert len(PORTED) >= 12
+    # examples/README.md counts and names every script there is (issue 36: it said 12 where there were 21).
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    own = sorted(p.name for p in EXAMPLES.parent.glob("*.py"))
+    assert f"{len(own)} scripts of cairn's own, and {len(PORTED)} of RLlib's" in readme
+    assert [name for name in own + [f"{s}.py" for s in scripts] if f"`{name}`" not in readme] == []
 
 
 def flat(result: Any) -> dict[str, Any]:
@@ -205,7 +231,8 @@ def run_checkpointable_guide(tmp_path: Path) -> None:
 
 
 def run_change_config_during_training(tmp_path: Path) -> None:
-    out = load("change_config_during_training").main(iterations=1, train_batch_size=500, checkpoint_dir=str(tmp_path))
+    # No checkpoint_dir: the example's own temporary folder, which it removes (the fixture checks).
+    out = load("change_config_during_training").main(iterations=1, train_batch_size=500)
     first = out["first_result"]
     # The second config's first iteration goes on from the restored one, with its own settings.
     assert first["training_iteration"] == 2
@@ -463,9 +490,13 @@ def run_policy_inference_after_training_with_lstm(tmp_path: Path) -> None:
     """RLlib's old-stack LSTM loop on the new stack: Algorithm.from_checkpoint, then one call per step."""
     for prev in (False, True):
         out = load("policy_inference_after_training_with_lstm").main(
-            iterations=1, train_batch_size=64, num_epochs=1, num_episodes_during_inference=2, lstm_cell_size=8,
-            prev_action_and_reward=prev, checkpoint_dir=str(tmp_path / str(prev)),
-        )  # fmt: skip
+            iterations=1,
+            train_batch_size=64,
+            num_epochs=1,
+            num_episodes_during_inference=2,
+            lstm_cell_size=8,
+            prev_action_and_reward=prev,
+        )  # fmt: skip  (no checkpoint_dir: the example's own temporary folder, removed)
         assert len(out["returns"]) == 2 and set(out["initial_state"]) == {"h", "c"}
         names = [c.name for c in out["policy"].env_to_module.connectors]
         assert names == (["PrevActionsPrevRewards", "FlattenObservations"] if prev else ["FlattenObservations"])

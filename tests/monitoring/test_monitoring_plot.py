@@ -79,6 +79,11 @@ def test_svg_panels_and_modules(tmp_path: Path, capsys: pytest.CaptureFixture[st
     titles = [next(iter(e)).text for e in lines]
     assert titles[1:3] == ["multi p0", "multi p1"]
     assert all(len(e.attrib["points"].split()) == 10 for e in lines)
+    # Readable without matplotlib (issue 36): the figure's title names the run, each panel its metric and
+    # the x axis, ticks read as the PNG's ("25 k", never "2.5e+04").
+    texts = [e.text or "" for e in ET.parse(out).iter() if e.tag.endswith("text")]
+    assert texts[0] == "cairn plot: multi" and "env steps" in texts and "env_runners/episode_return_mean" in texts
+    assert not [t for t in texts if "e+" in t or "e-" in t]
 
     # --metric chooses the panels; a bare name matches every learner/<module>/<name>.
     code, _, err = cairn(capsys, "plot", str(run), "-o", str(out), "--metric", "entropy")

@@ -244,15 +244,16 @@ def test_a_single_agent_env_by_registered_name_or_class_trains_and_resumes_exact
     restored.stop()
 
 
-def test_an_env_creator_function_or_a_local_class_is_refused_with_what_to_do() -> None:
-    with pytest.raises(ValueError, match=r"register_env\('my-env', creator\)"):
-        PPOConfig().environment(lambda config: Corridor(config))
+def test_an_env_creator_function_or_a_local_class_is_kept_as_the_config_creator() -> None:
+    """RLlib's environment(lambda cfg: ...) and a class no path names: kept, never recorded (issue 39)."""
+    config = PPOConfig().environment(lambda config: Corridor(config))
+    assert config.env == config.env_creator.qualname and config.env.endswith("<locals>.<lambda>")
 
     class Local(Corridor):
         pass
 
-    with pytest.raises(ValueError, match=r"defined in a function.*register_env"):
-        PPOConfig().environment(Local)
+    assert PPOConfig().environment(Local).env_creator.fn is Local
+    assert PPOConfig().environment(Local).environment("CartPole-v1").env_creator is None
     with pytest.raises(ValueError, match=r"no gymnasium\.Env"):
         PPOConfig().environment(dict)
 

@@ -104,7 +104,7 @@ def test_resume_is_safe_and_keeps_the_runs_options(tmp_path: Path, capsys: pytes
     code, _, err = main(capsys, "-v", "train", "--checkpoint-dir", str(run), "--resume", "--iterations", "4")
     assert code == 0 and "the run's own --checkpoint-every 1, --keep-last 5" in err
     # The manager's logger, shown with -v: which checkpoint the resume used.
-    assert f"cairn train: INFO: used {run / 'step_000000002'} (step 2), the newest checkpoint that loads" in err
+    assert f"cairn train: info: used {run / 'step_000000002'} (step 2), the newest checkpoint that loads" in err
     assert sorted(p.name for p in run.glob("step_*")) == [f"step_00000000{i}" for i in range(1, 5)]
     assert json.loads((run / "train_options.json").read_text())["iterations"] == 4
 

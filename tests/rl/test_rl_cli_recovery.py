@@ -41,7 +41,7 @@ def test_resume_skips_a_corrupted_latest_checkpoint(tmp_path: Path, capsys: pyte
     code, _, err = main(capsys, *resume, *SMALL)
     assert code == 0, err
     lines = err.splitlines()
-    skipped = [line for line in lines if "Skipped the damaged checkpoint" in line]
+    skipped = [line for line in lines if "skipped the damaged checkpoint" in line]
     assert len(skipped) == 1 and "step_000000002" in skipped[0] and "checksum" in skipped[0]
     assert any("resumed from" in line and "step_000000001 (iteration 1)" in line for line in lines)
     assert "iter 2/3" in err and "Traceback" not in err
@@ -59,7 +59,7 @@ def test_resume_when_every_checkpoint_is_damaged(tmp_path: Path, capsys: pytest.
     code, _, err = main(capsys, "train", "--iterations", "2", "--checkpoint-dir", run, "--resume", *SMALL)
     assert code != 0 and "Traceback" not in err
     lines = err.strip().splitlines()
-    assert "Skipped the damaged checkpoint" in lines[0] and "step_000000001" in lines[0]
+    assert "skipped the damaged checkpoint" in lines[0] and "step_000000001" in lines[0]
     assert "cairn train: error: Every checkpoint" in lines[-1] and len(lines) == 2
 
 
@@ -76,9 +76,11 @@ def test_evaluate_a_root_skips_a_corrupted_latest_checkpoint(
     code, out, err = main(capsys, "evaluate", run, "--episodes", "1")
     assert code == 0, err
     assert "step_000000002" in err and "skipped" in err.lower()
-    skipped = [line for line in err.splitlines() if "Skipped the damaged checkpoint" in line]
-    assert len(skipped) == 1 and skipped[0].startswith("cairn evaluate: ")  # the command that skipped it
+    skipped = [line for line in err.splitlines() if "skipped the damaged checkpoint" in line]
+    assert len(skipped) == 1 and skipped[0].startswith("cairn evaluate: warning: ")  # the command that skipped it
     assert "step_000000001" in err and "mean return over 1 episodes:" in out
+    code, out, err = main(capsys, "-q", "evaluate", run, "--episodes", "1")  # -q: errors only
+    assert code == 0 and "skipped" not in err and "mean return over 1 episodes:" in out
     # A damaged checkpoint named directly is an error, not a silent fallback.
     code, _, err = main(capsys, "evaluate", str(Path(run) / "step_000000002"), "--episodes", "1")
     assert code != 0 and "checksum" in err

@@ -133,7 +133,7 @@ def test_flatten_observations_on_tuple_and_discrete_spaces() -> None:
     space = gym.spaces.Tuple((gym.spaces.Discrete(3, start=1), gym.spaces.MultiDiscrete([2, 3])))
     assert piece.set_input_spaces(space, gym.spaces.Discrete(2)).shape == (8,)
     rows = (np.array([1, 3]), np.array([[0, 2], [1, 0]]))
-    out = piece.apply(rows)
+    out = piece(rl_module=None, batch={"obs": rows}, episodes=None)["obs"]
     for i in range(2):
         np.testing.assert_array_equal(out[i], gym.spaces.flatten(space, (rows[0][i], rows[1][i])))
 
@@ -224,8 +224,9 @@ def test_module_to_env_pieces_run_before_the_action_clipping() -> None:
         config("Pendulum-v1").env_runners(module_to_env_connector=functools.partial(ScaleActions, factor=10.0))
     )
     assert [c.name for c in runner.module_to_env.connectors] == ["ScaleActions", "ClipActions"]
-    out = runner.module_to_env(np.array([[0.05], [0.5], [-1.0]], np.float32), column="actions", slots=np.arange(3))
-    np.testing.assert_allclose(out, [[0.5], [2.0], [-2.0]])  # scaled, then clipped to Pendulum's [-2, 2]
+    actions = np.array([[0.05], [0.5], [-1.0]], np.float32)
+    out = runner.module_to_env(rl_module=runner.module, batch={"actions": actions}, episodes=None, slots=np.arange(3))
+    np.testing.assert_allclose(out["actions"], [[0.5], [2.0], [-2.0]])  # scaled, then clipped to Pendulum's [-2, 2]
     assert runner.sample()["default_policy"]["actions"].shape == (16, 2, 1)
 
 

@@ -27,7 +27,15 @@ class TestPipelineContract(CheckpointableContract):
         )
 
     def mutate(self, obj: ConnectorPipeline) -> None:  # type: ignore[override]
-        obj(np.array([[1.0, 2.0], [3.0, 5.0], [0.0, -4.0]]), update=True)
+        rows = np.array([[1.0, 2.0], [3.0, 5.0], [0.0, -4.0]])
+        out = obj(rl_module=None, batch={"obs": rows, "actions": rows}, episodes=None, update=True)
+        assert out["actions"].max() == 1.0  # each piece its column: the filter "obs", ClipActions "actions"
+
+
+def normalized(f: MeanStdFilter, rows: np.ndarray, **kwargs: object) -> np.ndarray:
+    """``f`` called as a pipeline calls it (RLlib's ConnectorV2 signature); the observations it returns."""
+    out: np.ndarray = f(rl_module=None, batch={"obs": rows}, episodes=None, **kwargs)["obs"]
+    return out
 
 
 def test_statistics_match_numpy() -> None:
@@ -39,16 +47,16 @@ def test_statistics_match_numpy() -> None:
     assert f.count == 1000
     np.testing.assert_allclose(f.mean, data.mean(0), rtol=1e-12)
     np.testing.assert_allclose(f.var, data.var(0), rtol=1e-10)
-    out = f(data[:5], update=False)
+    out = normalized(f, data[:5], update=False)
     assert out.dtype == np.float32 and f.count == 1000
     np.testing.assert_allclose(out, (data[:5] - data.mean(0)) / (data.std(0) + 1e-8), rtol=1e-5)
 
 
 def test_clip_and_update_flag() -> None:
     f = MeanStdFilter(shape=(1,), clip=2.0)
-    f(np.array([[0.0], [1.0], [0.0], [1.0]]))
+    normalized(f, np.array([[0.0], [1.0], [0.0], [1.0]]))
     assert f.count == 4
-    assert float(f(np.array([[100.0]]), update=False)[0, 0]) == 2.0
+    assert float(normalized(f, np.array([[100.0]]), update=False)[0, 0]) == 2.0
     assert f.count == 4
 
 
@@ -87,4 +95,7 @@ def test_pipeline_layout_and_errors(tmp_path: Path) -> None:
     assert isinstance(pipe["MeanStdFilter"], MeanStdFilter) and len(pipe) == 1
     with pytest.raises(ValueError, match="already has"):
         pipe.append(MeanStdFilter(shape=(2,)))
-    np.testing.assert_array_equal(ClipActions(low=[-1.0], high=[1.0])(np.array([[3.0], [-0.5]])), [[1.0], [-0.5]])
+    clipped = ClipActions(low=[-1.0], high=[1.0])(
+        rl_module=None, batch={"actions": np.array([[3.0], [-0.5]])}, episodes=None
+    )
+    np.testing.assert_array_equal(clipped["actions"], [[1.0], [-0.5]])

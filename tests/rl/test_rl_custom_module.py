@@ -29,16 +29,20 @@ import custom_module  # noqa: E402 - the example, importable under its own name
 MODULE_FOLDER = "learner_group/learner/rl_module/default_policy"
 
 
-def _run_example(*args: str, cwd: Path) -> list[dict[str, Any]]:
+def _run_example(*args: str, cwd: Path) -> tuple[str, list[dict[str, Any]]]:
+    """The example's output (a few short lines) and the metrics it wrote with --metrics-out."""
+    metrics_out = cwd / "metrics.jsonl"
     out = subprocess.run(
-        [sys.executable, str(EXAMPLES / "custom_module.py"), *args],
+        [sys.executable, str(EXAMPLES / "custom_module.py"), *args, "--metrics-out", str(metrics_out)],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert out.returncode == 0, out.stderr
-    return [json.loads(line) for line in out.stdout.splitlines()]
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) <= 6 and all(len(line) <= 120 and "{" not in line for line in lines), out.stdout
+    return out.stdout, [json.loads(line) for line in metrics_out.read_text().splitlines()]
 
 
 def _learner_state(algo: PPO) -> dict[str, Any]:
@@ -57,11 +61,11 @@ def test_custom_module_resumes_bit_for_bit_in_a_new_process(tmp_path: Path) -> N
     assert [json.dumps(custom_module.metrics(first.train())) for _ in range(2)] == expected[:2]
     first.save_to_path(tmp_path / "mid")
     first.stop()
-    lines = _run_example(
+    out, lines = _run_example(
         "--resume", str(tmp_path / "mid"), "--iterations", "2", "--checkpoint", str(tmp_path / "end"), cwd=tmp_path
     )
-    assert lines[0]["module"] == "TinyCNNModule"  # RLModule.from_checkpoint rebuilt the user's class
-    assert [json.dumps(m) for m in lines[1:]] == expected[2:]
+    assert out.startswith("restored TinyCNNModule")  # RLModule.from_checkpoint rebuilt the user's class
+    assert [json.dumps(m) for m in lines] == expected[2:]
     resumed = PPO.from_checkpoint(tmp_path / "end")
     assert_states_equal(_learner_state(resumed), expected_state)
     resumed.stop()

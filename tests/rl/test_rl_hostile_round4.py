@@ -151,9 +151,17 @@ RUNNER_ATTACKS: list[Any] = [
         at("env", "sub_envs", 0, "env", "render_mode")({"kind": "py", "value": "human"}),
         r"sets the attribute 'render_mode'",
     ),
-    ("frames_wrong_shape", at(*FRAMES, "frames")(lambda f: f[:, :1]), r"FrameStacking.*frames of shape"),
+    (
+        "frames_wrong_shape",
+        at(*FRAMES, "frames")(lambda f: f[:, :1]),
+        r"FrameStackingEnvToModule: frames has shape \(2, 1, 4\) in the checkpoint, but this object keeps \(2, 2, 4\)",
+    ),
     ("frames_foreign_slot", at(*FRAMES, "slots")(np.array([0, 99])), r"frames of slot 99.*slots are 0..1"),
-    ("frames_strings", at(*FRAMES, "frames")(lambda f: np.full(f.shape, "x")), r"'frames' is no array of numbers"),
+    (
+        "frames_strings",
+        at(*FRAMES, "frames")(lambda f: np.full(f.shape, "x")),
+        r"FrameStackingEnvToModule: frames: expected an array of numbers",
+    ),
     ("episode_other_slot", at(*EPISODE0, "env_index")(1), r"episode_api/episodes/0: is the episode of env 1"),
     ("episode_int_agent", at(*EPISODE0, "agent_id")(0), r"agent 0; slot 0 runs agent 'default_agent'"),
     ("episode_unknown_module", at(*EPISODE0, "module_id")("nope"), r"acts with module 'nope'"),
@@ -213,11 +221,17 @@ FILTER = "env_to_module_connector/MeanStdFilter"
 @pytest.mark.parametrize(
     ("edit", "match"),
     [
-        (at("m2")(lambda m2: -np.ones_like(m2)), r"MeanStdFilter \['m2'\] hold NaN, infinite or \(m2\) negative"),
-        (at("mean")(lambda m: np.full_like(m, np.inf)), r"MeanStdFilter \['mean'\]"),
-        (at("count")(float("nan")), r"'count' is nan.*not a non-negative int"),
-        (at("count")(-2), r"'count' is -2"),
-        (at("mean")(lambda m: np.full(m.shape, "a")), r"'mean' is a <U1 in the checkpoint"),
+        (at("m2")(lambda m2: -np.ones_like(m2)), r"MeanStdFilter: m2: holds values below 0"),
+        (at("mean")(lambda m: np.full_like(m, np.inf)), r"MeanStdFilter: mean: holds NaN or infinite values"),
+        (
+            at("count")(float("nan")),
+            r"MeanStdFilter: count: a count must be a non-negative int, the checkpoint holds nan",
+        ),
+        (at("count")(-2), r"MeanStdFilter: count: a count must be .*holds -2"),
+        (
+            at("mean")(lambda m: np.full(m.shape, "a")),
+            r"MeanStdFilter: mean: expected an array of numbers, the checkpoint holds an array of <U1",
+        ),
     ],
     ids=["m2_negative", "mean_inf", "count_nan", "count_negative", "mean_strings"],
 )
@@ -460,9 +474,16 @@ MODULE_FOLDER = "learner_group/learner/rl_module/default_policy"
 @pytest.mark.parametrize(
     ("edit", "match"),
     [
-        (at("mean")(np.zeros(7)), r"'mean' has shape \(7,\) in the checkpoint but this filter normalises .*\(4,\)"),
-        (at("m2")(lambda m2: np.full_like(m2, -1.0)), r"MeanStdFilter.*m2.*negative"),
-        (at("count")(-1), r"env_to_module_connector/MeanStdFilter.*'count' is -1"),
+        (
+            at("mean")(np.zeros(7)),
+            r"env_to_module_connector/MeanStdFilter: mean has shape \(7,\) in the checkpoint, but this object keeps "
+            r"\(4,\)",
+        ),
+        (
+            at("m2")(lambda m2: np.full_like(m2, -1.0)),
+            r"env_to_module_connector/MeanStdFilter: m2: holds values below 0",
+        ),
+        (at("count")(-1), r"env_to_module_connector/MeanStdFilter: count: .*holds -1"),
     ],
     ids=["wrong_shape", "m2_negative", "count_negative"],
 )

@@ -3,7 +3,9 @@
 In one process a config with lambdas trains, saves and restores into the same live
 algorithm; a checkpoint records only that each existed (role, qualname, module); a
 new process's ``from_checkpoint`` asks for them by name in one error, and goes on
-when they are passed; a forged record cannot make cairn call anything.
+when they are passed; a forged record cannot make cairn call anything. Env creators
+(``register_env(name, lambda)``, ``environment(lambda)``) and lambdas inside
+``evaluation_config`` and ``algorithm_config_overrides_per_module`` follow the same rule.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import pytest
 
 import cairn
@@ -23,11 +26,12 @@ import cairn.rl.env.games
 from cairn.errors import CheckpointError, MissingCallableError
 from cairn.manifest import MANIFEST, TENSORS, FileEntry, Manifest
 from cairn.registry import Unrecorded
-from cairn.rl import PPO, ConnectorPipeline, PPOConfig, RLModule, RLModuleSpec
+from cairn.rl import PPO, ConnectorPipeline, PPOConfig, RLModule, RLModuleSpec, register_env
 from cairn.rl.algorithms.algorithm import recorded_config
 from cairn.rl.connectors.env_to_module import FlattenObservations
 
-TICTACTOE = f"{cairn.rl.env.games.__name__}:TicTacToe"
+LAMBDA_ENV = "lambda-tictactoe"
+register_env(LAMBDA_ENV, lambda cfg: cairn.rl.env.games.TicTacToe(cfg))  # RLlib's tune.register_env form
 SRC = str(Path(cairn.__file__).resolve().parents[1])
 
 
@@ -42,14 +46,15 @@ class Sides:
 
 
 def lambda_config(**overrides: Any) -> PPOConfig:
-    """TicTacToe with a bound-method mapping, a closure connector factory and a lambda callback."""
+    """TicTacToe registered with a lambda creator, a bound-method mapping, a closure connector factory, a lambda
+    callback, and lambdas inside evaluation_config and a module's overrides."""
     episodes: list[int] = []
 
     def make_connectors(env: Any) -> Any:  # a closure: defined in a function
         return [FlattenObservations()]
 
     config = PPOConfig(
-        env=TICTACTOE,
+        env=LAMBDA_ENV,
         seed=5,
         num_envs_per_env_runner=2,
         rollout_length=8,
@@ -62,7 +67,9 @@ def lambda_config(**overrides: Any) -> PPOConfig:
         env_to_module_connector=make_connectors,
         evaluation_interval=100,  # evaluation runners exist; evaluate() is called by the test
         evaluation_duration=1,
+        algorithm_config_overrides_per_module={"frozen": {"lr": 1e-3, "env_to_module_connector": make_connectors}},
     ).callbacks(on_episode_end=lambda episode, **kw: episodes.append(1))
+    config = config.evaluation(evaluation_config={"policy_mapping_fn": lambda agent_id, episode, **kw: "learner"})
     return dataclasses.replace(config, **overrides)
 
 
@@ -97,8 +104,14 @@ def test_lambdas_train_save_and_restore_into_the_live_algorithm(tmp_path: Path) 
     records = [r for r in _records(json.loads(ctor))]
     roles = sorted((r["role"], r["qualname"]) for r in records)
     assert roles == [
+        (
+            "algorithm_config_overrides_per_module/frozen/env_to_module_connector",
+            "lambda_config.<locals>.make_connectors",
+        ),
         ("callbacks_on_episode_end", "lambda_config.<locals>.<lambda>"),
+        ("env", "<lambda>"),
         ("env_to_module_connector", "lambda_config.<locals>.make_connectors"),
+        ("evaluation_config/policy_mapping_fn", "lambda_config.<locals>.<lambda>"),
         ("policy_mapping_fn", "Sides.map"),
     ]
     assert "pickle" not in ctor and "cloudpickle" not in ctor
@@ -120,16 +133,17 @@ def _records(tree: Any) -> list[dict[str, Any]]:
 
 FRESH = """
 import sys
-import cairn.rl.env.games
 from cairn import MissingCallableError
-from cairn.rl import PPO
+from cairn.rl import PPO, register_env
 from cairn.rl.connectors.env_to_module import FlattenObservations
+from cairn.rl.env.games import TicTacToe
 
 path = sys.argv[1]
 try:
     PPO.from_checkpoint(path)
 except MissingCallableError as err:
     print("ASKED:", err)
+register_env("lambda-tictactoe", lambda cfg: TicTacToe(cfg))  # as an RLlib script does before it restores
 try:
     PPO.from_checkpoint(path, policy_mapping_fn=lambda a, e, **kw: "learner" if a.endswith("0") else "frozen")
 except MissingCallableError as err:
@@ -140,6 +154,8 @@ algo = PPO.from_checkpoint(
     policy_mapping_fn=lambda a, e, **kw: "learner" if a.endswith("0") else "frozen",
     env_to_module_connector=lambda env: [FlattenObservations()],
     callbacks_on_episode_end=[lambda episode, **kw: ends.append(1)],
+    evaluation_config={"policy_mapping_fn": lambda a, e, **kw: "learner"},
+    algorithm_config_overrides_per_module={"frozen": {"env_to_module_connector": lambda env: [FlattenObservations()]}},
 )
 algo.train()
 print("TRAINED", algo.iteration, bool(ends))
@@ -160,17 +176,67 @@ def test_a_new_process_asks_for_exactly_the_missing_callables_by_name(tmp_path: 
     ).stdout
     asked = next(line for line in out.splitlines() if line.startswith("ASKED:"))
     # One error: every role with the qualname and module it had, and the one line that passes them all.
+    assert "6 callable(s)" in asked
     assert "policy_mapping_fn: 'Sides.map' of module 'test_rl_lambdas'" in asked
     assert "env_to_module_connector: 'lambda_config.<locals>.make_connectors'" in asked
     assert "callbacks_on_episode_end[0]: 'lambda_config.<locals>.<lambda>'" in asked
     assert (
-        "PPO.from_checkpoint(path, policy_mapping_fn=<your policy_mapping_fn>, callbacks_on_episode_end=[<the "
-        "functions of callbacks_on_episode_end, in the order the config was given them>], "
-        "env_to_module_connector=<your env_to_module_connector>)" in asked
+        "env: '<lambda>' of module 'test_rl_lambdas' (the creator of env 'lambda-tictactoe': "
+        "register_env('lambda-tictactoe', creator) before the load)" in asked
     )
+    assert "evaluation_config['policy_mapping_fn']: 'lambda_config.<locals>.<lambda>'" in asked
+    assert "algorithm_config_overrides_per_module['frozen']['env_to_module_connector']: 'lambda_config" in asked
+    passes = asked.partition("Pass them to the load: ")[2]
+    for line in [
+        "PPO.from_checkpoint(path, env=<your env creator>, policy_mapping_fn=<your policy_mapping_fn>, ",
+        "callbacks_on_episode_end=[<the functions of callbacks_on_episode_end, in the order the config was given "
+        "them>]",
+        "env_to_module_connector=<your env_to_module_connector>",
+        "evaluation_config={'policy_mapping_fn': <your policy_mapping_fn>}",
+        "algorithm_config_overrides_per_module={'frozen': {'env_to_module_connector': <your env_to_module_connector>}}",
+    ]:
+        assert line in passes
+    # The env registered again and the mapping function passed: only the other four are asked for.
     again = next(line for line in out.splitlines() if line.startswith("ASKED AGAIN:"))
-    assert "2 callable(s)" in again and "policy_mapping_fn" not in again.partition("Pass them")[0]
+    assert "4 callable(s)" in again and "policy_mapping_fn:" not in again.partition("Pass them")[0].replace("['", "")
     assert "TRAINED 2 True" in out
+
+
+def test_an_env_creator_lambda_trains_and_a_load_takes_it_again_as_env(tmp_path: Path) -> None:
+    """RLlib's environment(creator), also inside evaluation_config: kept, recorded as existing, asked as env=."""
+    made: list[int] = []
+
+    def creator(env_config: dict[str, Any]) -> Any:  # a closure
+        made.append(1)
+        return gym.make("CartPole-v1")
+
+    short = lambda cfg: gym.make("CartPole-v1", max_episode_steps=8)  # noqa: E731
+    config = (
+        PPOConfig(num_envs_per_env_runner=1, rollout_length=16, minibatch_size=16, num_epochs=1)
+        .environment(creator)
+        .rl_module(model_config={"fcnet_hiddens": [8]})
+        .evaluation(evaluation_interval=1, evaluation_duration=1, evaluation_config={"env": short})
+    )
+    algo = PPO(config)
+    try:
+        result = algo.train()
+        path = algo.save_to_path(tmp_path / "ckpt")
+    finally:
+        algo.stop()
+    assert made and result["evaluation"]["env_runners"]["num_episodes"] >= 1
+    with pytest.raises(MissingCallableError) as err:
+        PPO.from_checkpoint(path)  # this process holds them, but a load takes only what it is given
+    message = str(err.value)
+    assert "env: 'test_an_env_creator_lambda_trains_and_a_load_takes_it_again_as_env.<locals>.creator'" in message
+    assert "evaluation_config['env']: 'test_an_env_creator_lambda" in message and "register_env" not in message
+    assert "(path, env=<your env creator>, evaluation_config={'env': <your env creator>})" in message
+    made.clear()
+    restored = PPO.from_checkpoint(path, env=creator, evaluation_config={"env": short})
+    try:
+        assert restored.train()["evaluation"]["env_runners"]["num_episodes"] >= 1 and made
+        assert restored.iteration == 2
+    finally:
+        restored.stop()
 
 
 def reseal(root: Path) -> None:
@@ -238,11 +304,14 @@ def test_what_does_not_need_the_callables_asks_for_nothing(tmp_path: Path) -> No
     )
     assert inspected.returncode == 0, inspected.stderr
     # cairn train --resume reads the recorded config and builds from it: the same one error.
+    # (Not the env: this process registered its name, and a registered name brings its creator.)
     config = recorded_config(str(path))
-    assert [m.field_name for m in config.missing_callables()] == [
-        "policy_mapping_fn",
+    assert sorted(m.field_name for m in config.missing_callables()) == [
+        "algorithm_config_overrides_per_module['frozen']['env_to_module_connector']",
         "callbacks_on_episode_end[0]",
         "env_to_module_connector",
+        "evaluation_config['policy_mapping_fn']",
+        "policy_mapping_fn",
     ]
     with pytest.raises(MissingCallableError, match=r"PPO\.from_checkpoint\(path, policy_mapping_fn="):
         PPO(config)

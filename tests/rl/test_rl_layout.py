@@ -86,10 +86,11 @@ def test_old_class_paths_resolve_to_the_moved_classes(old: str, new: str) -> Non
 
 
 def test_old_import_names_still_work() -> None:
-    """``from cairn.rl import X`` for every name of 0.1, in a fresh interpreter."""
+    """``from cairn.rl import X`` for every name of 0.1 but ``Connector`` (the array connector contract, which
+    ConnectorV2 replaced: issue 37), in a fresh interpreter."""
     code = (
         "from cairn.rl import PPO, PPOConfig, Algorithm, AlgorithmConfig, RLModule, RLModuleSpec, MultiRLModule, "
-        "Learner, LearnerGroup, EnvRunner, EnvRunnerGroup, IndependentAgentsEnv, ConnectorPipeline, Connector, "
+        "Learner, LearnerGroup, EnvRunner, EnvRunnerGroup, IndependentAgentsEnv, ConnectorPipeline, ConnectorV2, "
         "MeanStdFilter, ClipActions, compute_gae, register_env_state_handler, DEFAULT_MODULE_ID, DEFAULT_AGENT_ID; "
         "assert DEFAULT_MODULE_ID == AlgorithmConfig().policies[0] == 'default_policy'"
     )

@@ -107,7 +107,7 @@ def test_a_role_has_a_type(saved: Path, tmp_path: Path) -> None:
     """An allowed class in the wrong role is refused: a module class is no connector factory."""
     ref = {"ref": "cairn.rl.core.rl_module.rl_module:RLModule", "kwargs": {}}
     path = forged(saved, tmp_path, set_field(env_to_module_connector=ref))
-    with pytest.raises(UnsafeCheckpointError, match=r"subclass of cairn\.rl\.connectors\.connectors:Connector"):
+    with pytest.raises(UnsafeCheckpointError, match=r"subclass of cairn\.rl\.connectors\.connector_v2:ConnectorV2"):
         PPO.from_checkpoint(path)
 
 

@@ -2,24 +2,21 @@
 
 Same test names, cases and expected values; ``ray.rllib`` -> ``cairn.rl``; the mapping
 lambda of ``_build_config`` is one of two top-level functions (``rllib_ported_helpers``).
-All three fail today (docs/rllib_parity.md): cairn's ``MultiAgentEnvRunner`` at RLlib's
-path is the algorithm's batch sampler, whose ``sample()`` takes no counts and returns
-batches; the episode-returning sampler exists for single-agent envs
-(``cairn.rl.env.single_agent_env_runner``) only.
+``MultiAgentEnvRunner.sample()`` called the RLlib way (a count, ``random_actions``, ...)
+returns RLlib's episodes; called bare it is the algorithm's batch sampler, which is why
+``test_counting_by_agent_steps`` (a bare ``sample()``) fails, and ``test_sample_timesteps``
+needs RLlib's default of one env copy per runner (docs/rllib_parity.md).
 """
 
 from __future__ import annotations
 
 import pytest
-from rllib_ported_helpers import agent_to_numbered_policy, every_agent_to_p0
 
 from cairn.rl.algorithms.ppo.ppo import PPOConfig
 from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
 from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole
 
-EPISODE_SAMPLE = (
-    "cairn's MultiAgentEnvRunner.sample() takes no num_timesteps/num_episodes and returns batches, not episodes"
-)
+BARE_SAMPLE = "a bare MultiAgentEnvRunner.sample() is the algorithm's batch sampler (batches, not episodes)"
 
 
 def _build_config(num_agents: int = 2, num_policies: int = 2) -> PPOConfig:
@@ -29,17 +26,21 @@ def _build_config(num_agents: int = 2, num_policies: int = 2) -> PPOConfig:
         .environment(MultiAgentCartPole, env_config={"num_agents": num_agents})
         .multi_agent(
             policies={f"p{i}" for i in range(num_policies)},
-            policy_mapping_fn=agent_to_numbered_policy if num_agents == num_policies else every_agent_to_p0,
+            policy_mapping_fn=(lambda aid, *args, **kwargs: f"p{aid}" if num_agents == num_policies else "p0"),
         )
     )
 
 
-@pytest.mark.xfail(strict=True, reason=EPISODE_SAMPLE + "; and num_envs_per_env_runner defaults to 4 (RLlib: 1)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="num_envs_per_env_runner defaults to 4 (RLlib: 1), so 10 timesteps over 4 copies are 12; passes with "
+    "num_envs_per_env_runner=1",
+)
 def test_sample_timesteps() -> None:
     env_runner = MultiAgentEnvRunner(config=_build_config())
-    episodes = env_runner.sample(num_timesteps=10)  # type: ignore[call-arg]
+    episodes = env_runner.sample(num_timesteps=10)
     assert sum(len(episode) for episode in episodes) == 10
-    episodes = env_runner.sample(num_timesteps=200)  # type: ignore[call-arg]
+    episodes = env_runner.sample(num_timesteps=200)
     assert len(episodes) >= 2
     assert episodes[0].is_terminated is True
     assert sum(len(e) for e in episodes) == 200
@@ -50,10 +51,9 @@ def test_sample_timesteps() -> None:
         assert len(agent_eps.actions) == len(agent_eps.extra_model_outputs["action_dist_inputs"])
 
 
-@pytest.mark.xfail(strict=True, reason=EPISODE_SAMPLE)
 def test_sample_episodes() -> None:
     env_runner = MultiAgentEnvRunner(config=_build_config())
-    episodes = env_runner.sample(num_episodes=5)  # type: ignore[call-arg]
+    episodes = env_runner.sample(num_episodes=5)
     assert len(episodes) == 5
     assert all(eps.is_terminated for eps in episodes)
     for eps in episodes:
@@ -61,17 +61,17 @@ def test_sample_episodes() -> None:
             assert "action_logp" in agent_eps.extra_model_outputs
             assert len(agent_eps.actions) == len(agent_eps.extra_model_outputs["action_logp"])
             assert len(agent_eps.actions) == len(agent_eps.extra_model_outputs["action_dist_inputs"])
-    episodes = env_runner.sample(num_timesteps=10)  # type: ignore[call-arg]
-    episodes += env_runner.sample(num_episodes=1)  # type: ignore[call-arg]
+    episodes = env_runner.sample(num_timesteps=10)
+    episodes += env_runner.sample(num_episodes=1)
     for eps in episodes:
         assert eps.env_t_started == 0
-    episodes = env_runner.sample(num_episodes=1)  # type: ignore[call-arg]
-    episodes += env_runner.sample(num_timesteps=10)  # type: ignore[call-arg]
+    episodes = env_runner.sample(num_episodes=1)
+    episodes += env_runner.sample(num_timesteps=10)
     for eps in episodes:
         assert eps.env_t_started == 0
 
 
-@pytest.mark.xfail(strict=True, reason="multi_agent(count_steps_by='agent_steps') is refused; " + EPISODE_SAMPLE)
+@pytest.mark.xfail(strict=True, reason="multi_agent(count_steps_by='agent_steps') is refused; and " + BARE_SAMPLE)
 def test_counting_by_agent_steps() -> None:
     """Tests whether counting by agent_steps works."""
     config = _build_config(num_agents=4, num_policies=1)

@@ -1,7 +1,7 @@
 """RLlib's ``rllib/env/tests/test_single_agent_env_runner.py`` on cairn (issue 38, item 2).
 
 Same test names, cases and expected values; ``ray.rllib`` -> ``cairn.rl``; RLlib's
-``tune.register_env`` lambdas are top-level creators (cairn records envs by name).
+``tune.register_env`` lambdas as RLlib writes them (issue 39).
 What fails is marked ``xfail(strict=True)`` with the reason (docs/rllib_parity.md).
 """
 
@@ -19,19 +19,8 @@ from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.env.single_agent_env_runner import SingleAgentEnvRunner
 from cairn.rl.examples.envs.classes.simple_corridor import SimpleCorridor
 
-
-def cartpole_creator(cfg: dict[str, Any]) -> CartPoleEnv:
-    """RLlib's ``lambda **cfg: CartPoleEnv(**cfg)`` as a top-level creator."""
-    return CartPoleEnv(**cfg)
-
-
-def cartpole_vec_creator(cfg: dict[str, Any]) -> CartPoleVectorEnv:
-    """RLlib's ``lambda num_envs, **cfg: CartPoleVectorEnv(num_envs=num_envs, **cfg)``."""
-    return CartPoleVectorEnv(**cfg)
-
-
-register_env("tune-registered", cartpole_creator)
-register_env("tune-registered-vec", cartpole_vec_creator)
+register_env("tune-registered", lambda **cfg: CartPoleEnv(**cfg))
+register_env("tune-registered-vec", lambda num_envs, **cfg: CartPoleVectorEnv(num_envs=num_envs, **cfg))
 if "TestEnv-v0" not in gym.registry:
     gym.register("TestEnv-v0", entry_point=CartPoleEnv)
 if "TestVecEnv-v0" not in gym.registry:

@@ -27,6 +27,7 @@ import cairn
 from cairn.storage import fsspec_storage, writers
 from cairn.storage.fsspec_storage import RETRY_ATTEMPTS, RETRY_MAX_DELAY, FsspecStorage, is_transient
 from cairn.testing import assert_states_equal
+from log_helpers import warned
 
 N = 8
 
@@ -128,8 +129,9 @@ def test_transient_faults_everywhere_are_retried(remote_backend: Backend, sleeps
     assert path.endswith(remote_backend.path("ckpt"))
 
 
-def test_backoff_grows_exponentially(sleeps: list[float]) -> None:
-    """Delays double from the base delay (with jitter in [0.5, 1.5)), capped, and the call then succeeds."""
+def test_backoff_grows_exponentially(sleeps: list[float], caplog: pytest.LogCaptureFixture) -> None:
+    """Delays double from the base delay (with jitter in [0.5, 1.5)), capped, and the call then succeeds;
+    each retry is logged as a warning on cairn.storage.fsspec_storage, naming the path and the error."""
     from fsspec.implementations.memory import MemoryFileSystem
 
     fs = MemoryFileSystem()
@@ -141,6 +143,10 @@ def test_backoff_grows_exponentially(sleeps: list[float]) -> None:
     for k, delay in enumerate(sleeps):
         nominal = min(0.4 * 2**k, RETRY_MAX_DELAY)
         assert 0.5 * nominal <= delay < 1.5 * nominal, (k, delay)
+    retries = warned(caplog, r"^Reading memory://.*cairn-backoff/f failed with a transient error")
+    assert len(retries) == RETRY_ATTEMPTS - 1, caplog.text
+    assert f"attempt 2 of {RETRY_ATTEMPTS} in {sleeps[0]:.2f} s" in retries[0]
+    assert {r.name for r in caplog.records} == {"cairn.storage.fsspec_storage"}
     fs.rm("/cairn-backoff", recursive=True)
 
 
@@ -279,8 +285,11 @@ def _fs_through(moto_s3: MotoS3, proxy: _Proxy) -> Any:
     return fs
 
 
-def test_http_faults_through_s3fs_are_retried(moto_s3: MotoS3, proxy_factory: Any, sleeps: list[float]) -> None:
-    """Real 500/503 responses and dropped connections from the S3 endpoint: save and restore succeed."""
+def test_http_faults_through_s3fs_are_retried(
+    moto_s3: MotoS3, proxy_factory: Any, sleeps: list[float], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Real 500/503 responses and dropped connections from the S3 endpoint: save and restore succeed,
+    and each retry is logged."""
     counts: Counter[str] = Counter()
     lock = threading.Lock()
 
@@ -306,6 +315,7 @@ def test_http_faults_through_s3fs_are_retried(moto_s3: MotoS3, proxy_factory: An
     assert_states_equal(expected_state(4, N), got.get_state())
     assert proxy.seen["503"] >= 10 and proxy.seen["500"] >= 5 and proxy.seen["drop"] >= 5, proxy.seen
     assert len(sleeps) >= proxy.seen["503"] + proxy.seen["500"]
+    assert len(warned(caplog, r"s3://.*/flaky/ckpt/.* failed with a transient error")) == len(sleeps)
     assert cairn.verify_checkpoint(f"s3://{base}") == []  # through the direct endpoint, too
 
 

@@ -147,6 +147,24 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         super().emit(record)
 
 
+class _LineFormatter(logging.Formatter):
+    """``cairn COMMAND: warning: message``, the form of the command's own error lines.
+
+    The message goes through ``safe_text``: it names paths and values that came from files
+    and the user, which must not reach the terminal as control characters.
+    """
+
+    def __init__(self, command: str) -> None:
+        super().__init__()
+        self.command = command
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = f"cairn {self.command}: {record.levelname.lower()}: {safe_text(record.getMessage())}"
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return text
+
+
 @contextmanager
 def _logging(args: argparse.Namespace) -> Iterator[None]:
     """Show the ``cairn`` loggers' records on stderr at the level the options ask, for the command's time.
@@ -164,7 +182,7 @@ def _logging(args: argparse.Namespace) -> Iterator[None]:
         level = logging.WARNING
     logger = logging.getLogger("cairn")
     handler = _StderrHandler()
-    handler.setFormatter(logging.Formatter(f"cairn {args.command}: %(levelname)s: %(message)s"))
+    handler.setFormatter(_LineFormatter(args.command))
     before = (logger.level, logger.propagate)
     logger.addHandler(handler)
     logger.setLevel(level)

@@ -299,13 +299,19 @@ def _print_ls_table(rows: list[dict[str, Any]], metric: str | None, mode: str | 
     if metric:
         print(f"best: by {safe_text(metric)}, {'largest' if mode == 'max' else 'smallest'} ({mode})")
     keys = [metric] if metric else sorted({k for r in rows for k in r["metrics"]})[:4]
-    header = f"{'step':>10}  {'created':<25}  {'size':>9}  " + "  ".join(f"{safe_text(k)[-24:]:>24}" for k in keys)
-    print(header)
-    for r in rows:
+    # Each metric's column is as wide as its whole name (a name cut short is a name misread) or its values.
+    names = [safe_text(k) for k in keys]
+    cells = [[format_value(r["metrics"].get(k)) for k in keys] for r in rows]
+    widths = [max([len(name), *(len(row[i]) for row in cells)]) for i, name in enumerate(names)]
+    header = f"{'step':>10}  {'created':<25}  {'size':>9}  " + "  ".join(
+        f"{n:>{w}}" for n, w in zip(names, widths, strict=True)
+    )
+    print(header.rstrip())
+    for r, row in zip(rows, cells, strict=True):
         marks = ("DAMAGED " if r["verified"] is False else "") + ("latest " if r["latest"] else "")
         marks += "best" if r["best"] else ""
         size = "?" if r["size"] is None else human_size(r["size"])
-        vals = "  ".join(f"{format_value(r['metrics'].get(k)):>24}" for k in keys)
+        vals = "  ".join(f"{v:>{w}}" for v, w in zip(row, widths, strict=True))
         print(f"{r['step']:>10}  {safe_text(r['created']):<25}  {size:>9}  {vals}  {marks}".rstrip())
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cairn._display import safe_text
 from cairn.cli.command import Command, require_folder
-from cairn.cli.loading import checkpoint_metadata, load_newest_sound
+from cairn.cli.loading import checkpoint_metadata
 from cairn.rl.algorithms.catalog import ALGORITHMS
 
 if TYPE_CHECKING:
@@ -58,9 +58,7 @@ def _load_for_evaluation(checkpoint: str, module_id: str) -> _Evaluated:
         with _single_threaded():
             return _load_module(checkpoint.rstrip("/"), metadata, module_id)
     with _single_threaded():
-        found = load_newest_sound(
-            CheckpointManager(checkpoint), lambda path: _load_module(path, None, module_id), command="evaluate"
-        )
+        found = CheckpointManager(checkpoint).load_latest(lambda info: _load_module(info.path, None, module_id))
     if found is None:
         raise CheckpointNotFoundError(
             f"No checkpoint at {checkpoint}: expected an algorithm checkpoint, a module folder, "
@@ -179,7 +177,16 @@ def evaluate_module(
                 if obs_filter is not None:
                     # Filters stay frozen (update=False); frame stacks advance within the episode.
                     starts = np.array([steps == 0], dtype=np.bool_)
-                    batch = obs_filter(batch, update=False, advance=True, slots=np.zeros(1), episode_starts=starts)
+                    batch = obs_filter(
+                        rl_module=module,
+                        batch={"obs": batch},
+                        episodes=None,
+                        explore=False,
+                        update=False,
+                        advance=True,
+                        slots=np.zeros(1),
+                        episode_starts=starts,
+                    )["obs"]
                 steps += 1
                 action = module.forward_inference({"obs": torch.as_tensor(batch)})["actions"][0]
                 env_action: Any = action.numpy()

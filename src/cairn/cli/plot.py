@@ -171,15 +171,27 @@ def _label(labels: list[str], curve: Curve, panel: Panel, *, with_run: bool) -> 
     return " ".join(parts)
 
 
+def _tick_text(value: float) -> str:
+    """A tick label as the PNG's (matplotlib's EngFormatter): ``25 k``, ``1.5 M``, ``0.002``; never ``1e+04``."""
+    for factor, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.4g} {prefix}"
+    return f"{value:.4g}"
+
+
 def _write_svg(path: str, panels: list[Panel], labels: list[str]) -> None:
-    width, height, pad = 640, 300, 56
+    width, height, pad, head = 640, 300, 56, 32
+    total = head + height * len(panels)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
-        f'height="{height * len(panels)}" font-family="sans-serif" font-size="11">',
-        f'<rect width="{width}" height="{height * len(panels)}" fill="white"/>',
+        f'height="{total}" font-family="sans-serif" font-size="11">',
+        f'<rect width="{width}" height="{total}" fill="white"/>',
+        # The figure's title, as the PNG's suptitle: which runs these are.
+        f'<text x="{width / 2}" y="{head - 10}" text-anchor="middle" font-size="14">'
+        f"{escape('cairn plot: ' + ', '.join(labels))}</text>",
     ]
     for index, panel in enumerate(panels):
-        top = index * height
+        top = head + index * height
         points = [p for curve in panel.curves for p in curve.points]
         x0, x1 = min(p[0] for p in points), max(p[0] for p in points)
         y0, y1 = min(p[1] for p in points), max(p[1] for p in points)
@@ -201,11 +213,13 @@ def _write_svg(path: str, panels: list[Panel], labels: list[str]) -> None:
         for value in nice_ticks(y0, y1):
             y = sy(value)
             parts.append(f'<line x1="{pad}" x2="{width - pad}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')
-            parts.append(f'<text x="{pad - 4}" y="{y + 4:.1f}" text-anchor="end">{value:.4g}</text>')
+            parts.append(f'<text x="{pad - 4}" y="{y + 4:.1f}" text-anchor="end">{_tick_text(value)}</text>')
         for value in nice_ticks(x0, x1):
             x = sx(value)
             parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top + pad}" y2="{top + height - pad}" stroke="#ddd"/>')
-            parts.append(f'<text x="{x:.1f}" y="{top + height - pad + 14}" text-anchor="middle">{value:.4g}</text>')
+            parts.append(
+                f'<text x="{x:.1f}" y="{top + height - pad + 14}" text-anchor="middle">{_tick_text(value)}</text>'
+            )
         parts.append(f'<text x="{width / 2}" y="{top + height - pad + 30}" text-anchor="middle">env steps</text>')
         modules = panel.modules
         for curve in panel.curves:

@@ -23,7 +23,7 @@ from cairn._display import safe_text
 from cairn._metrics import RETURN_METRIC
 from cairn.cli import train_options
 from cairn.cli.command import Command, UsageError, did_you_mean
-from cairn.cli.loading import checkpoint_metadata, load_newest_sound
+from cairn.cli.loading import checkpoint_metadata
 from cairn.cli.metrics_log import METRICS_FILE, MetricsLog, TensorBoardLog, jsonable
 from cairn.cli.settings import apply_settings, check_env, parse_settings
 from cairn.cli.train_options import TrainOptions
@@ -96,7 +96,8 @@ def _resume(root: str | None, algo_cls: type[Algorithm], explicit: dict[str, Any
     if root is None:
         raise UsageError("--resume needs --checkpoint-dir (the folder of the run to continue).")
     _check_resume_folder(root)
-    found = load_newest_sound(CheckpointManager(root), _loader(algo_cls, explicit), command="train")
+    loader = _loader(algo_cls, explicit)
+    found = CheckpointManager(root).load_latest(lambda info: loader(info.path))
     if found is None:  # every checkpoint went away since the check above (another process's retention)
         raise UsageError(f"--resume: {root} holds no checkpoint to resume from. A new run is started without --resume.")
     latest, algo = found[0].path, found[1]

@@ -10,7 +10,7 @@ The layout follows RLlib's new API stack (SPEC 9)::
     cairn.rl.core.rl_module                RLModule, RLModuleSpec, MultiRLModule
     cairn.rl.core.learner                  Learner (optimizers, schedules, update loop), LearnerGroup
     cairn.rl.env                           EnvRunner, EnvRunnerGroup, multi-agent envs, env state
-    cairn.rl.connectors                    ConnectorPipeline, MeanStdFilter, ClipActions
+    cairn.rl.connectors                    ConnectorPipeline, ConnectorV2, MeanStdFilter, ClipActions
     cairn.rl.callbacks                     RLlibCallback (imports nothing else of cairn.rl but the logger)
     cairn.rl.utils                         compute_gae, metrics.MetricsLogger
     cairn.rl.distributed                   Ray actors behind the groups
@@ -35,7 +35,7 @@ Public names here (imported on first use, so that ``cairn.cli`` can register the
     MultiAgentEnv, MultiAgentEnvRunner, EpisodeInfo   RLlib's multi-agent env API, its runner,
                                    what a policy_mapping_fn(agent_id, episode) is given
     ParallelPettingZooEnv, register_env   PettingZoo's parallel API; naming an env for configs
-    ConnectorPipeline, Connector, MeanStdFilter, ClipActions
+    ConnectorPipeline, ConnectorV2, MeanStdFilter, ClipActions
     compute_gae, register_env_state_handler
 
 Using any of them imports torch and gymnasium (``import cairn`` does not).
@@ -62,7 +62,8 @@ if TYPE_CHECKING:
     from cairn.rl.algorithms.sac.sac_learner import SACLearner
     from cairn.rl.callbacks.callbacks import RLlibCallback
     from cairn.rl.config.algorithm_config import DEFAULT_MODULE_ID, AlgorithmConfig
-    from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
+    from cairn.rl.connectors.connector_v2 import ConnectorV2
+    from cairn.rl.connectors.connectors import ClipActions, ConnectorPipeline, MeanStdFilter
     from cairn.rl.core.learner.learner import Learner, LinearSchedule
     from cairn.rl.core.learner.learner_group import LearnerGroup
     from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule, MultiRLModuleSpec
@@ -92,8 +93,8 @@ __all__ = [
     "Algorithm",
     "AlgorithmConfig",
     "ClipActions",
-    "Connector",
     "ConnectorPipeline",
+    "ConnectorV2",
     "DQNConfig",
     "DQNLearner",
     "DefaultDQNRLModule",
@@ -141,8 +142,8 @@ _HOMES: dict[str, str] = {
     "Algorithm": "cairn.rl.algorithms.algorithm",
     "AlgorithmConfig": "cairn.rl.config.algorithm_config",
     "ClipActions": "cairn.rl.connectors.connectors",
-    "Connector": "cairn.rl.connectors.connectors",
     "ConnectorPipeline": "cairn.rl.connectors.connectors",
+    "ConnectorV2": "cairn.rl.connectors.connector_v2",
     "EnvRunner": "cairn.rl.env.env_runner",
     "EnvRunnerGroup": "cairn.rl.env.env_runner_group",
     "Episode": "cairn.rl.env.episodes",

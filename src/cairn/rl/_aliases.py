@@ -32,7 +32,6 @@ OLD_PATHS: dict[str, str] = {
     "cairn.rl.connectors.connectors:ConnectorPipeline": "cairn.rl.connectors:ConnectorPipeline",
     "cairn.rl.connectors.connectors:MeanStdFilter": "cairn.rl.connectors:MeanStdFilter",
     "cairn.rl.connectors.connectors:ClipActions": "cairn.rl.connectors:ClipActions",
-    "cairn.rl.connectors.connectors:Connector": "cairn.rl.connectors:Connector",
 }
 
 

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import copy
 import errno
+import logging
 import random
 import threading
 import time
@@ -25,6 +26,8 @@ from cairn.storage import writers
 from cairn.storage.base import Chunk, Storage, foreign_file_error, replaceable_file
 
 T = TypeVar("T")
+_LOG = logging.getLogger(__name__)
+"""``cairn.storage.fsspec_storage``: warning, each retry after a transient error (docs/cli.md, "Logging")."""
 monotonic = time.monotonic  # the real clock, also where tests replace ``time`` to record the backoff sleeps
 
 RETRY_ATTEMPTS = 5
@@ -409,6 +412,16 @@ class FsspecStorage(Storage):
                 pause = min(delay, RETRY_MAX_DELAY) * (0.5 + random.random())
                 if monotonic() + pause >= end:
                     raise self._overdue(what, path, started, attempt, last, nbytes, whole) from err
+                _LOG.warning(
+                    "%s %s failed with a transient error (%s: %s); attempt %d of %d in %.2f s",
+                    what,
+                    self.uri(path),
+                    type(err).__name__,
+                    err,
+                    attempt + 1,
+                    self.attempts,
+                    pause,
+                )
                 time.sleep(pause)
                 delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover

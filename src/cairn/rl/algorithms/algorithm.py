@@ -48,6 +48,7 @@ from cairn.rl.config.algorithm_config import (
     AlgorithmConfig,
     multi_env_mapping_fn_refusal,
 )
+from cairn.rl.config.env_creators import ENV_ROLE
 from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.multi_rl_module import (
     MultiRLModuleSpec,
@@ -75,7 +76,7 @@ from cairn.rl.utils.metrics.constants import (
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger, flatten_metrics
 from cairn.rl.utils.metrics.metrics_logger import read_state as read_metrics_state
 from cairn.rl.utils.metrics.stats import LifetimeSumStats
-from cairn.state_checks import check_state_tree, count
+from cairn.state_checks import Schema, check_state_tree, count
 
 if TYPE_CHECKING:
     from cairn.delegation import DelegatedComponent
@@ -608,17 +609,17 @@ class Algorithm(Checkpointable, abc.ABC):
             state["eval_env_runner"].update(self.eval_runners.group.get_runner_states())
         return state
 
+    state_schema: ClassVar[Schema] = Schema({"training_iteration": count, "metrics": read_metrics_state})
+    """What the own state holds: a count of iterations, and a metrics logger's state of its layout."""
+
     def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
-        """Refuse a ``training_iteration`` that is no count, or metrics of another layout, before anything changes.
+        """Refuse what :attr:`state_schema` does not declare, before anything changes.
 
         Raises:
             CorruptCheckpointError: A NaN, negative or non-int ``training_iteration``.
             IncompatibleCheckpointError: A metrics logger state of another layout (key clashes, bad records).
         """
-        if "training_iteration" in state:
-            count(state["training_iteration"], where="training_iteration")
-        if "metrics" in state:
-            read_metrics_state(state["metrics"], where="metrics")
+        self.state_schema.read(state, where="")
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Apply ``state`` (missing parts are left as they are), then sync the env runners.
@@ -670,11 +671,19 @@ class Algorithm(Checkpointable, abc.ABC):
                                 callbacks_on_episode_end=[on_end])
 
         (a hook's functions as a list, in the order the config was given them), or
-        pass your own config (``config=config``). Without them the load raises one
+        pass your own config (``config=config``). An env creator (``environment(creator)``, or
+        a ``register_env`` name whose creator the program has not registered again) comes back
+        as ``env=creator``; a callable inside ``evaluation_config`` or
+        ``algorithm_config_overrides_per_module`` nested as in the config
+        (``evaluation_config={"policy_mapping_fn": fn}``). Without them the load raises one
         :class:`~cairn.errors.MissingCallableError` naming each, before anything is built.
         The other keywords are :meth:`cairn.Checkpointable.from_checkpoint`'s.
         """
         given = {name: kwargs.pop(name) for name in list(kwargs) if name in CALLABLE_FIELDS}
+        for name in (ENV_ROLE, "evaluation_config", "algorithm_config_overrides_per_module"):
+            # env=creator (RLlib's environment(env=creator)); the dict fields' callables nested as in the config
+            if callable(kwargs.get(name)) or isinstance(kwargs.get(name), Mapping):
+                given[name] = kwargs.pop(name)
         with supplying(given):
             return super().from_checkpoint(path, **kwargs)
 

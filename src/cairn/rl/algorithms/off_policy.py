@@ -19,7 +19,7 @@ subclass) and, if it likes, :meth:`OffPolicyAlgorithm.get_weights_for_env_runner
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -40,7 +40,7 @@ from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.env.env_runner import SampleBatch
 from cairn.rl.utils._util import Names
 from cairn.rl.utils.replay_buffers import ColumnSpecs, MultiAgentReplayBuffer, PrioritizedMultiAgentReplayBuffer
-from cairn.state_checks import counts_by_id
+from cairn.state_checks import Schema, counts_by_id
 
 __all__ = [
     "NStep",
@@ -311,6 +311,8 @@ class TargetNetworkLearner(Learner):
         module_specs: Module id -> spec of each module to train.
     """
 
+    state_schema = Learner.state_schema | Schema({"counters": Schema({"num_gradient_steps": counts_by_id})})
+
     def __init__(self, config: AlgorithmConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:
         super().__init__(config, module_specs)
         self.target_module = MultiRLModule(self.module.specs)
@@ -383,16 +385,6 @@ class TargetNetworkLearner(Learner):
         state = super().get_state(components, not_components=not_components, **kwargs)
         state["counters"]["num_gradient_steps"] = dict(self.num_gradient_steps)
         return state
-
-    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
-        """:meth:`Learner.check_state`, and the gradient-step counters that time the target updates.
-
-        Raises:
-            CorruptCheckpointError: A gradient-step counter that is no non-negative int.
-        """
-        super().check_state(state, components)
-        counters = state.get("counters", {})
-        counts_by_id(counters.get("num_gradient_steps", {}), where="counters/num_gradient_steps")
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Apply ``state``; see :meth:`Learner.set_state`."""

@@ -19,6 +19,7 @@ Where each hook runs, and which logger it gets:
 hook                   runs in            ``metrics_logger``
 =====================  =================  ==========================================
 on_algorithm_init      the algorithm      the algorithm's (``algorithm.metrics``)
+on_environment_created every env runner   the runner's (once, when it built its envs)
 on_episode_start/end   every env runner   the runner's (``env_runner.metrics``)
 on_episode_step        every env runner   the runner's
 on_sample_end          every env runner   the runner's
@@ -139,6 +140,17 @@ class RLlibCallback:
         ``env_runner_indices``) are up, with the group's connector states and the latest weights
         (RLlib's hook; ``restart_failed_env_runners``). Called in the algorithm's process."""
 
+    def on_environment_created(
+        self, *, env_runner: Any, metrics_logger: MetricsLogger, env: Any, env_context: Any, **kwargs: Any
+    ) -> None:
+        """An env runner built its environment (RLlib's hook), before its first reset's episodes start.
+
+        ``env`` is the single-agent runner's ``gymnasium.vector.SyncVectorEnv`` (all its copies; RLlib
+        passes its vector env too), or one ``MultiAgentEnv`` copy of the multi-agent runner, which calls
+        the hook once per copy; ``env_context`` is an :class:`~cairn.rl.env.env_context.EnvContext`
+        (the ``env_config`` with ``worker_index``, ``num_workers``, ``vector_index``, ``remote``).
+        """
+
 
 class _CallbackList(RLlibCallback):
     """Several callbacks objects, then per-hook functions, called in that order (RLlib's ``make_callback``)."""
@@ -184,6 +196,9 @@ class _CallbackList(RLlibCallback):
 
     def on_env_runners_recreated(self, **kwargs: Any) -> None:
         self._call("on_env_runners_recreated", kwargs)
+
+    def on_environment_created(self, **kwargs: Any) -> None:
+        self._call("on_environment_created", kwargs)
 
 
 def overrides(callbacks: RLlibCallback, hook: str) -> bool:

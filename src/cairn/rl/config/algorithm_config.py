@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
-from cairn._unrecorded import missing_message, unrecorded
+from cairn._unrecorded import SCOPE, missing_message, unrecorded
 from cairn.errors import CheckpointError, MissingCallableError
 from cairn.registry import (
     CONNECTOR_FACTORY,
@@ -41,6 +41,7 @@ from cairn.rl.config.callback_forms import (
     callbacks_class_value,
     function_field,
 )
+from cairn.rl.config.env_creators import ENV_ROLE, creator_for, env_creator_setting
 
 __all__ = [
     "CALLABLE_FIELDS",
@@ -160,6 +161,56 @@ def function_reference(fn: Any, *, what: str) -> str | Unrecorded:
         return unrecorded(fn, what)
     register_passed(fn)  # the program passed it: a checkpoint of this config loads again in this program
     return f"{fn.__module__}:{fn.__qualname__}"
+
+
+def kept_callables(settings: Mapping[str, Any], scope: str) -> dict[str, Any]:
+    """The callable settings among ``settings`` as a config keeps them (the others are left out).
+
+    ``policy_mapping_fn``, the connector factories and the ``callbacks_on_<hook>``
+    functions are recorded by reference or kept as :class:`~cairn.registry.Unrecorded`,
+    and ``env`` / ``env_creator`` get their creator (:mod:`cairn.rl.config.env_creators`).
+    ``scope`` is the dict field ``settings`` belong to, as a role prefix
+    (``"evaluation_config"``; ``""`` for the config's own fields): a new process
+    passes such a callable back nested the same way
+    (``from_checkpoint(path, evaluation_config={"policy_mapping_fn": fn})``).
+    """
+
+    def role(name: str) -> str:
+        return f"{scope}{SCOPE}{name}" if scope else name
+
+    kept: dict[str, Any] = {}
+    if settings.get("policy_mapping_fn") is not None:
+        kept["policy_mapping_fn"] = function_reference(settings["policy_mapping_fn"], what=role("policy_mapping_fn"))
+    for name in CONNECTOR_FIELDS:
+        if name in settings:
+            kept[name] = connector_reference(settings[name], what=role(name))
+    for hook in CALLBACK_HOOKS:
+        name = function_field(hook)
+        if name in settings:
+            kept[name] = callback_functions(settings[name], hook, role=role(name))
+    creator = settings.get("env_creator")
+    if creator is not None:
+        creator = env_creator_setting(creator, role(ENV_ROLE))["env_creator"]  # a creator given by keyword
+    if isinstance(settings.get("env"), str):
+        creator = creator_for(settings["env"], creator, role(ENV_ROLE))
+    if "env_creator" in settings or creator is not None:
+        kept["env_creator"] = creator
+    if scope:  # one kept already (a builder's, or the config's own field passed on): recorded under this path
+        kept = {
+            name: _in_role(value, role(ENV_ROLE if name == "env_creator" else name)) for name, value in kept.items()
+        }
+    return kept
+
+
+def _in_role(value: Any, role: str) -> Any:
+    """``value`` (a kept callable setting) with each :class:`~cairn.registry.Unrecorded` in it recorded as ``role``."""
+    if isinstance(value, Unrecorded):
+        return value if value.role == role else replace(value, role=role)
+    if isinstance(value, Mapping) and isinstance(value.get("ref"), Unrecorded):
+        return {**value, "ref": _in_role(value["ref"], role)}
+    if isinstance(value, list):
+        return [_in_role(item, role) for item in value]
+    return value
 
 
 _PLAIN = (type(None), bool, int, float, str)
@@ -294,6 +345,13 @@ class AlgorithmConfig(ConfigBuilders):
 
     env_config: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments for ``gymnasium.make``."""
+
+    env_creator: Unrecorded | None = None
+    """The function that builds ``env`` when no path names it (RLlib's ``environment(creator)``, or a
+    ``register_env(name, creator)`` name): set by ``environment()`` and kept in step with a registered name
+    when the config is built. It runs in this program and its Ray workers; a checkpoint records only that
+    it existed, and a new process passes it again (``from_checkpoint(path, env=creator)``, or a
+    ``register_env`` of the name before the load). See :mod:`cairn.rl.config.env_creators`."""
 
     num_agents: int = 2
     """Number of agents of a ``"multi:"`` environment; ignored otherwise."""
@@ -496,6 +554,8 @@ class AlgorithmConfig(ConfigBuilders):
     callbacks_on_env_runners_recreated: list[str | Unrecorded] | None = None
     """Functions called as ``on_env_runners_recreated`` (in the algorithm's process, after replaced
     remote env runners are up and hold the group's state; see ``restart_failed_env_runners``)."""
+    callbacks_on_environment_created: list[str | Unrecorded] | None = None
+    """Functions called as ``on_environment_created`` (in every env runner, once it built its envs)."""
 
     # --- connectors (issue 27, part "connectors"): RLlib's connector factories, recorded by reference.
     env_to_module_connector: dict[str, Any] | None = None
@@ -562,16 +622,25 @@ class AlgorithmConfig(ConfigBuilders):
         # or pygame for render_mode="human" in env_config.
         check_env_id(self.env)
         check_env_config(self.env_config)
-        if self.policy_mapping_fn is not None:
-            self.policy_mapping_fn = function_reference(self.policy_mapping_fn, what="policy_mapping_fn")
         if self.policies_to_train is not None:
             self.policies_to_train = tuple(str(p) for p in self.policies_to_train)
-        for name in ("env_to_module_connector", "module_to_env_connector", "learner_connector"):
-            setattr(self, name, connector_reference(getattr(self, name), what=name))
+        for name, value in kept_callables(self.__dict__, "").items():
+            setattr(self, name, value)
         self.callbacks_class = callbacks_class_value(self.callbacks_class)
-        for hook in CALLBACK_HOOKS:
-            name = function_field(hook)
-            setattr(self, name, callback_functions(getattr(self, name), hook))
+        # Callables inside the dict fields are kept the same way, under the path of their field (issue 39).
+        if isinstance(self.evaluation_config, Mapping):
+            self.evaluation_config = {
+                **self.evaluation_config,
+                **kept_callables(self.evaluation_config, "evaluation_config"),
+            }
+        if isinstance(self.algorithm_config_overrides_per_module, Mapping):
+            scope = "algorithm_config_overrides_per_module"
+            self.algorithm_config_overrides_per_module = {
+                module_id: {**overrides, **kept_callables(overrides, f"{scope}{SCOPE}{module_id}")}
+                if isinstance(overrides, Mapping)
+                else overrides
+                for module_id, overrides in self.algorithm_config_overrides_per_module.items()
+            }
         self.validate_evaluation()  # cheap; a builder's evaluation(...) is refused at once, by name
 
     def validate_evaluation(self) -> None:
@@ -767,7 +836,16 @@ class AlgorithmConfig(ConfigBuilders):
         missing = self.missing_callables()
         if missing:  # read from a checkpoint, and the load was not given them again (issue 39)
             load = f"{type(self).__name__.removesuffix('Config') or 'Algorithm'}.from_checkpoint"
-            raise MissingCallableError(missing_message(missing, where="This algorithm's checkpoint", load=load))
+            notes = {}
+            for m in missing:
+                env = self.env if m.role == ENV_ROLE else self.evaluation_config.get("env")
+                if m.path[-1] == ENV_ROLE and isinstance(env, str) and env != m.qualname:  # a register_env name
+                    notes[m.field_name] = (
+                        f" (the creator of env {env!r}: register_env({env!r}, creator) before the load)"
+                    )
+            raise MissingCallableError(
+                missing_message(missing, where="This algorithm's checkpoint", load=load, notes=notes)
+            )
         for module_id in self.algorithm_config_overrides_per_module:
             module_config = self.get_config_for_module(module_id)
             if module_config is not self:

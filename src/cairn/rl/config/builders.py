@@ -86,7 +86,7 @@ as ``("per_learner" | "total", size)``, so that later ``env_runners()`` / ``lear
 ``rollout_length`` (RLlib resolves the batch when the algorithm is built, whatever the call order)."""
 
 _GROUPS: dict[str, tuple[str, ...]] = {
-    "environment": ("env", "env_config", "num_agents"),
+    "environment": ("env", "env_config", "num_agents", "env_creator"),
     "env_runners": (
         "num_env_runners",
         "num_envs_per_env_runner",
@@ -241,9 +241,10 @@ def _observation_filter(config: Any, value: Any) -> dict[str, Any]:
 
 
 def _env(config: Any, value: Any) -> dict[str, Any]:
-    """A gymnasium id, a registered name, or a ``gymnasium.Env`` / ``MultiAgentEnv`` subclass (by reference)."""
+    """A gymnasium id, a registered name, a ``gymnasium.Env`` / ``MultiAgentEnv`` subclass (by reference),
+    or a creator function ``creator(env_config)`` (kept, never recorded: cairn.rl.config.env_creators)."""
     if isinstance(value, str):
-        return {"env": value}
+        return {"env": value, "env_creator": None}  # a registered name's creator is set when the config is built
     if isinstance(value, type):
         import gymnasium
 
@@ -252,23 +253,23 @@ def _env(config: Any, value: Any) -> dict[str, Any]:
         if not issubclass(value, gymnasium.Env):
             raise ValueError(
                 f"environment({value.__qualname__}) is refused: the class is no gymnasium.Env (nor a MultiAgentEnv); "
-                "give an env class, a gymnasium id, or a name given to register_env."
+                "give an env class, a gymnasium id, a name given to register_env, or a creator function."
             )
+        if value.__module__ == "__main__" or "<locals>" in value.__qualname__:
+            from cairn.rl.config.env_creators import env_creator_setting
+
+            return env_creator_setting(value)  # no path names it: kept as a creator, as a lambda is
         path = class_path(value)
-        module = value.__module__
-        if module == "__main__" or "<locals>" in value.__qualname__:
-            raise ValueError(
-                f"environment({value.__qualname__}) cannot be recorded by reference: it is defined in "
-                f"{'a script (__main__)' if module == '__main__' else 'a function'}. Define it at the top level of a "
-                "module you import, or register it: cairn.rl.env.multi_agent_env.register_env(name, cls)."
-            )
         register_passed(value)  # the program passed it: this config's checkpoint loads again here
-        return {"env": path}
+        return {"env": path, "env_creator": None}
+    if callable(value):  # RLlib's environment(lambda env_config: ...): kept, and asked for again by a new process
+        from cairn.rl.config.env_creators import env_creator_setting
+
+        return env_creator_setting(value)
     raise ValueError(
         f"environment(env={value!r:.80}) is refused: cairn takes a gymnasium id, a name given to "
-        "cairn.rl.env.multi_agent_env.register_env, or a gymnasium.Env or MultiAgentEnv subclass (recorded by "
-        "reference, built as cls(env_config)). A creator function (a lambda, a closure) cannot be recorded: "
-        "register_env('my-env', creator) and pass environment('my-env')."
+        "cairn.rl.env.multi_agent_env.register_env, a gymnasium.Env or MultiAgentEnv subclass (recorded by "
+        "reference, built as cls(env_config)), or a creator function env_config -> env."
     )
 
 

@@ -71,6 +71,7 @@ CALLBACK_HOOKS: tuple[str, ...] = (
     "on_evaluate_start",
     "on_evaluate_end",
     "on_env_runners_recreated",
+    "on_environment_created",
 )
 """The hooks cairn calls, in RLlib's ``callbacks()`` keyword names; each has a config field
 ``callbacks_<hook>`` holding the ``"module:function"`` references of its functions."""
@@ -171,7 +172,7 @@ def callbacks_class_value(value: Any) -> Any:
     return value
 
 
-def _reference(fn: Any, hook: str, index: int) -> str | Unrecorded:
+def _reference(fn: Any, hook: str, index: int, role: str) -> str | Unrecorded:
     if isinstance(fn, Unrecorded):
         return fn
     if isinstance(fn, str):
@@ -183,14 +184,15 @@ def _reference(fn: Any, hook: str, index: int) -> str | Unrecorded:
     if function_problem(fn) is not None:
         # A lambda, a closure, a bound method, a function of __main__: kept as it is (it runs in this program
         # and its Ray workers); a checkpoint records only that it existed, and a load asks for it (issue 39).
-        return unrecorded(fn, function_field(hook), index)
+        return unrecorded(fn, role, index)
     register_passed(fn)  # the program passed it: a checkpoint of this config loads again in this program
     return f"{fn.__module__}:{fn.__qualname__}"
 
 
-def callback_functions(value: Any, hook: str) -> list[str | Unrecorded] | None:
+def callback_functions(value: Any, hook: str, *, role: str = "") -> list[str | Unrecorded] | None:
     """A hook's functions as the config keeps them: ``None``, or a list of ``"module:function"`` paths and
-    :class:`~cairn.registry.Unrecorded` callables (those no path names).
+    :class:`~cairn.registry.Unrecorded` callables (those no path names), whose role is ``role``
+    (default: the hook's field, ``callbacks_on_episode_end``).
 
     Raises:
         ValueError: Something that is neither callable nor a ``"module:function"`` path.
@@ -198,7 +200,7 @@ def callback_functions(value: Any, hook: str) -> list[str | Unrecorded] | None:
     if value is None:
         return None
     items = list(value) if isinstance(value, list | tuple) else [value]
-    return [_reference(fn, hook, i) for i, fn in enumerate(items)]
+    return [_reference(fn, hook, i, role or function_field(hook)) for i, fn in enumerate(items)]
 
 
 def resolve_callback_function(ref: Any, hook: str) -> Callable[..., Any]:

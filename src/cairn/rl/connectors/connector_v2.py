@@ -1,8 +1,12 @@
-"""ConnectorV2: RLlib's connector piece, on cairn's array-based env runners.
+"""ConnectorV2: RLlib's connector piece, the one contract of cairn's connector pipelines.
 
 RLlib's import path ``ray.rllib.connectors.connector_v2.ConnectorV2`` is
-``cairn.rl.connectors.connector_v2.ConnectorV2``. A subclass overrides
-:meth:`ConnectorV2.__call__` (and, when it changes the observations' shape,
+``cairn.rl.connectors.connector_v2.ConnectorV2``. Every piece of a pipeline is one
+(cairn's own ``MeanStdFilter`` and ``ClipActions`` too), and every caller calls a
+piece, and a :class:`~cairn.rl.connectors.connectors.ConnectorPipeline`, as RLlib
+does: ``piece(rl_module=, batch=, episodes=, explore=, shared_data=, **kwargs)``,
+which returns the (changed) batch. A subclass overrides :meth:`ConnectorV2.__call__`
+(and, when it changes the observations' shape,
 :meth:`ConnectorV2.recompute_output_observation_space`), as in RLlib.
 
 What differs from RLlib, because cairn's env runners step all their
@@ -12,7 +16,8 @@ sub-environments at once and hand the module one array per step:
   pipeline, ``{"actions": rows}`` in a module-to-env pipeline. ``rows`` is a
   numpy array whose leading dimension is the batch (one row per acting env
   slot), or, for Dict/Tuple observation spaces, a dict/tuple of such arrays
-  (gymnasium's batched layout). The piece returns the (new) batch.
+  (gymnasium's batched layout). The caller builds the dict once per call of the
+  pipeline; every piece gets it, changes it and returns it.
 * ``episodes`` is ``None``: cairn has no episode objects in its sampling loop.
   What a piece needs of them it gets as keyword arguments:
   ``episode_starts`` (bool array, one per row: the row's observation is the
@@ -33,18 +38,24 @@ sub-environments at once and hand the module one array per step:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import gymnasium as gym
-import numpy as np
 
-from cairn.rl.connectors.connectors import Connector
+from cairn import Checkpointable
+from cairn.rl.utils._util import Names
 
 __all__ = ["ConnectorV2"]
 
 
-class ConnectorV2(Connector):
+class ConnectorV2(Checkpointable):
     """A connector piece with RLlib's interface (see the module docstring for cairn's contract).
+
+    Subclasses take their own settings as keyword arguments and pass the spaces on to
+    ``super().__init__()`` (a pipeline records ``(class, kwargs)`` of each piece as its
+    own constructor arguments). Stateless pieces keep the empty defaults of
+    :meth:`get_state` and :meth:`set_state`.
 
     Args:
         input_observation_space: The observation space of the piece's input; set by
@@ -52,7 +63,14 @@ class ConnectorV2(Connector):
         input_action_space: The action space; set by the pipeline builder.
     """
 
+    # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
+    STATE_VERSION = 1
+
     RUNNER_LOCAL_STATE: ClassVar[bool] = True
+    """Whether this piece's state belongs to its own env runner's episodes in flight (a frame
+    stack), not to all runners (filter statistics). Such state is never replaced by the
+    group's synced state, and each runner's is also kept with its environments in the
+    checkpoint (the runner's ``env`` state), so that every remote runner resumes its own."""
 
     def __init__(
         self,
@@ -72,6 +90,11 @@ class ConnectorV2(Connector):
         self._action_space: gym.Space[Any] | None = None
         if input_observation_space is not None and input_action_space is not None:
             self.set_input_spaces(input_observation_space, input_action_space)
+
+    @property
+    def name(self) -> str:
+        """The component name of this piece in its pipeline (its class name)."""
+        return type(self).__name__
 
     # ------------------------------------------------------------------ spaces
 
@@ -117,7 +140,7 @@ class ConnectorV2(Connector):
 
     # ------------------------------------------------------------------ calling
 
-    def __call__(  # type: ignore[override]
+    def __call__(
         self,
         *,
         rl_module: Any,
@@ -139,42 +162,33 @@ class ConnectorV2(Connector):
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement __call__.")
 
-    def apply(self, data: Any, *, update: bool = True, **context: Any) -> Any:
-        """Call the piece the RLlib way on ``{column: data}`` and return the column of its result.
+    # ------------------------------------------------------------------ state
 
-        ``context`` holds ``column`` (``"obs"`` by default), ``rl_module``,
-        ``episode_starts``, ``slots``, ``explore`` and ``shared_data``.
+    def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
+        """Stateless by default."""
+        return {}
 
-        Raises:
-            TypeError: The piece returned something without the column.
-        """
-        column = str(context.pop("column", "obs"))
-        rl_module = context.pop("rl_module", None)
-        explore = context.pop("explore", True)
-        shared_data = context.pop("shared_data", None)
-        out = self(
-            rl_module=rl_module,
-            batch={column: data},
-            episodes=None,
-            explore=explore,
-            shared_data={} if shared_data is None else shared_data,
-            update=update,
-            **context,
-        )
-        if not isinstance(out, dict) or column not in out:
-            raise TypeError(
-                f"{type(self).__name__}.__call__ returned {type(out).__name__}, not the batch dict with its "
-                f"{column!r} column; return the batch you were given (changed)."
-            )
-        result = out[column]
-        space = self._observation_space
-        announced = None if column != "obs" or space is None else space.shape
-        if announced is not None and isinstance(result, np.ndarray) and result.shape[1:] != announced:
-            raise ValueError(
-                f"{type(self).__name__} returned observations of shape {result.shape[1:]}, but its "
-                f"recompute_output_observation_space said {announced}; make them agree."
-            )
-        return result
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Stateless by default."""
+
+    # -------------------------------------------------- merging across env runners
+    #
+    # Several env runners each update their own copy of a piece's statistics. To merge
+    # them without counting the shared part twice, a piece keeps the statistics of the
+    # data it saw since it last reported (its *delta*); the group adds every runner's
+    # delta to the merged state (the *base*) and sends the result back. Pieces without
+    # such statistics have nothing to merge (``pop_delta`` returns None).
+
+    def pop_delta(self) -> dict[str, Any] | None:
+        """Statistics of the data seen since the last call (and forget them); None: nothing to merge."""
+        return None
+
+    def merge_delta(self, delta: Mapping[str, Any]) -> None:
+        """Add another runner's delta (from :meth:`pop_delta`) to this piece's statistics."""
+
+    def set_synced_state(self, state: dict[str, Any]) -> None:
+        """Take the group's merged ``state``, keeping the data seen since the last :meth:`pop_delta`."""
+        self.set_state(state)
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((), {"input_observation_space": ..., "input_action_space": ...})``; subclasses add their own."""

@@ -1,12 +1,18 @@
-"""Connector pipelines between environments and modules.
+"""Connector pipelines between environments and modules, and cairn's two built-in pieces.
 
-A connector transforms a batch (a numpy array) on its way from the
-environments to the module (``env_to_module_connector``: observation
-filters) or from the module to the environments (``module_to_env_connector``:
-action clipping). Every connector is a ``Checkpointable``; a pipeline is one
-too, with each connector a component named by the connector's ``name``
-(its class name by default), so a checkpoint reads
-``env_runner/env_to_module_connector/MeanStdFilter/``.
+A pipeline (:class:`ConnectorPipeline`) runs a batch through its pieces on its way
+from the environments to the module (``env_to_module_connector``: observation
+filters, frame stacks) or from the module to the environments
+(``module_to_env_connector``: action clipping). Every piece is a
+:class:`~cairn.rl.connectors.connector_v2.ConnectorV2` called as RLlib calls it
+(``piece(rl_module=, batch=, episodes=, explore=, shared_data=, **kwargs)``), and so
+is the pipeline. Every piece is a ``Checkpointable``; a pipeline is one too, with each
+piece a component named by the piece's ``name`` (its class name), so a checkpoint
+reads ``env_runner/env_to_module_connector/MeanStdFilter/``.
+
+The running mean/variance of :class:`MeanStdFilter` is plain array math
+(:func:`normalize`, Chan et al.'s combination of ``(count, mean, m2)``), which the
+piece uses and the exporter bakes into a file.
 """
 
 from __future__ import annotations
@@ -20,14 +26,16 @@ import numpy as np
 import numpy.typing as npt
 
 from cairn import Checkpointable
-from cairn.errors import CorruptCheckpointError, IncompatibleCheckpointError
+from cairn.errors import IncompatibleCheckpointError
 from cairn.rl._aliases import register_old_paths
+from cairn.rl.connectors.connector_v2 import ConnectorV2
 from cairn.rl.utils._util import (
     Names,
     check_component_name,
 )
+from cairn.state_checks import ArrayField, Schema, count
 
-__all__ = ["MAX_FILTER_SIZE", "ClipActions", "Connector", "ConnectorPipeline", "MeanStdFilter"]
+__all__ = ["MAX_FILTER_SIZE", "ClipActions", "ConnectorPipeline", "MeanStdFilter", "normalize"]
 
 MAX_FILTER_SIZE = 1 << 24
 """The most numbers one observation a :class:`MeanStdFilter` normalises may hold (an 84x84x4 frame
@@ -37,94 +45,18 @@ and ``shape=[10**6, 10**6]`` would allocate terabytes before any check."""
 Array = npt.NDArray[Any]
 
 
-class Connector(Checkpointable):
-    """One step of a connector pipeline.
-
-    Subclasses implement :meth:`__call__` and take keyword-only constructor
-    arguments (a pipeline records ``(class, kwargs)`` of each connector as its
-    own constructor arguments). Stateless connectors keep the empty defaults
-    of :meth:`get_state` and :meth:`set_state`.
-    """
-
-    # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
-    STATE_VERSION = 1
-
-    RUNNER_LOCAL_STATE: ClassVar[bool] = False
-    """Whether this connector's state belongs to its own env runner's episodes in flight (a
-    frame stack), not to all runners (filter statistics). Such state is never replaced by the
-    group's synced state, and each runner's is also kept with its environments in the
-    checkpoint (the runner's ``env`` state), so that every remote runner resumes its own."""
-
-    @property
-    def name(self) -> str:
-        """The component name of this connector in its pipeline."""
-        return type(self).__name__
-
-    def __call__(self, data: Array, *, update: bool = True) -> Array:
-        """Transform a batch.
-
-        Args:
-            data: A batch, leading dimension = batch size.
-            update: Whether statistics (if any) take this batch into account.
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not implement __call__.")
-
-    def apply(self, data: Any, *, update: bool = True, **context: Any) -> Any:
-        """How a :class:`ConnectorPipeline` calls this connector: ``self(data, update=update)``.
-
-        ``context`` (the runner's module, which rows start an episode, ...) is
-        for :class:`~cairn.rl.connectors.connector_v2.ConnectorV2` pieces;
-        array connectors ignore it.
-        """
-        return self(data, update=update)
-
-    def set_input_spaces(self, observation_space: gym.Space[Any], action_space: gym.Space[Any]) -> gym.Space[Any]:
-        """Take the spaces this connector's input has in its pipeline; return its output observation space.
-
-        A pipeline builder calls it for each piece in order. Array connectors keep the space.
-        """
-        return observation_space
-
-    def get_state(self, components: Names = None, *, not_components: Names = None, **kwargs: Any) -> dict[str, Any]:
-        """Stateless by default."""
-        return {}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Stateless by default."""
-
-    def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """No arguments by default."""
-        return (), {}
-
-    # -------------------------------------------------- merging across env runners
-    #
-    # Several env runners each update their own copy of a connector's statistics. To
-    # merge them without counting the shared part twice, a connector keeps the
-    # statistics of the data it saw since it last reported (its *delta*); the group
-    # adds every runner's delta to the merged state (the *base*) and sends the result
-    # back. Stateless connectors have nothing to merge (``pop_delta`` returns None).
-
-    def pop_delta(self) -> dict[str, Any] | None:
-        """Statistics of the data seen since the last call (and forget them); None: nothing to merge."""
-        return None
-
-    def merge_delta(self, delta: Mapping[str, Any]) -> None:
-        """Add another runner's delta (from :meth:`pop_delta`) to this connector's statistics."""
-
-    def set_synced_state(self, state: dict[str, Any]) -> None:
-        """Take the group's merged ``state``, keeping the data seen since the last :meth:`pop_delta`."""
-        self.set_state(state)
-
-
-class MeanStdFilter(Connector):
+class MeanStdFilter(ConnectorV2):
     """Normalises observations by their running mean and standard deviation.
 
     Statistics are kept in float64 with Chan et al.'s parallel update (so
     a batch update is exact and order-stable) and can be merged across
     env runners with :meth:`merge_states`. State: ``count`` (int), ``mean``
-    and ``m2`` (float64 arrays; variance = m2 / count).
+    and ``m2`` (float64 arrays; variance = m2 / count). Called with ``update=False``
+    it normalises without changing its statistics.
 
     Args:
+        input_observation_space: Set by the pipeline builder.
+        input_action_space: Set by the pipeline builder.
         shape: Shape of one observation; left out, the pipeline builder gives the
             shape of the filter's input space.
         clip: Normalised values are clipped to ``[-clip, clip]``.
@@ -132,8 +64,12 @@ class MeanStdFilter(Connector):
         multi_agent: RLlib's flag, accepted for its signature (pipelines are per module).
     """
 
+    RUNNER_LOCAL_STATE: ClassVar[bool] = False  # statistics of all runners' data, merged by the group
+
     def __init__(
         self,
+        input_observation_space: gym.Space[Any] | None = None,
+        input_action_space: gym.Space[Any] | None = None,
         *,
         shape: Sequence[int] | None = None,
         clip: float = 10.0,
@@ -154,20 +90,25 @@ class MeanStdFilter(Connector):
         self.m2 = np.zeros(self.shape, dtype=np.float64)
         # Statistics of the data seen since the last pop_delta (not part of the state).
         self._delta = _empty_stats(self.shape)
+        super().__init__(input_observation_space, input_action_space)
 
-    def set_input_spaces(self, observation_space: gym.Space[Any], action_space: gym.Space[Any]) -> gym.Space[Any]:
-        """Take the shape of ``observation_space`` when none was given; it must be an array space of that shape.
+    def recompute_output_observation_space(
+        self, input_observation_space: gym.Space[Any], input_action_space: gym.Space[Any]
+    ) -> gym.Space[Any]:
+        """Take the shape of the input space when none was given; it must be an array space of that shape.
 
         Raises:
             ValueError: A Dict or Tuple space (flatten it first), or another shape than the one given.
         """
-        if observation_space.shape is None or isinstance(observation_space, gym.spaces.Dict | gym.spaces.Tuple):
+        if input_observation_space.shape is None or isinstance(
+            input_observation_space, gym.spaces.Dict | gym.spaces.Tuple
+        ):
             raise ValueError(
-                f"MeanStdFilter normalises arrays, but its input space is {observation_space}. Put "
+                f"MeanStdFilter normalises arrays, but its input space is {input_observation_space}. Put "
                 "cairn.rl.connectors.env_to_module.FlattenObservations before it (env_to_module_connector), or set "
                 "observation_filter=None."
             )
-        shape = _filter_shape(observation_space.shape)
+        shape = _filter_shape(input_observation_space.shape)
         if not self._shape_given:
             self.shape, self._shape_given = shape, True
             self.count = 0
@@ -176,7 +117,7 @@ class MeanStdFilter(Connector):
             self._delta = _empty_stats(shape)
         elif shape != self.shape:
             raise ValueError(f"MeanStdFilter(shape={list(self.shape)}) is given observations of shape {list(shape)}.")
-        return observation_space
+        return input_observation_space
 
     @property
     def var(self) -> npt.NDArray[np.float64]:
@@ -197,13 +138,22 @@ class MeanStdFilter(Connector):
         self.count, self.mean, self.m2 = _combine((self.count, self.mean, self.m2), batch_stats)
         self._delta = _combine(self._delta, batch_stats)
 
-    def __call__(self, data: Array, *, update: bool = True) -> Array:
-        """Update the statistics with ``data`` (when ``update``), then normalise it."""
-        if update:
-            self.update(data)
-        std = np.sqrt(self.var) + self.epsilon
-        out = np.clip((np.asarray(data, dtype=np.float64) - self.mean) / std, -self.clip, self.clip)
-        return out.astype(np.float32)
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: Any,
+        explore: bool | None = None,
+        shared_data: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Update the statistics with ``batch["obs"]`` (unless ``update=False``), then normalise it (float32)."""
+        obs = batch["obs"]
+        if kwargs.get("update", True):
+            self.update(obs)
+        batch["obs"] = normalize(obs, self.mean, self.var, epsilon=self.epsilon, clip=self.clip)
+        return batch
 
     @staticmethod
     def merge_states(states: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -255,78 +205,41 @@ class MeanStdFilter(Connector):
     # their values (a NaN mean, a negative m2) before any live array changes; set_state then copies
     # them into the live arrays (their identity stays, as a read in place would keep it).
 
+    @property
+    def state_schema(self) -> Schema:
+        """What a saved state holds: a count, and finite statistics of this filter's shape (``m2`` >= 0)."""
+        return Schema(
+            {
+                "count": count,
+                "mean": ArrayField(shape=self.shape, finite=True),
+                "m2": ArrayField(shape=self.shape, finite=True, low=0),
+            },
+            unfit="the checkpoint was taken on another environment.",
+        )
+
     def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
-        """Refuse statistics of another shape, a count that is no non-negative int (before any restore changes).
+        """Refuse, before a restore changes anything, what :attr:`state_schema` does not declare.
 
         Raises:
             IncompatibleCheckpointError: The statistics have another shape.
-            ValueError: A count or array that no filter saves (a restore reports it with the
-                component's path in the checkpoint).
+            CorruptCheckpointError: A count or statistics no filter saves (NaN, negative ``m2``:
+                normalising with them gives NaN observations).
         """
-        self._read_layout(state)
-        self._values_problem(state)
-
-    def _read_layout(self, state: Mapping[str, Any]) -> int | None:
-        """The state's count (None: absent), after checking it and the arrays' shapes and dtypes."""
-        for key in ("mean", "m2"):
-            if key not in state:
-                continue
-            value = state[key]
-            if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
-                what = value.dtype if isinstance(value, np.ndarray) else type(value).__name__
-                raise ValueError(
-                    f"MeanStdFilter {key!r} is a {what} in the checkpoint, not an array of numbers; the checkpoint "
-                    "was damaged or altered"
-                )
-            if value.shape != self.shape:
-                raise IncompatibleCheckpointError(
-                    f"MeanStdFilter {key!r} has shape {value.shape} in the checkpoint but "
-                    f"this filter normalises observations of shape {self.shape}; the "
-                    "checkpoint was taken on another environment."
-                )
-        if "count" not in state:
-            return None
-        count = state["count"]
-        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
-            raise ValueError(
-                f"MeanStdFilter 'count' is {count!r:.60} in the checkpoint, not a non-negative int (the number of "
-                "observations seen); the checkpoint was damaged or altered"
-            )
-        return int(count)
-
-    def _values_problem(self, state: Mapping[str, Any]) -> None:
-        """Raise ``ValueError`` for a NaN or infinite mean, or an ``m2`` that is negative or not finite."""
-        bad = [
-            key
-            for key in ("mean", "m2")
-            if key in state
-            and (not np.isfinite(state[key]).all() or (key == "m2" and (np.asarray(state[key]) < 0).any()))
-        ]
-        if bad:
-            raise ValueError(
-                f"MeanStdFilter {bad} hold NaN, infinite or (m2) negative values in the checkpoint; normalising with "
-                "them gives NaN observations (the checkpoint was damaged or altered)"
-            )
+        self.state_schema.read(state, where="")
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Load statistics; keys missing from ``state`` are left as they are.
 
         Raises:
-            IncompatibleCheckpointError: The statistics have another shape.
-            CorruptCheckpointError: A negative or non-int count, a NaN or infinite mean,
-                or a negative or non-finite ``m2`` (the filter would turn every observation
-                into NaN). The filter is left as it was.
+            IncompatibleCheckpointError, CorruptCheckpointError: See :meth:`check_state`;
+                the filter is left as it was.
         """
-        try:
-            count = self._read_layout(state)
-            self._values_problem(state)
-        except ValueError as err:
-            raise CorruptCheckpointError(f"{err}. The filter keeps the statistics it had.") from err
+        read = self.state_schema.read(state, where="MeanStdFilter")
         arrays = {key: np.asarray(state[key], dtype=np.float64) for key in ("mean", "m2") if key in state}
         for key, value in arrays.items():
             getattr(self, key)[...] = value  # into the live arrays (same shape, checked above)
-        if count is not None:
-            self.count = count
+        if "count" in read:
+            self.count = read["count"]
         # A restored state starts a new timeline: data seen before it is not reported.
         self._delta = _empty_stats(self.shape)
 
@@ -336,6 +249,15 @@ class MeanStdFilter(Connector):
 
 
 _Stats = tuple[int, npt.NDArray[np.float64], npt.NDArray[np.float64]]
+
+
+def normalize(
+    rows: Array, mean: npt.NDArray[np.float64], var: npt.NDArray[np.float64], *, epsilon: float, clip: float
+) -> npt.NDArray[np.float32]:
+    """``(rows - mean) / (sqrt(var) + epsilon)`` clipped to ``[-clip, clip]``, computed in float64, as float32."""
+    std = np.sqrt(var) + epsilon
+    out = np.clip((np.asarray(rows, dtype=np.float64) - mean) / std, -clip, clip)
+    return out.astype(np.float32)
 
 
 def _filter_shape(shape: Any) -> tuple[int, ...]:
@@ -386,29 +308,51 @@ def _combine(
     return n, mean, m2
 
 
-class ClipActions(Connector):
-    """Clips continuous actions to the bounds of a ``Box`` action space.
+class ClipActions(ConnectorV2):
+    """Clips continuous actions (``batch["actions"]``) to the bounds of a ``Box`` action space.
 
     The module keeps the unclipped sample (its log-probability is what the
     loss needs); only what the environment receives is clipped.
 
     Args:
+        input_observation_space: Set by the pipeline builder.
+        input_action_space: Set by the pipeline builder.
         low: Lower bounds.
         high: Upper bounds.
     """
 
-    def __init__(self, *, low: Sequence[float] | Array, high: Sequence[float] | Array) -> None:
+    RUNNER_LOCAL_STATE: ClassVar[bool] = False  # stateless: nothing of its runner's own
+
+    def __init__(
+        self,
+        input_observation_space: gym.Space[Any] | None = None,
+        input_action_space: gym.Space[Any] | None = None,
+        *,
+        low: Sequence[float] | Array,
+        high: Sequence[float] | Array,
+    ) -> None:
         self.low = np.asarray(low, dtype=np.float32)
         self.high = np.asarray(high, dtype=np.float32)
+        super().__init__(input_observation_space, input_action_space)
 
     @classmethod
     def for_space(cls, space: gym.spaces.Box) -> ClipActions:
         """A clipper for the bounds of ``space``."""
         return cls(low=space.low, high=space.high)
 
-    def __call__(self, data: Array, *, update: bool = True) -> Array:
-        """Clip ``data`` ``[B, act_dim]`` to the bounds."""
-        return np.clip(np.asarray(data, dtype=np.float32), self.low, self.high)
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: Any,
+        explore: bool | None = None,
+        shared_data: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Clip ``batch["actions"]`` ``[B, act_dim]`` to the bounds (float32)."""
+        batch["actions"] = np.clip(np.asarray(batch["actions"], dtype=np.float32), self.low, self.high)
+        return batch
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((), {"low": array, "high": array})``."""
@@ -416,10 +360,10 @@ class ClipActions(Connector):
 
 
 class ConnectorPipeline(Checkpointable):
-    """An ordered list of connectors applied one after the other.
+    """An ordered list of connector pieces, called as RLlib calls a pipeline (:meth:`__call__`).
 
     Args:
-        connectors: ``(connector class, keyword arguments)`` pairs, built in
+        connectors: ``(ConnectorV2 class, keyword arguments)`` pairs, built in
             order. (Specs rather than objects so that the pipeline can be
             rebuilt by ``from_checkpoint``.)
 
@@ -430,18 +374,18 @@ class ConnectorPipeline(Checkpointable):
     # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
     STATE_VERSION = 1
 
-    def __init__(self, connectors: Sequence[tuple[type[Connector], Mapping[str, Any]]] = ()) -> None:
-        self.connectors: list[Connector] = []
+    def __init__(self, connectors: Sequence[tuple[type[ConnectorV2], Mapping[str, Any]]] = ()) -> None:
+        self.connectors: list[ConnectorV2] = []
         for cls, kwargs in connectors:
-            # The pairs may come from a checkpoint's ctor.json: call nothing but a Connector class
+            # The pairs may come from a checkpoint's ctor.json: call nothing but a ConnectorV2 class
             # (numpy.memmap(mode="w+"), say, would truncate a file before any check ran).
-            if not (isinstance(cls, type) and issubclass(cls, Connector)):
+            if not (isinstance(cls, type) and issubclass(cls, ConnectorV2)):
                 raise TypeError(
-                    f"ConnectorPipeline: {cls!r} is not a Connector class; a pipeline builds only connectors."
+                    f"ConnectorPipeline: {cls!r} is not a ConnectorV2 class; a pipeline builds only connector pieces."
                 )
             self.append(cls(**dict(kwargs)))
 
-    def append(self, connector: Connector) -> None:
+    def append(self, connector: ConnectorV2) -> None:
         """Add ``connector`` at the end of the pipeline."""
         check_component_name(connector.name, what="Connector name")
         if any(c.name == connector.name for c in self.connectors):
@@ -451,22 +395,53 @@ class ConnectorPipeline(Checkpointable):
             )
         self.connectors.append(connector)
 
-    def __call__(self, data: Any, *, update: bool = True, **context: Any) -> Any:
-        """Run ``data`` through every connector in order (:meth:`Connector.apply`).
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: Any,
+        explore: bool | None = None,
+        shared_data: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Run ``batch`` through every piece in order, each called as RLlib calls it; return the batch.
 
         Args:
-            data: A batch, leading dimension = rows (a dict or tuple of such arrays for
-                Dict/Tuple observations).
-            update: Whether statistics and histories take this batch into account;
-                ``False`` for a look that changes nothing (a final observation's value).
-            context: What :class:`~cairn.rl.connectors.connector_v2.ConnectorV2` pieces
-                receive (see :meth:`ConnectorV2.apply`).
-        """
-        for connector in self.connectors:
-            data = connector.apply(data, update=update, **context)
-        return data
+            rl_module: The runner's module (given to every piece).
+            batch: ``{"obs": rows}`` or ``{"actions": rows}`` (see
+                :mod:`~cairn.rl.connectors.connector_v2`); the pieces change it.
+            episodes: ``None`` in cairn's runners (see ``slots`` and ``episode_starts``).
+            explore: Whether the runner explores.
+            shared_data: A dict the pieces of this call share (a new one when left out).
+            kwargs: ``update``, ``slots``, ``episode_starts``, ... (given to every piece).
 
-    def __getitem__(self, name: str) -> Connector:
+        Raises:
+            TypeError: A piece returned something other than the batch dict.
+            ValueError: A piece returned observations of another shape than its
+                ``recompute_output_observation_space`` said.
+        """
+        shared = {} if shared_data is None else shared_data
+        for piece in self.connectors:
+            out = piece(
+                rl_module=rl_module, batch=batch, episodes=episodes, explore=explore, shared_data=shared, **kwargs
+            )
+            if not isinstance(out, dict):
+                raise TypeError(
+                    f"{piece.name}.__call__ returned {type(out).__name__}, not the batch dict; return the batch "
+                    "you were given (changed)."
+                )
+            space = piece.observation_space
+            obs = out.get("obs")
+            if space is not None and isinstance(obs, np.ndarray) and space.shape not in (None, obs.shape[1:]):
+                raise ValueError(
+                    f"{piece.name} returned observations of shape {obs.shape[1:]}, but its "
+                    f"recompute_output_observation_space said {space.shape}; make them agree."
+                )
+            batch = out
+        return batch
+
+    def __getitem__(self, name: str) -> ConnectorV2:
         for connector in self.connectors:
             if connector.name == name:
                 return connector
@@ -488,7 +463,7 @@ class ConnectorPipeline(Checkpointable):
         self._set_components_state(state)
 
     def pop_deltas(self) -> dict[str, dict[str, Any]]:
-        """Connector name -> delta (:meth:`Connector.pop_delta`) of each connector that has one.
+        """Connector name -> delta (:meth:`ConnectorV2.pop_delta`) of each connector that has one.
 
         Keyed by name, not position, so that merging never mixes up connectors,
         whatever stateless connectors stand before a filter.
@@ -515,7 +490,7 @@ class ConnectorPipeline(Checkpointable):
     def set_synced_states(self, state: Mapping[str, Any]) -> None:
         """Take the group's merged states (connector name -> state, as :meth:`get_state` gives).
 
-        Connectors with :attr:`Connector.RUNNER_LOCAL_STATE` keep their own.
+        Connectors with :attr:`ConnectorV2.RUNNER_LOCAL_STATE` keep their own.
         """
         for connector in self.connectors:
             if connector.name in state and not connector.RUNNER_LOCAL_STATE:
@@ -540,4 +515,4 @@ class ConnectorPipeline(Checkpointable):
         return ([(type(c), c.get_ctor_args_and_kwargs()[1]) for c in self.connectors],), {}
 
 
-register_old_paths(ConnectorPipeline, MeanStdFilter, ClipActions, Connector)
+register_old_paths(ConnectorPipeline, MeanStdFilter, ClipActions)

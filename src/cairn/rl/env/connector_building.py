@@ -6,7 +6,7 @@ calls them once, a multi-agent runner once per module. Factories are recorded by
 reference in the config (:func:`~cairn.rl.config.algorithm_config.connector_reference`)
 and resolved here through the allow-list (:func:`cairn.registry.resolve`, role
 :data:`~cairn.registry.CONNECTOR_FACTORY`), which imports nothing: a connector class
-must be a :class:`~cairn.rl.connectors.connectors.Connector` subclass, a function one
+must be a :class:`~cairn.rl.connectors.connector_v2.ConnectorV2` subclass, a function one
 the program registered (or a load trusted). Remote env runners register only the names
 their driver resolved (:func:`connector_names`, part of the driver's ``AllowedNames``).
 """
@@ -22,7 +22,8 @@ import gymnasium as gym
 from cairn.errors import IncompatibleCheckpointError
 from cairn.registry import CONNECTOR_FACTORY, Role, Unrecorded, resolve
 from cairn.rl.config.algorithm_config import CONNECTOR_FIELDS, AlgorithmConfig
-from cairn.rl.connectors.connectors import ClipActions, Connector, ConnectorPipeline, MeanStdFilter
+from cairn.rl.connectors.connector_v2 import ConnectorV2
+from cairn.rl.connectors.connectors import ClipActions, ConnectorPipeline, MeanStdFilter
 from cairn.rl.connectors.env_to_module.flatten_observations import FlattenObservations
 from cairn.rl.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
 from cairn.rl.connectors.learner.frame_stacking import FrameStackingLearner
@@ -38,7 +39,7 @@ __all__ = [
     "resolve_connector_factory",
 ]
 
-OBSERVATION_FILTERS: dict[str, type[Connector]] = {"MeanStdFilter": MeanStdFilter}
+OBSERVATION_FILTERS: dict[str, type[ConnectorV2]] = {"MeanStdFilter": MeanStdFilter}
 """``config.observation_filter`` name -> the connector class appended after the user's pieces."""
 
 _FIELDS = CONNECTOR_FIELDS
@@ -76,7 +77,7 @@ def connector_names(config: AlgorithmConfig) -> list[tuple[str, str, Role]]:
 
 def _pieces(
     config: AlgorithmConfig, name: str, args: tuple[Any, ...], spaces_args: tuple[Any, ...] = ()
-) -> list[Connector]:
+) -> list[ConnectorV2]:
     """Call the factory of ``config.<name>``; a class is built from its kwargs alone."""
     recorded = getattr(config, name, None)
     if recorded is None:
@@ -94,7 +95,7 @@ def _pieces(
         built = factory(*args, *spaces_args, **kwargs) if spaces_args and takes_all else factory(*args, **kwargs)
     pieces = list(built) if isinstance(built, list | tuple) else [built]
     for piece in pieces:
-        if not isinstance(piece, Connector):
+        if not isinstance(piece, ConnectorV2):
             raise TypeError(
                 f"{name}={recorded['ref']!r} returned a {type(piece).__qualname__}, not a connector piece (a "
                 "cairn.rl.connectors.connector_v2.ConnectorV2) or a list of them."
@@ -103,7 +104,7 @@ def _pieces(
 
 
 def _chain(
-    pipeline: ConnectorPipeline, pieces: list[Connector], obs: gym.Space[Any], act: gym.Space[Any]
+    pipeline: ConnectorPipeline, pieces: list[ConnectorV2], obs: gym.Space[Any], act: gym.Space[Any]
 ) -> gym.Space[Any]:
     for piece in pieces:
         pipeline.append(piece)

@@ -32,6 +32,7 @@ from cairn import Checkpointable
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.callbacks.callbacks import callbacks_from_config, overrides
 from cairn.rl.config.algorithm_config import AlgorithmConfig
+from cairn.rl.config.env_creators import live_env_creator
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
@@ -42,6 +43,7 @@ from cairn.rl.env.connector_building import (
     check_learner_connector,
     nested_module_name,
 )
+from cairn.rl.env.env_context import EnvContext
 from cairn.rl.env.env_state import (
     supports_env_state,
 )
@@ -126,7 +128,8 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
         self.num_envs = num_envs
         self.num_slots = len(self.slot_agents)
         self.env = gym.vector.SyncVectorEnv(
-            [functools.partial(make_env, config.env, dict(config.env_config))] * self.num_slots,
+            [functools.partial(make_env, config.env, dict(config.env_config), live_env_creator(config))]
+            * self.num_slots,
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
         self.env_id = env_id
@@ -215,7 +218,26 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
         self._episode_hooks = any(
             overrides(self.callbacks, hook) for hook in ("on_episode_start", "on_episode_step", "on_episode_end")
         )
+        self._environment_created(config)
         return seeds
+
+    def _environment_created(self, config: AlgorithmConfig) -> None:
+        """Call ``on_environment_created``: once with the vector env, or once per multi-agent env copy."""
+        if not overrides(self.callbacks, "on_environment_created"):
+            return
+        env = getattr(self, "env", None)
+        copies = [env] if isinstance(env, gym.vector.VectorEnv) else list(getattr(self, "envs", []))
+        for index, copy in enumerate(copies):
+            context = EnvContext(
+                config.env_config,
+                worker_index=self.worker_index,
+                num_workers=int(config.num_env_runners),
+                vector_index=index,
+                remote=self.worker_index > 0,
+            )
+            self.callbacks.on_environment_created(
+                env_runner=self, metrics_logger=self.metrics, env=copy, env_context=context
+            )
 
     def _build_connectors(
         self,
@@ -370,8 +392,13 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
                 buf["actions"] = np.zeros((horizon, *actions.shape), dtype=actions.dtype)
             buf["actions"][t], buf["action_logp"][t], buf["vf_preds"][t] = actions, logp, values
             env_actions = self.module_to_env(
-                actions, update=True, column="actions", rl_module=self.module, explore=True, slots=all_slots
-            )
+                rl_module=self.module,
+                batch={"actions": actions},
+                episodes=None,
+                explore=True,
+                update=True,
+                slots=all_slots,
+            )["actions"]
             next_obs, rewards, terminateds, truncateds, infos = self.env.step(env_actions)
             self._episode_starts = terminateds | truncateds  # same-step autoreset: next_obs begins a new episode
             if self._passes_prev:  # what the next observations (and final ones) follow
@@ -470,15 +497,15 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
             else {}
         )
         out: Any = self.env_to_module(
-            obs,
-            update=update,
-            column="obs",
             rl_module=self.module,
+            batch={"obs": obs},
+            episodes=None,
             explore=True,
+            update=update,
             slots=slots,
             episode_starts=starts,
             **prev,
-        )
+        )["obs"]
         if isinstance(self.observation_space, gym.spaces.Dict | gym.spaces.Tuple):
             self._check_nested(out, len(slots))
         elif np.shape(out)[1:] != self.observation_space.shape:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cairn.rl.config.algorithm_config import AlgorithmConfig
+from cairn.rl.config.env_creators import live_env_creator
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
 from cairn.rl.env.multi_agent_env import is_multi_agent_env
@@ -188,7 +189,8 @@ class EnvRunnerGroup:
 
     def __init__(self, config: AlgorithmConfig, *, evaluation: bool = False) -> None:
         self.config = config
-        runner_class = MultiAgentEnvRunner if is_multi_agent_env(config.env, config.env_config) else EnvRunner
+        multi = is_multi_agent_env(config.env, config.env_config, live_env_creator(config))
+        runner_class = MultiAgentEnvRunner if multi else EnvRunner
         self.local_env_runner: EnvRunner = runner_class(config, worker_index=0)
         self.remote: RemoteEnvRunners | None = None
         """The Ray runners when ``num_env_runners`` > 0 (for inspection; the group works through :attr:`backend`)."""

@@ -51,25 +51,6 @@ class RunnerEpisode(SingleAgentEpisode):
         self._observations = [observation]
         self._infos = [dict(info)]
         self.t_started = int(t_started)
-        self._outputs: dict[str, list[Any]] = {}
-
-    @property
-    def t(self) -> int:
-        """The time step now: ``t_started + len(episode)`` (RLlib's ``episode.t``)."""
-        return self.t_started + len(self)
-
-    @property
-    def extra_model_outputs(self) -> dict[str, list[Any]]:
-        """Output name -> its value per step (one per action)."""
-        return {key: list(values) for key, values in self._outputs.items()}
-
-    def agent_steps(self) -> int:
-        """Its steps (one agent: ``len(episode)``)."""
-        return len(self)
-
-    def env_steps(self) -> int:
-        """Its steps (``len(episode)``)."""
-        return len(self)
 
     def record(
         self,
@@ -85,7 +66,7 @@ class RunnerEpisode(SingleAgentEpisode):
         """Record one step: the observation after it, the action, reward, info, end flags and module outputs."""
         self.add_step(observation, action, reward, info)
         for key, value in outputs.items():
-            self._outputs.setdefault(key, []).append(value)
+            self._extra.setdefault(key, []).append(value)
         self.is_terminated, self.is_truncated = bool(terminated), bool(truncated)
 
     def successor(self, id_: str) -> RunnerEpisode:

@@ -27,7 +27,8 @@ What differs from RLlib:
 - ``id_`` is deterministic (runner index, sub-environment, episode number), so
   that a run and its resumed copy log the same ids.
 
-This module imports nothing of ``cairn.rl``: both env runners import it.
+This module imports nothing of ``cairn.rl`` but :mod:`cairn.rl.env.episode_chunks` (RLlib's slices, ``cut``,
+``concat_episode``, setters): both env runners import it.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cairn.errors import IncompatibleCheckpointError
+from cairn.rl.env.episode_chunks import EpisodeChunks, as_array
 
 __all__ = [
     "Episode",
@@ -149,7 +151,7 @@ def slot_value(batch: Any, slot: int) -> Any:
     return copy.deepcopy(batch[slot])
 
 
-class SingleAgentEpisode:
+class SingleAgentEpisode(EpisodeChunks):
     """One agent's episode (RLlib's ``SingleAgentEpisode``): built by hand for inference, or by a runner for hooks.
 
     Built the RLlib way (``cairn.rl.env.single_agent_episode`` is RLlib's import path)::
@@ -240,6 +242,7 @@ class SingleAgentEpisode:
         self._length = len(self._rewards) - lookback
         self._return = float(sum(self._rewards[lookback:]))
         self._temporary: dict[str, list[Any]] = {}
+        self._is_numpy = False
 
     def _check_lengths(self) -> None:
         n_obs, n_steps = len(self._observations), len(self._rewards)
@@ -344,8 +347,11 @@ class SingleAgentEpisode:
             ValueError: The episode is done, has no first observation, or the extra model
                 outputs' keys differ from those of its earlier steps.
         """
-        if self.is_done:
-            raise ValueError(f"SingleAgentEpisode {self.id_!r} is done: no step can be added; start a new episode.")
+        if self.is_done or self._is_numpy:
+            raise ValueError(
+                f"SingleAgentEpisode {self.id_!r} is {'done' if self.is_done else 'numpy-ized (to_numpy())'}: no "
+                "step can be added; start a new episode (or cut() the running one)."
+            )
         if not self._observations:
             raise ValueError(
                 f"SingleAgentEpisode {self.id_!r} has no first observation: call add_env_reset(obs) first, "
@@ -375,7 +381,9 @@ class SingleAgentEpisode:
                 f"episode.{name}() is not available here: the multi-agent env runner keeps each agent's return, "
                 "length and custom_data, not its per-step history. Log what you need in on_episode_step."
             )
-        return _pick(items, indices, lookback=lookback, neg_index_as_lookback=neg_index_as_lookback, fill=fill)
+        picked = _pick(items, indices, lookback=lookback, neg_index_as_lookback=neg_index_as_lookback, fill=fill)
+        # After to_numpy() (RLlib's): several items come back as one array; infos stay dicts.
+        return as_array(picked) if self._is_numpy and isinstance(picked, list) and name != "get_infos" else picked
 
     def get_observations(
         self, indices: Indices = None, *, neg_index_as_lookback: bool = False, fill: Any = None

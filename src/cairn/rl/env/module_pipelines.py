@@ -27,7 +27,8 @@ from typing import Any
 
 from cairn import Checkpointable
 from cairn.errors import IncompatibleCheckpointError
-from cairn.rl.connectors.connectors import Connector, ConnectorPipeline
+from cairn.rl.connectors.connector_v2 import ConnectorV2
+from cairn.rl.connectors.connectors import ConnectorPipeline
 from cairn.rl.utils._util import Names, check_component_name
 
 __all__ = ["LEGACY_SHARED_CONNECTOR", "ModulePipelines"]
@@ -35,8 +36,8 @@ __all__ = ["LEGACY_SHARED_CONNECTOR", "ModulePipelines"]
 LEGACY_SHARED_CONNECTOR = "MeanStdFilter"
 """The one stateful connector of the shared multi-agent pipeline before per-module pipelines."""
 
-ConnectorSpecs = Sequence[tuple[type[Connector], Mapping[str, Any]]]
-"""``(connector class, keyword arguments)`` pairs, as :class:`ConnectorPipeline` takes them."""
+ConnectorSpecs = Sequence[tuple[type[ConnectorV2], Mapping[str, Any]]]
+"""``(ConnectorV2 class, keyword arguments)`` pairs, as :class:`ConnectorPipeline` takes them."""
 
 
 class _LegacySharedState(Checkpointable):

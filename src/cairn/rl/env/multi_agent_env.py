@@ -64,6 +64,7 @@ from cairn.rl.config.algorithm_config import (
     check_env_id,
 )
 from cairn.rl.config.callback_forms import callback_names
+from cairn.rl.config.env_creators import EnvCreator, live_env_creator, register_env, registered_env
 from cairn.rl.env.connector_building import connector_names
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, register_env_state_handler, set_env_state
 from cairn.rl.utils._util import check_component_name
@@ -82,6 +83,7 @@ __all__ = [
     "check_env_id",
     "driver_names",
     "is_multi_agent_env",
+    "live_env_creator",
     "make_multi_agent",
     "make_multi_agent_env",
     "multi_agent_env_creator",
@@ -184,35 +186,7 @@ class EpisodeInfo:
     module_ids: tuple[str, ...]
 
 
-EnvCreator = Callable[[dict[str, Any]], gym.Env[Any, Any]]
-"""``env_config -> MultiAgentEnv`` or ``env_config -> gymnasium.Env`` (a subclass of either is one)."""
-
-_ENVS: dict[str, EnvCreator] = {}
 _MAPPING_FNS: dict[str, Callable[[Any, EpisodeInfo], str]] = {}
-
-
-def register_env(name: str, creator: EnvCreator) -> None:
-    """Name an environment, so that ``config.env=name`` builds it (RLlib's ``tune.register_env``).
-
-    ``creator`` is called with the config's ``env_config`` (a dict) and returns
-    a :class:`MultiAgentEnv` (a subclass itself, or a function, e.g. one that
-    wraps a PettingZoo env in :class:`~cairn.rl.env.pettingzoo_env.ParallelPettingZooEnv`)
-    or a single-agent ``gymnasium.Env``. The creator may be a lambda: the
-    config records only the name. Registration lives in this process: a program
-    restoring a checkpoint that names the env registers it first, as it imports
-    the classes it uses. Remote env runners (Ray workers) know only the names
-    registered when the creator's module is imported; name the env
-    ``"module:Class"`` for them.
-
-    Raises:
-        ValueError: A name with ``":"`` or the ``"multi:"`` prefix (those are ids
-            of another kind), or a creator that is not callable.
-    """
-    if not isinstance(name, str) or not name or ":" in name:
-        raise ValueError(f"register_env needs a non-empty name without ':' (got {name!r}); ':' marks module paths.")
-    if not callable(creator):
-        raise ValueError(f"register_env({name!r}, ...) needs a callable env_config -> MultiAgentEnv or gymnasium.Env.")
-    _ENVS[name] = creator
 
 
 def register_policy_mapping_fn(name: str, fn: Callable[[Any, EpisodeInfo], str]) -> None:
@@ -234,29 +208,31 @@ def _env_class(env: str) -> type | None:
     return klass if isinstance(klass, type) else None
 
 
-def multi_agent_env_creator(env: str) -> EnvCreator | None:
+def multi_agent_env_creator(env: str, creator: EnvCreator | None = None) -> EnvCreator | None:
     """The creator of ``env`` if it may name a multi-agent environment, else ``None`` (a gymnasium id).
 
-    ``env`` names one when it is a name given to :func:`register_env` (whose
+    ``creator``, the config's own (``config.env_creator``, :func:`live_env_creator`),
+    wins when given. ``env`` names one when it is a name given to :func:`register_env` (whose
     creator may also build a single-agent env: :func:`is_multi_agent_env` tells),
     or ``"module:Class"`` where the module is imported and ``Class`` (looked up
     without running attribute hooks) is a :class:`MultiAgentEnv` subclass.
     Nothing is imported: a module not yet imported makes ``env`` a gymnasium
     id, which :func:`check_env_id` then refuses.
     """
-    if env in _ENVS:
-        return _ENVS[env]
+    creator = creator or registered_env(env)
+    if creator is not None:
+        return creator
     klass = _env_class(env)
     if klass is not None and issubclass(klass, MultiAgentEnv):
-        creator: EnvCreator = klass
-        return creator
+        found: EnvCreator = klass
+        return found
     return None
 
 
-def single_agent_env_creator(env: str) -> EnvCreator | None:
+def single_agent_env_creator(env: str, creator: EnvCreator | None = None) -> EnvCreator | None:
     """The creator of a single-agent ``env`` that gymnasium does not make, else ``None``.
 
-    A name given to :func:`register_env`, or ``"module:Class"`` of a
+    ``creator`` (the config's own) when given; else a name given to :func:`register_env`, or ``"module:Class"`` of a
     ``gymnasium.Env`` subclass (not a :class:`MultiAgentEnv`) in an imported
     module, built as ``Class(env_config)`` (RLlib's ``environment(EnvClass)``).
     ``None`` for a gymnasium id (``"CartPole-v1"``, ``"module:Env-v0"``).
@@ -265,8 +241,9 @@ def single_agent_env_creator(env: str) -> EnvCreator | None:
     no ``env_config`` dict (gymnasium's envs are made by id), and a name read
     from a checkpoint must not reach a constructor that was not written for one.
     """
-    if env in _ENVS:
-        return _ENVS[env]
+    creator = creator or registered_env(env)
+    if creator is not None:
+        return creator
     klass = _env_class(env)
     if (
         klass is not None
@@ -274,21 +251,22 @@ def single_agent_env_creator(env: str) -> EnvCreator | None:
         and not issubclass(klass, MultiAgentEnv | gym.Wrapper)
         and klass.__module__.partition(".")[0] != "gymnasium"
     ):
-        creator: EnvCreator = klass
-        return creator
+        found: EnvCreator = klass
+        return found
     return None
 
 
-def is_multi_agent_env(env: str, env_config: Mapping[str, Any]) -> bool:
+def is_multi_agent_env(env: str, env_config: Mapping[str, Any], creator: EnvCreator | None = None) -> bool:
     """Whether ``env`` is sampled by the multi-agent runner.
 
-    A ``"module:Class"`` says so by its class. A name given to
-    :func:`register_env` does not (a function may return either kind): its
-    creator is called once with ``env_config`` and the env it built is closed
+    A ``"module:Class"`` says so by its class. A creator (the config's own, or
+    one given to :func:`register_env`) does not (a function may return either
+    kind): it is called once with ``env_config`` and the env it built is closed
     (RLlib too builds an env to learn its spaces).
     """
-    if env in _ENVS:
-        built = make_multi_agent_env_or_env(env, env_config)
+    creator = creator or registered_env(env)
+    if creator is not None:
+        built = make_multi_agent_env_or_env(env, env_config, creator)
         try:
             return isinstance(built, MultiAgentEnv)
         finally:
@@ -296,17 +274,17 @@ def is_multi_agent_env(env: str, env_config: Mapping[str, Any]) -> bool:
     return multi_agent_env_creator(env) is not None
 
 
-def make_multi_agent_env_or_env(env: str, env_config: Mapping[str, Any]) -> gym.Env[Any, Any]:
-    """The env a registered name's creator builds, checked to be a ``gymnasium.Env`` (either kind).
+def make_multi_agent_env_or_env(env: str, env_config: Mapping[str, Any], creator: EnvCreator) -> gym.Env[Any, Any]:
+    """The env ``creator`` (``env``'s) builds, checked to be a ``gymnasium.Env`` (either kind).
 
     Raises:
         ValueError: The creator returned something else.
     """
     check_env_config(env_config)
-    built = _ENVS[env](dict(env_config))
+    built = creator(dict(env_config))
     if not isinstance(built, gym.Env):
         raise ValueError(
-            f"env={env!r}: its register_env creator returned a {type(built).__qualname__}, neither a "
+            f"env={env!r}: its creator returned a {type(built).__qualname__}, neither a "
             "gymnasium.Env nor a MultiAgentEnv; return the environment itself from the creator."
         )
     return built
@@ -332,7 +310,9 @@ def driver_names(config: AlgorithmConfig) -> AllowedNames:
     check_env_id(env)
     env_id = env.removeprefix(MULTI_AGENT_PREFIX)
     module_name, sep, _ = env_id.partition(":")
-    if sep and env_id not in _ENVS:
+    if config.env_creator is not None:
+        live_env_creator(config)  # a creator: the workers get it with the config (Ray's cloudpickle)
+    elif sep and registered_env(env_id) is None:
         if _env_class(env_id) is not None:
             refs.append((env_id, f"env={env!r}", ENV_CLASS))
         else:
@@ -353,7 +333,7 @@ def driver_names(config: AlgorithmConfig) -> AllowedNames:
     return AllowedNames.resolve(refs, modules=modules)
 
 
-def make_multi_agent_env(env: str, env_config: Mapping[str, Any]) -> MultiAgentEnv:
+def make_multi_agent_env(env: str, env_config: Mapping[str, Any], creator: EnvCreator | None = None) -> MultiAgentEnv:
     """Build the multi-agent environment ``env`` names (see :func:`multi_agent_env_creator`).
 
     Raises:
@@ -362,7 +342,7 @@ def make_multi_agent_env(env: str, env_config: Mapping[str, Any]) -> MultiAgentE
     """
     check_env_id(env)
     check_env_config(env_config)
-    creator = multi_agent_env_creator(env)
+    creator = multi_agent_env_creator(env, creator)
     if creator is None:
         raise ValueError(
             f"env={env!r} names no multi-agent environment: give 'module:Class' of a MultiAgentEnv subclass in a "
@@ -461,10 +441,11 @@ def resolve_policy_mapping(
     return mapping
 
 
-def make_env(env: str, env_config: Mapping[str, Any]) -> gym.Env[Any, Any]:
+def make_env(env: str, env_config: Mapping[str, Any], creator: EnvCreator | None = None) -> gym.Env[Any, Any]:
     """Build one (single-agent) environment of ``env`` (``multi:`` stripped).
 
-    A name given to :func:`register_env` is built by its creator, ``"module:Class"``
+    ``creator`` (the config's own, :func:`live_env_creator`) builds it when given;
+    a name given to :func:`register_env` is built by its creator, ``"module:Class"``
     of a ``gymnasium.Env`` subclass as ``Class(env_config)``
     (:func:`single_agent_env_creator`), anything else by ``gymnasium.make``.
     Checked here again, on every process: gymnasium imports the module of a
@@ -480,7 +461,7 @@ def make_env(env: str, env_config: Mapping[str, Any]) -> gym.Env[Any, Any]:
     check_env_id(env)
     check_env_config(env_config)
     env_id, _ = parse_env(env)
-    creator = single_agent_env_creator(env_id)
+    creator = single_agent_env_creator(env_id, creator)
     if creator is None:
         return gym.make(env_id, **dict(env_config))
     built = creator(dict(env_config))

@@ -38,13 +38,14 @@ handler, the checkpoint says that episodes restart on restore.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, overload
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
 from cairn.rl.config.algorithm_config import AlgorithmConfig
+from cairn.rl.config.env_creators import live_env_creator
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.stateful import initial_state, state_columns, state_out, strip_time_dim
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch, as_tensors
@@ -64,6 +65,8 @@ from cairn.rl.env.multi_agent_env import (
     make_multi_agent_env,
     resolve_policy_mapping_fn,
 )
+from cairn.rl.env.multi_agent_episode import MultiAgentEpisode
+from cairn.rl.env.multi_agent_episode_sampling import MultiAgentEpisodeSampler
 from cairn.rl.env.multi_agent_pipelines import MultiAgentRunnerPipelines
 from cairn.rl.env.multi_agent_runner_state import MultiAgentRunnerState
 from cairn.rl.env.runner_modules import MultiAgentRunnerModules
@@ -123,7 +126,10 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
         if num_envs < 1:
             raise ValueError(f"num_envs_per_env_runner must be >= 1, got {num_envs}.")
         self.num_envs = num_envs
-        self.envs: list[MultiAgentEnv] = [make_multi_agent_env(config.env, config.env_config) for _ in range(num_envs)]
+        creator = live_env_creator(config)  # environment(fn) or register_env: the config holds the creator
+        self.envs: list[MultiAgentEnv] = [
+            make_multi_agent_env(config.env, config.env_config, creator) for _ in range(num_envs)
+        ]
         first = self.envs[0]
         # The ids as the env gives them (RLlib's make_multi_agent numbers agents 0..n-1): never str()-ed.
         self.possible_agents: list[AgentID] = check_agent_ids(first.possible_agents, env=config.env)
@@ -172,6 +178,8 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
         self._last_agent_steps = 0
         self._agent_episodes: dict[tuple[int, Any], SingleAgentEpisode] = {}
         """(env copy, agent) -> the episode object its hooks see (when a callback overrides an episode hook)."""
+        self._episode_sampler: MultiAgentEpisodeSampler | None = None
+        """RLlib's ``sample(num_timesteps=, ...)``: env copies of its own, built at its first call."""
 
     # ------------------------------------------------------------------ spaces and pipelines
 
@@ -291,7 +299,7 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
                 continue
             raw = _stack_obs([self._obs_dicts[acting[i][0]][acting[i][1]] for i in rows])
             context = self._connector_context([acting[i] for i in rows], explore=explore)
-            filtered = self.env_to_module[module_id](raw, update=True, column="obs", **context)
+            filtered = self.env_to_module[module_id](batch={"obs": raw}, episodes=None, update=True, **context)["obs"]
             keys = [acting[i] for i in rows]
             batch, fed = self._agents_batch(module_id, as_tensors(filtered), keys, context["episode_starts"])
             if explore:
@@ -308,7 +316,8 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
                 logp = values = np.zeros(len(rows), dtype=np.float32)
             actions = result["actions"].numpy()
             context.pop("episode_starts")
-            env_actions = self.module_to_env[module_id](actions, update=True, column="actions", **context)
+            to_env = {"actions": actions}
+            env_actions = self.module_to_env[module_id](batch=to_env, episodes=None, update=True, **context)["actions"]
             for k, i in enumerate(rows):
                 state = None if fed is None else {name: value[k].numpy().copy() for name, value in fed.items()}
                 row = index_rows(filtered, k)  # a Dict/Tuple observation: row k of each leaf
@@ -380,15 +389,15 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
         raw = _stack_obs([final_obs])
         # The final observation continues the agent's stack (never an episode start); a look changes no state.
         filtered = self.env_to_module[module_id](
-            raw,
-            update=False,
-            column="obs",
             rl_module=self.module,
+            batch={"obs": raw},
+            episodes=None,
             explore=bool(self.config.explore),
+            update=False,
             slots=np.array([self._row_slot(env_index, agent)], dtype=np.int64),
             episode_starts=np.zeros(1, dtype=np.bool_),
             agent_ids=[agent],
-        )
+        )["obs"]
         key = (env_index, agent)
         batch, fed = self._agents_batch(module_id, as_tensors(filtered), [key], np.zeros(1, dtype=np.bool_))
         with torch.no_grad():  # an RLlib-style compute_values keeps gradients for the learner
@@ -466,14 +475,82 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
             self._obs_dicts[env_index] = {agent: o for agent, o in obs.items() if agent not in ended}
         return len(ended)
 
-    def sample(self) -> dict[str, SampleBatch]:
-        """Step every env copy ``rollout_length`` times.
+    @overload
+    def sample(self) -> dict[str, SampleBatch]: ...
+
+    @overload
+    def sample(  # a bare call matches the first overload (the batch sampler's)
+        self,
+        *,
+        num_timesteps: int | None = None,
+        num_episodes: int | None = None,
+        explore: bool | None = None,
+        random_actions: bool = False,
+        force_reset: bool = False,
+    ) -> list[MultiAgentEpisode]: ...
+
+    def sample(
+        self,
+        *,
+        num_timesteps: int | None = None,
+        num_episodes: int | None = None,
+        explore: bool | None = None,
+        random_actions: bool = False,
+        force_reset: bool = False,
+    ) -> dict[str, SampleBatch] | list[MultiAgentEpisode]:
+        """Step every env copy ``rollout_length`` times (the algorithm's call, without arguments); or,
+        called the RLlib way with any argument, sample RLlib's episodes.
+
+        Args:
+            num_timesteps: RLlib's call: at least this many env steps (see
+                :mod:`~cairn.rl.env.multi_agent_episode_sampling`).
+            num_episodes: RLlib's call: exactly this many finished games, all started anew.
+            explore: RLlib's call: sample actions (True) or take the greedy ones; default the config's.
+            random_actions: RLlib's call: draw actions from the agents' action spaces.
+            force_reset: RLlib's call: start new games in every copy first.
 
         Returns:
-            Module id -> the module's completed transitions, as a
+            Without arguments: module id -> the module's completed transitions, as a
             :data:`~cairn.rl.env.env_runner.SampleBatch` of shape ``[T, 1, ...]``
-            (see the module docstring); modules without one are left out.
+            (see the module docstring); modules without one are left out. RLlib's call: the
+            :class:`~cairn.rl.env.multi_agent_episode.MultiAgentEpisode` s (finished, then running).
+
+        Raises:
+            SampleRequestError: RLlib's call with both counts, or a negative one.
         """
+        if (
+            num_timesteps is not None
+            or num_episodes is not None
+            or explore is not None
+            or random_actions
+            or force_reset
+        ):
+            if self._episode_sampler is None:
+                self._episode_sampler = MultiAgentEpisodeSampler(
+                    self.config, self.module, self._map_for_episode_api, self.worker_index
+                )
+            return self._episode_sampler.sample(
+                self.module,
+                num_timesteps=num_timesteps,
+                num_episodes=num_episodes,
+                explore=explore,
+                random_actions=random_actions,
+                force_reset=force_reset,
+            )
+        return self._sample_batches()
+
+    def _map_for_episode_api(self, agent: AgentID, episode: EpisodeInfo) -> str:
+        """The module ``policy_mapping_fn`` picks for ``agent`` in a game of RLlib's ``sample(...)``, checked."""
+        module_id = self._mapping_fn(agent, episode)
+        if module_id not in self.module:
+            raise ValueError(
+                f"policy_mapping_fn={self.config.policy_mapping_fn!r} mapped agent {agent!r} to {module_id!r}, "
+                f"which is not one of the modules {list(self.module.keys())}."
+            )
+        self._check_spaces(agent, module_id)
+        return str(module_id)
+
+    def _sample_batches(self) -> dict[str, SampleBatch]:
         self._episodes_this_iteration = 0
         self.last_episodes = []
         agent_steps = 0

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from cairn.rl.config.algorithm_config import AlgorithmConfig
+from cairn.rl.config.env_creators import live_env_creator
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.env.episode_sampling import RunnerEpisode, act, build_module_or_none, env_action, sample_plan
 from cairn.rl.env.episodes import slot_info, slot_value
@@ -70,7 +71,9 @@ class SingleAgentEnvRunner:
         """(Re)build the env copies as a ``SyncVectorEnv`` (``runner.env.env``); episodes start anew."""
         if self.env is not None:
             self.env.close()
-        factory = functools.partial(make_gym_env, self.config.env, dict(self.config.env_config))
+        factory = functools.partial(
+            make_gym_env, self.config.env, dict(self.config.env_config), live_env_creator(self.config)
+        )
         vector = gym.vector.SyncVectorEnv([factory] * self.num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         self.env = gym.vector.VectorWrapper(vector)
         self.env.single_action_space.seed(self._action_seed)

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from cairn.errors import CheckpointError
+from cairn.errors import CheckpointError, at_component
 from cairn.rl.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
 from cairn.rl.env.episodes import SingleAgentEpisode, check_episode_data
 from cairn.state_checks import corrupt, count, mapping, number
@@ -218,8 +218,11 @@ def _check_pipeline_local(pipeline: Any, states: Mapping[str, Any], *, max_slot:
             continue
         try:
             connector.check_state(dict(state), ())
-        except CheckpointError:
-            raise
+        except CheckpointError as err:
+            named = at_component(err, f"{where}/{connector.name}", path=f"{where}/{connector.name}")
+            if named is err:
+                raise
+            raise named from err
         except Exception as err:  # a user's piece: its refusal, as the checkpoint's problem
             raise corrupt(f"{where}/{connector.name}", f"the piece refuses it ({type(err).__name__}: {err})") from err
         slots = state.get("slots")

@@ -33,7 +33,8 @@ import torch
 
 from cairn import Checkpointable
 from cairn.errors import IncompatibleCheckpointError
-from cairn.rl.connectors.connectors import Connector, ConnectorPipeline
+from cairn.rl.connectors.connector_v2 import ConnectorV2
+from cairn.rl.connectors.connectors import ConnectorPipeline
 from cairn.rl.core.columns import Columns
 from cairn.rl.utils.nested import map_leaves, stack_rows
 
@@ -84,11 +85,11 @@ class EnvToModulePipeline:
         return cls(load_pipeline(path, module_id=module_id, filesystem=filesystem), update_statistics=update_statistics)
 
     @property
-    def connectors(self) -> list[Connector]:
+    def connectors(self) -> list[ConnectorV2]:
         """The pieces, in order."""
         return self.pipeline.connectors
 
-    def __getitem__(self, name: str) -> Connector:
+    def __getitem__(self, name: str) -> ConnectorV2:
         return self.pipeline[name]
 
     def __len__(self) -> int:
@@ -145,14 +146,14 @@ class EnvToModulePipeline:
         if any(getattr(piece, "NEEDS_PREV_ACTIONS_REWARDS", False) for piece in self.connectors):
             context.update(_previous(episodes))
         rows = self.pipeline(
-            obs,
-            update=self.update_statistics,
-            column=Columns.OBS,
             rl_module=rl_module,
+            batch={Columns.OBS: obs},
+            episodes=None,
             explore=explore,
             shared_data=shared,
+            update=self.update_statistics,
             **context,
-        )
+        )[Columns.OBS]
         out: dict[str, Any] = {Columns.OBS: rows}
         initial = _initial_state(rl_module)
         if initial:

@@ -112,7 +112,7 @@ class FlattenObservations(ConnectorV2):
         assert isinstance(flat, gym.spaces.Box)
         return gym.spaces.Box(flat.low.astype(np.float32), flat.high.astype(np.float32), dtype=np.float32)
 
-    def __call__(  # type: ignore[override]
+    def __call__(
         self,
         *,
         rl_module: Any,

@@ -17,16 +17,16 @@ ended episode never enter the next one's stack.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 
-from cairn.errors import CorruptCheckpointError, IncompatibleCheckpointError
 from cairn.rl.connectors.connector_v2 import ConnectorV2
 from cairn.rl.utils._util import Names
+from cairn.state_checks import ArrayField, Schema
 
 __all__ = ["MAX_NUM_FRAMES", "FrameStackingEnvToModule"]
 
@@ -95,7 +95,7 @@ class FrameStackingEnvToModule(ConnectorV2):
             dtype=space.dtype,
         )
 
-    def __call__(  # type: ignore[override]
+    def __call__(
         self,
         *,
         rl_module: Any,
@@ -156,54 +156,36 @@ class FrameStackingEnvToModule(ConnectorV2):
         order = sorted(self._rows, key=self._rows.__getitem__)
         return {"slots": np.array(order, dtype=np.int64), "frames": self._frames.copy()}
 
+    @property
+    def state_schema(self) -> Schema:
+        """What a saved state holds: distinct slot ids, and each slot's last ``num_frames - 1`` frames."""
+        return Schema(
+            {
+                "slots": ArrayField("iu", ndim=1, low=0, unique=True),
+                "frames": ArrayField(shape=("slots", self.num_frames - 1, *self._frame_shape)),
+            },
+            unfit="the checkpoint was taken with another num_frames or environment.",
+        )
+
     def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
-        """Refuse histories this piece cannot take (see :meth:`set_state`), before a restore changes anything.
-
-        Raises:
-            IncompatibleCheckpointError: Frames of another shape or count than this piece keeps.
-            ValueError: Slot ids or frames that no stacker saves (a restore reports it with the
-                component's path in the checkpoint).
-        """
-        self._read_state(state)
-
-    def _read_state(self, state: Mapping[str, Any]) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any]] | None:
-        """``(slots, frames)`` of ``state`` checked against this piece (None: it holds no histories)."""
-        if "slots" not in state or "frames" not in state:
-            return None
-        slots, frames = state["slots"], state["frames"]
-        if not isinstance(slots, np.ndarray) or slots.dtype.kind not in "iu" or slots.ndim != 1 or (slots < 0).any():
-            raise ValueError(
-                f"FrameStackingEnvToModule 'slots' is {slots!r:.80} in the checkpoint, not a vector of non-negative "
-                "slot ids; the checkpoint was damaged or altered"
-            )
-        if not isinstance(frames, np.ndarray) or frames.dtype.kind not in "biuf":
-            raise ValueError(
-                "FrameStackingEnvToModule 'frames' is no array of numbers in the checkpoint; the checkpoint was "
-                "damaged or altered"
-            )
-        expected = (len(slots), self.num_frames - 1, *self._frame_shape)
-        if frames.shape != expected or len(set(slots.tolist())) != len(slots):
-            raise IncompatibleCheckpointError(
-                f"FrameStackingEnvToModule frames of shape {frames.shape} for {len(slots)} slots in the checkpoint, "
-                f"but this piece stacks {self.num_frames} frames of shape {self._frame_shape}: the checkpoint was "
-                "taken with another num_frames or environment (or lists a slot twice)."
-            )
-        return slots.astype(np.int64), frames
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Load the slots' histories.
+        """Refuse, before a restore changes anything, histories :attr:`state_schema` does not declare.
 
         Raises:
             IncompatibleCheckpointError: Frames of another shape or count than this piece keeps.
             CorruptCheckpointError: Slot ids or frames that no stacker saves.
         """
-        try:
-            read = self._read_state(state)
-        except ValueError as err:
-            raise CorruptCheckpointError(f"{err}. The piece keeps the histories it had.") from err
-        if read is None:
+        self.state_schema.read(state, where="")
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Load the slots' histories (both keys, or nothing).
+
+        Raises:
+            IncompatibleCheckpointError, CorruptCheckpointError: See :meth:`check_state`.
+        """
+        read = self.state_schema.read(state, where=type(self).__name__)
+        if "slots" not in read or "frames" not in read:
             return
-        slots, frames = read
+        slots, frames = read["slots"], read["frames"]
         self._rows = {int(s): i for i, s in enumerate(slots.tolist())}
         self._frames = frames.astype(self._dtype, copy=True)
 

@@ -27,9 +27,9 @@ import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 
-from cairn.errors import IncompatibleCheckpointError
 from cairn.rl.connectors.connector_v2 import ConnectorV2
 from cairn.rl.utils._util import Names
+from cairn.state_checks import ArrayField, Schema
 
 __all__ = ["MAX_PREV", "PrevActionsPrevRewards"]
 
@@ -112,7 +112,7 @@ class PrevActionsPrevRewards(ConnectorV2):
             spaces[self.PREV_REWARDS_KEY] = gym.spaces.Box(-np.inf, np.inf, (self.n_prev_rewards,), np.float32)
         return gym.spaces.Dict(spaces)
 
-    def __call__(  # type: ignore[override]
+    def __call__(
         self,
         *,
         rl_module: Any,
@@ -191,47 +191,40 @@ class PrevActionsPrevRewards(ConnectorV2):
             "rewards": self._rewards.copy(),
         }
 
+    @property
+    def state_schema(self) -> Schema:
+        """What a saved state holds: distinct slot ids, and each slot's finite action and reward windows."""
+        return Schema(
+            {
+                "slots": ArrayField("iu", ndim=1, low=0, unique=True),
+                "actions": ArrayField("fiu", shape=("slots", self.n_prev_actions, self._action_size), finite=True),
+                "rewards": ArrayField("fiu", shape=("slots", self.n_prev_rewards), finite=True),
+            },
+            unfit="the checkpoint was taken with other n_prev_actions / n_prev_rewards or action space.",
+            together=True,
+        )
+
     def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
-        """Refuse, before anything is restored, windows :meth:`set_state` would refuse.
+        """Refuse, before anything is restored, windows :attr:`state_schema` does not declare.
 
         Raises:
-            IncompatibleCheckpointError: Windows of another shape, duplicate slots, or non-finite values.
+            IncompatibleCheckpointError: Windows of another shape.
+            CorruptCheckpointError: Slot ids or windows that no piece saves (duplicates, NaN).
         """
-        if "slots" in state:
-            self._checked_windows(state)
+        self.state_schema.read(state, where="")
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Load the slots' windows.
+        """Load the slots' windows (all three keys, or nothing).
 
         Raises:
-            IncompatibleCheckpointError: Windows of another shape, duplicate slots, or non-finite values.
+            IncompatibleCheckpointError, CorruptCheckpointError: See :meth:`check_state`.
         """
-        if "slots" not in state:
+        read = self.state_schema.read(state, where=type(self).__name__)
+        if not read:
             return
-        slots, actions, rewards = self._checked_windows(state)
-        self._rows = {int(s): i for i, s in enumerate(slots.tolist())}
-        self._actions = actions.astype(np.float32, copy=True)
-        self._rewards = rewards.astype(np.float32, copy=True)
-
-    def _checked_windows(
-        self, state: dict[str, Any]
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any], npt.NDArray[Any]]:
-        slots = np.asarray(state["slots"], dtype=np.int64).reshape(-1)
-        actions, rewards = np.asarray(state.get("actions")), np.asarray(state.get("rewards"))
-        shapes = ((len(slots), self.n_prev_actions, self._action_size), (len(slots), self.n_prev_rewards))
-        if (
-            (actions.shape, rewards.shape) != shapes
-            or len(set(slots.tolist())) != len(slots)
-            or actions.dtype.kind not in "fiu"
-            or rewards.dtype.kind not in "fiu"
-            or not (np.isfinite(actions).all() and np.isfinite(rewards).all())
-        ):
-            raise IncompatibleCheckpointError(
-                f"PrevActionsPrevRewards windows of shapes {actions.shape} and {rewards.shape} for {len(slots)} slots "
-                f"in the checkpoint, but this piece keeps {shapes[0]} and {shapes[1]} (finite numbers): the checkpoint "
-                "was taken with other n_prev_actions / n_prev_rewards or action space, or was altered."
-            )
-        return slots, actions, rewards
+        self._rows = {int(s): i for i, s in enumerate(read["slots"].tolist())}
+        self._actions = read["actions"].astype(np.float32, copy=True)
+        self._rewards = read["rewards"].astype(np.float32, copy=True)
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The spaces, ``multi_agent``, ``n_prev_actions`` and ``n_prev_rewards``."""

@@ -52,7 +52,7 @@ class FrameStackingLearner(ConnectorV2):
         self.multi_agent = bool(multi_agent)
         super().__init__(input_observation_space, input_action_space)
 
-    def __call__(  # type: ignore[override]
+    def __call__(
         self,
         *,
         rl_module: Any,

@@ -27,7 +27,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from cairn.rl.connectors.connectors import Connector, ConnectorPipeline
+from cairn.rl.connectors.connector_v2 import ConnectorV2
+from cairn.rl.connectors.connectors import ConnectorPipeline
 from cairn.rl.connectors.env_to_module.env_to_module_pipeline import ADDED_TIME_RANK, load_pipeline
 from cairn.rl.core.columns import Columns
 
@@ -62,7 +63,7 @@ class ModuleToEnvPipeline:
         return cls(load_pipeline(path, module_id=module_id, filesystem=filesystem))
 
     @property
-    def connectors(self) -> list[Connector]:
+    def connectors(self) -> list[ConnectorV2]:
         """The pieces, in order."""
         return self.pipeline.connectors
 
@@ -102,7 +103,14 @@ class ModuleToEnvPipeline:
             out[Columns.ACTIONS] = actions_from_dist_inputs(out[Columns.ACTION_DIST_INPUTS], space, explore=explore)
         timed = bool((shared_data or {}).get(ADDED_TIME_RANK))
         numpy = {key: _to_numpy(value, timed=timed and key != Columns.STATE_OUT) for key, value in out.items()}
-        numpy[Columns.ACTIONS_FOR_ENV] = self.pipeline(numpy[Columns.ACTIONS], update=False, column=Columns.ACTIONS)
+        numpy[Columns.ACTIONS_FOR_ENV] = self.pipeline(
+            rl_module=rl_module,
+            batch={Columns.ACTIONS: numpy[Columns.ACTIONS]},
+            episodes=None,
+            explore=explore,
+            shared_data=shared_data,
+            update=False,
+        )[Columns.ACTIONS]
         rows = len(episodes)
         return {key: _listify(value, rows, key) for key, value in numpy.items()}
 

@@ -101,12 +101,6 @@ def _writable(value: Any) -> np.ndarray:
     return arr if arr.flags.writeable else arr.copy()
 
 
-_LEARNER_STATE = Schema(
-    {"counters": Schema({"num_updates_lifetime": count, "num_module_steps_trained_lifetime": counts_by_id})}
-)
-"""What a Learner's state holds besides its RNG (checked by hand) and its module and optimizers (components)."""
-
-
 class Learner(Checkpointable):
     """Trains a MultiRLModule: optimizers, schedules, counters and the minibatch loop.
 
@@ -143,6 +137,12 @@ class Learner(Checkpointable):
 
     # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
     STATE_VERSION = 1
+
+    state_schema: ClassVar[Schema] = Schema(
+        {"counters": Schema({"num_updates_lifetime": count, "num_module_steps_trained_lifetime": counts_by_id})}
+    )
+    """What the state holds besides its RNG (checked by hand) and its module and optimizers (components);
+    a subclass adds its own (``Learner.state_schema | Schema(...)``)."""
 
     supports_stateful_modules: ClassVar[bool] = False
     """A capability: whether the loss trains stateful (recurrent) modules on sequences
@@ -551,7 +551,7 @@ class Learner(Checkpointable):
             CorruptCheckpointError: A counter that is NaN, negative, a float or a str, or
                 an RNG state that is no torch generator state.
         """
-        _LEARNER_STATE.read(state, where="")
+        self.state_schema.read(state, where="")
         self._check_rng(state, values=False)  # during a restore the array does not hold its bytes yet
 
     def _check_rng(self, state: Mapping[str, Any], *, values: bool) -> None:
