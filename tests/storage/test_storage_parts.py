@@ -5,7 +5,7 @@ back is the bytes written (digest and size as ``write_file`` returned), the part
 file are in flight together (the proxy holds part 1 until another part arrives), and a
 part that fails aborts the whole upload, leaving nothing for S3 to bill. Reads of a large
 object (a restore's tensor file among them) are ranged GETs in flight together (the proxy
-holds the first range until another arrives), their bytes put together exactly.
+holds the second range until a later one arrives; a small file's read stays one GET), their bytes put together exactly.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ class _PartsProxy(http.server.ThreadingHTTPServer):
         self.refuse: int | None = None
         self.ranges: list[tuple[str, int]] = []  # (path, first byte) of each ranged GET
         self.hold_first_range = False
+        self.heads = 0
         self.seen_while_range_held: list[int] = []
         self.another_range = threading.Event()
         self.lock = threading.Lock()
@@ -62,6 +63,8 @@ class _PartsProxy(http.server.ThreadingHTTPServer):
             def _handle(self) -> None:
                 body = read_body(self)
                 ranged = re.match(r"bytes=(\d+)-(\d+)", self.headers.get("Range", ""))
+                if self.command == "HEAD":
+                    self.server.heads += 1
                 if ranged is not None and self.command == "GET":
                     self.server.saw_range(self.path.split("?")[0], int(ranged.group(1)), int(ranged.group(2)))
                 part = re.search(r"partNumber=(\d+)", self.path) if self.command == "PUT" else None
@@ -91,16 +94,19 @@ class _PartsProxy(http.server.ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), Handler)
 
     def saw_range(self, path: str, start: int, last: int) -> None:
-        """Record a ranged GET; hold the first part of a large object until a later part is asked for."""
+        """Record a ranged GET; hold the second part of a large object until a later part is asked for.
+
+        (The first comes alone: it tells a small file from a large one.)
+        """
+        step = fsspec_storage.MULTIPART_PART_BYTES
         with self.lock:
             self.ranges.append((path, start))
-        if start >= fsspec_storage.MULTIPART_PART_BYTES:
+        if start >= 2 * step:
             self.another_range.set()
         # A reader that reads the ranges one by one would never ask for a later one now: the cap is for it.
-        first = start == 0 and last == fsspec_storage.MULTIPART_PART_BYTES - 1  # not a small file's one GET
-        if first and self.hold_first_range and self.another_range.wait(120):
+        if start == step and self.hold_first_range and self.another_range.wait(120):
             with self.lock:
-                self.seen_while_range_held = [s for p, s in self.ranges if p == path and s != 0]
+                self.seen_while_range_held = [s for p, s in self.ranges if p == path and s > step]
 
     @property
     def url(self) -> str:
@@ -165,9 +171,17 @@ def test_a_large_object_is_read_with_concurrent_ranged_gets(moto_s3: MotoS3, pro
     assert bytes(storage.read_file(path, max_bytes=SIZE)) == data
     step = fsspec_storage.MULTIPART_PART_BYTES
     assert sorted(s for _, s in proxy.ranges) == list(range(0, SIZE, step))
-    assert proxy.seen_while_range_held, "the first range was held: the others must have been asked meanwhile"
-    with pytest.raises(cairn.CheckpointError, match="over the limit"):  # the bound, before any byte is read
+    assert proxy.seen_while_range_held, "the second range was held: the others must have been asked meanwhile"
+    proxy.ranges.clear()
+    with pytest.raises(cairn.CheckpointError, match="over the limit"):  # the bound, after the first range only
         storage.read_file(path, max_bytes=SIZE - 1)
+    assert [s for _, s in proxy.ranges] == [0]
+    small = f"{path}-small"
+    moto_s3.filesystem().pipe_file(small, data[:1000])
+    proxy.ranges.clear()
+    heads = proxy.heads
+    assert bytes(storage.read_file(small, max_bytes=SIZE)) == data[:1000]
+    assert [s for _, s in proxy.ranges] == [0] and proxy.heads == heads  # one GET: no size asked for
 
 
 def test_a_restore_reads_its_large_tensor_file_in_concurrent_ranges(moto_s3: MotoS3, proxy: _PartsProxy) -> None:
@@ -180,6 +194,6 @@ def test_a_restore_reads_its_large_tensor_file_in_concurrent_ranges(moto_s3: Mot
     proxy.hold_first_range = True
     got.restore_from_path(path, filesystem=moto_s3.filesystem(client_kwargs={"endpoint_url": proxy.url}))
     assert_states_equal(saved.get_state(), got.get_state())
-    large = {p for p, s in proxy.ranges if s >= fsspec_storage.MULTIPART_PART_BYTES}
+    large = {p for p, s in proxy.ranges if s > 0}
     assert len(large) == 1 and next(iter(large)).endswith(f"/{TENSORS}"), proxy.ranges
     assert proxy.seen_while_range_held
