@@ -85,6 +85,4 @@ def main(iterations: int = 2, num_learners: int = 0, learning_starts: int | None
 
 
 if __name__ == "__main__":
-    import cartpole_dqn  # run the module, not __main__ (functions are recorded by reference)
-
-    cartpole_dqn.main(iterations=100)
+    main(iterations=100)

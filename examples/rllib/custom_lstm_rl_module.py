@@ -15,10 +15,9 @@ Every line that differs from RLlib's, and why:
 * ``from ray.rllib...`` -> ``cairn.rl...``: ``StatelessCartPole`` from
   ``cairn.rl.examples.envs.classes.stateless_cartpole``, ``LSTMContainingRLModule`` from
   ``cairn.rl.examples.rl_modules.classes.lstm_containing_rlm``.
-* ``register_env("env", lambda cfg: StatelessCartPole())`` ->
-  ``gymnasium.register("StatelessCartPole-v1", ..., max_episode_steps=500)``: cairn's
-  ``register_env`` takes multi-agent environments; the 500-step limit is CartPole-v1's (RLlib's
-  env has none, so a good policy's episodes never end).
+* ``register_env("env", lambda cfg: StatelessCartPole())`` as RLlib writes it, in ``main()``
+  (RLlib: under ``if __name__ == "__main__":``); ``register_env`` from
+  ``cairn.rl.env.multi_agent_env``. A checkpoint records only that the creator existed (issue 39).
 * ``--num-agents`` (``MultiAgentStatelessCartPole``) dropped: that env class is not ported
   (cairn's multi-agent env runner keeps per-agent LSTM states; see docs/rl.md).
 * ``get_trainable_cls(args.algo).get_default_config()`` -> ``PPOConfig()``;
@@ -36,16 +35,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
 from example_output import print_iteration
 
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
+from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.examples.envs.classes.stateless_cartpole import StatelessCartPole
 from cairn.rl.examples.rl_modules.classes.lstm_containing_rlm import LSTMContainingRLModule
-
-if "StatelessCartPole-v1" not in gym.registry:
-    gym.register("StatelessCartPole-v1", entry_point=StatelessCartPole, max_episode_steps=500)
 
 
 def main(
@@ -58,9 +54,11 @@ def main(
     stop_reward: float = 300.0,
 ) -> dict[str, Any]:
     """Train until the mean return reaches ``stop_reward`` or ``iterations``; return the last result."""
+    register_env("env", lambda cfg: StatelessCartPole())
+
     base_config = (
         PPOConfig()
-        .environment(env="StatelessCartPole-v1")
+        .environment(env="env")
         .training(
             train_batch_size_per_learner=train_batch_size,
             num_epochs=num_epochs,

@@ -10,14 +10,10 @@ Every line that differs from RLlib's, and why:
   ``cairn.rl.connectors.env_to_module``; ``CartPoleWithDictObservationSpace`` from
   ``cairn.rl.examples.envs.classes.cartpole_with_dict_observation_space`` (its random extra
   value is drawn from the env's seeded ``np_random``).
-* ``_env_to_module_pipeline(env, spaces, device)``, defined inside ``if __name__ ==
-  "__main__":`` -> a module-level function (same body): cairn records connector factories
-  by reference and never pickles them, so they cannot be closures. cairn calls it with RLlib's
-  three arguments, as RLlib does.
-* ``register_env("env", lambda _: CartPoleWithDictObservationSpace())`` ->
-  ``gymnasium.register("CartPoleWithDictObs-v1", ...)`` with CartPole's 500-step limit: cairn's
-  ``register_env`` takes multi-agent environments (single-agent ones come with the
-  multi-agent part of issue 27).
+* ``_env_to_module_pipeline(env, spaces, device)`` (a closure) and ``register_env("env",
+  lambda _: CartPoleWithDictObservationSpace())`` as RLlib writes them, in ``main()`` (RLlib:
+  under ``if __name__ == "__main__":``); ``register_env`` from ``cairn.rl.env.multi_agent_env``.
+  A checkpoint records only that they existed (issue 39).
 * ``--num-agents`` (``MultiAgentCartPoleWithDictObservationSpace``) dropped: cairn's
   multi-agent env runner does not call connector factories yet (its per-module pipelines come
   with the multi-agent part of issue 27).
@@ -37,31 +33,29 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
 from example_output import print_iteration
 
-import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.connectors.env_to_module import FlattenObservations
 from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
+from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.examples.envs.classes.cartpole_with_dict_observation_space import CartPoleWithDictObservationSpace
-
-if "CartPoleWithDictObs-v1" not in gym.registry:
-    gym.register("CartPoleWithDictObs-v1", entry_point=CartPoleWithDictObservationSpace, max_episode_steps=500)
-
-
-# Define env-to-module-connector pipeline for the new stack.
-@cairn.register
-def _env_to_module_pipeline(env: Any, spaces: Any, device: Any) -> FlattenObservations:
-    return FlattenObservations(multi_agent=False)
 
 
 def main(iterations: int = 2, train_batch_size: int = 4000, num_epochs: int = 6) -> Any:
     """Train ``iterations`` times; return the last result, the module's observation space and the module."""
+
+    # Define env-to-module-connector pipeline for the new stack.
+    def _env_to_module_pipeline(env: Any, spaces: Any, device: Any) -> FlattenObservations:
+        return FlattenObservations(multi_agent=False)
+
+    # Register our environment with tune.
+    register_env("env", lambda _: CartPoleWithDictObservationSpace())
+
     # Define the AlgorithmConfig used.
     base_config = (
         PPOConfig()
-        .environment("CartPoleWithDictObs-v1")
+        .environment("env")
         .env_runners(env_to_module_connector=_env_to_module_pipeline)
         .training(
             gamma=0.99,
@@ -100,6 +94,4 @@ def main(iterations: int = 2, train_batch_size: int = 4000, num_epochs: int = 6)
 
 
 if __name__ == "__main__":
-    import flatten_observations_dict_space  # run the module, not __main__ (functions are recorded by reference)
-
-    flatten_observations_dict_space.main()
+    main()

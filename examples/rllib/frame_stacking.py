@@ -9,15 +9,16 @@ Every line that differs from RLlib's, and why:
 * ``from ray.rllib.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule`` and
   ``from ray.rllib.connectors.learner.frame_stacking import FrameStackingLearner`` ->
   ``cairn.rl.connectors.env_to_module`` / ``cairn.rl.connectors.learner``.
-* ``_make_env_to_module_connector`` / ``_make_learner_connector``, defined inside
-  ``if __name__ == "__main__":`` -> module-level functions (same bodies, ``num_frames`` from
-  a module constant the script sets): cairn records connector factories by reference in the
-  checkpoint and never pickles them, so they cannot be closures. In cairn's learner the
+* ``_make_env_to_module_connector``, ``_make_learner_connector`` and ``_env_creator`` are
+  closures over the arguments as RLlib writes them, in ``main()`` (RLlib: under ``if __name__ ==
+  "__main__":``); ``tune.register_env`` -> ``register_env`` from ``cairn.rl.env.multi_agent_env``.
+  A checkpoint records only that they existed (issue 39). In cairn's learner the
   ``FrameStackingLearner`` has nothing to do (the batches already hold the env runner's
   stacks); cairn accepts it because it is paired with the env-to-module piece.
 * Atari Pong (``wrap_atari_for_new_api_stack``, ``ale_py``, CNN ``conv_filters``) ->
-  CartPole with cairn's default MLP: Atari is not installed here, and cairn's default module
-  is an MLP. CartPole's ``(4,)`` observations stack to ``(4 * num_frames,)`` (RLlib's
+  CartPole with cairn's default MLP, registered as ``"cartpole-env"`` (RLlib: ``"atari-env"``):
+  Atari is not installed here, and cairn's default module is an MLP. CartPole's ``(4,)``
+  observations stack to ``(4 * num_frames,)`` (RLlib's
   ``(w, h, 1)`` frames to ``(w, h, num_frames)``: cairn concatenates along the last axis).
   ``clip_rewards`` and the Atari ``env_config`` go with it; ``--use-gym-wrapper-framestacking``
   -> ``use_gym_wrapper_framestacking`` (gymnasium's ``FrameStackObservation`` + flattening).
@@ -44,26 +45,10 @@ import gymnasium as gym
 import numpy as np
 from example_output import print_iteration
 
-import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.connectors.env_to_module import FrameStackingEnvToModule
 from cairn.rl.connectors.learner import FrameStackingLearner
-
-NUM_FRAMES = 4
-"""RLlib's ``--num-frames``; main() sets it before the factories run."""
-
-
-@cairn.register
-def _make_env_to_module_connector(env: Any) -> FrameStackingEnvToModule:
-    # Create the env-to-module connector. We return an individual connector piece
-    # here, which cairn integrates into a pipeline (before its observation filter).
-    return FrameStackingEnvToModule(num_frames=NUM_FRAMES, multi_agent=False)
-
-
-@cairn.register
-def _make_learner_connector(input_observation_space: Any, input_action_space: Any) -> FrameStackingLearner:
-    # Create the learner connector (in cairn, a confirmation of the env-to-module stacking).
-    return FrameStackingLearner(num_frames=NUM_FRAMES, multi_agent=False)
+from cairn.rl.env.multi_agent_env import register_env
 
 
 class _FlatFrameStack(gym.Wrapper[Any, Any, Any, Any]):
@@ -74,13 +59,6 @@ class _FlatFrameStack(gym.Wrapper[Any, Any, Any, Any]):
         super().__init__(gym.wrappers.FlattenObservation(stacked))
 
 
-if "FrameStackedCartPole-v1" not in gym.registry:
-    gym.register(
-        "FrameStackedCartPole-v1",
-        entry_point=lambda num_frames=4: _FlatFrameStack(gym.make("CartPole-v1"), num_frames),
-    )
-
-
 def main(
     iterations: int = 2,
     num_frames: int = 4,
@@ -89,14 +67,29 @@ def main(
     num_epochs: int = 10,
 ) -> Any:
     """Train ``iterations`` times; return the last result and the env runner's first batch of observations."""
-    global NUM_FRAMES
-    NUM_FRAMES = num_frames
+
+    # Define our custom connector pipelines.
+    def _make_env_to_module_connector(env: Any) -> FrameStackingEnvToModule:
+        # Create the env-to-module connector. We return an individual connector piece
+        # here, which cairn integrates into a pipeline (before its observation filter).
+        return FrameStackingEnvToModule(num_frames=num_frames, multi_agent=False)
+
+    def _make_learner_connector(input_observation_space: Any, input_action_space: Any) -> FrameStackingLearner:
+        # Create the learner connector (in cairn, a confirmation of the env-to-module stacking).
+        return FrameStackingLearner(num_frames=num_frames, multi_agent=False)
+
+    # Create a CartPole setup (w/o framestacking in it, unless the gym wrapper does it).
+    def _env_creator(cfg: dict[str, Any]) -> gym.Env[Any, Any]:
+        env = gym.make("CartPole-v1", **cfg)
+        # Perform framestacking either through ConnectorV2 or right here through
+        # the observation wrapper.
+        return _FlatFrameStack(env, num_frames) if use_gym_wrapper_framestacking else env
+
+    register_env("cartpole-env", _env_creator)
+
     base_config = (
         PPOConfig()
-        .environment(
-            "FrameStackedCartPole-v1" if use_gym_wrapper_framestacking else "CartPole-v1",
-            env_config={"num_frames": num_frames} if use_gym_wrapper_framestacking else {},
-        )
+        .environment("cartpole-env")
         .env_runners(
             # ... our frame stacking env-to-module connector.
             env_to_module_connector=(None if use_gym_wrapper_framestacking else _make_env_to_module_connector),
@@ -137,6 +130,4 @@ def main(
 
 
 if __name__ == "__main__":
-    import frame_stacking  # run the module, not __main__ (functions are recorded by reference)
-
-    frame_stacking.main()
+    main()

@@ -13,12 +13,10 @@ Every line that differs from RLlib's, and why:
 
 * ``from ray.rllib...`` -> ``cairn.rl...``; ``StatelessCartPole`` from
   ``cairn.rl.examples.envs.classes.stateless_cartpole``.
-* ``_env_to_module(env)``, defined inside ``if __name__ == "__main__":`` -> a module-level
-  function (same pieces, ``multi_agent=False``): cairn records connector factories by
-  reference and never pickles them, so they cannot be closures.
-* ``register_env("env", lambda _: StatelessCartPole())`` ->
-  ``gymnasium.register("StatelessCartPole-v1", ..., max_episode_steps=500)`` (cairn's
-  ``register_env`` takes multi-agent environments; RLlib's env has no time limit).
+* ``_env_to_module(env)`` (a closure, ``multi_agent=False``) and ``register_env("env", lambda _:
+  StatelessCartPole())`` as RLlib writes them, in ``main()`` (RLlib: under ``if __name__ ==
+  "__main__":``); ``register_env`` from ``cairn.rl.env.multi_agent_env``. A checkpoint records
+  only that they existed (issue 39).
 * ``--num-agents`` (``MultiAgentStatelessCartPole``) dropped: the env class is not ported, and
   cairn's multi-agent env runner does not pass previous actions and rewards to pieces yet.
 * ``model_config_dict`` is RLlib's (``use_lstm``, ``max_seq_len`` (a main() argument, 50),
@@ -40,34 +38,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
 from example_output import print_iteration
 from torch import nn
 
-import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.connectors.env_to_module import FlattenObservations, PrevActionsPrevRewards
+from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.examples.envs.classes.stateless_cartpole import StatelessCartPole
-
-if "StatelessCartPole-v1" not in gym.registry:
-    gym.register("StatelessCartPole-v1", entry_point=StatelessCartPole, max_episode_steps=500)
 
 N_PREV_REWARDS = 1
 N_PREV_ACTIONS = 1
-
-
-# Define our custom connector pipelines.
-@cairn.register
-def _env_to_module(env: Any, spaces: Any = None, device: Any = None) -> list[Any]:
-    # Create the env-to-module connector pipeline.
-    return [
-        PrevActionsPrevRewards(
-            multi_agent=False,
-            n_prev_rewards=N_PREV_REWARDS,
-            n_prev_actions=N_PREV_ACTIONS,
-        ),
-        FlattenObservations(multi_agent=False),
-    ]
 
 
 def main(
@@ -79,9 +59,27 @@ def main(
     stop_reward: float = 200.0,
 ) -> dict[str, Any]:
     """Train until the mean return reaches ``stop_reward`` or ``iterations``; return the last result."""
+
+    # Define our custom connector pipelines.
+    def _env_to_module(env: Any) -> list[Any]:
+        # Create the env-to-module connector pipeline.
+        return [
+            # AddObservationsFromEpisodesToBatch(),
+            PrevActionsPrevRewards(
+                multi_agent=False,
+                n_prev_rewards=N_PREV_REWARDS,
+                n_prev_actions=N_PREV_ACTIONS,
+            ),
+            FlattenObservations(multi_agent=False),
+            # WriteObservationsToEpisodes(),
+        ]
+
+    # Register our environment with tune.
+    register_env("env", lambda _: StatelessCartPole())
+
     config = (
         PPOConfig()
-        .environment("StatelessCartPole-v1")
+        .environment("env")
         .env_runners(env_to_module_connector=_env_to_module)
         .training(
             num_epochs=num_epochs,
@@ -125,6 +123,4 @@ def main(
 
 
 if __name__ == "__main__":
-    import prev_actions_prev_rewards  # run the module, not __main__ (functions are recorded by reference)
-
-    prev_actions_prev_rewards.main()
+    main()

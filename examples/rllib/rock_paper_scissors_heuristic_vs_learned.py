@@ -19,10 +19,9 @@ Every line that differs from RLlib's, and why:
   parameterless ``TorchRLModule`` classes as RLlib's, without per-episode state (how they differ
   is said there).
 * ``policy_mapping_fn=lambda aid, episode: ("learned" if aid == "player_0" else
-  random.choice([...]))`` -> the module-level :func:`policy_mapping_fn`, drawing with
-  ``numpy.random.default_rng(episode.seed)`` instead of ``random.choice``: cairn records
-  the function by reference, and a draw from the episode's seed maps the same way after a
-  restore (the global ``random`` would not).
+  random.choice([...]))`` as RLlib writes it, with cairn's agent id ``"player1"`` (a checkpoint
+  records only that it existed, and a new process's ``from_checkpoint`` asks for it:
+  docs/rl.md "Lambdas and closures").
 * ``DefaultModelConfig(use_lstm=args.use_lstm, fcnet_hiddens=[32] if args.use_lstm else
   [256, 256], lstm_cell_size=256, max_seq_len=15, vf_share_layers=True)`` is kept as RLlib
   writes it, ``--use-lstm`` -> ``main(use_lstm=...)``: one shared encoder (and LSTM) under the
@@ -41,30 +40,20 @@ Run it::
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
-import numpy as np
 from example_output import print_iteration
 
-import cairn
 from cairn.rl.algorithms.ppo import PPOConfig
 from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
-from cairn.rl.env.multi_agent_env import EpisodeInfo
 from cairn.rl.examples.envs.classes.multi_agent.rock_paper_scissors import RockPaperScissors
 from cairn.rl.examples.rl_modules.classes.rock_paper_scissors_heuristic_rlm import (
     AlwaysSameHeuristicRLM,
     BeatLastHeuristicRLM,
 )
-
-
-@cairn.register
-def policy_mapping_fn(aid: str, episode: EpisodeInfo, **kwargs: Any) -> str:
-    """Let the learning module always play against either heuristic one: ``always_same`` or ``beat_last``."""
-    return (
-        "learned" if aid == "player1" else str(np.random.default_rng(episode.seed).choice(["always_same", "beat_last"]))
-    )
 
 
 def main(iterations: int = 2, use_lstm: bool = False) -> dict[str, Any]:
@@ -76,7 +65,9 @@ def main(iterations: int = 2, use_lstm: bool = False) -> dict[str, Any]:
             policies={"always_same", "beat_last", "learned"},
             # Let learning Policy always play against either heuristic one:
             # `always_same` or `beat_last`.
-            policy_mapping_fn=policy_mapping_fn,
+            policy_mapping_fn=lambda aid, episode: (
+                "learned" if aid == "player1" else random.choice(["always_same", "beat_last"])
+            ),
             # Must define this as both heuristic RLMs will throw an error, if their
             # `forward_train` is called.
             policies_to_train=["learned"],
@@ -120,6 +111,4 @@ def main(iterations: int = 2, use_lstm: bool = False) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    import rock_paper_scissors_heuristic_vs_learned as example  # run the module, not __main__
-
-    example.main()
+    main()

@@ -163,13 +163,62 @@ algo.stop()
 """
 
 
+UNRECORDED_TYPE = "cairn.registry:Unrecorded"
+PICKLE_MARKS = (b"cloudpickle", b"__reduce", b"c__builtin__", b"\x8c\x08builtins", b"\x80\x04\x95", b"\x80\x05\x95")
+"""Bytes any pickle (cloudpickle's too) of a function or an object carries: the protocol 4/5 frame header,
+the module of builtins (cloudpickle reaches ``getattr``/``exec`` through it), ``__reduce_ex__`` names."""
+
+
+def unrecorded_records(tree: Any) -> list[dict[str, Any]]:
+    """The value of every :class:`~cairn.registry.Unrecorded` a ctor.json tree holds, whatever keys it has."""
+    found: list[dict[str, Any]] = []
+    if isinstance(tree, dict):
+        if tree.get("__cairn__") == "registered" and tree.get("type") == UNRECORDED_TYPE:
+            found.append(tree["value"])
+        for value in tree.values():
+            found.extend(unrecorded_records(value))
+    elif isinstance(tree, list):
+        for value in tree:
+            found.extend(unrecorded_records(value))
+    return found
+
+
+def assert_holds_no_code(checkpoint: Path) -> list[dict[str, Any]]:
+    """Every file of ``checkpoint`` is free of pickle bytes, every metadata.json says ``uses_pickle: false``, and
+    each lambda's record is its three names and an index, nothing callable. Returns the top-level ctor's records."""
+    files = [p for p in checkpoint.rglob("*") if p.is_file()]
+    assert {p.name for p in files} >= {"ctor.json", "state.msgpack", "metadata.json", "manifest.json"}
+    for file in files:
+        data = file.read_bytes()
+        # A pickle stream (PROTO 2-5; a lone 0x80 is msgpack's empty map), a torch.save zip.
+        assert not data.startswith((b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05", b"PK\x03\x04")), file
+        assert not [mark for mark in PICKLE_MARKS if mark in data], file
+        if file.name == "metadata.json":
+            assert json.loads(data).get("uses_pickle", False) is False, file
+        if file.name == "ctor.json":
+            for record in unrecorded_records(json.loads(data)):
+                assert set(record) == {"role", "module", "qualname", "index"}, record
+                assert all(isinstance(v, str) for k, v in record.items() if k != "index"), record
+    return unrecorded_records(json.loads((checkpoint / "ctor.json").read_text()))
+
+
 def test_a_new_process_asks_for_exactly_the_missing_callables_by_name(tmp_path: Path) -> None:
     algo = PPO(lambda_config())
     try:
         algo.train()
-        path = algo.save_to_path(tmp_path / "ckpt")
+        path = Path(cairn.CheckpointManager(tmp_path / "run").save(algo, step=1))  # a run cairn train can resume
     finally:
         algo.stop()
+    # The checkpoint holds no code: six records (the env creator and one in evaluation_config among them).
+    records = assert_holds_no_code(path)
+    assert sorted(r["role"] for r in records) == [
+        "algorithm_config_overrides_per_module/frozen/env_to_module_connector",
+        "callbacks_on_episode_end",
+        "env",
+        "env_to_module_connector",
+        "evaluation_config/policy_mapping_fn",
+        "policy_mapping_fn",
+    ]
     env = {**os.environ, "PYTHONPATH": SRC}
     out = subprocess.run(
         [sys.executable, "-c", FRESH, str(path)], capture_output=True, text=True, env=env, timeout=300, check=True
@@ -200,6 +249,29 @@ def test_a_new_process_asks_for_exactly_the_missing_callables_by_name(tmp_path: 
     again = next(line for line in out.splitlines() if line.startswith("ASKED AGAIN:"))
     assert "4 callable(s)" in again and "policy_mapping_fn:" not in again.partition("Pass them")[0].replace("['", "")
     assert "TRAINED 2 True" in out
+    # The CLI: one line on stderr that names them and says what a command line can do.
+    resume = cli("train", "--checkpoint-dir", str(tmp_path / "run"), "--resume", "--iterations", "3", env=env)
+    assert resume.returncode == 1 and len(resume.stderr.strip().splitlines()) == 1, resume.stderr
+    said = resume.stderr
+    assert f"--resume: {path}: This algorithm's checkpoint was saved with 6 callable(s)" in said
+    assert "env: '<lambda>' of module 'test_rl_lambdas' (the creator of env 'lambda-tictactoe'" in said
+    assert "evaluation_config['policy_mapping_fn']: 'lambda_config.<locals>.<lambda>'" in said
+    assert "cairn train takes no code, so it cannot pass them: continue the run from your script" in said
+    evaluated = cli("evaluate", str(tmp_path / "run"), "--module", "learner", "--episodes", "1", env=env)
+    assert evaluated.returncode == 1 and len(evaluated.stderr.strip().splitlines()) == 1, evaluated.stderr
+    assert (
+        f"{path}: its env 'lambda-tictactoe' was built by a creator function the checkpoint could not record "
+        "(env: '<lambda>' of module 'test_rl_lambdas'" in evaluated.stderr
+    )
+    assert "Pass --env with a gymnasium id" in evaluated.stderr
+    assert "PPO.from_checkpoint(path, env=creator); algo.evaluate()" in evaluated.stderr
+
+
+def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``python -m cairn ARGS`` in a new process (no lambda of this one exists there)."""
+    return subprocess.run(
+        [sys.executable, "-m", "cairn", *args], capture_output=True, text=True, env=env, timeout=300, check=False
+    )
 
 
 def test_an_env_creator_lambda_trains_and_a_load_takes_it_again_as_env(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import pytest
@@ -13,7 +14,8 @@ from rl_helpers import small_config
 
 import cairn
 from cairn._ctor_bounds import FolderSizes
-from cairn.rl import PPO
+from cairn.registry import Unrecorded
+from cairn.rl import PPO, PPOConfig
 from cairn.rl.core import DEFAULT_MODULE_ID, Columns
 from cairn.rl.core.columns import Columns as HomeColumns
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule, MultiRLModuleSpec
@@ -32,8 +34,17 @@ def test_make_multi_agent_returns_a_recordable_class_for_known_ids() -> None:
     env = made({"num_agents": 3})
     observations, _ = env.reset(seed=1)
     assert sorted(observations) == [0, 1, 2] and env.get_action_space(2) == gym.spaces.Discrete(3)
-    with pytest.raises(TypeError, match="gymnasium id"):
-        make_multi_agent(lambda config: None)  # type: ignore[arg-type]
+    # RLlib's make_multi_agent(creator): copies made by the creator (without num_agents), and a config keeps
+    # the class as it keeps a lambda creator (issue 39): recorded only as existing, asked for by a new process.
+    seen: list[dict[str, Any]] = []
+    by_creator = make_multi_agent(lambda config: seen.append(config) or gym.make("Acrobot-v1"))
+    env = by_creator({"num_agents": 2, "difficulty": 1})
+    assert sorted(env.reset(seed=1)[0]) == [0, 1] and seen == [{"difficulty": 1}] * 2
+    kept = PPOConfig().environment(by_creator).env_creator
+    assert isinstance(kept, Unrecorded) and kept.role == "env" and kept.fn is by_creator
+    assert kept.qualname.startswith("make_multi_agent.<locals>.MultiAgent")
+    with pytest.raises(TypeError, match="gymnasium id or a creator function"):
+        make_multi_agent(3)  # type: ignore[arg-type]
     with pytest.raises(gym.error.Error):
         make_multi_agent("NoSuchEnv-v0")
     assert Columns is HomeColumns and DEFAULT_MODULE_ID == "default_policy"

@@ -1,7 +1,7 @@
 """RLlib's ``rllib/env/tests/test_multi_agent_env_runner.py`` on cairn (issue 38, item 2).
 
 Same test names, cases and expected values; ``ray.rllib`` -> ``cairn.rl``; the mapping
-lambda of ``_build_config`` is one of two top-level functions (``rllib_ported_helpers``).
+lambda of ``_build_config`` as RLlib writes it (issue 39).
 ``MultiAgentEnvRunner.sample()`` called the RLlib way (a count, ``random_actions``, ...)
 returns RLlib's episodes; called bare it is the algorithm's batch sampler, which is why
 ``test_counting_by_agent_steps`` (a bare ``sample()``) fails, and ``test_sample_timesteps``

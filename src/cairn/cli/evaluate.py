@@ -259,6 +259,42 @@ def _check_spaces(module: RLModule, env: Any, env_id: str, obs_filter: Connector
     )
 
 
+def _refuse_an_unrecorded_env(algo_root: str, algo_metadata: dict[str, Any], env_id: Any) -> None:
+    """Refuse the checkpoint's env when a creator function built it: the checkpoint could not record
+    the creator (a lambda, a closure, a ``register_env`` creator; issue 39), and a command line holds no code.
+
+    Only an env id gymnasium does not know is looked at (the recorded config is read then, never
+    for a gymnasium id or a ``"module:Class"``), so the usual evaluation loads nothing of training.
+
+    Raises:
+        cairn.errors.MissingCallableError: The recorded config holds the creator's record, naming it,
+            with the two ways on: ``--env`` with an env the policy fits, or a script that passes the creator.
+    """
+    import gymnasium as gym
+
+    if not isinstance(env_id, str) or ":" in env_id or env_id in gym.registry:
+        return
+    from cairn.errors import MissingCallableError
+    from cairn.rl.algorithms.algorithm import recorded_config
+    from cairn.rl.algorithms.catalog import algorithm_of_class
+
+    entry = algorithm_of_class(str(algo_metadata.get("class", "")))
+    if entry is None:  # not one of cairn's algorithms: its config class is not ours to import
+        return
+    importlib.import_module(entry.module)  # registers its config class, which the recorded config names
+    creator = getattr(recorded_config(algo_root), "env_creator", None)
+    if creator is None or creator.fn is not None:
+        return
+    algo = entry.algorithm
+    raise MissingCallableError(
+        f"{safe_text(algo_root)}: its env {safe_text(env_id)!r} was built by a creator function the checkpoint "
+        f"could not record ({creator.field_name}: {safe_text(creator.qualname)!r} of module "
+        f"{safe_text(creator.module)!r}; cairn never records code), and cairn evaluate takes no code. Pass --env "
+        f"with a gymnasium id or 'module:Class' the policy fits (e.g. --env CartPole-v1), or evaluate from your "
+        f"script, which passes the creator again: algo = {algo}.from_checkpoint(path, env=creator); algo.evaluate()."
+    )
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Handler of ``cairn evaluate``; returns the exit status."""
     if args.episodes < 1:
@@ -268,6 +304,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     env_id = args.env
     if env_id is None and algo_metadata is not None:
         env_id = algo_metadata.get("env")
+        if algo_root is not None:
+            _refuse_an_unrecorded_env(algo_root, algo_metadata, env_id)
     if env_id is None:
         raise ValueError(
             f"{module_folder} is a module checkpoint without its algorithm; pass --env to say "

@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -123,7 +123,8 @@ def _resume(root: str | None, algo_cls: type[Algorithm], explicit: dict[str, Any
         # Other settings (learning rate, number of runners or learners, ...) may change
         # on resume: the checkpoint restores into an algorithm built with them.
         algo.stop()
-        algo = algo_cls.from_checkpoint(latest, config=wanted)
+        with _asked_for_code(latest, algo_cls):
+            algo = algo_cls.from_checkpoint(latest, config=wanted)
     changed = f", with {', '.join(f'{k}={v!r}' for k, v in changes.items())}" if changes else ""
     return algo, f"resumed from {latest} (iteration {algo.training_iteration}){changed}"
 
@@ -150,17 +151,38 @@ def _loader(algo_cls: type[Algorithm], explicit: dict[str, Any]) -> Callable[[st
     from cairn.rl.algorithms.algorithm import MACHINE_FIELDS, machine_problem, recorded_config
 
     chosen = {k: v for k, v in explicit.items() if k in MACHINE_FIELDS}
-    if not chosen:
-        return algo_cls.from_checkpoint
 
     def load(path: str) -> Algorithm:
-        recorded = recorded_config(path)
-        problem = machine_problem(recorded, overridden=chosen)
-        if problem is not None:
-            raise UnsafeCheckpointError(f"{path}: not resumed: {problem}.")
-        return algo_cls.from_checkpoint(path, config=apply_settings(recorded, chosen))
+        with _asked_for_code(path, algo_cls):
+            if not chosen:
+                return algo_cls.from_checkpoint(path)
+            recorded = recorded_config(path)
+            problem = machine_problem(recorded, overridden=chosen)
+            if problem is not None:
+                raise UnsafeCheckpointError(f"{path}: not resumed: {problem}.")
+            return algo_cls.from_checkpoint(path, config=apply_settings(recorded, chosen))
 
     return load
+
+
+@contextlib.contextmanager
+def _asked_for_code(path: str, algo_cls: type[Algorithm]) -> Iterator[None]:
+    """Re-raise a load's :class:`~cairn.errors.MissingCallableError` with what a command line can do.
+
+    A run saved with lambdas or closures (issue 39) resumes only where they are passed again:
+    in a script. The error keeps the load's words (each callable by name, the line that passes
+    them) and adds the checkpoint and that ``cairn train`` holds no code.
+    """
+    from cairn.errors import MissingCallableError
+
+    try:
+        yield
+    except MissingCallableError as err:
+        raise MissingCallableError(
+            f"--resume: {safe_text(path)}: {err} cairn train takes no code, so it cannot pass them: continue the "
+            f"run from your script with that load ({algo_cls.__name__}.from_checkpoint of this checkpoint), then "
+            "algo.train()."
+        ) from None
 
 
 def _refuse_a_second_run(root: str) -> None:

@@ -548,6 +548,10 @@ class MultiAgentSingleEnvCopies(MultiAgentEnv):
     ENV_ID: ClassVar[str] = ""
     """The gymnasium id each agent's copy is made from (set by each subclass)."""
 
+    ENV_CREATOR: ClassVar[Callable[[dict[str, Any]], gym.Env[Any, Any]] | None] = None
+    """Instead of :attr:`ENV_ID`, the creator each copy is made by, ``creator(config)`` without
+    ``num_agents`` (RLlib's ``make_multi_agent(creator)``; set by :func:`make_multi_agent` only)."""
+
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         super().__init__()
         settings = dict(config or {})
@@ -556,7 +560,11 @@ class MultiAgentSingleEnvCopies(MultiAgentEnv):
             raise ValueError(f"{type(self).__name__} needs num_agents >= 1, got {num_agents}.")
         self.possible_agents: list[int] = list(range(num_agents))  # RLlib's ids: ints
         self.agents = list(self.possible_agents)
-        self.envs = {agent: gym.make(self.ENV_ID, **settings) for agent in self.possible_agents}
+        creator = type(self).ENV_CREATOR
+        self.envs = {
+            agent: creator(dict(settings)) if creator is not None else gym.make(self.ENV_ID, **settings)
+            for agent in self.possible_agents
+        }
         self.observation_spaces = {agent: env.observation_space for agent, env in self.envs.items()}
         self.action_spaces = {agent: env.action_space for agent, env in self.envs.items()}
         self._done: set[int] = set()
@@ -625,7 +633,8 @@ def _set_copies_state(env: MultiAgentSingleEnvCopies, state: Any) -> None:
         or any(env_state_mismatch(env.envs[a], c) is not None for a, c in zip(env.possible_agents, copies, strict=True))
     ):
         raise ValueError(
-            f"the saved state of {type(env).__qualname__} is not one of {n} copies of {env.ENV_ID} (written by "
+            f"the saved state of {type(env).__qualname__} is not one of {n} copies of {env.ENV_ID or 'its creator'} "
+            "(written by "
             "other code, another num_agents, or tampered with)."
         )
     for agent, copy_state in zip(env.possible_agents, copies, strict=True):
@@ -639,7 +648,9 @@ def _set_copies_state(env: MultiAgentSingleEnvCopies, state: Any) -> None:
 register_env_state_handler(MultiAgentSingleEnvCopies, _copies_state, _set_copies_state)
 
 
-def make_multi_agent(env_name_or_creator: str) -> type[MultiAgentSingleEnvCopies]:
+def make_multi_agent(
+    env_name_or_creator: str | Callable[[dict[str, Any]], gym.Env[Any, Any]],
+) -> type[MultiAgentSingleEnvCopies]:
     """A :class:`MultiAgentEnv` class of ``config["num_agents"]`` copies of a gymnasium env (RLlib's).
 
     ``make_multi_agent("CartPole-v1")({"num_agents": 2})`` is a two-agent env whose agents
@@ -651,17 +662,34 @@ def make_multi_agent(env_name_or_creator: str) -> type[MultiAgentSingleEnvCopies
     classes by reference, never by pickle): define
     ``class MyEnv(MultiAgentSingleEnvCopies): ENV_ID = "..."`` in a module instead.
 
+    A creator function (RLlib's ``make_multi_agent(lambda config: ...)``) gives a new class
+    whose copies are ``creator(config)`` (``num_agents`` left out, as RLlib's). No path names
+    it, so a config given it keeps it as it keeps a lambda creator (issue 39): it trains in this
+    process and on Ray runners, a checkpoint records only that it existed, and a new process's
+    load asks for it as ``env=`` (docs/rl.md "Lambdas and closures").
+
     Args:
-        env_name_or_creator: A registered gymnasium id (RLlib also takes a creator function,
-            which cairn refuses: it could not be recorded).
+        env_name_or_creator: A registered gymnasium id, or a creator ``config -> gymnasium.Env``.
 
     Raises:
-        TypeError: Not a gymnasium id.
+        TypeError: Neither a gymnasium id nor a callable.
     """
     if not isinstance(env_name_or_creator, str):
-        raise TypeError(
-            "make_multi_agent takes a gymnasium id (cairn records envs by reference and cannot record a creator "
-            f"function); got {type(env_name_or_creator).__name__}. Subclass MultiAgentSingleEnvCopies instead."
+        if not callable(env_name_or_creator):
+            raise TypeError(
+                "make_multi_agent takes a gymnasium id or a creator function config -> gymnasium.Env; got "
+                f"{type(env_name_or_creator).__name__}."
+            )
+        label = "".join(c for c in getattr(env_name_or_creator, "__qualname__", "") if c.isalnum()) or "Creator"
+        return type(
+            f"MultiAgent{label}",
+            (MultiAgentSingleEnvCopies,),
+            {
+                "ENV_CREATOR": staticmethod(env_name_or_creator),
+                # "<locals>": no path names this class, so environment() keeps it as a creator.
+                "__qualname__": f"make_multi_agent.<locals>.MultiAgent{label}",
+                "__module__": getattr(env_name_or_creator, "__module__", None) or __name__,
+            },
         )
     gym.spec(env_name_or_creator)  # an unknown id fails here, not at the first reset
     for known in MultiAgentSingleEnvCopies.__subclasses__():
