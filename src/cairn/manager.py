@@ -403,9 +403,12 @@ class CheckpointManager:
         """:meth:`_open`, and the root manifest's bytes as read (None when none could be read)."""
         storage = storage or self.storage
         path = storage.join(self.root, name)
-        reader = _reader.FolderReader(storage, path)
+        reader: _reader.FolderReader | None = None
         try:
-            meta = reader.metadata
+            # Where a reader of the step reads it: during a save's switch on an object store, its staging
+            # folder (whole); read again where the path leads if the switch finishes meanwhile.
+            reader = _reader.FolderReader(storage, storage.locate(path), named=path)
+            reader, (meta, manifest) = _read_located(reader, lambda r: (r.metadata, r.manifest_bytes()))
             rec = meta.get(MANAGER_KEY)
             rec = rec if isinstance(rec, dict) else {}
             metrics = rec.get("metrics")
@@ -418,11 +421,11 @@ class CheckpointManager:
                 created=str(meta.get("created", "")),
                 best_by=_best_by(rec.get("best_by")),
             )
-            return info, reader.manifest_bytes()
+            return info, manifest
         except CheckpointNotFoundError:
             return None, None
         except CheckpointError as err:
-            return err, reader._manifest_bytes
+            return err, None if reader is None else reader._manifest_bytes
 
     def _open_settled(self, step: int, name: str) -> tuple[CheckpointInfo | CheckpointError | None, bytes | None]:
         """:meth:`_open_read`, opened again until two opens in a row agree, within the manager's deadline.
@@ -496,8 +499,9 @@ class CheckpointManager:
         from cairn.signing import signed_root
 
         entry = signed_root(info.path, self.public_key, filesystem=self.filesystem)
-        reader = _reader.FolderReader(self.storage, self._path(info.step), expected=entry)
-        rec = reader.metadata.get(MANAGER_KEY)
+        path = self._path(info.step)
+        reader = _reader.FolderReader(self.storage, self.storage.locate(path), expected=entry, named=path)
+        rec = _read_located(reader, lambda r: r.metadata)[1].get(MANAGER_KEY)
         signed_step = rec.get("step") if isinstance(rec, dict) else None
         if type(signed_step) is not int or signed_step != info.step:
             raise SignatureError(
@@ -951,6 +955,27 @@ class CheckpointManager:
     def __exit__(self, *exc: object) -> None:
         """Wait for pending saves."""
         self.close()
+
+
+def _read_located(
+    reader: _reader.FolderReader, read: Callable[[_reader.FolderReader], T]
+) -> tuple[_reader.FolderReader, T]:
+    """``read(reader)`` of a reader opened where ``Storage.locate`` sent it, once more if a switch moved it.
+
+    On an object store a save over the step switches its new checkpoint into place: a
+    reader sent to the staging folder finds it deleted once the switch is done, and one
+    that read the step itself finds its files going once the switch began. Either is read
+    again where the path leads now (the new checkpoint), never reported as missing or
+    damaged. Anything else (a step not committed, damage) is the answer, at once.
+    """
+    try:
+        return reader, read(reader)
+    except (CheckpointNotFoundError, CorruptCheckpointError):
+        named = reader.named if reader.named is not None else reader.folder
+        if reader.storage.locate(named) == reader.folder:
+            raise
+    again = reader.reopened()
+    return again, read(again)
 
 
 def _holds(storage: Storage, final: str, committed: FileEntry) -> bool | None:

@@ -141,6 +141,15 @@ def sign_checkpoint(
     key = _load_private_key(private_key, password)  # a bad key fails before any file is read
     storage, root = resolve_storage(path, filesystem)
     root = resolve_user_link(storage, root)  # the path typed may be a link; links inside are refused
+    staged = storage.locate(root)
+    if staged != root:
+        # A signature written into the staging folder may miss the copy into place; one written at the
+        # path may be deleted by it (a file the new checkpoint does not have). Signed once it is in place.
+        raise CheckpointError(
+            f"Cannot sign {storage.uri(root)} now: a save over it is switching its new checkpoint into place "
+            f"(readers load it from {storage.uri(staged)} meanwhile). Sign it once the switch is done: the save "
+            "finishes it, or, if that writer died, the next save at this path or a CheckpointManager's cleanup."
+        )
     try:
         algorithm, digests = _file_digests(storage, root, refuse=CheckpointError, committed=committed)
     except CorruptCheckpointError as err:
@@ -230,32 +239,55 @@ def signed_root(path: str | os.PathLike[str], public_key: KeySource, *, filesyst
     checkpoint through a root manifest checked against this entry, so a checkpoint
     swapped between the signature check and the restore is refused, not read.
 
+    On an object store the checkpoint is read where the storage says
+    (:meth:`~cairn.storage.base.Storage.locate`): while a save over it switches its new
+    checkpoint into place, that save's staging folder. A read that a switch moved under
+    it (the staging folder deleted once the copy is done, or a switch that began) is
+    done again where the path then leads, up to :data:`SWITCH_READS` times: a reader
+    racing a switch checks the old checkpoint or the new one.
+
     Raises:
         SignatureError: See :func:`verify_signature`.
     """
     key = _load_public_key(public_key)
     storage, root = resolve_storage(path, filesystem)
     root = resolve_user_link(storage, root)  # the path typed may be a link; links inside are refused
-    where = storage.uri(storage.join(root, SIGNATURE))
-    data = _read_signature(storage, root, where)
+    for attempt in range(1, SWITCH_READS + 1):
+        folder = storage.locate(root)
+        try:
+            return _check_signed(storage, root, folder, key)
+        except (CorruptCheckpointError, CheckpointNotFoundError):  # SignatureError is a CorruptCheckpointError
+            if attempt == SWITCH_READS or storage.locate(root) == folder:
+                raise  # not moved: the answer for what the path holds
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+SWITCH_READS = 3
+"""Reads of a signed checkpoint that a switch may move (the old one, the staged new one, the new one in place)."""
+
+
+def _check_signed(storage: Storage, root: str, folder: str, key: EllipticCurvePublicKey) -> FileEntry:
+    """:func:`signed_root` of the checkpoint named ``root``, read at ``folder`` (where ``locate`` sent it)."""
+    where = storage.uri(storage.join(folder, SIGNATURE))
+    data = _read_signature(storage, folder, where, named=root)
     payload = _verified_payload(data, key, where)
     signed_algorithm, signed = _parse_statement(payload, where)
-    present = _present_files(storage, root, refuse=SignatureError) - {SIGNATURE}
-    _compare_names(storage.uri(root), where, signed, present)  # from listings alone: no file read yet
+    present = _present_files(storage, folder, refuse=SignatureError) - {SIGNATURE}
+    _compare_names(storage.uri(folder), where, signed, present)  # from listings alone: no file read yet
     try:
-        algorithm, claimed = _file_digests(storage, root, refuse=SignatureError)
+        algorithm, claimed = _file_digests(storage, folder, refuse=SignatureError, located=True)
     except SignatureError:
         raise
     except CorruptCheckpointError as err:
-        raise SignatureError(f"{storage.uri(root)} does not match its signature {where}: {err}") from err
+        raise SignatureError(f"{storage.uri(folder)} does not match its signature {where}: {err}") from err
     if signed_algorithm != algorithm:
         raise SignatureError(
             f"{where} hashes the files with {signed_algorithm}, but the checkpoint {storage.uri(root)} records "
             f"{algorithm} digests. Sign it again with cairn sign, or with model_signing hashing with {algorithm} "
             "(hashing_algorithm / --hash_algorithm)."
         )
-    _compare_digests(storage.uri(root), where, signed, claimed)
-    manifest = storage.read_file(storage.join(root, MANIFEST), max_bytes=MAX_JSON_BYTES)
+    _compare_digests(storage.uri(folder), where, signed, claimed)
+    manifest = storage.read_file(storage.join(folder, MANIFEST), max_bytes=MAX_JSON_BYTES)
     entry = FileEntry(len(manifest), Digest(algorithm, signed[MANIFEST]))
     if Digest.of(manifest, algorithm) != entry.digest:  # replaced since its digest was taken above
         raise SignatureError(f"{storage.uri(root)}: its root manifest changed while its signature was checked.")
@@ -267,7 +299,12 @@ def signed_root(path: str | os.PathLike[str], public_key: KeySource, *, filesyst
 
 
 def _file_digests(
-    storage: Storage, root: str, *, refuse: type[CheckpointError], committed: FileEntry | None = None
+    storage: Storage,
+    root: str,
+    *,
+    refuse: type[CheckpointError],
+    committed: FileEntry | None = None,
+    located: bool = False,
 ) -> tuple[str, dict[str, str]]:
     """The digest algorithm and digest (hex) of every file the checkpoint's manifests list, by relative path.
 
@@ -279,6 +316,8 @@ def _file_digests(
     is checked by whoever reads them next (a restore, ``cairn verify``), against those
     same manifests, whose root the signature binds (:func:`signed_root`). ``committed``:
     the root manifest must be exactly this one (a save signing what it committed).
+    ``located``: ``root`` is where ``Storage.locate`` sent a reader (maybe a switch's staging
+    folder), already checked to be committed.
 
     The one rule for format 1 (CRC-32 only, which anyone can forge): it is refused here,
     so signing, ``cairn verify --public-key`` and every load with ``public_key=`` refuse
@@ -300,7 +339,8 @@ def _file_digests(
             walk(reader.child(comp), f"{prefix}{comp}/")
 
     top = FolderReader(storage, root, expected=committed)
-    storage.check_committed(root)
+    if not located:
+        storage.check_committed(root)
     algorithm = top.manifest.algorithm
     if algorithm not in SIGNED_ALGORITHMS:
         raise refuse(
@@ -460,16 +500,26 @@ def _bundle(payload: bytes, key: EllipticCurvePrivateKey) -> bytes:
     return json.dumps(bundle, separators=(",", ":")).encode("utf-8")
 
 
-def _read_signature(storage: Storage, root: str, where: str) -> bytearray:
-    """The signature file's bytes: a regular file of at most :data:`MAX_SIGNATURE_BYTES`."""
+def _read_signature(storage: Storage, root: str, where: str, *, named: str | None = None) -> bytearray:
+    """The signature file's bytes: a regular file of at most :data:`MAX_SIGNATURE_BYTES`.
+
+    ``named``: the path the caller named, when ``root`` is where ``Storage.locate`` sent it.
+    """
     try:
         return storage.read_file(storage.join(root, SIGNATURE), max_bytes=MAX_SIGNATURE_BYTES)
     except FileNotFoundError as err:
         if not storage.isdir(root):
             raise CheckpointNotFoundError(f"No checkpoint at {storage.uri(root)}: the folder does not exist.") from err
+        path = storage.uri(named if named is not None else root)
+        staged = (
+            f" (its new checkpoint, read from {storage.uri(root)} while a save switches it into place: it is "
+            "signed once the switch is done)"
+            if named is not None and named != root
+            else ""
+        )
         raise SignatureError(
-            f"{storage.uri(root)} is not signed: it has no {SIGNATURE}. Sign it with `cairn sign "
-            f"{storage.uri(root)} --key KEY.pem`, or load it only if you trust where it came from."
+            f"{path} is not signed{staged}: it has no {SIGNATURE}. Sign it with `cairn sign "
+            f"{path} --key KEY.pem`, or load it only if you trust where it came from."
         ) from err
     except FileTooLargeError as err:
         raise SignatureError(

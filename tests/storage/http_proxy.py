@@ -35,7 +35,9 @@ def forward(h: http.server.BaseHTTPRequestHandler, upstream: tuple[str, int], bo
         for k, v in resp.getheaders():
             if k.lower() not in ("transfer-encoding", "content-length", "connection"):
                 h.send_header(k, v)
-        h.send_header("Content-Length", str(len(data)))
+        # A HEAD's answer has no body: its Content-Length is the object's size, passed on as is.
+        length = resp.getheader("Content-Length", "0") if h.command == "HEAD" else str(len(data))
+        h.send_header("Content-Length", length)
         h.end_headers()
         if h.command != "HEAD":
             h.wfile.write(data)

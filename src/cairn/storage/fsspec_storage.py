@@ -35,9 +35,10 @@ RETRY_BASE_DELAY = 0.05
 RETRY_MAX_DELAY = 2.0
 RANGED_READ_LIMIT = 64 * 1024 * 1024  # bounded reads up to this are one ranged GET (JSON files included)
 MULTIPART_THRESHOLD = 16 * 1024 * 1024
-"""Files of at least this many bytes go to S3 in parts sent concurrently (smaller ones: one PUT)."""
+"""Files of at least this many bytes go to and come from S3 in parts moved concurrently (smaller ones: one
+PUT, one GET)."""
 MULTIPART_PART_BYTES = 8 * 1024 * 1024
-"""Bytes per part (``aws s3 cp``'s default; more for a file over 10,000 parts of this size)."""
+"""Bytes per part or ranged GET (``aws s3 cp``'s default; more for a file over 10,000 parts of this size)."""
 MULTIPART_CONCURRENCY = 8
 """Parts of one file in flight at once (``aws s3 cp`` sends 10 requests at once, boto3's transfer manager 10)."""
 MAX_PARTS = 10_000
@@ -601,8 +602,14 @@ class FsspecStorage(Storage):
 
         A bounded read of a small file is one ranged GET of ``max_bytes + 1`` bytes
         (no separate size request); a larger bound asks for the size first, so that
-        an oversized object is refused before it is downloaded.
+        an oversized object is refused before it is downloaded. On S3 a bound of
+        :data:`MULTIPART_THRESHOLD` or more reads the first :data:`MULTIPART_PART_BYTES`
+        with one ranged GET (all of a smaller file: one request, as before), and the
+        rest of a larger one with concurrent ranged GETs (:meth:`_get_in_parts`).
         """
+        if max_bytes is not None and max_bytes >= MULTIPART_THRESHOLD and self._is_s3():
+            bound = max_bytes
+            return self._retry("Reading", path, lambda: self._get_in_parts(path, bound), nbytes=max_bytes)
         if max_bytes is not None and max_bytes <= RANGED_READ_LIMIT:
             data = self._retry(
                 "Reading", path, lambda: self.fs.cat_file(path, start=0, end=max_bytes + 1), nbytes=max_bytes
@@ -616,6 +623,65 @@ class FsspecStorage(Storage):
                 self._too_big(path, size, max_bytes)
         data = self._retry("Reading", path, lambda: self.fs.cat_file(path), nbytes=max_bytes or 0)
         return bytearray(data)
+
+    def _get_in_parts(self, path: str, max_bytes: int) -> bytearray:
+        """The bytes of ``path`` (at most ``max_bytes``), a large object's with concurrent ranged GETs.
+
+        What ``aws s3 cp`` and boto3's transfer manager do for a large object: ranges of
+        :data:`MULTIPART_PART_BYTES`, :data:`MULTIPART_CONCURRENCY` in flight at once, each
+        copied into its place in the one buffer returned as it arrives (s3fs's own read is
+        one GET, whose bytes are then copied whole). The first range comes alone: a file
+        shorter than it is read whole by it; a full one is followed by the object's size
+        (refused over ``max_bytes`` before anything more is read), then the other ranges
+        together. One failing range cancels the others. An object replaced meanwhile may
+        give a mix of both, or come back short (cut where a range ended early): the caller
+        checks the bytes against the digest it expects (a checkpoint's reader always does).
+        """
+        from fsspec.asyn import sync
+
+        fs = self.fs
+        self._invalidate(path)  # the size must be the object's now, not a cached listing's
+
+        async def download() -> tuple[bytearray, int]:
+            first = await fs._cat_file(path, start=0, end=MULTIPART_PART_BYTES)
+            if len(first) < MULTIPART_PART_BYTES:
+                return bytearray(first), len(first)  # the whole file, in one request
+            size = int((await fs._info(path))["size"])
+            if size > max_bytes:
+                self._too_big(path, size, max_bytes)
+            part_bytes = max(MULTIPART_PART_BYTES, -(-size // MAX_PARTS))
+            out = bytearray(size)  # size was checked against the caller's bound just above
+            view = memoryview(out)
+            ends = [size]  # where the bytes read end: a range that came back short cuts them there
+            slots = asyncio.Semaphore(MULTIPART_CONCURRENCY)
+
+            def place(start: int, end: int, data: bytes) -> None:
+                got = min(len(data), end - start)
+                view[start : start + got] = memoryview(data)[:got]
+                if got < end - start:
+                    ends.append(start + got)
+
+            async def one(start: int, end: int) -> None:
+                async with slots:  # memory: the buffer plus about concurrency x part in flight
+                    place(start, end, await fs._cat_file(path, start=start, end=end))
+
+            try:
+                place(0, min(MULTIPART_PART_BYTES, size), first)
+                try:
+                    async with asyncio.TaskGroup() as group:  # one range failing cancels the others
+                        for start in range(MULTIPART_PART_BYTES, size, part_bytes):
+                            group.create_task(one(start, min(start + part_bytes, size)))
+                except BaseExceptionGroup as failed:
+                    raise failed.exceptions[0] from None  # the first failure, for the retry loop to judge
+            finally:
+                view.release()
+            return out, min(ends)
+
+        result: tuple[bytearray, int] = sync(fs.loop, download)
+        out, end = result
+        if end < len(out):
+            del out[end:]
+        return out
 
     def _too_big(self, path: str, size: int | None, max_bytes: int) -> None:
         from cairn.storage.base import FileTooLargeError
