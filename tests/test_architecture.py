@@ -354,7 +354,6 @@ LONG_RL_FILES: dict[str, str] = {
     "rl/distributed/env_runners.py": "the Ray runner group: actors, deadlines, restarts; split by concern next",
     "rl/utils/metrics/stats.py": "RLlib's Stats reductions (mean/ema/sum/lifetime) with their state checks",
     "rl/utils/replay_buffers/prioritized_replay_buffer.py": "3 lines over: its segment trees and restore checks",
-    "rl/env/multi_agent_env.py": "7 lines over since make_multi_agent took RLlib's creator form (issue 39)",
 }
 
 

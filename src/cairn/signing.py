@@ -141,15 +141,7 @@ def sign_checkpoint(
     key = _load_private_key(private_key, password)  # a bad key fails before any file is read
     storage, root = resolve_storage(path, filesystem)
     root = resolve_user_link(storage, root)  # the path typed may be a link; links inside are refused
-    staged = storage.locate(root)
-    if staged != root:
-        # A signature written into the staging folder may miss the copy into place; one written at the
-        # path may be deleted by it (a file the new checkpoint does not have). Signed once it is in place.
-        raise CheckpointError(
-            f"Cannot sign {storage.uri(root)} now: a save over it is switching its new checkpoint into place "
-            f"(readers load it from {storage.uri(staged)} meanwhile). Sign it once the switch is done: the save "
-            "finishes it, or, if that writer died, the next save at this path or a CheckpointManager's cleanup."
-        )
+    _refuse_a_switch(storage, root)
     try:
         algorithm, digests = _file_digests(storage, root, refuse=CheckpointError, committed=committed)
     except CorruptCheckpointError as err:
@@ -181,6 +173,19 @@ def sign_checkpoint(
         except CheckpointError as err:
             raise _replaced(storage.uri(root), err) from err
     return storage.uri(target)
+
+
+def _refuse_a_switch(storage: Storage, root: str) -> None:
+    """Refuse to sign ``root`` while a save over it is switching its new checkpoint into place."""
+    staged = storage.locate(root)
+    if staged != root:
+        # A signature written into the staging folder may miss the copy into place; one written at the
+        # path may be deleted by it (a file the new checkpoint does not have). Signed once it is in place.
+        raise CheckpointError(
+            f"Cannot sign {storage.uri(root)} now: a save over it is switching its new checkpoint into place "
+            f"(readers load it from {storage.uri(staged)} meanwhile). Sign it once the switch is done: the save "
+            "finishes it, or, if that writer died, the next save at this path or a CheckpointManager's cleanup."
+        )
 
 
 def _replaced(where: str, err: CheckpointError) -> CheckpointError:

@@ -1,14 +1,12 @@
 """MultiAgentEnvRunner: samples :class:`~cairn.rl.env.multi_agent_env.MultiAgentEnv` environments.
 
-The runner steps ``num_envs_per_env_runner`` copies of the environment. Each
-step, the agents that were given an observation act: each agent's module is
-named for the episode by ``policy_mapping_fn(agent_id, episode)`` (called once
-per agent per episode, and again when its module is removed mid-episode, see
-:meth:`MultiAgentEnvRunner.remove_module`), the observations of the agents of
-one module go through that module's ``env_to_module`` pipeline together, the
-module samples their actions, its ``module_to_env`` pipeline turns them into env
-actions, and each copy is stepped with its agents' actions. A copy whose
-episode ends (``"__all__"``) is reset at once.
+The runner steps ``num_envs_per_env_runner`` copies of the environment. Each step, the agents that
+were given an observation act: each agent's module is named for the episode by
+``policy_mapping_fn(agent_id, episode)`` (called once per agent per episode, and again when its
+module is removed mid-episode, see :meth:`MultiAgentEnvRunner.remove_module`), the observations of
+the agents of one module go through that module's ``env_to_module`` pipeline together, the module
+samples their actions, its ``module_to_env`` pipeline turns them into env actions, and each copy is
+stepped with its agents' actions. A copy whose episode ends (``"__all__"``) is reset at once.
 
 Agents may have different spaces: each module is built from the spaces of the
 agents mapped to it (:func:`~cairn.rl.env.module_spaces.infer_module_spaces`),
