@@ -18,7 +18,7 @@ piece uses and the exporter bakes into a file.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -218,21 +218,11 @@ class MeanStdFilter(ConnectorV2):
             unfit="the checkpoint was taken on another environment.",
         )
 
-    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
-        """Refuse, before a restore changes anything, what :attr:`state_schema` does not declare.
-
-        Raises:
-            IncompatibleCheckpointError: The statistics have another shape.
-            CorruptCheckpointError: A count or statistics no filter saves (NaN, negative ``m2``:
-                normalising with them gives NaN observations).
-        """
-        self.state_schema.read(state, where="")
-
     def set_state(self, state: dict[str, Any]) -> None:
         """Load statistics; keys missing from ``state`` are left as they are.
 
         Raises:
-            IncompatibleCheckpointError, CorruptCheckpointError: See :meth:`check_state`;
+            IncompatibleCheckpointError, CorruptCheckpointError: What :attr:`state_schema` refuses;
                 the filter is left as it was.
         """
         read = self.state_schema.read(state, where="MeanStdFilter")

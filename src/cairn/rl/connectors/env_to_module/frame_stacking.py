@@ -17,7 +17,6 @@ ended episode never enter the next one's stack.
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any
 
 import gymnasium as gym
@@ -168,20 +167,11 @@ class FrameStackingEnvToModule(ConnectorV2):
             unfit="the checkpoint was taken with another num_frames or environment.",
         )
 
-    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
-        """Refuse, before a restore changes anything, histories :attr:`state_schema` does not declare.
-
-        Raises:
-            IncompatibleCheckpointError: Frames of another shape or count than this piece keeps.
-            CorruptCheckpointError: Slot ids or frames that no stacker saves.
-        """
-        self.state_schema.read(state, where="")
-
     def set_state(self, state: dict[str, Any]) -> None:
         """Load the slots' histories (both keys, or nothing).
 
         Raises:
-            IncompatibleCheckpointError, CorruptCheckpointError: See :meth:`check_state`.
+            IncompatibleCheckpointError, CorruptCheckpointError: What :attr:`state_schema` refuses.
         """
         read = self.state_schema.read(state, where=type(self).__name__)
         if "slots" not in read or "frames" not in read:

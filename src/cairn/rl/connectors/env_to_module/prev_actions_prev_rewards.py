@@ -20,7 +20,6 @@ one-dimensional ``Box`` action spaces.
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -205,20 +204,11 @@ class PrevActionsPrevRewards(ConnectorV2):
             together=True,
         )
 
-    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
-        """Refuse, before anything is restored, windows :attr:`state_schema` does not declare.
-
-        Raises:
-            IncompatibleCheckpointError: Windows of another shape.
-            CorruptCheckpointError: Slot ids or windows that no piece saves (duplicates, NaN).
-        """
-        self.state_schema.read(state, where="")
-
     def set_state(self, state: dict[str, Any]) -> None:
         """Load the slots' windows (all three keys, or nothing).
 
         Raises:
-            IncompatibleCheckpointError, CorruptCheckpointError: See :meth:`check_state`.
+            IncompatibleCheckpointError, CorruptCheckpointError: What :attr:`state_schema` refuses.
         """
         read = self.state_schema.read(state, where=type(self).__name__)
         if not read:
