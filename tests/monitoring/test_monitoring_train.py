@@ -208,7 +208,7 @@ def test_read_metrics_keeps_the_last_row_of_each_iteration(tmp_path: Path) -> No
     (tmp_path / METRICS_FILE).write_text(json.dumps(_row(1)) + "\nnot json\n" + json.dumps(_row(2)) + "\n")
     with pytest.raises(ValueError, match="line 2"):
         read_metrics(str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="cairn train --checkpoint-dir"):
+    with pytest.raises(FileNotFoundError, match="cairn train's --checkpoint-dir"):
         read_metrics(str(tmp_path / "nothing"))
 
 

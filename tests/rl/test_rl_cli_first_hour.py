@@ -50,8 +50,8 @@ def test_errors_are_one_line_and_name_the_fix(tmp_path: Path, capsys: pytest.Cap
     assert code == 1 and "lr takes a number" in one_line(err)
     code, _, err = main(capsys, "train", "--set", "num_epochs=1.5", "--iterations", "1")
     assert code == 1 and "num_epochs takes an integer" in one_line(err)
-    code, _, err = main(capsys, "train", "--set", "train_batch_size_per_learner=7", "--iterations", "1")
-    assert code == 1 and "train_batch_size_per_learner=7 is refused" in one_line(err)
+    code, _, err = main(capsys, "train", "--set", "train_batch_size_per_learner=0", "--iterations", "1")
+    assert code == 1 and "train_batch_size_per_learner=0 is refused" in one_line(err)
     code, _, err = main(capsys, "train", "--iterations", "-1")
     assert code == 1 and "--iterations must be an integer from 0" in one_line(err)
 
@@ -66,6 +66,7 @@ def test_set_takes_rllibs_names_as_the_builder_does(tmp_path: Path, capsys: pyte
     assert code == 0, err
     restored = PPO.from_checkpoint(str(run / "step_000000001"))
     built = PPOConfig().training(train_batch_size_per_learner=64, lambda_=0.9, num_epochs=1, minibatch_size=32)
+    built.env_runners(num_envs_per_env_runner=4)  # cairn train's PPO default (RLlib's, and the library's, is 1)
     built.observation_filter = "MeanStdFilter"  # cairn train chooses it for PPO (and says so)
     assert restored.config == built
     assert restored.config.gae_lambda == 0.9 and built.rollout_length * built.num_envs_per_env_runner == 64

@@ -242,7 +242,10 @@ def _grad_clip(config: Any, value: Any) -> dict[str, Any]:
 
 def _batch(kind: str) -> Translate:
     def translate(config: Any, value: Any) -> dict[str, Any]:
-        size = _must_be_int(f"train_batch_size{'_per_learner' if kind == 'per_learner' else ''}", value)
+        name = f"train_batch_size{'_per_learner' if kind == 'per_learner' else ''}"
+        size = _must_be_int(name, value)
+        if size < 1:  # the share per env is rounded up: 0 would silently sample one step per env
+            raise ValueError(f"{name}={size} is refused: a train batch holds at least one step.")
         config.__dict__[_PENDING_BATCH] = (kind, size)
         return {}
 
