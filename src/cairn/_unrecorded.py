@@ -194,7 +194,10 @@ def missing_message(
         *outer, last = m.path
         into = passes
         for key in outer:
-            into = into.setdefault(key, {})
+            inner = into.get(key)
+            if not isinstance(inner, dict):  # a forged record may name a role inside another role
+                inner = into[key] = {}
+            into = inner
         into[last] = (
             f"<your {'env creator' if last == 'env' else last}>"
             if m.index is None

@@ -375,3 +375,15 @@ def test_what_does_not_need_the_callables_asks_for_nothing(tmp_path: Path) -> No
     ]
     with pytest.raises(MissingCallableError, match=r"PPO\.from_checkpoint\(path, policy_mapping_fn="):
         PPO(config)
+
+
+def test_a_forged_role_inside_another_role_still_gets_the_one_message() -> None:
+    """Records are read from a file: roles ``a`` and ``a<SCOPE>b`` (one inside the other) must still give
+    the message that names both, not a TypeError from building the line that passes them back."""
+    from cairn._unrecorded import SCOPE, Unrecorded, missing_message
+
+    message = missing_message(
+        [Unrecorded("policy_mapping_fn", "m", "<lambda>"), Unrecorded(f"policy_mapping_fn{SCOPE}x", "m", "f")],
+        where="a checkpoint",
+    )
+    assert "policy_mapping_fn" in message and "'<lambda>'" in message and "'f'" in message

@@ -197,3 +197,19 @@ def test_a_restore_reads_its_large_tensor_file_in_concurrent_ranges(moto_s3: Mot
     large = {p for p, s in proxy.ranges if s > 0}
     assert len(large) == 1 and next(iter(large)).endswith(f"/{TENSORS}"), proxy.ranges
     assert proxy.seen_while_range_held
+
+
+def test_an_emptied_object_reads_as_no_bytes_and_a_restore_calls_it_damaged(moto_s3: MotoS3) -> None:
+    """S3 answers a range past an object's end with 416 (s3fs: EINVAL): an empty object is no bytes, and
+    a checkpoint whose tensor file was emptied is refused as damaged, not with "Invalid argument"."""
+    fs = moto_s3.filesystem()
+    empty = f"{moto_s3.bucket}/parts-{uuid.uuid4().hex[:8]}/empty"
+    fs.pipe_file(empty, b"")
+    storage, path = resolve_storage(empty, fs)
+    assert bytes(storage.read_file(path, max_bytes=SIZE)) == b""
+    path = f"s3://{moto_s3.bucket}/parts-{uuid.uuid4().hex[:8]}/ckpt"
+    saved = ArrayLeaf(1000, seed=1)
+    saved.save_to_path(path, filesystem=fs)
+    fs.pipe_file(f"{path}/{TENSORS}", b"")
+    with pytest.raises(cairn.CorruptCheckpointError, match=TENSORS):
+        ArrayLeaf(1000, seed=1).restore_from_path(path, filesystem=fs)
