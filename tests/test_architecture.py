@@ -353,7 +353,6 @@ LONG_RL_FILES: dict[str, str] = {
     "rl/algorithms/algorithm.py": "Algorithm: training step, add/remove module, restore; metric emission changing",
     "rl/distributed/env_runners.py": "the Ray runner group: actors, deadlines, restarts; split by concern next",
     "rl/utils/metrics/stats.py": "RLlib's Stats reductions (mean/ema/sum/lifetime) with their state checks",
-    "rl/utils/replay_buffers/prioritized_replay_buffer.py": "3 lines over: its segment trees and restore checks",
 }
 
 
