@@ -352,7 +352,6 @@ LONG_RL_FILES: dict[str, str] = {
     "rl/config/builders.py": "AlgorithmConfig's builder methods (.training(), .env_runners(), ...), one mixin",
     "rl/algorithms/algorithm.py": "Algorithm: training step, add/remove module, restore; metric emission changing",
     "rl/distributed/env_runners.py": "the Ray runner group: actors, deadlines, restarts; split by concern next",
-    "rl/utils/metrics/stats.py": "RLlib's Stats reductions (mean/ema/sum/lifetime) with their state checks",
 }
 
 
