@@ -351,7 +351,6 @@ LONG_RL_FILES: dict[str, str] = {
     "rl/config/algorithm_config.py": "AlgorithmConfig's fields and their checks: splits with its builders",
     "rl/config/builders.py": "AlgorithmConfig's builder methods (.training(), .env_runners(), ...), one mixin",
     "rl/algorithms/algorithm.py": "Algorithm: training step, add/remove module, restore; metric emission changing",
-    "rl/distributed/env_runners.py": "the Ray runner group: actors, deadlines, restarts; split by concern next",
 }
 
 
