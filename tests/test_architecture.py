@@ -350,7 +350,6 @@ saved state, module changes, metrics and pipelines live beside them: runner_stat
 LONG_RL_FILES: dict[str, str] = {
     "rl/config/algorithm_config.py": "AlgorithmConfig's fields and their checks: splits with its builders",
     "rl/config/builders.py": "AlgorithmConfig's builder methods (.training(), .env_runners(), ...), one mixin",
-    "rl/algorithms/algorithm.py": "Algorithm: training step, add/remove module, restore; metric emission changing",
 }
 
 
