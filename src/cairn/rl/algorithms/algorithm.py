@@ -42,13 +42,9 @@ from cairn.rl.algorithms.evaluation import EvaluationRunners, evaluation_runner_
 from cairn.rl.algorithms.module_changes import ModuleChanges
 from cairn.rl.algorithms.results import ResultDict, merge_training_step_results, nest_results, settings_view
 from cairn.rl.callbacks.callbacks import callbacks_from_config
-from cairn.rl.config.algorithm_config import (
-    CALLABLE_FIELDS,
-    DEFAULT_MODULE_ID,
-    MULTI_AGENT_PREFIX,
-    AlgorithmConfig,
-)
+from cairn.rl.config.algorithm_config import CALLABLE_FIELDS, DEFAULT_MODULE_ID, AlgorithmConfig
 from cairn.rl.config.env_creators import ENV_ROLE
+from cairn.rl.config.setting_checks import MULTI_AGENT_PREFIX
 from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.multi_rl_module import (
     load_module_state,

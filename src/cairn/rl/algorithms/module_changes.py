@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from cairn.rl.config.algorithm_config import MULTI_AGENT_PREFIX, AlgorithmConfig, multi_env_mapping_fn_refusal
+from cairn.rl.config.algorithm_config import AlgorithmConfig
+from cairn.rl.config.setting_checks import MULTI_AGENT_PREFIX, multi_env_mapping_fn_refusal
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModuleSpec, load_module_state, module_seed
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 

@@ -600,7 +600,7 @@ class RemoteEnvRunners(ActorFolderDelegate):
                 a function of ``__main__``).
         """
         from cairn.registry import WORKER_FUNCTION
-        from cairn.rl.config.algorithm_config import function_reference
+        from cairn.rl.config.references import function_reference
 
         what = "foreach_env_runner(func=...) with remote env runners"
         ref = function_reference(func, what=what)  # a function passed here is registered: the program's own
