@@ -67,6 +67,13 @@ class Count:
             return False
         return bool(self.low <= value and (self.high is None or value <= self.high))
 
+    @property
+    def wanted(self) -> str:
+        """What fits, in words: ``"a non-negative int"``, ``"an int >= 1"``, ``"an int from 1 to 8"``."""
+        if self.high is not None:
+            return f"an int from {self.low} to {self.high}"
+        return "a non-negative int" if self.low == 0 else f"an int >= {self.low}"
+
     def __call__(self, value: Any, *, where: str) -> int:
         """``value`` as an int.
 
@@ -74,9 +81,17 @@ class Count:
             CorruptCheckpointError: Anything else, or an int out of range.
         """
         if not self.fits(value):
-            wanted = "a non-negative int" if (self.low, self.high) == (0, None) else f"an int from {self.low}"
-            wanted += "" if self.high is None else f" to {self.high}"
-            raise corrupt(where, f"a count must be {wanted}, the checkpoint holds {value!r:.60}")
+            raise corrupt(where, f"a count must be {self.wanted}, the checkpoint holds {value!r:.60}")
+        return int(value)
+
+    def setting(self, value: Any, *, name: str) -> int:
+        """``value`` as an int, for a setting given in code or read from a recorded config.
+
+        Raises:
+            ValueError: Anything else, or an int out of range (naming ``name`` and what fits).
+        """
+        if not self.fits(value):
+            raise ValueError(f"{name} must be {self.wanted}, got {value!r:.40}.")
         return int(value)
 
 
