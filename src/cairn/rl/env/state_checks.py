@@ -24,10 +24,10 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from cairn.errors import CheckpointError, at_component
+from cairn.errors import CheckpointError, IncompatibleCheckpointError, at_component
 from cairn.rl.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
 from cairn.rl.env.episodes import SingleAgentEpisode, check_episode_data
-from cairn.state_checks import corrupt, count, mapping, number
+from cairn.state_checks import ArrayField, Schema, corrupt, count, mapping, number
 
 __all__ = [
     "PEER_OWN_KEYS",
@@ -35,6 +35,7 @@ __all__ = [
     "episode_from_state",
     "episode_windows",
     "layout_problem",
+    "module_memory",
     "rng_state",
     "runner_local_states",
     "slot_rows",
@@ -233,6 +234,32 @@ def _check_pipeline_local(pipeline: Any, states: Mapping[str, Any], *, max_slot:
                 f"{where}/{connector.name}/slots",
                 f"holds the frames of slot {int(slots.max())}, and this runner's slots are 0..{max_slot - 1}",
             )
+
+
+def module_memory(
+    saved: Any, initial: Mapping[str, torch.Tensor], *, rows: tuple[int, ...], module_id: str, where: str
+) -> dict[str, torch.Tensor]:
+    """A stateful module's saved memory, as tensors of its ``get_initial_state()``'s dtypes.
+
+    The names must be those of ``initial``, each a finite numeric array of shape ``rows`` (the
+    env slots that hold it; none for one agent) followed by that state's own shape.
+
+    Raises:
+        IncompatibleCheckpointError: Other names or shapes (another module, state size or number of envs).
+        CorruptCheckpointError: Not numeric arrays, or NaN or infinite values.
+    """
+    if not isinstance(saved, Mapping) or set(saved) != set(initial):
+        raise IncompatibleCheckpointError(
+            f"{where} is not a state with the names {sorted(initial)} of module {module_id!r}'s "
+            "get_initial_state(); the checkpoint was written by another module or altered."
+        )
+    schema = Schema(
+        {name: ArrayField("fiu", shape=(*rows, *value.shape), finite=True) for name, value in initial.items()},
+        unfit=f"the checkpoint was written with another state size of module {module_id!r} (lstm_cell_size) or "
+        "another number of envs. Restore it with the config it was written with.",
+    )
+    read = schema.read(saved, where=where)
+    return {name: torch.as_tensor(read[name].copy()).to(value.dtype) for name, value in initial.items()}
 
 
 def tracker_state(
