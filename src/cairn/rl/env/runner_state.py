@@ -36,7 +36,6 @@ from cairn.rl.env.state_checks import (
     PEER_STATES_KEY,
     episode_windows,
     module_memory,
-    rng_state,
     runner_local_states,
     slot_rows,
     tracker_state,
@@ -50,6 +49,7 @@ from cairn.rl.utils.nested import (
     to_state,
 )
 from cairn.state_checks import ArrayField, Count, Schema, check_state_tree, corrupt, count, mapping, numeric_leaves
+from cairn.torch import generator_state
 
 __all__ = ["EnvRunnerState"]
 
@@ -217,7 +217,7 @@ class EnvRunnerState(Checkpointable):
         read["counters"] = _COUNTERS.read(state.get("counters", {}), where=f"{where}/counters")
         rng = mapping(state.get("rng", {}), where=f"{where}/rng")
         if "torch" in rng:
-            read["rng"] = rng_state(self._generator, rng["torch"], where=f"{where}/rng/torch")
+            read["rng"] = generator_state(self._generator, rng["torch"], where=f"{where}/rng/torch")
         if "episodes" in state:
             read["episodes"] = episode_windows(
                 state["episodes"], self._recent_module_returns, where=f"{where}/episodes"

@@ -7,7 +7,7 @@ two steps: everything is checked and parsed first, with the helpers here and the
 applied; the runner is left as it was when a value is refused.
 
 What is checked here: per-slot arrays have one entry per sub-environment and a numeric dtype;
-the action RNG state is one a torch generator takes (tried on a fresh generator);
+a stateful module's memory has its initial state's names and shapes (:func:`module_memory`);
 environment states go through :func:`~cairn.rl.env.env_state.env_state_problem`;
 observations have their space's shape; agent ids and module ids are ones the
 runner has (an ``int`` agent is not its ``str``); the episode objects of the
@@ -36,7 +36,6 @@ __all__ = [
     "episode_windows",
     "layout_problem",
     "module_memory",
-    "rng_state",
     "runner_local_states",
     "slot_rows",
     "spec_spaces_problem",
@@ -72,25 +71,6 @@ def slot_rows(value: Any, *, length: int, kind: str, where: str) -> npt.NDArray[
         raise corrupt(where, "holds negative counts")
     dtype = {"bool": np.bool_, "float": np.float64, "int": np.int64}[kind]
     return np.array(value, dtype=dtype, copy=True)
-
-
-def rng_state(generator: torch.Generator, value: Any, *, where: str) -> torch.Tensor:
-    """The action-sampling RNG's saved state, tried on a fresh generator of the same device (never the live one).
-
-    Raises:
-        CorruptCheckpointError: Not a uint8 vector of the generator's state size, or one torch refuses.
-    """
-    array = value.numpy() if isinstance(value, torch.Tensor) else value
-    size = generator.get_state().numel()
-    if not isinstance(array, np.ndarray) or array.dtype != np.uint8 or array.shape != (size,):
-        what = f"{array.dtype} array of shape {array.shape}" if isinstance(array, np.ndarray) else type(array).__name__
-        raise corrupt(where, f"expected the {size} bytes of a torch generator's state (uint8), found a {what}")
-    state = torch.as_tensor(np.array(array, copy=True), dtype=torch.uint8)
-    try:
-        torch.Generator(device=generator.device).set_state(state)
-    except RuntimeError as err:
-        raise corrupt(where, f"torch refuses it as a generator state ({err})") from err
-    return state
 
 
 def layout_problem(space: gym.Space[Any], value: Any) -> str | None:
