@@ -29,7 +29,7 @@ from cairn.rl.env.module_pipelines import ModulePipelines
 from cairn.rl.env.module_spaces import check_agent_ids
 from cairn.rl.env.multi_agent_env import AgentID, MultiAgentEnv, Spaces
 from cairn.rl.env.runner_state import EnvRunnerState, _is_int
-from cairn.rl.env.state_checks import episode_from_state, layout_problem, module_memory, runner_local_states
+from cairn.rl.env.runner_state_checks import episode_from_state, layout_problem, module_memory, runner_local_states
 from cairn.rl.utils.nested import to_state
 from cairn.state_checks import corrupt, count, number, unique
 from cairn.state_checks import mapping as state_dict

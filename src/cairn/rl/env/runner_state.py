@@ -31,7 +31,7 @@ from cairn.rl.env.env_state import (
     set_env_state,
 )
 from cairn.rl.env.episodes import EpisodeTracker
-from cairn.rl.env.state_checks import (
+from cairn.rl.env.runner_state_checks import (
     PEER_OWN_KEYS,
     PEER_STATES_KEY,
     episode_windows,
@@ -153,7 +153,7 @@ class EnvRunnerState(Checkpointable):
     """How refusals of a restore name this runner's folder (the evaluation runner's is ``eval_env_runner``)."""
 
     def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
-        """Refuse a hostile or damaged state before a restore changes anything (:mod:`~cairn.rl.env.state_checks`).
+        """Refuse a hostile or damaged state before a restore changes anything (:mod:`.runner_state_checks`).
 
         Raises:
             CorruptCheckpointError: A value that does not hold together (a NaN or negative
@@ -355,7 +355,7 @@ class EnvRunnerState(Checkpointable):
 
         Raises:
             IncompatibleCheckpointError: States of modules that are not stateful here, a stateful
-                module without its states, other names or shapes (:func:`~cairn.rl.env.state_checks.module_memory`).
+                module without its states, other names or shapes (:func:`.runner_state_checks.module_memory`).
             CorruptCheckpointError: Non-numeric arrays, NaN or infinite values.
         """
         where = "env_runner/env/module_states"
