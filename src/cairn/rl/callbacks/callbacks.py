@@ -39,7 +39,8 @@ import. Each algorithm and each env runner builds its own instance
 processes and are not checkpointed: keep what must survive a restart in the
 metrics logger.
 
-This module imports nothing else of ``cairn.rl``: the algorithm and the env
+Of ``cairn.rl`` this module imports only how a config records callbacks
+(:mod:`cairn.rl.config.callback_forms`) and the metrics logger: the algorithm and the env
 runners import it.
 """
 
