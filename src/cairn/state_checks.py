@@ -12,6 +12,7 @@ The one home of these checks, below every component that restores state (``rl/``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -26,8 +27,10 @@ from cairn.errors import CorruptCheckpointError, IncompatibleCheckpointError
 __all__ = [
     "ALTERED",
     "ArrayField",
+    "ById",
     "Count",
     "Field",
+    "Number",
     "Schema",
     "check_state_tree",
     "corrupt",
@@ -99,17 +102,40 @@ count = Count()
 """A non-negative int (:class:`Count` with no upper bound)."""
 
 
-def number(value: Any, *, where: str) -> float:
-    """A real number (a return, a value estimate); NaN and infinities pass, as a save records them.
+@dataclass(frozen=True)
+class Number:
+    """A real number (a return, a value estimate, a coefficient): Python or numpy, a 0-d array too.
 
-    Raises:
-        CorruptCheckpointError: A str, bool, container or complex number.
+    Declared in a :class:`Schema` as ``Number(low=0, finite=True)``; :data:`number` is ``Number()``,
+    which lets NaN and infinities pass, as a save records them. A NaN is within no bound.
     """
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        value = value[()]
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
-        raise corrupt(where, f"expected a number, the checkpoint holds {type(value).__name__} {value!r:.60}")
-    return float(value)
+
+    low: float | None = None
+    high: float | None = None
+    finite: bool = False
+
+    def __call__(self, value: Any, *, where: str) -> float:
+        """``value`` as a float.
+
+        Raises:
+            CorruptCheckpointError: A str, bool, container or complex number; a value out of its bounds.
+        """
+        if isinstance(value, np.ndarray) and value.ndim == 0:
+            value = value[()]
+        if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+            raise corrupt(where, f"expected a number, the checkpoint holds {type(value).__name__} {value!r:.60}")
+        out = float(value)
+        bounded = self.low is not None or self.high is not None
+        if (self.finite and not math.isfinite(out)) or (bounded and math.isnan(out)):
+            raise corrupt(where, f"expected a finite number, the checkpoint holds {out!r}")
+        if (self.low is not None and out < self.low) or (self.high is not None and out > self.high):
+            bounds = [f">= {self.low}"] * (self.low is not None) + [f"<= {self.high}"] * (self.high is not None)
+            raise corrupt(where, f"expected a number {' and '.join(bounds)}, the checkpoint holds {out!r}")
+        return out
+
+
+number = Number()
+"""A real number; NaN and infinities pass (:class:`Number` with no bounds)."""
 
 
 def mapping(value: Any, *, where: str) -> Mapping[Any, Any]:
@@ -176,20 +202,33 @@ def numeric_leaves(value: Any) -> bool:
     return isinstance(value, np.ndarray) and value.dtype.kind in "biuf"
 
 
-def counts_by_id(value: Any, *, where: str) -> dict[str, int]:
-    """A dict of str ids (module ids) -> counts (:func:`count` for each).
+@dataclass(frozen=True)
+class ById:
+    """A dict of str ids (module ids) -> values, each read by ``check`` (a :data:`Field` function).
 
-    Raises:
-        CorruptCheckpointError: Not a dict of str keys and counts.
+    Declared in a :class:`Schema` as ``ById(Number(low=0))``; :data:`counts_by_id` is ``ById(count)``.
     """
-    if not isinstance(value, Mapping):
-        raise corrupt(where, f"expected a dict of module id -> count, found {type(value).__name__}")
-    out: dict[str, int] = {}
-    for key, item in value.items():
-        if not isinstance(key, str):
-            raise corrupt(where, f"module ids are str, the checkpoint holds {key!r:.60}")
-        out[key] = count(item, where=f"{where}/{key}")
-    return out
+
+    check: Callable[..., Any]
+
+    def __call__(self, value: Any, *, where: str) -> dict[str, Any]:
+        """The dict, each value read by ``check``.
+
+        Raises:
+            CorruptCheckpointError: Not a dict of str keys, or a value its check refuses.
+        """
+        if not isinstance(value, Mapping):
+            raise corrupt(where, f"expected a dict of module id -> value, found {type(value).__name__}")
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise corrupt(where, f"module ids are str, the checkpoint holds {key!r:.60}")
+            out[key] = self.check(item, where=f"{where}/{key}")
+        return out
+
+
+counts_by_id = ById(count)
+"""A dict of str ids (module ids) -> counts."""
 
 
 Dim = int | str | None
@@ -285,7 +324,7 @@ class Schema:
     """What a component's state holds, key by key, declared once instead of checked by hand.
 
     Each field maps a key to the check its value passes (:data:`Field`: :data:`count`, :class:`Count`,
-    :func:`number`, :func:`counts_by_id`, an :class:`ArrayField`, a nested :class:`Schema`). A key the
+    :class:`Number`, :class:`ById` (:data:`counts_by_id`), an :class:`ArrayField`, a nested :class:`Schema`). A key the
     state does not hold is skipped (an older state restores what it has) unless the schema is
     ``required``; keys the schema does not name are the component's to check.
 
