@@ -30,6 +30,7 @@ __all__ = [
     "ById",
     "Count",
     "Field",
+    "ListOf",
     "Number",
     "Schema",
     "check_state_tree",
@@ -229,6 +230,28 @@ class ById:
 
 counts_by_id = ById(count)
 """A dict of str ids (module ids) -> counts."""
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A list (a tuple, or a 1-d array) of values, each read by ``check``: a window of returns, episode numbers.
+
+    Declared in a :class:`Schema` as ``ListOf(number)`` or ``ById(ListOf(count))``.
+    """
+
+    check: Callable[..., Any]
+
+    def __call__(self, value: Any, *, where: str) -> list[Any]:
+        """The values, each read by ``check``.
+
+        Raises:
+            CorruptCheckpointError: No list, or a value its check refuses.
+        """
+        if isinstance(value, np.ndarray) and value.ndim == 1:
+            value = value.tolist()
+        if not isinstance(value, list | tuple):
+            raise corrupt(where, f"expected a list, found a {type(value).__name__}")
+        return [self.check(item, where=f"{where}/{i}") for i, item in enumerate(value)]
 
 
 Dim = int | str | None

@@ -27,7 +27,7 @@ import torch
 from cairn.errors import CheckpointError, IncompatibleCheckpointError, at_component
 from cairn.rl.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
 from cairn.rl.env.episodes import SingleAgentEpisode, check_episode_data
-from cairn.state_checks import ArrayField, Schema, corrupt, count, mapping, number
+from cairn.state_checks import ArrayField, ById, ListOf, Schema, corrupt, count, mapping, number
 
 __all__ = [
     "PEER_OWN_KEYS",
@@ -128,13 +128,14 @@ def episode_from_state(state: Any, *, where: str) -> SingleAgentEpisode:
     return episode
 
 
-def _numbers(values: Any, *, where: str, counts: bool = False) -> list[Any]:
-    if isinstance(values, np.ndarray) and values.ndim == 1:
-        values = values.tolist()
-    if not isinstance(values, list | tuple):
-        raise corrupt(where, f"expected a list of numbers, found a {type(values).__name__}")
-    read = count if counts else number
-    return [read(v, where=f"{where}/{i}") for i, v in enumerate(values)]
+_WINDOWS = Schema(
+    {
+        "recent_returns": ListOf(number),
+        "recent_lengths": ListOf(count),
+        "recent_module_returns": ById(ListOf(number)),
+    }
+)
+"""The windows of recent episodes a runner's state holds (each optional: an older state restores what it has)."""
 
 
 def episode_windows(
@@ -147,22 +148,10 @@ def episode_windows(
     Raises:
         CorruptCheckpointError: A window that is not a list of numbers.
     """
-    episodes = mapping(state, where=where)
-    returns = (
-        _numbers(episodes["recent_returns"], where=f"{where}/recent_returns") if "recent_returns" in episodes else None
-    )
-    lengths = (
-        _numbers(episodes["recent_lengths"], where=f"{where}/recent_lengths", counts=True)
-        if "recent_lengths" in episodes
-        else None
-    )
-    per_module = mapping(episodes.get("recent_module_returns", {}), where=f"{where}/recent_module_returns")
-    module_returns = {
-        module_id: _numbers(values, where=f"{where}/recent_module_returns/{module_id}")
-        for module_id, values in per_module.items()
-        if module_id in modules
-    }
-    return returns, lengths, module_returns
+    read = _WINDOWS.read(state, where=where)
+    per_module = read.get("recent_module_returns", {})
+    module_returns = {module_id: values for module_id, values in per_module.items() if module_id in modules}
+    return read.get("recent_returns"), read.get("recent_lengths"), module_returns
 
 
 def runner_local_states(runner: Any, states: Any, *, max_slot: int, where: str) -> Mapping[str, Any]:
@@ -260,7 +249,7 @@ def tracker_state(
         CorruptCheckpointError: Another number of slots, or an episode of another slot, agent or module.
     """
     state = mapping(state, where=where)
-    numbers = _numbers(state.get("numbers"), where=f"{where}/numbers", counts=True)
+    numbers = ListOf(count)(state.get("numbers"), where=f"{where}/numbers")
     records = state.get("episodes")
     if not isinstance(records, list | tuple) or len(numbers) != len(slot_agents) or len(records) != len(slot_agents):
         found = len(records) if isinstance(records, list | tuple) else type(records).__name__
