@@ -117,6 +117,9 @@ def test_unique_ids_are_a_1d_array() -> None:
     # Two distinct rows of the same values: np.unique over the whole array would call them unique or not by value.
     with pytest.raises(CorruptCheckpointError, match=r"^slots: expected a 1-D array of ids, .*shape \(2, 2\)"):
         ids.read({"slots": np.array([[0, 1], [2, 3]])}, where="")
+    # Kinds are named in words: the memory of a stateful module is "fiu" (numbers, no bools).
+    with pytest.raises(CorruptCheckpointError, match=r"^h: expected an array of numbers, .*array of bool"):
+        Schema({"h": ArrayField("fiu")}).read({"h": np.zeros(2, np.bool_)}, where="")
 
 
 def test_a_merged_schema_keeps_both_sides_declarations() -> None:

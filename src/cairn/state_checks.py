@@ -332,7 +332,7 @@ class ArrayField:
         return value
 
 
-_KINDS = {"iu": "ints", "biuf": "numbers", "f": "floats"}
+_KINDS = {"iu": "ints", "biuf": "numbers", "fiu": "numbers", "f": "floats", "b": "bools"}
 
 Field: TypeAlias = "Callable[..., Any] | ArrayField | Schema"
 """What a :class:`Schema` declares for a key: a check ``check(value, *, where)`` that returns the
