@@ -14,6 +14,7 @@ import copy
 import errno
 import logging
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable
@@ -23,7 +24,7 @@ from typing import Any, Protocol, TypeVar
 from cairn.errors import CheckpointError, CheckpointNotFoundError
 from cairn.manifest import DIGEST_ALGORITHM, MANIFEST, FileEntry, Hasher
 from cairn.storage import writers
-from cairn.storage.base import Chunk, Storage, foreign_file_error, replaceable_file
+from cairn.storage.base import Chunk, ObjectChangedError, Storage, foreign_file_error, replaceable_file
 
 T = TypeVar("T")
 _LOG = logging.getLogger(__name__)
@@ -629,59 +630,94 @@ class FsspecStorage(Storage):
         :data:`MULTIPART_PART_BYTES`, :data:`MULTIPART_CONCURRENCY` in flight at once, each
         copied into its place in the one buffer returned as it arrives (s3fs's own read is
         one GET, whose bytes are then copied whole). The first range comes alone: a file
-        shorter than it is read whole by it; a full one is followed by the object's size
-        (refused over ``max_bytes`` before anything more is read), then the other ranges
-        together. One failing range cancels the others. An object replaced meanwhile may
-        give a mix of both, or come back short (cut where a range ended early): the caller
-        checks the bytes against the digest it expects (a checkpoint's reader always does).
+        shorter than it is read whole by it; a full one tells the object's size (its
+        ``Content-Range``: refused over ``max_bytes`` before anything more is read), then
+        the other ranges go together. One failing range cancels the others.
+
+        The other ranges are pinned to the object the first one read: its version id in a
+        versioned bucket (they read that version, whatever replaced it since), else its
+        ETag (``If-Match``: S3 refuses them once the object was replaced). So a read never
+        returns a mix of two versions: an object replaced meanwhile raises
+        :class:`~cairn.storage.base.ObjectChangedError`.
         """
         from fsspec.asyn import sync
 
         fs = self.fs
-        self._invalidate(path)  # the size must be the object's now, not a cached listing's
+        bucket, key, version = fs.split_path(path)
+        asked = {"VersionId": version} if version else {}
 
-        async def ranged(start: int, end: int) -> bytes:
+        async def ranged(start: int, end: int, pin: dict[str, str]) -> tuple[bytes, dict[str, Any]]:
+            """Bytes ``[start, end)`` and the response's headers (s3fs's ``_cat_file`` gives the bytes only)."""
+            answer = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}", **pin)
             try:
-                data: bytes = await fs._cat_file(path, start=start, end=end)
-            except OSError as err:
-                # S3 answers 416 (s3fs: EINVAL) to a range that starts at or past the object's end: an
-                # empty object, or one replaced by a shorter one since its size was read. No bytes there;
-                # the caller's digest check says what that means.
-                if err.errno != errno.EINVAL:
-                    raise
-                return b""
-            return data
+                data: bytes = await answer["Body"].read()
+            finally:
+                answer["Body"].close()
+            return data, answer
+
+        def changed(err: BaseException | None) -> ObjectChangedError:
+            return ObjectChangedError(
+                f"{self.uri(path)} changed while it was read: S3 refused a part of the object the read "
+                f"started on ({err or 'a part came back short'}), so another writer replaced it meanwhile. "
+                "No mix of the two was used; read it again once that writer is done (a checkpoint's "
+                "restore does, when its checkpoint was replaced)."
+            )
 
         async def download() -> tuple[bytearray, int]:
-            first = await ranged(0, MULTIPART_PART_BYTES)
-            if len(first) > MULTIPART_PART_BYTES:
+            try:
+                first, answer = await ranged(0, MULTIPART_PART_BYTES, asked)
+            except OSError as err:
+                # S3 answers 416 (s3fs: EINVAL) to a range that starts at or past the object's end: an
+                # empty object. No bytes there; the caller's digest check says what that means.
+                if err.errno != errno.EINVAL:
+                    raise
+                return bytearray(), 0
+            total = re.fullmatch(r"bytes \d+-\d+/(\d+)", str(answer.get("ContentRange") or ""))
+            if total is None or len(first) > MULTIPART_PART_BYTES:
                 # A store that ignores Range sent the whole object: it is all here, read once, not again per part.
                 if len(first) > max_bytes:
                     self._too_big(path, len(first), max_bytes)
                 return bytearray(first), len(first)
-            if len(first) < MULTIPART_PART_BYTES:
+            size = int(total.group(1))
+            if size <= len(first):
                 return bytearray(first), len(first)  # the whole file, in one request
-            size = int((await fs._info(path))["size"])
             if size > max_bytes:
                 self._too_big(path, size, max_bytes)
+            if len(first) < MULTIPART_PART_BYTES:
+                raise changed(None)  # S3 sends a range whole: a short one is of an object cut meanwhile
+            # "null" is the version id of an object written while versioning was off: a later write replaces it.
+            version_id = str(answer.get("VersionId") or "")
+            etag = str(answer.get("ETag") or "")
+            if version_id and version_id != "null":
+                pin = {"VersionId": version_id}
+            elif etag:
+                pin = {"IfMatch": etag}
+            else:
+                raise CheckpointError(
+                    f"{self.uri(path)}: the store sent no ETag or version id with a part of the object, so "
+                    "its other parts cannot be read from the same version. Use an S3 store that sends ETags."
+                )
             part_bytes = max(MULTIPART_PART_BYTES, -(-size // MAX_PARTS))
             out = bytearray(size)  # size was checked against the caller's bound just above
             view = memoryview(out)
-            ends = [size]  # where the bytes read end: a range that came back short cuts them there
             slots = asyncio.Semaphore(MULTIPART_CONCURRENCY)
-
-            def place(start: int, end: int, data: bytes) -> None:
-                got = min(len(data), end - start)
-                view[start : start + got] = memoryview(data)[:got]
-                if got < end - start:
-                    ends.append(start + got)
 
             async def one(start: int, end: int) -> None:
                 async with slots:  # memory: the buffer plus about concurrency x part in flight
-                    place(start, end, await ranged(start, end))
+                    try:
+                        data, _ = await ranged(start, end, pin)
+                    except OSError as err:
+                        # 412 (If-Match failed) or 416 (a range past a shorter object's end): s3fs makes both
+                        # EINVAL, and either means the object is not the one the first range read.
+                        if err.errno != errno.EINVAL:
+                            raise
+                        raise changed(err) from None
+                if len(data) != end - start:
+                    raise changed(None)
+                view[start:end] = data
 
             try:
-                place(0, min(MULTIPART_PART_BYTES, size), first)
+                view[: len(first)] = first
                 try:
                     async with asyncio.TaskGroup() as group:  # one range failing cancels the others
                         for start in range(MULTIPART_PART_BYTES, size, part_bytes):
@@ -690,7 +726,7 @@ class FsspecStorage(Storage):
                     raise failed.exceptions[0] from None  # the first failure, for the retry loop to judge
             finally:
                 view.release()
-            return out, min(ends)
+            return out, size
 
         result: tuple[bytearray, int] = sync(fs.loop, download)
         out, end = result
