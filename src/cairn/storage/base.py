@@ -338,6 +338,14 @@ class Storage(abc.ABC):
         self.check_committed(path)
         return path
 
+    def locator(self, root: str) -> Callable[[str], str]:
+        """:meth:`locate` for the paths of one listing under ``root`` (a manager's steps).
+
+        A backend whose :meth:`locate` reads every folder above a path reads those of
+        ``root`` and above once for all of them (``FsspecStorage``); here, :meth:`locate`.
+        """
+        return self.locate
+
     @abc.abstractmethod
     def link_or_copy(self, src: str, dst: str) -> None:
         """Make ``dst`` a file with the content of ``src`` without sending the bytes again."""

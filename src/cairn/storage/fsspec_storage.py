@@ -1329,6 +1329,43 @@ class FsspecStorage(Storage):
         that committed and is being copied into place: ``path`` is read from its staging
         folder meanwhile. A path that names a staging folder itself is refused.
         """
+        folders = self._folders_of(path)
+        if not folders:
+            return path
+        return self._resolve(path, folders, self._read_many([self.join(f, writers.INFLIGHT) for f in folders]))
+
+    def locator(self, root: str) -> Callable[[str], str]:
+        """:meth:`locate` for the paths of one listing under ``root``, each folder's record read once.
+
+        The folders of ``root`` and above are checked at the first call; when none holds a
+        record (the rule), each path then costs the records of its own folders below
+        ``root`` only (one request for a manager's step), not one per folder of its depth.
+        When one does, or for a path outside ``root``, each call is a :meth:`locate`.
+        """
+        base = self._norm(root)
+        clear: list[bool] = []  # whether no folder of root and above holds a record, found at the first call
+
+        def locate(path: str) -> str:
+            if not self._norm(path).startswith(base + "/"):
+                return self.locate(path)
+            if not clear:
+                try:
+                    above = self._folders_of(root)
+                except CheckpointError:
+                    above = None  # refused as a path: each call's locate says so, naming its own path
+                records = self._read_many([self.join(f, writers.INFLIGHT) for f in above]) if above else {}
+                clear.append(above is not None and all(r is None for r in records.values()))
+            if not clear[0]:
+                return self.locate(path)
+            below = [f for f in self._folders_of(path) if len(f) > len(base)]  # its folders are prefixes of it
+            if not below:
+                return path
+            return self._resolve(path, below, self._read_many([self.join(f, writers.INFLIGHT) for f in below]))
+
+        return locate
+
+    def _folders_of(self, path: str) -> list[str]:
+        """The folders :meth:`locate` checks for ``path``, innermost first; refuse a path too deep or staged."""
         parts = self._norm(path).split("/")
         if len(parts) > writers.MAX_FOLDER_DEPTH:
             raise CheckpointError(
@@ -1343,10 +1380,10 @@ class FsspecStorage(Storage):
                     " instead."
                 )
         folders = ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
-        folders = [f for f in folders if f.strip("/") and "/" in f.strip("/")]  # never a bucket alone
-        if not folders:
-            return path
-        records = self._read_many([self.join(f, writers.INFLIGHT) for f in folders])
+        return [f for f in folders if f.strip("/") and "/" in f.strip("/")]  # never a bucket alone
+
+    def _resolve(self, path: str, folders: list[str], records: dict[str, bytes | None]) -> str:
+        """:meth:`locate`'s answer from the owner records of ``folders`` (innermost first) as read."""
         held = [f for f in folders if records[self.join(f, writers.INFLIGHT)] is not None]
         if not held:
             return path
