@@ -801,9 +801,13 @@ class CheckpointManager:
         try:
             if self.incremental:
                 prev = [s for s, _ in self._scan(storage) if s != step]
+                locate = storage.locator(self.root)
                 for s in reversed(prev):
-                    reader = _reader.FolderReader(storage, self._path(s))
+                    path = self._path(s)
                     try:
+                        # Read where a restore of the step would (during a switch over it on an object store,
+                        # its staging folder, whole): the path itself has no root manifest until the copy ends.
+                        reader = _reader.FolderReader(storage, locate(path), named=path)
                         reader.manifest  # noqa: B018 - committed only
                     except CheckpointError:
                         continue

@@ -182,3 +182,22 @@ def test_a_manager_listing_reads_each_folder_record_once(moto_s3: MotoS3) -> Non
     # The pass: the folders above once, then the newest step (the one that loads); the restore of it then
     # locates its path itself (every folder of it).
     assert len(records) == 2 * (above + 1), records
+
+
+def test_an_incremental_save_links_the_files_of_a_step_that_is_switching(moto_s3: MotoS3, held_switch: Any) -> None:
+    """The previous step of an incremental save is read where a restore reads it: while a save over it
+    switches (its path has no root manifest until the copy ends), from the staging folder, so its files
+    are linked, not all sent again (before, the step was skipped as uncommitted)."""
+    root = f"{moto_s3.bucket}/switch-{uuid.uuid4().hex[:8]}/run"
+    with cairn.CheckpointManager(f"s3://{root}", keep_last=3) as mgr:
+        mgr.save(_agent(1), 1)
+    held_switch(f"{root}/step_000000001", 2)
+    mgr = cairn.CheckpointManager(f"s3://{root}", keep_last=3)
+    mgr.save(_agent(2), 2)  # the same state as the one switching in at step 1
+    stats = mgr.last_stats
+    assert stats is not None and stats.files_linked > 0, stats
+    held_switch.release()
+    got = Agent(N)
+    info = mgr.restore_latest(got)
+    assert info is not None and info.step == 2 and [i.step for i in mgr.checkpoints()] == [1, 2]
+    assert_states_equal(expected_state(2, N), got.get_state())

@@ -1122,7 +1122,17 @@ class FsspecStorage(Storage):
         did not call ``check_owned`` before its root manifest is checked here: if its owner
         record is no longer its own, the root manifest is deleted again and the save fails.
         """
-        claim = writers.release(self.uri(staging))
+        # Kept in flight until the switch is done: a cleanup in this process (another thread's manager
+        # on the root) would take the switch for that of an ended save, and finish it under this one.
+        claim = writers.release(self.uri(staging), keep_live=True)
+        try:
+            self._commit(staging, final, claim)
+        finally:
+            if claim is not None:
+                writers.ended(claim.owner.id)
+
+    def _commit(self, staging: str, final: str, claim: writers.Claim | None) -> None:
+        """:meth:`commit` once the heartbeat of ``claim`` (the save's, if this process holds it) stopped."""
         record = self._record_of(staging)
         owner = writers.Owner.from_bytes(self._read_many([record])[record])
         if claim is not None and (claim.lost or owner is None or owner.id != claim.owner.id):
