@@ -584,8 +584,16 @@ def check_written(
         if checked is None and all(type(c) is bytes for c in chunks):
             # Immutable bytes the plan owns (manifests, metadata, constructors, skeletons, headers):
             # no thread can change them during the write, and the digest was taken of exactly the
-            # bytes written. Nothing to catch; a manager's save (``checked``) still reads them
-            # back, to link them next time without a read (see CheckedFiles).
+            # bytes written. A manager's save (``checked``) still reads them back, to link them next
+            # time without a read (see CheckedFiles); here a local file's size is checked (one stat,
+            # no read), so a filesystem that kept fewer bytes than it acknowledged fails the save
+            # before its commit, not the next load. Remote bytes are checked from memory anyway.
+            if storage.file_descriptors and (size := storage.size(path)) != entry.size:
+                raise CorruptCheckpointError(
+                    f"The save wrote {storage.uri(path)}, which holds {size} bytes where {entry.size} were written "
+                    "and acknowledged: the filesystem lost some. Nothing was committed; check the filesystem "
+                    "(its free space, its mount) and save again."
+                )
             continue
         crc, digest = 0, None
         stamp, started = None, 0
