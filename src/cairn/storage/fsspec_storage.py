@@ -642,97 +642,102 @@ class FsspecStorage(Storage):
         """
         from fsspec.asyn import sync
 
-        fs = self.fs
-        bucket, key, version = fs.split_path(path)
-        asked = {"VersionId": version} if version else {}
+        version = self.fs.split_path(path)[2]
 
-        async def ranged(start: int, end: int, pin: dict[str, str]) -> tuple[bytes, dict[str, Any]]:
-            """Bytes ``[start, end)`` and the response's headers (s3fs's ``_cat_file`` gives the bytes only)."""
-            answer = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}", **pin)
+        async def download() -> bytearray:
             try:
-                data: bytes = await answer["Body"].read()
-            finally:
-                answer["Body"].close()
-            return data, answer
-
-        def changed(err: BaseException | None) -> ObjectChangedError:
-            return ObjectChangedError(
-                f"{self.uri(path)} changed while it was read: S3 refused a part of the object the read "
-                f"started on ({err or 'a part came back short'}), so another writer replaced it meanwhile. "
-                "No mix of the two was used; read it again once that writer is done (a checkpoint's "
-                "restore does, when its checkpoint was replaced)."
-            )
-
-        async def download() -> tuple[bytearray, int]:
-            try:
-                first, answer = await ranged(0, MULTIPART_PART_BYTES, asked)
+                first, answer = await self._get_range(
+                    path, 0, MULTIPART_PART_BYTES, {"VersionId": version} if version else {}
+                )
             except OSError as err:
                 # S3 answers 416 (s3fs: EINVAL) to a range that starts at or past the object's end: an
                 # empty object. No bytes there; the caller's digest check says what that means.
                 if err.errno != errno.EINVAL:
                     raise
-                return bytearray(), 0
+                return bytearray()
             total = re.fullmatch(r"bytes \d+-\d+/(\d+)", str(answer.get("ContentRange") or ""))
             if total is None or len(first) > MULTIPART_PART_BYTES:
                 # A store that ignores Range sent the whole object: it is all here, read once, not again per part.
                 if len(first) > max_bytes:
                     self._too_big(path, len(first), max_bytes)
-                return bytearray(first), len(first)
+                return bytearray(first)
             size = int(total.group(1))
             if size <= len(first):
-                return bytearray(first), len(first)  # the whole file, in one request
+                return bytearray(first)  # the whole file, in one request
             if size > max_bytes:
                 self._too_big(path, size, max_bytes)
             if len(first) < MULTIPART_PART_BYTES:
-                raise changed(None)  # S3 sends a range whole: a short one is of an object cut meanwhile
-            # "null" is the version id of an object written while versioning was off: a later write replaces it.
-            version_id = str(answer.get("VersionId") or "")
-            etag = str(answer.get("ETag") or "")
-            if version_id and version_id != "null":
-                pin = {"VersionId": version_id}
-            elif etag:
-                pin = {"IfMatch": etag}
-            else:
-                raise CheckpointError(
-                    f"{self.uri(path)}: the store sent no ETag or version id with a part of the object, so "
-                    "its other parts cannot be read from the same version. Use an S3 store that sends ETags."
-                )
-            part_bytes = max(MULTIPART_PART_BYTES, -(-size // MAX_PARTS))
-            out = bytearray(size)  # size was checked against the caller's bound just above
-            view = memoryview(out)
-            slots = asyncio.Semaphore(MULTIPART_CONCURRENCY)
+                raise self._changed(path, None)  # S3 sends a range whole: a short one is of an object cut meanwhile
+            return await self._get_rest(path, first, size, self._pin(path, answer))
 
-            async def one(start: int, end: int) -> None:
-                async with slots:  # memory: the buffer plus about concurrency x part in flight
-                    try:
-                        data, _ = await ranged(start, end, pin)
-                    except OSError as err:
-                        # 412 (If-Match failed) or 416 (a range past a shorter object's end): s3fs makes both
-                        # EINVAL, and either means the object is not the one the first range read.
-                        if err.errno != errno.EINVAL:
-                            raise
-                        raise changed(err) from None
-                if len(data) != end - start:
-                    raise changed(None)
-                view[start:end] = data
+        result: bytearray = sync(self.fs.loop, download)
+        return result
 
-            try:
-                view[: len(first)] = first
+    async def _get_range(self, path: str, start: int, end: int, pin: dict[str, str]) -> tuple[bytes, dict[str, Any]]:
+        """Bytes ``[start, end)`` of ``path`` and the response's headers (s3fs's ``_cat_file`` gives the bytes only)."""
+        bucket, key, _ = self.fs.split_path(path)
+        answer = await self.fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}", **pin)
+        try:
+            data: bytes = await answer["Body"].read()
+        finally:
+            answer["Body"].close()
+        return data, answer
+
+    def _pin(self, path: str, answer: dict[str, Any]) -> dict[str, str]:
+        """What pins the other ranges of a read to the object of its first range's ``answer``."""
+        # "null" is the version id of an object written while versioning was off: a later write replaces it.
+        version_id = str(answer.get("VersionId") or "")
+        etag = str(answer.get("ETag") or "")
+        if version_id and version_id != "null":
+            return {"VersionId": version_id}
+        if etag:
+            return {"IfMatch": etag}
+        raise CheckpointError(
+            f"{self.uri(path)}: the store sent no ETag or version id with a part of the object, so "
+            "its other parts cannot be read from the same version. Use an S3 store that sends ETags."
+        )
+
+    async def _get_rest(self, path: str, first: bytes, size: int, pin: dict[str, str]) -> bytearray:
+        """The ``size`` bytes of ``path`` whose ``first`` range was read: the others concurrently, pinned by ``pin``."""
+        part_bytes = max(MULTIPART_PART_BYTES, -(-size // MAX_PARTS))
+        out = bytearray(size)  # the caller checked size against its bound
+        view = memoryview(out)
+        slots = asyncio.Semaphore(MULTIPART_CONCURRENCY)
+
+        async def one(start: int, end: int) -> None:
+            async with slots:  # memory: the buffer plus about concurrency x part in flight
                 try:
-                    async with asyncio.TaskGroup() as group:  # one range failing cancels the others
-                        for start in range(MULTIPART_PART_BYTES, size, part_bytes):
-                            group.create_task(one(start, min(start + part_bytes, size)))
-                except BaseExceptionGroup as failed:
-                    raise failed.exceptions[0] from None  # the first failure, for the retry loop to judge
-            finally:
-                view.release()
-            return out, size
+                    data, _ = await self._get_range(path, start, end, pin)
+                except OSError as err:
+                    # 412 (If-Match failed) or 416 (a range past a shorter object's end): s3fs makes both
+                    # EINVAL, and either means the object is not the one the first range read.
+                    if err.errno != errno.EINVAL:
+                        raise
+                    raise self._changed(path, err) from None
+            if len(data) != end - start:
+                raise self._changed(path, None)
+            view[start:end] = data
 
-        result: tuple[bytearray, int] = sync(fs.loop, download)
-        out, end = result
-        if end < len(out):
-            del out[end:]
+        try:
+            view[: len(first)] = first
+            try:
+                async with asyncio.TaskGroup() as group:  # one range failing cancels the others
+                    for start in range(MULTIPART_PART_BYTES, size, part_bytes):
+                        group.create_task(one(start, min(start + part_bytes, size)))
+            except BaseExceptionGroup as failed:
+                raise failed.exceptions[0] from None  # the first failure, for the retry loop to judge
+        finally:
+            view.release()
         return out
+
+    def _changed(self, path: str, err: BaseException | None) -> ObjectChangedError:
+        """The error of a read whose object was replaced after its first range (``err``: S3's refusal)."""
+        return ObjectChangedError(
+            f"{self.uri(path)} changed while it was read: S3 refused a part of the object the read "
+            f"started on ({err or 'a part came back short'}), so another writer replaced it meanwhile. "
+            "No mix of the two was used; read it again once that writer is done (a checkpoint's "
+            "restore does, when its checkpoint was replaced)."
+        )
 
     def _too_big(self, path: str, size: int | None, max_bytes: int) -> None:
         from cairn.storage.base import FileTooLargeError
