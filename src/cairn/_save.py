@@ -584,8 +584,9 @@ def check_written(
         if checked is None and all(type(c) is bytes for c in chunks):
             # Immutable bytes the plan owns (manifests, metadata, constructors, skeletons, headers):
             # no thread can change them during the write, and the digest was taken of exactly the
-            # bytes written. Nothing to catch; a manager's save (``checked``) still reads them
-            # back, to link them next time without a read (see CheckedFiles).
+            # bytes written. A manager's save (``checked``) still reads them back, to link them next
+            # time without a read (see CheckedFiles); here only their size is checked (_check_size).
+            _check_size(storage, path, entry)
             continue
         crc, digest = 0, None
         stamp, started = None, 0
@@ -625,6 +626,20 @@ def check_written(
             )
         if checked is not None and stamp is not None:
             checked.note(stamp, entry, started, path[len(root) + 1 :])
+
+
+def _check_size(storage: Storage, path: str, entry: FileEntry) -> None:
+    """Refuse a local file that holds another number of bytes than ``entry`` records (one stat, no read).
+
+    A filesystem that kept fewer bytes than it acknowledged then fails the save before its
+    commit, not the next load. Remote bytes are checked from memory anyway (see check_written).
+    """
+    if storage.file_descriptors and (size := storage.size(path)) != entry.size:
+        raise CorruptCheckpointError(
+            f"The save wrote {storage.uri(path)}, which holds {size} bytes where {entry.size} were written "
+            "and acknowledged: the filesystem lost some. Nothing was committed; check the filesystem "
+            "(its free space, its mount) and save again."
+        )
 
 
 def _link_unchanged(
