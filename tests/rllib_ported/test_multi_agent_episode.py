@@ -360,7 +360,6 @@ def test_add_env_step() -> None:
     check(episode._hanging_rewards_begin["agent_5"], 1.0)
 
 
-@pytest.mark.xfail(strict=True, reason="the getters take one int index (no lists, slices or return_list)")
 def test_get_observations() -> None:
     (observations, actions, rewards, is_terminateds, is_truncateds, infos) = _mock_multi_agent_records()
     episode = MultiAgentEpisode(
@@ -492,7 +491,6 @@ def test_get_observations() -> None:
         check(obs[agent_id][0], agent_obs)
 
 
-@pytest.mark.xfail(strict=True, reason="no MultiAgentEpisode.get_infos")
 def test_get_infos() -> None:
     (observations, actions, rewards, is_terminateds, is_truncateds, infos) = _mock_multi_agent_records()
     episode = MultiAgentEpisode(
@@ -657,7 +655,6 @@ def test_get_infos() -> None:
         check(inf[agent_id][0], agent_inf)
 
 
-@pytest.mark.xfail(strict=True, reason="no MultiAgentEpisode.get_actions")
 def test_get_actions() -> None:
     """Tests whether the `MultiAgentEpisode.get_actions()` API works as expected."""
     observations: list[MultiAgentDict] = [
@@ -878,7 +875,6 @@ def test_get_actions() -> None:
     assert act == {}
 
 
-@pytest.mark.xfail(strict=True, reason="no MultiAgentEpisode.get_rewards")
 def test_get_rewards() -> None:
     observations: list[MultiAgentDict] = [
         {"a0": 0, "a1": 0},

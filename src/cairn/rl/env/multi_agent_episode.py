@@ -31,10 +31,12 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cairn.rl.env.episodes import SingleAgentEpisode
+from cairn.rl.env.lookback_buffer import LookbackBuffer
+from cairn.rl.env.multi_agent_episode_reads import EpisodeReads
 
 __all__ = ["EnvToAgentSteps", "MultiAgentEpisode", "MultiAgentEpisodeError"]
 
@@ -45,41 +47,20 @@ class MultiAgentEpisodeError(ValueError):
     """A step that does not fit the episode (data for a done agent, a missing reward, ...)."""
 
 
-class EnvToAgentSteps:
+class EnvToAgentSteps(LookbackBuffer):
     """One agent's env-step -> agent-step mapping (RLlib's ``env_t_to_agent_t[agent]``).
 
     ``data`` holds one entry per env time step (lookback included): the agent's step index
     (its observation's) at that env step, or ``"S"`` where it got none; ``lookback`` counts
-    the entries before the episode's start. ``len()`` is the episode's part.
+    the entries before the episode's start. ``len()`` is the episode's part; the getters read it
+    with RLlib's index rules (:class:`~cairn.rl.env.lookback_buffer.LookbackBuffer`).
     """
 
     def __init__(self, data: Sequence[Any] = (), lookback: int = 0) -> None:
-        self.data: list[Any] = list(data)
-        self.lookback = int(lookback)
-
-    def append(self, value: Any) -> None:
-        """Add the entry of the next env step."""
-        self.data.append(value)
-
-    def extend(self, values: Sequence[Any]) -> None:
-        """Add entries of the next env steps."""
-        self.data.extend(values)
-
-    def __len__(self) -> int:
-        return max(0, len(self.data) - self.lookback)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, EnvToAgentSteps):
-            return NotImplemented
-        return self.data == other.data and self.lookback == other.lookback
-
-    __hash__ = None  # type: ignore[assignment]  # mutable
-
-    def __repr__(self) -> str:
-        return f"EnvToAgentSteps({self.data!r}, lookback={self.lookback})"
+        super().__init__(list(data), lookback)
 
 
-class MultiAgentEpisode:
+class MultiAgentEpisode(EpisodeReads):
     """The agents' episodes of one game, or of the chunk of it that one ``sample()`` returned.
 
     Args:
@@ -408,45 +389,6 @@ class MultiAgentEpisode:
     def get_truncateds(self) -> dict[Any, bool]:
         """Agent id -> truncated, and ``"__all__"``."""
         return {**{agent: e.is_truncated for agent, e in self.agent_episodes.items()}, ALL: self.is_truncated}
-
-    def get_observations(
-        self,
-        indices: int = -1,
-        agent_ids: Collection[Any] | Any = None,
-        *,
-        env_steps: bool = True,
-        neg_index_as_lookback: bool = False,
-        fill: Any = None,
-    ) -> dict[Any, Any]:
-        """Agent id -> its observation at env step ``indices`` (or, ``env_steps=False``, its own step).
-
-        Agents without an observation there are left out, or get ``fill``.
-
-        Raises:
-            TypeError: ``indices`` is not an int (lists and slices are RLlib's, not here).
-        """
-        if isinstance(indices, bool) or not isinstance(indices, int):
-            raise TypeError(f"MultiAgentEpisode.get_observations takes an int index here, got {indices!r:.40}.")
-        out: dict[Any, Any] = {}
-        for agent in self._selected(agent_ids):
-            episode = self.agent_episodes[agent]
-            if not env_steps:
-                out[agent] = episode.get_observations(indices, neg_index_as_lookback=neg_index_as_lookback, fill=fill)
-                continue
-            mapping = self.env_t_to_agent_t[agent]
-            p = mapping.lookback + indices if indices >= 0 or neg_index_as_lookback else len(mapping.data) + indices
-            agent_t = mapping.data[p] if 0 <= p < len(mapping.data) else self.SKIP_ENV_TS_TAG
-            if agent_t != self.SKIP_ENV_TS_TAG:
-                out[agent] = episode._observations[int(agent_t) - (episode.t_started - episode._lookback)]
-            elif fill is not None:
-                out[agent] = fill
-        return out
-
-    def _selected(self, agent_ids: Collection[Any] | Any) -> list[Any]:
-        if agent_ids is None:
-            return list(self.agent_episodes)
-        wanted = set(agent_ids) if isinstance(agent_ids, list | tuple | set | frozenset) else {agent_ids}
-        return [agent for agent in self.agent_episodes if agent in wanted]
 
     # ------------------------------------------------------------------ chunks
 
