@@ -1751,7 +1751,6 @@ def test_len() -> None:
     assert len(successor)  # RLlib's assertTrue(len(successor), 100): 100 is its message
 
 
-@pytest.mark.xfail(strict=True, reason="no MultiAgentEpisode.get_state / from_state")
 def test_get_state_and_from_state() -> None:
     episode = _create_simple_episode(
         [
@@ -1792,8 +1791,8 @@ def test_get_state_and_from_state() -> None:
     assert set(episode_2.agent_episodes.keys()) == set(episode.agent_episodes.keys())
     for agent_id, agent_eps in episode_2.agent_episodes.items():
         assert agent_eps.id_ == episode.agent_episodes[agent_id].id_
-    check(episode_2._start_time, episode._start_time)  # type: ignore[attr-defined]
-    check(episode_2._last_step_time, episode._last_step_time)  # type: ignore[attr-defined]
+    check(episode_2._start_time, episode._start_time)
+    check(episode_2._last_step_time, episode._last_step_time)
 
 
 def test_get_sample_batch() -> None:

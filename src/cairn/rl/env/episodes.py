@@ -34,6 +34,7 @@ This module imports nothing of ``cairn.rl`` but :mod:`cairn.rl.env.episode_chunk
 from __future__ import annotations
 
 import copy
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -215,9 +216,13 @@ class SingleAgentEpisode(EpisodeChunks):
         self.agent_id = agent_id
         self.module_id = module_id
         self.multi_agent_episode_id = multi_agent_episode_id
-        self.observation_space = observation_space
-        self.action_space = action_space
+        self._observation_space = observation_space
+        self._action_space = action_space
         self.custom_data: dict[str, Any] = {}
+        # Wall-clock times (time.perf_counter()) of the reset and the latest add_env_step, as RLlib keeps them;
+        # a runner's episodes (add_step) hold none, so that its checkpoints stay deterministic.
+        self._start_time: float | None = None
+        self._last_step_time: float | None = None
         self.is_terminated = bool(terminated)
         self.is_truncated = bool(truncated)
         self.keep_history = keep_history
@@ -260,6 +265,30 @@ class SingleAgentEpisode(EpisodeChunks):
             )
 
     # ------------------------------------------------------------------ RLlib's API
+
+    @property
+    def observation_space(self) -> Any:
+        """The observations' space (for reference; None when not given)."""
+        return self._observation_space
+
+    @observation_space.setter
+    def observation_space(self, value: Any) -> None:
+        self._observation_space = value
+
+    @property
+    def action_space(self) -> Any:
+        """The actions' space (for reference; None when not given)."""
+        return self._action_space
+
+    @action_space.setter
+    def action_space(self, value: Any) -> None:
+        self._action_space = value
+
+    def get_duration_s(self) -> float:
+        """Seconds from :meth:`add_env_reset` (or the first :meth:`add_env_step`) to the latest step (RLlib's)."""
+        if self._start_time is None or self._last_step_time is None:
+            return 0.0
+        return self._last_step_time - self._start_time
 
     @property
     def is_done(self) -> bool:
@@ -320,6 +349,7 @@ class SingleAgentEpisode(EpisodeChunks):
             )
         self._observations.append(observation)
         self._infos.append(dict(infos or {}))
+        self._start_time = time.perf_counter()
 
     def add_env_step(
         self,
@@ -369,6 +399,9 @@ class SingleAgentEpisode(EpisodeChunks):
                 "steps without any; give them from the first step."
             )
         self.add_step(observation, action, reward, infos or {})
+        self._last_step_time = time.perf_counter()
+        if self._start_time is None:
+            self._start_time = self._last_step_time
         for key, value in extra.items():
             self._extra.setdefault(str(key), []).append(value)
         self.is_terminated, self.is_truncated = bool(terminated), bool(truncated)
@@ -489,6 +522,11 @@ class SingleAgentEpisode(EpisodeChunks):
             "lookback": self._lookback,
             "t_started": self.t_started,
         }
+        # Kept only where set: an env runner's episodes have neither, and their state stays as it was.
+        if self.multi_agent_episode_id is not None:
+            state["multi_agent_episode_id"] = self.multi_agent_episode_id
+        if self._start_time is not None:
+            state["start_time"], state["last_step_time"] = self._start_time, self._last_step_time
         if self._extra:
             check_episode_data(self._extra, where=f"{where}: extra_model_outputs")
             state["extra_model_outputs"] = copy.deepcopy(self._extra)
@@ -521,6 +559,10 @@ class SingleAgentEpisode(EpisodeChunks):
                 raise ValueError(f"a lookback buffer of {lookback} steps")
             episode._extra = {str(k): list(v) for k, v in dict(state.get("extra_model_outputs", {})).items()}
             episode.custom_data = dict(state["custom_data"])
+            ma_id = state.get("multi_agent_episode_id")
+            episode.multi_agent_episode_id = None if ma_id is None else str(ma_id)
+            times = state.get("start_time"), state.get("last_step_time")
+            episode._start_time, episode._last_step_time = (None if t is None else float(t) for t in times)
             episode.is_terminated = bool(state["terminated"])
             episode.is_truncated = bool(state["truncated"])
             episode._return = float(state["return"])

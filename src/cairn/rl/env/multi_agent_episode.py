@@ -29,12 +29,14 @@ lists, slices or ``return_list``; a refused step raises :class:`MultiAgentEpisod
 
 from __future__ import annotations
 
+import copy
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cairn.rl.env.episodes import SingleAgentEpisode
+from cairn.rl.env.episodes import SingleAgentEpisode, check_episode_data
 from cairn.rl.env.lookback_buffer import LookbackBuffer
 from cairn.rl.env.multi_agent_episode_reads import EpisodeReads
 
@@ -117,6 +119,9 @@ class MultiAgentEpisode(EpisodeReads):
         self._hanging_rewards_end: defaultdict[Any, float] = defaultdict(float)
         self._hanging_rewards_begin: defaultdict[Any, float] = defaultdict(float)
         self.custom_data: dict[str, Any] = {}
+        # Wall-clock times (time.perf_counter()) of the reset and the latest step, as RLlib keeps them.
+        self._start_time: float | None = None
+        self._last_step_time: float | None = None
         self.is_terminated = False
         self.is_truncated = False
         self.env_t_started = int(env_t_started or 0)
@@ -217,6 +222,7 @@ class MultiAgentEpisode(EpisodeReads):
         if self.is_done or self.env_t != self.env_t_started or self.agent_episodes:
             raise MultiAgentEpisodeError(f"MultiAgentEpisode {self.id_!r} has data: add_env_reset starts a new one.")
         infos = infos or {}
+        self._start_time = time.perf_counter()
         for agent, observation in observations.items():
             self.env_t_to_agent_t[agent].append(0)
             self._new_agent(agent, observation, infos.get(agent))
@@ -246,6 +252,9 @@ class MultiAgentEpisode(EpisodeReads):
         infos, terminateds, truncateds = infos or {}, terminateds or {}, truncateds or {}
         extra = extra_model_outputs or {}
         self.env_t += 1
+        self._last_step_time = time.perf_counter()
+        if self._start_time is None:
+            self._start_time = self._last_step_time
         self.is_terminated = bool(terminateds.get(ALL, False))
         self.is_truncated = bool(truncateds.get(ALL, False))
         for agent, mapping in self.env_t_to_agent_t.items():
@@ -431,6 +440,97 @@ class MultiAgentEpisode(EpisodeReads):
                 successor._hanging_rewards_begin[agent] = reward
         successor._len_lookback_buffers = lookback
         return successor
+
+    def get_duration_s(self) -> float:
+        """Seconds from the reset (or the first step added) to the latest step (RLlib's ``get_duration_s``)."""
+        if self._start_time is None or self._last_step_time is None:
+            return 0.0
+        return self._last_step_time - self._start_time
+
+    # ------------------------------------------------------------------ state
+
+    def get_state(self) -> dict[str, Any]:
+        """The episode as plain data (RLlib's ``get_state``): ids, time steps, mappings, hanging values,
+        flags, the agents' episodes, ``custom_data`` and the wall-clock times.
+
+        Left out (cairn keeps a state free of pickled objects): ``agent_to_module_mapping_fn`` and the
+        spaces; :meth:`from_state` takes them as arguments. Agent ids are kept as given (str or int),
+        so maps are lists of ``[agent, value]`` pairs.
+
+        Raises:
+            TypeError: A hanging value, ``custom_data`` or an agent's data is not plain data (the
+                message names it).
+        """
+        where = f"MultiAgentEpisode {self.id_!r}"
+        hanging = {
+            "hanging_actions_end": self._hanging_actions_end,
+            "hanging_extra_model_outputs_end": self._hanging_extra_model_outputs_end,
+            "hanging_rewards_end": self._hanging_rewards_end,
+            "hanging_rewards_begin": self._hanging_rewards_begin,
+        }
+        state: dict[str, Any] = {name: [[a, v] for a, v in cache.items()] for name, cache in hanging.items()}
+        check_episode_data(state, where=f"{where}: hanging values")
+        check_episode_data(self.custom_data, where=f"{where}: custom_data")
+        state.update(
+            {
+                "id": self.id_,
+                "agent_module_ids": [[a, m] for a, m in self._agent_module_ids.items()],
+                "env_t_started": self.env_t_started,
+                "env_t": self.env_t,
+                "len_lookback_buffers": self._len_lookback_buffers,
+                "agent_t_started": [[a, t] for a, t in self.agent_t_started.items()],
+                "env_t_to_agent_t": [[a, list(m.data), m.lookback] for a, m in self.env_t_to_agent_t.items()],
+                "is_terminated": self.is_terminated,
+                "is_truncated": self.is_truncated,
+                "agent_episodes": [[a, e.get_state()] for a, e in self.agent_episodes.items()],
+                "custom_data": copy.deepcopy(self.custom_data),
+                "start_time": self._start_time,
+                "last_step_time": self._last_step_time,
+            }
+        )
+        return state
+
+    @classmethod
+    def from_state(
+        cls,
+        state: Mapping[str, Any],
+        *,
+        observation_space: Any = None,
+        action_space: Any = None,
+        agent_to_module_mapping_fn: Callable[[Any, MultiAgentEpisode], str] | None = None,
+    ) -> MultiAgentEpisode:
+        """The episode :meth:`get_state` recorded (with the spaces and mapping function given here).
+
+        Raises:
+            ValueError: ``state`` is not a multi-agent episode's state.
+        """
+        try:
+            episode = cls(
+                str(state["id"]),
+                observation_space=observation_space,
+                action_space=action_space,
+                agent_module_ids={a: str(m) for a, m in state["agent_module_ids"]},
+                agent_to_module_mapping_fn=agent_to_module_mapping_fn,
+            )
+            episode.env_t_started, episode.env_t = int(state["env_t_started"]), int(state["env_t"])
+            episode._len_lookback_buffers = int(state["len_lookback_buffers"])
+            episode.agent_t_started.update({a: int(t) for a, t in state["agent_t_started"]})
+            for agent, data, lookback in state["env_t_to_agent_t"]:
+                episode.env_t_to_agent_t[agent] = EnvToAgentSteps(list(data), int(lookback))
+            episode._hanging_actions_end = {a: v for a, v in state["hanging_actions_end"]}
+            episode._hanging_extra_model_outputs_end = {a: dict(v) for a, v in state["hanging_extra_model_outputs_end"]}
+            episode._hanging_rewards_end.update({a: float(v) for a, v in state["hanging_rewards_end"]})
+            episode._hanging_rewards_begin.update({a: float(v) for a, v in state["hanging_rewards_begin"]})
+            episode.is_terminated, episode.is_truncated = bool(state["is_terminated"]), bool(state["is_truncated"])
+            episode.agent_episodes = {a: SingleAgentEpisode.from_state(s) for a, s in state["agent_episodes"]}
+            episode.custom_data = dict(state["custom_data"])
+            times = state["start_time"], state["last_step_time"]
+            episode._start_time, episode._last_step_time = (None if t is None else float(t) for t in times)
+            if episode.env_t < episode.env_t_started:
+                raise ValueError(f"env_t {episode.env_t} is before env_t_started {episode.env_t_started}")
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"not a multi-agent episode's state ({type(err).__name__}: {err})") from err
+        return episode
 
     def __repr__(self) -> str:
         return (
