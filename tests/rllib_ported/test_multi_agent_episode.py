@@ -1893,7 +1893,6 @@ SETTER_PATTERNS: list[tuple[str, dict[str, Any], Any]] = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="no MultiAgentEpisode setters / to_numpy")
 def test_setters() -> None:
     """Tests whether the MultiAgentEpisode's setter methods work as expected (also numpy'ized episodes)."""
     some_key = "some_key"

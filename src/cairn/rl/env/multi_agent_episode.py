@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cairn.rl.env.episodes import SingleAgentEpisode, check_episode_data
-from cairn.rl.env.lookback_buffer import LookbackBuffer
+from cairn.rl.env.lookback_buffer import Indices, LookbackBuffer
 from cairn.rl.env.multi_agent_episode_reads import EpisodeReads
 
 __all__ = ["EnvToAgentSteps", "MultiAgentEpisode", "MultiAgentEpisodeError"]
@@ -122,6 +122,7 @@ class MultiAgentEpisode(EpisodeReads):
         # Wall-clock times (time.perf_counter()) of the reset and the latest step, as RLlib keeps them.
         self._start_time: float | None = None
         self._last_step_time: float | None = None
+        self._is_numpy = False
         self.is_terminated = False
         self.is_truncated = False
         self.env_t_started = int(env_t_started or 0)
@@ -247,8 +248,11 @@ class MultiAgentEpisode(EpisodeReads):
                 Agents are recorded one by one (as RLlib's asserts do), so a refused step leaves the episode
                 partway updated: discard it.
         """
-        if self.is_done:
-            raise MultiAgentEpisodeError(f"MultiAgentEpisode {self.id_!r} is done: no step can be added.")
+        if self.is_done or self._is_numpy:
+            raise MultiAgentEpisodeError(
+                f"MultiAgentEpisode {self.id_!r} is {'done' if self.is_done else 'numpy-ized (to_numpy())'}: no step "
+                "can be added."
+            )
         infos, terminateds, truncateds = infos or {}, terminateds or {}, truncateds or {}
         extra = extra_model_outputs or {}
         self.env_t += 1
@@ -440,6 +444,61 @@ class MultiAgentEpisode(EpisodeReads):
                 successor._hanging_rewards_begin[agent] = reward
         successor._len_lookback_buffers = lookback
         return successor
+
+    # ------------------------------------------------------------------ setters, numpy
+
+    def _set_agents(self, what: str, new_data: Mapping[Any, Any], **kwargs: Any) -> None:
+        for agent in new_data:
+            if agent not in self.agent_episodes:
+                raise KeyError(
+                    f"MultiAgentEpisode {self.id_!r} has no agent {agent!r}; it has "
+                    f"{sorted(map(str, self.agent_episodes))}."
+                )
+        for agent, agent_data in new_data.items():
+            getattr(self.agent_episodes[agent], f"set_{what}")(new_data=agent_data, **kwargs)
+
+    def set_observations(
+        self, *, new_data: Mapping[Any, Any], at_indices: Indices = None, neg_index_as_lookback: bool = False
+    ) -> None:
+        """Overwrite agents' observations (agent id -> new data; ``at_indices`` in each agent's own steps).
+
+        Raises:
+            KeyError: An agent without an episode here (nothing is changed).
+            IndexError: An index outside an agent's data, or a count of new items that differs from the indices'.
+        """
+        self._set_agents("observations", new_data, at_indices=at_indices, neg_index_as_lookback=neg_index_as_lookback)
+
+    def set_actions(
+        self, *, new_data: Mapping[Any, Any], at_indices: Indices = None, neg_index_as_lookback: bool = False
+    ) -> None:
+        """Overwrite agents' actions (see :meth:`set_observations`)."""
+        self._set_agents("actions", new_data, at_indices=at_indices, neg_index_as_lookback=neg_index_as_lookback)
+
+    def set_rewards(
+        self, *, new_data: Mapping[Any, Any], at_indices: Indices = None, neg_index_as_lookback: bool = False
+    ) -> None:
+        """Overwrite agents' rewards (see :meth:`set_observations`); their returns follow."""
+        self._set_agents("rewards", new_data, at_indices=at_indices, neg_index_as_lookback=neg_index_as_lookback)
+
+    def set_extra_model_outputs(
+        self, *, key: str, new_data: Mapping[Any, Any], at_indices: Indices = None, neg_index_as_lookback: bool = False
+    ) -> None:
+        """Overwrite agents' extra model output ``key`` (see :meth:`set_observations`)."""
+        self._set_agents(
+            "extra_model_outputs", new_data, key=key, at_indices=at_indices, neg_index_as_lookback=neg_index_as_lookback
+        )
+
+    @property
+    def is_numpy(self) -> bool:
+        """Whether :meth:`to_numpy` was called (the getters return arrays; no more steps)."""
+        return self._is_numpy
+
+    def to_numpy(self) -> MultiAgentEpisode:
+        """Make the getters return numpy arrays and close the episode to new steps (RLlib's ``to_numpy``)."""
+        for episode in self.agent_episodes.values():
+            episode.to_numpy()
+        self._is_numpy = True
+        return self
 
     def get_duration_s(self) -> float:
         """Seconds from the reset (or the first step added) to the latest step (RLlib's ``get_duration_s``)."""

@@ -9,7 +9,8 @@ agent without data there is left out, unless ``fill`` stands in), or with ``retu
 (env steps only) is one dict per index. An agent's action, reward or model output that is still
 hanging (chosen, its next observation not yet in) is its latest: index ``-1`` returns it.
 
-This module imports nothing of ``cairn.rl`` but :mod:`cairn.rl.env.lookback_buffer`.
+This module imports nothing of ``cairn.rl`` but :mod:`cairn.rl.env.lookback_buffer` and
+:mod:`cairn.rl.env.episode_chunks`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from cairn.rl.env.episode_chunks import as_array
 from cairn.rl.env.lookback_buffer import Indices, LookbackBuffer
 
 __all__ = ["EpisodeReads", "wanted_agents"]
@@ -167,11 +169,18 @@ class EpisodeReads:
                     add_last=self._hanging(what, agent, key),
                 )
                 if value is not None and not (isinstance(value, list) and value == []):
-                    out[agent] = value
+                    numpy = isinstance(value, list) and what != "infos" and self.agent_episodes[agent].is_numpy
+                    out[agent] = as_array(value) if numpy else value
             return out
         if return_list:
             return self._read_as_list(what, indices, agents, neg_index_as_lookback, fill, key)
-        return self._read_by_env_steps(what, indices, agents, neg_index_as_lookback, fill, key)
+        out = self._read_by_env_steps(what, indices, agents, neg_index_as_lookback, fill, key)
+        if what != "infos":
+            # A numpy'ized agent's several values come back as one array (RLlib's to_numpy()).
+            out = {
+                a: as_array(v) if isinstance(v, list) and self.agent_episodes[a].is_numpy else v for a, v in out.items()
+            }
+        return out
 
     def _position(self, agent: Any, agent_t: Any) -> Any:
         """An agent step (the mapping's value) as a position in the agent's data (lookback included)."""
