@@ -19,12 +19,17 @@ RLlib's rules for agents that do not act every step:
 - an agent's first observation (at reset or later) starts its episode; an agent that
   terminates without a last observation ends on its last one.
 
-What differs from RLlib (docs/rllib_parity.md): ``slice``/``episode[a:b]``,
-``concat_episode``, ``get_state``/``from_state``, the setters and ``to_numpy`` are not
-here; the getters take an int index (env or agent steps, ``fill``, ``agent_ids``), not
-lists, slices or ``return_list``; a refused step raises :class:`MultiAgentEpisodeError`
-(a ``ValueError``) where RLlib raises ``MultiAgentEnvError``; ids are deterministic
-(an agent's episode is ``"<id>-<agent>"``).
+The getters (:mod:`cairn.rl.env.multi_agent_episode_reads`) take RLlib's indices (an int, a
+list, a slice or None; env or agent steps; ``fill``, ``neg_index_as_lookback``, ``agent_ids``,
+``return_list``); :meth:`MultiAgentEpisode.get_state`/``from_state``, the setters and
+``to_numpy`` are RLlib's too.
+
+What differs from RLlib (docs/rllib_parity.md): ``slice``/``episode[a:b]`` and
+``concat_episode`` are not here; :meth:`MultiAgentEpisode.cut` keeps each running agent's
+episode and hanging action; the state is plain data without the mapping function and spaces
+(given to ``from_state``); a refused step raises :class:`MultiAgentEpisodeError` (a
+``ValueError``) where RLlib raises ``MultiAgentEnvError``; ids are deterministic (an agent's
+episode is ``"<id>-<agent>"``).
 """
 
 from __future__ import annotations
