@@ -33,7 +33,7 @@ def test_cut_continues_the_game_and_completes_the_hanging_step() -> None:
     chunk = _game().cut()
     assert (chunk.id_, chunk.env_t_started, len(chunk)) == ("g", 2, 0)
     # a's action was chosen one env step back, so the chunk keeps that step as lookback.
-    assert chunk.env_t_to_agent_t["a"] == EnvToAgentSteps([1, "S"], lookback=1)
+    assert chunk.env_t_to_agent_t["a"] == EnvToAgentSteps([0, "S"], lookback=1)  # positions in the chunk's data
     chunk.add_env_step({"a": 2, "b": 1}, {"b": 0}, {"a": 1.0, "b": 1.0}, terminateds={"__all__": True})
     a = chunk.agent_episodes["a"]
     assert (len(a), a.get_actions(-1), a.get_rewards(-1)) == (1, 1, 1.5)  # the hanging reward joins the step

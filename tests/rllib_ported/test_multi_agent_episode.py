@@ -1307,7 +1307,6 @@ def test_cut() -> None:
     # RLlib's test returns here ("Revisit this test"); its dead remainder is not ported.
 
 
-@pytest.mark.xfail(strict=True, reason="no MultiAgentEpisode.slice / episode[a:b]")
 def test_slice() -> None:
     episode = _create_simple_episode(
         [

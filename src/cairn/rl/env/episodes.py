@@ -219,8 +219,7 @@ class SingleAgentEpisode(EpisodeChunks):
         self._observation_space = observation_space
         self._action_space = action_space
         self.custom_data: dict[str, Any] = {}
-        # Wall-clock times (time.perf_counter()) of the reset and the latest add_env_step, as RLlib keeps them;
-        # a runner's episodes (add_step) hold none, so that its checkpoints stay deterministic.
+        # RLlib's wall-clock times (add_env_reset/add_env_step); a runner's (add_step) stay None: checkpoints repeat.
         self._start_time: float | None = None
         self._last_step_time: float | None = None
         self.is_terminated = bool(terminated)
@@ -265,30 +264,6 @@ class SingleAgentEpisode(EpisodeChunks):
             )
 
     # ------------------------------------------------------------------ RLlib's API
-
-    @property
-    def observation_space(self) -> Any:
-        """The observations' space (for reference; None when not given)."""
-        return self._observation_space
-
-    @observation_space.setter
-    def observation_space(self, value: Any) -> None:
-        self._observation_space = value
-
-    @property
-    def action_space(self) -> Any:
-        """The actions' space (for reference; None when not given)."""
-        return self._action_space
-
-    @action_space.setter
-    def action_space(self, value: Any) -> None:
-        self._action_space = value
-
-    def get_duration_s(self) -> float:
-        """Seconds from :meth:`add_env_reset` (or the first :meth:`add_env_step`) to the latest step (RLlib's)."""
-        if self._start_time is None or self._last_step_time is None:
-            return 0.0
-        return self._last_step_time - self._start_time
 
     @property
     def is_done(self) -> bool:
@@ -559,8 +534,7 @@ class SingleAgentEpisode(EpisodeChunks):
                 raise ValueError(f"a lookback buffer of {lookback} steps")
             episode._extra = {str(k): list(v) for k, v in dict(state.get("extra_model_outputs", {})).items()}
             episode.custom_data = dict(state["custom_data"])
-            ma_id = state.get("multi_agent_episode_id")
-            episode.multi_agent_episode_id = None if ma_id is None else str(ma_id)
+            episode.multi_agent_episode_id = None if (ma := state.get("multi_agent_episode_id")) is None else str(ma)
             times = state.get("start_time"), state.get("last_step_time")
             episode._start_time, episode._last_step_time = (None if t is None else float(t) for t in times)
             episode.is_terminated = bool(state["terminated"])

@@ -34,6 +34,7 @@ episode is ``"<id>-<agent>"``).
 
 from __future__ import annotations
 
+import builtins
 import copy
 import time
 import uuid
@@ -42,8 +43,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cairn.rl.env.episodes import SingleAgentEpisode, check_episode_data
-from cairn.rl.env.lookback_buffer import Indices, LookbackBuffer
+from cairn.rl.env.lookback_buffer import LookbackBuffer
 from cairn.rl.env.multi_agent_episode_reads import EpisodeReads
+from cairn.rl.env.multi_agent_episode_setters import EpisodeSetters
 
 __all__ = ["EnvToAgentSteps", "MultiAgentEpisode", "MultiAgentEpisodeError"]
 
@@ -67,7 +69,7 @@ class EnvToAgentSteps(LookbackBuffer):
         super().__init__(list(data), lookback)
 
 
-class MultiAgentEpisode(EpisodeReads):
+class MultiAgentEpisode(EpisodeReads, EpisodeSetters):
     """The agents' episodes of one game, or of the chunk of it that one ``sample()`` returned.
 
     Args:
@@ -83,6 +85,7 @@ class MultiAgentEpisode(EpisodeReads):
         extra_model_outputs: Per env step after the reset, agent id -> the module's other outputs.
         env_t_started: The env step the episode (after its lookback) starts at (default 0).
         len_lookback_buffer: How many of the given env steps are lookback (``"auto"``: all).
+        agent_t_started: Agent id -> the ``t_started`` of its episode (default: its steps in the lookback).
         agent_module_ids: Agent id -> module id (else ``agent_to_module_mapping_fn``, else None).
         agent_to_module_mapping_fn: ``fn(agent_id, episode) -> module id``, asked once per agent.
 
@@ -108,6 +111,7 @@ class MultiAgentEpisode(EpisodeReads):
         extra_model_outputs: Sequence[Mapping[Any, Any]] | None = None,
         env_t_started: int | None = None,
         len_lookback_buffer: int | str = "auto",
+        agent_t_started: Mapping[Any, int] | None = None,
         agent_module_ids: Mapping[Any, str] | None = None,
         agent_to_module_mapping_fn: Callable[[Any, MultiAgentEpisode], str] | None = None,
     ) -> None:
@@ -134,7 +138,9 @@ class MultiAgentEpisode(EpisodeReads):
         self.env_t = self.env_t_started
         self._len_lookback_buffers = 0
         if observations:
-            self._replay(observations, infos, actions, rewards, extra_model_outputs, len_lookback_buffer)
+            self._replay(
+                observations, infos, actions, rewards, extra_model_outputs, len_lookback_buffer, agent_t_started
+            )
         self._end_flags(terminateds, truncateds)
 
     # ------------------------------------------------------------------ construction from lists
@@ -147,6 +153,7 @@ class MultiAgentEpisode(EpisodeReads):
         rewards: Sequence[Mapping[Any, Any]] | None,
         extra: Sequence[Mapping[Any, Any]] | None,
         len_lookback_buffer: int | str,
+        agent_t_started: Mapping[Any, int] | None,
     ) -> None:
         """Record the given dicts step by step, then make the first ``len_lookback_buffer`` steps lookback."""
         steps = len(observations) - 1
@@ -176,15 +183,20 @@ class MultiAgentEpisode(EpisodeReads):
         self._len_lookback_buffers = lookback
         for agent, mapping in self.env_t_to_agent_t.items():
             mapping.lookback = lookback
-            taken = [v for v in mapping.data[: lookback + 1] if v != self.SKIP_ENV_TS_TAG]
-            agent_lookback = int(taken[-1]) if taken else 0
             episode = self.agent_episodes.get(agent)
             if episode is not None:
+                # RLlib's rule: the agent's observations in the lookback env steps are its lookback (at most
+                # all its steps: its latest observation starts its episode).
+                seen = sum(v != self.SKIP_ENV_TS_TAG for v in mapping.data[:lookback])
+                agent_lookback = min(seen, len(episode._rewards))
                 episode._lookback = agent_lookback
                 episode._length -= agent_lookback
                 episode._return = float(sum(episode._rewards[agent_lookback:]))
-                episode.t_started = self.agent_t_started[agent] = agent_lookback
+                t_started = agent_lookback if agent_t_started is None else agent_t_started.get(agent, agent_lookback)
+                episode.t_started = self.agent_t_started[agent] = t_started
         self.env_t_started = started
+        # A built episode has no wall-clock times (RLlib's constructor sets none).
+        self._start_time = self._last_step_time = None
         self.env_t = started + steps - lookback
 
     def _end_flags(self, terminateds: Mapping[Any, bool] | bool, truncateds: Mapping[Any, bool] | bool) -> None:
@@ -357,7 +369,8 @@ class MultiAgentEpisode(EpisodeReads):
         episode.add_env_step(
             observation, action, reward, info, terminated=terminated, truncated=truncated, extra_model_outputs=extra
         )
-        self.env_t_to_agent_t[agent].append(len(episode) + self.agent_t_started[agent])
+        # The mapping holds positions in the agent's data (lookback included), as RLlib's does.
+        self.env_t_to_agent_t[agent].append(len(episode._observations) - 1)
         if terminated or truncated:
             self._drop_hanging(agent)
 
@@ -437,7 +450,11 @@ class MultiAgentEpisode(EpisodeReads):
         for agent, episode in running.items():
             window = self.env_t_to_agent_t[agent].data[-(lookback + 1) :]
             steps = [int(v) for v in window if v != self.SKIP_ENV_TS_TAG]
-            successor.agent_episodes[agent] = episode.cut(len_lookback_buffer=steps[-1] - steps[0] if steps else 0)
+            cut = episode.cut(len_lookback_buffer=steps[-1] - steps[0] if steps else 0)
+            successor.agent_episodes[agent] = cut
+            # Positions in the chunk's data: the agent's data before the chunk's lookback is gone.
+            dropped = len(episode._observations) - len(cut._observations)
+            window = [v if v == self.SKIP_ENV_TS_TAG else int(v) - dropped for v in window]
             successor.env_t_to_agent_t[agent] = EnvToAgentSteps(window, lookback)
             successor.agent_t_started[agent] = episode.t
             if agent in self._hanging_actions_end:
@@ -449,61 +466,6 @@ class MultiAgentEpisode(EpisodeReads):
                 successor._hanging_rewards_begin[agent] = reward
         successor._len_lookback_buffers = lookback
         return successor
-
-    # ------------------------------------------------------------------ setters, numpy
-
-    def _set_agents(self, what: str, new_data: Mapping[Any, Any], **kwargs: Any) -> None:
-        for agent in new_data:
-            if agent not in self.agent_episodes:
-                raise KeyError(
-                    f"MultiAgentEpisode {self.id_!r} has no agent {agent!r}; it has "
-                    f"{sorted(map(str, self.agent_episodes))}."
-                )
-        for agent, agent_data in new_data.items():
-            getattr(self.agent_episodes[agent], f"set_{what}")(new_data=agent_data, **kwargs)
-
-    def set_observations(
-        self, *, new_data: Mapping[Any, Any], at_indices: Indices = None, neg_index_as_lookback: bool = False
-    ) -> None:
-        """Overwrite agents' observations (agent id -> new data; ``at_indices`` in each agent's own steps).
-
-        Raises:
-            KeyError: An agent without an episode here (nothing is changed).
-            IndexError: An index outside an agent's data, or a count of new items that differs from the indices'.
-        """
-        self._set_agents("observations", new_data, at_indices=at_indices, neg_index_as_lookback=neg_index_as_lookback)
-
-    def set_actions(
-        self, *, new_data: Mapping[Any, Any], at_indices: Indices = None, neg_index_as_lookback: bool = False
-    ) -> None:
-        """Overwrite agents' actions (see :meth:`set_observations`)."""
-        self._set_agents("actions", new_data, at_indices=at_indices, neg_index_as_lookback=neg_index_as_lookback)
-
-    def set_rewards(
-        self, *, new_data: Mapping[Any, Any], at_indices: Indices = None, neg_index_as_lookback: bool = False
-    ) -> None:
-        """Overwrite agents' rewards (see :meth:`set_observations`); their returns follow."""
-        self._set_agents("rewards", new_data, at_indices=at_indices, neg_index_as_lookback=neg_index_as_lookback)
-
-    def set_extra_model_outputs(
-        self, *, key: str, new_data: Mapping[Any, Any], at_indices: Indices = None, neg_index_as_lookback: bool = False
-    ) -> None:
-        """Overwrite agents' extra model output ``key`` (see :meth:`set_observations`)."""
-        self._set_agents(
-            "extra_model_outputs", new_data, key=key, at_indices=at_indices, neg_index_as_lookback=neg_index_as_lookback
-        )
-
-    @property
-    def is_numpy(self) -> bool:
-        """Whether :meth:`to_numpy` was called (the getters return arrays; no more steps)."""
-        return self._is_numpy
-
-    def to_numpy(self) -> MultiAgentEpisode:
-        """Make the getters return numpy arrays and close the episode to new steps (RLlib's ``to_numpy``)."""
-        for episode in self.agent_episodes.values():
-            episode.to_numpy()
-        self._is_numpy = True
-        return self
 
     def get_duration_s(self) -> float:
         """Seconds from the reset (or the first step added) to the latest step (RLlib's ``get_duration_s``)."""
@@ -596,6 +558,84 @@ class MultiAgentEpisode(EpisodeReads):
             raise ValueError(f"not a multi-agent episode's state ({type(err).__name__}: {err})") from err
         return episode
 
+    def slice(self, slice_: builtins.slice, *, len_lookback_buffer: int | None = None) -> MultiAgentEpisode:
+        """The chunk of env steps ``slice_`` selects (RLlib's ``slice``; ``episode[a:b]`` is the same).
+
+        Built as RLlib builds it: the chunk's observations, actions, rewards and model outputs (read
+        with the getters, ``len_lookback_buffer`` env steps before it as lookback: default the
+        episode's own) go to a new episode with the same id; an agent keeps its end flags only where
+        the chunk reaches its last observation, and its ``t_started`` is its first step in the chunk.
+
+        Raises:
+            MultiAgentEpisodeError: A step other than 1, or a negative ``len_lookback_buffer``.
+        """
+        if slice_.step not in (None, 1):
+            raise MultiAgentEpisodeError(f"An episode slice takes step 1 (got {slice_.step}).")
+        start, stop = _bounds(slice_.start, 0, len(self)), _bounds(slice_.stop, len(self), len(self))
+        terminateds: dict[Any, bool] = {}
+        truncateds: dict[Any, bool] = {}
+        agent_t_started: dict[Any, int] = {}
+        for agent, episode in self.agent_episodes.items():
+            mapping = self.env_t_to_agent_t[agent]
+            seen = [i for i in range(len(mapping)) if mapping[i] != self.SKIP_ENV_TS_TAG]
+            # It ends in the chunk where the chunk reaches its last observation (RLlib infers the end of an
+            # agent that observes and does not act before the data's end; the same agents).
+            if episode.is_done and seen and seen[-1] <= stop:
+                terminateds[agent], truncateds[agent] = episode.is_terminated, episode.is_truncated
+            firsts = [i for i in seen if i >= start]
+            if firsts:
+                agent_t_started[agent] = int(mapping[firsts[0]])
+        terminateds[ALL] = all(terminateds.get(agent) for agent in self.agent_episodes)
+        truncateds[ALL] = all(truncateds.get(agent) for agent in self.agent_episodes)
+        own = self._len_lookback_buffers
+        lookback = own if len_lookback_buffer is None else int(len_lookback_buffer)
+        if lookback < 0:
+            raise MultiAgentEpisodeError(f"len_lookback_buffer={lookback} must be >= 0.")
+        lookback = min(lookback, own + start)
+        steps, obs_steps = slice(start - lookback, stop), slice(start - lookback, stop + 1)
+        extra = self._extra_as_list(steps)
+        chunk = MultiAgentEpisode(
+            self.id_,
+            observations=self.get_observations(obs_steps, neg_index_as_lookback=True, return_list=True),
+            observation_space=self.observation_space,
+            infos=self.get_infos(obs_steps, neg_index_as_lookback=True, return_list=True),
+            actions=self.get_actions(steps, neg_index_as_lookback=True, return_list=True),
+            action_space=self.action_space,
+            rewards=self.get_rewards(steps, neg_index_as_lookback=True, return_list=True),
+            extra_model_outputs=extra,
+            terminateds=terminateds,
+            truncateds=truncateds,
+            env_t_started=self.env_t_started + start,
+            len_lookback_buffer=lookback,
+            agent_t_started=agent_t_started,
+            agent_module_ids=self._agent_module_ids,
+            agent_to_module_mapping_fn=self.agent_to_module_mapping_fn,
+        )
+        if self._is_numpy:
+            chunk.to_numpy()
+        return chunk
+
+    def __getitem__(self, item: builtins.slice) -> MultiAgentEpisode:
+        if not isinstance(item, builtins.slice):
+            raise TypeError(f"episode[...] takes a slice of env steps (got {type(item).__name__}); use the getters.")
+        return self.slice(item)
+
+    def _extra_as_list(self, steps: builtins.slice) -> list[dict[Any, dict[str, Any]]]:
+        """Per env step of ``steps``, agent id -> its model outputs (every key) of the step it took there."""
+        keys = {key for episode in self.agent_episodes.values() for key in episode._extra}
+        keys |= {key for outputs in self._hanging_extra_model_outputs_end.values() for key in outputs}
+        rows: list[dict[Any, dict[str, Any]]] = []
+        for key in sorted(keys):
+            per_key = self.get_extra_model_outputs(key, steps, neg_index_as_lookback=True, return_list=True)
+            rows = rows or [{} for _ in per_key]
+            for row, values in zip(rows, per_key, strict=True):
+                for agent, value in values.items():
+                    row.setdefault(agent, {})[key] = value
+        if not rows:
+            actions = self.get_actions(steps, neg_index_as_lookback=True, return_list=True)
+            rows = [{agent: {} for agent in step} for step in actions]
+        return rows
+
     def __repr__(self) -> str:
         return (
             f"MultiAgentEpisode({self.id_!r}, env_t_started={self.env_t_started}, len={len(self)}, "
@@ -607,3 +647,10 @@ def _space_of(space: Any, agent: Any) -> Any:
     """An agent's space from the env's ``Dict`` (or dict) space; None otherwise."""
     spaces = getattr(space, "spaces", space)
     return spaces.get(agent) if isinstance(spaces, Mapping) else None
+
+
+def _bounds(value: int | None, default: int, length: int) -> int:
+    """A slice bound within ``length`` env steps, Python's way (negative from the end, clipped)."""
+    if value is None:
+        return default
+    return min(max(value if value >= 0 else length + value, 0), length)

@@ -183,10 +183,10 @@ class EpisodeReads:
         return out
 
     def _position(self, agent: Any, agent_t: Any) -> Any:
-        """An agent step (the mapping's value) as a position in the agent's data (lookback included)."""
+        """The mapping's value: a position in the agent's data (lookback included), or the skip tag."""
         if agent_t == SKIP:
             return SKIP
-        return int(agent_t) - self.agent_t_started[agent] + self.agent_episodes[agent]._lookback
+        return int(agent_t)
 
     def _skip_unacted(self, what: str, buffer: LookbackBuffer, hanging: Any, index: Any) -> Any:
         """The mapping's entry of an observation not yet acted on reads as a skip for per-step data (RLlib's)."""
