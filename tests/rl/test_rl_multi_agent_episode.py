@@ -1,4 +1,4 @@
-"""MultiAgentEpisode recorded RLlib's way: hanging actions and rewards, early rewards, cut() (issue 38)."""
+"""MultiAgentEpisode recorded RLlib's way: hanging actions and rewards, early rewards, cut, slice, concat (issue 38)."""
 
 from __future__ import annotations
 
@@ -62,3 +62,32 @@ def test_built_from_lists_is_all_lookback_by_default() -> None:
     )
     assert (episode.env_t_started, episode.env_t, len(episode)) == (2, 2, 0)
     assert len(episode.agent_episodes["a"]) == 0 and episode.agent_episodes["a"].t_started == 2
+
+
+def _staggered() -> MultiAgentEpisode:
+    """a0 and a1 take turns observing; their actions hang across the gaps (RLlib's slicing test episode)."""
+    obs = [{"a0": 0, "a1": 0}, {"a0": 1, "a1": 1}, {"a1": 2}, {"a1": 3}, {"a1": 4}, {"a0": 5, "a1": 5}, {"a0": 6}]
+    obs += [{"a0": 7, "a1": 7}, {"a0": 8}, {"a1": 9}]
+    rewards = [{agent: o / 10 for agent, o in step.items()} for step in obs[:-1]]
+    return MultiAgentEpisode("g", observations=obs, actions=obs[:-1], rewards=rewards, len_lookback_buffer=0)
+
+
+@pytest.mark.parametrize("split", range(10))
+def test_slices_concatenated_give_the_episode_back(split: int) -> None:
+    base = _staggered()
+    episode = base[:split]
+    episode.concat_episode(base[split:])
+    for getter in ("get_observations", "get_actions", "get_rewards"):
+        for indices in (None, -1, slice(2, 7), [0, 3, 5]):
+            assert getattr(episode, getter)(indices, fill=-1) == getattr(base, getter)(indices, fill=-1)
+    assert episode.env_t_to_agent_t == base.env_t_to_agent_t
+    assert episode._hanging_actions_end == base._hanging_actions_end
+    assert episode.get_return() == pytest.approx(base.get_return())
+
+
+def test_concat_refuses_a_chunk_that_does_not_follow() -> None:
+    base = _staggered()
+    with pytest.raises(MultiAgentEpisodeError, match="chunks must follow each other"):
+        base[:3].concat_episode(base[4:])
+    with pytest.raises(MultiAgentEpisodeError, match="cannot take a chunk"):
+        base[:3].concat_episode(MultiAgentEpisode("other", observations=[{"a0": 0}], env_t_started=3))

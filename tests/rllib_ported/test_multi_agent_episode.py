@@ -1604,7 +1604,6 @@ def test_slice() -> None:
     check((a0.is_done, a1.is_done), (False, False))
 
 
-@pytest.mark.xfail(strict=True, reason="no MultiAgentEpisode.slice / concat_episode")
 def test_concat_episode() -> None:
     base_episode = _create_simple_episode(
         [

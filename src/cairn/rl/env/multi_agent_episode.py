@@ -34,7 +34,6 @@ episode is ``"<id>-<agent>"``).
 
 from __future__ import annotations
 
-import builtins
 import copy
 import time
 import uuid
@@ -44,16 +43,13 @@ from typing import Any
 
 from cairn.rl.env.episodes import SingleAgentEpisode, check_episode_data
 from cairn.rl.env.lookback_buffer import LookbackBuffer
+from cairn.rl.env.multi_agent_episode_chunks import EpisodeChunkOps, MultiAgentEpisodeError
 from cairn.rl.env.multi_agent_episode_reads import EpisodeReads
 from cairn.rl.env.multi_agent_episode_setters import EpisodeSetters
 
 __all__ = ["EnvToAgentSteps", "MultiAgentEpisode", "MultiAgentEpisodeError"]
 
 ALL = "__all__"
-
-
-class MultiAgentEpisodeError(ValueError):
-    """A step that does not fit the episode (data for a done agent, a missing reward, ...)."""
 
 
 class EnvToAgentSteps(LookbackBuffer):
@@ -69,7 +65,7 @@ class EnvToAgentSteps(LookbackBuffer):
         super().__init__(list(data), lookback)
 
 
-class MultiAgentEpisode(EpisodeReads, EpisodeSetters):
+class MultiAgentEpisode(EpisodeReads, EpisodeSetters, EpisodeChunkOps):
     """The agents' episodes of one game, or of the chunk of it that one ``sample()`` returned.
 
     Args:
@@ -381,11 +377,6 @@ class MultiAgentEpisode(EpisodeReads, EpisodeSetters):
     # ------------------------------------------------------------------ reading
 
     @property
-    def is_done(self) -> bool:
-        """Whether the game ended (terminated or truncated)."""
-        return self.is_terminated or self.is_truncated
-
-    @property
     def is_reset(self) -> bool:
         """Whether the game has its reset's observations."""
         return bool(self.agent_episodes)
@@ -394,9 +385,6 @@ class MultiAgentEpisode(EpisodeReads, EpisodeSetters):
     def agent_ids(self) -> set[Any]:
         """The agents that have an episode in this game (chunk)."""
         return set(self.agent_episodes)
-
-    def __len__(self) -> int:
-        return self.env_t - self.env_t_started
 
     def env_steps(self) -> int:
         """The env steps of this chunk (``len(episode)``)."""
@@ -558,84 +546,6 @@ class MultiAgentEpisode(EpisodeReads, EpisodeSetters):
             raise ValueError(f"not a multi-agent episode's state ({type(err).__name__}: {err})") from err
         return episode
 
-    def slice(self, slice_: builtins.slice, *, len_lookback_buffer: int | None = None) -> MultiAgentEpisode:
-        """The chunk of env steps ``slice_`` selects (RLlib's ``slice``; ``episode[a:b]`` is the same).
-
-        Built as RLlib builds it: the chunk's observations, actions, rewards and model outputs (read
-        with the getters, ``len_lookback_buffer`` env steps before it as lookback: default the
-        episode's own) go to a new episode with the same id; an agent keeps its end flags only where
-        the chunk reaches its last observation, and its ``t_started`` is its first step in the chunk.
-
-        Raises:
-            MultiAgentEpisodeError: A step other than 1, or a negative ``len_lookback_buffer``.
-        """
-        if slice_.step not in (None, 1):
-            raise MultiAgentEpisodeError(f"An episode slice takes step 1 (got {slice_.step}).")
-        start, stop = _bounds(slice_.start, 0, len(self)), _bounds(slice_.stop, len(self), len(self))
-        terminateds: dict[Any, bool] = {}
-        truncateds: dict[Any, bool] = {}
-        agent_t_started: dict[Any, int] = {}
-        for agent, episode in self.agent_episodes.items():
-            mapping = self.env_t_to_agent_t[agent]
-            seen = [i for i in range(len(mapping)) if mapping[i] != self.SKIP_ENV_TS_TAG]
-            # It ends in the chunk where the chunk reaches its last observation (RLlib infers the end of an
-            # agent that observes and does not act before the data's end; the same agents).
-            if episode.is_done and seen and seen[-1] <= stop:
-                terminateds[agent], truncateds[agent] = episode.is_terminated, episode.is_truncated
-            firsts = [i for i in seen if i >= start]
-            if firsts:
-                agent_t_started[agent] = int(mapping[firsts[0]])
-        terminateds[ALL] = all(terminateds.get(agent) for agent in self.agent_episodes)
-        truncateds[ALL] = all(truncateds.get(agent) for agent in self.agent_episodes)
-        own = self._len_lookback_buffers
-        lookback = own if len_lookback_buffer is None else int(len_lookback_buffer)
-        if lookback < 0:
-            raise MultiAgentEpisodeError(f"len_lookback_buffer={lookback} must be >= 0.")
-        lookback = min(lookback, own + start)
-        steps, obs_steps = slice(start - lookback, stop), slice(start - lookback, stop + 1)
-        extra = self._extra_as_list(steps)
-        chunk = MultiAgentEpisode(
-            self.id_,
-            observations=self.get_observations(obs_steps, neg_index_as_lookback=True, return_list=True),
-            observation_space=self.observation_space,
-            infos=self.get_infos(obs_steps, neg_index_as_lookback=True, return_list=True),
-            actions=self.get_actions(steps, neg_index_as_lookback=True, return_list=True),
-            action_space=self.action_space,
-            rewards=self.get_rewards(steps, neg_index_as_lookback=True, return_list=True),
-            extra_model_outputs=extra,
-            terminateds=terminateds,
-            truncateds=truncateds,
-            env_t_started=self.env_t_started + start,
-            len_lookback_buffer=lookback,
-            agent_t_started=agent_t_started,
-            agent_module_ids=self._agent_module_ids,
-            agent_to_module_mapping_fn=self.agent_to_module_mapping_fn,
-        )
-        if self._is_numpy:
-            chunk.to_numpy()
-        return chunk
-
-    def __getitem__(self, item: builtins.slice) -> MultiAgentEpisode:
-        if not isinstance(item, builtins.slice):
-            raise TypeError(f"episode[...] takes a slice of env steps (got {type(item).__name__}); use the getters.")
-        return self.slice(item)
-
-    def _extra_as_list(self, steps: builtins.slice) -> list[dict[Any, dict[str, Any]]]:
-        """Per env step of ``steps``, agent id -> its model outputs (every key) of the step it took there."""
-        keys = {key for episode in self.agent_episodes.values() for key in episode._extra}
-        keys |= {key for outputs in self._hanging_extra_model_outputs_end.values() for key in outputs}
-        rows: list[dict[Any, dict[str, Any]]] = []
-        for key in sorted(keys):
-            per_key = self.get_extra_model_outputs(key, steps, neg_index_as_lookback=True, return_list=True)
-            rows = rows or [{} for _ in per_key]
-            for row, values in zip(rows, per_key, strict=True):
-                for agent, value in values.items():
-                    row.setdefault(agent, {})[key] = value
-        if not rows:
-            actions = self.get_actions(steps, neg_index_as_lookback=True, return_list=True)
-            rows = [{agent: {} for agent in step} for step in actions]
-        return rows
-
     def __repr__(self) -> str:
         return (
             f"MultiAgentEpisode({self.id_!r}, env_t_started={self.env_t_started}, len={len(self)}, "
@@ -647,10 +557,3 @@ def _space_of(space: Any, agent: Any) -> Any:
     """An agent's space from the env's ``Dict`` (or dict) space; None otherwise."""
     spaces = getattr(space, "spaces", space)
     return spaces.get(agent) if isinstance(spaces, Mapping) else None
-
-
-def _bounds(value: int | None, default: int, length: int) -> int:
-    """A slice bound within ``length`` env steps, Python's way (negative from the end, clipped)."""
-    if value is None:
-        return default
-    return min(max(value if value >= 0 else length + value, 0), length)
