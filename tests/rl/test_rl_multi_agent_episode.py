@@ -61,7 +61,7 @@ def test_built_from_lists_is_all_lookback_by_default() -> None:
         env_t_started=2,
     )
     assert (episode.env_t_started, episode.env_t, len(episode)) == (2, 2, 0)
-    assert len(episode.agent_episodes["a"]) == 0 and episode.agent_episodes["a"].t_started == 2
+    assert len(episode.agent_episodes["a"]) == 0 and episode.agent_episodes["a"].t_started == 0  # RLlib's default
 
 
 def _staggered() -> MultiAgentEpisode:

@@ -1035,7 +1035,11 @@ def test_other_getters() -> None:
     return
 
 
-@pytest.mark.xfail(strict=True, reason="env_t_to_agent_t's mappings cannot be indexed; getters take one int index")
+@pytest.mark.xfail(
+    strict=True,
+    reason="cut() keeps an agent whose action hangs since an observation older than the chunk (to complete it in the "
+    "next chunk); RLlib's newer cut(), which this test reads, drops that agent and its action (fails on ray 2.60 too)",
+)
 def test_cut() -> None:
     # All agents always step.
     episode = _create_simple_episode(

@@ -81,7 +81,7 @@ class MultiAgentEpisode(EpisodeReads, EpisodeSetters, EpisodeChunkOps):
         extra_model_outputs: Per env step after the reset, agent id -> the module's other outputs.
         env_t_started: The env step the episode (after its lookback) starts at (default 0).
         len_lookback_buffer: How many of the given env steps are lookback (``"auto"``: all).
-        agent_t_started: Agent id -> the ``t_started`` of its episode (default: its steps in the lookback).
+        agent_t_started: Agent id -> the ``t_started`` of its episode (default 0, as in RLlib).
         agent_module_ids: Agent id -> module id (else ``agent_to_module_mapping_fn``, else None).
         agent_to_module_mapping_fn: ``fn(agent_id, episode) -> module id``, asked once per agent.
 
@@ -188,7 +188,7 @@ class MultiAgentEpisode(EpisodeReads, EpisodeSetters, EpisodeChunkOps):
                 episode._lookback = agent_lookback
                 episode._length -= agent_lookback
                 episode._return = float(sum(episode._rewards[agent_lookback:]))
-                t_started = agent_lookback if agent_t_started is None else agent_t_started.get(agent, agent_lookback)
+                t_started = 0 if agent_t_started is None else agent_t_started.get(agent, 0)  # RLlib's default
                 episode.t_started = self.agent_t_started[agent] = t_started
         self.env_t_started = started
         # A built episode has no wall-clock times (RLlib's constructor sets none).
