@@ -24,10 +24,13 @@ list, a slice or None; env or agent steps; ``fill``, ``neg_index_as_lookback``, 
 ``return_list``); :meth:`MultiAgentEpisode.get_state`/``from_state``, the setters and
 ``to_numpy`` are RLlib's too.
 
-What differs from RLlib (docs/rllib_parity.md): ``slice``/``episode[a:b]`` and
-``concat_episode`` are not here; :meth:`MultiAgentEpisode.cut` keeps each running agent's
-episode and hanging action; the state is plain data without the mapping function and spaces
-(given to ``from_state``); a refused step raises :class:`MultiAgentEpisodeError` (a
+``slice``/``episode[a:b]`` and ``concat_episode`` are in :mod:`cairn.rl.env.multi_agent_episode_chunks`.
+``env_t_to_agent_t`` holds positions in each agent's data (lookback included), RLlib's newer rule.
+
+What differs from RLlib (docs/rllib_parity.md): :meth:`MultiAgentEpisode.cut` keeps each
+running agent's episode and hanging action (RLlib's newer ``cut`` may drop an agent whose action
+hangs since an older observation); the state is plain data without the mapping function and
+spaces (given to ``from_state``); a refused step raises :class:`MultiAgentEpisodeError` (a
 ``ValueError``) where RLlib raises ``MultiAgentEnvError``; ids are deterministic (an agent's
 episode is ``"<id>-<agent>"``).
 """
@@ -55,10 +58,11 @@ ALL = "__all__"
 class EnvToAgentSteps(LookbackBuffer):
     """One agent's env-step -> agent-step mapping (RLlib's ``env_t_to_agent_t[agent]``).
 
-    ``data`` holds one entry per env time step (lookback included): the agent's step index
-    (its observation's) at that env step, or ``"S"`` where it got none; ``lookback`` counts
-    the entries before the episode's start. ``len()`` is the episode's part; the getters read it
-    with RLlib's index rules (:class:`~cairn.rl.env.lookback_buffer.LookbackBuffer`).
+    ``data`` holds one entry per env time step (lookback included): the position of the agent's
+    observation at that env step in its episode's data (lookback included), or ``"S"`` where it
+    got none; ``lookback`` counts the entries before the episode's start. ``len()`` is the
+    episode's part; the getters read it with RLlib's index rules
+    (:class:`~cairn.rl.env.lookback_buffer.LookbackBuffer`).
     """
 
     def __init__(self, data: Sequence[Any] = (), lookback: int = 0) -> None:
