@@ -195,8 +195,10 @@ class MultiAgentEpisode(EpisodeReads, EpisodeSetters, EpisodeChunkOps):
                 t_started = 0 if agent_t_started is None else agent_t_started.get(agent, 0)  # RLlib's default
                 episode.t_started = self.agent_t_started[agent] = t_started
         self.env_t_started = started
-        # A built episode has no wall-clock times (RLlib's constructor sets none).
+        # A built episode has no wall-clock times (RLlib's constructor sets none), nor have its agents'.
         self._start_time = self._last_step_time = None
+        for built in self.agent_episodes.values():
+            built._start_time = built._last_step_time = None
         self.env_t = started + steps - lookback
 
     def _end_flags(self, terminateds: Mapping[Any, bool] | bool, truncateds: Mapping[Any, bool] | bool) -> None:
