@@ -91,3 +91,19 @@ def test_concat_refuses_a_chunk_that_does_not_follow() -> None:
         base[:3].concat_episode(base[4:])
     with pytest.raises(MultiAgentEpisodeError, match="cannot take a chunk"):
         base[:3].concat_episode(MultiAgentEpisode("other", observations=[{"a0": 0}], env_t_started=3))
+
+
+def test_model_outputs_read_per_env_step_with_the_hanging_ones_last() -> None:
+    episode = MultiAgentEpisode()
+    episode.add_env_reset(observations={"a": 0, "b": 0})
+    episode.add_env_step({"a": 1}, {"a": 0, "b": 0}, {"a": 1.0}, extra_model_outputs={"a": {"lp": -1}, "b": {"lp": -2}})
+    episode.add_env_step({"a": 2, "b": 2}, {"a": 1}, {"a": 1.0}, extra_model_outputs={"a": {"lp": -3}})
+    # b acted at env step 0 and observed at 2: its output belongs to step 0.
+    assert episode.get_extra_model_outputs("lp", [-2, -1]) == {"a": [-1, -3], "b": [-2]}
+    assert episode.get_extra_model_outputs("lp", -1) == {"a": -3}
+    assert episode.get_extra_model_outputs("lp", slice(0, 2), return_list=True) == [{"a": -1, "b": -2}, {"a": -3}]
+    episode.add_env_step({"a": 3}, {"a": 2, "b": 2}, {"a": 1.0}, extra_model_outputs={"a": {"lp": -4}, "b": {"lp": -5}})
+    # b's latest action hangs (no observation yet): it is the latest value, with its output.
+    assert episode.get_extra_model_outputs("lp", -1) == {"a": -4, "b": -5}
+    assert episode.get_actions(-1) == {"a": 2, "b": 2}
+    assert episode.get_extra_model_outputs("lp", -1, env_steps=False) == {"a": -4, "b": -5}
