@@ -30,7 +30,10 @@ def test_hanging_action_and_early_reward_are_recorded_as_rllib_does() -> None:
 
 
 def test_cut_continues_the_game_and_completes_the_hanging_step() -> None:
-    chunk = _game().cut()
+    game = _game()
+    game.custom_data["seen"] = [1]
+    chunk = game.cut()
+    assert chunk.custom_data == {"seen": [1]} and chunk.custom_data["seen"] is not game.custom_data["seen"]
     assert (chunk.id_, chunk.env_t_started, len(chunk)) == ("g", 2, 0)
     # a's action was chosen one env step back, so the chunk keeps that step as lookback.
     assert chunk.env_t_to_agent_t["a"] == EnvToAgentSteps([0, "S"], lookback=1)  # positions in the chunk's data

@@ -419,7 +419,8 @@ class MultiAgentEpisode(EpisodeReads, EpisodeSetters, EpisodeChunkOps):
 
     def cut(self, len_lookback_buffer: int = 0) -> MultiAgentEpisode:
         """The chunk that continues this game (RLlib's ``cut``): same ``id_``, no steps yet, each running
-        agent's episode cut after its last observation, the hanging actions and rewards carried over.
+        agent's episode cut after its last observation, the hanging actions and rewards and a copy of
+        ``custom_data`` carried over.
 
         The chunk's env lookback is ``len_lookback_buffer`` env steps, or more where an agent's hanging
         action was chosen on an older observation (so that its step can complete in the chunk).
@@ -459,6 +460,7 @@ class MultiAgentEpisode(EpisodeReads, EpisodeSetters, EpisodeChunkOps):
             if agent not in self.agent_episodes:
                 successor._hanging_rewards_begin[agent] = reward
         successor._len_lookback_buffers = lookback
+        successor.custom_data = copy.deepcopy(self.custom_data)  # the game's data continues (RLlib's cut)
         return successor
 
     def get_duration_s(self) -> float:
