@@ -135,6 +135,8 @@ class EpisodeChunkOps:
         Raises:
             MultiAgentEpisodeError: ``other`` has another id, this chunk is done, or ``other`` does not
                 start at this chunk's ``env_t`` (nothing is changed then).
+            EpisodeError: An agent's episodes do not follow each other (their ``t`` and ``t_started``
+                or model output keys differ); agents are appended one by one, so discard this episode.
         """
         if other.id_ != self.id_:
             raise MultiAgentEpisodeError(f"MultiAgentEpisode {self.id_!r} cannot take a chunk of {other.id_!r}.")
