@@ -27,6 +27,8 @@ def test_hanging_action_and_early_reward_are_recorded_as_rllib_does() -> None:
     assert episode.get_return(include_hanging_rewards=True) == 3.5
     assert episode.get_observations(-1) == {"b": 0}
     assert episode.get_observations(-1, fill=-1) == {"a": -1, "b": 0}
+    assert episode.get_agents_that_stepped() == episode.get_agents_to_act() == {"b"}
+    assert episode.agent_episode_ids == {"a": "g-a", "b": "g-b"}
 
 
 def test_cut_continues_the_game_and_completes_the_hanging_step() -> None:

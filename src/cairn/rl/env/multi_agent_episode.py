@@ -392,6 +392,19 @@ class MultiAgentEpisode(EpisodeReads, EpisodeSetters, EpisodeChunkOps):
         """The agents that have an episode in this game (chunk)."""
         return set(self.agent_episodes)
 
+    @property
+    def agent_episode_ids(self) -> dict[Any, str]:
+        """Agent id -> the id of its episode (RLlib's ``agent_episode_ids``)."""
+        return {agent: episode.id_ for agent, episode in self.agent_episodes.items()}
+
+    def get_agents_that_stepped(self) -> set[Any]:
+        """The agents that got an observation in the latest env step (RLlib's)."""
+        return set(self.get_observations(-1))
+
+    def get_agents_to_act(self) -> set[Any]:
+        """The agents that got an observation in the latest env step and are not done: those to act next."""
+        return {agent for agent in self.get_observations(-1) if not self.agent_episodes[agent].is_done}
+
     def env_steps(self) -> int:
         """The env steps of this chunk (``len(episode)``)."""
         return len(self)
