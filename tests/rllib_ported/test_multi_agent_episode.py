@@ -5,6 +5,11 @@ Same test names, cases and expected values as RLlib 2.60's (one pytest function 
 which none of its tests use, so it is left out. ``test_other_getters`` and
 ``test_get_sample_batch`` return on their first line in RLlib (their bodies are dead code
 there, kept out here), as does the end of ``test_cut`` after its ``return``.
+
+The file is RLlib's newest version (after 2.60: ray 2.60 itself fails ``test_init``, ``test_cut``,
+``test_slice`` and ``test_concat_episode``). ``test_cut`` fails here on purpose in one case
+(docs/rllib_parity.md): cairn's ``cut()`` keeps an agent whose action hangs since an older
+observation.
 """
 
 from __future__ import annotations
