@@ -29,6 +29,7 @@ from cairn.manifest import (
     MAX_COMPONENT_DEPTH,
     MAX_JSON_BYTES,
     METADATA,
+    PACK,
     STATE,
     TENSORS,
     FileEntry,
@@ -69,6 +70,7 @@ class FolderReader:
     _manifest: Manifest | None = None
     _metadata: dict[str, Any] | None = None
     _manifest_bytes: bytes | None = None  # exactly what was read, to notice a concurrent overwrite
+    _pack: bytearray | None = None  # the folder's PACK, read and verified whole once
 
     def where(self, name: str = "") -> str:
         """The user-facing location of a file of this folder."""
@@ -187,7 +189,10 @@ class FolderReader:
             )
 
     def read(self, name: str, *, max_bytes: int | None = None) -> bytearray:
-        """Read a file listed in the manifest and verify it."""
+        """Read a file listed in the manifest (or a member of the folder's pack) and verify it."""
+        member = self.manifest.packed.get(name)
+        if member is not None:
+            return self._member(name, member, max_bytes)
         entry = self.manifest.files.get(name)
         if entry is None:
             raise CorruptCheckpointError(
@@ -218,6 +223,22 @@ class FolderReader:
             ) from err
         self._check(data, entry, name)
         return data
+
+    def _member(self, name: str, member: tuple[int, int], max_bytes: int | None) -> bytearray:
+        """The bytes of the packed file ``name``: sliced from the pack, which is read and verified whole first.
+
+        The manifest's parser checked that the members tile the pack's recorded size
+        (:func:`cairn.manifest._parse_packed`), and ``read`` checks the pack is that size
+        and digest: the slice is in bounds and every byte of it verified.
+        """
+        offset, size = member
+        if max_bytes is not None and size > max_bytes:
+            raise CorruptCheckpointError(
+                f"{self.where(name)} is recorded as {size} bytes, over the limit of {max_bytes}."
+            )
+        if self._pack is None:
+            self._pack = self.read(PACK)
+        return self._pack[offset : offset + size]
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -276,6 +297,8 @@ class FolderReader:
         and header are checked here; its checksum by ``verify()`` or ``read_all()``
         (see :func:`read_sources`).
         """
+        if TENSORS in self.manifest.packed:
+            return MemoryTensorFile(self.read(TENSORS), self.where(TENSORS))
         entry = self.manifest.files.get(TENSORS)
         if entry is None:
             return None
@@ -347,8 +370,8 @@ class FolderReader:
         manifest that lists ``tensors.safetensors`` without it, or an older format's without
         it, is refused as incomplete (``read``'s error).
         """
-        files = self.manifest.files
-        if STATE not in files and TENSORS not in files and self.manifest.format_version >= 3:
+        manifest = self.manifest
+        if not manifest.lists(STATE) and not manifest.lists(TENSORS) and manifest.format_version >= 3:
             return bytearray(EMPTY_STATE)
         return self.read(STATE)
 

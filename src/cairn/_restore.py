@@ -457,7 +457,7 @@ def build_from_checkpoint(
 
 def _folder_sizes(reader: FolderReader) -> FolderSizes:
     """What ``reader``'s folder holds, from its verified manifests (no data file is read)."""
-    own = {n: e.size for n, e in reader.manifest.files.items() if "/" not in n}
+    own = reader.manifest.own_sizes()
     total, stack = 0, [reader]
     while stack:
         r = stack.pop()
