@@ -194,7 +194,7 @@ def _packed(files: dict[str, list[Chunk]]) -> tuple[dict[str, list[Chunk]], dict
     """A folder's own files with the small ones end to end in one :data:`PACK` file, and their offsets and sizes.
 
     Every file costs a create (and an entry, a digest and a read on restore): a small
-    folder's four become one. A tensor file over :data:`PACK_TENSOR_BYTES` keeps its own
+    folder's three become one (``metadata.json`` stays a file of its own). A tensor file over :data:`PACK_TENSOR_BYTES` keeps its own
     file, so that big checkpoints keep their layout (linked when unchanged, streamed on restore).
     The chunks are the same objects (no copy): an async save's snapshot copies them as before.
     """

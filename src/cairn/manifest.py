@@ -170,12 +170,13 @@ TENSORS = "tensors.safetensors"
 PACK = "packed.bin"
 """A folder's small own files in one file (format 3, since issue 34's small-checkpoint work).
 
-A save writes the folder's ``metadata.json``, ``ctor.json``, ``state.msgpack`` and (up to
-:data:`PACK_TENSOR_BYTES`) ``tensors.safetensors`` end to end into this one file, and the
+A save writes the folder's ``ctor.json``, ``state.msgpack`` and (up to :data:`PACK_TENSOR_BYTES`)
+``tensors.safetensors`` end to end into this one file (``metadata.json`` stays a file of its own:
+every folder holds one, SPEC 2, which tools and trackers look for), and the
 manifest's ``packed`` table gives each member's offset and size. The file is listed in ``files``
 like any other (size and digest: verified whole before any member is sliced from it)."""
-PACKED_MEMBERS = (METADATA, CTOR, STATE, TENSORS)
-"""The files a pack may hold (an allow-list), in the order a save writes them."""
+PACKED_MEMBERS = (CTOR, STATE, TENSORS)
+"""The files a pack may hold (an allow-list), in the order a save writes them; never ``metadata.json``."""
 PACK_TENSOR_BYTES = 1 << 20
 """A tensor file up to this size goes into the pack; a larger one keeps its own file (big checkpoints
 keep their layout: an incremental save links an unchanged one, a restore streams it)."""

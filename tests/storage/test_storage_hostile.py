@@ -823,6 +823,7 @@ PACK_CASES: dict[str, Callable[[dict[str, Any]], Any]] = {
     "offset-a-bool": lambda b: _last_member(b).update(offset=True),
     "member-not-allowed": lambda b: b["packed"].update({"evil.py": b["packed"].pop("ctor.json")}),
     "member-also-a-file": lambda b: b["files"].update({"ctor.json": b["files"]["packed.bin"]}),
+    "metadata-packed": lambda b: b["packed"].update({"metadata.json": b["packed"].pop("ctor.json")}),
     "table-without-pack": lambda b: b["files"].pop("packed.bin"),
     "pack-without-table": lambda b: b.pop("packed"),
     "empty-table": lambda b: b.update(packed={}),
@@ -840,7 +841,7 @@ def test_tampered_pack_table(hostile: Backend, case: str, level: str) -> None:
     _refused(hostile, rel, cairn.CorruptCheckpointError, kind="hostile", ops=("restore", "from_checkpoint", "verify"))
 
 
-@pytest.mark.parametrize("member", ["metadata.json", "ctor.json", "state.msgpack", "tensors.safetensors"])
+@pytest.mark.parametrize("member", ["ctor.json", "state.msgpack", "tensors.safetensors"])
 def test_packed_member_changed(hostile: Backend, member: str) -> None:
     """A byte changed inside one packed file (manifest untouched): the pack fails its digest, nothing is applied."""
     body = read_body(hostile.fs, hostile.path("ckpt", "stats"))
