@@ -13,7 +13,7 @@ import pytest
 import cairn
 from cairn.testing import CheckpointableContract, assert_states_equal
 from cairn_test_components import Branch, Color, Leaf, LeafConfig, Tree
-from pack_helpers import metadata_of, own_file
+from pack_helpers import metadata_of, own_file, tensor_file
 
 
 class TestTreeContract(CheckpointableContract):
@@ -260,7 +260,6 @@ class InPlace(cairn.Checkpointable):
         return (), {}
 
 
-@pytest.mark.loose_files
 def test_restore_reads_into_offered_buffers(tmp_path: Path) -> None:
     src = InPlace()
     src.w[:] = np.arange(src.w.size, dtype=np.float32).reshape(src.w.shape)
@@ -272,7 +271,7 @@ def test_restore_reads_into_offered_buffers(tmp_path: Path) -> None:
     assert dst.received["w"] is w_before  # the saved bytes were read straight into the live array
     assert np.array_equal(dst.w, src.w) and np.array_equal(dst.b, src.b)
     # A corrupt file never reaches the live buffers.
-    f = Path(path) / "tensors.safetensors"
+    f = tensor_file(path)  # packed with the folder's small files: read in place all the same
     data = bytearray(f.read_bytes())
     data[-5] ^= 0x40
     f.write_bytes(bytes(data))

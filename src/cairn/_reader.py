@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from cairn._tensorio import ChangedInPlaceError, MemoryTensorFile, StreamedTensorFile
+from cairn._tensorio import ChangedInPlaceError, MemoryTensorFile, StreamedTensorFile, _byte_view, check_ref
 from cairn.errors import (
     CheckpointError,
     CheckpointNotFoundError,
@@ -53,6 +53,43 @@ def unreadable_error(where: str, err: PermissionError) -> UnreadableCheckpointEr
         f"read access to the checkpoint's files and folders (for example `chmod -R u+rX` on the checkpoint, or "
         "run as the user that wrote it), then load it again."
     )
+
+
+class PackedTensorFile(MemoryTensorFile):
+    """A tensor file packed in its folder's ``packed.bin``: in memory and verified, read into live buffers later.
+
+    As a file of its own on local disk is (``get_state_buffers``): an array whose live
+    buffer fits is planned into that buffer, which :meth:`read_all` fills from the
+    verified bytes once the restore allows live writes (``cairn._restore.read_sources``);
+    any other array is a view of the bytes, as :class:`MemoryTensorFile` gives.
+    """
+
+    def __init__(self, data: bytearray, where: str) -> None:
+        """Parse the header of the verified ``data`` (the member sliced from the pack)."""
+        super().__init__(data, where)
+        self.jobs: list[tuple[memoryview, int, int]] = []
+
+    def get(self, name: str, kind: int, dtype: Any, shape: list[int], dest: Any = None) -> Any:
+        """``dest`` itself when it can receive the array (filled by :meth:`read_all`), else a view of the bytes."""
+        if dest is not None:
+            rec, out_dtype = check_ref(self.records, self.where, name, kind, dtype, shape)
+            view = _byte_view(dest, kind, out_dtype, shape)
+            if view is not None and len(view) == rec.end - rec.begin:
+                self.jobs.append((view, rec.begin, rec.end))
+                self.live = True
+                return dest
+        return super().get(name, kind, dtype, shape)
+
+    def forget_plan(self) -> None:
+        """Drop every planned destination (the state is decoded again, into fresh arrays)."""
+        self.jobs, self.live = [], False
+
+    def read_all(self) -> None:
+        """Copy the verified bytes into every planned live buffer."""
+        data = memoryview(self.data)
+        jobs, self.jobs = self.jobs, []
+        for view, begin, end in jobs:
+            view[:] = data[begin:end]
 
 
 @dataclass
@@ -290,7 +327,7 @@ class FolderReader:
         obj = load_json(self.read(CTOR, max_bytes=MAX_JSON_BYTES), where=self.where(CTOR))
         return decode_ctor(obj, allow_pickle=allow_pickle, where=self.where(CTOR), trusted=trusted)
 
-    def tensor_source(self) -> MemoryTensorFile | StreamedTensorFile | None:
+    def tensor_source(self) -> MemoryTensorFile | StreamedTensorFile | PackedTensorFile | None:
         """The folder's tensor file, or None when it has none.
 
         Files on other storage are read whole and verified here. A local file's size
@@ -298,7 +335,7 @@ class FolderReader:
         (see :func:`read_sources`).
         """
         if TENSORS in self.manifest.packed:
-            return MemoryTensorFile(self.read(TENSORS), self.where(TENSORS))
+            return PackedTensorFile(self.read(TENSORS), self.where(TENSORS))
         entry = self.manifest.files.get(TENSORS)
         if entry is None:
             return None

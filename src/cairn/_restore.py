@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn._ctor_bounds import FolderSizes, check_ctor_args, check_machine
 from cairn._delegate_protocol import DelegatedComponent, DelegatedFolder, Once, Waiter
-from cairn._reader import FolderReader, ReadRace, open_checkpoint, read_consistently
+from cairn._reader import FolderReader, PackedTensorFile, ReadRace, open_checkpoint, read_consistently
 from cairn._tensorio import MemoryTensorFile, StreamedTensorFile, read_files, verify_files
 from cairn._tree import ComponentNode
 from cairn.errors import (
@@ -229,6 +229,9 @@ def read_sources(
     if before_live is not None:
         before_live()
     read_files(live)
+    for packed in sources:  # tensor files packed with their folder's small files: verified when read
+        if isinstance(packed, PackedTensorFile):
+            packed.read_all()
 
 
 def load_folder(

@@ -193,9 +193,10 @@ def plan_save(
 def _packed(files: dict[str, list[Chunk]]) -> tuple[dict[str, list[Chunk]], dict[str, tuple[int, int]]]:
     """A folder's own files with the small ones end to end in one :data:`PACK` file, and their offsets and sizes.
 
-    Every file costs a create (and an entry, a digest and a read on restore): a small
-    folder's three become one (``metadata.json`` stays a file of its own). A tensor file over :data:`PACK_TENSOR_BYTES` keeps its own
-    file, so that big checkpoints keep their layout (linked when unchanged, streamed on restore).
+    Every file costs a create (and an entry, a digest and a read on restore): a small folder's
+    three become one (``metadata.json`` stays a file of its own). A tensor file over
+    :data:`PACK_TENSOR_BYTES` keeps its own file, so that big checkpoints keep their layout
+    (linked when unchanged, streamed on restore).
     The chunks are the same objects (no copy): an async save's snapshot copies them as before.
     """
     chunks: list[Chunk] = []
