@@ -35,6 +35,7 @@ from cairn import CheckpointError, CheckpointManager, CorruptCheckpointError
 from cairn.rl import PPO, PPOLearner
 from cairn.testing import assert_states_equal
 from http_proxy import CountingProxy
+from pack_helpers import tensor_file
 
 
 @pytest.fixture(scope="module")
@@ -212,7 +213,7 @@ def test_partial_restore_of_one_module_reaches_the_remote_learners_and_runners(
 def test_a_corrupt_learner_file_applies_nothing_anywhere(algo: PPO, saved: dict[str, Any], tmp_path: Path) -> None:
     broken = tmp_path / "broken"
     shutil.copytree(saved["path"], broken)
-    tensors = broken / "learner_group" / "learner" / "rl_module" / "default_policy" / "tensors.safetensors"
+    tensors = tensor_file(broken / "learner_group" / "learner" / "rl_module" / "default_policy")
     data = bytearray(tensors.read_bytes())
     data[-3] ^= 0xFF
     tensors.write_bytes(bytes(data))
@@ -233,7 +234,7 @@ def test_a_corrupt_env_runner_file_leaves_the_learners_as_they_were(
     """The learners read and verify their (intact) folder, but apply nothing: another part is corrupt."""
     broken = tmp_path / "broken"
     shutil.copytree(saved["path"], broken)
-    tensors = broken / "env_runner" / "env_to_module_connector" / "MeanStdFilter" / "tensors.safetensors"
+    tensors = tensor_file(broken / "env_runner" / "env_to_module_connector" / "MeanStdFilter")
     data = bytearray(tensors.read_bytes())
     data[-3] ^= 0xFF
     tensors.write_bytes(bytes(data))

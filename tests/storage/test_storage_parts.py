@@ -26,7 +26,7 @@ from storage_backends import MotoS3
 from storage_components import ArrayLeaf
 
 import cairn
-from cairn.manifest import TENSORS, Hasher
+from cairn.manifest import PACK, TENSORS, Hasher
 from cairn.storage import fsspec_storage, resolve_storage
 from cairn.storage.base import ObjectChangedError
 from cairn.testing import assert_states_equal
@@ -255,6 +255,6 @@ def test_an_emptied_object_reads_as_no_bytes_and_a_restore_calls_it_damaged(moto
     path = f"s3://{moto_s3.bucket}/parts-{uuid.uuid4().hex[:8]}/ckpt"
     saved = ArrayLeaf(1000, seed=1)
     saved.save_to_path(path, filesystem=fs)
-    fs.pipe_file(f"{path}/{TENSORS}", b"")
-    with pytest.raises(cairn.CorruptCheckpointError, match=TENSORS):
+    fs.pipe_file(f"{path}/{PACK}", b"")
+    with pytest.raises(cairn.CorruptCheckpointError, match=PACK):
         ArrayLeaf(1000, seed=1).restore_from_path(path, filesystem=fs)
