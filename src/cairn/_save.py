@@ -363,9 +363,10 @@ class CheckedFiles:
       is 2 s unless the storage knows the filesystem's clock: a local disk with
       sub-millisecond timestamps, stamped from this kernel's clock, settles in four
       clock ticks (:meth:`cairn.storage.base.FileStamp.settled`);
-    * the files a save wrote are remembered too (:func:`check_written` reads each
-      back before the commit and compares the CRC-32 of what it reads with that of
-      the bytes it digested, in the same pass): the next save links them without
+    * the files a save wrote are remembered too (on a local disk their digest is of
+      the bytes read back as they were written; elsewhere :func:`check_written` reads
+      each back before the commit and compares the CRC-32 of what it reads with that
+      of the bytes it digested): the next save links them without
       reading them again. A CRC-32 tells accidents, not forgeries; a file replaced
       (F5 of issue 33) is another inode, and a file changed in place another ctime,
       both of which the stamp tells;
@@ -565,6 +566,12 @@ def check_written(
     they were just written); on other storage, whose reads are downloads, the bytes
     sent are read again from memory.
 
+    A storage whose ``write_file`` digests the bytes read back from the file as it writes
+    them (:attr:`~cairn.storage.base.Storage.digests_written_bytes`: local disks) needs no
+    such read: its files hold what their entries record by construction, and a racing
+    thread leaves a checkpoint that verifies (holding the values of the moment each
+    byte was written) instead of one failing its checksum.
+
     What is compared is the CRC-32 that ``write_file`` computed over exactly the bytes
     it digested, in the same pass, with the CRC-32 of the bytes read back (ISA-L's,
     about ten times the digest's speed): a check against accidents (the racing
@@ -589,6 +596,14 @@ def check_written(
             continue
         crc, digest = 0, None
         stamp, started = None, 0
+        if storage.digests_written_bytes:
+            # The digest is already of the bytes the file holds (read back as they were written):
+            # nothing to compare. A manager's save only remembers the file's stamp (CheckedFiles).
+            if checked is not None and path.startswith(root + "/"):
+                stamp, started = storage.stamp(path), time.time_ns()
+                if stamp is not None and stamp.size == entry.size:
+                    checked.note(stamp, entry, started, path[len(root) + 1 :])
+            continue
         if storage.file_descriptors:
             if checked is not None and path.startswith(root + "/"):
                 stamp, started = storage.stamp(path), time.time_ns()
