@@ -78,6 +78,43 @@ def test_declared_arrays_and_ranges_refuse_naming_the_path(edit: dict, error: ty
         WINDOWS.read({**OK, **edit}, where="pipe")
 
 
+@pytest.mark.parametrize("bad", [np.nan, -np.nan])
+def test_a_bound_refuses_nan_without_finite(bad: float) -> None:
+    """NaN compares False with every bound, so min()/max() alone would let it through."""
+    for field in (ArrayField(low=0), ArrayField(high=1), ArrayField(low=0, high=1)):
+        with pytest.raises(CorruptCheckpointError, match=r"^m2: holds NaN, which is within no bound"):
+            Schema({"m2": field}).read({"m2": np.array([0.5, bad])}, where="")
+    assert Schema({"m2": ArrayField(low=0, high=1)}).read({"m2": np.array([0.0, 1.0])}, where="")
+    with pytest.raises(CorruptCheckpointError, match=r"^m2: holds values above 1"):
+        Schema({"m2": ArrayField(high=1)}).read({"m2": np.array([2.0])}, where="")
+
+
+def test_unique_ids_are_a_1d_array() -> None:
+    with pytest.raises(ValueError, match=r"unique=True\) is for 1-D arrays of ids, declared with 2"):
+        ArrayField("iu", shape=(None, 2), unique=True)
+    ids = Schema({"slots": ArrayField("iu", unique=True)})
+    # Two distinct rows of the same values: np.unique over the whole array would call them unique or not by value.
+    with pytest.raises(CorruptCheckpointError, match=r"^slots: expected a 1-D array of ids, .*shape \(2, 2\)"):
+        ids.read({"slots": np.array([[0, 1], [2, 3]])}, where="")
+
+
+def test_a_merged_schema_keeps_both_sides_declarations() -> None:
+    base = Schema({"steps": count})
+    shaped = base | Schema({"mean": ArrayField(shape=(2,))}, unfit="another obs shape.")
+    with pytest.raises(IncompatibleCheckpointError, match=r"another obs shape\.$"):
+        shaped.read({"mean": np.zeros(3)}, where="")
+    both = Schema({"a": count}, required=True) | Schema({"b": count}, required=True)
+    with pytest.raises(CorruptCheckpointError, match=r"holds \['a'\] without \['b'\]"):
+        both.read({"a": 1}, where="s")
+    for left, right in [
+        (base, Schema({"b": count}, required=True)),
+        (Schema({"a": count}, together=True), Schema({"b": count}, together=True)),
+        (Schema({"a": count}, unfit="one."), Schema({"b": count}, unfit="two.")),
+    ]:
+        with pytest.raises(ValueError, match=r"(change what the other side|two unfit sentences)"):
+            left | right
+
+
 def test_keys_declared_together_come_together() -> None:
     with pytest.raises(CorruptCheckpointError, match=r"^pipe: holds \['slots'\] without \['frames', 'size'\]"):
         WINDOWS.read({"slots": OK["slots"]}, where="pipe")

@@ -193,8 +193,12 @@ class ArrayField:
             with the schema's ``unfit`` sentence); anything else here is corrupt.
         ndim: Its number of dimensions, when only that is fixed.
         finite: No NaN or infinity.
-        low: No value below it.
-        unique: No value twice (ids).
+        low: No value below it (and no NaN: a NaN is within no bound).
+        high: No value above it (and no NaN).
+        unique: No value twice: ids, so a 1-D array (declared so, and refused in any other shape).
+
+    Raises:
+        ValueError: ``unique`` declared with a shape of more than one dimension.
     """
 
     kinds: str = "biuf"
@@ -202,7 +206,14 @@ class ArrayField:
     ndim: int | None = None
     finite: bool = False
     low: float | None = None
+    high: float | None = None
     unique: bool = False
+
+    def __post_init__(self) -> None:
+        dims = self.ndim if self.shape is None else len(self.shape)
+        if self.unique and dims not in (None, 1):
+            # np.unique flattens: on rows it would compare values, not ids.
+            raise ValueError(f"ArrayField(unique=True) is for 1-D arrays of ids, declared with {dims} dimensions.")
 
     def read(self, value: Any, *, where: str, read: Mapping[str, Any], unfit: str) -> Any:
         """``value``, checked (``read``: what the schema read before it, for named dimensions).
@@ -229,10 +240,18 @@ class ArrayField:
                 )
         if self.finite and value.dtype.kind == "f" and not np.isfinite(value).all():
             raise corrupt(where, "holds NaN or infinite values")
+        bounded = self.low is not None or self.high is not None
+        if bounded and value.dtype.kind == "f" and np.isnan(value).any():
+            raise corrupt(where, "holds NaN, which is within no bound")  # NaN compares False: min() would pass it
         if self.low is not None and value.size and value.min() < self.low:
             raise corrupt(where, f"holds values below {self.low}")
-        if self.unique and len(np.unique(value)) != len(value):
-            raise corrupt(where, "lists an id twice")
+        if self.high is not None and value.size and value.max() > self.high:
+            raise corrupt(where, f"holds values above {self.high}")
+        if self.unique:
+            if value.ndim != 1:
+                raise corrupt(where, f"expected a 1-D array of ids, the checkpoint holds shape {value.shape}")
+            if len(np.unique(value)) != len(value):
+                raise corrupt(where, "lists an id twice")
         return value
 
 
@@ -241,6 +260,9 @@ _KINDS = {"iu": "ints", "biuf": "numbers", "f": "floats"}
 Field: TypeAlias = "Callable[..., Any] | ArrayField | Schema"
 """What a :class:`Schema` declares for a key: a check ``check(value, *, where)`` that returns the
 parsed value or raises, an :class:`ArrayField`, or a nested :class:`Schema` for a dict."""
+
+
+_UNFIT = "it was written for another configuration; restore it into the object it was written for."
 
 
 @dataclass(frozen=True)
@@ -257,7 +279,7 @@ class Schema:
     """
 
     fields: Mapping[str, Field]
-    unfit: str = "it was written for another configuration; restore it into the object it was written for."
+    unfit: str = _UNFIT
     """What an :class:`ArrayField` of another shape means, and what to do (the end of that error)."""
     together: bool = False
     """The keys come all together or none at all (a part of them is corrupt)."""
@@ -265,12 +287,31 @@ class Schema:
     """Every key must be there (a state without one is corrupt)."""
 
     def __or__(self, more: Schema) -> Schema:
-        """This schema with ``more``'s fields added (a subclass's state: nested schemas merge, key by key)."""
+        """This schema with ``more``'s fields added (a subclass's state: nested schemas merge, key by key).
+
+        The merged schema keeps what both sides declare: ``more``'s ``unfit`` when it has its own,
+        and ``required`` / ``together`` when both sides say the same. Flags that would change the
+        meaning of the other side's keys (``required`` on one side only; ``together`` over keys
+        that one side adds) are refused: declare that part as a nested schema of its own.
+
+        Raises:
+            ValueError: The two sides' flags cannot hold for the merged keys, or both give another ``unfit``.
+        """
+        if self.unfit != more.unfit and _UNFIT not in (self.unfit, more.unfit):
+            raise ValueError(f"Schemas with two unfit sentences cannot merge: {self.unfit!r} and {more.unfit!r}.")
+        added = sorted(set(more.fields) - set(self.fields))
+        if self.required != more.required or self.together != more.together or (self.together and added):
+            raise ValueError(
+                f"Schema(required={self.required}, together={self.together}) | Schema(required={more.required}, "
+                f"together={more.together}) adding {added} would change what the other side's keys mean: "
+                "declare the added keys as a nested Schema with their own flags."
+            )
         fields = dict(self.fields)
         for key, check in more.fields.items():
             mine = fields.get(key)
             fields[key] = mine | check if isinstance(mine, Schema) and isinstance(check, Schema) else check
-        return Schema(fields, self.unfit, self.together, self.required)
+        unfit = self.unfit if more.unfit == _UNFIT else more.unfit
+        return Schema(fields, unfit, self.together, self.required)
 
     def read(self, state: Any, *, where: str) -> dict[str, Any]:
         """The values of ``state`` this schema names, checked and parsed; changes nothing.

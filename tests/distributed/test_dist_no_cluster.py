@@ -9,7 +9,7 @@ from dist_helpers import small_config
 
 from cairn.registry import AllowedNames
 from cairn.rl import PPO, LearnerGroup, RLModule
-from cairn.rl.distributed.env_runners import EnvRunnerActor
+from cairn.rl.distributed.env_runner_actor import EnvRunnerActor
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.testing import assert_states_equal
 

@@ -24,7 +24,7 @@ from dist_helpers import small_config
 import cairn
 from cairn import CheckpointError
 from cairn.rl import PPO
-from cairn.rl.distributed.env_runners import EnvRunnerActor
+from cairn.rl.distributed.env_runner_actor import EnvRunnerActor
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.rl.env.multi_agent_env import driver_names
 from storage.storage_reseal import reseal

@@ -158,10 +158,10 @@ def test_the_sampling_bound_is_far_above_real_runs(tmp_path: Path) -> None:
     """A large real run's settings pass with room to spare: 512 envs x 4 runners x 2,048 steps, evaluation too."""
     from cairn._ctor_bounds import ALLOC_BYTES_CONSTANT
     from cairn.rl import PPOConfig
-    from cairn.rl.algorithms.algorithm import _sampling_problem
+    from cairn.rl.algorithms.config_bounds import sampling_problem
 
     config = PPOConfig(
         env="CartPole-v1", num_envs_per_env_runner=512, num_env_runners=3, rollout_length=2048, evaluation_interval=1
     )
-    assert _sampling_problem(config, ALLOC_BYTES_CONSTANT) is None
-    assert _sampling_problem(config, 1 << 20) is not None  # and it does bound: a 1 MB allowance is too little
+    assert sampling_problem(config, ALLOC_BYTES_CONSTANT) is None
+    assert sampling_problem(config, 1 << 20) is not None  # and it does bound: a 1 MB allowance is too little

@@ -160,7 +160,8 @@ def _loader(algo_cls: type[Algorithm], explicit: dict[str, Any]) -> Callable[[st
     override of the bound a checkpoint's counts meet (SPEC 8); the checkpoint's other counts stay bounded.
     """
     from cairn.errors import UnsafeCheckpointError
-    from cairn.rl.algorithms.algorithm import MACHINE_FIELDS, machine_problem, recorded_config
+    from cairn.rl.algorithms.algorithm import recorded_config
+    from cairn.rl.algorithms.config_bounds import MACHINE_FIELDS, machine_problem
 
     chosen = {k: v for k, v in explicit.items() if k in MACHINE_FIELDS}
 

@@ -25,39 +25,33 @@ folders in parallel, as delegates of the engine (:mod:`cairn.delegation`,
 from __future__ import annotations
 
 import abc
-import os
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import torch
 
 from cairn import Checkpointable
-from cairn._ctor_bounds import FolderSizes, alloc_limit
+from cairn._ctor_bounds import FolderSizes
 from cairn._unrecorded import supplying
 from cairn.errors import IncompatibleCheckpointError
 from cairn.rl._aliases import register_old_paths
+from cairn.rl.algorithms.config_bounds import machine_problem, modules_problem
 from cairn.rl.algorithms.evaluation import EvaluationRunners, evaluation_runner_config, wants_evaluation_runners
+from cairn.rl.algorithms.module_changes import ModuleChanges
 from cairn.rl.algorithms.results import ResultDict, merge_training_step_results, nest_results, settings_view
 from cairn.rl.callbacks.callbacks import callbacks_from_config
-from cairn.rl.config.algorithm_config import (
-    CALLABLE_FIELDS,
-    DEFAULT_MODULE_ID,
-    MULTI_AGENT_PREFIX,
-    AlgorithmConfig,
-    multi_env_mapping_fn_refusal,
-)
+from cairn.rl.config.algorithm_config import CALLABLE_FIELDS, DEFAULT_MODULE_ID, AlgorithmConfig
 from cairn.rl.config.env_creators import ENV_ROLE
+from cairn.rl.config.setting_checks import MULTI_AGENT_PREFIX
 from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.multi_rl_module import (
-    MultiRLModuleSpec,
     load_module_state,
     load_state_paths,
-    module_seed,
     without_load_state_paths,
 )
-from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec, layers_parameter_bytes
+from cairn.rl.core.rl_module.rl_module import RLModule
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.rl.env.env_runner_group import EnvRunnerGroup
 from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
@@ -84,7 +78,7 @@ if TYPE_CHECKING:
 __all__ = ["Algorithm", "AlgorithmConfig"]
 
 
-class Algorithm(Checkpointable, abc.ABC):
+class Algorithm(Checkpointable, ModuleChanges, abc.ABC):
     """Base of RL algorithms: an env runner group, a learner group, an iteration counter.
 
     Subclasses implement :meth:`training_step` and :meth:`build_learner_group`.
@@ -202,199 +196,6 @@ class Algorithm(Checkpointable, abc.ABC):
         ``algo.learner_group.set_state``). Call it again after :meth:`train` for newer weights.
         """
         return self.learner_group.get_module(module_id)
-
-    def add_module(
-        self,
-        module_id: str,
-        module_spec: RLModuleSpec,
-        *,
-        config_overrides: Mapping[str, Any] | None = None,
-        new_agent_to_module_mapping_fn: Any = None,
-        new_should_module_be_updated: Sequence[str] | None = None,
-    ) -> MultiRLModuleSpec:
-        """Add a module while training runs (RLlib's ``Algorithm.add_module``).
-
-        The learners get the module and an optimizer, every env runner (local and
-        remote) an inference copy with the same weights, and the config its new
-        ``policies``, ``rl_module_spec`` (a :class:`MultiRLModuleSpec` of the
-        current modules), overrides, mapping function and trainable set: a
-        checkpoint records them, and ``from_checkpoint`` rebuilds exactly these modules.
-
-        Args:
-            module_id: The new module's id (one path segment).
-            module_spec: Its spec; fields left ``None`` are filled in as for the
-                config's modules (default class, the env's spaces, ``model_config``).
-                Its ``load_state_path``, if any, gives its starting weights.
-            config_overrides: The module's own settings (``{"lr": 1e-3}``), kept in
-                ``algorithm_config_overrides_per_module``.
-            new_agent_to_module_mapping_fn: Stored as ``config.policy_mapping_fn``
-                (``None`` keeps the current one). Refused on a ``"multi:"`` env, whose
-                agents keep the modules of ``config.policy_mapping``.
-            new_should_module_be_updated: Stored as ``config.policies_to_train``
-                (``None`` keeps the current one).
-
-        Returns:
-            The :class:`MultiRLModuleSpec` of all modules now (as RLlib; also ``config.rl_module_spec``).
-            The new module itself is ``get_module(module_id)``.
-
-        Raises:
-            ValueError: An invalid or existing id, an unknown setting in ``config_overrides``,
-                or a mapping function on a ``"multi:"`` env.
-        """
-        if module_id in self.config.policies:
-            raise ValueError(f"Module id {module_id!r} already exists (policies={list(self.config.policies)}).")
-        self._check_mapping_fn_allowed(new_agent_to_module_mapping_fn, "add_module")
-        runner = self.env_runner
-        spec = module_spec.with_defaults(
-            module_class=self.config.get_default_rl_module_class(),
-            observation_space=runner.observation_space,
-            action_space=runner.action_space,
-            model_config=self.config.model_config,
-            seed=module_seed(self.config, len(self.config.policies)),
-        )
-        weights = None if spec.load_state_path is None else load_module_state(spec, spec.load_state_path)
-        spec = replace(spec, load_state_path=None)
-        old_config = self.config
-        self.learner_group.add_module(module_id, spec, config_overrides=config_overrides)
-        try:
-            if weights is not None:
-                self.learner_group.set_state({"learner": {"rl_module": {module_id: weights}}})
-            self.config = self._config_with_modules(
-                policies=(*self.config.policies, module_id),
-                policy_mapping_fn=new_agent_to_module_mapping_fn,
-                policies_to_train=new_should_module_be_updated,
-            )
-            self._add_to_runners(module_id, spec, old_config)
-        except BaseException:
-            # A runner refused it (a spec of no agent's spaces): the learners, the config and every
-            # runner are as they were, so that training, add_module and checkpoints go on consistently.
-            self.learner_group.remove_module(module_id)
-            self.config = old_config
-            if self.eval_runners is not None:
-                self.eval_runners.update_config(old_config)
-            raise
-        self._sync_env_runners()
-        added: MultiRLModuleSpec = self.config.rl_module_spec
-        return added
-
-    def _add_to_runners(self, module_id: str, spec: RLModuleSpec, old_config: AlgorithmConfig) -> None:
-        """Add the module to the training runners, then the evaluation runners; if those refuse, the
-        training runners drop it again (with ``old_config``), so that a refusal changes no runner."""
-        self.env_runner_group.add_module(module_id, spec, config=self.config)
-        if self.eval_runners is None:
-            return
-        try:
-            self.eval_runners.add_module(module_id, spec, config=self.config)
-        except BaseException:
-            self.env_runner_group.remove_module(module_id, config=old_config)
-            raise
-
-    def _check_mapping_fn_allowed(self, mapping_fn: Any, what: str) -> None:
-        """Refuse a mapping function on a ``"multi:"`` env, before anything changes.
-
-        Its env copies have fixed agent -> module assignments (``config.policy_mapping``),
-        and a function given there would never be called: input is refused, never ignored.
-        """
-        if mapping_fn is not None and self.config.env.startswith(MULTI_AGENT_PREFIX):
-            what = f"{what}(new_agent_to_module_mapping_fn=...)"
-            raise ValueError(multi_env_mapping_fn_refusal(self.config.env, what))
-
-    def remove_module(
-        self,
-        module_id: str,
-        *,
-        new_agent_to_module_mapping_fn: Any = None,
-        new_should_module_be_updated: Sequence[str] | None = None,
-    ) -> MultiRLModuleSpec:
-        """Remove a module while training runs (RLlib's ``Algorithm.remove_module``).
-
-        The learners drop it with its optimizer and overrides, the env runners
-        their copies, the config its entry (see :meth:`add_module`). It goes at
-        once, as in RLlib: agents of episodes in flight that act with it are
-        re-mapped with ``new_agent_to_module_mapping_fn`` from their next action
-        on, and their transitions collected with it and not yet trained on are
-        dropped (they would train a module that no longer exists; see
-        :meth:`~cairn.rl.env.multi_agent_env_runner.MultiAgentEnvRunner.remove_module`).
-
-        Returns:
-            The :class:`MultiRLModuleSpec` of the modules left (as RLlib; also ``config.rl_module_spec``).
-
-        Raises:
-            KeyError: No such module.
-            ValueError: It is the last module, agents still act with it
-                (``config.policy_mapping`` names it), the mapping function
-                maps an agent of an episode in flight back to it (nothing is
-                changed then), or a mapping function is given on a ``"multi:"`` env.
-        """
-        self._check_mapping_fn_allowed(new_agent_to_module_mapping_fn, "remove_module")
-        policies = tuple(p for p in self.config.policies if p != module_id)
-        if len(policies) == len(self.config.policies):
-            raise KeyError(f"No module {module_id!r}; the modules are {list(self.config.policies)}.")
-        if not policies:
-            raise ValueError(f"Module {module_id!r} is the algorithm's last module; add another one first.")
-        mapped = sorted(agent for agent, m in (self.config.policy_mapping or {}).items() if m == module_id)
-        if mapped:
-            raise ValueError(
-                f"Module {module_id!r} cannot be removed: config.policy_mapping maps agents {mapped} to it. "
-                "Map them to another module first."
-            )
-        trainable = (
-            self.config.policies_to_train if new_should_module_be_updated is None else new_should_module_be_updated
-        )
-        config = self._config_with_modules(
-            policies=policies,
-            policy_mapping_fn=new_agent_to_module_mapping_fn,
-            policies_to_train=None if trainable is None else [p for p in trainable if p != module_id],
-            without=module_id,
-        )
-        # Every runner of both groups checks first; only then does any drop it (a refusal changes nothing).
-        self.env_runner_group.prepare_remove_module(module_id, config=config)
-        if self.eval_runners is not None:
-            try:
-                self.eval_runners.prepare_remove_module(module_id, config=config)
-            except BaseException:
-                self.env_runner_group.discard_remove_module()
-                raise
-        self.env_runner_group.apply_remove_module(config=config)
-        if self.eval_runners is not None:
-            self.eval_runners.apply_remove_module(config=config)
-        self.learner_group.remove_module(module_id)
-        self.config = config
-        left: MultiRLModuleSpec = config.rl_module_spec
-        return left
-
-    def _config_with_modules(
-        self,
-        *,
-        policies: tuple[str, ...],
-        policy_mapping_fn: Any,
-        policies_to_train: Sequence[str] | None,
-        without: str | None = None,
-    ) -> AlgorithmConfig:
-        """The config after an add/remove: the modules the learners hold now, as a MultiRLModuleSpec."""
-        specs = {m: spec for m, spec in self.learner_group.module_specs.items() if m != without}
-        overrides = {m: dict(o) for m, o in self.config.algorithm_config_overrides_per_module.items() if m != without}
-        overrides.update(
-            {
-                m: dict(o)
-                for m, o in self.learner_group.config.algorithm_config_overrides_per_module.items()
-                if m in specs
-            }
-        )
-        # With one policy and no mapping every agent plays it; with more modules that must be said,
-        # so the mapping the env runners use now is recorded explicitly.
-        mapping = self.config.policy_mapping
-        if mapping is None:
-            mapping = dict(self.env_runner.policy_mapping)
-        return replace(
-            self.config,
-            policies=policies,
-            policy_mapping=mapping,
-            rl_module_spec=MultiRLModuleSpec({m: specs[m] for m in policies}),
-            algorithm_config_overrides_per_module=overrides,
-            policy_mapping_fn=self.config.policy_mapping_fn if policy_mapping_fn is None else policy_mapping_fn,
-            policies_to_train=self.config.policies_to_train if policies_to_train is None else tuple(policies_to_train),
-        )
 
     def train(self) -> ResultDict:
         """Run one training iteration, and an evaluation when ``evaluation_interval`` says so.
@@ -720,23 +521,7 @@ class Algorithm(Checkpointable, abc.ABC):
         config = args[0] if args else kwargs.get("config")
         if not isinstance(config, AlgorithmConfig):
             return None  # not a config: the constructor judges it
-        default = config.model_config
-        specs = getattr(config.rl_module_spec, "rl_module_specs", None)
-        configs: dict[str, Any] = {}
-        for module_id in config.policies:
-            # A MultiRLModuleSpec's dict, or its one shared spec; else the config's own RLModuleSpec.
-            spec = specs.get(module_id) if isinstance(specs, Mapping) else (specs or config.rl_module_spec)
-            own = getattr(spec, "model_config", None)
-            configs[module_id] = own if isinstance(own, Mapping) else default
-        total = 0
-        for model_config in configs.values():
-            total += layers_parameter_bytes(model_config)  # hidden layers, an LSTM, the heads' layers
-        if total > alloc_limit(folder.tree_bytes):
-            return (
-                f"the modules of its config ({len(configs)}) make at least {total} bytes of parameters, and the "
-                f"checkpoint holds {folder.tree_bytes} bytes"
-            )
-        return _sampling_problem(config, alloc_limit(folder.tree_bytes))
+        return modules_problem(config, folder)
 
     @classmethod
     def ctor_machine_problem(
@@ -772,51 +557,6 @@ class Algorithm(Checkpointable, abc.ABC):
 register_old_paths(Algorithm, AlgorithmConfig)  # the config's module imports nothing of cairn.rl
 
 
-MACHINE_FIELDS = ("num_env_runners", "evaluation_num_env_runners", "num_learners", "num_torch_threads", "env_config")
-"""The config fields :func:`machine_problem` bounds when they come from a checkpoint."""
-
-
-def machine_problem(config: AlgorithmConfig, *, overridden: Collection[str] = ()) -> str | None:
-    """Why a recorded config starts more processes, threads or env work than this machine allows, or None.
-
-    Counts read from a checkpoint start Ray actors (``num_env_runners``,
-    ``evaluation_num_env_runners``, ``num_learners``), threads (``num_torch_threads``)
-    and env construction (``env_config`` goes to ``gymnasium.make``). Each is bounded
-    by the caller's machine (:func:`os.cpu_count`) before use; the caller overrides a
-    bound by passing its own config (``PPO.from_checkpoint(path, config=config)``),
-    which is not checked, or by naming the fields it set itself in ``overridden``
-    (``cairn train --resume --num-env-runners 64``: the rest stays bounded).
-    """
-    cpus = os.cpu_count() or 1
-    fix = (
-        "If you mean it, pass your own config: from_checkpoint(path, config=config) (it is not bounded); "
-        "cairn train --resume: give the field (--num-env-runners, --num-learners, --set FIELD=VALUE)"
-    )
-    try:
-        counts = {
-            "num_env_runners": int(config.num_env_runners),
-            "evaluation_num_env_runners": int(config.evaluation_num_env_runners),
-            "num_learners": int(config.num_learners),
-            "num_torch_threads": int(config.num_torch_threads or 0),
-        }
-    except (TypeError, ValueError, OverflowError):
-        return None  # not numbers: the config's own validation names the field
-    limits = {
-        "num_env_runners": MAX_ACTORS_PER_CPU * cpus,
-        "evaluation_num_env_runners": MAX_ACTORS_PER_CPU * cpus,
-        "num_learners": cpus,
-        "num_torch_threads": cpus,
-    }
-    for name, value in counts.items():
-        if name not in overridden and value > limits[name]:
-            return (
-                f"its config records {name}={value}, more than this machine allows from a checkpoint "
-                f"({limits[name]} for {cpus} CPUs). {fix}"
-            )
-    size = None if "env_config" in overridden else _env_config_problem(config.env_config)
-    return f"its config records env_config with {size}. {fix}" if size else None
-
-
 def recorded_config(path: str) -> AlgorithmConfig:
     """The config an algorithm checkpoint at ``path`` records, read through the engine's verified reader.
 
@@ -839,75 +579,3 @@ def recorded_config(path: str) -> AlgorithmConfig:
         raise IncompatibleCheckpointError(f"{reader.where(CTOR)} records no algorithm config.")
     check_recorded_names(Algorithm, (config,), {}, trusted=None, where=reader.where(CTOR))
     return config
-
-
-MAX_ACTORS_PER_CPU = 4
-"""Ray actors (env runners) a recorded config may start per CPU of the machine that loads it."""
-
-MAX_ENV_CONFIG_ITEMS = 256
-"""Most values (all nested levels counted) a recorded ``env_config`` may give ``gymnasium.make``."""
-
-MAX_ENV_CONFIG_INT = 1 << 16
-"""Largest int a recorded ``env_config`` may give ``gymnasium.make`` (a grid's size, a map's rows...)."""
-
-MAX_ENV_CONFIG_STR = 1024
-"""Longest str a recorded ``env_config`` may give ``gymnasium.make``."""
-
-
-def _env_config_problem(env_config: Any) -> str | None:
-    """Why a recorded ``env_config`` may make an environment allocate or loop without bound, or None.
-
-    The env's arguments are the env's own (a FrozenLake map, a grid size), so no
-    checkpoint size bounds what they cost: a 129 KB map cost 1.4 GB and 57 s.
-    """
-    items, stack = 0, [env_config]
-    while stack:
-        value = stack.pop()
-        items += 1
-        if items > MAX_ENV_CONFIG_ITEMS:
-            return f"more than {MAX_ENV_CONFIG_ITEMS} values"
-        if isinstance(value, Mapping):
-            stack.extend(value.values())
-            stack.extend(value.keys())
-        elif isinstance(value, list | tuple):
-            stack.extend(value)
-        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_ENV_CONFIG_INT:
-            return f"the int {value} (more than {MAX_ENV_CONFIG_INT})"
-        elif isinstance(value, str | bytes) and len(value) > MAX_ENV_CONFIG_STR:
-            return f"a string of {len(value)} characters (more than {MAX_ENV_CONFIG_STR})"
-    return None
-
-
-ENV_BYTES = 1 << 10
-"""A lower bound of what one sub-environment costs to build (its Python objects, its spaces)."""
-
-STEP_BYTES = 1
-"""A lower bound of what one env step of a rollout costs a sample (a float64 reward alone is 8)."""
-
-
-def _sampling_problem(config: AlgorithmConfig, limit: int) -> str | None:
-    """Why a recorded config's env counts and rollout length cannot belong to its checkpoint, or None.
-
-    Building the algorithm builds every env runner's sub-environments, and its first sample fills
-    ``rollout_length`` steps of each: a config recording ``num_envs_per_env_runner=10**9`` would
-    make a small file take the machine's memory before any check. The bound refuses only absurd
-    values: with no checkpoint bytes at all, 65,536 sub-environments or 64 million env steps per
-    sampling round pass, and the allowance grows with what the checkpoint holds.
-    """
-    try:
-        per_runner = int(config.num_envs_per_env_runner)
-        runners = int(config.num_env_runners) + 1
-        if wants_evaluation_runners(config):
-            runners += int(config.evaluation_num_env_runners) + 1
-        rollout = int(config.rollout_length)
-    except (TypeError, ValueError, OverflowError):
-        return None  # not numbers: the config's own validation names the field
-    envs = max(per_runner, 0) * max(runners, 0)
-    needed = envs * ENV_BYTES + envs * max(rollout, 0) * STEP_BYTES
-    if needed > limit:
-        return (
-            f"its config builds {envs} sub-environments ({per_runner} per env runner, {runners} env runners) "
-            f"sampling {rollout} steps each, at least {needed} bytes, and the checkpoint holds only enough for "
-            f"{limit} bytes of construction"
-        )
-    return None

@@ -32,7 +32,7 @@ from cairn import Checkpointable
 from cairn.registry import register_type
 from cairn.rl.algorithms.algorithm import Algorithm
 from cairn.rl.config.algorithm_config import AlgorithmConfig
-from cairn.rl.config.builders import Accept, Rule, integer, number, replay_buffer_config
+from cairn.rl.config.translations import Accept, Rule, integer, number, replay_buffer_config
 from cairn.rl.core.learner.learner import Learner
 from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule, MultiRLModuleSpec

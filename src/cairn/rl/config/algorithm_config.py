@@ -1,65 +1,56 @@
 """AlgorithmConfig: the settings every algorithm shares (environment, sampling, modules, scale).
 
-This module imports nothing else of ``cairn.rl`` but the leaves
-``cairn.rl.config.builders`` (RLlib's builder methods, a base class)
-and ``cairn.rl.config.callback_forms`` (how callbacks are recorded)
-(and only, when a setting asks
-for Ray, the leaf ``cairn.rl.distributed._ray`` to see whether Ray is
-installed), so that every other part (env runners, learners, algorithms) can
-import it without a cycle. The checks
-of environment ids and ``env_config`` live here because a config runs them
-when it is built, also when a checkpoint rebuilds it (SPEC 8).
+This module imports nothing else of ``cairn.rl`` but the leaves of ``rl/config``:
+:mod:`~cairn.rl.config.builders` (RLlib's builder methods, a base class),
+:mod:`~cairn.rl.config.callback_forms` (how callbacks are recorded),
+:mod:`~cairn.rl.config.references` (how callables and connector factories are recorded),
+:mod:`~cairn.rl.config.setting_checks` (the checks of env ids, ``env_config`` and resources a
+config runs when it is built, also when a checkpoint rebuilds it, SPEC 8) and
+:mod:`~cairn.rl.config.env_creators` (and only, when a setting asks for Ray, the leaf
+``cairn.rl.distributed._ray`` to see whether Ray is installed), so that every other part
+(env runners, learners, algorithms) can import it without a cycle.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
-from cairn._unrecorded import SCOPE, missing_message, unrecorded
-from cairn.errors import CheckpointError, MissingCallableError
+from cairn._unrecorded import SCOPE, missing_message
+from cairn.errors import MissingCallableError
 from cairn.registry import (
     CONNECTOR_FACTORY,
     MAPPING_FUNCTION,
     MODULE_CLASS,
     Role,
     Unrecorded,
-    function_problem,
-    loaded_module,
     object_path,
-    register_passed,
     register_type,
     resolve_class,
 )
 from cairn.rl.config.builders import ConfigBuilders
 from cairn.rl.config.callback_forms import (
     CALLBACK_HOOKS,
-    callback_functions,
     callback_names,
     callbacks_class_value,
     function_field,
 )
-from cairn.rl.config.env_creators import ENV_ROLE, creator_for, env_creator_setting
+from cairn.rl.config.env_creators import ENV_ROLE
+from cairn.rl.config.references import CONNECTOR_FIELDS, kept_callables
+from cairn.rl.config.setting_checks import (
+    COUNT_STEPS_BY,
+    MAX_RESOURCE,
+    MULTI_AGENT_PREFIX,
+    PLACEMENT_STRATEGIES,
+    check_custom_resources,
+    check_env_config,
+    check_env_id,
+    multi_env_mapping_fn_refusal,
+)
 
-__all__ = [
-    "CALLABLE_FIELDS",
-    "CONNECTOR_FIELDS",
-    "DEFAULT_MODULE_ID",
-    "MULTI_AGENT_PREFIX",
-    "PLACEMENT_STRATEGIES",
-    "AlgorithmConfig",
-    "check_custom_resources",
-    "check_env_config",
-    "check_env_id",
-    "connector_reference",
-    "function_reference",
-    "multi_env_mapping_fn_refusal",
-]
+__all__ = ["CALLABLE_FIELDS", "DEFAULT_MODULE_ID", "AlgorithmConfig"]
 
-CONNECTOR_FIELDS = ("env_to_module_connector", "module_to_env_connector", "learner_connector")
-"""The config fields that record a connector factory by reference."""
 
 CALLABLE_FIELDS = (
     "policy_mapping_fn",
@@ -74,256 +65,6 @@ _SAME_FOR_EVALUATION = ("num_env_runners", "seed", "policies", "rl_module_spec",
 
 DEFAULT_MODULE_ID = "default_policy"
 """The module id of a single-policy algorithm (RLlib's ``DEFAULT_MODULE_ID``)."""
-
-MULTI_AGENT_PREFIX = "multi:"
-"""Prefix of an env id that asks for independent copies, one per agent."""
-
-
-def check_env_id(env: Any) -> None:
-    """Raise ``ValueError`` unless making ``env`` imports nothing that the id itself names.
-
-    gymnasium reads ``"some.module:Env-v0"`` as "import ``some.module``, then
-    make ``Env-v0``", so an id recorded in a checkpoint's config could make
-    cairn import any installed module (``"this:CartPole-v1"``). An id with a
-    module prefix is accepted only when that module is already imported (the
-    one module resolver, :func:`cairn.registry.loaded_module`, decides). Configs
-    check their id when they are built (also when a checkpoint rebuilds them)
-    and when an algorithm starts; ``cairn evaluate`` checks the id it reads
-    from a checkpoint.
-    """
-    if not isinstance(env, str) or not env:
-        raise ValueError(f"env must be a gymnasium environment id (a non-empty str), got {env!r}.")
-    env_id = env[len(MULTI_AGENT_PREFIX) :] if env.startswith(MULTI_AGENT_PREFIX) else env
-    module, sep, name = env_id.partition(":")
-    if not sep:
-        return
-    if not name or ":" in name:
-        raise ValueError(f"env={env!r} is not a gymnasium id: expected 'Env-v0' or 'module:Env-v0'.")
-    try:
-        loaded_module(module, where=f"env={env!r}", what=f"gymnasium environment {name!r}")
-    except CheckpointError as err:
-        raise ValueError(
-            f"{err} An environment id may name only a module the program has already imported, because "
-            "gymnasium imports the module an id names."
-        ) from err
-
-
-# Render modes that draw into arrays or text. "human" (and anything unknown) makes gymnasium import a
-# window toolkit (pygame, a MuJoCo viewer) and open a window: an import a recorded config would trigger.
-_HEADLESS_RENDER_MODES = (None, "rgb_array", "rgb_array_list", "ansi", "ansi_list", "depth_array", "depth_array_list")
-
-
-def check_env_config(env_config: Any) -> None:
-    """Raise ``ValueError`` unless ``env_config`` is a dict whose ``render_mode`` is a headless one.
-
-    ``env_config`` goes to ``gymnasium.make`` as keyword arguments, and may come
-    from a checkpoint's recorded config: ``render_mode="human"`` there would
-    make building the algorithm import pygame and open a window (SPEC 8: a
-    checkpoint never triggers an import, not even indirectly). Checked with
-    the env id, by the same callers as :func:`check_env_id`.
-    """
-    if not isinstance(env_config, Mapping):
-        raise ValueError(f"env_config must be a dict of gymnasium.make keyword arguments, got {env_config!r:.80}.")
-    mode = env_config.get("render_mode")
-    if mode not in _HEADLESS_RENDER_MODES:
-        raise ValueError(
-            f"env_config render_mode={mode!r:.80} is refused: gymnasium imports a window toolkit for it, and a config "
-            f"may come from a checkpoint. Use one of {[m for m in _HEADLESS_RENDER_MODES if m]} (or none), and make "
-            "an environment to watch yourself (gymnasium.make(env_id, render_mode='human'))."
-        )
-
-
-def function_reference(fn: Any, *, what: str) -> str | Unrecorded:
-    """How a config records a function: ``"module:qualname"`` (by reference, never pickled), or an
-    :class:`~cairn.registry.Unrecorded` for a callable no path names.
-
-    A string is returned as it is (a ``"module:function"`` path or a name
-    registered with :func:`cairn.rl.env.multi_agent_env.register_policy_mapping_fn`);
-    it is resolved when an env runner is built, with
-    :func:`cairn.registry.resolve_function`, which imports nothing. A lambda, a
-    closure, a bound method, a function of ``__main__`` or of the standard library
-    and a callable object are kept as they are, in an ``Unrecorded`` for the
-    field ``what``: they work in this program (and its Ray workers), and a
-    checkpoint records only that they existed (issue 39).
-
-    Raises:
-        ValueError: ``fn`` is an empty string or not callable.
-    """
-    if isinstance(fn, Unrecorded):
-        return fn
-    if isinstance(fn, str):
-        if not fn:
-            raise ValueError(f"{what} must be a function or a non-empty 'module:function' reference.")
-        return fn
-    if not callable(fn):
-        raise ValueError(f"{what}={fn!r:.80} is neither a function nor a 'module:function' reference.")
-    if function_problem(fn) is not None:
-        return unrecorded(fn, what)
-    register_passed(fn)  # the program passed it: a checkpoint of this config loads again in this program
-    return f"{fn.__module__}:{fn.__qualname__}"
-
-
-def kept_callables(settings: Mapping[str, Any], scope: str) -> dict[str, Any]:
-    """The callable settings among ``settings`` as a config keeps them (the others are left out).
-
-    ``policy_mapping_fn``, the connector factories and the ``callbacks_on_<hook>``
-    functions are recorded by reference or kept as :class:`~cairn.registry.Unrecorded`,
-    and ``env`` / ``env_creator`` get their creator (:mod:`cairn.rl.config.env_creators`).
-    ``scope`` is the dict field ``settings`` belong to, as a role prefix
-    (``"evaluation_config"``; ``""`` for the config's own fields): a new process
-    passes such a callable back nested the same way
-    (``from_checkpoint(path, evaluation_config={"policy_mapping_fn": fn})``).
-    """
-
-    def role(name: str) -> str:
-        return f"{scope}{SCOPE}{name}" if scope else name
-
-    kept: dict[str, Any] = {}
-    if settings.get("policy_mapping_fn") is not None:
-        kept["policy_mapping_fn"] = function_reference(settings["policy_mapping_fn"], what=role("policy_mapping_fn"))
-    for name in CONNECTOR_FIELDS:
-        if name in settings:
-            kept[name] = connector_reference(settings[name], what=role(name))
-    for hook in CALLBACK_HOOKS:
-        name = function_field(hook)
-        if name in settings:
-            kept[name] = callback_functions(settings[name], hook, role=role(name))
-    creator = settings.get("env_creator")
-    if creator is not None:
-        creator = env_creator_setting(creator, role(ENV_ROLE))["env_creator"]  # a creator given by keyword
-    if isinstance(settings.get("env"), str):
-        creator = creator_for(settings["env"], creator, role(ENV_ROLE))
-    if "env_creator" in settings or creator is not None:
-        kept["env_creator"] = creator
-    if scope:  # one kept already (a builder's, or the config's own field passed on): recorded under this path
-        kept = {
-            name: _in_role(value, role(ENV_ROLE if name == "env_creator" else name)) for name, value in kept.items()
-        }
-    return kept
-
-
-def _in_role(value: Any, role: str) -> Any:
-    """``value`` (a kept callable setting) with each :class:`~cairn.registry.Unrecorded` in it recorded as ``role``."""
-    if isinstance(value, Unrecorded):
-        return value if value.role == role else replace(value, role=role)
-    if isinstance(value, Mapping) and isinstance(value.get("ref"), Unrecorded):
-        return {**value, "ref": _in_role(value["ref"], role)}
-    if isinstance(value, list):
-        return [_in_role(item, role) for item in value]
-    return value
-
-
-_PLAIN = (type(None), bool, int, float, str)
-
-
-def _plain_data(value: Any, *, where: str) -> Any:
-    """``value`` as plain data a config records (tuples as lists), or ``ValueError``."""
-    if isinstance(value, _PLAIN):
-        return value
-    if isinstance(value, list | tuple):
-        return [_plain_data(v, where=f"{where}[{i}]") for i, v in enumerate(value)]
-    if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
-        return {k: _plain_data(v, where=f"{where}[{k!r}]") for k, v in value.items()}
-    raise ValueError(
-        f"{where}={value!r:.80} cannot be recorded in a config: connector factory arguments must be plain data "
-        "(None, bool, int, float, str, and lists and str-keyed dicts of them)."
-    )
-
-
-def connector_reference(factory: Any, *, what: str) -> dict[str, Any] | None:
-    """How a config records a connector factory: ``{"ref": "module:QualName", "kwargs": {...}}`` (or None).
-
-    Takes what RLlib users pass (``env_to_module_connector=...``): a function defined at the
-    top level of an imported module, a connector class, a ``functools.partial`` of either with
-    keyword arguments of plain data, a ``"module:QualName"`` string, or an already recorded
-    dict. Nothing is called or imported here; env runners resolve the reference with
-    :mod:`cairn.registry` (``cairn.rl.env.connector_building``). A lambda, a closure, a
-    bound method or something of ``__main__`` (no path names it) is kept as it is, as
-    ``{"ref": Unrecorded(...), "kwargs": {}}``: it works in this program and its Ray
-    workers, and a checkpoint records only that it existed (issue 39).
-
-    Raises:
-        ValueError: Positional partial arguments, or arguments that are not plain data.
-    """
-    if factory is None:
-        return None
-    kwargs: dict[str, Any] = {}
-    if isinstance(factory, Mapping):
-        ref, kwargs = factory.get("ref"), factory.get("kwargs", {})
-        if set(factory) - {"ref", "kwargs"} or not isinstance(ref, str | Unrecorded) or not isinstance(kwargs, Mapping):
-            raise ValueError(f"{what}={factory!r:.120} is not a recorded connector factory {{'ref', 'kwargs'}}.")
-        factory = ref
-    if isinstance(factory, functools.partial):
-        if factory.args:
-            raise ValueError(
-                f"{what}=functools.partial({factory.func!r:.60}, ...) has positional arguments; give them as keywords."
-            )
-        kwargs, factory = dict(factory.keywords), factory.func
-    if isinstance(factory, Unrecorded):
-        return {"ref": factory, "kwargs": _plain_data(dict(kwargs), where=f"{what} kwargs")}
-    if isinstance(factory, str):
-        if ":" not in factory:
-            raise ValueError(f"{what}={factory!r:.80} is not a 'module:QualName' reference.")
-        return {"ref": factory, "kwargs": _plain_data(dict(kwargs), where=f"{what} kwargs")}
-    if not callable(factory):
-        raise ValueError(f"{what}={factory!r:.80} is not a connector factory: give a function or a connector class.")
-    if isinstance(factory, type):
-        nameable = factory.__module__ != "__main__" and "<locals>" not in factory.__qualname__
-    else:
-        nameable = function_problem(factory) is None
-    if not nameable and not isinstance(factory, type) and kwargs:
-        # No path names it: kept whole (with the partial's arguments, whatever they are), never recorded.
-        return {"ref": unrecorded(functools.partial(factory, **kwargs), what), "kwargs": {}}
-    kwargs = _plain_data(dict(kwargs), where=f"{what} kwargs")
-    if not nameable:  # no path names it: kept as it is, never recorded (a class keeps its recorded kwargs)
-        return {"ref": unrecorded(factory, what), "kwargs": kwargs}
-    register_passed(factory)  # the program passed it: this config's checkpoint loads again here
-    return {"ref": f"{factory.__module__}:{factory.__qualname__}", "kwargs": kwargs}
-
-
-PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
-"""Ray's placement group strategies, as ``placement_strategy`` takes them."""
-
-_MAX_RESOURCE = 1e6
-"""A bound on any one resource amount a config asks for (a recorded config is read before Ray sees it)."""
-
-COUNT_STEPS_BY = ("env_steps", "agent_steps")
-"""What ``count_steps_by`` may name (RLlib's two)."""
-
-_MAX_CUSTOM_RESOURCES = 64
-"""At most this many custom resources per actor."""
-
-
-def check_custom_resources(resources: Any, *, where: str) -> None:
-    """Raise ``ValueError`` unless ``resources`` is a dict of custom Ray resource name -> amount >= 0.
-
-    ``CPU`` and ``GPU`` are refused (RLlib refuses them too): they have their own settings.
-    """
-    if not isinstance(resources, Mapping):
-        raise ValueError(f"{where} must be a dict of Ray resource name -> amount, got {resources!r:.80}.")
-    if len(resources) > _MAX_CUSTOM_RESOURCES:
-        raise ValueError(f"{where} names {len(resources)} resources; at most {_MAX_CUSTOM_RESOURCES} are accepted.")
-    for name, amount in resources.items():
-        if not isinstance(name, str) or not name or len(name) > 200:
-            raise ValueError(f"{where} has the resource name {name!r:.80}; give a non-empty str.")
-        if name in ("CPU", "GPU", "memory", "object_store_memory"):
-            raise ValueError(
-                f"{where} names {name!r}, which Ray counts itself: use num_cpus_per_env_runner, "
-                "num_cpus_per_learner or num_gpus_per_learner."
-            )
-        if isinstance(amount, bool) or not isinstance(amount, int | float) or not 0 <= amount < _MAX_RESOURCE:
-            raise ValueError(f"{where}[{name!r}] must be a number >= 0, got {amount!r:.40}.")
-
-
-def multi_env_mapping_fn_refusal(env: str, what: str) -> str:
-    """The message that refuses a policy mapping function on a ``"multi:"`` env (one home for its wording)."""
-    return (
-        f"{what} is refused on env={env!r}: its independent env copies give every agent a fixed module "
-        "(config.policy_mapping, agent_0 -> ...), and a mapping function would never be called. Give the mapping "
-        "as policy_mapping={'agent_0': ..., ...} when you build the config (a checkpoint restores into it), or use "
-        "a MultiAgentEnv, whose episodes call the function (e.g. "
-        "cairn.rl.examples.envs.classes.multi_agent.MultiAgentCartPole)."
-    )
 
 
 # Recorded under RLlib's path (cairn.rl.algorithms.algorithm_config, a re-export), which every
@@ -719,7 +460,7 @@ class AlgorithmConfig(ConfigBuilders):
             raise ValueError(f"max_num_env_runner_restarts must be an int >= 0, got {restarts!r}.")
         for name in ("num_gpus_per_learner", "num_cpus_for_main_process"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < _MAX_RESOURCE:
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < MAX_RESOURCE:
                 raise ValueError(f"{name} must be a number >= 0, got {value!r}.")
         for name in ("custom_resources_per_env_runner", "custom_resources_per_learner"):
             check_custom_resources(getattr(self, name), where=name)

@@ -21,7 +21,8 @@ import gymnasium as gym
 
 from cairn.errors import IncompatibleCheckpointError
 from cairn.registry import CONNECTOR_FACTORY, Role, Unrecorded, resolve
-from cairn.rl.config.algorithm_config import CONNECTOR_FIELDS, AlgorithmConfig
+from cairn.rl.config.algorithm_config import AlgorithmConfig
+from cairn.rl.config.references import CONNECTOR_FIELDS
 from cairn.rl.connectors.connector_v2 import ConnectorV2
 from cairn.rl.connectors.connectors import ClipActions, ConnectorPipeline, MeanStdFilter
 from cairn.rl.connectors.env_to_module.flatten_observations import FlattenObservations

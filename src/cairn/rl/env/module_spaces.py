@@ -12,9 +12,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from cairn.rl.config.algorithm_config import (
-    AlgorithmConfig,
-)
+from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.core.rl_module.multi_rl_module import module_specs_from_config
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.multi_agent_env import ALL_AGENTS, AgentID, EpisodeInfo, Spaces

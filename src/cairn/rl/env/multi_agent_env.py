@@ -57,14 +57,10 @@ from cairn.registry import (
     allowed,
     resolve_function,
 )
-from cairn.rl.config.algorithm_config import (
-    MULTI_AGENT_PREFIX,
-    AlgorithmConfig,
-    check_env_config,
-    check_env_id,
-)
+from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.config.callback_forms import callback_names
 from cairn.rl.config.env_creators import EnvCreator, live_env_creator, register_env, registered_env
+from cairn.rl.config.setting_checks import MULTI_AGENT_PREFIX, check_env_config, check_env_id
 from cairn.rl.env.connector_building import connector_names
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, register_env_state_handler, set_env_state
 from cairn.rl.utils._util import check_component_name

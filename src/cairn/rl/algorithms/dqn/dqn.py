@@ -32,15 +32,7 @@ from cairn.rl.algorithms.dqn.default_dqn_rl_module import DefaultDQNRLModule, dq
 from cairn.rl.algorithms.dqn.dqn_learner import DQNLearner
 from cairn.rl.algorithms.off_policy import NStep, OffPolicyAlgorithm, OffPolicyConfig
 from cairn.rl.config.algorithm_config import AlgorithmConfig
-from cairn.rl.config.builders import (
-    Accept,
-    Refuse,
-    Rule,
-    epsilon_schedule,
-    integer,
-    number,
-    replay_buffer_config,
-)
+from cairn.rl.config.translations import Accept, Refuse, Rule, epsilon_schedule, integer, number, replay_buffer_config
 from cairn.rl.core.learner.learner import Learner, LinearSchedule
 from cairn.rl.core.rl_module.rl_module import RLModule
 from cairn.rl.utils.replay_buffers import MultiAgentReplayBuffer, PrioritizedMultiAgentReplayBuffer

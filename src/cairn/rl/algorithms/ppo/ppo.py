@@ -32,7 +32,7 @@ from cairn.rl.algorithms.algorithm import Algorithm
 from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
 from cairn.rl.algorithms.ppo.ppo_learner import PPOLearner
 from cairn.rl.config.algorithm_config import AlgorithmConfig
-from cairn.rl.config.builders import Accept, Rule, number
+from cairn.rl.config.translations import Accept, Rule, number
 from cairn.rl.core.learner.learner import Learner
 from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec

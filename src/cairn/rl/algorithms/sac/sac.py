@@ -31,7 +31,7 @@ from cairn.rl.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
 from cairn.rl.algorithms.sac.default_sac_rl_module import DefaultSACRLModule
 from cairn.rl.algorithms.sac.sac_learner import SACLearner
 from cairn.rl.config.algorithm_config import AlgorithmConfig
-from cairn.rl.config.builders import Accept, Refuse, Rule, integer, number
+from cairn.rl.config.translations import Accept, Refuse, Rule, integer, number
 from cairn.rl.core.learner.learner import Learner
 from cairn.rl.core.rl_module.rl_module import RLModule
 
