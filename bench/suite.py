@@ -323,8 +323,10 @@ def case_restore(ctx: Context) -> None:
 
     def raw_fresh(_c: Any) -> None:
         # What from_checkpoint and a plain component read into: memory never touched, so each page
-        # costs a fault on first write (slow on this VM), which the raw read above never pays.
-        util.raw_read(files["raw"], memoryview(np.empty(len(mv), np.uint8)))
+        # costs a fault on first write (slow on this VM), which the raw read above never pays. A torch
+        # tensor, as theirs are: numpy asks for huge pages on large arrays, whose compaction on a busy
+        # machine took 7 s here for what 4 kB faults do in 0.3 s.
+        util.raw_read(files["raw"], memoryview(torch.empty(len(mv), dtype=torch.uint8).numpy()))
 
     def raw_twice(_c: Any) -> None:
         # A restore into live buffers reads twice (docs/format.md): the cold read verifies, then the
