@@ -559,18 +559,13 @@ def check_written(
 ) -> None:
     """Check that each file written holds the bytes its digest records, before the save commits.
 
-    A digest is computed as the bytes go out; if the bytes changed meanwhile (an
-    array of a synchronous save changed by another thread, say), the file would not
-    match its own manifest, and a manager's retention would count a checkpoint that
-    fails its checksum as good. Local files are read back (from the page cache, as
-    they were just written); on other storage, whose reads are downloads, the bytes
-    sent are read again from memory.
-
-    A storage whose ``write_file`` digests the bytes read back from the file as it writes
-    them (:attr:`~cairn.storage.base.Storage.digests_written_bytes`: local disks) needs no
-    such read: its files hold what their entries record by construction, and a racing
-    thread leaves a checkpoint that verifies (holding the values of the moment each
-    byte was written) instead of one failing its checksum.
+    A digest computed as the bytes go out misses a change made meanwhile (an array of a
+    synchronous save changed by another thread): the file would fail its own manifest,
+    and a manager's retention would count it as good. The bytes sent are read again
+    from memory (object stores). Local disks need no check
+    (:attr:`~cairn.storage.base.Storage.digests_written_bytes`): ``write_file`` digests
+    each byte as read back from the file, so a racing thread leaves a checkpoint that
+    verifies, holding each value as it was when its bytes were written.
 
     What is compared is the CRC-32 that ``write_file`` computed over exactly the bytes
     it digested, in the same pass, with the CRC-32 of the bytes read back (ISA-L's,
@@ -579,8 +574,8 @@ def check_written(
     without one (a storage that records none) is checked by its digest.
 
     ``checked`` (with ``root``, the folder the paths of ``written`` lie under) remembers
-    each local file read back by its stamp, taken before the read, so that the next
-    save links it without reading it again (see :class:`CheckedFiles`).
+    each local file by its stamp (taken before any read), so that the next save links
+    it without reading it again (see :class:`CheckedFiles`).
 
     Raises:
         CorruptCheckpointError: A file does not hold the bytes its digest records.
@@ -596,13 +591,8 @@ def check_written(
             continue
         crc, digest = 0, None
         stamp, started = None, 0
-        if storage.digests_written_bytes:
-            # The digest is already of the bytes the file holds (read back as they were written):
-            # nothing to compare. A manager's save only remembers the file's stamp (CheckedFiles).
-            if checked is not None and path.startswith(root + "/"):
-                stamp, started = storage.stamp(path), time.time_ns()
-                if stamp is not None and stamp.size == entry.size:
-                    checked.note(stamp, entry, started, path[len(root) + 1 :])
+        if storage.digests_written_bytes:  # the digest is of the bytes the file holds: nothing to compare
+            _note_written(storage, path, entry, checked, root)
             continue
         if storage.file_descriptors:
             if checked is not None and path.startswith(root + "/"):
@@ -640,6 +630,19 @@ def check_written(
             )
         if checked is not None and stamp is not None:
             checked.note(stamp, entry, started, path[len(root) + 1 :])
+
+
+def _note_written(storage: Storage, path: str, entry: FileEntry, checked: CheckedFiles | None, root: str) -> None:
+    """Remember a file this save wrote and digested as read back (see :func:`check_written`) by its stamp.
+
+    The stamp is taken now, after the write: :meth:`CheckedFiles.note` remembers it only if
+    the file's last change lies its settle time before this moment.
+    """
+    if checked is None or not path.startswith(root + "/"):
+        return
+    stamp, started = storage.stamp(path), time.time_ns()
+    if stamp is not None and stamp.size == entry.size:
+        checked.note(stamp, entry, started, path[len(root) + 1 :])
 
 
 def _link_unchanged(
