@@ -199,6 +199,10 @@ class Storage(abc.ABC):
     server_side_copy: bool = False
     #: True when :meth:`open_regular` gives a file descriptor (streamed reads into place).
     file_descriptors: bool = False
+    #: True when :meth:`write_file`'s digest is of the bytes read back from the file after they were
+    #: written (not of the caller's memory): the file holds what its entry records, whatever another
+    #: thread did to the arrays meanwhile, so a save need not read it back again before its commit.
+    digests_written_bytes: bool = False
     #: True when a path is the same file for every process on this machine (and, for a
     #: shared mount, for every node): workers can check that a staging folder exists.
     local_paths: bool = False
