@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from http_proxy import forward, read_body
 from storage_backends import Backend, MotoS3
 from storage_components import Agent, expected_state
 from storage_faults import Fault, FaultyFS
@@ -29,6 +28,7 @@ from storage_faults import Fault, FaultyFS
 import cairn
 from cairn.storage import resolve_storage, writers
 from cairn.testing import assert_states_equal
+from http_proxy import forward, read_body
 
 N = 8
 BIG = 2 << 20  # float32 values per leaf: 8 MiB files: multipart uploads in the child (5 MiB blocks)

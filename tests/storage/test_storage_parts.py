@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from http_proxy import forward, read_body
 from storage_backends import MotoS3
 from storage_components import ArrayLeaf
 
@@ -30,6 +29,7 @@ from cairn.manifest import PACK, TENSORS, Hasher
 from cairn.storage import fsspec_storage, resolve_storage
 from cairn.storage.base import ObjectChangedError
 from cairn.testing import assert_states_equal
+from http_proxy import forward, read_body
 
 SIZE = fsspec_storage.MULTIPART_THRESHOLD + fsspec_storage.MULTIPART_PART_BYTES + 12345  # 4 parts, the last short
 PARTS = 4
