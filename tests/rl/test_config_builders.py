@@ -20,6 +20,7 @@ from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole, Multi
 from cairn.rl.examples.envs.classes.multi_agent.rock_paper_scissors import RockPaperScissors
 from cairn.rl.examples.envs.classes.multi_agent.two_step_game import TwoStepGame
 from cairn.rl.utils.replay_buffers import MultiAgentReplayBuffer, PrioritizedMultiAgentReplayBuffer
+from pack_helpers import own_file
 
 
 def test_the_builder_form_equals_the_keyword_form_and_writes_the_same_config(tmp_path: Path) -> None:
@@ -60,7 +61,7 @@ def test_the_builder_form_equals_the_keyword_form_and_writes_the_same_config(tmp
     paths = [algo.save_to_path(tmp_path / name) for algo, name in ((a, "built"), (b, "keywords"))]
     a.stop()
     b.stop()
-    ctor = [(Path(p) / "ctor.json").read_bytes() for p in paths]
+    ctor = [own_file(p, "ctor.json") for p in paths]
     assert ctor[0] == ctor[1]  # the recorded config, byte for byte
     restored = PPO.from_checkpoint(paths[0])
     assert restored.config == keywords

@@ -42,6 +42,9 @@ from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
 from cairn.testing import assert_states_equal
 from episode_callbacks_helpers import AgentCustomData, PoleAngles
 
+# Its tests tamper with one file of a folder (the per-file layout every cairn reads): tests/conftest.py.
+pytestmark = pytest.mark.loose_files
+
 Edit = Callable[[dict[str, Any]], None]
 
 # --------------------------------------------------------------------------- an attacker's tools
