@@ -1,0 +1,1 @@
+"""Env helpers at RLlib's path (``ray.rllib.env.utils``)."""

@@ -1,0 +1,1 @@
+"""Helpers for gymnasium spaces at RLlib's path (``ray.rllib.utils.spaces``)."""
