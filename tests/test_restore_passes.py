@@ -369,13 +369,14 @@ def test_a_reader_holds_few_pieces_of_a_gap_however_slow_the_hash(
     import tracemalloc
 
     import cairn._tensorio
+    from cairn.manifest import Hasher
 
     path = _gapped_checkpoint(tmp_path)
     piece = 4 << 20
     monkeypatch.setattr(cairn._tensorio, "CHUNK", piece)  # the gap is 10 pieces
     monkeypatch.setattr(cairn._tensorio, "GAP_PIECES", 1)
 
-    class SlowHasher(cairn._tensorio.Hasher):  # type: ignore[misc,name-defined]
+    class SlowHasher(Hasher):
         def update(self, data: Any) -> None:
             time.sleep(0.02)
             super().update(data)
