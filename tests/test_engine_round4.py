@@ -203,7 +203,7 @@ def _outcome(fn: Any) -> tuple[str, bool, str]:
     return name, is_ours, message
 
 
-@pytest.mark.parametrize("victim", ["tensors.safetensors", "state.msgpack", "manifest.json", "."])
+@pytest.mark.parametrize("victim", ["packed.bin", "metadata.json", "manifest.json", "."])
 def test_an_unreadable_file_or_folder_is_a_checkpoint_error_naming_it(victim: str) -> None:
     base = Path(tempfile.mkdtemp(prefix="cairn-f12-"))  # not below pytest's 0700 folder: nobody must reach it
     try:
@@ -346,6 +346,7 @@ def _racing_filesystem() -> Any:
     return fs
 
 
+@pytest.mark.loose_files
 def test_an_incremental_save_checks_the_file_it_linked_not_the_path(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

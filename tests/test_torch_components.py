@@ -229,6 +229,23 @@ def test_global_rngs_and_named_generators(tmp_path: Path) -> None:
     assert draw() == expected
 
 
+def test_a_refused_rng_state_sets_no_generator() -> None:
+    """Issue 37 §2: every saved state is tried on a fresh generator first (set_state sets them one by one)."""
+    gen = torch.Generator().manual_seed(1)
+    rng = ct.RNG(generators={"t": gen})
+    state = rng.get_state()
+    random.seed(9)
+    before = random.getstate(), gen.get_state()
+    for key, bad, error, message in [
+        ("torch", np.zeros(3, np.uint8), cairn.CorruptCheckpointError, r"^torch: expected the \d+ bytes"),
+        ("generators", {"t": {"kind": "numpy", "state": {}}}, cairn.IncompatibleCheckpointError, "numpy generator"),
+        ("numpy", {"bit_generator": "MT19937", "state": {}}, cairn.IncompatibleCheckpointError, "global RNG"),
+    ]:
+        with pytest.raises(error, match=message):
+            rng.set_state({**state, key: bad})
+        assert random.getstate() == before[0] and torch.equal(gen.get_state(), before[1])
+
+
 def test_plain_values_and_unsupported_values(tmp_path: Path) -> None:
     state = ct.TrainState(model=Net(), step=4, best=1.5, history=np.arange(3))
     path = state.save_to_path(tmp_path / "ck")

@@ -38,6 +38,9 @@ from cairn.manifest import (
     MANIFEST,
     MAX_COMPONENT_DEPTH,
     METADATA,
+    PACK,
+    PACK_TENSOR_BYTES,
+    PACKED_MEMBERS,
     STANDARD_METADATA_KEYS,
     STATE,
     TENSORS,
@@ -61,6 +64,13 @@ _LOG = logging.getLogger(__name__)
 # numpy, msgpack and the codecs are imported inside the functions that encode or
 # decode, so that reading manifests and metadata (cairn inspect, ls) stays fast.
 
+PACK_SMALL_FILES = True
+"""Whether a save packs each folder's small own files into one :data:`cairn.manifest.PACK` (see :func:`_packed`).
+
+False writes each as a file of its own, the format 3 layout of cairn before packing, which every
+cairn still reads; the tests of the per-file readers' defences (a hostile ``state.msgpack``, a
+``tensors.safetensors`` swapped for a link) set it so that they can tamper with one file."""
+
 
 def _frameworks() -> dict[str, str]:
     import numpy as np
@@ -80,6 +90,7 @@ def _frameworks() -> dict[str, str]:
 class _PlannedFolder:
     files: dict[str, list[Chunk]]
     children: dict[str, _PlannedFolder] = field(default_factory=dict)
+    packed: dict[str, tuple[int, int]] = field(default_factory=dict)  # member -> (offset, size) in files[PACK]
     array_bytes: int = 0
     delegate: DelegatedComponent | None = None  # set: the folder is the delegate's to write (no files here)
     allow_pickle: bool = False  # passed on to the delegates
@@ -173,9 +184,38 @@ def plan_save(
     if encoded.tensors:
         files[TENSORS] = _tensor_chunks(encoded)
     files[METADATA] = [meta_bytes]
+    files, packed = _packed(files) if PACK_SMALL_FILES else (files, {})
     return _PlannedFolder(
-        files=files, children=children, array_bytes=encoded.num_array_bytes, allow_pickle=allow_pickle
+        files=files, children=children, packed=packed, array_bytes=encoded.num_array_bytes, allow_pickle=allow_pickle
     )
+
+
+def _packed(files: dict[str, list[Chunk]]) -> tuple[dict[str, list[Chunk]], dict[str, tuple[int, int]]]:
+    """A folder's own files with the small ones end to end in one :data:`PACK` file, and their offsets and sizes.
+
+    Every file costs a create (and an entry, a digest and a read on restore): a small folder's
+    three become one (``metadata.json`` stays a file of its own). A tensor file over
+    :data:`PACK_TENSOR_BYTES` keeps its own file, so that big checkpoints keep their layout
+    (linked when unchanged, streamed on restore).
+    The chunks are the same objects (no copy): an async save's snapshot copies them as before.
+    """
+    chunks: list[Chunk] = []
+    packed: dict[str, tuple[int, int]] = {}
+    rest: dict[str, list[Chunk]] = {}
+    offset = 0
+    for name in PACKED_MEMBERS:
+        member = files.get(name)
+        if member is None:
+            continue
+        size = sum(memoryview(c).nbytes for c in member)
+        if name == TENSORS and size > PACK_TENSOR_BYTES:
+            rest[name] = member
+            continue
+        packed[name] = (offset, size)
+        chunks += member
+        offset += size
+    rest.update((name, member) for name, member in files.items() if name not in PACKED_MEMBERS)
+    return {PACK: chunks, **rest}, packed
 
 
 def _check_plannable(obj: Checkpointable, state: Any, where: str) -> None:
@@ -488,7 +528,7 @@ def write_planned(
     """
     stats = stats if stats is not None else WriteStats()
     storage.makedirs(folder)
-    manifest = Manifest(digest=digest)
+    manifest = Manifest(digest=digest, packed=dict(plan.packed))
     delegated: list[str] = []
     for name, child in plan.children.items():
         path = f"{where}/{name}" if where else name
@@ -586,8 +626,9 @@ def check_written(
         if checked is None and all(type(c) is bytes for c in chunks):
             # Immutable bytes the plan owns (manifests, metadata, constructors, skeletons, headers):
             # no thread can change them during the write, and the digest was taken of exactly the
-            # bytes written. Nothing to catch; a manager's save (``checked``) still reads them
-            # back, to link them next time without a read (see CheckedFiles).
+            # bytes written. A manager's save (``checked``) still reads them back, to link them next
+            # time without a read (see CheckedFiles); here only their size is checked (_check_size).
+            _check_size(storage, path, entry)
             continue
         crc, digest = 0, None
         stamp, started = None, 0
@@ -630,6 +671,20 @@ def check_written(
             )
         if checked is not None and stamp is not None:
             checked.note(stamp, entry, started, path[len(root) + 1 :])
+
+
+def _check_size(storage: Storage, path: str, entry: FileEntry) -> None:
+    """Refuse a local file that holds another number of bytes than ``entry`` records (one stat, no read).
+
+    A filesystem that kept fewer bytes than it acknowledged then fails the save before its
+    commit, not the next load. Remote bytes are checked from memory anyway (see check_written).
+    """
+    if storage.file_descriptors and (size := storage.size(path)) != entry.size:
+        raise CorruptCheckpointError(
+            f"The save wrote {storage.uri(path)}, which holds {size} bytes where {entry.size} were written "
+            "and acknowledged: the filesystem lost some. Nothing was committed; check the filesystem "
+            "(its free space, its mount) and save again."
+        )
 
 
 def _note_written(storage: Storage, path: str, entry: FileEntry, checked: CheckedFiles | None, root: str) -> None:

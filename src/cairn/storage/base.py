@@ -49,6 +49,14 @@ class FileTooLargeError(CorruptCheckpointError):
     """A file is larger than the bound its reader set (``read_file(max_bytes=...)``)."""
 
 
+class ObjectChangedError(CorruptCheckpointError):
+    """An object was replaced between the requests of one read (read in parts): no mix of the two is returned.
+
+    A :class:`CorruptCheckpointError`, as the mix's failed digest check was: a checkpoint reader
+    retries when the checkpoint was replaced meanwhile, and reports it otherwise.
+    """
+
+
 def replaceable_file(name: str) -> bool:
     """Whether a save may replace a file named ``name``: a checkpoint's file or signature, or a writer's record.
 
@@ -333,6 +341,14 @@ class Storage(abc.ABC):
         """
         self.check_committed(path)
         return path
+
+    def locator(self, root: str) -> Callable[[str], str]:
+        """:meth:`locate` for the paths of one listing under ``root`` (a manager's steps).
+
+        A backend whose :meth:`locate` reads every folder above a path reads those of
+        ``root`` and above once for all of them (``FsspecStorage``); here, :meth:`locate`.
+        """
+        return self.locate
 
     @abc.abstractmethod
     def link_or_copy(self, src: str, dst: str) -> None:
