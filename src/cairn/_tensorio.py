@@ -444,6 +444,15 @@ def crc_fd(fd: int, size: int) -> tuple[int, int]:
 PARALLEL_MIN = 64 << 20
 """A :func:`read_files` call that reads at least this many bytes splits them between two threads."""
 
+GAP_PIECES = 4
+"""Pieces of bytes nothing refers to that one reader holds before the hash has taken them.
+
+They are read into memory (``bytes``), and a reader runs ahead of the hash: without a bound,
+a file whose bytes are mostly such gaps (a hostile one, with a SHA-256 manifest the reader
+outruns) would be held in memory nearly whole. At most this many :data:`CHUNK` pieces per
+reader, 64 MB each with the defaults, then the reader waits for the hash.
+"""
+
 
 class _Stopped(Exception):
     """The other reader failed; this one stops early."""
@@ -460,16 +469,26 @@ class _Piece:
     data: bytes | None = None
     error: BaseException | None = None
     ready: threading.Event = field(default_factory=threading.Event)
+    slots: threading.Semaphore | None = None  # the reader's GAP_PIECES budget this piece's data holds
 
 
 def _read_pieces(pieces: list[_Piece], stop: threading.Event) -> None:
-    """Read each piece in order, marking it ready; after a failure mark the rest failed (no waiter hangs)."""
+    """Read each piece in order, marking it ready; after a failure mark the rest failed (no waiter hangs).
+
+    A gap (bytes read into memory) takes one of this reader's :data:`GAP_PIECES` slots,
+    which the hash gives back once it has taken the bytes.
+    """
+    slots = threading.Semaphore(GAP_PIECES)
     for i, p in enumerate(pieces):
         try:
             if stop.is_set():
                 raise _Stopped
             fd = p.source.fd
             if p.view is None:
+                while not slots.acquire(timeout=0.05):
+                    if stop.is_set():  # the hash or the other reader failed: no slot will come back
+                        raise _Stopped
+                p.slots = slots
                 data = os.pread(fd, p.length, p.offset)
                 if len(data) != p.length:
                     raise p.source._shortened()
@@ -490,20 +509,31 @@ def _read_pieces(pieces: list[_Piece], stop: threading.Event) -> None:
         p.ready.set()
 
 
-def _hash_pieces(pieces: list[_Piece]) -> dict[StreamedTensorFile, Digest]:
-    """The digest of each file over its pieces, in file order, each once it is read."""
+def _hash_pieces(pieces: list[_Piece], stop: threading.Event) -> dict[StreamedTensorFile, Digest]:
+    """The digest of each file over its pieces, in file order, each once it is read.
+
+    A gap's slot goes back to its reader once hashed; if the hash fails, ``stop`` tells
+    the readers, so that none waits for a slot forever.
+    """
     hashers: dict[StreamedTensorFile, Hasher] = {}
-    for p in pieces:
-        p.ready.wait()
-        if p.error is not None:
-            return {}  # the reader that failed reports it
-        data = p.view if p.data is None else p.data
-        hasher = hashers.get(p.source)
-        if hasher is None:
-            hasher = hashers[p.source] = Hasher(p.source.digest.algorithm)
-        if data is not None:  # a piece is a destination view or, for a gap, the bytes read
-            hasher.update(data)
-        p.data = None
+    try:
+        for p in pieces:
+            p.ready.wait()
+            if p.error is not None:
+                return {}  # the reader that failed reports it
+            data = p.view if p.data is None else p.data
+            hasher = hashers.get(p.source)
+            if hasher is None:
+                hasher = hashers[p.source] = Hasher(p.source.digest.algorithm)
+            if data is not None:  # a piece is a destination view or, for a gap, the bytes read
+                hasher.update(data)
+            p.data = None
+            if p.slots is not None:
+                p.slots.release()
+                p.slots = None
+    except BaseException:
+        stop.set()
+        raise
     return {s: h.digest() for s, h in hashers.items()}
 
 
@@ -545,12 +575,12 @@ def read_files(sources: list[StreamedTensorFile]) -> None:
     # SHA-256 of one file is sequential; files are hashed by two threads, in two groups of
     # about equal bytes (a restore of one big file hashes on one).
     groups = _two_groups([s for s in sources if s not in stamped])
-    hash_jobs = [_pool().submit(_hash_pieces, [p for p in pieces if p.source in groups[0]])]
+    hash_jobs = [_pool().submit(_hash_pieces, [p for p in pieces if p.source in groups[0]], stop)]
     if groups[1]:
         try:
-            hash_jobs.append(hash_pool_2().submit(_hash_pieces, [p for p in pieces if p.source in groups[1]]))
+            hash_jobs.append(hash_pool_2().submit(_hash_pieces, [p for p in pieces if p.source in groups[1]], stop))
         except RuntimeError:  # the pool is shut down (interpreter exit): hash everything on the first
-            hash_jobs = [_pool().submit(_hash_pieces, [p for p in pieces if p.source not in stamped])]
+            hash_jobs = [_pool().submit(_hash_pieces, [p for p in pieces if p.source not in stamped], stop)]
     second: Future[None] | None = None
     errors: list[BaseException] = []
     try:

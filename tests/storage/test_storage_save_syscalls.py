@@ -76,6 +76,31 @@ def test_many_small_tensors_are_written_exactly(tmp_path: Path) -> None:
     assert (again.digest.algorithm, again.digest.hex) == ("sha256", hashlib.sha256(data).hexdigest())
 
 
+def test_the_digest_is_of_the_bytes_the_file_holds_when_the_source_changes_after_its_write(tmp_path: Path) -> None:
+    """Issue 34: each batch is hashed as read back from the file, not from the caller's memory.
+
+    The chunks come from a generator that changes every buffer it yielded once the writer asks
+    for the next one: the file holds the values as they were written, and its digest is theirs
+    (hashed from memory behind the writes, it was the changed buffer's, or either, by timing).
+    """
+    import blake3
+
+    storage = local.LocalStorage()
+    originals = [os.urandom(3 << 20) for _ in range(4)]
+
+    def chunks() -> Any:
+        for data in originals:
+            buf = bytearray(data)
+            yield buf
+            buf[:] = bytes(len(buf))  # written by now: the writer asked for the next chunk
+
+    entry = storage.write_file(str(tmp_path / "f"), chunks())
+    written = (tmp_path / "f").read_bytes()
+    assert written == b"".join(originals)
+    assert entry.size == len(written)
+    assert entry.digest.hex == blake3.blake3(written).hexdigest()
+
+
 def test_a_storage_sent_to_another_process_fsyncs_into_the_staging_it_did_not_begin(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
