@@ -281,9 +281,10 @@ def test_an_async_save_snapshots_arrays_in_every_container_before_it_returns(tmp
 def test_a_save_never_commits_bytes_that_changed_while_it_wrote_them(tmp_path: Path) -> None:
     """Another thread changes the arrays of a synchronous save: the save fails or its checkpoint verifies.
 
-    The digest of a file is computed as its bytes go out; a change in between made a
-    checkpoint that failed its own checksum. Now the save reads back what it wrote and
-    refuses to commit a mismatch.
+    The digest of a file was computed as its bytes went out; a change in between made a
+    checkpoint that failed its own checksum. A save that reads back what it wrote refuses
+    to commit a mismatch; on a local disk the digest is of the bytes read back as they
+    were written (issue 34), so the checkpoint verifies.
     """
     import threading
 

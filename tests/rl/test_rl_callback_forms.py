@@ -164,7 +164,7 @@ def test_a_partial_class_is_recorded_with_its_arguments(tmp_path: Path) -> None:
     finally:
         restored.stop()
     single = small_config(**TINY).callbacks(functools.partial(helpers.Threshold, 5.0))
-    assert PPO(single).callbacks.threshold == 5.0
+    assert PPO(single).callbacks[0].threshold == 5.0  # RLlib's algorithm.callbacks: a list
 
 
 def test_a_partial_with_other_arguments_or_of_a_local_class_is_refused() -> None:

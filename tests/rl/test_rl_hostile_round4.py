@@ -166,6 +166,12 @@ RUNNER_ATTACKS: list[Any] = [
         at(*EPISODE0, "observations")(lambda o: {"stacked": o["stacked"][:, :1]}),
         r"episodes/0/observations: an item of the episode's history has shape \(1,\)",
     ),
+    ("window_string", at("episodes", "recent_returns")(["x"]), r"episodes/recent_returns/0: expected a number"),
+    (
+        "module_window_no_list",
+        at("episodes", "recent_module_returns")({"default_policy": 3.0}),
+        r"episodes/recent_module_returns/default_policy: expected a list",
+    ),
     ("metrics_not_a_dict", at("metrics")([1, 2]), r"env_runner/metrics: expected a metrics logger's state"),
     (
         "metrics_key_clash",

@@ -47,3 +47,13 @@ def test_generic_config_with_algo_class_and_the_train_batch_size() -> None:
     assert DQNConfig().training(train_batch_size=64).train_batch_size == 64  # off-policy: one gradient step's rows
     with pytest.raises(ValueError, match=r"PPOConfig\(algo_class='DQN'\): give a cairn algorithm class"):
         PPOConfig(algo_class=DQN)
+
+
+def test_ppo_torch_paths_name_cairns_ppo_learner_and_module() -> None:
+    from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
+    from cairn.rl.algorithms.ppo.ppo_learner import PPOLearner
+    from cairn.rl.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+    from cairn.rl.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+
+    assert PPOTorchLearner is PPOLearner and DefaultPPOTorchRLModule is DefaultPPORLModule
+    assert PPOConfig().get_default_learner_class() is PPOTorchLearner

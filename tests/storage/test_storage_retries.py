@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from http_proxy import forward, read_body
 from storage_backends import Backend, MotoS3
 from storage_components import Agent, expected_state
 from storage_faults import Fault, FaultyFS
@@ -27,6 +26,7 @@ import cairn
 from cairn.storage import fsspec_storage, writers
 from cairn.storage.fsspec_storage import RETRY_ATTEMPTS, RETRY_MAX_DELAY, FsspecStorage, is_transient
 from cairn.testing import assert_states_equal
+from http_proxy import forward, read_body
 from log_helpers import warned
 
 N = 8

@@ -37,16 +37,19 @@ already imported, and otherwise fails with an error that says which module to
 import. Each algorithm and each env runner builds its own instance
 (:func:`make_callbacks`), so a callback's attributes are not shared across
 processes and are not checkpointed: keep what must survive a restart in the
-metrics logger.
+metrics logger. As in RLlib, ``algorithm.callbacks`` (and ``env_runner.callbacks``) is the
+list of those objects (:class:`CallbackList`: ``algo.callbacks[0]``), on which calling a
+hook calls every object's, then the functions given per hook.
 
-This module imports nothing else of ``cairn.rl``: the algorithm and the env
+Of ``cairn.rl`` this module imports only how a config records callbacks
+(:mod:`cairn.rl.config.callback_forms`) and the metrics logger: the algorithm and the env
 runners import it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from cairn.registry import class_path
 from cairn.rl.config.callback_forms import CALLBACK_HOOKS, CallbackClass, function_field, resolve_callback_function
@@ -57,7 +60,7 @@ if TYPE_CHECKING:
     # the hooks their episodes, so importing the episodes here would climb a floor.
     from cairn.rl.env.episodes import Episode
 
-__all__ = ["RLlibCallback", "callbacks_from_config", "make_callbacks", "overrides"]
+__all__ = ["CallbackList", "RLlibCallback", "callbacks_from_config", "make_callbacks", "overrides"]
 
 
 class RLlibCallback:
@@ -152,14 +155,38 @@ class RLlibCallback:
         """
 
 
-class _CallbackList(RLlibCallback):
-    """Several callbacks objects, then per-hook functions, called in that order (RLlib's ``make_callback``)."""
+class CallbackList(RLlibCallback, Sequence[RLlibCallback]):
+    """The callbacks of a config: its callbacks objects, then its per-hook functions, called in that order.
+
+    As RLlib's ``algorithm.callbacks`` it is the list of the callbacks objects the config's
+    ``callbacks_class`` built (``algo.callbacks[0]``, ``len``, iteration); calling a hook on it
+    (``callbacks.on_train_result(...)``) calls the hook of each object, then the functions
+    given for that hook (RLlib's ``make_callback``).
+
+    Args:
+        callbacks: The callbacks objects, in the order of ``callbacks_class``.
+        functions: Hook name -> the functions given for it (``callbacks(on_train_result=...)``).
+    """
 
     def __init__(
         self, callbacks: Sequence[RLlibCallback], functions: Mapping[str, Sequence[Callable[..., Any]]] | None = None
     ) -> None:
         self.callbacks = list(callbacks)
         self.functions = {hook: list(fns) for hook, fns in (functions or {}).items() if fns}
+
+    @overload
+    def __getitem__(self, index: int) -> RLlibCallback: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[RLlibCallback]: ...
+
+    def __getitem__(self, index: int | slice) -> RLlibCallback | list[RLlibCallback]:
+        """The ``index``-th callbacks object (in the order of ``callbacks_class``)."""
+        return self.callbacks[index]
+
+    def __len__(self) -> int:
+        """How many callbacks objects (functions given per hook are not counted, as in RLlib)."""
+        return len(self.callbacks)
 
     def _call(self, hook: str, kwargs: dict[str, Any]) -> None:
         for callback in self.callbacks:
@@ -204,14 +231,14 @@ class _CallbackList(RLlibCallback):
 def overrides(callbacks: RLlibCallback, hook: str) -> bool:
     """Whether ``callbacks`` (or one of a list of them, or a function) overrides ``hook``, so that a caller may
     skip a costly loop."""
-    if isinstance(callbacks, _CallbackList):
+    if isinstance(callbacks, CallbackList):
         return bool(callbacks.functions.get(hook)) or any(overrides(c, hook) for c in callbacks.callbacks)
     return getattr(type(callbacks), hook) is not getattr(RLlibCallback, hook)
 
 
 def make_callbacks(
     callbacks_class: Any, functions: Mapping[str, Sequence[Callable[..., Any]]] | None = None
-) -> RLlibCallback:
+) -> CallbackList:
     """Build the callbacks a config names: ``callbacks_class`` (``None``, a class, a
     :class:`~cairn.rl.config.callback_forms.CallbackClass` partial, or a list of them), then ``functions``
     (hook -> functions, called after the classes' hooks).
@@ -233,18 +260,10 @@ def make_callbacks(
                 f"callbacks_class must be a subclass of cairn.rl.callbacks.callbacks.RLlibCallback, a "
                 f"functools.partial of one, or a list of them; got {what}."
             )
-    built = [cls() for cls in classes]
-    if functions and any(functions.values()):
-        return _CallbackList(built, functions)
-    if not built:
-        return RLlibCallback()
-    if len(built) == 1:
-        only: RLlibCallback = built[0]
-        return only
-    return _CallbackList(built)
+    return CallbackList([cls() for cls in classes], functions)
 
 
-def callbacks_from_config(config: Any) -> RLlibCallback:
+def callbacks_from_config(config: Any) -> CallbackList:
     """The callbacks of ``config``: its ``callbacks_class`` and its ``callbacks_on_<hook>`` functions.
 
     The functions are resolved by :func:`~cairn.rl.config.callback_forms.resolve_callback_function`

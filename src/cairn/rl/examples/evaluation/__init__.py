@@ -1,0 +1,1 @@
+"""RLlib's evaluation examples (``ray.rllib.examples.evaluation``): the callbacks its tests import."""
