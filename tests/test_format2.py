@@ -252,7 +252,7 @@ def test_utime_attack_on_a_replay_buffer_chunk_does_not_spread(
     assert_states_equal(restored.get_state(), buf.get_state())
 
 
-@pytest.mark.parametrize("version", ["1", "2", "3", "3_sha256"])
+@pytest.mark.parametrize("version", ["1", "2", "3", "3_sha256", "3_packed"])
 def test_golden_checkpoints_of_each_format_restore(version: str) -> None:
     sys.path.insert(0, str(DATA))
     try:
