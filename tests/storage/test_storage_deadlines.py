@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from http_proxy import forward, read_body
 from storage_backends import MotoS3
 from storage_components import Agent
 
@@ -33,6 +32,7 @@ from cairn.manifest import FileEntry
 from cairn.storage import FsspecStorage, LocalStorage, resolve_storage
 from cairn.storage.base import DEADLINE_ENV, check_deadline
 from cairn.storage.fsspec_storage import RETRY_ATTEMPTS
+from http_proxy import forward, read_body
 
 pytest.importorskip("s3fs")
 
