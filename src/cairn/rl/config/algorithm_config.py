@@ -46,6 +46,7 @@ from cairn.rl.config.setting_checks import (
     check_custom_resources,
     check_env_config,
     check_env_id,
+    check_lr_schedule,
     multi_env_mapping_fn_refusal,
 )
 
@@ -180,6 +181,14 @@ class AlgorithmConfig(ConfigBuilders):
     ``on_env_runners_recreated`` is called. An exception raised by the runner's own code
     (its environment, a callback) is not a failure of this kind: it is raised by ``train()``."""
 
+    restart_failed_sub_environments: bool = False
+    """RLlib's: an env step (or reset) that raises recreates the env copies and starts new episodes,
+    instead of failing (a :class:`~cairn.rl.env.env_errors.StepFailedRecreateEnvError` is the env's
+    own request and is not logged; another error is logged with its traceback). Honoured by
+    :class:`~cairn.rl.env.single_agent_env_runner.SingleAgentEnvRunner`; the algorithms' env runners
+    refuse it (their rollouts and env states are checkpointed; a failed runner is restarted as a
+    whole, ``restart_failed_env_runners``)."""
+
     ignore_env_runner_failures: bool = False
     """With ``restart_failed_env_runners=False`` (or its restarts used up): go on with the
     remaining runners instead of raising when one fails (RLlib's name and default)."""
@@ -217,6 +226,14 @@ class AlgorithmConfig(ConfigBuilders):
     lr_anneal_timesteps: int | None = 500_000
     """The learning rate falls linearly to 0 over this many timesteps trained per
     module (env steps for single-agent envs); ``None`` keeps it constant."""
+
+    lr_schedule: tuple[tuple[int, float], ...] | None = None
+    """RLlib's schedule form of ``lr``, ``((0, lr_0), (t_1, lr_1), ...)``: the learning rate is
+    linear between the points and keeps the last value after them, over the same timesteps as
+    ``lr_anneal_timesteps`` (which must then be None); ``lr`` is the first value.
+    ``training(lr=[[0, 1e-3], [10_000, 1e-4]])`` sets it (at most
+    :data:`~cairn.rl.config.setting_checks.MAX_LR_SCHEDULE_POINTS` points, timesteps from 0
+    increasing); ``None``: ``lr`` and ``lr_anneal_timesteps``."""
 
     num_epochs: int = 4
     """Passes over each iteration's batch."""
@@ -387,6 +404,8 @@ class AlgorithmConfig(ConfigBuilders):
         check_env_config(self.env_config)
         if self.policies_to_train is not None:
             self.policies_to_train = tuple(str(p) for p in self.policies_to_train)
+        if isinstance(self.lr_schedule, list | tuple):  # to_dict()/JSON made the pairs lists
+            self.lr_schedule = tuple(tuple(p) if isinstance(p, list | tuple) else p for p in self.lr_schedule)  # type: ignore[misc]
         for name, value in kept_callables(self.__dict__, "").items():
             setattr(self, name, value)
         self.callbacks_class = callbacks_class_value(self.callbacks_class)
@@ -468,6 +487,12 @@ class AlgorithmConfig(ConfigBuilders):
             raise ValueError(
                 f"placement_strategy must be one of {list(PLACEMENT_STRATEGIES)}, got {self.placement_strategy!r:.40}."
             )
+
+    @property
+    def learner_class(self) -> type[Any]:
+        """The learner this config's algorithm trains with (RLlib's ``config.learner_class``): cairn's
+        configs name it through :meth:`get_default_learner_class` (``training(learner_class=)`` is not taken)."""
+        return self.get_default_learner_class()
 
     def get_default_learner_class(self) -> type[Any]:
         """The :class:`~cairn.rl.core.learner.learner.Learner` subclass that holds this algorithm's loss.
@@ -624,6 +649,13 @@ class AlgorithmConfig(ConfigBuilders):
             raise ValueError("minibatch_size and num_epochs must be at least 1.")
         if self.lr <= 0.0:
             raise ValueError(f"lr must be positive, got {self.lr}.")
+        if self.lr_schedule is not None:
+            check_lr_schedule(self.lr_schedule, self.lr_anneal_timesteps)
+        if not isinstance(self.restart_failed_sub_environments, bool):
+            raise ValueError(
+                "restart_failed_sub_environments must be True or False, got "
+                f"{self.restart_failed_sub_environments!r:.40}."
+            )
         if self.num_env_runners < 0 or self.num_learners < 0:
             raise ValueError("num_env_runners and num_learners must be >= 0.")
         if self.num_cpus_per_env_runner < 0 or self.num_cpus_per_learner < 0:
