@@ -63,6 +63,27 @@ def _stamps_settle_in_2_s(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cairn.storage.local, "_settle_ns", lambda _st: SETTLE_NS)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Tests marked ``loose_files`` save each small file of a folder as its own file (no ``packed.bin``).
+
+    Their tests tamper with one file (a hostile ``state.msgpack`` or ``metadata.json``, a
+    swapped ``tensors.safetensors``) to test the reader's defences against it, which stand for
+    every checkpoint written before packing (format 3 without packs, formats 1 and 2). The
+    packed layout has its own hostile tests (tests/storage/test_storage_hostile.py, "pack").
+    Set around the whole test, so that its module's fixtures (a checkpoint saved once) see it too.
+    """
+    import cairn._save
+
+    before = cairn._save.PACK_SMALL_FILES
+    if item.get_closest_marker("loose_files") is not None:
+        cairn._save.PACK_SMALL_FILES = False
+    try:
+        yield
+    finally:
+        cairn._save.PACK_SMALL_FILES = before
+
+
 # tryfirst: pytest-xdist's worker reads the marks in its own hook of this name (which would run first).
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

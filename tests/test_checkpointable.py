@@ -13,6 +13,7 @@ import pytest
 import cairn
 from cairn.testing import CheckpointableContract, assert_states_equal
 from cairn_test_components import Branch, Color, Leaf, LeafConfig, Tree
+from pack_helpers import metadata_of, own_file, tensor_file
 
 
 class TestTreeContract(CheckpointableContract):
@@ -38,9 +39,9 @@ def test_layout_every_folder_has_metadata_and_manifest(tmp_path: Path) -> None:
     t.mutate()
     path = Path(t.save_to_path(tmp_path / "ck"))
     for folder in [path, path / "branch", path / "branch" / "left", path / "branch" / "right", path / "leaf"]:
-        assert (folder / "metadata.json").is_file()
         assert (folder / "manifest.json").is_file()
-    meta = json.loads((path / "branch" / "left" / "metadata.json").read_text())
+        assert json.loads(own_file(folder, "metadata.json"))["format_version"] == cairn.FORMAT_VERSION
+    meta = metadata_of(path / "branch" / "left")
     assert meta["class"] == "cairn_test_components:Leaf"
     assert meta["cairn_version"] == cairn.__version__
     assert meta["format_version"] == cairn.FORMAT_VERSION
@@ -208,7 +209,7 @@ def test_metadata_from_get_metadata(tmp_path: Path) -> None:
             return {"purpose": "test", "score": 1.5}
 
     path = WithMeta().save_to_path(tmp_path / "ck")
-    meta = json.loads((Path(path) / "metadata.json").read_text())
+    meta = metadata_of(path)
     assert meta["purpose"] == "test" and meta["score"] == 1.5
 
     class Clash(Leaf):
@@ -270,7 +271,7 @@ def test_restore_reads_into_offered_buffers(tmp_path: Path) -> None:
     assert dst.received["w"] is w_before  # the saved bytes were read straight into the live array
     assert np.array_equal(dst.w, src.w) and np.array_equal(dst.b, src.b)
     # A corrupt file never reaches the live buffers.
-    f = Path(path) / "tensors.safetensors"
+    f = tensor_file(path)  # packed with the folder's small files: read in place all the same
     data = bytearray(f.read_bytes())
     data[-5] ^= 0x40
     f.write_bytes(bytes(data))

@@ -50,14 +50,14 @@ def test_inspect_text_and_json(ckpt: str) -> None:
 def test_verify_exit_codes(ckpt: str, tmp_path: Path) -> None:
     ok = cairn_cli("verify", ckpt)
     assert ok.returncode == 0 and "OK" in ok.stdout
-    f = Path(ckpt) / "branch" / "right" / "tensors.safetensors"
+    f = Path(ckpt) / "branch" / "right" / "packed.bin"
     data = bytearray(f.read_bytes())
     data[-2] ^= 0x10
     f.write_bytes(bytes(data))
-    (Path(ckpt) / "leaf" / "ctor.json").write_text("{}")
+    (Path(ckpt) / "leaf" / "metadata.json").write_text("{}")
     bad = cairn_cli("verify", ckpt)
     assert bad.returncode == 1
-    assert "right/tensors.safetensors" in bad.stdout and "leaf/ctor.json" in bad.stdout
+    assert "right/packed.bin" in bad.stdout and "leaf/metadata.json" in bad.stdout
     missing = cairn_cli("verify", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "No checkpoint" in missing.stderr
     assert "Traceback" not in missing.stderr and len(missing.stderr.strip().splitlines()) == 1

@@ -210,12 +210,14 @@ def test_unregistered_dataclass_ctor_arg_refused(tmp_path: Path) -> None:
 
 
 def test_files_are_standard_safetensors(tmp_path: Path) -> None:
-    from safetensors.numpy import load_file
+    from safetensors.numpy import load
+
+    from pack_helpers import own_file
 
     h = Holder()
     h.state = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.ones(3, np.int64), "flag": np.array(True)}
     path = h.save_to_path(tmp_path / "ck")
-    loaded = load_file(str(Path(path) / "tensors.safetensors"))
+    loaded = load(own_file(path, "tensors.safetensors"))  # a standard file, loose or packed
     assert np.array_equal(loaded["w"], h.state["w"]) and np.array_equal(loaded["b"], h.state["b"])
 
 

@@ -85,7 +85,7 @@ def test_a_delegate_that_fails_mid_save_commits_nothing(owner: Owner, tmp_path: 
 
 def test_a_corrupt_delegated_file_applies_nothing_anywhere(owner: Owner, tmp_path: Path) -> None:
     path = Path(owner.save_to_path(tmp_path / "ckpt"))
-    _flip_last_byte(path / "worker" / "tensors.safetensors")
+    _flip_last_byte(path / "worker" / "packed.bin")
     owner.fill(5.0)
     before = owner.values()
     with pytest.raises(CorruptCheckpointError, match="worker"):
@@ -98,7 +98,7 @@ def test_a_corrupt_delegated_file_applies_nothing_anywhere(owner: Owner, tmp_pat
 
 def test_a_corrupt_file_of_this_process_leaves_the_delegate_as_it_was(owner: Owner, tmp_path: Path) -> None:
     path = Path(owner.save_to_path(tmp_path / "ckpt"))
-    _flip_last_byte(path / "local" / "tensors.safetensors")
+    _flip_last_byte(path / "local" / "packed.bin")
     owner.fill(5.0)
     before = owner.values()
     with pytest.raises(CorruptCheckpointError, match="local"):
@@ -141,6 +141,7 @@ def test_a_stale_copy_on_the_delegates_node_is_another_version_not_corruption(ow
     assert owner.values() == before
 
 
+@pytest.mark.loose_files
 @pytest.mark.parametrize("async_save", [False, True])
 def test_manager_saves_delegate_snapshot_at_save_time(owner: Owner, tmp_path: Path, async_save: bool) -> None:
     with CheckpointManager(tmp_path / "run", keep_last=2, async_save=async_save) as mgr:

@@ -34,6 +34,7 @@ from cairn.manifest import FORMAT_VERSION, Digest, FileEntry, Manifest, raw_entr
 from cairn.testing import assert_states_equal
 from cairn_test_components import Tree
 from log_helpers import warned
+from pack_helpers import own_file
 
 DATA = Path(__file__).parent / "data"
 
@@ -114,6 +115,7 @@ def tensor_file(step_folder: Path, component: str) -> Path:
     return step_folder / component / "tensors.safetensors"
 
 
+@pytest.mark.loose_files
 def test_a_changed_file_with_the_same_size_and_crc32_is_written_not_linked(tmp_path: Path) -> None:
     """Attack 1: the old bytes were silently restored when size and CRC-32 decided reuse."""
     pair = Pair()
@@ -160,6 +162,7 @@ def _steps(root: Path) -> list[int]:
     return sorted(int(p.name.split("_")[1]) for p in root.iterdir() if p.name.startswith("step_"))
 
 
+@pytest.mark.loose_files
 def test_utime_attack_on_a_linked_tensor_file_does_not_spread(
     tmp_path: Path, no_racy_window: None, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -218,6 +221,7 @@ def test_recheck_every_is_checked(tmp_path: Path) -> None:
         cairn.CheckpointManager(tmp_path, recheck_every=0)
 
 
+@pytest.mark.loose_files
 def test_utime_attack_on_a_replay_buffer_chunk_does_not_spread(
     tmp_path: Path, no_racy_window: None, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -274,12 +278,13 @@ def test_cairn_upgrade_rewrites_older_formats_as_format_3(tmp_path: Path, versio
     for manifest in out.rglob("manifest.json"):
         body = json.loads(manifest.read_text())
         assert (body["format_version"], body["algorithm"]) == (3, "blake3"), manifest
-    assert json.loads((out / "metadata.json").read_text())["format_version"] == 3
+    assert json.loads(own_file(out, "metadata.json"))["format_version"] == 3
     assert_states_equal(Tree.from_checkpoint(out).get_state(), Tree.from_checkpoint(src).get_state())
     dry = subprocess.run([*cmd, str(out), "--dry-run"], capture_output=True, text=True, timeout=120, env=env)
     assert dry.returncode == 0 and "checkpoint format 3 (current)" in dry.stdout
 
 
+@pytest.mark.loose_files
 def test_a_format_1_folder_under_a_format_2_parent_is_refused(tmp_path: Path) -> None:
     """CRC-32s inside a SHA-256 tree would let anyone forge the files below that folder."""
     t = Tree()
@@ -350,7 +355,7 @@ def test_new_checkpoints_are_format_3_with_one_digest_everywhere(tmp_path: Path,
         for name, entry in body["files"].items():
             data = (manifest.parent / name).read_bytes()
             assert entry == {"size": len(data), digest: hash_of[digest](data)}
-    meta = json.loads((ck / "metadata.json").read_text())
+    meta = json.loads(own_file(ck, "metadata.json"))
     assert meta["format_version"] == 3
     Tree().restore_from_path(ck)
     shutil.rmtree(ck)
@@ -364,6 +369,7 @@ def test_an_unknown_digest_is_refused_before_anything_is_written(tmp_path: Path)
     assert not (tmp_path / "ck").exists() and not (tmp_path / "run").exists()
 
 
+@pytest.mark.loose_files
 def test_a_manager_saves_sha256_when_asked_and_never_links_across_digests(tmp_path: Path) -> None:
     """A tree uses one digest: a manager changed to SHA-256 writes every file again, then links as before."""
     pair = Pair()
@@ -381,6 +387,7 @@ def test_a_manager_saves_sha256_when_asked_and_never_links_across_digests(tmp_pa
         assert cairn.verify_checkpoint(folder) == []
 
 
+@pytest.mark.loose_files
 def test_restore_names_the_digests_on_a_mismatch(tmp_path: Path) -> None:
     t = Tree()
     t.mutate()
@@ -443,6 +450,7 @@ class Holder(cairn.Checkpointable):
         return (), {}
 
 
+@pytest.mark.loose_files
 def test_a_folder_whose_own_state_is_empty_has_no_state_file(tmp_path: Path) -> None:
     """Format 3 writes no state.msgpack for an empty own state; its absence reads as {}, but never beside tensors."""
     import fsspec

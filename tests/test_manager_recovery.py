@@ -24,6 +24,9 @@ from cairn.testing import assert_states_equal
 from cairn_test_components import Tree
 from log_helpers import warned
 
+# Its tests tamper with one file of a folder (the per-file layout every cairn reads): tests/conftest.py.
+pytestmark = pytest.mark.loose_files
+
 
 def damage(folder: Path) -> Path:
     """Flip a byte in one tensors file of ``folder``, as a new file (a hard link to it elsewhere keeps its bytes)."""

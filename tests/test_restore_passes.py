@@ -15,7 +15,11 @@ import pytest
 import cairn
 import cairn.storage.local
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux's /proc/self/io")
+# Its tests tamper with one file of a folder (the per-file layout every cairn reads): tests/conftest.py.
+pytestmark = [
+    pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux's /proc/self/io"),
+    pytest.mark.loose_files,
+]
 
 N = 1 << 21  # 8 MB of float32 per component: far above the small files of a folder
 

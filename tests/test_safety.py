@@ -15,6 +15,9 @@ from cairn.manifest import Manifest, raw_entry, seal_manifest_body
 from cairn.testing import assert_states_equal
 from cairn_test_components import Tree
 
+# Its tests tamper with one file of a folder (the per-file layout every cairn reads): tests/conftest.py.
+pytestmark = pytest.mark.loose_files
+
 TESTS = Path(__file__).parent
 GOLDEN = TESTS / "data" / "golden_format_v1"
 

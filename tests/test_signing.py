@@ -28,6 +28,9 @@ from cairn.testing import assert_states_equal
 from cairn_test_components import Tree
 from log_helpers import warned
 
+# Its tests tamper with one file of a folder (the per-file layout every cairn reads): tests/conftest.py.
+pytestmark = pytest.mark.loose_files
+
 TESTS = Path(__file__).parent
 MODEL_SIGNING = Path(sys.executable).with_name("model_signing")
 MEDIA_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
@@ -769,3 +772,11 @@ def test_restore_latest_checks_the_signature_once(keys: Keys) -> None:
     assert info is not None and info.step == 1
     assert_states_equal(fresh.get_state(), t.get_state())
     assert len(reads) == 1, reads
+    # A restore_from_path / from_checkpoint with public_key= reads it once too: the engine reads through it.
+    for restore in (
+        lambda: Tree().restore_from_path(info.path, public_key=keys.pub, filesystem=Counting()),
+        lambda: Tree.from_checkpoint(info.path, public_key=keys.pub, filesystem=Counting()),
+    ):
+        reads.clear()
+        restore()
+        assert len(reads) == 1, reads

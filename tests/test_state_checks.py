@@ -9,7 +9,7 @@ import pytest
 
 from cairn import Checkpointable
 from cairn.errors import CorruptCheckpointError, IncompatibleCheckpointError
-from cairn.state_checks import ArrayField, Count, Schema, count, counts_by_id, number
+from cairn.state_checks import ArrayField, ById, Count, Number, Schema, count, counts_by_id, number
 
 SCHEMA = Schema({"counters": Schema({"steps": count, "per_module": counts_by_id}), "loss": number})
 
@@ -87,6 +87,27 @@ def test_a_bound_refuses_nan_without_finite(bad: float) -> None:
     assert Schema({"m2": ArrayField(low=0, high=1)}).read({"m2": np.array([0.0, 1.0])}, where="")
     with pytest.raises(CorruptCheckpointError, match=r"^m2: holds values above 1"):
         Schema({"m2": ArrayField(high=1)}).read({"m2": np.array([2.0])}, where="")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (float("nan"), r"expected a finite number, .*nan"),
+        (np.float32("inf"), r"expected a finite number"),
+        (-0.5, r"expected a number >= 0.0, the checkpoint holds -0.5"),
+        ("0.5", r"expected a number, the checkpoint holds str"),
+    ],
+)
+def test_numbers_by_id_declare_their_bounds(value: object, message: str) -> None:
+    coeffs = ById(Number(low=0.0, finite=True))
+    assert coeffs({"p0": np.float64(0.2), "p1": np.array(1)}, where="kl") == {"p0": 0.2, "p1": 1.0}
+    with pytest.raises(CorruptCheckpointError, match=rf"^kl/p1: {message}"):
+        coeffs({"p0": 0.2, "p1": value}, where="kl")
+    with pytest.raises(CorruptCheckpointError, match=r"^kl: module ids are str"):
+        coeffs({1: 0.2}, where="kl")
+    assert np.isnan(number(float("nan"), where="loss"))  # unbounded: as a save records it
+    with pytest.raises(CorruptCheckpointError, match=r"expected a finite number"):
+        Number(high=1.0)(float("nan"), where="x")  # NaN is within no bound
 
 
 def test_unique_ids_are_a_1d_array() -> None:

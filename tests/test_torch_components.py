@@ -107,6 +107,44 @@ def test_restore_is_in_place(tmp_path: Path) -> None:
     assert torch.equal(b["net"].norm.num_batches_tracked, a["net"].norm.num_batches_tracked)
 
 
+@pytest.mark.parametrize(("damaged", "readers"), [("model", 1), ("optimizer", 2)])
+def test_a_flipped_byte_in_a_big_file_leaves_the_live_tensors_as_they_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damaged: str, readers: int
+) -> None:
+    """Issue 34: a restore into existing tensors verifies every file before any byte lands in them.
+
+    20 MB of weights and twice that of Adam moments: each file is read in several pieces
+    (cairn._tensorio.CHUNK), and the flipped byte sits inside the first piece, not at the end.
+    """
+    import cairn._tensorio
+
+    if readers == 2:
+        monkeypatch.setattr(cairn._tensorio, "PARALLEL_MIN", 0)  # this small state takes the two-reader path too
+
+    def built(seed: int) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+        torch.manual_seed(seed)
+        net = torch.nn.Linear(1024, 5000)
+        opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+        net(torch.randn(2, 1024)).sum().backward()
+        opt.step()
+        return net, opt
+
+    path = ct.TrainState(model=built(0)[0], optimizer=built(0)[1]).save_to_path(tmp_path / "ck")
+    victim = Path(path) / damaged / "tensors.safetensors"
+    assert victim.stat().st_size > cairn._tensorio.CHUNK
+    with open(victim, "r+b") as f:
+        f.seek(victim.stat().st_size // 3)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0x10]))
+    net, opt = built(1)
+    live = [*net.parameters(), *(t for s in opt.state.values() for t in s.values() if t.dim())]
+    before = [t.detach().clone() for t in live]
+    with pytest.raises(cairn.CorruptCheckpointError, match=f"{damaged}/tensors.safetensors fails its checksum"):
+        ct.TrainState(model=net, optimizer=opt).restore_from_path(path)
+    assert all(torch.equal(t, b) for t, b in zip(live, before, strict=True))
+
+
 @pytest.mark.parametrize("foreach", [True, False])
 def test_adam_hyperparameters_come_back_with_their_types(tmp_path: Path, foreach: bool) -> None:
     """ray-project/ray#51560: betas restored as a tensor broke Adam's next step (foreach)."""
@@ -189,6 +227,23 @@ def test_global_rngs_and_named_generators(tmp_path: Path) -> None:
     draw()
     rng.restore_from_path(path)
     assert draw() == expected
+
+
+def test_a_refused_rng_state_sets_no_generator() -> None:
+    """Issue 37 §2: every saved state is tried on a fresh generator first (set_state sets them one by one)."""
+    gen = torch.Generator().manual_seed(1)
+    rng = ct.RNG(generators={"t": gen})
+    state = rng.get_state()
+    random.seed(9)
+    before = random.getstate(), gen.get_state()
+    for key, bad, error, message in [
+        ("torch", np.zeros(3, np.uint8), cairn.CorruptCheckpointError, r"^torch: expected the \d+ bytes"),
+        ("generators", {"t": {"kind": "numpy", "state": {}}}, cairn.IncompatibleCheckpointError, "numpy generator"),
+        ("numpy", {"bit_generator": "MT19937", "state": {}}, cairn.IncompatibleCheckpointError, "global RNG"),
+    ]:
+        with pytest.raises(error, match=message):
+            rng.set_state({**state, key: bad})
+        assert random.getstate() == before[0] and torch.equal(gen.get_state(), before[1])
 
 
 def test_plain_values_and_unsupported_values(tmp_path: Path) -> None:

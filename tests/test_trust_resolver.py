@@ -26,6 +26,9 @@ import cairn
 from cairn.manifest import FileEntry, Manifest, component_name_problem
 from cairn_test_components import Tree
 
+# Its tests tamper with one file of a folder (the per-file layout every cairn reads): tests/conftest.py.
+pytestmark = pytest.mark.loose_files
+
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
 MAIN_MODULES = ["unittest.__main__", "numpy.f2py.__main__", "torch.utils.model_dump.__main__"]

@@ -104,7 +104,7 @@ def test_a_manager_on_a_linked_root(run: tuple[Path, Tree], tmp_path: Path) -> N
 def test_a_link_inside_a_checkpoint_is_still_refused(run: tuple[Path, Tree], tmp_path: Path, where: str) -> None:
     root, _ = run
     step = root / "step_000000040"
-    inside = step / "branch" if where == "folder" else step / "leaf" / "tensors.safetensors"
+    inside = step / "branch" if where == "folder" else step / "leaf" / "packed.bin"
     moved = tmp_path / f"moved-{where}"
     shutil.move(str(inside), moved)
     inside.symlink_to(moved)

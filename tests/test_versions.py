@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import types
@@ -14,6 +13,7 @@ import pytest
 import cairn
 from cairn.testing import assert_states_equal
 from cairn_test_components import Tree
+from pack_helpers import metadata_of
 
 
 class Policy(cairn.Checkpointable):
@@ -81,7 +81,7 @@ def test_v1_loads_into_v3_in_two_steps(tmp_path: Path, monkeypatch: pytest.Monke
     new = Policy.from_checkpoint(path)
     assert new.state == {"weight": 2.5, "bias": 0.0}
     assert calls == [1, 2]
-    assert json.loads((Path(new.save_to_path(tmp_path / "new")) / "metadata.json").read_text())["state_version"] == 3
+    assert metadata_of(Path(new.save_to_path(tmp_path / "new")))["state_version"] == 3
 
 
 def test_partial_restore_upgrades_only_its_component(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -182,9 +182,9 @@ def test_cli_upgrade_and_dry_run(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-c", script, "upgrade", path, str(out)], capture_output=True, text=True,
                          env=env)  # fmt: skip
     assert run.returncode == 0, run.stderr
-    meta = json.loads((out / "leaf" / "metadata.json").read_text())
+    meta = metadata_of(out / "leaf")
     assert meta["state_version"] == 2
-    state = json.loads((out / "branch" / "metadata.json").read_text())
+    state = metadata_of(out / "branch")
     assert state["state_version"] == 1
     assert cairn.verify_checkpoint(str(out)) == []
 
@@ -192,8 +192,8 @@ def test_cli_upgrade_and_dry_run(tmp_path: Path) -> None:
 def test_state_versions_are_recorded_per_folder(tmp_path: Path, v3: None) -> None:
     a = Agent()
     path = Path(a.save_to_path(tmp_path / "ck"))
-    assert json.loads((path / "p0" / "metadata.json").read_text())["state_version"] == 3
-    assert json.loads((path / "metadata.json").read_text())["state_version"] == 1
+    assert metadata_of(path / "p0")["state_version"] == 3
+    assert metadata_of(path)["state_version"] == 1
     b = Agent()
     b.restore_from_path(path)
     assert_states_equal(a.get_state(), b.get_state())

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from cairn._tensorio import ChangedInPlaceError, MemoryTensorFile, StreamedTensorFile
+from cairn._tensorio import ChangedInPlaceError, MemoryTensorFile, StreamedTensorFile, _byte_view, check_ref
 from cairn.errors import (
     CheckpointError,
     CheckpointNotFoundError,
@@ -29,6 +29,7 @@ from cairn.manifest import (
     MAX_COMPONENT_DEPTH,
     MAX_JSON_BYTES,
     METADATA,
+    PACK,
     STATE,
     TENSORS,
     FileEntry,
@@ -54,6 +55,43 @@ def unreadable_error(where: str, err: PermissionError) -> UnreadableCheckpointEr
     )
 
 
+class PackedTensorFile(MemoryTensorFile):
+    """A tensor file packed in its folder's ``packed.bin``: in memory and verified, read into live buffers later.
+
+    As a file of its own on local disk is (``get_state_buffers``): an array whose live
+    buffer fits is planned into that buffer, which :meth:`read_all` fills from the
+    verified bytes once the restore allows live writes (``cairn._restore.read_sources``);
+    any other array is a view of the bytes, as :class:`MemoryTensorFile` gives.
+    """
+
+    def __init__(self, data: bytearray, where: str) -> None:
+        """Parse the header of the verified ``data`` (the member sliced from the pack)."""
+        super().__init__(data, where)
+        self.jobs: list[tuple[memoryview, int, int]] = []
+
+    def get(self, name: str, kind: int, dtype: Any, shape: list[int], dest: Any = None) -> Any:
+        """``dest`` itself when it can receive the array (filled by :meth:`read_all`), else a view of the bytes."""
+        if dest is not None:
+            rec, out_dtype = check_ref(self.records, self.where, name, kind, dtype, shape)
+            view = _byte_view(dest, kind, out_dtype, shape)
+            if view is not None and len(view) == rec.end - rec.begin:
+                self.jobs.append((view, rec.begin, rec.end))
+                self.live = True
+                return dest
+        return super().get(name, kind, dtype, shape)
+
+    def forget_plan(self) -> None:
+        """Drop every planned destination (the state is decoded again, into fresh arrays)."""
+        self.jobs, self.live = [], False
+
+    def read_all(self) -> None:
+        """Copy the verified bytes into every planned live buffer."""
+        data = memoryview(self.data)
+        jobs, self.jobs = self.jobs, []
+        for view, begin, end in jobs:
+            view[:] = data[begin:end]
+
+
 @dataclass
 class FolderReader:
     """Reads one checkpoint folder, verifying every byte against its manifest."""
@@ -69,6 +107,7 @@ class FolderReader:
     _manifest: Manifest | None = None
     _metadata: dict[str, Any] | None = None
     _manifest_bytes: bytes | None = None  # exactly what was read, to notice a concurrent overwrite
+    _pack: bytearray | None = None  # the folder's PACK, read and verified whole once
 
     def where(self, name: str = "") -> str:
         """The user-facing location of a file of this folder."""
@@ -187,7 +226,10 @@ class FolderReader:
             )
 
     def read(self, name: str, *, max_bytes: int | None = None) -> bytearray:
-        """Read a file listed in the manifest and verify it."""
+        """Read a file listed in the manifest (or a member of the folder's pack) and verify it."""
+        member = self.manifest.packed.get(name)
+        if member is not None:
+            return self._member(name, member, max_bytes)
         entry = self.manifest.files.get(name)
         if entry is None:
             raise CorruptCheckpointError(
@@ -218,6 +260,22 @@ class FolderReader:
             ) from err
         self._check(data, entry, name)
         return data
+
+    def _member(self, name: str, member: tuple[int, int], max_bytes: int | None) -> bytearray:
+        """The bytes of the packed file ``name``: sliced from the pack, which is read and verified whole first.
+
+        The manifest's parser checked that the members tile the pack's recorded size
+        (:func:`cairn.manifest._parse_packed`), and ``read`` checks the pack is that size
+        and digest: the slice is in bounds and every byte of it verified.
+        """
+        offset, size = member
+        if max_bytes is not None and size > max_bytes:
+            raise CorruptCheckpointError(
+                f"{self.where(name)} is recorded as {size} bytes, over the limit of {max_bytes}."
+            )
+        if self._pack is None:
+            self._pack = self.read(PACK)
+        return self._pack[offset : offset + size]
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -269,13 +327,15 @@ class FolderReader:
         obj = load_json(self.read(CTOR, max_bytes=MAX_JSON_BYTES), where=self.where(CTOR))
         return decode_ctor(obj, allow_pickle=allow_pickle, where=self.where(CTOR), trusted=trusted)
 
-    def tensor_source(self) -> MemoryTensorFile | StreamedTensorFile | None:
+    def tensor_source(self) -> MemoryTensorFile | StreamedTensorFile | PackedTensorFile | None:
         """The folder's tensor file, or None when it has none.
 
         Files on other storage are read whole and verified here. A local file's size
         and header are checked here; its checksum by ``verify()`` or ``read_all()``
         (see :func:`read_sources`).
         """
+        if TENSORS in self.manifest.packed:
+            return PackedTensorFile(self.read(TENSORS), self.where(TENSORS))
         entry = self.manifest.files.get(TENSORS)
         if entry is None:
             return None
@@ -347,8 +407,8 @@ class FolderReader:
         manifest that lists ``tensors.safetensors`` without it, or an older format's without
         it, is refused as incomplete (``read``'s error).
         """
-        files = self.manifest.files
-        if STATE not in files and TENSORS not in files and self.manifest.format_version >= 3:
+        manifest = self.manifest
+        if not manifest.lists(STATE) and not manifest.lists(TENSORS) and manifest.format_version >= 3:
             return bytearray(EMPTY_STATE)
         return self.read(STATE)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn._ctor_bounds import FolderSizes, check_ctor_args, check_machine
 from cairn._delegate_protocol import DelegatedComponent, DelegatedFolder, Once, Waiter
-from cairn._reader import FolderReader, ReadRace, open_checkpoint, read_consistently
+from cairn._reader import FolderReader, PackedTensorFile, ReadRace, open_checkpoint, read_consistently
 from cairn._tensorio import MemoryTensorFile, StreamedTensorFile, read_files, verify_files
 from cairn._tree import ComponentNode
 from cairn.errors import (
@@ -229,6 +229,9 @@ def read_sources(
     if before_live is not None:
         before_live()
     read_files(live)
+    for packed in sources:  # tensor files packed with their folder's small files: verified when read
+        if isinstance(packed, PackedTensorFile):
+            packed.read_all()
 
 
 def load_folder(
@@ -457,7 +460,7 @@ def build_from_checkpoint(
 
 def _folder_sizes(reader: FolderReader) -> FolderSizes:
     """What ``reader``'s folder holds, from its verified manifests (no data file is read)."""
-    own = {n: e.size for n, e in reader.manifest.files.items() if "/" not in n}
+    own = reader.manifest.own_sizes()
     total, stack = 0, [reader]
     while stack:
         r = stack.pop()

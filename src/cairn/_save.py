@@ -38,6 +38,9 @@ from cairn.manifest import (
     MANIFEST,
     MAX_COMPONENT_DEPTH,
     METADATA,
+    PACK,
+    PACK_TENSOR_BYTES,
+    PACKED_MEMBERS,
     STANDARD_METADATA_KEYS,
     STATE,
     TENSORS,
@@ -61,6 +64,13 @@ _LOG = logging.getLogger(__name__)
 # numpy, msgpack and the codecs are imported inside the functions that encode or
 # decode, so that reading manifests and metadata (cairn inspect, ls) stays fast.
 
+PACK_SMALL_FILES = True
+"""Whether a save packs each folder's small own files into one :data:`cairn.manifest.PACK` (see :func:`_packed`).
+
+False writes each as a file of its own, the format 3 layout of cairn before packing, which every
+cairn still reads; the tests of the per-file readers' defences (a hostile ``state.msgpack``, a
+``tensors.safetensors`` swapped for a link) set it so that they can tamper with one file."""
+
 
 def _frameworks() -> dict[str, str]:
     import numpy as np
@@ -80,6 +90,7 @@ def _frameworks() -> dict[str, str]:
 class _PlannedFolder:
     files: dict[str, list[Chunk]]
     children: dict[str, _PlannedFolder] = field(default_factory=dict)
+    packed: dict[str, tuple[int, int]] = field(default_factory=dict)  # member -> (offset, size) in files[PACK]
     array_bytes: int = 0
     delegate: DelegatedComponent | None = None  # set: the folder is the delegate's to write (no files here)
     allow_pickle: bool = False  # passed on to the delegates
@@ -173,9 +184,38 @@ def plan_save(
     if encoded.tensors:
         files[TENSORS] = _tensor_chunks(encoded)
     files[METADATA] = [meta_bytes]
+    files, packed = _packed(files) if PACK_SMALL_FILES else (files, {})
     return _PlannedFolder(
-        files=files, children=children, array_bytes=encoded.num_array_bytes, allow_pickle=allow_pickle
+        files=files, children=children, packed=packed, array_bytes=encoded.num_array_bytes, allow_pickle=allow_pickle
     )
+
+
+def _packed(files: dict[str, list[Chunk]]) -> tuple[dict[str, list[Chunk]], dict[str, tuple[int, int]]]:
+    """A folder's own files with the small ones end to end in one :data:`PACK` file, and their offsets and sizes.
+
+    Every file costs a create (and an entry, a digest and a read on restore): a small folder's
+    three become one (``metadata.json`` stays a file of its own). A tensor file over
+    :data:`PACK_TENSOR_BYTES` keeps its own file, so that big checkpoints keep their layout
+    (linked when unchanged, streamed on restore).
+    The chunks are the same objects (no copy): an async save's snapshot copies them as before.
+    """
+    chunks: list[Chunk] = []
+    packed: dict[str, tuple[int, int]] = {}
+    rest: dict[str, list[Chunk]] = {}
+    offset = 0
+    for name in PACKED_MEMBERS:
+        member = files.get(name)
+        if member is None:
+            continue
+        size = sum(memoryview(c).nbytes for c in member)
+        if name == TENSORS and size > PACK_TENSOR_BYTES:
+            rest[name] = member
+            continue
+        packed[name] = (offset, size)
+        chunks += member
+        offset += size
+    rest.update((name, member) for name, member in files.items() if name not in PACKED_MEMBERS)
+    return {PACK: chunks, **rest}, packed
 
 
 def _check_plannable(obj: Checkpointable, state: Any, where: str) -> None:
@@ -363,9 +403,10 @@ class CheckedFiles:
       is 2 s unless the storage knows the filesystem's clock: a local disk with
       sub-millisecond timestamps, stamped from this kernel's clock, settles in four
       clock ticks (:meth:`cairn.storage.base.FileStamp.settled`);
-    * the files a save wrote are remembered too (:func:`check_written` reads each
-      back before the commit and compares the CRC-32 of what it reads with that of
-      the bytes it digested, in the same pass): the next save links them without
+    * the files a save wrote are remembered too (on a local disk their digest is of
+      the bytes read back as they were written; elsewhere :func:`check_written` reads
+      each back before the commit and compares the CRC-32 of what it reads with that
+      of the bytes it digested): the next save links them without
       reading them again. A CRC-32 tells accidents, not forgeries; a file replaced
       (F5 of issue 33) is another inode, and a file changed in place another ctime,
       both of which the stamp tells;
@@ -487,7 +528,7 @@ def write_planned(
     """
     stats = stats if stats is not None else WriteStats()
     storage.makedirs(folder)
-    manifest = Manifest(digest=digest)
+    manifest = Manifest(digest=digest, packed=dict(plan.packed))
     delegated: list[str] = []
     for name, child in plan.children.items():
         path = f"{where}/{name}" if where else name
@@ -558,12 +599,13 @@ def check_written(
 ) -> None:
     """Check that each file written holds the bytes its digest records, before the save commits.
 
-    A digest is computed as the bytes go out; if the bytes changed meanwhile (an
-    array of a synchronous save changed by another thread, say), the file would not
-    match its own manifest, and a manager's retention would count a checkpoint that
-    fails its checksum as good. Local files are read back (from the page cache, as
-    they were just written); on other storage, whose reads are downloads, the bytes
-    sent are read again from memory.
+    A digest computed as the bytes go out misses a change made meanwhile (an array of a
+    synchronous save changed by another thread): the file would fail its own manifest,
+    and a manager's retention would count it as good. The bytes sent are read again
+    from memory (object stores). Local disks need no check
+    (:attr:`~cairn.storage.base.Storage.digests_written_bytes`): ``write_file`` digests
+    each byte as read back from the file, so a racing thread leaves a checkpoint that
+    verifies, holding each value as it was when its bytes were written.
 
     What is compared is the CRC-32 that ``write_file`` computed over exactly the bytes
     it digested, in the same pass, with the CRC-32 of the bytes read back (ISA-L's,
@@ -572,8 +614,8 @@ def check_written(
     without one (a storage that records none) is checked by its digest.
 
     ``checked`` (with ``root``, the folder the paths of ``written`` lie under) remembers
-    each local file read back by its stamp, taken before the read, so that the next
-    save links it without reading it again (see :class:`CheckedFiles`).
+    each local file by its stamp (taken before any read), so that the next save links
+    it without reading it again (see :class:`CheckedFiles`).
 
     Raises:
         CorruptCheckpointError: A file does not hold the bytes its digest records.
@@ -584,11 +626,15 @@ def check_written(
         if checked is None and all(type(c) is bytes for c in chunks):
             # Immutable bytes the plan owns (manifests, metadata, constructors, skeletons, headers):
             # no thread can change them during the write, and the digest was taken of exactly the
-            # bytes written. Nothing to catch; a manager's save (``checked``) still reads them
-            # back, to link them next time without a read (see CheckedFiles).
+            # bytes written. A manager's save (``checked``) still reads them back, to link them next
+            # time without a read (see CheckedFiles); here only their size is checked (_check_size).
+            _check_size(storage, path, entry)
             continue
         crc, digest = 0, None
         stamp, started = None, 0
+        if storage.digests_written_bytes:  # the digest is of the bytes the file holds: nothing to compare
+            _note_written(storage, path, entry, checked, root)
+            continue
         if storage.file_descriptors:
             if checked is not None and path.startswith(root + "/"):
                 stamp, started = storage.stamp(path), time.time_ns()
@@ -625,6 +671,33 @@ def check_written(
             )
         if checked is not None and stamp is not None:
             checked.note(stamp, entry, started, path[len(root) + 1 :])
+
+
+def _check_size(storage: Storage, path: str, entry: FileEntry) -> None:
+    """Refuse a local file that holds another number of bytes than ``entry`` records (one stat, no read).
+
+    A filesystem that kept fewer bytes than it acknowledged then fails the save before its
+    commit, not the next load. Remote bytes are checked from memory anyway (see check_written).
+    """
+    if storage.file_descriptors and (size := storage.size(path)) != entry.size:
+        raise CorruptCheckpointError(
+            f"The save wrote {storage.uri(path)}, which holds {size} bytes where {entry.size} were written "
+            "and acknowledged: the filesystem lost some. Nothing was committed; check the filesystem "
+            "(its free space, its mount) and save again."
+        )
+
+
+def _note_written(storage: Storage, path: str, entry: FileEntry, checked: CheckedFiles | None, root: str) -> None:
+    """Remember a file this save wrote and digested as read back (see :func:`check_written`) by its stamp.
+
+    The stamp is taken now, after the write: :meth:`CheckedFiles.note` remembers it only if
+    the file's last change lies its settle time before this moment.
+    """
+    if checked is None or not path.startswith(root + "/"):
+        return
+    stamp, started = storage.stamp(path), time.time_ns()
+    if stamp is not None and stamp.size == entry.size:
+        checked.note(stamp, entry, started, path[len(root) + 1 :])
 
 
 def _link_unchanged(

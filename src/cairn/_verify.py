@@ -12,6 +12,7 @@ from cairn._reader import (
     open_checkpoint,
     read_consistently,
 )
+from cairn._tensorio import MemoryTensorFile
 from cairn.errors import (
     CheckpointError,
     CorruptCheckpointError,
@@ -20,6 +21,7 @@ from cairn.manifest import (
     CTOR,
     MANIFEST,
     METADATA,
+    PACK,
     TENSORS,
     load_json,
 )
@@ -49,6 +51,15 @@ def verify(
         return found.problems
 
 
+def _check_member(reader: FolderReader, name: str) -> None:
+    """Read a packed file (the pack verified whole) and parse what a restore parses of it before using it."""
+    data = reader.read(name)
+    if name in (METADATA, CTOR):
+        load_json(data, where=reader.where(name))
+    elif name == TENSORS:
+        MemoryTensorFile(data, reader.where(name)).verify()
+
+
 class _Problems(CorruptCheckpointError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__(problems[0])
@@ -73,7 +84,10 @@ def _verify_once(root: FolderReader, progress: Callable[[int, int], None] | None
             if name.endswith("/" + MANIFEST):
                 continue
             try:
-                if name == TENSORS:
+                if name == PACK:
+                    for member in manifest.packed:  # the pack is read and verified whole by the first
+                        _check_member(reader, member)
+                elif name == TENSORS:
                     source = reader.tensor_source()
                     if source is not None:
                         try:

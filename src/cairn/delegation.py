@@ -76,7 +76,10 @@ from __future__ import annotations
 
 import os
 import platform
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from cairn._delegate_protocol import DelegatedComponent, DelegatedFolder, Waiter
 from cairn._reader import FolderReader
@@ -91,7 +94,9 @@ __all__ = [
     "DelegatedComponent",
     "DelegatedFolder",
     "LoadedComponent",
+    "SharedRead",
     "Waiter",
+    "adopt_read",
     "read_folder",
     "write_folder",
 ]
@@ -145,11 +150,22 @@ class LoadedComponent:
         target: The object the folder is applied to.
     """
 
-    def __init__(self, node: ComponentNode, loaded: LoadedFolder) -> None:
-        """Wrap what the engine read for the object of ``node`` (whose path names it in messages)."""
+    def __init__(
+        self, node: ComponentNode, loaded: LoadedFolder, *, names: tuple[str, str | None] = ("", None)
+    ) -> None:
+        """Wrap what the engine read for the object of ``node`` (whose path names it in messages).
+
+        ``names``: the delegated folder's component and the subcomponent read (``read_folder``'s),
+        for :meth:`shared`.
+        """
         self.target = node.obj
         self._node = node
         self._loaded = loaded
+        self._names = names
+
+    def shared(self) -> SharedRead:
+        """What was read, without the object it was read for: for :func:`adopt_read` in another process."""
+        return SharedRead(self._names[0], self._names[1], self._loaded)
 
     def own_state(self) -> dict[str, Any]:
         """The folder's own state (without its components), upgraded to the class's version."""
@@ -200,7 +216,48 @@ def read_folder(
         if other is not None:
             raise CorruptCheckpointError(other) from err
         raise
-    return LoadedComponent(target, loaded)
+    return LoadedComponent(target, loaded, names=(folder.component, component))
+
+
+@dataclass(frozen=True)
+class SharedRead:
+    """A folder read and verified by :func:`read_folder`, picklable: another copy of the component takes it.
+
+    Delegates whose workers all hold the same state (data-parallel learners) read a folder
+    once per machine and hand this to the others there (:func:`adopt_read`), instead of
+    each downloading and verifying the same files.
+    """
+
+    component: str
+    """The delegated folder's component (names the tree in messages)."""
+    subcomponent: str | None
+    """The subcomponent read (``read_folder``'s ``component``), None for the whole folder."""
+    loaded: LoadedFolder
+
+
+def adopt_read(obj: Checkpointable, shared: SharedRead) -> LoadedComponent:
+    """What another process read (:meth:`LoadedComponent.shared`), to be applied to ``obj``, a copy of its component.
+
+    Arrays that came through shared memory read-only (Ray's object store) are copied, so
+    ``obj`` owns writable state once it is applied, as after its own read.
+    """
+    tree = ComponentNode(obj, shared.component)
+    target = tree.find(shared.subcomponent) if shared.subcomponent else tree
+    return LoadedComponent(target, _writable(shared.loaded), names=(shared.component, shared.subcomponent))
+
+
+def _writable(loaded: LoadedFolder) -> LoadedFolder:
+    def own(value: Any) -> Any:
+        if type(value) is dict:
+            return {k: own(v) for k, v in value.items()}
+        if type(value) in (list, tuple):
+            return type(value)(own(v) for v in value)
+        if isinstance(value, np.ndarray) and not value.flags.writeable:
+            return value.copy()
+        return value
+
+    children = {name: _writable(child) for name, child in loaded.children.items()}
+    return LoadedFolder(own(loaded.state), children, loaded.version, loaded.where)
 
 
 def _another_version(folder: DelegatedFolder) -> str | None:

@@ -390,15 +390,18 @@ class CheckpointManager:
                 out.append((step, name))
         return sorted(out)
 
-    def _open(self, step: int, name: str, storage: Storage | None = None) -> CheckpointInfo | CheckpointError | None:
+    def _open(
+        self, step: int, name: str, storage: Storage | None = None, locate: Callable[[str], str] | None = None
+    ) -> CheckpointInfo | CheckpointError | None:
         """The checkpoint in folder ``name``: its info, the error that makes it damaged, or None.
 
         None means not committed (a save in flight or interrupted): not a checkpoint yet.
+        ``locate``: the listing's ``storage.locator(root)`` (else the step is located alone).
         """
-        return self._open_read(step, name, storage)[0]
+        return self._open_read(step, name, storage, locate)[0]
 
     def _open_read(
-        self, step: int, name: str, storage: Storage | None = None
+        self, step: int, name: str, storage: Storage | None = None, locate: Callable[[str], str] | None = None
     ) -> tuple[CheckpointInfo | CheckpointError | None, bytes | None]:
         """:meth:`_open`, and the root manifest's bytes as read (None when none could be read)."""
         storage = storage or self.storage
@@ -407,7 +410,7 @@ class CheckpointManager:
         try:
             # Where a reader of the step reads it: during a save's switch on an object store, its staging
             # folder (whole); read again where the path leads if the switch finishes meanwhile.
-            reader = _reader.FolderReader(storage, storage.locate(path), named=path)
+            reader = _reader.FolderReader(storage, (locate or storage.locate)(path), named=path)
             reader, (meta, manifest) = _read_located(reader, lambda r: (r.metadata, r.manifest_bytes()))
             rec = meta.get(MANAGER_KEY)
             rec = rec if isinstance(rec, dict) else {}
@@ -427,7 +430,9 @@ class CheckpointManager:
         except CheckpointError as err:
             return err, None if reader is None else reader._manifest_bytes
 
-    def _open_settled(self, step: int, name: str) -> tuple[CheckpointInfo | CheckpointError | None, bytes | None]:
+    def _open_settled(
+        self, step: int, name: str, locate: Callable[[str], str] | None = None
+    ) -> tuple[CheckpointInfo | CheckpointError | None, bytes | None]:
         """:meth:`_open_read`, opened again until two opens in a row agree, within the manager's deadline.
 
         Another process's retention or save at the same step can take a folder away, or
@@ -435,9 +440,9 @@ class CheckpointManager:
         a race. Damage is what two opens of the same root manifest both find.
         """
         end = time.monotonic() + self._deadline
-        found, seen = self._open_read(step, name)
+        found, seen = self._open_read(step, name, None, locate)
         while isinstance(found, CheckpointError):
-            again, now = self._open_read(step, name)
+            again, now = self._open_read(step, name)  # located afresh: a race may have moved it
             if (isinstance(again, CheckpointError) and str(again) == str(found) and now == seen) or (
                 time.monotonic() > end
             ):
@@ -445,8 +450,10 @@ class CheckpointManager:
             found, seen = again, now
         return found, seen
 
-    def _info(self, step: int, name: str, storage: Storage | None = None) -> CheckpointInfo | None:
-        found = self._open(step, name, storage)
+    def _info(
+        self, step: int, name: str, storage: Storage | None = None, locate: Callable[[str], str] | None = None
+    ) -> CheckpointInfo | None:
+        found = self._open(step, name, storage, locate)
         return found if isinstance(found, CheckpointInfo) else None  # damaged: never offered
 
     def checkpoints(self) -> list[CheckpointInfo]:
@@ -462,8 +469,9 @@ class CheckpointManager:
 
     def _checkpoints(self, storage: Storage) -> list[CheckpointInfo]:
         infos = []
+        locate = storage.locator(self.root)  # the folders above the steps are checked once, not once per step
         for step, name in self._scan(storage):
-            info = self._info(step, name, storage)
+            info = self._info(step, name, storage, locate)
             if info is not None:
                 infos.append(info)
         return infos
@@ -522,8 +530,9 @@ class CheckpointManager:
         :meth:`checkpoints`; damage to the data shows only in :meth:`verify`.
         """
         out = []
+        locate = self.storage.locator(self.root)
         for step, name in self._scan():
-            found, _ = self._open_settled(step, name)
+            found, _ = self._open_settled(step, name, locate)
             if isinstance(found, CheckpointError):
                 out.append((step, self.storage.uri(self.storage.join(self.root, name)), str(found)))
         return out
@@ -581,9 +590,10 @@ class CheckpointManager:
             steps = sorted({s for s, _ in listed} | ({pointer} if pointer is not None else set()), reverse=True)
             skipped: list[str] = []
             raced = False
+            locate = self.storage.locator(self.root)  # each pass checks the folders above the steps once
             for step in steps:
                 name = step_folder_name(step)
-                found, seen = self._open_settled(step, name)
+                found, seen = self._open_settled(step, name, locate)
                 if found is None:
                     # Not committed: a save in flight, or deleted since it was listed or named (then the
                     # pointer or the listing has changed by the end of the pass, and another pass runs).
@@ -791,9 +801,13 @@ class CheckpointManager:
         try:
             if self.incremental:
                 prev = [s for s, _ in self._scan(storage) if s != step]
+                locate = storage.locator(self.root)
                 for s in reversed(prev):
-                    reader = _reader.FolderReader(storage, self._path(s))
+                    path = self._path(s)
                     try:
+                        # Read where a restore of the step would (during a switch over it on an object store,
+                        # its staging folder, whole): the path itself has no root manifest until the copy ends.
+                        reader = _reader.FolderReader(storage, locate(path), named=path)
                         reader.manifest  # noqa: B018 - committed only
                     except CheckpointError:
                         continue

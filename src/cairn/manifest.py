@@ -167,12 +167,25 @@ EMPTY_STATE = b"\x80"
 nor ``tensors.safetensors`` (a save writes no file for a folder whose own state is empty: most
 folders of an RL algorithm hold only components)."""
 TENSORS = "tensors.safetensors"
+PACK = "packed.bin"
+"""A folder's small own files in one file (format 3, since issue 34's small-checkpoint work).
+
+A save writes the folder's ``ctor.json``, ``state.msgpack`` and (up to :data:`PACK_TENSOR_BYTES`)
+``tensors.safetensors`` end to end into this one file (``metadata.json`` stays a file of its own:
+every folder holds one, SPEC 2, which tools and trackers look for), and the
+manifest's ``packed`` table gives each member's offset and size. The file is listed in ``files``
+like any other (size and digest: verified whole before any member is sliced from it)."""
+PACKED_MEMBERS = (CTOR, STATE, TENSORS)
+"""The files a pack may hold (an allow-list), in the order a save writes them; never ``metadata.json``."""
+PACK_TENSOR_BYTES = 1 << 20
+"""A tensor file up to this size goes into the pack; a larger one keeps its own file (big checkpoints
+keep their layout: an incremental save links an unchanged one, a restore streams it)."""
 SIGNATURE = "model.sig"
 """A root folder's signature (``cairn sign``): OpenSSF model-signing's file name. No manifest lists it
 (it is written after the root manifest it signs); it is never a component name."""
 SIGNATURE_TEMPORARY = re.compile(re.escape(f".{SIGNATURE}.") + "[0-9a-f]{32}" + re.escape(".tmp"))
 """What ``cairn sign`` names the signature while it writes it, before the rename into place."""
-RESERVED_NAMES = frozenset({MANIFEST, METADATA, CTOR, STATE, TENSORS})
+RESERVED_NAMES = frozenset({MANIFEST, METADATA, CTOR, STATE, TENSORS, PACK})
 STANDARD_METADATA_KEYS = frozenset(
     {
         "format_version",
@@ -370,6 +383,7 @@ class Manifest:
     components: list[str] = field(default_factory=list)
     format_version: int = FORMAT_VERSION
     digest: str = DIGEST_ALGORITHM  # format 3 only: earlier formats have one algorithm each (see algorithm)
+    packed: dict[str, tuple[int, int]] = field(default_factory=dict)  # member -> (offset, size) in PACK
     _component_set: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
 
     def has_component(self, name: str) -> bool:
@@ -377,6 +391,16 @@ class Manifest:
         if len(self._component_set) != len(self.components):
             self._component_set = frozenset(self.components)
         return name in self._component_set
+
+    def lists(self, name: str) -> bool:
+        """Whether the folder holds its own file ``name``: as a file of its own, or packed in :data:`PACK`."""
+        return name in self.files or name in self.packed
+
+    def own_sizes(self) -> dict[str, int]:
+        """The folder's own files (packed members included, the pack itself not) -> size in bytes."""
+        out = {n: e.size for n, e in self.files.items() if "/" not in n and n != PACK}
+        out.update((n, size) for n, (_offset, size) in self.packed.items())
+        return out
 
     @property
     def algorithm(self) -> str:
@@ -393,6 +417,8 @@ class Manifest:
             "files": {k: entry_json(v, self.format_version) for k, v in sorted(self.files.items())},
             "components": list(self.components),
         }
+        if self.packed:
+            body["packed"] = {k: {"offset": o, "size": n} for k, (o, n) in sorted(self.packed.items())}
         return seal_manifest_body(body)
 
     @classmethod
@@ -444,13 +470,67 @@ class Manifest:
         for c in comps:
             if f"{c}/{MANIFEST}" not in files:
                 raise CorruptCheckpointError(f"{where} lists the component {c!r} without its manifest's checksum.")
-        manifest = cls(files=files, components=list(comps), format_version=version, digest=algorithm)
+        packed = _parse_packed(body.get("packed"), files, version, where)
+        manifest = cls(files=files, components=list(comps), format_version=version, digest=algorithm, packed=packed)
         if bytes(data) != manifest.to_bytes():
             raise CorruptCheckpointError(
                 f"{where} is not byte for byte the manifest cairn writes (changed whitespace, order or "
                 "extra keys): it was edited or damaged. Restore the checkpoint from a good copy."
             )
         return manifest
+
+
+def _parse_packed(raw: Any, files: dict[str, FileEntry], version: int, where: str) -> dict[str, tuple[int, int]]:
+    """The ``packed`` table of a manifest, checked against its pack's recorded size before anyone slices.
+
+    Every member is an allowed name not also listed as a file of its own, and the members
+    tile the pack exactly: sorted by offset they start at 0, each begins where the one before
+    ends, and the last ends at the pack's size. So no range lies past the end, overlaps
+    another or leaves bytes nobody reads, and no sum can exceed the size the pack's digest
+    vouches for. The count is bounded by the allow-list before the loop.
+    """
+    if raw is None:
+        if PACK in files:
+            raise CorruptCheckpointError(
+                f"{where} lists {PACK} without its 'packed' table; the checkpoint is tampered."
+            )
+        return {}
+    if version < 3 or not isinstance(raw, dict) or not raw or len(raw) > len(PACKED_MEMBERS):
+        raise CorruptCheckpointError(
+            f"{where} has a malformed 'packed' table (format 3 only: a non-empty object of at most "
+            f"{len(PACKED_MEMBERS)} members); the checkpoint is damaged or tampered."
+        )
+    pack = files.get(PACK)
+    if pack is None:
+        raise CorruptCheckpointError(
+            f"{where} has a 'packed' table but does not list {PACK}; the checkpoint is tampered."
+        )
+    ranges: list[tuple[int, int, str]] = []
+    for name, info in raw.items():
+        if name not in PACKED_MEMBERS or name in files:
+            raise CorruptCheckpointError(
+                f"{where} packs {str(name)[:80]!r}, which is not a file a pack may hold or is also listed on its own; "
+                "the checkpoint is tampered."
+            )
+        offset, size = (info.get("offset"), info.get("size")) if isinstance(info, dict) else (None, None)
+        if type(offset) is not int or type(size) is not int or offset < 0 or size < 0:
+            raise CorruptCheckpointError(f"{where} has a malformed 'packed' entry for {name!r}.")
+        ranges.append((offset, size, name))
+    end = 0
+    for offset, size, name in sorted(ranges):
+        if offset != end or size > pack.size - offset:
+            raise CorruptCheckpointError(
+                f"{where} packs {name!r} at bytes {offset}..{offset + size} of {PACK} ({pack.size} bytes), which "
+                f"is not where the member before it ends ({end}) or lies past the pack's end: the members "
+                "must tile the pack exactly. The checkpoint is damaged or tampered."
+            )
+        end = offset + size
+    if end != pack.size:
+        raise CorruptCheckpointError(
+            f"{where} packs {end} bytes into {PACK} of {pack.size} bytes; the members must fill it exactly. "
+            "The checkpoint is damaged or tampered."
+        )
+    return {name: (offset, size) for offset, size, name in ranges}
 
 
 _HEX = re.compile(r"[0-9a-f]+")

@@ -12,6 +12,7 @@ The one home of these checks, below every component that restores state (``rl/``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -26,8 +27,11 @@ from cairn.errors import CorruptCheckpointError, IncompatibleCheckpointError
 __all__ = [
     "ALTERED",
     "ArrayField",
+    "ById",
     "Count",
     "Field",
+    "ListOf",
+    "Number",
     "Schema",
     "check_state_tree",
     "corrupt",
@@ -67,6 +71,13 @@ class Count:
             return False
         return bool(self.low <= value and (self.high is None or value <= self.high))
 
+    @property
+    def wanted(self) -> str:
+        """What fits, in words: ``"a non-negative int"``, ``"an int >= 1"``, ``"an int from 1 to 8"``."""
+        if self.high is not None:
+            return f"an int from {self.low} to {self.high}"
+        return "a non-negative int" if self.low == 0 else f"an int >= {self.low}"
+
     def __call__(self, value: Any, *, where: str) -> int:
         """``value`` as an int.
 
@@ -74,9 +85,17 @@ class Count:
             CorruptCheckpointError: Anything else, or an int out of range.
         """
         if not self.fits(value):
-            wanted = "a non-negative int" if (self.low, self.high) == (0, None) else f"an int from {self.low}"
-            wanted += "" if self.high is None else f" to {self.high}"
-            raise corrupt(where, f"a count must be {wanted}, the checkpoint holds {value!r:.60}")
+            raise corrupt(where, f"a count must be {self.wanted}, the checkpoint holds {value!r:.60}")
+        return int(value)
+
+    def setting(self, value: Any, *, name: str) -> int:
+        """``value`` as an int, for a setting given in code or read from a recorded config.
+
+        Raises:
+            ValueError: Anything else, or an int out of range (naming ``name`` and what fits).
+        """
+        if not self.fits(value):
+            raise ValueError(f"{name} must be {self.wanted}, got {value!r:.40}.")
         return int(value)
 
 
@@ -84,17 +103,40 @@ count = Count()
 """A non-negative int (:class:`Count` with no upper bound)."""
 
 
-def number(value: Any, *, where: str) -> float:
-    """A real number (a return, a value estimate); NaN and infinities pass, as a save records them.
+@dataclass(frozen=True)
+class Number:
+    """A real number (a return, a value estimate, a coefficient): Python or numpy, a 0-d array too.
 
-    Raises:
-        CorruptCheckpointError: A str, bool, container or complex number.
+    Declared in a :class:`Schema` as ``Number(low=0, finite=True)``; :data:`number` is ``Number()``,
+    which lets NaN and infinities pass, as a save records them. A NaN is within no bound.
     """
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        value = value[()]
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
-        raise corrupt(where, f"expected a number, the checkpoint holds {type(value).__name__} {value!r:.60}")
-    return float(value)
+
+    low: float | None = None
+    high: float | None = None
+    finite: bool = False
+
+    def __call__(self, value: Any, *, where: str) -> float:
+        """``value`` as a float.
+
+        Raises:
+            CorruptCheckpointError: A str, bool, container or complex number; a value out of its bounds.
+        """
+        if isinstance(value, np.ndarray) and value.ndim == 0:
+            value = value[()]
+        if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+            raise corrupt(where, f"expected a number, the checkpoint holds {type(value).__name__} {value!r:.60}")
+        out = float(value)
+        bounded = self.low is not None or self.high is not None
+        if (self.finite and not math.isfinite(out)) or (bounded and math.isnan(out)):
+            raise corrupt(where, f"expected a finite number, the checkpoint holds {out!r}")
+        if (self.low is not None and out < self.low) or (self.high is not None and out > self.high):
+            bounds = [f">= {self.low}"] * (self.low is not None) + [f"<= {self.high}"] * (self.high is not None)
+            raise corrupt(where, f"expected a number {' and '.join(bounds)}, the checkpoint holds {out!r}")
+        return out
+
+
+number = Number()
+"""A real number; NaN and infinities pass (:class:`Number` with no bounds)."""
 
 
 def mapping(value: Any, *, where: str) -> Mapping[Any, Any]:
@@ -161,20 +203,55 @@ def numeric_leaves(value: Any) -> bool:
     return isinstance(value, np.ndarray) and value.dtype.kind in "biuf"
 
 
-def counts_by_id(value: Any, *, where: str) -> dict[str, int]:
-    """A dict of str ids (module ids) -> counts (:func:`count` for each).
+@dataclass(frozen=True)
+class ById:
+    """A dict of str ids (module ids) -> values, each read by ``check`` (a :data:`Field` function).
 
-    Raises:
-        CorruptCheckpointError: Not a dict of str keys and counts.
+    Declared in a :class:`Schema` as ``ById(Number(low=0))``; :data:`counts_by_id` is ``ById(count)``.
     """
-    if not isinstance(value, Mapping):
-        raise corrupt(where, f"expected a dict of module id -> count, found {type(value).__name__}")
-    out: dict[str, int] = {}
-    for key, item in value.items():
-        if not isinstance(key, str):
-            raise corrupt(where, f"module ids are str, the checkpoint holds {key!r:.60}")
-        out[key] = count(item, where=f"{where}/{key}")
-    return out
+
+    check: Callable[..., Any]
+
+    def __call__(self, value: Any, *, where: str) -> dict[str, Any]:
+        """The dict, each value read by ``check``.
+
+        Raises:
+            CorruptCheckpointError: Not a dict of str keys, or a value its check refuses.
+        """
+        if not isinstance(value, Mapping):
+            raise corrupt(where, f"expected a dict of module id -> value, found {type(value).__name__}")
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise corrupt(where, f"module ids are str, the checkpoint holds {key!r:.60}")
+            out[key] = self.check(item, where=f"{where}/{key}")
+        return out
+
+
+counts_by_id = ById(count)
+"""A dict of str ids (module ids) -> counts."""
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A list (a tuple, or a 1-d array) of values, each read by ``check``: a window of returns, episode numbers.
+
+    Declared in a :class:`Schema` as ``ListOf(number)`` or ``ById(ListOf(count))``.
+    """
+
+    check: Callable[..., Any]
+
+    def __call__(self, value: Any, *, where: str) -> list[Any]:
+        """The values, each read by ``check``.
+
+        Raises:
+            CorruptCheckpointError: No list, or a value its check refuses.
+        """
+        if isinstance(value, np.ndarray) and value.ndim == 1:
+            value = value.tolist()
+        if not isinstance(value, list | tuple):
+            raise corrupt(where, f"expected a list, found a {type(value).__name__}")
+        return [self.check(item, where=f"{where}/{i}") for i, item in enumerate(value)]
 
 
 Dim = int | str | None
@@ -270,7 +347,7 @@ class Schema:
     """What a component's state holds, key by key, declared once instead of checked by hand.
 
     Each field maps a key to the check its value passes (:data:`Field`: :data:`count`, :class:`Count`,
-    :func:`number`, :func:`counts_by_id`, an :class:`ArrayField`, a nested :class:`Schema`). A key the
+    :class:`Number`, :class:`ById` (:data:`counts_by_id`), an :class:`ArrayField`, a nested :class:`Schema`). A key the
     state does not hold is skipped (an older state restores what it has) unless the schema is
     ``required``; keys the schema does not name are the component's to check.
 

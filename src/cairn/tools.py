@@ -89,6 +89,10 @@ class ComponentInfo:
 
 def _tensor_header(reader: _reader.FolderReader) -> list[TensorInfo]:
     """Read only the header of the folder's tensor file (not the tensors)."""
+    if TENSORS in reader.manifest.packed:
+        # A small tensor file packed with the metadata (read and verified already): parse it whole.
+        records, _ = parse_header(memoryview(reader.read(TENSORS)), where=reader.where(TENSORS))
+        return [TensorInfo(name, r.st_dtype, list(r.shape), r.end - r.begin) for name, r in records.items()]
     if TENSORS not in reader.manifest.files:
         return []
     storage = reader.storage

@@ -41,7 +41,7 @@ import torch
 from cairn.checkpointable import Checkpointable, Names
 from cairn.errors import CheckpointError, IncompatibleCheckpointError
 from cairn.registry import class_path
-from cairn.state_checks import Count, count
+from cairn.state_checks import Count, corrupt, count
 
 __all__ = [
     "RNG",
@@ -54,6 +54,7 @@ __all__ = [
     "TrainState",
     "as_component",
     "clone_state",
+    "generator_state",
     "normalize_optimizer_state",
     "parameters_problem",
 ]
@@ -597,6 +598,30 @@ class GradScaler(StateDict):
 _GeneratorLike = torch.Generator | np.random.Generator | random.Random
 
 
+def generator_state(generator: torch.Generator, value: Any, *, where: str, values: bool = True) -> torch.Tensor:
+    """A saved state of the torch ``generator``, checked: the uint8 bytes of its state's size, which a
+    fresh generator of its device takes (the live one is never tried).
+
+    ``values=False`` checks the layout only: during a restore, an array read into a live
+    buffer does not hold its bytes until every check has passed.
+
+    Raises:
+        CorruptCheckpointError: Not a uint8 vector of the generator's state size, or bytes torch refuses.
+    """
+    array = value.numpy() if isinstance(value, torch.Tensor) else value
+    size = generator.get_state().numel()
+    if not isinstance(array, np.ndarray) or array.dtype != np.uint8 or array.shape != (size,):
+        what = f"{array.dtype} array of shape {array.shape}" if isinstance(array, np.ndarray) else type(array).__name__
+        raise corrupt(where, f"expected the {size} bytes of a torch generator's state (uint8), found a {what}")
+    state = torch.as_tensor(np.array(array, copy=True), dtype=torch.uint8)
+    if values:
+        try:
+            torch.Generator(device=generator.device).set_state(state)
+        except RuntimeError as err:
+            raise corrupt(where, f"torch refuses it as a generator state ({err})") from err
+    return state
+
+
 def _generator_state(gen: _GeneratorLike) -> Any:
     if isinstance(gen, torch.Generator):
         return {"kind": "torch", "state": gen.get_state()}
@@ -627,6 +652,15 @@ def _as_python_rng_state(state: Any) -> Any:
     # random.setstate wants (version, tuple of ints, gauss); keep it exact whatever list/tuple came back.
     version, internal, gauss = state
     return (int(version), tuple(int(x) for x in internal), gauss)
+
+
+def _fresh_like(gen: _GeneratorLike) -> _GeneratorLike:
+    """A new generator of ``gen``'s kind (and device, or bit generator), to try a saved state on."""
+    if isinstance(gen, torch.Generator):
+        return torch.Generator(device=gen.device)
+    if isinstance(gen, np.random.Generator):
+        return np.random.Generator(type(gen.bit_generator)())
+    return random.Random()
 
 
 class RNG(Checkpointable):
@@ -681,12 +715,39 @@ class RNG(Checkpointable):
         cloned: dict[str, Any] = clone_state(state)
         return cloned
 
+    def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
+        """Refuse a state one of the generators would not take, before a restore sets any of them.
+
+        :meth:`set_state` sets the generators one after the other: each saved state is first
+        tried on a fresh generator of the same kind, so a refusal leaves every one as it was.
+
+        Raises:
+            IncompatibleCheckpointError: A state of another kind, or one Python or numpy refuses.
+            CorruptCheckpointError: A torch state that is not a torch generator's bytes.
+        """
+        try:
+            if self.python and "python" in state:
+                random.Random().setstate(_as_python_rng_state(state["python"]))
+            if self.numpy and "numpy" in state:
+                np.random.RandomState().set_state(state["numpy"])
+        except (ValueError, TypeError, RuntimeError, KeyError) as err:
+            raise IncompatibleCheckpointError(f"Cannot restore the global RNG states: {err}") from err
+        if self.torch and "torch" in state:
+            generator_state(torch.default_generator, state["torch"], where="torch")
+        saved = state.get("generators", {})
+        for name, gen in self.generators.items():
+            if name in saved:  # tried on a fresh generator of the same kind, never on the live one
+                fresh = _fresh_like(gen)
+                _set_generator_state(fresh, saved[name], name)
+
     def set_state(self, state: dict[str, Any]) -> None:
         """Set every generator this RNG saves from ``state`` (those ``state`` lacks are left).
 
         Raises:
-            IncompatibleCheckpointError: A state that does not fit a generator.
+            IncompatibleCheckpointError, CorruptCheckpointError: What :meth:`check_state` refuses
+                (checked first here too: a refused state sets no generator).
         """
+        self.check_state(state, ())
         try:
             if self.python and "python" in state:
                 random.setstate(_as_python_rng_state(state["python"]))

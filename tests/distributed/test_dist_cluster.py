@@ -63,10 +63,14 @@ No start is waited for under it: a replacement on a returning node starts while 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    """A head node (2 CPUs, the driver's) and two worker nodes; the session's Ray comes back after."""
+    """A head node (the driver's) to which each test adds the worker nodes it needs; the session's Ray comes back after.
+
+    The head has no CPU: every actor of these tests reserves a custom resource of a worker node, and a
+    raylet starts one idle worker process per CPU (``import ray``: seconds of the 2 shared cores here).
+    """
     was_running = ray.is_initialized()
     ray.shutdown()
-    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "object_store_memory": 100 * MB})
+    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "object_store_memory": 100 * MB})
     try:
         init_test_ray(ray, address=nodes.address)
         yield nodes
@@ -87,25 +91,27 @@ def _learner_node_ids(algo: PPO) -> list[str]:
     return [node for node, _, _ in ray.get([a.node_and_free_port.remote() for a in remote.actors])]
 
 
-def test_actors_land_where_the_config_resources_say(cluster: Cluster) -> None:
+def test_actors_land_where_the_config_resources_say_and_training_goes_on_through_a_lost_node(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """One algorithm for both (its actors' start is most of the time): placement, then node loss and return.
+
+    The learners are on the node that stays (``b``, the only one with ``learner``), so the lost node
+    costs a runner only; the save and restore after the recovery include the remote learners.
+    """
     a = cluster.add_node(**NODE, resources={"runner": 1})
     b = cluster.add_node(**NODE, resources={"runner": 1, "learner": 2})
     cluster.wait_for_nodes()
+    runner_functions.recreated.clear()
     config = small_config(
         num_env_runners=2,
         custom_resources_per_env_runner={"runner": 1},
         num_learners=2,
         custom_resources_per_learner={"learner": 1},
+        sample_timeout_s=SAMPLE_TIMEOUT_S,
+        env_runner_restore_timeout_s=START_TIMEOUT_S,
+        callbacks_on_env_runners_recreated=["runner_functions:record_recreated"],
     )
-    algo = PPO(config)
-    try:
-        assert sorted(_node_ids(algo)) == sorted([a.node_id, b.node_id])  # one runner per node with a `runner`
-        assert _learner_node_ids(algo) == [b.node_id, b.node_id]  # the only node with `learner`
-        algo.train()
-    finally:
-        algo.stop()
-        cluster.remove_node(a)
-        cluster.remove_node(b)
     # What a Tune trial of this config reserves: RLlib's layout (zero amounts left out).
     assert [bundle.resources for bundle in resource_bundles(config, evaluation=None)] == [
         {"CPU": 1.0},
@@ -114,25 +120,12 @@ def test_actors_land_where_the_config_resources_say(cluster: Cluster) -> None:
         {"learner": 1.0},
         {"learner": 1.0},
     ]
-
-
-def test_training_goes_on_through_a_lost_node_and_recovers_when_one_returns(cluster: Cluster, tmp_path: Path) -> None:
-    a = cluster.add_node(**NODE, resources={"runner": 1})
-    b = cluster.add_node(**NODE, resources={"runner": 1})
-    cluster.wait_for_nodes()
-    runner_functions.recreated.clear()
-    algo = PPO(
-        small_config(
-            num_env_runners=2,
-            custom_resources_per_env_runner={"runner": 1},
-            sample_timeout_s=SAMPLE_TIMEOUT_S,
-            env_runner_restore_timeout_s=START_TIMEOUT_S,
-            callbacks_on_env_runners_recreated=["runner_functions:record_recreated"],
-        )
-    )
+    algo = PPO(config)
     remote = algo.env_runner_group.remote
     assert remote is not None
     try:
+        assert sorted(_node_ids(algo)) == sorted([a.node_id, b.node_id])  # one runner per node with a `runner`
+        assert _learner_node_ids(algo) == [b.node_id, b.node_id]  # the only node with `learner`
         assert algo.train()["env_runners/num_env_steps_sampled"] == 2 * ROLLOUT
         lost_index = _node_ids(algo).index(a.node_id) + 1
         cluster.remove_node(a)
@@ -167,7 +160,7 @@ def test_training_goes_on_through_a_lost_node_and_recovers_when_one_returns(clus
         algo.restore_from_path(path)
         assert algo.training_iteration == iteration > result["training_iteration"] - 1
 
-        # Every runner's node lost: train() gives up after sample_timeout_s with nothing trained.
+        # Every runner's node lost (the learners' too): train() gives up after sample_timeout_s with nothing trained.
         cluster.remove_node(b)
         cluster.remove_node(c)
         with pytest.raises(EnvRunnersUnavailableError, match=f"sample_timeout_s={SAMPLE_TIMEOUT_S} s") as unavailable:
@@ -182,7 +175,7 @@ def test_training_goes_on_through_a_lost_node_and_recovers_when_one_returns(clus
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Tune's workers cannot import this module
 
-ITERATIONS = 4
+ITERATIONS = 3
 CRASH_AT = 2
 TRIAL_NODE = {"trial": 1, "runner": 1, "learner": 2}
 """A node that can hold the whole trial: its process (``trial``), its runner and its two learners."""

@@ -34,6 +34,8 @@ import runner_functions
 from cairn import CheckpointError, CheckpointManager, CorruptCheckpointError
 from cairn.rl import PPO, PPOLearner
 from cairn.testing import assert_states_equal
+from http_proxy import CountingProxy
+from pack_helpers import tensor_file
 
 
 @pytest.fixture(scope="module")
@@ -211,7 +213,7 @@ def test_partial_restore_of_one_module_reaches_the_remote_learners_and_runners(
 def test_a_corrupt_learner_file_applies_nothing_anywhere(algo: PPO, saved: dict[str, Any], tmp_path: Path) -> None:
     broken = tmp_path / "broken"
     shutil.copytree(saved["path"], broken)
-    tensors = broken / "learner_group" / "learner" / "rl_module" / "default_policy" / "tensors.safetensors"
+    tensors = tensor_file(broken / "learner_group" / "learner" / "rl_module" / "default_policy")
     data = bytearray(tensors.read_bytes())
     data[-3] ^= 0xFF
     tensors.write_bytes(bytes(data))
@@ -232,7 +234,7 @@ def test_a_corrupt_env_runner_file_leaves_the_learners_as_they_were(
     """The learners read and verify their (intact) folder, but apply nothing: another part is corrupt."""
     broken = tmp_path / "broken"
     shutil.copytree(saved["path"], broken)
-    tensors = broken / "env_runner" / "env_to_module_connector" / "MeanStdFilter" / "tensors.safetensors"
+    tensors = tensor_file(broken / "env_runner" / "env_to_module_connector" / "MeanStdFilter")
     data = bytearray(tensors.read_bytes())
     data[-3] ^= 0xFF
     tensors.write_bytes(bytes(data))
@@ -259,6 +261,7 @@ def test_memory_filesystem_is_written_by_the_driver(algo: PPO) -> None:
 def test_object_store_checkpoint_is_written_and_read_by_the_actors(
     algo: PPO, s3_filesystem: Any, tmp_path: Path
 ) -> None:
+    """Each actor writes and reads its part on S3; the two learners (one node) download their folder once."""
     path = algo.save_to_path("cairn-dist/ckpt", filesystem=s3_filesystem)
     assert path == "s3://cairn-dist/ckpt"
     expected = learner_state(algo)
@@ -266,8 +269,22 @@ def test_object_store_checkpoint_is_written_and_read_by_the_actors(
     on_s3 = {p.split("cairn-dist/ckpt/", 1)[1] for p in s3_filesystem.find("cairn-dist/ckpt")}
     assert on_s3 == files_of(local_path)
     algo.train()
-    algo.restore_from_path("cairn-dist/ckpt", filesystem=s3_filesystem)
-    assert_states_equal(learner_state(algo), expected)
+    with CountingProxy(s3_filesystem.client_kwargs["endpoint_url"]) as proxy:
+        counted = type(s3_filesystem)(
+            key=s3_filesystem.key,
+            secret=s3_filesystem.secret,
+            client_kwargs={"endpoint_url": proxy.url},
+            skip_instance_cache=True,
+            use_listings_cache=False,
+        )
+        algo.restore_from_path("cairn-dist/ckpt", filesystem=counted)
+    # What one learner's read asks for (the module folder's manifest twice); before, both learners asked.
+    learner = "/cairn-dist/ckpt/learner_group/learner/"
+    one_read = {f"/cairn-dist/ckpt/{p}": 1 for p in on_s3 if p.startswith("learner_group/learner/")}
+    one_read[f"{learner}rl_module/manifest.json"] = 2
+    assert {p: n for p, n in proxy.gets.items() if p.startswith(learner)} == one_read
+    for state in algo.learner_group.remote.get_all_states():  # type: ignore[union-attr]
+        assert_states_equal(state, expected)  # learner 1 took what learner 0 read
     # Every runner read it with the filesystem from Ray's object store, not from its call's arguments.
     assert all(algo.env_runner_group.foreach_env_runner(runner_functions.resolved_filesystems, local_env_runner=False))
     assert_runners_on_learner_weights(algo)

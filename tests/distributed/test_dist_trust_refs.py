@@ -27,6 +27,7 @@ from cairn.rl import PPO
 from cairn.rl.distributed.env_runner_actor import EnvRunnerActor
 from cairn.rl.env.env_runner import EnvRunner
 from cairn.rl.env.multi_agent_env import driver_names
+from pack_helpers import own_file, replace_own_file
 from storage.storage_reseal import reseal
 
 # A module that no test imports and that does something visible when it is: it prints the Zen of Python.
@@ -35,11 +36,11 @@ FORBIDDEN = "this"
 
 def _edit_configs(checkpoint: Path, replacements: dict[str, str]) -> None:
     """Replace text in every ``ctor.json`` of a checkpoint, then re-seal its manifests."""
-    for path in checkpoint.rglob("ctor.json"):
-        text = path.read_text()
+    for manifest in checkpoint.rglob("manifest.json"):
+        text = own_file(manifest.parent, "ctor.json").decode()
         for old, new in replacements.items():
             text = text.replace(old, new)
-        path.write_text(text)
+        replace_own_file(manifest.parent, "ctor.json", text.encode())
     reseal(fsspec.filesystem("file"), str(checkpoint))
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import fuzz_mutate as fm
 import numpy as np
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 from test_fuzz_checkpoints import budget
@@ -95,6 +96,7 @@ def _raw(text: str) -> list[str]:
     return sorted({f"U+{ord(c):04X}" for line in text.split("\n") for c in line if not c.isprintable()})
 
 
+@pytest.mark.loose_files
 @budget(12)
 @example(text="\x1b]0;pwned\x07\u202e\n\x9b2J", where="created")
 @example(text="\x1b]52;c;ZWNobw==\x07", where="class")

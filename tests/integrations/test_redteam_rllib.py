@@ -22,7 +22,8 @@ from cairn.integrations import rllib as cairn_rllib
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
 from fuzz_mutate import reseal
 
-pytestmark = pytest.mark.usefixtures("ray_cluster")
+# Its tests tamper with one file of a folder (the per-file layout every cairn reads): tests/conftest.py.
+pytestmark = [pytest.mark.usefixtures("ray_cluster"), pytest.mark.loose_files]
 
 
 def connector(env: Any = None, spaces: Any = None, device: Any = None) -> MeanStdFilter:

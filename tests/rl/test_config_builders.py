@@ -20,6 +20,7 @@ from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole, Multi
 from cairn.rl.examples.envs.classes.multi_agent.rock_paper_scissors import RockPaperScissors
 from cairn.rl.examples.envs.classes.multi_agent.two_step_game import TwoStepGame
 from cairn.rl.utils.replay_buffers import MultiAgentReplayBuffer, PrioritizedMultiAgentReplayBuffer
+from pack_helpers import own_file
 
 
 def test_the_builder_form_equals_the_keyword_form_and_writes_the_same_config(tmp_path: Path) -> None:
@@ -60,7 +61,7 @@ def test_the_builder_form_equals_the_keyword_form_and_writes_the_same_config(tmp
     paths = [algo.save_to_path(tmp_path / name) for algo, name in ((a, "built"), (b, "keywords"))]
     a.stop()
     b.stop()
-    ctor = [(Path(p) / "ctor.json").read_bytes() for p in paths]
+    ctor = [own_file(p, "ctor.json") for p in paths]
     assert ctor[0] == ctor[1]  # the recorded config, byte for byte
     restored = PPO.from_checkpoint(paths[0])
     assert restored.config == keywords
@@ -291,3 +292,20 @@ def test_an_explicit_none_is_applied_as_rllib_applies_it_never_ignored() -> None
     assert config.copy().environment(env_config={}).env == "CartPole-v1"  # left out: kept
     with pytest.raises((TypeError, ValueError), match="env"):
         config.copy().environment(None)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "wanted"),
+    [
+        ("rollout_length", 2.5, "an int >= 1"),  # int(2.5) used to pass as 2
+        ("num_epochs", True, "an int >= 1"),
+        ("num_env_runners", -1, "a non-negative int"),
+        ("evaluation_duration", 0, "an int >= 1"),
+        ("max_num_env_runner_restarts", float("nan"), "a non-negative int"),
+    ],
+)
+def test_integer_settings_are_counts_checked_by_one_rule(field: str, value: Any, wanted: str) -> None:
+    """Issue 37 §2: a config's integer settings are read with state_checks.Count, as restored counts are."""
+    with pytest.raises(ValueError, match=rf"^{field} must be {wanted}, got {value!r}"):
+        PPOConfig(env="CartPole-v1", **{field: value}).validate()
+    assert PPOConfig(env="CartPole-v1", **{field: np.int64(3)}).validate() is None  # numpy ints are ints

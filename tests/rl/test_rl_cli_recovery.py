@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from pack_helpers import tensor_file
+
 SMALL = ["--set", "rollout_length=16", "--set", "num_envs_per_env_runner=1", "--set", "num_epochs=1"]
 
 
@@ -21,7 +23,7 @@ def main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 
 def damage(folder: Path) -> Path:
     """Flip a byte in the module's tensors file, as a new file (hard links elsewhere keep theirs)."""
-    f = folder / "learner_group" / "learner" / "rl_module" / "default_policy" / "tensors.safetensors"
+    f = tensor_file(folder / "learner_group" / "learner" / "rl_module" / "default_policy")
     data = bytearray(f.read_bytes())
     data[-1] ^= 0xFF
     f.unlink()

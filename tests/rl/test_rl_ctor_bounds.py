@@ -28,6 +28,9 @@ from cairn.rl.algorithms.sac.default_sac_rl_module import DefaultSACRLModule
 from cairn.rl.utils.replay_buffers.multi_agent_replay_buffer import MultiAgentReplayBuffer
 from cairn.rl.utils.replay_buffers.replay_buffer import ReplayBuffer, ReplayBufferChunk
 
+# Its tests tamper with one file of a folder (the per-file layout every cairn reads): tests/conftest.py.
+pytestmark = pytest.mark.loose_files
+
 
 def folder_sizes(folder: Path) -> FolderSizes:
     """What the folder's manifest lists, and the bytes of every file under it (what the engine knows)."""

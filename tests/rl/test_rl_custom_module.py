@@ -20,6 +20,7 @@ import torch
 from cairn.errors import CheckpointError
 from cairn.rl import PPO, Learner, MultiRLModuleSpec, PPOConfig, RLModule, RLModuleSpec
 from cairn.testing import assert_states_equal
+from pack_helpers import own_file
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -113,7 +114,7 @@ def test_load_state_path_starts_a_module_from_a_checkpoint(tmp_path: Path) -> No
     assert_states_equal(algo.env_runner.module["default_policy"].get_state(), weights)  # the runners act with it
     # The checkpoint holds the weights: the recorded config no longer points at the start checkpoint.
     saved = algo.save_to_path(tmp_path / "started")
-    assert f"{path}/{MODULE_FOLDER}" not in (tmp_path / "started" / "ctor.json").read_text()
+    assert f"{path}/{MODULE_FOLDER}" not in own_file(tmp_path / "started", "ctor.json").decode()
     assert_states_equal(PPO.from_checkpoint(saved).get_module().get_state(), weights)
     algo.stop()
 

@@ -386,7 +386,7 @@ def test_pack_writes_a_verified_zip_every_loader_reads(cartpole: str, tmp_path: 
     with zipfile.ZipFile(packed) as src, zipfile.ZipFile(tampered, "w") as dst:
         for item in src.infolist():
             data = src.read(item)
-            if item.filename == f"{MODULE}/tensors.safetensors":
+            if item.filename in (f"{MODULE}/tensors.safetensors", f"{MODULE}/packed.bin"):
                 data = data[:-1] + bytes([data[-1] ^ 1])
             dst.writestr(item, data)
     with pytest.raises(CheckpointError):

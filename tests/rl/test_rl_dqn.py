@@ -201,6 +201,8 @@ def test_partial_restores_of_the_buffer_and_of_one_module(tmp_path: Path) -> Non
 
 
 def test_a_manager_save_writes_only_the_buffer_chunks_that_changed(tmp_path: Path) -> None:
+    from pack_helpers import tensor_file  # here: this module is imported by its child processes too
+
     algo = DQN(
         tiny(replay_buffer_capacity=10_000, replay_buffer_chunk_rows=64, num_steps_sampled_before_learning_starts=10**6)
     )
@@ -215,8 +217,7 @@ def test_a_manager_save_writes_only_the_buffer_chunks_that_changed(tmp_path: Pat
     shared = [
         c
         for c in chunks
-        if (step1 / c).exists()
-        and (step1 / c / "tensors.safetensors").stat().st_ino == (step2 / c / "tensors.safetensors").stat().st_ino
+        if (step1 / c).exists() and tensor_file(step1 / c).stat().st_ino == tensor_file(step2 / c).stat().st_ino
     ]
     assert len(shared) == 4  # linked, not written again
     algo.stop()

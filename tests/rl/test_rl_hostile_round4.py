@@ -42,6 +42,9 @@ from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
 from cairn.testing import assert_states_equal
 from episode_callbacks_helpers import AgentCustomData, PoleAngles
 
+# Its tests tamper with one file of a folder (the per-file layout every cairn reads): tests/conftest.py.
+pytestmark = pytest.mark.loose_files
+
 Edit = Callable[[dict[str, Any]], None]
 
 # --------------------------------------------------------------------------- an attacker's tools
@@ -162,6 +165,12 @@ RUNNER_ATTACKS: list[Any] = [
         "episode_history_obs_shape",
         at(*EPISODE0, "observations")(lambda o: {"stacked": o["stacked"][:, :1]}),
         r"episodes/0/observations: an item of the episode's history has shape \(1,\)",
+    ),
+    ("window_string", at("episodes", "recent_returns")(["x"]), r"episodes/recent_returns/0: expected a number"),
+    (
+        "module_window_no_list",
+        at("episodes", "recent_module_returns")({"default_policy": 3.0}),
+        r"episodes/recent_module_returns/default_policy: expected a list",
     ),
     ("metrics_not_a_dict", at("metrics")([1, 2]), r"env_runner/metrics: expected a metrics logger's state"),
     (

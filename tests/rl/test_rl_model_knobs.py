@@ -31,6 +31,9 @@ from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.examples.envs.classes.stateless_cartpole import StatelessCartPole
 from cairn.testing import assert_states_equal
 
+# Its tests tamper with one file of a folder (the per-file layout every cairn reads): tests/conftest.py.
+pytestmark = pytest.mark.loose_files
+
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 ACT = gym.spaces.Discrete(2)
 ENV = "StatelessCartPole-v1"

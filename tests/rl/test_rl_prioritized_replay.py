@@ -16,6 +16,7 @@ import pytest
 import cairn
 from cairn import CorruptCheckpointError, IncompatibleCheckpointError
 from cairn.rl.utils.replay_buffers import PrioritizedMultiAgentReplayBuffer, PrioritizedReplayBuffer
+from pack_helpers import tensor_file
 
 COLUMNS: dict[str, tuple[tuple[int, ...], str]] = {"obs": ((4,), "float32"), "actions": ((), "int64")}
 CAPACITY, CHUNK, PAGE = 4096, 256, 256
@@ -100,7 +101,7 @@ def test_priorities_update_and_new_rows_get_the_largest_so_far() -> None:
 
 
 def _inode(step: str, folder: str) -> int:
-    return os.stat(os.path.join(step, folder, "tensors.safetensors")).st_ino
+    return tensor_file(os.path.join(step, folder)).stat().st_ino
 
 
 def test_a_save_writes_only_the_new_chunks_and_the_changed_priority_pages(tmp_path: Path) -> None:

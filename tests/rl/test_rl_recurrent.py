@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from cairn.errors import IncompatibleCheckpointError
+from cairn.errors import CorruptCheckpointError, IncompatibleCheckpointError
 from cairn.rl import PPO, PPOConfig
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.default_model_config import DefaultModelConfig
@@ -220,7 +220,7 @@ def test_the_state_of_the_episodes_in_flight_is_checkpointed_and_a_wrong_shape_i
     ):
         other.set_state(bad)
     bad["env"]["module_states"]["default_policy"]["h"] = np.full((3, 8), np.nan, dtype=np.float32)
-    with pytest.raises(IncompatibleCheckpointError, match="NaN"):
+    with pytest.raises(CorruptCheckpointError, match=r"module_states/default_policy/h: holds NaN"):
         other.set_state(bad)
     del bad["env"]["module_states"]
     with pytest.raises(IncompatibleCheckpointError, match="stateful modules are"):

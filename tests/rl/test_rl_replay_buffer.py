@@ -152,6 +152,7 @@ def _tensor_inode(step: str, chunk: str) -> int:
     return os.stat(os.path.join(step, chunk, "tensors.safetensors")).st_ino
 
 
+@pytest.mark.loose_files
 def test_manager_save_writes_only_the_changed_chunks(tmp_path: Path) -> None:
     buf = make()
     buf.add(rows(CAPACITY, 0))
@@ -308,6 +309,7 @@ def test_declarations_that_do_not_match_the_files_are_refused(tmp_path: Path) ->
         assert (len(fresh), fresh.added_lifetime) == (0, 0)  # the counters, cursor and RNG are untouched
 
 
+@pytest.mark.loose_files
 def test_a_corrupt_chunk_file_is_refused_before_anything_is_applied(tmp_path: Path) -> None:
     buf = make()
     buf.add(rows(1000, 0))

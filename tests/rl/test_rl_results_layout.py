@@ -85,7 +85,7 @@ def test_min_sample_timesteps_per_iteration_repeats_the_training_step() -> None:
     assert result[m.ENV_RUNNER_RESULTS][m.NUM_ENV_STEPS_SAMPLED] == result[m.NUM_ENV_STEPS_SAMPLED_LIFETIME] == 64
     assert result[m.LEARNER_RESULTS][core.DEFAULT_MODULE_ID][m.NUM_MODULE_STEPS_TRAINED] == 64
     assert result[m.LEARNER_RESULTS][m.ALL_MODULES][m.NUM_MODULE_STEPS_TRAINED] == 64
-    with pytest.raises(ValueError, match="min_sample_timesteps_per_iteration must be an int >= 0"):
+    with pytest.raises(ValueError, match="min_sample_timesteps_per_iteration must be a non-negative int"):
         PPO(small_config(min_sample_timesteps_per_iteration=-1))
 
 

@@ -28,6 +28,9 @@ from cairn.rl.connectors.env_to_module import FrameStackingEnvToModule
 from connector_helpers import ScaleActions
 from trust_probe_helpers import TrustProbe
 
+# Its tests tamper with one file of a folder (the per-file layout every cairn reads): tests/conftest.py.
+pytestmark = pytest.mark.loose_files
+
 ATTACK = {"ref": "tqdm.cli:main", "kwargs": {"argv": ["--version"]}}
 
 

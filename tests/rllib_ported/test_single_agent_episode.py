@@ -1,9 +1,7 @@
 """RLlib's ``rllib/env/tests/test_single_agent_episode.py`` on cairn (issue 38, item 3).
 
 Same test names, cases and expected values as RLlib 2.60's (one pytest function per
-``unittest`` method); ``ray.rllib`` -> ``cairn.rl``. ``test_get_and_from_state`` fails on
-purpose (docs/rllib_parity.md): it reads RLlib's private attributes, among them wall-clock times
-that cairn's episodes do not hold.
+``unittest`` method); ``ray.rllib`` -> ``cairn.rl``.
 """
 
 from __future__ import annotations
@@ -386,13 +384,6 @@ def test_concat_episode_with_complex_obs() -> None:
     assert len(episode_1) == 10
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="reads RLlib's private attributes: _observation_space/_action_space (cairn: public observation_space/"
-    "action_space) and the wall-clock _start_time/_last_step_time (cairn's episodes hold no wall time, so a "
-    "checkpoint's episodes stay deterministic); the rest of the round trip passes",
-)
 def test_get_and_from_state() -> None:
     episode = _create_episode(100)
     state = episode.get_state()
@@ -408,10 +399,10 @@ def test_get_and_from_state() -> None:
     check(episode_2.infos[5], episode.infos[5])
     check(episode_2.is_terminated, episode.is_terminated)
     check(episode_2.is_truncated, episode.is_truncated)
-    assert type(episode_2._observation_space) is type(episode._observation_space)  # type: ignore[attr-defined]
-    assert type(episode_2._action_space) is type(episode._action_space)  # type: ignore[attr-defined]
-    check(episode_2._start_time, episode._start_time)  # type: ignore[attr-defined]
-    check(episode_2._last_step_time, episode._last_step_time)  # type: ignore[attr-defined]
+    assert type(episode_2._observation_space) is type(episode._observation_space)
+    assert type(episode_2._action_space) is type(episode._action_space)
+    check(episode_2._start_time, episode._start_time)
+    check(episode_2._last_step_time, episode._last_step_time)
     check(episode_2.custom_data, episode.custom_data)
     assert episode_2.extra_model_outputs == episode.extra_model_outputs
 

@@ -13,7 +13,7 @@ import pytest
 from storage_backends import Backend
 
 from cairn import CheckpointNotFoundError, CorruptCheckpointError, verify_checkpoint
-from cairn.manifest import TENSORS
+from cairn.manifest import PACK
 from delegation_components import FailingWrite, Owner
 
 
@@ -33,7 +33,7 @@ def test_round_trip_and_corrupt_delegated_file(backend: Backend, owner: Owner) -
     owner.restore_from_path(uri, filesystem=backend.fs)
     assert owner.values() == saved
     # A flipped byte in the delegate's tensors: nothing applied here nor in the delegate.
-    target = backend.path("ckpt", "worker", TENSORS)
+    target = backend.path("ckpt", "worker", PACK)
     data = bytearray(backend.fs.cat_file(target))
     data[-1] ^= 0xFF
     backend.fs.pipe_file(target, bytes(data))

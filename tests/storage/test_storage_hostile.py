@@ -297,6 +297,7 @@ def _pickle_bytes(marker: Path) -> bytes:
     return pickle.dumps(_Payload(marker))
 
 
+@pytest.mark.loose_files
 @pytest.mark.parametrize("declared", [False, True], ids=["undeclared", "declared-in-metadata"])
 @pytest.mark.parametrize("where", ["root", "policy", "nested-in-tuple"])
 def test_pickle_in_state_never_runs(hostile_any: Backend, tmp_path: Path, where: str, declared: bool) -> None:
@@ -335,6 +336,7 @@ def test_pickle_in_state_never_runs(hostile_any: Backend, tmp_path: Path, where:
     assert marker.exists()
 
 
+@pytest.mark.loose_files
 def test_pickle_in_ctor_never_runs(hostile_any: Backend, tmp_path: Path) -> None:
     """A pickle tag in ctor.json: from_checkpoint raises UnsafeCheckpointError; the payload never runs."""
     hostile = hostile_any
@@ -354,6 +356,7 @@ def test_pickle_in_ctor_never_runs(hostile_any: Backend, tmp_path: Path) -> None
     assert not marker.exists()
 
 
+@pytest.mark.loose_files
 def test_object_dtype_array_refused(hostile: Backend) -> None:
     """A numpy object dtype (which would unpickle) in an array reference or scalar: refused."""
     ref = msgpack.ExtType(1, msgpack.packb(["values", 0, "|O", [4]]))
@@ -418,7 +421,7 @@ def local_hostile(tmp_path: Path, request: pytest.FixtureRequest) -> Backend:
     return backend
 
 
-@pytest.mark.parametrize("rel", [r for r in FILES if "/" in r] + ["manifest.json", "state.msgpack"])
+@pytest.mark.parametrize("rel", [r for r in FILES if "/" in r] + ["manifest.json", "packed.bin"])
 def test_symlinked_file_refused(local_hostile: Backend, tmp_path: Path, rel: str) -> None:
     """A file replaced by a link to an identical copy outside the checkpoint: refused, never followed."""
     path = Path(local_hostile.path("ckpt", rel))
@@ -486,6 +489,7 @@ SAFETENSORS_CASES: dict[str, bytes] = {
 }
 
 
+@pytest.mark.loose_files
 @pytest.mark.parametrize("case", sorted(SAFETENSORS_CASES))
 def test_hostile_safetensors(hostile: Backend, case: str) -> None:
     """Oversized, malformed or inconsistent safetensors headers (re-sealed): CorruptCheckpointError."""
@@ -506,6 +510,7 @@ def _tamper_nocheck(backend: Backend, rel: str, data: bytes) -> None:
         ("shape-differs-same-size", {"shape": [2, 4]}),
     ],
 )
+@pytest.mark.loose_files
 def test_tensor_disagrees_with_state(hostile: Backend, case: str, header_change: dict[str, Any]) -> None:
     """A tensor whose dtype or shape differs from the state's record (same bytes): refused, never reinterpreted."""
     path = hostile.path("ckpt", "policy", "tensors.safetensors")
@@ -562,6 +567,7 @@ MSGPACK_CASES: dict[str, bytes] = {
     "case",
     sorted(MSGPACK_CASES),
 )
+@pytest.mark.loose_files
 def test_hostile_msgpack(hostile: Backend, case: str) -> None:
     """Deeply nested, huge-claiming or malformed msgpack (re-sealed): refused with a cairn error naming the file.
 
@@ -592,6 +598,7 @@ print("RESTORED")
 """
 
 
+@pytest.mark.loose_files
 @pytest.mark.parametrize("depth", [250, 1000])
 def test_nested_ext_records_do_not_crash(tmp_path: Path, depth: int) -> None:
     """Deeply nested tuple records (re-sealed) are refused with CorruptCheckpointError, not a crash.
@@ -639,6 +646,7 @@ def _raise_first_problem(backend: Backend) -> None:
     raise cairn.IncompatibleCheckpointError(problems[0])
 
 
+@pytest.mark.loose_files
 @pytest.mark.parametrize("rel", ["metadata.json", "policy/metadata.json"])
 def test_future_metadata_format(hostile: Backend, rel: str) -> None:
     """metadata.json in a format from the future (re-sealed): IncompatibleCheckpointError naming it."""
@@ -646,6 +654,7 @@ def test_future_metadata_format(hostile: Backend, rel: str) -> None:
     _refused(hostile, rel, cairn.IncompatibleCheckpointError, kind="hostile", ops=("restore", "from_checkpoint"))
 
 
+@pytest.mark.loose_files
 def test_future_state_version(hostile: Backend) -> None:
     """A component state newer than its class: IncompatibleCheckpointError naming the folder and both versions."""
     _tamper(
@@ -681,6 +690,7 @@ METADATA_CASES: dict[str, tuple[Callable[[dict[str, Any]], Any], type[BaseExcept
 }
 
 
+@pytest.mark.loose_files
 @pytest.mark.parametrize("case", sorted(METADATA_CASES))
 def test_tampered_metadata(hostile: Backend, case: str) -> None:
     """Tampered metadata.json (re-sealed): the documented error naming it; no class is ever instantiated."""
@@ -703,6 +713,7 @@ def test_tampered_metadata(hostile: Backend, case: str) -> None:
         ("nan", b'{"format_version": NaN}'),
     ],
 )
+@pytest.mark.loose_files
 def test_unparsable_metadata(hostile: Backend, case: str, data: bytes) -> None:
     """metadata.json that is not JSON (re-sealed): CorruptCheckpointError naming it."""
     _tamper_nocheck(hostile, "metadata.json", data)
@@ -723,6 +734,7 @@ CTOR_CASES: dict[str, Any] = {
 }
 
 
+@pytest.mark.loose_files
 @pytest.mark.parametrize("case", sorted(CTOR_CASES))
 def test_hostile_ctor(hostile: Backend, case: str) -> None:
     """Hostile ctor.json (re-sealed): from_checkpoint refuses it with a cairn error naming the file (a
@@ -770,6 +782,7 @@ MANIFEST_CASES: dict[str, Callable[[dict[str, Any]], Any]] = {
     "case",
     sorted(MANIFEST_CASES),
 )
+@pytest.mark.loose_files
 @pytest.mark.parametrize("level", ["root", "stats"])
 def test_tampered_manifest(hostile: Backend, case: str, level: str) -> None:
     """Tampered manifests (re-sealed, so their own checksum passes): refused, naming the manifest or file."""
@@ -789,6 +802,59 @@ def test_tampered_manifest(hostile: Backend, case: str, level: str) -> None:
     _refused(hostile, rel, cairn.CorruptCheckpointError, kind="hostile", ops=("restore",))
 
 
+def _last_member(body: dict[str, Any]) -> dict[str, int]:
+    entries: dict[str, dict[str, int]] = body["packed"]
+    return max(entries.values(), key=lambda e: e["offset"])
+
+
+def _second_member(body: dict[str, Any]) -> dict[str, int]:
+    entries: dict[str, dict[str, int]] = body["packed"]
+    return sorted(entries.values(), key=lambda e: e["offset"])[1]
+
+
+# A folder's small files packed into packed.bin (format 3): the 'packed' table of offsets and sizes is
+# checked against the pack's recorded size before anything is sliced (cairn.manifest._parse_packed).
+PACK_CASES: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "offset-past-end": lambda b: _last_member(b).update(offset=b["files"]["packed.bin"]["size"] + 8),
+    "overlapping": lambda b: _second_member(b).update(offset=_second_member(b)["offset"] - 1),
+    "length-overflow": lambda b: _last_member(b).update(size=2**64),
+    "short-of-the-end": lambda b: _last_member(b).update(size=_last_member(b)["size"] - 1),
+    "negative-offset": lambda b: _second_member(b).update(offset=-1),
+    "offset-a-bool": lambda b: _last_member(b).update(offset=True),
+    "member-not-allowed": lambda b: b["packed"].update({"evil.py": b["packed"].pop("ctor.json")}),
+    "member-also-a-file": lambda b: b["files"].update({"ctor.json": b["files"]["packed.bin"]}),
+    "metadata-packed": lambda b: b["packed"].update({"metadata.json": b["packed"].pop("ctor.json")}),
+    "table-without-pack": lambda b: b["files"].pop("packed.bin"),
+    "pack-without-table": lambda b: b.pop("packed"),
+    "empty-table": lambda b: b.update(packed={}),
+    "table-a-list": lambda b: b.update(packed=[]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PACK_CASES))
+@pytest.mark.parametrize("level", ["root", "stats"])
+def test_tampered_pack_table(hostile: Backend, case: str, level: str) -> None:
+    """A pack's table (re-sealed) that does not tile the pack exactly, or names other files: refused, nothing sliced."""
+    folder = "" if level == "root" else "stats"
+    reseal(hostile.fs, hostile.path("ckpt"), edit=lambda f, b: PACK_CASES[case](b) if f == folder else None)
+    rel = f"{folder}/manifest.json" if folder else "manifest.json"
+    _refused(hostile, rel, cairn.CorruptCheckpointError, kind="hostile", ops=("restore", "from_checkpoint", "verify"))
+
+
+@pytest.mark.parametrize("member", ["ctor.json", "state.msgpack", "tensors.safetensors"])
+def test_packed_member_changed(hostile: Backend, member: str) -> None:
+    """A byte changed inside one packed file (manifest untouched): the pack fails its digest, nothing is applied."""
+    body = read_body(hostile.fs, hostile.path("ckpt", "stats"))
+    at = body["packed"][member]
+    path = hostile.path("ckpt", "stats", "packed.bin")
+    data = bytearray(hostile.fs.cat_file(path))
+    data[at["offset"] + at["size"] // 2] ^= 0x01
+    hostile.fs.pipe_file(path, bytes(data))
+    ops = ("restore", "component", "from_checkpoint", "verify")
+    _refused(hostile, "stats/packed.bin", cairn.CorruptCheckpointError, kind="corrupt", ops=ops, component="stats")
+
+
+@pytest.mark.loose_files
 def test_manifest_edited_without_resealing(hostile: Backend) -> None:
     """A manifest edited by hand (its own checksum not updated): CorruptCheckpointError naming it."""
     body = read_body(hostile.fs, hostile.path("ckpt"))
@@ -820,6 +886,7 @@ def test_valid_after_all(hostile: Backend) -> None:
     assert_states_equal(expect.stats.get_state(), leaf.get_state())
 
 
+@pytest.mark.loose_files
 def test_file_changed_during_restore_is_detected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A tensor file modified in place after it was verified, before it was read: refused, not restored.
 

@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from http_proxy import forward, read_body
 from storage_backends import Backend, MotoS3
 from storage_components import Agent, expected_state
 from storage_faults import Fault, FaultyFS
@@ -29,6 +28,7 @@ from storage_faults import Fault, FaultyFS
 import cairn
 from cairn.storage import resolve_storage, writers
 from cairn.testing import assert_states_equal
+from http_proxy import forward, read_body
 
 N = 8
 BIG = 2 << 20  # float32 values per leaf: 8 MiB files: multipart uploads in the child (5 MiB blocks)
@@ -211,23 +211,25 @@ def test_a_folder_deep_inside_an_uncommitted_save_does_not_load() -> None:
 
 
 class _Hooked:
-    """An fsspec filesystem that calls ``after(method, path)`` once each ``cat_file`` (or its coroutine
-    ``_cat_file``) or ``copy`` returned (or raised): the test decides there what the other side does
-    next, so a race runs in one order."""
+    """An fsspec filesystem that calls ``after(method, path)`` once each ``cat_file`` (or s3fs's
+    ``get_object`` request) or ``copy`` returned (or raised): the test decides there what the other
+    side does next, so a race runs in one order."""
 
     def __init__(self, fs: Any, after: Any) -> None:
         self.fs, self.after = fs, after
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.fs, name)
-        if name == "_cat_file":
-            # Bounded S3 reads of 16 MiB or more (a manifest's) go through s3fs's coroutine. The hook
+        if name == "_call_s3":
+            # Bounded S3 reads of 16 MiB or more (a manifest's) send s3fs's get_object themselves. The hook
             # may wait for the writer, whose calls run on the same event loop: it waits in a thread.
-            async def call_async(*args: Any, **kwargs: Any) -> Any:
+            async def call_async(method: str, *args: Any, **kwargs: Any) -> Any:
                 try:
-                    return await attr(*args, **kwargs)
+                    return await attr(method, *args, **kwargs)
                 finally:
-                    await asyncio.to_thread(self.after, "cat_file", str(args[0]))
+                    if method == "get_object":
+                        where = f"{kwargs['Bucket']}/{kwargs['Key']}"
+                        await asyncio.to_thread(self.after, "cat_file", where)
 
             return call_async
         if name not in ("cat_file", "copy"):

@@ -5,7 +5,9 @@ back is the bytes written (digest and size as ``write_file`` returned), the part
 file are in flight together (the proxy holds part 1 until another part arrives), and a
 part that fails aborts the whole upload, leaving nothing for S3 to bill. Reads of a large
 object (a restore's tensor file among them) are ranged GETs in flight together (the proxy
-holds the second range until a later one arrives; a small file's read stays one GET), their bytes put together exactly.
+holds the second range until a later one arrives; a small file's read stays one GET, a large one's
+asks for no size), their bytes put together exactly, and all of one version of the object: a read
+whose object is replaced after its first range is refused, or reads on from that version.
 """
 
 from __future__ import annotations
@@ -19,14 +21,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from http_proxy import forward, read_body
 from storage_backends import MotoS3
 from storage_components import ArrayLeaf
 
 import cairn
-from cairn.manifest import TENSORS, Hasher
+from cairn.manifest import PACK, TENSORS, Hasher
 from cairn.storage import fsspec_storage, resolve_storage
+from cairn.storage.base import ObjectChangedError
 from cairn.testing import assert_states_equal
+from http_proxy import forward, read_body
 
 SIZE = fsspec_storage.MULTIPART_THRESHOLD + fsspec_storage.MULTIPART_PART_BYTES + 12345  # 4 parts, the last short
 PARTS = 4
@@ -50,6 +53,7 @@ class _PartsProxy(http.server.ThreadingHTTPServer):
         self.heads = 0
         self.seen_while_range_held: list[int] = []
         self.another_range = threading.Event()
+        self.before_range: Any = None  # called with (path, first byte) before a ranged GET is sent on
         self.lock = threading.Lock()
         self.another = threading.Event()
 
@@ -101,6 +105,8 @@ class _PartsProxy(http.server.ThreadingHTTPServer):
         step = fsspec_storage.MULTIPART_PART_BYTES
         with self.lock:
             self.ranges.append((path, start))
+        if self.before_range is not None:
+            self.before_range(path, start)
         if start >= 2 * step:
             self.another_range.set()
         # A reader that reads the ranges one by one would never ask for a later one now: the cap is for it.
@@ -172,6 +178,7 @@ def test_a_large_object_is_read_with_concurrent_ranged_gets(moto_s3: MotoS3, pro
     step = fsspec_storage.MULTIPART_PART_BYTES
     assert sorted(s for _, s in proxy.ranges) == list(range(0, SIZE, step))
     assert proxy.seen_while_range_held, "the second range was held: the others must have been asked meanwhile"
+    assert proxy.heads == 0  # the size came with the first range (its Content-Range)
     proxy.ranges.clear()
     with pytest.raises(cairn.CheckpointError, match="over the limit"):  # the bound, after the first range only
         storage.read_file(path, max_bytes=SIZE - 1)
@@ -182,6 +189,44 @@ def test_a_large_object_is_read_with_concurrent_ranged_gets(moto_s3: MotoS3, pro
     heads = proxy.heads
     assert bytes(storage.read_file(small, max_bytes=SIZE)) == data[:1000]
     assert [s for _, s in proxy.ranges] == [0] and proxy.heads == heads  # one GET: no size asked for
+
+
+@pytest.mark.parametrize("versioned", [False, True], ids=["unversioned", "versioned"])
+def test_a_read_in_ranges_never_mixes_two_versions_of_the_object(
+    moto_s3: MotoS3, proxy: _PartsProxy, versioned: bool
+) -> None:
+    """The object is replaced (same size, other bytes) once its first range was read. Without versioning
+    the other ranges are refused (``If-Match`` on the first one's ETag): the read raises ObjectChangedError,
+    where it returned the first 8 MiB of one object and the rest of the other. In a versioned bucket they
+    read the first one's version: the read returns the old object whole."""
+    fs = moto_s3.filesystem()
+    bucket = moto_s3.bucket
+    if versioned:
+        bucket = f"{moto_s3.bucket}-v{uuid.uuid4().hex[:6]}"
+        fs.mkdir(bucket)
+        fs.call_s3("put_bucket_versioning", Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    path = f"{bucket}/parts-{uuid.uuid4().hex[:8]}/f"
+    old = _data()
+    new = hashlib.shake_256(b"the other version").digest(SIZE)
+    fs.pipe_file(path, old)
+    storage, path = resolve_storage(path, moto_s3.filesystem(client_kwargs={"endpoint_url": proxy.url}))
+    replaced = threading.Event()
+
+    def replace_after_the_first(_: str, start: int) -> None:
+        if start > 0 and not replaced.is_set():
+            replaced.set()
+            fs.pipe_file(path, new)
+
+    proxy.before_range = replace_after_the_first
+    if versioned:
+        assert bytes(storage.read_file(path, max_bytes=SIZE)) == old
+    else:
+        with pytest.raises(ObjectChangedError, match="changed while it was read") as info:
+            storage.read_file(path, max_bytes=SIZE)
+        assert path in str(info.value)
+    assert replaced.is_set()
+    proxy.before_range = None
+    assert bytes(storage.read_file(path, max_bytes=SIZE)) == new  # read again: the new one, whole
 
 
 def test_a_restore_reads_its_large_tensor_file_in_concurrent_ranges(moto_s3: MotoS3, proxy: _PartsProxy) -> None:
@@ -210,6 +255,6 @@ def test_an_emptied_object_reads_as_no_bytes_and_a_restore_calls_it_damaged(moto
     path = f"s3://{moto_s3.bucket}/parts-{uuid.uuid4().hex[:8]}/ckpt"
     saved = ArrayLeaf(1000, seed=1)
     saved.save_to_path(path, filesystem=fs)
-    fs.pipe_file(f"{path}/{TENSORS}", b"")
-    with pytest.raises(cairn.CorruptCheckpointError, match=TENSORS):
+    fs.pipe_file(f"{path}/{PACK}", b"")
+    with pytest.raises(cairn.CorruptCheckpointError, match=PACK):
         ArrayLeaf(1000, seed=1).restore_from_path(path, filesystem=fs)

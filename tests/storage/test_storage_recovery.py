@@ -38,6 +38,7 @@ def _run(backend: Backend, steps: list[int], **kw: object) -> cairn.CheckpointMa
     return mgr
 
 
+@pytest.mark.loose_files
 def test_restore_latest_falls_back_and_retention_keeps_the_sound_one(
     backend: Backend, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -57,6 +58,7 @@ def test_restore_latest_falls_back_and_retention_keeps_the_sound_one(
     assert [i.step for i in again.checkpoints()] == [15, 20, 30]
 
 
+@pytest.mark.loose_files
 def test_ls_verify(backend: Backend, capsys: pytest.CaptureFixture[str]) -> None:
     _run(backend, [1, 2])
     _damage(backend, 2)

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from http_proxy import forward, read_body
 from storage_backends import Backend, MotoS3
 from storage_components import Agent, expected_state
 from storage_faults import Fault, FaultyFS
@@ -27,6 +26,7 @@ import cairn
 from cairn.storage import fsspec_storage, writers
 from cairn.storage.fsspec_storage import RETRY_ATTEMPTS, RETRY_MAX_DELAY, FsspecStorage, is_transient
 from cairn.testing import assert_states_equal
+from http_proxy import forward, read_body
 from log_helpers import warned
 
 N = 8
@@ -150,7 +150,7 @@ def test_backoff_grows_exponentially(sleeps: list[float], caplog: pytest.LogCapt
     fs.rm("/cairn-backoff", recursive=True)
 
 
-@pytest.mark.parametrize("which", ["group/b/tensors.safetensors", "manifest.json"])
+@pytest.mark.parametrize("which", ["group/b/packed.bin", "manifest.json"])
 def test_save_gives_up(
     remote_backend: Backend, sleeps: list[float], which: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -177,11 +177,11 @@ def test_save_gives_up(
 def test_restore_gives_up(remote_backend: Backend, sleeps: list[float]) -> None:
     """Reads failing every time: CheckpointError naming the file; the object is left as it was."""
     _agent(1).save_to_path(remote_backend.uri("ckpt"))
-    fault = Fault("read", "ckpt/stats/state.msgpack", times=None, error=TRANSIENT[2])
+    fault = Fault("read", "ckpt/stats/packed.bin", times=None, error=TRANSIENT[2])
     target = _agent(7)
     with pytest.raises(cairn.CheckpointError) as info:
         target.restore_from_path(remote_backend.path("ckpt"), filesystem=FaultyFS(remote_backend.fs, faults=[fault]))
-    assert remote_backend.uri("ckpt/stats/state.msgpack") in str(info.value)
+    assert remote_backend.uri("ckpt/stats/packed.bin") in str(info.value)
     assert_states_equal(expected_state(7, N), target.get_state())
 
 
@@ -324,7 +324,7 @@ def test_http_save_gives_up(moto_s3: MotoS3, proxy_factory: Any, sleeps: list[fl
     checkpoint that was at the path loads as it was (the save wrote beside it)."""
 
     def decide(method: str, path: str) -> str | None:
-        return "503" if method == "PUT" and path.split("?")[0].endswith("/stats/state.msgpack") else None
+        return "503" if method == "PUT" and path.split("?")[0].endswith("/stats/packed.bin") else None
 
     proxy = proxy_factory(decide)
     fs = _fs_through(moto_s3, proxy)
@@ -333,7 +333,7 @@ def test_http_save_gives_up(moto_s3: MotoS3, proxy_factory: Any, sleeps: list[fl
     with pytest.raises(cairn.CheckpointError) as info:
         _agent(2).save_to_path(base, filesystem=fs)
     assert f"s3://{moto_s3.bucket}/doomed/.ckpt{writers.TMP_MARK}" in str(info.value)
-    assert "/stats/state.msgpack" in str(info.value)
+    assert "/stats/packed.bin" in str(info.value)
     assert proxy.seen["503"] == RETRY_ATTEMPTS
     restored = Agent(N)
     restored.restore_from_path(f"s3://{base}")

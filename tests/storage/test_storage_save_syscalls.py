@@ -94,3 +94,19 @@ def test_a_storage_sent_to_another_process_fsyncs_into_the_staging_it_did_not_be
         assert counts["fsync"] == 1  # the driver's own: synced by its commit
     finally:
         storage.abort(staging, str(tmp_path / "ck"))
+
+
+def test_a_small_file_that_lost_bytes_fails_the_save_before_its_commit(tmp_path: Path) -> None:
+    """Outside a manager's save the plan's own small files are not read back; their size still is checked
+    (one stat): a file that holds fewer bytes than were written fails the save, not the next load."""
+    from cairn import CorruptCheckpointError
+    from cairn._save import check_written
+
+    storage = local.LocalStorage()
+    path = str(tmp_path / "metadata.json")
+    chunks: list[Any] = [b'{"format": 3, "padding": "' + b"x" * 200 + b'"}']
+    entry = storage.write_file(path, chunks)
+    check_written(storage, [(path, entry, chunks)])  # as written: passes
+    os.truncate(path, entry.size - 10)  # what a filesystem that drops the end of a write leaves
+    with pytest.raises(CorruptCheckpointError, match=f"holds {entry.size - 10} bytes where {entry.size}"):
+        check_written(storage, [(path, entry, chunks)])

@@ -150,3 +150,54 @@ def test_signatures_are_checked_and_written_where_readers_read_during_a_switch(
     got = Agent(N)
     got.restore_from_path(f"s3://{path}", public_key=public)
     assert_states_equal(expected_state(2, N), got.get_state())
+
+
+def test_a_manager_listing_reads_each_folder_record_once(moto_s3: MotoS3) -> None:
+    """Where each step is read from is found once per listing: the owner records of the folders above the
+    steps are read once, then one per step (each step was located alone before: a record per folder of its
+    depth, steps x depth requests on S3)."""
+    root = f"{moto_s3.bucket}/locate-{uuid.uuid4().hex[:8]}/a/b/c/run"
+    steps = 3
+    with cairn.CheckpointManager(f"s3://{root}", keep_last=steps) as mgr:
+        for step in range(1, steps + 1):
+            mgr.save(_agent(step), step)
+    fs = moto_s3.filesystem()
+    records: list[str] = []
+    read = fs._cat_file
+
+    async def counted(path: str, *args: Any, **kwargs: Any) -> Any:
+        if path.endswith(f"/{writers.INFLIGHT}"):
+            records.append(path)
+        return await read(path, *args, **kwargs)
+
+    fs._cat_file = counted  # the batched reads of small objects (records, manifests) go through it
+    reader = cairn.CheckpointManager(f"s3://{root}", keep_last=steps, filesystem=fs)
+    assert [i.step for i in reader.checkpoints()] == [1, 2, 3]
+    above = root.count("/")  # the folders from root up, the bucket left out
+    assert len(records) == above + steps and len(set(records)) == len(records), records
+    records.clear()
+    got = Agent(N)
+    assert reader.restore_latest(got) is not None
+    assert_states_equal(expected_state(steps, N), got.get_state())
+    # The pass: the folders above once, then the newest step (the one that loads); the restore of it then
+    # locates its path itself (every folder of it).
+    assert len(records) == 2 * (above + 1), records
+
+
+def test_an_incremental_save_links_the_files_of_a_step_that_is_switching(moto_s3: MotoS3, held_switch: Any) -> None:
+    """The previous step of an incremental save is read where a restore reads it: while a save over it
+    switches (its path has no root manifest until the copy ends), from the staging folder, so its files
+    are linked, not all sent again (before, the step was skipped as uncommitted)."""
+    root = f"{moto_s3.bucket}/switch-{uuid.uuid4().hex[:8]}/run"
+    with cairn.CheckpointManager(f"s3://{root}", keep_last=3) as mgr:
+        mgr.save(_agent(1), 1)
+    held_switch(f"{root}/step_000000001", 2)
+    mgr = cairn.CheckpointManager(f"s3://{root}", keep_last=3)
+    mgr.save(_agent(2), 2)  # the same state as the one switching in at step 1
+    stats = mgr.last_stats
+    assert stats is not None and stats.files_linked > 0, stats
+    held_switch.release()
+    got = Agent(N)
+    info = mgr.restore_latest(got)
+    assert info is not None and info.step == 2 and [i.step for i in mgr.checkpoints()] == [1, 2]
+    assert_states_equal(expected_state(2, N), got.get_state())

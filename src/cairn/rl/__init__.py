@@ -3,7 +3,7 @@
 The layout follows RLlib's new API stack (SPEC 9)::
 
     cairn.rl.algorithms.algorithm          Algorithm
-    cairn.rl.config.algorithm_config       AlgorithmConfig (imports only rl/config and the Ray probe)
+    cairn.rl.config.algorithm_config       AlgorithmConfig (of rl/ it imports only rl/config and the Ray probe)
     cairn.rl.algorithms.ppo                PPO, PPOConfig, PPOLearner (the loss)
     cairn.rl.algorithms.dqn                DQN, DQNConfig, DQNLearner, DefaultDQNRLModule
     cairn.rl.algorithms.off_policy         OffPolicyAlgorithm, OffPolicyConfig, TargetNetworkLearner

@@ -49,6 +49,14 @@ class FileTooLargeError(CorruptCheckpointError):
     """A file is larger than the bound its reader set (``read_file(max_bytes=...)``)."""
 
 
+class ObjectChangedError(CorruptCheckpointError):
+    """An object was replaced between the requests of one read (read in parts): no mix of the two is returned.
+
+    A :class:`CorruptCheckpointError`, as the mix's failed digest check was: a checkpoint reader
+    retries when the checkpoint was replaced meanwhile, and reports it otherwise.
+    """
+
+
 def replaceable_file(name: str) -> bool:
     """Whether a save may replace a file named ``name``: a checkpoint's file or signature, or a writer's record.
 
@@ -191,6 +199,10 @@ class Storage(abc.ABC):
     server_side_copy: bool = False
     #: True when :meth:`open_regular` gives a file descriptor (streamed reads into place).
     file_descriptors: bool = False
+    #: True when :meth:`write_file`'s digest is of the bytes read back from the file after they were
+    #: written (not of the caller's memory): the file holds what its entry records, whatever another
+    #: thread did to the arrays meanwhile, so a save need not read it back again before its commit.
+    digests_written_bytes: bool = False
     #: True when a path is the same file for every process on this machine (and, for a
     #: shared mount, for every node): workers can check that a staging folder exists.
     local_paths: bool = False
@@ -329,6 +341,14 @@ class Storage(abc.ABC):
         """
         self.check_committed(path)
         return path
+
+    def locator(self, root: str) -> Callable[[str], str]:
+        """:meth:`locate` for the paths of one listing under ``root`` (a manager's steps).
+
+        A backend whose :meth:`locate` reads every folder above a path reads those of
+        ``root`` and above once for all of them (``FsspecStorage``); here, :meth:`locate`.
+        """
+        return self.locate
 
     @abc.abstractmethod
     def link_or_copy(self, src: str, dst: str) -> None:

@@ -14,6 +14,7 @@ import copy
 import errno
 import logging
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable
@@ -23,7 +24,7 @@ from typing import Any, Protocol, TypeVar
 from cairn.errors import CheckpointError, CheckpointNotFoundError
 from cairn.manifest import DIGEST_ALGORITHM, MANIFEST, FileEntry, Hasher
 from cairn.storage import writers
-from cairn.storage.base import Chunk, Storage, foreign_file_error, replaceable_file
+from cairn.storage.base import Chunk, ObjectChangedError, Storage, foreign_file_error, replaceable_file
 
 T = TypeVar("T")
 _LOG = logging.getLogger(__name__)
@@ -629,74 +630,114 @@ class FsspecStorage(Storage):
         :data:`MULTIPART_PART_BYTES`, :data:`MULTIPART_CONCURRENCY` in flight at once, each
         copied into its place in the one buffer returned as it arrives (s3fs's own read is
         one GET, whose bytes are then copied whole). The first range comes alone: a file
-        shorter than it is read whole by it; a full one is followed by the object's size
-        (refused over ``max_bytes`` before anything more is read), then the other ranges
-        together. One failing range cancels the others. An object replaced meanwhile may
-        give a mix of both, or come back short (cut where a range ended early): the caller
-        checks the bytes against the digest it expects (a checkpoint's reader always does).
+        shorter than it is read whole by it; a full one tells the object's size (its
+        ``Content-Range``: refused over ``max_bytes`` before anything more is read), then
+        the other ranges go together. One failing range cancels the others.
+
+        The other ranges are pinned to the object the first one read: its version id in a
+        versioned bucket (they read that version, whatever replaced it since), else its
+        ETag (``If-Match``: S3 refuses them once the object was replaced). So a read never
+        returns a mix of two versions: an object replaced meanwhile raises
+        :class:`~cairn.storage.base.ObjectChangedError`.
         """
         from fsspec.asyn import sync
 
-        fs = self.fs
-        self._invalidate(path)  # the size must be the object's now, not a cached listing's
+        version = self.fs.split_path(path)[2]
 
-        async def ranged(start: int, end: int) -> bytes:
+        async def download() -> bytearray:
             try:
-                data: bytes = await fs._cat_file(path, start=start, end=end)
+                first, answer = await self._get_range(
+                    path, 0, MULTIPART_PART_BYTES, {"VersionId": version} if version else {}
+                )
             except OSError as err:
                 # S3 answers 416 (s3fs: EINVAL) to a range that starts at or past the object's end: an
-                # empty object, or one replaced by a shorter one since its size was read. No bytes there;
-                # the caller's digest check says what that means.
+                # empty object. No bytes there; the caller's digest check says what that means.
                 if err.errno != errno.EINVAL:
                     raise
-                return b""
-            return data
-
-        async def download() -> tuple[bytearray, int]:
-            first = await ranged(0, MULTIPART_PART_BYTES)
-            if len(first) > MULTIPART_PART_BYTES:
+                return bytearray()
+            total = re.fullmatch(r"bytes \d+-\d+/(\d+)", str(answer.get("ContentRange") or ""))
+            if total is None or len(first) > MULTIPART_PART_BYTES:
                 # A store that ignores Range sent the whole object: it is all here, read once, not again per part.
                 if len(first) > max_bytes:
                     self._too_big(path, len(first), max_bytes)
-                return bytearray(first), len(first)
-            if len(first) < MULTIPART_PART_BYTES:
-                return bytearray(first), len(first)  # the whole file, in one request
-            size = int((await fs._info(path))["size"])
+                return bytearray(first)
+            size = int(total.group(1))
+            if size <= len(first):
+                return bytearray(first)  # the whole file, in one request
             if size > max_bytes:
                 self._too_big(path, size, max_bytes)
-            part_bytes = max(MULTIPART_PART_BYTES, -(-size // MAX_PARTS))
-            out = bytearray(size)  # size was checked against the caller's bound just above
-            view = memoryview(out)
-            ends = [size]  # where the bytes read end: a range that came back short cuts them there
-            slots = asyncio.Semaphore(MULTIPART_CONCURRENCY)
+            if len(first) < MULTIPART_PART_BYTES:
+                raise self._changed(path, None)  # S3 sends a range whole: a short one is of an object cut meanwhile
+            return await self._get_rest(path, first, size, self._pin(path, answer))
 
-            def place(start: int, end: int, data: bytes) -> None:
-                got = min(len(data), end - start)
-                view[start : start + got] = memoryview(data)[:got]
-                if got < end - start:
-                    ends.append(start + got)
+        result: bytearray = sync(self.fs.loop, download)
+        return result
 
-            async def one(start: int, end: int) -> None:
-                async with slots:  # memory: the buffer plus about concurrency x part in flight
-                    place(start, end, await ranged(start, end))
+    async def _get_range(self, path: str, start: int, end: int, pin: dict[str, str]) -> tuple[bytes, dict[str, Any]]:
+        """Bytes ``[start, end)`` of ``path`` and the response's headers (s3fs's ``_cat_file`` gives the bytes only)."""
+        bucket, key, _ = self.fs.split_path(path)
+        answer = await self.fs._call_s3("get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}", **pin)
+        try:
+            data: bytes = await answer["Body"].read()
+        finally:
+            answer["Body"].close()
+        return data, answer
 
-            try:
-                place(0, min(MULTIPART_PART_BYTES, size), first)
+    def _pin(self, path: str, answer: dict[str, Any]) -> dict[str, str]:
+        """What pins the other ranges of a read to the object of its first range's ``answer``."""
+        # "null" is the version id of an object written while versioning was off: a later write replaces it.
+        version_id = str(answer.get("VersionId") or "")
+        etag = str(answer.get("ETag") or "")
+        if version_id and version_id != "null":
+            return {"VersionId": version_id}
+        if etag:
+            return {"IfMatch": etag}
+        raise CheckpointError(
+            f"{self.uri(path)}: the store sent no ETag or version id with a part of the object, so "
+            "its other parts cannot be read from the same version. Use an S3 store that sends ETags."
+        )
+
+    async def _get_rest(self, path: str, first: bytes, size: int, pin: dict[str, str]) -> bytearray:
+        """The ``size`` bytes of ``path`` whose ``first`` range was read: the others concurrently, pinned by ``pin``."""
+        part_bytes = max(MULTIPART_PART_BYTES, -(-size // MAX_PARTS))
+        out = bytearray(size)  # the caller checked size against its bound
+        view = memoryview(out)
+        slots = asyncio.Semaphore(MULTIPART_CONCURRENCY)
+
+        async def one(start: int, end: int) -> None:
+            async with slots:  # memory: the buffer plus about concurrency x part in flight
                 try:
-                    async with asyncio.TaskGroup() as group:  # one range failing cancels the others
-                        for start in range(MULTIPART_PART_BYTES, size, part_bytes):
-                            group.create_task(one(start, min(start + part_bytes, size)))
-                except BaseExceptionGroup as failed:
-                    raise failed.exceptions[0] from None  # the first failure, for the retry loop to judge
-            finally:
-                view.release()
-            return out, min(ends)
+                    data, _ = await self._get_range(path, start, end, pin)
+                except OSError as err:
+                    # 412 (If-Match failed) or 416 (a range past a shorter object's end): s3fs makes both
+                    # EINVAL, and either means the object is not the one the first range read.
+                    if err.errno != errno.EINVAL:
+                        raise
+                    raise self._changed(path, err) from None
+            if len(data) != end - start:
+                raise self._changed(path, None)
+            view[start:end] = data
 
-        result: tuple[bytearray, int] = sync(fs.loop, download)
-        out, end = result
-        if end < len(out):
-            del out[end:]
+        try:
+            view[: len(first)] = first
+            try:
+                async with asyncio.TaskGroup() as group:  # one range failing cancels the others
+                    for start in range(MULTIPART_PART_BYTES, size, part_bytes):
+                        group.create_task(one(start, min(start + part_bytes, size)))
+            except BaseExceptionGroup as failed:
+                raise failed.exceptions[0] from None  # the first failure, for the retry loop to judge
+        finally:
+            view.release()
         return out
+
+    def _changed(self, path: str, err: BaseException | None) -> ObjectChangedError:
+        """The error of a read whose object was replaced after its first range (``err``: S3's refusal)."""
+        return ObjectChangedError(
+            f"{self.uri(path)} changed while it was read: S3 refused a part of the object the read "
+            f"started on ({err or 'a part came back short'}), so another writer replaced it meanwhile. "
+            "No mix of the two was used; read it again once that writer is done (a checkpoint's "
+            "restore does, when its checkpoint was replaced)."
+        )
 
     def _too_big(self, path: str, size: int | None, max_bytes: int) -> None:
         from cairn.storage.base import FileTooLargeError
@@ -1086,7 +1127,17 @@ class FsspecStorage(Storage):
         did not call ``check_owned`` before its root manifest is checked here: if its owner
         record is no longer its own, the root manifest is deleted again and the save fails.
         """
-        claim = writers.release(self.uri(staging))
+        # Kept in flight until the switch is done: a cleanup in this process (another thread's manager
+        # on the root) would take the switch for that of an ended save, and finish it under this one.
+        claim = writers.release(self.uri(staging), keep_live=True)
+        try:
+            self._commit(staging, final, claim)
+        finally:
+            if claim is not None:
+                writers.ended(claim.owner.id)
+
+    def _commit(self, staging: str, final: str, claim: writers.Claim | None) -> None:
+        """:meth:`commit` once the heartbeat of ``claim`` (the save's, if this process holds it) stopped."""
         record = self._record_of(staging)
         owner = writers.Owner.from_bytes(self._read_many([record])[record])
         if claim is not None and (claim.lost or owner is None or owner.id != claim.owner.id):
@@ -1293,6 +1344,43 @@ class FsspecStorage(Storage):
         that committed and is being copied into place: ``path`` is read from its staging
         folder meanwhile. A path that names a staging folder itself is refused.
         """
+        folders = self._folders_of(path)
+        if not folders:
+            return path
+        return self._resolve(path, folders, self._read_many([self.join(f, writers.INFLIGHT) for f in folders]))
+
+    def locator(self, root: str) -> Callable[[str], str]:
+        """:meth:`locate` for the paths of one listing under ``root``, each folder's record read once.
+
+        The folders of ``root`` and above are checked at the first call; when none holds a
+        record (the rule), each path then costs the records of its own folders below
+        ``root`` only (one request for a manager's step), not one per folder of its depth.
+        When one does, or for a path outside ``root``, each call is a :meth:`locate`.
+        """
+        base = self._norm(root)
+        clear: list[bool] = []  # whether no folder of root and above holds a record, found at the first call
+
+        def locate(path: str) -> str:
+            if not self._norm(path).startswith(base + "/"):
+                return self.locate(path)
+            if not clear:
+                try:
+                    above = self._folders_of(root)
+                except CheckpointError:
+                    above = None  # refused as a path: each call's locate says so, naming its own path
+                records = self._read_many([self.join(f, writers.INFLIGHT) for f in above]) if above else {}
+                clear.append(above is not None and all(r is None for r in records.values()))
+            if not clear[0]:
+                return self.locate(path)
+            below = [f for f in self._folders_of(path) if len(f) > len(base)]  # its folders are prefixes of it
+            if not below:
+                return path
+            return self._resolve(path, below, self._read_many([self.join(f, writers.INFLIGHT) for f in below]))
+
+        return locate
+
+    def _folders_of(self, path: str) -> list[str]:
+        """The folders :meth:`locate` checks for ``path``, innermost first; refuse a path too deep or staged."""
         parts = self._norm(path).split("/")
         if len(parts) > writers.MAX_FOLDER_DEPTH:
             raise CheckpointError(
@@ -1307,10 +1395,10 @@ class FsspecStorage(Storage):
                     " instead."
                 )
         folders = ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
-        folders = [f for f in folders if f.strip("/") and "/" in f.strip("/")]  # never a bucket alone
-        if not folders:
-            return path
-        records = self._read_many([self.join(f, writers.INFLIGHT) for f in folders])
+        return [f for f in folders if f.strip("/") and "/" in f.strip("/")]  # never a bucket alone
+
+    def _resolve(self, path: str, folders: list[str], records: dict[str, bytes | None]) -> str:
+        """:meth:`locate`'s answer from the owner records of ``folders`` (innermost first) as read."""
         held = [f for f in folders if records[self.join(f, writers.INFLIGHT)] is not None]
         if not held:
             return path

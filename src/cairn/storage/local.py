@@ -169,17 +169,14 @@ def _fsync_dir(path: str) -> None:
 
 
 def _write_small(path: str, views: list[memoryview], algorithm: str) -> FileEntry:
-    """Write a small file of a staging folder: hashed inline, one ``writev``, no write-back started.
+    """Write a small file of a staging folder: one ``writev``, then its bytes read back and hashed inline.
 
     Most files of an RL checkpoint are a few kB: the helper thread, the queue and the
     early ``sync_file_range`` of large files cost more than their bytes here, and the
     commit's one sync writes them back together (see ``_sync_tree``).
     """
-    hasher = Hasher(algorithm, with_crc=True)
-    for v in views:
-        hasher.update(v)
     total = sum(len(v) for v in views)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
     try:
         done = os.writev(fd, views) if views else 0
         if done < total:  # a short write (a signal, a full disk reports itself next): the rest, in order
@@ -187,9 +184,34 @@ def _write_small(path: str, views: list[memoryview], algorithm: str) -> FileEntr
             while rest:
                 n = os.write(fd, rest)
                 rest = rest[n:]
+        hasher = Hasher(algorithm, with_crc=True)
+        _hash_back(fd, 0, total, hasher)
     finally:
         os.close(fd)
     return hasher.entry(total)
+
+
+_HASH_BACK = 4 << 20  # read back in pieces that stay in the cache (L3) until they are hashed
+_hash_local = threading.local()
+
+
+def _hash_back(fd: int, start: int, end: int, hasher: Hasher) -> None:
+    """Feed ``hasher`` the bytes ``[start, end)`` of the open file ``fd``, as the file holds them now.
+
+    Just written, they come from the page cache: a copy into a reused buffer of this
+    thread, hashed while it is in the cache. What is hashed is what the file holds,
+    not what the caller's arrays held when the write read them.
+    """
+    buf: memoryview | None = getattr(_hash_local, "buf", None)
+    if buf is None:
+        buf = _hash_local.buf = memoryview(bytearray(_HASH_BACK))
+    off = start
+    while off < end:
+        n = os.preadv(fd, [buf[: min(_HASH_BACK, end - off)]], off)
+        if n == 0:
+            raise OSError(errno.EIO, f"{end - off} bytes just written are missing from the file")
+        hasher.update(buf[:n])
+        off += n
 
 
 def _first_foreign_file(folder: str) -> str | None:
@@ -364,6 +386,7 @@ class LocalStorage(Storage):
     atomic_rename = True
     hard_links = True
     file_descriptors = True
+    digests_written_bytes = True
     local_paths = True
 
     def __init__(self, *, deadline: float | None = None) -> None:
@@ -405,28 +428,30 @@ class LocalStorage(Storage):
             return any(path.startswith(s + os.sep) for s in self._stagings)
 
     def _write_file(self, path: str, chunks: Iterable[Chunk], algorithm: str) -> FileEntry:
-        # The digest of each large slice runs in a helper thread while the slice is written (both
-        # release the GIL), and the kernel is asked to start write-back every few slices so
-        # that the final sync only waits for the tail: together close to raw disk speed.
-        # Small slices (most tensors of an RL checkpoint) are hashed inline and written
-        # together with one writev: a system call per tensor costs more than its bytes.
+        # Each byte is hashed as the file holds it: every batch written is read back (from the page
+        # cache) and hashed by the helper thread while the next batches are written (both release
+        # the GIL), so the digest is of the bytes written even if another thread changes an array
+        # meanwhile, and the save needs no pass of its own to check that (cairn._save.check_written).
+        # The kernel is asked to start write-back every few slices so that the final sync only waits
+        # for the tail: together close to raw disk speed. Small slices (most tensors of an RL
+        # checkpoint) are written together with one writev: a system call per tensor costs more
+        # than its bytes.
         sync = not self._synced_by_commit(path)
         if not sync and isinstance(chunks, list | tuple):
             views = [memoryview(c).cast("B") for c in chunks]
             if sum(len(v) for v in views) < _INLINE_HASH and len(views) < _IOV_MAX:
                 return _write_small(path, views, algorithm)
-        # The CRC-32 of the same bytes the digest sees (ISA-L, ~10x the digest's speed): the cheap
-        # witness cairn._save.check_written compares with the file read back before the commit.
+        # The CRC-32 of the same bytes the digest sees (ISA-L, ~10x the digest's speed), kept in the
+        # entry for format 2's manifests and for storages that check by it.
         hasher = Hasher(algorithm, with_crc=True)
         size = 0
         flushed = 0
-        hash_of = hasher.update
 
         pool = hash_pool()
         pending: collections.deque[Future[None]] = collections.deque()
         batch: list[memoryview] = []
         batched = 0
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
 
         def write_all(views: list[memoryview]) -> int:
             total = sum(len(v) for v in views)
@@ -441,33 +466,34 @@ class LocalStorage(Storage):
                     views = [views[0][n:], *views[1:]]
             return total if done == total else done
 
+        def hash_back(start: int, end: int) -> None:
+            while pending and pending[0].done():
+                pending.popleft().result()
+            if end - start < _INLINE_HASH and not pending:
+                _hash_back(fd, start, end, hasher)  # small: the helper thread costs more than it saves
+            else:  # in file order behind the others; this thread never waits for them here
+                pending.append(pool.submit(_hash_back, fd, start, end, hasher))
+
         try:
             for chunk in chunks:
                 whole = memoryview(chunk).cast("B")
                 for start in range(0, len(whole), _SLICE):
                     mv = whole[start : start + _SLICE]
-                    if len(mv) < _INLINE_HASH:
-                        while pending and pending[0].done():
-                            pending.popleft().result()
-                        if pending:  # the hash thread is behind: queue this slice after it, never wait here
-                            pending.append(pool.submit(hash_of, mv))
-                        else:
-                            hash_of(mv)
-                        batch.append(mv)
-                        batched += len(mv)
-                        if len(batch) < _IOV_MAX and batched < _INLINE_HASH:
-                            continue
-                    else:
-                        pending.append(pool.submit(hash_of, mv))
-                        batch.append(mv)
-                        batched += len(mv)
+                    batch.append(mv)
+                    batched += len(mv)
+                    if len(mv) < _INLINE_HASH and len(batch) < _IOV_MAX and batched < _INLINE_HASH:
+                        continue
+                    begin = size
                     size += write_all(batch)
+                    hash_back(begin, size)
                     batch, batched = [], 0
                     if _sync_file_range is not None and size - flushed >= _WRITEBACK:
                         _sync_file_range(fd, flushed, size - flushed, _SYNC_FILE_RANGE_WRITE)  # type: ignore[operator]
                         flushed = size
             if batch:
+                begin = size
                 size += write_all(batch)
+                hash_back(begin, size)
             for f in pending:
                 f.result()
             if sync:
@@ -476,8 +502,9 @@ class LocalStorage(Storage):
                 # Start the write-back now: the commit's sync then mostly finds it done.
                 _sync_file_range(fd, flushed, size - flushed, _SYNC_FILE_RANGE_WRITE)  # type: ignore[operator]
         finally:
-            for f in pending:
-                f.result()
+            for f in pending:  # the fd is read by them: closed only once they are done
+                with contextlib.suppress(BaseException):
+                    f.result()
             os.close(fd)
         return hasher.entry(size)
 

@@ -428,15 +428,25 @@ def current(key: str) -> Claim | None:
         return _CLAIMS.get(key)
 
 
-def release(key: str) -> Claim | None:
-    """Stop the heartbeat of the save at ``key`` and forget it; returns its claim (None if unknown)."""
+def release(key: str, *, keep_live: bool = False) -> Claim | None:
+    """Stop the heartbeat of the save at ``key`` and forget it; returns its claim (None if unknown).
+
+    ``keep_live``: the save still works on its place (a switch copies its checkpoint into place
+    after the commit): it stays in flight for :func:`is_live_here` until :func:`ended`.
+    """
     with _LOCK:
         c = _CLAIMS.pop(key, None)
     if c is not None:
         c.stop()
-        with _LOCK:
-            _LIVE.discard(c.owner.id)
+        if not keep_live:
+            ended(c.owner.id)
     return c
+
+
+def ended(write_id: str) -> None:
+    """The save ``write_id`` of this process is done with its place: its leftovers are anyone's to remove."""
+    with _LOCK:
+        _LIVE.discard(write_id)
 
 
 def is_live_here(write_id: str) -> bool:

@@ -582,7 +582,7 @@ class Algorithm(Checkpointable, ModuleChanges, abc.ABC):
         return metadata
 
 
-register_old_paths(Algorithm, AlgorithmConfig)  # the config's module imports nothing of cairn.rl
+register_old_paths(Algorithm, AlgorithmConfig)  # both were cairn.rl.algorithm's in 0.1
 
 
 def recorded_config(path: str) -> AlgorithmConfig:

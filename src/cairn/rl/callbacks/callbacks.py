@@ -41,7 +41,8 @@ metrics logger. As in RLlib, ``algorithm.callbacks`` (and ``env_runner.callbacks
 list of those objects (:class:`CallbackList`: ``algo.callbacks[0]``), on which calling a
 hook calls every object's, then the functions given per hook.
 
-This module imports nothing else of ``cairn.rl``: the algorithm and the env
+Of ``cairn.rl`` this module imports only how a config records callbacks
+(:mod:`cairn.rl.config.callback_forms`) and the metrics logger: the algorithm and the env
 runners import it.
 """
 

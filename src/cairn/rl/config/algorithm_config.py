@@ -49,6 +49,7 @@ from cairn.rl.config.setting_checks import (
     check_lr_schedule,
     multi_env_mapping_fn_refusal,
 )
+from cairn.state_checks import Count
 
 __all__ = ["CALLABLE_FIELDS", "DEFAULT_MODULE_ID", "AlgorithmConfig"]
 
@@ -63,6 +64,23 @@ record (``PPO.from_checkpoint(path, policy_mapping_fn=fn)``, issue 39)."""
 
 _SAME_FOR_EVALUATION = ("num_env_runners", "seed", "policies", "rl_module_spec", "model_config")
 """Settings ``evaluation_config`` may not change (the evaluation runners take the learners' weights)."""
+
+COUNTS: dict[str, Count] = {
+    "num_env_runners": Count(0),
+    "num_learners": Count(0),
+    "num_envs_per_env_runner": Count(1),
+    "rollout_length": Count(1),
+    "episode_return_window": Count(1),
+    "minibatch_size": Count(1),
+    "num_epochs": Count(1),
+    "min_sample_timesteps_per_iteration": Count(0),
+    "max_num_env_runner_restarts": Count(0),
+    "evaluation_interval": Count(1),
+    "evaluation_duration": Count(1),
+    "evaluation_num_env_runners": Count(0),
+}
+"""The integer settings and their bounds (``evaluation_interval`` may also be None), checked by :meth:`validate`
+with :class:`~cairn.state_checks.Count`, the one integer check of cairn (also of restored state)."""
 
 DEFAULT_MODULE_ID = "default_policy"
 """The module id of a single-policy algorithm (RLlib's ``DEFAULT_MODULE_ID``)."""
@@ -182,12 +200,9 @@ class AlgorithmConfig(ConfigBuilders):
     (its environment, a callback) is not a failure of this kind: it is raised by ``train()``."""
 
     restart_failed_sub_environments: bool = False
-    """RLlib's: an env step (or reset) that raises recreates the env copies and starts new episodes,
-    instead of failing (a :class:`~cairn.rl.env.env_errors.StepFailedRecreateEnvError` is the env's
-    own request and is not logged; another error is logged with its traceback). Honoured by
-    :class:`~cairn.rl.env.single_agent_env_runner.SingleAgentEnvRunner`; the algorithms' env runners
-    refuse it (their rollouts and env states are checkpointed; a failed runner is restarted as a
-    whole, ``restart_failed_env_runners``)."""
+    """RLlib's: an env step or reset that raises recreates the env copies, new episodes start
+    (:mod:`cairn.rl.env.env_errors`). ``SingleAgentEnvRunner`` honours it; algorithms refuse it (their
+    runners checkpoint rollouts and env states, and restart whole: ``restart_failed_env_runners``)."""
 
     ignore_env_runner_failures: bool = False
     """With ``restart_failed_env_runners=False`` (or its restarts used up): go on with the
@@ -228,12 +243,9 @@ class AlgorithmConfig(ConfigBuilders):
     module (env steps for single-agent envs); ``None`` keeps it constant."""
 
     lr_schedule: tuple[tuple[int, float], ...] | None = None
-    """RLlib's schedule form of ``lr``, ``((0, lr_0), (t_1, lr_1), ...)``: the learning rate is
-    linear between the points and keeps the last value after them, over the same timesteps as
-    ``lr_anneal_timesteps`` (which must then be None); ``lr`` is the first value.
-    ``training(lr=[[0, 1e-3], [10_000, 1e-4]])`` sets it (at most
-    :data:`~cairn.rl.config.setting_checks.MAX_LR_SCHEDULE_POINTS` points, timesteps from 0
-    increasing); ``None``: ``lr`` and ``lr_anneal_timesteps``."""
+    """RLlib's ``training(lr=[[0, lr_0], [t_1, lr_1], ...])``: linear between the points, the last value after,
+    over ``lr_anneal_timesteps``' timesteps (then None); ``lr`` is the first value (checks:
+    :func:`~cairn.rl.config.setting_checks.check_lr_schedule`). ``None``: ``lr``, ``lr_anneal_timesteps``."""
 
     num_epochs: int = 4
     """Passes over each iteration's batch."""
@@ -425,24 +437,23 @@ class AlgorithmConfig(ConfigBuilders):
             }
         self.validate_evaluation()  # cheap; a builder's evaluation(...) is refused at once, by name
 
+    def _check_counts(self, *names: str) -> None:
+        """Refuse a setting of ``names`` that is not its :data:`COUNTS` bound's int (``ValueError`` naming it)."""
+        for name in names:
+            COUNTS[name].setting(getattr(self, name), name=name)
+
     def validate_evaluation(self) -> None:
         """Raise ``ValueError`` when an evaluation setting is out of range or ``evaluation_config``
         names something that is not a field of this config (part of :meth:`validate`)."""
         if not isinstance(self.explore, bool):
             raise ValueError(f"explore must be True or False, got {self.explore!r}.")
-        interval = self.evaluation_interval
-        if interval is not None and (isinstance(interval, bool) or not isinstance(interval, int) or interval < 1):
-            raise ValueError(f"evaluation_interval must be None or an int >= 1, got {interval!r}.")
-        duration = self.evaluation_duration
-        if isinstance(duration, bool) or not isinstance(duration, int) or duration < 1:
-            raise ValueError(f"evaluation_duration must be an int >= 1, got {duration!r}.")
+        if self.evaluation_interval is not None and not COUNTS["evaluation_interval"].fits(self.evaluation_interval):
+            raise ValueError(f"evaluation_interval must be None or an int >= 1, got {self.evaluation_interval!r}.")
+        self._check_counts("evaluation_duration", "evaluation_num_env_runners")
         if self.evaluation_duration_unit not in ("episodes", "timesteps"):
             raise ValueError(
                 f"evaluation_duration_unit must be 'episodes' or 'timesteps', got {self.evaluation_duration_unit!r}."
             )
-        runners = self.evaluation_num_env_runners
-        if isinstance(runners, bool) or not isinstance(runners, int) or runners < 0:
-            raise ValueError(f"evaluation_num_env_runners must be an int >= 0, got {runners!r}.")
         if not isinstance(self.evaluation_config, Mapping):
             raise ValueError(f"evaluation_config must be a dict of settings, got {type(self.evaluation_config)}.")
         names = {f.name for f in fields(self)}
@@ -474,9 +485,7 @@ class AlgorithmConfig(ConfigBuilders):
         for name in ("restart_failed_env_runners", "ignore_env_runner_failures"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}.")
-        restarts = self.max_num_env_runner_restarts
-        if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
-            raise ValueError(f"max_num_env_runner_restarts must be an int >= 0, got {restarts!r}.")
+        self._check_counts("max_num_env_runner_restarts")
         for name in ("num_gpus_per_learner", "num_cpus_for_main_process"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < MAX_RESOURCE:
@@ -490,8 +499,7 @@ class AlgorithmConfig(ConfigBuilders):
 
     @property
     def learner_class(self) -> type[Any]:
-        """The learner this config's algorithm trains with (RLlib's ``config.learner_class``): cairn's
-        configs name it through :meth:`get_default_learner_class` (``training(learner_class=)`` is not taken)."""
+        """RLlib's ``config.learner_class``: :meth:`get_default_learner_class` (no ``training(learner_class=)``)."""
         return self.get_default_learner_class()
 
     def get_default_learner_class(self) -> type[Any]:
@@ -639,25 +647,24 @@ class AlgorithmConfig(ConfigBuilders):
             if module_config is not self:
                 module_config.algorithm_config_overrides_per_module = {}
                 module_config.validate()
-        steps = self.min_sample_timesteps_per_iteration
-        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-            raise ValueError(f"min_sample_timesteps_per_iteration must be an int >= 0, got {steps!r:.40}.")
-        for name in ("num_envs_per_env_runner", "rollout_length", "episode_return_window"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}.")
-        if self.minibatch_size < 1 or self.num_epochs < 1:
-            raise ValueError("minibatch_size and num_epochs must be at least 1.")
+        self._check_counts(
+            "min_sample_timesteps_per_iteration",
+            "num_envs_per_env_runner",
+            "rollout_length",
+            "episode_return_window",
+            "minibatch_size",
+            "num_epochs",
+            "num_env_runners",
+            "num_learners",
+        )
         if self.lr <= 0.0:
             raise ValueError(f"lr must be positive, got {self.lr}.")
         if self.lr_schedule is not None:
             check_lr_schedule(self.lr_schedule, self.lr_anneal_timesteps)
         if not isinstance(self.restart_failed_sub_environments, bool):
             raise ValueError(
-                "restart_failed_sub_environments must be True or False, got "
-                f"{self.restart_failed_sub_environments!r:.40}."
+                f"restart_failed_sub_environments: True or False, not {self.restart_failed_sub_environments!r:.40}."
             )
-        if self.num_env_runners < 0 or self.num_learners < 0:
-            raise ValueError("num_env_runners and num_learners must be >= 0.")
         if self.num_cpus_per_env_runner < 0 or self.num_cpus_per_learner < 0:
             raise ValueError("num_cpus_per_env_runner and num_cpus_per_learner must be >= 0.")
         for name in ("checkpoint_timeout_s", "env_runner_restore_timeout_s"):

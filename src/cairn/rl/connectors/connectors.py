@@ -258,7 +258,7 @@ def _filter_shape(shape: Any) -> tuple[int, ...]:
         ValueError: Another shape (it may come from a checkpoint's recorded arguments).
     """
     dims = list(shape) if isinstance(shape, list | tuple) else None
-    if dims is None or any(isinstance(d, bool) or not isinstance(d, int | np.integer) or d < 0 for d in dims):
+    if dims is None or any(not count.fits(d) for d in dims):
         raise ValueError(f"MeanStdFilter(shape={shape!r:.80}) needs a list of non-negative ints.")
     size = math.prod(int(d) for d in dims)
     if size > MAX_FILTER_SIZE:

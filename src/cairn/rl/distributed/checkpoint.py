@@ -48,7 +48,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cairn.delegation import DelegatedFolder, LoadedComponent, Waiter, read_folder, write_folder
+from cairn.delegation import DelegatedFolder, LoadedComponent, SharedRead, Waiter, adopt_read, read_folder, write_folder
 from cairn.storage.fsspec_storage import FsspecStorage
 
 if TYPE_CHECKING:
@@ -130,6 +130,21 @@ class FolderActor(abc.ABC):
     def load(self, folder: DelegatedFolder, *, component: str | None, allow_pickle: bool) -> None:
         """Read and verify the folder; keep it until :meth:`apply_loaded` or :meth:`drop_loaded`."""
         self._pending = read_folder(self.checkpoint_target, folder, component=component, allow_pickle=allow_pickle)
+
+    def load_shared(self, folder: DelegatedFolder, *, component: str | None, allow_pickle: bool) -> tuple[bool, Any]:
+        """:meth:`load`, and what it read for the actors of this node that hold the same state.
+
+        Called with ``num_returns=2``: the first result (True) is what the driver waits for,
+        the second goes, by reference, to :meth:`adopt_loaded` of the others (through the
+        node's object store: the driver never fetches it).
+        """
+        self.load(folder, component=component, allow_pickle=allow_pickle)
+        assert self._pending is not None  # load keeps what it read
+        return True, self._pending.shared()
+
+    def adopt_loaded(self, shared: SharedRead) -> None:
+        """Keep what another actor of the same state read (:meth:`load_shared`), as :meth:`load` would."""
+        self._pending = adopt_read(self.checkpoint_target, shared)
 
     def apply_loaded(self) -> None:
         """Apply what :meth:`load` read (see :meth:`_apply`)."""
@@ -222,12 +237,17 @@ class ActorFolderDelegate(abc.ABC):
             loaded = read_folder(self.local, folder, component=component, allow_pickle=allow_pickle)
             self._driver_read = (loaded, component)
             return lambda: None
-        shared = self._for_actors(folder)
-        refs = [
-            (self.label(i), a.load.remote(shared, component=component, allow_pickle=allow_pickle))
+        refs = self._start_actor_loads(self._for_actors(folder), component=component, allow_pickle=allow_pickle)
+        return lambda: self._get_in_time(refs, doing="reading its part of a checkpoint")
+
+    def _start_actor_loads(
+        self, folder: DelegatedFolder, *, component: str | None, allow_pickle: bool
+    ) -> list[tuple[str, Any]]:
+        """Start every actor's read of ``folder``; each actor's label and the reference to wait for."""
+        return [
+            (self.label(i), a.load.remote(folder, component=component, allow_pickle=allow_pickle))
             for i, a in enumerate(self.actors)
         ]
-        return lambda: self._get_in_time(refs, doing="reading its part of a checkpoint")
 
     def finish_load(self, *, apply: bool) -> None:
         """Apply (or drop) what every actor (or the driver) read."""

@@ -26,7 +26,7 @@ from cairn.registry import AllowedNames
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.distributed.checkpoint import FolderActor
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch
-from cairn.rl.env.state_checks import PEER_OWN_KEYS, PEER_STATES_KEY
+from cairn.rl.env.runner_state_checks import PEER_OWN_KEYS, PEER_STATES_KEY
 
 if TYPE_CHECKING:
     from cairn.manifest import FileEntry

@@ -285,6 +285,8 @@ class RemoteLearners(ActorFolderDelegate):
         self._broken: str | None = None
         """Why the learners' state is gone (a learner failed during an update), or None."""
         self.actors: list[Any] = []
+        self._nodes: list[str] = []
+        """The node id of each learner, by rank."""
         try:
             self._start()
         except BaseException:
@@ -328,7 +330,8 @@ class RemoteLearners(ActorFolderDelegate):
                 "custom_resources_per_learner): it may be waiting for a node that has them (ray status)."
             ),
         )
-        nodes = {node for node, _, _ in where}
+        self._nodes = [node for node, _, _ in where]
+        nodes = set(self._nodes)
         address = "127.0.0.1" if len(nodes) == 1 else where[0][1]
         port = where[0][2]
         get_all(
@@ -531,6 +534,28 @@ class RemoteLearners(ActorFolderDelegate):
             self._start()
             return
         self.replace_dead()
+
+    def _start_actor_loads(
+        self, folder: DelegatedFolder, *, component: str | None, allow_pickle: bool
+    ) -> list[tuple[str, Any]]:
+        """The first learner on each node reads and verifies the folder; the others there take what it read.
+
+        Every learner holds the same state: one download per node, not one per learner. The
+        read goes to the others through the node's object store (the driver never fetches it).
+        A failed read fails the others' calls too: nothing is applied anywhere.
+        """
+        readers: dict[str, Any] = {}
+        calls = []
+        for rank, actor in enumerate(self.actors):
+            node = self._nodes[rank]
+            if node in readers:
+                calls.append((self.label(rank), actor.adopt_loaded.remote(readers[node])))
+                continue
+            done, readers[node] = actor.load_shared.options(num_returns=2).remote(
+                folder, component=component, allow_pickle=allow_pickle
+            )
+            calls.append((self.label(rank), done))
+        return calls
 
     def _start_actor_save(self, folder: DelegatedFolder, *, allow_pickle: bool) -> tuple[str, Any]:
         """Learner 0 writes ``learner_group/learner/`` (all learners hold the same state)."""

@@ -56,7 +56,7 @@ from cairn.rl.env.pretrained_connectors import restore_pretrained_connectors
 from cairn.rl.env.runner_metrics import EnvRunnerMetrics
 from cairn.rl.env.runner_modules import EnvRunnerModules
 from cairn.rl.env.runner_state import EnvRunnerState
-from cairn.rl.env.state_checks import (
+from cairn.rl.env.runner_state_checks import (
     layout_problem,
     spec_spaces_problem,
 )

@@ -1,5 +1,5 @@
 """RLlib's chunk operations on a ``SingleAgentEpisode``: buffer views, slices, ``cut``, ``concat_episode``,
-``to_numpy`` and the setters.
+``to_numpy`` and the setters (and the spaces and ``get_duration_s``).
 
 RLlib's env runners hand out an episode in chunks (``cut()`` continues one in the next
 ``sample()``; ``concat_episode`` joins two chunks of one episode again) and learners slice
@@ -102,8 +102,36 @@ class EpisodeChunks:
     _length: int
     _return: float
     _is_numpy: bool
+    _observation_space: Any
+    _action_space: Any
+    _start_time: float | None
+    _last_step_time: float | None
 
     # ------------------------------------------------------------------ views
+
+    @property
+    def observation_space(self) -> Any:
+        """The observations' space (for reference; None when not given)."""
+        return self._observation_space
+
+    @observation_space.setter
+    def observation_space(self, value: Any) -> None:
+        self._observation_space = value
+
+    @property
+    def action_space(self) -> Any:
+        """The actions' space (for reference; None when not given)."""
+        return self._action_space
+
+    @action_space.setter
+    def action_space(self, value: Any) -> None:
+        self._action_space = value
+
+    def get_duration_s(self) -> float:
+        """Seconds from :meth:`add_env_reset` (or the first :meth:`add_env_step`) to the latest step (RLlib's)."""
+        if self._start_time is None or self._last_step_time is None:
+            return 0.0
+        return self._last_step_time - self._start_time
 
     @property
     def is_numpy(self) -> bool:

@@ -34,6 +34,7 @@ This module imports nothing of ``cairn.rl`` but :mod:`cairn.rl.env.episode_chunk
 from __future__ import annotations
 
 import copy
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -215,9 +216,12 @@ class SingleAgentEpisode(EpisodeChunks):
         self.agent_id = agent_id
         self.module_id = module_id
         self.multi_agent_episode_id = multi_agent_episode_id
-        self.observation_space = observation_space
-        self.action_space = action_space
+        self._observation_space = observation_space
+        self._action_space = action_space
         self.custom_data: dict[str, Any] = {}
+        # RLlib's wall-clock times (add_env_reset/add_env_step); a runner's (add_step) stay None: checkpoints repeat.
+        self._start_time: float | None = None
+        self._last_step_time: float | None = None
         self.is_terminated = bool(terminated)
         self.is_truncated = bool(truncated)
         self.keep_history = keep_history
@@ -320,6 +324,7 @@ class SingleAgentEpisode(EpisodeChunks):
             )
         self._observations.append(observation)
         self._infos.append(dict(infos or {}))
+        self._start_time = time.perf_counter()
 
     def add_env_step(
         self,
@@ -369,6 +374,9 @@ class SingleAgentEpisode(EpisodeChunks):
                 "steps without any; give them from the first step."
             )
         self.add_step(observation, action, reward, infos or {})
+        self._last_step_time = time.perf_counter()
+        if self._start_time is None:
+            self._start_time = self._last_step_time
         for key, value in extra.items():
             self._extra.setdefault(str(key), []).append(value)
         self.is_terminated, self.is_truncated = bool(terminated), bool(truncated)
@@ -489,6 +497,11 @@ class SingleAgentEpisode(EpisodeChunks):
             "lookback": self._lookback,
             "t_started": self.t_started,
         }
+        # Kept only where set: an env runner's episodes have neither, and their state stays as it was.
+        if self.multi_agent_episode_id is not None:
+            state["multi_agent_episode_id"] = self.multi_agent_episode_id
+        if self._start_time is not None:
+            state["start_time"], state["last_step_time"] = self._start_time, self._last_step_time
         if self._extra:
             check_episode_data(self._extra, where=f"{where}: extra_model_outputs")
             state["extra_model_outputs"] = copy.deepcopy(self._extra)
@@ -521,6 +534,9 @@ class SingleAgentEpisode(EpisodeChunks):
                 raise ValueError(f"a lookback buffer of {lookback} steps")
             episode._extra = {str(k): list(v) for k, v in dict(state.get("extra_model_outputs", {})).items()}
             episode.custom_data = dict(state["custom_data"])
+            episode.multi_agent_episode_id = None if (ma := state.get("multi_agent_episode_id")) is None else str(ma)
+            times = state.get("start_time"), state.get("last_step_time")
+            episode._start_time, episode._last_step_time = (None if t is None else float(t) for t in times)
             episode.is_terminated = bool(state["terminated"])
             episode.is_truncated = bool(state["truncated"])
             episode._return = float(state["return"])

@@ -64,6 +64,7 @@ from cairn.rl.config.setting_checks import MULTI_AGENT_PREFIX, check_env_config,
 from cairn.rl.env.connector_building import connector_names
 from cairn.rl.env.env_state import env_state_mismatch, get_env_state, register_env_state_handler, set_env_state
 from cairn.rl.utils._util import check_component_name
+from cairn.state_checks import Count
 
 __all__ = [
     "ALL_AGENTS",
@@ -570,7 +571,7 @@ def _set_copies_state(env: MultiAgentSingleEnvCopies, state: Any) -> None:
         not isinstance(copies, list)
         or len(copies) != n
         or indices is None
-        or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n for i in indices)
+        or any(not Count(0, n - 1).fits(i) for i in indices)
         or any(env_state_mismatch(env.envs[a], c) is not None for a, c in zip(env.possible_agents, copies, strict=True))
     ):
         raise ValueError(

@@ -19,67 +19,57 @@ RLlib's rules for agents that do not act every step:
 - an agent's first observation (at reset or later) starts its episode; an agent that
   terminates without a last observation ends on its last one.
 
-What differs from RLlib (docs/rllib_parity.md): ``slice``/``episode[a:b]``,
-``concat_episode``, ``get_state``/``from_state``, the setters and ``to_numpy`` are not
-here; the getters take an int index (env or agent steps, ``fill``, ``agent_ids``), not
-lists, slices or ``return_list``; a refused step raises :class:`MultiAgentEpisodeError`
-(a ``ValueError``) where RLlib raises ``MultiAgentEnvError``; ids are deterministic
-(an agent's episode is ``"<id>-<agent>"``).
+The getters (:mod:`cairn.rl.env.multi_agent_episode_reads`) take RLlib's indices (an int, a
+list, a slice or None; env or agent steps; ``fill``, ``neg_index_as_lookback``, ``agent_ids``,
+``return_list``); :meth:`MultiAgentEpisode.get_state`/``from_state``, the setters and
+``to_numpy`` are RLlib's too.
+
+``slice``/``episode[a:b]`` and ``concat_episode`` are in :mod:`cairn.rl.env.multi_agent_episode_chunks`.
+``env_t_to_agent_t`` holds positions in each agent's data (lookback included), RLlib's newer rule.
+
+What differs from RLlib (docs/rllib_parity.md): :meth:`MultiAgentEpisode.cut` keeps each
+running agent's episode and hanging action (RLlib's newer ``cut`` may drop an agent whose action
+hangs since an older observation); the state is plain data without the mapping function and
+spaces (given to ``from_state``); a refused step raises :class:`MultiAgentEpisodeError` (a
+``ValueError``) where RLlib raises ``MultiAgentEnvError``; ids are deterministic (an agent's
+episode is ``"<id>-<agent>"``).
 """
 
 from __future__ import annotations
 
+import copy
+import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cairn.rl.env.episodes import SingleAgentEpisode
+from cairn.rl.env.episodes import SingleAgentEpisode, check_episode_data
+from cairn.rl.env.lookback_buffer import LookbackBuffer
+from cairn.rl.env.multi_agent_episode_chunks import EpisodeChunkOps, MultiAgentEpisodeError
+from cairn.rl.env.multi_agent_episode_reads import EpisodeReads
+from cairn.rl.env.multi_agent_episode_setters import EpisodeSetters
 
 __all__ = ["EnvToAgentSteps", "MultiAgentEpisode", "MultiAgentEpisodeError"]
 
 ALL = "__all__"
 
 
-class MultiAgentEpisodeError(ValueError):
-    """A step that does not fit the episode (data for a done agent, a missing reward, ...)."""
-
-
-class EnvToAgentSteps:
+class EnvToAgentSteps(LookbackBuffer):
     """One agent's env-step -> agent-step mapping (RLlib's ``env_t_to_agent_t[agent]``).
 
-    ``data`` holds one entry per env time step (lookback included): the agent's step index
-    (its observation's) at that env step, or ``"S"`` where it got none; ``lookback`` counts
-    the entries before the episode's start. ``len()`` is the episode's part.
+    ``data`` holds one entry per env time step (lookback included): the position of the agent's
+    observation at that env step in its episode's data (lookback included), or ``"S"`` where it
+    got none; ``lookback`` counts the entries before the episode's start. ``len()`` is the
+    episode's part; the getters read it with RLlib's index rules
+    (:class:`~cairn.rl.env.lookback_buffer.LookbackBuffer`).
     """
 
     def __init__(self, data: Sequence[Any] = (), lookback: int = 0) -> None:
-        self.data: list[Any] = list(data)
-        self.lookback = int(lookback)
-
-    def append(self, value: Any) -> None:
-        """Add the entry of the next env step."""
-        self.data.append(value)
-
-    def extend(self, values: Sequence[Any]) -> None:
-        """Add entries of the next env steps."""
-        self.data.extend(values)
-
-    def __len__(self) -> int:
-        return max(0, len(self.data) - self.lookback)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, EnvToAgentSteps):
-            return NotImplemented
-        return self.data == other.data and self.lookback == other.lookback
-
-    __hash__ = None  # type: ignore[assignment]  # mutable
-
-    def __repr__(self) -> str:
-        return f"EnvToAgentSteps({self.data!r}, lookback={self.lookback})"
+        super().__init__(list(data), lookback)
 
 
-class MultiAgentEpisode:
+class MultiAgentEpisode(EpisodeReads, EpisodeSetters, EpisodeChunkOps):
     """The agents' episodes of one game, or of the chunk of it that one ``sample()`` returned.
 
     Args:
@@ -95,6 +85,7 @@ class MultiAgentEpisode:
         extra_model_outputs: Per env step after the reset, agent id -> the module's other outputs.
         env_t_started: The env step the episode (after its lookback) starts at (default 0).
         len_lookback_buffer: How many of the given env steps are lookback (``"auto"``: all).
+        agent_t_started: Agent id -> the ``t_started`` of its episode (default 0, as in RLlib).
         agent_module_ids: Agent id -> module id (else ``agent_to_module_mapping_fn``, else None).
         agent_to_module_mapping_fn: ``fn(agent_id, episode) -> module id``, asked once per agent.
 
@@ -120,6 +111,7 @@ class MultiAgentEpisode:
         extra_model_outputs: Sequence[Mapping[Any, Any]] | None = None,
         env_t_started: int | None = None,
         len_lookback_buffer: int | str = "auto",
+        agent_t_started: Mapping[Any, int] | None = None,
         agent_module_ids: Mapping[Any, str] | None = None,
         agent_to_module_mapping_fn: Callable[[Any, MultiAgentEpisode], str] | None = None,
     ) -> None:
@@ -136,13 +128,19 @@ class MultiAgentEpisode:
         self._hanging_rewards_end: defaultdict[Any, float] = defaultdict(float)
         self._hanging_rewards_begin: defaultdict[Any, float] = defaultdict(float)
         self.custom_data: dict[str, Any] = {}
+        # Wall-clock times (time.perf_counter()) of the reset and the latest step, as RLlib keeps them.
+        self._start_time: float | None = None
+        self._last_step_time: float | None = None
+        self._is_numpy = False
         self.is_terminated = False
         self.is_truncated = False
         self.env_t_started = int(env_t_started or 0)
         self.env_t = self.env_t_started
         self._len_lookback_buffers = 0
         if observations:
-            self._replay(observations, infos, actions, rewards, extra_model_outputs, len_lookback_buffer)
+            self._replay(
+                observations, infos, actions, rewards, extra_model_outputs, len_lookback_buffer, agent_t_started
+            )
         self._end_flags(terminateds, truncateds)
 
     # ------------------------------------------------------------------ construction from lists
@@ -155,6 +153,7 @@ class MultiAgentEpisode:
         rewards: Sequence[Mapping[Any, Any]] | None,
         extra: Sequence[Mapping[Any, Any]] | None,
         len_lookback_buffer: int | str,
+        agent_t_started: Mapping[Any, int] | None,
     ) -> None:
         """Record the given dicts step by step, then make the first ``len_lookback_buffer`` steps lookback."""
         steps = len(observations) - 1
@@ -184,15 +183,22 @@ class MultiAgentEpisode:
         self._len_lookback_buffers = lookback
         for agent, mapping in self.env_t_to_agent_t.items():
             mapping.lookback = lookback
-            taken = [v for v in mapping.data[: lookback + 1] if v != self.SKIP_ENV_TS_TAG]
-            agent_lookback = int(taken[-1]) if taken else 0
             episode = self.agent_episodes.get(agent)
             if episode is not None:
+                # RLlib's rule: the agent's observations in the lookback env steps are its lookback (at most
+                # all its steps: its latest observation starts its episode).
+                seen = sum(v != self.SKIP_ENV_TS_TAG for v in mapping.data[:lookback])
+                agent_lookback = min(seen, len(episode._rewards))
                 episode._lookback = agent_lookback
                 episode._length -= agent_lookback
                 episode._return = float(sum(episode._rewards[agent_lookback:]))
-                episode.t_started = self.agent_t_started[agent] = agent_lookback
+                t_started = 0 if agent_t_started is None else agent_t_started.get(agent, 0)  # RLlib's default
+                episode.t_started = self.agent_t_started[agent] = t_started
         self.env_t_started = started
+        # A built episode has no wall-clock times (RLlib's constructor sets none), nor have its agents'.
+        self._start_time = self._last_step_time = None
+        for built in self.agent_episodes.values():
+            built._start_time = built._last_step_time = None
         self.env_t = started + steps - lookback
 
     def _end_flags(self, terminateds: Mapping[Any, bool] | bool, truncateds: Mapping[Any, bool] | bool) -> None:
@@ -236,6 +242,7 @@ class MultiAgentEpisode:
         if self.is_done or self.env_t != self.env_t_started or self.agent_episodes:
             raise MultiAgentEpisodeError(f"MultiAgentEpisode {self.id_!r} has data: add_env_reset starts a new one.")
         infos = infos or {}
+        self._start_time = time.perf_counter()
         for agent, observation in observations.items():
             self.env_t_to_agent_t[agent].append(0)
             self._new_agent(agent, observation, infos.get(agent))
@@ -260,11 +267,17 @@ class MultiAgentEpisode:
                 Agents are recorded one by one (as RLlib's asserts do), so a refused step leaves the episode
                 partway updated: discard it.
         """
-        if self.is_done:
-            raise MultiAgentEpisodeError(f"MultiAgentEpisode {self.id_!r} is done: no step can be added.")
+        if self.is_done or self._is_numpy:
+            raise MultiAgentEpisodeError(
+                f"MultiAgentEpisode {self.id_!r} is {'done' if self.is_done else 'numpy-ized (to_numpy())'}: no step "
+                "can be added."
+            )
         infos, terminateds, truncateds = infos or {}, terminateds or {}, truncateds or {}
         extra = extra_model_outputs or {}
         self.env_t += 1
+        self._last_step_time = time.perf_counter()
+        if self._start_time is None:
+            self._start_time = self._last_step_time
         self.is_terminated = bool(terminateds.get(ALL, False))
         self.is_truncated = bool(truncateds.get(ALL, False))
         for agent, mapping in self.env_t_to_agent_t.items():
@@ -358,7 +371,8 @@ class MultiAgentEpisode:
         episode.add_env_step(
             observation, action, reward, info, terminated=terminated, truncated=truncated, extra_model_outputs=extra
         )
-        self.env_t_to_agent_t[agent].append(len(episode) + self.agent_t_started[agent])
+        # The mapping holds positions in the agent's data (lookback included), as RLlib's does.
+        self.env_t_to_agent_t[agent].append(len(episode._observations) - 1)
         if terminated or truncated:
             self._drop_hanging(agent)
 
@@ -367,11 +381,6 @@ class MultiAgentEpisode:
             cache.pop(agent, None)
 
     # ------------------------------------------------------------------ reading
-
-    @property
-    def is_done(self) -> bool:
-        """Whether the game ended (terminated or truncated)."""
-        return self.is_terminated or self.is_truncated
 
     @property
     def is_reset(self) -> bool:
@@ -383,8 +392,18 @@ class MultiAgentEpisode:
         """The agents that have an episode in this game (chunk)."""
         return set(self.agent_episodes)
 
-    def __len__(self) -> int:
-        return self.env_t - self.env_t_started
+    @property
+    def agent_episode_ids(self) -> dict[Any, str]:
+        """Agent id -> the id of its episode (RLlib's ``agent_episode_ids``)."""
+        return {agent: episode.id_ for agent, episode in self.agent_episodes.items()}
+
+    def get_agents_that_stepped(self) -> set[Any]:
+        """The agents that got an observation in the latest env step (RLlib's)."""
+        return set(self.get_observations(-1))
+
+    def get_agents_to_act(self) -> set[Any]:
+        """The agents that got an observation in the latest env step and are not done: those to act next."""
+        return {agent for agent in self.get_observations(-1) if not self.agent_episodes[agent].is_done}
 
     def env_steps(self) -> int:
         """The env steps of this chunk (``len(episode)``)."""
@@ -409,50 +428,12 @@ class MultiAgentEpisode:
         """Agent id -> truncated, and ``"__all__"``."""
         return {**{agent: e.is_truncated for agent, e in self.agent_episodes.items()}, ALL: self.is_truncated}
 
-    def get_observations(
-        self,
-        indices: int = -1,
-        agent_ids: Collection[Any] | Any = None,
-        *,
-        env_steps: bool = True,
-        neg_index_as_lookback: bool = False,
-        fill: Any = None,
-    ) -> dict[Any, Any]:
-        """Agent id -> its observation at env step ``indices`` (or, ``env_steps=False``, its own step).
-
-        Agents without an observation there are left out, or get ``fill``.
-
-        Raises:
-            TypeError: ``indices`` is not an int (lists and slices are RLlib's, not here).
-        """
-        if isinstance(indices, bool) or not isinstance(indices, int):
-            raise TypeError(f"MultiAgentEpisode.get_observations takes an int index here, got {indices!r:.40}.")
-        out: dict[Any, Any] = {}
-        for agent in self._selected(agent_ids):
-            episode = self.agent_episodes[agent]
-            if not env_steps:
-                out[agent] = episode.get_observations(indices, neg_index_as_lookback=neg_index_as_lookback, fill=fill)
-                continue
-            mapping = self.env_t_to_agent_t[agent]
-            p = mapping.lookback + indices if indices >= 0 or neg_index_as_lookback else len(mapping.data) + indices
-            agent_t = mapping.data[p] if 0 <= p < len(mapping.data) else self.SKIP_ENV_TS_TAG
-            if agent_t != self.SKIP_ENV_TS_TAG:
-                out[agent] = episode._observations[int(agent_t) - (episode.t_started - episode._lookback)]
-            elif fill is not None:
-                out[agent] = fill
-        return out
-
-    def _selected(self, agent_ids: Collection[Any] | Any) -> list[Any]:
-        if agent_ids is None:
-            return list(self.agent_episodes)
-        wanted = set(agent_ids) if isinstance(agent_ids, list | tuple | set | frozenset) else {agent_ids}
-        return [agent for agent in self.agent_episodes if agent in wanted]
-
     # ------------------------------------------------------------------ chunks
 
     def cut(self, len_lookback_buffer: int = 0) -> MultiAgentEpisode:
         """The chunk that continues this game (RLlib's ``cut``): same ``id_``, no steps yet, each running
-        agent's episode cut after its last observation, the hanging actions and rewards carried over.
+        agent's episode cut after its last observation, the hanging actions and rewards and a copy of
+        ``custom_data`` carried over.
 
         The chunk's env lookback is ``len_lookback_buffer`` env steps, or more where an agent's hanging
         action was chosen on an older observation (so that its step can complete in the chunk).
@@ -477,7 +458,11 @@ class MultiAgentEpisode:
         for agent, episode in running.items():
             window = self.env_t_to_agent_t[agent].data[-(lookback + 1) :]
             steps = [int(v) for v in window if v != self.SKIP_ENV_TS_TAG]
-            successor.agent_episodes[agent] = episode.cut(len_lookback_buffer=steps[-1] - steps[0] if steps else 0)
+            cut = episode.cut(len_lookback_buffer=steps[-1] - steps[0] if steps else 0)
+            successor.agent_episodes[agent] = cut
+            # Positions in the chunk's data: the agent's data before the chunk's lookback is gone.
+            dropped = len(episode._observations) - len(cut._observations)
+            window = [v if v == self.SKIP_ENV_TS_TAG else int(v) - dropped for v in window]
             successor.env_t_to_agent_t[agent] = EnvToAgentSteps(window, lookback)
             successor.agent_t_started[agent] = episode.t
             if agent in self._hanging_actions_end:
@@ -488,7 +473,99 @@ class MultiAgentEpisode:
             if agent not in self.agent_episodes:
                 successor._hanging_rewards_begin[agent] = reward
         successor._len_lookback_buffers = lookback
+        successor.custom_data = copy.deepcopy(self.custom_data)  # the game's data continues (RLlib's cut)
         return successor
+
+    def get_duration_s(self) -> float:
+        """Seconds from the reset (or the first step added) to the latest step (RLlib's ``get_duration_s``)."""
+        if self._start_time is None or self._last_step_time is None:
+            return 0.0
+        return self._last_step_time - self._start_time
+
+    # ------------------------------------------------------------------ state
+
+    def get_state(self) -> dict[str, Any]:
+        """The episode as plain data (RLlib's ``get_state``): ids, time steps, mappings, hanging values,
+        flags, the agents' episodes, ``custom_data`` and the wall-clock times.
+
+        Left out (cairn keeps a state free of pickled objects): ``agent_to_module_mapping_fn`` and the
+        spaces; :meth:`from_state` takes them as arguments. Agent ids are kept as given (str or int),
+        so maps are lists of ``[agent, value]`` pairs.
+
+        Raises:
+            TypeError: A hanging value, ``custom_data`` or an agent's data is not plain data (the
+                message names it).
+        """
+        where = f"MultiAgentEpisode {self.id_!r}"
+        hanging = {
+            "hanging_actions_end": self._hanging_actions_end,
+            "hanging_extra_model_outputs_end": self._hanging_extra_model_outputs_end,
+            "hanging_rewards_end": self._hanging_rewards_end,
+            "hanging_rewards_begin": self._hanging_rewards_begin,
+        }
+        state: dict[str, Any] = {name: [[a, v] for a, v in cache.items()] for name, cache in hanging.items()}
+        check_episode_data(state, where=f"{where}: hanging values")
+        check_episode_data(self.custom_data, where=f"{where}: custom_data")
+        state.update(
+            {
+                "id": self.id_,
+                "agent_module_ids": [[a, m] for a, m in self._agent_module_ids.items()],
+                "env_t_started": self.env_t_started,
+                "env_t": self.env_t,
+                "len_lookback_buffers": self._len_lookback_buffers,
+                "agent_t_started": [[a, t] for a, t in self.agent_t_started.items()],
+                "env_t_to_agent_t": [[a, list(m.data), m.lookback] for a, m in self.env_t_to_agent_t.items()],
+                "is_terminated": self.is_terminated,
+                "is_truncated": self.is_truncated,
+                "agent_episodes": [[a, e.get_state()] for a, e in self.agent_episodes.items()],
+                "custom_data": copy.deepcopy(self.custom_data),
+                "start_time": self._start_time,
+                "last_step_time": self._last_step_time,
+            }
+        )
+        return state
+
+    @classmethod
+    def from_state(
+        cls,
+        state: Mapping[str, Any],
+        *,
+        observation_space: Any = None,
+        action_space: Any = None,
+        agent_to_module_mapping_fn: Callable[[Any, MultiAgentEpisode], str] | None = None,
+    ) -> MultiAgentEpisode:
+        """The episode :meth:`get_state` recorded (with the spaces and mapping function given here).
+
+        Raises:
+            ValueError: ``state`` is not a multi-agent episode's state.
+        """
+        try:
+            episode = cls(
+                str(state["id"]),
+                observation_space=observation_space,
+                action_space=action_space,
+                agent_module_ids={a: str(m) for a, m in state["agent_module_ids"]},
+                agent_to_module_mapping_fn=agent_to_module_mapping_fn,
+            )
+            episode.env_t_started, episode.env_t = int(state["env_t_started"]), int(state["env_t"])
+            episode._len_lookback_buffers = int(state["len_lookback_buffers"])
+            episode.agent_t_started.update({a: int(t) for a, t in state["agent_t_started"]})
+            for agent, data, lookback in state["env_t_to_agent_t"]:
+                episode.env_t_to_agent_t[agent] = EnvToAgentSteps(list(data), int(lookback))
+            episode._hanging_actions_end = {a: v for a, v in state["hanging_actions_end"]}
+            episode._hanging_extra_model_outputs_end = {a: dict(v) for a, v in state["hanging_extra_model_outputs_end"]}
+            episode._hanging_rewards_end.update({a: float(v) for a, v in state["hanging_rewards_end"]})
+            episode._hanging_rewards_begin.update({a: float(v) for a, v in state["hanging_rewards_begin"]})
+            episode.is_terminated, episode.is_truncated = bool(state["is_terminated"]), bool(state["is_truncated"])
+            episode.agent_episodes = {a: SingleAgentEpisode.from_state(s) for a, s in state["agent_episodes"]}
+            episode.custom_data = dict(state["custom_data"])
+            times = state["start_time"], state["last_step_time"]
+            episode._start_time, episode._last_step_time = (None if t is None else float(t) for t in times)
+            if episode.env_t < episode.env_t_started:
+                raise ValueError(f"env_t {episode.env_t} is before env_t_started {episode.env_t_started}")
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"not a multi-agent episode's state ({type(err).__name__}: {err})") from err
+        return episode
 
     def __repr__(self) -> str:
         return (

@@ -29,7 +29,7 @@ from cairn.rl.env.module_pipelines import ModulePipelines
 from cairn.rl.env.module_spaces import check_agent_ids
 from cairn.rl.env.multi_agent_env import AgentID, MultiAgentEnv, Spaces
 from cairn.rl.env.runner_state import EnvRunnerState, _is_int
-from cairn.rl.env.state_checks import episode_from_state, layout_problem, runner_local_states
+from cairn.rl.env.runner_state_checks import episode_from_state, layout_problem, module_memory, runner_local_states
 from cairn.rl.utils.nested import to_state
 from cairn.state_checks import corrupt, count, number, unique
 from cairn.state_checks import mapping as state_dict
@@ -269,8 +269,9 @@ class MultiAgentRunnerState(EnvRunnerState):
 
         Raises:
             IncompatibleCheckpointError: An agent that is not in its episode or does not act with a stateful
-                module, a state of other names or shapes, non-finite values, or an agent of a stateful module
-                in flight without its state.
+                module, a state of other names or shapes, or an agent of a stateful module in flight without
+                its state.
+            CorruptCheckpointError: Non-numeric arrays, NaN or infinite values.
         """
         checked: dict[str, dict[tuple[int, AgentID], dict[str, torch.Tensor]]] = {}
         for e, episode in enumerate(episodes):
@@ -286,37 +287,19 @@ class MultiAgentRunnerState(EnvRunnerState):
                         "or altered."
                     )
                 for agent, state in saved.items():
-                    checked.setdefault(table, {})[(e, agent)] = self._checked_state(
-                        state, mapping[agent], f"{where}/{table}/{agent!r}"
+                    module_id = mapping[agent]
+                    checked.setdefault(table, {})[(e, agent)] = module_memory(
+                        state,
+                        self._initial_states[module_id],
+                        rows=(),
+                        module_id=module_id,
+                        where=f"{where}/{table}/{agent!r}",
                     )
         pending = {
             key: {name: value.numpy() for name, value in state.items()}
             for key, state in checked.get("pending_states", {}).items()
         }
         return checked.get("module_states", {}), pending
-
-    def _checked_state(self, state: Any, module_id: str, where: str) -> dict[str, torch.Tensor]:
-        """One agent's saved state as tensors, if it has the names and shapes of ``module_id``'s initial state."""
-        initial = self._initial_states[module_id]
-        if not isinstance(state, Mapping) or set(state) != set(initial):
-            raise IncompatibleCheckpointError(
-                f"{where} is not a state with the names {sorted(initial)} of module {module_id!r}; the checkpoint "
-                "was written by another module or altered."
-            )
-        out: dict[str, torch.Tensor] = {}
-        for name, value in initial.items():
-            array = state[name]
-            if not isinstance(array, np.ndarray) or array.dtype.kind not in "fiu" or array.shape != tuple(value.shape):
-                shape = getattr(array, "shape", type(array).__name__)
-                raise IncompatibleCheckpointError(
-                    f"{where}/{name} has shape {shape}, but module {module_id!r} needs a numeric array of shape "
-                    f"{tuple(value.shape)}: the checkpoint was written with another state size (lstm_cell_size). "
-                    "Restore it with the config it was written with."
-                )
-            if not np.isfinite(array).all():
-                raise IncompatibleCheckpointError(f"{where}/{name} holds NaN or infinite values.")
-            out[name] = torch.as_tensor(array.copy()).to(value.dtype)
-        return out
 
     def _obs_from_state(self, agent: AgentID, saved: Any) -> Any:
         """An agent's saved observation in the layout its space has (a Dict observation is a dict again).

@@ -31,11 +31,11 @@ from cairn.rl.env.env_state import (
     set_env_state,
 )
 from cairn.rl.env.episodes import EpisodeTracker
-from cairn.rl.env.state_checks import (
+from cairn.rl.env.runner_state_checks import (
     PEER_OWN_KEYS,
     PEER_STATES_KEY,
     episode_windows,
-    rng_state,
+    module_memory,
     runner_local_states,
     slot_rows,
     tracker_state,
@@ -48,7 +48,8 @@ from cairn.rl.utils.nested import (
     same_layout,
     to_state,
 )
-from cairn.state_checks import Count, Schema, check_state_tree, corrupt, count, mapping, numeric_leaves
+from cairn.state_checks import ArrayField, Count, Schema, check_state_tree, corrupt, count, mapping, numeric_leaves
+from cairn.torch import generator_state
 
 __all__ = ["EnvRunnerState"]
 
@@ -152,7 +153,7 @@ class EnvRunnerState(Checkpointable):
     """How refusals of a restore name this runner's folder (the evaluation runner's is ``eval_env_runner``)."""
 
     def check_state(self, state: dict[str, Any], components: Collection[str]) -> None:
-        """Refuse a hostile or damaged state before a restore changes anything (:mod:`~cairn.rl.env.state_checks`).
+        """Refuse a hostile or damaged state before a restore changes anything (:mod:`.runner_state_checks`).
 
         Raises:
             CorruptCheckpointError: A value that does not hold together (a NaN or negative
@@ -216,7 +217,7 @@ class EnvRunnerState(Checkpointable):
         read["counters"] = _COUNTERS.read(state.get("counters", {}), where=f"{where}/counters")
         rng = mapping(state.get("rng", {}), where=f"{where}/rng")
         if "torch" in rng:
-            read["rng"] = rng_state(self._generator, rng["torch"], where=f"{where}/rng/torch")
+            read["rng"] = generator_state(self._generator, rng["torch"], where=f"{where}/rng/torch")
         if "episodes" in state:
             read["episodes"] = episode_windows(
                 state["episodes"], self._recent_module_returns, where=f"{where}/episodes"
@@ -320,28 +321,26 @@ class EnvRunnerState(Checkpointable):
 
         Raises:
             IncompatibleCheckpointError: See :meth:`_restored_module_states`; previous actions or rewards
-                missing or of another shape or kind.
+                missing or of another shape.
+            CorruptCheckpointError: Previous actions or rewards that are not finite numbers.
         """
         states = self._restored_module_states(env_state.get("module_states", {}))
         prev = None
         if self._passes_prev:
-            actions, rewards = env_state.get("prev_actions"), env_state.get("prev_rewards")
-            if not (
-                isinstance(actions, np.ndarray)
-                and isinstance(rewards, np.ndarray)
-                and actions.shape == self._prev_actions.shape
-                and rewards.shape == self._prev_rewards.shape
-                and actions.dtype.kind in "fiu"
-                and rewards.dtype.kind in "fiu"
-                and np.isfinite(actions).all()
-                and np.isfinite(rewards).all()
-            ):
+            if "prev_actions" not in env_state or "prev_rewards" not in env_state:
                 raise IncompatibleCheckpointError(
-                    "env_runner/env/prev_actions and prev_rewards must be finite arrays of shapes "
-                    f"{self._prev_actions.shape} and {self._prev_rewards.shape} (each slot's last action and reward, "
-                    "which PrevActionsPrevRewards reads); the checkpoint was written without that piece or altered."
+                    f"{self.checkpoint_label}/env holds no prev_actions and prev_rewards (each slot's last action and "
+                    "reward, which PrevActionsPrevRewards reads): the checkpoint was written without that piece."
                 )
-            prev = (actions.astype(self._prev_actions.dtype), rewards.astype(np.float32))
+            read = Schema(
+                {
+                    "prev_actions": ArrayField("fiu", shape=self._prev_actions.shape, finite=True),
+                    "prev_rewards": ArrayField("fiu", shape=self._prev_rewards.shape, finite=True),
+                },
+                unfit="prev_actions and prev_rewards are each slot's last action and reward, which "
+                "PrevActionsPrevRewards reads: the checkpoint was written with another number of envs or actions.",
+            ).read(env_state, where=f"{self.checkpoint_label}/env")
+            prev = (read["prev_actions"].astype(self._prev_actions.dtype), read["prev_rewards"].astype(np.float32))
         return states, prev
 
     def _apply_memory(self, memory: tuple[dict[str, dict[str, torch.Tensor]], Any]) -> None:
@@ -356,7 +355,8 @@ class EnvRunnerState(Checkpointable):
 
         Raises:
             IncompatibleCheckpointError: States of modules that are not stateful here, a stateful
-                module without its states, other names, shapes, or non-finite values.
+                module without its states, other names or shapes (:func:`.runner_state_checks.module_memory`).
+            CorruptCheckpointError: Non-numeric arrays, NaN or infinite values.
         """
         where = "env_runner/env/module_states"
         if not isinstance(saved, Mapping) or set(saved) != set(self._initial_states):
@@ -366,30 +366,16 @@ class EnvRunnerState(Checkpointable):
                 f"{sorted(self._initial_states)}: the checkpoint was written with other modules (restore it with the "
                 "modules it was written with) or altered."
             )
-        restored: dict[str, dict[str, torch.Tensor]] = {}
-        for module_id, initial in self._initial_states.items():
-            entry, rows = saved[module_id], len(self._module_slots[module_id])
-            if not isinstance(entry, Mapping) or set(entry) != set(initial):
-                raise IncompatibleCheckpointError(
-                    f"{where}/{module_id} is not a state with the names {sorted(initial)} of the module's "
-                    "get_initial_state(); the checkpoint was written by another module or altered."
-                )
-            restored[module_id] = {}
-            for name, value in initial.items():
-                array = entry[name]
-                expected = (rows, *value.shape)
-                if not isinstance(array, np.ndarray) or array.dtype.kind not in "fiu" or array.shape != expected:
-                    shape = getattr(array, "shape", type(array).__name__)
-                    raise IncompatibleCheckpointError(
-                        f"{where}/{module_id}/{name} has shape {shape}, but module {module_id!r} "
-                        f"({type(self.module[module_id]).__qualname__}) with {rows} env slots here needs a numeric "
-                        f"array of shape {expected}: the checkpoint was written with another state size "
-                        "(lstm_cell_size) or number of envs. Restore it with the config it was written with."
-                    )
-                if not np.isfinite(array).all():
-                    raise IncompatibleCheckpointError(f"{where}/{module_id}/{name} holds NaN or infinite values.")
-                restored[module_id][name] = torch.as_tensor(array.copy()).to(value.dtype)
-        return restored
+        return {
+            module_id: module_memory(
+                saved[module_id],
+                initial,
+                rows=(len(self._module_slots[module_id]),),
+                module_id=module_id,
+                where=f"{where}/{module_id}",
+            )
+            for module_id, initial in self._initial_states.items()
+        }
 
 
 _COUNTERS = Schema(

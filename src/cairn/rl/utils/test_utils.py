@@ -25,7 +25,8 @@ def check(
 ) -> None:
     """Assert that ``x`` (the value) matches ``y`` (the expected value), as RLlib's ``check`` does.
 
-    Dicts match key by key, lists and tuples item by item; bools, None, strings and int pairs
+    Dicts match key by key (as in RLlib, every key of ``x`` must be in ``y``; keys only ``y``
+    has are not checked), lists and tuples item by item; bools, None, strings and int pairs
     must be equal; other numbers (also numpy arrays, torch tensors and stats, which are peeked)
     agree to ``decimals`` places, or within ``atol``/``rtol`` when one is given. ``false=True``
     asserts that they differ.
@@ -35,7 +36,9 @@ def check(
     """
     if isinstance(x, dict):
         assert isinstance(y, dict), f"x is a dict, y is a {type(y).__name__}: {y!r}"
-        assert set(x) == set(y), f"keys differ: {sorted(map(str, x))} vs {sorted(map(str, y))}"
+        # RLlib's rule: every key of x must be in y; keys only y has are not checked.
+        missing = [key for key in x if key not in y]
+        assert not missing, f"y lacks x's keys {sorted(map(str, missing))}: y={y!r:.200}"
         for key, value in x.items():
             check(value, y[key], decimals=decimals, atol=atol, rtol=rtol, false=false)
         return

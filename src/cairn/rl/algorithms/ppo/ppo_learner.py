@@ -10,7 +10,6 @@ learner state, checkpointed under ``kl_coeffs`` (module id -> coefficient).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol, cast
 
@@ -25,7 +24,7 @@ from cairn.rl.core.learner.learner import Learner, TrainBatch
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.core.rl_module.stateful import sequence_train_outputs
 from cairn.rl.core.rl_module.torch.torch_rl_module import complete_train_outputs
-from cairn.state_checks import Schema, corrupt, mapping
+from cairn.state_checks import ById, Number, Schema
 
 __all__ = ["PPOLearner", "PPOLossSettings"]
 
@@ -48,24 +47,8 @@ class PPOLossSettings(Protocol):
     kl_target: float
 
 
-def _kl_coeffs(value: Any, *, where: str) -> dict[str, float]:
-    """Module id -> KL coefficient: str ids, finite numbers >= 0 (what adaptation from a valid one gives).
-
-    Raises:
-        CorruptCheckpointError: Anything else.
-    """
-    out: dict[str, float] = {}
-    for key, item in mapping(value, where=where).items():
-        if not isinstance(key, str):
-            raise corrupt(where, f"module ids are str, the checkpoint holds {key!r:.60}")
-        if isinstance(item, np.ndarray) and item.ndim == 0:
-            item = item[()]
-        if isinstance(item, bool | np.bool_) or not isinstance(item, int | float | np.integer | np.floating):
-            raise corrupt(f"{where}/{key}", f"a KL coefficient is a number, the checkpoint holds {item!r:.60}")
-        if not 0.0 <= float(item) < math.inf:
-            raise corrupt(f"{where}/{key}", f"a KL coefficient is finite and >= 0, the checkpoint holds {item!r:.60}")
-        out[key] = float(item)
-    return out
+_KL_COEFFS = ById(Number(low=0.0, finite=True))
+"""Module id -> KL coefficient: finite numbers >= 0 (what adaptation from a valid one gives)."""
 
 
 class PPOLearner(Learner):
@@ -82,7 +65,7 @@ class PPOLearner(Learner):
 
     supports_stateful_modules = True
 
-    state_schema: ClassVar[Schema] = Learner.state_schema | Schema({"kl_coeffs": _kl_coeffs})
+    state_schema: ClassVar[Schema] = Learner.state_schema | Schema({"kl_coeffs": _KL_COEFFS})
     """The Learner's state, and ``kl_coeffs``: the adapted KL coefficient of each module (finite, >= 0)."""
 
     def __init__(self, config: AlgorithmConfig, module_specs: Mapping[str, RLModuleSpec]) -> None:

@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from cairn.rl.connectors.connector_v2 import ConnectorV2
 from cairn.rl.utils._util import Names
-from cairn.state_checks import ArrayField, Schema
+from cairn.state_checks import ArrayField, Count, Schema
 
 __all__ = ["MAX_PREV", "PrevActionsPrevRewards"]
 
@@ -37,7 +37,7 @@ MAX_PREV = 1024
 
 
 def _count(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 0 <= value <= MAX_PREV:
+    if not Count(0, MAX_PREV).fits(value):
         raise ValueError(f"PrevActionsPrevRewards({name}={value!r:.60}) needs an int from 0 to {MAX_PREV}.")
     return int(value)
 

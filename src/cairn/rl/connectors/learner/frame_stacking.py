@@ -19,6 +19,7 @@ import gymnasium as gym
 
 from cairn.rl.connectors.connector_v2 import ConnectorV2
 from cairn.rl.connectors.env_to_module.frame_stacking import MAX_NUM_FRAMES
+from cairn.state_checks import Count
 
 __all__ = ["FrameStackingLearner"]
 
@@ -44,7 +45,7 @@ class FrameStackingLearner(ConnectorV2):
         num_frames: int = 1,
         multi_agent: bool = False,
     ) -> None:
-        if isinstance(num_frames, bool) or not isinstance(num_frames, int) or not 1 <= num_frames <= MAX_NUM_FRAMES:
+        if not Count(1, MAX_NUM_FRAMES).fits(num_frames):
             raise ValueError(
                 f"FrameStackingLearner(num_frames={num_frames!r}) needs an int from 1 to {MAX_NUM_FRAMES}."
             )

@@ -20,7 +20,7 @@ import numpy.typing as npt
 import torch
 
 from cairn import Checkpointable
-from cairn.errors import CorruptCheckpointError, IncompatibleCheckpointError
+from cairn.errors import IncompatibleCheckpointError
 from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
@@ -28,8 +28,8 @@ from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.utils._util import Names
 from cairn.rl.utils.metrics.constants import LEARNER_RESULTS
 from cairn.rl.utils.nested import index_rows, leading_rows, map_leaves
-from cairn.state_checks import Schema, count, counts_by_id
-from cairn.torch import clone_state, normalize_optimizer_state
+from cairn.state_checks import Schema, count, counts_by_id, mapping
+from cairn.torch import clone_state, generator_state, normalize_optimizer_state
 
 __all__ = ["DEFAULT_OPTIMIZER", "Learner", "LinearSchedule", "PiecewiseSchedule", "TrainBatch", "lr_schedule_for"]
 
@@ -576,19 +576,9 @@ class Learner(Checkpointable):
         Raises:
             CorruptCheckpointError: Not the uint8 bytes of a generator state, or ones torch refuses.
         """
-        rng = state.get("rng", {})
-        if not (isinstance(rng, Mapping) and "torch" in rng):
-            return
-        value = rng["torch"]
-        array = value.numpy() if isinstance(value, torch.Tensor) else value
-        size = self._generator.get_state().numel()
-        if not (isinstance(array, np.ndarray) and array.dtype == np.uint8 and array.shape == (size,)):
-            raise CorruptCheckpointError(f"rng/torch: expected the {size} bytes of a torch generator's state.")
-        if values:
-            try:
-                torch.Generator().set_state(torch.as_tensor(np.array(array, copy=True), dtype=torch.uint8))
-            except RuntimeError as err:
-                raise CorruptCheckpointError(f"rng/torch: torch refuses it as a generator state ({err}).") from err
+        rng = mapping(state.get("rng", {}), where="rng")
+        if "torch" in rng:
+            generator_state(self._generator, rng["torch"], where="rng/torch", values=values)
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Apply what ``state`` holds; modules, optimizers and keys it lacks are left as is.

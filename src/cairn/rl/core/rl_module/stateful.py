@@ -35,6 +35,7 @@ from cairn.rl.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from cairn.rl.core.rl_module.rl_module import RLModule
 from cairn.rl.core.rl_module.torch.torch_rl_module import complete_train_outputs
 from cairn.rl.utils.nested import map_leaves
+from cairn.state_checks import Count
 
 __all__ = [
     "DEFAULT_MAX_SEQ_LEN",
@@ -98,7 +99,7 @@ def max_seq_len_of(model_config: Mapping[str, Any], module_id: str) -> int:
     value = model_config.get("max_seq_len")
     if value is None:
         return DEFAULT_MAX_SEQ_LEN
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+    if not Count(1).fits(value):
         raise ValueError(f"model_config['max_seq_len']={value!r:.60} of module {module_id!r} must be an int >= 1.")
     return int(value)
 

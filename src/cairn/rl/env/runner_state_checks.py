@@ -7,7 +7,7 @@ two steps: everything is checked and parsed first, with the helpers here and the
 applied; the runner is left as it was when a value is refused.
 
 What is checked here: per-slot arrays have one entry per sub-environment and a numeric dtype;
-the action RNG state is one a torch generator takes (tried on a fresh generator);
+a stateful module's memory has its initial state's names and shapes (:func:`module_memory`);
 environment states go through :func:`~cairn.rl.env.env_state.env_state_problem`;
 observations have their space's shape; agent ids and module ids are ones the
 runner has (an ``int`` agent is not its ``str``); the episode objects of the
@@ -24,10 +24,10 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from cairn.errors import CheckpointError, at_component
+from cairn.errors import CheckpointError, IncompatibleCheckpointError, at_component
 from cairn.rl.connectors.env_to_module.frame_stacking import FrameStackingEnvToModule
 from cairn.rl.env.episodes import SingleAgentEpisode, check_episode_data
-from cairn.state_checks import corrupt, count, mapping, number
+from cairn.state_checks import ArrayField, ById, ListOf, Schema, corrupt, count, mapping, number
 
 __all__ = [
     "PEER_OWN_KEYS",
@@ -35,7 +35,7 @@ __all__ = [
     "episode_from_state",
     "episode_windows",
     "layout_problem",
-    "rng_state",
+    "module_memory",
     "runner_local_states",
     "slot_rows",
     "spec_spaces_problem",
@@ -71,25 +71,6 @@ def slot_rows(value: Any, *, length: int, kind: str, where: str) -> npt.NDArray[
         raise corrupt(where, "holds negative counts")
     dtype = {"bool": np.bool_, "float": np.float64, "int": np.int64}[kind]
     return np.array(value, dtype=dtype, copy=True)
-
-
-def rng_state(generator: torch.Generator, value: Any, *, where: str) -> torch.Tensor:
-    """The action-sampling RNG's saved state, tried on a fresh generator of the same device (never the live one).
-
-    Raises:
-        CorruptCheckpointError: Not a uint8 vector of the generator's state size, or one torch refuses.
-    """
-    array = value.numpy() if isinstance(value, torch.Tensor) else value
-    size = generator.get_state().numel()
-    if not isinstance(array, np.ndarray) or array.dtype != np.uint8 or array.shape != (size,):
-        what = f"{array.dtype} array of shape {array.shape}" if isinstance(array, np.ndarray) else type(array).__name__
-        raise corrupt(where, f"expected the {size} bytes of a torch generator's state (uint8), found a {what}")
-    state = torch.as_tensor(np.array(array, copy=True), dtype=torch.uint8)
-    try:
-        torch.Generator(device=generator.device).set_state(state)
-    except RuntimeError as err:
-        raise corrupt(where, f"torch refuses it as a generator state ({err})") from err
-    return state
 
 
 def layout_problem(space: gym.Space[Any], value: Any) -> str | None:
@@ -147,13 +128,14 @@ def episode_from_state(state: Any, *, where: str) -> SingleAgentEpisode:
     return episode
 
 
-def _numbers(values: Any, *, where: str, counts: bool = False) -> list[Any]:
-    if isinstance(values, np.ndarray) and values.ndim == 1:
-        values = values.tolist()
-    if not isinstance(values, list | tuple):
-        raise corrupt(where, f"expected a list of numbers, found a {type(values).__name__}")
-    read = count if counts else number
-    return [read(v, where=f"{where}/{i}") for i, v in enumerate(values)]
+_WINDOWS = Schema(
+    {
+        "recent_returns": ListOf(number),
+        "recent_lengths": ListOf(count),
+        "recent_module_returns": ById(ListOf(number)),
+    }
+)
+"""The windows of recent episodes a runner's state holds (each optional: an older state restores what it has)."""
 
 
 def episode_windows(
@@ -166,22 +148,10 @@ def episode_windows(
     Raises:
         CorruptCheckpointError: A window that is not a list of numbers.
     """
-    episodes = mapping(state, where=where)
-    returns = (
-        _numbers(episodes["recent_returns"], where=f"{where}/recent_returns") if "recent_returns" in episodes else None
-    )
-    lengths = (
-        _numbers(episodes["recent_lengths"], where=f"{where}/recent_lengths", counts=True)
-        if "recent_lengths" in episodes
-        else None
-    )
-    per_module = mapping(episodes.get("recent_module_returns", {}), where=f"{where}/recent_module_returns")
-    module_returns = {
-        module_id: _numbers(values, where=f"{where}/recent_module_returns/{module_id}")
-        for module_id, values in per_module.items()
-        if module_id in modules
-    }
-    return returns, lengths, module_returns
+    read = _WINDOWS.read(state, where=where)
+    per_module = read.get("recent_module_returns", {})
+    module_returns = {module_id: values for module_id, values in per_module.items() if module_id in modules}
+    return read.get("recent_returns"), read.get("recent_lengths"), module_returns
 
 
 def runner_local_states(runner: Any, states: Any, *, max_slot: int, where: str) -> Mapping[str, Any]:
@@ -235,6 +205,32 @@ def _check_pipeline_local(pipeline: Any, states: Mapping[str, Any], *, max_slot:
             )
 
 
+def module_memory(
+    saved: Any, initial: Mapping[str, torch.Tensor], *, rows: tuple[int, ...], module_id: str, where: str
+) -> dict[str, torch.Tensor]:
+    """A stateful module's saved memory, as tensors of its ``get_initial_state()``'s dtypes.
+
+    The names must be those of ``initial``, each a finite numeric array of shape ``rows`` (the
+    env slots that hold it; none for one agent) followed by that state's own shape.
+
+    Raises:
+        IncompatibleCheckpointError: Other names or shapes (another module, state size or number of envs).
+        CorruptCheckpointError: Not numeric arrays, or NaN or infinite values.
+    """
+    if not isinstance(saved, Mapping) or set(saved) != set(initial):
+        raise IncompatibleCheckpointError(
+            f"{where} is not a state with the names {sorted(initial)} of module {module_id!r}'s "
+            "get_initial_state(); the checkpoint was written by another module or altered."
+        )
+    schema = Schema(
+        {name: ArrayField("fiu", shape=(*rows, *value.shape), finite=True) for name, value in initial.items()},
+        unfit=f"the checkpoint was written with another state size of module {module_id!r} (lstm_cell_size) or "
+        "another number of envs. Restore it with the config it was written with.",
+    )
+    read = schema.read(saved, where=where)
+    return {name: torch.as_tensor(read[name].copy()).to(value.dtype) for name, value in initial.items()}
+
+
 def tracker_state(
     state: Any,
     slot_agents: Sequence[Any],
@@ -253,7 +249,7 @@ def tracker_state(
         CorruptCheckpointError: Another number of slots, or an episode of another slot, agent or module.
     """
     state = mapping(state, where=where)
-    numbers = _numbers(state.get("numbers"), where=f"{where}/numbers", counts=True)
+    numbers = ListOf(count)(state.get("numbers"), where=f"{where}/numbers")
     records = state.get("episodes")
     if not isinstance(records, list | tuple) or len(numbers) != len(slot_agents) or len(records) != len(slot_agents):
         found = len(records) if isinstance(records, list | tuple) else type(records).__name__
