@@ -43,11 +43,6 @@ def test_running_specific_algo_with_generic_config() -> None:
     algo.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="multi_agent(policies={'pol1': (None, None, None, overrides)}) (RLlib's old PolicySpec tuple) is refused "
-    "(cairn takes module ids, their settings in algorithm_config_overrides_per_module), and configs have no freeze()",
-)
 def test_freezing_of_algo_config() -> None:
     """Tests, whether freezing an AlgorithmConfig actually works as expected."""
     config = (
@@ -59,7 +54,7 @@ def test_freezing_of_algo_config() -> None:
             policy_mapping_fn=lambda agent_id, episode, worker, **kw: "pol1",
         )
     )
-    config.freeze()  # type: ignore[attr-defined]
+    config.freeze()
 
     def set_lr(config: Any) -> None:
         config.lr = 0.01

@@ -453,10 +453,27 @@ def _model_config(config: Any, value: Any) -> dict[str, Any]:
     return {"model_config": translate_model_config(value)}
 
 
+def _policy_spec(value: Any) -> Any:
+    """RLlib's tuple form ``(policy_class, observation_space, action_space, config)`` as a :class:`PolicySpec`."""
+    return PolicySpec(*value) if isinstance(value, tuple) and len(value) == 4 else value
+
+
 def _policies(config: Any, value: Any) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
     if isinstance(value, Mapping):
-        # RLlib's new API stack: None or an empty PolicySpec() only names the module.
-        specs = {k: v for k, v in value.items() if v is not None and not (isinstance(v, PolicySpec) and v.names_only)}
+        # RLlib's new API stack: None or an empty PolicySpec() only names the module; a spec (or RLlib's
+        # tuple) that sets only a config gives that module's settings (algorithm_config_overrides_per_module).
+        given = {k: _policy_spec(v) for k, v in value.items()}
+        overrides = {
+            str(k): dict(v.config)
+            for k, v in given.items()
+            if isinstance(v, PolicySpec) and isinstance(v.config, Mapping) and PolicySpec(config=v.config) == v
+        }
+        specs = {
+            k: v
+            for k, v in given.items()
+            if v is not None and str(k) not in overrides and not (isinstance(v, PolicySpec) and v.names_only)
+        }
         if specs:
             raise ValueError(
                 f"multi_agent(policies=...) gives specs for {sorted(specs)}: cairn takes module ids "
@@ -472,7 +489,13 @@ def _policies(config: Any, value: Any) -> dict[str, Any]:
         raise ValueError(f"multi_agent(policies={value!r:.80}) is refused: give a set or list of module ids.")
     if not ids or not all(isinstance(i, str) and i for i in ids):
         raise ValueError(f"multi_agent(policies=...) must name at least one module id (str), got {value!r:.80}.")
-    return {"policies": tuple(ids)}
+    if not overrides:
+        return {"policies": tuple(ids)}
+    per_module = _overrides_per_module(config, overrides)["algorithm_config_overrides_per_module"]
+    return {
+        "policies": tuple(ids),
+        "algorithm_config_overrides_per_module": {**config.algorithm_config_overrides_per_module, **per_module},
+    }
 
 
 def _policies_to_train(config: Any, value: Any) -> dict[str, Any]:
