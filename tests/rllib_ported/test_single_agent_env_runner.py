@@ -50,7 +50,7 @@ def test_distributed_env_runner() -> None:
             array = [remote_class.remote(config=config) for _ in range(config.num_env_runners)]
             for episodes in ray.get([a.sample.remote(random_actions=True) for a in array]):
                 assert sum(len(e) for e in episodes) in [
-                    config.num_envs_per_env_runner * config.rollout_length + i
+                    config.num_envs_per_env_runner * config.rollout_fragment_length + i
                     for i in range(config.num_envs_per_env_runner)
                 ]
 
@@ -192,9 +192,9 @@ def _vectorized_cases(envs: list[Any], **env_runners: Any) -> None:
             assert isinstance(env_runner.env.env, SyncVectorEnv)
         episodes = env_runner.sample(random_actions=True)
         assert (
-            config.num_envs_per_env_runner * config.rollout_length
+            config.num_envs_per_env_runner * config.rollout_fragment_length
             <= sum(len(e) for e in episodes)
-            < config.num_envs_per_env_runner * (config.rollout_length + 1)
+            < config.num_envs_per_env_runner * (config.rollout_fragment_length + 1)
         )
         env_runner.stop()
 

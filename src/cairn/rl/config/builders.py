@@ -76,6 +76,13 @@ class ConfigBuilders(metaclass=_AlgoClassCall):
         ``rollout_length`` x envs per runner x sampling runners; off-policy algorithms: the minibatch)."""
         return self._train_batch_rows()
 
+    @property
+    def rollout_fragment_length(self) -> int:
+        """RLlib's ``config.rollout_fragment_length``, read-only: ``rollout_length`` (steps per env copy and
+        sample); ``env_runners(rollout_fragment_length=...)`` sets it."""
+        config: Any = self
+        return int(config.rollout_length)
+
     def _train_batch_rows(self) -> int:
         config: Any = self
         return int(config.rollout_length) * int(config.num_envs_per_env_runner) * max(1, int(config.num_env_runners))
