@@ -129,6 +129,8 @@ def test_lr_schedules_are_taken_as_rllib_runs_them() -> None:
             PPOConfig().training(lr=schedule)
     with pytest.raises(ValueError, match="lr_anneal_timesteps=500 both say how lr changes"):
         PPOConfig(lr_anneal_timesteps=500, lr_schedule=((0, 1e-3), (10, 1e-4))).validate()
+    with pytest.raises(ValueError, match="SAC's rates are actor_lr, critic_lr and alpha_lr"):
+        SACConfig().training(lr_schedule=[[0, 1e-3], [10, 1e-4]])  # its optimizers keep their own rates
 
 
 def test_copy_to_dict_from_dict_and_overrides() -> None:
