@@ -94,7 +94,7 @@ def test_a_refused_setting_changes_nothing_and_names_itself() -> None:
     for call, match in (
         (lambda: config.framework("tf2"), "framework\\('tf2'\\) is refused"),
         (lambda: config.api_stack(enable_rl_module_and_learner=False), "only RLlib's new API stack"),
-        (lambda: config.training(lr=[[0, 1e-3], [100, 1e-4]]), r"anneal it linearly to 0.*\[\[0, lr\], \[T, 0.0\]\]"),
+        (lambda: config.training(lr=[[0, 1e-3], [100, 1e-4], [50, 1e-5]]), r"no \[timestep, lr\] pair after"),
         (lambda: config.training(model={"fcnet_hiddens": [8]}), "old API stack"),
         (lambda: config.environment(observation_space=object()), "reads the spaces from the environment"),
         (lambda: config.callbacks(on_sample_end=3), "give a function or a 'module:function' path"),
@@ -108,16 +108,29 @@ def test_a_refused_setting_changes_nothing_and_names_itself() -> None:
     assert config == before
 
 
-def test_lr_schedules_the_learners_run_exactly_are_taken() -> None:
-    """RLlib's ``lr=[[t, value], ...]``: constant, or linear to 0 at T (cairn's learners anneal to 0 only)."""
+def test_lr_schedules_are_taken_as_rllib_runs_them() -> None:
+    """RLlib's ``lr=[[t, value], ...]``: constant, linear to 0 at T (``lr_anneal_timesteps``), or any other
+    schedule (``lr_schedule``: linear between the points, the last value after them)."""
     decay = PPOConfig().training(lr=[[0, 1e-3], [10_000, 0.0]])
-    assert (decay.lr, decay.lr_anneal_timesteps) == (1e-3, 10_000)
+    assert (decay.lr, decay.lr_anneal_timesteps, decay.lr_schedule) == (1e-3, 10_000, None)
     constant = PPOConfig().training(lr=[[0, 5e-4]])
     assert (constant.lr, constant.lr_anneal_timesteps) == (5e-4, None)
     assert PPOConfig.overrides(lr=[[0, 1e-3], [500, 0.0]]) == {"lr": 1e-3, "lr_anneal_timesteps": 500}
-    for schedule in ([[5, 1e-3]], [[0, 1e-3], [0, 0.0]], [[0, True]], [[0, 1e-3], [10, 0.0], [20, 0.0]]):
-        with pytest.raises(ValueError, match=r"training\(lr=.*\) is refused"):
+    to_another = PPOConfig().training(lr=[[0, 1e-3], [10_000, 1e-4]])
+    assert (to_another.lr, to_another.lr_anneal_timesteps, to_another.lr_schedule) == (
+        1e-3,
+        None,
+        ((0, 1e-3), (10_000, 1e-4)),
+    )
+    assert PPOConfig.from_dict(to_another.to_dict()) == to_another
+    assert to_another.copy().training(lr=2e-4).lr_schedule is None  # a new lr replaces the schedule
+    for schedule in ([[5, 1e-3]], [[0, 1e-3], [0, 0.0]], [[0, True]], [[0, 1e-3], [10, -1.0]], [[0, 1e-3]] * 1001):
+        with pytest.raises(ValueError, match=r"training\(lr=\[\[timestep, lr\], \.\.\.\]\)"):
             PPOConfig().training(lr=schedule)
+    with pytest.raises(ValueError, match="lr_anneal_timesteps=500 both say how lr changes"):
+        PPOConfig(lr_anneal_timesteps=500, lr_schedule=((0, 1e-3), (10, 1e-4))).validate()
+    with pytest.raises(ValueError, match="SAC's rates are actor_lr, critic_lr and alpha_lr"):
+        SACConfig().training(lr_schedule=[[0, 1e-3], [10, 1e-4]])  # its optimizers keep their own rates
 
 
 def test_copy_to_dict_from_dict_and_overrides() -> None:

@@ -11,7 +11,8 @@ import torch
 from rl_helpers import fake_train_batch, small_config
 
 from cairn.errors import IncompatibleCheckpointError
-from cairn.rl import DefaultPPORLModule, Learner, LearnerGroup, LinearSchedule, PPOLearner, RLModuleSpec
+from cairn.rl import DefaultPPORLModule, Learner, LearnerGroup, LinearSchedule, PPOConfig, PPOLearner, RLModuleSpec
+from cairn.rl.core.learner.learner import PiecewiseSchedule, lr_schedule_for
 from cairn.testing import CheckpointableContract, assert_states_equal
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -101,6 +102,16 @@ def test_linear_schedule() -> None:
     s = LinearSchedule(1.0, 0.0, 100)
     assert s.value(0) == 1.0 and s.value(50) == 0.5 and s.value(1000) == 0.0
     assert LinearSchedule(2.0, 0.0, None).value(10**9) == 2.0
+
+
+def test_piecewise_schedule_is_linear_between_its_points_and_keeps_the_last_value() -> None:
+    s = PiecewiseSchedule([[0, 1e-3], [100, 1e-4], [300, 3e-4]])
+    assert s.value(0) == 1e-3 and s.value(100) == 1e-4 and s.value(10**9) == 3e-4
+    assert s.value(50) == pytest.approx(5.5e-4) and s.value(200) == pytest.approx(2e-4)
+    assert PiecewiseSchedule([[0, 2e-4]]).value(7) == 2e-4
+    scheduled = lr_schedule_for(PPOConfig().training(lr=[[0, 1e-3], [100, 1e-4]]))
+    assert isinstance(scheduled, PiecewiseSchedule) and scheduled.value(100) == 1e-4
+    assert isinstance(lr_schedule_for(PPOConfig().training(lr=1e-3)), LinearSchedule)
 
 
 def test_add_and_remove_module() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -12,6 +13,8 @@ from cairn.rl.callbacks.callbacks import RLlibCallback
 from cairn.rl.config.algorithm_config import AlgorithmConfig as HomeAlgorithmConfig
 from cairn.rl.policy.policy import PolicySpec
 from cairn.rl.utils.framework import convert_to_tensor, try_import_torch
+
+OBS = gym.spaces.Box(-1.0, 1.0, (4,))
 
 
 def test_the_algorithms_package_exports_rllibs_names() -> None:
@@ -25,8 +28,26 @@ def test_the_algorithms_package_exports_rllibs_names() -> None:
 def test_policy_spec_names_a_module_and_refuses_old_stack_settings() -> None:
     config = PPOConfig().environment("CartPole-v1").multi_agent(policies={"p1": PolicySpec(), "p0": None})
     assert config.policies == ("p1", "p0")
+    # A spec (or RLlib's 4-tuple) that sets only a config gives that module's settings.
+    tupled = PPOConfig().multi_agent(policies={"p0": PolicySpec(config={"lr": 1e-3}), "p1": (None, None, None, {})})
+    assert tupled.policies == ("p0", "p1") and tupled.algorithm_config_overrides_per_module == {
+        "p0": {"lr": 1e-3},
+        "p1": {},
+    }
+    assert tupled.get_config_for_module("p0").lr == 1e-3
     with pytest.raises(ValueError, match=r"gives specs for \['p0'\].*rl_module_spec=MultiRLModuleSpec"):
-        PPOConfig().multi_agent(policies={"p0": PolicySpec(config={"lr": 1e-3})})
+        PPOConfig().multi_agent(policies={"p0": PolicySpec(observation_space=OBS)})
+
+
+def test_a_frozen_config_refuses_changes_and_its_unfrozen_copy_takes_them() -> None:
+    config = PPOConfig().training(lr=1e-3)
+    config.freeze()
+    with pytest.raises(AttributeError, match=r"Cannot set attribute \(lr\) of an already frozen PPOConfig"):
+        config.lr = 5e-4
+    with pytest.raises(AttributeError, match=r"Cannot set attribute \(settings\) of an already frozen PPOConfig"):
+        config.training(lr=5e-4)
+    assert config.lr == 1e-3 and config.is_frozen and config.copy().is_frozen
+    assert config.copy(copy_frozen=False).training(lr=5e-4).lr == 5e-4
 
 
 def test_framework_helpers() -> None:

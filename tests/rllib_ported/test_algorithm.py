@@ -206,9 +206,6 @@ def test_add_module_and_remove_module() -> None:
     algo.stop()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a train() that does not evaluate still carries the evaluation keys of the logger (as NaN)"
-)
 def test_evaluation_option() -> None:
     # Use a custom callback that asserts that we are running the
     # configured exact number of episodes per evaluation.
@@ -246,9 +243,6 @@ def test_evaluation_option() -> None:
     assert r1[EVALUATION_RESULTS] != r3[EVALUATION_RESULTS]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a train() that does not evaluate still carries the evaluation keys of the logger (as NaN)"
-)
 def test_evaluation_option_always_attach_eval_metrics() -> None:
     # Use a custom callback that asserts that we are running the
     # configured exact number of episodes per evaluation.

@@ -24,8 +24,8 @@ from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.utils.test_utils import check
 
 NO_PPO_TORCH_PATHS = (
-    "cairn has no ray.rllib.algorithms.ppo.torch subpackage (ppo_torch_rl_module.PPOTorchRLModule, "
-    "ppo_torch_learner.PPOTorchLearner): its PPO module and learner live in cairn.rl.algorithms.ppo"
+    "cairn.rl.algorithms.ppo.torch has RLlib's default_ppo_torch_rl_module.DefaultPPOTorchRLModule, not the "
+    "ppo_torch_rl_module.PPOTorchRLModule alias RLlib 2.60 deprecates"
 )
 
 
@@ -43,11 +43,6 @@ def test_running_specific_algo_with_generic_config() -> None:
     algo.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="multi_agent(policies={'pol1': (None, None, None, overrides)}) (RLlib's old PolicySpec tuple) is refused "
-    "(cairn takes module ids, their settings in algorithm_config_overrides_per_module), and configs have no freeze()",
-)
 def test_freezing_of_algo_config() -> None:
     """Tests, whether freezing an AlgorithmConfig actually works as expected."""
     config = (
@@ -59,7 +54,7 @@ def test_freezing_of_algo_config() -> None:
             policy_mapping_fn=lambda agent_id, episode, worker, **kw: "pol1",
         )
     )
-    config.freeze()  # type: ignore[attr-defined]
+    config.freeze()
 
     def set_lr(config: Any) -> None:
         config.lr = 0.01
@@ -223,13 +218,12 @@ def test_config_per_module() -> None:
     assert config_3 is config
 
 
-@pytest.mark.xfail(strict=True, reason=NO_PPO_TORCH_PATHS + "; and configs have no learner_class property")
 def test_learner_api() -> None:
-    from cairn.rl.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner  # type: ignore[import-not-found]
+    from cairn.rl.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 
     config = PPOConfig().environment("CartPole-v1")
 
-    assert config.learner_class == PPOTorchLearner  # type: ignore[attr-defined]
+    assert config.learner_class == PPOTorchLearner
 
 
 def _assert_equal_marl_specs(spec1: Any, spec2: Any) -> None:

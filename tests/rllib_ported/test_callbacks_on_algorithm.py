@@ -94,12 +94,6 @@ def test_on_env_runners_recreated_callback() -> None:
     algo.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="algo.callbacks is one callbacks object (the hooks of several classes and functions dispatch "
-    "through it), not RLlib's list of them: algo.callbacks[0] fails; and cairn's Algorithm has "
-    "save_to_path/restore_from_path, not Tune's save(checkpoint_dir=)/load_checkpoint(checkpoint_dir=)",
-)
 def test_on_init_and_checkpoint_loaded() -> None:
     config = PPOConfig().environment("CartPole-v1").callbacks(InitAndCheckpointRestoredCallbacks)
     algo = config.build()

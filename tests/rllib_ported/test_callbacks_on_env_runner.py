@@ -29,7 +29,7 @@ register_env("multi_cart", lambda _: MultiAgentCartPole({"num_agents": 2}))
 PER_AGENT_EPISODES = (
     "a multi-agent runner calls the episode hooks once per agent's episode (each agent's part of a game is "
     "an episode of its own, as its metrics are), not once per game: 2 agents make 2x RLlib's step count; "
-    "and env_runner._callbacks (RLlib's private list of callback objects) is runner.callbacks in cairn"
+    "and env_runner._callbacks (RLlib's private list of callback objects) is runner.callbacks (that list) in cairn"
 )
 
 

@@ -15,6 +15,7 @@ from gymnasium.envs.classic_control.cartpole import CartPoleEnv, CartPoleVectorE
 from gymnasium.vector import SyncVectorEnv, VectorEnv
 
 from cairn.rl.algorithms.algorithm_config import AlgorithmConfig
+from cairn.rl.env.env_runner import StepFailedRecreateEnvError
 from cairn.rl.env.multi_agent_env import register_env
 from cairn.rl.env.single_agent_env_runner import SingleAgentEnvRunner
 from cairn.rl.examples.envs.classes.simple_corridor import SimpleCorridor
@@ -49,7 +50,7 @@ def test_distributed_env_runner() -> None:
             array = [remote_class.remote(config=config) for _ in range(config.num_env_runners)]
             for episodes in ray.get([a.sample.remote(random_actions=True) for a in array]):
                 assert sum(len(e) for e in episodes) in [
-                    config.num_envs_per_env_runner * config.rollout_length + i
+                    config.num_envs_per_env_runner * config.rollout_fragment_length + i
                     for i in range(config.num_envs_per_env_runner)
                 ]
 
@@ -114,14 +115,67 @@ def test_sample(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="cairn has no StepFailedRecreateEnvError, restart_failed_sub_environments or the runner's "
-    "_try_env_reset/_try_env_step (RLlib's test also patches the module logger)",
+    reason="fails on RLlib 2.60 as well: an env class is called with env_config as its one argument (RLlib's "
+    "EnvContext), so ErrorRaisingEnv's exception_type is that dict, its step raises TypeError (not "
+    "StepFailedRecreateEnvError) and the first count is 1 (RLlib 2.60 run by hand: the same); cairn does the same, "
+    "and has no restart_failed_sub_environments setting yet",
 )
-def test_step_failed_reset_required() -> None:
-    """Tests, whether SingleAgentEnvRunner can handle StepFailedResetRequired."""
-    from cairn.rl.env.env_runner import StepFailedRecreateEnvError  # type: ignore[attr-defined]
+def test_step_failed_reset_required(caplog: pytest.LogCaptureFixture) -> None:
+    """Tests, whether SingleAgentEnvRunner can handle StepFailedResetRequired.
 
-    assert StepFailedRecreateEnvError
+    RLlib patches ``ray.rllib.env.env_runner.logger`` with a mock and counts its ``exception`` calls;
+    cairn's tests use no mocks, so ``caplog`` counts the records logged with a traceback on that
+    logger (``cairn.rl.env.env_runner``) instead. The assertions are RLlib's.
+    """
+
+    def exception_call_count() -> int:
+        return sum(1 for r in caplog.records if r.name == "cairn.rl.env.env_runner" and r.exc_info)
+
+    # Define an env that raises StepFailedResetRequired
+    class ErrorRaisingEnv(gym.Env):  # type: ignore[type-arg]
+        def __init__(self, exception_type: Any) -> None:
+            # As per gymnasium standard, provide observation and action spaces in your
+            # constructor.
+            self.observation_space = gym.spaces.Discrete(2)
+            self.action_space = gym.spaces.Discrete(2)
+            self.exception_type = exception_type
+
+        def reset(self, *, seed: Any = None, options: Any = None) -> Any:
+            return self.observation_space.sample(), {}
+
+        def step(self, action: Any) -> Any:
+            raise self.exception_type()
+
+    config = (
+        AlgorithmConfig()
+        .environment(
+            ErrorRaisingEnv,
+            env_config={"exception_type": StepFailedRecreateEnvError},
+        )
+        .env_runners(num_envs_per_env_runner=1, rollout_fragment_length=10)
+        .fault_tolerance(restart_failed_sub_environments=True)
+    )
+    env_runner = SingleAgentEnvRunner(config=config)
+
+    # Check that we don't log the error on the first step (because we don't raise StepFailedResetRequired)
+    # We need two steps because the first one naturally raises ResetNeeded because we try to step before the env
+    # is reset.
+    env_runner._try_env_reset()
+    env_runner._try_env_step(actions=[None])
+
+    assert exception_call_count() == 0
+
+    config.environment(ErrorRaisingEnv, env_config={"exception_type": ValueError})
+
+    env_runner = SingleAgentEnvRunner(config=config)
+
+    # Check that we don't log the error on the first step (because we don't raise StepFailedResetRequired)
+    # We need two steps because the first one naturally raises ResetNeeded because we try to step before the env
+    # is reset.
+    env_runner._try_env_reset()
+    env_runner._try_env_step(actions=[None])
+
+    assert exception_call_count() == 1
 
 
 def _vectorized_cases(envs: list[Any], **env_runners: Any) -> None:
@@ -138,9 +192,9 @@ def _vectorized_cases(envs: list[Any], **env_runners: Any) -> None:
             assert isinstance(env_runner.env.env, SyncVectorEnv)
         episodes = env_runner.sample(random_actions=True)
         assert (
-            config.num_envs_per_env_runner * config.rollout_length
+            config.num_envs_per_env_runner * config.rollout_fragment_length
             <= sum(len(e) for e in episodes)
-            < config.num_envs_per_env_runner * (config.rollout_length + 1)
+            < config.num_envs_per_env_runner * (config.rollout_fragment_length + 1)
         )
         env_runner.stop()
 
@@ -156,7 +210,9 @@ def test_env_vectorizer() -> None:
 
 
 @pytest.mark.xfail(
-    strict=True, reason="gym_env_vectorize_mode=VECTOR_ENTRY_POINT (the env's own vector class) is refused"
+    strict=True,
+    reason="fails on RLlib 2.60 as well (it calls CartPoleVectorEnv with its env_config dict as num_envs: "
+    "TypeError, run by hand) and its last case is Atari; cairn refuses gym_env_vectorize_mode=VECTOR_ENTRY_POINT",
 )
 def test_self_vectorized_env() -> None:
     """Tests, whether SingleAgentEnvRunner can run various vectorized envs."""
@@ -168,8 +224,9 @@ def test_self_vectorized_env() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="env_config does not reach gym.make as keyword arguments (CartPole's sutton_barto_reward); "
-    "its second half needs gym_env_vectorize_mode=VECTOR_ENTRY_POINT, refused",
+    reason="fails on RLlib 2.60 as well (environment(CartPoleEnv) is called with the env_config dict as its "
+    "sutton_barto_reward, so get_attr gives (dict,), not (True,), run by hand); cairn builds gymnasium's own "
+    "classes by id only, and refuses gym_env_vectorize_mode=VECTOR_ENTRY_POINT",
 )
 def test_env_context() -> None:
     """Tests, whether SingleAgentEnvRunner can pass kwargs to the environments correctly."""

@@ -96,6 +96,13 @@ class Algorithm(Checkpointable, ModuleChanges, abc.ABC):
         if not isinstance(config, self.config_class):
             raise TypeError(f"{type(self).__name__} needs a {self.config_class.__name__}, got {type(config).__name__}.")
         config.validate()
+        if config.restart_failed_sub_environments:
+            raise ValueError(
+                f"{type(config).__name__}.fault_tolerance(restart_failed_sub_environments=True) is refused by the "
+                "algorithms: their env runners checkpoint their rollouts and env states, and a runner whose env "
+                "fails is restarted as a whole (restart_failed_env_runners). SingleAgentEnvRunner (RLlib's API, "
+                "cairn.rl.env.single_agent_env_runner) honours it."
+            )
         self.config = config
         self.callbacks = callbacks_from_config(config)
         self.metrics = MetricsLogger(root=True)
@@ -245,7 +252,11 @@ class Algorithm(Checkpointable, ModuleChanges, abc.ABC):
             evaluation = self._last_evaluation = self._run_evaluation()
         elif self.config.always_attach_evaluation_results:
             evaluation = self._last_evaluation
-        flat = {**flatten_metrics(self.metrics.compile()), **training_results}
+        # The logger keeps the evaluation's stats between evaluations (reduced to NaN when none ran); a result
+        # carries evaluation results only as above: when this iteration evaluated, or always_attach asks.
+        compiled = flatten_metrics(self.metrics.compile())
+        flat = {k: v for k, v in compiled.items() if not k.startswith(f"{EVALUATION_RESULTS}/")}
+        flat.update(training_results)
         elapsed = time.perf_counter() - start
         steps = self.env_runner.num_env_steps_sampled_lifetime - steps_before
         flat["training_iteration"] = self.training_iteration
@@ -360,6 +371,23 @@ class Algorithm(Checkpointable, ModuleChanges, abc.ABC):
     def restore(self, path: Any, **kwargs: Any) -> None:
         """RLlib's ``Algorithm.restore(path)``: :meth:`restore_from_path` (same arguments)."""
         self.restore_from_path(path, **kwargs)
+
+    def save(self, checkpoint_dir: str | None = None) -> str:
+        """RLlib's (Tune's ``Trainable``) ``algo.save(checkpoint_dir=)``: :meth:`save_to_path` into that folder.
+
+        Returns:
+            The checkpoint's folder (a new temporary one when ``checkpoint_dir`` is None).
+        """
+        return self.save_to_path(checkpoint_dir)
+
+    def save_checkpoint(self, checkpoint_dir: str) -> None:
+        """RLlib's ``save_checkpoint(checkpoint_dir)``: :meth:`save_to_path` into that folder."""
+        self.save_to_path(checkpoint_dir)
+
+    def load_checkpoint(self, checkpoint_dir: str) -> None:
+        """RLlib's ``load_checkpoint(checkpoint_dir)``: :meth:`restore_from_path`, which calls the callbacks'
+        ``on_checkpoint_loaded`` as RLlib's does."""
+        self.restore_from_path(checkpoint_dir)
 
     def foreach_env_runner(self, func: Any, *, local_env_runner: bool = True) -> list[Any]:
         """Call ``func(env_runner)`` on every env runner; the results in runner order (RLlib's

@@ -46,6 +46,7 @@ from cairn.rl.config.setting_checks import (
     check_custom_resources,
     check_env_config,
     check_env_id,
+    check_lr_schedule,
     multi_env_mapping_fn_refusal,
 )
 from cairn.state_checks import Count
@@ -198,6 +199,11 @@ class AlgorithmConfig(ConfigBuilders):
     ``on_env_runners_recreated`` is called. An exception raised by the runner's own code
     (its environment, a callback) is not a failure of this kind: it is raised by ``train()``."""
 
+    restart_failed_sub_environments: bool = False
+    """RLlib's: an env step or reset that raises recreates the env copies, new episodes start
+    (:mod:`cairn.rl.env.env_errors`). ``SingleAgentEnvRunner`` honours it; algorithms refuse it (their
+    runners checkpoint rollouts and env states, and restart whole: ``restart_failed_env_runners``)."""
+
     ignore_env_runner_failures: bool = False
     """With ``restart_failed_env_runners=False`` (or its restarts used up): go on with the
     remaining runners instead of raising when one fails (RLlib's name and default)."""
@@ -235,6 +241,11 @@ class AlgorithmConfig(ConfigBuilders):
     lr_anneal_timesteps: int | None = 500_000
     """The learning rate falls linearly to 0 over this many timesteps trained per
     module (env steps for single-agent envs); ``None`` keeps it constant."""
+
+    lr_schedule: tuple[tuple[int, float], ...] | None = None
+    """RLlib's ``training(lr=[[0, lr_0], [t_1, lr_1], ...])``: linear between the points, the last value after,
+    over ``lr_anneal_timesteps``' timesteps (then None); ``lr`` is the first value (checks:
+    :func:`~cairn.rl.config.setting_checks.check_lr_schedule`). ``None``: ``lr``, ``lr_anneal_timesteps``."""
 
     num_epochs: int = 4
     """Passes over each iteration's batch."""
@@ -405,6 +416,8 @@ class AlgorithmConfig(ConfigBuilders):
         check_env_config(self.env_config)
         if self.policies_to_train is not None:
             self.policies_to_train = tuple(str(p) for p in self.policies_to_train)
+        if isinstance(self.lr_schedule, list | tuple):  # to_dict()/JSON made the pairs lists
+            self.lr_schedule = tuple(tuple(p) if isinstance(p, list | tuple) else p for p in self.lr_schedule)  # type: ignore[misc]
         for name, value in kept_callables(self.__dict__, "").items():
             setattr(self, name, value)
         self.callbacks_class = callbacks_class_value(self.callbacks_class)
@@ -483,6 +496,11 @@ class AlgorithmConfig(ConfigBuilders):
             raise ValueError(
                 f"placement_strategy must be one of {list(PLACEMENT_STRATEGIES)}, got {self.placement_strategy!r:.40}."
             )
+
+    @property
+    def learner_class(self) -> type[Any]:
+        """RLlib's ``config.learner_class``: :meth:`get_default_learner_class` (no ``training(learner_class=)``)."""
+        return self.get_default_learner_class()
 
     def get_default_learner_class(self) -> type[Any]:
         """The :class:`~cairn.rl.core.learner.learner.Learner` subclass that holds this algorithm's loss.
@@ -641,6 +659,12 @@ class AlgorithmConfig(ConfigBuilders):
         )
         if self.lr <= 0.0:
             raise ValueError(f"lr must be positive, got {self.lr}.")
+        if self.lr_schedule is not None:
+            check_lr_schedule(self.lr_schedule, self.lr_anneal_timesteps)
+        if not isinstance(self.restart_failed_sub_environments, bool):
+            raise ValueError(
+                f"restart_failed_sub_environments: True or False, not {self.restart_failed_sub_environments!r:.40}."
+            )
         if self.num_cpus_per_env_runner < 0 or self.num_cpus_per_learner < 0:
             raise ValueError("num_cpus_per_env_runner and num_cpus_per_learner must be >= 0.")
         for name in ("checkpoint_timeout_s", "env_runner_restore_timeout_s"):

@@ -22,6 +22,7 @@ from cairn.rl.config.translations import (
     _framework,
     _grad_clip,
     _lr,
+    _lr_schedule,
     _model_config,
     _number,
     _observation_filter,
@@ -95,6 +96,7 @@ BASE_RULES: dict[str, dict[str, Rule]] = {
     },
     "training": {
         "lr": _lr,
+        "lr_schedule": _lr_schedule,
         "grad_clip": _grad_clip,
         "grad_clip_by": Accept(("global_norm",), "cairn clips the global norm (max_grad_norm)"),
         "train_batch_size_per_learner": _batch("per_learner"),
@@ -165,6 +167,7 @@ BASE_RULES: dict[str, dict[str, Rule]] = {
     "fault_tolerance": {
         "env_runner_restore_timeout_s": "env_runner_restore_timeout_s",
         "restart_failed_env_runners": "restart_failed_env_runners",
+        "restart_failed_sub_environments": "restart_failed_sub_environments",
         "ignore_env_runner_failures": "ignore_env_runner_failures",
         "max_num_env_runner_restarts": "max_num_env_runner_restarts",
         "env_runner_health_probe_timeout_s": Accept(

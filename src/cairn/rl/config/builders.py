@@ -76,6 +76,13 @@ class ConfigBuilders(metaclass=_AlgoClassCall):
         ``rollout_length`` x envs per runner x sampling runners; off-policy algorithms: the minibatch)."""
         return self._train_batch_rows()
 
+    @property
+    def rollout_fragment_length(self) -> int:
+        """RLlib's ``config.rollout_fragment_length``, read-only: ``rollout_length`` (steps per env copy and
+        sample); ``env_runners(rollout_fragment_length=...)`` sets it."""
+        config: Any = self
+        return int(config.rollout_length)
+
     def _train_batch_rows(self) -> int:
         config: Any = self
         return int(config.rollout_length) * int(config.num_envs_per_env_runner) * max(1, int(config.num_env_runners))
@@ -230,8 +237,30 @@ class ConfigBuilders(metaclass=_AlgoClassCall):
     # ------------------------------------------------------------------ RLlib's helpers
 
     def copy(self, copy_frozen: bool | None = None) -> Self:
-        """A deep copy (RLlib's ``copy``); cairn's configs are never frozen."""
-        return copy.deepcopy(self)
+        """A deep copy (RLlib's ``copy``): frozen as this one is, or as ``copy_frozen`` says."""
+        copied = copy.deepcopy(self)
+        if copy_frozen is not None:
+            object.__setattr__(copied, "_is_frozen", bool(copy_frozen))
+        return copied
+
+    def freeze(self) -> None:
+        """RLlib's ``freeze()``: setting any attribute of this config raises ``AttributeError`` from now on
+        (builders too; :meth:`copy` with ``copy_frozen=False`` gives a config to change)."""
+        object.__setattr__(self, "_is_frozen", True)
+
+    @property
+    def is_frozen(self) -> bool:
+        """Whether :meth:`freeze` was called (RLlib's ``is_frozen``)."""
+        return bool(self.__dict__.get("_is_frozen", False))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self.__dict__.get("_is_frozen", False):
+            shown = "settings" if name == "__dict__" else name  # a builder replaces the settings at once
+            raise AttributeError(
+                f"Cannot set attribute ({shown}) of an already frozen {type(self).__name__}! Change a "
+                "config.copy(copy_frozen=False) instead."
+            )
+        super().__setattr__(name, value)
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as a dict of cairn's field names (``from_dict`` takes it back)."""

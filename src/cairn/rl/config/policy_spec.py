@@ -1,10 +1,11 @@
 """``PolicySpec``: RLlib's value type of ``multi_agent(policies={module_id: PolicySpec(...)})``.
 
 On RLlib's new API stack a policy is a module id; ``PolicySpec()`` (every field left
-``None``) only names it, and that is what cairn takes. A ``PolicySpec`` that sets
-anything is RLlib's old API stack: cairn refuses it with the new stack's way to say it
-(a module's spaces and class in ``rl_module(rl_module_spec=MultiRLModuleSpec(...))``, its
-settings in ``multi_agent(algorithm_config_overrides_per_module=...)``).
+``None``) only names it, and that is what cairn takes. One that sets only ``config`` (or
+RLlib's tuple ``(None, None, None, config)``) gives that module's settings, as
+``multi_agent(algorithm_config_overrides_per_module=...)`` does. One that sets a class or
+spaces is RLlib's old API stack: cairn refuses it with the new stack's way to say it (a
+module's spaces and class in ``rl_module(rl_module_spec=MultiRLModuleSpec(...))``).
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
 """The checks a config runs on its settings when it is built, also when a checkpoint rebuilds it (SPEC 8).
 
 Environment ids and ``env_config`` (what ``gymnasium.make`` would import or open), custom Ray
-resources and placement; and the one wording of the refusal of a mapping function on a
+resources and placement, RLlib's learning-rate schedules; and the one wording of the refusal of a mapping function on a
 ``"multi:"`` env. A leaf of ``rl/config``: it imports nothing of ``cairn.rl``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,11 +18,13 @@ from cairn.registry import (
 
 __all__ = [
     "COUNT_STEPS_BY",
+    "MAX_LR_SCHEDULE_POINTS",
     "MULTI_AGENT_PREFIX",
     "PLACEMENT_STRATEGIES",
     "check_custom_resources",
     "check_env_config",
     "check_env_id",
+    "check_lr_schedule",
     "multi_env_mapping_fn_refusal",
 ]
 
@@ -127,3 +130,41 @@ def multi_env_mapping_fn_refusal(env: str, what: str) -> str:
         "a MultiAgentEnv, whose episodes call the function (e.g. "
         "cairn.rl.examples.envs.classes.multi_agent.MultiAgentCartPole)."
     )
+
+
+MAX_LR_SCHEDULE_POINTS = 1000
+"""The most points an ``lr`` schedule may have (a recorded config is checked before a learner walks it)."""
+
+
+def check_lr_schedule(points: Any, lr_anneal_timesteps: Any = None) -> None:
+    """Raise ``ValueError`` unless ``points`` is RLlib's ``[[0, lr_0], [t_1, lr_1], ...]`` form of ``lr``.
+
+    At most :data:`MAX_LR_SCHEDULE_POINTS` pairs of an int timestep and a finite learning rate
+    >= 0, the first at timestep 0 with a positive rate, the timesteps increasing; and no
+    ``lr_anneal_timesteps`` besides (the schedule says how the rate changes).
+    """
+    where = "training(lr=[[timestep, lr], ...])"
+    if not isinstance(points, list | tuple) or not 1 <= len(points) <= MAX_LR_SCHEDULE_POINTS:
+        raise ValueError(
+            f"{where} takes 1 to {MAX_LR_SCHEDULE_POINTS} [timestep, lr] pairs, got {points!r:.80}; "
+            "or give lr as a number."
+        )
+    last = -1
+    for point in points:
+        pair: tuple[Any, Any] = tuple(point) if isinstance(point, list | tuple) and len(point) == 2 else (None, None)
+        t, lr = pair
+        ok = isinstance(t, int) and not isinstance(t, bool) and t > last
+        ok = ok and isinstance(lr, int | float) and not isinstance(lr, bool) and math.isfinite(lr) and lr >= 0
+        if not ok:
+            raise ValueError(
+                f"{where}: {point!r:.40} is no [timestep, lr] pair after timestep {last} (timesteps are ints that "
+                "increase from 0, learning rates finite numbers >= 0)."
+            )
+        last = t
+    if points[0][0] != 0 or not points[0][1] > 0:
+        raise ValueError(f"{where} must start at timestep 0 with a positive lr, got {points[0]!r:.40}.")
+    if lr_anneal_timesteps is not None:
+        raise ValueError(
+            f"{where} and lr_anneal_timesteps={lr_anneal_timesteps!r:.20} both say how lr changes: "
+            "give one (lr_anneal_timesteps=None with a schedule)."
+        )

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from cairn.rl.config.callback_forms import CALLBACK_HOOKS
 from cairn.rl.config.policy_spec import PolicySpec
+from cairn.rl.config.setting_checks import check_lr_schedule
 
 __all__ = [
     "GROUPS",
@@ -191,27 +191,33 @@ def epsilon_schedule(config: Any, value: Any) -> dict[str, Any]:
 
 
 def _lr(config: Any, value: Any) -> dict[str, Any]:
-    """A number, or one of RLlib's ``[[timestep, lr], ...]`` schedules that cairn's learners run exactly:
-    ``[[0, lr]]`` (constant) and ``[[0, lr], [T, 0.0]]`` (linear to 0 at T: ``lr_anneal_timesteps=T``)."""
+    """A number, or RLlib's ``[[timestep, lr], ...]`` schedule: ``[[0, lr]]`` is a constant lr and
+    ``[[0, lr], [T, 0.0]]`` ``lr_anneal_timesteps=T`` (cairn's own form of that decay); any other schedule is
+    kept as ``lr_schedule`` (linear between its points, the last value after them), checked by
+    :func:`~cairn.rl.config.setting_checks.check_lr_schedule`. A new ``lr`` replaces the config's schedule."""
+    settings: dict[str, Any]
     if not isinstance(value, list | tuple):
-        return {"lr": _number("lr", value, "anneal it with training(lr_anneal_timesteps=...)")}
-    points = [tuple(p) for p in value if isinstance(p, list | tuple) and len(p) == 2]
-    ok = len(points) == len(value) and all(
-        isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
-        for point in points
-        for x in point
-    )
-    if ok and len(points) == 1 and points[0][0] == 0 and points[0][1] > 0:
-        return {"lr": float(points[0][1]), "lr_anneal_timesteps": None}
-    decays_to_zero = ok and len(points) == 2 and points[0][0] == 0 and points[0][1] > 0 and points[1][1] == 0
-    if decays_to_zero and points[1][0] >= 1:
-        # The learner's schedule runs over the module's trained steps (single-agent PPO: env steps sampled).
-        return {"lr": float(points[0][1]), "lr_anneal_timesteps": _must_be_int("lr schedule's end", points[1][0])}
-    raise ValueError(
-        f"training(lr={value!r:.80}) is refused: cairn's learners keep lr constant or anneal it linearly to 0, so "
-        "they run [[0, lr]] and [[0, lr], [T, 0.0]] exactly; a schedule to another value (or with more points) "
-        "is not implemented. Give one of those, or a number and training(lr_anneal_timesteps=...)."
-    )
+        settings = {"lr": _number("lr", value, "anneal it with training(lr_anneal_timesteps=...)")}
+    else:
+        check_lr_schedule(value)
+        points = tuple((int(t), float(lr)) for t, lr in value)
+        settings = {"lr": points[0][1], "lr_anneal_timesteps": None}
+        if len(points) == 2 and points[1][1] == 0:
+            # The learner's schedule runs over the module's trained steps (single-agent PPO: env steps sampled).
+            settings["lr_anneal_timesteps"] = points[1][0]
+        elif len(points) > 1:
+            settings["lr_schedule"] = points
+    if getattr(config, "lr_schedule", None) is not None and "lr_schedule" not in settings:
+        settings["lr_schedule"] = None
+    return settings
+
+
+def _lr_schedule(config: Any, value: Any) -> dict[str, Any]:
+    """RLlib's (older) ``lr_schedule=[[timestep, lr], ...]``: the same schedule as ``lr`` in list form
+    (``None`` keeps ``lr`` and ``lr_anneal_timesteps``); what ``to_dict()`` records."""
+    if value is None:
+        return {"lr_schedule": None}
+    return _lr(config, value)
 
 
 def _grad_clip(config: Any, value: Any) -> dict[str, Any]:
@@ -447,10 +453,27 @@ def _model_config(config: Any, value: Any) -> dict[str, Any]:
     return {"model_config": translate_model_config(value)}
 
 
+def _policy_spec(value: Any) -> Any:
+    """RLlib's tuple form ``(policy_class, observation_space, action_space, config)`` as a :class:`PolicySpec`."""
+    return PolicySpec(*value) if isinstance(value, tuple) and len(value) == 4 else value
+
+
 def _policies(config: Any, value: Any) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
     if isinstance(value, Mapping):
-        # RLlib's new API stack: None or an empty PolicySpec() only names the module.
-        specs = {k: v for k, v in value.items() if v is not None and not (isinstance(v, PolicySpec) and v.names_only)}
+        # RLlib's new API stack: None or an empty PolicySpec() only names the module; a spec (or RLlib's
+        # tuple) that sets only a config gives that module's settings (algorithm_config_overrides_per_module).
+        given = {k: _policy_spec(v) for k, v in value.items()}
+        overrides = {
+            str(k): dict(v.config)
+            for k, v in given.items()
+            if isinstance(v, PolicySpec) and isinstance(v.config, Mapping) and PolicySpec(config=v.config) == v
+        }
+        specs = {
+            k: v
+            for k, v in given.items()
+            if v is not None and str(k) not in overrides and not (isinstance(v, PolicySpec) and v.names_only)
+        }
         if specs:
             raise ValueError(
                 f"multi_agent(policies=...) gives specs for {sorted(specs)}: cairn takes module ids "
@@ -466,7 +489,13 @@ def _policies(config: Any, value: Any) -> dict[str, Any]:
         raise ValueError(f"multi_agent(policies={value!r:.80}) is refused: give a set or list of module ids.")
     if not ids or not all(isinstance(i, str) and i for i in ids):
         raise ValueError(f"multi_agent(policies=...) must name at least one module id (str), got {value!r:.80}.")
-    return {"policies": tuple(ids)}
+    if not overrides:
+        return {"policies": tuple(ids)}
+    per_module = _overrides_per_module(config, overrides)["algorithm_config_overrides_per_module"]
+    return {
+        "policies": tuple(ids),
+        "algorithm_config_overrides_per_module": {**config.algorithm_config_overrides_per_module, **per_module},
+    }
 
 
 def _policies_to_train(config: Any, value: Any) -> dict[str, Any]:

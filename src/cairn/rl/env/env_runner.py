@@ -44,6 +44,7 @@ from cairn.rl.env.connector_building import (
     nested_module_name,
 )
 from cairn.rl.env.env_context import EnvContext
+from cairn.rl.env.env_errors import StepFailedRecreateEnvError
 from cairn.rl.env.env_state import (
     supports_env_state,
 )
@@ -69,7 +70,13 @@ from cairn.rl.utils.nested import (
     take_rows,
 )
 
-__all__ = ["NUM_AGENT_STEPS_SAMPLED", "NUM_ENV_STEPS_SAMPLED", "EnvRunner", "SampleBatch"]
+__all__ = [
+    "NUM_AGENT_STEPS_SAMPLED",
+    "NUM_ENV_STEPS_SAMPLED",
+    "EnvRunner",
+    "SampleBatch",
+    "StepFailedRecreateEnvError",  # at RLlib's path as well (ray.rllib.env.env_runner imports it)
+]
 
 NUM_ENV_STEPS_SAMPLED = "num_env_steps_sampled"
 """Env steps of a runner's last ``sample()`` in its metrics logger (RLlib's name), logged before

@@ -17,6 +17,7 @@ checkpointed batches); this class is RLlib's interface for driving env copies by
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any
 
 import gymnasium as gym
@@ -26,6 +27,7 @@ import torch
 from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.config.env_creators import live_env_creator
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
+from cairn.rl.env.env_errors import ENV_STEP_FAILURE, StepFailedRecreateEnvError
 from cairn.rl.env.episode_sampling import RunnerEpisode, act, build_module_or_none, env_action, sample_plan
 from cairn.rl.env.episodes import slot_info, slot_value
 from cairn.rl.env.multi_agent_env import make_env as make_gym_env
@@ -34,6 +36,13 @@ from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 __all__ = ["SingleAgentEnvRunner"]
 
 DEFAULT_MODULE_ID = "default_policy"
+
+logger = logging.getLogger("cairn.rl.env.env_runner")
+"""RLlib's env runners log env failures on their base module's logger (``ray.rllib.env.env_runner``); so does
+this one, under cairn's name of that module."""
+
+StepResult = tuple[Any, Any, Any, Any, dict[str, Any]]
+"""What the vector env's ``step()`` returns: observations, rewards, terminateds, truncateds, infos."""
 
 
 class SingleAgentEnvRunner:
@@ -123,9 +132,50 @@ class SingleAgentEnvRunner:
             module_id=DEFAULT_MODULE_ID,
         )
 
+    def _try_env_reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, Any]:
+        """Reset the env copies (RLlib's); with ``restart_failed_sub_environments`` a reset that raises is
+        logged, the envs are recreated and the reset is tried again.
+
+        Raises:
+            Exception: What the reset raised, without ``restart_failed_sub_environments``.
+        """
+        while True:
+            try:
+                return self._live_env().reset(seed=seed, options=options)
+            except Exception as error:
+                if not self.config.restart_failed_sub_environments:
+                    raise
+                logger.exception("Resetting the env resulted in an error; recreating the env: %s", error)
+                self.make_env()
+
+    def _try_env_step(self, actions: Any) -> StepResult | str:
+        """Step the env copies (RLlib's); the step's results, or :data:`ENV_STEP_FAILURE` when it raised and
+        ``restart_failed_sub_environments`` had the envs recreated (the caller starts new episodes).
+
+        A :class:`StepFailedRecreateEnvError` is the env's own request to be recreated and is not logged;
+        any other error is logged with its traceback.
+
+        Raises:
+            RuntimeError: The step raised and ``restart_failed_sub_environments`` is off (the error is the cause).
+        """
+        try:
+            obs, rewards, terminateds, truncateds, infos = self._live_env().step(actions)
+        except Exception as error:
+            if self.config.restart_failed_sub_environments:
+                if not isinstance(error, StepFailedRecreateEnvError):
+                    logger.exception("SingleAgentEnvRunner: an env step failed; recreating the env copies: %s", error)
+                self.make_env()
+                return ENV_STEP_FAILURE
+            logger.exception(
+                "SingleAgentEnvRunner: an env step failed and restart_failed_sub_environments is off, so the env "
+                "is not recreated (fault_tolerance(restart_failed_sub_environments=True) would): %s",
+                error,
+            )
+            raise RuntimeError(f"An env step failed: {type(error).__name__}: {error}") from error
+        return obs, rewards, terminateds, truncateds, infos
+
     def _reset(self) -> None:
-        env = self._live_env()
-        obs, infos = env.reset(seed=self._env_seed)
+        obs, infos = self._try_env_reset(seed=self._env_seed)
         self._env_seed += self.num_envs  # the next reset of all copies plays new episodes
         self._episodes = [self._new_episode(i, slot_value(obs, i), slot_info(infos, i)) for i in range(self.num_envs)]
         self._needs_reset = False
@@ -172,8 +222,12 @@ class SingleAgentEnvRunner:
         while (episodes_wanted is None and taken < int(steps or 0)) or (
             episodes_wanted is not None and len(done) < episodes_wanted
         ):
-            self._step(env, done, explore=explore, random_actions=random_actions)
-            taken += self.num_envs
+            if self._step(env, done, explore=explore, random_actions=random_actions):
+                taken += self.num_envs
+            else:  # the envs were recreated (RLlib: the episodes in flight are dropped, the count starts again)
+                env = self._live_env()
+                self._reset()
+                taken = 0
         if episodes_wanted is not None:
             self._needs_reset = True  # RLlib: timesteps after episodes start from a reset
             return done[:episodes_wanted]
@@ -186,7 +240,9 @@ class SingleAgentEnvRunner:
 
     def _step(
         self, env: gym.vector.VectorWrapper, done: list[RunnerEpisode], *, explore: bool, random_actions: bool
-    ) -> None:
+    ) -> bool:
+        """Step every copy once, recording the step in its episode; False if the step failed and the envs were
+        recreated (nothing recorded)."""
         space = env.single_action_space
         observations = [episode.get_observations(-1) for episode in self._episodes]
         if random_actions or self.module is None:
@@ -197,7 +253,10 @@ class SingleAgentEnvRunner:
                 self.module, DEFAULT_MODULE_ID, observations, explore=explore, generator=self._generator
             )
             actions = list(batch_actions)
-        obs, rewards, terminateds, truncateds, infos = env.step(np.stack([env_action(space, a) for a in actions]))
+        results = self._try_env_step(np.stack([env_action(space, a) for a in actions]))
+        if isinstance(results, str):
+            return False
+        obs, rewards, terminateds, truncateds, infos = results
         for i, episode in enumerate(self._episodes):
             ended = bool(terminateds[i] or truncateds[i])
             next_obs = slot_value(infos["final_obs"], i) if ended else slot_value(obs, i)
@@ -214,3 +273,4 @@ class SingleAgentEnvRunner:
             if ended:
                 done.append(episode)
                 self._episodes[i] = self._new_episode(i, slot_value(obs, i), slot_info(infos, i))
+        return True

@@ -150,7 +150,6 @@ class DQNConfig(OffPolicyConfig):
                 "[...]}) (and 'fcnet_hiddens' for the shared layers)"
             ),
             "adam_epsilon": Accept((1e-8,), "cairn's learners use Adam with torch's default eps"),
-            "lr_schedule": Accept((None,), "use training(lr_anneal_timesteps=...)"),
             "before_learn_on_batch": Accept((None,), "cairn has no such hook"),
         }
     }

@@ -138,7 +138,6 @@ class PPOConfig(AlgorithmConfig):
             "kl_target": number("kl_target"),
             "vf_clip_param": _vf_clip_param,
             "entropy_coeff_schedule": Accept((None,), "cairn's entropy_coeff is constant"),
-            "lr_schedule": Accept((None,), "use training(lr_anneal_timesteps=...)"),
         }
     }
     """RLlib's PPO ``training()`` settings (see :class:`~cairn.rl.config.builders.ConfigBuilders`)."""

@@ -105,6 +105,7 @@ class SACConfig(OffPolicyConfig):
             "alpha_lr": number("alpha_lr"),
             "optimization_config": _optimization_config,
             "lr": Accept((None,), "SAC's rates are actor_lr, critic_lr and alpha_lr"),
+            "lr_schedule": Accept((None,), "SAC's rates are actor_lr, critic_lr and alpha_lr (constant)"),
             "target_network_update_freq": integer("target_network_update_freq"),
             "q_model_config": Refuse("use rl_module(model_config={'fcnet_hiddens': [...]}) for both networks"),
             "policy_model_config": Refuse("use rl_module(model_config={'fcnet_hiddens': [...]}) for both networks"),
@@ -133,6 +134,8 @@ class SACConfig(OffPolicyConfig):
         for name in ("policy_lr", "q_lr", "alpha_lr"):
             if float(getattr(self, name)) <= 0.0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}.")
+        if self.lr_schedule is not None:  # its learner's optimizers keep their own rates
+            raise ValueError("SACConfig takes no lr_schedule: its rates are policy_lr, q_lr and alpha_lr (constant).")
 
 
 class SAC(OffPolicyAlgorithm):

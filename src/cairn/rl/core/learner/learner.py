@@ -11,7 +11,7 @@ restored learner takes exactly the steps the original would have.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -31,7 +31,7 @@ from cairn.rl.utils.nested import index_rows, leading_rows, map_leaves
 from cairn.state_checks import Schema, count, counts_by_id, mapping
 from cairn.torch import clone_state, generator_state, normalize_optimizer_state
 
-__all__ = ["DEFAULT_OPTIMIZER", "Learner", "LinearSchedule", "TrainBatch"]
+__all__ = ["DEFAULT_OPTIMIZER", "Learner", "LinearSchedule", "PiecewiseSchedule", "TrainBatch", "lr_schedule_for"]
 
 DEFAULT_OPTIMIZER = "default"
 """The name of a module's optimizer when it has one (PPO); algorithms with several
@@ -66,6 +66,35 @@ class LinearSchedule:
             return self.start
         frac = min(1.0, max(0.0, timestep / self.horizon))
         return self.start + frac * (self.end - self.start)
+
+
+class PiecewiseSchedule:
+    """RLlib's learning-rate schedule ``[[t0, v0], [t1, v1], ...]``: linear between the points, the last value after.
+
+    Args:
+        points: ``(timestep, value)`` pairs, the first at timestep 0, timesteps increasing
+            (checked by the config: ``AlgorithmConfig.lr_schedule``).
+    """
+
+    def __init__(self, points: Sequence[Sequence[float]]) -> None:
+        self.points = [(int(t), float(v)) for t, v in points]
+
+    def value(self, timestep: int) -> float:
+        """The value at ``timestep``."""
+        start_t, start_v = self.points[0]
+        for end_t, end_v in self.points[1:]:
+            if timestep < end_t:
+                return start_v + (end_v - start_v) * max(0, timestep - start_t) / (end_t - start_t)
+            start_t, start_v = end_t, end_v
+        return start_v
+
+
+def lr_schedule_for(config: Any) -> LinearSchedule | PiecewiseSchedule:
+    """A module config's learning-rate schedule: its ``lr_schedule`` points (RLlib's list form of ``lr``) if it
+    has them, else ``lr`` falling linearly to 0 over ``lr_anneal_timesteps`` (constant when that is None)."""
+    if config.lr_schedule:
+        return PiecewiseSchedule(config.lr_schedule)
+    return LinearSchedule(config.lr, 0.0, config.lr_anneal_timesteps)
 
 
 def _writable(value: Any) -> np.ndarray:
@@ -129,7 +158,7 @@ class Learner(Checkpointable):
         self.config = config
         self._module_configs: dict[str, AlgorithmConfig] = {}
         self.module = MultiRLModule({module_id: self._complete_spec(spec) for module_id, spec in module_specs.items()})
-        self.lr_schedules: dict[str, LinearSchedule] = {}
+        self.lr_schedules: dict[str, LinearSchedule | PiecewiseSchedule] = {}
         self.named_optimizers: dict[str, dict[str, torch.optim.Optimizer]] = {}
         self.num_module_steps_trained_lifetime: dict[str, int] = {}
         for module_id, module in self.module.items():
@@ -199,7 +228,7 @@ class Learner(Checkpointable):
 
     def _add_optimizer(self, module_id: str, module: RLModule) -> None:
         module_config = self.config_for_module(module_id)
-        self.lr_schedules[module_id] = LinearSchedule(module_config.lr, 0.0, module_config.lr_anneal_timesteps)
+        self.lr_schedules[module_id] = lr_schedule_for(module_config)
         self.num_module_steps_trained_lifetime.setdefault(module_id, 0)
         if not any(param.requires_grad for param in module.parameters()):
             # A module with nothing to learn (a heuristic policy) gets no optimizer: torch refuses an empty
