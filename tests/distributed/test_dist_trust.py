@@ -168,8 +168,13 @@ def _started_since(before: set[str]) -> set[str]:
 
 
 def _flip_a_byte(folder: Path) -> None:
-    """Corrupt the middle byte of the largest tensor file under ``folder``."""
-    target = max(folder.rglob("*.safetensors"), key=lambda p: p.stat().st_size)
+    """Corrupt the middle byte of the largest tensor file under ``folder``.
+
+    A small component's tensors live in its ``packed.bin`` (docs/format.md, "Packed small files"),
+    so packs count as tensor files here.
+    """
+    files = [*folder.rglob("*.safetensors"), *folder.rglob("packed.bin")]
+    target = max(files, key=lambda p: p.stat().st_size)
     data = bytearray(target.read_bytes())
     data[len(data) // 2] ^= 0xFF
     target.write_bytes(bytes(data))
