@@ -86,6 +86,38 @@ DEFAULT_MODULE_ID = "default_policy"
 """The module id of a single-policy algorithm (RLlib's ``DEFAULT_MODULE_ID``)."""
 
 
+def _default_spec(config: Any) -> Any:
+    """``config.get_default_rl_module_spec()``, or ``None`` for a config of no algorithm."""
+    try:
+        return config.get_default_rl_module_spec()
+    except NotImplementedError:
+        # The base AlgorithmConfig names no default module; RLlib's property fails there, but
+        # repr and == read every field, so it reads as "none given".
+        return None
+
+
+class _GivenOrDefaultSpec:
+    """The ``rl_module_spec`` field: records the spec the user gave, reads as RLlib's property.
+
+    The config records (checkpoints, ``to_dict``) what was given: ``None`` for the
+    algorithm's default module (:meth:`AlgorithmConfig.given_rl_module_spec`). Reading
+    ``config.rl_module_spec`` gives, as RLlib's property does, the algorithm's default spec
+    (:meth:`AlgorithmConfig.get_default_rl_module_spec`) when none was given.
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, config: Any, owner: type | None = None) -> Any:
+        if config is None:
+            return None  # the field's default (dataclasses read it from the class): no spec given
+        given = config.__dict__.get(self._name)
+        return given if given is not None else _default_spec(config)
+
+    def __set__(self, config: Any, value: Any) -> None:
+        config.__dict__[self._name] = value
+
+
 # Recorded under RLlib's path (cairn.rl.algorithms.algorithm_config, a re-export), which every
 # checkpoint names; the class itself lives on the config floor, below core/ and env/, which read it.
 @register_type(name="cairn.rl.algorithms.algorithm_config:AlgorithmConfig")
@@ -226,14 +258,16 @@ class AlgorithmConfig(ConfigBuilders):
     overrides of ``cairn.rl.algorithms.ppo.default_ppo_rl_module.DEFAULT_MODEL_CONFIG``,
     i.e. hidden_sizes, activation, log_std_init)."""
 
-    rl_module_spec: Any = None
+    rl_module_spec: Any = _GivenOrDefaultSpec()
     """The modules: an ``RLModuleSpec`` used for every policy, or a ``MultiRLModuleSpec``
     whose ``rl_module_specs`` give a spec per policy id (RLlib's ``rl_module_spec``).
-    ``None``: the algorithm's default module (:meth:`get_default_rl_module_class`) for
-    every policy. Fields a spec leaves ``None`` are filled in: the class with the
-    default module, the spaces from the environment, ``model_config`` with
-    :attr:`model_config`. Typed ``Any`` because this module imports nothing of
-    ``cairn.rl.core`` (see the module docstring)."""
+    ``None`` (recorded so): the algorithm's default module for every policy; reading the
+    attribute then gives :meth:`get_default_rl_module_spec`, as RLlib's property does
+    (:meth:`given_rl_module_spec` is what was given). Fields a spec leaves ``None`` are
+    filled in when the algorithm builds its modules: the class with the default module,
+    the spaces from the environment, ``model_config`` with :attr:`model_config` (RLlib
+    merges the class into what the attribute reads). Typed ``Any`` because this module
+    imports nothing of ``cairn.rl.core`` (see the module docstring)."""
 
     lr: float = 2.5e-4
     """The optimizer's learning rate at the start."""
@@ -436,6 +470,11 @@ class AlgorithmConfig(ConfigBuilders):
                 for module_id, overrides in self.algorithm_config_overrides_per_module.items()
             }
         self.validate_evaluation()  # cheap; a builder's evaluation(...) is refused at once, by name
+        # dataclasses.replace (and builders, which use it) pass on what the attribute reads: the
+        # default spec stands for "none given" again, so the recorded field stays None.
+        given = self.given_rl_module_spec()
+        if given is not None and given == _default_spec(self):
+            self.__dict__["rl_module_spec"] = None
 
     def _check_counts(self, *names: str) -> None:
         """Refuse a setting of ``names`` that is not its :data:`COUNTS` bound's int (``ValueError`` naming it)."""
@@ -537,6 +576,13 @@ class AlgorithmConfig(ConfigBuilders):
         )
         return spec_class(module_class=module_class)
 
+    def given_rl_module_spec(self) -> Any:
+        """The ``rl_module_spec`` given to this config, as it is recorded: ``None`` for the default module.
+
+        ``config.rl_module_spec`` reads as RLlib's property (the default spec when none was given).
+        """
+        return self.__dict__.get("rl_module_spec")
+
     def recorded_names(self) -> list[tuple[str, str, Role]]:
         """``(field, "module:qualname", role)`` of every class and function this config names (SPEC 8).
 
@@ -554,7 +600,7 @@ class AlgorithmConfig(ConfigBuilders):
         names.extend((field_name, path, role) for path, field_name, role in callback_names(self))
         if isinstance(self.policy_mapping_fn, str) and ":" in self.policy_mapping_fn:
             names.append(("policy_mapping_fn", self.policy_mapping_fn, MAPPING_FUNCTION))
-        spec = self.rl_module_spec
+        spec = self.given_rl_module_spec()
         specs = getattr(spec, "rl_module_specs", None)
         for module_id, one in specs.items() if isinstance(specs, Mapping) else [("", spec)]:
             module_class = getattr(one, "module_class", None)
