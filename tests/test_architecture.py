@@ -190,7 +190,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 the longest name that is it or its package; ``"cairn"`` is the package's own ``__init__``)."""
 
 RL_FLOORS: tuple[tuple[str, ...], ...] = (
-    ("cairn.rl._aliases", "cairn.rl.utils"),
+    ("cairn.rl._aliases", "cairn.rl.execution", "cairn.rl.utils"),
     ("cairn.rl.config",),
     ("cairn.rl.core",),
     ("cairn.rl.connectors",),
@@ -265,6 +265,7 @@ def test_docs_architecture_names_every_floor_and_exception() -> None:
 
 RL_LOWER_FLOORS = (
     "cairn.rl.config",
+    "cairn.rl.execution",
     "cairn.rl.utils",
     "cairn.rl.core",
     "cairn.rl.connectors",

@@ -324,3 +324,35 @@ def test_a_page_restored_alone_never_makes_rows_past_the_buffer_drawable(tmp_pat
     assert (live.priorities[300:] == 0).all() and (live.priorities[:300] > 0).all()
     assert live.sample(2_000)["batch_indexes"].max() < 300
     np.testing.assert_allclose(live._trees.total, live.priorities.sum())
+
+
+def test_segment_trees_refuse_bad_capacities_and_states_and_agree_with_the_buffer_trees() -> None:
+    """RLlib's segment-tree API (cairn.rl.execution): power-of-two bound, state shape, one arithmetic."""
+    from cairn.rl.execution.segment_tree import MinSegmentTree, SegmentTree, SumSegmentTree
+    from cairn.rl.utils.replay_buffers.priority_trees import PriorityTrees
+
+    for bad in (0, -4, 3, 6, 1000):
+        with pytest.raises(ValueError, match="positive power of two"):
+            SumSegmentTree(bad)
+    with pytest.raises(TypeError, match="must be an int"):
+        MinSegmentTree(4.0)  # type: ignore[arg-type]
+    tree = SumSegmentTree(8)
+    with pytest.raises(IndexError, match="outside"):
+        tree[8] = 1.0
+    with pytest.raises(ValueError, match="outside"):
+        tree.find_prefixsum_idx(1.0)  # the tree's sum is 0
+    with pytest.raises(ValueError, match="expected \\(16,\\)"):
+        tree.set_state(np.zeros(8))
+    assert MinSegmentTree(4).min() == float("inf")  # RLlib's neutral element: an empty min tree is inf
+    # The buffer's trees and RLlib's API over the same leaves are the same nodes, bit for bit.
+    leaves = np.random.default_rng(3).random(8) * (np.arange(8) % 3 != 0)
+    trees = PriorityTrees(8)
+    trees.leaves[:] = leaves
+    trees.refresh(np.arange(8))
+    for i, v in enumerate(leaves):
+        tree[i] = v
+    assert tree.get_state().tobytes() == trees.sum.tobytes()
+    again = SumSegmentTree(8)
+    again.set_state(tree.get_state())
+    assert again.sum(2, -1) == tree.sum(2, 7) == float(np.sum(leaves[2:7]))
+    assert isinstance(trees._min_tree, SegmentTree) and trees.smallest == float(leaves[leaves > 0].min())

@@ -117,8 +117,8 @@ def test_sample(
     strict=True,
     reason="fails on RLlib 2.60 as well: an env class is called with env_config as its one argument (RLlib's "
     "EnvContext), so ErrorRaisingEnv's exception_type is that dict, its step raises TypeError (not "
-    "StepFailedRecreateEnvError) and the first count is 1 (RLlib 2.60 run by hand: the same); cairn does the same, "
-    "and has no restart_failed_sub_environments setting yet",
+    "StepFailedRecreateEnvError) and the first count is 1 (RLlib 2.60 run by hand: the same); cairn does the same "
+    "(its restart_failed_sub_environments handling is tested in tests/rl/test_rl_env_step_failures.py)",
 )
 def test_step_failed_reset_required(caplog: pytest.LogCaptureFixture) -> None:
     """Tests, whether SingleAgentEnvRunner can handle StepFailedResetRequired.
