@@ -275,15 +275,6 @@ def _get_expected_marl_spec(
     return marl_spec, expected_marl_spec
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="configs have RLlib's get_default_rl_module_spec() hook but no get_multi_rl_module_spec(policy_dict=, "
-    "single_agent_rl_module_spec=) (cairn builds the per-module specs from the env's spaces in "
-    "cairn.rl.core.rl_module.multi_rl_module.module_specs_from_config); the specs are compared by "
-    "RLModuleSpec.model_config_dict, RLlib's deprecated field cairn's specs do not have; and the last case expects "
-    "MultiRLModuleSpec(multi_rl_module_class=...) without rl_module_specs to raise (RLlib: 'must be a dict'; "
-    "cairn's default is {} and it also takes one RLModuleSpec shared by every module)",
-)
 def test_get_multi_rl_module_spec() -> None:
     """Tests whether the get_multi_rl_module_spec() method works properly."""
     from cairn.rl.examples.rl_modules.classes.vpg_torch_rlm import VPGTorchRLModule

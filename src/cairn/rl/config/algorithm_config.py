@@ -33,7 +33,7 @@ from cairn.rl.config.callback_forms import (
     function_field,
 )
 from cairn.rl.config.env_creators import ENV_ROLE
-from cairn.rl.config.module_specs import GivenOrDefaultSpec, ModuleSpecs, default_spec_of
+from cairn.rl.config.module_specs import DEFAULT_MODULE_ID, GivenOrDefaultSpec, ModuleSpecs, default_spec_of
 from cairn.rl.config.recorded_names import RecordedNames
 from cairn.rl.config.references import CONNECTOR_FIELDS, kept_callables
 from cairn.rl.config.setting_checks import (
@@ -79,9 +79,6 @@ COUNTS: dict[str, Count] = {
 }
 """The integer settings and their bounds (``evaluation_interval`` may also be None), checked by :meth:`validate`
 with :class:`~cairn.state_checks.Count`, the one integer check of cairn (also of restored state)."""
-
-DEFAULT_MODULE_ID = "default_policy"
-"""The module id of a single-policy algorithm (RLlib's ``DEFAULT_MODULE_ID``)."""
 
 
 # Recorded under RLlib's path (cairn.rl.algorithms.algorithm_config, a re-export), which every

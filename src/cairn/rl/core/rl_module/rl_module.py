@@ -175,6 +175,12 @@ class RLModuleSpec:
         if isinstance(given, DefaultModelConfig):
             self.model_config = given.to_dict()
 
+    @property
+    def model_config_dict(self) -> None:
+        """RLlib's deprecated ``RLModuleSpec.model_config_dict``: ``None``, as RLlib 2.60's always is (it refuses
+        any other value; the settings are :attr:`model_config`). Removed 2027-06-01: read ``model_config``."""
+        return None
+
     @classmethod
     def from_module(cls, module: RLModule) -> RLModuleSpec:
         """The spec that builds a module like ``module`` (RLlib's ``RLModuleSpec.from_module``).
