@@ -41,6 +41,7 @@ def lstm_config(**overrides: Any) -> PPOConfig:
         minibatch_size=128,
         num_epochs=6,
         lr=2e-3,
+        max_grad_norm=0.5,  # measured with CleanRL's clipping (PPOConfig's default is RLlib's: none)
         vf_loss_coeff=0.01,
         entropy_coeff=0.0,
         model_config=DefaultModelConfig(

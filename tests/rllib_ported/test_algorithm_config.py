@@ -4,10 +4,8 @@ Same test names, cases and expected values; ``ray.rllib`` -> ``cairn.rl``. The t
 added after 2.60 (connector-pipeline builders, ``to_dict`` round trips with Tune search
 spaces, one small batch over several learners, a shared module) are not ported. RLlib's
 ``ray.init()`` set-up is dropped. ``AlgorithmConfig(algo_class=PPO)`` makes a ``PPOConfig``.
-The other tests fail on cairn, each for the reason its mark gives (docs/rllib_parity.md):
-they test ``AlgorithmConfig`` internals cairn's dataclass configs do not have (per-worker
-fragment lengths, ``is_atari``, ``grad_clip`` and the private ``_per_module_overrides``,
-``get_multi_rl_module_spec``).
+Two tests fail on cairn, each for the reason its mark gives (docs/rllib_parity.md):
+per-worker fragment lengths and ``is_atari``, which cairn's configs do not have.
 """
 
 from __future__ import annotations
@@ -160,12 +158,6 @@ def test_rl_module_api() -> None:
     assert config.rl_module_spec.module_class == A
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cairn's PPO lr default is 2.5e-4 (RLlib: 5e-5), configs have max_grad_norm where RLlib reads "
-    "grad_clip/grad_clip_by, and the overrides live in algorithm_config_overrides_per_module, not a private "
-    "_per_module_overrides",
-)
 def test_config_per_module() -> None:
     """Tests, whether per-module config overrides (multi-agent) work as expected."""
 

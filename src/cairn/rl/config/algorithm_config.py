@@ -499,6 +499,12 @@ class AlgorithmConfig(ModuleSpecs, RecordedNames, ConfigBuilders):
                 f"placement_strategy must be one of {list(PLACEMENT_STRATEGIES)}, got {self.placement_strategy!r:.40}."
             )
 
+    @property
+    def _per_module_overrides(self) -> dict[str, AlgorithmConfig]:
+        """RLlib's (private) per-module configs: module id -> :meth:`get_config_for_module` of each module
+        that :attr:`algorithm_config_overrides_per_module` gives settings (built when read, never stale)."""
+        return {m: self.get_config_for_module(m) for m, o in self.algorithm_config_overrides_per_module.items() if o}
+
     def get_config_for_module(self, module_id: str) -> AlgorithmConfig:
         """This config with :attr:`algorithm_config_overrides_per_module` of ``module_id`` applied.
 

@@ -83,6 +83,19 @@ class ConfigBuilders(metaclass=_AlgoClassCall):
         config: Any = self
         return int(config.rollout_length)
 
+    @property
+    def grad_clip(self) -> float | None:
+        """RLlib's ``config.grad_clip``, read-only: ``max_grad_norm`` (``training(grad_clip=...)`` sets it)."""
+        config: Any = self
+        value: float | None = config.max_grad_norm
+        return value
+
+    @property
+    def grad_clip_by(self) -> str:
+        """RLlib's ``config.grad_clip_by``, read-only: ``"global_norm"``, the one way cairn clips (the builder
+        refuses RLlib's ``"value"`` and ``"norm"``)."""
+        return "global_norm"
+
     def _train_batch_rows(self) -> int:
         config: Any = self
         return int(config.rollout_length) * int(config.num_envs_per_env_runner) * max(1, int(config.num_env_runners))
