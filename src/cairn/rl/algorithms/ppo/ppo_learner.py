@@ -83,12 +83,13 @@ class PPOLearner(Learner):
     def add_module(
         self,
         module_id: str,
-        module: RLModule | RLModuleSpec,
+        module: RLModule | RLModuleSpec | None = None,
         *,
+        module_spec: RLModuleSpec | None = None,
         config_overrides: Mapping[str, Any] | None = None,
     ) -> RLModule:
         """As :meth:`Learner.add_module`; the new module's KL coefficient starts at its ``kl_coeff``."""
-        built = super().add_module(module_id, module, config_overrides=config_overrides)
+        built = super().add_module(module_id, module, module_spec=module_spec, config_overrides=config_overrides)
         self.curr_kl_coeffs[module_id] = self._initial_kl_coeff(module_id)
         return built
 
