@@ -26,7 +26,13 @@ from cairn.rl.core.rl_module.stateful import sequence_train_outputs
 from cairn.rl.core.rl_module.torch.torch_rl_module import complete_train_outputs
 from cairn.state_checks import ById, Number, Schema
 
-__all__ = ["PPOLearner", "PPOLossSettings"]
+__all__ = ["LEARNER_RESULTS_CURR_KL_COEFF_KEY", "LEARNER_RESULTS_KL_KEY", "PPOLearner", "PPOLossSettings"]
+
+LEARNER_RESULTS_CURR_KL_COEFF_KEY = "curr_kl_coeff"
+"""RLlib's key of a module's KL coefficient after an update in the learner results (with ``use_kl_loss``;
+also exported by ``cairn.rl.algorithms.ppo.ppo``, RLlib's path)."""
+LEARNER_RESULTS_KL_KEY = "mean_kl_loss"
+"""RLlib's key of a module's mean KL divergence of the update in the learner results (with ``use_kl_loss``)."""
 
 
 class PPOLossSettings(Protocol):
@@ -117,8 +123,8 @@ class PPOLearner(Learner):
             elif kl < 0.5 * config.kl_target:
                 coeff *= 0.5
             self.curr_kl_coeffs[module_id] = coeff
-            metrics["mean_kl_loss"] = kl
-            metrics["curr_kl_coeff"] = coeff
+            metrics[LEARNER_RESULTS_KL_KEY] = kl
+            metrics[LEARNER_RESULTS_CURR_KL_COEFF_KEY] = coeff
         return metrics
 
     def compute_loss_for_module(
