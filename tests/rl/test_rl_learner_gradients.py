@@ -55,3 +55,16 @@ def test_refusals() -> None:
         learner.add_module("x")
     with pytest.raises(ValueError, match="one of them"):
         learner.add_module("x", spec, module_spec=spec)
+
+
+def test_build_learner_group_fills_specs_as_an_algorithm_does() -> None:
+    from cairn.rl.algorithms.ppo import PPOConfig
+    from cairn.rl.core.learner.building import build_learner_group
+
+    config = PPOConfig().rl_module(model_config={"fcnet_hiddens": [8]})
+    group = build_learner_group(config, env=ENV)
+    module = group.get_module(DEFAULT_MODULE_ID)
+    # RLlib's fcnet_hiddens is cairn's hidden_sizes; the env's spaces fill the spec.
+    assert module.spec.observation_space == ENV.observation_space and module.spec.model_config["hidden_sizes"] == [8]
+    group = BaseTestingAlgorithmConfig().build_learner_group(env=ENV)
+    assert type(group.get_module(DEFAULT_MODULE_ID)).__name__ == "DiscreteBCTorchModule"

@@ -50,7 +50,7 @@ class TestPPO(unittest.TestCase):
         strict=True,
         reason="rl/config (not this port's to change): training(model=dict(...)) is refused as RLlib's old API "
         "stack (RLlib 2.60 takes it), and AlgorithmConfig has no build_learner_group(env=) "
-        "(cairn.rl.core.learner.building.build_learner builds one learner)",
+        "(cairn.rl.core.learner.building.build_learner_group is what it would call)",
     )
     def test_save_to_path_and_restore_from_path(self):
         """Tests saving and loading the state of the PPO Learner Group."""

@@ -14,8 +14,9 @@ from typing import Any
 from cairn.registry import register_type
 from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.core import DEFAULT_MODULE_ID
-from cairn.rl.core.learner.building import build_learner
+from cairn.rl.core.learner.building import build_learner, build_learner_group
 from cairn.rl.core.learner.learner import Learner
+from cairn.rl.core.learner.learner_group import LearnerGroup
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.core.testing.base_testing_learner import BaseTestingLearner
@@ -50,3 +51,7 @@ class BaseTestingAlgorithmConfig(AlgorithmConfig):
     def build_learner(self, *, env: Any = None, spaces: Any = None) -> Learner:
         """One learner over this config's module(s) with ``env``'s spaces (RLlib's ``build_learner``)."""
         return build_learner(self, env=env, spaces=spaces)
+
+    def build_learner_group(self, *, env: Any = None, spaces: Any = None) -> LearnerGroup:
+        """The learner group over this config's module(s) with ``env``'s spaces (RLlib's ``build_learner_group``)."""
+        return build_learner_group(self, env=env, spaces=spaces)
