@@ -58,10 +58,10 @@ def test_freezing_of_algo_config() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="no get_rollout_fragment_length(worker_index=): RLlib gives the first runners one step more than the "
-    "others (2,456 over 4 x 3 envs: 205 for runners 0-3, 204 for runner 4, 2,457 in all), cairn samples one "
-    "rollout_length in every env of every runner (205 each, 2,460 in all), so RLlib's per-runner figures would "
-    "not be what cairn's runners take; making them so changes how cairn samples",
+    reason="get_rollout_fragment_length(worker_index=) gives what cairn's runners take: RLlib gives the first "
+    "runners one step more than the others (2,456 over 4 x 3 envs: 205 for runners 0-3, 204 for runner 4, 2,457 "
+    "in all), cairn samples one rollout_length in every env of every runner (205 each, 2,460 in all); making "
+    "them differ per runner changes how cairn samples, in the multi-agent runner too",
 )
 def test_rollout_fragment_length() -> None:
     """Tests the proper auto-computation of the `rollout_fragment_length`."""
