@@ -839,7 +839,7 @@ def _unchanged_entry(chunks: list[Chunk], prev: FileEntry, digest: str) -> FileE
             crc = crc32(v, crc)
         if crc != prev.crc32:
             return None
-    hasher = Hasher(digest)
+    hasher = Hasher(digest, size=prev.size)
     for v in views:
         hasher.update(v)
     entry = FileEntry(prev.size, hasher.digest(), prev.crc32)

@@ -98,9 +98,13 @@ class Digest:
     @classmethod
     def of(cls, data: bytes | bytearray | memoryview, algorithm: str = DIGEST_ALGORITHM) -> Digest:
         """The digest of ``data``."""
-        hasher = Hasher(algorithm)
+        hasher = Hasher(algorithm, size=memoryview(data).nbytes)
         hasher.update(data)
         return hasher.digest()
+
+
+PARALLEL_HASH_MIN = 1 << 20
+"""Inputs of fewer bytes (known in advance) are digested on the calling thread alone, without rayon's pool."""
 
 
 class Hasher:
@@ -114,8 +118,12 @@ class Hasher:
 
     __slots__ = ("_b3", "_crc", "_sha", "algorithm", "with_crc")
 
-    def __init__(self, algorithm: str = DIGEST_ALGORITHM, *, with_crc: bool = False) -> None:
-        """Start a digest of ``algorithm`` (``"blake3"``, ``"sha256"`` or ``"crc32"``)."""
+    def __init__(self, algorithm: str = DIGEST_ALGORITHM, *, with_crc: bool = False, size: int | None = None) -> None:
+        """Start a digest of ``algorithm`` (``"blake3"``, ``"sha256"`` or ``"crc32"``).
+
+        ``size``: how many bytes will be fed, when the caller knows; under
+        :data:`PARALLEL_HASH_MIN` the digest runs on the calling thread alone.
+        """
         if algorithm not in _DIGEST_HEX_LENGTH:
             raise ValueError(f"Unknown digest algorithm {algorithm!r}.")
         self.algorithm = algorithm
@@ -125,9 +133,15 @@ class Hasher:
         if algorithm == "blake3":
             import blake3
 
-            # AUTO: rayon's global pool, shared by every digest (RAYON_NUM_THREADS caps it). A number
-            # would start a pool per digest: ~0.2 ms each, more than a small file's whole digest.
-            self._b3 = blake3.blake3(max_threads=blake3.blake3.AUTO)
+            if size is not None and size < PARALLEL_HASH_MIN:
+                # One thread: with AUTO, blake3 hands every input over 16 KiB to rayon's pool and
+                # waits for it (2.5x the time at 38 kB here), and the pool's workers then spin in
+                # sched_yield for a while, taking a core from the save on a 2-core machine.
+                self._b3 = blake3.blake3()
+            else:
+                # AUTO: rayon's global pool, shared by every digest (RAYON_NUM_THREADS caps it). A number
+                # would start a pool per digest: ~0.2 ms each, more than a small file's whole digest.
+                self._b3 = blake3.blake3(max_threads=blake3.blake3.AUTO)
         self._crc = 0
 
     def update(self, data: bytes | bytearray | memoryview) -> None:
@@ -317,9 +331,10 @@ class FileEntry:
     @classmethod
     def of(cls, data: bytes | bytearray | memoryview, algorithm: str = DIGEST_ALGORITHM) -> FileEntry:
         """The entry of ``data`` in the current format, with the digest ``algorithm``."""
-        hasher = Hasher(algorithm)
+        size = memoryview(data).nbytes
+        hasher = Hasher(algorithm, size=size)
         hasher.update(data)
-        return hasher.entry(len(memoryview(data).cast("B")))
+        return hasher.entry(size)
 
     def same_bytes(self, other: FileEntry) -> bool:
         """Whether both entries record the same bytes: same size and the same digest (CRC-32s decide nothing)."""
