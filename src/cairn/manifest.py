@@ -425,6 +425,8 @@ class Manifest:
 
     def to_bytes(self) -> bytes:
         """Serialize, with the self-digest."""
+        if self.format_version == FORMAT_VERSION:
+            return self._sealed_bytes()
         body: dict[str, Any] = {
             "format": "cairn.manifest",
             "format_version": self.format_version,
@@ -435,6 +437,52 @@ class Manifest:
         if self.packed:
             body["packed"] = {k: {"offset": o, "size": n} for k, (o, n) in sorted(self.packed.items())}
         return seal_manifest_body(body)
+
+    def _sealed_bytes(self) -> bytes:
+        """:func:`seal_manifest_body` of this format 3 manifest's body, written directly (the same bytes).
+
+        Every folder of every save seals one; the body's shape is fixed (sorted keys:
+        ``algorithm``, ``checksum``, ``components``, ``files``, ``format``, ``format_version``,
+        ``packed``; an entry's digest name sorts before ``size``, ``offset`` before ``size``), so
+        its two JSON forms are joined from strings json's C escaper made instead of walked
+        twice (``tests/test_format2.py`` checks it against seal_manifest_body).
+        """
+        alg = _encode_str(self.algorithm)
+        comps = [_encode_str(c) for c in self.components]
+        files = [
+            (_encode_str(k), _encode_str(e.digest.hex), int.__repr__(e.size)) for k, e in sorted(self.files.items())
+        ]
+        packed = [(_encode_str(k), int.__repr__(o), int.__repr__(n)) for k, (o, n) in sorted(self.packed.items())]
+        canonical = (
+            f'{{"algorithm":{alg},"components":[{",".join(comps)}],"files":{{'
+            + ",".join(f'{k}:{{{alg}:{h},"size":{n}}}' for k, h, n in files)
+            + f'}},"format":"cairn.manifest","format_version":{FORMAT_VERSION}'
+            + (
+                ',"packed":{' + ",".join(f'{k}:{{"offset":{o},"size":{n}}}' for k, o, n in packed) + "}"
+                if packed
+                else ""
+            )
+            + "}"
+        )
+        checksum = Digest.of(canonical.encode("utf-8"), self.algorithm).hex
+        parts = [f' "algorithm": {alg}', f' "checksum": "{checksum}"']
+        parts.append(' "components": ' + ("[\n" + ",\n".join(f"  {c}" for c in comps) + "\n ]" if comps else "[]"))
+        parts.append(
+            ' "files": '
+            + (
+                "{\n" + ",\n".join(f'  {k}: {{\n   {alg}: {h},\n   "size": {n}\n  }}' for k, h, n in files) + "\n }"
+                if files
+                else "{}"
+            )
+        )
+        parts += [' "format": "cairn.manifest"', f' "format_version": {FORMAT_VERSION}']
+        if packed:
+            parts.append(
+                ' "packed": {\n'
+                + ",\n".join(f'  {k}: {{\n   "offset": {o},\n   "size": {n}\n  }}' for k, o, n in packed)
+                + "\n }"
+            )
+        return ("{\n" + ",\n".join(parts) + "\n}\n").encode("utf-8")
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray, *, where: str) -> Manifest:
