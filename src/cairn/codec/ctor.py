@@ -41,6 +41,7 @@ from cairn.codec.state import numpy_descr, unsupported_value_error
 from cairn.errors import CheckpointError, CorruptCheckpointError, IncompatibleCheckpointError, UnsafeCheckpointError
 from cairn.registry import (
     ENUM,
+    RegisteredType,
     Trusted,
     class_argument_problem,
     class_path,
@@ -137,20 +138,7 @@ class CtorEncoder:
             return {TAG: "enum", "class": class_path(type(value)), "name": value.name}
         reg = registered_for_value(value)
         if reg is not None:
-            known = self.memo.get(id(value)) if self.memo is not None else None
-            if known is not None and known[0] is value:
-                self.used_pickle = self.used_pickle or known[2]
-                return known[1]
-            before, self.used_pickle = self.used_pickle, False
-            out = {
-                TAG: "registered",
-                "type": reg.name,
-                "value": self.encode(reg.encode(value), (*path, f"<{reg.name}>")),
-            }
-            if self.memo is not None:
-                self.memo[id(value)] = (value, out, self.used_pickle)
-            self.used_pickle = before or self.used_pickle
-            return out
+            return self._registered(value, reg, path)
         if isinstance(value, type) and "<locals>" not in value.__qualname__:
             problem = class_argument_problem(value)
             if problem is not None:
@@ -168,6 +156,23 @@ class CtorEncoder:
                     f"Cannot pickle the constructor argument at {'/'.join(map(str, path))!r}: {err}"
                 ) from err
         raise unsupported_value_error(value, path, what="constructor argument")
+
+    def _registered(self, value: Any, reg: RegisteredType, path: tuple[Any, ...]) -> Any:
+        """A registered value's tagged form: from the memo when this plan encoded this very object already."""
+        known = self.memo.get(id(value)) if self.memo is not None else None
+        if known is not None and known[0] is value:
+            self.used_pickle = self.used_pickle or known[2]
+            return known[1]
+        before, self.used_pickle = self.used_pickle, False
+        out = {
+            TAG: "registered",
+            "type": reg.name,
+            "value": self.encode(reg.encode(value), (*path, f"<{reg.name}>")),
+        }
+        if self.memo is not None:
+            self.memo[id(value)] = (value, out, self.used_pickle)
+        self.used_pickle = before or self.used_pickle
+        return out
 
 
 def _encode_space(value: Any, enc: CtorEncoder, path: tuple[Any, ...]) -> dict[str, Any] | None:
