@@ -134,7 +134,7 @@ class Hasher:
             import blake3
 
             if size is not None and size < PARALLEL_HASH_MIN:
-                # One thread: with AUTO, blake3 hands every input over 16 KiB to rayon's pool and
+                # One thread: with AUTO, blake3 hands every input of 32 KiB or more to rayon's pool and
                 # waits for it (2.5x the time at 38 kB here), and the pool's workers then spin in
                 # sched_yield for a while, taking a core from the save on a 2-core machine.
                 self._b3 = blake3.blake3()
