@@ -1,4 +1,4 @@
-"""Env steps per CPU second of ``EnvRunner.sample()`` on CartPole-v1 through connector pipelines.
+"""Env steps per CPU second of ``EnvRunner.sample_batches()`` on CartPole-v1 through connector pipelines.
 
 The sampling loop runs the env-to-module pipeline once per step (and once more for a
 truncated episode's final observation) and the module-to-env pipeline once per step, so a
@@ -70,11 +70,11 @@ def measure(samples: int) -> dict[str, float]:
     rates: dict[str, float] = {}
     for pipeline in PIPELINES:
         runner = _runner(pipeline)
-        runner.sample()
+        runner.sample_batches()
         before = runner.num_env_steps_sampled_lifetime
         c0 = time.process_time()
         for _ in range(samples):
-            runner.sample()
+            runner.sample_batches()
         cpu = time.process_time() - c0
         rates[pipeline] = (runner.num_env_steps_sampled_lifetime - before) / cpu
         obs, slots = runner._obs, np.arange(runner.num_slots)
@@ -141,7 +141,7 @@ def case_sampling(ctx: Any) -> None:
             runs[name].append(_child(checkouts[name], samples, REPO))
             ctx.log(f"    round {r + 1}: {name:6s} " + "  ".join(f"{p} {v:,.0f}" for p, v in runs[name][-1].items()))
     ctx.raw["sampling"] = {"before_ref": f"{ref} ({rev})", "samples": samples, "runs": runs}
-    figures = [(p, "EnvRunner.sample() env steps per CPU s", "steps/s") for p in PIPELINES]
+    figures = [(p, "EnvRunner.sample_batches() env steps per CPU s", "steps/s") for p in PIPELINES]
     figures += [(p, "env-to-module calls (_to_module) per CPU s", "calls/s") for p in PIPELINES]
     for pipeline, what, unit in figures:
         key = pipeline if unit == "steps/s" else f"{pipeline} calls/s"

@@ -54,9 +54,9 @@ def test_an_ended_episode_holds_its_whole_history() -> None:
     Collect.ended = []
     runner = EnvRunner(small_config(**TINY, num_envs_per_env_runner=3, callbacks_class=Collect))
     try:
-        runner.sample()
-        runner.sample()
-        runner.sample()
+        runner.sample_batches()
+        runner.sample_batches()
+        runner.sample_batches()
     finally:
         runner.close()
     assert Collect.ended
@@ -78,7 +78,7 @@ def test_an_ended_episode_holds_its_whole_history() -> None:
 def test_no_episode_objects_without_an_episode_hook() -> None:
     runner = EnvRunner(small_config(**TINY))
     try:
-        runner.sample()
+        runner.sample_batches()
         assert runner.episode_tracker is None
     finally:
         runner.close()
@@ -146,7 +146,8 @@ def test_a_checkpoint_without_episode_data_starts_episode_objects_from_the_resto
         assert runner.episode_tracker is not None
         assert all(len(e) == 0 and e.custom_data == {} for e in runner.episode_tracker.episodes)
         assert np.array_equal(runner.episode_tracker.episodes[0].get_observations(0), runner._obs[0])
-        runner.sample()  # on_episode_start fires for the new episode objects first: PoleAngles' steps find their list
+        # on_episode_start fires for the new episode objects first: PoleAngles' steps find their list
+        runner.sample_batches()
         assert all(len(e.custom_data["angles"]) == len(e) + 1 for e in runner.episode_tracker.episodes)
     finally:
         runner.close()

@@ -99,7 +99,7 @@ def runner_config() -> PPOConfig:
 def runner_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     runner = EnvRunner(runner_config())
     try:
-        runner.sample()  # episodes in flight, frames stacked, metrics logged
+        runner.sample_batches()  # episodes in flight, frames stacked, metrics logged
         yield Path(runner.save_to_path(tmp_path_factory.mktemp("runner") / "ck"))
     finally:
         runner.close()
@@ -108,8 +108,8 @@ def runner_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def advance(runner: EnvRunner) -> None:
     """Two samples: the live runner's state then differs from the checkpoint's (taken after one), everywhere
     (counters, RNG, environments, frames, filter, metrics), so that a partial restore would show."""
-    runner.sample()
-    runner.sample()
+    runner.sample_batches()
+    runner.sample_batches()
 
 
 def refused_and_unchanged(runner: EnvRunner, restore: Callable[[], Any], match: str) -> None:
@@ -118,7 +118,7 @@ def refused_and_unchanged(runner: EnvRunner, restore: Callable[[], Any], match: 
     with pytest.raises(cairn.CheckpointError, match=match):
         restore()
     assert_states_equal(runner.get_state(), before)
-    runner.sample()
+    runner.sample_batches()
 
 
 FRAMES = ("env", "connectors", "env_to_module_connector", "FrameStackingEnvToModule")
@@ -207,8 +207,8 @@ def test_the_untouched_runner_checkpoint_still_restores_exactly(runner_ckpt: Pat
     a, b = EnvRunner.from_checkpoint(runner_ckpt), EnvRunner.from_checkpoint(ck)
     try:
         assert_states_equal(a.get_state(), b.get_state())
-        for module_id, batch in a.sample().items():
-            np.testing.assert_array_equal(batch["obs"], b.sample()[module_id]["obs"])
+        for module_id, batch in a.sample_batches().items():
+            np.testing.assert_array_equal(batch["obs"], b.sample_batches()[module_id]["obs"])
     finally:
         a.close()
         b.close()

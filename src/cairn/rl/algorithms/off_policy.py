@@ -529,7 +529,7 @@ class OffPolicyAlgorithm(Algorithm):
     def training_step(self) -> dict[str, Any]:
         """Sample, store, learn (when due), sync weights; returns the iteration's metrics."""
         steps_before = self.env_runner.num_env_steps_sampled_lifetime
-        self.add_to_buffer(self.env_runner_group.sample())
+        self.add_to_buffer(self.env_runner_group.sample_batches())
         steps_after = self.env_runner.num_env_steps_sampled_lifetime
         num_steps = self.num_gradient_steps_for(steps_before, steps_after)
         results: dict[str, Any] = {}

@@ -211,7 +211,7 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
         self.num_episodes_lifetime = 0
         self._episodes_this_iteration = 0
         self.last_episodes: list[tuple[float, int, str]] = []
-        """(return, length, module id) of the episodes that ended in the last :meth:`sample`."""
+        """(return, length, module id) of the episodes that ended in the last :meth:`sample_batches`."""
         self.episodes_restarted = False
         self.metrics = MetricsLogger()
         """What this runner's callbacks log; checkpointed, and handed to the algorithm's logger each iteration."""
@@ -370,7 +370,7 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
                     module_buffers[name] = np.zeros((horizon, *value.shape), dtype=value.numpy().dtype)
                 module_buffers[name][t] = value.numpy()
 
-    def sample(self) -> dict[str, SampleBatch]:
+    def sample_batches(self) -> dict[str, SampleBatch]:
         """Run ``rollout_length`` steps in every sub-environment.
 
         Returns:

@@ -2,7 +2,7 @@
 
 RLlib's env runners return episodes: ``sample(num_timesteps=, num_episodes=,
 random_actions=, force_reset=)``. cairn's algorithms sample fixed-length batches
-(``EnvRunner.sample()``); this module gives RLlib's call on its own env copies, so a
+(``EnvRunner.sample_batches()``); this module gives RLlib's call on its own env copies, so a
 user (or RLlib's tests) can drive an env runner the RLlib way. Its episodes in flight
 live only in memory (they are not part of a runner's checkpoint), and modules act on
 the raw observations (connector pipelines and stateful modules are the batch

@@ -18,7 +18,7 @@ kept as the env gives them (``str`` or ``int``), also in checkpoints.
 Every agent builds its own trajectory. A transition is complete when the
 agent acts again or its episode ends, so the reward of a transition is all
 the reward the agent got in between (in turn-based games the other player's
-move comes between). :meth:`sample` returns the transitions completed during
+move comes between). :meth:`sample_batches` returns the transitions completed during
 the call, per module, as one time-major column ``[T, 1, ...]`` of agent
 trajectories one after the other: where a trajectory stops inside the batch
 (the agent's episode ended, or it goes on in the next call), ``terminateds``
@@ -36,7 +36,7 @@ handler, the checkpoint says that episodes restart on restore.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, overload
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -475,20 +475,6 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
             self._obs_dicts[env_index] = {agent: o for agent, o in obs.items() if agent not in ended}
         return len(ended)
 
-    @overload
-    def sample(self) -> dict[str, SampleBatch]: ...
-
-    @overload
-    def sample(  # a bare call matches the first overload (the batch sampler's)
-        self,
-        *,
-        num_timesteps: int | None = None,
-        num_episodes: int | None = None,
-        explore: bool | None = None,
-        random_actions: bool = False,
-        force_reset: bool = False,
-    ) -> list[MultiAgentEpisode]: ...
-
     def sample(
         self,
         *,
@@ -497,47 +483,39 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
         explore: bool | None = None,
         random_actions: bool = False,
         force_reset: bool = False,
-    ) -> dict[str, SampleBatch] | list[MultiAgentEpisode]:
-        """Step every env copy ``rollout_length`` times (the algorithm's call, without arguments); or,
-        called the RLlib way with any argument, sample RLlib's episodes.
+    ) -> list[MultiAgentEpisode]:
+        """RLlib's ``sample``: the games played, as ``MultiAgentEpisode`` s (the algorithm's batches are
+        :meth:`sample_batches`'s).
 
         Args:
-            num_timesteps: RLlib's call: at least this many env steps (see
-                :mod:`~cairn.rl.env.multi_agent_episode_sampling`).
-            num_episodes: RLlib's call: exactly this many finished games, all started anew.
-            explore: RLlib's call: sample actions (True) or take the greedy ones; default the config's.
-            random_actions: RLlib's call: draw actions from the agents' action spaces.
-            force_reset: RLlib's call: start new games in every copy first.
+            num_timesteps: At least this many steps (env steps, or agent steps with
+                ``count_steps_by="agent_steps"``; see :mod:`~cairn.rl.env.multi_agent_episode_sampling`).
+            num_episodes: Exactly this many finished games, all started anew.
+            explore: Sample actions (True) or take the greedy ones; default the config's.
+            random_actions: Draw actions from the agents' action spaces.
+            force_reset: Start new games in every copy first.
+
+        Neither count given: ``rollout_fragment_length`` x ``num_envs_per_env_runner`` steps, or
+        with ``batch_mode="complete_episodes"`` one finished game per env copy (RLlib's).
 
         Returns:
-            Without arguments: module id -> the module's completed transitions, as a
-            :data:`~cairn.rl.env.env_runner.SampleBatch` of shape ``[T, 1, ...]``
-            (see the module docstring); modules without one are left out. RLlib's call: the
-            :class:`~cairn.rl.env.multi_agent_episode.MultiAgentEpisode` s (finished, then running).
+            The :class:`~cairn.rl.env.multi_agent_episode.MultiAgentEpisode` s: finished, then running.
 
         Raises:
-            SampleRequestError: RLlib's call with both counts, or a negative one.
+            SampleRequestError: Both counts, or a negative one.
         """
-        if (
-            num_timesteps is not None
-            or num_episodes is not None
-            or explore is not None
-            or random_actions
-            or force_reset
-        ):
-            if self._episode_sampler is None:
-                self._episode_sampler = MultiAgentEpisodeSampler(
-                    self.config, self.module, self._map_for_episode_api, self.worker_index
-                )
-            return self._episode_sampler.sample(
-                self.module,
-                num_timesteps=num_timesteps,
-                num_episodes=num_episodes,
-                explore=explore,
-                random_actions=random_actions,
-                force_reset=force_reset,
+        if self._episode_sampler is None:
+            self._episode_sampler = MultiAgentEpisodeSampler(
+                self.config, self.module, self._map_for_episode_api, self.worker_index
             )
-        return self._sample_batches()
+        return self._episode_sampler.sample(
+            self.module,
+            num_timesteps=num_timesteps,
+            num_episodes=num_episodes,
+            explore=explore,
+            random_actions=random_actions,
+            force_reset=force_reset,
+        )
 
     def _map_for_episode_api(self, agent: AgentID, episode: EpisodeInfo) -> str:
         """The module ``policy_mapping_fn`` picks for ``agent`` in a game of RLlib's ``sample(...)``, checked."""
@@ -550,7 +528,14 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
         self._check_spaces(agent, module_id)
         return str(module_id)
 
-    def _sample_batches(self) -> dict[str, SampleBatch]:
+    def sample_batches(self) -> dict[str, SampleBatch]:
+        """Step every env copy ``rollout_length`` times (the algorithm's call).
+
+        Returns:
+            Module id -> the module's completed transitions, as a
+            :data:`~cairn.rl.env.env_runner.SampleBatch` of shape ``[T, 1, ...]``
+            (see the module docstring); modules without one are left out.
+        """
         self._episodes_this_iteration = 0
         self.last_episodes = []
         agent_steps = 0

@@ -1,8 +1,8 @@
 """RLlib's episode-returning ``MultiAgentEnvRunner.sample(num_timesteps=, num_episodes=, ...)``.
 
-cairn's multi-agent runner samples the algorithm's batches (``sample()`` without
-arguments). Called the RLlib way, with a count or one of RLlib's options, it hands the
-call to a :class:`MultiAgentEpisodeSampler`: env copies of its own (as
+cairn's multi-agent runner samples the algorithm's batches with ``sample_batches()``.
+Its ``sample(...)`` is RLlib's (bare, too: ``rollout_fragment_length`` steps per env copy)
+and hands the call to a :class:`MultiAgentEpisodeSampler`: env copies of its own (as
 :class:`~cairn.rl.env.single_agent_env_runner.SingleAgentEnvRunner` has), the runner's
 modules and policy mapping, and :class:`~cairn.rl.env.multi_agent_episode.MultiAgentEpisode`
 results, one per game: finished games first, then the chunks of the games still running
@@ -13,8 +13,8 @@ step by RLlib's rules (hanging actions and rewards, see
 
 What differs from RLlib (docs/rllib_parity.md): its episodes in flight are not part of the
 runner's checkpoint; modules act on the raw observations (the connector pipelines and
-stateful modules are the batch sampler's); steps are counted per env step
-(``count_steps_by="env_steps"``).
+stateful modules are the batch sampler's). Steps are env steps, or agent steps with
+``count_steps_by="agent_steps"`` (then at most ``num_timesteps`` rounds of env steps).
 """
 
 from __future__ import annotations

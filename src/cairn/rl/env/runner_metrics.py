@@ -55,7 +55,7 @@ class EnvRunnerMetrics:
     # ------------------------------------------------------------------ group bookkeeping
 
     def sample_report(self) -> dict[str, Any]:
-        """What the group's driver needs from this runner after a :meth:`sample`.
+        """What the group's driver needs from this runner after a :meth:`sample_batches`.
 
         The steps taken, the episodes that ended (in order), the connectors'
         deltas (statistics of the data seen since the last report, connector name

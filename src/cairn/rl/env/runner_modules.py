@@ -221,7 +221,7 @@ class MultiAgentRunnerModules(EnvRunnerModules):
         that function (the same episode seed as for a new mapping, so a restored
         runner agrees) and act with their new module from their next action on.
         Their open transitions and the rows of their trajectories not yet
-        returned by :meth:`sample` were collected with ``module_id`` and are
+        returned by :meth:`sample_batches` were collected with ``module_id`` and are
         dropped: they would train a module that no longer exists, and the new
         module did not choose those actions (PPO needs its own log-probabilities).
         Their episode returns keep counting: an agent's return covers its whole
