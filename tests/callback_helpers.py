@@ -78,15 +78,19 @@ class LongEpisodes(RLlibCallback):
 
 @cairn.register  # the program that imports this module allows what checkpoints name (SPEC 8)
 class WinsPerModule(RLlibCallback):
-    """Per-agent episodes of a multi-agent game: a lifetime count of wins per module, and every start/end."""
+    """The games of a multi-agent runner (one MultiAgentEpisode each): every start/end, and from each
+    agent's part a lifetime count of wins per module."""
 
-    def on_episode_start(self, *, episode: Episode, env_index: int, **kwargs: Any) -> None:
-        EVENTS.append(("ma", "start", env_index, episode.agent_id, episode.module_id, len(episode)))
+    def on_episode_start(self, *, episode: Any, env_index: int, **kwargs: Any) -> None:
+        EVENTS.append(("ma", "start", env_index, episode.id_, len(episode)))
 
-    def on_episode_end(self, *, episode: Episode, env_index: int, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
-        EVENTS.append(("ma", "end", env_index, episode.agent_id, episode.module_id, len(episode)))
-        metrics_logger.log_value(f"wins/{episode.module_id}", int(episode.get_return() > 0), reduce="lifetime_sum")
-        metrics_logger.log_value("agent_episodes", 1, reduce="lifetime_sum")
+    def on_episode_end(self, *, episode: Any, env_index: int, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
+        EVENTS.append(("ma", "end", env_index, episode.id_, len(episode)))
+        metrics_logger.log_value("games", 1, reduce="lifetime_sum")
+        for agent_episode in episode.agent_episodes.values():
+            won = int(agent_episode.get_return() > 0)
+            metrics_logger.log_value(f"wins/{agent_episode.module_id}", won, reduce="lifetime_sum")
+            metrics_logger.log_value("agent_episodes", 1, reduce="lifetime_sum")
 
 
 SAMPLE_END_PEEKS: list[tuple[int, int]] = []

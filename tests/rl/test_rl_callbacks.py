@@ -175,7 +175,7 @@ def test_callbacks_fire_in_order() -> None:
     assert len(episode_events) == 2 * len(ends)
 
 
-def test_on_episode_step_fires_for_every_step_but_the_last() -> None:
+def test_on_episode_step_fires_for_every_step_the_last_too() -> None:
     EVENTS.clear()
     algo = PPO(small_config(callbacks_class=RecordSteps, rollout_length=16))
     try:
@@ -185,8 +185,11 @@ def test_on_episode_step_fires_for_every_step_but_the_last() -> None:
         algo.stop()
     steps = [e for e in EVENTS if e[1] == "episode_step"]
     ends = [e for e in EVENTS if e[1] == "episode_end"]
-    assert len(steps) + len(ends) == slots * horizon  # each env, each step: one of the two
+    assert len(steps) == slots * horizon  # each env, each step (an episode's last one too, as RLlib's runners)
     assert all(length >= 1 for *_, length in steps)
+    for end in ends:  # an episode's last step: on_episode_step of that env, then its on_episode_end
+        before = EVENTS[EVENTS.index(end) - 1]
+        assert before[1] == "episode_step" and before[2] == end[2]
 
 
 def test_several_callbacks_run_in_the_order_given() -> None:

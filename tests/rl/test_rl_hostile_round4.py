@@ -298,14 +298,14 @@ def game_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     runner = MultiAgentEnvRunner(game_config())
     try:
         advance(runner)
-        assert runner._agent_episodes and all(runner._pending)  # games, open transitions and episode objects in flight
+        assert runner._games.episodes[0] is not None and all(runner._pending)  # games, open rows, episode objects
         yield Path(runner.save_to_path(tmp_path_factory.mktemp("game") / "ck"))
     finally:
         runner.close()
 
 
 EP0 = ("env", "episodes", 0)
-API0 = ("env", "episode_api", 0)
+GAME0 = ("env", "game_episodes", 0)
 PENDING = (*EP0, "pending", "player_0")
 
 
@@ -316,8 +316,8 @@ def _drop_mapping(agent: str) -> Edit:
     return edit
 
 
-def _duplicate_episode(state: dict[str, Any]) -> None:
-    state["env"]["episode_api"].append(dict(state["env"]["episode_api"][0]))
+def _extra_game(state: dict[str, Any]) -> None:
+    state["env"]["game_episodes"].append(dict(state["env"]["game_episodes"][0]))
 
 
 GAME_ATTACKS: list[Any] = [
@@ -329,11 +329,11 @@ GAME_ATTACKS: list[Any] = [
     ("steps_negative", at(*EP0, "steps", "player_0")(-1), r"episodes/0/steps/'player_0'"),
     ("number_nan", at(*EP0, "number")(float("nan")), r"episodes/0/number: a count"),
     ("returns_str", at(*EP0, "returns", "player_1")("x"), r"episodes/0/returns/'player_1'"),
-    ("api_int_agent", at(*API0, "agent_id")(0), r"episode_api/0: is the episode of agent 0 in env copy"),
-    ("api_other_env", at(*API0, "env_index")(7), r"episode_api/0.*env copy 7"),
-    ("api_unknown_module", at(*API0, "module_id")("zz"), r"episode_api/0.*module 'zz'"),
-    ("api_duplicate", _duplicate_episode, r"listed twice"),
-    ("api_custom_data_str", at(*API0, "custom_data")("x"), r"episode_api/0: is not an episode's state"),
+    ("game_int_agent", at(*GAME0, "agent_episodes", 0, 0)(0), r"game_episodes/0: is a game with agents \[0\]"),
+    ("game_unknown_module", at(*GAME0, "agent_module_ids", 0, 1)("zz"), r"game_episodes/0: .*modules \['zz'\]"),
+    ("game_extra_copy", _extra_game, r"game_episodes: expected one game \(or None\) per env copy, 2; found 3"),
+    ("game_ended", at(*GAME0, "is_terminated")(True), r"game_episodes/0: .*a game that ended"),
+    ("game_custom_data_str", at(*GAME0, "custom_data")("x"), r"game_episodes/0: is not a game's state"),
     ("board_out_of_range", at("env", "sub_envs", 1, "env", "board")(np.full(9, 7, np.int8)), r"sub_envs/1.*range"),
     ("board_shape", at("env", "sub_envs", 0, "env", "board")(np.zeros(4, np.int8)), r"board is not 9 ints"),
 ]

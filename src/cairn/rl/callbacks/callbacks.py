@@ -96,8 +96,8 @@ class RLlibCallback:
         env_index: int,
         **kwargs: Any,
     ) -> None:
-        """The episode in sub-environment ``env_index`` took a step and goes on (its last step calls
-        :meth:`on_episode_end` instead, as in RLlib). Called only when a callback overrides it."""
+        """The episode in sub-environment ``env_index`` took a step (its last one too, before
+        :meth:`on_episode_end`, as in RLlib). Called only when a callback overrides it."""
 
     def on_episode_end(
         self,
@@ -109,7 +109,14 @@ class RLlibCallback:
         env_index: int,
         **kwargs: Any,
     ) -> None:
-        """An episode ended (terminated or truncated) in sub-environment ``env_index``."""
+        """An episode ended (terminated or truncated) in sub-environment ``env_index``.
+
+        The runner also passes RLlib's ``prev_episode_chunks`` (the chunks of this episode earlier
+        ``sample()`` calls returned): always ``[]``, as cairn's episode object holds the whole episode.
+        A multi-agent runner calls the episode hooks once per game with its
+        :class:`~cairn.rl.env.multi_agent_episode.MultiAgentEpisode` (each agent's part in
+        ``episode.agent_episodes``), as RLlib does.
+        """
 
     def on_sample_end(self, *, env_runner: Any, metrics_logger: MetricsLogger, samples: Any, **kwargs: Any) -> None:
         """An env runner finished one ``sample()``; ``samples`` is what it returns (module id -> batch)."""

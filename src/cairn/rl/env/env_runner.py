@@ -216,6 +216,8 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
         self.metrics = MetricsLogger()
         """What this runner's callbacks log; checkpointed, and handed to the algorithm's logger each iteration."""
         self.callbacks = callbacks_from_config(config)
+        self._callbacks = self.callbacks
+        """RLlib's name of the same list (its env runners keep it as ``_callbacks``; RLlib's tests read it)."""
         # on_episode_start of the first episodes fires in the first sample() (as in RLlib), not here: a
         # runner that never samples (the driver's, with remote runners) or whose episodes in flight a
         # checkpoint restores must not report starts that are not new.
@@ -578,12 +580,13 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
         truncateds: npt.NDArray[np.bool_],
         infos: Mapping[str, Any],
     ) -> None:
-        """Record a step in the episode objects, then call ``on_episode_step`` for the episodes that go on."""
+        """Record a step in the episode objects, then call ``on_episode_step`` for each (an episode's last
+        step too, before its ``on_episode_end``, as RLlib's runners do)."""
         if self.episode_tracker is not None:
             self.episode_tracker.step(next_obs, actions, rewards, terminateds, truncateds, infos)
         if self._step_hook:
-            for i in np.flatnonzero(~(terminateds | truncateds)):
-                self._episode_hook("on_episode_step", int(i), done=False)
+            for i in range(self.num_slots):
+                self._episode_hook("on_episode_step", i, done=False)
 
     def _new_episode_tracker(self, reset_infos: Mapping[str, Any]) -> EpisodeTracker | None:
         """Episode objects for the slots' current episodes, when a callback overrides an episode hook."""
@@ -596,6 +599,8 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
         (``done``: it ended, which the episode itself says)."""
         if self.episode_tracker is None:  # no callback overrides an episode hook
             return
+        # RLlib's on_episode_end also gets the chunks earlier sample() calls returned: none, the object is whole.
+        extra: dict[str, Any] = {"prev_episode_chunks": []} if hook == "on_episode_end" else {}
         getattr(self.callbacks, hook)(
             episode=self.episode_tracker.episodes[slot],
             env_runner=self,
@@ -603,6 +608,7 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
             env=self.env.envs[slot],
             env_index=slot,
             rl_module=self.module,
+            **extra,
         )
 
     def _agent_steps_of_last_sample(self) -> int:

@@ -42,15 +42,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from cairn.errors import IncompatibleCheckpointError
 from cairn.rl.env.episode_chunks import EpisodeChunks, as_array
 
 __all__ = [
     "Episode",
     "EpisodeTracker",
     "SingleAgentEpisode",
-    "agent_episodes_from_state",
-    "agent_episodes_state",
     "check_episode_data",
     "slot_info",
     "slot_value",
@@ -677,24 +674,3 @@ class EpisodeTracker:
         """Take checked episode numbers and episodes, one per slot (a restore's, see ``state_checks``)."""
         self.numbers, self.episodes = list(numbers), list(episodes)
         self._next = [None] * len(self.slot_agents)
-
-
-def agent_episodes_state(episodes: Mapping[tuple[int, Any], SingleAgentEpisode]) -> list[dict[str, Any]]:
-    """The multi-agent runner's episode objects in flight, as a list of episode states."""
-    return [episode.get_state() for episode in episodes.values()]
-
-
-def agent_episodes_from_state(states: Any) -> dict[tuple[int, Any], SingleAgentEpisode]:
-    """The inverse of :func:`agent_episodes_state` ((env copy, agent) -> episode).
-
-    Raises:
-        IncompatibleCheckpointError: ``states`` are not episode states.
-    """
-    try:
-        episodes = [SingleAgentEpisode.from_state(state) for state in states]
-    except (TypeError, ValueError) as err:
-        raise IncompatibleCheckpointError(
-            f"env_runner/env/episode_api is not the episodes' state of cairn's multi-agent env runner ({err}). The "
-            "checkpoint was not written by this version of cairn.rl, or was altered."
-        ) from err
-    return {(episode.env_index, episode.agent_id): episode for episode in episodes}

@@ -50,7 +50,6 @@ from cairn.rl.env.env_runner import EnvRunner, SampleBatch, as_tensors
 from cairn.rl.env.env_state import (
     supports_env_state,
 )
-from cairn.rl.env.episodes import SingleAgentEpisode
 from cairn.rl.env.module_outputs import owed_output, owes_logp_and_values
 from cairn.rl.env.module_pipelines import ModulePipelines
 from cairn.rl.env.module_spaces import check_agent_ids, infer_module_spaces, space_mismatch
@@ -65,6 +64,7 @@ from cairn.rl.env.multi_agent_env import (
 )
 from cairn.rl.env.multi_agent_episode import MultiAgentEpisode
 from cairn.rl.env.multi_agent_episode_sampling import MultiAgentEpisodeSampler
+from cairn.rl.env.multi_agent_game_hooks import GameEpisodes
 from cairn.rl.env.multi_agent_pipelines import MultiAgentRunnerPipelines
 from cairn.rl.env.multi_agent_runner_state import MultiAgentRunnerState
 from cairn.rl.env.runner_modules import MultiAgentRunnerModules
@@ -174,8 +174,9 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
         self._open: dict[tuple[int, AgentID], _Trajectory] = {}
         self._closed: list[_Trajectory] = []
         self._last_agent_steps = 0
-        self._agent_episodes: dict[tuple[int, Any], SingleAgentEpisode] = {}
-        """(env copy, agent) -> the episode object its hooks see (when a callback overrides an episode hook)."""
+        self._games = GameEpisodes(num_envs, self.worker_index, self._module_for, self._game_hook)
+        """The games in flight as ``MultiAgentEpisode`` s, which the episode hooks get (only when a callback
+        overrides one)."""
         self._episode_sampler: MultiAgentEpisodeSampler | None = None
         """RLlib's ``sample(num_timesteps=, ...)``: env copies of its own, built at its first call."""
 
@@ -432,7 +433,9 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
     def _step_env(self, env_index: int, actions: dict[AgentID, Any]) -> int:
         """Step copy ``env_index``; close what ended; reset it if its episode ended. Returns episodes ended."""
         env = self.envs[env_index]
-        obs, rewards, terminateds, truncateds, _ = env.step(actions)
+        obs, rewards, terminateds, truncateds, infos = env.step(actions)
+        if self._episode_hooks:  # on_episode_step (and _end) of the game, before its copy is reset
+            self._games.step(env_index, obs, actions, rewards, infos, terminateds, truncateds)
         pending = self._pending[env_index]
         returns = self._agent_returns[env_index]
         for agent, reward in rewards.items():
@@ -456,7 +459,6 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
                 self._complete(env_index, agent, terminated=terminated, truncated=truncated, final_vf=final_vf)
             self._agent_states.pop((env_index, agent), None)  # its episode's memory ends with it
             if agent in self._agent_steps[env_index]:
-                self._agent_episode_hook("on_episode_end", env_index, agent, done=True)
                 self._record_episode(
                     returns.get(agent, 0.0), self._agent_steps[env_index].pop(agent), self._mappings[env_index][agent]
                 )
@@ -546,6 +548,9 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
         for _ in range(wanted):
             if by_agents and agent_steps >= wanted:
                 break
+            if self._episode_hooks:  # on_episode_start of the games that begin now
+                for e in range(self.num_envs):
+                    self._games.start(e, self._episode_numbers[e], self._obs_dicts[e])
             acting = [(e, agent) for e in range(self.num_envs) for agent in self._obs_dicts[e]]
             actions_per_env: list[dict[AgentID, Any]] = [{} for _ in range(self.num_envs)]
             if acting:
@@ -564,17 +569,10 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
                     }
                     if fed is not None:  # a stateful module: the state fed with this observation
                         self._pending[e][agent]["state_in"] = fed
-                    if agent not in self._agent_steps[e]:  # the agent's first action of this episode
-                        self._agent_steps[e][agent] = 0
-                        self._agent_episode_hook("on_episode_start", e, agent, done=False)
-                    self._agent_steps[e][agent] += 1
+                    self._agent_steps[e][agent] = self._agent_steps[e].get(agent, 0) + 1
                     actions_per_env[e][agent] = int(env_action) if np.ndim(env_action) == 0 else env_action
             for e in range(self.num_envs):
                 self._step_env(e, actions_per_env[e])
-            if self._step_hook:
-                for e, agent in acting:
-                    if agent in self._agent_steps[e]:  # its episode goes on
-                        self._agent_episode_hook("on_episode_step", e, agent, done=False)
             agent_steps += len(acting)
             self.num_env_steps_sampled_lifetime += self.num_envs
             self.num_agent_steps_sampled_lifetime += len(acting)
@@ -583,30 +581,8 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
         self._end_sample(batches, agent_steps=agent_steps)
         return batches
 
-    def _agent_episode_hook(self, hook: str, env_index: int, agent: AgentID, *, done: bool) -> None:
-        """Call the callbacks' ``hook`` for one agent's episode in env copy ``env_index``.
-
-        As the metrics do, each agent's part of a game is an episode of its own: it
-        starts with the agent's first action and ends when the agent is done.
-        """
-        if not self._episode_hooks:  # no callback overrides an episode hook
-            return
-        episode = self._agent_episodes.get((env_index, agent))
-        if episode is None:  # its custom_data lives until the agent's episode ends (and in checkpoints)
-            episode = SingleAgentEpisode(
-                f"{self.worker_index}-{env_index}-{self._episode_numbers[env_index]}-{agent}",
-                env_index=env_index,
-                agent_id=agent,
-                module_id=self._mappings[env_index][agent],
-                keep_history=False,
-            )
-            self._agent_episodes[(env_index, agent)] = episode
-        episode.module_id = self._mappings[env_index][agent]
-        episode.set_summary(
-            episode_return=float(self._agent_returns[env_index].get(agent, 0.0)),
-            length=int(self._agent_steps[env_index].get(agent, 0)),
-            is_done=done,
-        )
+    def _game_hook(self, hook: str, episode: MultiAgentEpisode, env_index: int, **extra: Any) -> None:
+        """Call the callbacks' ``hook`` (``on_episode_start``/``_step``/``_end``) for copy ``env_index``'s game."""
         getattr(self.callbacks, hook)(
             episode=episode,
             env_runner=self,
@@ -614,9 +590,8 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
             env=self.envs[env_index],
             env_index=env_index,
             rl_module=self.module,
+            **extra,
         )
-        if done:
-            del self._agent_episodes[(env_index, agent)]
 
     def _collect(self) -> dict[str, SampleBatch]:
         """The rows completed so far, per module; open trajectories end in a cut with their bootstrap value."""
