@@ -106,7 +106,12 @@ def class_path(cls: type) -> str:
 
 
 def _dataclass_encode(value: Any) -> dict[str, Any]:
-    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
+    # What each field holds, as given: a field behind a descriptor that reads otherwise
+    # (AlgorithmConfig.rl_module_spec reads the default spec where None is held) is recorded as held.
+    held = getattr(value, "__dict__", {})
+    return {
+        f.name: held[f.name] if f.name in held else getattr(value, f.name) for f in dataclasses.fields(value) if f.init
+    }
 
 
 def register_type(

@@ -311,3 +311,21 @@ def test_integer_settings_are_counts_checked_by_one_rule(field: str, value: Any,
     with pytest.raises(ValueError, match=rf"^{field} must be {wanted}, got {value!r}"):
         PPOConfig(env="CartPole-v1", **{field: value}).validate()
     assert PPOConfig(env="CartPole-v1", **{field: np.int64(3)}).validate() is None  # numpy ints are ints
+
+
+def test_rl_module_spec_reads_the_default_spec_and_records_what_was_given() -> None:
+    """Issue 38: ``config.rl_module_spec`` is RLlib's property (the default spec when none is given), while
+    the config holds and records ``None``, through builders, ``dataclasses.replace`` and ``to_dict``."""
+    from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
+    from cairn.rl.core.rl_module.rl_module import RLModuleSpec
+
+    config = PPOConfig().environment("CartPole-v1").training(lr=1e-3)
+    assert config.rl_module_spec == RLModuleSpec(module_class=DefaultPPORLModule)
+    rebuilt = dataclasses.replace(config, num_epochs=2)  # replace passes on what the attribute reads
+    for one in (config, rebuilt):
+        assert one.given_rl_module_spec() is None
+        assert one.to_dict()["rl_module_spec"] is None
+        assert not [name for name in one.recorded_names() if name[0].startswith("rl_module_spec")]
+    given = RLModuleSpec(model_config={"hidden_sizes": [8]})
+    config = config.rl_module(rl_module_spec=given)
+    assert config.rl_module_spec == given == config.given_rl_module_spec() == config.to_dict()["rl_module_spec"]

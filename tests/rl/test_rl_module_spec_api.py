@@ -139,3 +139,32 @@ def test_a_multi_rl_module_class_wires_a_shared_encoder_and_checkpoints(tmp_path
     config = dataclasses.replace(small_config(env="multi:CartPole-v1"), policies=("a",), rl_module_spec=spec)
     with pytest.raises(ValueError, match="multi_rl_module_class"):
         PPO(config)
+
+
+def test_a_spec_takes_only_the_catalog_its_module_builds_from() -> None:
+    import gymnasium as gym
+    import pytest
+
+    from cairn.rl.algorithms.ppo.ppo_catalog import PPOCatalog
+    from cairn.rl.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+    from cairn.rl.core.distribution.torch_distribution import TorchCategorical
+    from cairn.rl.core.rl_module.rl_module import RLModuleSpec
+
+    env = gym.make("CartPole-v1")
+    plain = RLModuleSpec(DefaultPPOTorchRLModule, env.observation_space, env.action_space, seed=3)
+    with_catalog = RLModuleSpec(
+        DefaultPPOTorchRLModule, env.observation_space, env.action_space, seed=3, catalog_class=PPOCatalog
+    )
+    # The default catalog changes nothing: the same spec, the same recorded form and weights.
+    assert with_catalog == plain and with_catalog.to_dict() == plain.to_dict()
+    built, want = with_catalog.build().state_dict(), plain.build().state_dict()
+    assert built.keys() == want.keys() and all((built[k] == want[k]).all() for k in built)
+    assert PPOCatalog(env.observation_space, env.action_space, {}).get_action_dist_cls() is TorchCategorical
+
+    class MyCatalog(PPOCatalog):
+        pass
+
+    with pytest.raises(ValueError, match="builds from anyway"):
+        RLModuleSpec(DefaultPPOTorchRLModule, catalog_class=MyCatalog)
+    with pytest.raises(ValueError, match="none for this class"):
+        RLModuleSpec(catalog_class=PPOCatalog)

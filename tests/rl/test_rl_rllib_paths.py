@@ -78,3 +78,13 @@ def test_ppo_torch_paths_name_cairns_ppo_learner_and_module() -> None:
 
     assert PPOTorchLearner is PPOLearner and DefaultPPOTorchRLModule is DefaultPPORLModule
     assert PPOConfig().get_default_learner_class() is PPOTorchLearner
+
+
+def test_no_filter_keeps_arrays_and_structures_and_makes_arrays_of_the_rest() -> None:
+    from cairn.rl.utils.filter import NoFilter
+
+    f = NoFilter()
+    arr, struct = np.zeros(2), {"a": 1}
+    assert f(arr) is arr and f(struct) is struct and f.copy() is f
+    out = f([1.0, 2.0])
+    assert isinstance(out, np.ndarray) and out.tolist() == [1.0, 2.0]

@@ -125,6 +125,7 @@ class TestRLModuleGPU(unittest.TestCase):
     )
     def test_torch_compile_no_memory_leak_gpu(self):
         from cairn.rl.core.rl_module.torch.torch_compile_config import TorchCompileConfig
+
         from cairn.rl.utils.torch_utils import _dynamo_is_available
 
         if not _dynamo_is_available():

@@ -567,7 +567,7 @@ class Algorithm(Checkpointable, ModuleChanges, abc.ABC):
 
     def get_ctor_args_and_kwargs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``((config,), {})``, without ``load_state_path`` (the checkpoint holds the weights)."""
-        return (replace(self.config, rl_module_spec=without_load_state_paths(self.config.rl_module_spec)),), {}
+        return (replace(self.config, rl_module_spec=without_load_state_paths(self.config.given_rl_module_spec())),), {}
 
     def get_metadata(self) -> dict[str, Any]:
         """Adds the env id and the training iteration."""

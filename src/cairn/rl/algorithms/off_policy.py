@@ -359,12 +359,13 @@ class TargetNetworkLearner(Learner):
     def add_module(
         self,
         module_id: str,
-        module: RLModule | RLModuleSpec,
+        module: RLModule | RLModuleSpec | None = None,
         *,
+        module_spec: RLModuleSpec | None = None,
         config_overrides: Mapping[str, Any] | None = None,
     ) -> RLModule:
         """Add a module (see :meth:`Learner.add_module`) and its target, a copy of it."""
-        built = super().add_module(module_id, module, config_overrides=config_overrides)
+        built = super().add_module(module_id, module, module_spec=module_spec, config_overrides=config_overrides)
         target = built.spec.build()
         target.set_state(built.get_state())
         target.eval()

@@ -2,6 +2,9 @@
 
 This module imports nothing else of ``cairn.rl`` but the leaves of ``rl/config``:
 :mod:`~cairn.rl.config.builders` (RLlib's builder methods, a base class),
+:mod:`~cairn.rl.config.module_specs` (RLlib's ``get_default_*`` methods and the
+``rl_module_spec`` field's reading, a base class),
+:mod:`~cairn.rl.config.recorded_names` (the names and callables a config records, a base class),
 :mod:`~cairn.rl.config.callback_forms` (how callbacks are recorded),
 :mod:`~cairn.rl.config.references` (how callables and connector factories are recorded),
 :mod:`~cairn.rl.config.setting_checks` (the checks of env ids, ``env_config`` and resources a
@@ -20,23 +23,18 @@ from typing import Any, ClassVar
 from cairn._unrecorded import SCOPE, missing_message
 from cairn.errors import MissingCallableError
 from cairn.registry import (
-    CONNECTOR_FACTORY,
-    MAPPING_FUNCTION,
-    MODULE_CLASS,
-    Role,
     Unrecorded,
-    object_path,
     register_type,
-    resolve_class,
 )
 from cairn.rl.config.builders import ConfigBuilders
 from cairn.rl.config.callback_forms import (
     CALLBACK_HOOKS,
-    callback_names,
     callbacks_class_value,
     function_field,
 )
 from cairn.rl.config.env_creators import ENV_ROLE
+from cairn.rl.config.module_specs import GivenOrDefaultSpec, ModuleSpecs, default_spec_of
+from cairn.rl.config.recorded_names import RecordedNames
 from cairn.rl.config.references import CONNECTOR_FIELDS, kept_callables
 from cairn.rl.config.setting_checks import (
     COUNT_STEPS_BY,
@@ -90,7 +88,7 @@ DEFAULT_MODULE_ID = "default_policy"
 # checkpoint names; the class itself lives on the config floor, below core/ and env/, which read it.
 @register_type(name="cairn.rl.algorithms.algorithm_config:AlgorithmConfig")
 @dataclass
-class AlgorithmConfig(ConfigBuilders):
+class AlgorithmConfig(ModuleSpecs, RecordedNames, ConfigBuilders):
     """Settings every algorithm shares: the environment, sampling, modules, scale.
 
     Build one with keywords (``PPOConfig(env="CartPole-v1", lr=1e-4)``) or with RLlib's
@@ -226,14 +224,16 @@ class AlgorithmConfig(ConfigBuilders):
     overrides of ``cairn.rl.algorithms.ppo.default_ppo_rl_module.DEFAULT_MODEL_CONFIG``,
     i.e. hidden_sizes, activation, log_std_init)."""
 
-    rl_module_spec: Any = None
+    rl_module_spec: Any = GivenOrDefaultSpec()  # noqa: RUF009 - a descriptor, the class's own: no shared value
     """The modules: an ``RLModuleSpec`` used for every policy, or a ``MultiRLModuleSpec``
     whose ``rl_module_specs`` give a spec per policy id (RLlib's ``rl_module_spec``).
-    ``None``: the algorithm's default module (:meth:`get_default_rl_module_class`) for
-    every policy. Fields a spec leaves ``None`` are filled in: the class with the
-    default module, the spaces from the environment, ``model_config`` with
-    :attr:`model_config`. Typed ``Any`` because this module imports nothing of
-    ``cairn.rl.core`` (see the module docstring)."""
+    ``None`` (recorded so): the algorithm's default module for every policy; reading the
+    attribute then gives :meth:`get_default_rl_module_spec`, as RLlib's property does
+    (:meth:`given_rl_module_spec` is what was given). Fields a spec leaves ``None`` are
+    filled in when the algorithm builds its modules: the class with the default module,
+    the spaces from the environment, ``model_config`` with :attr:`model_config` (RLlib
+    merges the class into what the attribute reads). Typed ``Any`` because this module
+    imports nothing of ``cairn.rl.core`` (see the module docstring)."""
 
     lr: float = 2.5e-4
     """The optimizer's learning rate at the start."""
@@ -436,6 +436,11 @@ class AlgorithmConfig(ConfigBuilders):
                 for module_id, overrides in self.algorithm_config_overrides_per_module.items()
             }
         self.validate_evaluation()  # cheap; a builder's evaluation(...) is refused at once, by name
+        # dataclasses.replace (and builders, which use it) pass on what the attribute reads: the
+        # default spec stands for "none given" again, so the recorded field stays None.
+        given = self.given_rl_module_spec()
+        if given is not None and given == default_spec_of(self):
+            self.__dict__["rl_module_spec"] = None
 
     def _check_counts(self, *names: str) -> None:
         """Refuse a setting of ``names`` that is not its :data:`COUNTS` bound's int (``ValueError`` naming it)."""
@@ -496,115 +501,6 @@ class AlgorithmConfig(ConfigBuilders):
             raise ValueError(
                 f"placement_strategy must be one of {list(PLACEMENT_STRATEGIES)}, got {self.placement_strategy!r:.40}."
             )
-
-    @property
-    def learner_class(self) -> type[Any]:
-        """RLlib's ``config.learner_class``: :meth:`get_default_learner_class` (no ``training(learner_class=)``)."""
-        return self.get_default_learner_class()
-
-    def get_default_learner_class(self) -> type[Any]:
-        """The :class:`~cairn.rl.core.learner.learner.Learner` subclass that holds this algorithm's loss.
-
-        Each algorithm's config names its learner (PPOConfig: ``PPOLearner``);
-        this base config belongs to no algorithm.
-        """
-        raise NotImplementedError(
-            f"{type(self).__name__} names no learner: an algorithm's config overrides get_default_learner_class "
-            "(PPOConfig returns PPOLearner)."
-        )
-
-    def get_default_rl_module_class(self) -> type[Any]:
-        """The ``RLModule`` subclass a spec without ``module_class`` builds (PPOConfig: ``DefaultPPORLModule``)."""
-        raise NotImplementedError(
-            f"{type(self).__name__} names no default module: an algorithm's config overrides "
-            "get_default_rl_module_class (PPOConfig returns DefaultPPORLModule), or give every module's "
-            "class in rl_module_spec."
-        )
-
-    def get_default_rl_module_spec(self) -> Any:
-        """The spec of this algorithm's default module (RLlib's ``get_default_rl_module_spec``).
-
-        An :class:`~cairn.rl.core.rl_module.rl_module.RLModuleSpec` with
-        :meth:`get_default_rl_module_class`; spaces and ``model_config`` are left
-        ``None`` (an algorithm fills them from its env and :attr:`model_config`).
-        Typed ``Any`` because this module imports nothing else of ``cairn.rl``.
-        """
-        module_class = self.get_default_rl_module_class()
-        # Found, never imported: the default module's class imported RLModuleSpec's module (this one
-        # imports nothing else of cairn.rl, so that every other part can import it without a cycle).
-        spec_class = resolve_class(
-            "cairn.rl.core.rl_module.rl_module:RLModuleSpec", where=f"{type(self).__name__}.get_default_rl_module_spec"
-        )
-        return spec_class(module_class=module_class)
-
-    def recorded_names(self) -> list[tuple[str, str, Role]]:
-        """``(field, "module:qualname", role)`` of every class and function this config names (SPEC 8).
-
-        Connector factories, callbacks classes and functions, a policy mapping
-        function given by path, and module classes, also those that
-        ``evaluation_config`` and ``algorithm_config_overrides_per_module`` set. A
-        checkpoint's config is checked against the allow-list with these before
-        anything is built (:func:`cairn.registry.check_recorded_names`).
-        """
-        names: list[tuple[str, str, Role]] = []
-        for name in CONNECTOR_FIELDS:
-            recorded = getattr(self, name, None)
-            if isinstance(recorded, Mapping) and not isinstance(recorded.get("ref"), Unrecorded):
-                names.append((name, str(recorded.get("ref")), CONNECTOR_FACTORY))
-        names.extend((field_name, path, role) for path, field_name, role in callback_names(self))
-        if isinstance(self.policy_mapping_fn, str) and ":" in self.policy_mapping_fn:
-            names.append(("policy_mapping_fn", self.policy_mapping_fn, MAPPING_FUNCTION))
-        spec = self.rl_module_spec
-        specs = getattr(spec, "rl_module_specs", None)
-        for module_id, one in specs.items() if isinstance(specs, Mapping) else [("", spec)]:
-            module_class = getattr(one, "module_class", None)
-            if isinstance(module_class, type):
-                where = f"rl_module_spec[{module_id!r}].module_class" if module_id else "rl_module_spec.module_class"
-                names.append((where, object_path(module_class), MODULE_CLASS))
-        for where, overrides in [
-            ("evaluation_config", self.evaluation_config),
-            *(
-                (f"algorithm_config_overrides_per_module[{m!r}]", o)
-                for m, o in self.algorithm_config_overrides_per_module.items()
-            ),
-        ]:
-            keys = set(overrides) & {*CONNECTOR_FIELDS, "policy_mapping_fn", "callbacks_class", "rl_module_spec"}
-            keys |= {k for k in overrides if isinstance(k, str) and k.startswith("callbacks_on_")}
-            if keys:
-                inner = replace(
-                    self,
-                    evaluation_config={},
-                    algorithm_config_overrides_per_module={},
-                    **{k: overrides[k] for k in keys},
-                )
-                names.extend(
-                    (f"{where}, {field_name}", path, role) for field_name, path, role in inner.recorded_names()
-                )
-        return names
-
-    def missing_callables(self) -> list[Unrecorded]:
-        """The callables this config was saved with but does not hold (read from a checkpoint, not passed again).
-
-        A lambda, closure, bound method or function of a script is recorded only as
-        "it existed" (:class:`~cairn.registry.Unrecorded`); the load that reads it back
-        takes it again by its field name (``PPO.from_checkpoint(path, policy_mapping_fn=fn)``).
-        """
-        found: list[Unrecorded] = []
-
-        def walk(value: Any, depth: int) -> None:
-            if isinstance(value, Unrecorded):
-                if value.fn is None and value not in found:
-                    found.append(value)
-            elif depth < 4 and isinstance(value, Mapping):
-                for item in value.values():
-                    walk(item, depth + 1)
-            elif depth < 4 and isinstance(value, list | tuple):
-                for item in value:
-                    walk(item, depth + 1)
-
-        for f in fields(self):
-            walk(getattr(self, f.name), 0)
-        return found
 
     def get_config_for_module(self, module_id: str) -> AlgorithmConfig:
         """This config with :attr:`algorithm_config_overrides_per_module` of ``module_id`` applied.

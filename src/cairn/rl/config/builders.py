@@ -265,7 +265,13 @@ class ConfigBuilders(metaclass=_AlgoClassCall):
     def to_dict(self) -> dict[str, Any]:
         """The settings as a dict of cairn's field names (``from_dict`` takes it back)."""
         assert dataclasses.is_dataclass(self)
-        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self) if f.init}
+        # As held (rl_module_spec: None for the default module, though the attribute reads the default spec).
+        held = self.__dict__
+        return {
+            f.name: copy.deepcopy(held[f.name] if f.name in held else getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if f.init
+        }
 
     def update_from_dict(self, config_dict: Mapping[str, Any]) -> Self:
         """Apply a dict of cairn field names and RLlib setting names (each routed to its builder)."""

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
-
-import numpy as np
 
 __all__ = ["convert_to_tensor", "try_import_torch"]
 
@@ -30,6 +27,8 @@ def try_import_torch(error: bool = False) -> tuple[ModuleType | None, ModuleType
 def convert_to_tensor(data: Any, framework: str = "torch", device: Any = None) -> Any:
     """``data`` (numbers, numpy arrays, nested in dicts, lists and tuples) as torch tensors (RLlib's).
 
+    RLlib's rules: :func:`cairn.rl.utils.torch_utils.convert_to_torch_tensor` (floats become float32).
+
     Args:
         data: The (nested) data.
         framework: ``"torch"``, the only framework cairn has.
@@ -40,17 +39,6 @@ def convert_to_tensor(data: Any, framework: str = "torch", device: Any = None) -
     """
     if framework != "torch":
         raise ValueError(f"convert_to_tensor(framework={framework!r}): cairn.rl is torch only.")
-    import torch
+    from cairn.rl.utils.torch_utils import convert_to_torch_tensor
 
-    def convert(value: Any) -> Any:
-        if isinstance(value, Mapping):
-            return {k: convert(v) for k, v in value.items()}
-        if isinstance(value, tuple):
-            return tuple(convert(v) for v in value)
-        if isinstance(value, list):
-            return [convert(v) for v in value]
-        if isinstance(value, torch.Tensor):
-            return value if device is None else value.to(device)
-        return torch.as_tensor(np.asarray(value), device=device)
-
-    return convert(data)
+    return convert_to_torch_tensor(data, device=device)

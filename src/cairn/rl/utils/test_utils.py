@@ -27,9 +27,9 @@ def check(
 
     Dicts match key by key (as in RLlib, every key of ``x`` must be in ``y``; keys only ``y``
     has are not checked), lists and tuples item by item; bools, None, strings and int pairs
-    must be equal; other numbers (also numpy arrays, torch tensors and stats, which are peeked)
-    agree to ``decimals`` places, or within ``atol``/``rtol`` when one is given. ``false=True``
-    asserts that they differ.
+    must be equal, arrays of strings or objects item by item; other numbers (also numpy arrays,
+    torch tensors and stats, which are peeked) agree to ``decimals`` places, or within
+    ``atol``/``rtol`` when one is given. ``false=True`` asserts that they differ.
 
     Raises:
         AssertionError: They do not match (or, with ``false=True``, they do).
@@ -53,6 +53,16 @@ def check(
         return
     if x is None or y is None or isinstance(x, str) or (isinstance(x, int) and isinstance(y, int)):
         assert (x == y) is not false, f"x ({x!r}) {'equals' if false else 'differs from'} y ({y!r})"
+        return
+    if isinstance(x, bytes) or (hasattr(x, "dtype") and (x.dtype == object or str(x.dtype).startswith("<U"))):
+        # RLlib's rule: arrays of strings or objects (and bytes) must be equal item by item.
+        try:
+            np.testing.assert_array_equal(x, y)
+        except AssertionError:
+            if not false:
+                raise
+        else:
+            assert not false, f"x ({x}) is the same as y ({y})"
         return
     x, y = _numeric(x), _numeric(y)
     try:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from cairn.rl._aliases import register_old_paths
+from cairn.rl.algorithms.ppo.ppo_catalog import PPOCatalog
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.default_layers import init_linear, linear_layers, read_initializer
 from cairn.rl.core.rl_module.default_model_config import check_activation, check_widths, default_module_model_config
@@ -251,6 +252,9 @@ class DefaultPPORLModule(RLModule):
     Raises:
         ValueError: A space this module cannot handle, or an unknown model_config key.
     """
+
+    default_catalog_class: ClassVar[type | None] = PPOCatalog
+    """RLlib's catalog of these networks: ``RLModuleSpec(catalog_class=PPOCatalog)`` is taken."""
 
     def __init__(
         self,

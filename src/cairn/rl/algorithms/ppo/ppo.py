@@ -30,7 +30,7 @@ from cairn.registry import register_type
 from cairn.rl._aliases import register_old_paths
 from cairn.rl.algorithms.algorithm import Algorithm
 from cairn.rl.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
-from cairn.rl.algorithms.ppo.ppo_learner import PPOLearner
+from cairn.rl.algorithms.ppo.ppo_learner import LEARNER_RESULTS_CURR_KL_COEFF_KEY, LEARNER_RESULTS_KL_KEY, PPOLearner
 from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.config.translations import Accept, Rule, number
 from cairn.rl.core.learner.learner import Learner
@@ -41,7 +41,7 @@ from cairn.rl.env.env_runner import SampleBatch
 from cairn.rl.utils.gae import compute_gae
 from cairn.rl.utils.nested import concat_rows, map_leaves
 
-__all__ = ["PPO", "PPOConfig"]
+__all__ = ["LEARNER_RESULTS_CURR_KL_COEFF_KEY", "LEARNER_RESULTS_KL_KEY", "PPO", "PPOConfig"]
 
 
 def _check_vf_clip_param(value: Any) -> None:

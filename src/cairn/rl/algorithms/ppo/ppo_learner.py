@@ -26,7 +26,13 @@ from cairn.rl.core.rl_module.stateful import sequence_train_outputs
 from cairn.rl.core.rl_module.torch.torch_rl_module import complete_train_outputs
 from cairn.state_checks import ById, Number, Schema
 
-__all__ = ["PPOLearner", "PPOLossSettings"]
+__all__ = ["LEARNER_RESULTS_CURR_KL_COEFF_KEY", "LEARNER_RESULTS_KL_KEY", "PPOLearner", "PPOLossSettings"]
+
+LEARNER_RESULTS_CURR_KL_COEFF_KEY = "curr_kl_coeff"
+"""RLlib's key of a module's KL coefficient after an update in the learner results (with ``use_kl_loss``;
+also exported by ``cairn.rl.algorithms.ppo.ppo``, RLlib's path)."""
+LEARNER_RESULTS_KL_KEY = "mean_kl_loss"
+"""RLlib's key of a module's mean KL divergence of the update in the learner results (with ``use_kl_loss``)."""
 
 
 class PPOLossSettings(Protocol):
@@ -83,12 +89,13 @@ class PPOLearner(Learner):
     def add_module(
         self,
         module_id: str,
-        module: RLModule | RLModuleSpec,
+        module: RLModule | RLModuleSpec | None = None,
         *,
+        module_spec: RLModuleSpec | None = None,
         config_overrides: Mapping[str, Any] | None = None,
     ) -> RLModule:
         """As :meth:`Learner.add_module`; the new module's KL coefficient starts at its ``kl_coeff``."""
-        built = super().add_module(module_id, module, config_overrides=config_overrides)
+        built = super().add_module(module_id, module, module_spec=module_spec, config_overrides=config_overrides)
         self.curr_kl_coeffs[module_id] = self._initial_kl_coeff(module_id)
         return built
 
@@ -116,8 +123,8 @@ class PPOLearner(Learner):
             elif kl < 0.5 * config.kl_target:
                 coeff *= 0.5
             self.curr_kl_coeffs[module_id] = coeff
-            metrics["mean_kl_loss"] = kl
-            metrics["curr_kl_coeff"] = coeff
+            metrics[LEARNER_RESULTS_KL_KEY] = kl
+            metrics[LEARNER_RESULTS_CURR_KL_COEFF_KEY] = coeff
         return metrics
 
     def compute_loss_for_module(

@@ -23,6 +23,7 @@ from cairn import Checkpointable
 from cairn.errors import IncompatibleCheckpointError
 from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.core.columns import Columns
+from cairn.rl.core.learner.gradients import GradientsAPI
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModule, RLModuleSpec
 from cairn.rl.utils._util import Names
@@ -107,7 +108,7 @@ def _writable(value: Any) -> np.ndarray:
     return arr if arr.flags.writeable else arr.copy()
 
 
-class Learner(Checkpointable):
+class Learner(GradientsAPI, Checkpointable):
     """Trains a MultiRLModule: optimizers, schedules, counters and the minibatch loop.
 
     An algorithm subclasses it and implements :meth:`compute_loss_for_module`
@@ -261,8 +262,9 @@ class Learner(Checkpointable):
     def add_module(
         self,
         module_id: str,
-        module: RLModule | RLModuleSpec,
+        module: RLModule | RLModuleSpec | None = None,
         *,
+        module_spec: RLModuleSpec | None = None,
         config_overrides: Mapping[str, Any] | None = None,
     ) -> RLModule:
         """Add a module to train, with a new optimizer; returns the module.
@@ -271,12 +273,18 @@ class Learner(Checkpointable):
             module_id: The new module's id (one path segment).
             module: The module, or a spec to build it from (its missing class is
                 the algorithm's default module; its spaces must be given).
+            module_spec: The spec, by RLlib's keyword (give it or ``module``).
             config_overrides: Settings of this module that differ from the config
                 (``{"lr": 1e-3}``), kept in ``algorithm_config_overrides_per_module``.
 
         Raises:
-            ValueError: An invalid or existing id, an unknown setting in ``config_overrides``.
+            ValueError: An invalid or existing id, an unknown setting in ``config_overrides``,
+                neither or both of ``module`` and ``module_spec``.
         """
+        if (module is None) == (module_spec is None):
+            raise ValueError(f"add_module({module_id!r}): give the module or its spec (module_spec=), one of them.")
+        module = module if module is not None else module_spec
+        assert module is not None  # for mypy: one of them is given
         if module_id in self.module:
             raise ValueError(f"Module id {module_id!r} already exists; remove it first.")
         previous = self.config

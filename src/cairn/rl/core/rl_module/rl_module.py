@@ -31,7 +31,7 @@ import contextlib
 import os
 import warnings
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import InitVar, dataclass, fields, replace
 from typing import Any, ClassVar, Self
 
 import gymnasium as gym
@@ -168,12 +168,26 @@ class RLModuleSpec:
     load_state_path: str | None = None
     seed: int | None = None
     inference_only: bool = False
+    catalog_class: InitVar[type | None] = None
+    """RLlib's catalog of the module's networks: taken only when it is the catalog the module class
+    builds from anyway (its ``default_catalog_class``, PPO's ``PPOCatalog``), so it changes nothing
+    and is not kept; cairn's modules build their networks themselves."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, catalog_class: type | None) -> None:
         # RLlib's DefaultModelConfig is recorded as a plain dict: checkpoints hold msgpack-safe values.
         given: Any = self.model_config
         if isinstance(given, DefaultModelConfig):
             self.model_config = given.to_dict()
+        if catalog_class is not None:
+            default = getattr(self.module_class, "default_catalog_class", None)
+            if default is None or catalog_class is not default:
+                raise ValueError(
+                    f"RLModuleSpec(catalog_class={getattr(catalog_class, '__qualname__', catalog_class)!r}) with "
+                    f"module_class={getattr(self.module_class, '__qualname__', None)!r}: cairn's modules build "
+                    "their networks themselves, so a spec takes only the catalog its module class builds from "
+                    f"anyway ({getattr(default, '__qualname__', 'none for this class')}). For other networks, "
+                    "write a TorchRLModule (docs/rl.md, 'Your own module') or set model_config."
+                )
 
     @classmethod
     def from_module(cls, module: RLModule) -> RLModuleSpec:
@@ -354,6 +368,10 @@ class RLModule(nn.Module, Checkpointable):
 
     # The layout of this class's own state; raise it (and implement upgrade_state) when it changes.
     STATE_VERSION = 1
+
+    default_catalog_class: ClassVar[type | None] = None
+    """The RLlib catalog this class's networks are (PPO's default module: ``PPOCatalog``): the one
+    ``RLModuleSpec(catalog_class=...)`` takes for it; ``None``: the spec takes none."""
 
     takes_nested_observations: ClassVar[bool] = False
     """A capability: whether this module reads Dict/Tuple observations as they are. ``True``: when the

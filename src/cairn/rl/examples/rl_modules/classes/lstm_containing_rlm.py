@@ -1,4 +1,5 @@
-"""RLlib's ``rllib/examples/rl_modules/classes/lstm_containing_rlm.py``: ``LSTMContainingRLModule``.
+"""RLlib's ``rllib/examples/rl_modules/classes/lstm_containing_rlm.py``: ``LSTMContainingRLModule`` (and
+``LSTMContainingRLModuleWithTargetNetwork``, the same with RLlib's ``TargetNetworkAPI``).
 
 Written as RLlib's: a :class:`~cairn.rl.core.rl_module.torch.TorchRLModule` with
 :class:`~cairn.rl.core.rl_module.apis.ValueFunctionAPI` whose ``setup()`` builds an LSTM
@@ -26,10 +27,15 @@ from torch import nn
 
 from cairn._ctor_bounds import FolderSizes, alloc_limit
 from cairn.rl.core.columns import Columns
+from cairn.rl.core.rl_module.apis.target_network_api import (
+    TARGET_NETWORK_ACTION_DIST_INPUTS,
+    TargetNetworkAPI,
+    make_target_network,
+)
 from cairn.rl.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from cairn.rl.core.rl_module.torch.torch_rl_module import TorchRLModule
 
-__all__ = ["LSTMContainingRLModule"]
+__all__ = ["LSTMContainingRLModule", "LSTMContainingRLModuleWithTargetNetwork"]
 
 
 class LSTMContainingRLModule(TorchRLModule, ValueFunctionAPI):
@@ -135,3 +141,30 @@ class LSTMContainingRLModule(TorchRLModule, ValueFunctionAPI):
         if lower > alloc_limit(folder.tree_bytes):
             return f"lstm_cell_size={cell} and dense_layers={str(dense)[:60]} make at least {lower} bytes of weights"
         return None
+
+
+class LSTMContainingRLModuleWithTargetNetwork(LSTMContainingRLModule, TargetNetworkAPI):
+    """:class:`LSTMContainingRLModule` with RLlib's :class:`~cairn.rl.core.rl_module.apis.TargetNetworkAPI`.
+
+    :meth:`make_target_networks` copies the LSTM, the dense stack and the policy head
+    (``_old_lstm``, ``_old_fc_net``, ``_old_pi_head``, without gradients);
+    :meth:`forward_target` runs ``Columns.OBS`` and ``Columns.STATE_IN`` through the copies.
+    """
+
+    def make_target_networks(self) -> None:
+        """Create the target copies of the LSTM, the dense stack and the policy head."""
+        self._old_lstm = make_target_network(self._lstm)
+        self._old_fc_net = make_target_network(self._fc_net)
+        self._old_pi_head = make_target_network(self._pi_head)
+
+    def get_target_network_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        """``(main, target)`` of the LSTM, the dense stack and the policy head."""
+        return [(self._lstm, self._old_lstm), (self._fc_net, self._old_fc_net), (self._pi_head, self._old_pi_head)]
+
+    def forward_target(self, batch: Mapping[str, Any]) -> dict[str, Any]:
+        """The target networks' logits, ``{TARGET_NETWORK_ACTION_DIST_INPUTS: [B, T, num_actions]}``."""
+        state_in = batch[Columns.STATE_IN]
+        h, c = state_in["h"], state_in["c"]
+        # One LSTM layer: its layer axis is added for torch and the output used as the embedding.
+        embeddings, _ = self._old_lstm(batch[Columns.OBS], (h.unsqueeze(0), c.unsqueeze(0)))
+        return {TARGET_NETWORK_ACTION_DIST_INPUTS: self._old_pi_head(self._old_fc_net(embeddings))}

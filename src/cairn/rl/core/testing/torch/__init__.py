@@ -1,0 +1,1 @@
+"""RLlib's torch testing classes: ``DiscreteBCTorchModule`` and ``BCTorchLearner``."""
