@@ -45,6 +45,17 @@ class RecordEvents(RLlibCallback):
 
 
 @cairn.register  # the program that imports this module allows what checkpoints name (SPEC 8)
+class CreatedThenStarted(RLlibCallback):
+    """Records on_episode_created and on_episode_start of a single-agent runner's episodes."""
+
+    def on_episode_created(self, *, episode: Episode, env_index: int, **kwargs: Any) -> None:
+        EVENTS.append(("sa", "created", env_index, episode.id_))
+
+    def on_episode_start(self, *, episode: Episode, env_index: int, **kwargs: Any) -> None:
+        EVENTS.append(("sa", "start", env_index, episode.id_))
+
+
+@cairn.register  # the program that imports this module allows what checkpoints name (SPEC 8)
 class RecordSteps(RecordEvents):
     """Also records ``on_episode_step``."""
 
@@ -80,6 +91,9 @@ class LongEpisodes(RLlibCallback):
 class WinsPerModule(RLlibCallback):
     """The games of a multi-agent runner (one MultiAgentEpisode each): every start/end, and from each
     agent's part a lifetime count of wins per module."""
+
+    def on_episode_created(self, *, episode: Any, env_index: int, **kwargs: Any) -> None:
+        EVENTS.append(("ma", "created", env_index, episode.id_, len(episode.agent_episodes)))
 
     def on_episode_start(self, *, episode: Any, env_index: int, **kwargs: Any) -> None:
         EVENTS.append(("ma", "start", env_index, episode.id_, len(episode)))

@@ -17,7 +17,7 @@ from cairn import IncompatibleCheckpointError
 from cairn.rl import PPO
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 from cairn.testing import assert_states_equal
-from callback_helpers import EVENTS, LongEpisodes, RecordEvents, RecordSteps, SecondRecorder
+from callback_helpers import EVENTS, CreatedThenStarted, LongEpisodes, RecordEvents, RecordSteps, SecondRecorder
 
 TESTS = Path(__file__).resolve().parents[1]
 SRC = TESTS.parent / "src"
@@ -190,6 +190,19 @@ def test_on_episode_step_fires_for_every_step_the_last_too() -> None:
     for end in ends:  # an episode's last step: on_episode_step of that env, then its on_episode_end
         before = EVENTS[EVENTS.index(end) - 1]
         assert before[1] == "episode_step" and before[2] == end[2]
+
+
+def test_on_episode_created_comes_just_before_each_on_episode_start() -> None:
+    EVENTS.clear()
+    algo = PPO(small_config(callbacks_class=CreatedThenStarted, rollout_length=32))
+    try:
+        algo.train()
+    finally:
+        algo.stop()
+    events = [e for e in EVENTS if e[0] == "sa"]
+    assert len(events) > 2 * algo.env_runner.num_slots  # episodes ended and new ones began
+    assert [e[1] for e in events] == ["created", "start"] * (len(events) // 2)
+    assert [e[2:] for e in events[::2]] == [e[2:] for e in events[1::2]]
 
 
 def test_several_callbacks_run_in_the_order_given() -> None:

@@ -61,6 +61,11 @@ def test_each_game_starts_once_and_ends_once_and_its_agents_count_per_module() -
     ends = [e for e in events if e[1] == "end"]
     assert ends, "no game ended in 3 iterations"
     open_games: dict[int, str] = {}
+    created = [e for e in events if e[1] == "created"]
+    events = [e for e in events if e[1] != "created"]
+    # on_episode_created comes first, for the new game object (no agent in it before the reset's data).
+    assert [e[2:4] for e in created] == [e[2:4] for e in events if e[1] == "start"]
+    assert all(agents == 0 for *_, agents in created)
     for _, kind, env_index, game_id, length in events:
         if kind == "start":
             assert env_index not in open_games and length == 0

@@ -138,10 +138,6 @@ def test_episode_and_sample_callbacks_batch_mode_truncate_episodes() -> None:
         algo.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="batch_mode='complete_episodes' is refused: cairn samples rollout_length steps per env, cutting episodes",
-)
 def test_episode_and_sample_callbacks_batch_mode_complete_episodes() -> None:
     config = (
         PPOConfig()

@@ -20,6 +20,7 @@ hook                   runs in            ``metrics_logger``
 =====================  =================  ==========================================
 on_algorithm_init      the algorithm      the algorithm's (``algorithm.metrics``)
 on_environment_created every env runner   the runner's (once, when it built its envs)
+on_episode_created     every env runner   the runner's
 on_episode_start/end   every env runner   the runner's (``env_runner.metrics``)
 on_episode_step        every env runner   the runner's
 on_sample_end          every env runner   the runner's
@@ -73,6 +74,20 @@ class RLlibCallback:
 
     def on_algorithm_init(self, *, algorithm: Any, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
         """The algorithm was built (also by ``from_checkpoint``, before the state is restored)."""
+
+    def on_episode_created(
+        self,
+        *,
+        episode: Episode,
+        env_runner: Any,
+        metrics_logger: MetricsLogger,
+        env: Any,
+        env_index: int,
+        **kwargs: Any,
+    ) -> None:
+        """A new episode object exists for sub-environment ``env_index`` (RLlib's hook): the multi-agent
+        runner's game before its reset's observations, the single-agent runner's episode just before its
+        ``on_episode_start``. Called only when a callback overrides an episode hook."""
 
     def on_episode_start(
         self,
@@ -203,6 +218,9 @@ class CallbackList(RLlibCallback, Sequence[RLlibCallback]):
 
     def on_algorithm_init(self, **kwargs: Any) -> None:
         self._call("on_algorithm_init", kwargs)
+
+    def on_episode_created(self, **kwargs: Any) -> None:
+        self._call("on_episode_created", kwargs)
 
     def on_episode_start(self, **kwargs: Any) -> None:
         self._call("on_episode_start", kwargs)

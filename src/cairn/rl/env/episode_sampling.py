@@ -102,7 +102,7 @@ def sample_plan(
         if value is not None and int(value) < 0:
             raise SampleRequestError(f"sample({name}={value}): give a count >= 0.")
     if num_timesteps is None and num_episodes is None:
-        if getattr(config, "batch_mode", "truncate_episodes") == "complete_episodes":
+        if config.batch_mode == "complete_episodes":
             return None, num_envs
         return int(config.rollout_length) * num_envs, None
     return num_timesteps, num_episodes

@@ -654,6 +654,15 @@ class EpisodeTracker:
         self.episodes[slot] = self._new(slot, *pending)
         return self.episodes[slot]
 
+    def restart(self, slot: int, observation: Any, info: dict[str, Any]) -> SingleAgentEpisode:
+        """Drop ``slot``'s episode in flight for a new one from a reset (``batch_mode="complete_episodes"``
+        drops unfinished episodes); an episode without a step yet keeps its number."""
+        self._next[slot] = None
+        if len(self.episodes[slot]) > 0:
+            self.numbers[slot] += 1
+        self.episodes[slot] = self._new(slot, observation, info)
+        return self.episodes[slot]
+
     def get_state(self) -> dict[str, Any]:
         """The episodes in flight and the episode numbers (raises ``TypeError`` for data a checkpoint cannot hold)."""
         return {"numbers": list(self.numbers), "episodes": [episode.get_state() for episode in self.episodes]}

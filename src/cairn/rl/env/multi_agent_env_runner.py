@@ -46,6 +46,7 @@ from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.config.env_creators import live_env_creator
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.stateful import initial_state, state_columns, state_out, strip_time_dim
+from cairn.rl.env.batch_modes import COMPLETE_EPISODES_MAX_STEPS, complete_episodes, too_long
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch, as_tensors
 from cairn.rl.env.env_state import (
     supports_env_state,
@@ -173,7 +174,6 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
             self._obs_dicts.append(dict(obs))
         self._open: dict[tuple[int, AgentID], _Trajectory] = {}
         self._closed: list[_Trajectory] = []
-        self._last_agent_steps = 0
         self._games = GameEpisodes(num_envs, self.worker_index, self._module_for, self._game_hook)
         """The games in flight as ``MultiAgentEpisode`` s, which the episode hooks get (only when a callback
         overrides one)."""
@@ -531,55 +531,70 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
         return str(module_id)
 
     def sample_batches(self) -> dict[str, SampleBatch]:
-        """Step every env copy ``rollout_length`` times (the algorithm's call).
+        """Step every env copy ``rollout_length`` times (the algorithm's call); with
+        ``batch_mode="complete_episodes"``, go on with the copies whose game is in flight until each
+        ended (:mod:`~cairn.rl.env.batch_modes`).
 
         Returns:
             Module id -> the module's completed transitions, as a
             :data:`~cairn.rl.env.env_runner.SampleBatch` of shape ``[T, 1, ...]``
             (see the module docstring); modules without one are left out.
+
+        Raises:
+            IncompleteEpisodesError: A game went on past the bound of ``"complete_episodes"``.
         """
         self._episodes_this_iteration = 0
         self.last_episodes = []
-        agent_steps = 0
+        agent_steps = env_steps = rounds = 0
         by_agents = self.config.count_steps_by == "agent_steps"
         wanted = int(self.config.rollout_length) * (self.num_envs if by_agents else 1)
+        complete = complete_episodes(self.config)
+        # Copies at the start of a game (no step yet): "complete_episodes" stops them once the count is reached.
+        fresh = [not self._agent_steps[e] and not self._pending[e] for e in range(self.num_envs)]
         # Counting agent steps, a copy takes at most `wanted` env steps (each step with an agent
         # acting counts at least one), so an env whose agents seldom act cannot loop forever.
-        for _ in range(wanted):
-            if by_agents and agent_steps >= wanted:
+        while True:
+            reached = rounds >= wanted or (by_agents and agent_steps >= wanted)
+            copies = [e for e in range(self.num_envs) if not fresh[e]] if reached and complete else None
+            if reached and not copies:
                 break
-            if self._episode_hooks:  # on_episode_start of the games that begin now
-                for e in range(self.num_envs):
-                    self._games.start(e, self._episode_numbers[e], self._obs_dicts[e])
-            acting = [(e, agent) for e in range(self.num_envs) for agent in self._obs_dicts[e]]
-            actions_per_env: list[dict[AgentID, Any]] = [{} for _ in range(self.num_envs)]
-            if acting:
-                modules = [self._module_for(e, agent) for e, agent in acting]
-                acted = self._act_per_module(acting, modules)
-                for i, (e, agent) in enumerate(acting):
-                    filtered, action, logp, value, env_action, fed = acted[i]
-                    if agent in self._pending[e]:
-                        self._complete(e, agent, terminated=False, truncated=False, final_vf=0.0)
-                    self._pending[e][agent] = {
-                        "obs": filtered,
-                        "action": action,
-                        "logp": logp,
-                        "vf": value,
-                        "reward": 0.0,
-                    }
-                    if fed is not None:  # a stateful module: the state fed with this observation
-                        self._pending[e][agent]["state_in"] = fed
-                    self._agent_steps[e][agent] = self._agent_steps[e].get(agent, 0) + 1
-                    actions_per_env[e][agent] = int(env_action) if np.ndim(env_action) == 0 else env_action
-            for e in range(self.num_envs):
-                self._step_env(e, actions_per_env[e])
-            agent_steps += len(acting)
-            self.num_env_steps_sampled_lifetime += self.num_envs
-            self.num_agent_steps_sampled_lifetime += len(acting)
-        self._last_agent_steps = agent_steps
+            if copies is not None and rounds >= wanted + COMPLETE_EPISODES_MAX_STEPS:
+                raise too_long(self.config.env, rounds)
+            active = range(self.num_envs) if copies is None else copies
+            numbers = list(self._episode_numbers)
+            agent_steps += self._sample_step(active)
+            for e in active:
+                fresh[e] = self._episode_numbers[e] != numbers[e]  # its game ended: the next one has no step
+            rounds += 1
+            env_steps += len(active)
         batches = self._collect()
-        self._end_sample(batches, agent_steps=agent_steps)
+        self._end_sample(batches, agent_steps=agent_steps, env_steps=env_steps)
         return batches
+
+    def _sample_step(self, copies: Sequence[int]) -> int:
+        """One env step of each copy in ``copies`` (their agents act first); returns the agent steps."""
+        if self._episode_hooks:  # on_episode_start of the games that begin now
+            for e in copies:
+                self._games.start(e, self._episode_numbers[e], self._obs_dicts[e])
+        acting = [(e, agent) for e in copies for agent in self._obs_dicts[e]]
+        actions_per_env: list[dict[AgentID, Any]] = [{} for _ in range(self.num_envs)]
+        if acting:
+            modules = [self._module_for(e, agent) for e, agent in acting]
+            acted = self._act_per_module(acting, modules)
+            for i, (e, agent) in enumerate(acting):
+                filtered, action, logp, value, env_action, fed = acted[i]
+                if agent in self._pending[e]:
+                    self._complete(e, agent, terminated=False, truncated=False, final_vf=0.0)
+                self._pending[e][agent] = {"obs": filtered, "action": action, "logp": logp, "vf": value, "reward": 0.0}
+                if fed is not None:  # a stateful module: the state fed with this observation
+                    self._pending[e][agent]["state_in"] = fed
+                self._agent_steps[e][agent] = self._agent_steps[e].get(agent, 0) + 1
+                actions_per_env[e][agent] = int(env_action) if np.ndim(env_action) == 0 else env_action
+        for e in copies:
+            self._step_env(e, actions_per_env[e])
+        self.num_env_steps_sampled_lifetime += len(copies)
+        self.num_agent_steps_sampled_lifetime += len(acting)
+        return len(acting)
 
     def _game_hook(self, hook: str, episode: MultiAgentEpisode, env_index: int, **extra: Any) -> None:
         """Call the callbacks' ``hook`` (``on_episode_start``/``_step``/``_end``) for copy ``env_index``'s game."""
@@ -633,9 +648,6 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
                     state_columns({name: np.stack([f[name] for f in states_fed])[:, None] for name in initial})
                 )
         return batches
-
-    def _agent_steps_of_last_sample(self) -> int:
-        return self._last_agent_steps
 
     # ------------------------------------------------------------------ Checkpointable
 

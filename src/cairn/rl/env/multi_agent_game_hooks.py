@@ -1,10 +1,11 @@
 """The episode hooks of the multi-agent batch sampler: once per game, as RLlib calls them.
 
-RLlib's ``MultiAgentEnvRunner`` hands ``on_episode_start``/``on_episode_step``/``on_episode_end``
+RLlib's ``MultiAgentEnvRunner`` hands ``on_episode_created``/``_start``/``_step``/``_end``
 one :class:`~cairn.rl.env.multi_agent_episode.MultiAgentEpisode` per game (per env copy's
-episode): ``on_episode_start`` before the game's first step, ``on_episode_step`` after each
-env step (its last one too), ``on_episode_end`` after the last, with ``prev_episode_chunks``
-(the chunks a ``sample()`` returned before: none here, the episode object is the whole game).
+episode): ``on_episode_created`` for the new object, ``on_episode_start`` before the game's
+first step, ``on_episode_step`` after each env step (its last one too), ``on_episode_end``
+after the last, with ``prev_episode_chunks`` (the chunks a ``sample()`` returned before: none
+here, the episode object is the whole game).
 :class:`GameEpisodes` keeps these objects for the runner's batch sampler
 (:meth:`~cairn.rl.env.multi_agent_env_runner.MultiAgentEnvRunner.sample_batches`) when a
 callback overrides an episode hook; each agent's part of the game is
@@ -55,11 +56,12 @@ class GameEpisodes:
         return MultiAgentEpisode(f"{self.worker_index}-{env_index}-{number}", agent_to_module_mapping_fn=mapping)
 
     def start(self, env_index: int, number: int, observations: Mapping[AgentID, Any]) -> None:
-        """Start copy ``env_index``'s game ``number`` if it has no episode yet: its reset's observations,
-        then ``on_episode_start``."""
+        """Start copy ``env_index``'s game ``number`` if it has no episode yet: ``on_episode_created``, its
+        reset's observations, then ``on_episode_start``."""
         if self.episodes[env_index] is not None:
             return
         episode = self.episodes[env_index] = self._new(env_index, number)
+        self.call_hook("on_episode_created", episode, env_index)  # RLlib's order: before the reset's data
         episode.add_env_reset(observations=observations)
         self.call_hook("on_episode_start", episode, env_index)
 
