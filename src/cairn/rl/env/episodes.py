@@ -383,8 +383,8 @@ class SingleAgentEpisode(EpisodeChunks):
     ) -> Any:
         if not self.keep_history:
             raise ValueError(
-                f"episode.{name}() is not available here: the multi-agent env runner keeps each agent's return, "
-                "length and custom_data, not its per-step history. Log what you need in on_episode_step."
+                f"episode.{name}() is not available here: episode {self.id_!r} was built with keep_history=False "
+                "and holds its return, length and custom_data, not its per-step history."
             )
         picked = _pick(items, indices, lookback=lookback, neg_index_as_lookback=neg_index_as_lookback, fill=fill)
         # After to_numpy() (RLlib's): several items come back as one array; infos stay dicts.
@@ -460,11 +460,6 @@ class SingleAgentEpisode(EpisodeChunks):
             self._actions.append(action)
             self._rewards.append(float(reward))
             self._infos.append(dict(info))
-
-    def set_summary(self, *, episode_return: float, length: int, is_done: bool) -> None:
-        """Set the return, length and end of an episode whose steps the runner does not record one by one."""
-        self._return, self._length = float(episode_return), int(length)
-        self.is_terminated = self.is_terminated or is_done
 
     def get_state(self) -> dict[str, Any]:
         """Everything the episode holds, as plain data (refuses what a checkpoint cannot hold).
