@@ -107,6 +107,30 @@ class WinsPerModule(RLlibCallback):
             metrics_logger.log_value("agent_episodes", 1, reduce="lifetime_sum")
 
 
+@cairn.register  # the program that imports this module allows what checkpoints name (SPEC 8)
+class CountGames(RLlibCallback):
+    """RLlib's EpisodeAndSampleCallbacks on a multi-agent runner's RLlib-API ``sample()``: counts per game."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {"start": 0, "step": 0, "end": 0, "sample": 0}
+        self.lengths: dict[str, int] = {}
+
+    def on_episode_start(self, *, episode: Any, **kwargs: Any) -> None:
+        self.counts["start"] += 1
+        self.lengths[episode.id_] = 0
+
+    def on_episode_step(self, *, episode: Any, **kwargs: Any) -> None:
+        self.counts["step"] += 1
+        self.lengths[episode.id_] += 1
+
+    def on_episode_end(self, *, episode: Any, prev_episode_chunks: list[Any], **kwargs: Any) -> None:
+        assert sum(len(chunk) for chunk in [episode, *prev_episode_chunks]) == self.lengths.pop(episode.id_)
+        self.counts["end"] += 1
+
+    def on_sample_end(self, *, samples: Any, **kwargs: Any) -> None:
+        self.counts["sample"] += 1
+
+
 SAMPLE_END_PEEKS: list[tuple[int, int]] = []
 """``(num_env_steps_sampled, num_agent_steps_sampled)`` that :class:`PeekSampledSteps` peeked (this process)."""
 

@@ -11,7 +11,7 @@ import numpy as np
 import cairn.rl.env.games
 from cairn.rl import PPO, PPOConfig
 from cairn.rl.env.multi_agent_env import EpisodeInfo, register_policy_mapping_fn
-from callback_helpers import EVENTS, WinsPerModule
+from callback_helpers import EVENTS, CountGames, WinsPerModule
 
 TICTACTOE = f"{cairn.rl.env.games.__name__}:TicTacToe"
 
@@ -126,3 +126,21 @@ def test_a_game_in_flight_whose_module_is_removed_is_saved_and_restored_with_its
     keys = [k for k in expected if k.startswith("env_runners/")]
     assert "env_runners/games" in keys or "env_runners/agent_episodes" in keys
     assert {k: got.get(k) for k in keys} == {k: expected.get(k) for k in keys}
+
+
+def test_rllibs_sample_calls_the_hooks_per_game_with_the_earlier_chunks() -> None:
+    from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
+
+    # One copy: a sample(num_episodes=) call ends no game beyond those it returns.
+    runner = MultiAgentEnvRunner(config(callbacks_class=CountGames, num_envs_per_env_runner=1))
+    callback = runner.callbacks[0]
+    assert isinstance(callback, CountGames)
+    steps = 0
+    for _ in range(3):  # 4 env steps per call: games (up to 9 moves) run across calls
+        episodes = runner.sample(num_timesteps=4)
+        steps += sum(len(e) for e in episodes)
+    done = runner.sample(num_episodes=2)
+    steps += sum(len(e) for e in done)
+    assert callback.counts["sample"] == 4 and callback.counts["end"] >= 2
+    assert callback.counts["start"] - callback.counts["end"] == len(callback.lengths)  # games still in flight
+    assert callback.counts["step"] == steps

@@ -500,6 +500,10 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
         Neither count given: ``rollout_fragment_length`` x ``num_envs_per_env_runner`` steps, or
         with ``batch_mode="complete_episodes"`` one finished game per env copy (RLlib's).
 
+        As RLlib's, it calls the callbacks' episode hooks once per game (``on_episode_end`` with
+        ``prev_episode_chunks``, the chunks of the game earlier calls returned) and ``on_sample_end``
+        with the episodes.
+
         Returns:
             The :class:`~cairn.rl.env.multi_agent_episode.MultiAgentEpisode` s: finished, then running.
 
@@ -507,16 +511,31 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
             SampleRequestError: Both counts, or a negative one.
         """
         if self._episode_sampler is None:
+            hook = self._episode_api_hook if self._episode_hooks else None
             self._episode_sampler = MultiAgentEpisodeSampler(
-                self.config, self.module, self._map_for_episode_api, self.worker_index
+                self.config, self.module, self._map_for_episode_api, self.worker_index, hook
             )
-        return self._episode_sampler.sample(
+        episodes = self._episode_sampler.sample(
             self.module,
             num_timesteps=num_timesteps,
             num_episodes=num_episodes,
             explore=explore,
             random_actions=random_actions,
             force_reset=force_reset,
+        )
+        self.callbacks.on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=episodes)
+        return episodes
+
+    def _episode_api_hook(self, hook: str, episode: MultiAgentEpisode, env: Any, env_index: int, **extra: Any) -> None:
+        """Call the callbacks' episode ``hook`` for a game of RLlib's ``sample()`` (its own env copies)."""
+        getattr(self.callbacks, hook)(
+            episode=episode,
+            env_runner=self,
+            metrics_logger=self.metrics,
+            env=env,
+            env_index=env_index,
+            rl_module=self.module,
+            **extra,
         )
 
     def _map_for_episode_api(self, agent: AgentID, episode: EpisodeInfo) -> str:
