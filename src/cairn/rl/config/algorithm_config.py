@@ -37,6 +37,7 @@ from cairn.rl.config.module_specs import DEFAULT_MODULE_ID, GivenOrDefaultSpec, 
 from cairn.rl.config.recorded_names import RecordedNames
 from cairn.rl.config.references import CONNECTOR_FIELDS, kept_callables
 from cairn.rl.config.setting_checks import (
+    BATCH_MODES,
     COUNT_STEPS_BY,
     MAX_RESOURCE,
     MULTI_AGENT_PREFIX,
@@ -275,6 +276,11 @@ class AlgorithmConfig(ModuleSpecs, RecordedNames, ConfigBuilders):
     sampled) but are not trained. ``None``: every module learns.
     ``Algorithm.add_module`` / ``remove_module`` store their ``new_should_module_be_updated`` here."""
 
+    batch_mode: str = "truncate_episodes"
+    """What an env runner's batch holds (RLlib's ``env_runners(batch_mode=)``): ``"truncate_episodes"``,
+    ``rollout_length`` steps of each sub-environment, the episodes in flight cut; or
+    ``"complete_episodes"``, whole episodes of at least that many steps (PPO; :mod:`cairn.rl.env.batch_modes`)."""
+
     count_steps_by: str = "env_steps"
     """What a multi-agent runner's ``rollout_length`` counts (RLlib's ``multi_agent(count_steps_by=)``):
     ``"env_steps"``, or ``"agent_steps"`` (each agent's action is one step: a copy samples until its
@@ -321,6 +327,8 @@ class AlgorithmConfig(ModuleSpecs, RecordedNames, ConfigBuilders):
     """Functions called as ``on_algorithm_init`` (RLlib's name); see :mod:`cairn.rl.config.callback_forms`."""
     callbacks_on_checkpoint_loaded: list[str | Unrecorded] | None = None
     """Functions called as ``on_checkpoint_loaded``."""
+    callbacks_on_episode_created: list[str | Unrecorded] | None = None
+    """Functions called as ``on_episode_created`` (in every env runner, for each new episode object)."""
     callbacks_on_episode_start: list[str | Unrecorded] | None = None
     """Functions called as ``on_episode_start`` (in every env runner)."""
     callbacks_on_episode_step: list[str | Unrecorded] | None = None
@@ -578,6 +586,8 @@ class AlgorithmConfig(ModuleSpecs, RecordedNames, ConfigBuilders):
                 "always_attach_evaluation_results must be True or False, got "
                 f"{self.always_attach_evaluation_results!r:.40}."
             )
+        if self.batch_mode not in BATCH_MODES:
+            raise ValueError(f"batch_mode must be one of {list(BATCH_MODES)}, got {self.batch_mode!r:.40}.")
         if self.count_steps_by not in COUNT_STEPS_BY:
             raise ValueError(f"count_steps_by must be one of {list(COUNT_STEPS_BY)}, got {self.count_steps_by!r:.40}.")
         unknown = sorted(set(self.policies_to_train or ()) - set(self.policies))

@@ -232,7 +232,7 @@ class PPO(Algorithm):
 
     def training_step(self) -> dict[str, Any]:
         """Sample, compute GAE, update, sync weights; returns the iteration's metrics."""
-        per_runner = self.env_runner_group.sample()
+        per_runner = self.env_runner_group.sample_batches()
         train_batches: dict[str, dict[str, npt.NDArray[Any]]] = {}
         for runner_batches in per_runner:
             for module_id, batch in runner_batches.items():
