@@ -248,6 +248,19 @@ def test_module_to_env_pieces_run_before_the_action_clipping() -> None:
     assert runner.metrics.peek("scaled_actions") == 16 * 2  # the runner hands its metrics logger to every piece
 
 
+def test_a_module_to_env_factory_is_called_with_env_and_spaces_as_rllib_calls_it() -> None:
+    seen: list[tuple[Any, dict[str, Any]]] = []
+
+    def two_arguments(env: Any, spaces: dict[str, Any]) -> ScaleActions:  # RLlib's (env, spaces): no device
+        seen.append((env, spaces))
+        return ScaleActions(factor=1.0)
+
+    runner = EnvRunner(config("Pendulum-v1").env_runners(module_to_env_connector=two_arguments))
+    ((env, spaces),) = seen
+    assert env is runner.env and spaces["__env_single__"][1] == runner.env.single_action_space
+    assert [c.name for c in runner.module_to_env.connectors] == ["ScaleActions", "ClipActions"]
+
+
 def test_frame_stacking_learner_is_accepted_only_paired_with_the_same_stacking() -> None:
     learner = functools.partial(FrameStackingLearner, num_frames=3)
     EnvRunner(config().env_runners(env_to_module_connector=stacking(3)).training(learner_connector=learner))

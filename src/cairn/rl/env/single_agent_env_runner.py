@@ -232,10 +232,8 @@ class SingleAgentEnvRunner:
             self._needs_reset = True  # RLlib: timesteps after episodes start from a reset
             return done[:episodes_wanted]
         running = [episode for episode in self._episodes if len(episode) > 0]
-        self._episodes = [
-            episode.successor(f"{self.worker_index}-{i}-{self._episode_count}") if len(episode) else episode
-            for i, episode in enumerate(self._episodes)
-        ]
+        # The chunk that goes on keeps its episode's id (RLlib's episode.cut()): ids name episodes, not chunks.
+        self._episodes = [episode.successor(episode.id_) if len(episode) else episode for episode in self._episodes]
         return done + running
 
     def _step(
