@@ -51,8 +51,9 @@ STATE_COMPARE = (
     "get_state() and MultiAgentEnvRunner's state has no 'rl_module' (the learner's state holds the weights)"
 )
 NO_EPISODE_CREATED = (
-    "cairn's callbacks have no on_episode_created hook (cairn.rl.callbacks), and the RLlib-API sample() "
-    "of both runners calls no episode hooks and no on_sample_end (the algorithm's batch sampler does)"
+    "cairn's callbacks have no on_episode_created hook (cairn.rl.callbacks), whose calls every case counts "
+    "first; and MultiAgentEnvRunner's RLlib-API sample() calls no episode hooks and no on_sample_end (its "
+    "batch sampler does; SingleAgentEnvRunner's calls RLlib's others)"
 )
 ONE_MORE_EPISODE = (
     NO_EPISODE_CREATED + "; fails on RLlib 2.60 as well (its runners create and start one more episode "

@@ -24,6 +24,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from cairn.rl.callbacks.callbacks import callbacks_from_config
 from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.config.env_creators import live_env_creator
 from cairn.rl.connectors.connectors import ConnectorPipeline
@@ -69,6 +70,7 @@ class SingleAgentEnvRunner:
         self._generator = torch.Generator().manual_seed(int(seeds[1]))
         self._action_seed = int(seeds[2])
         self.metrics = MetricsLogger()
+        self.callbacks = callbacks_from_config(config)
         self.env: gym.vector.VectorWrapper | None = None
         self._episodes: list[RunnerEpisode] = []
         self._needs_reset = True
@@ -187,7 +189,20 @@ class SingleAgentEnvRunner:
         self._env_seed += self.num_envs  # the next reset of all copies plays new episodes
         self._episodes = [self._new_episode(i, slot_value(obs, i), slot_info(infos, i)) for i in range(self.num_envs)]
         self._needs_reset = False
+        for episode in self._episodes:
+            self._episode_hook("on_episode_start", episode)
         self._run_env_to_module(np.ones(self.num_envs, dtype=bool), explore=explore)
+
+    def _episode_hook(self, hook: str, episode: RunnerEpisode) -> None:
+        """Call the config's callbacks' ``hook`` for ``episode`` with RLlib's arguments."""
+        getattr(self.callbacks, hook)(
+            episode=episode,
+            env_runner=self,
+            metrics_logger=self.metrics,
+            env=self.env,
+            env_index=episode.env_index,
+            rl_module=self.module,
+        )
 
     def _run_env_to_module(self, starts: np.ndarray[Any, np.dtype[np.bool_]], *, explore: bool) -> None:
         """Run the episodes' last observations through the env-to-module pipeline (RLlib runs it after every
@@ -227,6 +242,9 @@ class SingleAgentEnvRunner:
             random_actions: Draw actions from the action space instead of the module.
             force_reset: Start new episodes in every copy first.
 
+        The config's callbacks get RLlib's ``on_episode_start`` (after a reset), ``on_episode_step`` and
+        ``on_episode_end`` per episode and env copy, and ``on_sample_end`` with the returned episodes.
+
         Returns:
             Finished episodes, then the chunks of the episodes still running (``t_started`` > 0 for a
             chunk that continues an earlier one).
@@ -258,11 +276,13 @@ class SingleAgentEnvRunner:
                 taken = 0
         if episodes_wanted is not None:
             self._needs_reset = True  # RLlib: timesteps after episodes start from a reset
-            return done[:episodes_wanted]
-        running = [episode for episode in self._episodes if len(episode) > 0]
-        # The chunk that goes on keeps its episode's id (RLlib's episode.cut()): ids name episodes, not chunks.
-        self._episodes = [episode.successor(episode.id_) if len(episode) else episode for episode in self._episodes]
-        return done + running
+            samples = done[:episodes_wanted]
+        else:
+            samples = done + [episode for episode in self._episodes if len(episode) > 0]
+            # The chunk that goes on keeps its episode's id (RLlib's episode.cut()): ids name episodes, not chunks.
+            self._episodes = [e.successor(e.id_) if len(e) else e for e in self._episodes]
+        self.callbacks.on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=samples)
+        return samples
 
     def _step(
         self, env: gym.vector.VectorWrapper, done: list[RunnerEpisode], *, explore: bool, random_actions: bool
@@ -310,8 +330,11 @@ class SingleAgentEnvRunner:
                 truncated=bool(truncateds[i]),
                 outputs=outputs[i],
             )
+            self._episode_hook("on_episode_step", episode)
             if ended:
+                self._episode_hook("on_episode_end", episode)
                 done.append(episode)
                 self._episodes[i] = self._new_episode(i, slot_value(obs, i), slot_info(infos, i))
+                self._episode_hook("on_episode_start", self._episodes[i])
         self._run_env_to_module(np.asarray(terminateds) | np.asarray(truncateds), explore=explore)
         return True
