@@ -40,3 +40,16 @@ def test_episode_hooks_and_on_sample_end_fire_per_episode_and_step() -> None:
     ends = {(episode_id, env_index) for kind, episode_id, env_index in Counting.calls if kind == "end"}
     assert ends == {(e.id_, e.env_index) for e in done}  # each end names its episode and env copy
     runner.stop()
+
+
+def test_sampling_episodes_starts_no_episode_after_the_last_one_wanted() -> None:
+    Counting.calls = []
+    config = AlgorithmConfig().environment("CartPole-v1").env_runners(num_envs_per_env_runner=1).callbacks(Counting)
+    runner = SingleAgentEnvRunner(config=config)
+    for repeat in range(1, 3):
+        episodes = runner.sample(num_episodes=3, random_actions=True)
+        assert len(episodes) == 3 and all(e.is_done for e in episodes)
+        kinds = [kind for kind, _, _ in Counting.calls]
+        assert kinds.count("start") == kinds.count("end") == 3 * repeat  # RLlib's newer rule (2.60 starts one more)
+    assert runner.sample(num_timesteps=4, random_actions=True)[0].t_started == 0  # timesteps start from a reset
+    runner.stop()

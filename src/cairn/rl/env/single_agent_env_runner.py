@@ -268,7 +268,7 @@ class SingleAgentEnvRunner:
         while (episodes_wanted is None and taken < int(steps or 0)) or (
             episodes_wanted is not None and len(done) < episodes_wanted
         ):
-            if self._step(env, done, explore=explore, random_actions=random_actions):
+            if self._step(env, done, explore=explore, random_actions=random_actions, episodes_wanted=episodes_wanted):
                 taken += self.num_envs
             else:  # the envs were recreated (RLlib: the episodes in flight are dropped, the count starts again)
                 env = self._live_env()
@@ -285,10 +285,17 @@ class SingleAgentEnvRunner:
         return samples
 
     def _step(
-        self, env: gym.vector.VectorWrapper, done: list[RunnerEpisode], *, explore: bool, random_actions: bool
+        self,
+        env: gym.vector.VectorWrapper,
+        done: list[RunnerEpisode],
+        *,
+        explore: bool,
+        random_actions: bool,
+        episodes_wanted: int | None = None,
     ) -> bool:
         """Step every copy once, recording the step in its episode; False if the step failed and the envs were
-        recreated (nothing recorded)."""
+        recreated (nothing recorded). Once ``episodes_wanted`` episodes are done, a copy whose episode ends
+        starts no new one (RLlib's rule: it would never be used; the next ``sample()`` resets)."""
         space = env.single_action_space
         if random_actions or self.module is None:  # RLlib: no module, so no module-to-env pipeline either
             actions = [space.sample() for _ in range(self.num_envs)]
@@ -334,7 +341,8 @@ class SingleAgentEnvRunner:
             if ended:
                 self._episode_hook("on_episode_end", episode)
                 done.append(episode)
-                self._episodes[i] = self._new_episode(i, slot_value(obs, i), slot_info(infos, i))
-                self._episode_hook("on_episode_start", self._episodes[i])
+                if episodes_wanted is None or len(done) < episodes_wanted:
+                    self._episodes[i] = self._new_episode(i, slot_value(obs, i), slot_info(infos, i))
+                    self._episode_hook("on_episode_start", self._episodes[i])
         self._run_env_to_module(np.asarray(terminateds) | np.asarray(truncateds), explore=explore)
         return True
