@@ -723,6 +723,12 @@ def case_smallrl(ctx: Context) -> None:
             "of tensors)", f"{c * 1000:.1f} ms", f"torch.save+fsync of its tensors {t * 1000:.1f} ms", c / t,
             "<= 1.50", c / t <= 1.5, best=min(out["save_cairn"]) / min(out["save_torch"]))
     )  # fmt: skip
+    a = med(out["save_torch_atomic"])
+    ctx.add(
+        Row("smallrl", "the same save against an atomic torch.save (its two syncs, as cairn's commit)",
+            f"{c * 1000:.1f} ms", f"torch.save to a temporary name+fsync+rename+fsync of the folder {a * 1000:.1f} ms",
+            c / a, "", None, best=min(out["save_cairn"]) / min(out["save_torch_atomic"]))
+    )  # fmt: skip
     rc, rb = med(out["restore_cairn"]), med(out["restore_baseline"])
     ctx.add(
         Row("smallrl", "PPO.from_checkpoint in a fresh process (imports included)", f"{rc:.3f} s",

@@ -204,6 +204,27 @@ def test_ctor_args_type_tags(tmp_path: Path) -> None:
     assert rebuilt.kwargs == {"key": Point(0.0, 0.0)}
 
 
+@cairn.register_type
+@dataclasses.dataclass
+class Box2:
+    payload: Any
+
+
+def test_a_registered_ctor_arg_shared_by_folders_of_one_save_is_encoded_as_each_would_be() -> None:
+    """One save encodes a shared config once (its memo); each folder's JSON and pickle flag stay its own."""
+    from cairn.codec.ctor import encode_ctor
+
+    plain, shared = Box2([1, 2]), Box2(Unregistered())  # the second needs pickle
+    memo: dict[int, Any] = {}
+    alone = [encode_ctor((v,), {"n": i}, allow_pickle=True) for i, v in enumerate((plain, shared))]
+    for _ in range(2):
+        together = [encode_ctor((v,), {"n": i}, allow_pickle=True, memo=memo) for i, v in enumerate((plain, shared))]
+        assert together == alone and [p for _, p in together] == [False, True]
+    assert encode_ctor((plain, shared, plain), {}, allow_pickle=True, memo=memo)[1] is True
+    plain.payload = [3]  # another save (a fresh memo) sees the change
+    assert encode_ctor((plain,), {}, allow_pickle=True, memo={})[0] != alone[0][0]
+
+
 def test_unregistered_dataclass_ctor_arg_refused(tmp_path: Path) -> None:
     with pytest.raises(cairn.CheckpointError, match="register_type"):
         Holder(Unregistered()).save_to_path(tmp_path / "ck")

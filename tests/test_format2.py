@@ -431,6 +431,33 @@ def test_indented_json_writes_what_json_dumps_writes() -> None:
         indented_json(loop, sort_keys=False)
 
 
+def test_a_manifest_is_written_as_seal_manifest_body_seals_its_body() -> None:
+    """Manifest.to_bytes joins format 3's two JSON forms from strings: the bytes of the one sealer, every shape."""
+    import random
+
+    from cairn.manifest import entry_json
+
+    rng = random.Random(0)
+    for i in range(300):
+        alg = ("blake3", "sha256")[i % 2]
+        names = ["".join(rng.choice("ab/._-Z9é") for _ in range(rng.randint(1, 12))) for _ in range(rng.randint(0, 6))]
+        files = {n: FileEntry(rng.randint(0, 10**12), Digest(alg, f"{rng.getrandbits(256):064x}")) for n in names}
+        comps = ["".join(rng.choice("ab._-Z9") for _ in range(rng.randint(1, 8))) for _ in range(rng.randint(0, 4))]
+        members = rng.sample(["ctor.json", "state.msgpack", "tensors.safetensors"], rng.randint(0, 3))
+        packed = {n: (rng.randint(0, 999), rng.randint(0, 999)) for n in members}
+        m = Manifest(files=files, components=comps, digest=alg, packed=packed)
+        body: dict[str, Any] = {
+            "format": "cairn.manifest",
+            "format_version": FORMAT_VERSION,
+            "algorithm": alg,
+            "files": {k: entry_json(v) for k, v in files.items()},
+            "components": comps,
+        }
+        if packed:
+            body["packed"] = {k: {"offset": o, "size": n} for k, (o, n) in packed.items()}
+        assert m.to_bytes() == seal_manifest_body(body)
+
+
 class Holder(cairn.Checkpointable):
     """A folder that holds only a component (as most folders of an RL algorithm do)."""
 

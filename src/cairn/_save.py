@@ -129,18 +129,22 @@ def plan_save(
     where: str = "",
     extra_metadata: dict[str, Any] | None = None,
     delegate: bool = False,
+    ctor_memo: dict[int, tuple[Any, Any, bool]] | None = None,
 ) -> _PlannedFolder:
     """Encode ``obj``'s folder and its components' folders, writing nothing.
 
     ``extra_metadata`` (the root only) is merged into ``metadata.json``; the
     manager records steps and metrics there. With ``delegate``, the folders of
     delegated components (``get_delegated_components``) are planned as the
-    delegates' to write, whatever ``state`` holds for them.
+    delegates' to write, whatever ``state`` holds for them. ``ctor_memo``: the
+    encoded constructor arguments of this plan so far (made here for the root;
+    see :class:`cairn.codec.ctor.CtorEncoder`).
     """
     from cairn.codec.ctor import encode_ctor
     from cairn.codec.state import encode_state
 
     label = where or "<root>"
+    ctor_memo = {} if ctor_memo is None else ctor_memo
     _check_plannable(obj, state, where)
     comps = checkpointable_components(obj, where=label)
     own = {k: v for k, v in state.items() if k not in comps}
@@ -152,7 +156,7 @@ def plan_save(
         raise
     args, kwargs = obj.get_ctor_args_and_kwargs()
     try:
-        ctor, ctor_pickle = encode_ctor(args, kwargs, allow_pickle=allow_pickle)
+        ctor, ctor_pickle = encode_ctor(args, kwargs, allow_pickle=allow_pickle, memo=ctor_memo)
     except CheckpointError as err:
         raise CheckpointError(f"{type(obj).__qualname__} at {label}: {err}") from err
     delegated = delegated_components(obj, where=label) if delegate else {}
@@ -167,6 +171,7 @@ def plan_save(
                 allow_pickle=allow_pickle,
                 where=f"{where}/{name}" if where else name,
                 delegate=delegate,
+                ctor_memo=ctor_memo,
             )
     meta_bytes = _metadata_bytes(
         obj,
@@ -839,7 +844,7 @@ def _unchanged_entry(chunks: list[Chunk], prev: FileEntry, digest: str) -> FileE
             crc = crc32(v, crc)
         if crc != prev.crc32:
             return None
-    hasher = Hasher(digest)
+    hasher = Hasher(digest, size=prev.size)
     for v in views:
         hasher.update(v)
     entry = FileEntry(prev.size, hasher.digest(), prev.crc32)

@@ -98,9 +98,13 @@ class Digest:
     @classmethod
     def of(cls, data: bytes | bytearray | memoryview, algorithm: str = DIGEST_ALGORITHM) -> Digest:
         """The digest of ``data``."""
-        hasher = Hasher(algorithm)
+        hasher = Hasher(algorithm, size=memoryview(data).nbytes)
         hasher.update(data)
         return hasher.digest()
+
+
+PARALLEL_HASH_MIN = 1 << 20
+"""Inputs of fewer bytes (known in advance) are digested on the calling thread alone, without rayon's pool."""
 
 
 class Hasher:
@@ -114,8 +118,12 @@ class Hasher:
 
     __slots__ = ("_b3", "_crc", "_sha", "algorithm", "with_crc")
 
-    def __init__(self, algorithm: str = DIGEST_ALGORITHM, *, with_crc: bool = False) -> None:
-        """Start a digest of ``algorithm`` (``"blake3"``, ``"sha256"`` or ``"crc32"``)."""
+    def __init__(self, algorithm: str = DIGEST_ALGORITHM, *, with_crc: bool = False, size: int | None = None) -> None:
+        """Start a digest of ``algorithm`` (``"blake3"``, ``"sha256"`` or ``"crc32"``).
+
+        ``size``: how many bytes will be fed, when the caller knows; under
+        :data:`PARALLEL_HASH_MIN` the digest runs on the calling thread alone.
+        """
         if algorithm not in _DIGEST_HEX_LENGTH:
             raise ValueError(f"Unknown digest algorithm {algorithm!r}.")
         self.algorithm = algorithm
@@ -125,9 +133,15 @@ class Hasher:
         if algorithm == "blake3":
             import blake3
 
-            # AUTO: rayon's global pool, shared by every digest (RAYON_NUM_THREADS caps it). A number
-            # would start a pool per digest: ~0.2 ms each, more than a small file's whole digest.
-            self._b3 = blake3.blake3(max_threads=blake3.blake3.AUTO)
+            if size is not None and size < PARALLEL_HASH_MIN:
+                # One thread: with AUTO, blake3 hands every input of 32 KiB or more to rayon's pool and
+                # waits for it (2.5x the time at 38 kB here), and the pool's workers then spin in
+                # sched_yield for a while, taking a core from the save on a 2-core machine.
+                self._b3 = blake3.blake3()
+            else:
+                # AUTO: rayon's global pool, shared by every digest (RAYON_NUM_THREADS caps it). A number
+                # would start a pool per digest: ~0.2 ms each, more than a small file's whole digest.
+                self._b3 = blake3.blake3(max_threads=blake3.blake3.AUTO)
         self._crc = 0
 
     def update(self, data: bytes | bytearray | memoryview) -> None:
@@ -317,9 +331,10 @@ class FileEntry:
     @classmethod
     def of(cls, data: bytes | bytearray | memoryview, algorithm: str = DIGEST_ALGORITHM) -> FileEntry:
         """The entry of ``data`` in the current format, with the digest ``algorithm``."""
-        hasher = Hasher(algorithm)
+        size = memoryview(data).nbytes
+        hasher = Hasher(algorithm, size=size)
         hasher.update(data)
-        return hasher.entry(len(memoryview(data).cast("B")))
+        return hasher.entry(size)
 
     def same_bytes(self, other: FileEntry) -> bool:
         """Whether both entries record the same bytes: same size and the same digest (CRC-32s decide nothing)."""
@@ -410,6 +425,8 @@ class Manifest:
 
     def to_bytes(self) -> bytes:
         """Serialize, with the self-digest."""
+        if self.format_version == FORMAT_VERSION:
+            return self._sealed_bytes()
         body: dict[str, Any] = {
             "format": "cairn.manifest",
             "format_version": self.format_version,
@@ -420,6 +437,52 @@ class Manifest:
         if self.packed:
             body["packed"] = {k: {"offset": o, "size": n} for k, (o, n) in sorted(self.packed.items())}
         return seal_manifest_body(body)
+
+    def _sealed_bytes(self) -> bytes:
+        """:func:`seal_manifest_body` of this format 3 manifest's body, written directly (the same bytes).
+
+        Every folder of every save seals one; the body's shape is fixed (sorted keys:
+        ``algorithm``, ``checksum``, ``components``, ``files``, ``format``, ``format_version``,
+        ``packed``; an entry's digest name sorts before ``size``, ``offset`` before ``size``), so
+        its two JSON forms are joined from strings json's C escaper made instead of walked
+        twice (``tests/test_format2.py`` checks it against seal_manifest_body).
+        """
+        alg = _encode_str(self.algorithm)
+        comps = [_encode_str(c) for c in self.components]
+        files = [
+            (_encode_str(k), _encode_str(e.digest.hex), int.__repr__(e.size)) for k, e in sorted(self.files.items())
+        ]
+        packed = [(_encode_str(k), int.__repr__(o), int.__repr__(n)) for k, (o, n) in sorted(self.packed.items())]
+        canonical = (
+            f'{{"algorithm":{alg},"components":[{",".join(comps)}],"files":{{'
+            + ",".join(f'{k}:{{{alg}:{h},"size":{n}}}' for k, h, n in files)
+            + f'}},"format":"cairn.manifest","format_version":{FORMAT_VERSION}'
+            + (
+                ',"packed":{' + ",".join(f'{k}:{{"offset":{o},"size":{n}}}' for k, o, n in packed) + "}"
+                if packed
+                else ""
+            )
+            + "}"
+        )
+        checksum = Digest.of(canonical.encode("utf-8"), self.algorithm).hex
+        parts = [f' "algorithm": {alg}', f' "checksum": "{checksum}"']
+        parts.append(' "components": ' + ("[\n" + ",\n".join(f"  {c}" for c in comps) + "\n ]" if comps else "[]"))
+        parts.append(
+            ' "files": '
+            + (
+                "{\n" + ",\n".join(f'  {k}: {{\n   {alg}: {h},\n   "size": {n}\n  }}' for k, h, n in files) + "\n }"
+                if files
+                else "{}"
+            )
+        )
+        parts += [' "format": "cairn.manifest"', f' "format_version": {FORMAT_VERSION}']
+        if packed:
+            parts.append(
+                ' "packed": {\n'
+                + ",\n".join(f'  {k}: {{\n   "offset": {o},\n   "size": {n}\n  }}' for k, o, n in packed)
+                + "\n }"
+            )
+        return ("{\n" + ",\n".join(parts) + "\n}\n").encode("utf-8")
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray, *, where: str) -> Manifest:

@@ -135,3 +135,30 @@ def test_a_small_file_that_lost_bytes_fails_the_save_before_its_commit(tmp_path:
     os.truncate(path, entry.size - 10)  # what a filesystem that drops the end of a write leaves
     with pytest.raises(CorruptCheckpointError, match=f"holds {entry.size - 10} bytes where {entry.size}"):
         check_written(storage, [(path, entry, chunks)])
+
+
+_NO_POOL_CHILD = """
+import os, sys
+sys.path.insert(0, {here!r})
+from storage_components import Agent
+agent = Agent(12000)  # its leaves hold about 50 kB each: blake3 hands such an input to rayon
+before = len(os.listdir("/proc/self/task"))
+agent.save_to_path({path!r})
+print(before, len(os.listdir("/proc/self/task")))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts the process's threads in /proc")
+def test_a_small_save_starts_no_hashing_threads(tmp_path: Path) -> None:
+    """Files under 1 MiB are digested on the saving thread: no rayon pool, whose idle workers spin on a core."""
+    import subprocess
+    import sys
+
+    code = _NO_POOL_CHILD.format(here=str(Path(__file__).parent), path=str(tmp_path / "ck"))
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    before, after = (int(x) for x in out.split())
+    # The heartbeat thread of the owner record is the one thread a save may start (shared, kept).
+    assert after - before <= 1, out
+    from cairn.manifest import PARALLEL_HASH_MIN
+
+    assert sum(f.stat().st_size for f in (tmp_path / "ck").rglob("*")) < PARALLEL_HASH_MIN

@@ -41,6 +41,7 @@ from cairn.codec.state import numpy_descr, unsupported_value_error
 from cairn.errors import CheckpointError, CorruptCheckpointError, IncompatibleCheckpointError, UnsafeCheckpointError
 from cairn.registry import (
     ENUM,
+    RegisteredType,
     Trusted,
     class_argument_problem,
     class_path,
@@ -70,9 +71,14 @@ def _unb64(text: Any, where: str) -> bytes:
 class CtorEncoder:
     """Encodes constructor arguments; records whether pickle was needed."""
 
-    def __init__(self, *, allow_pickle: bool) -> None:
+    def __init__(self, *, allow_pickle: bool, memo: dict[int, tuple[Any, Any, bool]] | None = None) -> None:
         self.allow_pickle = allow_pickle
         self.used_pickle = False
+        # id -> (value, encoded form, whether it used pickle) of registered values: the same config
+        # object is the constructor argument of several folders of one save (an RL algorithm's
+        # env runner, learner group and learner). Kept for one plan only (the caller's dict), whose
+        # values stay alive in it, so an id names one object and the value cannot change meanwhile.
+        self.memo = memo
 
     def encode(self, value: Any, path: tuple[Any, ...] = ()) -> Any:
         """Return a JSON-able form of ``value``."""
@@ -132,11 +138,7 @@ class CtorEncoder:
             return {TAG: "enum", "class": class_path(type(value)), "name": value.name}
         reg = registered_for_value(value)
         if reg is not None:
-            return {
-                TAG: "registered",
-                "type": reg.name,
-                "value": self.encode(reg.encode(value), (*path, f"<{reg.name}>")),
-            }
+            return self._registered(value, reg, path)
         if isinstance(value, type) and "<locals>" not in value.__qualname__:
             problem = class_argument_problem(value)
             if problem is not None:
@@ -154,6 +156,23 @@ class CtorEncoder:
                     f"Cannot pickle the constructor argument at {'/'.join(map(str, path))!r}: {err}"
                 ) from err
         raise unsupported_value_error(value, path, what="constructor argument")
+
+    def _registered(self, value: Any, reg: RegisteredType, path: tuple[Any, ...]) -> Any:
+        """A registered value's tagged form: from the memo when this plan encoded this very object already."""
+        known = self.memo.get(id(value)) if self.memo is not None else None
+        if known is not None and known[0] is value:
+            self.used_pickle = self.used_pickle or known[2]
+            return known[1]
+        before, self.used_pickle = self.used_pickle, False
+        out = {
+            TAG: "registered",
+            "type": reg.name,
+            "value": self.encode(reg.encode(value), (*path, f"<{reg.name}>")),
+        }
+        if self.memo is not None:
+            self.memo[id(value)] = (value, out, self.used_pickle)
+        self.used_pickle = before or self.used_pickle
+        return out
 
 
 def _encode_space(value: Any, enc: CtorEncoder, path: tuple[Any, ...]) -> dict[str, Any] | None:
@@ -197,14 +216,24 @@ def _encode_space(value: Any, enc: CtorEncoder, path: tuple[Any, ...]) -> dict[s
     return None
 
 
-def encode_ctor(args: tuple[Any, ...], kwargs: dict[str, Any], *, allow_pickle: bool) -> tuple[dict[str, Any], bool]:
-    """Encode a class's constructor arguments; returns (JSON object, used_pickle)."""
+def encode_ctor(
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    allow_pickle: bool,
+    memo: dict[int, tuple[Any, Any, bool]] | None = None,
+) -> tuple[dict[str, Any], bool]:
+    """Encode a class's constructor arguments; returns (JSON object, used_pickle).
+
+    ``memo``: one dict shared by the folders of one save (see :class:`CtorEncoder`), else None.
+    The encoded forms it hands out are shared: the caller serializes them and changes none.
+    """
     if not isinstance(args, tuple | list) or not isinstance(kwargs, dict):
         raise CheckpointError(
             "get_ctor_args_and_kwargs() must return a (tuple of args, dict of kwargs) pair, "
             f"got ({type(args).__name__}, {type(kwargs).__name__})."
         )
-    enc = CtorEncoder(allow_pickle=allow_pickle)
+    enc = CtorEncoder(allow_pickle=allow_pickle, memo=memo)
     out = {
         "args": [enc.encode(a, ("args", i)) for i, a in enumerate(args)],
         "kwargs": {str(k): enc.encode(v, ("kwargs", k)) for k, v in kwargs.items()},

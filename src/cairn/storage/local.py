@@ -184,7 +184,7 @@ def _write_small(path: str, views: list[memoryview], algorithm: str) -> FileEntr
             while rest:
                 n = os.write(fd, rest)
                 rest = rest[n:]
-        hasher = Hasher(algorithm, with_crc=True)
+        hasher = Hasher(algorithm, with_crc=True, size=total)
         _hash_back(fd, 0, total, hasher)
     finally:
         os.close(fd)
