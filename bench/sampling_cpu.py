@@ -1,4 +1,4 @@
-"""Env steps per CPU second of ``EnvRunner.sample()`` on CartPole-v1 through connector pipelines.
+"""Env steps per CPU second of ``EnvRunner.sample_batches()`` on CartPole-v1 through connector pipelines.
 
 The sampling loop runs the env-to-module pipeline once per step (and once more for a
 truncated episode's final observation) and the module-to-env pipeline once per step, so a
@@ -15,7 +15,7 @@ Two ways to run it:
   and the same ratio of the runner's env-to-module call alone (``EnvRunner._to_module``, the
   connectors' per-step hot path without the module and the environments).
 * ``python -m bench.sampling_cpu [N] [--json]``: one checkout (the ``cairn`` on
-  ``PYTHONPATH``), ``N`` ``sample()`` calls per pipeline after a warm-up one; prints each
+  ``PYTHONPATH``), ``N`` ``sample_batches()`` calls per pipeline after a warm-up one; prints each
   pipeline's rate and its ratio to ``none`` (the pipelines' own cost), or with ``--json``
   one line the suite's case reads.
 
@@ -62,7 +62,7 @@ CALLS, REPEATS = 2000, 15
 
 
 def measure(samples: int) -> dict[str, float]:
-    """Env steps per CPU second of ``samples`` ``sample()`` calls (after one warm-up call), per pipeline
+    """Env steps per CPU second of ``samples`` ``sample_batches()`` calls (after one warm-up call), per pipeline
     (key: the pipeline's name); and CPU calls per second of the runner's env-to-module call alone
     (``EnvRunner._to_module``: the pipeline on one step's observations, statistics updated), the
     connectors' hot path without the module and the environments (key: ``<pipeline> calls/s``)."""
@@ -70,11 +70,13 @@ def measure(samples: int) -> dict[str, float]:
     rates: dict[str, float] = {}
     for pipeline in PIPELINES:
         runner = _runner(pipeline)
-        runner.sample()
+        # A ref --before the batch sampler's rename (sample() -> sample_batches()) is timed by this code too.
+        sample = getattr(runner, "sample_batches", None) or runner.sample
+        sample()
         before = runner.num_env_steps_sampled_lifetime
         c0 = time.process_time()
         for _ in range(samples):
-            runner.sample()
+            sample()
         cpu = time.process_time() - c0
         rates[pipeline] = (runner.num_env_steps_sampled_lifetime - before) / cpu
         obs, slots = runner._obs, np.arange(runner.num_slots)
@@ -141,7 +143,7 @@ def case_sampling(ctx: Any) -> None:
             runs[name].append(_child(checkouts[name], samples, REPO))
             ctx.log(f"    round {r + 1}: {name:6s} " + "  ".join(f"{p} {v:,.0f}" for p, v in runs[name][-1].items()))
     ctx.raw["sampling"] = {"before_ref": f"{ref} ({rev})", "samples": samples, "runs": runs}
-    figures = [(p, "EnvRunner.sample() env steps per CPU s", "steps/s") for p in PIPELINES]
+    figures = [(p, "EnvRunner.sample_batches() env steps per CPU s", "steps/s") for p in PIPELINES]
     figures += [(p, "env-to-module calls (_to_module) per CPU s", "calls/s") for p in PIPELINES]
     for pipeline, what, unit in figures:
         key = pipeline if unit == "steps/s" else f"{pipeline} calls/s"

@@ -86,6 +86,8 @@ def main(argv: list[str] | None = None) -> None:
                 rollout_length=64,
                 minibatch_size=64,
                 num_epochs=2,
+                lr=2.5e-4,  # CleanRL's lr and clipping, which this example always trained with (PPOConfig: RLlib's)
+                max_grad_norm=0.5,
                 num_env_runners=args.num_env_runners,
                 callbacks_class=LongEpisodes,
             )

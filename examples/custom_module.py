@@ -143,6 +143,7 @@ def make_config(**overrides: Any) -> PPOConfig:
         "minibatch_size": 32,
         "num_epochs": 2,
         "lr": 1e-3,
+        "max_grad_norm": 0.5,  # CleanRL's clipping, which this example always trained with (PPOConfig: none)
         **overrides,
     }
     return PPOConfig(**settings)

@@ -50,6 +50,7 @@ def build(args: argparse.Namespace) -> PPO:
         minibatch_size=128,
         num_epochs=2,
         lr=1e-3,
+        max_grad_norm=0.5,  # CleanRL's clipping, which this example always trained with (PPOConfig: RLlib's, none)
         lr_anneal_timesteps=None,
         observation_filter=None,  # one-hot boards need no normalization
         policies=(MAIN_MODULE_ID,),

@@ -45,6 +45,17 @@ class RecordEvents(RLlibCallback):
 
 
 @cairn.register  # the program that imports this module allows what checkpoints name (SPEC 8)
+class CreatedThenStarted(RLlibCallback):
+    """Records on_episode_created and on_episode_start of a single-agent runner's episodes."""
+
+    def on_episode_created(self, *, episode: Episode, env_index: int, **kwargs: Any) -> None:
+        EVENTS.append(("sa", "created", env_index, episode.id_))
+
+    def on_episode_start(self, *, episode: Episode, env_index: int, **kwargs: Any) -> None:
+        EVENTS.append(("sa", "start", env_index, episode.id_))
+
+
+@cairn.register  # the program that imports this module allows what checkpoints name (SPEC 8)
 class RecordSteps(RecordEvents):
     """Also records ``on_episode_step``."""
 
@@ -78,15 +89,46 @@ class LongEpisodes(RLlibCallback):
 
 @cairn.register  # the program that imports this module allows what checkpoints name (SPEC 8)
 class WinsPerModule(RLlibCallback):
-    """Per-agent episodes of a multi-agent game: a lifetime count of wins per module, and every start/end."""
+    """The games of a multi-agent runner (one MultiAgentEpisode each): every start/end, and from each
+    agent's part a lifetime count of wins per module."""
 
-    def on_episode_start(self, *, episode: Episode, env_index: int, **kwargs: Any) -> None:
-        EVENTS.append(("ma", "start", env_index, episode.agent_id, episode.module_id, len(episode)))
+    def on_episode_created(self, *, episode: Any, env_index: int, **kwargs: Any) -> None:
+        EVENTS.append(("ma", "created", env_index, episode.id_, len(episode.agent_episodes)))
 
-    def on_episode_end(self, *, episode: Episode, env_index: int, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
-        EVENTS.append(("ma", "end", env_index, episode.agent_id, episode.module_id, len(episode)))
-        metrics_logger.log_value(f"wins/{episode.module_id}", int(episode.get_return() > 0), reduce="lifetime_sum")
-        metrics_logger.log_value("agent_episodes", 1, reduce="lifetime_sum")
+    def on_episode_start(self, *, episode: Any, env_index: int, **kwargs: Any) -> None:
+        EVENTS.append(("ma", "start", env_index, episode.id_, len(episode)))
+
+    def on_episode_end(self, *, episode: Any, env_index: int, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
+        EVENTS.append(("ma", "end", env_index, episode.id_, len(episode)))
+        metrics_logger.log_value("games", 1, reduce="lifetime_sum")
+        for agent_episode in episode.agent_episodes.values():
+            won = int(agent_episode.get_return() > 0)
+            metrics_logger.log_value(f"wins/{agent_episode.module_id}", won, reduce="lifetime_sum")
+            metrics_logger.log_value("agent_episodes", 1, reduce="lifetime_sum")
+
+
+@cairn.register  # the program that imports this module allows what checkpoints name (SPEC 8)
+class CountGames(RLlibCallback):
+    """RLlib's EpisodeAndSampleCallbacks on a multi-agent runner's RLlib-API ``sample()``: counts per game."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {"start": 0, "step": 0, "end": 0, "sample": 0}
+        self.lengths: dict[str, int] = {}
+
+    def on_episode_start(self, *, episode: Any, **kwargs: Any) -> None:
+        self.counts["start"] += 1
+        self.lengths[episode.id_] = 0
+
+    def on_episode_step(self, *, episode: Any, **kwargs: Any) -> None:
+        self.counts["step"] += 1
+        self.lengths[episode.id_] += 1
+
+    def on_episode_end(self, *, episode: Any, prev_episode_chunks: list[Any], **kwargs: Any) -> None:
+        assert sum(len(chunk) for chunk in [episode, *prev_episode_chunks]) == self.lengths.pop(episode.id_)
+        self.counts["end"] += 1
+
+    def on_sample_end(self, *, samples: Any, **kwargs: Any) -> None:
+        self.counts["sample"] += 1
 
 
 SAMPLE_END_PEEKS: list[tuple[int, int]] = []

@@ -88,8 +88,8 @@ class PoleAngles(RLlibCallback):
     def on_episode_end(self, *, episode: Episode, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
         angles = episode.custom_data["angles"]
         assert episode.custom_data["meta"]["id"] == episode.id_
-        assert len(angles) == len(episode)  # one per observation but the final one
-        assert len(episode.get_temporary_timestep_data("rewards")) == len(episode) - 1
+        assert len(angles) == len(episode) + 1  # one per observation (on_episode_step runs at the last step too)
+        assert len(episode.get_temporary_timestep_data("rewards")) == len(episode)
         metrics_logger.log_value("pole_angle_mean", float(np.mean(angles)), reduce="mean", window=10)
         metrics_logger.log_value("pole_angle_max", max(angles), reduce="max")
         metrics_logger.log_value("episode_ids", int(episode.id_.split("-")[-1]), reduce="item_series")
@@ -103,35 +103,40 @@ class BadCustomData(RLlibCallback):
 
 
 class AgentCustomData(RLlibCallback):
-    """Multi-agent: each agent's episode counts its own steps in ``custom_data``."""
+    """Multi-agent: each game (one MultiAgentEpisode) counts its env steps in ``custom_data``; at its end,
+    per-agent numbers from its agent episodes."""
 
-    def on_episode_start(self, *, episode: Episode, **kwargs: Any) -> None:
+    def on_episode_start(self, *, episode: Any, **kwargs: Any) -> None:
         episode.custom_data["steps"] = 0
-        episode.custom_data["module"] = episode.module_for(episode.agent_id)
+        episode.custom_data["modules"] = sorted({str(episode.module_for(a)) for a in episode.agent_episodes})
 
-    def on_episode_step(self, *, episode: Episode, **kwargs: Any) -> None:
+    def on_episode_step(self, *, episode: Any, **kwargs: Any) -> None:
         episode.custom_data["steps"] += 1
 
-    def on_episode_end(self, *, episode: Episode, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
-        # Its steps but the first (start) and the last (end) went through on_episode_step.
-        metrics_logger.log_value("agent_steps_counted", episode.custom_data["steps"], reduce="lifetime_sum")
-        metrics_logger.log_value(f"by_module/{episode.custom_data['module']}", 1, reduce="lifetime_sum")
+    def on_episode_end(self, *, episode: Any, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
+        # Every env step of the game went through on_episode_step (its last one too).
+        assert episode.custom_data["steps"] == len(episode) == episode.env_t
+        metrics_logger.log_value("game_steps_counted", episode.custom_data["steps"], reduce="lifetime_sum")
+        for agent_episode in episode.agent_episodes.values():
+            metrics_logger.log_value(f"by_module/{agent_episode.module_id}", 1, reduce="lifetime_sum")
+            metrics_logger.log_value(f"agent_steps/{agent_episode.agent_id}", len(agent_episode), reduce="lifetime_sum")
 
 
 class IntAgentIds(RLlibCallback):
-    """MultiAgentCartPole's int agent ids: custom_data keeps the id each hook saw; the end logs per agent."""
+    """MultiAgentCartPole's int agent ids: custom_data keeps the ids each hook saw; the end logs per agent."""
 
-    def on_episode_start(self, *, episode: Episode, **kwargs: Any) -> None:
-        episode.custom_data["ids"] = [episode.agent_id]
+    def on_episode_start(self, *, episode: Any, **kwargs: Any) -> None:
+        episode.custom_data["ids"] = sorted(episode.agent_episodes)
 
-    def on_episode_step(self, *, episode: Episode, **kwargs: Any) -> None:
-        episode.custom_data["ids"].append(episode.agent_id)
+    def on_episode_step(self, *, episode: Any, **kwargs: Any) -> None:
+        episode.custom_data["ids"].extend(sorted(episode.agent_episodes))
 
-    def on_episode_end(self, *, episode: Episode, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
-        ids = [*episode.custom_data["ids"], episode.agent_id]
-        kinds = sorted({type(agent).__name__ for agent in ids})
+    def on_episode_end(self, *, episode: Any, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
+        ids = [*episode.custom_data["ids"], *episode.agent_episodes]
+        kinds = "_".join(sorted({type(agent).__name__ for agent in ids}))
         episode.custom_data["ended_with"] = kinds
-        metrics_logger.log_value(f"agent_{episode.agent_id}/{'_'.join(kinds)}", len(ids), reduce="lifetime_sum")
+        for agent, agent_episode in episode.agent_episodes.items():
+            metrics_logger.log_value(f"agent_{agent}/{kinds}", len(agent_episode), reduce="lifetime_sum")
 
 
 # ---------------------------------------------------------------------- metrics options

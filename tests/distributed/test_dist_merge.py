@@ -73,7 +73,7 @@ def test_a_runner_that_keeps_group_totals_absorbs_reports(tmp_path: object) -> N
     runners = [EnvRunner(config, worker_index=i) for i in (1, 2)]
     reports = []
     for runner in runners:
-        runner.sample()
+        runner.sample_batches()
         reports.append(runner.sample_report())
     totals.begin_group_iteration()
     for report in reports:

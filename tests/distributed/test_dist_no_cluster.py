@@ -25,7 +25,7 @@ def test_a_stale_weight_broadcast_never_replaces_a_newer_one() -> None:
     version, state = actor.get_module_state()
     assert version == 3
     assert_states_equal(state["default_policy"], newer)
-    batches, report = actor.sample()
+    batches, report = actor.sample_batches()
     assert report["weights_version"] == 3 and "default_policy" in batches
 
 

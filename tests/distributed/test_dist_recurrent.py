@@ -56,7 +56,7 @@ def test_lstm_remote_runner_two_learners_resume_exactly_and_split_by_sequence(ra
         assert_states_equal(learner_state(algo), expected_learner)
 
         # 2 learners on their sequences of each minibatch take the step 1 learner takes on all of them.
-        batch = algo.env_runner_group.sample()[0]["default_policy"]
+        batch = algo.env_runner_group.sample_batches()[0]["default_policy"]
         processed = {"default_policy": algo._postprocess(batch, "default_policy")}
         assert processed["default_policy"]["loss_mask"].shape[1] == 5
         single = PPOLearner(algo.config, algo.learner_group.module_specs)

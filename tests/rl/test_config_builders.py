@@ -75,6 +75,11 @@ def test_the_train_batch_follows_env_runners_and_learners_in_any_order() -> None
     assert first.rollout_length == later.rollout_length == 80
     assert PPOConfig().training(train_batch_size=120).env_runners(num_envs_per_env_runner=4).rollout_length == 30
     assert PPOConfig().env_runners(rollout_fragment_length=17).rollout_length == 17
+    # What every runner takes (RLlib's "auto" gives the first runners one step more when the batch splits unevenly).
+    uneven = PPOConfig().env_runners(num_envs_per_env_runner=3).training(train_batch_size_per_learner=100)
+    assert [uneven.get_rollout_fragment_length(worker_index=i) for i in (0, 1, 5)] == [34, 34, 34]
+    with pytest.raises(ValueError, match="worker_index"):
+        uneven.get_rollout_fragment_length(worker_index=-1)
     # No multiple of the envs: taken as RLlib takes it, each env's share rounded up (3 x 34 = 102 >= 100).
     assert (
         PPOConfig().env_runners(num_envs_per_env_runner=3).training(train_batch_size_per_learner=100).rollout_length

@@ -213,7 +213,7 @@ def test_the_multi_agent_runner_hands_dicts_and_resumes_exactly(tmp_path: Path) 
         algo = PPO(config(env=env).rl_module(rl_module_spec=spec))
         try:
             algo.train()  # both agents' masks obeyed (the env raises on a masked action)
-            batch = algo.env_runner.sample()["default_policy"]
+            batch = algo.env_runner.sample_batches()["default_policy"]
             assert batch["obs"]["action_mask"].shape[1:] == (1, 10)  # [rows, 1, n]: the samples keep the Dict
             path = algo.save_to_path(tmp_path / type(algo.env_runner.module["default_policy"]).__name__)
             state = algo.env_runner.get_state()
@@ -245,7 +245,7 @@ def test_a_recurrent_module_gets_dict_sequences() -> None:
         for _ in range(2):  # the env raises on a masked action; PPO trains on zero-padded Dict sequences
             result = algo.train()
         assert np.isfinite(result["learners"]["default_policy"]["policy_loss"])
-        batch = algo.env_runner.sample()["default_policy"]
+        batch = algo.env_runner.sample_batches()["default_policy"]
         assert batch["obs"]["action_mask"].shape == (64, 2, 10)  # [T, slots, n]: the samples keep the Dict
         processed = algo._postprocess(batch, "default_policy")
         sequences = processed["loss_mask"].shape[0]

@@ -282,7 +282,7 @@ def test_filter_deltas_merge_module_by_module_across_runners() -> None:
     local = MultiAgentEnvRunner(config, worker_index=0)
     remotes = [MultiAgentEnvRunner(config, worker_index=i) for i in (1, 2)]
     for runner in remotes:
-        runner.sample()
+        runner.sample_batches()
         local.absorb_sample_report(runner.sample_report())
     for module_id, dim in (("m0", 3), ("m1", 5)):
         merged = local.env_to_module[module_id]["MeanStdFilter"]

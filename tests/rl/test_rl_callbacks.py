@@ -17,7 +17,7 @@ from cairn import IncompatibleCheckpointError
 from cairn.rl import PPO
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
 from cairn.testing import assert_states_equal
-from callback_helpers import EVENTS, LongEpisodes, RecordEvents, RecordSteps, SecondRecorder
+from callback_helpers import EVENTS, CreatedThenStarted, LongEpisodes, RecordEvents, RecordSteps, SecondRecorder
 
 TESTS = Path(__file__).resolve().parents[1]
 SRC = TESTS.parent / "src"
@@ -175,7 +175,7 @@ def test_callbacks_fire_in_order() -> None:
     assert len(episode_events) == 2 * len(ends)
 
 
-def test_on_episode_step_fires_for_every_step_but_the_last() -> None:
+def test_on_episode_step_fires_for_every_step_the_last_too() -> None:
     EVENTS.clear()
     algo = PPO(small_config(callbacks_class=RecordSteps, rollout_length=16))
     try:
@@ -185,8 +185,24 @@ def test_on_episode_step_fires_for_every_step_but_the_last() -> None:
         algo.stop()
     steps = [e for e in EVENTS if e[1] == "episode_step"]
     ends = [e for e in EVENTS if e[1] == "episode_end"]
-    assert len(steps) + len(ends) == slots * horizon  # each env, each step: one of the two
+    assert len(steps) == slots * horizon  # each env, each step (an episode's last one too, as RLlib's runners)
     assert all(length >= 1 for *_, length in steps)
+    for end in ends:  # an episode's last step: on_episode_step of that env, then its on_episode_end
+        before = EVENTS[EVENTS.index(end) - 1]
+        assert before[1] == "episode_step" and before[2] == end[2]
+
+
+def test_on_episode_created_comes_just_before_each_on_episode_start() -> None:
+    EVENTS.clear()
+    algo = PPO(small_config(callbacks_class=CreatedThenStarted, rollout_length=32))
+    try:
+        algo.train()
+    finally:
+        algo.stop()
+    events = [e for e in EVENTS if e[0] == "sa"]
+    assert len(events) > 2 * algo.env_runner.num_slots  # episodes ended and new ones began
+    assert [e[1] for e in events] == ["created", "start"] * (len(events) // 2)
+    assert [e[2:] for e in events[::2]] == [e[2:] for e in events[1::2]]
 
 
 def test_several_callbacks_run_in_the_order_given() -> None:

@@ -68,6 +68,7 @@ def test_set_takes_rllibs_names_as_the_builder_does(tmp_path: Path, capsys: pyte
     built = PPOConfig().training(train_batch_size_per_learner=64, lambda_=0.9, num_epochs=1, minibatch_size=32)
     built.env_runners(num_envs_per_env_runner=4)  # cairn train's PPO default (RLlib's, and the library's, is 1)
     built.observation_filter = "MeanStdFilter"  # cairn train chooses it for PPO (and says so)
+    built.training(lr=2.5e-4, grad_clip=0.5)  # cairn train's PPO optimizer (CleanRL's; PPOConfig's are RLlib's)
     assert restored.config == built
     assert restored.config.gae_lambda == 0.9 and built.rollout_length * built.num_envs_per_env_runner == 64
     restored.stop()

@@ -54,7 +54,7 @@ def test_frame_stacking_on_cartpole_the_module_sees_stacks_reset_at_episode_star
     assert runner.observation_space.shape == (12,)
     assert runner.module_specs["default_policy"].observation_space.shape == (12,)
     first = np.array(runner._obs, copy=True)
-    batch = runner.sample()["default_policy"]
+    batch = runner.sample_batches()["default_policy"]
     obs = batch["obs"]  # [T, N, 12]: oldest frame first
     np.testing.assert_array_equal(obs[0, :, :8], 0.0)  # the first episode has no older frames
     np.testing.assert_array_equal(obs[0, :, 8:], first)
@@ -73,7 +73,7 @@ def test_next_obs_and_final_values_continue_the_stack_the_module_saw() -> None:
         env="CartPole-v1", seed=2, num_envs_per_env_runner=2, rollout_length=40, observation_filter=None
     ).env_runners(env_to_module_connector=stacking(3))
     runner = EnvRunner(cfg)
-    batch = runner.sample()["default_policy"]
+    batch = runner.sample_batches()["default_policy"]
     obs, next_obs = batch["obs"], batch["next_obs"]
     ended = batch["terminateds"] | batch["truncateds"]
     assert ended[:-1].any()
@@ -89,7 +89,7 @@ def test_multi_copies_stack_per_agent_and_the_multi_agent_runner_stacks_per_modu
         "multi:CartPole-v1", num_agents=2, policies=("p0", "p1"), policy_mapping={"agent_0": "p0", "agent_1": "p1"}
     )
     runner = EnvRunner(cfg.env_runners(env_to_module_connector=stacking(2)))
-    batches = runner.sample()
+    batches = runner.sample_batches()
     assert batches["p0"]["obs"].shape == (16, 2, 8) and batches["p1"]["obs"].shape == (16, 2, 8)
     from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
     from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole
@@ -102,7 +102,7 @@ def test_multi_copies_stack_per_agent_and_the_multi_agent_runner_stacks_per_modu
     # The multi-agent runner builds one pipeline per module: each module sees its agents' stacked frames.
     ma_runner = MultiAgentEnvRunner(ma.env_runners(env_to_module_connector=stacking(2)))
     assert ma_runner.module_specs["p0"].observation_space.shape == (8,)
-    ma_batches = ma_runner.sample()
+    ma_batches = ma_runner.sample_batches()
     assert ma_batches["p0"]["obs"].shape[-1] == 8
 
 
@@ -116,7 +116,7 @@ def test_flatten_observations_on_a_dict_env_matches_gymnasium_flatten() -> None:
         dtype=np.float32,
     )
     raw = {k: np.array(v, copy=True) for k, v in runner._obs.items()}
-    obs = runner.sample()["default_policy"]["obs"]
+    obs = runner.sample_batches()["default_policy"]["obs"]
     for slot in range(2):
         row = {k: v[slot] for k, v in raw.items()}
         np.testing.assert_array_equal(obs[0, slot], gym.spaces.flatten(space, row).astype(np.float32))
@@ -126,7 +126,7 @@ def test_flatten_observations_on_tuple_and_discrete_spaces() -> None:
     runner = EnvRunner(config("CairnTupleObs-v0").env_runners(env_to_module_connector=FlattenObservations))
     assert runner.observation_space.shape == (5,)  # one-hot of Discrete(4), then Box(1)
     assert runner.env_to_module.connectors[-1].name == "MeanStdFilter"  # the default filter, after the user's piece
-    batch = runner.sample()["default_policy"]
+    batch = runner.sample_batches()["default_policy"]
     assert batch["obs"].shape == (16, 2, 5)
 
     piece = FlattenObservations()
@@ -228,7 +228,7 @@ def test_lambdas_and_closures_are_kept_live_and_bad_factories_are_refused_with_w
         FrameStackingEnvToModule(num_frames=10**9)  # a hostile recorded config must not allocate gigabytes
     wrong = EnvRunner(config().env_runners(env_to_module_connector=WrongSpace))
     with pytest.raises(ValueError, match="recompute_output_observation_space"):
-        wrong.sample()
+        wrong.sample_batches()
     # A recorded reference to something that is no connector (a hostile config) is refused when resolved.
     bad = config()
     bad.env_to_module_connector = {"ref": "numpy:load", "kwargs": {}}
@@ -244,7 +244,7 @@ def test_module_to_env_pieces_run_before_the_action_clipping() -> None:
     actions = np.array([[0.05], [0.5], [-1.0]], np.float32)
     out = runner.module_to_env(rl_module=runner.module, batch={"actions": actions}, episodes=None, slots=np.arange(3))
     np.testing.assert_allclose(out["actions"], [[0.5], [2.0], [-2.0]])  # scaled, then clipped to Pendulum's [-2, 2]
-    assert runner.sample()["default_policy"]["actions"].shape == (16, 2, 1)
+    assert runner.sample_batches()["default_policy"]["actions"].shape == (16, 2, 1)
     assert runner.metrics.peek("scaled_actions") == 16 * 2  # the runner hands its metrics logger to every piece
 
 

@@ -21,7 +21,7 @@ def _config(count_steps_by: str) -> PPOConfig:
 
 def test_agent_steps_bound_the_batch_sampler_and_the_episode_sampler() -> None:
     runner = MultiAgentEnvRunner(config=_config("agent_steps"))
-    runner.sample()
+    runner.sample_batches()
     # 4 copies x 4 agents act each env step while all are alive: 80 agent steps take 5 env steps per copy.
     assert runner._agent_steps_of_last_sample() == 80
     assert runner.num_env_steps_sampled_lifetime == 20
@@ -29,7 +29,7 @@ def test_agent_steps_bound_the_batch_sampler_and_the_episode_sampler() -> None:
     assert sum(e.agent_steps() for e in episodes) == 80 and [len(e) for e in episodes] == [5, 5, 5, 5]
 
     by_env = MultiAgentEnvRunner(config=_config("env_steps"))
-    by_env.sample()
+    by_env.sample_batches()
     assert by_env.num_env_steps_sampled_lifetime == 80  # 20 env steps per copy
     assert by_env._agent_steps_of_last_sample() > 80
 

@@ -68,7 +68,7 @@ def test_n_step_transitions_stop_at_episode_and_rollout_ends() -> None:
 
 def test_next_obs_is_final_obs_where_episodes_end() -> None:
     runner = EnvRunner(tiny(rollout_length=60, num_envs_per_env_runner=1))
-    batch = runner.sample()["default_policy"]
+    batch = runner.sample_batches()["default_policy"]
     obs, next_obs = batch["obs"][:, 0], batch["next_obs"][:, 0]
     done = batch["terminateds"][:, 0] | batch["truncateds"][:, 0]
     assert done.any(), "a random CartPole policy ends an episode within 60 steps"
@@ -85,7 +85,7 @@ def test_ppo_batches_have_no_next_obs() -> None:
     from cairn.rl import PPOConfig
 
     runner = EnvRunner(PPOConfig(rollout_length=4, num_envs_per_env_runner=1))
-    assert "next_obs" not in runner.sample()["default_policy"]
+    assert "next_obs" not in runner.sample_batches()["default_policy"]
     runner.close()
 
 

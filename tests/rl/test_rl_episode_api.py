@@ -54,9 +54,9 @@ def test_an_ended_episode_holds_its_whole_history() -> None:
     Collect.ended = []
     runner = EnvRunner(small_config(**TINY, num_envs_per_env_runner=3, callbacks_class=Collect))
     try:
-        runner.sample()
-        runner.sample()
-        runner.sample()
+        runner.sample_batches()
+        runner.sample_batches()
+        runner.sample_batches()
     finally:
         runner.close()
     assert Collect.ended
@@ -78,7 +78,7 @@ def test_an_ended_episode_holds_its_whole_history() -> None:
 def test_no_episode_objects_without_an_episode_hook() -> None:
     runner = EnvRunner(small_config(**TINY))
     try:
-        runner.sample()
+        runner.sample_batches()
         assert runner.episode_tracker is None
     finally:
         runner.close()
@@ -146,7 +146,8 @@ def test_a_checkpoint_without_episode_data_starts_episode_objects_from_the_resto
         assert runner.episode_tracker is not None
         assert all(len(e) == 0 and e.custom_data == {} for e in runner.episode_tracker.episodes)
         assert np.array_equal(runner.episode_tracker.episodes[0].get_observations(0), runner._obs[0])
-        runner.sample()  # on_episode_start fires for the new episode objects first: PoleAngles' steps find their list
+        # on_episode_start fires for the new episode objects first: PoleAngles' steps find their list
+        runner.sample_batches()
         assert all(len(e.custom_data["angles"]) == len(e) + 1 for e in runner.episode_tracker.episodes)
     finally:
         runner.close()
@@ -175,7 +176,8 @@ def test_multi_agent_episodes_keep_custom_data_across_a_checkpoint(tmp_path: Pat
     straight = PPO(_game_config())
     try:
         _results(straight, 1)
-        in_flight = {k: dict(e.custom_data) for k, e in straight.env_runner._agent_episodes.items()}
+        games = straight.env_runner._games.episodes
+        in_flight = {e.id_: dict(e.custom_data) for e in games if e is not None}
         assert in_flight and any(d["steps"] > 0 for d in in_flight.values())
         path = straight.save_to_path(tmp_path / "mid")
         expected = _results(straight, 2)
@@ -184,7 +186,7 @@ def test_multi_agent_episodes_keep_custom_data_across_a_checkpoint(tmp_path: Pat
     assert expected[-1]["env_runners/by_module/a"] > 0 and expected[-1]["env_runners/by_module/b"] > 0
     resumed = PPO.from_checkpoint(path)
     try:
-        assert {k: e.custom_data for k, e in resumed.env_runner._agent_episodes.items()} == in_flight
+        assert {e.id_: e.custom_data for e in resumed.env_runner._games.episodes if e is not None} == in_flight
         assert _results(resumed, 2) == expected
     finally:
         resumed.stop()
@@ -251,16 +253,21 @@ def _int_id_config() -> PPOConfig:
     return cfg.environment(MultiAgentCartPole, env_config={"num_agents": 2})
 
 
+def _game_ids(runner: Any) -> dict[str, tuple[list[Any], list[Any]]]:
+    """Game id -> (its agents, the ids its hooks saw) of the runner's games in flight."""
+    return {
+        e.id_: (list(e.agent_episodes), list(e.custom_data["ids"])) for e in runner._games.episodes if e is not None
+    }
+
+
 def test_int_agent_ids_reach_the_hooks_as_ints_and_come_back_from_a_checkpoint_as_ints(tmp_path: Path) -> None:
     """MultiAgentCartPole (agents 0, 1): every hook sees an int ``episode.agent_id``; a checkpoint taken
     mid-episode keeps the ids and custom_data of the episodes in flight as ints, and the run goes on bit for bit."""
     straight = PPO(_int_id_config())
     try:
         _results(straight, 1)
-        in_flight = {
-            k: (e.agent_id, list(e.custom_data["ids"])) for k, e in straight.env_runner._agent_episodes.items()
-        }
-        assert in_flight and all(type(agent) is int and key[1] == agent for key, (agent, _) in in_flight.items())
+        in_flight = _game_ids(straight.env_runner)
+        assert in_flight and all(type(agent) is int for agents, ids in in_flight.values() for agent in [*agents, *ids])
         path = straight.save_to_path(tmp_path / "mid")
         expected = _results(straight, 2)
     finally:
@@ -272,8 +279,8 @@ def test_int_agent_ids_reach_the_hooks_as_ints_and_come_back_from_a_checkpoint_a
     try:
         runner = resumed.env_runner
         assert not runner.episodes_restarted
-        got = {k: (e.agent_id, list(e.custom_data["ids"])) for k, e in runner._agent_episodes.items()}
-        assert got == in_flight and all(type(k[1]) is int and type(a) is int for k, (a, _) in got.items())
+        got = _game_ids(runner)
+        assert got == in_flight and all(type(agent) is int for agents, ids in got.values() for agent in [*agents, *ids])
         assert _results(resumed, 2) == expected
     finally:
         resumed.stop()

@@ -98,7 +98,7 @@ def test_explore_false_acts_with_forward_inference() -> None:
     exploring = EnvRunner(tiny_config(observation_filter=None))
     try:
         for runner, expect_greedy in ((greedy, True), (exploring, False)):
-            batch = runner.sample()[DEFAULT_MODULE_ID]
+            batch = runner.sample_batches()[DEFAULT_MODULE_ID]
             module = runner.module[DEFAULT_MODULE_ID]
             obs = torch.from_numpy(batch["obs"].reshape(-1, 4))
             argmax = module.forward_inference({"obs": obs})["actions"].numpy()

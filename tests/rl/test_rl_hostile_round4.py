@@ -99,7 +99,7 @@ def runner_config() -> PPOConfig:
 def runner_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     runner = EnvRunner(runner_config())
     try:
-        runner.sample()  # episodes in flight, frames stacked, metrics logged
+        runner.sample_batches()  # episodes in flight, frames stacked, metrics logged
         yield Path(runner.save_to_path(tmp_path_factory.mktemp("runner") / "ck"))
     finally:
         runner.close()
@@ -108,8 +108,8 @@ def runner_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def advance(runner: EnvRunner) -> None:
     """Two samples: the live runner's state then differs from the checkpoint's (taken after one), everywhere
     (counters, RNG, environments, frames, filter, metrics), so that a partial restore would show."""
-    runner.sample()
-    runner.sample()
+    runner.sample_batches()
+    runner.sample_batches()
 
 
 def refused_and_unchanged(runner: EnvRunner, restore: Callable[[], Any], match: str) -> None:
@@ -118,7 +118,7 @@ def refused_and_unchanged(runner: EnvRunner, restore: Callable[[], Any], match: 
     with pytest.raises(cairn.CheckpointError, match=match):
         restore()
     assert_states_equal(runner.get_state(), before)
-    runner.sample()
+    runner.sample_batches()
 
 
 FRAMES = ("env", "connectors", "env_to_module_connector", "FrameStackingEnvToModule")
@@ -207,8 +207,8 @@ def test_the_untouched_runner_checkpoint_still_restores_exactly(runner_ckpt: Pat
     a, b = EnvRunner.from_checkpoint(runner_ckpt), EnvRunner.from_checkpoint(ck)
     try:
         assert_states_equal(a.get_state(), b.get_state())
-        for module_id, batch in a.sample().items():
-            np.testing.assert_array_equal(batch["obs"], b.sample()[module_id]["obs"])
+        for module_id, batch in a.sample_batches().items():
+            np.testing.assert_array_equal(batch["obs"], b.sample_batches()[module_id]["obs"])
     finally:
         a.close()
         b.close()
@@ -298,14 +298,14 @@ def game_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     runner = MultiAgentEnvRunner(game_config())
     try:
         advance(runner)
-        assert runner._agent_episodes and all(runner._pending)  # games, open transitions and episode objects in flight
+        assert runner._games.episodes[0] is not None and all(runner._pending)  # games, open rows, episode objects
         yield Path(runner.save_to_path(tmp_path_factory.mktemp("game") / "ck"))
     finally:
         runner.close()
 
 
 EP0 = ("env", "episodes", 0)
-API0 = ("env", "episode_api", 0)
+GAME0 = ("env", "game_episodes", 0)
 PENDING = (*EP0, "pending", "player_0")
 
 
@@ -316,8 +316,8 @@ def _drop_mapping(agent: str) -> Edit:
     return edit
 
 
-def _duplicate_episode(state: dict[str, Any]) -> None:
-    state["env"]["episode_api"].append(dict(state["env"]["episode_api"][0]))
+def _extra_game(state: dict[str, Any]) -> None:
+    state["env"]["game_episodes"].append(dict(state["env"]["game_episodes"][0]))
 
 
 GAME_ATTACKS: list[Any] = [
@@ -329,11 +329,11 @@ GAME_ATTACKS: list[Any] = [
     ("steps_negative", at(*EP0, "steps", "player_0")(-1), r"episodes/0/steps/'player_0'"),
     ("number_nan", at(*EP0, "number")(float("nan")), r"episodes/0/number: a count"),
     ("returns_str", at(*EP0, "returns", "player_1")("x"), r"episodes/0/returns/'player_1'"),
-    ("api_int_agent", at(*API0, "agent_id")(0), r"episode_api/0: is the episode of agent 0 in env copy"),
-    ("api_other_env", at(*API0, "env_index")(7), r"episode_api/0.*env copy 7"),
-    ("api_unknown_module", at(*API0, "module_id")("zz"), r"episode_api/0.*module 'zz'"),
-    ("api_duplicate", _duplicate_episode, r"listed twice"),
-    ("api_custom_data_str", at(*API0, "custom_data")("x"), r"episode_api/0: is not an episode's state"),
+    ("game_int_agent", at(*GAME0, "agent_episodes", 0, 0)(0), r"game_episodes/0: is a game with agents \[0\]"),
+    ("game_unknown_module", at(*GAME0, "agent_module_ids", 0, 1)("zz"), r"game_episodes/0: .*modules \['zz'\]"),
+    ("game_extra_copy", _extra_game, r"game_episodes: expected one game \(or None\) per env copy, 2; found 3"),
+    ("game_ended", at(*GAME0, "is_terminated")(True), r"game_episodes/0: .*a game that ended"),
+    ("game_custom_data_str", at(*GAME0, "custom_data")("x"), r"game_episodes/0: is not a game's state"),
     ("board_out_of_range", at("env", "sub_envs", 1, "env", "board")(np.full(9, 7, np.int8)), r"sub_envs/1.*range"),
     ("board_shape", at("env", "sub_envs", 0, "env", "board")(np.zeros(4, np.int8)), r"board is not 9 ints"),
 ]

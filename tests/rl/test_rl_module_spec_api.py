@@ -141,6 +141,32 @@ def test_a_multi_rl_module_class_wires_a_shared_encoder_and_checkpoints(tmp_path
         PPO(config)
 
 
+def test_get_multi_rl_module_spec_takes_spaces_the_shared_form_and_refuses_what_it_cannot_compile() -> None:
+    """RLlib's ``get_multi_rl_module_spec`` beyond its own test: ``spaces=``, cairn's shared form, the refusals."""
+    config = PPOConfig(policies=("a", "b"), model_config={"hidden_sizes": [8]})
+    config = config.rl_module(rl_module_spec=MultiRLModuleSpec(RLModuleSpec(model_config={"vf_share_layers": True})))
+    spec = config.get_multi_rl_module_spec(spaces={"a": (BOX, gym.spaces.Discrete(2)), "b": (BOX, BOX)})
+    assert spec.multi_rl_module_class is MultiRLModule and sorted(spec.rl_module_specs) == ["a", "b"]
+    assert spec["b"].action_space == BOX and spec["a"].module_class is config.get_default_rl_module_class()
+    # RLlib merges the config's model_config under the spec's own.
+    assert spec["a"].model_config == {"hidden_sizes": [8], "vf_share_layers": True}
+    assert spec["a"] is not spec["b"] and spec.module_specs is spec.rl_module_specs
+    assert spec["a"].model_config_dict is None
+    with pytest.raises(ValueError, match="must be a dict"):
+        MultiRLModuleSpec(multi_rl_module_class=MultiRLModule)
+
+    class NoSingleSpec(PPOConfig):
+        def get_default_rl_module_spec(self) -> Any:
+            return MultiRLModuleSpec({"a": RLModuleSpec(module_class=VPGTorchRLModule)})
+
+    with pytest.raises(ValueError, match="single_agent_rl_module_spec"):
+        NoSingleSpec().get_multi_rl_module_spec(policy_dict={"a": None})
+    made = NoSingleSpec().get_multi_rl_module_spec(
+        policy_dict={"a": None}, single_agent_rl_module_spec=RLModuleSpec(), inference_only=True
+    )
+    assert made["a"].module_class is VPGTorchRLModule and made["a"].inference_only
+
+
 def test_a_spec_takes_only_the_catalog_its_module_builds_from() -> None:
     import gymnasium as gym
     import pytest

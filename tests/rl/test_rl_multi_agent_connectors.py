@@ -78,7 +78,7 @@ def test_each_agents_frame_stack_starts_with_its_episode() -> None:
     runner = MultiAgentEnvRunner(config(observation_filter=None, rollout_length=5))  # episodes of exactly 5 steps
     try:
         for _ in range(2):  # the second call's episodes follow ended ones in the same env copies
-            obs = runner.sample()["mb"]["obs"][:, 0]  # 2 trajectories of 5 rows (env copy 0, then 1)
+            obs = runner.sample_batches()["mb"]["obs"][:, 0]  # 2 trajectories of 5 rows (env copy 0, then 1)
             assert obs.shape == (10, 9)
             for start in (0, 5):
                 assert not obs[start, :6].any() and obs[start, 6:].any()  # only the episode's first frame
@@ -129,7 +129,7 @@ def test_frame_stacking_alone_stacks_each_modules_own_space() -> None:
     try:
         assert runner.module["m0"].observation_space.shape == (6,)
         assert runner.module["m1"].observation_space.shape == (10,)
-        batches = runner.sample()
+        batches = runner.sample_batches()
         assert batches["m0"]["obs"].shape[-1] == 6 and batches["m1"]["obs"].shape[-1] == 10
         # Both modules' module-to-env pieces got the runner's metrics logger: one row per agent step taken.
         assert runner.metrics.peek("scaled_actions") == runner.num_agent_steps_sampled_lifetime

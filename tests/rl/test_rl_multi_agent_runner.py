@@ -103,7 +103,7 @@ def test_tictactoe_state_round_trips_and_a_foreign_state_is_refused() -> None:
 def test_mapping_is_called_once_per_agent_per_episode_and_trajectories_are_per_agent() -> None:
     runner = MultiAgentEnvRunner(config(rollout_length=40, policies_to_train=None))
     CALLS.clear()
-    batches = runner.sample()
+    batches = runner.sample_batches()
     assert len(CALLS) == len(set(CALLS))  # never twice for one agent of one episode
     episodes = {episode for episode, _ in CALLS}
     assert all(sum(1 for e, _ in CALLS if e == episode) <= 2 for episode in episodes)
@@ -228,7 +228,7 @@ def test_mapping_functions_are_recorded_by_reference_or_kept_live() -> None:
             MultiAgentEnvRunner(config(policy_mapping_fn=ref))
     assert "not_imported_module_xyz" not in sys.modules
     with pytest.raises(ValueError, match="not one of the modules"):
-        MultiAgentEnvRunner(config(policies=("learner", "other"), policies_to_train=None)).sample()
+        MultiAgentEnvRunner(config(policies=("learner", "other"), policies_to_train=None)).sample_batches()
 
 
 def test_an_env_path_into_a_module_not_imported_is_refused() -> None:

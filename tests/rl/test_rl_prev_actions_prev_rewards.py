@@ -36,7 +36,7 @@ def config(**overrides: Any) -> PPOConfig:
 def test_each_observation_carries_its_episodes_last_actions_and_reward() -> None:
     runner = EnvRunner(config())
     assert runner.observation_space.shape == (2 + 2 * 2 + 1,)  # obs, two one-hot actions, one reward
-    batch = runner.sample()["default_policy"]
+    batch = runner.sample_batches()["default_policy"]
     obs, actions, rewards = batch["obs"], batch["actions"], batch["rewards"]
     dones = batch["terminateds"] | batch["truncateds"]
     assert dones.any()
@@ -55,7 +55,7 @@ def test_each_observation_carries_its_episodes_last_actions_and_reward() -> None
 
 def test_the_windows_and_last_actions_are_checkpointed_and_a_wrong_shape_is_refused() -> None:
     runner = EnvRunner(config())
-    runner.sample()
+    runner.sample_batches()
     state = runner.get_state()
     assert state["env"]["prev_actions"].shape == (3,)
     saved = state["env"]["connectors"]["env_to_module_connector"]["PrevActionsPrevRewards"]
@@ -63,7 +63,7 @@ def test_the_windows_and_last_actions_are_checkpointed_and_a_wrong_shape_is_refu
     other = EnvRunner(config())
     other.set_state(state)
     assert_states_equal(other.get_state(), state)
-    a, b = runner.sample()["default_policy"], other.sample()["default_policy"]
+    a, b = runner.sample_batches()["default_policy"], other.sample_batches()["default_policy"]
     assert all(np.array_equal(a[k], b[k]) for k in a)
 
     bad = runner.get_state()

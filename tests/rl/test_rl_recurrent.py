@@ -41,6 +41,7 @@ def lstm_config(**overrides: Any) -> PPOConfig:
         minibatch_size=128,
         num_epochs=6,
         lr=2e-3,
+        max_grad_norm=0.5,  # measured with CleanRL's clipping (PPOConfig's default is RLlib's: none)
         vf_loss_coeff=0.01,
         entropy_coeff=0.0,
         model_config=DefaultModelConfig(
@@ -86,7 +87,7 @@ def test_state_at_each_sequence_start_reproduces_the_sampled_log_probabilities()
     runner sampled step by step: the states were recorded, reset and cut right."""
     algo = PPO(tiny_lstm_config(rollout_length=48))
     try:
-        batch = algo.env_runner_group.sample()[0]["default_policy"]
+        batch = algo.env_runner_group.sample_batches()[0]["default_policy"]
         assert batch["state_in/h"].shape == (48, 3, 8)
         dones = batch["terminateds"] | batch["truncateds"]
         assert dones[:-1].any(), "the rollout must hold an episode end"
@@ -164,7 +165,7 @@ def test_multi_agent_runners_keep_each_agents_state_and_checkpoint_it() -> None:
     try:
         # The learner's sequences (cut at each agent's trajectory end) reproduce what was sampled. (Only in a
         # first sample: a transition pending at a sample's end completes in the next, sampled by older weights.)
-        first = algo.env_runner_group.sample()[0]["default_policy"]
+        first = algo.env_runner_group.sample_batches()[0]["default_policy"]
         mb = {k: torch.as_tensor(v) for k, v in algo._postprocess(first, "default_policy").items()}
         out, rows = sequence_train_outputs(algo.get_module(), mb)
         assert torch.allclose(out["action_logp"], rows["action_logp"], atol=1e-5)
@@ -178,7 +179,7 @@ def test_multi_agent_runners_keep_each_agents_state_and_checkpoint_it() -> None:
         other = MultiAgentEnvRunner(algo.config)
         other.set_weights(runner.module.get_state())
         other.set_state(state)
-        a, b = runner.sample()["default_policy"], other.sample()["default_policy"]
+        a, b = runner.sample_batches()["default_policy"], other.sample_batches()["default_policy"]
         assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
         bad = runner.get_state()
         bad["env"]["episodes"][0]["module_states"][0]["h"] = np.zeros(9, dtype=np.float32)
@@ -203,7 +204,7 @@ def test_multi_agent_runners_keep_each_agents_state_and_checkpoint_it() -> None:
 def test_the_state_of_the_episodes_in_flight_is_checkpointed_and_a_wrong_shape_is_refused() -> None:
     config = tiny_lstm_config()
     runner = EnvRunner(config)
-    runner.sample()
+    runner.sample_batches()
     state = runner.get_state()
     saved = state["env"]["module_states"]["default_policy"]
     assert set(saved) == {"h", "c"} and saved["h"].shape == (3, 8) and np.abs(saved["h"]).sum() > 0
@@ -211,7 +212,10 @@ def test_the_state_of_the_episodes_in_flight_is_checkpointed_and_a_wrong_shape_i
     other = EnvRunner(config)
     other.set_state(state)
     assert_states_equal(other.get_state(), state)
-    assert runner.sample()["default_policy"]["actions"].tolist() == other.sample()["default_policy"]["actions"].tolist()
+    assert (
+        runner.sample_batches()["default_policy"]["actions"].tolist()
+        == other.sample_batches()["default_policy"]["actions"].tolist()
+    )
 
     bad = runner.get_state()
     bad["env"]["module_states"]["default_policy"]["h"] = np.zeros((3, 9), dtype=np.float32)

@@ -152,7 +152,7 @@ def test_torch_rl_module_takes_rllibs_keywords_and_refuses_what_it_cannot_do() -
 def test_columns_are_the_keys_of_cairns_batches() -> None:
     algo = PPO(small_config(rollout_length=8))
     try:
-        batch = algo.env_runner.sample()["default_policy"]
+        batch = algo.env_runner.sample_batches()["default_policy"]
     finally:
         algo.stop()
     for column in (Columns.OBS, Columns.ACTIONS, Columns.ACTION_LOGP, Columns.VF_PREDS, Columns.REWARDS):

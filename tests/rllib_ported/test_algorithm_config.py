@@ -4,10 +4,8 @@ Same test names, cases and expected values; ``ray.rllib`` -> ``cairn.rl``. The t
 added after 2.60 (connector-pipeline builders, ``to_dict`` round trips with Tune search
 spaces, one small batch over several learners, a shared module) are not ported. RLlib's
 ``ray.init()`` set-up is dropped. ``AlgorithmConfig(algo_class=PPO)`` makes a ``PPOConfig``.
-The other tests fail on cairn, each for the reason its mark gives (docs/rllib_parity.md):
-they test ``AlgorithmConfig`` internals cairn's dataclass configs do not have (per-worker
-fragment lengths, ``is_atari``, ``grad_clip`` and the private ``_per_module_overrides``,
-``get_multi_rl_module_spec``).
+Two tests fail on cairn, each for the reason its mark gives (docs/rllib_parity.md):
+per-worker fragment lengths and ``is_atari``, which cairn's configs do not have.
 """
 
 from __future__ import annotations
@@ -60,10 +58,10 @@ def test_freezing_of_algo_config() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="no get_rollout_fragment_length(worker_index=): RLlib gives the first runners one step more than the "
-    "others (2,456 over 4 x 3 envs: 205 for runners 0-3, 204 for runner 4, 2,457 in all), cairn samples one "
-    "rollout_length in every env of every runner (205 each, 2,460 in all), so RLlib's per-runner figures would "
-    "not be what cairn's runners take; making them so changes how cairn samples",
+    reason="get_rollout_fragment_length(worker_index=) gives what cairn's runners take: RLlib gives the first "
+    "runners one step more than the others (2,456 over 4 x 3 envs: 205 for runners 0-3, 204 for runner 4, 2,457 "
+    "in all), cairn samples one rollout_length in every env of every runner (205 each, 2,460 in all); making "
+    "them differ per runner changes how cairn samples, in the multi-agent runner too",
 )
 def test_rollout_fragment_length() -> None:
     """Tests the proper auto-computation of the `rollout_fragment_length`."""
@@ -160,12 +158,6 @@ def test_rl_module_api() -> None:
     assert config.rl_module_spec.module_class == A
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cairn's PPO lr default is 2.5e-4 (RLlib: 5e-5), configs have max_grad_norm where RLlib reads "
-    "grad_clip/grad_clip_by, and the overrides live in algorithm_config_overrides_per_module, not a private "
-    "_per_module_overrides",
-)
 def test_config_per_module() -> None:
     """Tests, whether per-module config overrides (multi-agent) work as expected."""
 
@@ -275,15 +267,6 @@ def _get_expected_marl_spec(
     return marl_spec, expected_marl_spec
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="configs have RLlib's get_default_rl_module_spec() hook but no get_multi_rl_module_spec(policy_dict=, "
-    "single_agent_rl_module_spec=) (cairn builds the per-module specs from the env's spaces in "
-    "cairn.rl.core.rl_module.multi_rl_module.module_specs_from_config); the specs are compared by "
-    "RLModuleSpec.model_config_dict, RLlib's deprecated field cairn's specs do not have; and the last case expects "
-    "MultiRLModuleSpec(multi_rl_module_class=...) without rl_module_specs to raise (RLlib: 'must be a dict'; "
-    "cairn's default is {} and it also takes one RLModuleSpec shared by every module)",
-)
 def test_get_multi_rl_module_spec() -> None:
     """Tests whether the get_multi_rl_module_spec() method works properly."""
     from cairn.rl.examples.rl_modules.classes.vpg_torch_rlm import VPGTorchRLModule

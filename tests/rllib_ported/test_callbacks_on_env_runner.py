@@ -26,12 +26,6 @@ VectorMultiAgentEnv = MultiAgentEnv
 
 register_env("multi_cart", lambda _: MultiAgentCartPole({"num_agents": 2}))
 
-PER_AGENT_EPISODES = (
-    "a multi-agent runner calls the episode hooks once per agent's episode (each agent's part of a game is "
-    "an episode of its own, as its metrics are), not once per game: 2 agents make 2x RLlib's step count; "
-    "and env_runner._callbacks (RLlib's private list of callback objects) is runner.callbacks (that list) in cairn"
-)
-
 
 class EpisodeAndSampleCallbacks(RLlibCallback):
     def __init__(self) -> None:
@@ -95,7 +89,6 @@ class OnEnvironmentCreatedCallback(RLlibCallback):
         env_runner.sum_sub_env_vector_indices += env_context.vector_index
 
 
-@pytest.mark.xfail(strict=True, reason=PER_AGENT_EPISODES)
 def test_episode_and_sample_callbacks_batch_mode_truncate_episodes() -> None:
     config = (
         PPOConfig()
@@ -145,11 +138,6 @@ def test_episode_and_sample_callbacks_batch_mode_truncate_episodes() -> None:
         algo.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="batch_mode='complete_episodes' is refused: cairn samples rollout_length steps per env, cutting "
-    "episodes; and " + PER_AGENT_EPISODES,
-)
 def test_episode_and_sample_callbacks_batch_mode_complete_episodes() -> None:
     config = (
         PPOConfig()

@@ -50,14 +50,9 @@ STATE_COMPARE = (
     "ValueError; cairn: tensors, RuntimeError); on cairn also SingleAgentEnvRunner (RLlib's API) has no "
     "get_state() and MultiAgentEnvRunner's state has no 'rl_module' (the learner's state holds the weights)"
 )
-NO_EPISODE_CREATED = (
-    "cairn's callbacks have no on_episode_created hook (cairn.rl.callbacks), whose calls every case counts "
-    "first; and MultiAgentEnvRunner's RLlib-API sample() calls no episode hooks and no on_sample_end (its "
-    "batch sampler does; SingleAgentEnvRunner's calls RLlib's others)"
-)
-ONE_MORE_EPISODE = (
-    NO_EPISODE_CREATED + "; fails on RLlib 2.60 as well (its runners create and start one more episode "
-    "after the last one wanted)"
+MA_ONE_MORE_EPISODE = (
+    "MultiAgentEnvRunner.sample(num_episodes=) creates and starts one more episode after the last one wanted "
+    "(RLlib 2.60's rule, which fails the same cases there; this test asserts RLlib's newer one)"
 )
 NO_CONNECTORS = (
     "the RLlib-API sample() of cairn's MultiAgentEnvRunner runs no env-to-module / module-to-env "
@@ -73,6 +68,13 @@ XFAIL_CASES = {
         "test_connector_sample_options",
     )
 }
+XFAIL_CASES.update(
+    {
+        f"TestEnvRunnerCallbacks::{name}[multi_agent-{n}]": MA_ONE_MORE_EPISODE
+        for name in ("test_callbacks_on_sample_episodes", "test_callbacks_multi_samples")
+        for n in (1, 8)
+    }
+)
 
 
 class TestEnvRunnerSampling:
@@ -292,7 +294,6 @@ class TestEnvRunnerCallbacks:
     Possible callbacks: on_episode_created, on_episode_start, on_episode_step, on_episode_end, on_sample_end
     """
 
-    @pytest.mark.xfail(strict=True, reason=NO_EPISODE_CREATED)
     @pytest.mark.parametrize("num_timesteps", [8, 32])
     def test_callbacks_on_sample_timesteps(self, env_runner_with_callback, ray_init, num_timesteps):
         """Test the callbacks for sample timesteps."""
@@ -316,7 +317,6 @@ class TestEnvRunnerCallbacks:
             env_runner_with_callback.stop()
             CallbackTracker.reset()
 
-    @pytest.mark.xfail(strict=True, reason=ONE_MORE_EPISODE)
     @pytest.mark.parametrize("num_episodes", [1, 8])
     def test_callbacks_on_sample_episodes(self, env_runner_with_callback, ray_init, num_episodes):
         """Test the callbacks for completed episodes.
@@ -347,7 +347,6 @@ class TestEnvRunnerCallbacks:
             env_runner_with_callback.stop()
             CallbackTracker.reset()
 
-    @pytest.mark.xfail(strict=True, reason=NO_EPISODE_CREATED)
     def test_callbacks_on_sample_rollout(self, env_runner_with_callback, ray_init):
         CallbackTracker.reset()
 
@@ -369,7 +368,6 @@ class TestEnvRunnerCallbacks:
             env_runner_with_callback.stop()
             CallbackTracker.reset()
 
-    @pytest.mark.xfail(strict=True, reason=ONE_MORE_EPISODE)
     @pytest.mark.parametrize("num_episodes", [1, 8])
     def test_callbacks_multi_samples(self, env_runner_with_callback, ray_init, num_episodes, repeats=3):
         """Test callbacks across multiple sample() calls.

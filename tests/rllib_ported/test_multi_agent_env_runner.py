@@ -2,20 +2,15 @@
 
 Same test names, cases and expected values; ``ray.rllib`` -> ``cairn.rl``; the mapping
 lambda of ``_build_config`` as RLlib writes it (issue 39).
-``MultiAgentEnvRunner.sample()`` called the RLlib way (a count, ``random_actions``, ...)
-returns RLlib's episodes; called bare it is the algorithm's batch sampler, which is why
-``test_counting_by_agent_steps`` (a bare ``sample()``) fails (docs/rllib_parity.md).
+``MultiAgentEnvRunner.sample()`` returns RLlib's episodes, called bare too (the algorithm's
+batches are ``sample_batches()``'s).
 """
 
 from __future__ import annotations
 
-import pytest
-
 from cairn.rl.algorithms.ppo.ppo import PPOConfig
 from cairn.rl.env.multi_agent_env_runner import MultiAgentEnvRunner
 from cairn.rl.examples.envs.classes.multi_agent import MultiAgentCartPole
-
-BARE_SAMPLE = "a bare MultiAgentEnvRunner.sample() is the algorithm's batch sampler (batches, not episodes)"
 
 
 def _build_config(num_agents: int = 2, num_policies: int = 2) -> PPOConfig:
@@ -65,7 +60,6 @@ def test_sample_episodes() -> None:
         assert eps.env_t_started == 0
 
 
-@pytest.mark.xfail(strict=True, reason=BARE_SAMPLE + "; count_steps_by='agent_steps' itself is taken")
 def test_counting_by_agent_steps() -> None:
     """Tests whether counting by agent_steps works."""
     config = _build_config(num_agents=4, num_policies=1)

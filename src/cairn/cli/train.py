@@ -66,6 +66,9 @@ def _build_algorithm(args: argparse.Namespace) -> tuple[Algorithm, str]:
         envs = _num_envs(config_cls)
         if envs is not None:
             explicit["num_envs_per_env_runner"] = envs
+    if not args.resume and not config_cls().sample_next_obs:
+        # First, so that what --set gives (lr, grad_clip or max_grad_norm) is applied after them and wins.
+        explicit = {**TRAIN_ON_POLICY_OPTIMIZER, **explicit}
     if args.resume:
         return _resume(args.checkpoint_dir, algo_cls, explicit)
     if args.checkpoint_dir is not None:
@@ -140,6 +143,12 @@ TRAIN_NUM_ENVS = 4
 """``cairn train``'s envs per env runner for on-policy algorithms (PPO) when ``--set num_envs_per_env_runner=``
 is not given. The configs follow RLlib (1); the command keeps the 4 its quick start always sampled with
 (about 4x the env steps per second of one env, same batch per iteration). Off-policy algorithms keep their 1."""
+
+
+TRAIN_ON_POLICY_OPTIMIZER: dict[str, Any] = {"lr": 2.5e-4, "max_grad_norm": 0.5}
+"""``cairn train``'s learning rate and gradient clipping for on-policy algorithms (PPO) when ``--set`` does not
+give them: CleanRL's, which its quick start always trained with. PPOConfig's defaults are RLlib's (``lr=5e-5``,
+no clipping), which need several times the iterations on CartPole. Off-policy algorithms keep their config's."""
 
 
 def _num_envs(config_cls: type[Any]) -> int | None:
@@ -600,7 +609,8 @@ def _config_arguments(p: argparse.ArgumentParser) -> None:
             f"a setting of the algorithm's config ({configs}) under RLlib's name or cairn's field name, "
             "VALUE as JSON, e.g. --set lr=1e-3 --set train_batch_size_per_learner=1024 "
             "--set model_config='{\"fcnet_hiddens\": [32]}' (repeatable; the fields: "
-            "python -c 'import cairn.rl as r; print(r.PPOConfig())')"
+            "python -c 'import cairn.rl as r; print(r.PPOConfig())'). PPO trains with lr=2.5e-4 and "
+            "grad_clip=0.5 unless --set gives them (the config's defaults are RLlib's: 5e-5, no clipping)"
         ),
     )
 

@@ -119,7 +119,7 @@ class EvaluationRunners:
         env_before = runner.num_env_steps_sampled_lifetime
         agent_before = runner.num_agent_steps_sampled_lifetime
         while not self._done(len(episodes), runner.num_env_steps_sampled_lifetime - env_before):
-            self.group.sample()
+            self.group.sample_batches()
             episodes.extend(runner.last_episodes)
         if self.unit == "episodes":
             episodes = episodes[: self.duration]

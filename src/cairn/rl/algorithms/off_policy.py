@@ -191,6 +191,11 @@ class OffPolicyConfig(AlgorithmConfig):
     def validate(self) -> None:
         """Check ranges; see :meth:`AlgorithmConfig.validate`."""
         super().validate()
+        if self.batch_mode != "truncate_episodes":  # whole-episode batches are PPO's sampler's (rl/env/batch_modes)
+            raise ValueError(
+                f"batch_mode={self.batch_mode!r:.40}: {type(self).__name__} samples transitions into its replay "
+                "buffer; batch_mode='complete_episodes' is for PPO. Leave batch_mode='truncate_episodes'."
+            )
         self.n_step = check_n_step(self.n_step)
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"gamma must lie in [0, 1], got {self.gamma}.")
@@ -530,7 +535,7 @@ class OffPolicyAlgorithm(Algorithm):
     def training_step(self) -> dict[str, Any]:
         """Sample, store, learn (when due), sync weights; returns the iteration's metrics."""
         steps_before = self.env_runner.num_env_steps_sampled_lifetime
-        self.add_to_buffer(self.env_runner_group.sample())
+        self.add_to_buffer(self.env_runner_group.sample_batches())
         steps_after = self.env_runner.num_env_steps_sampled_lifetime
         num_steps = self.num_gradient_steps_for(steps_before, steps_after)
         results: dict[str, Any] = {}

@@ -20,6 +20,7 @@ hook                   runs in            ``metrics_logger``
 =====================  =================  ==========================================
 on_algorithm_init      the algorithm      the algorithm's (``algorithm.metrics``)
 on_environment_created every env runner   the runner's (once, when it built its envs)
+on_episode_created     every env runner   the runner's
 on_episode_start/end   every env runner   the runner's (``env_runner.metrics``)
 on_episode_step        every env runner   the runner's
 on_sample_end          every env runner   the runner's
@@ -74,6 +75,20 @@ class RLlibCallback:
     def on_algorithm_init(self, *, algorithm: Any, metrics_logger: MetricsLogger, **kwargs: Any) -> None:
         """The algorithm was built (also by ``from_checkpoint``, before the state is restored)."""
 
+    def on_episode_created(
+        self,
+        *,
+        episode: Episode,
+        env_runner: Any,
+        metrics_logger: MetricsLogger,
+        env: Any,
+        env_index: int,
+        **kwargs: Any,
+    ) -> None:
+        """A new episode object exists for sub-environment ``env_index`` (RLlib's hook): the multi-agent
+        runner's game before its reset's observations, the single-agent runner's episode just before its
+        ``on_episode_start``. Called only when a callback overrides an episode hook."""
+
     def on_episode_start(
         self,
         *,
@@ -96,8 +111,8 @@ class RLlibCallback:
         env_index: int,
         **kwargs: Any,
     ) -> None:
-        """The episode in sub-environment ``env_index`` took a step and goes on (its last step calls
-        :meth:`on_episode_end` instead, as in RLlib). Called only when a callback overrides it."""
+        """The episode in sub-environment ``env_index`` took a step (its last one too, before
+        :meth:`on_episode_end`, as in RLlib). Called only when a callback overrides it."""
 
     def on_episode_end(
         self,
@@ -109,7 +124,14 @@ class RLlibCallback:
         env_index: int,
         **kwargs: Any,
     ) -> None:
-        """An episode ended (terminated or truncated) in sub-environment ``env_index``."""
+        """An episode ended (terminated or truncated) in sub-environment ``env_index``.
+
+        The runner also passes RLlib's ``prev_episode_chunks`` (the chunks of this episode earlier
+        ``sample()`` calls returned): always ``[]``, as cairn's episode object holds the whole episode.
+        A multi-agent runner calls the episode hooks once per game with its
+        :class:`~cairn.rl.env.multi_agent_episode.MultiAgentEpisode` (each agent's part in
+        ``episode.agent_episodes``), as RLlib does.
+        """
 
     def on_sample_end(self, *, env_runner: Any, metrics_logger: MetricsLogger, samples: Any, **kwargs: Any) -> None:
         """An env runner finished one ``sample()``; ``samples`` is what it returns (module id -> batch)."""
@@ -196,6 +218,9 @@ class CallbackList(RLlibCallback, Sequence[RLlibCallback]):
 
     def on_algorithm_init(self, **kwargs: Any) -> None:
         self._call("on_algorithm_init", kwargs)
+
+    def on_episode_created(self, **kwargs: Any) -> None:
+        self._call("on_episode_created", kwargs)
 
     def on_episode_start(self, **kwargs: Any) -> None:
         self._call("on_episode_start", kwargs)

@@ -33,10 +33,11 @@ from cairn.rl.config.callback_forms import (
     function_field,
 )
 from cairn.rl.config.env_creators import ENV_ROLE
-from cairn.rl.config.module_specs import GivenOrDefaultSpec, ModuleSpecs, default_spec_of
+from cairn.rl.config.module_specs import DEFAULT_MODULE_ID, GivenOrDefaultSpec, ModuleSpecs, default_spec_of
 from cairn.rl.config.recorded_names import RecordedNames
 from cairn.rl.config.references import CONNECTOR_FIELDS, kept_callables
 from cairn.rl.config.setting_checks import (
+    BATCH_MODES,
     COUNT_STEPS_BY,
     MAX_RESOURCE,
     MULTI_AGENT_PREFIX,
@@ -79,9 +80,6 @@ COUNTS: dict[str, Count] = {
 }
 """The integer settings and their bounds (``evaluation_interval`` may also be None), checked by :meth:`validate`
 with :class:`~cairn.state_checks.Count`, the one integer check of cairn (also of restored state)."""
-
-DEFAULT_MODULE_ID = "default_policy"
-"""The module id of a single-policy algorithm (RLlib's ``DEFAULT_MODULE_ID``)."""
 
 
 # Recorded under RLlib's path (cairn.rl.algorithms.algorithm_config, a re-export), which every
@@ -278,6 +276,11 @@ class AlgorithmConfig(ModuleSpecs, RecordedNames, ConfigBuilders):
     sampled) but are not trained. ``None``: every module learns.
     ``Algorithm.add_module`` / ``remove_module`` store their ``new_should_module_be_updated`` here."""
 
+    batch_mode: str = "truncate_episodes"
+    """What an env runner's batch holds (RLlib's ``env_runners(batch_mode=)``): ``"truncate_episodes"``,
+    ``rollout_length`` steps of each sub-environment, the episodes in flight cut; or
+    ``"complete_episodes"``, whole episodes of at least that many steps (PPO; :mod:`cairn.rl.env.batch_modes`)."""
+
     count_steps_by: str = "env_steps"
     """What a multi-agent runner's ``rollout_length`` counts (RLlib's ``multi_agent(count_steps_by=)``):
     ``"env_steps"``, or ``"agent_steps"`` (each agent's action is one step: a copy samples until its
@@ -324,6 +327,8 @@ class AlgorithmConfig(ModuleSpecs, RecordedNames, ConfigBuilders):
     """Functions called as ``on_algorithm_init`` (RLlib's name); see :mod:`cairn.rl.config.callback_forms`."""
     callbacks_on_checkpoint_loaded: list[str | Unrecorded] | None = None
     """Functions called as ``on_checkpoint_loaded``."""
+    callbacks_on_episode_created: list[str | Unrecorded] | None = None
+    """Functions called as ``on_episode_created`` (in every env runner, for each new episode object)."""
     callbacks_on_episode_start: list[str | Unrecorded] | None = None
     """Functions called as ``on_episode_start`` (in every env runner)."""
     callbacks_on_episode_step: list[str | Unrecorded] | None = None
@@ -502,6 +507,12 @@ class AlgorithmConfig(ModuleSpecs, RecordedNames, ConfigBuilders):
                 f"placement_strategy must be one of {list(PLACEMENT_STRATEGIES)}, got {self.placement_strategy!r:.40}."
             )
 
+    @property
+    def _per_module_overrides(self) -> dict[str, AlgorithmConfig]:
+        """RLlib's (private) per-module configs: module id -> :meth:`get_config_for_module` of each module
+        that :attr:`algorithm_config_overrides_per_module` gives settings (built when read, never stale)."""
+        return {m: self.get_config_for_module(m) for m, o in self.algorithm_config_overrides_per_module.items() if o}
+
     def get_config_for_module(self, module_id: str) -> AlgorithmConfig:
         """This config with :attr:`algorithm_config_overrides_per_module` of ``module_id`` applied.
 
@@ -575,6 +586,8 @@ class AlgorithmConfig(ModuleSpecs, RecordedNames, ConfigBuilders):
                 "always_attach_evaluation_results must be True or False, got "
                 f"{self.always_attach_evaluation_results!r:.40}."
             )
+        if self.batch_mode not in BATCH_MODES:
+            raise ValueError(f"batch_mode must be one of {list(BATCH_MODES)}, got {self.batch_mode!r:.40}.")
         if self.count_steps_by not in COUNT_STEPS_BY:
             raise ValueError(f"count_steps_by must be one of {list(COUNT_STEPS_BY)}, got {self.count_steps_by!r:.40}.")
         unknown = sorted(set(self.policies_to_train or ()) - set(self.policies))

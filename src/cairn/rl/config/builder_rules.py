@@ -63,7 +63,7 @@ BASE_RULES: dict[str, dict[str, Rule]] = {
         "num_gpus_per_env_runner": Accept((0, 0.0), "cairn's env runners run on CPU"),
         "custom_resources_per_env_runner": "custom_resources_per_env_runner",
         "observation_filter": _observation_filter,
-        "batch_mode": Accept(("truncate_episodes",), "cairn samples rollout_length steps per env, cutting episodes"),
+        "batch_mode": "batch_mode",
         "explore": "explore",
         "create_env_on_local_worker": Accept((False,), _DEFAULT_ONLY),
         "create_local_env_runner": Accept((True,), "cairn always has a local env runner"),

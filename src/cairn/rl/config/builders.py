@@ -83,6 +83,33 @@ class ConfigBuilders(metaclass=_AlgoClassCall):
         config: Any = self
         return int(config.rollout_length)
 
+    def get_rollout_fragment_length(self, worker_index: int = 0) -> int:
+        """RLlib's ``get_rollout_fragment_length(worker_index=)``: the steps each env of runner ``worker_index``
+        samples per ``sample()``. Every cairn runner samples ``rollout_length`` in each of its envs, so this is
+        the same for every index; RLlib's ``"auto"`` gives the first runners one step more than the others
+        when the train batch does not split evenly, cairn rounds every runner's share up (an iteration trains
+        on up to ``envs - 1`` more steps, see :func:`_resolve_batch`).
+
+        Raises:
+            ValueError: ``worker_index`` is not an int >= 0.
+        """
+        if isinstance(worker_index, bool) or not isinstance(worker_index, int) or worker_index < 0:
+            raise ValueError(f"worker_index must be an int >= 0 (0: the local runner), got {worker_index!r:.40}.")
+        return self.rollout_fragment_length
+
+    @property
+    def grad_clip(self) -> float | None:
+        """RLlib's ``config.grad_clip``, read-only: ``max_grad_norm`` (``training(grad_clip=...)`` sets it)."""
+        config: Any = self
+        value: float | None = config.max_grad_norm
+        return value
+
+    @property
+    def grad_clip_by(self) -> str:
+        """RLlib's ``config.grad_clip_by``, read-only: ``"global_norm"``, the one way cairn clips (the builder
+        refuses RLlib's ``"value"`` and ``"norm"``)."""
+        return "global_norm"
+
     def _train_batch_rows(self) -> int:
         config: Any = self
         return int(config.rollout_length) * int(config.num_envs_per_env_runner) * max(1, int(config.num_env_runners))

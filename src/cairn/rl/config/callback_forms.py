@@ -63,6 +63,7 @@ __all__ = [
 CALLBACK_HOOKS: tuple[str, ...] = (
     "on_algorithm_init",
     "on_checkpoint_loaded",
+    "on_episode_created",
     "on_episode_start",
     "on_episode_step",
     "on_episode_end",

@@ -17,6 +17,7 @@ from cairn.registry import (
 )
 
 __all__ = [
+    "BATCH_MODES",
     "COUNT_STEPS_BY",
     "MAX_LR_SCHEDULE_POINTS",
     "MULTI_AGENT_PREFIX",
@@ -95,6 +96,9 @@ MAX_RESOURCE = 1e6
 
 COUNT_STEPS_BY = ("env_steps", "agent_steps")
 """What ``count_steps_by`` may name (RLlib's two)."""
+
+BATCH_MODES = ("truncate_episodes", "complete_episodes")
+"""What ``batch_mode`` may name (RLlib's two; :mod:`cairn.rl.env.batch_modes`)."""
 
 _MAX_CUSTOM_RESOURCES = 64
 """At most this many custom resources per actor."""

@@ -144,9 +144,9 @@ class EnvRunnerActor(FolderActor):
         """Take the group's merged connector states (keeping data not yet reported)."""
         self.runner.set_synced_connector_states(states)
 
-    def sample(self) -> tuple[dict[str, SampleBatch], dict[str, Any]]:
+    def sample_batches(self) -> tuple[dict[str, SampleBatch], dict[str, Any]]:
         """One rollout, and the report for the group (with the weights version used)."""
-        batches = self.runner.sample()
+        batches = self.runner.sample_batches()
         report = self.runner.sample_report()
         report["weights_version"] = self.weights_version
         return batches, report

@@ -372,7 +372,7 @@ class RemoteEnvRunners(ActorFolderDelegate):
         """Kill the runners named ``labels``; :meth:`replace_dead` replaces them on the next use."""
         self._stop_and_mark(labels)
 
-    def sample(self) -> list[dict[str, SampleBatch]]:
+    def sample_batches(self) -> list[dict[str, SampleBatch]]:
         """Sample on every healthy runner in parallel, for at most ``sample_timeout_s``; fold in their reports.
 
         A runner that died is replaced (``restart_failed_env_runners``) while the others go on;
@@ -394,7 +394,7 @@ class RemoteEnvRunners(ActorFolderDelegate):
             ready, _ = self._ray.wait(list(self._starting.values()), num_returns=len(self._starting), timeout=0)
             self._check_started(ready)
         in_flight = {
-            p: self.actors[p].sample.remote()
+            p: self.actors[p].sample_batches.remote()
             for p in range(len(self.actors))
             if self._status[p] == _HEALTHY and p not in self._late
         }
@@ -443,7 +443,7 @@ class RemoteEnvRunners(ActorFolderDelegate):
             for ref in ready:
                 if ref in starts:
                     for position in self._check_started([ref]):
-                        in_flight[position] = self.actors[position].sample.remote()
+                        in_flight[position] = self.actors[position].sample_batches.remote()
                 else:
                     self._take_sample(waited[ref], ref, in_flight, results)
 
@@ -464,7 +464,7 @@ class RemoteEnvRunners(ActorFolderDelegate):
         del self._late[position]  # a rollout sampled with older weights: only its report counts
         self._absorb(result[1])
         if position not in in_flight and self._status[position] == _HEALTHY:
-            in_flight[position] = self.actors[position].sample.remote()
+            in_flight[position] = self.actors[position].sample_batches.remote()
 
     def _unavailable_message(self, timeout: float | None) -> str:
         late, starting, gone = len(self._late), len(self._starting), self._status.count(_GONE)
@@ -573,7 +573,7 @@ class RemoteEnvRunners(ActorFolderDelegate):
         """Fold every runner's connector deltas (data not yet reported) into the local runner.
 
         Part of every ``Algorithm.get_state``, so within the checkpoint deadline. Runners
-        that died (or were stopped by a missed deadline) are replaced first, as in :meth:`sample`.
+        that died (or were stopped by a missed deadline) are replaced first, as in :meth:`sample_batches`.
         """
         try:
             self._flush("receiving weights", in_time=True)

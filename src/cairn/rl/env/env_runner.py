@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -37,6 +37,8 @@ from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.core.rl_module.stateful import batched_state, initial_state, state_columns, state_out, strip_time_dim
+from cairn.rl.env.batch_modes import complete_episodes
+from cairn.rl.env.complete_sampling import sample_whole_episodes
 from cairn.rl.env.connector_building import (
     build_env_to_module,
     build_module_to_env,
@@ -53,6 +55,7 @@ from cairn.rl.env.module_outputs import owed_output, owes_logp_and_values
 from cairn.rl.env.module_spaces import build_module_specs
 from cairn.rl.env.multi_agent_env import DEFAULT_AGENT_ID, agent_ids, make_env, parse_env, resolve_policy_mapping
 from cairn.rl.env.pretrained_connectors import restore_pretrained_connectors
+from cairn.rl.env.runner_episode_hooks import EnvRunnerEpisodeHooks
 from cairn.rl.env.runner_metrics import EnvRunnerMetrics
 from cairn.rl.env.runner_modules import EnvRunnerModules
 from cairn.rl.env.runner_state import EnvRunnerState
@@ -102,7 +105,7 @@ truncated; the environments reset in the same step). ``action_logp`` and
 """
 
 
-class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
+class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState, EnvRunnerEpisodeHooks):
     """Samples rollouts from ``num_envs_per_env_runner`` vectorized environments.
 
     Args:
@@ -209,13 +212,16 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
         self.num_env_steps_sampled_lifetime = 0
         self.num_agent_steps_sampled_lifetime = 0
         self.num_episodes_lifetime = 0
+        self._last_env_steps = self._last_agent_steps = 0  # of the last sample_batches() (its report)
         self._episodes_this_iteration = 0
         self.last_episodes: list[tuple[float, int, str]] = []
-        """(return, length, module id) of the episodes that ended in the last :meth:`sample`."""
+        """(return, length, module id) of the episodes that ended in the last :meth:`sample_batches`."""
         self.episodes_restarted = False
         self.metrics = MetricsLogger()
         """What this runner's callbacks log; checkpointed, and handed to the algorithm's logger each iteration."""
         self.callbacks = callbacks_from_config(config)
+        self._callbacks = self.callbacks
+        """RLlib's name of the same list (its env runners keep it as ``_callbacks``; RLlib's tests read it)."""
         # on_episode_start of the first episodes fires in the first sample() (as in RLlib), not here: a
         # runner that never samples (the driver's, with remote runners) or whose episodes in flight a
         # checkpoint restores must not report starts that are not new.
@@ -223,7 +229,8 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
         self._step_hook = overrides(self.callbacks, "on_episode_step")  # a call per step and env costs
         # Episode objects (RLlib's Episode API) cost per-step work: kept only when an episode hook is overridden.
         self._episode_hooks = any(
-            overrides(self.callbacks, hook) for hook in ("on_episode_start", "on_episode_step", "on_episode_end")
+            overrides(self.callbacks, hook)
+            for hook in ("on_episode_created", "on_episode_start", "on_episode_step", "on_episode_end")
         )
         self._environment_created(config)
         return seeds
@@ -370,24 +377,44 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
                     module_buffers[name] = np.zeros((horizon, *value.shape), dtype=value.numpy().dtype)
                 module_buffers[name][t] = value.numpy()
 
-    def sample(self) -> dict[str, SampleBatch]:
-        """Run ``rollout_length`` steps in every sub-environment.
+    def sample_batches(self) -> dict[str, SampleBatch]:
+        """Run ``rollout_length`` steps in every sub-environment; with ``batch_mode="complete_episodes"``,
+        whole episodes of at least that many steps per slot (:mod:`~cairn.rl.env.batch_modes`).
 
         Returns:
-            Module id -> that module's :data:`SampleBatch`.
+            Module id -> that module's :data:`SampleBatch` (``[T, slots, ...]``; whole episodes:
+            ``[T, 1, ...]``, one after the other).
+
+        Raises:
+            IncompleteEpisodesError: An episode went on past the bound of ``"complete_episodes"``.
         """
+        self._episodes_this_iteration = 0
+        self.last_episodes = []
+        if not self._episodes_started:
+            self._episodes_started = True
+            for slot in range(self.num_slots):
+                self._episode_hook("on_episode_start", slot, done=False)
+        if complete_episodes(self.config):
+            batches, steps = sample_whole_episodes(self)
+            self._end_sample(batches, agent_steps=steps * self.num_slots, env_steps=steps * self.num_envs)
+            return batches
         horizon = int(self.config.rollout_length)
+        batches, _ = self._rollout(horizon)
+        self._end_sample(batches, agent_steps=self.num_slots * horizon)
+        return batches
+
+    def _rollout(
+        self, horizon: int, until: Callable[[npt.NDArray[np.bool_]], bool] | None = None
+    ) -> tuple[dict[str, SampleBatch], int]:
+        """Step every sub-environment ``horizon`` times, or until ``until(episodes ended at this step)`` says
+        so (then the next episodes' ``on_episode_start`` waits for the next call); returns each module's
+        batch of the ``T`` steps taken, and ``T``."""
         n = self.num_slots
         off_policy = bool(self.config.sample_next_obs)
         buf = self._sample_buffers(horizon, off_policy=off_policy)
         state_bufs: dict[str, dict[str, npt.NDArray[Any]]] = {}  # the states fed (stateful modules)
         all_slots = np.arange(n)
-        self._episodes_this_iteration = 0
-        self.last_episodes = []
-        if not self._episodes_started:
-            self._episodes_started = True
-            for slot in range(n):
-                self._episode_hook("on_episode_start", slot, done=False)
+        steps = horizon
         for t in range(horizon):
             filtered = self._to_module(self._obs, all_slots, update=True, starts=self._episode_starts)
             self._reset_states(self._episode_starts)
@@ -422,20 +449,25 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
             self._episode_returns += rewards
             self._episode_lengths += 1
             self._episode_steps(next_obs, actions, rewards, terminateds, truncateds, infos)
+            stop = until is not None and until(terminateds | truncateds)
             for i in np.flatnonzero(terminateds | truncateds):
-                self._end_episode(int(i))
+                self._end_episode(int(i), start_next=not stop)
             self._obs = next_obs
             self.num_env_steps_sampled_lifetime += self.num_envs
             self.num_agent_steps_sampled_lifetime += n
+            if stop:
+                steps = t + 1
+                break
         self._reset_states(self._episode_starts)  # the next observations that begin episodes: their values
         if off_policy:
             bootstrap_vf = np.zeros(n, dtype=np.float32)
         else:
             last = as_tensors(self._to_module(self._obs, all_slots, update=False, starts=self._episode_starts))
             bootstrap_vf = self._values(last, np.arange(n))
-        batches = self._module_batches(buf, bootstrap_vf, state_bufs)
-        self._end_sample(batches, agent_steps=n * horizon)
-        return batches
+        if steps < horizon:  # stopped early: the buffers' first `steps` rows
+            buf = {key: index_rows(value, slice(0, steps)) for key, value in buf.items()}
+            state_bufs = {m: {k: v[:steps] for k, v in b.items()} for m, b in state_bufs.items()}
+        return self._module_batches(buf, bootstrap_vf, state_bufs), steps
 
     def _sample_buffers(self, horizon: int, *, off_policy: bool) -> dict[str, npt.NDArray[Any]]:
         """The time-major ``[T, slots, ...]`` buffers of a sample (``actions`` comes with the first step)."""
@@ -548,66 +580,20 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState):
                 "recompute_output_observation_space match what their __call__ returns."
             )
 
-    def _end_sample(self, batches: dict[str, SampleBatch], *, agent_steps: int) -> None:
+    def _end_sample(self, batches: dict[str, SampleBatch], *, agent_steps: int, env_steps: int | None = None) -> None:
         """Log the sample's counters, then call ``on_sample_end`` (RLlib's order: the callback may
         ``metrics_logger.peek("num_env_steps_sampled")``: the steps since the runner's metrics were last
         handed to the algorithm, as in RLlib). Reported each iteration under ``env_runners/`` (summed
         over the runners)."""
-        env_steps = self.num_envs * int(self.config.rollout_length)
+        if env_steps is None:  # rollout_length steps of every copy
+            env_steps = self.num_envs * int(self.config.rollout_length)
+        self._last_env_steps, self._last_agent_steps = env_steps, agent_steps
         self.metrics.log_value(NUM_ENV_STEPS_SAMPLED, env_steps, reduce="sum")
         self.metrics.log_value(NUM_AGENT_STEPS_SAMPLED, agent_steps, reduce="sum")
         self.callbacks.on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=batches)
 
-    def _end_episode(self, slot: int) -> None:
-        self._episode_hook("on_episode_end", slot, done=True)
-        self._record_episode(
-            float(self._episode_returns[slot]), int(self._episode_lengths[slot]), self.slot_modules[slot]
-        )
-        self._episode_returns[slot] = 0.0
-        self._episode_lengths[slot] = 0
-        if self.episode_tracker is not None:
-            self.episode_tracker.begin_next(slot)
-        self._episode_hook("on_episode_start", slot, done=False)  # same-step autoreset: the next one began
-
-    def _episode_steps(
-        self,
-        next_obs: npt.NDArray[Any],
-        actions: npt.NDArray[Any],
-        rewards: npt.NDArray[Any],
-        terminateds: npt.NDArray[np.bool_],
-        truncateds: npt.NDArray[np.bool_],
-        infos: Mapping[str, Any],
-    ) -> None:
-        """Record a step in the episode objects, then call ``on_episode_step`` for the episodes that go on."""
-        if self.episode_tracker is not None:
-            self.episode_tracker.step(next_obs, actions, rewards, terminateds, truncateds, infos)
-        if self._step_hook:
-            for i in np.flatnonzero(~(terminateds | truncateds)):
-                self._episode_hook("on_episode_step", int(i), done=False)
-
-    def _new_episode_tracker(self, reset_infos: Mapping[str, Any]) -> EpisodeTracker | None:
-        """Episode objects for the slots' current episodes, when a callback overrides an episode hook."""
-        if not self._episode_hooks:
-            return None
-        return EpisodeTracker(self.worker_index, self.slot_agents, self.slot_modules, self._obs, reset_infos)
-
-    def _episode_hook(self, hook: str, slot: int, *, done: bool) -> None:
-        """Call the callbacks' ``hook`` (``on_episode_start``/``_step``/``_end``) for the episode of ``slot``
-        (``done``: it ended, which the episode itself says)."""
-        if self.episode_tracker is None:  # no callback overrides an episode hook
-            return
-        getattr(self.callbacks, hook)(
-            episode=self.episode_tracker.episodes[slot],
-            env_runner=self,
-            metrics_logger=self.metrics,
-            env=self.env.envs[slot],
-            env_index=slot,
-            rl_module=self.module,
-        )
-
     def _agent_steps_of_last_sample(self) -> int:
-        # Every slot is one agent that acts every step.
-        return self.num_slots * int(self.config.rollout_length)
+        return self._last_agent_steps
 
     def set_weights(self, weights: Mapping[str, Any]) -> None:
         """Load module weights (module id -> RLModule state) into the inference copy."""

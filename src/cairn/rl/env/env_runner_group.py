@@ -14,7 +14,7 @@ when the config's ``env`` names a
 gymnasium id, or ``"multi:<id>"`` copies). Modules outside the config's
 ``policies_to_train`` act but their batches are not handed to the learners.
 
-The interface is the same either way: :meth:`sample`, :meth:`get_metrics`,
+The interface is the same either way: :meth:`sample_batches`, :meth:`get_metrics`,
 :meth:`sync_weights` (versioned broadcasts), :meth:`sync_connector_states_to_local`
 (merge the runners' connector statistics into the local runner) and
 :meth:`sync_local_state_to_others` (spread the merged states back).
@@ -55,7 +55,7 @@ class EnvRunnerBackend(Protocol):
     def delegate(self) -> DelegatedComponent | None:
         """Who writes and reads the local runner's checkpoint folder; None: the engine itself."""
 
-    def sample(self) -> list[dict[str, SampleBatch]]:
+    def sample_batches(self) -> list[dict[str, SampleBatch]]:
         """One rollout from each sampling runner: a list of module id -> batch."""
 
     def pop_metrics(self) -> list[list[dict[str, Any]]]:
@@ -115,9 +115,9 @@ class LocalEnvRunners:
         """None: the engine writes and reads the runner's folder."""
         return None
 
-    def sample(self) -> list[dict[str, SampleBatch]]:
+    def sample_batches(self) -> list[dict[str, SampleBatch]]:
         """The runner's rollout."""
-        return [self.runner.sample()]
+        return [self.runner.sample_batches()]
 
     def pop_metrics(self) -> list[list[dict[str, Any]]]:
         """The runner's logged deltas."""
@@ -211,12 +211,12 @@ class EnvRunnerGroup:
         """Who writes and reads the local runner's checkpoint folder: the remote runners, or None (the engine)."""
         return self.backend.delegate
 
-    def sample(self) -> list[dict[str, SampleBatch]]:
+    def sample_batches(self) -> list[dict[str, SampleBatch]]:
         """One rollout from each sampling runner (in parallel when remote): a list of module id -> batch.
 
         Only the modules of ``policies_to_train`` (all when it is ``None``) have batches.
         """
-        per_runner = self.backend.sample()
+        per_runner = self.backend.sample_batches()
         trainable = self.config.policies_to_train
         if trainable is None:
             return per_runner

@@ -2,7 +2,7 @@
 
 RLlib's env runners return episodes: ``sample(num_timesteps=, num_episodes=,
 random_actions=, force_reset=)``. cairn's algorithms sample fixed-length batches
-(``EnvRunner.sample()``); this module gives RLlib's call on its own env copies, so a
+(``EnvRunner.sample_batches()``); this module gives RLlib's call on its own env copies, so a
 user (or RLlib's tests) can drive an env runner the RLlib way. Its episodes in flight
 live only in memory (they are not part of a runner's checkpoint), and modules act on
 the raw observations (connector pipelines and stateful modules are the batch
@@ -104,7 +104,7 @@ def sample_plan(
         if value is not None and int(value) < 0:
             raise SampleRequestError(f"sample({name}={value}): give a count >= 0.")
     if num_timesteps is None and num_episodes is None:
-        if getattr(config, "batch_mode", "truncate_episodes") == "complete_episodes":
+        if config.batch_mode == "complete_episodes":
             return None, num_envs
         return int(config.rollout_length) * num_envs, None
     return num_timesteps, num_episodes

@@ -42,15 +42,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from cairn.errors import IncompatibleCheckpointError
 from cairn.rl.env.episode_chunks import EpisodeChunks, as_array
 
 __all__ = [
     "Episode",
     "EpisodeTracker",
     "SingleAgentEpisode",
-    "agent_episodes_from_state",
-    "agent_episodes_state",
     "check_episode_data",
     "slot_info",
     "slot_value",
@@ -386,8 +383,8 @@ class SingleAgentEpisode(EpisodeChunks):
     ) -> Any:
         if not self.keep_history:
             raise ValueError(
-                f"episode.{name}() is not available here: the multi-agent env runner keeps each agent's return, "
-                "length and custom_data, not its per-step history. Log what you need in on_episode_step."
+                f"episode.{name}() is not available here: episode {self.id_!r} was built with keep_history=False "
+                "and holds its return, length and custom_data, not its per-step history."
             )
         picked = _pick(items, indices, lookback=lookback, neg_index_as_lookback=neg_index_as_lookback, fill=fill)
         # After to_numpy() (RLlib's): several items come back as one array; infos stay dicts.
@@ -463,11 +460,6 @@ class SingleAgentEpisode(EpisodeChunks):
             self._actions.append(action)
             self._rewards.append(float(reward))
             self._infos.append(dict(info))
-
-    def set_summary(self, *, episode_return: float, length: int, is_done: bool) -> None:
-        """Set the return, length and end of an episode whose steps the runner does not record one by one."""
-        self._return, self._length = float(episode_return), int(length)
-        self.is_terminated = self.is_terminated or is_done
 
     def get_state(self) -> dict[str, Any]:
         """Everything the episode holds, as plain data (refuses what a checkpoint cannot hold).
@@ -657,6 +649,15 @@ class EpisodeTracker:
         self.episodes[slot] = self._new(slot, *pending)
         return self.episodes[slot]
 
+    def restart(self, slot: int, observation: Any, info: dict[str, Any]) -> SingleAgentEpisode:
+        """Drop ``slot``'s episode in flight for a new one from a reset (``batch_mode="complete_episodes"``
+        drops unfinished episodes); an episode without a step yet keeps its number."""
+        self._next[slot] = None
+        if len(self.episodes[slot]) > 0:
+            self.numbers[slot] += 1
+        self.episodes[slot] = self._new(slot, observation, info)
+        return self.episodes[slot]
+
     def get_state(self) -> dict[str, Any]:
         """The episodes in flight and the episode numbers (raises ``TypeError`` for data a checkpoint cannot hold)."""
         return {"numbers": list(self.numbers), "episodes": [episode.get_state() for episode in self.episodes]}
@@ -677,24 +678,3 @@ class EpisodeTracker:
         """Take checked episode numbers and episodes, one per slot (a restore's, see ``state_checks``)."""
         self.numbers, self.episodes = list(numbers), list(episodes)
         self._next = [None] * len(self.slot_agents)
-
-
-def agent_episodes_state(episodes: Mapping[tuple[int, Any], SingleAgentEpisode]) -> list[dict[str, Any]]:
-    """The multi-agent runner's episode objects in flight, as a list of episode states."""
-    return [episode.get_state() for episode in episodes.values()]
-
-
-def agent_episodes_from_state(states: Any) -> dict[tuple[int, Any], SingleAgentEpisode]:
-    """The inverse of :func:`agent_episodes_state` ((env copy, agent) -> episode).
-
-    Raises:
-        IncompatibleCheckpointError: ``states`` are not episode states.
-    """
-    try:
-        episodes = [SingleAgentEpisode.from_state(state) for state in states]
-    except (TypeError, ValueError) as err:
-        raise IncompatibleCheckpointError(
-            f"env_runner/env/episode_api is not the episodes' state of cairn's multi-agent env runner ({err}). The "
-            "checkpoint was not written by this version of cairn.rl, or was altered."
-        ) from err
-    return {(episode.env_index, episode.agent_id): episode for episode in episodes}

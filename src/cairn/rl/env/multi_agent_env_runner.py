@@ -18,7 +18,7 @@ kept as the env gives them (``str`` or ``int``), also in checkpoints.
 Every agent builds its own trajectory. A transition is complete when the
 agent acts again or its episode ends, so the reward of a transition is all
 the reward the agent got in between (in turn-based games the other player's
-move comes between). :meth:`sample` returns the transitions completed during
+move comes between). :meth:`sample_batches` returns the transitions completed during
 the call, per module, as one time-major column ``[T, 1, ...]`` of agent
 trajectories one after the other: where a trajectory stops inside the batch
 (the agent's episode ended, or it goes on in the next call), ``terminateds``
@@ -36,7 +36,7 @@ handler, the checkpoint says that episodes restart on restore.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, overload
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -46,11 +46,11 @@ from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.config.env_creators import live_env_creator
 from cairn.rl.core.columns import Columns
 from cairn.rl.core.rl_module.stateful import initial_state, state_columns, state_out, strip_time_dim
+from cairn.rl.env.batch_modes import COMPLETE_EPISODES_MAX_STEPS, complete_episodes, too_long
 from cairn.rl.env.env_runner import EnvRunner, SampleBatch, as_tensors
 from cairn.rl.env.env_state import (
     supports_env_state,
 )
-from cairn.rl.env.episodes import SingleAgentEpisode
 from cairn.rl.env.module_outputs import owed_output, owes_logp_and_values
 from cairn.rl.env.module_pipelines import ModulePipelines
 from cairn.rl.env.module_spaces import check_agent_ids, infer_module_spaces, space_mismatch
@@ -65,6 +65,7 @@ from cairn.rl.env.multi_agent_env import (
 )
 from cairn.rl.env.multi_agent_episode import MultiAgentEpisode
 from cairn.rl.env.multi_agent_episode_sampling import MultiAgentEpisodeSampler
+from cairn.rl.env.multi_agent_game_hooks import GameEpisodes
 from cairn.rl.env.multi_agent_pipelines import MultiAgentRunnerPipelines
 from cairn.rl.env.multi_agent_runner_state import MultiAgentRunnerState
 from cairn.rl.env.runner_modules import MultiAgentRunnerModules
@@ -173,9 +174,9 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
             self._obs_dicts.append(dict(obs))
         self._open: dict[tuple[int, AgentID], _Trajectory] = {}
         self._closed: list[_Trajectory] = []
-        self._last_agent_steps = 0
-        self._agent_episodes: dict[tuple[int, Any], SingleAgentEpisode] = {}
-        """(env copy, agent) -> the episode object its hooks see (when a callback overrides an episode hook)."""
+        self._games = GameEpisodes(num_envs, self.worker_index, self._module_for, self._game_hook)
+        """The games in flight as ``MultiAgentEpisode`` s, which the episode hooks get (only when a callback
+        overrides one)."""
         self._episode_sampler: MultiAgentEpisodeSampler | None = None
         """RLlib's ``sample(num_timesteps=, ...)``: env copies of its own, built at its first call."""
 
@@ -432,7 +433,9 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
     def _step_env(self, env_index: int, actions: dict[AgentID, Any]) -> int:
         """Step copy ``env_index``; close what ended; reset it if its episode ended. Returns episodes ended."""
         env = self.envs[env_index]
-        obs, rewards, terminateds, truncateds, _ = env.step(actions)
+        obs, rewards, terminateds, truncateds, infos = env.step(actions)
+        if self._episode_hooks:  # on_episode_step (and _end) of the game, before its copy is reset
+            self._games.step(env_index, obs, actions, rewards, infos, terminateds, truncateds)
         pending = self._pending[env_index]
         returns = self._agent_returns[env_index]
         for agent, reward in rewards.items():
@@ -456,7 +459,6 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
                 self._complete(env_index, agent, terminated=terminated, truncated=truncated, final_vf=final_vf)
             self._agent_states.pop((env_index, agent), None)  # its episode's memory ends with it
             if agent in self._agent_steps[env_index]:
-                self._agent_episode_hook("on_episode_end", env_index, agent, done=True)
                 self._record_episode(
                     returns.get(agent, 0.0), self._agent_steps[env_index].pop(agent), self._mappings[env_index][agent]
                 )
@@ -475,20 +477,6 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
             self._obs_dicts[env_index] = {agent: o for agent, o in obs.items() if agent not in ended}
         return len(ended)
 
-    @overload
-    def sample(self) -> dict[str, SampleBatch]: ...
-
-    @overload
-    def sample(  # a bare call matches the first overload (the batch sampler's)
-        self,
-        *,
-        num_timesteps: int | None = None,
-        num_episodes: int | None = None,
-        explore: bool | None = None,
-        random_actions: bool = False,
-        force_reset: bool = False,
-    ) -> list[MultiAgentEpisode]: ...
-
     def sample(
         self,
         *,
@@ -497,47 +485,58 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
         explore: bool | None = None,
         random_actions: bool = False,
         force_reset: bool = False,
-    ) -> dict[str, SampleBatch] | list[MultiAgentEpisode]:
-        """Step every env copy ``rollout_length`` times (the algorithm's call, without arguments); or,
-        called the RLlib way with any argument, sample RLlib's episodes.
+    ) -> list[MultiAgentEpisode]:
+        """RLlib's ``sample``: the games played, as ``MultiAgentEpisode`` s (the algorithm's batches are
+        :meth:`sample_batches`'s).
 
         Args:
-            num_timesteps: RLlib's call: at least this many env steps (see
-                :mod:`~cairn.rl.env.multi_agent_episode_sampling`).
-            num_episodes: RLlib's call: exactly this many finished games, all started anew.
-            explore: RLlib's call: sample actions (True) or take the greedy ones; default the config's.
-            random_actions: RLlib's call: draw actions from the agents' action spaces.
-            force_reset: RLlib's call: start new games in every copy first.
+            num_timesteps: At least this many steps (env steps, or agent steps with
+                ``count_steps_by="agent_steps"``; see :mod:`~cairn.rl.env.multi_agent_episode_sampling`).
+            num_episodes: Exactly this many finished games, all started anew.
+            explore: Sample actions (True) or take the greedy ones; default the config's.
+            random_actions: Draw actions from the agents' action spaces.
+            force_reset: Start new games in every copy first.
+
+        Neither count given: ``rollout_fragment_length`` x ``num_envs_per_env_runner`` steps, or
+        with ``batch_mode="complete_episodes"`` one finished game per env copy (RLlib's).
+
+        As RLlib's, it calls the callbacks' episode hooks once per game (``on_episode_end`` with
+        ``prev_episode_chunks``, the chunks of the game earlier calls returned) and ``on_sample_end``
+        with the episodes.
 
         Returns:
-            Without arguments: module id -> the module's completed transitions, as a
-            :data:`~cairn.rl.env.env_runner.SampleBatch` of shape ``[T, 1, ...]``
-            (see the module docstring); modules without one are left out. RLlib's call: the
-            :class:`~cairn.rl.env.multi_agent_episode.MultiAgentEpisode` s (finished, then running).
+            The :class:`~cairn.rl.env.multi_agent_episode.MultiAgentEpisode` s: finished, then running.
 
         Raises:
-            SampleRequestError: RLlib's call with both counts, or a negative one.
+            SampleRequestError: Both counts, or a negative one.
         """
-        if (
-            num_timesteps is not None
-            or num_episodes is not None
-            or explore is not None
-            or random_actions
-            or force_reset
-        ):
-            if self._episode_sampler is None:
-                self._episode_sampler = MultiAgentEpisodeSampler(
-                    self.config, self.module, self._map_for_episode_api, self.worker_index
-                )
-            return self._episode_sampler.sample(
-                self.module,
-                num_timesteps=num_timesteps,
-                num_episodes=num_episodes,
-                explore=explore,
-                random_actions=random_actions,
-                force_reset=force_reset,
+        if self._episode_sampler is None:
+            hook = self._episode_api_hook if self._episode_hooks else None
+            self._episode_sampler = MultiAgentEpisodeSampler(
+                self.config, self.module, self._map_for_episode_api, self.worker_index, hook
             )
-        return self._sample_batches()
+        episodes = self._episode_sampler.sample(
+            self.module,
+            num_timesteps=num_timesteps,
+            num_episodes=num_episodes,
+            explore=explore,
+            random_actions=random_actions,
+            force_reset=force_reset,
+        )
+        self.callbacks.on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=episodes)
+        return episodes
+
+    def _episode_api_hook(self, hook: str, episode: MultiAgentEpisode, env: Any, env_index: int, **extra: Any) -> None:
+        """Call the callbacks' episode ``hook`` for a game of RLlib's ``sample()`` (its own env copies)."""
+        getattr(self.callbacks, hook)(
+            episode=episode,
+            env_runner=self,
+            metrics_logger=self.metrics,
+            env=env,
+            env_index=env_index,
+            rl_module=self.module,
+            **extra,
+        )
 
     def _map_for_episode_api(self, agent: AgentID, episode: EpisodeInfo) -> str:
         """The module ``policy_mapping_fn`` picks for ``agent`` in a game of RLlib's ``sample(...)``, checked."""
@@ -550,78 +549,74 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
         self._check_spaces(agent, module_id)
         return str(module_id)
 
-    def _sample_batches(self) -> dict[str, SampleBatch]:
+    def sample_batches(self) -> dict[str, SampleBatch]:
+        """Step every env copy ``rollout_length`` times (the algorithm's call); with
+        ``batch_mode="complete_episodes"``, go on with the copies whose game is in flight until each
+        ended (:mod:`~cairn.rl.env.batch_modes`).
+
+        Returns:
+            Module id -> the module's completed transitions, as a
+            :data:`~cairn.rl.env.env_runner.SampleBatch` of shape ``[T, 1, ...]``
+            (see the module docstring); modules without one are left out.
+
+        Raises:
+            IncompleteEpisodesError: A game went on past the bound of ``"complete_episodes"``.
+        """
         self._episodes_this_iteration = 0
         self.last_episodes = []
-        agent_steps = 0
+        agent_steps = env_steps = rounds = 0
         by_agents = self.config.count_steps_by == "agent_steps"
         wanted = int(self.config.rollout_length) * (self.num_envs if by_agents else 1)
+        complete = complete_episodes(self.config)
+        # Copies at the start of a game (no step yet): "complete_episodes" stops them once the count is reached.
+        fresh = [not self._agent_steps[e] and not self._pending[e] for e in range(self.num_envs)]
         # Counting agent steps, a copy takes at most `wanted` env steps (each step with an agent
         # acting counts at least one), so an env whose agents seldom act cannot loop forever.
-        for _ in range(wanted):
-            if by_agents and agent_steps >= wanted:
+        while True:
+            reached = rounds >= wanted or (by_agents and agent_steps >= wanted)
+            copies = [e for e in range(self.num_envs) if not fresh[e]] if reached and complete else None
+            if reached and not copies:
                 break
-            acting = [(e, agent) for e in range(self.num_envs) for agent in self._obs_dicts[e]]
-            actions_per_env: list[dict[AgentID, Any]] = [{} for _ in range(self.num_envs)]
-            if acting:
-                modules = [self._module_for(e, agent) for e, agent in acting]
-                acted = self._act_per_module(acting, modules)
-                for i, (e, agent) in enumerate(acting):
-                    filtered, action, logp, value, env_action, fed = acted[i]
-                    if agent in self._pending[e]:
-                        self._complete(e, agent, terminated=False, truncated=False, final_vf=0.0)
-                    self._pending[e][agent] = {
-                        "obs": filtered,
-                        "action": action,
-                        "logp": logp,
-                        "vf": value,
-                        "reward": 0.0,
-                    }
-                    if fed is not None:  # a stateful module: the state fed with this observation
-                        self._pending[e][agent]["state_in"] = fed
-                    if agent not in self._agent_steps[e]:  # the agent's first action of this episode
-                        self._agent_steps[e][agent] = 0
-                        self._agent_episode_hook("on_episode_start", e, agent, done=False)
-                    self._agent_steps[e][agent] += 1
-                    actions_per_env[e][agent] = int(env_action) if np.ndim(env_action) == 0 else env_action
-            for e in range(self.num_envs):
-                self._step_env(e, actions_per_env[e])
-            if self._step_hook:
-                for e, agent in acting:
-                    if agent in self._agent_steps[e]:  # its episode goes on
-                        self._agent_episode_hook("on_episode_step", e, agent, done=False)
-            agent_steps += len(acting)
-            self.num_env_steps_sampled_lifetime += self.num_envs
-            self.num_agent_steps_sampled_lifetime += len(acting)
-        self._last_agent_steps = agent_steps
+            if copies is not None and rounds >= wanted + COMPLETE_EPISODES_MAX_STEPS:
+                raise too_long(self.config.env, rounds)
+            active = range(self.num_envs) if copies is None else copies
+            numbers = list(self._episode_numbers)
+            agent_steps += self._sample_step(active)
+            for e in active:
+                fresh[e] = self._episode_numbers[e] != numbers[e]  # its game ended: the next one has no step
+            rounds += 1
+            env_steps += len(active)
         batches = self._collect()
-        self._end_sample(batches, agent_steps=agent_steps)
+        self._end_sample(batches, agent_steps=agent_steps, env_steps=env_steps)
         return batches
 
-    def _agent_episode_hook(self, hook: str, env_index: int, agent: AgentID, *, done: bool) -> None:
-        """Call the callbacks' ``hook`` for one agent's episode in env copy ``env_index``.
+    def _sample_step(self, copies: Sequence[int]) -> int:
+        """One env step of each copy in ``copies`` (their agents act first); returns the agent steps."""
+        if self._episode_hooks:  # on_episode_start of the games that begin now
+            for e in copies:
+                self._games.start(e, self._episode_numbers[e], self._obs_dicts[e])
+        acting = [(e, agent) for e in copies for agent in self._obs_dicts[e]]
+        actions_per_env: list[dict[AgentID, Any]] = [{} for _ in range(self.num_envs)]
+        if acting:
+            modules = [self._module_for(e, agent) for e, agent in acting]
+            acted = self._act_per_module(acting, modules)
+            for i, (e, agent) in enumerate(acting):
+                filtered, action, logp, value, env_action, fed = acted[i]
+                if agent in self._pending[e]:
+                    self._complete(e, agent, terminated=False, truncated=False, final_vf=0.0)
+                self._pending[e][agent] = {"obs": filtered, "action": action, "logp": logp, "vf": value, "reward": 0.0}
+                if fed is not None:  # a stateful module: the state fed with this observation
+                    self._pending[e][agent]["state_in"] = fed
+                self._agent_steps[e][agent] = self._agent_steps[e].get(agent, 0) + 1
+                actions_per_env[e][agent] = int(env_action) if np.ndim(env_action) == 0 else env_action
+        for e in copies:
+            self._step_env(e, actions_per_env[e])
+        self.num_env_steps_sampled_lifetime += len(copies)
+        self.num_agent_steps_sampled_lifetime += len(acting)
+        return len(acting)
 
-        As the metrics do, each agent's part of a game is an episode of its own: it
-        starts with the agent's first action and ends when the agent is done.
-        """
-        if not self._episode_hooks:  # no callback overrides an episode hook
-            return
-        episode = self._agent_episodes.get((env_index, agent))
-        if episode is None:  # its custom_data lives until the agent's episode ends (and in checkpoints)
-            episode = SingleAgentEpisode(
-                f"{self.worker_index}-{env_index}-{self._episode_numbers[env_index]}-{agent}",
-                env_index=env_index,
-                agent_id=agent,
-                module_id=self._mappings[env_index][agent],
-                keep_history=False,
-            )
-            self._agent_episodes[(env_index, agent)] = episode
-        episode.module_id = self._mappings[env_index][agent]
-        episode.set_summary(
-            episode_return=float(self._agent_returns[env_index].get(agent, 0.0)),
-            length=int(self._agent_steps[env_index].get(agent, 0)),
-            is_done=done,
-        )
+    def _game_hook(self, hook: str, episode: MultiAgentEpisode, env_index: int, **extra: Any) -> None:
+        """Call the callbacks' ``hook`` (``on_episode_start``/``_step``/``_end``) for copy ``env_index``'s game."""
         getattr(self.callbacks, hook)(
             episode=episode,
             env_runner=self,
@@ -629,9 +624,8 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
             env=self.envs[env_index],
             env_index=env_index,
             rl_module=self.module,
+            **extra,
         )
-        if done:
-            del self._agent_episodes[(env_index, agent)]
 
     def _collect(self) -> dict[str, SampleBatch]:
         """The rows completed so far, per module; open trajectories end in a cut with their bootstrap value."""
@@ -673,9 +667,6 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
                     state_columns({name: np.stack([f[name] for f in states_fed])[:, None] for name in initial})
                 )
         return batches
-
-    def _agent_steps_of_last_sample(self) -> int:
-        return self._last_agent_steps
 
     # ------------------------------------------------------------------ Checkpointable
 

@@ -221,6 +221,13 @@ class MultiAgentEpisode(EpisodeReads, EpisodeSetters, EpisodeChunkOps):
             self._agent_module_ids[agent_id] = self.agent_to_module_mapping_fn(agent_id, self)
         return self._agent_module_ids.get(agent_id)
 
+    def set_module_for(self, agent_id: Any, module_id: str) -> None:
+        """``agent_id`` acts with ``module_id`` from now on (an env runner re-maps an agent whose module was
+        removed mid-game); its agent episode says so too."""
+        self._agent_module_ids[agent_id] = module_id
+        if agent_id in self.agent_episodes:
+            self.agent_episodes[agent_id].module_id = module_id
+
     def _new_agent(self, agent: Any, observation: Any, info: Mapping[str, Any] | None) -> None:
         episode = SingleAgentEpisode(
             f"{self.id_}-{agent}",

@@ -1,20 +1,22 @@
 """RLlib's episode-returning ``MultiAgentEnvRunner.sample(num_timesteps=, num_episodes=, ...)``.
 
-cairn's multi-agent runner samples the algorithm's batches (``sample()`` without
-arguments). Called the RLlib way, with a count or one of RLlib's options, it hands the
-call to a :class:`MultiAgentEpisodeSampler`: env copies of its own (as
+cairn's multi-agent runner samples the algorithm's batches with ``sample_batches()``.
+Its ``sample(...)`` is RLlib's (bare, too: ``rollout_fragment_length`` steps per env copy)
+and hands the call to a :class:`MultiAgentEpisodeSampler`: env copies of its own (as
 :class:`~cairn.rl.env.single_agent_env_runner.SingleAgentEnvRunner` has), the runner's
 modules and policy mapping, and :class:`~cairn.rl.env.multi_agent_episode.MultiAgentEpisode`
 results, one per game: finished games first, then the chunks of the games still running
 (``MultiAgentEpisode.cut()``: their ``env_t_started`` continues the earlier chunk). Each
 step, the running agents the env gave an observation act, and the episode records the
 step by RLlib's rules (hanging actions and rewards, see
-:mod:`~cairn.rl.env.multi_agent_episode`).
+:mod:`~cairn.rl.env.multi_agent_episode`). When a callback overrides an episode hook, the hooks
+are called per game as RLlib's ``sample()`` calls them (``on_episode_end`` gets the game's earlier
+chunks as ``prev_episode_chunks``).
 
 What differs from RLlib (docs/rllib_parity.md): its episodes in flight are not part of the
 runner's checkpoint; modules act on the raw observations (the connector pipelines and
-stateful modules are the batch sampler's); steps are counted per env step
-(``count_steps_by="env_steps"``).
+stateful modules are the batch sampler's). Steps are env steps, or agent steps with
+``count_steps_by="agent_steps"`` (then at most ``num_timesteps`` rounds of env steps).
 """
 
 from __future__ import annotations
@@ -38,12 +40,18 @@ MapAgent = Callable[[AgentID, EpisodeInfo], str]
 """``(agent id, episode) -> module id``, checked (the runner's mapping and its space check)."""
 
 
+EpisodeHook = Callable[..., None]
+"""``hook(name, episode, env, env_index, **extra)``: calls the callbacks' episode hook ``name``."""
+
+
 class _Game:
-    """One env copy's game in flight: its episode chunk and the observations its agents act on next."""
+    """One env copy's game in flight: its episode chunk, the observations its agents act on next, and the
+    chunks of it earlier calls returned (``on_episode_end``'s ``prev_episode_chunks``)."""
 
     def __init__(self, episode: MultiAgentEpisode, observations: dict[AgentID, Any]) -> None:
         self.episode = episode
         self.observations = observations
+        self.chunks: list[MultiAgentEpisode] = []
 
 
 class MultiAgentEpisodeSampler:
@@ -56,9 +64,19 @@ class MultiAgentEpisodeSampler:
             and go); a stateful one is refused when it acts.
         map_agent: The runner's policy mapping, checked against the agents' spaces.
         worker_index: The runner's index (seeds differ per index).
+        hook: Calls the callbacks' episode hooks (RLlib's ``sample()`` calls them per game), or None
+            when no callback overrides one.
     """
 
-    def __init__(self, config: AlgorithmConfig, module: MultiRLModule, map_agent: MapAgent, worker_index: int) -> None:
+    def __init__(
+        self,
+        config: AlgorithmConfig,
+        module: MultiRLModule,
+        map_agent: MapAgent,
+        worker_index: int,
+        hook: EpisodeHook | None = None,
+    ) -> None:
+        self.hook = hook
         self.config = config
         self.module = module
         self.map_agent = map_agent
@@ -96,8 +114,12 @@ class MultiAgentEpisodeSampler:
             action_space=getattr(env, "action_space", None),
             agent_to_module_mapping_fn=mapping,
         )
+        if self.hook is not None:
+            self.hook("on_episode_created", episode, env, index)
         obs, infos = env.reset(seed=self._env_seed + number)
         episode.add_env_reset(observations=obs, infos=infos)
+        if self.hook is not None:
+            self.hook("on_episode_start", episode, env, index)
         return _Game(episode, dict(obs))
 
     def sample(
@@ -137,6 +159,8 @@ class MultiAgentEpisodeSampler:
         running = [game.episode for game in self._games if len(game.episode) > 0]
         for game in self._games:
             if len(game.episode) > 0:
+                if self.hook is not None:  # on_episode_end's prev_episode_chunks: what was returned of the game
+                    game.chunks.append(game.episode)
                 game.episode = game.episode.cut()
         return done + running
 
@@ -180,6 +204,10 @@ class MultiAgentEpisodeSampler:
             extra_model_outputs={agent: outputs for agent, (_, outputs) in acted.items()},
         )
         game.observations = dict(obs)
+        if self.hook is not None:
+            self.hook("on_episode_step", game.episode, env, index)
+            if game.episode.is_done:
+                self.hook("on_episode_end", game.episode, env, index, prev_episode_chunks=game.chunks)
         if game.episode.is_done:
             done.append(game.episode)
             self._games[index] = self._new_game(index)

@@ -24,12 +24,12 @@ from cairn.rl.env.env_state import (
     get_env_state,
     set_env_state,
 )
-from cairn.rl.env.episodes import SingleAgentEpisode, agent_episodes_state
 from cairn.rl.env.module_pipelines import ModulePipelines
 from cairn.rl.env.module_spaces import check_agent_ids
 from cairn.rl.env.multi_agent_env import AgentID, MultiAgentEnv, Spaces
+from cairn.rl.env.multi_agent_game_hooks import GameEpisodes
 from cairn.rl.env.runner_state import EnvRunnerState, _is_int
-from cairn.rl.env.runner_state_checks import episode_from_state, layout_problem, module_memory, runner_local_states
+from cairn.rl.env.runner_state_checks import layout_problem, module_memory, runner_local_states
 from cairn.rl.utils.nested import to_state
 from cairn.state_checks import corrupt, count, number, unique
 from cairn.state_checks import mapping as state_dict
@@ -51,7 +51,7 @@ class MultiAgentRunnerState(EnvRunnerState):
     _extra_agents: list[AgentID]
     _force_starts: set[tuple[int, AgentID]]
     _agent_states: dict[tuple[int, AgentID], dict[str, torch.Tensor]]
-    _agent_episodes: dict[tuple[int, Any], SingleAgentEpisode]
+    _games: GameEpisodes
     _episode_numbers: list[int]
     _mappings: list[dict[AgentID, str]]
     _pending: list[dict[AgentID, dict[str, Any]]]
@@ -88,7 +88,7 @@ class MultiAgentRunnerState(EnvRunnerState):
             ]
             if self._initial_states:  # the memory of the agents of stateful modules, in flight
                 self._save_agent_states(state["episodes"])
-            state["episode_api"] = agent_episodes_state(self._agent_episodes)  # custom_data of episodes in flight
+            state["game_episodes"] = self._games.get_state()  # the hooks' games in flight (their custom_data)
             local = self._runner_local_connector_states()
             if local:  # the connectors' part of the episodes in flight (frame stacks per row), this runner's own
                 state["connectors"] = local
@@ -126,13 +126,18 @@ class MultiAgentRunnerState(EnvRunnerState):
             self._read_episode(episode, where=f"{where}/episodes/{e}") for e, episode in enumerate(episodes)
         ]
         agents = [*self.possible_agents, *rows["extra"]]
-        api = self._read_agent_episodes(env_state.get("episode_api", []), read_episodes, agents, where=where)
+        games = self._games.read_state(
+            env_state.get("game_episodes", [None] * self.num_envs),
+            agents,
+            list(self.module.keys()),
+            where=f"{where}/game_episodes",
+        )
         memory = self._restored_agent_states(episodes)  # the recurrent states of the agents in flight
         return {
             "sub_envs": list(sub_states),
             "rows": rows,
             "episodes": read_episodes,
-            "episode_api": api,
+            "game_episodes": games,
             "memory": memory,
         }
 
@@ -192,32 +197,6 @@ class MultiAgentRunnerState(EnvRunnerState):
             **{key: number(saved.get(key), where=f"{where}/{key}") for key in ("logp", "vf", "reward")},
         }
 
-    def _read_agent_episodes(
-        self, states: Any, episodes: Sequence[Mapping[str, Any]], agents: Sequence[AgentID], *, where: str
-    ) -> dict[tuple[int, Any], SingleAgentEpisode]:
-        """The episode objects in flight: each of an agent in its episode, in an env copy, with a module."""
-        if not isinstance(states, list | tuple):
-            raise corrupt(f"{where}/episode_api", f"expected a list of episodes, found a {type(states).__name__}")
-        out: dict[tuple[int, Any], SingleAgentEpisode] = {}
-        for i, state in enumerate(states):
-            episode = episode_from_state(state, where=f"{where}/episode_api/{i}")
-            e, agent = episode.env_index, episode.agent_id
-            key = (e, agent)
-            in_flight = (
-                agent is not None
-                and e < self.num_envs
-                and _holds(list(episodes[e]["mapping"]), agent)
-                and _holds(agents, agent)
-            )
-            if not in_flight or key in out or episode.module_id not in self.module:
-                raise corrupt(
-                    f"{where}/episode_api/{i}",
-                    f"is the episode of agent {agent!r:.40} in env copy {e} with module {episode.module_id!r:.40}, "
-                    "which is no agent in flight there with a module of this runner (or it is listed twice)",
-                )
-            out[key] = episode
-        return out
-
     def _set_env_state(self, env_state: Mapping[str, Any]) -> None:
         """Check, then apply, the environments' part of a state (see :meth:`EnvRunner.set_state`)."""
         self._apply_env_state(self._read_env_state(state_dict(env_state, where=f"{self.checkpoint_label}/env")))
@@ -244,7 +223,7 @@ class MultiAgentRunnerState(EnvRunnerState):
         self._agent_states = agent_states
         for (e, agent), fed in pending_states.items():
             self._pending[e][agent]["state_in"] = fed
-        self._agent_episodes = read["episode_api"]
+        self._games.episodes = read["game_episodes"]
         self.episodes_restarted = False
 
     def _save_agent_states(self, episodes: list[dict[str, Any]]) -> None:

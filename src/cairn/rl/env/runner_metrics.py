@@ -42,6 +42,7 @@ class EnvRunnerMetrics:
     _recent_lengths: deque[int]
     _recent_module_returns: dict[str, deque[float]]
     _agent_steps_of_last_sample: Callable[[], int]
+    _last_env_steps: int
 
     def _record_episode(self, episode_return: float, length: int, module_id: str) -> None:
         self._recent_returns.append(episode_return)
@@ -55,7 +56,7 @@ class EnvRunnerMetrics:
     # ------------------------------------------------------------------ group bookkeeping
 
     def sample_report(self) -> dict[str, Any]:
-        """What the group's driver needs from this runner after a :meth:`sample`.
+        """What the group's driver needs from this runner after a :meth:`sample_batches`.
 
         The steps taken, the episodes that ended (in order), the connectors'
         deltas (statistics of the data seen since the last report, connector name
@@ -63,7 +64,7 @@ class EnvRunnerMetrics:
         (:meth:`MetricsLogger.pop_deltas`); small, whatever the size of the batches.
         """
         return {
-            "env_steps": self.num_envs * int(self.config.rollout_length),
+            "env_steps": self._last_env_steps,
             "agent_steps": self._agent_steps_of_last_sample(),
             "episodes": list(self.last_episodes),
             "connector_deltas": self.pop_connector_deltas(),

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import torch
 
     from cairn.rl.env.multi_agent_env_runner import _Trajectory
+    from cairn.rl.env.multi_agent_game_hooks import GameEpisodes
 
 __all__ = ["EnvRunnerModules", "ModuleRemoval", "MultiAgentRunnerModules"]
 
@@ -154,6 +155,7 @@ class MultiAgentRunnerModules(EnvRunnerModules):
     _force_starts: set[tuple[int, AgentID]]
     _open: dict[tuple[int, AgentID], _Trajectory]
     _closed: list[_Trajectory]
+    _games: GameEpisodes
     _resolve_mapping: Callable[[AlgorithmConfig], Callable[[Any, EpisodeInfo], str]]
     _static_mapping: Callable[[], dict[Any, str]]
     _register_pipelines: Callable[[str, Spaces, ConnectorPipeline, ConnectorPipeline], None]
@@ -221,7 +223,7 @@ class MultiAgentRunnerModules(EnvRunnerModules):
         that function (the same episode seed as for a new mapping, so a restored
         runner agrees) and act with their new module from their next action on.
         Their open transitions and the rows of their trajectories not yet
-        returned by :meth:`sample` were collected with ``module_id`` and are
+        returned by :meth:`sample_batches` were collected with ``module_id`` and are
         dropped: they would train a module that no longer exists, and the new
         module did not choose those actions (PPO needs its own log-probabilities).
         Their episode returns keep counting: an agent's return covers its whole
@@ -257,6 +259,7 @@ class MultiAgentRunnerModules(EnvRunnerModules):
         module_id = removal.module_id
         for (e, agent), new_module in removal.remapped.items():
             self._mappings[e][agent] = new_module
+            self._games.remap(e, agent, new_module)  # the hooks' game says which module acts from now on
             self._pending[e].pop(agent, None)
             self._agent_states.pop((e, agent), None)  # the new module starts from its initial state
             self._force_starts.add((e, agent))  # the new module's connectors hold no history of this episode

@@ -195,6 +195,8 @@ class SingleAgentEnvRunner:
 
     def _episode_hook(self, hook: str, episode: RunnerEpisode) -> None:
         """Call the config's callbacks' ``hook`` for ``episode`` with RLlib's arguments."""
+        if hook == "on_episode_start":  # the episode object comes with its first observation: created now
+            self._episode_hook("on_episode_created", episode)
         getattr(self.callbacks, hook)(
             episode=episode,
             env_runner=self,
@@ -242,8 +244,9 @@ class SingleAgentEnvRunner:
             random_actions: Draw actions from the action space instead of the module.
             force_reset: Start new episodes in every copy first.
 
-        The config's callbacks get RLlib's ``on_episode_start`` (after a reset), ``on_episode_step`` and
-        ``on_episode_end`` per episode and env copy, and ``on_sample_end`` with the returned episodes.
+        The config's callbacks get RLlib's ``on_episode_created`` and ``on_episode_start`` (after a reset),
+        ``on_episode_step`` and ``on_episode_end`` per episode and env copy, and ``on_sample_end`` with the
+        returned episodes.
 
         Returns:
             Finished episodes, then the chunks of the episodes still running (``t_started`` > 0 for a

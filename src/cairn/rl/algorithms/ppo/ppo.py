@@ -70,12 +70,21 @@ def _vf_clip_param(config: Any, value: Any) -> dict[str, Any]:
 @register_type
 @dataclass
 class PPOConfig(AlgorithmConfig):
-    """Settings of PPO; the defaults are CleanRL's ``ppo.py`` (CartPole) ones.
+    """Settings of PPO; the defaults are CleanRL's ``ppo.py`` (CartPole) ones, but for the learning rate and
+    gradient clipping, which are RLlib's (``lr=5e-5``, no clipping; CleanRL: ``lr=2.5e-4``, ``max_grad_norm=0.5``,
+    which ``cairn train`` keeps for PPO).
 
     Inherits the environment, sampling and scale settings of
     :class:`~cairn.rl.algorithms.algorithm.AlgorithmConfig`. Change a copy with
     ``dataclasses.replace(config, lr=1e-3)``.
     """
+
+    lr: float = 5e-5
+    """The optimizer's learning rate at the start (RLlib's PPO default; CleanRL's is ``2.5e-4``)."""
+
+    max_grad_norm: float | None = None
+    """Gradients are clipped to this global norm (RLlib's ``grad_clip``); ``None``, RLlib's PPO default,
+    does not clip (CleanRL clips at ``0.5``)."""
 
     gamma: float = 0.99
     """Discount factor."""
@@ -223,7 +232,7 @@ class PPO(Algorithm):
 
     def training_step(self) -> dict[str, Any]:
         """Sample, compute GAE, update, sync weights; returns the iteration's metrics."""
-        per_runner = self.env_runner_group.sample()
+        per_runner = self.env_runner_group.sample_batches()
         train_batches: dict[str, dict[str, npt.NDArray[Any]]] = {}
         for runner_batches in per_runner:
             for module_id, batch in runner_batches.items():

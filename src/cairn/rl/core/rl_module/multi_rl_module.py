@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gymnasium as gym
@@ -167,7 +167,8 @@ class MultiRLModuleSpec:
             ``None``: every module of :attr:`rl_module_specs`.
     """
 
-    rl_module_specs: dict[str, RLModuleSpec] | RLModuleSpec = field(default_factory=dict)
+    # None only as the default, which __post_init__ refuses (RLlib's "must be a dict"): never None after it.
+    rl_module_specs: dict[str, RLModuleSpec] | RLModuleSpec = None  # type: ignore[assignment]
     load_state_path: str | None = None
     modules_to_load: list[str] | None = None
     inference_only: bool | None = None
@@ -181,6 +182,12 @@ class MultiRLModuleSpec:
 
     def __post_init__(self) -> None:
         specs = self.rl_module_specs
+        if specs is None:  # RLlib's check and words: a MultiRLModuleSpec names its modules
+            raise ValueError(
+                "`MultiRLModuleSpec.rl_module_specs` must be a dict mapping module ids to RLModuleSpecs (or one "
+                "RLModuleSpec shared by every module); none was given. To use one RLModule for all agents, pass "
+                "the RLModuleSpec to config.rl_module(rl_module_spec=..)."
+            )
         if isinstance(specs, RLModuleSpec):
             if self.inference_only is None:
                 self.inference_only = specs.inference_only
@@ -195,6 +202,14 @@ class MultiRLModuleSpec:
         self.rl_module_specs = dict(specs)
         if self.inference_only is None:
             self.inference_only = bool(specs) and all(s.inference_only for s in specs.values())
+
+    @property
+    def module_specs(self) -> dict[str, RLModuleSpec] | RLModuleSpec:
+        """RLlib's deprecated name of :attr:`rl_module_specs` (RLlib 2.60 still sets it; read-only here).
+
+        Removed 2027-06-01: read ``rl_module_specs``.
+        """
+        return self.rl_module_specs
 
     def per_module(self, module_ids: Iterable[str]) -> MultiRLModuleSpec:
         """The spec with a dict of module specs: a shared spec given to each of ``module_ids``; a dict as it is."""

@@ -189,6 +189,12 @@ class RLModuleSpec:
                     "write a TorchRLModule (docs/rl.md, 'Your own module') or set model_config."
                 )
 
+    @property
+    def model_config_dict(self) -> None:
+        """RLlib's deprecated ``RLModuleSpec.model_config_dict``: ``None``, as RLlib 2.60's always is (it refuses
+        any other value; the settings are :attr:`model_config`). Removed 2027-06-01: read ``model_config``."""
+        return None
+
     @classmethod
     def from_module(cls, module: RLModule) -> RLModuleSpec:
         """The spec that builds a module like ``module`` (RLlib's ``RLModuleSpec.from_module``).
