@@ -12,7 +12,11 @@ from cairn.rl.env.single_agent_env_runner import SingleAgentEnvRunner
 class Counting(RLlibCallback):
     calls: list[tuple[str, str, int]] = []
 
+    def on_episode_created(self, *, episode: Any, env_index: int, **kwargs: Any) -> None:
+        Counting.calls.append(("created", episode.id_, env_index))
+
     def on_episode_start(self, *, episode: Any, env_index: int, **kwargs: Any) -> None:
+        assert Counting.calls[-1] == ("created", episode.id_, env_index)  # created just before it starts
         Counting.calls.append(("start", episode.id_, env_index))
 
     def on_episode_step(self, *, episode: Any, env_index: int, **kwargs: Any) -> None:
@@ -36,6 +40,7 @@ def test_episode_hooks_and_on_sample_end_fire_per_episode_and_step() -> None:
     assert kinds.count("step") == sum(len(e) for e in episodes)  # one per env step of every copy
     assert kinds.count("end") == len(done) >= 1  # 60 random CartPole steps end an episode
     assert kinds.count("start") == len(done) + 2  # each copy's first episode, then one after each end
+    assert kinds.count("created") == kinds.count("start")
     assert Counting.calls[-1] == ("sample_end", str(len(episodes)), -1)
     ends = {(episode_id, env_index) for kind, episode_id, env_index in Counting.calls if kind == "end"}
     assert ends == {(e.id_, e.env_index) for e in done}  # each end names its episode and env copy
