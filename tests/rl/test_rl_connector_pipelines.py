@@ -248,6 +248,35 @@ def test_module_to_env_pieces_run_before_the_action_clipping() -> None:
     assert runner.metrics.peek("scaled_actions") == 16 * 2  # the runner hands its metrics logger to every piece
 
 
+def test_a_module_to_env_factory_is_called_with_env_and_spaces_as_rllib_calls_it() -> None:
+    seen: list[tuple[Any, dict[str, Any]]] = []
+
+    def two_arguments(env: Any, spaces: dict[str, Any]) -> ScaleActions:  # RLlib's (env, spaces): no device
+        seen.append((env, spaces))
+        return ScaleActions(factor=1.0)
+
+    runner = EnvRunner(config("Pendulum-v1").env_runners(module_to_env_connector=two_arguments))
+    ((env, spaces),) = seen
+    assert env is runner.env and spaces["__env_single__"][1] == runner.env.single_action_space
+    assert [c.name for c in runner.module_to_env.connectors] == ["ScaleActions", "ClipActions"]
+
+
+def test_rllib_api_single_agent_runner_feeds_its_module_through_the_pipelines() -> None:
+    from cairn.rl.env.single_agent_env_runner import SingleAgentEnvRunner
+
+    cfg = config("CairnDictObs-v0", observation_filter=None).env_runners(
+        env_to_module_connector=flatten_and_stack, num_envs_per_env_runner=2
+    )
+    runner = SingleAgentEnvRunner(config=cfg)
+    flat = int(gym.spaces.flatdim(runner.env.single_observation_space))
+    assert runner.module is not None
+    assert runner.module["default_policy"].observation_space.shape == (3 * flat,)  # built for the stacked rows
+    episodes = runner.sample(num_timesteps=6, random_actions=False)
+    assert sum(len(e) for e in episodes) == 6
+    assert isinstance(episodes[0].get_observations(0), dict)  # the episodes keep the env's own observations
+    runner.stop()
+
+
 def test_frame_stacking_learner_is_accepted_only_paired_with_the_same_stacking() -> None:
     learner = functools.partial(FrameStackingLearner, num_frames=3)
     EnvRunner(config().env_runners(env_to_module_connector=stacking(3)).training(learner_connector=learner))

@@ -87,13 +87,17 @@ def _pieces(
     if isinstance(factory, type):
         built: Any = factory(**kwargs)
     else:
-        # RLlib calls fn(env, spaces, device) when the function takes them, else fn(env).
+        # RLlib calls fn(env, spaces, device) for env-to-module and fn(env, spaces) for module-to-env
+        # when the function takes them, else fn(env): as many of (spaces, device) as it takes.
         params = inspect.signature(factory).parameters.values()
         positional = [
             p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in kwargs
         ]
-        takes_all = any(p.kind is p.VAR_POSITIONAL for p in params) or len(positional) >= len(args) + len(spaces_args)
-        built = factory(*args, *spaces_args, **kwargs) if spaces_args and takes_all else factory(*args, **kwargs)
+        if any(p.kind is p.VAR_POSITIONAL for p in params):
+            extra = spaces_args
+        else:
+            extra = spaces_args[: max(0, len(positional) - len(args))]
+        built = factory(*args, *extra, **kwargs)
     pieces = list(built) if isinstance(built, list | tuple) else [built]
     for piece in pieces:
         if not isinstance(piece, ConnectorV2):

@@ -633,6 +633,13 @@ class EnvRunner(EnvRunnerModules, EnvRunnerMetrics, EnvRunnerState, EnvRunnerEpi
         """Close the environments."""
         self.env.close()
 
+    def stop(self) -> None:
+        """Release the env copies: RLlib's name for :meth:`close` (its fixtures call it at teardown).
+
+        ``MultiAgentEnvRunner`` inherits it and closes its own env copies through its ``close()``.
+        """
+        self.close()
+
 
 def as_tensors(obs: Any) -> Any:
     """Batched observations (an array, or a dict/tuple of them) as tensors sharing their memory where they can."""

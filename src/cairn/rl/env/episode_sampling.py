@@ -28,8 +28,10 @@ __all__ = ["RunnerEpisode", "SampleRequestError", "act", "build_module_or_none",
 
 
 class SampleRequestError(ValueError, AssertionError):
-    """A ``sample()`` call asked for both ``num_timesteps`` and ``num_episodes`` (RLlib asserts; so an
-    ``AssertionError`` as well as a ``ValueError``)."""
+    """A ``sample()`` call asked for both ``num_timesteps`` and ``num_episodes``, or for a negative count.
+
+    A ``ValueError`` (cairn's kind for a bad argument) and an ``AssertionError``: RLlib's runners
+    ``assert`` these, so code written for RLlib (and RLlib's own tests) catches ``AssertionError``."""
 
 
 class RunnerEpisode(SingleAgentEpisode):

@@ -130,6 +130,11 @@ class MultiAgentEnv(gym.Env[MultiAgentDict, MultiAgentDict]):
     action_spaces: dict[Any, gym.Space[Any]]
     """Agent id -> action space."""
 
+    # RLlib's MultiAgentEnv declares both (None unless an env sets one): code written for it, such as a
+    # connector factory's ``env.observation_space``, reads them. cairn reads the per-agent dicts above.
+    observation_space: gym.Space[Any] | None = None  # type: ignore[assignment]
+    action_space: gym.Space[Any] | None = None  # type: ignore[assignment]
+
     def get_observation_space(self, agent_id: Any) -> gym.Space[Any]:
         """The observation space of ``agent_id``."""
         return self.observation_spaces[agent_id]

@@ -24,14 +24,18 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from cairn.rl.callbacks.callbacks import callbacks_from_config
 from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.config.env_creators import live_env_creator
+from cairn.rl.connectors.connectors import ConnectorPipeline
 from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
+from cairn.rl.env.connector_building import build_env_to_module, build_module_to_env
 from cairn.rl.env.env_errors import ENV_STEP_FAILURE, StepFailedRecreateEnvError
 from cairn.rl.env.episode_sampling import RunnerEpisode, act, build_module_or_none, env_action, sample_plan
 from cairn.rl.env.episodes import slot_info, slot_value
 from cairn.rl.env.multi_agent_env import make_env as make_gym_env
 from cairn.rl.utils.metrics.metrics_logger import MetricsLogger
+from cairn.rl.utils.nested import stack_rows
 
 __all__ = ["SingleAgentEnvRunner"]
 
@@ -66,15 +70,21 @@ class SingleAgentEnvRunner:
         self._generator = torch.Generator().manual_seed(int(seeds[1]))
         self._action_seed = int(seeds[2])
         self.metrics = MetricsLogger()
+        self.callbacks = callbacks_from_config(config)
         self.env: gym.vector.VectorWrapper | None = None
         self._episodes: list[RunnerEpisode] = []
         self._needs_reset = True
         self._episode_count = 0
         self.make_env()
         assert self.env is not None  # make_env built it
-        self.module: MultiRLModule | None = build_module_or_none(
-            config, self.env.single_observation_space, self.env.single_action_space
-        )
+        # RLlib's connector pipelines: the user's pieces (then the config's filter / action clipping). The
+        # module is built for what the env-to-module pipeline outputs, as the algorithms' runners build it.
+        single_obs, single_act = self.env.single_observation_space, self.env.single_action_space
+        pipeline, module_obs = build_env_to_module(config, single_obs, single_act, env=self.env)
+        self.env_to_module: ConnectorPipeline = pipeline
+        self.module_to_env: ConnectorPipeline = build_module_to_env(config, single_obs, single_act, env=self.env)
+        self.module: MultiRLModule | None = build_module_or_none(config, module_obs, single_act)
+        self._to_module: Any = None  # the env-to-module output for the next action, one row per env copy
 
     def make_env(self) -> None:
         """(Re)build the env copies as a ``SyncVectorEnv`` (``runner.env.env``); episodes start anew."""
@@ -174,11 +184,46 @@ class SingleAgentEnvRunner:
             raise RuntimeError(f"An env step failed: {type(error).__name__}: {error}") from error
         return obs, rewards, terminateds, truncateds, infos
 
-    def _reset(self) -> None:
+    def _reset(self, *, explore: bool) -> None:
         obs, infos = self._try_env_reset(seed=self._env_seed)
         self._env_seed += self.num_envs  # the next reset of all copies plays new episodes
         self._episodes = [self._new_episode(i, slot_value(obs, i), slot_info(infos, i)) for i in range(self.num_envs)]
         self._needs_reset = False
+        for episode in self._episodes:
+            self._episode_hook("on_episode_start", episode)
+        self._run_env_to_module(np.ones(self.num_envs, dtype=bool), explore=explore)
+
+    def _episode_hook(self, hook: str, episode: RunnerEpisode) -> None:
+        """Call the config's callbacks' ``hook`` for ``episode`` with RLlib's arguments."""
+        if hook == "on_episode_start":  # the episode object comes with its first observation: created now
+            self._episode_hook("on_episode_created", episode)
+        getattr(self.callbacks, hook)(
+            episode=episode,
+            env_runner=self,
+            metrics_logger=self.metrics,
+            env=self.env,
+            env_index=episode.env_index,
+            rl_module=self.module,
+        )
+
+    def _run_env_to_module(self, starts: np.ndarray[Any, np.dtype[np.bool_]], *, explore: bool) -> None:
+        """Run the episodes' last observations through the env-to-module pipeline (RLlib runs it after every
+        reset and step, also for random actions); ``starts`` marks the copies whose episode begins with it."""
+        rows = [episode.get_observations(-1) for episode in self._episodes]
+        # gymnasium's batched layout: a dict/tuple of stacked leaves for Dict/Tuple spaces, else one array.
+        observations = (
+            stack_rows(rows) if isinstance(rows[0], dict | tuple) else np.stack([np.asarray(r) for r in rows])
+        )
+        self._to_module = self.env_to_module(
+            rl_module=self.module,
+            batch={"obs": observations},
+            episodes=self._episodes,
+            explore=explore,
+            metrics=self.metrics,
+            update=True,
+            slots=np.arange(self.num_envs),
+            episode_starts=starts,
+        )["obs"]
 
     def sample(
         self,
@@ -199,6 +244,10 @@ class SingleAgentEnvRunner:
             random_actions: Draw actions from the action space instead of the module.
             force_reset: Start new episodes in every copy first.
 
+        The config's callbacks get RLlib's ``on_episode_created`` and ``on_episode_start`` (after a reset),
+        ``on_episode_step`` and ``on_episode_end`` per episode and env copy, and ``on_sample_end`` with the
+        returned episodes.
+
         Returns:
             Finished episodes, then the chunks of the episodes still running (``t_started`` > 0 for a
             chunk that continues an earlier one).
@@ -216,41 +265,64 @@ class SingleAgentEnvRunner:
             )
         explore = bool(self.config.explore) if explore is None else bool(explore)
         if episodes_wanted is not None or force_reset or self._needs_reset:
-            self._reset()
+            self._reset(explore=explore)
         done: list[RunnerEpisode] = []
         taken = 0
         while (episodes_wanted is None and taken < int(steps or 0)) or (
             episodes_wanted is not None and len(done) < episodes_wanted
         ):
-            if self._step(env, done, explore=explore, random_actions=random_actions):
+            if self._step(env, done, explore=explore, random_actions=random_actions, episodes_wanted=episodes_wanted):
                 taken += self.num_envs
             else:  # the envs were recreated (RLlib: the episodes in flight are dropped, the count starts again)
                 env = self._live_env()
-                self._reset()
+                self._reset(explore=explore)
                 taken = 0
         if episodes_wanted is not None:
             self._needs_reset = True  # RLlib: timesteps after episodes start from a reset
-            return done[:episodes_wanted]
-        running = [episode for episode in self._episodes if len(episode) > 0]
-        # A chunk that continues an episode keeps its id (RLlib's SingleAgentEpisode.cut()).
-        self._episodes = [episode.successor(episode.id_) if len(episode) else episode for episode in self._episodes]
-        return done + running
+            samples = done[:episodes_wanted]
+        else:
+            samples = done + [episode for episode in self._episodes if len(episode) > 0]
+            # The chunk that goes on keeps its episode's id (RLlib's episode.cut()): ids name episodes, not chunks.
+            self._episodes = [e.successor(e.id_) if len(e) else e for e in self._episodes]
+        self.callbacks.on_sample_end(env_runner=self, metrics_logger=self.metrics, samples=samples)
+        return samples
 
     def _step(
-        self, env: gym.vector.VectorWrapper, done: list[RunnerEpisode], *, explore: bool, random_actions: bool
+        self,
+        env: gym.vector.VectorWrapper,
+        done: list[RunnerEpisode],
+        *,
+        explore: bool,
+        random_actions: bool,
+        episodes_wanted: int | None = None,
     ) -> bool:
         """Step every copy once, recording the step in its episode; False if the step failed and the envs were
-        recreated (nothing recorded)."""
+        recreated (nothing recorded). Once ``episodes_wanted`` episodes are done, a copy whose episode ends
+        starts no new one (RLlib's rule: it would never be used; the next ``sample()`` resets)."""
         space = env.single_action_space
-        observations = [episode.get_observations(-1) for episode in self._episodes]
-        if random_actions or self.module is None:
+        if random_actions or self.module is None:  # RLlib: no module, so no module-to-env pipeline either
             actions = [space.sample() for _ in range(self.num_envs)]
             outputs: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         else:
+            if not isinstance(self._to_module, np.ndarray):
+                raise ValueError(
+                    "The RLlib-API sample() feeds modules array observations only, and the env-to-module pipeline "
+                    f"gives {type(self._to_module).__name__}s: add FlattenObservations() to env_to_module_connector, "
+                    "or train with the algorithm, whose runners feed Dict/Tuple observations."
+                )
             batch_actions, outputs = act(
-                self.module, DEFAULT_MODULE_ID, observations, explore=explore, generator=self._generator
+                self.module, DEFAULT_MODULE_ID, list(self._to_module), explore=explore, generator=self._generator
             )
-            actions = list(batch_actions)
+            actions = list(
+                self.module_to_env(
+                    rl_module=self.module,
+                    batch={"actions": batch_actions},
+                    episodes=self._episodes,
+                    explore=explore,
+                    metrics=self.metrics,
+                    slots=np.arange(self.num_envs),
+                )["actions"]
+            )
         results = self._try_env_step(np.stack([env_action(space, a) for a in actions]))
         if isinstance(results, str):
             return False
@@ -268,7 +340,12 @@ class SingleAgentEnvRunner:
                 truncated=bool(truncateds[i]),
                 outputs=outputs[i],
             )
+            self._episode_hook("on_episode_step", episode)
             if ended:
+                self._episode_hook("on_episode_end", episode)
                 done.append(episode)
-                self._episodes[i] = self._new_episode(i, slot_value(obs, i), slot_info(infos, i))
+                if episodes_wanted is None or len(done) < episodes_wanted:
+                    self._episodes[i] = self._new_episode(i, slot_value(obs, i), slot_info(infos, i))
+                    self._episode_hook("on_episode_start", self._episodes[i])
+        self._run_env_to_module(np.asarray(terminateds) | np.asarray(truncateds), explore=explore)
         return True
