@@ -50,10 +50,6 @@ STATE_COMPARE = (
     "ValueError; cairn: tensors, RuntimeError); on cairn also SingleAgentEnvRunner (RLlib's API) has no "
     "get_state() and MultiAgentEnvRunner's state has no 'rl_module' (the learner's state holds the weights)"
 )
-MA_ONE_MORE_EPISODE = (
-    "MultiAgentEnvRunner.sample(num_episodes=) creates and starts one more episode after the last one wanted "
-    "(RLlib 2.60's rule, which fails the same cases there; this test asserts RLlib's newer one)"
-)
 NO_CONNECTORS = (
     "the RLlib-API sample() of cairn's MultiAgentEnvRunner runs no env-to-module / module-to-env "
     "connector pipeline (it acts with the modules directly); its batch sampler, which cairn's algorithms use, does"
@@ -68,13 +64,6 @@ XFAIL_CASES = {
         "test_connector_sample_options",
     )
 }
-XFAIL_CASES.update(
-    {
-        f"TestEnvRunnerCallbacks::{name}[multi_agent-{n}]": MA_ONE_MORE_EPISODE
-        for name in ("test_callbacks_on_sample_episodes", "test_callbacks_multi_samples")
-        for n in (1, 8)
-    }
-)
 
 
 class TestEnvRunnerSampling:

@@ -150,7 +150,9 @@ class MultiAgentEpisodeSampler:
             episodes_wanted is not None and len(done) < episodes_wanted
         ):
             for index in range(self.num_envs):
-                acted = self._step(index, done, explore=explore, random_actions=random_actions)
+                acted = self._step(
+                    index, done, explore=explore, random_actions=random_actions, episodes_wanted=episodes_wanted
+                )
                 taken += acted if self.config.count_steps_by == "agent_steps" else 1
             rounds += 1
         if episodes_wanted is not None:
@@ -187,8 +189,19 @@ class MultiAgentEpisodeSampler:
                 out[agent] = (action, row)
         return out
 
-    def _step(self, index: int, done: list[MultiAgentEpisode], *, explore: bool, random_actions: bool) -> int:
-        """Step env copy ``index`` once; returns how many agents acted (its agent steps)."""
+    def _step(
+        self,
+        index: int,
+        done: list[MultiAgentEpisode],
+        *,
+        explore: bool,
+        random_actions: bool,
+        episodes_wanted: int | None = None,
+    ) -> int:
+        """Step env copy ``index`` once; returns how many agents acted (its agent steps).
+
+        Once ``episodes_wanted`` games are done, a copy whose game ends starts no new one (RLlib's rule: it would
+        never be used; the next ``sample()`` starts every copy anew)."""
         game = self._games[index]
         env = self.envs[index]
         acted = self._actions(game, index, explore=explore, random_actions=random_actions)
@@ -210,5 +223,6 @@ class MultiAgentEpisodeSampler:
                 self.hook("on_episode_end", game.episode, env, index, prev_episode_chunks=game.chunks)
         if game.episode.is_done:
             done.append(game.episode)
-            self._games[index] = self._new_game(index)
+            if episodes_wanted is None or len(done) < episodes_wanted:
+                self._games[index] = self._new_game(index)
         return len(acted)
