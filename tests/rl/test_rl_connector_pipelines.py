@@ -104,6 +104,12 @@ def test_multi_copies_stack_per_agent_and_the_multi_agent_runner_stacks_per_modu
     assert ma_runner.module_specs["p0"].observation_space.shape == (8,)
     ma_batches = ma_runner.sample_batches()
     assert ma_batches["p0"]["obs"].shape[-1] == 8
+    # RLlib's sample() feeds the modules through pipelines of its own too (stacks of 8 from the env's 4; raw rows
+    # of 4 would not fit the modules), and the batch sampler samples on after it.
+    episodes = ma_runner.sample(num_timesteps=5, random_actions=False)
+    assert 5 <= sum(len(e) for e in episodes) <= 5 + ma_runner.num_envs
+    assert episodes[0].agent_episodes[0].get_observations(0).shape == (4,)  # the episodes keep the env's observations
+    assert ma_runner.sample_batches()["p0"]["obs"].shape[1:] == (1, 8)
 
 
 def test_flatten_observations_on_a_dict_env_matches_gymnasium_flatten() -> None:

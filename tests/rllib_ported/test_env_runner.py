@@ -50,31 +50,6 @@ STATE_COMPARE = (
     "ValueError; cairn: tensors, RuntimeError); on cairn also SingleAgentEnvRunner (RLlib's API) has no "
     "get_state() and MultiAgentEnvRunner's state has no 'rl_module' (the learner's state holds the weights)"
 )
-MA_ONE_MORE_EPISODE = (
-    "MultiAgentEnvRunner.sample(num_episodes=) creates and starts one more episode after the last one wanted "
-    "(RLlib 2.60's rule, which fails the same cases there; this test asserts RLlib's newer one)"
-)
-NO_CONNECTORS = (
-    "the RLlib-API sample() of cairn's MultiAgentEnvRunner runs no env-to-module / module-to-env "
-    "connector pipeline (it acts with the modules directly); its batch sampler, which cairn's algorithms use, does"
-)
-# Cases a fixture parametrizes, which a decorator cannot mark alone (tests/rllib_ported/conftest.py marks them).
-XFAIL_CASES = {
-    f"TestEnvRunnerConnectors::{name}[multi_agent]": NO_CONNECTORS
-    for name in (
-        "test_env_to_module_called_on_reset",
-        "test_env_to_module_called_per_step",
-        "test_module_to_env_called_only_with_rl_module",
-        "test_connector_sample_options",
-    )
-}
-XFAIL_CASES.update(
-    {
-        f"TestEnvRunnerCallbacks::{name}[multi_agent-{n}]": MA_ONE_MORE_EPISODE
-        for name in ("test_callbacks_on_sample_episodes", "test_callbacks_multi_samples")
-        for n in (1, 8)
-    }
-)
 
 
 class TestEnvRunnerSampling:
@@ -449,7 +424,6 @@ class TestEnvRunnerConnectors:
         min_expected_calls = 1 + math.ceil(num_timesteps / env_runner.num_envs)
         assert call_count >= min_expected_calls
 
-    @pytest.mark.xfail(strict=True, reason=NO_CONNECTORS)
     def test_env_to_module_postprocess_done_episodes_multi_agent(self, ray_init):
         """Test that MultiAgent runner calls env_to_module for done episode postprocessing.
 

@@ -4,9 +4,9 @@ RLlib's env runners return episodes: ``sample(num_timesteps=, num_episodes=,
 random_actions=, force_reset=)``. cairn's algorithms sample fixed-length batches
 (``EnvRunner.sample_batches()``); this module gives RLlib's call on its own env copies, so a
 user (or RLlib's tests) can drive an env runner the RLlib way. Its episodes in flight
-live only in memory (they are not part of a runner's checkpoint), and modules act on
-the raw observations (connector pipelines and stateful modules are the batch
-sampler's; docs/rllib_parity.md).
+live only in memory (they are not part of a runner's checkpoint); modules act on what
+the runners' env-to-module pipelines give, and stateful modules are the batch
+sampler's (docs/rllib_parity.md).
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def act(
     explore: bool,
     generator: torch.Generator,
 ) -> tuple[npt.NDArray[Any], list[dict[str, Any]]]:
-    """The actions of ``module_id`` for a batch of raw observations, and each row's other outputs.
+    """The actions of ``module_id`` for a batch of observations (rows), and each row's other outputs.
 
     Raises:
         ValueError: The module is stateful (its memory is the batch sampler's: use the algorithm).

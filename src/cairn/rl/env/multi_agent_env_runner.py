@@ -35,6 +35,7 @@ handler, the checkpoint says that episodes restart on restore.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -513,7 +514,13 @@ class MultiAgentEnvRunner(MultiAgentRunnerModules, MultiAgentRunnerPipelines, Mu
         if self._episode_sampler is None:
             hook = self._episode_api_hook if self._episode_hooks else None
             self._episode_sampler = MultiAgentEpisodeSampler(
-                self.config, self.module, self._map_for_episode_api, self.worker_index, hook
+                self.config,
+                self.module,
+                self._map_for_episode_api,
+                self.worker_index,
+                hook,
+                pipelines=functools.partial(self._episode_api_pipelines, self.config),
+                metrics=self.metrics,
             )
         episodes = self._episode_sampler.sample(
             self.module,

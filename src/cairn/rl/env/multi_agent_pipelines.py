@@ -17,6 +17,7 @@ import gymnasium as gym
 
 from cairn.rl.config.algorithm_config import AlgorithmConfig
 from cairn.rl.connectors.connectors import ConnectorPipeline
+from cairn.rl.core.rl_module.multi_rl_module import MultiRLModule
 from cairn.rl.core.rl_module.rl_module import RLModuleSpec
 from cairn.rl.env.connector_building import build_env_to_module, build_module_to_env, check_learner_connector
 from cairn.rl.env.module_pipelines import ModulePipelines
@@ -150,3 +151,23 @@ class MultiAgentRunnerPipelines:
         for agent in self.possible_agents:
             out.setdefault(str(mapping_fn(agent, episode)), []).append(agent)
         return out
+
+    def _episode_api_pipelines(
+        self, config: AlgorithmConfig, module: MultiRLModule
+    ) -> tuple[ModulePipelines, ModulePipelines]:
+        """New ``(env_to_module, module_to_env)`` pipelines for RLlib's ``sample()``, one pair per module of
+        ``module``: built as the batch sampler's are (same pieces, spaces and ``load_state_path`` state), but
+        their own, so that the two samplers' env copies share no frame stacks or slots."""
+        agents = self._module_agents(config, self._mapping_fn)
+        to_module_pipelines, to_env_pipelines = ModulePipelines(), ModulePipelines()
+        for module_id in module:
+            env_spaces = self._module_env_spaces.get(module_id)
+            if env_spaces is None:  # a module added without spaces of its own: its agents give the env's
+                env_spaces = (self.env_observation_space, self.action_space)
+            to_module, to_env, _ = self._module_pipelines(
+                config, env_spaces, agents.get(module_id), module=(module_id, type(module[module_id]))
+            )
+            restore_module_pretrained_connectors(to_module, config, module_id)
+            to_module_pipelines.add(module_id, to_module)
+            to_env_pipelines.add(module_id, to_env)
+        return to_module_pipelines, to_env_pipelines
