@@ -74,6 +74,13 @@ def test_reading_refuses_pickles_bombs_depth_and_unknown_kinds() -> None:
         nested = {"space": "tuple", "spaces": [nested]}
     with pytest.raises(ValueError, match="nested deeper"):
         gym_space_from_dict(nested)
+    # A shape is a count read from the dict: bounded before gymnasium broadcasts a scalar bound to it.
+    scalar = _npy(np.array(0.0, dtype=np.float32))
+    for shape in ([1 << 20, 1 << 20], [-1, 4]):
+        with pytest.raises(ValueError, match="sizes must be non-negative and name at most"):
+            gym_space_from_dict({**box, "low": scalar, "high": scalar, "shape": shape})
+    with pytest.raises(ValueError, match="name at most"):
+        gym_space_from_dict({"space": "multi-binary", "n": [1 << 20, 1 << 20]})
     with pytest.raises(ValueError, match="unknown space kind 'graph'"):
         gym_space_from_dict({"space": "graph"})
     with pytest.raises(ValueError, match="no serialized form"):

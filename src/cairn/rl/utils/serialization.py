@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import math
 import zlib
 from collections.abc import Mapping
 from typing import Any
@@ -31,6 +32,10 @@ MAX_ARRAY_BYTES = 1 << 26
 
 MAX_DEPTH = 64
 """Deepest nesting of Tuple/Dict/Repeated spaces read."""
+
+MAX_ELEMENTS = MAX_ARRAY_BYTES // 8
+"""Most elements a space's shape (or a multi-binary's ``n``) may name: gymnasium broadcasts a
+scalar bound to the whole shape, so a small dict could otherwise ask for terabytes."""
 
 
 def _array_to_str(array: np.ndarray[Any, Any]) -> str:
@@ -130,7 +135,18 @@ def _shape(d: Mapping[str, Any], kind: str) -> tuple[int, ...]:
     shape = d.get("shape")
     if not isinstance(shape, list | tuple) or not all(isinstance(s, int) and not isinstance(s, bool) for s in shape):
         raise ValueError(f"gym_space_from_dict: a {kind} space's shape must be a list of ints, got {shape!r:.60}.")
-    return tuple(shape)
+    return _bounded(tuple(shape), kind)
+
+
+def _bounded(shape: tuple[int, ...], kind: str) -> tuple[int, ...]:
+    """``shape`` if it names at most :data:`MAX_ELEMENTS` elements and no negative size (checked before
+    gymnasium allocates its bounds)."""
+    if any(s < 0 for s in shape) or math.prod(shape) > MAX_ELEMENTS:
+        raise ValueError(
+            f"gym_space_from_dict: a {kind} space's shape {shape!r:.60} is refused: sizes must be non-negative "
+            f"and name at most {MAX_ELEMENTS} elements."
+        )
+    return shape
 
 
 def _from_dict(d: Any, depth: int) -> gym.Space[Any]:
@@ -148,6 +164,7 @@ def _from_dict(d: Any, depth: int) -> gym.Space[Any]:
         n = d.get("n")
         if isinstance(n, bool) or not (isinstance(n, int) or (isinstance(n, list) and all(type(x) is int for x in n))):
             raise ValueError(f"gym_space_from_dict: a multi-binary space's n must be an int or ints, got {n!r:.40}.")
+        _bounded((n,) if isinstance(n, int) else tuple(n), kind)
         return gym.spaces.MultiBinary(n)
     if kind == "multi-discrete":
         return gym.spaces.MultiDiscrete(
